@@ -1,0 +1,72 @@
+"""Library entry points: compile a plan from a path and flags (what the CLI calls)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from kvplan.ingest.checkpoint import load_model_inputs
+from kvplan.ingest.flags import parse_flags, split_launch_line
+from kvplan.model.flags import ServingFlags
+from kvplan.model.plan import Plan
+from kvplan.planner.compile import compile_plan
+from kvplan.planner.context import GpuFacts
+
+
+def flags_from(flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None) -> ServingFlags:
+    """Accept ServingFlags, an argv list, a pasted launch line, or a dict of vLLM field names."""
+    if flags is None:
+        return ServingFlags()
+    if isinstance(flags, ServingFlags):
+        return flags
+    if isinstance(flags, str):
+        return parse_flags(split_launch_line(flags))
+    if isinstance(flags, dict):
+        argv: list[str] = []
+        for k, v in flags.items():
+            flag = "--" + k.replace("_", "-")
+            if isinstance(v, (list, tuple)):
+                argv += [flag, *map(str, v)]
+            elif isinstance(v, dict):
+                import json  # noqa: PLC0415
+                argv += [flag, json.dumps(v)]
+            elif v is True:
+                argv.append(flag)
+            else:
+                argv += [flag, str(v)]
+        return parse_flags(argv)
+    return parse_flags(list(flags))
+
+
+def gpu_facts(gpu: Any) -> Optional[GpuFacts]:
+    """Resolve --gpu (a name, a compute capability, 'auto', or a GpuProfile) to planner facts."""
+    if gpu is None:
+        return None
+    if isinstance(gpu, GpuFacts):
+        return gpu
+    profile = gpu
+    if isinstance(gpu, str):
+        from kvplan.backends.gpus import resolve_gpu  # noqa: PLC0415
+        profile = resolve_gpu(gpu)
+    cc = getattr(profile, "compute_capability", None)
+    fp8 = getattr(profile, "fp8", "e4m3fn")
+    fp8 = getattr(fp8, "value", fp8)
+    return GpuFacts(name=profile.name, memory_gib=getattr(profile, "memory_gib", None),
+                    compute_capability=tuple(cc) if cc else None, fp8=str(fp8),
+                    supports_bf16=not (cc and tuple(cc) < (8, 0)) if getattr(profile, "vendor", "nvidia") == "nvidia" else True,
+                    profile=profile)
+
+
+def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None = None,
+            gpu: Any = None, *, kv_budget_bytes: Optional[int] = None,
+            read_safetensors: bool = True, extra_checks: Iterable[Any] = ()) -> Plan:  # noqa: A001
+    """Compile the KV plan for a config.json or checkpoint folder under vLLM serving flags.
+
+    >>> plan = compile("examples/gpt-oss-20b/config.json", "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window")
+    >>> plan.layers[0].kv_cache_dtype, plan.layers[1].kv_cache_dtype
+    ('auto', 'fp8')
+    """
+    sf = flags_from(flags)
+    inputs = load_model_inputs(path, quantization_flag=sf.quantization, read_safetensors=read_safetensors)
+    return compile_plan(inputs.arch, inputs.quant, sf, gpu_facts(gpu), source=str(path),
+                        weight_bytes=inputs.weight_bytes, kv_budget_bytes=kv_budget_bytes,
+                        extra_checks=extra_checks)

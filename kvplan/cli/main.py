@@ -1,0 +1,217 @@
+"""kvplan command line: parse, call the library, pick a formatter, exit. No logic here.
+
+Exit codes: 0 clean, 1 findings at or above --fail-level, 2 usage or input error.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from kvplan import __version__
+from kvplan.errors import KvplanInputError
+
+ENGINE_FLAGS_HELP = ("Engine flags are accepted verbatim after the path, as in a vLLM launch line: "
+                     "--kv-cache-dtype, --kv-cache-dtype-skip-layers, --dtype, --tensor-parallel-size, "
+                     "--max-model-len, --block-size, --gpu-memory-utilization, --max-num-batched-tokens, "
+                     "--attention-backend, --attention-config, --quantization.")
+
+app = typer.Typer(name="kvplan", add_completion=False, no_args_is_help=True,
+                  help="Decide, explain and prove per-layer KV cache plans before launch.",
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+class PlanFormat(str, Enum):
+    json = "json"
+    text = "text"
+
+
+class FailLevel(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+    never = "never"
+
+
+def out_console() -> Console:
+    return Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False,
+                   width=int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None)
+
+
+def err_console() -> Console:
+    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kvplan {__version__} (models vllm 0.33.0)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """kvplan: a dtype-policy compiler for LLM KV caches."""
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write the whole file or nothing (temp file + rename)."""
+    tmp = path.with_name(f".{path.name}.kvplan-tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise KvplanInputError(f"cannot write {path}: {e.strerror}.", "Check the folder exists and is writable.") from None
+
+
+def _fail_code(plan, fail_level: FailLevel) -> int:
+    if fail_level is FailLevel.never:
+        return 0
+    from kvplan.model.vocab import Severity  # noqa: PLC0415
+    floor = Severity(fail_level.value).rank
+    return 1 if any(f.severity.rank >= floor for f in plan.findings) else 0
+
+
+def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: Optional[float]):
+    from kvplan.api import compile as compile_plan  # noqa: PLC0415
+    budget = int(kv_budget_gib * 2**30) if kv_budget_gib is not None else None
+    return compile_plan(path, list(ctx.args), gpu, kv_budget_bytes=budget)
+
+
+_EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+PathArg = typer.Argument(..., help="config.json or a checkpoint folder (config.json, hf_quant_config.json, *.safetensors).")
+GpuOpt = typer.Option(None, "--gpu", help="GPU profile: a name (h100), a compute capability (sm90) or auto.")
+BudgetOpt = typer.Option(None, "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the checkpoint's weights).")
+FailOpt = typer.Option(FailLevel.error, "--fail-level", help="Exit 1 when a finding is at or above this severity.")
+
+
+@app.command(context_settings=_EXTRA, epilog=ENGINE_FLAGS_HELP)
+def plan(ctx: typer.Context, path: str = PathArg,
+         format: PlanFormat = typer.Option(PlanFormat.json, "--format", "-f", help="json (default) or text."),
+         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the plan here instead of stdout."),
+         gpu: Optional[str] = GpuOpt, kv_budget_gib: Optional[float] = BudgetOpt,
+         all_layers: bool = typer.Option(False, "--all-layers", help="text format: one row per layer."),
+         fail_level: FailLevel = FailOpt) -> None:
+    """Compile the per-layer KV plan and print it (JSON by default)."""
+    p = _compile(ctx, path, gpu, kv_budget_gib)
+    if format is PlanFormat.json:
+        from kvplan.report.json_report import dumps  # noqa: PLC0415
+        text = dumps(p)
+        if out:
+            write_atomic(out, text)
+        else:
+            sys.stdout.write(text)
+    else:
+        from kvplan.report.table import render_plan  # noqa: PLC0415
+        render_plan(p, out_console(), expand=all_layers)
+    raise typer.Exit(_fail_code(p, fail_level))
+
+
+@app.command(context_settings=_EXTRA, epilog=ENGINE_FLAGS_HELP)
+def explain(ctx: typer.Context, path: str = PathArg, gpu: Optional[str] = GpuOpt,
+            kv_budget_gib: Optional[float] = BudgetOpt,
+            all_layers: bool = typer.Option(False, "--all-layers", help="One row per layer instead of grouped runs."),
+            fail_level: FailLevel = typer.Option(FailLevel.never, "--fail-level",
+                                                 help="Exit 1 when a finding is at or above this severity.")) -> None:
+    """Explain the plan: per-layer table, which rule decided what and why, totals, findings."""
+    p = _compile(ctx, path, gpu, kv_budget_gib)
+    from kvplan.report.table import render_plan  # noqa: PLC0415
+    render_plan(p, out_console(), expand=all_layers)
+    raise typer.Exit(_fail_code(p, fail_level))
+
+
+@app.command("rules")
+def rules_cmd(format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="text or json.")) -> None:
+    """List every rule: code, name, severity, summary."""
+    from kvplan.planner.precedence import DECISION_ORDER  # noqa: PLC0415
+    from kvplan.rules.base import all_rules  # noqa: PLC0415
+    rs = all_rules()
+    if format is PlanFormat.json:
+        doc = {"schema_version": "1.0", "kvplan_version": __version__, "decision_order": list(DECISION_ORDER),
+               "rules": [r.doc() for r in rs]}
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        return
+    from rich.table import Table  # noqa: PLC0415
+    t = Table(title="kvplan rules (decision rules run in this order: " + " > ".join(DECISION_ORDER) + ")",
+              title_justify="left")
+    for c in ("code", "name", "kind", "severity", "summary"):
+        t.add_column(c, overflow="fold")
+    for r in rs:
+        t.add_row(r.code, r.name, r.kind, r.severity.value, r.summary)
+    out_console().print(t)
+
+
+@app.command("rule")
+def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (skip-layers)."),
+             format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f")) -> None:
+    """Print one rule's documentation."""
+    from kvplan.rules.base import get_rule  # noqa: PLC0415
+    r = get_rule(code)
+    if r is None:
+        raise KvplanInputError(f"no rule {code!r}.", "Run `kvplan rules` to list the codes.")
+    if format is PlanFormat.json:
+        sys.stdout.write(json.dumps(r.doc(), indent=2, sort_keys=True) + "\n")
+        return
+    d = r.doc()
+    lines = [f"{d['code']} {d['name']} ({d['kind']}, {d['severity']})", "", d["summary"], "",
+             "Why: " + d["why"], "", "Fix: " + d["fix"]]
+    if d["references"]:
+        lines += ["", "References:"] + [f"  - {ref}" for ref in d["references"]]
+    typer.echo("\n".join(lines))
+
+
+@app.command("schema")
+def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan.")) -> None:
+    """Print a published JSON Schema (generated from the models)."""
+    from kvplan.schemas import SCHEMAS, schema_text  # noqa: PLC0415
+    if name not in SCHEMAS:
+        raise KvplanInputError(f"no schema {name!r}.", "Available: " + ", ".join(sorted(SCHEMAS)) + ".")
+    sys.stdout.write(schema_text(name))
+
+
+def _register_optional() -> None:
+    """Commands owned by other packages register here when present."""
+    try:
+        from kvplan.cli import cmd_backends  # noqa: PLC0415
+    except ImportError:  # pragma: no cover
+        return
+    if hasattr(cmd_backends, "gpus"):
+        app.command("gpus")(cmd_backends.gpus)
+    if hasattr(cmd_backends, "backends"):
+        app.command("backends")(cmd_backends.backends)
+
+
+_register_optional()
+
+
+def main() -> None:
+    """Console entry point: input errors are one line on stderr and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except KvplanInputError as e:
+        err_console().print(f"kvplan: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except SystemExit:
+        raise
+    except Exception as e:  # click usage errors arrive here in non-standalone mode
+        import click  # noqa: PLC0415
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(2)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+    sys.exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

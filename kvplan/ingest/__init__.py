@@ -1,0 +1,1 @@
+"""kvplan.ingest."""

@@ -1,0 +1,90 @@
+"""Read k/v/q scale tensors from safetensors headers without loading any tensor data.
+
+A safetensors file starts with an 8-byte little-endian header length N, then N bytes of JSON
+mapping tensor names to {dtype, shape, data_offsets}. kvplan reads only that header.
+"""
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import KvplanInputError
+from kvplan.model.quant import ScaleTensor
+
+_MAX_HEADER = 100 * 1024 * 1024  # the format's own limit is 100 MB
+
+# vLLM `maybe_remap_kv_scale_name` spellings: .self_attn.{k,v}_proj.{k,v}_scale (ModelOpt),
+# .self_attn.attn.{k,v,q}_scale, .mixer.{k,v}_proj (NemotronH), qkv_proj, .kv_scale (deprecated).
+_SCALE_RE = re.compile(r"(?:^|\.)(k_scale|v_scale|q_scale|kv_scale|prob_scale)$")
+_LAYER_RE = re.compile(r"\.(?:layers|h|blocks|block)\.(\d+)\.")
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """The JSON header of one .safetensors file; corrupt files are one clear input error."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise KvplanInputError(f"corrupt safetensors file {path}: shorter than the 8-byte header length.",
+                                       "Re-download the file or remove it from the folder.")
+            (n,) = struct.unpack("<Q", head)
+            if n == 0 or n > _MAX_HEADER:
+                raise KvplanInputError(f"corrupt safetensors header in {path}: header length {n} is not plausible.",
+                                       "Re-download the file or remove it from the folder.")
+            raw = f.read(n)
+    except OSError as e:
+        raise KvplanInputError(f"cannot read {path}: {e.__class__.__name__}.",
+                               "Check the file permissions.") from None
+    if len(raw) < n:
+        raise KvplanInputError(f"corrupt safetensors header in {path}: truncated ({len(raw)} of {n} bytes).",
+                               "Re-download the file (it was cut short).")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise KvplanInputError(f"corrupt safetensors header in {path}: not valid JSON.",
+                               "Re-download the file or remove it from the folder.") from None
+    if not isinstance(header, dict):
+        raise KvplanInputError(f"corrupt safetensors header in {path}: not a JSON object.",
+                               "Re-download the file or remove it from the folder.")
+    return header
+
+
+def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...], int]:
+    """k/v/q scale tensors, files read, and total tensor bytes (the weights' size) of a folder."""
+    files = sorted(p for p in folder.glob("*.safetensors") if p.is_file())
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        from kvplan.ingest.hf_config import load_json  # noqa: PLC0415
+        weight_map = load_json(index, "safetensors index").get("weight_map", {})
+        if not isinstance(weight_map, dict):
+            raise KvplanInputError(f"{index}: weight_map is not an object.", "Re-download the index file.")
+        named = {folder / str(v) for v in weight_map.values()}
+        missing = sorted(str(p.name) for p in named if not p.is_file())
+        if missing:
+            raise KvplanInputError(f"{index} names missing shard(s): {', '.join(missing[:3])}.",
+                                   "Download every shard, or remove the index to plan from config only.")
+        files = sorted(set(files) | named)
+    out: list[ScaleTensor] = []
+    total = 0
+    for p in files:
+        for name, meta in read_header(p).items():
+            if name == "__metadata__" or not isinstance(meta, dict):
+                continue
+            offs = meta.get("data_offsets")
+            if isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs):
+                total += max(0, offs[1] - offs[0])
+            m = _SCALE_RE.search(name)
+            lm = _LAYER_RE.search("." + name)
+            if not m or not lm:
+                continue
+            shape = meta.get("shape", [])
+            if not isinstance(shape, list) or not all(isinstance(s, int) for s in shape):
+                raise KvplanInputError(f"corrupt safetensors header in {p}: bad shape for {name}.",
+                                       "Re-download the file.")
+            out.append(ScaleTensor(name=name, kind=m.group(1), layer=int(lm.group(1)),
+                                   shape=tuple(shape), dtype=str(meta.get("dtype", "?")), file=p.name))
+    out.sort(key=lambda s: (s.layer, s.kind, s.name))
+    return tuple(out), tuple(p.name for p in files), total

@@ -1,0 +1,1 @@
+"""Pydantic types only, no I/O."""

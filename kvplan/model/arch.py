@@ -1,0 +1,76 @@
+"""Model architecture facts, as read from a config.json (no I/O here)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from kvplan.model.base import Frozen
+from kvplan.model.vocab import LayerKind
+
+
+class MlaDims(Frozen):
+    """Multi-head latent attention dimensions (DeepSeek-V2/V3 style)."""
+
+    kv_lora_rank: int
+    """Rank of the compressed KV latent (512 on DeepSeek-V3)."""
+    qk_rope_head_dim: int
+    """Decoupled RoPE key dimension stored next to the latent (64 on DeepSeek-V3)."""
+    qk_nope_head_dim: int
+    """Non-RoPE query/key head dimension (128 on DeepSeek-V3)."""
+    v_head_dim: int
+    """Value head dimension (128 on DeepSeek-V3)."""
+    index_topk: Optional[int] = None
+    """Sparse-attention indexer top-k (DeepSeek-V3.2 style sparse MLA); None for dense MLA."""
+
+
+class LayerArch(Frozen):
+    """One decoder layer as the engine builds it."""
+
+    index: int
+    """Layer number as it appears in the engine's module prefix (model.layers.<index>...)."""
+    kind: LayerKind
+    """Attention kind of the layer; kinds without per-token KV are linear_attention, mamba, encoder_only, none."""
+    sliding_window: Optional[int] = None
+    """Sliding-window size in tokens for sliding_attention layers, else None."""
+    attention_chunk_size: Optional[int] = None
+    """Chunk size for chunked local attention layers (Llama 4), else None."""
+    num_heads: Optional[int] = None
+    """Query heads of the layer (total, before tensor parallelism)."""
+    num_kv_heads: Optional[int] = None
+    """KV heads of the layer (total, before tensor parallelism); 1 for MLA latent caches."""
+    head_size: Optional[int] = None
+    """Key head size in elements (MLA: kv_lora_rank + qk_rope_head_dim)."""
+    head_size_v: Optional[int] = None
+    """Value head size in elements (MLA: 0, the latent is stored once)."""
+    has_sinks: bool = False
+    """The layer uses attention sinks (gpt-oss); restricts backends."""
+    mla: Optional[MlaDims] = None
+    """MLA dimensions for kind == 'mla'."""
+    source: str = ""
+    """The config fact that decided this layer's kind and geometry (for explain)."""
+
+
+class ModelArch(Frozen):
+    """What kvplan knows about a model's attention, independent of serving flags."""
+
+    model_type: str
+    """config.json model_type of the top level (e.g. 'gemma3', 'llama')."""
+    text_model_type: str
+    """model_type of the language model part (text_config's, or the top level's)."""
+    architecture: Optional[str] = None
+    """First entry of config.json 'architectures'."""
+    num_layers: int
+    """Decoder layers (num_hidden_layers or its per-family spelling)."""
+    config_dtype: Optional[str] = None
+    """torch_dtype / dtype as written in the config (None when absent)."""
+    max_position_embeddings: Optional[int] = None
+    """The model's maximum context (vLLM's default --max-model-len)."""
+    is_encoder_decoder: bool = False
+    """Encoder-decoder model (T5, Whisper, BART): only decoder layers are planned."""
+    layers: tuple[LayerArch, ...]
+    """Decoder layers in order."""
+    uses_mla: bool = False
+    """Any layer is MLA."""
+    mamba_ssm_cache_dtype: Optional[str] = None
+    """Declared SSM state dtype for hybrid models (governed by --mamba-ssm-cache-dtype, not KV flags)."""
+    notes: tuple[str, ...] = ()
+    """How defaults were filled in (e.g. 'num_key_value_heads absent: MHA, = num_attention_heads')."""

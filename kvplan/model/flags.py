@@ -1,0 +1,54 @@
+"""Serving flags as the engine receives them (vLLM spelling)."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from kvplan.model.base import Frozen
+
+
+class FlagSpan(Frozen):
+    """Where a flag appeared in a pasted launch line (for lint positions)."""
+
+    flag: str
+    """The flag as written (e.g. '--kv-cache-dtype')."""
+    position: int
+    """Index of the token in argv."""
+
+
+class ServingFlags(Frozen):
+    """vLLM serving flags that shape the KV cache, parsed from a launch line."""
+
+    kv_cache_dtype: str = "auto"
+    """--kv-cache-dtype (one of vLLM 0.33's 22 values)."""
+    kv_cache_dtype_explicit: bool = False
+    """The user passed --kv-cache-dtype (even if its value is 'auto')."""
+    kv_cache_dtype_skip_layers: tuple[str, ...] = ()
+    """--kv-cache-dtype-skip-layers tokens: 'sliding_window' and decimal layer indices."""
+    dtype: str = "auto"
+    """--dtype (model dtype): auto, bfloat16, float16, float32, half, float."""
+    tensor_parallel_size: int = 1
+    """--tensor-parallel-size."""
+    pipeline_parallel_size: int = 1
+    """--pipeline-parallel-size."""
+    max_model_len: Optional[int] = None
+    """--max-model-len (None: the model's max_position_embeddings)."""
+    block_size: Optional[int] = None
+    """--block-size (None: chosen by the backend)."""
+    gpu_memory_utilization: float = 0.9
+    """--gpu-memory-utilization (fraction of GPU memory vLLM may use)."""
+    max_num_batched_tokens: Optional[int] = None
+    """--max-num-batched-tokens."""
+    max_num_seqs: Optional[int] = None
+    """--max-num-seqs."""
+    attention_backend: Optional[str] = None
+    """--attention-backend."""
+    attention_config: dict[str, Any] = {}
+    """--attention-config JSON (e.g. {"use_prefill_query_quantization": true})."""
+    quantization: Optional[str] = None
+    """--quantization (e.g. fp8 for online FP8 weights)."""
+    calculate_kv_scales: bool = False
+    """--calculate-kv-scales was passed (removed in vLLM 0.33)."""
+    unknown_flags: tuple[str, ...] = ()
+    """Flags kvplan does not model (reported as findings, never a crash)."""
+    model: Optional[str] = None
+    """Positional model path / --model, when present in a pasted launch line."""

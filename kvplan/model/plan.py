@@ -1,0 +1,169 @@
+"""The plan kvplan emits: per-layer KV decisions with provenance, totals and findings."""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from kvplan.model.base import Frozen
+from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
+
+SCHEMA_VERSION = "1.0"
+
+
+class Decision(Frozen):
+    """Why one per-layer field has its value: the rule that set it and the input fact behind it."""
+
+    field: str
+    """The LayerPlan field decided (kv_cache_dtype, dtype, quant_mode, scale_source, bytes_per_token, ...)."""
+    value: Any
+    """The value set."""
+    rule: str
+    """Code of the rule that set it (e.g. KV103)."""
+    fact: str
+    """The input fact that triggered the rule (e.g. "--kv-cache-dtype-skip-layers contains 'sliding_window' and the layer slides (window 128)")."""
+
+
+class Finding(Frozen):
+    """Something the user should know: an error vLLM would raise, a silent behaviour, advice."""
+
+    code: str
+    """Stable rule code (KVnnn)."""
+    name: str
+    """Rule name (kebab-case)."""
+    severity: Severity
+    """error: vLLM would refuse or crash; warning: works but likely not what you want; info: advice."""
+    message: str
+    """What is wrong, in one sentence."""
+    fix: Optional[str] = None
+    """How to fix it."""
+    layers: list[int] = Field(default_factory=list)
+    """Layer indices the finding names (may be empty)."""
+
+
+class LayerPlan(Frozen):
+    """The KV plan for one decoder layer."""
+
+    index: int
+    """Layer number as it appears in the engine's module prefix."""
+    kind: LayerKind
+    """Attention kind."""
+    sliding_window: Optional[int] = None
+    """Sliding window in tokens (sliding_attention layers), else null."""
+    attention_chunk_size: Optional[int] = None
+    """Chunk size of chunked local attention layers, else null."""
+    num_kv_heads: int = 0
+    """KV heads stored per tensor-parallel rank (replicated when KV heads < TP; 1 for MLA)."""
+    head_size: int = 0
+    """Key head size in elements."""
+    head_size_v: int = 0
+    """Value head size in elements (0 for MLA)."""
+    kv_cache_dtype: Optional[str] = None
+    """The kv_cache_dtype string the engine's layer ends with ("auto" = model dtype); null without KV."""
+    dtype: Optional[str] = None
+    """Stored element type: bfloat16, float16, float32, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, int8, int4, fp4_e2m1, packed; null without KV."""
+    quant_mode: QuantMode = QuantMode.none
+    """KV quantization mode."""
+    scale_source: ScaleSource = ScaleSource.none
+    """Where k/v scales come from."""
+    skipped: bool = False
+    """--kv-cache-dtype-skip-layers kept this layer in the model dtype."""
+    bytes_per_token: int = 0
+    """KV bytes per token for this layer on one tensor-parallel rank, K+V, scales included; 0 without per-token KV."""
+    max_bytes_per_request: Optional[int] = None
+    """Upper bound of this layer's KV bytes for one request at --max-model-len (window/chunk-limited layers are smaller)."""
+    backend: Optional[str] = None
+    """Attention backend the engine would select for this layer (needs --gpu)."""
+    query_dtype: Optional[str] = None
+    """Query dtype the backend uses for this layer (e.g. float8_e4m3fn when the query is quantized)."""
+    decided_by: list[str] = Field(default_factory=list)
+    """Codes of the rules that decided this layer's fields, in precedence order."""
+    decisions: list[Decision] = Field(default_factory=list)
+    """Per-field provenance: rule and input fact."""
+
+
+class EngineRef(Frozen):
+    """The serving engine a plan models."""
+
+    name: str
+    """Engine name (vllm)."""
+    version: str
+    """Engine version whose behaviour is modelled."""
+
+
+class ModelRef(Frozen):
+    """The model a plan is for."""
+
+    model_type: str
+    """config.json model_type (text model's, for multimodal wrappers)."""
+    architecture: Optional[str] = None
+    """config.json architectures[0]."""
+    num_layers: int
+    """Decoder layers."""
+    dtype: str
+    """Model dtype the engine will run in (what 'auto' KV means)."""
+    source: Optional[str] = None
+    """Path the config came from."""
+
+
+class GpuRef(Frozen):
+    """The GPU a plan was made for."""
+
+    name: str
+    """GPU profile name."""
+    memory_gib: Optional[float] = None
+    """Total memory per GPU."""
+    compute_capability: Optional[str] = None
+    """CUDA compute capability, e.g. '9.0'."""
+
+
+class Totals(Frozen):
+    """Whole-model numbers per tensor-parallel rank."""
+
+    bytes_per_token: int
+    """KV bytes per token summed over layers (per TP rank)."""
+    bytes_per_token_bf16: int
+    """The same model with every KV layer in 16-bit (the all-bf16 plan)."""
+    saving_vs_bf16: float
+    """1 - bytes_per_token / bytes_per_token_bf16 (0 when nothing is quantized)."""
+    kv_layers: int
+    """Layers holding per-token KV."""
+    quantized_layers: int
+    """Layers whose KV is quantized."""
+    max_model_len: Optional[int] = None
+    """Context length used for per-request numbers."""
+    bytes_per_request: Optional[int] = None
+    """KV bytes one request at max_model_len needs (window- and chunk-limited layers counted as such)."""
+    kv_budget_bytes: Optional[int] = None
+    """KV memory available per GPU, estimated from GPU memory, --gpu-memory-utilization and weight size (null without a GPU)."""
+    tokens_capacity: Optional[int] = None
+    """Tokens of full-attention context that fit in the KV budget (null without a GPU)."""
+    max_concurrency: Optional[float] = None
+    """Requests of max_model_len that fit at once (null without a GPU)."""
+
+
+class Plan(Frozen):
+    """A per-layer KV cache plan."""
+
+    schema_version: str = SCHEMA_VERSION
+    """Version of this JSON contract."""
+    kvplan_version: str
+    """kvplan version that produced the plan."""
+    engine: EngineRef
+    """Engine and version modelled."""
+    model: ModelRef
+    """Model facts."""
+    gpu: Optional[GpuRef] = None
+    """GPU the plan was made for, when given."""
+    flags: dict[str, Any] = Field(default_factory=dict)
+    """The serving flags the plan was made for (vLLM names, only those that matter)."""
+    kv_cache_dtype: str
+    """Global --kv-cache-dtype after config-time resolution (ModelOpt 'auto' resolution applied)."""
+    layers: list[LayerPlan]
+    """One entry per decoder layer, in order."""
+    totals: Totals
+    """Totals per TP rank."""
+    findings: list[Finding] = Field(default_factory=list)
+    """Findings, sorted by severity (errors first), then code, then first layer."""
+    kind: Literal["kvplan.plan"] = "kvplan.plan"
+    """Document kind."""

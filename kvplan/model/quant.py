@@ -1,0 +1,57 @@
+"""Checkpoint quantization metadata relevant to the KV cache (no I/O here)."""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from kvplan.model.base import Frozen
+
+
+class ScaleTensor(Frozen):
+    """One k/v/q scale tensor found in a safetensors header (never loaded)."""
+
+    name: str
+    """Full tensor name in the checkpoint."""
+    kind: Literal["k_scale", "v_scale", "q_scale", "kv_scale", "prob_scale"]
+    """Which scale it is; kv_scale is the deprecated single-scale spelling."""
+    layer: int
+    """Layer index parsed from the tensor name."""
+    shape: tuple[int, ...]
+    """Tensor shape: () or (1,) is per-tensor; (num_kv_heads,) or (num_heads,1,1) is per-head."""
+    dtype: str
+    """safetensors dtype string (F32, BF16, F16, ...)."""
+    file: str
+    """The .safetensors file that holds it."""
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+class QuantMetadata(Frozen):
+    """KV-relevant facts of a checkpoint's quantization config."""
+
+    source: Optional[str] = None
+    """Where the quantization config came from: 'config.json:quantization_config' or 'hf_quant_config.json'."""
+    quant_method: Optional[str] = None
+    """quant_method as vLLM sees it (hf_quant_config.json gets modelopt / modelopt_fp4 injected)."""
+    producer: Optional[str] = None
+    """producer.name (e.g. 'modelopt')."""
+    declares_kv_quant: bool = False
+    """The metadata mentions KV-cache quantization in any form (even one vLLM ignores)."""
+    modelopt_kv_value: Any = None
+    """First truthy of quantization.kv_cache_scheme, kv_cache_scheme, quantization.kv_cache_quant_algo, kv_cache_quant_algo."""
+    modelopt_kv_field: Optional[str] = None
+    """Dotted path of modelopt_kv_value inside the quantization config."""
+    ct_kv_cache_scheme: Optional[dict[str, Any]] = None
+    """compressed-tensors kv_cache_scheme dict (type, num_bits, strategy, symmetric, dynamic)."""
+    weight_quant_supplies_kv_method: bool = False
+    """The quant config attaches a KV-cache method to attention layers (fp8, modelopt, compressed-tensors with a kv scheme, quark)."""
+    modelopt_mla_kv_method: bool = False
+    """ModelOpt FP8/NVFP4 configs attach the KV method to MLA layers too."""
+    scales: tuple[ScaleTensor, ...] = ()
+    """k/v/q scale tensors found in safetensors headers."""
+    safetensors_files: tuple[str, ...] = ()
+    """safetensors files whose headers were read."""

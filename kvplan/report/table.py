@@ -1,0 +1,140 @@
+"""Plan -> rich terminal output: grouped per-layer table, totals, findings panel by severity."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from kvplan.model.plan import LayerPlan, Plan
+from kvplan.model.vocab import Severity
+
+_MODE_STYLE = {"none": "green", "fp8_per_tensor": "yellow", "int8_per_token_head": "cyan",
+               "fp8_per_token_head": "cyan", "int4_per_token_head": "magenta", "nvfp4": "magenta"}
+_SEV_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "blue"}
+
+
+def compress_indices(idx: list[int]) -> str:
+    """0,1,2,3 -> '0-3'; 0,2,4,..,22 -> '0,2..22'; otherwise ranges, shortened past 6 parts."""
+    if not idx:
+        return "-"
+    if len(idx) == 1:
+        return str(idx[0])
+    steps = {b - a for a, b in zip(idx, idx[1:])}
+    if len(steps) == 1:
+        step = steps.pop()
+        if step == 1:
+            return f"{idx[0]}-{idx[-1]}"
+        if len(idx) > 2:
+            return f"{idx[0]},{idx[1]}..{idx[-1]}"
+    parts, start, prev = [], idx[0], idx[0]
+    for i in idx[1:] + [None]:  # type: ignore[list-item]
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    if len(parts) > 6:
+        return ",".join(parts[:5]) + f",…{parts[-1]}"
+    return ",".join(parts)
+
+
+def _signature(lp: LayerPlan) -> tuple:
+    return (lp.kind, lp.sliding_window, lp.attention_chunk_size, lp.num_kv_heads, lp.head_size,
+            lp.head_size_v, lp.kv_cache_dtype, lp.dtype, lp.quant_mode, lp.scale_source, lp.skipped,
+            lp.bytes_per_token, lp.backend, lp.query_dtype, tuple(lp.decided_by))
+
+
+def group_layers(layers: Iterable[LayerPlan], expand: bool = False) -> list[list[LayerPlan]]:
+    """Layers with identical plans, in order of first appearance (one group per layer if expand)."""
+    if expand:
+        return [[lp] for lp in layers]
+    groups: dict[tuple, list[LayerPlan]] = {}
+    for lp in layers:
+        groups.setdefault(_signature(lp), []).append(lp)
+    return list(groups.values())
+
+
+def _why(lp: LayerPlan) -> str:
+    for d in reversed(lp.decisions):
+        if d.field == "kv_cache_dtype":
+            return f"{d.rule}: {d.fact}"
+    return lp.decisions[-1].fact if lp.decisions else ""
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
+    m = plan.model
+    title = (f"{m.architecture or m.model_type} · {m.num_layers} layers · model dtype {m.dtype} · "
+             f"{plan.engine.name} {plan.engine.version} · --kv-cache-dtype {plan.flags.get('kv_cache_dtype')}"
+             + (f" → {plan.kv_cache_dtype}" if plan.kv_cache_dtype != plan.flags.get("kv_cache_dtype") else "")
+             + (f" · GPU {plan.gpu.name}" if plan.gpu else ""))
+    show_backend = any(lp.backend for lp in plan.layers)
+    t = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    t.add_column("layers", no_wrap=True)
+    t.add_column("kind")
+    t.add_column("window", justify="right")
+    t.add_column("KV heads×size", justify="right")
+    t.add_column("kv_cache_dtype")
+    t.add_column("stored")
+    t.add_column("quant mode")
+    t.add_column("scales")
+    t.add_column("B/token", justify="right")
+    if show_backend:
+        t.add_column("backend")
+        t.add_column("query")
+    t.add_column("decided by / why", overflow="fold")
+    flagged = {i for f in plan.findings for i in f.layers}
+    for g in group_layers(plan.layers, expand):
+        lp = g[0]
+        idx = [x.index for x in g]
+        mark = " ⚑" if flagged & set(idx) else ""
+        window = str(lp.sliding_window or lp.attention_chunk_size or "-")
+        geom = f"{lp.num_kv_heads}×{lp.head_size}" if lp.bytes_per_token else "-"
+        if lp.kind == "mla" and lp.bytes_per_token:
+            geom = f"latent {lp.head_size}"
+        mode = lp.quant_mode.value
+        row = [compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else "") + mark, lp.kind, window, geom,
+               lp.kv_cache_dtype or "-", lp.dtype or "-", Text(mode, style=_MODE_STYLE.get(mode, "")),
+               lp.scale_source.value if lp.quant_mode.is_quantized else "-", f"{lp.bytes_per_token:,}"]
+        if show_backend:
+            row += [lp.backend or "-", lp.query_dtype or "-"]
+        row.append(" ".join(lp.decided_by) + (" — " + _why(lp) if lp.decided_by else ""))
+        t.add_row(*row)
+    console.print(t)
+    tot = plan.totals
+    lines = [f"KV bytes/token (per TP rank): {tot.bytes_per_token:,}  ·  all-bf16 plan: {tot.bytes_per_token_bf16:,}"
+             f"  ·  saving: {tot.saving_vs_bf16:.1%}  ·  KV layers {tot.kv_layers}, quantized {tot.quantized_layers}"]
+    if tot.max_model_len:
+        lines.append(f"one request at max-model-len {tot.max_model_len:,}: {_gib(tot.bytes_per_request)}")
+    if tot.kv_budget_bytes is not None:
+        lines.append(f"KV budget {_gib(tot.kv_budget_bytes)} → {tot.tokens_capacity:,} tokens, "
+                     f"{tot.max_concurrency} concurrent requests at max-model-len")
+    console.print(Panel("\n".join(lines), title="totals", title_align="left"))
+    render_findings(plan.findings, console)
+
+
+def render_findings(findings, console: Console) -> None:
+    if not findings:
+        console.print(Panel("no findings", title="findings", title_align="left", style="green"))
+        return
+    parts = []
+    for sev in (Severity.error, Severity.warning, Severity.info):
+        fs = [f for f in findings if f.severity is sev]
+        if not fs:
+            continue
+        parts.append(Text(f"{sev.value}s ({len(fs)})", style=_SEV_STYLE[sev]))
+        for f in fs:
+            layers = f" [layers {compress_indices(f.layers)}]" if f.layers else ""
+            line = Text(f"  {f.code} {f.name}: ", style=_SEV_STYLE[sev])
+            line.append(f.message + layers, style="")
+            parts.append(line)
+            if f.fix and sev is not Severity.info:
+                parts.append(Text(f"      fix: {f.fix}", style="dim"))
+    console.print(Panel(Group(*parts), title="findings", title_align="left"))

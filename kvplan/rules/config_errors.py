@@ -1,0 +1,86 @@
+"""Errors vLLM 0.33 raises at config time, reported before launch."""
+from __future__ import annotations
+
+from kvplan.model.vocab import NO_KV_KINDS, quant_mode_of
+from kvplan.rules.base import Emit, declare
+
+
+@declare(code="KV201", name="float-kv-dtype-mismatch", severity="error", family="config",
+         summary="--kv-cache-dtype float16/bfloat16 differs from the model dtype: vLLM refuses to start.",
+         why="vLLM 0.33 rejects an explicit 16-bit KV dtype that is not the model dtype "
+             "(VllmConfig._reject_mismatched_float_kv_cache); it does not convert.",
+         fix="Pass --kv-cache-dtype auto, or the model dtype, or change --dtype.",
+         references=("vllm/config/vllm.py::VllmConfig._reject_mismatched_float_kv_cache",))
+def float_mismatch(ctx):
+    d, md = ctx.flags.kv_cache_dtype, ctx.model_dtype
+    if d in ("float16", "bfloat16") and d != md:
+        alt = "`auto`" if md == "float32" else f"`auto` or `{md}`"
+        yield Emit(f'kv_cache_dtype="{d}" is incompatible with dtype="{md}"; vLLM refuses to start.',
+                   fix=f"Set --kv-cache-dtype to {alt}.")
+
+
+@declare(code="KV202", name="nvfp4-with-mla", severity="error", family="config",
+         summary="nvfp4 KV cache on an MLA model: vLLM refuses to start.",
+         why="Dense NVFP4 KV packing assumes separate K and V heads; MLA stores one latent "
+             "(validate_nvfp4_kv_cache_with_mla).",
+         fix="Use fp8 / auto, or nvfp4_ds_mla with a sparse MLA backend (SM100).",
+         references=("vllm/config/vllm.py::VllmConfig.validate_nvfp4_kv_cache_with_mla",))
+def nvfp4_mla(ctx):
+    d = ctx.kv_cache_dtype
+    if d.startswith("nvfp4") and not d.endswith("_ds_mla") and ctx.arch.uses_mla:
+        yield Emit(f"--kv-cache-dtype {d} is not supported with MLA ({ctx.arch.architecture}).")
+
+
+@declare(code="KV203", name="e5m2-with-fp8-checkpoint", severity="error", family="config",
+         summary="fp8_e5m2 KV with a checkpoint that carries FP8 KV scales: vLLM refuses to load.",
+         why="Checkpoint scales are calibrated for e4m3; vLLM raises 'fp8_e5m2 kv-cache is not "
+             "supported with fp8 checkpoints' when a KV-cache quant method is attached to the layer "
+             "(fp8, ModelOpt, compressed-tensors with a kv scheme, quark, or --quantization fp8).",
+         fix="Use --kv-cache-dtype fp8 (e4m3) or auto.",
+         references=("vllm/model_executor/layers/attention/attention.py::_init_kv_cache_quant",))
+def e5m2_ckpt(ctx):
+    layers = tuple(lp.index for lp in ctx.layers if lp.kv_cache_dtype == "fp8_e5m2")
+    q = ctx.quant
+    if not layers or not q.weight_quant_supplies_kv_method:
+        return
+    if not q.modelopt_mla_kv_method:
+        layers = tuple(i for i in layers if (ctx.arch_layer(i) or None) and ctx.arch_layer(i).kind != "mla")
+    if layers:
+        yield Emit(f"fp8_e5m2 kv-cache is not supported with fp8 checkpoints ({q.quant_method}); "
+                   f"vLLM fails at model construction.", layers)
+
+
+@declare(code="KV204", name="invalid-compressed-tensors-kv-scheme", severity="error", family="config",
+         summary="The compressed-tensors kv_cache_scheme is one vLLM cannot run.",
+         why="vLLM requires type float, num_bits 8, strategy tensor or attn_head, symmetric true, and "
+             "raises NotImplementedError otherwise (validate_kv_cache_scheme).",
+         fix="Re-export with an 8-bit float symmetric tensor/attn_head scheme, or pass --kv-cache-dtype explicitly.",
+         references=("vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",))
+def invalid_ct(ctx):
+    s = ctx.quant.ct_kv_cache_scheme
+    if s is None:
+        return
+    problems = []
+    if s.get("type") != "float":
+        problems.append(f"type {s.get('type')!r} (needs 'float')")
+    if s.get("num_bits") != 8:
+        problems.append(f"num_bits {s.get('num_bits')!r} (needs 8)")
+    if s.get("strategy") not in ("tensor", "attn_head"):
+        problems.append(f"strategy {s.get('strategy')!r} (needs 'tensor' or 'attn_head')")
+    if not s.get("symmetric"):
+        problems.append("symmetric is not true")
+    if problems:
+        yield Emit("compressed-tensors kv_cache_scheme is not supported by vLLM 0.33: " + "; ".join(problems) + ".")
+
+
+@declare(code="KV205", name="quantized-cross-attention", severity="warning", family="config",
+         summary="Cross-attention layers get the quantized KV dtype too.",
+         why="CrossAttention inherits Attention.__init__, so the KV dtype and skip list apply; "
+             "encoder and cross attention backends often reject quantized caches.",
+         fix="Skip the cross-attention layer indices with --kv-cache-dtype-skip-layers.",
+         references=("vllm/model_executor/layers/attention/cross_attention.py",))
+def quantized_cross(ctx):
+    layers = tuple(lp.index for lp in ctx.layers if lp.kind == "cross_attention" and lp.quant_mode.is_quantized)
+    if layers:
+        yield Emit(f"{len(layers)} cross-attention layer(s) would store {ctx.kv_cache_dtype} KV.", layers,
+                   fix="Add them to the skip list: --kv-cache-dtype-skip-layers " + " ".join(map(str, layers)))

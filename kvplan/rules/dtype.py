@@ -1,0 +1,217 @@
+"""Rules that decide the KV cache dtype: model dtype, explicit flag, checkpoint schemes, storage."""
+from __future__ import annotations
+
+from kvplan.ingest.families import DTYPE_ALIASES
+from kvplan.model.vocab import NO_KV_KINDS, QuantMode, quant_mode_of
+from kvplan.rules.base import Emit, Set, declare
+
+V = "vllm-0.33: "
+
+
+@declare(code="KV100", name="model-dtype", kind="decision", scope="global", family="dtype",
+         severity="info", summary="The model dtype ('auto' KV) follows --dtype, else the config's dtype.",
+         why="'auto' and skipped layers store KV in the model dtype. vLLM runs float32 and dtype-less "
+             "configs in bfloat16, and falls back to float16 on GPUs without bfloat16 (before SM80).",
+         fix="Pass --dtype to choose the model dtype explicitly.",
+         references=("vllm/config/model.py::_get_and_verify_dtype",))
+def model_dtype(ctx):
+    f = ctx.flags
+    if f.dtype != "auto":
+        d = DTYPE_ALIASES[f.dtype]
+        yield Set("model_dtype", d, f"--dtype {f.dtype}")
+        return
+    cd = ctx.arch.config_dtype
+    if cd in (None, "float32"):
+        why = "config has no torch_dtype (read as float32)" if cd is None else "config dtype float32"
+        d, fact = "bfloat16", f"{why}: vLLM runs it in bfloat16 with --dtype auto"
+    else:
+        d, fact = cd, f"config torch_dtype {cd}"
+    if d == "bfloat16" and ctx.gpu is not None and not ctx.gpu.supports_bf16:
+        d, fact = "float16", fact + f"; {ctx.gpu.name} has no bfloat16, vLLM uses float16"
+    yield Set("model_dtype", d, fact)
+
+
+@declare(code="KV101", name="explicit-dtype-wins", kind="decision", scope="global", family="dtype",
+         severity="info", summary="An explicit --kv-cache-dtype always wins over the checkpoint's scheme.",
+         why="Since vLLM PR #42782 a user's explicit choice is never rewritten by a checkpoint "
+             "kv_cache_scheme; only 'auto' is resolved from the checkpoint.",
+         fix="Leave --kv-cache-dtype unset (auto) to use the checkpoint's KV scheme.",
+         references=("https://github.com/vllm-project/vllm/pull/42782",
+                     "vllm/utils/torch_utils.py::resolve_kv_cache_dtype_string"))
+def explicit_dtype_wins(ctx):
+    f = ctx.flags
+    if f.kv_cache_dtype != "auto":
+        yield Set("kv_cache_dtype", f.kv_cache_dtype,
+                  f"--kv-cache-dtype {f.kv_cache_dtype} passed explicitly")
+    else:
+        yield Set("kv_cache_dtype", "auto",
+                  "--kv-cache-dtype auto" if f.kv_cache_dtype_explicit else "--kv-cache-dtype not set (auto)")
+
+
+_MODELOPT_STR = {"fp8": "fp8_e4m3", "nvfp4": "nvfp4"}
+
+
+def modelopt_resolution(value) -> tuple[str, str]:
+    """vLLM `get_kv_cache_quant_algo_string` + MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP: (resolved, how).
+
+    A dict scheme first becomes the algorithm string ('fp8' / 'nvfp4'), which is then mapped like
+    the string form (fp8 -> fp8_e4m3), as vLLM 0.33 does (verified against vLLM's own function).
+    """
+    if isinstance(value, dict):
+        if value.get("dynamic") is False and value.get("num_bits") == 8 and value.get("type") == "float":
+            return "fp8_e4m3", "kv_cache_scheme {dynamic: false, num_bits: 8, type: float} = 'fp8'"
+        if value.get("num_bits") == 4 and value.get("type") == "float":
+            return "nvfp4", "kv_cache_scheme {num_bits: 4, type: float} = 'nvfp4'"
+        return "auto", f"kv_cache_scheme {value} is not a scheme vLLM maps"
+    s = str(value).lower()
+    if s in _MODELOPT_STR:
+        return _MODELOPT_STR[s], f"kv_cache_quant_algo {value!r}"
+    return "auto", f"unknown kv_cache_quant_algo {value!r}"
+
+
+@declare(code="KV102", name="modelopt-auto-resolution", kind="decision", scope="global", family="dtype",
+         severity="warning", summary="'auto' becomes the ModelOpt checkpoint's KV dtype at config time.",
+         why="vLLM resolves 'auto' once in create_engine_config from quantization_config (or a "
+             "hf_quant_config.json): FP8 -> fp8_e4m3, NVFP4 -> nvfp4; an fp8 dict needs dynamic: false. "
+             "Unknown algorithms fall back to 'auto' with only a log warning.",
+         fix="Use kv_cache_quant_algo FP8 or NVFP4 (or pass --kv-cache-dtype explicitly).",
+         references=("vllm/utils/torch_utils.py::get_kv_cache_quant_algo_string",))
+def modelopt_auto(ctx):
+    q = ctx.quant
+    if ctx.kv_cache_dtype != "auto" or not (q.quant_method or "").startswith("modelopt"):
+        return
+    if not q.modelopt_kv_value:
+        return
+    resolved, how = modelopt_resolution(q.modelopt_kv_value)
+    if resolved != "auto":
+        yield Set("kv_cache_dtype", resolved,
+                  f"ModelOpt checkpoint ({q.source}) {q.modelopt_kv_field}: {how} -> {resolved}")
+
+
+@declare(code="KV106", name="modelopt-kv-algo-ignored", severity="warning", family="dtype",
+         summary="The ModelOpt KV algorithm is not one vLLM maps, so 'auto' stays unquantized.",
+         why="vLLM only maps FP8 and NVFP4 (an fp8 dict needs dynamic: false); anything else "
+             "logs a warning and silently keeps the KV cache in the model dtype.",
+         fix="Set kv_cache_quant_algo to FP8 or NVFP4, or pass --kv-cache-dtype fp8 explicitly.",
+         references=("vllm/utils/torch_utils.py::get_kv_cache_quant_algo_string",))
+def modelopt_ignored(ctx):
+    q = ctx.quant
+    if ctx.flags.kv_cache_dtype != "auto" or not (q.quant_method or "").startswith("modelopt"):
+        return
+    if q.modelopt_kv_value:
+        resolved, how = modelopt_resolution(q.modelopt_kv_value)
+        if resolved == "auto":
+            yield Emit(f"The checkpoint asks for KV quantization ({q.modelopt_kv_field}: {how}) but "
+                       "vLLM 0.33 cannot map it and keeps the KV cache in the model dtype.")
+
+
+@declare(code="KV107", name="kv-scheme-without-quant-method", severity="warning", family="dtype",
+         summary="The checkpoint declares a KV scheme vLLM never reads (no quant_method).",
+         why="vLLM resolves checkpoint KV schemes only through quant_method (modelopt*, "
+             "compressed-tensors). A quantization_config without quant_method is not recognised, "
+             "and a hf_quant_config.json beside it is not read because config.json already has a "
+             "quantization_config: the KV cache silently stays in the model dtype.",
+         fix="Add \"quant_method\": \"modelopt\" to quantization_config, or pass --kv-cache-dtype fp8_e4m3.",
+         references=("vllm/utils/torch_utils.py::get_kv_cache_quant_algo_string",))
+def kv_scheme_without_method(ctx):
+    q = ctx.quant
+    if q.declares_kv_quant and not q.quant_method and ctx.flags.kv_cache_dtype == "auto":
+        yield Emit(f"{q.source} declares KV quantization ({q.modelopt_kv_field}: {q.modelopt_kv_value!r}) "
+                   "but has no quant_method, so vLLM 0.33 ignores it and stores KV in "
+                   f"{ctx.model_dtype}; kvplan follows vLLM here.")
+
+
+@declare(code="KV103", name="compressed-tensors-auto-fp8", kind="decision", scope="layer", family="dtype",
+         severity="info", summary="A compressed-tensors kv_cache_scheme turns 'auto' into fp8 per attention layer.",
+         why="vLLM's Attention.__init__ rewrites 'auto' to 'fp8' when the checkpoint has a "
+             "kv_cache_scheme (and rewrites cache_config.cache_dtype for layers built later). "
+             "MLAAttention has no such override.",
+         fix="Pass --kv-cache-dtype explicitly to choose another dtype.",
+         references=("vllm/model_executor/layers/attention/attention.py::Attention.__init__",
+                     "https://github.com/vllm-project/vllm/pull/42782"))
+def compressed_tensors_auto(ctx, la, st):
+    q = ctx.quant
+    if q.ct_kv_cache_scheme is None or st.get("kv_cache_dtype") != "auto" or la.kind in NO_KV_KINDS:
+        return
+    if la.kind == "mla":
+        if st.get("_ct_mutated_before"):
+            yield Set("kv_cache_dtype", "fp8", "an earlier Attention layer rewrote cache_config.cache_dtype "
+                                               "to fp8 (compressed-tensors kv_cache_scheme)")
+        return
+    yield Set("kv_cache_dtype", "fp8", "compressed-tensors kv_cache_scheme present and the layer's dtype is 'auto'")
+
+
+@declare(code="KV108", name="mla-ignores-kv-scheme", severity="warning", family="dtype",
+         summary="MLA layers ignore a compressed-tensors kv_cache_scheme: KV stays unquantized.",
+         why="MLAAttention.__init__ has no kv_cache_scheme override and compressed-tensors attaches no "
+             "KV method to MLA layers, so the checkpoint's FP8 KV scheme and scales are unused.",
+         fix="Pass --kv-cache-dtype fp8 to quantize the MLA latent cache (scales will be 1.0).",
+         references=("vllm/model_executor/layers/attention/mla_attention.py::MLAAttention.__init__",))
+def mla_ignores_scheme(ctx):
+    if ctx.quant.ct_kv_cache_scheme is None or ctx.flags.kv_cache_dtype != "auto":
+        return
+    mla = [lp.index for lp in ctx.layers if lp.kind == "mla" and lp.quant_mode is QuantMode.none]
+    if mla:
+        yield Emit("The checkpoint's compressed-tensors kv_cache_scheme is not applied to MLA layers; "
+                   f"{len(mla)} MLA layer(s) keep {ctx.model_dtype} KV.", tuple(mla))
+
+
+@declare(code="KV105", name="explicit-dtype-overrides-checkpoint", severity="warning", family="dtype",
+         summary="--kv-cache-dtype overrides the checkpoint's KV scheme; its calibrated scales go unused.",
+         why="The explicit flag wins (PR #42782). Unless the flag names the same per-tensor FP8 format "
+             "the checkpoint was calibrated for, the checkpoint's k/v scales are ignored.",
+         fix="Drop --kv-cache-dtype (auto) to use the checkpoint's scheme, or keep it deliberately.",
+         references=("https://github.com/vllm-project/vllm/pull/42782",))
+def explicit_overrides(ctx):
+    q, f = ctx.quant, ctx.flags
+    if f.kv_cache_dtype == "auto":
+        return
+    ckpt = None
+    if q.ct_kv_cache_scheme is not None:
+        ckpt = "fp8"
+    elif (q.quant_method or "").startswith("modelopt") and q.modelopt_kv_value:
+        ckpt = modelopt_resolution(q.modelopt_kv_value)[0]
+        ckpt = None if ckpt == "auto" else ckpt
+    if ckpt is None:
+        return
+    user_mode, ck_mode = quant_mode_of(f.kv_cache_dtype), quant_mode_of(ckpt)
+    same = user_mode is ck_mode and f.kv_cache_dtype != "fp8_e5m2"
+    src = q.source or "checkpoint"
+    if same:
+        yield Emit(f"--kv-cache-dtype {f.kv_cache_dtype} matches the checkpoint's KV scheme ({src}: {ckpt}); "
+                   "its calibrated scales still load.", severity="info",
+                   fix="Nothing to do; 'auto' would give the same plan.")
+    else:
+        yield Emit(f"--kv-cache-dtype {f.kv_cache_dtype} overrides the checkpoint's KV scheme ({src}: {ckpt}); "
+                   "the checkpoint's calibrated k/v scales will be ignored.")
+
+
+_STORAGE = {
+    "fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn", "fp8_inc": "float8_e4m3fn",
+    "fp8_ds_mla": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "int8_per_token_head": "int8",
+    "fp8_per_token_head": "float8_e4m3fn", "int4_per_token_head": "int4",
+    "nvfp4": "fp4_e2m1", "nvfp4_4over6": "fp4_e2m1", "nvfp4_ds_mla": "fp4_e2m1",
+}
+
+
+@declare(code="KV110", name="storage-dtype", kind="decision", scope="layer", family="dtype",
+         severity="info", summary="The layer's kv_cache_dtype string fixes its stored element type and quant mode.",
+         why="vLLM maps the string through STR_DTYPE_TO_TORCH_DTYPE and get_kv_quant_mode: 'auto' is "
+             "the model dtype, fp8 strings store e4m3 bytes (e4m3fnuz on ROCm MI300), per-token-head "
+             "strings store int8/fp8 with inline fp32 scales.",
+         fix="Choose another --kv-cache-dtype.",
+         references=("vllm/v1/kv_cache_interface.py::get_kv_quant_mode", "vllm/utils/torch_utils.py"))
+def storage_dtype(ctx, la, st):
+    d = st.get("kv_cache_dtype")
+    if d is None:
+        return
+    if d in ("auto", "float16", "bfloat16"):
+        stored = ctx.model_dtype if d == "auto" else d
+        yield Set("dtype", stored, f"kv_cache_dtype {d!r} stores the {'model dtype' if d == 'auto' else 'dtype named'}")
+    else:
+        stored = _STORAGE.get(d, "packed")
+        if stored == "float8_e4m3fn" and ctx.gpu is not None and ctx.gpu.fp8 == "e4m3fnuz":
+            stored = "float8_e4m3fnuz"
+        yield Set("dtype", stored, f"kv_cache_dtype {d!r}")
+    mode = quant_mode_of(d)
+    yield Set("quant_mode", mode, f"get_kv_quant_mode({d!r}) = {mode.value}")

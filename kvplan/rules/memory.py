@@ -1,0 +1,94 @@
+"""KV bytes per token (vLLM 0.33 KV cache spec formulas) and capacity checks."""
+from __future__ import annotations
+
+from kvplan.model.vocab import NO_KV_KINDS, QuantMode
+from kvplan.rules.base import Emit, Set, declare
+
+SPEC = "vllm/v1/kv_cache_interface.py (AttentionSpec, MLAAttentionSpec)"
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e4m3fnuz": 1,
+               "float8_e5m2": 1, "int8": 1}
+# Fixed per-token layouts of the DeepSeek sparse-MLA formats (vllm-0.33-kv-rules.md §6.3).
+MLA_FIXED = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
+# Nominal bits per element of K and V for packed formats whose slot layout kvplan does not model exactly.
+PACKED_BITS = {"turboquant_k8v4": (8, 4), "turboquant_4bit_nc": (4, 4), "turboquant_k3v4_nc": (3, 4),
+               "turboquant_3bit_nc": (3, 3), "octave_k3v4": (3, 4), "octave_k3v3": (3, 3),
+               "octave_k3v3_compact": (3, 3), "ultraquant_4bit": (4, 4)}
+
+
+def kv_heads_per_rank(total: int, tp: int) -> int:
+    """vLLM ModelConfig.get_num_kv_heads: KV heads split over TP, replicated when fewer than TP."""
+    return max(1, total // tp)
+
+
+def layer_bytes_per_token(kind: str, kv_cache_dtype: str, dtype: str, quant_mode: QuantMode,
+                          heads: int, hk: int, hv: int) -> tuple[int, str]:
+    """(bytes, formula) for one layer on one rank."""
+    if kind == "mla":
+        if kv_cache_dtype in MLA_FIXED:
+            return MLA_FIXED[kv_cache_dtype], f"{kv_cache_dtype} fixed record"
+        if quant_mode.is_per_token_head:
+            return hk + 8, f"{hk} x 1 B + 2 fp32 scales"
+        b = DTYPE_BYTES.get(dtype, 1)
+        return hk * b, f"latent {hk} x {b} B"
+    if quant_mode.is_per_token_head:
+        if quant_mode is QuantMode.int4_per_token_head:
+            return heads * ((hk + hv) // 2 + 8), f"{heads} heads x ({hk}+{hv})/2 B + 8 B scales"
+        return heads * ((hk + hv) + 8), f"{heads} heads x ({hk}+{hv}) x 1 B + 8 B inline fp32 scales"
+    if quant_mode is QuantMode.nvfp4:
+        return 2 * heads * (hk // 2 + hk // 16), f"2 x {heads} heads x ({hk}/2 + {hk}/16) B (fp4 + fp8 block scales)"
+    if kv_cache_dtype in PACKED_BITS:
+        kb, vb = PACKED_BITS[kv_cache_dtype]
+        n = heads * ((hk * kb + hv * vb + 7) // 8)
+        return n, f"nominal {kb}/{vb}-bit K/V (slot padding not modelled)"
+    b = DTYPE_BYTES[dtype]
+    return heads * (hk + hv) * b, f"{heads} heads x ({hk}+{hv}) x {b} B"
+
+
+@declare(code="KV130", name="kv-bytes-per-token", kind="decision", scope="layer", family="memory",
+         severity="info", summary="Bytes per token per layer and rank, with the formulas of vLLM's KV cache specs.",
+         why="Memory planning needs exact sizes: dense 2*H*D*b, per-token-head H*(2D+8), NVFP4 "
+             "2*H*(D/2+D/16), MLA latent (kv_lora_rank+rope)*b or fp8_ds_mla's 656 B; KV heads are "
+             "split over tensor-parallel ranks and replicated when fewer than TP.",
+         fix="Quantize the KV cache or skip fewer layers to reduce bytes per token.",
+         references=(SPEC, "vllm/v1/attention/backends/triton_attn.py::TritonAttentionBackend.customize_spec"))
+def kv_bytes(ctx, la, st):
+    if la.kind in NO_KV_KINDS or st.get("kv_cache_dtype") is None:
+        yield Set("bytes_per_token", 0, f"{la.kind} layer: no per-token KV cache")
+        return
+    tp = ctx.flags.tensor_parallel_size
+    heads = 1 if la.kind == "mla" else kv_heads_per_rank(la.num_kv_heads or 0, tp)
+    n, formula = layer_bytes_per_token(la.kind, st["kv_cache_dtype"], st["dtype"], st["quant_mode"],
+                                       heads, la.head_size or 0, la.head_size_v or 0)
+    if la.kind == "mla" and tp > 1:
+        formula += f" (MLA latent replicated on each of {tp} ranks)"
+    elif tp > 1:
+        formula += f" ({la.num_kv_heads} KV heads / TP {tp})"
+    yield Set("num_kv_heads", heads, f"{la.num_kv_heads} KV heads, TP {tp}")
+    yield Set("bytes_per_token", n, formula)
+
+
+@declare(code="KV501", name="max-model-len-exceeds-model", severity="warning", family="memory",
+         summary="--max-model-len is larger than the model's max_position_embeddings.",
+         why="vLLM refuses a --max-model-len above the derived maximum unless "
+             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set; beyond it outputs degrade.",
+         fix="Lower --max-model-len to the model's maximum (or set rope scaling deliberately).",
+         references=("vllm/config/model.py::_get_and_verify_max_len",))
+def mml_exceeds(ctx):
+    mml, mp = ctx.flags.max_model_len, ctx.arch.max_position_embeddings
+    if mml and mp and mml > mp:
+        yield Emit(f"--max-model-len {mml} exceeds the model's max_position_embeddings {mp}.")
+
+
+@declare(code="KV502", name="kv-cache-too-small", severity="error", family="memory",
+         summary="One request of --max-model-len does not fit in the KV cache budget.",
+         why="vLLM checks at startup that one max-length request fits and refuses to start otherwise "
+             "('... is larger than the maximum number of tokens that can be stored in KV cache').",
+         fix="Lower --max-model-len, quantize the KV cache, raise --gpu-memory-utilization or add GPUs (TP).",
+         references=("vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory",))
+def too_small(ctx):
+    t = ctx.globals.get("totals")
+    if t is None or t.kv_budget_bytes is None or t.bytes_per_request is None:
+        return
+    if t.bytes_per_request > t.kv_budget_bytes:
+        yield Emit(f"one request at --max-model-len {t.max_model_len} needs {t.bytes_per_request / 2**30:.2f} GiB of KV "
+                   f"per GPU but the budget is {t.kv_budget_bytes / 2**30:.2f} GiB.")

@@ -1,0 +1,105 @@
+"""--kv-cache-dtype-skip-layers: which layers keep the model dtype, and tokens that match nothing."""
+from __future__ import annotations
+
+from kvplan.model.vocab import NO_KV_KINDS, quant_mode_of
+from kvplan.rules.base import Emit, Set, declare
+
+SKIP_REF = "https://github.com/vllm-project/vllm/pull/33695"
+
+
+def is_index_token(tok: str) -> bool:
+    """vLLM compares str(layer_idx) with the token: only plain decimal spellings can match."""
+    return tok.isdigit() and str(int(tok)) == tok
+
+
+@declare(code="KV104", name="skip-layers", kind="decision", scope="layer", family="skip",
+         severity="info", summary="Layers named by --kv-cache-dtype-skip-layers keep the model dtype ('auto').",
+         why="Skip runs after the checkpoint override, so a skipped layer is 'auto' even when the "
+             "checkpoint asked for fp8. 'sliding_window' matches layers with a sliding window (not "
+             "MLA layers, not chunked-local layers); decimal tokens match the layer index.",
+         fix="Remove the layer from --kv-cache-dtype-skip-layers to quantize it.",
+         references=(SKIP_REF, "vllm/model_executor/layers/attention/attention.py::Attention.__init__"))
+def skip_layers(ctx, la, st):
+    toks = ctx.flags.kv_cache_dtype_skip_layers
+    if not toks or la.kind in NO_KV_KINDS or st.get("kv_cache_dtype") is None:
+        return
+    reasons = []
+    if la.kind != "mla" and la.sliding_window is not None and "sliding_window" in toks:
+        reasons.append(f"'sliding_window' listed and the layer slides (window {la.sliding_window})")
+    if str(la.index) in toks:
+        reasons.append(f"index {la.index} listed")
+    if reasons:
+        yield Set("kv_cache_dtype", "auto", "--kv-cache-dtype-skip-layers: " + "; ".join(reasons))
+        yield Set("skipped", True, "; ".join(reasons))
+
+
+@declare(code="KV301", name="skip-token-unknown", severity="warning", family="skip",
+         summary="A --kv-cache-dtype-skip-layers token is neither 'sliding_window' nor a layer index.",
+         why="vLLM accepts only 'sliding_window' and plain decimal indices and silently ignores "
+             "anything else ('full_attention', '-1', '0-3', '03', 'sliding').",
+         fix="Use 'sliding_window' or decimal layer indices separated by spaces.",
+         references=(SKIP_REF,))
+def skip_unknown(ctx):
+    for tok in ctx.flags.kv_cache_dtype_skip_layers:
+        if tok != "sliding_window" and not is_index_token(tok):
+            yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing; vLLM ignores it silently.")
+
+
+@declare(code="KV302", name="skip-index-out-of-range", severity="warning", family="skip",
+         summary="A skip-layer index is beyond the model's layers.",
+         why="vLLM ignores indices that name no layer, so the layer you meant stays quantized.",
+         fix="Use indices from 0 to num_layers - 1 (see `kvplan explain`).", references=(SKIP_REF,))
+def skip_out_of_range(ctx):
+    n = ctx.arch.num_layers
+    for tok in ctx.flags.kv_cache_dtype_skip_layers:
+        if is_index_token(tok) and int(tok) >= n:
+            yield Emit(f"skip-layer index {tok} is out of range: the model has layers 0..{n - 1}.")
+
+
+@declare(code="KV303", name="skip-index-without-kv", severity="warning", family="skip",
+         summary="A skip-layer index names a layer that holds no KV cache (Mamba, linear attention, MLP).",
+         why="Hybrid models number every block; only attention layers have a KV cache, so the skip "
+             "does nothing.",
+         fix="Pick attention layer indices (`kvplan explain` lists them).", references=(SKIP_REF,))
+def skip_without_kv(ctx):
+    by_index = {la.index: la for la in ctx.arch.layers}
+    for tok in ctx.flags.kv_cache_dtype_skip_layers:
+        if is_index_token(tok) and int(tok) in by_index and by_index[int(tok)].kind in NO_KV_KINDS:
+            la = by_index[int(tok)]
+            yield Emit(f"skip-layer index {tok} names a {la.kind} layer, which has no KV cache.", (la.index,))
+
+
+@declare(code="KV304", name="skip-sliding-window-matches-nothing", severity="warning", family="skip",
+         summary="'sliding_window' is in the skip list but no layer of this model slides.",
+         why="Chunked-local layers (Llama 4) and MLA layers have no sliding window, and configs with "
+             "use_sliding_window: false have none either, so the token skips nothing.",
+         fix="Drop 'sliding_window' or list the layer indices you want in 16-bit.", references=(SKIP_REF,))
+def skip_sw_nothing(ctx):
+    if "sliding_window" in ctx.flags.kv_cache_dtype_skip_layers and not any(
+            la.sliding_window is not None and la.kind != "mla" for la in ctx.arch.layers):
+        yield Emit("'sliding_window' is in --kv-cache-dtype-skip-layers but this model has no sliding-window layers.")
+
+
+@declare(code="KV305", name="skip-removes-all-quantization", severity="warning", family="skip",
+         summary="The skip list covers every KV layer, so nothing is quantized.",
+         why="A config with sliding_window and no layer_types makes every layer sliding in vLLM, so "
+             "'sliding_window' skips all of them; the FP8 memory saving is gone.",
+         fix="List only the layer indices you want in 16-bit.", references=(SKIP_REF,))
+def skip_all(ctx):
+    if not ctx.flags.kv_cache_dtype_skip_layers or not quant_mode_of(ctx.kv_cache_dtype).is_quantized:
+        return
+    kv = [lp for lp in ctx.layers if lp.kind not in NO_KV_KINDS and lp.kv_cache_dtype is not None]
+    if kv and all(lp.skipped for lp in kv):
+        yield Emit(f"--kv-cache-dtype {ctx.kv_cache_dtype} has no effect: the skip list covers all "
+                   f"{len(kv)} KV layers.")
+
+
+@declare(code="KV306", name="skip-without-quantization", severity="info", family="skip",
+         summary="A skip list is given but the KV cache is not quantized, so it changes nothing.",
+         why="Skipping keeps a layer in the model dtype, which every layer already has.",
+         fix="Drop --kv-cache-dtype-skip-layers or quantize the KV cache.", references=(SKIP_REF,))
+def skip_noop(ctx):
+    if ctx.flags.kv_cache_dtype_skip_layers and not any(lp.quant_mode.is_quantized for lp in ctx.layers) \
+            and not any(lp.skipped for lp in ctx.layers if lp.kind in NO_KV_KINDS):
+        if not quant_mode_of(ctx.kv_cache_dtype).is_quantized and not ctx.quant.ct_kv_cache_scheme:
+            yield Emit("--kv-cache-dtype-skip-layers has no effect: no layer's KV cache is quantized.")
