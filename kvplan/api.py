@@ -9,7 +9,7 @@ from kvplan.ingest.flags import parse_flags, split_launch_line
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import Plan
 from kvplan.planner.compile import compile_plan
-from kvplan.planner.context import GpuFacts
+from kvplan.rules.context import GpuFacts
 
 
 def flags_from(flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None) -> ServingFlags:

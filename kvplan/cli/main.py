@@ -40,8 +40,12 @@ class FailLevel(str, Enum):
 
 
 def out_console() -> Console:
-    return Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False,
-                   width=int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None)
+    """stdout console: honours NO_COLOR and COLUMNS; 140 columns when not a terminal."""
+    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    c = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False, width=width)
+    if width is None and not c.is_terminal:
+        c = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False, width=140)
+    return c
 
 
 def err_console() -> Console:
@@ -177,15 +181,24 @@ def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan.")) -
 
 
 def _register_optional() -> None:
-    """Commands owned by other packages register here when present."""
-    try:
-        from kvplan.cli import cmd_backends  # noqa: PLC0415
-    except ImportError:  # pragma: no cover
-        return
-    if hasattr(cmd_backends, "gpus"):
-        app.command("gpus")(cmd_backends.gpus)
-    if hasattr(cmd_backends, "backends"):
-        app.command("backends")(cmd_backends.backends)
+    """Command modules register here: each `kvplan/cli/cmd_*.py` exposes COMMANDS = {name: function}.
+
+    Their heavy imports (torch, triton, textual, fastapi) stay inside the command functions.
+    """
+    import importlib  # noqa: PLC0415
+    for mod in ("cmd_backends", "cmd_lint", "cmd_emit", "cmd_serve", "cmd_validate", "cmd_bench", "cmd_explore"):
+        try:
+            m = importlib.import_module(f"kvplan.cli.{mod}")
+        except ModuleNotFoundError as e:
+            if e.name == f"kvplan.cli.{mod}":
+                continue
+            raise
+        commands = getattr(m, "COMMANDS", None)
+        if commands is None and mod == "cmd_backends":
+            commands = {n: getattr(m, n) for n in ("gpus", "backends") if hasattr(m, n)}
+        for name, fn in (commands or {}).items():
+            ctx = getattr(fn, "context_settings", None)
+            app.command(name, context_settings=ctx)(fn) if ctx else app.command(name)(fn)
 
 
 _register_optional()

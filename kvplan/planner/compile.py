@@ -13,7 +13,7 @@ from kvplan.model.plan import (
 )
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
-from kvplan.planner.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, LayerState, RuleContext
+from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, LayerState, RuleContext
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.rules.base import Emit, Rule, Set, all_rules
 

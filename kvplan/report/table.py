@@ -11,6 +11,10 @@ from rich.text import Text
 from kvplan.model.plan import LayerPlan, Plan
 from kvplan.model.vocab import Severity
 
+_KIND_SHORT = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
+               "linear_attention": "linear", "cross_attention": "cross", "encoder_only": "encoder"}
+_SCALE_SHORT = {"default_1.0": "1.0 (uncal.)", "dynamic_per_token_head": "dynamic", "checkpoint_per_tensor":
+                "ckpt tensor", "checkpoint_per_head": "ckpt head", "block_scales": "block"}
 _MODE_STYLE = {"none": "green", "fp8_per_tensor": "yellow", "int8_per_token_head": "cyan",
                "fp8_per_token_head": "cyan", "int4_per_token_head": "magenta", "nvfp4": "magenta"}
 _SEV_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "blue"}
@@ -77,19 +81,20 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
              + (f" · GPU {plan.gpu.name}" if plan.gpu else ""))
     show_backend = any(lp.backend for lp in plan.layers)
     t = Table(title=title, title_justify="left", show_lines=False, expand=False)
-    t.add_column("layers", no_wrap=True)
-    t.add_column("kind")
-    t.add_column("window", justify="right")
-    t.add_column("KV heads×size", justify="right")
-    t.add_column("kv_cache_dtype")
-    t.add_column("stored")
-    t.add_column("quant mode")
-    t.add_column("scales")
-    t.add_column("B/token", justify="right")
+    t.add_column("layers", overflow="fold", min_width=18, max_width=26)
+    t.add_column("kind", no_wrap=True)
+    t.add_column("win", justify="right", no_wrap=True)
+    t.add_column("KV h×size", justify="right", no_wrap=True)
+    t.add_column("kv_cache_dtype", no_wrap=True)
+    t.add_column("stored", no_wrap=True)
+    t.add_column("quant mode", no_wrap=True)
+    t.add_column("scales", no_wrap=True)
+    t.add_column("B/token", justify="right", no_wrap=True)
     if show_backend:
         t.add_column("backend")
         t.add_column("query")
-    t.add_column("decided by / why", overflow="fold")
+    t.add_column("rules", overflow="fold", min_width=11)
+    whys: list[tuple[str, str]] = []
     flagged = {i for f in plan.findings for i in f.layers}
     for g in group_layers(plan.layers, expand):
         lp = g[0]
@@ -100,14 +105,19 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
         if lp.kind == "mla" and lp.bytes_per_token:
             geom = f"latent {lp.head_size}"
         mode = lp.quant_mode.value
-        row = [compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else "") + mark, lp.kind, window, geom,
+        row = [compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else "") + mark, _KIND_SHORT.get(lp.kind, lp.kind), window, geom,
                lp.kv_cache_dtype or "-", lp.dtype or "-", Text(mode, style=_MODE_STYLE.get(mode, "")),
-               lp.scale_source.value if lp.quant_mode.is_quantized else "-", f"{lp.bytes_per_token:,}"]
+               _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-", f"{lp.bytes_per_token:,}"]
         if show_backend:
             row += [lp.backend or "-", lp.query_dtype or "-"]
-        row.append(" ".join(lp.decided_by) + (" — " + _why(lp) if lp.decided_by else ""))
+        row.append(",".join(c.removeprefix("KV") if i else c for i, c in enumerate(lp.decided_by)))
         t.add_row(*row)
+        if lp.decided_by:
+            whys.append((compress_indices(idx), _why(lp)))
     console.print(t)
+    if whys:
+        console.print(Panel("\n".join(f"layers {i}: {w}" for i, w in whys), title="why (kv_cache_dtype)",
+                            title_align="left"))
     tot = plan.totals
     lines = [f"KV bytes/token (per TP rank): {tot.bytes_per_token:,}  ·  all-bf16 plan: {tot.bytes_per_token_bf16:,}"
              f"  ·  saving: {tot.saving_vs_bf16:.1%}  ·  KV layers {tot.kv_layers}, quantized {tot.quantized_layers}"]

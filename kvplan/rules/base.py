@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Optional
 from kvplan.model.vocab import Severity
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvplan.planner.context import LayerState, RuleContext
+    from kvplan.rules.context import LayerState, RuleContext
 
 _CODE = re.compile(r"^KV\d{3}$")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

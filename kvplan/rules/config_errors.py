@@ -84,3 +84,16 @@ def quantized_cross(ctx):
     if layers:
         yield Emit(f"{len(layers)} cross-attention layer(s) would store {ctx.kv_cache_dtype} KV.", layers,
                    fix="Add them to the skip list: --kv-cache-dtype-skip-layers " + " ".join(map(str, layers)))
+
+
+@declare(code="KV206", name="per-token-head-on-mla", severity="error", family="config",
+         summary="Per-token-head KV dtypes on MLA layers: no vLLM 0.33 MLA backend can read them.",
+         why="Per-token-head layouts exist only in the Triton dense-attention backend; no MLA backend "
+             "lists int8/fp8/int4_per_token_head, so backend selection fails at startup.",
+         fix="Use --kv-cache-dtype fp8 (or fp8_ds_mla / nvfp4_ds_mla with a sparse MLA backend) for MLA models.",
+         references=("vllm/v1/attention/backends/mla/", "https://github.com/vllm-project/vllm/pull/38378"))
+def pth_on_mla(ctx):
+    layers = tuple(lp.index for lp in ctx.layers if lp.kind == "mla" and lp.quant_mode.is_per_token_head)
+    if layers:
+        yield Emit(f"{len(layers)} MLA layer(s) would use {ctx.kv_cache_dtype}, which no MLA attention backend "
+                   "supports; vLLM fails to select a backend.", layers)

@@ -64,6 +64,11 @@ def kv_bytes(ctx, la, st):
     elif tp > 1:
         formula += f" ({la.num_kv_heads} KV heads / TP {tp})"
     yield Set("num_kv_heads", heads, f"{la.num_kv_heads} KV heads, TP {tp}")
+    if la.kind == "cross_attention":
+        # CrossAttentionSpec: sized by encoder tokens (image/audio), not by decoded tokens.
+        yield Set("bytes_per_token", 0, f"cross-attention KV is {n} B per encoder token ({formula}), "
+                                        "not per decoded token")
+        return
     yield Set("bytes_per_token", n, formula)
 
 

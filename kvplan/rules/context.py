@@ -1,0 +1,58 @@
+"""The immutable context rules read: model facts, metadata, flags, GPU, engine, plan so far."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping, Optional
+
+from kvplan.model.arch import LayerArch, ModelArch
+from kvplan.model.flags import ServingFlags
+from kvplan.model.plan import LayerPlan
+from kvplan.model.quant import QuantMetadata
+
+ENGINE_NAME = "vllm"
+ENGINE_VERSION = "0.33.0"
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """The GPU facts the planner itself needs (backend rules use the full profile)."""
+
+    name: str
+    memory_gib: Optional[float] = None
+    compute_capability: Optional[tuple[int, int]] = None
+    fp8: str = "e4m3fn"           # none | e4m3fn | e4m3fnuz
+    supports_bf16: bool = True
+    profile: Any = None           # kvplan.model.gpu.GpuProfile when available
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What every rule sees. `globals` holds config-time decisions (model_dtype, kv_cache_dtype)."""
+
+    arch: ModelArch
+    quant: QuantMetadata
+    flags: ServingFlags
+    gpu: Optional[GpuFacts] = None
+    engine_version: str = ENGINE_VERSION
+    globals: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    layers: tuple[LayerPlan, ...] = ()
+    weight_bytes: Optional[int] = None
+
+    @property
+    def model_dtype(self) -> str:
+        return self.globals.get("model_dtype", "bfloat16")
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return self.globals.get("kv_cache_dtype", self.flags.kv_cache_dtype)
+
+    def arch_layer(self, index: int) -> Optional[LayerArch]:
+        for la in self.arch.layers:
+            if la.index == index:
+                return la
+        return None
+
+
+class LayerState(dict):
+    """Per-layer fields while decision rules run (a plain dict; rules read it, the planner writes)."""
