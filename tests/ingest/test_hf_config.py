@@ -1,0 +1,99 @@
+"""Layer kinds and geometry for the tricky corpus configs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import KvplanInputError
+from kvplan.ingest.checkpoint import load_model_inputs
+from kvplan.ingest.families import FAMILY_DEFAULTS
+from tests.conftest import CORPUS
+
+
+def arch(model: str):
+    return load_model_inputs(CORPUS / model / "config.json").arch
+
+
+def kinds(model: str) -> list[str]:
+    return [la.kind for la in arch(model).layers]
+
+
+def test_gpt_oss_alternates_sliding_and_full_with_sinks() -> None:
+    a = arch("gpt-oss-20b")
+    assert kinds("gpt-oss-20b")[:4] == ["sliding_attention", "full_attention"] * 2
+    assert a.layers[0].sliding_window == 128 and a.layers[0].head_size == 64 and a.layers[0].has_sinks
+
+
+def test_gemma3_minimal_config_uses_family_defaults() -> None:
+    a = arch("gemma-3-4b-it")
+    full = [la.index for la in a.layers if la.kind == "full_attention"]
+    assert full == [5, 11, 17, 23, 29]
+    assert (a.layers[0].num_kv_heads, a.layers[0].head_size, a.layers[0].sliding_window) == (4, 256, 1024)
+
+
+def test_gemma2_even_layers_slide() -> None:
+    assert kinds("gemma-2-2b-it-finetune-gemma2-poem")[:3] == ["sliding_attention", "full_attention", "sliding_attention"]
+
+
+def test_gemma4_global_layers_have_their_own_geometry() -> None:
+    a = arch("nvidia-Gemma-4-31B-IT-NVFP4")
+    s = next(la for la in a.layers if la.kind == "sliding_attention")
+    f = next(la for la in a.layers if la.kind == "full_attention")
+    assert (s.num_kv_heads, s.head_size) == (16, 256) and (f.num_kv_heads, f.head_size) == (4, 512)
+
+
+def test_llama4_nope_layers_are_global_others_chunked() -> None:
+    a = arch("Llama-4-Scout-17B-16E-Instruct-ABRIDGED")
+    assert [la.index for la in a.layers if la.kind == "full_attention"] == list(range(3, 48, 4))
+    assert a.layers[0].attention_chunk_size == 8192
+
+
+def test_qwen_use_sliding_window_false_means_no_window() -> None:
+    assert set(kinds("Qwen2.5-7B")) == {"full_attention"}
+
+
+def test_mla_latent_geometry() -> None:
+    la = arch("DeepSeek-V3").layers[0]
+    assert (la.kind, la.num_kv_heads, la.head_size, la.head_size_v) == ("mla", 1, 576, 0)
+
+
+def test_hybrid_patterns() -> None:
+    assert [i for i, k in enumerate(kinds("nvidia-Nemotron-3-Nano-30B-A3B-NVFP4")) if k == "full_attention"] == [5, 12, 19, 26, 33, 42]
+    q = kinds("Qwen3.5-27B")
+    assert q.count("linear_attention") == 48 and q.count("full_attention") == 16
+
+
+def test_cross_attention_layers() -> None:
+    k = kinds("Llama-3.2-90B-Vision-Instruct")
+    assert [i for i, x in enumerate(k) if x == "cross_attention"] == list(range(3, 100, 5))
+
+
+def test_gpt2_t5_naming_and_mha() -> None:
+    g = arch("gpt2-saved-copy").layers[0]
+    assert (g.num_kv_heads, g.head_size) == (12, 64)
+    t = arch("t5-small-summarization-finetune")
+    assert t.is_encoder_decoder and t.num_layers == 6 and (t.layers[0].num_kv_heads, t.layers[0].head_size) == (8, 64)
+
+
+def test_explicit_head_dim_not_derived() -> None:
+    assert arch("Qwen3-30B-A3B").layers[0].head_size == 128  # hidden/heads would be 64
+
+
+def test_malformed_layer_types_is_input_error(tmp_path: Path) -> None:
+    cfg = json.loads((CORPUS / "gpt-oss-20b" / "config.json").read_text())
+    cfg["layer_types"] = cfg["layer_types"][:3]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(KvplanInputError, match="layer_types has 3 entries"):
+        load_model_inputs(tmp_path)
+
+
+def test_family_defaults_match_transformers() -> None:
+    """Drift test: kvplan's built-in defaults equal transformers' config-class defaults."""
+    transformers = pytest.importorskip("transformers")
+    for model_type, defaults in FAMILY_DEFAULTS.items():
+        cfg = transformers.AutoConfig.for_model(model_type).to_dict()
+        for key, value in defaults.items():
+            if key in cfg and key not in ("max_position_embeddings",):
+                assert cfg[key] == value, f"{model_type}.{key}: kvplan {value!r}, transformers {cfg[key]!r}"
