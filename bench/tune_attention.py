@@ -1,0 +1,82 @@
+#!/usr/bin/env python
+"""Sweep launch configs of the paged decode kernel on one shape (used to pick the heuristics).
+
+    python bench/tune_attention.py --shape 64,4096,32,8,128 --modes int8_per_token_head
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from kvplan.runtime.attention import AttentionConfig, paged_attention  # noqa: E402
+from kvplan.runtime.bench import _bench, _make_kv, _paged_fill, _rel_err  # noqa: E402
+from kvplan.runtime.layout import LayerLayout  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="64,4096,32,8,128", help="B,ctx,Hq,Hkv,D")
+    ap.add_argument("--modes", default="bfloat16,int8_per_token_head,fp8_per_token_head")
+    ap.add_argument("--block-n", default="32,64,128")
+    ap.add_argument("--warps", default="4,8")
+    ap.add_argument("--stages", default="2,3,4")
+    ap.add_argument("--splits", default="0", help="0 = heuristic")
+    ap.add_argument("--use-dot", default="1", help="1, 0 or 1,0")
+    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    b, ctx, hq, hkv, d = (int(x) for x in a.shape.split(","))
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    k, v = _make_kv(b, ctx, hkv, d, "cuda", gen)
+    q = torch.randn(b, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    q4 = q[:, :, None]
+    ref = F.scaled_dot_product_attention(q4.float(), k.float(), v.float(), enable_gqa=True)[:, :, 0]
+    sdpa = _bench(lambda: F.scaled_dot_product_attention(q4, k, v, enable_gqa=True))
+    print(f"shape {a.shape}: sdpa bf16 {sdpa:.4f} ms", flush=True)
+    seq_lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
+    results = []
+    for mode in a.modes.split(","):
+        lay = LayerLayout.simple(mode, hkv, d)
+        cache, bt = _paged_fill(lay, k, v, a.block_size, gen)
+        best = None
+        for bn, w, st, sp, ud in itertools.product(
+                [int(x) for x in a.block_n.split(",")], [int(x) for x in a.warps.split(",")],
+                [int(x) for x in a.stages.split(",")], [int(x) for x in a.splits.split(",")],
+                [bool(int(x)) for x in a.use_dot.split(",")]):
+            cfg = AttentionConfig(block_n=bn, num_warps=w, num_stages=st, num_splits=sp or None,
+                                  use_dot=ud)
+            out = torch.full_like(q, float("nan"))
+            try:
+                paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx, out=out, config=cfg)
+                torch.cuda.synchronize()
+                err = _rel_err(out, ref)
+                ms = _bench(lambda: paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx,
+                                                    out=out, config=cfg), rep_ms=100)
+            except Exception as exc:  # noqa: BLE001 - a config may not compile (resources)
+                print(f"  {mode} {cfg}: FAILED {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+                continue
+            row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud, ms=ms,
+                       ratio=ms / sdpa, rel_err=err,
+                       tbps=b * ctx * lay.bytes_per_token / (ms * 1e-3) / 1e12)
+            results.append(row)
+            print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} dot={int(ud)}: {ms:.4f} ms "
+                  f"{row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
+            if best is None or ms < best["ms"]:
+                best = row
+        print(f"BEST {mode}: {best}", flush=True)
+        del cache, bt
+        torch.cuda.empty_cache()
+    if a.out:
+        a.out.write_text(json.dumps({"shape": a.shape, "sdpa_ms": sdpa, "rows": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Helpers shared by the write and attention kernels (Triton device functions + host glue).
+
+Interpreter note: under ``TRITON_INTERPRET=1`` (CPU CI) Triton 3.x's fp32->fp8 conversion
+drops the carry when rounding overflows the mantissa (127.0 -> e4m3 64.0 instead of 128.0)
+and fp32->bf16 truncates instead of rounding to nearest even. FP8 encoding therefore goes
+through :func:`fp8_encode_soft` (integer round-to-nearest-even on the fp32 bits) when
+interpreting; on a GPU the hardware ``cvt.rn`` path is used. Decoding fp8 bytes is exact in
+both. All fp8 data is stored as uint8 and bit-cast, so no fp8 torch tensors cross the
+interpreter boundary.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import triton
+import triton.language as tl
+
+from kvplan.runtime.cache import PagedKVCache
+
+# KV_MODE constexpr values (same numbering as vLLM's KVQuantMode).
+KV_MODE_NONE = 0
+KV_MODE_FP8_PER_TENSOR = 1
+KV_MODE_INT8_PTH = 2
+KV_MODE_FP8_PTH = 3
+KV_MODE_INT4_PTH = 4
+KV_MODES = {
+    "none": KV_MODE_NONE, "fp8_per_tensor": KV_MODE_FP8_PER_TENSOR,
+    "int8_per_token_head": KV_MODE_INT8_PTH, "fp8_per_token_head": KV_MODE_FP8_PTH,
+    "int4_per_token_head": KV_MODE_INT4_PTH,
+}
+FP8_MAX = {"e4m3fn": 448.0, "e5m2": 57344.0}
+
+
+def interpreting() -> bool:
+    """True when kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@lru_cache(maxsize=8)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def num_sms(device: torch.device) -> int:
+    """Multiprocessors of the device (4 on CPU, so heuristics still split under the interpreter)."""
+    if device.type == "cuda":
+        return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    return 4
+
+
+@triton.jit
+def fp8_encode_soft(x, E5M2: tl.constexpr):
+    """fp32 -> fp8 bits (uint8), round to nearest even; ``x`` must already be clamped finite."""
+    bits = x.to(tl.uint32, bitcast=True)
+    sign = (bits >> 31) & 1
+    a = tl.abs(x)
+    abits = a.to(tl.uint32, bitcast=True)
+    if E5M2:
+        rounded = (abits + 0xFFFFF + ((abits >> 21) & 1)) >> 21
+        normal = rounded - 448  # (127 - 15) << 2
+        t = a * 65536.0  # subnormal step 2^-16
+        sub = ((t + 8388608.0) - 8388608.0).to(tl.uint32)
+        code = tl.where(a < 6.103515625e-05, sub, normal)
+    else:
+        rounded = (abits + 0x7FFFF + ((abits >> 20) & 1)) >> 20
+        normal = rounded - 960  # (127 - 7) << 3
+        t = a * 512.0  # subnormal step 2^-9
+        sub = ((t + 8388608.0) - 8388608.0).to(tl.uint32)
+        code = tl.where(a < 0.015625, sub, normal)
+    return (code | (sign << 7)).to(tl.uint8)
+
+
+@triton.jit
+def fp8_encode(x, E5M2: tl.constexpr, SOFT: tl.constexpr):
+    """fp32 (clamped) -> fp8 bits as uint8: hardware cvt.rn on GPU, integer RNE when interpreting."""
+    if SOFT:
+        return fp8_encode_soft(x, E5M2)
+    else:
+        if E5M2:
+            return x.to(tl.float8e5).to(tl.uint8, bitcast=True)
+        else:
+            return x.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+
+
+@triton.jit
+def fp8_decode(b, E5M2: tl.constexpr):
+    """fp8 bits (uint8) -> fp8 tensor (convert with ``.to`` afterwards; exact into bf16/fp16)."""
+    if E5M2:
+        return b.to(tl.float8e5, bitcast=True)
+    else:
+        return b.to(tl.float8e4nv, bitcast=True)
+
+
+@dataclass(frozen=True)
+class CacheArgs:
+    """Pointers, strides and constexprs that address a cache from a kernel.
+
+    Data element offsets of (block, slot, head): ``block*stride_cb + head*stride_ch +
+    slot*STRIDE_S`` plus ``K_OFF``/``V_OFF``; scale (fp32) offsets likewise with
+    ``stride_sb``/``stride_sh``/``SCALE_STRIDE_S`` and ``KS_OFF``/``VS_OFF``. The slot stride and
+    the offsets are constexprs so Triton can prove the 8-/4-byte alignment of the inline
+    per-token-head rows and vectorize loads.
+    """
+
+    k: torch.Tensor
+    v: torch.Tensor
+    s: torch.Tensor
+    stride_cb: int
+    stride_ch: int
+    stride_sb: int
+    stride_sh: int
+    STRIDE_S: int
+    SCALE_STRIDE_S: int
+    K_OFF: int
+    V_OFF: int
+    KS_OFF: int
+    VS_OFF: int
+    KV_MODE: int
+    FP8_E5M2: bool
+    DATA_HEAD: int  # data elements per (token, head): head_size, or head_size // 2 for INT4
+
+
+def cache_args(cache: PagedKVCache) -> CacheArgs:
+    lay = cache.layout
+    mode = KV_MODES[lay.quant_mode]
+    e5m2 = lay.fp8_format == "e5m2"
+    data = cache.data
+    if not lay.is_per_token_head:
+        k, v = data[0], data[1]
+        sb, ss, sh, _ = k.stride()
+        return CacheArgs(k=k, v=v, s=k, stride_cb=sb, stride_ch=sh, stride_sb=0, stride_sh=0,
+                         STRIDE_S=ss, SCALE_STRIDE_S=0, K_OFF=0, V_OFF=0, KS_OFF=0, VS_OFF=0,
+                         KV_MODE=mode, FP8_E5M2=e5m2, DATA_HEAD=lay.head_size)
+    db = lay.data_bytes_per_head
+    row = lay.slot_bytes
+    buf = data.view(torch.int8) if mode == KV_MODE_INT8_PTH else data.view(torch.uint8)
+    f32 = data.view(torch.uint8).view(torch.float32)
+    nb_s, h_s, _, _ = buf.stride()
+    return CacheArgs(k=buf, v=buf, s=f32, stride_cb=nb_s, stride_ch=h_s, stride_sb=nb_s // 4,
+                     stride_sh=h_s // 4, STRIDE_S=row, SCALE_STRIDE_S=row // 4, K_OFF=0,
+                     V_OFF=db + 4, KS_OFF=db // 4, VS_OFF=(2 * db + 4) // 4, KV_MODE=mode,
+                     FP8_E5M2=e5m2, DATA_HEAD=db)
+
+
+def cache_constexprs(a: CacheArgs) -> dict:
+    return dict(STRIDE_S=a.STRIDE_S, SCALE_STRIDE_S=a.SCALE_STRIDE_S, K_OFF=a.K_OFF,
+                V_OFF=a.V_OFF, KS_OFF=a.KS_OFF, VS_OFF=a.VS_OFF, KV_MODE=a.KV_MODE,
+                FP8_E5M2=a.FP8_E5M2)

@@ -1,0 +1,431 @@
+"""Paged attention that reads quantized KV caches directly (dequantize on the fly).
+
+One kernel serves decode (one query token per sequence) and chunked prefill (the last
+``q_len`` tokens of each sequence's context attend causally to the whole context):
+
+* programs are (query block, kv head, split); each program takes *all* query heads of one
+  GQA group (``GROUP`` = Hq / Hkv) for ``BLOCK_M // GROUP_PAD`` query tokens, so every K/V
+  byte of a kv head is read once per query block;
+* decode splits the context into ``NUM_SPLITS`` ranges (split-K / flash-decoding) when
+  there are too few (sequence, kv head) pairs to fill the GPU; a second tiny kernel merges the
+  partial (max, sum, acc) triples;
+* per-token-head scales are applied to the scores and probabilities, never to K/V:
+  ``S = (q . k_q) * softmax_scale * k_scale[token]``, ``P_v = P * v_scale[token]``;
+  FP8 per-tensor folds the static k/v scales into the score scale and the output (exact
+  fp8 -> bf16/fp16 conversion of the tile in registers, then one multiply per score);
+* INT4 per-token-head K/V are unpacked into even/odd nibble tiles; the query is rotated by
+  the same Hadamard matrix as the cache and the output is rotated back on the host.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from kvplan.runtime._common import (KV_MODE_INT4_PTH, KV_MODE_NONE, cache_args,
+                                    cache_constexprs, fp8_decode, interpreting,
+                                    num_sms)
+from kvplan.runtime.cache import PagedKVCache, hadamard
+from kvplan.runtime.layout import ATTENTION_EXECUTED_KINDS
+
+_LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _int_to(x, DTYPE: tl.constexpr, INTERP: tl.constexpr):
+    """Exact small-integer -> float conversion (the interpreter's int->bf16 cast is broken)."""
+    if INTERP:
+        return x.to(tl.float32).to(DTYPE)
+    else:
+        return x.to(DTYPE)
+
+
+@triton.jit
+def _load_tile(ptr, row_off, col, mask2, KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr,
+               DTYPE: tl.constexpr, INTERP: tl.constexpr):
+    """Load a [BLOCK_N, cols] K or V tile and convert it (exactly) to the query dtype."""
+    x = tl.load(ptr + row_off[:, None] + col[None, :], mask=mask2, other=0)
+    if KV_MODE == 1 or KV_MODE == 3:
+        return fp8_decode(x, FP8_E5M2).to(DTYPE)
+    elif KV_MODE == 2:
+        return _int_to(x, DTYPE, INTERP)
+    else:
+        return x.to(DTYPE)
+
+
+@triton.jit
+def _unpack_int4(b, DTYPE: tl.constexpr, INTERP: tl.constexpr):
+    """Packed uint8 tile -> (even, odd) nibble tiles as exact small integers in DTYPE."""
+    w = b.to(tl.int32)
+    return _int_to(w & 15, DTYPE, INTERP), _int_to(w >> 4, DTYPE, INTERP)
+
+
+@triton.jit
+def _scale_bits_split(s):
+    """fp32 INT4 scale with the zero point in its low mantissa nibble -> (scale, zp)."""
+    bits = s.to(tl.int32, bitcast=True)
+    return (bits & -16).to(tl.float32, bitcast=True), (bits & 15).to(tl.float32)
+
+
+@triton.jit
+def _dot(a, b, USE_DOT: tl.constexpr, IEEE: tl.constexpr, INTERP: tl.constexpr):
+    """a [M, K] @ b [K, N] in fp32: tensor cores, or broadcast-multiply-sum for tiny groups.
+
+    The interpreter's bf16 x bf16 tl.dot returns garbage (Triton 3.9), so when interpreting the
+    (already rounded) operands are widened to fp32 first: same values, exact products.
+    """
+    if USE_DOT:
+        if INTERP:
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        elif IEEE:
+            return tl.dot(a, b, input_precision="ieee")
+        else:
+            return tl.dot(a, b)
+    else:
+        return tl.sum(a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :], axis=1)
+
+
+@triton.jit
+def _paged_attention_kernel(
+    q_ptr, stride_qt, stride_qh,
+    o_ptr, stride_ot, stride_oh,
+    po_ptr, pml_ptr,
+    ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
+    bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr,
+    qk_scale, out_scale, sliding_window, num_q_blocks, num_q_heads,
+    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, HEAD_SIZE: tl.constexpr, HEAD_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, STRIDE_S: tl.constexpr, SCALE_STRIDE_S: tl.constexpr,
+    K_OFF: tl.constexpr, V_OFF: tl.constexpr, KS_OFF: tl.constexpr, VS_OFF: tl.constexpr,
+    KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    IS_DECODE: tl.constexpr, USE_DOT: tl.constexpr, IEEE_DOT: tl.constexpr,
+    INTERP: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    kvh = tl.program_id(1)
+    split = tl.program_id(2)
+    seq = pid // num_q_blocks
+    qb = pid % num_q_blocks
+    ctx = tl.load(seq_lens_ptr + seq)
+    if IS_DECODE:
+        q_start = seq
+        q_len = 1
+    else:
+        q_start = tl.load(qsl_ptr + seq)
+        q_len = tl.load(qsl_ptr + seq + 1) - q_start
+    BLOCK_Q: tl.constexpr = BLOCK_M // GROUP_PAD
+    q0 = qb * BLOCK_Q
+
+    rows = tl.arange(0, BLOCK_M)
+    qi = q0 + rows // GROUP_PAD
+    g = rows % GROUP_PAD
+    row_valid = (qi < q_len) & (g < GROUP)
+    head = kvh * GROUP + g
+    pos = ctx - q_len + qi  # absolute position of each row's query token
+
+    # Keys this query block may see: [lo, hi); then this split's share, tile aligned.
+    last_q = tl.minimum(q0 + BLOCK_Q, q_len) - 1
+    hi = ctx - q_len + last_q + 1
+    win = tl.where(sliding_window > 0, sliding_window, 1 << 30)
+    lo = tl.maximum(ctx - q_len + q0 - win + 1, 0)
+    tiles = tl.cdiv(hi - lo, BLOCK_N)
+    tiles_per_split = tl.cdiv(tiles, NUM_SPLITS)
+    s_lo = lo + split * tiles_per_split * BLOCK_N
+    s_hi = tl.minimum(hi, s_lo + tiles_per_split * BLOCK_N)
+    s_hi = tl.where(q0 < q_len, s_hi, s_lo)  # query blocks past this sequence's chunk: no work
+
+    DTYPE = q_ptr.dtype.element_ty
+    q_row = (q_start + qi).to(tl.int64) * stride_qt + head * stride_qh
+    bt_row = bt_ptr + seq.to(tl.int64) * stride_bt
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    if KV_MODE == 4:
+        HALF: tl.constexpr = HEAD_PAD // 2
+        dh = tl.arange(0, HALF)
+        dh_mask = dh < HEAD_SIZE // 2
+        qmask = row_valid[:, None] & dh_mask[None, :]
+        q_e = tl.load(q_ptr + q_row[:, None] + 2 * dh[None, :], mask=qmask, other=0.0)
+        q_o = tl.load(q_ptr + q_row[:, None] + 2 * dh[None, :] + 1, mask=qmask, other=0.0)
+        q_sum = tl.sum(q_e.to(tl.float32), axis=1) + tl.sum(q_o.to(tl.float32), axis=1)
+        acc_e = tl.zeros([BLOCK_M, HALF], tl.float32)
+        acc_o = tl.zeros([BLOCK_M, HALF], tl.float32)
+        corr = tl.zeros([BLOCK_M], tl.float32)
+    else:
+        d = tl.arange(0, HEAD_PAD)
+        d_mask = d < HEAD_SIZE
+        q = tl.load(q_ptr + q_row[:, None] + d[None, :],
+                    mask=row_valid[:, None] & d_mask[None, :], other=0.0)
+        acc = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)
+
+    for start in range(s_lo, s_hi, BLOCK_N):
+        n = start + tl.arange(0, BLOCK_N)
+        n_valid = n < s_hi
+        page = tl.load(bt_row + n // BLOCK_SIZE, mask=n_valid, other=0).to(tl.int64)
+        slot = n % BLOCK_SIZE
+        row_off = page * stride_cb + kvh * stride_ch + slot * STRIDE_S
+        if KV_MODE >= 2:
+            s_off = page * stride_sb + kvh * stride_sh + slot * SCALE_STRIDE_S
+            k_sc = tl.load(cs_ptr + KS_OFF + s_off, mask=n_valid, other=0.0)
+            v_sc = tl.load(cs_ptr + VS_OFF + s_off, mask=n_valid, other=0.0)
+        if KV_MODE == 4:
+            kvmask = n_valid[:, None] & dh_mask[None, :]
+            kb = tl.load(ck_ptr + K_OFF + row_off[:, None] + dh[None, :], mask=kvmask, other=0)
+            vb = tl.load(cv_ptr + V_OFF + row_off[:, None] + dh[None, :], mask=kvmask, other=0)
+            k_e, k_o = _unpack_int4(kb, DTYPE, INTERP)
+            s = _dot(q_e, tl.trans(k_e), USE_DOT, IEEE_DOT, INTERP) + _dot(q_o, tl.trans(k_o), USE_DOT, IEEE_DOT, INTERP)
+            k_s, k_zp = _scale_bits_split(k_sc)
+            s = (s - q_sum[:, None] * k_zp[None, :]) * (k_s * qk_scale)[None, :]
+        else:
+            kvmask = n_valid[:, None] & d_mask[None, :]
+            k = _load_tile(ck_ptr + K_OFF, row_off, d, kvmask, KV_MODE, FP8_E5M2, DTYPE, INTERP)
+            v = _load_tile(cv_ptr + V_OFF, row_off, d, kvmask, KV_MODE, FP8_E5M2, DTYPE, INTERP)
+            s = _dot(q, tl.trans(k), USE_DOT, IEEE_DOT, INTERP)
+            if KV_MODE >= 2:
+                s = s * (k_sc * qk_scale)[None, :]
+            else:
+                s = s * qk_scale
+        if IS_DECODE:
+            s = tl.where(n_valid[None, :], s, float("-inf"))
+        else:
+            visible = (n[None, :] <= pos[:, None]) & (n[None, :] > pos[:, None] - win)
+            s = tl.where(visible & n_valid[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+        if KV_MODE == 4:
+            v_e, v_o = _unpack_int4(vb, DTYPE, INTERP)
+            v_s, v_zp = _scale_bits_split(v_sc)
+            pv = p * v_s[None, :]
+            corr = corr * alpha + tl.sum(pv * v_zp[None, :], axis=1)
+            pv = pv.to(DTYPE)
+            acc_e = acc_e * alpha[:, None] + _dot(pv, v_e, USE_DOT, IEEE_DOT, INTERP)
+            acc_o = acc_o * alpha[:, None] + _dot(pv, v_o, USE_DOT, IEEE_DOT, INTERP)
+        else:
+            if KV_MODE >= 2:
+                p = p * v_sc[None, :]
+            acc = acc * alpha[:, None] + _dot(p.to(DTYPE), v, USE_DOT, IEEE_DOT, INTERP)
+
+    tok = (q_start + qi).to(tl.int64)
+    if KV_MODE == 4:
+        acc_e = (acc_e - corr[:, None]) * out_scale
+        acc_o = (acc_o - corr[:, None]) * out_scale
+        cols_e = 2 * dh
+        cols_o = 2 * dh + 1
+        cmask = dh_mask
+    else:
+        acc = acc * out_scale
+    omask_row = row_valid
+    if NUM_SPLITS == 1:
+        inv_l = 1.0 / l_i
+        o_row = tok * stride_ot + head * stride_oh
+        if KV_MODE == 4:
+            omask = omask_row[:, None] & cmask[None, :]
+            tl.store(o_ptr + o_row[:, None] + cols_e[None, :],
+                     (acc_e * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
+            tl.store(o_ptr + o_row[:, None] + cols_o[None, :],
+                     (acc_o * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
+        else:
+            omask = omask_row[:, None] & d_mask[None, :]
+            tl.store(o_ptr + o_row[:, None] + d[None, :],
+                     (acc * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
+    else:
+        # partials: po [num_tokens, Hq, NUM_SPLITS, HEAD_SIZE] fp32, pml [.., NUM_SPLITS, 2]
+        p_row = (tok * num_q_heads + head) * NUM_SPLITS + split
+        tl.store(pml_ptr + p_row * 2, m_i, mask=omask_row)
+        tl.store(pml_ptr + p_row * 2 + 1, l_i, mask=omask_row)
+        if KV_MODE == 4:
+            omask = omask_row[:, None] & cmask[None, :]
+            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_e[None, :], acc_e, mask=omask)
+            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_o[None, :], acc_o, mask=omask)
+        else:
+            omask = omask_row[:, None] & d_mask[None, :]
+            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + d[None, :], acc, mask=omask)
+
+
+@triton.jit
+def _merge_splits_kernel(po_ptr, pml_ptr, o_ptr, stride_ot, stride_oh, num_q_heads,
+                         HEAD_SIZE: tl.constexpr, HEAD_PAD: tl.constexpr,
+                         NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr):
+    """Merge split-K partial results of one (token, query head) (log-sum-exp in base 2)."""
+    pid = tl.program_id(0).to(tl.int64)
+    tok = pid // num_q_heads
+    head = pid % num_q_heads
+    sp = tl.arange(0, SPLITS_PAD)
+    smask = sp < NUM_SPLITS
+    base = pid * NUM_SPLITS
+    m = tl.load(pml_ptr + (base + sp) * 2, mask=smask, other=float("-inf"))
+    l = tl.load(pml_ptr + (base + sp) * 2 + 1, mask=smask, other=0.0)
+    m_max = tl.max(m, axis=0)
+    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
+    w = tl.where(m > float("-inf"), tl.exp2(m - m_max), 0.0)
+    denom = tl.sum(w * l, axis=0)
+    d = tl.arange(0, HEAD_PAD)
+    dmask = d < HEAD_SIZE
+    acc = tl.load(po_ptr + (base + sp)[:, None] * HEAD_SIZE + d[None, :],
+                  mask=smask[:, None] & dmask[None, :], other=0.0)
+    out = tl.sum(acc * w[:, None], axis=0) / denom
+    tl.store(o_ptr + tok * stride_ot + head * stride_oh + d, out.to(o_ptr.dtype.element_ty),
+             mask=dmask)
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Launch parameters; `None` fields are chosen by heuristics (benchmarks sweep them)."""
+
+    block_n: int | None = None
+    block_m: int | None = None
+    num_splits: int | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+    use_dot: bool | None = None
+
+
+def _decode_splits(num_programs: int, max_kv_len: int, block_n: int, sms: int) -> int:
+    """Split the context until ~2 programs per SM are busy, never below 4 tiles per split."""
+    want = math.ceil(2 * sms / max(num_programs, 1))
+    most = max(1, max_kv_len // (4 * block_n))
+    return int(max(1, min(want, most, 64)))
+
+
+def _check(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,
+           seq_lens: torch.Tensor) -> tuple[int, int, int]:
+    lay = cache.layout
+    if lay.kind not in ATTENTION_EXECUTED_KINDS:
+        raise ValueError(f"attention for layer kind '{lay.kind}' is not implemented by the runtime")
+    if query.dim() != 3:
+        raise ValueError(f"query must be [num_tokens, num_heads, head_size], got {tuple(query.shape)}")
+    num_tokens, hq, d = query.shape
+    if d != lay.head_size:
+        raise ValueError(f"query head_size {d} != cache head_size {lay.head_size}")
+    if hq % lay.num_kv_heads != 0:
+        raise ValueError(f"{hq} query heads are not a multiple of {lay.num_kv_heads} kv heads")
+    if query.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        raise ValueError(f"query dtype {query.dtype} unsupported")
+    if block_tables.dim() != 2 or seq_lens.dim() != 1 or block_tables.shape[0] != seq_lens.shape[0]:
+        raise ValueError("block_tables must be [num_seqs, max_blocks] and seq_lens [num_seqs]")
+    return num_tokens, hq, d
+
+
+def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,
+                    seq_lens: torch.Tensor, query_start_loc: torch.Tensor | None = None, *,
+                    softmax_scale: float | None = None, max_query_len: int | None = None,
+                    max_seq_len: int | None = None, out: torch.Tensor | None = None,
+                    config: AttentionConfig | None = None) -> torch.Tensor:
+    """Attention of packed queries [num_tokens, Hq, D] over a paged cache; returns [num_tokens, Hq, D].
+
+    Decode when ``query_start_loc`` is None (query row b belongs to sequence b). Otherwise
+    sequence b owns rows ``query_start_loc[b]:query_start_loc[b+1]``, the last tokens of its
+    ``seq_lens[b]``-token context (chunked prefill); attention is causal, and on layers with
+    ``cache.layout.sliding_window = W`` key j is visible to the query at position i only if
+    ``i - W < j <= i``. ``block_tables[b, i]`` is the physical block of the sequence's i-th page.
+    ``max_query_len``/``max_seq_len`` avoid a device sync when given.
+    """
+    num_tokens, hq, d = _check(query, cache, block_tables, seq_lens)
+    lay = cache.layout
+    cfg = config or AttentionConfig()
+    if out is None:
+        out = torch.empty_like(query)
+    elif out.shape != query.shape or out.stride(-1) != 1:
+        raise ValueError("out must have the query's shape with a contiguous last dim")
+    if num_tokens == 0:
+        return out
+    args = cache_args(cache)
+    is_decode = query_start_loc is None
+    if is_decode and num_tokens != seq_lens.shape[0]:
+        raise ValueError("decode needs one query token per sequence")
+    if args.KV_MODE == KV_MODE_INT4_PTH:
+        rot = hadamard(d, query.device)
+        query = (query.float() @ rot).to(query.dtype)
+    if query.stride(-1) != 1:
+        query = query.contiguous()
+
+    group = hq // lay.num_kv_heads
+    group_pad = triton.next_power_of_2(group)
+    head_pad = max(16, triton.next_power_of_2(d))  # tl.dot needs K >= 16
+    use_dot = cfg.use_dot if cfg.use_dot is not None else (group_pad >= 16 or not is_decode)
+    if not use_dot and not is_decode:
+        raise ValueError("the broadcast (no tl.dot) path is decode-only")
+    if use_dot:
+        block_m = cfg.block_m or (max(16, group_pad) if is_decode else max(64, group_pad))
+    else:
+        block_m = group_pad
+    if block_m % group_pad:
+        raise ValueError(f"block_m {block_m} must be a multiple of the padded group {group_pad}")
+    block_q = block_m // group_pad
+    block_n = cfg.block_n or (64 if d <= 128 else 32)
+    if not use_dot:
+        block_n = cfg.block_n or max(16, min(64, 8192 // (group_pad * head_pad)))
+
+    if is_decode:
+        num_q_blocks = 1
+        qsl = seq_lens  # unused
+        if cfg.num_splits is not None:
+            num_splits = cfg.num_splits
+        else:
+            max_len = max_seq_len if max_seq_len is not None else int(seq_lens.max().item())
+            if lay.sliding_window is not None:
+                max_len = min(max_len, lay.sliding_window)
+            num_splits = _decode_splits(seq_lens.shape[0] * lay.num_kv_heads, max_len, block_n,
+                                        num_sms(query.device))
+    else:
+        qsl = query_start_loc
+        if max_query_len is None:
+            max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max().item())
+        num_q_blocks = max(1, triton.cdiv(max_query_len, block_q))
+        num_splits = cfg.num_splits or 1
+
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
+    qk_scale = scale * _LOG2E
+    out_scale = 1.0
+    if lay.quant_mode == "fp8_per_tensor":
+        qk_scale *= cache.k_scale
+        out_scale = cache.v_scale
+
+    if num_splits > 1:
+        po = torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=query.device)
+        pml = torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=query.device)
+    else:
+        po = pml = out
+    num_warps = cfg.num_warps or 4
+    num_stages = cfg.num_stages or 2
+    grid = (seq_lens.shape[0] * num_q_blocks, lay.num_kv_heads, num_splits)
+    _paged_attention_kernel[grid](
+        query, query.stride(0), query.stride(1),
+        out, out.stride(0), out.stride(1),
+        po, pml,
+        args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
+        block_tables, block_tables.stride(0), seq_lens, qsl,
+        qk_scale, out_scale, int(lay.sliding_window or 0), num_q_blocks, hq,
+        GROUP=group, GROUP_PAD=group_pad, BLOCK_M=block_m, BLOCK_N=block_n, HEAD_SIZE=d,
+        HEAD_PAD=head_pad, BLOCK_SIZE=cache.block_size, NUM_SPLITS=num_splits,
+        IS_DECODE=is_decode, USE_DOT=use_dot, IEEE_DOT=query.dtype == torch.float32,
+        INTERP=interpreting(),
+        num_warps=num_warps, num_stages=num_stages, **cache_constexprs(args),
+    )
+    if num_splits > 1:
+        _merge_splits_kernel[(num_tokens * hq,)](
+            po, pml, out, out.stride(0), out.stride(1), hq, HEAD_SIZE=d, HEAD_PAD=head_pad,
+            NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits), num_warps=4)
+    if args.KV_MODE == KV_MODE_INT4_PTH:
+        out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
+    return out
+
+
+def paged_attention_decode(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,
+                           seq_lens: torch.Tensor, **kwargs) -> torch.Tensor:
+    """Decode step: ``query`` [num_seqs, Hq, D], one new token per sequence (already in the cache)."""
+    return paged_attention(query, cache, block_tables, seq_lens, None, **kwargs)
+
+
+def paged_attention_prefill(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,
+                            seq_lens: torch.Tensor, query_start_loc: torch.Tensor,
+                            **kwargs) -> torch.Tensor:
+    """Chunked prefill: packed query tokens, the last of each sequence's context (already cached)."""
+    return paged_attention(query, cache, block_tables, seq_lens, query_start_loc, **kwargs)

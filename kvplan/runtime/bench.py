@@ -1,0 +1,310 @@
+"""Benchmarks of the runtime kernels beside torch SDPA (bf16) and the copy-bandwidth ceiling.
+
+``run_suite`` returns plain JSON-serialisable data; ``format_table`` and ``plot`` render it.
+Every timing is the median of ``triton.testing.do_bench`` (CUDA events, L2 flushed between
+repetitions); caches are far larger than L2 in the full suite. Bytes counted:
+
+* decode attention: K and V bytes read (data + inline scales) for the tokens attended
+  (query/output/block-table bytes are < 0.1 % and ignored), same formula for SDPA;
+* write: new K/V read (bf16) + cache bytes written (data + scales) + slot mapping;
+* copy bandwidth: a large device-to-device ``Tensor.copy_``, bytes read + written.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import platform
+from typing import Any, Callable
+
+import torch
+
+from kvplan.runtime.attention import AttentionConfig, paged_attention
+from kvplan.runtime.cache import PagedKVCache, allocate_kv_cache
+from kvplan.runtime.layout import LayerLayout
+from kvplan.runtime.reference import dequantize_kv_cache
+from kvplan.runtime.write import write_kv_cache
+
+#: (name, kv_cache_dtype) measured for decode attention and writes.
+DECODE_MODES: tuple[tuple[str, str], ...] = (
+    ("bf16", "bfloat16"),
+    ("fp8_per_tensor", "fp8"),
+    ("int8_per_token_head", "int8_per_token_head"),
+    ("fp8_per_token_head", "fp8_per_token_head"),
+)
+
+#: Decode shapes: (batch, context, q heads, kv heads, head size, sliding window).
+FULL_SHAPES: tuple[tuple[int, int, int, int, int, int | None], ...] = (
+    (64, 4096, 32, 8, 128, None),
+    (16, 16384, 32, 8, 128, None),
+    (128, 2048, 64, 8, 64, None),
+    (64, 1024, 32, 8, 128, None),
+    (64, 2048, 32, 8, 128, None),
+    (4, 32768, 32, 8, 128, None),
+    (32, 4096, 16, 4, 256, None),
+    (64, 4096, 64, 8, 64, 128),
+)
+QUICK_SHAPES = FULL_SHAPES[:1] + FULL_SHAPES[2:3]
+WRITE_TOKENS_FULL = (64, 1024, 8192, 32768)
+WRITE_TOKENS_QUICK = (64, 8192)
+
+
+def _bench(fn: Callable[[], Any], rep_ms: int = 200) -> float:
+    """Median milliseconds of ``fn`` (CUDA events, L2 flushed)."""
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median"))
+
+
+def copy_bandwidth(device: str = "cuda", nbytes: int = 2 << 30) -> dict:
+    """Measured device-to-device copy bandwidth: bytes read + written per second."""
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device=device).random_()
+    dst = torch.empty_like(src)
+    ms = _bench(lambda: dst.copy_(src))
+    moved = 2 * src.numel()
+    del src, dst
+    return {"bytes": moved, "ms": ms, "bytes_per_s": moved / (ms * 1e-3)}
+
+
+def _make_kv(batch: int, ctx: int, hkv: int, head: int, device: str, gen: torch.Generator
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Contiguous bf16 K/V [B, Hkv, T, D], random, K with a few x20 outlier channels."""
+    k = torch.randn(batch, hkv, ctx, head, device=device, dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(batch, hkv, ctx, head, device=device, dtype=torch.bfloat16, generator=gen)
+    k[..., : max(1, head // 32)] *= 20
+    return k, v
+
+
+def _paged_fill(layout: LayerLayout, k: torch.Tensor, v: torch.Tensor, block_size: int,
+                gen: torch.Generator, **scales: float) -> tuple[PagedKVCache, torch.Tensor]:
+    """Write contiguous K/V into a paged cache with a randomly permuted block table."""
+    batch, hkv, ctx, head = k.shape
+    blocks_per_seq = math.ceil(ctx / block_size)
+    num_blocks = batch * blocks_per_seq
+    cache = allocate_kv_cache(layout, num_blocks, block_size, k.device, **scales)
+    perm = torch.randperm(num_blocks, device=k.device, generator=gen).to(torch.int32)
+    block_tables = perm.view(batch, blocks_per_seq)
+    j = torch.arange(ctx, device=k.device)
+    slots = (block_tables[:, j // block_size].long() * block_size + j % block_size)  # [B, T]
+    for b in range(batch):  # one sequence at a time bounds the temporary memory
+        write_kv_cache(cache, k[b].transpose(0, 1), v[b].transpose(0, 1), slots[b])
+    return cache, block_tables
+
+
+def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.float() - ref).norm() / ref.norm())
+
+
+def _naive_decode(cache: PagedKVCache, block_tables: torch.Tensor, q4: torch.Tensor,
+                  ctx: int) -> torch.Tensor:
+    """Dequantize the whole cache to bf16, gather it contiguous, then SDPA (the slow path)."""
+    import torch.nn.functional as F
+
+    k_all, v_all = dequantize_kv_cache(cache)
+    bs = cache.block_size
+    j = torch.arange(ctx, device=q4.device)
+    blocks = block_tables[:, j // bs].long()
+    k = k_all[blocks, j % bs].to(torch.bfloat16).transpose(1, 2)  # [B, Hkv, T, D]
+    v = v_all[blocks, j % bs].to(torch.bfloat16).transpose(1, 2)
+    return F.scaled_dot_product_attention(q4, k, v, enable_gqa=True)
+
+
+def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
+                       window: int | None, copy_bps: float, *, block_size: int = 16,
+                       device: str = "cuda", naive: bool = True, seed: int = 0,
+                       modes: tuple[tuple[str, str], ...] = DECODE_MODES,
+                       configs: dict[str, AttentionConfig] | None = None) -> list[dict]:
+    """Time SDPA bf16 and the paged kernels on one decode shape; one row per variant."""
+    import torch.nn.functional as F
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    k, v = _make_kv(batch, ctx, hkv, head, device, gen)
+    q = torch.randn(batch, hq, head, device=device, dtype=torch.bfloat16, generator=gen)
+    q4 = q[:, :, None, :]
+    attended = ctx if window is None else min(ctx, window)
+    k_att, v_att = k[:, :, ctx - attended:], v[:, :, ctx - attended:]
+    k_att, v_att = k_att.contiguous(), v_att.contiguous()
+    shape = {"batch": batch, "context": ctx, "num_q_heads": hq, "num_kv_heads": hkv,
+             "head_size": head, "sliding_window": window, "block_size": block_size}
+    rows: list[dict] = []
+    ref = F.scaled_dot_product_attention(q4.float(), k_att.float(), v_att.float(),
+                                         enable_gqa=True)[:, :, 0]
+    sdpa_ms = _bench(lambda: F.scaled_dot_product_attention(q4, k_att, v_att, enable_gqa=True))
+    sdpa_bytes = 2 * batch * hkv * attended * head * 2
+    sdpa_out = F.scaled_dot_product_attention(q4, k_att, v_att, enable_gqa=True)[:, :, 0]
+    rows.append(dict(shape, kind="decode", variant="sdpa_bf16", ms=sdpa_ms, bytes=sdpa_bytes,
+                     bytes_per_s=sdpa_bytes / (sdpa_ms * 1e-3),
+                     frac_copy=sdpa_bytes / (sdpa_ms * 1e-3) / copy_bps, ratio_to_sdpa=1.0,
+                     rel_err=_rel_err(sdpa_out, ref)))
+    seq_lens = torch.full((batch,), ctx, dtype=torch.int32, device=device)
+    for name, kv_dtype in modes:
+        layout = LayerLayout.simple(kv_dtype, hkv, head, sliding_window=window)
+        scales = {}
+        if layout.quant_mode == "fp8_per_tensor":  # calibrated static scales (amax / 448)
+            scales = {"k_scale": float(k.abs().max()) / 448.0, "v_scale": float(v.abs().max()) / 448.0}
+        cache, block_tables = _paged_fill(layout, k, v, block_size, gen, **scales)
+        cfg = (configs or {}).get(name)
+        out = torch.full_like(q, float("nan"))
+
+        def run() -> torch.Tensor:
+            return paged_attention(q, cache, block_tables, seq_lens, max_seq_len=ctx, out=out,
+                                   config=cfg)
+
+        run()
+        err = _rel_err(out, ref)
+        ms = _bench(run)
+        nbytes = batch * attended * layout.bytes_per_token
+        rows.append(dict(shape, kind="decode", variant=f"paged_{name}", ms=ms, bytes=nbytes,
+                         bytes_per_s=nbytes / (ms * 1e-3), frac_copy=nbytes / (ms * 1e-3) / copy_bps,
+                         ratio_to_sdpa=ms / sdpa_ms, rel_err=err,
+                         nan_outputs=int(torch.isnan(out).sum())))
+        if naive and name != "bf16" and window is None:
+            nms = _bench(lambda: _naive_decode(cache, block_tables, q4, ctx), rep_ms=100)
+            rows.append(dict(shape, kind="decode", variant=f"naive_dequant_sdpa_{name}", ms=nms,
+                             bytes=nbytes, bytes_per_s=nbytes / (nms * 1e-3),
+                             frac_copy=nbytes / (nms * 1e-3) / copy_bps,
+                             ratio_to_sdpa=nms / sdpa_ms, rel_err=None))
+        del cache, block_tables
+        torch.cuda.empty_cache()
+    return rows
+
+
+def bench_write(num_tokens: int, hkv: int, head: int, copy_bps: float, *, block_size: int = 16,
+                device: str = "cuda", seed: int = 0,
+                modes: tuple[tuple[str, str], ...] = DECODE_MODES) -> list[dict]:
+    """Time quantize-on-write of ``num_tokens`` new tokens into a larger cache (shuffled slots)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    key = torch.randn(num_tokens, hkv, head, device=device, dtype=torch.bfloat16, generator=gen)
+    value = torch.randn(num_tokens, hkv, head, device=device, dtype=torch.bfloat16, generator=gen)
+    num_blocks = max(4 * math.ceil(num_tokens / block_size), 64)
+    rows = []
+    for name, kv_dtype in modes:
+        layout = LayerLayout.simple(kv_dtype, hkv, head)
+        cache = allocate_kv_cache(layout, num_blocks, block_size, device)
+        # whole blocks in a random order, tokens contiguous inside a block (as vLLM allocates)
+        blocks = torch.randperm(num_blocks, device=device, generator=gen)
+        j = torch.arange(num_tokens, device=device)
+        slots = blocks[j // block_size] * block_size + j % block_size
+        ms = _bench(lambda: write_kv_cache(cache, key, value, slots))
+        nbytes = (2 * key.numel() * key.element_size() + num_tokens * layout.bytes_per_token
+                  + slots.numel() * slots.element_size())
+        rows.append(dict(kind="write", variant=f"write_{name}", num_tokens=num_tokens,
+                         num_kv_heads=hkv, head_size=head, block_size=block_size, ms=ms,
+                         bytes=nbytes, bytes_per_s=nbytes / (ms * 1e-3),
+                         frac_copy=nbytes / (ms * 1e-3) / copy_bps))
+        del cache
+    return rows
+
+
+def run_suite(device: str = "cuda", quick: bool = False,
+              progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Run the benchmark suite; returns JSON-serialisable results.
+
+    ``progress(label, done, total)`` is called before each step (for a progress bar).
+    """
+    import triton
+
+    if not torch.cuda.is_available() or not str(device).startswith("cuda"):
+        raise RuntimeError("kvplan bench needs a CUDA GPU (torch.cuda.is_available() is False)")
+    shapes = QUICK_SHAPES if quick else FULL_SHAPES
+    write_tokens = WRITE_TOKENS_QUICK if quick else WRITE_TOKENS_FULL
+    total = 1 + len(shapes) + len(write_tokens)
+    step = 0
+
+    def tick(label: str) -> None:
+        nonlocal step
+        if progress is not None:
+            progress(label, step, total)
+        step += 1
+
+    tick("copy bandwidth")
+    copy = copy_bandwidth(device)
+    rows: list[dict] = []
+    for (b, ctx, hq, hkv, head, window) in shapes:
+        tick(f"decode B={b} ctx={ctx} {hq}/{hkv}x{head}" + (f" W={window}" if window else ""))
+        rows += bench_decode_shape(b, ctx, hq, hkv, head, window, copy["bytes_per_s"],
+                                   device=device)
+    for n in write_tokens:
+        tick(f"write {n} tokens")
+        rows += bench_write(n, 8, 128, copy["bytes_per_s"], device=device)
+    if progress is not None:
+        progress("done", total, total)
+    props = torch.cuda.get_device_properties(device)
+    return {
+        "device": torch.cuda.get_device_name(device),
+        "num_sms": props.multi_processor_count,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "date": _dt.date.today().isoformat(),
+        "quick": quick,
+        "copy_bandwidth": copy,
+        "rows": rows,
+    }
+
+
+def format_table(results: dict) -> str:
+    """Markdown tables (decode attention, writes) of a ``run_suite`` result."""
+    copy = results["copy_bandwidth"]["bytes_per_s"]
+    lines = [f"Device: {results['device']} — torch {results['torch']}, triton {results['triton']}, "
+             f"{results['date']}; measured copy bandwidth {copy / 1e12:.2f} TB/s", ""]
+    lines += ["| shape (B, ctx, Hq, Hkv, D, W) | variant | time (ms) | bytes (MB) | GB/s | "
+              "of copy BW | vs SDPA bf16 | rel err |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in results["rows"]:
+        if r["kind"] != "decode":
+            continue
+        shape = (f"{r['batch']}, {r['context']}, {r['num_q_heads']}, {r['num_kv_heads']}, "
+                 f"{r['head_size']}, {r['sliding_window'] or '-'}")
+        err = "" if r.get("rel_err") is None else f"{r['rel_err']:.4f}"
+        lines.append(f"| {shape} | {r['variant']} | {r['ms']:.4f} | {r['bytes'] / 1e6:.1f} | "
+                     f"{r['bytes_per_s'] / 1e9:.0f} | {100 * r['frac_copy']:.0f}% | "
+                     f"{r['ratio_to_sdpa']:.3f}x | {err} |")
+    lines += ["", "| write: tokens x (Hkv, D) | variant | time (ms) | bytes (MB) | GB/s | of copy BW |",
+              "|---|---|---|---|---|---|"]
+    for r in results["rows"]:
+        if r["kind"] != "write":
+            continue
+        lines.append(f"| {r['num_tokens']} x ({r['num_kv_heads']}, {r['head_size']}) | "
+                     f"{r['variant']} | {r['ms']:.4f} | {r['bytes'] / 1e6:.2f} | "
+                     f"{r['bytes_per_s'] / 1e9:.0f} | {100 * r['frac_copy']:.0f}% |")
+    return "\n".join(lines)
+
+
+def plot(results: dict, path_png: str) -> None:
+    """Bar chart of decode time relative to SDPA bf16 per shape and variant (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError("plotting needs matplotlib: pip install matplotlib") from exc
+    rows = [r for r in results["rows"] if r["kind"] == "decode"
+            and not r["variant"].startswith("naive")]
+    shapes: list[str] = []
+    variants: list[str] = []
+    for r in rows:
+        s = f"B{r['batch']} ctx{r['context']}\n{r['num_q_heads']}/{r['num_kv_heads']}x{r['head_size']}"
+        if r["sliding_window"]:
+            s += f" W{r['sliding_window']}"
+        r["_label"] = s
+        if s not in shapes:
+            shapes.append(s)
+        if r["variant"] not in variants:
+            variants.append(r["variant"])
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(shapes)), 4.5))
+    width = 0.8 / max(1, len(variants))
+    for i, var in enumerate(variants):
+        ys = [next((r["ratio_to_sdpa"] for r in rows if r["_label"] == s and r["variant"] == var),
+                   float("nan")) for s in shapes]
+        ax.bar([x + i * width for x in range(len(shapes))], ys, width, label=var)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(shapes))])
+    ax.set_xticklabels(shapes, fontsize=8)
+    ax.set_ylabel("decode time / SDPA bf16 time")
+    ax.set_title(f"kvplan paged decode attention — {results['device']} ({results['date']})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path_png, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,66 @@
+"""The one tolerance table of the runtime, per quant mode.
+
+Pure Python (no torch) so `kvplan validate` and the tests read the same numbers. Errors are
+relative L2 norms over a whole output tensor, ``||out - ref|| / ||ref||``, except the
+write round-trip bounds which are per element.
+
+Three different questions, three columns:
+
+* ``kernel_rel_err``: Triton attention vs the torch reference *on the same cache*. Only
+  rounding differs (P and P*v_scale are rounded to the query dtype before the P.V dot, the
+  output is rounded to the query dtype), so this is small for every mode.
+* ``roundtrip_*``: per-element bound on ``|dequant(quant(x)) - x|`` after a write:
+  ``<= roundtrip_abs_scale * scale + roundtrip_rel * |x|`` where ``scale`` is the stored
+  per-token-head (or static per-tensor) scale.
+* ``quant_rel_err``: attention on the quantized cache vs attention on the unquantized K/V
+  (what quantization costs). On random data with outlier K channels (x20 on a few channels)
+  and softmax scale 1/sqrt(head_size); `kvplan validate` should flag a layer above it.
+  Per-tensor FP8 uses a calibrated static scale (amax/448) here; with the uncalibrated 1.0
+  error on small-magnitude data is larger.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Accuracy bounds for one quant mode (see the module docstring for each field)."""
+
+    kernel_rel_err: float
+    roundtrip_abs_scale: float
+    roundtrip_rel: float
+    quant_rel_err: float
+
+
+#: quant_mode -> bounds. Keys are the runtime's executed quant modes.
+TOLERANCES: dict[str, Tolerance] = {
+    # bf16/fp16 passthrough: writes are exact; attention differs by bf16 rounding of P and O.
+    "none": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=0.0, roundtrip_rel=0.0,
+                      quant_rel_err=1e-2),
+    # e4m3: 3 mantissa bits -> half-ulp relative 2^-4; subnormal step 2^-9 * scale.
+    # (e5m2 uses roundtrip_rel 2^-3, see ROUNDTRIP_REL_E5M2.)
+    "fp8_per_tensor": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=2.0 ** -10,
+                                roundtrip_rel=2.0 ** -4, quant_rel_err=1.5e-1),
+    # INT8 round-half-away: |err| <= scale / 2 exactly (plus fp32 rounding of x/scale).
+    "int8_per_token_head": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=0.5 + 1e-3,
+                                     roundtrip_rel=1e-6, quant_rel_err=5e-2),
+    "fp8_per_token_head": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=2.0 ** -10,
+                                    roundtrip_rel=2.0 ** -4, quant_rel_err=1e-1),
+    # INT4 asymmetric after a Hadamard rotation: |err| <= scale/2 in the rotated basis; the
+    # round trip is checked in that basis. Attention error is large by nature of 4 bits.
+    "int4_per_token_head": Tolerance(kernel_rel_err=2e-2, roundtrip_abs_scale=0.5 + 1e-3,
+                                     roundtrip_rel=1e-6, quant_rel_err=4.5e-1),
+}
+
+#: e5m2 has 2 mantissa bits: half-ulp relative error 2^-3 (subnormal step 2^-16 * scale).
+ROUNDTRIP_REL_E5M2: float = 2.0 ** -3
+
+
+def tolerance_for(quant_mode: str) -> Tolerance:
+    """Bounds for a quant mode; KeyError names the executed modes."""
+    try:
+        return TOLERANCES[quant_mode]
+    except KeyError:
+        raise KeyError(f"no tolerance for quant_mode '{quant_mode}'; known: "
+                       f"{', '.join(TOLERANCES)}") from None

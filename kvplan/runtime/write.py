@@ -1,0 +1,161 @@
+"""Quantize-on-write: scatter new K/V tokens into a paged cache through a slot mapping.
+
+One Triton kernel serves every layout; each program handles ``ROWS`` (token, kv-head) rows
+so loads and stores are wide and a chunk of 8K tokens is a few thousand programs (bandwidth
+bound), while a decode step of a few tokens is a handful of programs (launch bound).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kvplan.runtime._common import (FP8_MAX, KV_MODE_INT4_PTH, cache_args, cache_constexprs,
+                                    fp8_encode, interpreting)
+from kvplan.runtime.cache import PagedKVCache, hadamard
+
+
+@triton.jit
+def _round_half_away(x):
+    return tl.where(x >= 0, tl.floor(x + 0.5), tl.ceil(x - 0.5))
+
+
+@triton.jit
+def _quantize_store(x, dst_ptr, dst_off, mask2, scale_ptr, scale_off, valid, static_scale,
+                    KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, FP8_MAX: tl.constexpr,
+                    SOFT_FP8: tl.constexpr, HEAD_SIZE: tl.constexpr):
+    """Quantize one [ROWS, HEAD_PAD] fp32 tile and store it (and its per-row scale)."""
+    if KV_MODE == 0:
+        tl.store(dst_ptr + dst_off, x.to(dst_ptr.dtype.element_ty), mask=mask2)
+    elif KV_MODE == 1:
+        y = tl.minimum(tl.maximum(tl.math.div_rn(x, static_scale), -FP8_MAX), FP8_MAX)
+        tl.store(dst_ptr + dst_off, fp8_encode(y, FP8_E5M2, SOFT_FP8), mask=mask2)
+    elif KV_MODE == 2:
+        amax = tl.max(tl.abs(x), axis=1)
+        scale = tl.maximum(tl.math.div_rn(amax, 127.0), 1e-6)
+        y = _round_half_away(tl.math.div_rn(x, scale[:, None]))
+        y = tl.minimum(tl.maximum(y, -128.0), 127.0)
+        tl.store(dst_ptr + dst_off, y.to(tl.int8), mask=mask2)
+        tl.store(scale_ptr + scale_off, scale, mask=valid)
+    elif KV_MODE == 3:
+        amax = tl.max(tl.abs(x), axis=1)
+        scale = tl.maximum(tl.math.div_rn(amax, FP8_MAX), 1e-6)
+        y = tl.minimum(tl.maximum(tl.math.div_rn(x, scale[:, None]), -FP8_MAX), FP8_MAX)
+        tl.store(dst_ptr + dst_off, fp8_encode(y, FP8_E5M2, SOFT_FP8), mask=mask2)
+        tl.store(scale_ptr + scale_off, scale, mask=valid)
+
+
+@triton.jit
+def _int4_store(x_even, x_odd, dst_ptr, dst_off, mask2, scale_ptr, scale_off, valid):
+    """Asymmetric 4-bit (rotated) rows: even elements in the low nibble, zp in the scale's low bits."""
+    big: tl.constexpr = 3.0e38
+    mn = tl.minimum(tl.min(tl.where(mask2, x_even, big), axis=1),
+                    tl.min(tl.where(mask2, x_odd, big), axis=1))
+    mx = tl.maximum(tl.max(tl.where(mask2, x_even, -big), axis=1),
+                    tl.max(tl.where(mask2, x_odd, -big), axis=1))
+    mn = tl.where(valid, mn, 0.0)  # padding rows: keep the arithmetic finite
+    mx = tl.where(valid, mx, 0.0)
+    scale = tl.maximum(tl.math.div_rn(mx - mn, 15.0), 1e-6)
+    zp = tl.minimum(tl.maximum(_round_half_away(tl.math.div_rn(-mn, scale)), 0.0), 15.0)
+    q_e = tl.minimum(tl.maximum(_round_half_away(tl.math.div_rn(x_even, scale[:, None]) + zp[:, None]), 0.0), 15.0)
+    q_o = tl.minimum(tl.maximum(_round_half_away(tl.math.div_rn(x_odd, scale[:, None]) + zp[:, None]), 0.0), 15.0)
+    packed = q_e.to(tl.int32) | (q_o.to(tl.int32) << 4)
+    tl.store(dst_ptr + dst_off, packed.to(tl.uint8), mask=mask2)
+    bits = (scale.to(tl.int32, bitcast=True) & -16) | zp.to(tl.int32)
+    tl.store(scale_ptr + scale_off, bits.to(tl.float32, bitcast=True), mask=valid)
+
+
+@triton.jit
+def _write_kv_kernel(
+    key_ptr, value_ptr, stride_kt, stride_kh, stride_vt, stride_vh,
+    slot_ptr, num_rows,
+    ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
+    k_scale, v_scale,
+    NUM_KV_HEADS: tl.constexpr, HEAD_SIZE: tl.constexpr, DATA_PAD: tl.constexpr,
+    DATA_HEAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, ROWS: tl.constexpr,
+    STRIDE_S: tl.constexpr, SCALE_STRIDE_S: tl.constexpr, K_OFF: tl.constexpr,
+    V_OFF: tl.constexpr, KS_OFF: tl.constexpr, VS_OFF: tl.constexpr, KV_MODE: tl.constexpr,
+    FP8_E5M2: tl.constexpr, FP8_MAX: tl.constexpr, SOFT_FP8: tl.constexpr,
+):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    in_range = rows < num_rows
+    tok = (rows // NUM_KV_HEADS).to(tl.int64)
+    head = rows % NUM_KV_HEADS
+    slot = tl.load(slot_ptr + tok, mask=in_range, other=-1).to(tl.int64)
+    valid = in_range & (slot >= 0)
+    blk = slot // BLOCK_SIZE
+    off = slot % BLOCK_SIZE
+    dst = blk * stride_cb + head * stride_ch + off * STRIDE_S
+    sdst = blk * stride_sb + head * stride_sh + off * SCALE_STRIDE_S
+    d = tl.arange(0, DATA_PAD)
+    mask2 = valid[:, None] & (d < DATA_HEAD)[None, :]
+    k_src = tok * stride_kt + head * stride_kh
+    v_src = tok * stride_vt + head * stride_vh
+    if KV_MODE == 4:
+        k_e = tl.load(key_ptr + k_src[:, None] + 2 * d[None, :], mask=mask2, other=0.0).to(tl.float32)
+        k_o = tl.load(key_ptr + k_src[:, None] + 2 * d[None, :] + 1, mask=mask2, other=0.0).to(tl.float32)
+        _int4_store(k_e, k_o, ck_ptr, K_OFF + dst[:, None] + d[None, :], mask2,
+                    cs_ptr, KS_OFF + sdst, valid)
+        v_e = tl.load(value_ptr + v_src[:, None] + 2 * d[None, :], mask=mask2, other=0.0).to(tl.float32)
+        v_o = tl.load(value_ptr + v_src[:, None] + 2 * d[None, :] + 1, mask=mask2, other=0.0).to(tl.float32)
+        _int4_store(v_e, v_o, cv_ptr, V_OFF + dst[:, None] + d[None, :], mask2,
+                    cs_ptr, VS_OFF + sdst, valid)
+    else:
+        k = tl.load(key_ptr + k_src[:, None] + d[None, :], mask=mask2, other=0.0).to(tl.float32)
+        v = tl.load(value_ptr + v_src[:, None] + d[None, :], mask=mask2, other=0.0).to(tl.float32)
+        _quantize_store(k, ck_ptr, K_OFF + dst[:, None] + d[None, :], mask2, cs_ptr, KS_OFF + sdst,
+                        valid, k_scale, KV_MODE, FP8_E5M2, FP8_MAX, SOFT_FP8, HEAD_SIZE)
+        _quantize_store(v, cv_ptr, V_OFF + dst[:, None] + d[None, :], mask2, cs_ptr, VS_OFF + sdst,
+                        valid, v_scale, KV_MODE, FP8_E5M2, FP8_MAX, SOFT_FP8, HEAD_SIZE)
+
+
+def _default_rows(data_pad: int) -> int:
+    # ~4K elements per side per program: 16 B per thread per load with 4 warps.
+    return max(1, min(64, 4096 // data_pad))
+
+
+def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
+                   slot_mapping: torch.Tensor, *, rows_per_program: int | None = None,
+                   num_warps: int = 4) -> None:
+    """Write ``key``/``value`` [num_tokens, num_kv_heads, head_size] into ``cache``.
+
+    ``slot_mapping[t]`` is the flat slot ``block * block_size + offset`` of token t; a
+    negative slot marks a padding token that is skipped. Per-token-head modes compute and store
+    one fp32 scale per (token, kv head) and side; FP8 per-tensor uses ``cache.k_scale`` /
+    ``cache.v_scale``. INT4 rotates each head by a Hadamard matrix first (see `cache.hadamard`).
+    """
+    lay = cache.layout
+    if key.dim() != 3 or key.shape != value.shape:
+        raise ValueError(f"key/value must both be [num_tokens, num_kv_heads, head_size], got "
+                         f"{tuple(key.shape)} and {tuple(value.shape)}")
+    num_tokens, h, d = key.shape
+    if h != lay.num_kv_heads or d != lay.head_size:
+        raise ValueError(f"key has {h} heads x {d}, cache layout has {lay.num_kv_heads} x "
+                         f"{lay.head_size}")
+    if slot_mapping.shape != (num_tokens,):
+        raise ValueError(f"slot_mapping must be [{num_tokens}], got {tuple(slot_mapping.shape)}")
+    if num_tokens == 0:
+        return
+    args = cache_args(cache)
+    if args.KV_MODE == KV_MODE_INT4_PTH:
+        rot = hadamard(d, key.device)
+        key = key.float() @ rot
+        value = value.float() @ rot
+    if key.stride(-1) != 1:
+        key = key.contiguous()
+    if value.stride(-1) != 1:
+        value = value.contiguous()
+    data_head = args.DATA_HEAD
+    data_pad = triton.next_power_of_2(data_head)
+    rows = rows_per_program or _default_rows(data_pad)
+    num_rows = num_tokens * h
+    grid = (triton.cdiv(num_rows, rows),)
+    _write_kv_kernel[grid](
+        key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
+        slot_mapping, num_rows,
+        args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
+        float(cache.k_scale), float(cache.v_scale),
+        NUM_KV_HEADS=h, HEAD_SIZE=d, DATA_PAD=data_pad, DATA_HEAD=data_head,
+        BLOCK_SIZE=cache.block_size, ROWS=rows, FP8_MAX=FP8_MAX.get(lay.fp8_format or "", 0.0),
+        SOFT_FP8=interpreting(), num_warps=num_warps, **cache_constexprs(args),
+    )

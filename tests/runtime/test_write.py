@@ -1,0 +1,148 @@
+"""Quantize-on-write kernel vs the torch reference (exact bytes), plus the vLLM-derived cases."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kvplan.runtime.cache import allocate_kv_cache, hadamard  # noqa: E402
+from kvplan.runtime.layout import LayerLayout  # noqa: E402
+from kvplan.runtime.reference import (dequantize_kv_cache, reference_write_kv_cache,  # noqa: E402
+                                      split_int4_scale)
+from kvplan.runtime.tolerances import ROUNDTRIP_REL_E5M2, TOLERANCES  # noqa: E402
+from kvplan.runtime.write import write_kv_cache  # noqa: E402
+from rt_helpers import ALL_KV_CACHE_DTYPES, random_kv  # noqa: E402
+
+
+def _poisoned_pair(layout, num_blocks, block_size, device, gen, **scales):
+    """Two caches with identical random garbage, so untouched bytes can be compared too."""
+    a = allocate_kv_cache(layout, num_blocks, block_size, device, **scales)
+    noise = torch.randint(0, 256, a.data.view(torch.uint8).shape, generator=gen, device=device,
+                          dtype=torch.uint8)
+    a.data.view(torch.uint8).copy_(noise)
+    b = allocate_kv_cache(layout, num_blocks, block_size, device, **scales)
+    b.data.view(torch.uint8).copy_(noise)
+    return a, b
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ALL_KV_CACHE_DTYPES + ("float16",))
+@pytest.mark.parametrize("hkv,head_size,block_size,num_tokens", [
+    (2, 64, 16, 37),
+    (1, 128, 32, 9),
+    (3, 256, 64, 5),
+])
+def test_write_matches_reference_bytes_exactly(device, kv_cache_dtype, hkv, head_size,
+                                               block_size, num_tokens):
+    gen = torch.Generator(device=device).manual_seed(hkv * 1000 + head_size + num_tokens)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size)
+    model_dtype = torch.float16 if kv_cache_dtype == "float16" else torch.bfloat16
+    num_blocks = num_tokens // block_size + 3
+    scales = {"k_scale": 0.07, "v_scale": 0.011}
+    got, want = _poisoned_pair(layout, num_blocks, block_size, device, gen, **scales)
+    key, value = random_kv(num_tokens, hkv, head_size, gen, device, model_dtype)
+    slots = torch.randperm(num_blocks * block_size, generator=gen, device=device)[:num_tokens]
+    slots[::4] = -1  # padding tokens
+    write_kv_cache(got, key, value, slots)
+    reference_write_kv_cache(want, key, value, slots)
+    diff = (got.data.view(torch.uint8) != want.data.view(torch.uint8))
+    assert int(diff.sum()) == 0, f"{int(diff.sum())} bytes differ"
+
+
+def test_write_int8_exact_codes_round_half_away(device):
+    """vLLM test_per_token_kv_cache INT8 exact case: head 8, block 4, slot 2."""
+    layout = LayerLayout.simple("int8_per_token_head", 1, 8)
+    cache = allocate_kv_cache(layout, 2, 4, device)
+    k = torch.tensor([-127, -2.6, -2.4, -1.6, -1.4, -0.6, -0.4, 127], dtype=torch.bfloat16,
+                     device=device).view(1, 1, 8)
+    write_kv_cache(cache, k, -k, torch.tensor([2], device=device))
+    assert cache.key_scales()[0, 2, 0].item() == 1.0
+    assert cache.value_scales()[0, 2, 0].item() == 1.0
+    want = [-127, -3, -2, -2, -1, -1, 0, 127]
+    assert cache.key_data()[0, 2, 0].tolist() == want
+    assert cache.value_data()[0, 2, 0].tolist() == [-x for x in want]
+
+
+def test_write_negative_slots_leave_cache_untouched(device):
+    """slot_mapping [0, -1, 1, -1]: only slots 0 and 1 of block 0 change."""
+    gen = torch.Generator(device=device).manual_seed(7)
+    layout = LayerLayout.simple("int8_per_token_head", 2, 64)
+    cache = allocate_kv_cache(layout, 3, 16, device)
+    noise = torch.randint(0, 256, cache.data.view(torch.uint8).shape, generator=gen,
+                          device=device, dtype=torch.uint8)
+    cache.data.view(torch.uint8).copy_(noise)
+    before = cache.data.clone()
+    key, value = random_kv(4, 2, 64, gen, device)
+    write_kv_cache(cache, key, value, torch.tensor([0, -1, 1, -1], device=device))
+    changed = (cache.data != before).any(dim=-1)  # [blocks, heads, slots]
+    assert changed[0, :, :2].all()
+    changed[0, :, :2] = False
+    assert not changed.any()
+    q, s = cache.key_data()[0, 1], cache.key_scales()[0, 1]
+    torch.testing.assert_close(q.float() * s[:, None], key[2].float(), atol=0.5 * s.max().item() + 1e-6,
+                               rtol=0)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ALL_KV_CACHE_DTYPES)
+def test_write_roundtrip_error_within_tolerance(device, kv_cache_dtype):
+    gen = torch.Generator(device=device).manual_seed(11)
+    layout = LayerLayout.simple(kv_cache_dtype, 2, 64)
+    tol = TOLERANCES[layout.quant_mode]
+    key, value = random_kv(32, 2, 64, gen, device)
+    scales = {}
+    if layout.quant_mode == "fp8_per_tensor":  # calibrated: amax maps to the top of the range
+        fmax = 57344.0 if layout.fp8_format == "e5m2" else 448.0
+        scales = {"k_scale": key.float().abs().max().item() / fmax,
+                  "v_scale": value.float().abs().max().item() / fmax}
+    cache = allocate_kv_cache(layout, 2, 16, device, **scales)
+    write_kv_cache(cache, key, value, torch.arange(32, device=device))
+    k_hat, v_hat = dequantize_kv_cache(cache)
+    rel = ROUNDTRIP_REL_E5M2 if layout.fp8_format == "e5m2" else tol.roundtrip_rel
+    for x, x_hat, side in ((key, k_hat, 0), (value, v_hat, 1)):
+        x = x.float().view(2, 16, 2, 64)
+        if layout.quant_mode == "none":
+            assert torch.equal(x_hat, x)
+            continue
+        if layout.quant_mode == "fp8_per_tensor":
+            scale = torch.full(x.shape[:-1], cache.k_scale if side == 0 else cache.v_scale,
+                               device=device)
+        else:
+            scale = cache.key_scales() if side == 0 else cache.value_scales()
+        if layout.quant_mode == "int4_per_token_head":  # bound holds in the rotated basis
+            rot = hadamard(64, device)
+            x, x_hat = x @ rot, x_hat @ rot
+            scale = split_int4_scale(scale)[0]
+        bound = tol.roundtrip_abs_scale * scale[..., None] + rel * x.abs()
+        assert ((x_hat - x).abs() <= bound * (1 + 1e-5) + 1e-7).all()
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+def test_write_zero_rows_use_floor_scale(device, kv_cache_dtype):
+    layout = LayerLayout.simple(kv_cache_dtype, 1, 16)
+    cache = allocate_kv_cache(layout, 1, 16, device)
+    zeros = torch.zeros(2, 1, 16, dtype=torch.bfloat16, device=device)
+    write_kv_cache(cache, zeros, zeros, torch.tensor([3, 4], device=device))
+    torch.testing.assert_close(cache.key_scales()[0, 3:5, 0],
+                               torch.full((2,), 1e-6, device=device), rtol=0, atol=0)
+    assert not cache.key_data()[0, 3:5].view(torch.uint8).any()
+
+
+def test_write_fp8_saturates_out_of_range_values(device):
+    layout = LayerLayout.simple("fp8", 1, 16)
+    cache = allocate_kv_cache(layout, 1, 16, device, k_scale=1.0, v_scale=1.0)
+    k = torch.full((1, 1, 16), 1000.0, dtype=torch.bfloat16, device=device)
+    k[..., 1] = -1e6
+    write_kv_cache(cache, k, k, torch.tensor([0], device=device))
+    k_hat, _ = dequantize_kv_cache(cache)
+    assert k_hat[0, 0, 0, 0].item() == 448.0 and k_hat[0, 0, 0, 1].item() == -448.0
+
+
+def test_write_rejects_mismatched_shapes(device):
+    layout = LayerLayout.simple("int8_per_token_head", 2, 64)
+    cache = allocate_kv_cache(layout, 1, 16, device)
+    k = torch.randn(3, 2, 32, device=device)
+    with pytest.raises(ValueError, match="heads"):
+        write_kv_cache(cache, k, k, torch.arange(3, device=device))
+    k = torch.randn(3, 2, 64, device=device)
+    with pytest.raises(ValueError, match="slot_mapping"):
+        write_kv_cache(cache, k, k, torch.arange(4, device=device))
