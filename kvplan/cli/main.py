@@ -201,7 +201,18 @@ def _register_optional() -> None:
             app.command(name, context_settings=ctx)(fn) if ctx else app.command(name)(fn)
 
 
-_register_optional()
+_CORE = {"plan", "explain", "rules", "rule", "schema"}
+
+
+def _invoked_command() -> Optional[str]:
+    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if prog not in ("kvplan", "-c", "__main__.py", "main.py"):
+        return None  # imported as a library / under a test runner: register everything
+    return next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+
+
+if _invoked_command() not in _CORE:  # keep `kvplan plan` cold start free of optional imports
+    _register_optional()
 
 
 def main() -> None:
@@ -215,12 +226,11 @@ def main() -> None:
         sys.exit(e.exit_code)
     except SystemExit:
         raise
-    except Exception as e:  # click usage errors arrive here in non-standalone mode
-        import click  # noqa: PLC0415
-        if isinstance(e, click.exceptions.ClickException):
+    except Exception as e:  # (typer's vendored) click usage errors arrive here in non-standalone mode
+        if hasattr(e, "show") and hasattr(e, "exit_code"):
             e.show()
-            sys.exit(2)
-        if isinstance(e, click.exceptions.Abort):
+            sys.exit(2 if e.exit_code not in (0, 1) else e.exit_code)
+        if type(e).__name__ == "Abort":
             sys.exit(130)
         raise
     sys.exit(0)

@@ -58,7 +58,8 @@ class _Cfg:
     def has(self, key: str) -> bool:
         return key in self.raw
 
-    def get(self, *keys: str, default: Any = None) -> Any:
+    def get(self, *keys: str, default: Any = None, hf: bool = False) -> Any:
+        """First present key; else the family default; else (hf=True only) transformers' default."""
         for k in keys:
             if k in self.raw:
                 return self.raw[k]
@@ -67,12 +68,14 @@ class _Cfg:
                 self.notes.append(f"{k} absent from the config: using the {self.model_type} "
                                   f"default {self._defaults[k]!r} (transformers config class)")
                 return self._defaults[k]
-        hf = self._transformers_defaults()
+        if not hf:
+            return default
+        hfd = self._transformers_defaults()
         for k in keys:
-            if k in hf and hf[k] is not None:
-                self.notes.append(f"{k} absent from the config: using {hf[k]!r} from "
+            if k in hfd and hfd[k] is not None:
+                self.notes.append(f"{k} absent from the config: using {hfd[k]!r} from "
                                   f"transformers' {self.model_type} config class")
-                return hf[k]
+                return hfd[k]
         return default
 
     def _transformers_defaults(self) -> dict[str, Any]:
@@ -150,6 +153,10 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         num_layers = c.get("num_hidden_layers", "n_layer", "num_layers", "n_layers")
         num_heads = c.get("num_attention_heads", "n_head", "num_heads", "n_heads")
     if num_layers is None:
+        num_layers = c.get("num_hidden_layers", "num_layers", hf=True)
+    if num_heads is None:
+        num_heads = c.get("num_attention_heads", "num_heads", hf=True)
+    if num_layers is None:
         raise KvplanInputError(f"{path}: cannot find the number of layers (num_hidden_layers).",
                                "Pass the model's full config.json.")
     num_layers = _int(num_layers, "num_hidden_layers", path)
@@ -162,6 +169,8 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         num_kv_heads = num_heads
         notes.append("num_key_value_heads absent: multi-head attention, KV heads = query heads")
     head_dim = c.get("head_dim", "d_kv", "kv_channels", "attention_head_dim")
+    if head_dim is None and not hidden:
+        hidden = c.get("hidden_size", "d_model", hf=True)
     if head_dim is None and hidden and num_heads:
         head_dim = hidden // num_heads
         notes.append(f"head_dim absent: hidden_size {hidden} / heads {num_heads} = {head_dim}")
