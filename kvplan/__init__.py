@@ -1,4 +1,53 @@
-"""kvplan: a dtype-policy compiler for LLM KV caches."""
+"""kvplan: a dtype-policy compiler for LLM KV caches.
+
+    >>> import kvplan
+    >>> plan = kvplan.compile("examples/gpt-oss-20b/config.json", "--kv-cache-dtype fp8")
+    >>> plan.totals.bytes_per_token
+    24576
+"""
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["__version__", "compile", "explain", "lint", "validate", "KvplanInputError", "Plan"]
+
+
+def compile(path: Any, flags: Any = None, gpu: Any = None, **kwargs: Any):  # noqa: A001
+    """Compile a per-layer KV plan (see kvplan.api.compile)."""
+    from kvplan.api import compile as _compile  # noqa: PLC0415
+    return _compile(path, flags, gpu, **kwargs)
+
+
+def explain(path: Any, flags: Any = None, gpu: Any = None, *, all_layers: bool = False, width: int = 140) -> str:
+    """The `kvplan explain` text for a model and flags, as a string."""
+    from io import StringIO  # noqa: PLC0415
+
+    from rich.console import Console  # noqa: PLC0415
+
+    from kvplan.report.table import render_plan  # noqa: PLC0415
+    buf = StringIO()
+    render_plan(compile(path, flags, gpu), Console(file=buf, width=width, no_color=True), expand=all_layers)
+    return buf.getvalue()
+
+
+def lint(*paths: Any, **kwargs: Any):
+    """Lint deployment files (see kvplan.lint)."""
+    from kvplan import lint as _lint_pkg  # noqa: PLC0415
+    return _lint_pkg.lint_paths(*paths, **kwargs)  # type: ignore[attr-defined]
+
+
+def validate(*args: Any, **kwargs: Any):
+    """Execute a plan on real or synthetic K/V and report accuracy (see kvplan.validate)."""
+    from kvplan.runtime import validate as _v  # noqa: PLC0415
+    return _v.validate(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KvplanInputError":
+        from kvplan.errors import KvplanInputError  # noqa: PLC0415
+        return KvplanInputError
+    if name == "Plan":
+        from kvplan.model.plan import Plan  # noqa: PLC0415
+        return Plan
+    raise AttributeError(name)
