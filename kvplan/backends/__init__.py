@@ -1,1 +1,40 @@
-"""kvplan.backends."""
+"""Capability tables as data (GPUs, attention backends per engine version) and pure lookups.
+
+Public entry points: `resolve_gpu`, `select_backend`, `prefill_query_advice`,
+`flashinfer_group_query_dtype_crash`, `rocm_fp8_notes` (see the submodules for the rest).
+"""
+from __future__ import annotations
+
+from kvplan.backends.capabilities import BackendCapability, EngineFeature, EngineVersion
+from kvplan.backends.gpus import GPU_PROFILES, resolve_gpu
+from kvplan.backends.select import (
+    BackendChoice,
+    BackendRequest,
+    MlaDims,
+    PrefillQueryAdvice,
+    flashinfer_group_query_dtype_crash,
+    mla_prefill_backend,
+    prefill_query_advice,
+    rocm_fp8_notes,
+    select_backend,
+)
+from kvplan.backends.vllm_033 import BACKENDS, ENGINE_FEATURES
+
+__all__ = [
+    "BACKENDS",
+    "BackendCapability",
+    "BackendChoice",
+    "BackendRequest",
+    "ENGINE_FEATURES",
+    "EngineFeature",
+    "EngineVersion",
+    "GPU_PROFILES",
+    "MlaDims",
+    "PrefillQueryAdvice",
+    "flashinfer_group_query_dtype_crash",
+    "mla_prefill_backend",
+    "prefill_query_advice",
+    "resolve_gpu",
+    "rocm_fp8_notes",
+    "select_backend",
+]

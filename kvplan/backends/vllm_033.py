@@ -1,0 +1,484 @@
+"""vLLM 0.33 attention-backend capability rows, priority orders and KV feature history (data).
+
+Read from the `vllm==0.33.0` wheel as summarised in /work/shared/reference/vllm-0.33-kv-rules.md
+(§5.1 selection and priorities, §5.2 dense backends, §6.1 MLA backends, §4.5 query quantization).
+Paths are package-relative (`vllm/...`); `backends/x.py` means `vllm/v1/attention/backends/x.py`.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from kvplan.backends.capabilities import BackendCapability, EngineFeature
+
+__all__ = [
+    "BACKENDS",
+    "ENGINE_FEATURES",
+    "ENGINE_VERSIONS",
+    "MLA_PREFILL_BACKENDS",
+    "MLA_PREFILL_FP8_QUERY_BACKENDS",
+    "PRIORITY_ORDERS",
+    "RELEASE_DATES",
+    "cuda_priority",
+    "cpu_priority",
+    "engine_feature",
+    "rocm_priority",
+]
+
+ENGINE_VERSIONS = ">=0.33,<0.34"
+"""The vLLM versions these rows describe."""
+
+_PR = "https://github.com/vllm-project/vllm/pull/"
+_BASE_KV = ("auto", "float16", "bfloat16")
+_FP8 = ("fp8", "fp8_e4m3")
+_ALL_ATTN = ("decoder", "encoder", "encoder_only", "encoder_decoder")
+_PTH = ("int4_per_token_head", "int8_per_token_head", "fp8_per_token_head")
+_TQ = ("turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc")
+_OCTAVE = ("octave_k3v4", "octave_k3v3", "octave_k3v3_compact")
+_MLA_HEADS = (320, 512, 576)
+
+
+def _row(**kw: Any) -> BackendCapability:
+    kw.setdefault("engine_versions", ENGINE_VERSIONS)
+    return BackendCapability(**kw)
+
+
+_ROWS: tuple[BackendCapability, ...] = (
+    # ------------------------------------------------------------------ dense, CUDA
+    _row(name="FLASH_ATTN", platforms=("cuda",), file="vllm/v1/attention/backends/flash_attn.py",
+         kv_cache_dtypes=_BASE_KV + _FP8, min_compute_capability=(8, 0), head_size_multiple_of=8,
+         max_head_size=256, block_size_multiple_of=16, supports_sliding_window=True,
+         supports_sinks=True, supports_per_head_quant_scales=True, supports_quant_query_input=True,
+         attn_types=_ALL_ATTN,
+         notes=(
+             "head_size <= 512 when FA4 is available (SM90/SM100 family), else <= 256.",
+             "Quantized KV only if flash_attn_supports_kv_cache_dtype: never fp8_e5m2; SM90 with "
+             "FA3 (or FA4 at head_size 512); SM100 family with FA4. SM80/86/89/120 run FA2: no FP8.",
+             "Sinks need compute capability >= 9.0 (supports_combination).",
+             "Per-head (attn_head) quant scales need FA version >= 3.",
+             "FA version: SM90 -> 3 (4 for head > 256), SM100 family -> 4, else 2; FA4 head-256 "
+             "kernel falls back to FA2 with a quantized KV cache (impl then raises "
+             "'FlashAttention does not support <dtype> kv-cache on this device.').",
+             "Query FP8 except on the SM90 FA4 fp8-dequant path (head 512); FA3 with FP8 query "
+             "needs a bfloat16 model (upstream test note).",
+             "Encoder (self) attention with a quantized cache raises NotImplementedError "
+             "'quantization is not supported for encoder attention' at the first forward.",
+         ),
+         source="backends/flash_attn.py FlashAttentionBackend.supports_kv_cache_dtype/"
+                "supports_head_size/supports_combination; backends/fa_utils.py "
+                "get_flash_attn_version, flash_attn_supports_fp8 (reference §5.2, §5.4)"),
+    _row(name="FLASHINFER", platforms=("cuda",), file="vllm/v1/attention/backends/flashinfer.py",
+         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2", "nvfp4", "nvfp4_4over6"),
+         min_compute_capability=(8, 0), max_compute_capability=(12, 1),
+         head_sizes=(64, 128, 256, 512), block_sizes=(16, 32, 64), supports_sliding_window=True,
+         supports_sinks=True, supports_quant_query_input=True, attn_types=("decoder",),
+         notes=(
+             "SM75 temporarily excluded (8.0 <= CC <= 12.1).",
+             "nvfp4 on families 80/90/120 via the fa2 path: only 'nvfp4' (not nvfp4_4over6), and "
+             "not with head_size 64 or sinks; family 100 needs the trtllm-gen path for prefill and "
+             "decode ('--kv-cache-dtype X requires the SM100 trtllm-gen FlashInfer path.').",
+             "Sinks: SM90 and family 120 via XQA decode, family 100 via trtllm-gen; not on SM80/89; "
+             "not when use_trtllm_attention is forced off.",
+             "Query FP8 only on family 100 with trtllm usable, a quantized KV cache and "
+             "disable_flashinfer_q_quantization unset.",
+             "Per-group query dtype (decode/prefill) since PR #39002, see select.flashinfer_query_dtypes.",
+             "Page sizes 16/32/64 (up to 1024 on SM100 trtllm-gen GQA).",
+         ),
+         source="backends/flashinfer.py FlashInferBackend, FlashInferMetadataBuilder.__init__/"
+                "get_q_data_type; vllm/utils/flashinfer.py use_trtllm_attention (reference §5.2, §5.5)",
+         references=(_PR + "39002", _PR + "33695")),
+    _row(name="TRITON_ATTN", platforms=("cuda", "rocm"),
+         file="vllm/v1/attention/backends/triton_attn.py",
+         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",) + _PTH, min_head_size=32,
+         block_size_multiple_of=16, supports_sliding_window=True, supports_sinks=True,
+         supports_quant_query_input=True, attn_types=_ALL_ATTN,
+         notes=(
+             "TritonAttentionImpl.__init__ on CUDA: kv dtype starting with 'fp8' and CC < 8.9 -> "
+             "ValueError ('native FP8 (fp8e4nv) requires SM89+'); bfloat16 cache and CC < 8.0 -> "
+             "ValueError.",
+             "fp8_e5m2 is stored as e4m3 (the cache is viewed as current_platform.fp8_dtype()).",
+             "Only backend for int4/int8/fp8_per_token_head (dynamic per-(token, head) scales).",
+             "Query FP8 on CUDA (ROCm: not gfx90a/gfx11) for fp8/fp8_e4m3 (and fp8_e5m2, which then "
+             "trips the Attention.forward dtype assertion, §4.5).",
+         ),
+         source="backends/triton_attn.py TritonAttentionBackend, TritonAttentionImpl.__init__, "
+                "customize_spec; ops/triton_reshape_and_cache_flash.py (reference §3, §5.2, §5.3)",
+         references=(_PR + "38378",)),
+    _row(name="FLEX_ATTENTION", platforms=("cuda",),
+         file="vllm/v1/attention/backends/flex_attention.py",
+         model_dtypes=("float16", "bfloat16", "float32"), kv_cache_dtypes=_BASE_KV,
+         supports_sliding_window=True, attn_types=("decoder", "encoder", "encoder_only"),
+         notes=("fp32 models land here on CUDA.",
+                "Quantized KV -> NotImplementedError in the impl (validation already rejects it)."),
+         source="backends/flex_attention.py FlexAttentionBackend (reference §5.2, §9.7)"),
+    _row(name="TRITON_ATTN_DIFFKV", platforms=("cuda", "rocm"), explicit_only=True,
+         file="vllm/v1/attention/backends/triton_attn_diffkv.py",
+         kv_cache_dtypes=("auto", "bfloat16") + _FP8, min_head_size=32,
+         block_size_multiple_of=16, attn_types=("decoder",),
+         notes=("For models whose K and V head sizes differ; not in the automatic priority lists.",),
+         source="backends/triton_attn_diffkv.py (reference §5.2; priority lists §5.1 do not name it)"),
+    _row(name="B12X", platforms=("cuda",), explicit_only=True,
+         file="vllm/v1/attention/backends/b12x.py", model_dtypes=("bfloat16",),
+         kv_cache_dtypes=("auto", "bfloat16") + _FP8, cc_majors=(12,),
+         head_sizes=(64, 128, 192, 256), supports_sliding_window=True, attn_types=("decoder",),
+         notes=("SM120/SM121 only; bf16 queries only; no float16 KV.",),
+         source="backends/b12x.py (reference §5.2, §4.5)"),
+    _row(name="HPC_ATTN", platforms=("cuda",), explicit_only=True,
+         file="vllm/v1/attention/backends/hpc_attn.py", model_dtypes=("bfloat16",),
+         kv_cache_dtypes=("auto", "bfloat16", "fp8_e4m3"), min_compute_capability=(9, 0),
+         max_compute_capability=(9, 0), head_sizes=(128,), block_sizes=(64,),
+         attn_types=("decoder",),
+         notes=("Exactly SM90, head_size 128, block 64. Model dtype list assumed bf16 (kv list "
+                "has no float16).",),
+         source="backends/hpc_attn.py (reference §5.2)"),
+    _row(name="TURBOQUANT", platforms=("cuda", "rocm"),
+         file="vllm/v1/attention/backends/turboquant_attn.py", kv_cache_dtypes=_TQ,
+         min_head_size=1, attn_types=("decoder",),
+         notes=("TurboQuant dtypes only; no sliding window.",
+                "create_engine_config forces flash_attn_version 2 for boundary (skip) layers: "
+                "'TurboQuant is not yet compatible with FlashAttention >= 3. Overriding "
+                "flash_attn_version to 2...'.",
+                "Boundary layers (first/last 2) are skipped automatically (§2.5)."),
+         source="backends/turboquant_attn.py; vllm/engine/arg_utils.py create_engine_config "
+                "(reference §2.5, §5.2, §8)"),
+    _row(name="ULTRAQUANT", platforms=("rocm", "cuda"),
+         file="vllm/v1/attention/backends/ultraquant_attn.py", kv_cache_dtypes=("ultraquant_4bit",),
+         attn_types=("decoder",),
+         notes=("In the ROCm priority list (last); on CUDA only when forced. No sinks.",),
+         source="backends/ultraquant_attn.py (reference §5.1, §5.2)"),
+    # ------------------------------------------------------------------ dense, CPU
+    _row(name="CPU_ATTN", platforms=("cpu",), file="vllm/v1/attention/backends/cpu_attn.py",
+         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",),
+         head_sizes=(32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512),
+         supports_sliding_window=True, attn_types=_ALL_ATTN,
+         notes=("FP8 needs x86 AVX-512 or AMX ('FP8 KV cache on CPU requires x86 with AVX-512 or "
+                "AMX.') and head_size % 32 == 0.",
+                "Dense layers always get CPU_ATTN; an unsupported dtype is a ValueError "
+                "'--kv-cache-dtype X is not supported by the CPU attention backend on this host.'"),
+         source="backends/cpu_attn.py; vllm/platforms/cpu.py (reference §5.1, §5.2, §8)"),
+    # ------------------------------------------------------------------ dense, ROCm
+    _row(name="ROCM_ATTN", platforms=("rocm",), file="vllm/v1/attention/backends/rocm_attn.py",
+         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",),
+         head_sizes=(32, 64, 80, 96, 128, 160, 192, 224, 256), supports_sliding_window=True,
+         attn_types=("decoder",),
+         notes=("No sinks; not with a KV connector.",
+                "Native kernel only for head 64/128 and block 16/32, else Triton.",
+                "FP8 bytes are float8_e4m3fnuz on gfx94x (scales doubled at load)."),
+         source="backends/rocm_attn.py; vllm/platforms/rocm.py _get_backend_priorities "
+                "(reference §5.1, §5.2)"),
+    _row(name="ROCM_AITER_FA", platforms=("rocm",),
+         file="vllm/v1/attention/backends/rocm_aiter_fa.py",
+         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",), rocm_archs=("gfx94", "gfx95"),
+         head_sizes=(64, 128, 256), block_sizes=(16, 32), supports_sliding_window=True,
+         attn_types=("decoder",),
+         notes=("get_name() returns 'FLASH_ATTN'; the registry/--attention-backend name is "
+                "ROCM_AITER_FA.",
+                "Only in the priority list when AITER MHA is enabled (VLLM_ROCM_USE_AITER=1; "
+                "kvplan: attention_config['rocm_use_aiter']=True). CDNA3+ only."),
+         source="backends/rocm_aiter_fa.py (reference §5.1, §5.2)"),
+    _row(name="ROCM_AITER_UNIFIED_ATTN", platforms=("rocm",),
+         file="vllm/v1/attention/backends/rocm_aiter_unified_attn.py",
+         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",), rocm_archs=("gfx94", "gfx95"),
+         min_head_size=32, supports_sliding_window=True, attn_types=("decoder",),
+         notes=("In the list when aiter is supported on the device (modelled: gfx94x/gfx95x).",),
+         source="backends/rocm_aiter_unified_attn.py (reference §5.1, §5.2)"),
+    _row(name="ROCM_SEGMENTED_ATTN", platforms=("rocm",), explicit_only=True,
+         file="vllm/v1/attention/backends/rocm_segmented_attn.py",
+         kv_cache_dtypes=_BASE_KV + _FP8, rocm_archs=("gfx11", "gfx12"), head_sizes=(64, 128, 256),
+         supports_sliding_window=True, attn_types=("decoder",),
+         notes=("RDNA only; FP8 needs gfx12. Position in the ROCm priority list not in the "
+                "reference: modelled as explicit-only.",),
+         source="backends/rocm_segmented_attn.py (reference §5.2)"),
+    _row(name="ROCM_OCTAVE", platforms=("rocm",),
+         file="vllm/v1/attention/backends/rocm_octave_attn.py", kv_cache_dtypes=_OCTAVE,
+         rocm_archs=("gfx11", "gfx942"), attn_types=("decoder",),
+         notes=("Octave dtypes only; RDNA3/CDNA3.",),
+         source="backends/rocm_octave_attn.py (reference §1.2, §5.2)"),
+    # ------------------------------------------------------------------ MLA, CUDA
+    _row(name="FLASHINFER_MLA", platforms=("cuda",), use_mla=True,
+         file="vllm/v1/attention/backends/mla/flashinfer_mla.py", kv_cache_dtypes=_BASE_KV + _FP8,
+         cc_majors=(10,), head_sizes=_MLA_HEADS, block_sizes=(32, 64),
+         notes=("qk_nope_head_dim in {64, 128, 192}.",),
+         source="backends/mla/flashinfer_mla.py (reference §6.1, §9.7)"),
+    _row(name="TOKENSPEED_MLA", platforms=("cuda",), use_mla=True,
+         file="vllm/v1/attention/backends/mla/tokenspeed_mla.py", kv_cache_dtypes=_FP8,
+         cc_majors=(10,), head_sizes=_MLA_HEADS, block_sizes=(32, 64),
+         notes=("Needs the tokenspeed_mla package (kvplan assumes it is installed) and "
+                "DeepSeek-R1 dims (qk_nope 128, rope 64, v 128).",),
+         source="backends/mla/tokenspeed_mla.py (reference §6.1)"),
+    _row(name="CUTLASS_MLA", platforms=("cuda",), use_mla=True,
+         file="vllm/v1/attention/backends/mla/cutlass_mla.py", kv_cache_dtypes=_BASE_KV + _FP8,
+         cc_majors=(10,), head_sizes=_MLA_HEADS, block_sizes=(128,),
+         source="backends/mla/cutlass_mla.py (reference §6.1, §9.7)"),
+    _row(name="FLASH_ATTN_MLA", platforms=("cuda",), use_mla=True,
+         file="vllm/v1/attention/backends/mla/flashattn_mla.py", kv_cache_dtypes=_BASE_KV,
+         cc_majors=(9,), head_sizes=_MLA_HEADS, block_size_multiple_of=16,
+         notes=("FA3 on SM90 only. A quantized cache raises NotImplementedError 'FlashAttnMLA V1 "
+                "with FP8 KV cache not yet supported' in the impl (validation rejects it first).",),
+         source="backends/mla/flashattn_mla.py FlashAttnMLAImpl (reference §6.1, §8)"),
+    _row(name="FLASHMLA", platforms=("cuda",), use_mla=True,
+         file="vllm/v1/attention/backends/mla/flashmla.py", kv_cache_dtypes=_BASE_KV + _FP8,
+         cc_majors=(9,), head_sizes=_MLA_HEADS, block_sizes=(64,),
+         notes=("Backend lists majors 9/10 but the dense kernel is effectively SM90-only "
+                "(modelled as SM90); FP8 via flash_mla_with_kvcache_fp8.",),
+         source="backends/mla/flashmla.py (reference §6.1, §9.7)"),
+    _row(name="TRITON_MLA", platforms=("cuda", "rocm"), use_mla=True,
+         file="vllm/v1/attention/backends/mla/triton_mla.py", kv_cache_dtypes=_BASE_KV + _FP8,
+         block_size_multiple_of=16,
+         notes=("TritonMLAImpl: fp8 on CUDA needs SM89+ (ValueError); FP8 KV dequantized to bf16 "
+                "(no FP8 query). No sliding window, ALiBi or softcap.",),
+         source="backends/mla/triton_mla.py TritonMLAImpl.__init__ (reference §6.1, §8)"),
+    _row(name="FLASHMLA_SPARSE", platforms=("cuda",), use_mla=True, sparse=True,
+         file="vllm/v1/attention/backends/mla/flashmla_sparse.py",
+         kv_cache_dtypes=("auto", "bfloat16", "fp8_ds_mla", "fp8", "nvfp4_ds_mla"),
+         cc_majors=(9, 10), head_sizes=(512, 576), block_sizes=(64,),
+         notes=("head 512 (NoPE) only on SM90; nvfp4_ds_mla only on SM100 family.",
+                "Any quantized dtype except nvfp4_ds_mla is canonicalized to fp8_ds_mla "
+                "(656 B/token): 'Using fp8_ds_mla KV cache format for FLASHMLA_SPARSE backend.'"),
+         source="backends/mla/flashmla_sparse.py; mla_attention.py "
+                "_canonicalize_sparse_mla_kv_cache_dtype (reference §6.1, §6.3)"),
+    _row(name="FLASHINFER_MLA_SPARSE", platforms=("cuda",), use_mla=True, sparse=True,
+         file="vllm/v1/attention/backends/mla/flashinfer_mla_sparse.py",
+         kv_cache_dtypes=_BASE_KV + _FP8, cc_majors=(10,), head_sizes=(512, 576),
+         block_size_multiple_of=32,
+         notes=("TRTLLM-gen sparse MLA; no fp8_ds_mla; qk_nope in {128, 192} (NoPE: 256/512); needs "
+                "index_topk. Non-ds fp8 logs 'Using standard fp8 KV cache format...'.",),
+         source="backends/mla/flashinfer_mla_sparse.py (reference §6.1)"),
+    _row(name="FLASHINFER_MLA_SPARSE_SM120", platforms=("cuda",), use_mla=True, sparse=True,
+         file="vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm120.py",
+         model_dtypes=("bfloat16",), kv_cache_dtypes=("auto",) + _FP8 + ("fp8_ds_mla",),
+         cc_majors=(12,), head_sizes=(512, 576), block_size_multiple_of=64,
+         notes=("bf16 models only; index_topk 2048.",
+                "auto/fp8/fp8_e4m3 are canonicalized to fp8_ds_mla (even auto)."),
+         source="backends/mla/flashinfer_mla_sparse_sm120.py; mla_attention.py "
+                "_canonicalize_sparse_mla_kv_cache_dtype (reference §6.1)"),
+    _row(name="FLASHINFER_MLA_SPARSE_SM90", platforms=("cuda",), use_mla=True, sparse=True,
+         file="vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm90.py",
+         kv_cache_dtypes=("auto", "bfloat16") + _FP8, cc_majors=(9,), head_sizes=(512, 576),
+         block_size_multiple_of=64,
+         notes=("kv_lora_rank 512, qk_rope_head_dim 0 or 64. First among SM90 sparse backends when "
+                "head_size is 512.",),
+         source="backends/mla/flashinfer_mla_sparse_sm90.py (reference §5.1, §6.1)"),
+    _row(name="FLASH_ATTN_MLA_SPARSE", platforms=("cuda",), use_mla=True, sparse=True,
+         file="vllm/v1/attention/backends/mla/flashattn_mla_sparse.py", kv_cache_dtypes=_BASE_KV,
+         cc_majors=(9,), block_sizes=(64,),
+         notes=("No DCP.",),
+         source="backends/mla/flashattn_mla_sparse.py (reference §6.1)"),
+    _row(name="FLASH_ATTN_MLA_SPARSE_FA4", platforms=("cuda",), use_mla=True, sparse=True,
+         file="vllm/v1/attention/backends/mla/flashattn_mla_sparse_fa4.py",
+         model_dtypes=("bfloat16",), kv_cache_dtypes=("auto", "bfloat16"), cc_majors=(10,),
+         head_sizes=(576,), block_sizes=(64,),
+         notes=("index_topk % 128 == 0; (kv_lora_rank, qk_rope_head_dim) == (512, 64); first on "
+                "SM100 for bf16 KV with <= 16 query heads per rank.",),
+         source="backends/mla/flashattn_mla_sparse_fa4.py (reference §5.1, §6.1)"),
+    # ------------------------------------------------------------------ MLA, ROCm / CPU
+    _row(name="ROCM_AITER_MLA", platforms=("rocm",), use_mla=True,
+         file="vllm/v1/attention/backends/mla/rocm_aiter_mla.py",
+         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",),
+         notes=("Only MLA backend that accepts fp8_e5m2. Used when AITER MLA is enabled "
+                "(kvplan: attention_config['rocm_use_aiter']=True).",),
+         source="backends/mla/rocm_aiter_mla.py (reference §5.1, §6.1)"),
+    _row(name="ROCM_AITER_TRITON_MLA", platforms=("rocm",), use_mla=True,
+         file="vllm/v1/attention/backends/mla/aiter_triton_mla.py", kv_cache_dtypes=_BASE_KV + _FP8,
+         block_size_multiple_of=16,
+         notes=("After TRITON_MLA when AITER MLA is enabled; dtype list assumed equal to TRITON_MLA.",),
+         source="vllm/platforms/rocm.py _get_backend_priorities (reference §5.1)"),
+    _row(name="ROCM_AITER_MLA_SPARSE", platforms=("rocm",), use_mla=True, sparse=True,
+         file="vllm/v1/attention/backends/mla/rocm_aiter_mla_sparse.py",
+         kv_cache_dtypes=_BASE_KV + _FP8, block_sizes=(1,), block_size_multiple_of=16,
+         source="backends/mla/rocm_aiter_mla_sparse.py (reference §5.1, §6.1)"),
+    _row(name="CPU_MLA", platforms=("cpu",), use_mla=True,
+         file="vllm/v1/attention/backends/mla/cpu_mla.py", kv_cache_dtypes=_BASE_KV,
+         head_sizes=(576,), block_sizes=(16,),
+         notes=("Other dtypes: ValueError '--kv-cache-dtype X is not supported by MLA attention on "
+                "CPU.'",),
+         source="vllm/platforms/cpu.py; backends/mla/cpu_mla.py (reference §5.1, §6.1)"),
+    _row(name="AMX_MLA", platforms=("cpu",), use_mla=True,
+         file="vllm/v1/attention/backends/mla/amx_mla.py", kv_cache_dtypes=_BASE_KV,
+         head_sizes=(576,), block_size_multiple_of=32,
+         notes=("x86 with AMX only.",),
+         source="vllm/platforms/cpu.py; backends/mla/amx_mla.py (reference §5.1, §6.1)"),
+)
+
+BACKENDS: Mapping[str, BackendCapability] = MappingProxyType({r.name: r for r in _ROWS})
+"""vLLM 0.33 backend rows by registry name."""
+
+# ---------------------------------------------------------------------------- priority orders
+# vllm/platforms/cuda.py::_get_backend_priorities, rocm.py::_get_backend_priorities, cpu.py
+# (reference §5.1). Composite mm-prefix backends (TRITON_FLASHINFER / TRITON_FLASH_ATTN) are not
+# modelled: kvplan requests never set use_mm_prefix.
+PRIORITY_ORDERS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "cuda_dense_sm10x_causal": ("FLASHINFER", "FLASH_ATTN", "TRITON_ATTN", "FLEX_ATTENTION",
+                                "TURBOQUANT"),
+    "cuda_dense_default": ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION",
+                           "TURBOQUANT"),
+    "cuda_mla_sm10x": ("FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA",
+                       "FLASHMLA", "TRITON_MLA"),
+    "cuda_mla_sm10x_sparse_quantized": ("FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"),
+    "cuda_mla_sm10x_sparse_bf16_few_heads": ("FLASH_ATTN_MLA_SPARSE_FA4", "FLASHINFER_MLA_SPARSE",
+                                             "FLASHMLA_SPARSE"),
+    "cuda_mla_sm10x_sparse_other": ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE"),
+    "cuda_mla_sm12x": ("TRITON_MLA", "FLASHINFER_MLA_SPARSE_SM120"),
+    "cuda_mla_other": ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA"),
+    "cuda_mla_other_sparse": ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE",
+                              "FLASHINFER_MLA_SPARSE_SM90"),
+    "cuda_mla_other_sparse_head512": ("FLASHINFER_MLA_SPARSE_SM90", "FLASH_ATTN_MLA_SPARSE",
+                                      "FLASHMLA_SPARSE"),
+    "rocm_sparse": ("ROCM_AITER_MLA_SPARSE",),
+    "rocm_mla_aiter": ("ROCM_AITER_MLA", "TRITON_MLA", "ROCM_AITER_TRITON_MLA"),
+    "rocm_mla": ("TRITON_MLA",),
+    "rocm_dense": ("ROCM_ATTN", "ROCM_AITER_FA", "ROCM_AITER_UNIFIED_ATTN", "TRITON_ATTN",
+                   "TURBOQUANT", "ROCM_OCTAVE", "ULTRAQUANT"),
+    "cpu_dense": ("CPU_ATTN",),
+    "cpu_mla_amx": ("AMX_MLA",),
+    "cpu_mla": ("CPU_MLA",),
+})
+"""Named platform priority lists; the functions below pick one (and filter it) per request."""
+
+
+def cuda_priority(cc_major: int, *, use_mla: bool, use_sparse: bool, causal: bool,
+                  kv_quantized: bool, num_heads: int | None, head_size: int) -> tuple[str, ...]:
+    """CUDA `_get_backend_priorities` for one request (MLA lists include the sparse tail)."""
+    p = PRIORITY_ORDERS
+    if not use_mla:
+        return p["cuda_dense_sm10x_causal"] if cc_major == 10 and causal else p["cuda_dense_default"]
+    if cc_major == 10:
+        if kv_quantized:
+            sparse = p["cuda_mla_sm10x_sparse_quantized"]
+        elif num_heads is not None and num_heads <= 16:
+            sparse = p["cuda_mla_sm10x_sparse_bf16_few_heads"]
+        else:
+            sparse = p["cuda_mla_sm10x_sparse_other"]
+        return p["cuda_mla_sm10x"] + sparse
+    if cc_major == 12:
+        return p["cuda_mla_sm12x"]
+    sparse = (p["cuda_mla_other_sparse_head512"] if head_size == 512
+              else p["cuda_mla_other_sparse"])
+    return p["cuda_mla_other"] + sparse
+
+
+def rocm_priority(*, use_mla: bool, use_sparse: bool, aiter: bool,
+                  aiter_supported: bool) -> tuple[str, ...]:
+    """ROCm `_get_backend_priorities`: sparse / MLA (AITER on or off) / dense."""
+    p = PRIORITY_ORDERS
+    if use_sparse:
+        return p["rocm_sparse"]
+    if use_mla:
+        return p["rocm_mla_aiter"] if aiter else p["rocm_mla"]
+    order = list(p["rocm_dense"])
+    if not aiter:
+        order.remove("ROCM_AITER_FA")
+    if not aiter_supported:
+        order.remove("ROCM_AITER_UNIFIED_ATTN")
+    return tuple(order)
+
+
+def cpu_priority(*, use_mla: bool, amx: bool) -> tuple[str, ...]:
+    """CPU platform: dense -> CPU_ATTN; MLA -> AMX_MLA (x86 AMX) or CPU_MLA."""
+    if use_mla:
+        return PRIORITY_ORDERS["cpu_mla_amx"] if amx else PRIORITY_ORDERS["cpu_mla"]
+    return PRIORITY_ORDERS["cpu_dense"]
+
+
+# ---------------------------------------------------------------------------- MLA prefill
+MLA_PREFILL_BACKENDS: Mapping[str, str] = MappingProxyType({
+    "FLASH_ATTN": "FlashAttention varlen prefill; supports (qk_nope 128, rope 64, v 128) when "
+                  "flash-attn varlen exists; BF16 queries only.",
+    "TRTLLM_RAGGED": "TRT-LLM ragged FMHA (FlashInfer), SM100 family; FP8 queries supported.",
+    "FLASHINFER": "FlashInfer CUTLASS ragged prefill, SM100 family; FP8 queries supported.",
+    "TOKENSPEED_MLA": "tokenspeed_mla prefill, SM100 family, DeepSeek-R1 dims; FP8 queries supported.",
+})
+"""MLA prefill backends (`vllm/platforms/interface.py::get_mla_prefill_backend_cls`, §6.2)."""
+
+MLA_PREFILL_FP8_QUERY_BACKENDS = ("FLASHINFER", "TRTLLM_RAGGED", "TOKENSPEED_MLA")
+"""`backend_supports_prefill_query_quantization`: prefill backends that take FP8 queries."""
+
+
+# ---------------------------------------------------------------------------- history
+RELEASE_DATES: Mapping[str, str] = MappingProxyType({
+    "0.14.0": "2026-01 (after v0.13.0 of 2025-12-18)",
+    "0.17.0": "2026-03-07",
+    "0.18.0": "2026-03-20 (approx.; integrations adapted it on 2026-03-23)",
+    "0.19.0": "2026-04-03",
+    "0.20.0": "2026-04 (late; 0.20.2 followed on 2026-05-10)",
+    "0.22.0": "2026-05-30",
+    "0.24.0": "2026-07-01",
+    "0.25.0": "2026-07-11 (0.25.1 on 2026-07-15)",
+    "0.26.0": "2026-07-25/27",
+    "0.28.0": "2026-08-26",
+    "0.29.0": "2026-09-10",
+    "0.33.0": "2026-11 (newest on the index when the reference was written)",
+})
+"""vLLM release dates used to map PR merge dates to versions (from release announcements and
+downstream bump PRs; approximate where marked). Rule: a PR is in the first release whose date is
+at least ~one week after the merge (vLLM cuts release branches a few days before tagging)."""
+
+_MAP = ("Mapped from the merge date with RELEASE_DATES (first release tagged >= ~1 week after the "
+        "merge); ")
+
+ENGINE_FEATURES: tuple[EngineFeature, ...] = (
+    EngineFeature(
+        name="use_prefill_query_quantization", kind="feature", versions=">=0.14",
+        summary="attention_config.use_prefill_query_quantization: FP8 queries for MLA prefill "
+                "(SM100 family; off by default because short prompts regress).",
+        introduced_by=_PR + "31195", introduced_merged="2025-12-23",
+        source=_MAP + "merged 2025-12-23, after v0.13.0 (2025-12-18) -> assumed first in 0.14.0."),
+    EngineFeature(
+        name="calculate_kv_scales_deprecated", kind="feature", versions=">=0.18,<0.27",
+        summary="--calculate-kv-scales emits a DeprecationWarning when enabled.",
+        introduced_by=_PR + "37201", introduced_merged="2026-03-16",
+        fixed_or_removed_by=_PR + "49389", fixed_or_removed_merged="2026-07-22",
+        source=_MAP + "deprecation merged 2026-03-16 -> assumed in 0.18.0 (released ~2026-03-20; "
+               "could be 0.19.0)."),
+    EngineFeature(
+        name="calculate_kv_scales", kind="removed_feature", versions="<0.27",
+        summary="--calculate-kv-scales: k/v/q scales from the first forward (amax/200, v amax/100), "
+                "then frozen. Not in 0.33.0: passing it is an unknown-argument error.",
+        fixed_or_removed_by=_PR + "49389", fixed_or_removed_merged="2026-07-22",
+        source=_MAP + "removal merged 2026-07-22; v0.26.0 was tagged 2026-07-25/27, assumed cut "
+               "before the merge -> first release without the flag assumed 0.27.0 (certain: absent "
+               "in 0.33.0, reference §4.4)."),
+    EngineFeature(
+        name="kv_cache_dtype_skip_layers", kind="feature", versions=">=0.19",
+        summary="--kv-cache-dtype-skip-layers (layer indices and 'sliding_window') keep listed "
+                "layers in the model dtype.",
+        introduced_by=_PR + "33695", introduced_merged="2026-03-27",
+        source=_MAP + "merged 2026-03-27, v0.19.0 tagged 2026-04-03 -> assumed in 0.19.0 (if the "
+               "0.19 branch was cut earlier it is 0.20.0)."),
+    EngineFeature(
+        name="per_token_head_kv_dtypes", kind="feature", versions=">=0.20",
+        summary="int8_per_token_head / fp8_per_token_head KV cache dtypes (Triton backend; "
+                "int4_per_token_head came later, present in 0.33.0).",
+        introduced_by=_PR + "38378", introduced_merged="2026-04-02",
+        source=_MAP + "merged 2026-04-02, one day before v0.19.0 -> assumed first in 0.20.0."),
+    EngineFeature(
+        name="flashinfer_skip_layer_query_dtype_crash", kind="bug", versions=">=0.19,<0.20",
+        summary="FlashInfer metadata builder read the global cache dtype, so skipped (bf16) layers "
+                "got FP8 queries on family 100: 'Query dtype mismatch: expected "
+                "torch.float8_e4m3fn, got torch.bfloat16'.",
+        introduced_by=_PR + "33695", introduced_merged="2026-03-27",
+        fixed_or_removed_by=_PR + "39002", fixed_or_removed_merged="2026-04-11",
+        source=_MAP + "bug arrives with skip layers (assumed 0.19.0); fix merged 2026-04-11 -> "
+               "assumed first in 0.20.0 (0.19.x patch releases assumed not to carry it)."),
+    EngineFeature(
+        name="flashinfer_per_group_query_dtype", kind="feature", versions=">=0.20",
+        summary="FlashInfer picks the query dtype per KV-cache group from kv_cache_spec.kv_quant_mode "
+                "(skipped groups keep the model dtype).",
+        introduced_by=_PR + "39002", introduced_merged="2026-04-11",
+        source=_MAP + "merged 2026-04-11 -> assumed first in 0.20.0."),
+    EngineFeature(
+        name="fp8_prefill_query_warning", kind="feature", versions=">=0.20",
+        summary="MLA startup warning 'FP8 KV cache is enabled but prefill queries are not quantized "
+                "to FP8...' (determine_prefill_query_data_type branch 3).",
+        introduced_by=_PR + "39752", introduced_merged="2026-04-15",
+        source=_MAP + "merged 2026-04-15 -> assumed first in 0.20.0 (issue #39751)."),
+)
+"""KV-relevant vLLM history with version ranges (see each entry's `source` for the mapping)."""
+
+
+def engine_feature(name: str) -> EngineFeature:
+    """Look up an ENGINE_FEATURES entry by name (KeyError if absent)."""
+    for f in ENGINE_FEATURES:
+        if f.name == name:
+            return f
+    raise KeyError(name)
