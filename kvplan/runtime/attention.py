@@ -223,7 +223,7 @@ def _paged_attention_kernel(
         acc = acc * out_scale
     omask_row = row_valid
     if NUM_SPLITS == 1:
-        inv_l = 1.0 / l_i
+        inv_l = 1.0 / tl.where(l_i > 0, l_i, 1.0)  # padding rows have l = 0 (never stored)
         o_row = tok * stride_ot + head * stride_oh
         if KV_MODE == 4:
             omask = omask_row[:, None] & cmask[None, :]
@@ -270,7 +270,7 @@ def _merge_splits_kernel(po_ptr, pml_ptr, o_ptr, stride_ot, stride_oh, num_q_hea
     dmask = d < HEAD_SIZE
     acc = tl.load(po_ptr + (base + sp)[:, None] * HEAD_SIZE + d[None, :],
                   mask=smask[:, None] & dmask[None, :], other=0.0)
-    out = tl.sum(acc * w[:, None], axis=0) / denom
+    out = tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0, denom, 1.0)
     tl.store(o_ptr + tok * stride_ot + head * stride_oh + d, out.to(o_ptr.dtype.element_ty),
              mask=dmask)
 

@@ -1,0 +1,225 @@
+"""Paged attention kernel (decode + chunked prefill) vs the torch reference, every layout."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kvplan.runtime.attention import AttentionConfig, paged_attention  # noqa: E402
+from kvplan.runtime.cache import allocate_kv_cache  # noqa: E402
+from kvplan.runtime.layout import LayerLayout  # noqa: E402
+from kvplan.runtime.reference import reference_paged_attention  # noqa: E402
+from kvplan.runtime.tolerances import TOLERANCES  # noqa: E402
+from rt_helpers import ALL_KV_CACHE_DTYPES, build_paged_batch, rel_err  # noqa: E402
+
+# (Hq, Hkv, head_size, block_size, seq_lens): GQA, MHA, MQA; odd lengths; block sizes 16/32/64
+DECODE_SHAPES = [
+    (8, 2, 64, 16, [37, 100, 5]),
+    (4, 4, 128, 32, [70, 33]),
+    (8, 1, 64, 64, [129, 64, 1]),
+]
+
+
+def _check(out, ref, mode, what=""):
+    assert not torch.isnan(out).any(), f"unwritten or NaN outputs {what}"
+    err = rel_err(out, ref)
+    assert err <= TOLERANCES[mode].kernel_rel_err, f"rel err {err:.3e} {what}"
+
+
+def _decode(batch, hq, gen, device, dtype=torch.bfloat16, config=None, poison=float("nan")):
+    q = torch.randn(batch.seq_lens.shape[0], hq, batch.cache.layout.head_size, generator=gen,
+                    device=device, dtype=torch.float32).to(dtype)
+    out = torch.full_like(q, poison)
+    paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out, config=config)
+    ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
+    return out, ref
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ALL_KV_CACHE_DTYPES)
+@pytest.mark.parametrize("hq,hkv,head_size,block_size,seq_lens", DECODE_SHAPES)
+def test_attention_decode_matches_reference(device, kv_cache_dtype, hq, hkv, head_size,
+                                            block_size, seq_lens):
+    gen = torch.Generator(device=device).manual_seed(hq + head_size + block_size)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size)
+    batch = build_paged_batch(layout, seq_lens, block_size, device, gen, shared_prefix_blocks=1,
+                              k_scale=0.08, v_scale=0.01)
+    out, ref = _decode(batch, hq, gen, device)
+    _check(out, ref, layout.quant_mode, kv_cache_dtype)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8",
+                                            "int4_per_token_head"])
+@pytest.mark.parametrize("num_splits", [1, 3, 8])
+def test_attention_decode_split_k_matches_reference(device, kv_cache_dtype, num_splits):
+    """Flash-decoding splits (incl. more splits than tiles: empty splits must merge cleanly)."""
+    gen = torch.Generator(device=device).manual_seed(num_splits)
+    layout = LayerLayout.simple(kv_cache_dtype, 2, 64)
+    batch = build_paged_batch(layout, [300, 17, 160], 16, device, gen, k_scale=0.08, v_scale=0.01)
+    out, ref = _decode(batch, 8, gen, device,
+                       config=AttentionConfig(num_splits=num_splits, block_n=32), poison=1e30)
+    _check(out, ref, layout.quant_mode)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("hq,hkv", [(8, 2), (2, 2), (1, 1)])
+def test_attention_decode_broadcast_path_matches_reference(device, kv_cache_dtype, hq, hkv):
+    """Small GQA groups can skip tl.dot (broadcast multiply + sum)."""
+    gen = torch.Generator(device=device).manual_seed(hq * 10 + hkv)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, 64)
+    batch = build_paged_batch(layout, [77, 20], 16, device, gen)
+    out, ref = _decode(batch, hq, gen, device, config=AttentionConfig(use_dot=False, num_splits=2))
+    _check(out, ref, layout.quant_mode)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8", "int4_per_token_head"])
+@pytest.mark.parametrize("window", [1, 20, 64])
+def test_attention_decode_sliding_window_reads_only_window(device, kv_cache_dtype, window):
+    """Pages before the window point at a NaN-poisoned block: reading one would show."""
+    gen = torch.Generator(device=device).manual_seed(window)
+    layout = LayerLayout.simple(kv_cache_dtype, 2, 64, sliding_window=window)
+    batch = build_paged_batch(layout, [130, 45, 64], 16, device, gen, poison_outside_window=True,
+                              k_scale=0.08, v_scale=0.01)
+    out, ref = _decode(batch, 4, gen, device)
+    _check(out, ref, layout.quant_mode)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ALL_KV_CACHE_DTYPES)
+@pytest.mark.parametrize("hq,hkv,head_size,block_size,seq_lens,q_lens,window", [
+    (8, 2, 64, 16, [37, 100, 5], [5, 17, 5], None),     # chunked prefill; last one full prefill
+    (4, 1, 128, 32, [70, 129], [1, 40], 20),              # mixed decode + prefill, sliding window
+])
+def test_attention_prefill_matches_reference(device, kv_cache_dtype, hq, hkv, head_size,
+                                             block_size, seq_lens, q_lens, window):
+    gen = torch.Generator(device=device).manual_seed(sum(seq_lens))
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size, sliding_window=window)
+    batch = build_paged_batch(layout, seq_lens, block_size, device, gen, shared_prefix_blocks=1,
+                              k_scale=0.08, v_scale=0.01)
+    qsl = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0).tolist()), dtype=torch.int32,
+                       device=device)
+    q = torch.randn(int(qsl[-1]), hq, head_size, generator=gen, device=device).to(torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl, out=out)
+    ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl)
+    _check(out, ref, layout.quant_mode, kv_cache_dtype)
+
+
+def test_attention_prefill_block_m_and_empty_chunks(device):
+    """Query blocks past a short chunk do nothing; a sequence with no new tokens is skipped."""
+    gen = torch.Generator(device=device).manual_seed(3)
+    layout = LayerLayout.simple("int8_per_token_head", 2, 64)
+    batch = build_paged_batch(layout, [50, 33, 90], 16, device, gen)
+    q_lens = [50, 0, 3]
+    qsl = torch.tensor([0, 50, 50, 53], dtype=torch.int32, device=device)
+    q = torch.randn(53, 4, 64, generator=gen, device=device).to(torch.bfloat16)
+    ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl)
+    for block_m in (16, 32):
+        out = torch.full_like(q, float("nan"))
+        paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl, out=out,
+                        config=AttentionConfig(block_m=block_m, block_n=16))
+        _check(out, ref, "int8_per_token_head", f"block_m={block_m} q_lens={q_lens}")
+
+
+@pytest.mark.parametrize("kv_cache_dtype,model_dtype", [
+    ("auto", torch.float16), ("int8_per_token_head", torch.float16),
+    ("auto", torch.float32), ("fp8_per_token_head", torch.float32),
+])
+def test_attention_other_query_dtypes(device, kv_cache_dtype, model_dtype):
+    gen = torch.Generator(device=device).manual_seed(5)
+    name = {torch.float16: "float16", torch.float32: "float32"}[model_dtype]
+    layout = LayerLayout.simple(kv_cache_dtype, 2, 64, model_dtype=name)
+    batch = build_paged_batch(layout, [40, 23], 16, device, gen, model_dtype=model_dtype)
+    out, ref = _decode(batch, 4, gen, device, dtype=model_dtype)
+    assert out.dtype == model_dtype
+    _check(out, ref, layout.quant_mode)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8_per_token_head"])
+def test_attention_head_size_256(device, kv_cache_dtype):
+    gen = torch.Generator(device=device).manual_seed(256)
+    layout = LayerLayout.simple(kv_cache_dtype, 1, 256)
+    batch = build_paged_batch(layout, [33, 18], 16, device, gen)
+    out, ref = _decode(batch, 2, gen, device)
+    _check(out, ref, layout.quant_mode)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "int8_per_token_head", "fp8_per_token_head",
+                                            "int4_per_token_head"])
+def test_attention_quantization_error_within_tolerance(device, kv_cache_dtype):
+    """What quantization costs: quantized-cache attention vs fp32 attention on the exact K/V."""
+    gen = torch.Generator(device=device).manual_seed(17)
+    seq_lens, hq, hkv, d = [200, 150], 8, 2, 64
+    exact = LayerLayout.simple("float32", hkv, d)
+    base = build_paged_batch(exact, seq_lens, 16, device, gen)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, d)
+    k_amax, v_amax = base.key.abs().max().item(), base.value.abs().max().item()
+    cache = allocate_kv_cache(layout, base.cache.num_blocks, 16, device, k_scale=k_amax / 448,
+                              v_scale=v_amax / 448)
+    from kvplan.runtime.write import write_kv_cache
+    write_kv_cache(cache, base.key.to(torch.bfloat16), base.value.to(torch.bfloat16),
+                   base.slot_mapping)
+    q = torch.randn(2, hq, d, generator=gen, device=device).to(torch.bfloat16)
+    ref = reference_paged_attention(q, base.cache, base.block_tables, base.seq_lens)
+    out = paged_attention(q, cache, base.block_tables, base.seq_lens)
+    err = rel_err(out, ref)
+    assert err <= TOLERANCES[layout.quant_mode].quant_rel_err, f"{kv_cache_dtype}: {err:.3e}"
+
+
+def test_attention_rejects_bad_inputs(device):
+    layout = LayerLayout.simple("bfloat16", 2, 64)
+    cache = allocate_kv_cache(layout, 2, 16, device)
+    bt = torch.zeros(1, 2, dtype=torch.int32, device=device)
+    sl = torch.tensor([5], dtype=torch.int32, device=device)
+    with pytest.raises(ValueError, match="multiple"):
+        paged_attention(torch.randn(1, 3, 64, device=device), cache, bt, sl)
+    with pytest.raises(ValueError, match="head_size"):
+        paged_attention(torch.randn(1, 4, 32, device=device), cache, bt, sl)
+    chunked = LayerLayout.from_plan_layer({"kind": "chunked_attention", "kv_cache_dtype": "auto",
+                                           "dtype": "bfloat16", "num_kv_heads": 2, "head_size": 64})
+    with pytest.raises(ValueError, match="chunked_attention"):
+        paged_attention(torch.randn(1, 4, 64, device=device, dtype=torch.bfloat16),
+                        allocate_kv_cache(chunked, 2, 16, device), bt, sl)
+
+
+# ----------------------------------------------------------------------------------- GPU only
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ALL_KV_CACHE_DTYPES)
+@pytest.mark.parametrize("hq,hkv,head_size,block_size", [
+    (32, 8, 128, 16), (64, 8, 64, 32), (16, 4, 256, 64), (32, 1, 128, 16), (8, 8, 64, 16)])
+def test_attention_gpu_decode_and_prefill_large(cuda_device, kv_cache_dtype, hq, hkv, head_size,
+                                                block_size):
+    gen = torch.Generator(device="cuda").manual_seed(hq * head_size)
+    for window in (None, 200):
+        layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size, sliding_window=window)
+        seq_lens = [1, 257, 1000, 2049, 31, 700]
+        batch = build_paged_batch(layout, seq_lens, block_size, "cuda", gen, shared_prefix_blocks=3,
+                                  poison_outside_window=True, k_scale=0.08, v_scale=0.01)
+        out, ref = _decode(batch, hq, gen, "cuda")
+        _check(out, ref, layout.quant_mode, f"decode window={window}")
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size)
+    batch = build_paged_batch(layout, seq_lens, block_size, "cuda", gen, shared_prefix_blocks=3,
+                              k_scale=0.08, v_scale=0.01)
+    q_lens = [1, 100, 1000, 7, 31, 64]
+    qsl = torch.tensor([0] + torch.tensor(q_lens).cumsum(0).tolist(), dtype=torch.int32,
+                       device="cuda")
+    q = torch.randn(int(qsl[-1]), hq, head_size, generator=gen, device="cuda").to(torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl, out=out)
+    ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl)
+    _check(out, ref, layout.quant_mode, "prefill")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8_per_token_head"])
+def test_attention_gpu_configs_agree(cuda_device, kv_cache_dtype):
+    """Every launch config the benchmarks may pick gives the same answer."""
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    layout = LayerLayout.simple(kv_cache_dtype, 8, 128)
+    batch = build_paged_batch(layout, [4096, 1000, 3, 2500], 16, "cuda", gen)
+    for cfg in (AttentionConfig(), AttentionConfig(block_n=128, num_warps=8, num_stages=3),
+                AttentionConfig(block_n=32, num_splits=16), AttentionConfig(use_dot=False),
+                AttentionConfig(block_n=64, num_warps=4, num_stages=4, num_splits=1)):
+        out, ref = _decode(batch, 32, gen, "cuda", config=cfg)
+        _check(out, ref, layout.quant_mode, str(cfg))
