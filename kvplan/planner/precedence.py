@@ -20,6 +20,7 @@ LAYER_ORDER: tuple[str, ...] = (
     "KV110",  # storage-dtype: string -> stored element type + quant mode
     "KV120",  # scale-source: checkpoint / dynamic per-token-head / 1.0
     "KV130",  # kv-bytes-per-token: spec formulas, per TP rank
+    "KV140",  # backend-selection: per layer, with the layer's own dtype (needs --gpu)
 )
 
 DECISION_ORDER: tuple[str, ...] = GLOBAL_ORDER + LAYER_ORDER

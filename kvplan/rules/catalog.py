@@ -1,2 +1,2 @@
 """Imports every built-in rule family so that declaring them registers them."""
-from kvplan.rules import config_errors, dtype, flags, memory, model, scales, skip  # noqa: F401
+from kvplan.rules import backend, config_errors, dtype, flags, memory, model, scales, skip  # noqa: F401

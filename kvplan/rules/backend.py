@@ -1,0 +1,136 @@
+"""Per-layer attention backend selection on the target GPU (vLLM 0.33 capability tables).
+
+Each layer is selected with its OWN kv_cache_dtype, as vLLM does, so skipped and quantized
+layers can land on different backends. Needs --gpu; without it these rules stay silent.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from kvplan.model.vocab import NO_KV_KINDS, QuantMode
+from kvplan.rules.base import Emit, Set, declare
+
+_ATTN_TYPE = {"cross_attention": "encoder_decoder", "encoder_only": "encoder_only"}
+
+
+def _request(ctx, la, kv_cache_dtype: str):
+    from kvplan.backends.select import BackendRequest  # noqa: PLC0415
+    mla = la.mla
+    per_head = (ctx.quant.ct_kv_cache_scheme or {}).get("strategy") == "attn_head"
+    return BackendRequest(
+        head_size=la.head_size or 0, head_size_v=None if la.kind == "mla" else la.head_size_v,
+        kv_cache_dtype=kv_cache_dtype, model_dtype=ctx.model_dtype if ctx.model_dtype in ("bfloat16", "float16", "float32") else "bfloat16",
+        use_mla=la.kind == "mla", use_sparse=bool(mla and mla.index_topk), has_sinks=la.has_sinks,
+        has_sliding_window=la.sliding_window is not None, attn_type=_ATTN_TYPE.get(la.kind, "decoder"),
+        use_per_head_quant_scales=per_head and la.kind != "mla", num_heads=la.num_heads,
+        num_kv_heads=la.num_kv_heads, block_size=ctx.flags.block_size,
+        kv_lora_rank=mla.kv_lora_rank if mla else None, qk_rope_head_dim=mla.qk_rope_head_dim if mla else None,
+        qk_nope_head_dim=mla.qk_nope_head_dim if mla else None, v_head_dim=mla.v_head_dim if mla else None,
+        index_topk=mla.index_topk if mla else None)
+
+
+def _choice(ctx, la, kv_cache_dtype: str):
+    from kvplan.backends.select import select_backend  # noqa: PLC0415
+    forced = ctx.flags.attention_backend
+    return _cached(select_backend, _request(ctx, la, kv_cache_dtype), ctx.gpu.profile, forced,
+                   tuple(sorted((k, str(v)) for k, v in ctx.flags.attention_config.items())), ctx.flags.attention_config)
+
+
+@lru_cache(maxsize=512)
+def _cached_impl(fn, req, gpu, forced, _key):
+    return fn(req, gpu, None, forced, _cached_impl.ac)  # type: ignore[attr-defined]
+
+
+def _cached(fn, req, gpu, forced, key, ac):
+    _cached_impl.ac = dict(ac)  # type: ignore[attr-defined]
+    return _cached_impl(fn, req, gpu, forced, key)
+
+
+@declare(code="KV140", name="backend-selection", kind="decision", scope="layer", family="backend",
+         severity="info", summary="Each KV layer gets the attention backend vLLM would select on the GPU.",
+         why="vLLM selects a backend per layer with that layer's own KV dtype (skipped layers are "
+             "re-selected with 'auto'), following the platform priority order and each backend's "
+             "supported dtypes, compute capability, head sizes and features.",
+         fix="Pass --attention-backend to force one (validation still applies).",
+         references=("vllm/v1/attention/selector.py::get_attn_backend", "vllm/platforms/cuda.py"))
+def backend_selection(ctx, la, st):
+    if ctx.gpu is None or ctx.gpu.profile is None or la.kind in NO_KV_KINDS or st.get("kv_cache_dtype") is None:
+        return
+    ch = _choice(ctx, la, st["kv_cache_dtype"])
+    if ch.backend:
+        fa = f" (FA{ch.flash_attn_version})" if ch.flash_attn_version else ""
+        yield Set("backend", ch.backend + fa, f"first valid backend on {ctx.gpu.name} for kv dtype {st['kv_cache_dtype']!r}")
+    q = ch.decode_query_dtype or ("float8_e4m3fn" if ch.query_quant else None)
+    if q:
+        yield Set("query_dtype", str(q), "query quantized to FP8 for this layer" if ch.query_quant else "backend query dtype")
+
+
+@declare(code="KV701", name="no-valid-backend", severity="error", family="backend",
+         summary="vLLM would fail to build this layer's attention on the GPU (no valid backend or an impl error).",
+         why="Backend selection and construction errors (FP8 on Triton below SM89, FlashAttention FP8 outside "
+             "FA3/FA4, per-head scales without FA3, no MLA backend for a dtype, ...) stop the engine after "
+             "minutes of loading.",
+         fix="Change --kv-cache-dtype, the GPU, or --attention-backend as the message says.",
+         references=("vllm/v1/attention/selector.py", "vllm/v1/attention/backends/"))
+def no_backend(ctx):
+    if ctx.gpu is None or ctx.gpu.profile is None:
+        return
+    errors: dict[str, list[int]] = {}
+    for lp in ctx.layers:
+        la = ctx.arch_layer(lp.index)
+        if la is None or lp.kv_cache_dtype is None or lp.kind in NO_KV_KINDS:
+            continue
+        ch = _choice(ctx, la, lp.kv_cache_dtype)
+        if ch.status == "error" and ch.error:
+            errors.setdefault(ch.error, []).append(lp.index)
+    for msg, layers in errors.items():
+        yield Emit(f"{msg} ({len(layers)} layer(s) on {ctx.gpu.name})", tuple(layers))
+
+
+@declare(code="KV702", name="backend-note", severity="warning", family="backend",
+         summary="The backend will do something you did not ask for (fallback, format change, assertion risk).",
+         why="vLLM logs these at startup or fails at the first forward: FA4 falling back to FA2, e5m2 stored "
+             "as e4m3 on Triton, sparse-MLA dtype canonicalisation, query-quantization assertions.",
+         fix="Read the note; pick another --kv-cache-dtype or --attention-backend if it matters.",
+         references=("vllm/v1/attention/backends/fa_utils.py", "vllm/v1/attention/backends/triton_attn.py"))
+def backend_notes(ctx):
+    if ctx.gpu is None or ctx.gpu.profile is None:
+        return
+    notes: dict[str, list[int]] = {}
+    for lp in ctx.layers:
+        la = ctx.arch_layer(lp.index)
+        if la is None or lp.kv_cache_dtype is None or lp.kind in NO_KV_KINDS:
+            continue
+        ch = _choice(ctx, la, lp.kv_cache_dtype)
+        if ch.status != "error":
+            for n in ch.notes:
+                notes.setdefault(n, []).append(lp.index)
+    for msg, layers in notes.items():
+        yield Emit(msg, tuple(layers), severity="info" if msg.startswith("FlashInfer resolved") else None)
+
+
+@declare(code="KV703", name="fp8-prefill-query", severity="info", family="backend",
+         summary="FP8 prefill queries for MLA on Blackwell: vLLM's decision, and whether to enable it.",
+         why="With a quantized KV cache on SM100, FP8 prefill attention speeds long prompts (ISL >= 4K, "
+             "up to ~1.28x) but regresses ~20% near 1K tokens (vLLM PR #31195), so it is off by default; "
+             "the flag is silently ignored when the default prefill backend (FLASH_ATTN) cannot use it.",
+         fix="Paste the --attention-config the message gives when your prompts are long.",
+         references=("https://github.com/vllm-project/vllm/pull/39752", "https://github.com/vllm-project/vllm/pull/31195"))
+def prefill_advice(ctx):
+    if ctx.gpu is None or ctx.gpu.profile is None or not ctx.arch.uses_mla:
+        return
+    from kvplan.backends.select import MlaDims, prefill_query_advice  # noqa: PLC0415
+    la = next(la for la in ctx.arch.layers if la.kind == "mla")
+    m = la.mla
+    dims = MlaDims(qk_nope_head_dim=m.qk_nope_head_dim, qk_rope_head_dim=m.qk_rope_head_dim,
+                   v_head_dim=m.v_head_dim, kv_lora_rank=m.kv_lora_rank)
+    quantized = any(lp.quant_mode is not QuantMode.none for lp in ctx.layers if lp.kind == "mla")
+    adv = prefill_query_advice(ctx.gpu.profile, ctx.kv_cache_dtype if quantized else "auto", dims,
+                               ctx.flags.attention_config, None, None, model_dtype=ctx.model_dtype)
+    if adv.recommendation == "not_applicable" and not adv.flag_silently_ignored:
+        return
+    msg = adv.explanation
+    if adv.attention_config_flag:
+        msg += f" To enable: {adv.attention_config_flag}"
+    sev = "warning" if adv.flag_silently_ignored else "info"
+    yield Emit(msg, severity=sev, fix=adv.attention_config_flag or None)

@@ -1,0 +1,42 @@
+"""Per-layer backends on a GPU: the plan names a backend per layer or an error finding that says why."""
+from __future__ import annotations
+
+import pytest
+
+import kvplan.api
+from tests.conftest import CORPUS, EXAMPLES
+
+GPT_OSS = EXAMPLES / "gpt-oss-20b" / "config.json"
+LLAMA = EXAMPLES / "Meta-Llama-3.1-8B" / "config.json"
+
+
+def test_h100_fp8_uses_fa3_and_skipped_layers_their_own_backend() -> None:
+    plan = kvplan.api.compile(LLAMA, "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 0", "h100")
+    assert plan.layers[1].backend.startswith("FLASH_ATTN") and "FA3" in plan.layers[1].backend
+    assert plan.layers[1].query_dtype == "float8_e4m3fn"
+    assert plan.layers[0].query_dtype != "float8_e4m3fn"  # skipped layer: model-dtype query (#39002)
+    assert "KV140" in plan.layers[1].decided_by
+    assert not [f for f in plan.findings if f.severity.value == "error"]
+
+
+def test_fp8_below_sm89_on_triton_is_an_error_finding() -> None:
+    plan = kvplan.api.compile(GPT_OSS, "--kv-cache-dtype fp8", "a100")
+    errs = [f for f in plan.findings if f.code == "KV701"]
+    assert errs and "SM89" in errs[0].message and errs[0].layers
+
+
+def test_int8_per_token_head_lands_on_triton() -> None:
+    plan = kvplan.api.compile(LLAMA, "--kv-cache-dtype int8_per_token_head", "h100")
+    assert {lp.backend for lp in plan.layers} == {"TRITON_ATTN"}
+
+
+@pytest.mark.parametrize("gpu", ["h100", "b200", "a100", "l40s", "mi300x", "rtx-pro-6000"])
+@pytest.mark.parametrize("case", ["auto", "fp8", "int8_per_token_head", "bfloat16"])
+@pytest.mark.parametrize("model", ["gpt-oss-20b", "DeepSeek-V3", "gemma-3-27b-it", "Qwen3-8B"])
+def test_every_kv_layer_has_backend_or_error(gpu: str, case: str, model: str) -> None:
+    plan = kvplan.api.compile(CORPUS / model / "config.json", ["--kv-cache-dtype", case], gpu)
+    flagged = {i for f in plan.findings if f.severity.value == "error" for i in f.layers}
+    for lp in plan.layers:
+        if lp.bytes_per_token:
+            assert lp.backend or lp.index in flagged or any(
+                f.severity.value == "error" and not f.layers for f in plan.findings), (model, case, gpu, lp.index)
