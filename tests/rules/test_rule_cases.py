@@ -42,7 +42,7 @@ def test_rule_case(code: str, i: int, case: dict, tmp_path: Path) -> None:
         from tests.ingest.test_safetensors import write_safetensors
         write_safetensors(tmp_path / "model.safetensors", {n: ("F32", shape) for n, shape in case["scales"].items()})
     budget = int(case["kv_budget_gib"] * 2**30) if "kv_budget_gib" in case else None
-    plan = kvplan.api.compile(tmp_path, case.get("flags", ""), kv_budget_bytes=budget)
+    plan = kvplan.api.compile(tmp_path, case.get("flags", ""), case.get("gpu"), kv_budget_bytes=budget)
     fired = [f for f in plan.findings if f.code == code]
     if case.get("fires", True):
         assert fired, f"{code} should fire: {[f.code for f in plan.findings]}"
