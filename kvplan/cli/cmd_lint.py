@@ -1,0 +1,95 @@
+"""`kvplan lint PATH...`: check deployment files for wrong KV cache flags (no logic here; see kvplan.lint).
+
+Exit codes: 0 clean, 1 findings at or above --fail-level, 2 usage or input error.
+"""
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from kvplan.errors import KvplanInputError
+
+
+class LintFormat(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+    junit = "junit"
+
+
+class LintFailLevel(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+
+def _codes(value: Optional[str]) -> Optional[list[str]]:
+    if value is None:
+        return None
+    return [c.strip().upper() for c in value.split(",") if c.strip()]
+
+
+def lint(
+    paths: Optional[List[str]] = typer.Argument(None, help="Files and folders to lint (folders are walked)."),
+    format: LintFormat = typer.Option(LintFormat.text, "--format", "-f", "--output-format",
+                                      help="text, json, sarif (GitHub code scanning), github (annotations) or junit."),
+    select: Optional[str] = typer.Option(None, "--select", help="Comma-separated code prefixes to report (KV1,KV401); replaces the config's select."),
+    ignore: Optional[str] = typer.Option(None, "--ignore", help="Comma-separated code prefixes never to report (added to the config's ignore)."),
+    fail_level: Optional[LintFailLevel] = typer.Option(None, "--fail-level", help="Exit 1 when a finding is at or above this severity (default: error, or the config's)."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings (2 still means a usage or input error)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="Default GPU for launches whose manifest has no GPU node selector (h100, l4, sm90)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="kvplan.toml or pyproject.toml to use instead of discovering one from the first path upwards."),
+    isolated: bool = typer.Option(False, "--isolated", help="Ignore every configuration file."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
+    list_models: bool = typer.Option(False, "--list-models", help="List the model ids whose configs are bundled, and exit."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each skipped file to stderr."),
+) -> None:
+    """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""
+    try:
+        _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose)
+    except KvplanInputError as e:
+        typer.echo(f"kvplan: error: {e}", err=True)
+        sys.exit(2)
+
+
+def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Optional[str],
+         fail_level: Optional[LintFailLevel], exit_zero: bool, gpu: Optional[str], config: Optional[Path],
+         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool) -> None:
+    if list_models:
+        from kvplan.lint.resolve import bundled_ids  # noqa: PLC0415
+        typer.echo("\n".join(bundled_ids()))
+        return
+    if not paths:
+        raise KvplanInputError("no path to lint.", "Pass files or folders, e.g. `kvplan lint deploy/`.")
+    from kvplan.lint.formats import render  # noqa: PLC0415
+    from kvplan.lint.run import exit_code, lint_paths  # noqa: PLC0415
+    report = lint_paths(paths, select=_codes(select), ignore=_codes(ignore) or (), gpu=gpu, config=config,
+                        fail_level=fail_level.value if fail_level else None, isolated=isolated)
+    for fr in report.files:
+        explicit = fr.path in {Path(p).as_posix() for p in paths}
+        if fr.status == "skipped" and (verbose or explicit):
+            typer.echo(f"kvplan: note: skipped {fr.path}: {fr.note}", err=True)
+    if format is not LintFormat.text and report.summary.skipped and not verbose:
+        typer.echo(f"kvplan: {report.summary.files} files, {report.summary.linted} with vLLM launches, "
+                   f"{report.summary.skipped} skipped (not deployment configs).", err=True)
+    out = render(report, format.value)
+    if output is not None:
+        from kvplan.cli.main import write_atomic  # noqa: PLC0415
+        write_atomic(output, out)
+        if format is not LintFormat.text:
+            typer.echo(f"kvplan: wrote {output}", err=True)
+    else:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+    # sys.exit, not typer.Exit: the console entry point runs click with standalone_mode=False,
+    # where typer.Exit's code is returned rather than used as the process status.
+    sys.exit(exit_code(report, exit_zero=exit_zero))
+
+
+# The lint output has no colour codes, so NO_COLOR holds by construction.
+COMMANDS = {"lint": lint}

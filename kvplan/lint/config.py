@@ -1,0 +1,151 @@
+"""Lint settings from `kvplan.toml` or `pyproject.toml [tool.kvplan]`, discovered like ruff does.
+
+Discovery walks up from the first linted path: the first folder holding a `kvplan.toml`, or a
+`pyproject.toml` with a `[tool.kvplan]` table, wins; `--config PATH` names one explicitly. Lint
+keys may sit in the top table (`[tool.kvplan]`, shared with other kvplan commands, so unknown keys
+there are left alone) or in its `lint` sub-table (`[tool.kvplan.lint]`, checked strictly, and it
+wins over the top table):
+
+    [tool.kvplan.lint]
+    engine-version = "0.33.0"
+    gpu = "h100"                       # default GPU when a manifest names none
+    fail-level = "error"
+    select = ["KV"]                    # code prefixes
+    ignore = ["KV306"]
+    exclude = ["charts/*/tests/*"]
+    per-file-ignores = { "deploy/legacy/*.yaml" = ["KV401"] }
+    kv-budget-gib = 40                 # KV memory per GPU, instead of estimating it from weights
+    [tool.kvplan.lint.models]
+    "meta-llama/Meta-Llama-3.1-8B" = "models/llama-3.1-8b/config.json"
+    "/models/qwen*" = { config = "models/qwen3-8b", weight-gib = 15.3 }
+"""
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kvplan.errors import KvplanInputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 needs the backport (pyproject: tomli; python_version < "3.11")
+    import tomli as tomllib
+
+SUPPORTED_ENGINE_VERSIONS = ("0.33", "0.33.0")
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=_kebab, populate_by_name=True,
+                              use_attribute_docstrings=True)
+
+
+class ModelEntry(_Cfg):
+    """Where a served model's config lives, and optionally its weight size (for KV memory findings)."""
+
+    config: str
+    """config.json, or a checkpoint folder holding one (relative to the config file)."""
+    weight_gib: Optional[float] = None
+    """Checkpoint weight size in GiB (all ranks together); else read from *.safetensors or the bundled index."""
+
+
+class LintConfig(_Cfg):
+    """Settings of `kvplan lint`."""
+
+    engine_version: str = "0.33.0"
+    """vLLM version the deployment runs (kvplan models 0.33)."""
+    gpu: Optional[str] = None
+    """Default GPU profile for launches whose manifest does not say (node selectors win)."""
+    fail_level: Literal["error", "warning", "info"] = "error"
+    """Exit 1 when a finding is at or above this severity."""
+    select: list[str] = Field(default_factory=list)
+    """Code prefixes to report (empty: all)."""
+    ignore: list[str] = Field(default_factory=list)
+    """Code prefixes never to report."""
+    exclude: list[str] = Field(default_factory=list)
+    """Glob patterns (relative to the config file) of files and folders to skip when walking."""
+    per_file_ignores: dict[str, list[str]] = Field(default_factory=dict)
+    """Glob pattern -> code prefixes ignored in matching files."""
+    models: dict[str, Union[str, ModelEntry]] = Field(default_factory=dict)
+    """Served model (id, path or glob) -> config.json / checkpoint folder, or a table with config and weight-gib."""
+    kv_budget_gib: Optional[float] = None
+    """KV cache memory per GPU in GiB; when unset it is estimated from GPU memory and weight size."""
+
+
+_TOP_KEYS = {_kebab(n) for n in LintConfig.model_fields} | set(LintConfig.model_fields)
+
+
+class LoadedConfig:
+    """A LintConfig plus where it came from (mapping paths resolve against `root`)."""
+
+    def __init__(self, config: LintConfig, path: Optional[Path]):
+        self.config = config
+        self.path = path
+        self.root = path.parent if path else Path.cwd()
+
+
+def find_config(start: Path) -> Optional[Path]:
+    """The nearest kvplan.toml, or pyproject.toml with [tool.kvplan], from `start` upwards."""
+    d = start if start.is_dir() else start.parent
+    d = d.resolve()
+    for folder in (d, *d.parents):
+        k = folder / "kvplan.toml"
+        if k.is_file():
+            return k
+        pp = folder / "pyproject.toml"
+        if pp.is_file():
+            try:
+                if "kvplan" in tomllib.loads(pp.read_text(encoding="utf-8")).get("tool", {}):
+                    return pp
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue
+    return None
+
+
+def load_config(path: Optional[Path]) -> LoadedConfig:
+    """Read and validate; every problem is a KvplanInputError (exit 2) naming the file and key."""
+    if path is None:
+        return LoadedConfig(LintConfig(), None)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise KvplanInputError(f"config file not found: {path}.", "Pass an existing kvplan.toml or pyproject.toml to --config.") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise KvplanInputError(f"cannot read config file {path}: {e}.", "Check the path and permissions.") from None
+    except tomllib.TOMLDecodeError as e:
+        raise KvplanInputError(f"{path} is not valid TOML: {e}.", "Fix the TOML syntax.") from None
+    if path.name == "pyproject.toml":
+        top = doc.get("tool", {}).get("kvplan", {})
+        where = "[tool.kvplan]"
+    else:
+        top, where = doc, "kvplan.toml"
+    if not isinstance(top, dict):
+        raise KvplanInputError(f"{where} in {path} must be a table.", "See docs/lint.md for the keys.")
+    lint = top.get("lint", {})
+    if not isinstance(lint, dict):
+        raise KvplanInputError(f"{where}.lint in {path} must be a table.", "See docs/lint.md for the keys.")
+    merged: dict[str, Any] = {k: v for k, v in top.items() if k in _TOP_KEYS}
+    for k in lint:
+        if k not in _TOP_KEYS:
+            close = difflib.get_close_matches(k, sorted(_kebab(n) for n in LintConfig.model_fields), n=1)
+            raise KvplanInputError(f"unknown key {k!r} in {where}.lint of {path}." + (f" Did you mean {close[0]!r}?" if close else ""),
+                                   "Valid keys: " + ", ".join(sorted(_kebab(n) for n in LintConfig.model_fields)) + ".")
+    merged.update(lint)
+    try:
+        cfg = LintConfig.model_validate(merged)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise KvplanInputError(f"invalid {where} setting {loc!r} in {path}: {err['msg']}.",
+                               "See docs/lint.md for the keys and their types.") from None
+    if cfg.engine_version not in SUPPORTED_ENGINE_VERSIONS:
+        raise KvplanInputError(f"engine-version {cfg.engine_version!r} in {path} is not modelled.",
+                               "kvplan models vLLM 0.33.0; set engine-version = \"0.33.0\".")
+    return LoadedConfig(cfg, path)

@@ -1,0 +1,150 @@
+"""Lint report formatters: text, json, sarif (2.1.0, GitHub code scanning), github (workflow commands), junit.
+
+Pure functions from a LintReport to a string; every format is deterministic for equal reports.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from kvplan.lint.report import LintFinding, LintReport
+from kvplan.model.vocab import Severity
+from kvplan.rules.base import REGISTRY
+
+FORMATS = ("text", "json", "sarif", "github", "junit")
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_SARIF_LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info: "note"}
+_GH_LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info: "notice"}
+
+
+def render(report: LintReport, fmt: str) -> str:
+    return {"text": text, "json": to_json, "sarif": sarif, "github": github, "junit": junit}[fmt](report)
+
+
+# ----------------------------------------------------------------------------- text
+def _where(f: LintFinding) -> str:
+    return f"{f.location.path}:{f.location.line}:{f.location.column}"
+
+
+def text(report: LintReport) -> str:
+    """ruff-style: one line per finding (path:line:col: CODE [severity] message), the fix indented below."""
+    lines: list[str] = []
+    for f in report.findings:
+        yp = f" ({f.location.yaml_path})" if f.location.yaml_path else ""
+        lines.append(f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{yp}")
+        if f.fix:
+            lines.append(f"    fix: {f.fix}")
+    s = report.summary
+    files = f"{s.files} file{'s' if s.files != 1 else ''} ({s.linted} with vLLM launches, {s.skipped} skipped)"
+    if s.findings:
+        lines.append(f"Found {s.findings} finding{'s' if s.findings != 1 else ''} ({s.errors} error, {s.warnings} warning, "
+                     f"{s.infos} info) in {files}" + (f"; {s.suppressed} suppressed" if s.suppressed else "") + ".")
+    else:
+        lines.append(f"All checks passed: {s.launches} launch{'es' if s.launches != 1 else ''} in {files}"
+                     + (f"; {s.suppressed} suppressed" if s.suppressed else "") + ".")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- json
+def to_json(report: LintReport) -> str:
+    return json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+# ----------------------------------------------------------------------------- sarif
+def _fingerprint(f: LintFinding) -> str:
+    key = "\x1f".join((f.code, f.location.path, f.location.yaml_path or str(f.location.line), f.message))
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def sarif(report: LintReport) -> str:
+    """SARIF 2.1.0 with one run; rules are those the results reference, sorted by code."""
+    codes = sorted({f.code for f in report.findings})
+    index = {c: i for i, c in enumerate(codes)}
+    rules: list[dict[str, Any]] = []
+    for c in codes:
+        r = REGISTRY.get(c)
+        if r is None:  # pragma: no cover - every reported code is declared
+            rules.append({"id": c})
+            continue
+        refs = "".join(f"\n- {x}" for x in r.references)
+        rules.append({
+            "id": r.code, "name": r.name,
+            "shortDescription": {"text": r.summary},
+            "fullDescription": {"text": r.why},
+            "help": {"text": f"{r.summary}\n\nWhy: {r.why}\n\nFix: {r.fix}" + (f"\n\nReferences:{refs}" if refs else ""),
+                     "markdown": f"**{r.code} {r.name}**: {r.summary}\n\n**Why:** {r.why}\n\n**Fix:** {r.fix}"
+                                 + (f"\n\n**References:**{refs}" if refs else "")},
+            "defaultConfiguration": {"level": _SARIF_LEVEL[r.severity]},
+            "properties": {"tags": ["kvplan", r.family], "problem.severity": r.severity.value},
+        })
+    results = []
+    for f in report.findings:
+        loc: dict[str, Any] = {"physicalLocation": {
+            "artifactLocation": {"uri": f.location.path, "uriBaseId": "%SRCROOT%"},
+            "region": {"startLine": f.location.line, "startColumn": f.location.column}}}
+        if f.location.yaml_path:
+            loc["logicalLocations"] = [{"fullyQualifiedName": f.location.yaml_path, "kind": "element"}]
+        results.append({
+            "ruleId": f.code, "ruleIndex": index[f.code], "level": _SARIF_LEVEL[f.severity],
+            "message": {"text": f.message + (f" Fix: {f.fix}" if f.fix else "")},
+            "locations": [loc],
+            "partialFingerprints": {"kvplanFinding/v1": _fingerprint(f)},
+            **({"properties": {"model": f.model}} if f.model else {}),
+        })
+    doc = {
+        "$schema": SARIF_SCHEMA, "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "kvplan", "version": report.kvplan_version,
+                                "semanticVersion": report.kvplan_version, "rules": rules,
+                                "properties": {"engine": f"{report.engine.name} {report.engine.version}",
+                                               "schema_version": report.schema_version}}},
+            "columnKind": "unicodeCodePoints",
+            "invocations": [{"executionSuccessful": True}],
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+# ----------------------------------------------------------------------------- github
+def _gh_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(s: str) -> str:
+    return _gh_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def github(report: LintReport) -> str:
+    """GitHub Actions workflow commands: ::error file=F,line=L,col=C,title=KV104 name::message."""
+    out = []
+    for f in report.findings:
+        msg = f.message + (f" Fix: {f.fix}" if f.fix else "")
+        out.append(f"::{_GH_LEVEL[f.severity]} file={_gh_prop(f.location.path)},line={f.location.line},"
+                   f"col={f.location.column},title={_gh_prop(f'{f.code} {f.name}')}::{_gh_data(msg)}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+# ----------------------------------------------------------------------------- junit
+def junit(report: LintReport) -> str:
+    """JUnit XML: one testsuite per linted file, one failing testcase per finding (a passing one if clean)."""
+    by_file: dict[str, list[LintFinding]] = {}
+    for f in report.findings:
+        by_file.setdefault(f.location.path, []).append(f)
+    paths = sorted({fr.path for fr in report.files if fr.status != "skipped"} | set(by_file))
+    root = ET.Element("testsuites", name="kvplan lint", tests=str(max(len(report.findings), 0) + sum(
+        1 for p in paths if p not in by_file)), failures=str(len(report.findings)), errors="0")
+    for p in paths:
+        fs = by_file.get(p, [])
+        suite = ET.SubElement(root, "testsuite", name=p, tests=str(max(len(fs), 1)), failures=str(len(fs)), errors="0")
+        if not fs:
+            ET.SubElement(suite, "testcase", name="kvplan lint", classname=p)
+        for f in fs:
+            case = ET.SubElement(suite, "testcase", name=f"{f.code} {f.name} at {f.location.line}:{f.location.column}",
+                                 classname=p)
+            fail = ET.SubElement(case, "failure", message=f.message, type=f.severity.value)
+            fail.text = f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}" + (f"\nfix: {f.fix}" if f.fix else "")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

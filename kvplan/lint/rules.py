@@ -1,0 +1,151 @@
+"""Lint-only rules (KV8xx): problems in deployment files that are not facts about a KV plan.
+
+The linter emits these itself (with file, line and column); declaring them here gives them the
+same stable code, name, severity and documentation as planner rules, so `kvplan rule KV803`
+and `kvplan rules --format json` list them. Their check functions yield nothing when the planner
+runs them, except KV812 (FP8 prefill-query advice), which is a real plan check.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from kvplan.model.vocab import quant_mode_of
+from kvplan.rules.base import REGISTRY, Emit, declare
+
+LINT_FAMILY = "lint"
+_LINT_DOC = "docs/lint.md"
+
+
+def _lint_only(ctx) -> Iterable[Emit]:  # noqa: ARG001 - the linter emits these with positions
+    return ()
+
+
+unreadable_file = declare(
+    code="KV800", name="unreadable-file", severity="error", family=LINT_FAMILY,
+    summary="A path given to `kvplan lint` cannot be read as text (missing, unreadable, binary, not UTF-8).",
+    why="A deployment file the linter cannot read is a file CI does not check; the other files are still linted.",
+    fix="Fix the path or the file's permissions, or exclude it ([tool.kvplan.lint] exclude).",
+    references=(_LINT_DOC,))(_lint_only)
+
+malformed_yaml = declare(
+    code="KV801", name="malformed-yaml", severity="error", family=LINT_FAMILY,
+    summary="A YAML file (manifest, compose file, vLLM --config) does not parse.",
+    why="kubectl, docker compose and `vllm serve --config` reject the file; documents before the error "
+        "are still linted.",
+    fix="Fix the YAML syntax at the reported line and column (indentation, quotes, tabs).",
+    references=(_LINT_DOC,))(_lint_only)
+
+shell_syntax = declare(
+    code="KV802", name="unparsable-launch-line", severity="error", family=LINT_FAMILY,
+    summary="A shell launch line cannot be split into arguments (unterminated quote).",
+    why="The shell (or `sh -c` in a container) fails before vLLM starts, or passes arguments you did "
+        "not intend.",
+    fix="Close the quote, or split the command into a YAML list of arguments.",
+    references=(_LINT_DOC,))(_lint_only)
+
+invalid_flag_value = declare(
+    code="KV803", name="invalid-flag-value", severity="error", family=LINT_FAMILY,
+    summary="A KV-relevant vLLM flag has a value vLLM rejects (e.g. --kv-cache-dtype fp9).",
+    why="vLLM validates these values at startup (CacheConfig._validate_cache_dtype raises "
+        "'Invalid kv_cache_dtype'), so the pod crash-loops; kvplan cannot plan with the value either.",
+    fix="Use one of the valid values the message lists (the closest one is suggested).",
+    references=("vllm/config/cache.py::CacheConfig._validate_cache_dtype", _LINT_DOC))(_lint_only)
+
+model_config_not_found = declare(
+    code="KV804", name="model-config-not-found", severity="warning", family=LINT_FAMILY,
+    summary="The served model's config.json was not found, so the rules that need the model were skipped.",
+    why="Most KV rules (dtype, scales, skip indices, memory) need the model's layers; without them "
+        "only flag rules run, and the finding lists the skipped ones.",
+    fix="Map the model id to a config.json in [tool.kvplan.lint.models] (pyproject.toml or "
+        "kvplan.toml), or use a bundled model id (`kvplan lint --list-models`).",
+    references=(_LINT_DOC,))(_lint_only)
+
+unused_suppression = declare(
+    code="KV805", name="unused-suppression", severity="warning", family=LINT_FAMILY,
+    summary="A `# kvplan: ignore[...]` comment or kvplan.dev/ignore annotation suppresses nothing.",
+    why="Stale suppressions hide the next real finding of that code (ruff RUF100, mypy unused-ignore).",
+    fix="Remove the code from the suppression, or the whole suppression.",
+    references=(_LINT_DOC,))(_lint_only)
+
+suppression_without_reason = declare(
+    code="KV806", name="suppression-without-reason", severity="warning", family=LINT_FAMILY,
+    summary="A suppression gives no reason.",
+    why="A reviewer cannot tell a deliberate exception from a silenced bug; kube-linter and checkov "
+        "document the annotation value as the reason.",
+    fix="Write the reason after the codes: `# kvplan: ignore[KV401] scales calibrated offline` or "
+        "`kvplan.dev/ignore: \"KV401: scales calibrated offline\"`.",
+    references=(_LINT_DOC,))(_lint_only)
+
+unknown_gpu = declare(
+    code="KV807", name="unknown-gpu", severity="info", family=LINT_FAMILY,
+    summary="A GPU node selector or configured GPU names no GPU kvplan models, so GPU rules were skipped.",
+    why="Backend, FP8 support and KV memory findings need the GPU's compute capability and memory.",
+    fix="Set gpu = \"h100\" in [tool.kvplan.lint] or pass --gpu (see `kvplan gpus`).",
+    references=(_LINT_DOC,))(_lint_only)
+
+tp_exceeds_gpus = declare(
+    code="KV808", name="parallelism-exceeds-gpus", severity="error", family=LINT_FAMILY,
+    summary="--tensor-parallel-size x --pipeline-parallel-size is larger than the GPUs the pod (group) requests.",
+    why="vLLM needs one GPU per rank; with fewer visible GPUs it fails at startup (Ray placement group "
+        "or CUDA device count check).",
+    fix="Request as many nvidia.com/gpu as TP x PP (per LeaderWorkerSet group: size x GPUs per pod), "
+        "or lower the parallel sizes.",
+    references=("vllm/config/parallel.py::ParallelConfig", _LINT_DOC))(_lint_only)
+
+flag_and_value_in_one_arg = declare(
+    code="KV809", name="flag-and-value-in-one-argument", severity="error", family=LINT_FAMILY,
+    summary="A YAML argument list item holds a flag and its value (\"--kv-cache-dtype fp8\").",
+    why="Kubernetes passes each list item as one argv entry with no shell splitting; argparse treats "
+        "an entry with a space as a positional and vLLM exits with 'unrecognized arguments'.",
+    fix="Write `--kv-cache-dtype=fp8` or two list items: `- --kv-cache-dtype` and `- fp8`.",
+    references=("https://docs.python.org/3/library/argparse.html", _LINT_DOC))(_lint_only)
+
+unknown_suppression_code = declare(
+    code="KV810", name="unknown-suppression-code", severity="warning", family=LINT_FAMILY,
+    summary="A suppression names a code that is not a kvplan rule.",
+    why="A mistyped code suppresses nothing, and the finding it was meant for still fires.",
+    fix="Use a code from `kvplan rules` (e.g. KV401).",
+    references=(_LINT_DOC,))(_lint_only)
+
+unresolved_value = declare(
+    code="KV811", name="unresolved-flag-value", severity="info", family=LINT_FAMILY,
+    summary="A KV flag's value comes from a variable the linter cannot resolve, so it was not checked.",
+    why="Values like $(KV_DTYPE) or ${KV_DTYPE} are filled in at run time from a Secret, ConfigMap or "
+        "the shell environment the linter does not see.",
+    fix="Give the variable a literal value in the same manifest (env: value:) or script, or suppress "
+        "with a reason.",
+    references=(_LINT_DOC,))(_lint_only)
+
+
+@declare(code="KV812", name="mla-fp8-prefill-query", severity="info", family=LINT_FAMILY,
+         summary="MLA with an FP8 KV cache on an SM100 GPU: prefill queries stay 16-bit unless enabled.",
+         why="vLLM 0.33 warns 'FP8 KV cache is enabled but prefill queries are not quantized to FP8' "
+             "(MLACommonMetadataBuilder.determine_prefill_query_data_type); FP8 prefill attention cuts "
+             "prefill latency for inputs of 4K tokens and more, but only SM100-family GPUs with a "
+             "FLASHINFER / TRTLLM_RAGGED / TOKENSPEED_MLA prefill backend take FP8 queries, and it "
+             "regresses short prompts (about 20% at 1K, issue #31195). Setting the option where it "
+             "cannot apply is silently ignored.",
+         fix="For long-prompt workloads add --attention-config '{\"use_prefill_query_quantization\": true, "
+             "\"mla_prefill_backend\": \"FLASHINFER\"}'; otherwise leave it off.",
+         references=("https://github.com/vllm-project/vllm/pull/39752",
+                     "https://github.com/vllm-project/vllm/issues/31195",
+                     "https://github.com/vllm-project/vllm/issues/50056"))
+def mla_fp8_prefill_query(ctx) -> Iterable[Emit]:
+    # A backend rule (KV7xx) covering the same vLLM message takes precedence: never report twice.
+    if any(r.code != "KV812" and "prefill" in r.name for r in REGISTRY.values()):
+        return
+    if not ctx.arch.uses_mla or ctx.gpu is None or not ctx.gpu.compute_capability:
+        return
+    kv_quantized = quant_mode_of(ctx.kv_cache_dtype).is_quantized
+    enabled = bool(ctx.flags.attention_config.get("use_prefill_query_quantization"))
+    sm100 = ctx.gpu.compute_capability[0] == 10
+    if kv_quantized and sm100 and not enabled:
+        yield Emit(f"--kv-cache-dtype {ctx.kv_cache_dtype} on MLA layers ({ctx.gpu.name}): prefill queries "
+                   "stay in the model dtype; for prompts of 4K tokens and more, FP8 prefill attention is faster.")
+    elif enabled and not (kv_quantized and sm100):
+        why = "the KV cache is not quantized" if not kv_quantized else f"{ctx.gpu.name} is not an SM100-family GPU"
+        yield Emit(f"use_prefill_query_quantization is set but {why}, so vLLM ignores it.",
+                   fix="Drop use_prefill_query_quantization from --attention-config.")
+
+
+LINT_CODES: tuple[str, ...] = tuple(sorted(c for c, r in REGISTRY.items() if r.family == LINT_FAMILY))

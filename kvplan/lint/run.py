@@ -1,0 +1,277 @@
+"""`kvplan lint` as a library call: walk paths, extract launches, check them, filter, suppress, report."""
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence
+
+from kvplan import __version__
+from kvplan.errors import KvplanInputError
+from kvplan.lint import rules as lint_rules
+from kvplan.lint.config import LoadedConfig, find_config, load_config
+from kvplan.lint.engine import Linter
+from kvplan.lint.report import (
+    FileResult, LaunchInfo, LintFinding, LintReport, Location, Settings, Summary, Suppressed,
+)
+from kvplan.lint.resolve import gpu_from_label
+from kvplan.lint.shell import Tok
+from kvplan.lint.sources import Extracted, RawFinding, extract_text, extract_yaml
+from kvplan.lint.suppress import Suppression, from_annotations, from_comments
+from kvplan.model.plan import EngineRef
+from kvplan.model.vocab import Severity
+from kvplan.planner.context import ENGINE_NAME, ENGINE_VERSION
+from kvplan.rules.base import REGISTRY, all_rules
+
+YAML_SUFFIXES = (".yaml", ".yml")
+TEXT_SUFFIXES = (".sh", ".bash", ".zsh", ".txt", ".cmd", ".env")
+SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache",
+             ".ruff_cache", ".pytest_cache"}
+_ = lint_rules  # the KV8xx rules register on import
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    path: Path
+    display: str
+    explicit: bool
+
+
+def _display(p: Path, cwd: Path) -> str:
+    try:
+        return p.resolve().relative_to(cwd.resolve()).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def _matches(codes: Sequence[str], code: str) -> bool:
+    return any(code.startswith(c.strip().upper()) for c in codes if c.strip())
+
+
+def _excluded(p: Path, cfg: LoadedConfig) -> bool:
+    if not cfg.config.exclude:
+        return False
+    try:
+        rel = p.resolve().relative_to(cfg.root.resolve()).as_posix()
+    except ValueError:
+        rel = p.as_posix()
+    return any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(p.name, pat) for pat in cfg.config.exclude)
+
+
+def _walk(paths: Sequence[str], cwd: Path, cfg: LoadedConfig, missing: list[tuple[str, str]]) -> list[_Candidate]:
+    seen: set[Path] = set()
+    out: list[_Candidate] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.is_absolute():
+            p = cwd / p
+        if not p.exists():
+            missing.append((raw, "path not found"))
+            continue
+        if p.is_dir():
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
+                                 and not _excluded(Path(root) / d, cfg))
+                for name in sorted(files):
+                    fp = Path(root) / name
+                    if fp.resolve() in seen or _excluded(fp, cfg):
+                        continue
+                    seen.add(fp.resolve())
+                    out.append(_Candidate(fp, _display(fp, cwd), explicit=False))
+        elif p.resolve() not in seen:
+            seen.add(p.resolve())
+            out.append(_Candidate(p, _display(p, cwd) if not Path(raw).is_absolute() else _display(p, cwd), explicit=True))
+    return out
+
+
+def _read(c: _Candidate) -> tuple[Optional[str], Optional[str], bool]:
+    """(text, problem, is_finding): problem set when unreadable; is_finding when it must be reported."""
+    deploy_like = c.path.suffix.lower() in YAML_SUFFIXES + TEXT_SUFFIXES
+    try:
+        data = c.path.read_bytes()
+    except OSError as e:
+        return None, f"cannot read {c.display}: {e.strerror or e}.", True
+    if b"\0" in data[:8192]:
+        return None, f"{c.display} is a binary file, not a deployment config.", c.explicit or deploy_like
+    try:
+        return data.decode("utf-8-sig"), None, False
+    except UnicodeDecodeError as e:
+        return None, f"{c.display} is not UTF-8 text (byte {e.start}).", c.explicit or deploy_like
+
+
+def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[str]]:
+    """Extracted launches, or (None, note) when the file is not a deployment config."""
+    suffix = c.path.suffix.lower()
+    if suffix in YAML_SUFFIXES:
+        return extract_yaml(text), None
+    if suffix == ".json":
+        if '"apiVersion"' in text or '"services"' in text:
+            return extract_yaml(text), None
+        return None, "JSON file that is not a Kubernetes manifest or compose file (model configs are not linted)"
+    if suffix in TEXT_SUFFIXES or not suffix or text.startswith("#!") or c.explicit:
+        ex = extract_text(text)
+        if ex.sites or ex.findings or suffix in TEXT_SUFFIXES or c.explicit:
+            return ex, None
+        return None, "no vLLM launch in this file"
+    return None, f"not a deployment config ({suffix})"
+
+
+def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
+               gpu: Optional[str] = None, config: Optional[Path] = None, fail_level: Optional[str] = None,
+               cwd: Optional[Path] = None, isolated: bool = False,
+               on_file: Optional[Callable[[str], None]] = None) -> LintReport:
+    """Lint deployment files and folders. Input errors (bad config, unknown --gpu) raise KvplanInputError."""
+    cwd = cwd or Path.cwd()
+    if not paths:
+        raise KvplanInputError("no path to lint.", "Pass files or folders, e.g. `kvplan lint deploy/`.")
+    if isolated:
+        cfg = load_config(None)
+    else:
+        start = Path(paths[0]) if Path(paths[0]).is_absolute() else cwd / paths[0]
+        cfg = load_config(config if config is not None else find_config(start if start.exists() else cwd))
+    c = cfg.config
+    default_gpu = gpu or c.gpu
+    if default_gpu:
+        try:
+            from kvplan.backends.gpus import resolve_gpu  # noqa: PLC0415
+            default_gpu = resolve_gpu(default_gpu).name
+        except ImportError:  # pragma: no cover - GPU table not available
+            default_gpu = None
+    sel = list(select) if select is not None else list(c.select)
+    ign = list(c.ignore) + list(ignore)
+    level = fail_level or c.fail_level
+    for code in [*sel, *ign]:
+        if not code.strip().upper().startswith("KV"):
+            raise KvplanInputError(f"--select/--ignore value {code!r} is not a code prefix.", "Use codes like KV401 or prefixes like KV4.")
+
+    linter = Linter(cfg, default_gpu)
+    known = {r.code for r in all_rules()}
+    missing: list[tuple[str, str]] = []
+    candidates = _walk(paths, cwd, cfg, missing)
+
+    files: list[FileResult] = []
+    reported: list[LintFinding] = []
+    suppressed: list[Suppressed] = []
+
+    def enabled(code: str, display: str, path: Optional[Path]) -> bool:
+        if sel and not _matches(sel, code):
+            return False
+        return not _matches(ign, code)
+
+    def per_file(code: str, path: Optional[Path], display: str) -> bool:
+        rel = display
+        if path is not None:
+            try:
+                rel = path.resolve().relative_to(cfg.root.resolve()).as_posix()
+            except ValueError:
+                pass
+        return any(_matches(codes, code) and (fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(display, pat))
+                   for pat, codes in c.per_file_ignores.items())
+
+    def finish(display: str, path: Optional[Path], raw: Iterable[RawFinding], sups: list[Suppression]) -> None:
+        raw = list(raw)
+        extra: list[RawFinding] = []
+        kept: list[RawFinding] = []
+        for f in raw:
+            if not enabled(f.code, display, path):
+                continue
+            hit = next((s for s in sups if s.covers(f)), None)
+            if hit is not None:
+                hit.used.add(f.code)
+                suppressed.append(Suppressed(code=f.code, location=_loc(display, f.tok), reason=hit.reason, via=hit.via))
+                continue
+            if per_file(f.code, path, display):
+                suppressed.append(Suppressed(code=f.code, location=_loc(display, f.tok), reason=None, via="per-file-ignores"))
+                continue
+            kept.append(f)
+        for s in sups:
+            if s.reason is None:
+                extra.append(RawFinding("KV806", f"suppression of {', '.join(s.codes)} gives no reason.", s.tok))
+            for code in s.codes:
+                if code not in known:
+                    extra.append(RawFinding("KV810", f"suppression names {code}, which is not a kvplan rule.", s.tok))
+                elif code not in s.used and enabled(code, display, path) and not per_file(code, path, display):
+                    extra.append(RawFinding("KV805", f"suppression of {code} is unused: no {code} finding here.", s.tok,
+                                            fix=f"Remove {code} from the suppression."))
+        for f in extra:
+            if enabled(f.code, display, path) and not per_file(f.code, path, display):
+                kept.append(f)
+        for f in kept:
+            r = REGISTRY.get(f.code)
+            sev = Severity(f.severity) if f.severity else (r.severity if r else Severity.warning)
+            reported.append(LintFinding(code=f.code, name=r.name if r else f.code.lower(), severity=sev, message=f.message,
+                                        fix=f.fix or (r.fix if r else None), location=_loc(display, f.tok),
+                                        model=f.model, layers=list(f.layers)))
+
+    for raw, problem in missing:
+        disp = Path(raw).as_posix()
+        files.append(FileResult(path=disp, kind="unknown", status="error", note=problem))
+        finish(disp, None, [RawFinding("KV800", f"cannot lint {disp}: {problem}.", Tok("", 1, 1))], [])
+
+    for cand in candidates:
+        if on_file:
+            on_file(cand.display)
+        text, problem, is_finding = _read(cand)
+        if text is None:
+            if is_finding:
+                files.append(FileResult(path=cand.display, kind="unknown", status="error", note=problem))
+                finish(cand.display, cand.path, [RawFinding("KV800", problem or "unreadable", Tok("", 1, 1))], [])
+            else:
+                files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=problem))
+            continue
+        ex, note = _extract(cand, text)
+        if ex is None:
+            files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=note))
+            continue
+        raw_findings: list[RawFinding] = list(ex.findings)
+        launches: list[LaunchInfo] = []
+        for site in ex.sites:
+            res = linter.lint_site(site, cand.path, cand.display)
+            raw_findings += res.findings
+            launches.append(res.info)
+        sups = from_comments(text)
+        ann_sups, ann_bad = from_annotations(ex.annotations)
+        raw_findings += ann_bad
+        if launches:
+            status, fnote = "linted", None
+        elif any(f.code in ("KV801", "KV802") for f in raw_findings):
+            status, fnote = "error", "could not be parsed completely"
+        else:
+            status, fnote = "skipped", ex.note or ("no vLLM launch found" if ex.kind != "unknown" else
+                                                    "not a Kubernetes manifest, compose file, vLLM config or launch script")
+        files.append(FileResult(path=cand.display, kind=ex.kind, status=status, note=fnote, launches=launches))
+        finish(cand.display, cand.path, raw_findings, sups + ann_sups)
+
+    reported.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.code, f.message))
+    suppressed.sort(key=lambda s: (s.location.path, s.location.line, s.location.column, s.code))
+    files.sort(key=lambda f: f.path)
+    by_code: dict[str, int] = {}
+    for f in reported:
+        by_code[f.code] = by_code.get(f.code, 0) + 1
+    summary = Summary(files=len(files), linted=sum(f.status == "linted" for f in files),
+                      skipped=sum(f.status == "skipped" for f in files),
+                      launches=sum(len(f.launches) for f in files), findings=len(reported),
+                      errors=sum(f.severity is Severity.error for f in reported),
+                      warnings=sum(f.severity is Severity.warning for f in reported),
+                      infos=sum(f.severity is Severity.info for f in reported),
+                      suppressed=len(suppressed), by_code=dict(sorted(by_code.items())))
+    settings = Settings(config_file=_display(cfg.path, cwd) if cfg.path else None, fail_level=level,
+                        select=sel, ignore=ign, gpu=default_gpu)
+    return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=ENGINE_VERSION),
+                      settings=settings, summary=summary, files=files, findings=reported, suppressed=suppressed)
+
+
+def _loc(display: str, t: Tok) -> Location:
+    return Location(path=display, line=max(t.line, 1), column=max(t.col, 1), yaml_path=t.yaml_path or None)
+
+
+def exit_code(report: LintReport, fail_level: Optional[str] = None, exit_zero: bool = False) -> int:
+    """0 clean, 1 when a reported finding is at or above the fail level."""
+    if exit_zero:
+        return 0
+    floor = Severity(fail_level or report.settings.fail_level).rank
+    return 1 if any(f.severity.rank >= floor for f in report.findings) else 0
+
+
+__all__ = ["lint_paths", "exit_code", "gpu_from_label"]

@@ -1,0 +1,297 @@
+"""A shell word splitter that keeps the (line, column) of every word, and vLLM launch detection.
+
+`shlex` loses positions, and lint findings must point at the exact token. This lexer covers what
+launch scripts use: quotes, backslash escapes and line continuations, comments, control operators
+(; && || | & newline), redirections, $(...) and ${...} kept verbatim, and `NAME=value` assignments
+(so `vllm serve $MODEL` can be resolved). It is not a full POSIX shell.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Optional, Sequence
+
+Pos = Callable[[int], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Tok:
+    """One argument (or shell operator) and where it starts in the file (1-based line and column)."""
+
+    value: str
+    line: int
+    col: int
+    yaml_path: Optional[str] = None
+    quoted: bool = False
+    op: bool = False
+
+    def at(self, offset: int) -> "Tok":
+        """A token for the text `offset` characters into this one (same line: `--flag=value`)."""
+        return replace(self, value=self.value[offset:], col=self.col + offset)
+
+
+class ShellSyntaxError(ValueError):
+    """Unterminated quote or substitution; `offset` is where it starts."""
+
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.offset = offset
+
+
+_CONTROL = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def lex(s: str, pos: Pos, yaml_path: Optional[str] = None) -> list[Tok]:
+    """Split shell text into words and operators, each with its position (via `pos(offset)`)."""
+    toks: list[Tok] = []
+    buf: list[str] = []
+    start: Optional[int] = None
+    quoted = False
+    i, n = 0, len(s)
+
+    def flush() -> None:
+        nonlocal buf, start, quoted
+        if start is not None:
+            line, col = pos(start)
+            toks.append(Tok("".join(buf), line, col, yaml_path, quoted))
+        buf, start, quoted = [], None, False
+
+    def emit_op(value: str, at: int) -> None:
+        line, col = pos(at)
+        toks.append(Tok(value, line, col, yaml_path, op=True))
+
+    while i < n:
+        c = s[i]
+        if c == "\\" and s.startswith("\n", i + 1):
+            i += 2
+            continue
+        if c == "\\" and s.startswith("\r\n", i + 1):
+            i += 3
+            continue
+        if c in " \t\r":
+            flush()
+            i += 1
+            continue
+        if c == "#" and start is None:
+            while i < n and s[i] != "\n":
+                i += 1
+            continue
+        if c in ";&|()\n":
+            flush()
+            op = next(o for o in _CONTROL if s.startswith(o, i))
+            emit_op(op, i)
+            i += len(op)
+            continue
+        if c in "<>":
+            if start is not None and "".join(buf).isdigit():  # 2>&1: the fd number belongs to the redirection
+                buf, start = [], None
+            flush()
+            j = i
+            while j < n and s[j] in "<>":
+                j += 1
+            if j < n and s[j] == "&":
+                j += 1
+                while j < n and (s[j].isdigit() or s[j] == "-"):
+                    j += 1
+            emit_op(s[i:j], i)
+            i = j
+            continue
+        if start is None:
+            start = i + 1 if c in "'\"" else i  # a quoted word's position is its first character
+        if c == "'":
+            j = s.find("'", i + 1)
+            if j < 0:
+                raise ShellSyntaxError("unterminated single quote", i)
+            buf.append(s[i + 1:j])
+            quoted = True
+            i = j + 1
+            continue
+        if c == '"':
+            quoted = True
+            j = i + 1
+            while j < n and s[j] != '"':
+                if s[j] == "\\" and j + 1 < n and s[j + 1] in '"\\$`\n':
+                    if s[j + 1] != "\n":
+                        buf.append(s[j + 1])
+                    j += 2
+                    continue
+                buf.append(s[j])
+                j += 1
+            if j >= n:
+                raise ShellSyntaxError("unterminated double quote", i)
+            i = j + 1
+            continue
+        if c == "\\" and i + 1 < n:
+            buf.append(s[i + 1])
+            i += 2
+            continue
+        if c == "$" and i + 1 < n and s[i + 1] in "({":
+            close = ")" if s[i + 1] == "(" else "}"
+            depth, j = 0, i + 1
+            while j < n:
+                if s[j] == s[i + 1]:
+                    depth += 1
+                elif s[j] == close:
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            if j >= n:
+                raise ShellSyntaxError(f"unterminated ${s[i + 1]}", i)
+            buf.append(s[i:j + 1])
+            i = j + 1
+            continue
+        buf.append(c)
+        i += 1
+    flush()
+    return toks
+
+
+def commands(toks: Sequence[Tok]) -> list[list[Tok]]:
+    """Simple commands: words between control operators, redirections and their targets removed."""
+    out: list[list[Tok]] = []
+    cur: list[Tok] = []
+    skip_next = False
+    for t in toks:
+        if t.op and t.value in _CONTROL:
+            if cur:
+                out.append(cur)
+            cur, skip_next = [], False
+            continue
+        if t.op:  # redirection: its target is the next word unless written in (2>&1)
+            skip_next = "&" not in t.value
+            continue
+        if skip_next:
+            skip_next = False
+            continue
+        cur.append(t)
+    if cur:
+        out.append(cur)
+    return out
+
+
+_VAR = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*)|\(([A-Za-z_][A-Za-z0-9_]*)\))$")
+
+
+@dataclass(frozen=True)
+class VarValue:
+    """A variable's literal value and where the value starts (for expanded-word positions)."""
+
+    value: str
+    tok: Tok
+
+
+def var_name(word: str) -> tuple[Optional[str], Optional[str]]:
+    """('NAME', default) for $NAME, ${NAME}, ${NAME:-default} and Kubernetes $(NAME); else (None, None)."""
+    m = _VAR.match(word)
+    if not m:
+        return None, None
+    return m.group(1) or m.group(3) or m.group(4), m.group(2)
+
+
+def expand(words: Sequence[Tok], env: Mapping[str, VarValue], split: bool = True) -> list[Tok]:
+    """Replace whole-word variable references that have a literal value; unquoted ones word-split.
+
+    `split=False` is Kubernetes' $(VAR) in a command/args list item: substituted, never split.
+    """
+    out: list[Tok] = []
+    for w in words:
+        name, default = var_name(w.value)
+        if name is None:
+            out.append(w)
+            continue
+        if name in env:
+            vv = env[name]
+            if w.quoted or not split:
+                out.append(replace(vv.tok, value=vv.value, quoted=True))
+            else:
+                out.extend(split_value(vv.value, vv.tok))
+        elif default is not None:
+            out.extend(split_value(default, w) if not w.quoted else [replace(w, value=default)])
+        else:
+            out.append(w)
+    return out
+
+
+def split_value(value: str, tok: Tok) -> list[Tok]:
+    """Word-split a value that starts at `tok` (same-line positions; later lines approximated)."""
+    def pos(k: int) -> tuple[int, int]:
+        line = tok.line + value.count("\n", 0, k)
+        nl = value.rfind("\n", 0, k)
+        return (line, tok.col + k) if nl < 0 else (line, k - nl)
+    try:
+        return [t for t in lex(value, pos, tok.yaml_path) if not t.op]
+    except ShellSyntaxError:
+        return [t for t in (replace(tok, value=p) for p in value.split()) if t.value]
+
+
+# ----------------------------------------------------------------------------- launch detection
+_WRAPPERS = {"exec", "nohup", "time", "sudo", "command", "stdbuf", "nice", "taskset", "numactl"}
+_PY = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
+VLLM_IMAGE = re.compile(r"(^|/)vllm[-_/a-z0-9.]*(:|@|$)|vllm-openai", re.I)
+_OPENAI_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A vLLM server start found in a command: the launcher word and the engine arguments after it."""
+
+    launcher: Tok
+    args: tuple[Tok, ...]
+    dialect: str = "vllm"  # vllm | kserve-hf (KServe's huggingfaceserver: own flags, vLLM flags passed on)
+
+
+def find_launch(words: Sequence[Tok], implicit_vllm: bool = False) -> Optional[Launch]:
+    """The vLLM launch in one simple command, if it is one.
+
+    Recognises `vllm serve`, `python -m vllm.entrypoints.openai.api_server`, `python -m
+    huggingfaceserver` (KServe), `docker run ... vllm/vllm-openai[:tag] ARGS` and wrappers (exec,
+    env, nohup, uv run). With `implicit_vllm` (a container whose image's entrypoint is vLLM),
+    plain arguments are the engine arguments.
+    """
+    w = list(words)
+    i = 0
+    while i < len(w):
+        v = w[i].value
+        if _ASSIGN.match(v) or v in _WRAPPERS:
+            i += 1
+        elif v == "env":
+            i += 1
+            while i < len(w) and (w[i].value.startswith("-") or _ASSIGN.match(w[i].value)):
+                i += 1
+        elif v == "uv" and i + 1 < len(w) and w[i + 1].value == "run":
+            i += 2
+            while i < len(w) and w[i].value.startswith("-"):
+                i += 1
+        else:
+            break
+    w = w[i:]
+    if not w:
+        return None
+    head = w[0].value.rsplit("/", 1)[-1]
+    if head == "vllm" and len(w) > 1 and w[1].value == "serve":
+        return Launch(w[0], tuple(w[2:]))
+    if _PY.match(w[0].value):
+        for j in range(1, len(w) - 1):
+            if w[j].value == "-m":
+                mod = w[j + 1].value
+                if mod in _OPENAI_MODULES:
+                    return Launch(w[0], tuple(w[j + 2:]))
+                if mod == "huggingfaceserver":
+                    return Launch(w[0], tuple(w[j + 2:]), "kserve-hf")
+                return None
+            if not w[j].value.startswith("-"):
+                return None
+        return None
+    if head in ("docker", "podman", "nerdctl") and len(w) > 1 and w[1].value == "run":
+        for j in range(2, len(w)):
+            if not w[j].value.startswith("-") and VLLM_IMAGE.search(w[j].value) \
+                    and not w[j - 1].value.startswith(("-e", "--env", "-v", "--volume", "--name", "-p")):
+                rest = w[j + 1:]
+                inner = find_launch(rest) if rest else None
+                return inner or Launch(w[j], tuple(rest))
+        return None
+    if implicit_vllm:
+        return Launch(w[0], tuple(w))
+    return None
