@@ -11,6 +11,7 @@ from typing import List, Optional
 
 import typer
 
+import kvplan.lint.rules  # noqa: F401 - registers the KV8xx rules for `kvplan rule` / `kvplan rules`
 from kvplan.errors import KvplanInputError
 
 
