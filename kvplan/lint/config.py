@@ -123,19 +123,19 @@ def load_config(path: Optional[Path]) -> LoadedConfig:
         raise KvplanInputError(f"{path} is not valid TOML: {e}.", "Fix the TOML syntax.") from None
     if path.name == "pyproject.toml":
         top = doc.get("tool", {}).get("kvplan", {})
-        where = "[tool.kvplan]"
+        where, sub = "[tool.kvplan]", "[tool.kvplan.lint]"
     else:
-        top, where = doc, "kvplan.toml"
+        top, where, sub = doc, "kvplan.toml", "[lint]"
     if not isinstance(top, dict):
         raise KvplanInputError(f"{where} in {path} must be a table.", "See docs/lint.md for the keys.")
     lint = top.get("lint", {})
     if not isinstance(lint, dict):
-        raise KvplanInputError(f"{where}.lint in {path} must be a table.", "See docs/lint.md for the keys.")
+        raise KvplanInputError(f"{sub} in {path} must be a table.", "See docs/lint.md for the keys.")
     merged: dict[str, Any] = {k: v for k, v in top.items() if k in _TOP_KEYS}
     for k in lint:
         if k not in _TOP_KEYS:
             close = difflib.get_close_matches(k, sorted(_kebab(n) for n in LintConfig.model_fields), n=1)
-            raise KvplanInputError(f"unknown key {k!r} in {where}.lint of {path}." + (f" Did you mean {close[0]!r}?" if close else ""),
+            raise KvplanInputError(f"unknown key {k!r} in {sub} of {path}." + (f" Did you mean {close[0]!r}?" if close else ""),
                                    "Valid keys: " + ", ".join(sorted(_kebab(n) for n in LintConfig.model_fields)) + ".")
     merged.update(lint)
     try:

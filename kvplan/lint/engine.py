@@ -314,9 +314,6 @@ def _anchor(code: str, message: str, uses: list[FlagUse]) -> Optional[Tok]:
     if code.startswith("KV7"):
         u = _last(uses, "--attention-backend") or _last(uses, "--attention-config", "-ac")
         return u.tok if u else _kv(uses)
-    if code == "KV812":
-        u = _last(uses, "--attention-config", "-ac")
-        return u.tok if u else _kv(uses)
     if code == "KV201" and _kv(uses) is None:
         u = _last(uses, "--dtype")
         return u.tok if u else None

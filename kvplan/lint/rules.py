@@ -3,13 +3,13 @@
 The linter emits these itself (with file, line and column); declaring them here gives them the
 same stable code, name, severity and documentation as planner rules, so `kvplan rule KV803`
 and `kvplan rules --format json` list them. Their check functions yield nothing when the planner
-runs them, except KV812 (FP8 prefill-query advice), which is a real plan check.
+runs them. (The FP8 prefill-query advice is the backend rule KV703; lint anchors it at
+--attention-config, else --kv-cache-dtype.)
 """
 from __future__ import annotations
 
 from typing import Iterable
 
-from kvplan.model.vocab import quant_mode_of
 from kvplan.rules.base import REGISTRY, Emit, declare
 
 LINT_FAMILY = "lint"
@@ -115,37 +115,6 @@ unresolved_value = declare(
     fix="Give the variable a literal value in the same manifest (env: value:) or script, or suppress "
         "with a reason.",
     references=(_LINT_DOC,))(_lint_only)
-
-
-@declare(code="KV812", name="mla-fp8-prefill-query", severity="info", family=LINT_FAMILY,
-         summary="MLA with an FP8 KV cache on an SM100 GPU: prefill queries stay 16-bit unless enabled.",
-         why="vLLM 0.33 warns 'FP8 KV cache is enabled but prefill queries are not quantized to FP8' "
-             "(MLACommonMetadataBuilder.determine_prefill_query_data_type); FP8 prefill attention cuts "
-             "prefill latency for inputs of 4K tokens and more, but only SM100-family GPUs with a "
-             "FLASHINFER / TRTLLM_RAGGED / TOKENSPEED_MLA prefill backend take FP8 queries, and it "
-             "regresses short prompts (about 20% at 1K, issue #31195). Setting the option where it "
-             "cannot apply is silently ignored.",
-         fix="For long-prompt workloads add --attention-config '{\"use_prefill_query_quantization\": true, "
-             "\"mla_prefill_backend\": \"FLASHINFER\"}'; otherwise leave it off.",
-         references=("https://github.com/vllm-project/vllm/pull/39752",
-                     "https://github.com/vllm-project/vllm/issues/31195",
-                     "https://github.com/vllm-project/vllm/issues/50056"))
-def mla_fp8_prefill_query(ctx) -> Iterable[Emit]:
-    # A backend rule (KV7xx) covering the same vLLM message takes precedence: never report twice.
-    if any(r.code != "KV812" and "prefill" in r.name for r in REGISTRY.values()):
-        return
-    if not ctx.arch.uses_mla or ctx.gpu is None or not ctx.gpu.compute_capability:
-        return
-    kv_quantized = quant_mode_of(ctx.kv_cache_dtype).is_quantized
-    enabled = bool(ctx.flags.attention_config.get("use_prefill_query_quantization"))
-    sm100 = ctx.gpu.compute_capability[0] == 10
-    if kv_quantized and sm100 and not enabled:
-        yield Emit(f"--kv-cache-dtype {ctx.kv_cache_dtype} on MLA layers ({ctx.gpu.name}): prefill queries "
-                   "stay in the model dtype; for prompts of 4K tokens and more, FP8 prefill attention is faster.")
-    elif enabled and not (kv_quantized and sm100):
-        why = "the KV cache is not quantized" if not kv_quantized else f"{ctx.gpu.name} is not an SM100-family GPU"
-        yield Emit(f"use_prefill_query_quantization is set but {why}, so vLLM ignores it.",
-                   fix="Drop use_prefill_query_quantization from --attention-config.")
 
 
 LINT_CODES: tuple[str, ...] = tuple(sorted(c for c, r in REGISTRY.items() if r.family == LINT_FAMILY))

@@ -1,0 +1,182 @@
+"""`kvplan lint` as a user runs it: formats (SARIF validated against the 2.1.0 schema), exit codes,
+bad inputs that never traceback, rule documentation, the published report schema."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli.main import app
+from kvplan.lint.report import lint_report_schema
+from tests.conftest import ROOT
+
+runner = CliRunner()
+ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
+DEPLOY = "examples/deploy"
+SARIF_SCHEMA = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())
+
+
+def lint(*args: str, cwd: Path = ROOT):
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(app, ["lint", *args], env=ENV)
+    finally:
+        os.chdir(old)
+
+
+def test_cli_text_format_points_at_file_line_column() -> None:
+    r = lint(f"{DEPLOY}/k8s-deployment-typo.yaml")
+    assert r.exit_code == 1, r.output  # KV002 is an error
+    lines = r.stdout.splitlines()
+    assert lines[0] == ("examples/deploy/k8s-deployment-typo.yaml:27:15: KV001 [warning] unknown flag --kv-cache-type; "
+                        "did you mean --kv-cache-dtype? (spec.template.spec.containers[0].args[1])")
+    assert lines[1] == "    fix: Replace it with --kv-cache-dtype."
+    assert lines[-1].startswith("Found 2 findings (1 error, 1 warning, 0 info) in 1 file")
+    assert "\x1b[" not in r.stdout
+
+
+def test_cli_exit_codes_fail_level_and_exit_zero() -> None:
+    clean = f"{DEPLOY}/clean-deployment.yaml"
+    assert lint(clean).exit_code == 0
+    assert "All checks passed" in lint(clean).stdout
+    warn_only = f"{DEPLOY}/serve-llama70b.sh"  # KV105 warning
+    assert lint(warn_only).exit_code == 0
+    assert lint(warn_only, "--fail-level", "warning").exit_code == 1
+    assert lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--exit-zero").exit_code == 0
+    assert lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--ignore", "KV002").exit_code == 0
+    assert lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--select", "KV001", "--fail-level", "warning").exit_code == 1
+
+
+def test_cli_usage_and_config_errors_exit_2_with_one_line() -> None:
+    r = lint(f"{DEPLOY}/clean-deployment.yaml", "--gpu", "h1000")
+    assert r.exit_code == 2 and r.stderr.startswith("kvplan: error: unknown GPU 'h1000'") and len(r.stderr.splitlines()) == 1
+    assert lint().exit_code == 2
+    assert lint(f"{DEPLOY}/clean-deployment.yaml", "--format", "xml").exit_code == 2
+    assert lint(f"{DEPLOY}/clean-deployment.yaml", "--config", "nope.toml").exit_code == 2
+
+
+def test_cli_json_is_versioned_sorted_stable_and_matches_published_schema() -> None:
+    a = lint(DEPLOY, "--format", "json")
+    b = lint(DEPLOY, "--format", "json")
+    assert a.stdout == b.stdout and a.exit_code == 1
+    doc = json.loads(a.stdout)
+    jsonschema.validate(doc, json.loads((ROOT / "schemas" / "lint-report.schema.json").read_text()))
+    assert doc["schema_version"] == "1.0" and doc["kind"] == "kvplan.lint-report" and doc["kvplan_version"]
+    assert doc["engine"] == {"name": "vllm", "version": "0.33.0"}
+    keys = [(f["location"]["path"], f["location"]["line"], f["location"]["column"], f["code"]) for f in doc["findings"]]
+    assert keys == sorted(keys)
+    assert [f["path"] for f in doc["files"]] == sorted(f["path"] for f in doc["files"])
+    assert "skipped" in a.stderr  # the log line goes to stderr, never into the JSON
+
+
+def test_cli_sarif_validates_against_sarif_2_1_0_schema() -> None:
+    r = lint(DEPLOY, "--format", "sarif")
+    doc = json.loads(r.stdout)
+    jsonschema.Draft4Validator(SARIF_SCHEMA).validate(doc)
+    run = doc["runs"][0]
+    rules = [x["id"] for x in run["tool"]["driver"]["rules"]]
+    assert rules == sorted(rules) and "KV803" in rules
+    res = next(x for x in run["results"] if x["ruleId"] == "KV803")
+    assert res["level"] == "error" and rules[res["ruleIndex"]] == "KV803"
+    loc = res["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"] == {"uri": "examples/deploy/vllm-config.yaml", "uriBaseId": "%SRCROOT%"}
+    assert loc["region"] == {"startLine": 3, "startColumn": 17}
+    assert all(x["partialFingerprints"] for x in run["results"])
+
+
+def test_cli_sarif_with_no_findings_is_valid() -> None:
+    doc = json.loads(lint(f"{DEPLOY}/clean-deployment.yaml", "--format", "sarif").stdout)
+    jsonschema.Draft4Validator(SARIF_SCHEMA).validate(doc)
+    assert doc["runs"][0]["results"] == []
+
+
+def test_cli_github_annotations_are_escaped_workflow_commands() -> None:
+    out = lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--format", "github").stdout.splitlines()
+    assert out[0].startswith("::warning file=examples/deploy/k8s-deployment-typo.yaml,line=27,col=15,title=KV001 unknown-flag::"
+                             "unknown flag --kv-cache-type; did you mean --kv-cache-dtype?")
+    assert out[1].startswith("::error file=examples/deploy/k8s-deployment-typo.yaml,line=30,col=15,title=KV002 removed-flag::")
+    info = lint(f"{DEPLOY}/leaderworkerset.yaml", "--format", "github", "--select", "KV105").stdout
+    assert info.startswith("::notice ")
+
+
+def test_cli_junit_is_well_formed_xml(tmp_path: Path) -> None:
+    out = tmp_path / "lint.xml"
+    r = lint(DEPLOY, "--format", "junit", "-o", str(out))
+    assert r.exit_code == 1 and r.stdout == ""
+    root = ET.fromstring(out.read_text())
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert suites["examples/deploy/clean-deployment.yaml"].get("failures") == "0"
+    assert suites["examples/deploy/k8s-deployment-typo.yaml"].get("failures") == "2"
+
+
+def test_cli_malformed_binary_and_missing_inputs_are_findings_not_tracebacks(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n    - name: x\n   image: [\n")
+    (tmp_path / "blob.yaml").write_bytes(b"\x00\x01\x02binary")
+    (tmp_path / "latin1.sh").write_bytes("vllm serve caf\xe9\n".encode("latin-1"))
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (tmp_path / "ok.sh").write_text("vllm serve Qwen/Qwen3-8B --kv-cache-dtype fp9\n")
+    r = lint(str(tmp_path), "missing.yaml", "--format", "json", "--isolated", cwd=tmp_path)
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    doc = json.loads(r.stdout)
+    got = {(f["location"]["path"], f["code"], f["location"]["line"], f["location"]["column"]) for f in doc["findings"]}
+    assert ("bad.yaml", "KV801", 6, 4) in got
+    assert ("blob.yaml", "KV800", 1, 1) in got and ("latin1.sh", "KV800", 1, 1) in got
+    assert ("missing.yaml", "KV800", 1, 1) in got
+    assert ("ok.sh", "KV803", 1, 43) in got  # the other files are still linted
+    status = {f["path"]: (f["status"], f["note"]) for f in doc["files"]}
+    assert status["logo.png"][0] == "skipped" and "binary" in status["logo.png"][1]
+    assert r.exit_code == 1
+
+
+def test_cli_unreadable_file_is_a_finding(tmp_path: Path) -> None:
+    p = tmp_path / "secret.yaml"
+    p.write_text("a: 1\n")
+    p.chmod(0)
+    try:
+        if os.access(p, os.R_OK):
+            pytest.skip("running as root: permissions do not apply")
+        doc = json.loads(lint(str(p), "--format", "json", "--isolated", cwd=tmp_path).stdout)
+        assert doc["findings"][0]["code"] == "KV800" and "cannot read" in doc["findings"][0]["message"]
+    finally:
+        p.chmod(0o644)
+
+
+def test_rule_docs_list_lint_codes() -> None:
+    r = runner.invoke(app, ["rule", "KV803"], env=ENV)
+    assert r.exit_code == 0 and r.stdout.startswith("KV803 invalid-flag-value (check, error)")
+    doc = json.loads(runner.invoke(app, ["rules", "--format", "json"], env=ENV).stdout)
+    codes = {x["code"] for x in doc["rules"]}
+    assert {f"KV8{n:02d}" for n in range(12)} <= codes
+    assert all(x["why"] and x["fix"] for x in doc["rules"] if x["code"].startswith("KV8"))
+
+
+def test_list_models_names_the_bundled_configs() -> None:
+    out = lint("--list-models").stdout.split()
+    assert {"openai/gpt-oss-20b", "meta-llama/Meta-Llama-3.1-8B", "Qwen/Qwen3-8B", "google/gemma-3-27b-it",
+            "deepseek-ai/DeepSeek-V3", "nvidia/Llama-3.1-70B-Instruct-FP8"} <= set(out)
+
+
+def test_lint_report_schema_checked_in_matches_models() -> None:
+    on_disk = json.loads((ROOT / "schemas" / "lint-report.schema.json").read_text())
+    assert on_disk == lint_report_schema(), "run: python -m kvplan.lint.report > schemas/lint-report.schema.json"
+    for name, d in on_disk["$defs"].items():
+        for field, spec in d.get("properties", {}).items():
+            assert spec.get("description"), f"{name}.{field} has no description"
+
+
+def test_lint_never_imports_torch_or_triton() -> None:
+    code = ("import sys, os; os.chdir(r'%s'); from kvplan.cli.main import app; from typer.testing import CliRunner; "
+            "r = CliRunner().invoke(app, ['lint', 'examples/deploy', '--format', 'sarif']); "
+            "assert r.exit_code == 1, r.output; "
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'transformers', 'numpy')); "
+            "assert not heavy, heavy") % ROOT
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

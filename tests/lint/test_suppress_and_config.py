@@ -1,0 +1,144 @@
+"""Suppressions (comments, annotations), configuration discovery, select/ignore, per-file ignores."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import KvplanInputError
+from kvplan.lint import lint_paths
+
+LAUNCH = "vllm serve meta-llama/Meta-Llama-3.1-8B --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return p
+
+
+def _codes(report) -> list[tuple[str, int]]:
+    return sorted((f.code, f.location.line) for f in report.findings if not f.code.startswith("KV7"))
+
+
+def test_comment_suppression_same_line_and_line_above(tmp_path: Path) -> None:
+    _write(tmp_path, "a.sh", f"""
+    {LAUNCH}  # kvplan: ignore[KV401, KV304] scales validated offline; no SWA in Llama
+    # kvplan: ignore[KV401] validated on our eval set
+    {LAUNCH}
+    """)
+    r = lint_paths([str(tmp_path / "a.sh")], cwd=tmp_path, isolated=True)
+    assert _codes(r) == [("KV304", 3)]  # the comment above line 3 names only KV401
+    assert sorted((s.code, s.location.line, s.via) for s in r.suppressed) == [
+        ("KV304", 1, "comment"), ("KV401", 1, "comment"), ("KV401", 3, "comment")]
+    assert {s.reason for s in r.suppressed} == {"scales validated offline; no SWA in Llama", "validated on our eval set"}
+
+
+def test_suppression_without_reason_unused_and_unknown_codes(tmp_path: Path) -> None:
+    _write(tmp_path, "b.sh", f"""
+    {LAUNCH}  # kvplan: ignore[KV401]
+    vllm serve meta-llama/Meta-Llama-3.1-8B  # kvplan: ignore[KV502] sized for H200
+    vllm serve meta-llama/Meta-Llama-3.1-8B  # kvplan: ignore[KV999] typo'd code
+    """)
+    r = lint_paths([str(tmp_path / "b.sh")], cwd=tmp_path, isolated=True)
+    got = _codes(r)
+    assert ("KV806", 1) in got and ("KV401", 1) not in got    # applies, but says it has no reason
+    assert ("KV805", 2) in got                                 # nothing to suppress there
+    assert ("KV810", 3) in got                                 # not a rule
+    kv806 = next(f for f in r.findings if f.code == "KV806")
+    assert kv806.location.column == len(LAUNCH) + 3            # points at the comment
+
+
+def test_annotation_suppression_covers_its_document_only(tmp_path: Path) -> None:
+    doc = """
+    apiVersion: v1
+    kind: Pod
+    metadata:
+      name: {name}
+      annotations:
+        kvplan.dev/ignore: "{ann}"
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.33.0
+          args: ["meta-llama/Meta-Llama-3.1-8B", "--kv-cache-dtype=fp8"]
+    """
+    text = textwrap.dedent(doc).format(name="a", ann="KV401: validated") + "---\n" + \
+        textwrap.dedent(doc).format(name="b", ann="KV105")
+    _write(tmp_path, "pods.yaml", text)
+    r = lint_paths([str(tmp_path / "pods.yaml")], cwd=tmp_path, isolated=True)
+    got = _codes(r)
+    assert ("KV401", 11) not in got and ("KV401", 24) in got    # second document is not covered
+    assert ("KV806", 19) in got and ("KV805", 19) in got        # second annotation: no reason, and unused
+
+
+def test_select_ignore_and_fail_level(tmp_path: Path) -> None:
+    _write(tmp_path, "c.sh", LAUNCH + " --calculate-kv-scales\n")
+    p = str(tmp_path / "c.sh")
+    assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True))} == {"KV002", "KV304", "KV401"}
+    assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True, select=["KV3", "KV002"]))} == {"KV002", "KV304"}
+    assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True, ignore=["KV0"]))} == {"KV304", "KV401"}
+    with pytest.raises(KvplanInputError):
+        lint_paths([p], cwd=tmp_path, isolated=True, select=["E501"])
+
+
+def test_config_discovered_upwards_from_pyproject(tmp_path: Path) -> None:
+    _write(tmp_path, "pyproject.toml", """
+    [project]
+    name = "infra"
+    [tool.kvplan]
+    some-other-tool-key = 1
+    [tool.kvplan.lint]
+    gpu = "l4"
+    ignore = ["KV401"]
+    per-file-ignores = { "deploy/legacy/*" = ["KV304"] }
+    exclude = ["deploy/vendor"]
+    [tool.kvplan.lint.models]
+    "/models/*" = { config = "models/llama", weight-gib = 14.96 }
+    """)
+    _write(tmp_path, "models/llama/config.json", (Path(__file__).resolve().parents[2] / "kvplan" / "data" / "models"
+                                                  / "meta-llama--Meta-Llama-3.1-8B" / "config.json").read_text())
+    _write(tmp_path, "deploy/legacy/run.sh", LAUNCH.replace("meta-llama/Meta-Llama-3.1-8B", "/models/llama-3.1-8b") + "\n")
+    _write(tmp_path, "deploy/vendor/run.sh", "vllm serve x --kv-cache-dtype fp9\n")
+    r = lint_paths([str(tmp_path / "deploy")], cwd=tmp_path)
+    assert r.settings.config_file == "pyproject.toml" and r.settings.gpu == "l4"
+    assert [f.path for f in r.files] == ["deploy/legacy/run.sh"]              # vendor excluded
+    assert r.files[0].launches[0].config == "models/llama"                    # glob mapping
+    assert ("KV502", 1) in _codes(r)                                          # 131072 tokens on an L4
+    assert {s.via for s in r.suppressed} == {"per-file-ignores"}
+    assert "KV401" not in {f.code for f in r.findings}
+
+
+def test_kvplan_toml_wins_and_bad_config_is_an_input_error(tmp_path: Path) -> None:
+    _write(tmp_path, "kvplan.toml", "[lint]\nfail-levl = 'warning'\n")
+    _write(tmp_path, "run.sh", LAUNCH + "\n")
+    with pytest.raises(KvplanInputError, match="Did you mean 'fail-level'"):
+        lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path)
+    _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.20.0'\n")
+    with pytest.raises(KvplanInputError, match="0.33"):
+        lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path)
+    _write(tmp_path, "kvplan.toml", "[lint\n")
+    with pytest.raises(KvplanInputError, match="not valid TOML"):
+        lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path)
+    with pytest.raises(KvplanInputError, match="unknown GPU"):
+        lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path, isolated=True, gpu="h1000")
+
+
+def test_unknown_gpu_label_is_info_and_falls_back(tmp_path: Path) -> None:
+    _write(tmp_path, "p.yaml", """
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-A10G}
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.33.0
+          args: ["Qwen/Qwen3-8B"]
+    """)
+    r = lint_paths([str(tmp_path / "p.yaml")], cwd=tmp_path, isolated=True, gpu="l4")
+    f = next(f for f in r.findings if f.code == "KV807")
+    assert (f.location.line, f.location.column, f.severity.value) == (5, 42, "info")
+    assert r.files[0].launches[0].gpu == "l4"
