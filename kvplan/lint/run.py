@@ -60,7 +60,7 @@ def _excluded(p: Path, cfg: LoadedConfig) -> bool:
 
 
 def _walk(paths: Sequence[str], cwd: Path, cfg: LoadedConfig, missing: list[tuple[str, str]]) -> list[_Candidate]:
-    seen: set[Path] = set()
+    seen: set[str] = set()
     out: list[_Candidate] = []
     for raw in paths:
         p = Path(raw)
@@ -73,15 +73,17 @@ def _walk(paths: Sequence[str], cwd: Path, cfg: LoadedConfig, missing: list[tupl
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
                                  and not _excluded(Path(root) / d, cfg))
+                base = _display(Path(root), cwd)
                 for name in sorted(files):
                     fp = Path(root) / name
-                    if fp.resolve() in seen or _excluded(fp, cfg):
+                    key = os.path.abspath(fp)
+                    if key in seen or _excluded(fp, cfg):
                         continue
-                    seen.add(fp.resolve())
-                    out.append(_Candidate(fp, _display(fp, cwd), explicit=False))
-        elif p.resolve() not in seen:
-            seen.add(p.resolve())
-            out.append(_Candidate(p, _display(p, cwd) if not Path(raw).is_absolute() else _display(p, cwd), explicit=True))
+                    seen.add(key)
+                    out.append(_Candidate(fp, f"{base}/{name}" if base != "." else name, explicit=False))
+        elif os.path.abspath(p) not in seen:
+            seen.add(os.path.abspath(p))
+            out.append(_Candidate(p, _display(p, cwd), explicit=True))
     return out
 
 
@@ -159,13 +161,21 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
             return False
         return not _matches(ign, code)
 
+    root = cfg.root.resolve()
+    rel_cache: dict[str, str] = {}
+
     def per_file(code: str, path: Optional[Path], display: str) -> bool:
-        rel = display
-        if path is not None:
-            try:
-                rel = path.resolve().relative_to(cfg.root.resolve()).as_posix()
-            except ValueError:
-                pass
+        if not c.per_file_ignores:
+            return False
+        rel = rel_cache.get(display)
+        if rel is None:
+            rel = display
+            if path is not None:
+                try:
+                    rel = path.resolve().relative_to(root).as_posix()
+                except ValueError:
+                    pass
+            rel_cache[display] = rel
         return any(_matches(codes, code) and (fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(display, pat))
                    for pat, codes in c.per_file_ignores.items())
 
