@@ -1,7 +1,7 @@
 """Lint settings from `kvplan.toml` or `pyproject.toml [tool.kvplan]`, discovered like ruff does.
 
-Discovery walks up from the first linted path: the first folder holding a `kvplan.toml`, or a
-`pyproject.toml` with a `[tool.kvplan]` table, wins; `--config PATH` names one explicitly. Lint
+Each linted file uses the nearest folder above it holding a `kvplan.toml`, or a `pyproject.toml`
+with a `[tool.kvplan]` table; `--config PATH` names one for the whole run. Lint
 keys may sit in the top table (`[tool.kvplan]`, shared with other kvplan commands, so unknown keys
 there are left alone) or in its `lint` sub-table (`[tool.kvplan.lint]`, checked strictly, and it
 wins over the top table):

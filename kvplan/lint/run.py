@@ -59,7 +59,55 @@ def _excluded(p: Path, cfg: LoadedConfig) -> bool:
     return any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(p.name, pat) for pat in cfg.config.exclude)
 
 
-def _walk(paths: Sequence[str], cwd: Path, cfg: LoadedConfig, missing: list[tuple[str, str]]) -> list[_Candidate]:
+class _Scope:
+    """Settings for the files under one configuration file (CLI options applied on top)."""
+
+    def __init__(self, cfg: LoadedConfig, gpu: Optional[str], select: Optional[Sequence[str]], ignore: Sequence[str],
+                 plan_cache: dict, input_cache: dict):
+        c = cfg.config
+        self.cfg = cfg
+        self.default_gpu = gpu or c.gpu
+        if self.default_gpu:
+            try:
+                from kvplan.backends.gpus import resolve_gpu  # noqa: PLC0415
+                self.default_gpu = resolve_gpu(self.default_gpu).name
+            except ImportError:  # pragma: no cover - GPU table not available
+                self.default_gpu = None
+        self.select = list(select) if select is not None else list(c.select)
+        self.ignore = list(c.ignore) + list(ignore)
+        for code in [*self.select, *self.ignore]:
+            if not code.strip().upper().startswith("KV"):
+                raise KvplanInputError(f"select/ignore value {code!r} in {cfg.path} is not a code prefix.",
+                                       "Use codes like KV401 or prefixes like KV4.")
+        self.linter = Linter(cfg, self.default_gpu)
+        self.linter.plans, self.linter.inputs = plan_cache, input_cache  # shared across configurations
+        self.root = cfg.root.resolve()
+        self._rel: dict[str, str] = {}
+
+    def enabled(self, code: str) -> bool:
+        if self.select and not _matches(self.select, code):
+            return False
+        return not _matches(self.ignore, code)
+
+    def per_file(self, code: str, path: Optional[Path], display: str) -> bool:
+        pfi = self.cfg.config.per_file_ignores
+        if not pfi:
+            return False
+        rel = self._rel.get(display)
+        if rel is None:
+            rel = display
+            if path is not None:
+                try:
+                    rel = path.resolve().relative_to(self.root).as_posix()
+                except ValueError:
+                    pass
+            self._rel[display] = rel
+        return any(_matches(codes, code) and (fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(display, pat))
+                   for pat, codes in pfi.items())
+
+
+def _walk(paths: Sequence[str], cwd: Path, cfg: LoadedConfig, missing: list[tuple[str, str]],
+          scope_for: Callable[[Optional[Path]], "_Scope"]) -> list[_Candidate]:
     seen: set[str] = set()
     out: list[_Candidate] = []
     for raw in paths:
@@ -72,12 +120,12 @@ def _walk(paths: Sequence[str], cwd: Path, cfg: LoadedConfig, missing: list[tupl
         if p.is_dir():
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
-                                 and not _excluded(Path(root) / d, cfg))
+                                 and not _excluded(Path(root) / d, scope_for(Path(root) / d / "_").cfg))
                 base = _display(Path(root), cwd)
                 for name in sorted(files):
                     fp = Path(root) / name
                     key = os.path.abspath(fp)
-                    if key in seen or _excluded(fp, cfg):
+                    if key in seen or _excluded(fp, scope_for(fp).cfg):
                         continue
                     seen.add(key)
                     out.append(_Candidate(fp, f"{base}/{name}" if base != "." else name, explicit=False))
@@ -127,57 +175,48 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
     cwd = cwd or Path.cwd()
     if not paths:
         raise KvplanInputError("no path to lint.", "Pass files or folders, e.g. `kvplan lint deploy/`.")
-    if isolated:
-        cfg = load_config(None)
-    else:
-        start = Path(paths[0]) if Path(paths[0]).is_absolute() else cwd / paths[0]
-        cfg = load_config(config if config is not None else find_config(start if start.exists() else cwd))
-    c = cfg.config
-    default_gpu = gpu or c.gpu
-    if default_gpu:
-        try:
-            from kvplan.backends.gpus import resolve_gpu  # noqa: PLC0415
-            default_gpu = resolve_gpu(default_gpu).name
-        except ImportError:  # pragma: no cover - GPU table not available
-            default_gpu = None
-    sel = list(select) if select is not None else list(c.select)
-    ign = list(c.ignore) + list(ignore)
-    level = fail_level or c.fail_level
-    for code in [*sel, *ign]:
+    for code in [*(select or ()), *ignore]:
         if not code.strip().upper().startswith("KV"):
             raise KvplanInputError(f"--select/--ignore value {code!r} is not a code prefix.", "Use codes like KV401 or prefixes like KV4.")
+    # One configuration for the run (--config, --isolated), else the nearest one above each file (like ruff).
+    fixed: Optional[LoadedConfig] = load_config(None) if isolated else (load_config(config) if config is not None else None)
+    first = Path(paths[0]) if Path(paths[0]).is_absolute() else cwd / paths[0]
+    base_cfg = fixed or load_config(find_config(first if first.exists() else cwd))
+    configs: dict[Optional[Path], _Scope] = {}
+    dir_cfg: dict[str, _Scope] = {}
+    plan_cache: dict = {}
+    input_cache: dict = {}
 
-    linter = Linter(cfg, default_gpu)
+    def scope_of(loaded: LoadedConfig) -> _Scope:
+        if loaded.path not in configs:
+            configs[loaded.path] = _Scope(loaded, gpu, select, ignore, plan_cache, input_cache)
+        return configs[loaded.path]
+
+    base = scope_of(base_cfg)
+
+    def scope_for(path: Optional[Path]) -> _Scope:
+        if fixed is not None or path is None:
+            return base
+        d = os.path.dirname(os.path.abspath(path))
+        if d not in dir_cfg:
+            found = find_config(Path(d))
+            dir_cfg[d] = base if found == base_cfg.path else scope_of(load_config(found))
+        return dir_cfg[d]
+
+    level = fail_level or base_cfg.config.fail_level
     known = {r.code for r in all_rules()}
     missing: list[tuple[str, str]] = []
-    candidates = _walk(paths, cwd, cfg, missing)
+    candidates = _walk(paths, cwd, base_cfg, missing, scope_for)
 
     files: list[FileResult] = []
     reported: list[LintFinding] = []
     suppressed: list[Suppressed] = []
 
     def enabled(code: str, display: str, path: Optional[Path]) -> bool:
-        if sel and not _matches(sel, code):
-            return False
-        return not _matches(ign, code)
-
-    root = cfg.root.resolve()
-    rel_cache: dict[str, str] = {}
+        return scope_for(path).enabled(code)
 
     def per_file(code: str, path: Optional[Path], display: str) -> bool:
-        if not c.per_file_ignores:
-            return False
-        rel = rel_cache.get(display)
-        if rel is None:
-            rel = display
-            if path is not None:
-                try:
-                    rel = path.resolve().relative_to(root).as_posix()
-                except ValueError:
-                    pass
-            rel_cache[display] = rel
-        return any(_matches(codes, code) and (fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(display, pat))
-                   for pat, codes in c.per_file_ignores.items())
+        return scope_for(path).per_file(code, path, display)
 
     def finish(display: str, path: Optional[Path], raw: Iterable[RawFinding], sups: list[Suppression]) -> None:
         raw = list(raw)
@@ -237,7 +276,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         raw_findings: list[RawFinding] = list(ex.findings)
         launches: list[LaunchInfo] = []
         for site in ex.sites:
-            res = linter.lint_site(site, cand.path, cand.display)
+            res = scope_for(cand.path).linter.lint_site(site, cand.path, cand.display)
             raw_findings += res.findings
             launches.append(res.info)
         sups = from_comments(text)
@@ -266,8 +305,8 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
                       warnings=sum(f.severity is Severity.warning for f in reported),
                       infos=sum(f.severity is Severity.info for f in reported),
                       suppressed=len(suppressed), by_code=dict(sorted(by_code.items())))
-    settings = Settings(config_file=_display(cfg.path, cwd) if cfg.path else None, fail_level=level,
-                        select=sel, ignore=ign, gpu=default_gpu)
+    settings = Settings(config_file=_display(base_cfg.path, cwd) if base_cfg.path else None, fail_level=level,
+                        select=base.select, ignore=base.ignore, gpu=base.default_gpu)
     return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=ENGINE_VERSION),
                       settings=settings, summary=summary, files=files, findings=reported, suppressed=suppressed)
 

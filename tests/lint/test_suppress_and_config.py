@@ -142,3 +142,12 @@ def test_unknown_gpu_label_is_info_and_falls_back(tmp_path: Path) -> None:
     f = next(f for f in r.findings if f.code == "KV807")
     assert (f.location.line, f.location.column, f.severity.value) == (5, 42, "info")
     assert r.files[0].launches[0].gpu == "l4"
+
+
+def test_each_file_uses_its_nearest_config(tmp_path: Path) -> None:
+    from tests.conftest import ROOT
+    direct = lint_paths([str(ROOT / "examples" / "deploy")], cwd=ROOT)
+    from_root = lint_paths([str(ROOT / "examples")], cwd=ROOT)  # examples/ has no config; deploy/ has kvplan.toml
+    key = lambda r: sorted((f.location.path, f.location.line, f.code) for f in r.findings)  # noqa: E731
+    assert key(direct) == key(from_root)
+    assert from_root.settings.config_file is None
