@@ -218,7 +218,7 @@ if _invoked_command() not in _CORE:  # keep `kvplan plan` cold start free of opt
 def main() -> None:
     """Console entry point: input errors are one line on stderr and exit code 2."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
     except KvplanInputError as e:
         err_console().print(f"kvplan: error: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -233,7 +233,7 @@ def main() -> None:
         if type(e).__name__ == "Abort":
             sys.exit(130)
         raise
-    sys.exit(0)
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -128,3 +128,8 @@ def test_unknown_rule_exit_2() -> None:
 def test_version() -> None:
     r = runner.invoke(app, ["--version"])
     assert r.exit_code == 0 and "kvplan 0.1.0" in r.stdout
+
+
+def test_console_entry_exit_code_1_on_error_finding() -> None:
+    r = kvplan("plan", str(CORPUS / "gemma-2b" / "config.json"), "--kv-cache-dtype", "bfloat16")
+    assert r.returncode == 1 and json.loads(r.stdout)["findings"]
