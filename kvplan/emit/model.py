@@ -57,3 +57,11 @@ class EmitResult(Frozen):
     """Layers that do not get their planned dtype, by index."""
     findings: list[Finding] = Field(default_factory=list)
     """Emitter findings (KV98x), errors first."""
+
+
+def emit_schema() -> dict[str, Any]:
+    """JSON Schema of `kvplan emit --format json` (published as schemas/emit-result.schema.json)."""
+    s = EmitResult.model_json_schema(mode="serialization")
+    s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    s["$id"] = f"https://kvplan.dev/schemas/emit-result-{EMIT_SCHEMA_VERSION}.json"
+    return s

@@ -1,0 +1,29 @@
+"""User KV policies: YAML rules (selector -> setting, with a reason) and constraints.
+
+    >>> from kvplan.policy import apply_policy, policy_from_text
+    >>> policy = policy_from_text('''
+    ... version: 1
+    ... rules:
+    ...   - {code: KV901, name: fp8-kv, reason: halve KV memory, set: {kv_cache_dtype: fp8}}
+    ...   - code: KV902
+    ...     name: sliding-in-bf16
+    ...     reason: sliding layers hold few tokens; quantizing them saves little
+    ...     select: {kind: sliding_attention}
+    ...     set: {kv_cache_dtype: model}
+    ... ''')
+    >>> plan = apply_policy(policy, "examples/gpt-oss-20b/config.json")
+    >>> plan.flags["kv_cache_dtype"], plan.flags["kv_cache_dtype_skip_layers"]
+    ('fp8', ['sliding_window'])
+    >>> plan.layers[0].decided_by[0], plan.layers[1].decided_by[0]
+    ('KV902', 'KV901')
+"""
+from __future__ import annotations
+
+from kvplan.policy.apply import apply_policy, compile_with_policy, constraint_rules, model_inputs
+from kvplan.policy.codes import POLICY_RULES
+from kvplan.policy.load import find_pyproject_policy, load_policy, policy_from_text
+from kvplan.policy.model import POLICY_SCHEMA_VERSION, Constraint, Policy, PolicyRule, Selector, Setting
+
+__all__ = ["POLICY_RULES", "POLICY_SCHEMA_VERSION", "Constraint", "Policy", "PolicyRule", "Selector", "Setting",
+           "apply_policy", "compile_with_policy", "constraint_rules", "find_pyproject_policy", "load_policy",
+           "model_inputs", "policy_from_text"]

@@ -1,0 +1,188 @@
+"""policy.yaml -> Policy, with every error reported as `FILE:LINE: where: problem` on one line.
+
+PyYAML's compose step keeps a start mark (line, column) on every node; we walk the node tree to
+map each document path (('rules', 2, 'set', 'kv_cache_dtype')) to its line, then validate with
+the pydantic models and point the first error at the line of the deepest path it names.
+"""
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from pydantic import ValidationError
+
+from kvplan.errors import KvplanInputError
+from kvplan.policy.model import Constraint, IntRange, LayerCondition, Policy, PolicyRule, Selector, Setting
+
+FIX = "See the policy format in docs/api.md (schema: schemas/policy.schema.json)."
+Marks = dict[tuple[Any, ...], int]
+
+
+def _walk(node: yaml.Node, path: tuple[Any, ...], marks: Marks, source: str) -> None:
+    marks[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise KvplanInputError(f"{source}:{line}: duplicate key {key!r} (first at line {seen[key]}).",
+                                       "Keep one of them.")
+            seen[key] = line
+            marks[path + (key,)] = line
+            _walk(value_node, path + (key,), marks, source)
+            marks[path + (key,)] = line  # errors about a key point at the key's line
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, path + (i,), marks, source)
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _line(loc: tuple[Any, ...], marks: Marks) -> int:
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in marks:
+            return marks[loc[:n]]
+    return 1
+
+
+def _located(err: Any) -> dict[str, Any]:
+    """A pydantic error with a clean message; '@a.0.b: msg' from a model validator moves its loc."""
+    loc = tuple(err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if msg.startswith("@") and ": " in msg:
+        path, msg = msg[1:].split(": ", 1)
+        loc = loc + tuple(int(p) if p.isdigit() else p for p in path.split("."))
+    return {"type": err["type"], "loc": loc, "msg": msg}
+
+
+def _all_keys() -> list[str]:
+    keys: set[str] = set()
+    for m in (Policy, PolicyRule, Constraint, Selector, Setting, LayerCondition, IntRange):
+        for name, f in m.model_fields.items():
+            keys.add(f.alias or name)
+    return sorted(keys)
+
+
+_KEYS = _all_keys()
+
+
+def policy_from_text(text: str, source: str = "<policy>") -> Policy:
+    """Parse and validate policy YAML text; KvplanInputError carries `source:line` on one line."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise KvplanInputError(f"{source}: the policy file is empty.", "Start it with `version: 1`. " + FIX)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise KvplanInputError(f"{source}{line}: malformed YAML: {e.problem or e.context}.",
+                               "Fix the YAML syntax (indentation, colons, quotes).") from None
+    except yaml.YAMLError as e:
+        raise KvplanInputError(f"{source}: malformed YAML: {e}.", "Fix the YAML syntax.") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise KvplanInputError(f"{source}:{node.start_mark.line + 1}: a policy is a YAML mapping, "
+                               f"got a {type(data).__name__}.", "Start it with `version: 1`. " + FIX)
+    marks: Marks = {}
+    _walk(node, (), marks, source)
+    try:
+        policy = Policy.model_validate(data)
+    except ValidationError as e:
+        errs = [_located(err) for err in e.errors()]
+        # Unknown keys first (usually the typo behind a "missing" error), then by line.
+        errs.sort(key=lambda err: (err["type"] != "extra_forbidden", _line(err["loc"], marks)))
+        first = errs[0]
+        loc = first["loc"]
+        where = _where(loc)
+        msg = first["msg"]
+        if first["type"] == "missing":
+            msg = f"missing required key {loc[-1]!r}"
+            where = _where(loc[:-1])
+        elif first["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(str(loc[-1]), _KEYS, n=1, cutoff=0.6)
+            msg = f"unknown key {loc[-1]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+            where = _where(loc[:-1])
+        more = f" (and {len(errs) - 1} more problem(s))" if len(errs) > 1 else ""
+        prefix = f"{where}: " if where else ""
+        raise KvplanInputError(f"{source}:{_line(loc, marks)}: {prefix}{msg}{more}.", FIX) from None
+    object.__setattr__(policy, "__kvplan_source__", source)
+    object.__setattr__(policy, "__kvplan_marks__", marks)
+    return policy
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy YAML file (errors name the file and line)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KvplanInputError(f"policy file not found: {p}.", "Pass --policy PATH to an existing YAML file.") from None
+    except IsADirectoryError:
+        raise KvplanInputError(f"{p} is a directory, not a policy file.", "Pass --policy PATH to a YAML file.") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise KvplanInputError(f"cannot read policy file {p}: {e.__class__.__name__}.",
+                               "Check the file is readable UTF-8 YAML.") from None
+    return policy_from_text(text, str(p))
+
+
+def policy_source(policy: Policy) -> str:
+    return getattr(policy, "__kvplan_source__", "<policy>")
+
+
+def policy_line(policy: Policy, path: tuple[Any, ...]) -> Optional[int]:
+    """Line of a document path in the policy file (None for policies built in Python)."""
+    marks: Optional[Marks] = getattr(policy, "__kvplan_marks__", None)
+    return _line(path, marks) if marks else None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib  # noqa: PLC0415
+    else:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]  # noqa: PLC0415
+        except ModuleNotFoundError:
+            raise KvplanInputError(f"cannot read {path}: Python 3.10 needs the 'tomli' package for pyproject.toml.",
+                                   "pip install tomli, or pass --policy explicitly.") from None
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise KvplanInputError(f"cannot read {path}: {e.__class__.__name__}.", "Check the file is readable.") from None
+    except tomllib.TOMLDecodeError as e:
+        raise KvplanInputError(f"malformed TOML in {path}: {e}.", "Fix pyproject.toml.") from None
+
+
+def find_pyproject_policy(start: str | Path | None = None) -> Optional[Path]:
+    """`[tool.kvplan] policy = "..."` from the nearest pyproject.toml at or above `start` (cwd).
+
+    The path is relative to the pyproject.toml's folder. None when no pyproject names a policy.
+    """
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        pp = folder / "pyproject.toml"
+        if pp.is_file():
+            tool = _read_toml(pp).get("tool", {}).get("kvplan", {})
+            value = tool.get("policy") if isinstance(tool, dict) else None
+            if value is None:
+                return None
+            if not isinstance(value, str) or not value.strip():
+                raise KvplanInputError(f"{pp}: [tool.kvplan] policy must be a path string, got {value!r}.",
+                                       'Write policy = "kvplan-policy.yaml".')
+            p = (folder / value).resolve()
+            if not p.is_file():
+                raise KvplanInputError(f"{pp}: [tool.kvplan] policy = {value!r} but {p} does not exist.",
+                                       "Fix the path (it is relative to pyproject.toml) or remove the setting.")
+            return p
+    return None
