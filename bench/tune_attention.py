@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--stages", default="2,3,4")
     ap.add_argument("--splits", default="0", help="0 = heuristic")
     ap.add_argument("--use-dot", default="1", help="1, 0 or 1,0")
+    ap.add_argument("--paged3d", default="1", help="0, 1 or 0,1")
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
@@ -47,12 +48,13 @@ def main() -> None:
         lay = LayerLayout.simple(mode, hkv, d)
         cache, bt = _paged_fill(lay, k, v, a.block_size, gen)
         best = None
-        for bn, w, st, sp, ud in itertools.product(
+        virs = [bool(int(x)) for x in a.paged3d.split(",")]
+        for bn, w, st, sp, ud, vir in itertools.product(
                 [int(x) for x in a.block_n.split(",")], [int(x) for x in a.warps.split(",")],
                 [int(x) for x in a.stages.split(",")], [int(x) for x in a.splits.split(",")],
-                [bool(int(x)) for x in a.use_dot.split(",")]):
+                [bool(int(x)) for x in a.use_dot.split(",")], virs):
             cfg = AttentionConfig(block_n=bn, num_warps=w, num_stages=st, num_splits=sp or None,
-                                  use_dot=ud)
+                                  use_dot=ud, paged3d=vir)
             out = torch.full_like(q, float("nan"))
             try:
                 paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx, out=out, config=cfg)
@@ -63,12 +65,13 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - a config may not compile (resources)
                 print(f"  {mode} {cfg}: FAILED {type(exc).__name__}: {str(exc)[:120]}", flush=True)
                 continue
-            row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud, ms=ms,
+            row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud,
+                       paged3d=vir, ms=ms,
                        ratio=ms / sdpa, rel_err=err,
                        tbps=b * ctx * lay.bytes_per_token / (ms * 1e-3) / 1e12)
             results.append(row)
             print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} dot={int(ud)}: {ms:.4f} ms "
-                  f"{row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
+                  f"p3={int(vir)} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
             if best is None or ms < best["ms"]:
                 best = row
         print(f"BEST {mode}: {best}", flush=True)

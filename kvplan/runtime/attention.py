@@ -44,16 +44,78 @@ def _int_to(x, DTYPE: tl.constexpr, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _load_tile(ptr, row_off, col, mask2, KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr,
-               DTYPE: tl.constexpr, INTERP: tl.constexpr):
-    """Load a [BLOCK_N, cols] K or V tile and convert it (exactly) to the query dtype."""
-    x = tl.load(ptr + row_off[:, None] + col[None, :], mask=mask2, other=0)
+def _i8_to_f16(x):
+    """int8 -> fp16 with integer ALU ops instead of the 1/4-rate I2F converter.
+
+    Per 4 bytes: flip the sign bits (x + 128 as unsigned), splice each byte under 0x64 so the
+    fp16 reads 1024 + (x + 128), subtract 1152 with one packed sub.f16x2 per 2 values; exact.
+    """
+    return tl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 t, m;
+        xor.b32 t, $2, 0x80808080;
+        mov.b32 m, 0x64806480;
+        prmt.b32 $0, t, 0x64646464, 0x4140;
+        prmt.b32 $1, t, 0x64646464, 0x4342;
+        sub.f16x2 $0, $0, m;
+        sub.f16x2 $1, $1, m;
+        }""",
+        constraints="=r,=r,r", args=[x], dtype=tl.float16, is_pure=True, pack=4)
+
+
+@triton.jit
+def _convert_tile(x, KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, DTYPE: tl.constexpr,
+                  INTERP: tl.constexpr, FAST_I8: tl.constexpr):
+    """Convert a loaded K or V tile (exactly) to the dot dtype."""
     if KV_MODE == 1 or KV_MODE == 3:
         return fp8_decode(x, FP8_E5M2).to(DTYPE)
     elif KV_MODE == 2:
-        return _int_to(x, DTYPE, INTERP)
+        if FAST_I8:
+            return _i8_to_f16(x)
+        else:
+            return _int_to(x, DTYPE, INTERP)
     else:
         return x.to(DTYPE)
+
+
+@triton.jit
+def _gather_rows(ptr, bt_row, start, lo, s_hi, kvh, stride_b, stride_h, col, col_mask,
+                 STRIDE: tl.constexpr, COLS: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_SIZE: tl.constexpr, TPP: tl.constexpr, PAGED3D: tl.constexpr):
+    """Load tokens [start, start + BLOCK_N) of one kv head: a [BLOCK_N, COLS] tile of
+    ``ptr[page(n) * stride_b + kvh * stride_h + slot(n) * STRIDE + col]`` (0 outside [lo, s_hi)).
+
+    With power-of-two block sizes the tile is addressed as [pages, TPP tokens, COLS]: one
+    64-bit page base per page and compile-time offsets inside it, which keeps the address
+    registers of a thread few (the 2-D form needs a 64-bit pointer per vector load).
+    """
+    if PAGED3D:
+        PAGES: tl.constexpr = BLOCK_N // TPP
+        t = tl.arange(0, TPP)
+        tok0 = start + tl.arange(0, PAGES) * TPP
+        page = tl.load(bt_row + tok0 // BLOCK_SIZE, mask=tok0 < s_hi, other=0).to(tl.int64)
+        base = page * stride_b + kvh * stride_h + (tok0 % BLOCK_SIZE) * STRIDE
+        n3 = tok0[:, None] + t[None, :]
+        valid = (n3 >= lo) & (n3 < s_hi)
+        off = base[:, None, None] + (t * STRIDE)[None, :, None] + col[None, None, :]
+        x = tl.load(ptr + off, mask=valid[:, :, None] & col_mask[None, None, :], other=0)
+        return tl.reshape(x, [BLOCK_N, COLS])
+    else:
+        n = start + tl.arange(0, BLOCK_N)
+        valid = (n >= lo) & (n < s_hi)
+        page = tl.load(bt_row + n // BLOCK_SIZE, mask=valid, other=0).to(tl.int64)
+        off = page * stride_b + kvh * stride_h + (n % BLOCK_SIZE) * STRIDE
+        return tl.load(ptr + off[:, None] + col[None, :],
+                       mask=valid[:, None] & col_mask[None, :], other=0)
+
+
+@triton.jit
+def _prep_q(q, q_scale, F16: tl.constexpr):
+    """fp16 compute: fold softmax_scale*log2(e) into q (fp32 multiply, clamp, one rounding)."""
+    if F16:
+        return tl.minimum(tl.maximum(q.to(tl.float32) * q_scale, -65504.0), 65504.0).to(tl.float16)
+    else:
+        return q
 
 
 @triton.jit
@@ -95,14 +157,14 @@ def _paged_attention_kernel(
     po_ptr, pml_ptr,
     ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
     bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr,
-    qk_scale, out_scale, sliding_window, num_q_blocks, num_q_heads,
+    q_scale, s_scale, out_scale, sliding_window, num_q_blocks, num_q_heads,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, HEAD_SIZE: tl.constexpr, HEAD_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, STRIDE_S: tl.constexpr, SCALE_STRIDE_S: tl.constexpr,
     K_OFF: tl.constexpr, V_OFF: tl.constexpr, KS_OFF: tl.constexpr, VS_OFF: tl.constexpr,
     KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, NUM_SPLITS: tl.constexpr,
     IS_DECODE: tl.constexpr, USE_DOT: tl.constexpr, IEEE_DOT: tl.constexpr,
-    INTERP: tl.constexpr,
+    F16: tl.constexpr, INTERP: tl.constexpr, TPP: tl.constexpr, PAGED3D: tl.constexpr,
 ):
     pid = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -131,13 +193,17 @@ def _paged_attention_kernel(
     hi = ctx - q_len + last_q + 1
     win = tl.where(sliding_window > 0, sliding_window, 1 << 30)
     lo = tl.maximum(ctx - q_len + q0 - win + 1, 0)
-    tiles = tl.cdiv(hi - lo, BLOCK_N)
+    lo_tile = (lo // BLOCK_N) * BLOCK_N  # tiles start on BLOCK_N multiples (never straddle a page)
+    tiles = tl.cdiv(hi - lo_tile, BLOCK_N)
     tiles_per_split = tl.cdiv(tiles, NUM_SPLITS)
-    s_lo = lo + split * tiles_per_split * BLOCK_N
+    s_lo = lo_tile + split * tiles_per_split * BLOCK_N
     s_hi = tl.minimum(hi, s_lo + tiles_per_split * BLOCK_N)
     s_hi = tl.where(q0 < q_len, s_hi, s_lo)  # query blocks past this sequence's chunk: no work
 
-    DTYPE = q_ptr.dtype.element_ty
+    # Compute dtype of the tensor-core dots. Quantized tiles go to fp16 (int8, fp8 and int4
+    # values are exact in fp16 and the conversions are cheaper than to bf16); the query is
+    # pre-multiplied by softmax_scale*log2(e) in fp32 so it stays well inside fp16's range.
+    DTYPE = tl.float16 if F16 else q_ptr.dtype.element_ty
     q_row = (q_start + qi).to(tl.int64) * stride_qt + head * stride_qh
     bt_row = bt_ptr + seq.to(tl.int64) * stride_bt
 
@@ -148,8 +214,10 @@ def _paged_attention_kernel(
         dh = tl.arange(0, HALF)
         dh_mask = dh < HEAD_SIZE // 2
         qmask = row_valid[:, None] & dh_mask[None, :]
-        q_e = tl.load(q_ptr + q_row[:, None] + 2 * dh[None, :], mask=qmask, other=0.0)
-        q_o = tl.load(q_ptr + q_row[:, None] + 2 * dh[None, :] + 1, mask=qmask, other=0.0)
+        q_e = _prep_q(tl.load(q_ptr + q_row[:, None] + 2 * dh[None, :], mask=qmask, other=0.0),
+                      q_scale, F16)
+        q_o = _prep_q(tl.load(q_ptr + q_row[:, None] + 2 * dh[None, :] + 1, mask=qmask, other=0.0),
+                      q_scale, F16)
         q_sum = tl.sum(q_e.to(tl.float32), axis=1) + tl.sum(q_o.to(tl.float32), axis=1)
         acc_e = tl.zeros([BLOCK_M, HALF], tl.float32)
         acc_o = tl.zeros([BLOCK_M, HALF], tl.float32)
@@ -157,37 +225,43 @@ def _paged_attention_kernel(
     else:
         d = tl.arange(0, HEAD_PAD)
         d_mask = d < HEAD_SIZE
-        q = tl.load(q_ptr + q_row[:, None] + d[None, :],
-                    mask=row_valid[:, None] & d_mask[None, :], other=0.0)
+        q = _prep_q(tl.load(q_ptr + q_row[:, None] + d[None, :],
+                            mask=row_valid[:, None] & d_mask[None, :], other=0.0), q_scale, F16)
         acc = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)
 
+    one = tl.arange(0, 1)
     for start in range(s_lo, s_hi, BLOCK_N):
         n = start + tl.arange(0, BLOCK_N)
-        n_valid = n < s_hi
-        page = tl.load(bt_row + n // BLOCK_SIZE, mask=n_valid, other=0).to(tl.int64)
-        slot = n % BLOCK_SIZE
-        row_off = page * stride_cb + kvh * stride_ch + slot * STRIDE_S
+        n_valid = (n >= lo) & (n < s_hi)
         if KV_MODE >= 2:
-            s_off = page * stride_sb + kvh * stride_sh + slot * SCALE_STRIDE_S
-            k_sc = tl.load(cs_ptr + KS_OFF + s_off, mask=n_valid, other=0.0)
-            v_sc = tl.load(cs_ptr + VS_OFF + s_off, mask=n_valid, other=0.0)
+            k_sc = tl.reshape(_gather_rows(cs_ptr + KS_OFF, bt_row, start, lo, s_hi, kvh, stride_sb,
+                                           stride_sh, one, one < 1, SCALE_STRIDE_S, 1, BLOCK_N,
+                                           BLOCK_SIZE, TPP, PAGED3D), [BLOCK_N])
+            v_sc = tl.reshape(_gather_rows(cs_ptr + VS_OFF, bt_row, start, lo, s_hi, kvh, stride_sb,
+                                           stride_sh, one, one < 1, SCALE_STRIDE_S, 1, BLOCK_N,
+                                           BLOCK_SIZE, TPP, PAGED3D), [BLOCK_N])
         if KV_MODE == 4:
-            kvmask = n_valid[:, None] & dh_mask[None, :]
-            kb = tl.load(ck_ptr + K_OFF + row_off[:, None] + dh[None, :], mask=kvmask, other=0)
-            vb = tl.load(cv_ptr + V_OFF + row_off[:, None] + dh[None, :], mask=kvmask, other=0)
+            kb = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
+                              dh, dh_mask, STRIDE_S, HALF, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
+            vb = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
+                              dh, dh_mask, STRIDE_S, HALF, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
             k_e, k_o = _unpack_int4(kb, DTYPE, INTERP)
             s = _dot(q_e, tl.trans(k_e), USE_DOT, IEEE_DOT, INTERP) + _dot(q_o, tl.trans(k_o), USE_DOT, IEEE_DOT, INTERP)
             k_s, k_zp = _scale_bits_split(k_sc)
-            s = (s - q_sum[:, None] * k_zp[None, :]) * (k_s * qk_scale)[None, :]
+            s = (s - q_sum[:, None] * k_zp[None, :]) * (k_s * s_scale)[None, :]
         else:
-            kvmask = n_valid[:, None] & d_mask[None, :]
-            k = _load_tile(ck_ptr + K_OFF, row_off, d, kvmask, KV_MODE, FP8_E5M2, DTYPE, INTERP)
-            v = _load_tile(cv_ptr + V_OFF, row_off, d, kvmask, KV_MODE, FP8_E5M2, DTYPE, INTERP)
+            kx = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
+                              d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
+            vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
+                              d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
+            fast: tl.constexpr = F16 and not INTERP
+            k = _convert_tile(kx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
+            v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
             s = _dot(q, tl.trans(k), USE_DOT, IEEE_DOT, INTERP)
             if KV_MODE >= 2:
-                s = s * (k_sc * qk_scale)[None, :]
+                s = s * (k_sc * s_scale)[None, :]
             else:
-                s = s * qk_scale
+                s = s * s_scale
         if IS_DECODE:
             s = tl.where(n_valid[None, :], s, float("-inf"))
         else:
@@ -285,6 +359,7 @@ class AttentionConfig:
     num_warps: int | None = None
     num_stages: int | None = None
     use_dot: bool | None = None
+    paged3d: bool | None = None  # page-structured tile addressing (power-of-two block sizes)
 
 
 def _decode_splits(num_programs: int, max_kv_len: int, block_n: int, sms: int) -> int:
@@ -363,6 +438,8 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     if not use_dot:
         block_n = cfg.block_n or max(16, min(64, 8192 // (group_pad * head_pad)))
 
+    pow2_bs = cache.block_size & (cache.block_size - 1) == 0
+    paged3d = pow2_bs if cfg.paged3d is None else (cfg.paged3d and pow2_bs)
     if is_decode:
         num_q_blocks = 1
         qsl = seq_lens  # unused
@@ -382,11 +459,13 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         num_splits = cfg.num_splits or 1
 
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
-    qk_scale = scale * _LOG2E
-    out_scale = 1.0
-    if lay.quant_mode == "fp8_per_tensor":
-        qk_scale *= cache.k_scale
-        out_scale = cache.v_scale
+    f16 = args.KV_MODE != KV_MODE_NONE and query.dtype != torch.float32
+    k_scale = cache.k_scale if lay.quant_mode == "fp8_per_tensor" else 1.0
+    out_scale = cache.v_scale if lay.quant_mode == "fp8_per_tensor" else 1.0
+    if f16:  # q is pre-scaled in the kernel; scores get the (per-token or static) k scale
+        q_scale, s_scale = scale * _LOG2E, k_scale
+    else:
+        q_scale, s_scale = 1.0, scale * _LOG2E * k_scale
 
     if num_splits > 1:
         po = torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=query.device)
@@ -402,11 +481,12 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         po, pml,
         args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
         block_tables, block_tables.stride(0), seq_lens, qsl,
-        qk_scale, out_scale, int(lay.sliding_window or 0), num_q_blocks, hq,
+        q_scale, s_scale, out_scale, int(lay.sliding_window or 0), num_q_blocks, hq,
         GROUP=group, GROUP_PAD=group_pad, BLOCK_M=block_m, BLOCK_N=block_n, HEAD_SIZE=d,
         HEAD_PAD=head_pad, BLOCK_SIZE=cache.block_size, NUM_SPLITS=num_splits,
         IS_DECODE=is_decode, USE_DOT=use_dot, IEEE_DOT=query.dtype == torch.float32,
-        INTERP=interpreting(),
+        F16=f16, INTERP=interpreting(), TPP=min(cache.block_size, block_n),
+        PAGED3D=paged3d,
         num_warps=num_warps, num_stages=num_stages, **cache_constexprs(args),
     )
     if num_splits > 1:

@@ -18,6 +18,14 @@ _FP8_TORCH = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 _SCALE_FLOOR = 1e-6
 
 
+def _div(a: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
+    """IEEE a / b on every device: torch's CUDA kernel turns a Python-scalar divisor into a
+    multiply by its reciprocal (1 ulp off now and then), so divisors are always tensors."""
+    if not isinstance(b, torch.Tensor):
+        b = torch.tensor(b, dtype=a.dtype, device=a.device)
+    return torch.div(a, b.expand_as(a).contiguous())
+
+
 def _round_half_away(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5))
 
@@ -25,8 +33,8 @@ def _round_half_away(x: torch.Tensor) -> torch.Tensor:
 def quantize_int8_per_token_head(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """x [..., D] -> (int8 codes, fp32 scale [...]); scale = max(amax/127, 1e-6)."""
     x = x.float()
-    scale = torch.clamp_min(x.abs().amax(-1) / 127.0, _SCALE_FLOOR)
-    q = torch.clamp(_round_half_away(x / scale[..., None]), -128.0, 127.0)
+    scale = torch.clamp_min(_div(x.abs().amax(-1), 127.0), _SCALE_FLOOR)
+    q = torch.clamp(_round_half_away(_div(x, scale[..., None])), -128.0, 127.0)
     return q.to(torch.int8), scale
 
 
@@ -34,14 +42,14 @@ def quantize_fp8(x: torch.Tensor, scale: torch.Tensor | float, fp8_format: str) 
     """x / scale, clamped to the fp8 range, as fp8 bits (uint8)."""
     fmax = FP8_MAX[fp8_format]
     scale_t = scale[..., None] if isinstance(scale, torch.Tensor) else scale
-    y = torch.clamp(x.float() / scale_t, -fmax, fmax)
+    y = torch.clamp(_div(x.float(), scale_t), -fmax, fmax)
     return y.to(_FP8_TORCH[fp8_format]).view(torch.uint8)
 
 
 def quantize_fp8_per_token_head(x: torch.Tensor, fp8_format: str
                                 ) -> tuple[torch.Tensor, torch.Tensor]:
     x = x.float()
-    scale = torch.clamp_min(x.abs().amax(-1) / FP8_MAX[fp8_format], _SCALE_FLOOR)
+    scale = torch.clamp_min(_div(x.abs().amax(-1), FP8_MAX[fp8_format]), _SCALE_FLOOR)
     return quantize_fp8(x, scale, fp8_format), scale
 
 
@@ -54,9 +62,10 @@ def quantize_int4_per_token_head(x_rot: torch.Tensor) -> tuple[torch.Tensor, tor
     """
     x = x_rot.float()
     mn, mx = x.amin(-1), x.amax(-1)
-    scale = torch.clamp_min((mx - mn) / 15.0, _SCALE_FLOOR)
-    zp = torch.clamp(_round_half_away(-mn / scale), 0.0, 15.0)
-    q = torch.clamp(_round_half_away(x / scale[..., None] + zp[..., None]), 0.0, 15.0).to(torch.int32)
+    scale = torch.clamp_min(_div(mx - mn, 15.0), _SCALE_FLOOR)
+    zp = torch.clamp(_round_half_away(_div(-mn, scale)), 0.0, 15.0)
+    q = torch.clamp(_round_half_away(_div(x, scale[..., None]) + zp[..., None]), 0.0, 15.0)
+    q = q.to(torch.int32)
     packed = (q[..., 0::2] | (q[..., 1::2] << 4)).to(torch.uint8)
     bits = (scale.view(torch.int32) & ~0xF) | zp.to(torch.int32)
     return packed, bits.view(torch.float32)

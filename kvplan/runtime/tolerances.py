@@ -13,10 +13,13 @@ Three different questions, three columns:
   ``<= roundtrip_abs_scale * scale + roundtrip_rel * |x|`` where ``scale`` is the stored
   per-token-head (or static per-tensor) scale.
 * ``quant_rel_err``: attention on the quantized cache vs attention on the unquantized K/V
-  (what quantization costs). On random data with outlier K channels (x20 on a few channels)
-  and softmax scale 1/sqrt(head_size); `kvplan validate` should flag a layer above it.
-  Per-tensor FP8 uses a calibrated static scale (amax/448) here; with the uncalibrated 1.0
-  error on small-magnitude data is larger.
+  (what quantization costs). Set from the torch reference on random data whose K has x20
+  outlier channels (1 in 32), softmax scale 1/sqrt(head_size), 12 seeds: mean / max rel err
+  INT8 per-token-head 0.057 / 0.089, FP8 per-token-head 0.054 / 0.097, FP8 per-tensor with
+  a calibrated static scale (amax/448) 0.13 / 0.20, INT4 (Hadamard-rotated) 0.23 / 0.28; the
+  bounds leave ~1.5x headroom over the max. Outlier channels are the hard case: per-token
+  scales stretch to the outlier, so the other channels keep few levels. `kvplan validate`
+  should flag a layer whose error on real activations exceeds the bound.
 """
 from __future__ import annotations
 
@@ -41,12 +44,12 @@ TOLERANCES: dict[str, Tolerance] = {
     # e4m3: 3 mantissa bits -> half-ulp relative 2^-4; subnormal step 2^-9 * scale.
     # (e5m2 uses roundtrip_rel 2^-3, see ROUNDTRIP_REL_E5M2.)
     "fp8_per_tensor": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=2.0 ** -10,
-                                roundtrip_rel=2.0 ** -4, quant_rel_err=1.5e-1),
+                                roundtrip_rel=2.0 ** -4, quant_rel_err=3e-1),
     # INT8 round-half-away: |err| <= scale / 2 exactly (plus fp32 rounding of x/scale).
     "int8_per_token_head": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=0.5 + 1e-3,
-                                     roundtrip_rel=1e-6, quant_rel_err=5e-2),
+                                     roundtrip_rel=1e-6, quant_rel_err=1.5e-1),
     "fp8_per_token_head": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=2.0 ** -10,
-                                    roundtrip_rel=2.0 ** -4, quant_rel_err=1e-1),
+                                    roundtrip_rel=2.0 ** -4, quant_rel_err=1.5e-1),
     # INT4 asymmetric after a Hadamard rotation: |err| <= scale/2 in the rotated basis; the
     # round trip is checked in that basis. Attention error is large by nature of 4 bits.
     "int4_per_token_head": Tolerance(kernel_rel_err=2e-2, roundtrip_abs_scale=0.5 + 1e-3,

@@ -1,0 +1,29 @@
+#!/usr/bin/env python
+"""Time the quantize-on-write kernel alone: python bench/bench_write.py [--tokens 64,8192,32768]"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kvplan.runtime.bench import bench_write, copy_bandwidth  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", default="64,8192,32768")
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--head-size", type=int, default=128)
+    a = ap.parse_args()
+    copy = copy_bandwidth()
+    print(f"copy bandwidth {copy['bytes_per_s'] / 1e12:.2f} TB/s")
+    for n in (int(x) for x in a.tokens.split(",")):
+        for r in bench_write(n, a.heads, a.head_size, copy["bytes_per_s"]):
+            print(f"{r['variant']:28s} tokens={n:6d} {r['ms'] * 1e3:8.1f} us "
+                  f"{r['bytes_per_s'] / 1e12:.2f} TB/s {100 * r['frac_copy']:.0f}% of copy", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""`kvplan bench`: run the runtime benchmark suite with a progress bar, save JSON (+ PNG).
+
+The CLI owner wires :func:`bench_command`; importing this module stays cheap (torch, triton
+and the kernels load inside the function).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def bench_command(output_json: Path, plot_png: Path | None = None, quick: bool = False) -> dict:
+    """Run `kvplan.runtime.bench.run_suite` on the GPU, write the results, return them.
+
+    Progress goes to stderr (a rich progress bar); the markdown table is printed to stdout.
+    Raises RuntimeError when no CUDA GPU is present or (for ``plot_png``) matplotlib is missing.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kvplan.runtime.bench import format_table, plot, run_suite
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        task = bar.add_task("kvplan bench", total=None)
+
+        def progress(label: str, done: int, total: int) -> None:
+            bar.update(task, description=label, completed=done, total=total)
+
+        results = run_suite("cuda", quick=quick, progress=progress)
+    output_json = Path(output_json)
+    output_json.parent.mkdir(parents=True, exist_ok=True)
+    output_json.write_text(json.dumps(results, indent=1))
+    if plot_png is not None:
+        plot(results, str(plot_png))
+    sys.stdout.write(format_table(results) + "\n")
+    return results

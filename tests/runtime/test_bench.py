@@ -1,0 +1,65 @@
+"""Benchmark plumbing that runs without a GPU (table formatting, CLI entry point, plot)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kvplan.runtime.bench import format_table, plot  # noqa: E402
+
+FAKE = {
+    "device": "FakeGPU", "torch": "0", "triton": "0", "date": "2026-11-23",
+    "copy_bandwidth": {"bytes": 2, "ms": 1.0, "bytes_per_s": 3.0e12},
+    "rows": [
+        dict(kind="decode", variant="sdpa_bf16", batch=64, context=4096, num_q_heads=32,
+             num_kv_heads=8, head_size=128, sliding_window=None, block_size=16, ms=0.365,
+             bytes=1.07e9, bytes_per_s=2.94e12, frac_copy=0.98, ratio_to_sdpa=1.0, rel_err=0.002),
+        dict(kind="decode", variant="paged_int8_per_token_head", batch=64, context=4096,
+             num_q_heads=32, num_kv_heads=8, head_size=128, sliding_window=None, block_size=16,
+             ms=0.2, bytes=5.5e8, bytes_per_s=2.75e12, frac_copy=0.92, ratio_to_sdpa=0.55,
+             rel_err=0.01),
+        dict(kind="write", variant="write_int8_per_token_head", num_tokens=8192, num_kv_heads=8,
+             head_size=128, block_size=16, ms=0.02, bytes=5.1e7, bytes_per_s=2.5e12,
+             frac_copy=0.85),
+    ],
+}
+
+
+def test_bench_format_table_lists_every_row():
+    table = format_table(FAKE)
+    assert "FakeGPU" in table and "3.00 TB/s" in table
+    assert "| 64, 4096, 32, 8, 128, - | paged_int8_per_token_head | 0.2000 |" in table
+    assert "0.550x" in table and "92%" in table
+    assert "| 8192 x (8, 128) | write_int8_per_token_head |" in table
+    json.dumps(FAKE)  # the result format is plain JSON
+
+
+def test_bench_plot_writes_png_or_explains(tmp_path):
+    path = tmp_path / "bench.png"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match="matplotlib"):
+            plot(FAKE, str(path))
+        return
+    plot(FAKE, str(path))
+    assert path.stat().st_size > 1000
+
+
+def test_bench_command_is_importable_without_side_effects():
+    from kvplan.runtime.bench_cli import bench_command
+
+    assert callable(bench_command)
+
+
+def test_bench_run_suite_needs_cuda(monkeypatch):
+    import torch
+
+    from kvplan.runtime.bench import run_suite
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="CUDA"):
+        run_suite("cuda", quick=True)
