@@ -97,9 +97,7 @@ def emit(
     if fail_level != "never":
         floor = Severity(fail_level).rank
         if any(f.severity.rank >= floor for f in result.findings):
-            # SystemExit, not typer.Exit: kvplan.cli.main.main() runs the app with
-            # standalone_mode=False, where click returns typer.Exit's code instead of exiting.
-            raise SystemExit(1)
+            raise typer.Exit(1)
 
 
 emit.context_settings = {"allow_extra_args": True, "ignore_unknown_options": True}  # type: ignore[attr-defined]
