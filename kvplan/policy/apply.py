@@ -253,7 +253,7 @@ def compile_with_policy(path_or_config: str | Path | dict[str, Any], flags: Any 
             continue
         i, rule = matched[lp.index]
         fact = (f"{_label(pol)} rule {rule.code} {rule.name} ({_where(pol, 'rules', i)}) selects "
-                f"{rule.select.describe()} and sets {rule.setting.describe()}: {rule.reason}; "
+                f"{rule.select.describe()} and sets {rule.setting.describe()}: {rule.reason.rstrip('.')}; "
                 f"realised as {flag_text}")
         d = Decision(field="kv_cache_dtype", value=targets.get(lp.index, lp.kv_cache_dtype), rule=rule.code, fact=fact)
         layers.append(lp.model_copy(update={"decided_by": [rule.code, *(c for c in lp.decided_by if c != rule.code)],
