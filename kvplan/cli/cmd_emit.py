@@ -6,8 +6,9 @@
 
 Input is a PLAN.json (from `kvplan plan ... --format json`) or a config.json / checkpoint folder,
 which is planned first with the vLLM flags that follow it (and the policy, if any). Results go to
-stdout; with `--format args` the emitter's findings go to stderr, so `$(kvplan emit ...)` stays
-clean. Exit 0, 1 (a finding at or above --fail-level), 2 (bad input: one line, nothing written).
+stdout; with `--format args` the line is shell-quoted and the emitter's findings go to stderr, so
+`eval "vllm serve MODEL $(kvplan emit plan.json)"` works. Exit 0, 1 (a finding at or above
+--fail-level), 2 (bad input: one line, nothing written).
 """
 from __future__ import annotations
 

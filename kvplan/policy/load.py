@@ -165,24 +165,32 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def find_pyproject_policy(start: str | Path | None = None) -> Optional[Path]:
-    """`[tool.kvplan] policy = "..."` from the nearest pyproject.toml at or above `start` (cwd).
+    """The policy named by the nearest kvplan configuration at or above `start` (default: cwd).
 
-    The path is relative to the pyproject.toml's folder. None when no pyproject names a policy.
+    Like `kvplan lint`, the nearest folder with a `kvplan.toml` (top-level `policy = "..."`) or a
+    `pyproject.toml` with a `[tool.kvplan]` table wins; the path is relative to that file.
+    None when that configuration names no policy (or there is none).
     """
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        pp = folder / "pyproject.toml"
-        if pp.is_file():
-            tool = _read_toml(pp).get("tool", {}).get("kvplan", {})
-            value = tool.get("policy") if isinstance(tool, dict) else None
+        for name in ("kvplan.toml", "pyproject.toml"):
+            f = folder / name
+            if not f.is_file():
+                continue
+            doc = _read_toml(f)
+            table = doc if name == "kvplan.toml" else doc.get("tool", {}).get("kvplan")
+            if not isinstance(table, dict):
+                continue  # a pyproject.toml without [tool.kvplan] does not stop the search
+            where = "policy" if name == "kvplan.toml" else "[tool.kvplan] policy"
+            value = table.get("policy")
             if value is None:
                 return None
             if not isinstance(value, str) or not value.strip():
-                raise KvplanInputError(f"{pp}: [tool.kvplan] policy must be a path string, got {value!r}.",
+                raise KvplanInputError(f"{f}: {where} must be a path string, got {value!r}.",
                                        'Write policy = "kvplan-policy.yaml".')
             p = (folder / value).resolve()
             if not p.is_file():
-                raise KvplanInputError(f"{pp}: [tool.kvplan] policy = {value!r} but {p} does not exist.",
-                                       "Fix the path (it is relative to pyproject.toml) or remove the setting.")
+                raise KvplanInputError(f"{f}: {where} = {value!r} but {p} does not exist.",
+                                       f"Fix the path (it is relative to {name}) or remove the setting.")
             return p
     return None

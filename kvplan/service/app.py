@@ -20,7 +20,7 @@ import json
 import logging
 import tempfile
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
@@ -56,8 +56,6 @@ class ServiceSettings:
     """Planner threads (requests beyond this wait for a free thread)."""
     max_layers: int = DEFAULT_MAX_LAYERS
     """Largest num_hidden_layers accepted in an inline config."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Reserved."""
 
     def to_json(self) -> str:
         return json.dumps({"allow_paths": [str(p) for p in self.allow_paths], "max_body_bytes": self.max_body_bytes,
@@ -154,6 +152,13 @@ def _check_layers(cfg: dict[str, Any], limit: int) -> None:
                                        "Check the config, or start the server with a larger --max-layers.")
 
 
+def _check_gpu(gpu: Optional[str]) -> None:
+    if gpu is not None and gpu.strip().lower() == "auto":
+        # resolve_gpu("auto") imports torch and probes this server's own GPU: not what a client means.
+        raise KvplanInputError("gpu 'auto' would detect the server's own GPU.",
+                               "Name the GPU the plan is for, e.g. h100 or sm90.")
+
+
 class Service:
     """The request handlers, independent of FastAPI (what the endpoints call on a worker thread)."""
 
@@ -184,6 +189,7 @@ class Service:
 
     def plan(self, req: ModelRequest) -> Plan:
         from kvplan.policy import compile_with_policy, policy_from_text  # noqa: PLC0415
+        _check_gpu(req.gpu)
         source, label = self._model_source(req)
         policy = policy_from_text(req.policy, "<request policy>") if req.policy is not None else None
         budget = int(req.kv_budget_gib * 2**30) if req.kv_budget_gib is not None else None
@@ -244,6 +250,7 @@ class Service:
             from kvplan.cli.cmd_backends import backends_document  # noqa: PLC0415
         except ImportError:
             raise ServiceError(501, "not_implemented", "the backend tables are not available in this kvplan build.") from None
+        _check_gpu(gpu)
         return backends_document(gpu, engine) if engine else backends_document(gpu)
 
 

@@ -96,3 +96,15 @@ def test_pyproject_without_policy_and_bad_policy_path(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.kvplan]\npolicy = "missing.yaml"\n')
     with pytest.raises(KvplanInputError, match=r"\[tool.kvplan\] policy = 'missing.yaml' but .* does not exist"):
         find_pyproject_policy(tmp_path)
+
+
+def test_kvplan_toml_wins_and_pyproject_without_table_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.kvplan]\npolicy = "root.yaml"\n')
+    (tmp_path / "root.yaml").write_text(GOOD)
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "pyproject.toml").write_text('[project]\nname = "team"\n')  # no [tool.kvplan]: keep looking
+    assert find_pyproject_policy(team) == (tmp_path / "root.yaml").resolve()
+    (team / "kvplan.toml").write_text('policy = "team.yaml"\n')
+    (team / "team.yaml").write_text(GOOD)
+    assert find_pyproject_policy(team) == (team / "team.yaml").resolve()

@@ -119,6 +119,8 @@ def test_input_errors_carry_the_cli_message(client: httpx.Client) -> None:
     assert no_model.status_code == 400 and no_model.json()["error"]["message"].startswith("<request> has no model_type")
     empty = client.post("/v1/plan", json={})
     assert empty.status_code == 400 and "neither config nor config_path" in empty.json()["error"]["message"]
+    auto = client.post("/v1/plan", json={"config": GPT_OSS_CFG, "gpu": "auto"})
+    assert auto.status_code == 400 and "gpu 'auto' would detect the server's own GPU" in auto.json()["error"]["message"]
     huge = client.post("/v1/plan", json={"config": {**GPT_OSS_CFG, "num_hidden_layers": 10**7}})
     assert huge.status_code == 400 and "at most 1024 layers" in huge.json()["error"]["message"]
 
