@@ -30,7 +30,8 @@ def main() -> None:
     ap.add_argument("--stages", default="2,3,4")
     ap.add_argument("--splits", default="0", help="0 = heuristic")
     ap.add_argument("--use-dot", default="1", help="1, 0 or 1,0")
-    ap.add_argument("--paged3d", default="1", help="0, 1 or 0,1")
+    ap.add_argument("--paged3d", default="0", help="0, 1 or 0,1")
+    ap.add_argument("--imma", default="0", help="INT8 only: 0, 1, 2 (comma list)")
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
@@ -49,12 +50,13 @@ def main() -> None:
         cache, bt = _paged_fill(lay, k, v, a.block_size, gen)
         best = None
         virs = [bool(int(x)) for x in a.paged3d.split(",")]
-        for bn, w, st, sp, ud, vir in itertools.product(
+        immas = [int(x) for x in a.imma.split(",")] if mode == "int8_per_token_head" else [0]
+        for bn, w, st, sp, ud, vir, im in itertools.product(
                 [int(x) for x in a.block_n.split(",")], [int(x) for x in a.warps.split(",")],
                 [int(x) for x in a.stages.split(",")], [int(x) for x in a.splits.split(",")],
-                [bool(int(x)) for x in a.use_dot.split(",")], virs):
+                [bool(int(x)) for x in a.use_dot.split(",")], virs, immas):
             cfg = AttentionConfig(block_n=bn, num_warps=w, num_stages=st, num_splits=sp or None,
-                                  use_dot=ud, paged3d=vir)
+                                  use_dot=ud, paged3d=vir, imma=im)
             out = torch.full_like(q, float("nan"))
             try:
                 paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx, out=out, config=cfg)
@@ -66,12 +68,12 @@ def main() -> None:
                 print(f"  {mode} {cfg}: FAILED {type(exc).__name__}: {str(exc)[:120]}", flush=True)
                 continue
             row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud,
-                       paged3d=vir, ms=ms,
+                       paged3d=vir, imma=im, ms=ms,
                        ratio=ms / sdpa, rel_err=err,
                        tbps=b * ctx * lay.bytes_per_token / (ms * 1e-3) / 1e12)
             results.append(row)
             print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} dot={int(ud)}: {ms:.4f} ms "
-                  f"p3={int(vir)} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
+                  f"p3={int(vir)} imma={im} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
             if best is None or ms < best["ms"]:
                 best = row
         print(f"BEST {mode}: {best}", flush=True)

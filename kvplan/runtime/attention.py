@@ -110,6 +110,21 @@ def _gather_rows(ptr, bt_row, start, lo, s_hi, kvh, stride_b, stride_h, col, col
 
 
 @triton.jit
+def _round_to_i8(x):
+    """fp32 within [-127.5, 127.5] -> int8, round to nearest even (1.5 * 2^23 trick: 2 adds)."""
+    return ((x + 12582912.0) - 12582912.0).to(tl.int8)
+
+
+@triton.jit
+def _idot(a, b, INTERP: tl.constexpr):
+    """int8 x int8 -> exact fp32 (IMMA with int32 accumulation; sums stay below 2^24)."""
+    if INTERP:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    else:
+        return tl.dot(a, b, out_dtype=tl.int32).to(tl.float32)
+
+
+@triton.jit
 def _prep_q(q, q_scale, F16: tl.constexpr):
     """fp16 compute: fold softmax_scale*log2(e) into q (fp32 multiply, clamp, one rounding)."""
     if F16:
@@ -165,6 +180,7 @@ def _paged_attention_kernel(
     KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, NUM_SPLITS: tl.constexpr,
     IS_DECODE: tl.constexpr, USE_DOT: tl.constexpr, IEEE_DOT: tl.constexpr,
     F16: tl.constexpr, INTERP: tl.constexpr, TPP: tl.constexpr, PAGED3D: tl.constexpr,
+    IMMA: tl.constexpr,
 ):
     pid = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -228,6 +244,16 @@ def _paged_attention_kernel(
         q = _prep_q(tl.load(q_ptr + q_row[:, None] + d[None, :],
                             mask=row_valid[:, None] & d_mask[None, :], other=0.0), q_scale, F16)
         acc = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)
+        if IMMA > 0:
+            # INT8 cache on integer tensor cores: q -> int8 with one scale per row (8 bits, like
+            # bf16's mantissa), so K/V bytes feed the MMA unconverted.
+            # Two int8 digits (hi + lo/254) give ~15 bits, more than the query's own bf16.
+            qf = q.to(tl.float32)
+            q_amax = tl.max(tl.abs(qf), axis=1)
+            q_s = tl.where(q_amax > 0, q_amax / 127.0, 1.0)
+            qn = qf * (127.0 / tl.where(q_amax > 0, q_amax, 1.0))[:, None]
+            q = _round_to_i8(qn)
+            q_lo = _round_to_i8((qn - q.to(tl.float32)) * 254.0)
 
     one = tl.arange(0, 1)
     for start in range(s_lo, s_hi, BLOCK_N):
@@ -255,13 +281,19 @@ def _paged_attention_kernel(
             vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
                               d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
             fast: tl.constexpr = F16 and not INTERP
-            k = _convert_tile(kx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
-            v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
-            s = _dot(q, tl.trans(k), USE_DOT, IEEE_DOT, INTERP)
-            if KV_MODE >= 2:
-                s = s * (k_sc * s_scale)[None, :]
+            if IMMA < 2:
+                v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
+            if IMMA > 0:
+                kt = tl.trans(kx)
+                s = _idot(q, kt, INTERP) + _idot(q_lo, kt, INTERP) * (1.0 / 254.0)
+                s = s * q_s[:, None] * k_sc[None, :]
             else:
-                s = s * s_scale
+                k = _convert_tile(kx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
+                s = _dot(q, tl.trans(k), USE_DOT, IEEE_DOT, INTERP)
+                if KV_MODE >= 2:
+                    s = s * (k_sc * s_scale)[None, :]
+                else:
+                    s = s * s_scale
         if IS_DECODE:
             s = tl.where(n_valid[None, :], s, float("-inf"))
         else:
@@ -281,6 +313,16 @@ def _paged_attention_kernel(
             pv = pv.to(DTYPE)
             acc_e = acc_e * alpha[:, None] + _dot(pv, v_e, USE_DOT, IEEE_DOT, INTERP)
             acc_o = acc_o * alpha[:, None] + _dot(pv, v_o, USE_DOT, IEEE_DOT, INTERP)
+        elif IMMA == 2:
+            # P*v_scale -> int8 with one scale per row and tile (values in [0, 127]).
+            pv = p * v_sc[None, :]
+            p_amax = tl.max(pv, axis=1)
+            p_s = tl.where(p_amax > 0, p_amax / 127.0, 0.0)
+            pn = pv * (127.0 / tl.where(p_amax > 0, p_amax, 1.0))[:, None]
+            p8 = _round_to_i8(pn)
+            p8_lo = _round_to_i8((pn - p8.to(tl.float32)) * 254.0)
+            pvx = _idot(p8, vx, INTERP) + _idot(p8_lo, vx, INTERP) * (1.0 / 254.0)
+            acc = acc * alpha[:, None] + pvx * p_s[:, None]
         else:
             if KV_MODE >= 2:
                 p = p * v_sc[None, :]
@@ -360,13 +402,44 @@ class AttentionConfig:
     num_stages: int | None = None
     use_dot: bool | None = None
     paged3d: bool | None = None  # page-structured tile addressing (power-of-two block sizes)
+    imma: int | None = None  # INT8 cache on int8 tensor cores: 1 = q.K (q -> int8 per row),
+    #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
 
 
-def _decode_splits(num_programs: int, max_kv_len: int, block_n: int, sms: int) -> int:
-    """Split the context until ~2 programs per SM are busy, never below 4 tiles per split."""
-    want = math.ceil(2 * sms / max(num_programs, 1))
-    most = max(1, max_kv_len // (4 * block_n))
-    return int(max(1, min(want, most, 64)))
+def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
+                   ctas_per_sm: int = 4) -> int:
+    """Pick the split-K factor: fewest waves x tiles per program (wave quantization counts),
+    plus a small price per split for the partial results and the merge kernel."""
+    slots = max(1, sms * ctas_per_sm)
+    tiles = max(1, math.ceil(kv_len / block_n))
+    best_cost, best = float("inf"), 1
+    for splits in range(1, min(64, tiles) + 1):
+        waves = math.ceil(num_programs * splits / slots)
+        cost = waves * math.ceil(tiles / splits) + (0.5 if splits > 1 else 0.0) + 0.02 * splits
+        if cost < best_cost - 1e-9:
+            best_cost, best = cost, splits
+    return best
+
+
+def _default_config(quantized: bool, head_pad: int, is_decode: bool) -> dict:
+    """Launch parameters measured best on an H100 (bench/tune_attention.py sweeps).
+
+    Quantized tiles take more instructions per byte than bf16 (conversion, scales), so they run
+    best as small 2-warp programs: more independent programs per SM hide more latency.
+    """
+    if not is_decode:
+        return dict(block_n=64 if head_pad <= 128 else 32, num_warps=4, num_stages=2)
+    if not quantized:
+        if head_pad <= 64:
+            return dict(block_n=128, num_warps=4, num_stages=3)
+        if head_pad <= 128:
+            return dict(block_n=64, num_warps=4, num_stages=3)
+        return dict(block_n=32, num_warps=4, num_stages=3)
+    if head_pad <= 64:
+        return dict(block_n=128, num_warps=2, num_stages=2)
+    if head_pad <= 128:
+        return dict(block_n=64, num_warps=2, num_stages=3)
+    return dict(block_n=32, num_warps=2, num_stages=3)
 
 
 def _check(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,
@@ -434,10 +507,12 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     if block_m % group_pad:
         raise ValueError(f"block_m {block_m} must be a multiple of the padded group {group_pad}")
     block_q = block_m // group_pad
-    block_n = cfg.block_n or (64 if d <= 128 else 32)
+    default = _default_config(args.KV_MODE != KV_MODE_NONE, head_pad, is_decode)
+    block_n = cfg.block_n or default["block_n"]
     if not use_dot:
         block_n = cfg.block_n or max(16, min(64, 8192 // (group_pad * head_pad)))
 
+    imma = int(cfg.imma or 0) if (args.KV_MODE == 2 and use_dot) else 0
     pow2_bs = cache.block_size & (cache.block_size - 1) == 0
     paged3d = pow2_bs if cfg.paged3d is None else (cfg.paged3d and pow2_bs)
     if is_decode:
@@ -451,6 +526,8 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
                 max_len = min(max_len, lay.sliding_window)
             num_splits = _decode_splits(seq_lens.shape[0] * lay.num_kv_heads, max_len, block_n,
                                         num_sms(query.device))
+            if interpreting():  # keep CPU tests fast; splitting is covered by explicit tests
+                num_splits = min(num_splits, 2)
     else:
         qsl = query_start_loc
         if max_query_len is None:
@@ -472,8 +549,8 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         pml = torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=query.device)
     else:
         po = pml = out
-    num_warps = cfg.num_warps or 4
-    num_stages = cfg.num_stages or 2
+    num_warps = cfg.num_warps or default["num_warps"]
+    num_stages = cfg.num_stages or default["num_stages"]
     grid = (seq_lens.shape[0] * num_q_blocks, lay.num_kv_heads, num_splits)
     _paged_attention_kernel[grid](
         query, query.stride(0), query.stride(1),
@@ -486,7 +563,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         HEAD_PAD=head_pad, BLOCK_SIZE=cache.block_size, NUM_SPLITS=num_splits,
         IS_DECODE=is_decode, USE_DOT=use_dot, IEEE_DOT=query.dtype == torch.float32,
         F16=f16, INTERP=interpreting(), TPP=min(cache.block_size, block_n),
-        PAGED3D=paged3d,
+        PAGED3D=paged3d, IMMA=imma,
         num_warps=num_warps, num_stages=num_stages, **cache_constexprs(args),
     )
     if num_splits > 1:

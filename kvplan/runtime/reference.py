@@ -1,8 +1,8 @@
 """Plain torch reference implementations of the runtime kernels (the ground truth in tests).
 
 Written for clarity, not speed: quantization follows the kernels' arithmetic operation by
-operation in fp32 (IEEE division, round half away from zero for INT8/INT4, round to nearest
-even for FP8) so written bytes must match *exactly*; attention dequantizes the cache to fp32
+operation in fp32 (scale by IEEE division, then ``x * (1/scale)``, round half away from zero
+for INT8/INT4, round to nearest even for FP8) so written bytes must match *exactly*; attention dequantizes the cache to fp32
 and runs a per-sequence masked softmax.
 """
 from __future__ import annotations
@@ -26,6 +26,11 @@ def _div(a: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
     return torch.div(a, b.expand_as(a).contiguous())
 
 
+def _inv(scale: torch.Tensor) -> torch.Tensor:
+    """1 / scale in IEEE fp32 (the kernels multiply by this reciprocal, like vLLM)."""
+    return _div(torch.ones_like(scale, dtype=torch.float32), scale.float())
+
+
 def _round_half_away(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5))
 
@@ -34,15 +39,19 @@ def quantize_int8_per_token_head(x: torch.Tensor) -> tuple[torch.Tensor, torch.T
     """x [..., D] -> (int8 codes, fp32 scale [...]); scale = max(amax/127, 1e-6)."""
     x = x.float()
     scale = torch.clamp_min(_div(x.abs().amax(-1), 127.0), _SCALE_FLOOR)
-    q = torch.clamp(_round_half_away(_div(x, scale[..., None])), -128.0, 127.0)
+    q = torch.clamp(_round_half_away(x * _inv(scale)[..., None]), -128.0, 127.0)
     return q.to(torch.int8), scale
 
 
 def quantize_fp8(x: torch.Tensor, scale: torch.Tensor | float, fp8_format: str) -> torch.Tensor:
     """x / scale, clamped to the fp8 range, as fp8 bits (uint8)."""
     fmax = FP8_MAX[fp8_format]
-    scale_t = scale[..., None] if isinstance(scale, torch.Tensor) else scale
-    y = torch.clamp(_div(x.float(), scale_t), -fmax, fmax)
+    x = x.float()
+    if isinstance(scale, torch.Tensor):
+        inv = _inv(scale)[..., None]
+    else:
+        inv = _inv(torch.tensor(scale, dtype=torch.float32, device=x.device))
+    y = torch.clamp(x * inv, -fmax, fmax)
     return y.to(_FP8_TORCH[fp8_format]).view(torch.uint8)
 
 
@@ -63,8 +72,9 @@ def quantize_int4_per_token_head(x_rot: torch.Tensor) -> tuple[torch.Tensor, tor
     x = x_rot.float()
     mn, mx = x.amin(-1), x.amax(-1)
     scale = torch.clamp_min(_div(mx - mn, 15.0), _SCALE_FLOOR)
-    zp = torch.clamp(_round_half_away(_div(-mn, scale)), 0.0, 15.0)
-    q = torch.clamp(_round_half_away(_div(x, scale[..., None]) + zp[..., None]), 0.0, 15.0)
+    inv = _inv(scale)
+    zp = torch.clamp(_round_half_away(-mn * inv), 0.0, 15.0)
+    q = torch.clamp(_round_half_away(x * inv[..., None] + zp[..., None]), 0.0, 15.0)
     q = q.to(torch.int32)
     packed = (q[..., 0::2] | (q[..., 1::2] << 4)).to(torch.uint8)
     bits = (scale.view(torch.int32) & ~0xF) | zp.to(torch.int32)

@@ -3,6 +3,12 @@
 One Triton kernel serves every layout; each program handles ``ROWS`` (token, kv-head) rows
 so loads and stores are wide and a chunk of 8K tokens is a few thousand programs (bandwidth
 bound), while a decode step of a few tokens is a handful of programs (launch bound).
+
+Arithmetic (what the torch reference reproduces bit for bit): per-token-head
+``scale = max(amax / qmax, 1e-6)`` (IEEE division), ``q = x * (1 / scale)`` (one IEEE
+reciprocal per row, as vLLM does, instead of a per-element division), INT8 rounds half away
+from zero and clamps to [-128, 127], FP8 clamps to the finite range and rounds to nearest
+even. Multiply and add are never fused (``enable_fp_fusion=False``).
 """
 from __future__ import annotations
 
@@ -17,7 +23,8 @@ from kvplan.runtime.cache import PagedKVCache, hadamard
 
 @triton.jit
 def _round_half_away(x):
-    return tl.where(x >= 0, tl.floor(x + 0.5), tl.ceil(x - 0.5))
+    """Round half away from zero: add +-0.5, truncate (one add + the float->int convert)."""
+    return tl.where(x >= 0, x + 0.5, x - 0.5).to(tl.int32).to(tl.float32)
 
 
 @triton.jit
@@ -28,19 +35,21 @@ def _quantize_store(x, dst_ptr, dst_off, mask2, scale_ptr, scale_off, valid, sta
     if KV_MODE == 0:
         tl.store(dst_ptr + dst_off, x.to(dst_ptr.dtype.element_ty), mask=mask2)
     elif KV_MODE == 1:
-        y = tl.minimum(tl.maximum(tl.math.div_rn(x, static_scale), -FP8_MAX), FP8_MAX)
+        inv = tl.math.div_rn(1.0, static_scale)
+        y = tl.minimum(tl.maximum(x * inv, -FP8_MAX), FP8_MAX)
         tl.store(dst_ptr + dst_off, fp8_encode(y, FP8_E5M2, SOFT_FP8), mask=mask2)
     elif KV_MODE == 2:
         amax = tl.max(tl.abs(x), axis=1)
         scale = tl.maximum(tl.math.div_rn(amax, 127.0), 1e-6)
-        y = _round_half_away(tl.math.div_rn(x, scale[:, None]))
-        y = tl.minimum(tl.maximum(y, -128.0), 127.0)
+        y = x * tl.math.div_rn(1.0, scale)[:, None]
+        # round half away from zero, clamp to [-128, 127]: +-0.5, clamp, truncating convert
+        y = tl.minimum(tl.maximum(tl.where(y >= 0, y + 0.5, y - 0.5), -128.5), 127.5)
         tl.store(dst_ptr + dst_off, y.to(tl.int8), mask=mask2)
         tl.store(scale_ptr + scale_off, scale, mask=valid)
     elif KV_MODE == 3:
         amax = tl.max(tl.abs(x), axis=1)
         scale = tl.maximum(tl.math.div_rn(amax, FP8_MAX), 1e-6)
-        y = tl.minimum(tl.maximum(tl.math.div_rn(x, scale[:, None]), -FP8_MAX), FP8_MAX)
+        y = tl.minimum(tl.maximum(x * tl.math.div_rn(1.0, scale)[:, None], -FP8_MAX), FP8_MAX)
         tl.store(dst_ptr + dst_off, fp8_encode(y, FP8_E5M2, SOFT_FP8), mask=mask2)
         tl.store(scale_ptr + scale_off, scale, mask=valid)
 
@@ -56,9 +65,10 @@ def _int4_store(x_even, x_odd, dst_ptr, dst_off, mask2, scale_ptr, scale_off, va
     mn = tl.where(valid, mn, 0.0)  # padding rows: keep the arithmetic finite
     mx = tl.where(valid, mx, 0.0)
     scale = tl.maximum(tl.math.div_rn(mx - mn, 15.0), 1e-6)
-    zp = tl.minimum(tl.maximum(_round_half_away(tl.math.div_rn(-mn, scale)), 0.0), 15.0)
-    q_e = tl.minimum(tl.maximum(_round_half_away(tl.math.div_rn(x_even, scale[:, None]) + zp[:, None]), 0.0), 15.0)
-    q_o = tl.minimum(tl.maximum(_round_half_away(tl.math.div_rn(x_odd, scale[:, None]) + zp[:, None]), 0.0), 15.0)
+    inv = tl.math.div_rn(1.0, scale)
+    zp = tl.minimum(tl.maximum(_round_half_away(-mn * inv), 0.0), 15.0)
+    q_e = tl.minimum(tl.maximum(_round_half_away(x_even * inv[:, None] + zp[:, None]), 0.0), 15.0)
+    q_o = tl.minimum(tl.maximum(_round_half_away(x_odd * inv[:, None] + zp[:, None]), 0.0), 15.0)
     packed = q_e.to(tl.int32) | (q_o.to(tl.int32) << 4)
     tl.store(dst_ptr + dst_off, packed.to(tl.uint8), mask=mask2)
     bits = (scale.to(tl.int32, bitcast=True) & -16) | zp.to(tl.int32)
@@ -109,9 +119,10 @@ def _write_kv_kernel(
                         valid, v_scale, KV_MODE, FP8_E5M2, FP8_MAX, SOFT_FP8, HEAD_SIZE)
 
 
-def _default_rows(data_pad: int) -> int:
-    # ~4K elements per side per program: 16 B per thread per load with 4 warps.
-    return max(1, min(64, 4096 // data_pad))
+def _default_rows(data_pad: int, per_token_head: bool) -> int:
+    """Rows per program, measured on an H100: small programs for per-token-head modes (their
+    per-row reduction and scale math is a latency chain), ~2K elements otherwise."""
+    return max(1, min(64, (1024 if per_token_head else 2048) // data_pad))
 
 
 def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
@@ -147,9 +158,11 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         value = value.contiguous()
     data_head = args.DATA_HEAD
     data_pad = triton.next_power_of_2(data_head)
-    rows = rows_per_program or _default_rows(data_pad)
+    rows = rows_per_program or _default_rows(data_pad, lay.is_per_token_head)
     num_rows = num_tokens * h
     grid = (triton.cdiv(num_rows, rows),)
+    # x * (1/scale) then +-0.5 must round twice like the torch reference: no FMA contraction.
+    launch = {} if interpreting() else {"enable_fp_fusion": False}
     _write_kv_kernel[grid](
         key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
         slot_mapping, num_rows,
@@ -157,5 +170,5 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         float(cache.k_scale), float(cache.v_scale),
         NUM_KV_HEADS=h, HEAD_SIZE=d, DATA_PAD=data_pad, DATA_HEAD=data_head,
         BLOCK_SIZE=cache.block_size, ROWS=rows, FP8_MAX=FP8_MAX.get(lay.fp8_format or "", 0.0),
-        SOFT_FP8=interpreting(), num_warps=num_warps, **cache_constexprs(args),
+        SOFT_FP8=interpreting(), num_warps=num_warps, **launch, **cache_constexprs(args),
     )
