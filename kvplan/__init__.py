@@ -32,9 +32,13 @@ def explain(path: Any, flags: Any = None, gpu: Any = None, *, all_layers: bool =
 
 
 def lint(*paths: Any, **kwargs: Any):
-    """Lint deployment files (see kvplan.lint)."""
-    from kvplan import lint as _lint_pkg  # noqa: PLC0415
-    return _lint_pkg.lint_paths(*paths, **kwargs)  # type: ignore[attr-defined]
+    """Lint deployment files and folders: `kvplan.lint("deploy/", gpu="h100")` -> LintReport.
+
+    Once `kvplan.lint` (the package) is imported, this name is the package, which is callable
+    with the same arguments.
+    """
+    from importlib import import_module  # noqa: PLC0415
+    return import_module("kvplan.lint").lint(*paths, **kwargs)
 
 
 def validate(*args: Any, **kwargs: Any):

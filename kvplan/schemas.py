@@ -1,19 +1,48 @@
-"""JSON Schemas generated from the pydantic models (checked in under schemas/, drift-tested)."""
+"""Published JSON Schemas, generated from the pydantic models (checked in under schemas/, drift-tested).
+
+`kvplan schema NAME` prints one; `schemas/NAME.schema.json` holds the same text. Each entry is a
+zero-argument function so that only the requested document's models are imported.
+"""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
-from kvplan.model.plan import SCHEMA_VERSION, Plan
 
-SCHEMAS: dict[str, Any] = {"plan": Plan}
+def _plan() -> dict[str, Any]:
+    from kvplan.model.plan import SCHEMA_VERSION, Plan  # noqa: PLC0415
+    s = Plan.model_json_schema(mode="serialization")
+    s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    s["$id"] = f"https://kvplan.dev/schemas/plan-{SCHEMA_VERSION}.json"
+    return s
+
+
+def _lint_report() -> dict[str, Any]:
+    from kvplan.lint.report import lint_report_schema  # noqa: PLC0415
+    return lint_report_schema()
+
+
+def _emit_result() -> dict[str, Any]:
+    from kvplan.emit.model import emit_schema  # noqa: PLC0415
+    return emit_schema()
+
+
+def _policy() -> dict[str, Any]:
+    from kvplan.policy.model import policy_schema  # noqa: PLC0415
+    return policy_schema()
+
+
+SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
+    "plan": _plan,
+    "lint-report": _lint_report,
+    "emit-result": _emit_result,
+    "policy": _policy,
+}
+"""Schema name -> generator. The file is `schemas/<name>.schema.json`."""
 
 
 def schema_dict(name: str) -> dict[str, Any]:
-    s = SCHEMAS[name].model_json_schema(mode="serialization")
-    s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    s["$id"] = f"https://kvplan.dev/schemas/{name}-{SCHEMA_VERSION}.json"
-    return s
+    return SCHEMAS[name]()
 
 
 def schema_text(name: str) -> str:

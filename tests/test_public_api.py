@@ -25,3 +25,22 @@ def test_compile_accepts_dict_flags() -> None:
 def test_explain_returns_text() -> None:
     text = kvplan.explain(EXAMPLES / "Meta-Llama-3.1-8B" / "config.json", "--kv-cache-dtype int8_per_token_head")
     assert "int8_per_token_head" in text and "2,112" in text
+
+
+def test_lint_is_callable_before_and_after_the_package_import() -> None:
+    import subprocess
+    import sys
+    code = ("import kvplan; r1 = kvplan.lint('examples/deploy/clean-deployment.yaml'); "
+            "import kvplan.lint.run; r2 = kvplan.lint(['examples/deploy/k8s-deployment-typo.yaml']); "
+            "print(r1.summary.findings, r2.summary.findings > 0)")
+    from tests.conftest import ROOT
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "True"]
+
+
+def test_lint_reports_findings_with_positions() -> None:
+    report = kvplan.lint(EXAMPLES / "deploy" / "k8s-deployment-typo.yaml")
+    assert report.summary.findings > 0
+    f = report.findings[0]
+    assert f.location.path.endswith("k8s-deployment-typo.yaml") and f.location.line > 0

@@ -83,9 +83,34 @@ def _fail_code(plan, fail_level: FailLevel) -> int:
     return 1 if any(f.severity.rank >= floor for f in plan.findings) else 0
 
 
-def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: Optional[float]):
-    from kvplan.api import compile as compile_plan  # noqa: PLC0415
+def _configured_policy() -> Optional[Path]:
+    """`policy` from the nearest kvplan.toml / pyproject.toml [tool.kvplan] (cheap probe first)."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        k, pp = folder / "kvplan.toml", folder / "pyproject.toml"
+        try:
+            found = k.is_file() or (pp.is_file() and "kvplan" in pp.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            found = False
+        if found:
+            from kvplan.policy.load import find_pyproject_policy  # noqa: PLC0415
+            return find_pyproject_policy(here)
+    return None
+
+
+def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: Optional[float],
+             policy: Optional[Path] = None, no_policy: bool = False):
     budget = int(kv_budget_gib * 2**30) if kv_budget_gib is not None else None
+    if policy is not None and no_policy:
+        raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
+    pol = policy if policy is not None else (None if no_policy else _configured_policy())
+    if pol is not None:
+        from kvplan.policy import compile_with_policy  # noqa: PLC0415
+        if policy is None:
+            err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
+                                markup=False, highlight=False)
+        return compile_with_policy(path, list(ctx.args), gpu, policy=pol, kv_budget_bytes=budget)
+    from kvplan.api import compile as compile_plan  # noqa: PLC0415
     return compile_plan(path, list(ctx.args), gpu, kv_budget_bytes=budget)
 
 
@@ -94,6 +119,9 @@ PathArg = typer.Argument(..., help="config.json or a checkpoint folder (config.j
 GpuOpt = typer.Option(None, "--gpu", help="GPU profile: a name (h100), a compute capability (sm90) or auto.")
 BudgetOpt = typer.Option(None, "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the checkpoint's weights).")
 FailOpt = typer.Option(FailLevel.error, "--fail-level", help="Exit 1 when a finding is at or above this severity.")
+PolicyOpt = typer.Option(None, "--policy", help="Policy YAML: your rules (selector -> setting) and constraints "
+                         "(default: `policy` in the nearest kvplan.toml or pyproject.toml [tool.kvplan]).")
+NoPolicyOpt = typer.Option(False, "--no-policy", help="Ignore the policy named by the project configuration.")
 
 
 @app.command(context_settings=_EXTRA, epilog=ENGINE_FLAGS_HELP)
@@ -102,9 +130,10 @@ def plan(ctx: typer.Context, path: str = PathArg,
          out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the plan here instead of stdout."),
          gpu: Optional[str] = GpuOpt, kv_budget_gib: Optional[float] = BudgetOpt,
          all_layers: bool = typer.Option(False, "--all-layers", help="text format: one row per layer."),
-         fail_level: FailLevel = FailOpt) -> None:
+         fail_level: FailLevel = FailOpt, policy: Optional[Path] = PolicyOpt,
+         no_policy: bool = NoPolicyOpt) -> None:
     """Compile the per-layer KV plan and print it (JSON by default)."""
-    p = _compile(ctx, path, gpu, kv_budget_gib)
+    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy)
     if format is PlanFormat.json:
         from kvplan.report.json_report import dumps  # noqa: PLC0415
         text = dumps(p)
@@ -123,12 +152,18 @@ def explain(ctx: typer.Context, path: str = PathArg, gpu: Optional[str] = GpuOpt
             kv_budget_gib: Optional[float] = BudgetOpt,
             all_layers: bool = typer.Option(False, "--all-layers", help="One row per layer instead of grouped runs."),
             fail_level: FailLevel = typer.Option(FailLevel.never, "--fail-level",
-                                                 help="Exit 1 when a finding is at or above this severity.")) -> None:
+                                                 help="Exit 1 when a finding is at or above this severity."),
+            policy: Optional[Path] = PolicyOpt, no_policy: bool = NoPolicyOpt) -> None:
     """Explain the plan: per-layer table, which rule decided what and why, totals, findings."""
-    p = _compile(ctx, path, gpu, kv_budget_gib)
+    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy)
     from kvplan.report.table import render_plan  # noqa: PLC0415
     render_plan(p, out_console(), expand=all_layers)
     raise typer.Exit(_fail_code(p, fail_level))
+
+
+def _load_rule_families() -> None:
+    """Register the rule families that live above `kvplan.rules` (the linter's KV8xx)."""
+    import kvplan.lint.rules  # noqa: F401,PLC0415
 
 
 @app.command("rules")
@@ -136,6 +171,7 @@ def rules_cmd(format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f
     """List every rule: code, name, severity, summary."""
     from kvplan.planner.precedence import DECISION_ORDER  # noqa: PLC0415
     from kvplan.rules.base import all_rules  # noqa: PLC0415
+    _load_rule_families()
     rs = all_rules()
     if format is PlanFormat.json:
         doc = {"schema_version": "1.0", "kvplan_version": __version__, "decision_order": list(DECISION_ORDER),
@@ -157,6 +193,7 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (sk
              format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f")) -> None:
     """Print one rule's documentation."""
     from kvplan.rules.base import get_rule  # noqa: PLC0415
+    _load_rule_families()
     r = get_rule(code)
     if r is None:
         raise KvplanInputError(f"no rule {code!r}.", "Run `kvplan rules` to list the codes.")
@@ -172,7 +209,7 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (sk
 
 
 @app.command("schema")
-def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan.")) -> None:
+def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan, lint-report, emit-result, policy.")) -> None:
     """Print a published JSON Schema (generated from the models)."""
     from kvplan.schemas import SCHEMAS, schema_text  # noqa: PLC0415
     if name not in SCHEMAS:

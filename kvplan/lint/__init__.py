@@ -6,10 +6,15 @@ docker-compose, vLLM --config YAML, shell launch scripts) before they fail at ru
     >>> report.summary.findings
     0
 
-Imports are lazy so that `kvplan.rules.catalog` can import `kvplan.lint.rules` without a cycle.
+The package itself is callable, so `kvplan.lint("deploy/")` works whether or not this package
+was imported before (importing it replaces the top-level `kvplan.lint` function with the module).
+Imports are lazy: `import kvplan.lint.rules` (the CLI's rule listing) stays cheap.
 """
 from __future__ import annotations
 
+import os
+import sys
+import types
 from typing import Any
 
 __all__ = ["LintFinding", "LintReport", "exit_code", "lint_paths"]
@@ -23,3 +28,28 @@ def __getattr__(name: str) -> Any:
         from kvplan.lint import report  # noqa: PLC0415
         return getattr(report, name)
     raise AttributeError(name)
+
+
+def _as_paths(paths: tuple[Any, ...]) -> list[str]:
+    """`lint("a.yaml", "b/")`, `lint(["a.yaml", "b/"])` and Path objects all mean the same."""
+    out: list[str] = []
+    for p in paths:
+        if isinstance(p, (str, os.PathLike)):
+            out.append(os.fspath(p))
+        else:
+            out.extend(os.fspath(x) for x in p)
+    return out
+
+
+def lint(*paths: Any, **kwargs: Any) -> Any:
+    """Lint files and folders; keyword arguments as for :func:`lint_paths`. Returns the LintReport."""
+    from kvplan.lint.run import lint_paths  # noqa: PLC0415
+    return lint_paths(_as_paths(paths), **kwargs)
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, *paths: Any, **kwargs: Any) -> Any:
+        return lint(*paths, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

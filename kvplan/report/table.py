@@ -63,9 +63,14 @@ def group_layers(layers: Iterable[LayerPlan], expand: bool = False) -> list[list
 
 
 def _why(lp: LayerPlan) -> str:
-    for d in reversed(lp.decisions):
-        if d.field == "kv_cache_dtype":
-            return f"{d.rule}: {d.fact}"
+    """The rule that set the layer's kv_cache_dtype last; a user policy's rule (KV9xx) first."""
+    mine = [d for d in lp.decisions if d.field == "kv_cache_dtype"]
+    policy = [d for d in mine if d.rule.startswith("KV9")]
+    if policy and mine:
+        engine = mine[-1]
+        return f"{policy[-1].rule}: {policy[-1].fact} (engine: {engine.rule})"
+    if mine:
+        return f"{mine[-1].rule}: {mine[-1].fact}"
     return lp.decisions[-1].fact if lp.decisions else ""
 
 

@@ -239,6 +239,7 @@ class Service:
         from kvplan.emit.codes import EMIT_RULES  # noqa: PLC0415
         from kvplan.planner.precedence import DECISION_ORDER  # noqa: PLC0415
         from kvplan.policy.codes import POLICY_RULES  # noqa: PLC0415
+        import kvplan.lint.rules  # noqa: F401,PLC0415 (registers the linter's KV8xx)
         from kvplan.rules.base import all_rules  # noqa: PLC0415
         return {"schema_version": "1.0", "kvplan_version": __version__, "decision_order": list(DECISION_ORDER),
                 "rules": [r.doc() for r in all_rules()],
