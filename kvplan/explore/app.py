@@ -1,0 +1,451 @@
+"""The Textual app of `kvplan explore`: widgets over an `ExploreSession` (all logic lives there).
+
+Imported only by `kvplan explore` (textual is the optional `tui` extra).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static
+
+from kvplan.backends.gpus import GPU_PROFILES
+from kvplan.explore.state import (DEFAULT_ENGINE, KV_CACHE_DTYPES, SORTS, ExploreSession, compile_accepts_engine,
+                                  engine_versions, findings_sorted, layer_fields)
+from kvplan.model.plan import Finding, LayerPlan
+from kvplan.model.vocab import Severity
+from kvplan.report.table import compress_indices, group_layers
+
+__all__ = ["ExploreApp", "ExploreResult"]
+
+# Same palette as `kvplan explain` (kvplan.report.table): green = model dtype, yellow = per-tensor
+# FP8, cyan = per-token-head, magenta = 4-bit and packed formats.
+MODE_STYLE = {"none": "green", "fp8_per_tensor": "yellow", "int8_per_token_head": "cyan",
+              "fp8_per_token_head": "cyan", "int4_per_token_head": "magenta", "nvfp4": "magenta"}
+SEV_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "blue"}
+_SCALE_SHORT = {"default_1.0": "1.0 (uncal.)", "dynamic_per_token_head": "dynamic", "checkpoint_per_tensor":
+                "ckpt tensor", "checkpoint_per_head": "ckpt head", "block_scales": "block"}
+_KIND_SHORT = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
+               "linear_attention": "linear", "cross_attention": "cross", "encoder_only": "encoder"}
+
+
+def _mode_style(mode: str) -> str:
+    return MODE_STYLE.get(mode, "magenta" if mode != "none" else "green")
+
+
+@dataclass
+class ExploreResult:
+    """What `kvplan explore` prints after the app has left the screen."""
+
+    stdout: str = ""
+    """The vLLM flags line (the `p` key), else empty."""
+    stderr: list[str] = field(default_factory=list)
+    """Notes: the emitter's findings, exported files."""
+
+
+class ExploreApp(App[ExploreResult]):
+    """Full-screen explorer: layers, the selected row's provenance, totals, findings, controls."""
+
+    TITLE = "kvplan explore"
+    CSS = """
+    #controls { height: 1; margin: 0 1; }
+    #controls Label { padding: 0 1 0 2; color: $text-muted; }
+    #controls Label.first { padding-left: 0; }
+    #dtype { width: 26; }
+    #gpu { width: 20; }
+    #engine { width: 18; }
+    #engine-fixed { width: auto; padding: 0 1; }
+    #tp { width: 6; }
+    #mml { width: 10; }
+    #budget { width: 8; }
+    #main { height: 1fr; }
+    #layers { width: 3fr; height: 100%; border: round $primary-darken-2; }
+    #layers:focus { border: round $accent; }
+    #detail { width: 58; border: round $primary-darken-2; padding: 0 1; }
+    #totals { height: auto; border: round $primary-darken-2; padding: 0 1; }
+    #findings { height: 9; border: round $primary-darken-2; }
+    #findings:focus { border: round $accent; }
+    """
+    BINDINGS = [
+        Binding("s", "toggle_skip", "skip layer(s)"),
+        Binding("w", "toggle_sliding", "skip sliding"),
+        Binding("a", "all_layers", "all layers"),
+        Binding("d", "focus('dtype')", "kv dtype"),
+        Binding("g", "focus('gpu')", "GPU"),
+        Binding("t", "focus('tp')", "TP"),
+        Binding("m", "focus('mml')", "max-len"),
+        Binding("b", "focus('budget')", "budget", show=False),
+        Binding("v", "focus('engine')", "engine", show=False),
+        Binding("o", "sort_findings", "sort findings"),
+        Binding("r", "reset", "reset"),
+        Binding("x", "export", "export JSON"),
+        Binding("p", "print_flags", "print flags+quit"),
+        Binding("q", "quit_app", "quit"),
+        Binding("l", "focus('layers')", "layers", show=False),
+        Binding("f", "focus('findings')", "findings", show=False),
+        Binding("escape", "focus('layers')", "back to layers", show=False),
+    ]
+
+    def __init__(self, session: ExploreSession, *, export_path: Path = Path("kvplan-plan.json")) -> None:
+        super().__init__()
+        self.session = session
+        self.export_path = export_path
+        self.expanded: set[int] = set()
+        self.all_layers = False
+        self.sort = SORTS[0]
+        self.result = ExploreResult()
+        self._rows: dict[str, list[int]] = {}
+        self._selected: list[int] = []
+        self._syncing = False
+
+    # ---- layout --------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        s = self.session
+        c = s.controls
+        yield Header(show_clock=False)
+        gpus = list(GPU_PROFILES)
+        if c.gpu and c.gpu not in gpus:
+            gpus.insert(0, c.gpu)
+        with Horizontal(id="controls"):
+            yield Label("kv dtype", classes="first")
+            yield Select([(d, d) for d in KV_CACHE_DTYPES], value=c.kv_cache_dtype, allow_blank=False,
+                         compact=True, id="dtype")
+            yield Label("GPU")
+            yield Select([(g, g) for g in gpus], value=c.gpu if c.gpu else Select.NULL, prompt="none",
+                         allow_blank=True, compact=True, id="gpu")
+            yield Label("TP")
+            yield Input(str(c.tensor_parallel_size), compact=True, id="tp", restrict=r"[0-9]*")
+            yield Label("max-model-len")
+            yield Input("" if c.max_model_len is None else str(c.max_model_len), placeholder="model",
+                        compact=True, id="mml")
+            yield Label("KV GiB")
+            yield Input("" if c.kv_budget_gib is None else f"{c.kv_budget_gib:g}", placeholder="-", compact=True,
+                        id="budget")
+            yield Label("engine")
+            versions = engine_versions()
+            if compile_accepts_engine() and len(versions) > 1:
+                yield Select([(v, v) for v in versions], value=c.engine, allow_blank=False, compact=True,
+                             id="engine")
+            else:
+                yield Static(f"{DEFAULT_ENGINE} (fixed)", id="engine-fixed")
+        with Horizontal(id="main"):
+            yield DataTable(id="layers", cursor_type="row", zebra_stripes=False)
+            with VerticalScroll(id="detail"):
+                yield Static(id="detail-body")
+        yield Static(id="totals")
+        yield DataTable(id="findings", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        m = self.session.plan.model
+        self.sub_title = f"{m.architecture or m.model_type} · {m.num_layers} layers · {self.session.path}"
+        layers = self.query_one("#layers", DataTable)
+        layers.border_title = "layers (enter: expand/collapse · s: skip · w: skip sliding)"
+        layers.border_subtitle = ("[green]model dtype[/] · [yellow]FP8 per-tensor[/] · [cyan]per-token-head[/] · "
+                                  "[magenta]4-bit / packed[/] · ⚑ findings")
+        findings = self.query_one("#findings", DataTable)
+        for name, width in (("severity", 8), ("code", 6), ("name", 26), ("layers", 12), ("message", 56),
+                            ("fix", 56)):
+            findings.add_column(name, key=name, width=width)
+        self.refresh_all()
+        layers.focus()
+
+    # ---- drawing -------------------------------------------------------------------------
+    def refresh_all(self) -> None:
+        self._fill_layers()
+        self._fill_totals()
+        self._fill_findings()
+        self._sync_controls()
+        self._show_detail()
+
+    def _groups(self) -> list[list[LayerPlan]]:
+        out: list[list[LayerPlan]] = []
+        for g in group_layers(self.session.plan.layers, expand=self.all_layers):
+            if len(g) > 1 and self.expanded & {lp.index for lp in g}:
+                out += [[lp] for lp in g]
+            else:
+                out.append(g)
+        return sorted(out, key=lambda g: g[0].index)
+
+    def _fill_layers(self) -> None:
+        table = self.query_one("#layers", DataTable)
+        keep = self._selected[0] if self._selected else None
+        table.clear(columns=True)  # columns again: their widths shrink back to the new content
+        for name in ("layers", "kind", "KV h×size", "kv_cache_dtype", "stored", "scales", "B/token", "backend"):
+            table.add_column(name, key=name)
+        self._rows = {}
+        worst: dict[int, Severity] = {}
+        for f in self.session.plan.findings:
+            for i in f.layers:
+                if i not in worst or f.severity.rank > worst[i].rank:
+                    worst[i] = f.severity
+        target_row = 0
+        order: list[str] = []
+        grouped = group_layers(self.session.plan.layers)
+        group_of = {lp.index: len(g) for g in grouped for lp in g}
+        for n, g in enumerate(self._groups()):
+            lp, idx = g[0], [x.index for x in g]
+            key = f"row-{idx[0]}"
+            self._rows[key] = idx
+            order.append(key)
+            if keep is not None and keep in idx:
+                target_row = n
+            mode = lp.quant_mode.value
+            style = _mode_style(mode)
+            label = Text(compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else ""), style=style)
+            if len(idx) > 1:
+                label = Text("▸ ", style="dim") + label
+            elif group_of.get(idx[0], 1) > 1 and not self.all_layers:
+                label = Text("▾ ", style="dim") + label
+            sev = max((worst[i] for i in idx if i in worst), key=lambda s: s.rank, default=None)
+            if sev is not None:
+                label.append(" ⚑", style=SEV_STYLE[sev])
+            has_kv = bool(lp.bytes_per_token)
+            geom = (f"latent {lp.head_size}" if lp.kind == "mla" else f"{lp.num_kv_heads}×{lp.head_size}") if has_kv else "-"
+            window = lp.sliding_window or lp.attention_chunk_size
+            kind = _KIND_SHORT.get(lp.kind, lp.kind) + (f" {window}" if window else "")
+            dtype = Text(lp.kv_cache_dtype or "-", style=style)
+            if lp.skipped:
+                dtype.append(" skipped", style="bold")
+            table.add_row(
+                label, kind, geom, dtype, Text(lp.dtype or "-", style=style),
+                _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-", f"{lp.bytes_per_token:,}",
+                lp.backend or "-", key=key)
+        if table.row_count:
+            table.move_cursor(row=target_row, scroll=True)
+            self._selected = self._rows[order[target_row]]
+
+    def _fill_totals(self) -> None:
+        s = self.session
+        parts = Text()
+        for t in s.totals():
+            parts.append(f"{t.label} ", style="dim")
+            parts.append(t.text, style="bold")
+            if t.delta:
+                better = (t.now or 0) < (t.start or 0) if t.label == "KV B/token" else (t.now or 0) > (t.start or 0)
+                parts.append(f" {t.delta}", style="green" if better else "red")
+            parts.append("   ")
+        tot = s.plan.totals
+        parts.append(f"quantized {tot.quantized_layers}/{tot.kv_layers}", style="dim")
+        changes = s.changes()
+        line2 = Text("vs start: ", style="dim") + Text("; ".join(changes) if changes else "unchanged")
+        line3 = Text("as: ", style="dim") + Text(s.plan_command(), style="italic")
+        widget = self.query_one("#totals", Static)
+        widget.update(Group(parts, line2, line3))
+        widget.border_title = "totals (per TP rank)"
+
+    def _fill_findings(self) -> None:
+        table = self.query_one("#findings", DataTable)
+        table.clear()
+        fs = findings_sorted(self.session.plan.findings, self.sort)
+        for n, f in enumerate(fs):
+            table.add_row(Text(f.severity.value, style=SEV_STYLE[f.severity]), f.code, f.name,
+                          compress_indices(f.layers) if f.layers else "-", Text(f.message), Text(f.fix or "-", style="dim"),
+                          key=f"finding-{n}", height=None)
+        counts = {sev: sum(f.severity is sev for f in fs) for sev in Severity}
+        table.border_title = (f"findings: {counts[Severity.error]} errors, {counts[Severity.warning]} warnings, "
+                              f"{counts[Severity.info]} info · sorted by {self.sort} (o)")
+        self._findings = fs
+
+    def _detail(self, idx: list[int]) -> Group:
+        plan = self.session.plan
+        by_index = {lp.index: lp for lp in plan.layers}
+        lp = by_index[idx[0]]
+        head = Text(f"layer {idx[0]}" if len(idx) == 1 else f"layers {compress_indices(idx)} ({len(idx)})", style="bold")
+        if len(idx) > 1:
+            head.append(f"\nidentical plans; fields and facts shown for layer {idx[0]} (enter: expand)", style="dim")
+        decided: dict[str, list] = {}
+        for d in lp.decisions:
+            decided.setdefault(d.field, []).append(d)
+        style = _mode_style(lp.quant_mode.value)
+        width = max(len(n) for n, _ in layer_fields(lp)) + 2
+        body = Text()
+        for name, value in layer_fields(lp):
+            ds = decided.pop(name, [])
+            body.append(f"{name:<{width}}", style="dim")
+            body.append(value, style=style if name in ("kv_cache_dtype", "dtype", "quant_mode") else "bold")
+            for d in ds:
+                last = d is ds[-1]
+                was = "" if last else f" (was {getattr(d.value, 'value', d.value)})"
+                body.append(f"\n{'':<4}{d.rule}", style="bold" if last else "dim strike")
+                body.append(f" {d.fact}{was}", style="" if last else "dim")
+            body.append("\n")
+        for name, ds in decided.items():
+            for d in ds:
+                body.append(f"{name:<{width}}", style="dim")
+                body.append(f"{getattr(d.value, 'value', d.value)}\n{'':<4}{d.rule} {d.fact}\n")
+        t = body
+        parts: list = [head, t, Text("")]
+        fs = self.session.findings_for(idx)
+        parts.append(Text(f"findings naming {'it' if len(idx) == 1 else 'them'}: {len(fs) or 'none'}", style="bold"))
+        for f in fs:
+            parts.append(self._finding_text(f))
+        return Group(*parts)
+
+    @staticmethod
+    def _finding_text(f: Finding) -> Text:
+        line = Text(f"{f.severity.value} {f.code} {f.name}", style=SEV_STYLE[f.severity])
+        line.append(f"\n  {f.message}", style="")
+        if f.layers:
+            line.append(f" [layers {compress_indices(f.layers)}]", style="dim")
+        if f.fix:
+            line.append(f"\n  fix: {f.fix}", style="dim")
+        return line
+
+    def _show_detail(self, finding: Optional[Finding] = None) -> None:
+        body = self.query_one("#detail-body", Static)
+        panel = self.query_one("#detail", VerticalScroll)
+        if finding is not None:
+            body.update(self._finding_text(finding))
+            panel.border_title = f"finding {finding.code}"
+            return
+        if not self._selected:
+            body.update("no layers")
+            return
+        body.update(self._detail(self._selected))
+        panel.border_title = "selected: " + (f"layer {self._selected[0]}" if len(self._selected) == 1 else
+                                             f"layers {compress_indices(self._selected)}")
+
+    def _sync_controls(self) -> None:
+        """Show the session's values in the controls (after a reset or a rejected edit)."""
+        c = self.session.controls
+        self._syncing = True
+        try:
+            self.query_one("#dtype", Select).value = c.kv_cache_dtype
+            gpu = self.query_one("#gpu", Select)
+            gpu.value = c.gpu if c.gpu else Select.NULL
+            for wid, value in (("#tp", str(c.tensor_parallel_size)),
+                               ("#mml", "" if c.max_model_len is None else str(c.max_model_len)),
+                               ("#budget", "" if c.kv_budget_gib is None else f"{c.kv_budget_gib:g}")):
+                inp = self.query_one(wid, Input)
+                if inp.value != value:
+                    inp.value = value
+            if self.query("#engine"):
+                self.query_one("#engine", Select).value = c.engine
+        finally:
+            self._syncing = False
+
+    # ---- changes -------------------------------------------------------------------------
+    def _after(self, error: Optional[str]) -> None:
+        if error:
+            self.notify(error, title="not applied", severity="error", markup=False)
+        self.refresh_all()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if self._syncing:
+            return
+        s, value = self.session, event.value
+        if event.select.id == "dtype" and value != s.controls.kv_cache_dtype:
+            self._after(s.set_kv_cache_dtype(str(value)))
+        elif event.select.id == "gpu" and (None if value is Select.NULL else value) != s.controls.gpu:
+            self._after(s.set_gpu(None if value is Select.NULL else str(value)))
+        elif event.select.id == "engine" and value != s.controls.engine:
+            self._after(s.set_engine(str(value)))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        s = self.session
+        setter = {"tp": s.set_tensor_parallel_size, "mml": s.set_max_model_len,
+                  "budget": s.set_kv_budget_gib}.get(event.input.id or "")
+        if setter is not None:
+            self._after(setter(event.value))
+            self.query_one("#layers", DataTable).focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "layers" and event.row_key.value in self._rows:
+            self._selected = self._rows[event.row_key.value]
+            self._show_detail()
+        elif event.data_table.id == "findings" and event.row_key.value:
+            n = int(event.row_key.value.rsplit("-", 1)[1])
+            if n < len(self._findings) and self.focused is event.data_table:
+                self._show_detail(self._findings[n])
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id != "layers" or event.row_key.value not in self._rows:
+            return
+        idx = self._rows[event.row_key.value]
+        group = next(g for g in group_layers(self.session.plan.layers) if idx[0] in {lp.index for lp in g})
+        members = {lp.index for lp in group}
+        if len(idx) > 1:
+            self.expanded |= members
+        else:
+            self.expanded -= members
+            self._selected = sorted(members)
+        self.refresh_all()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        if event.data_table.id != "findings":
+            return
+        col = event.column_key.value
+        if col == "severity":
+            self.sort = "severity (info first)" if self.sort == "severity" else "severity"
+        elif col in ("code", "name"):
+            self.sort = "code"
+        elif col == "layers":
+            self.sort = "layer"
+        self._fill_findings()
+
+    def on_descendant_focus(self, event) -> None:  # noqa: ANN001 - textual event
+        if getattr(event.widget, "id", None) == "layers":
+            self._show_detail()
+
+    # ---- actions -------------------------------------------------------------------------
+    def action_toggle_skip(self) -> None:
+        if self._selected:
+            self._after(self.session.toggle_layers(self._selected))
+
+    def action_toggle_sliding(self) -> None:
+        self._after(self.session.toggle_sliding_window())
+
+    def action_all_layers(self) -> None:
+        self.all_layers = not self.all_layers
+        self.expanded.clear()
+        self._fill_layers()
+        self._show_detail()
+
+    def action_focus(self, widget_id: str) -> None:
+        found = self.query(f"#{widget_id}")
+        if found:
+            found.first().focus()
+        elif widget_id == "engine":
+            self.notify(f"the engine is fixed at {DEFAULT_ENGINE}: this kvplan models no other version.",
+                        markup=False)
+
+    def action_sort_findings(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self._fill_findings()
+
+    def action_reset(self) -> None:
+        self.session.reset()
+        self.refresh_all()
+        self.notify("back to the starting plan")
+
+    def action_export(self) -> None:
+        text = self.session.export_json()
+        path = self.export_path
+        tmp = path.with_name(f".{path.name}.kvplan-tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            self.notify(f"cannot write {path}: {e.strerror}", severity="error", markup=False)
+            return
+        note = f"kvplan: wrote {path} ({len(text.encode()):,} bytes), the output of: {self.session.plan_command()}"
+        self.result.stderr.append(note)
+        self.notify(f"wrote {path}", title="exported", markup=False)
+
+    def action_print_flags(self) -> None:
+        command, findings = self.session.vllm_flags()
+        self.result.stdout = command + "\n"
+        self.result.stderr += [f"kvplan: {f.code} {f.severity.value}: {f.message}" for f in findings]
+        self.exit(self.result)
+
+    def action_quit_app(self) -> None:
+        self.exit(self.result)
