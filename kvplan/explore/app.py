@@ -57,7 +57,6 @@ class ExploreApp(App[ExploreResult]):
     CSS = """
     #controls { height: 1; margin: 0 1; }
     #controls Label { padding: 0 1 0 2; color: $text-muted; }
-    #controls Label.first { padding-left: 0; }
     #dtype { width: 26; }
     #gpu { width: 20; }
     #engine { width: 18; }
@@ -104,6 +103,7 @@ class ExploreApp(App[ExploreResult]):
         self._rows: dict[str, list[int]] = {}
         self._selected: list[int] = []
         self._syncing = False
+        self._findings: list[Finding] = []
 
     # ---- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -114,7 +114,7 @@ class ExploreApp(App[ExploreResult]):
         if c.gpu and c.gpu not in gpus:
             gpus.insert(0, c.gpu)
         with Horizontal(id="controls"):
-            yield Label("kv dtype", classes="first")
+            yield Label("kv dtype")
             yield Select([(d, d) for d in KV_CACHE_DTYPES], value=c.kv_cache_dtype, allow_blank=False,
                          compact=True, id="dtype")
             yield Label("GPU")
@@ -282,11 +282,11 @@ class ExploreApp(App[ExploreResult]):
                 body.append(f"{name:<{width}}", style="dim")
                 body.append(f"{getattr(d.value, 'value', d.value)}\n{'':<4}{d.rule} {d.fact}\n")
         t = body
-        parts: list = [head, t, Text("")]
         fs = self.session.findings_for(idx)
-        parts.append(Text(f"findings naming {'it' if len(idx) == 1 else 'them'}: {len(fs) or 'none'}", style="bold"))
-        for f in fs:
-            parts.append(self._finding_text(f))
+        parts: list = [head, Text(f"findings naming {'it' if len(idx) == 1 else 'them'}: {len(fs) or 'none'}",
+                                  style="bold")]
+        parts += [self._finding_text(f) for f in fs]
+        parts += [Text("fields (rule · input fact)", style="bold"), t]
         return Group(*parts)
 
     @staticmethod
@@ -392,8 +392,12 @@ class ExploreApp(App[ExploreResult]):
         self._fill_findings()
 
     def on_descendant_focus(self, event) -> None:  # noqa: ANN001 - textual event
-        if getattr(event.widget, "id", None) == "layers":
+        wid = getattr(event.widget, "id", None)
+        if wid == "layers":
             self._show_detail()
+        elif wid == "findings" and self._findings:
+            row = self.query_one("#findings", DataTable).cursor_row
+            self._show_detail(self._findings[min(max(row, 0), len(self._findings) - 1)])
 
     # ---- actions -------------------------------------------------------------------------
     def action_toggle_skip(self) -> None:
