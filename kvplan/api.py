@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from kvplan.backends.engines import resolve_engine
 from kvplan.ingest.checkpoint import load_model_inputs
 from kvplan.ingest.flags import parse_flags, split_launch_line
 from kvplan.model.flags import ServingFlags
@@ -58,15 +59,20 @@ def gpu_facts(gpu: Any) -> Optional[GpuFacts]:
 
 def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None = None,
             gpu: Any = None, *, kv_budget_bytes: Optional[int] = None,
-            read_safetensors: bool = True, extra_checks: Iterable[Any] = ()) -> Plan:  # noqa: A001
+            read_safetensors: bool = True, extra_checks: Iterable[Any] = (),
+            engine: str | None = None) -> Plan:  # noqa: A001
     """Compile the KV plan for a config.json or checkpoint folder under vLLM serving flags.
+
+    `engine` is the release to model (`vllm==0.33.0` when None; `kvplan.backends.engines` lists
+    the modelled range); another engine or a release outside it raises KvplanInputError.
 
     >>> plan = compile("examples/gpt-oss-20b/config.json", "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window")
     >>> plan.layers[0].kv_cache_dtype, plan.layers[1].kv_cache_dtype
     ('auto', 'fp8')
     """
+    ev = resolve_engine(engine)
     sf = flags_from(flags)
     inputs = load_model_inputs(path, quantization_flag=sf.quantization, read_safetensors=read_safetensors)
     return compile_plan(inputs.arch, inputs.quant, sf, gpu_facts(gpu), source=str(path),
                         weight_bytes=inputs.weight_bytes, kv_budget_bytes=kv_budget_bytes,
-                        extra_checks=extra_checks)
+                        extra_checks=extra_checks, engine=ev)

@@ -23,6 +23,7 @@ from kvplan.backends.capabilities import (
     BackendCapability,
     EngineVersion,
 )
+from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, kv_cache_dtypes_for
 from kvplan.backends.vllm_033 import (
     BACKENDS,
     ENGINE_VERSIONS,
@@ -716,16 +717,19 @@ def select_backend(req: BackendRequest, gpu: GpuProfile, engine: EngineVersion |
     kv = req.kv_cache_dtype
     base: dict[str, Any] = {"status": "selected", "backend": None, "kv_cache_dtype": kv,
                             "effective_kv_cache_dtype": kv, "engine": str(engine)}
-    if engine.engine != "vllm" or not engine.satisfies(ENGINE_VERSIONS):
+    if engine.engine != "vllm" or not engine.satisfies(MODELLED_VLLM_VERSIONS):
         what = f"vLLM {engine.version_str}" if engine.engine == "vllm" else engine.engine
         return BackendChoice(**{**base, "status": "not_modelled", "notes": (
             f"attention backend selection for {what} is not modelled yet; kvplan models vllm "
-            f"{ENGINE_VERSIONS}.",)})
+            f"{MODELLED_VLLM_VERSIONS}.",)})
+    # Older modelled releases are selected with the 0.33 rows (the only ones read from source);
+    # what is known to differ by version is applied here and in the versioned rules (KV00x, KV704).
 
     # ---- config-time checks that depend only on the dtype strings (§1.1, §8)
-    if kv not in VLLM_033_KV_CACHE_DTYPES:
+    valid = kv_cache_dtypes_for(engine) or VLLM_033_KV_CACHE_DTYPES
+    if kv not in valid:
         return _fail(base, f"Invalid kv_cache_dtype: {kv!r}. Valid values are: "
-                           f"{list(VLLM_033_KV_CACHE_DTYPES)}", "config", "ValueError")
+                           f"{list(valid)}", "config", "ValueError")
     if kv in ("float16", "bfloat16") and kv != req.model_dtype:
         allowed = "`auto`" if req.model_dtype == "float32" else f"`auto` or `{req.model_dtype}`"
         return _fail(base, f'kv_cache_dtype="{kv}" is incompatible with dtype="{req.model_dtype}". '

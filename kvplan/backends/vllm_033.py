@@ -472,6 +472,15 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                 "to FP8...' (determine_prefill_query_data_type branch 3).",
         introduced_by=_PR + "39752", introduced_merged="2026-04-15",
         source=_MAP + "merged 2026-04-15 -> assumed first in 0.20.0 (issue #39751)."),
+    EngineFeature(
+        name="explicit_kv_cache_dtype_wins", kind="feature", versions=">=0.22",
+        summary="An explicit --kv-cache-dtype is kept when the checkpoint has a compressed-tensors "
+                "kv_cache_scheme (Attention.__init__ overrides only 'auto'); before it every Attention "
+                "layer was forced to 'fp8' and cache_config.cache_dtype rewritten.",
+        introduced_by=_PR + "42782", introduced_merged="2026-05-16",
+        source=_MAP + "merged 2026-05-16; v0.22.0 tagged 2026-05-30; 0.21.0's date is not in "
+               "RELEASE_DATES and, at the ~2-week cadence between 0.20.2 (2026-05-10) and 0.22.0, "
+               "assumed cut before the merge -> assumed first in 0.22.0."),
 )
 """KV-relevant vLLM history with version ranges (see each entry's `source` for the mapping)."""
 

@@ -99,7 +99,7 @@ def _configured_policy() -> Optional[Path]:
 
 
 def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: Optional[float],
-             policy: Optional[Path] = None, no_policy: bool = False):
+             policy: Optional[Path] = None, no_policy: bool = False, engine: Optional[str] = None):
     budget = int(kv_budget_gib * 2**30) if kv_budget_gib is not None else None
     if policy is not None and no_policy:
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
@@ -109,14 +109,16 @@ def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: O
         if policy is None:
             err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
                                 markup=False, highlight=False)
-        return compile_with_policy(path, list(ctx.args), gpu, policy=pol, kv_budget_bytes=budget)
+        return compile_with_policy(path, list(ctx.args), gpu, policy=pol, kv_budget_bytes=budget, engine=engine)
     from kvplan.api import compile as compile_plan  # noqa: PLC0415
-    return compile_plan(path, list(ctx.args), gpu, kv_budget_bytes=budget)
+    return compile_plan(path, list(ctx.args), gpu, kv_budget_bytes=budget, engine=engine)
 
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 PathArg = typer.Argument(..., help="config.json or a checkpoint folder (config.json, hf_quant_config.json, *.safetensors).")
 GpuOpt = typer.Option(None, "--gpu", help="GPU profile: a name (h100), a compute capability (sm90) or auto.")
+EngineOpt = typer.Option("vllm==0.33.0", "--engine", help="Engine release to model: vllm==0.33.0 (default) "
+                         "or an older vLLM down to vllm==0.18.0 (its flags, KV rules and known bugs).")
 BudgetOpt = typer.Option(None, "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the checkpoint's weights).")
 FailOpt = typer.Option(FailLevel.error, "--fail-level", help="Exit 1 when a finding is at or above this severity.")
 PolicyOpt = typer.Option(None, "--policy", help="Policy YAML: your rules (selector -> setting) and constraints "
@@ -128,12 +130,12 @@ NoPolicyOpt = typer.Option(False, "--no-policy", help="Ignore the policy named b
 def plan(ctx: typer.Context, path: str = PathArg,
          format: PlanFormat = typer.Option(PlanFormat.json, "--format", "-f", help="json (default) or text."),
          out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the plan here instead of stdout."),
-         gpu: Optional[str] = GpuOpt, kv_budget_gib: Optional[float] = BudgetOpt,
+         gpu: Optional[str] = GpuOpt, engine: str = EngineOpt, kv_budget_gib: Optional[float] = BudgetOpt,
          all_layers: bool = typer.Option(False, "--all-layers", help="text format: one row per layer."),
          fail_level: FailLevel = FailOpt, policy: Optional[Path] = PolicyOpt,
          no_policy: bool = NoPolicyOpt) -> None:
     """Compile the per-layer KV plan and print it (JSON by default)."""
-    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy)
+    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine)
     if format is PlanFormat.json:
         from kvplan.report.json_report import dumps  # noqa: PLC0415
         text = dumps(p)
@@ -149,13 +151,13 @@ def plan(ctx: typer.Context, path: str = PathArg,
 
 @app.command(context_settings=_EXTRA, epilog=ENGINE_FLAGS_HELP)
 def explain(ctx: typer.Context, path: str = PathArg, gpu: Optional[str] = GpuOpt,
-            kv_budget_gib: Optional[float] = BudgetOpt,
+            engine: str = EngineOpt, kv_budget_gib: Optional[float] = BudgetOpt,
             all_layers: bool = typer.Option(False, "--all-layers", help="One row per layer instead of grouped runs."),
             fail_level: FailLevel = typer.Option(FailLevel.never, "--fail-level",
                                                  help="Exit 1 when a finding is at or above this severity."),
             policy: Optional[Path] = PolicyOpt, no_policy: bool = NoPolicyOpt) -> None:
     """Explain the plan: per-layer table, which rule decided what and why, totals, findings."""
-    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy)
+    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine)
     from kvplan.report.table import render_plan  # noqa: PLC0415
     render_plan(p, out_console(), expand=all_layers)
     raise typer.Exit(_fail_code(p, fail_level))

@@ -6,6 +6,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Optional
 
 from kvplan import __version__
+from kvplan.backends.capabilities import EngineVersion
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
@@ -30,10 +31,15 @@ def _rules() -> dict[str, Rule]:
 def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
                  gpu: Optional[GpuFacts] = None, *, source: Optional[str] = None,
                  weight_bytes: Optional[int] = None, kv_budget_bytes: Optional[int] = None,
-                 extra_checks: Iterable[Rule] = ()) -> Plan:
-    """Compile the per-layer KV plan. No I/O, no printing; deterministic for equal inputs."""
+                 extra_checks: Iterable[Rule] = (), engine: Optional[EngineVersion] = None) -> Plan:
+    """Compile the per-layer KV plan. No I/O, no printing; deterministic for equal inputs.
+
+    `engine` is the release modelled (default vllm==0.33.0; see `kvplan.backends.engines`).
+    """
     rules = _rules()
-    ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes)
+    engine = engine or EngineVersion()
+    ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
+                      engine=engine, engine_version=engine.version_str or ENGINE_VERSION)
     globals_: dict[str, Any] = {}
     global_decisions: dict[str, tuple[str, str]] = {}
     for code in GLOBAL_ORDER:
@@ -78,7 +84,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
 
     layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes)
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
-                       globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
+                       engine=engine, engine_version=ctx.engine_version, globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
     findings: list[Finding] = []
     checks = [r for r in rules.values() if r.kind == "check"] + list(extra_checks)
     for r in sorted(checks, key=lambda r: r.code):
@@ -87,7 +93,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     findings.sort(key=lambda f: (-f.severity.rank, f.code, f.layers[:1], f.message))
 
     return Plan(
-        kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=ENGINE_VERSION),
+        kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=ctx.engine_version),
         model=ModelRef(model_type=arch.text_model_type, architecture=arch.architecture,
                        num_layers=arch.num_layers, dtype=globals_["model_dtype"], source=source),
         gpu=GpuRef(name=gpu.name, memory_gib=gpu.memory_gib,
@@ -99,7 +105,8 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
 
 def _with(ctx: RuleContext, globals_: dict[str, Any]) -> RuleContext:
     return RuleContext(arch=ctx.arch, quant=ctx.quant, flags=ctx.flags, gpu=ctx.gpu,
-                       globals=MappingProxyType(dict(globals_)), weight_bytes=ctx.weight_bytes)
+                       globals=MappingProxyType(dict(globals_)), weight_bytes=ctx.weight_bytes,
+                       engine=ctx.engine, engine_version=ctx.engine_version)
 
 
 def _jsonable(v: Any) -> Any:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from kvplan.api import flags_from, gpu_facts
+from kvplan.backends.engines import resolve_engine
 from kvplan.emit._common import compact
 from kvplan.emit.codes import sort_findings
 from kvplan.emit.vllm import LayerTarget, Realisation, auto_values, group_differences, has_kv, realise
@@ -168,7 +169,7 @@ def compile_with_policy(path_or_config: str | Path | dict[str, Any], flags: Any 
                         policy: Policy | str | Path | None = None,
                         hf_quant_config: Optional[dict[str, Any]] = None, kv_budget_bytes: Optional[int] = None,
                         read_safetensors: bool = True, extra_checks: Iterable[Rule] = (),
-                        source: Optional[str] = None) -> Plan:
+                        source: Optional[str] = None, engine: Optional[str] = None) -> Plan:
     """`kvplan.api.compile` plus an optional policy; also plans from an inline config.json object.
 
     `flags` is what `kvplan.api.compile` takes (argv list, launch-line string, dict, ServingFlags).
@@ -178,11 +179,12 @@ def compile_with_policy(path_or_config: str | Path | dict[str, Any], flags: Any 
     mi = model_inputs(path_or_config, hf_quant_config=hf_quant_config, quantization_flag=sf.quantization,
                       read_safetensors=read_safetensors, source=source)
     gf = gpu_facts(gpu)
+    ev = resolve_engine(engine)
     pol = _as_policy(policy)
 
     def plan_for(f: ServingFlags, checks: Iterable[Rule] = ()) -> Plan:
         return compile_plan(mi.arch, mi.quant, f, gf, source=mi.source, weight_bytes=mi.weight_bytes,
-                            kv_budget_bytes=kv_budget_bytes, extra_checks=checks)
+                            kv_budget_bytes=kv_budget_bytes, extra_checks=checks, engine=ev)
 
     if pol is None:
         return plan_for(sf, extra_checks)

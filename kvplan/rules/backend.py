@@ -5,8 +5,6 @@ layers can land on different backends. Needs --gpu; without it these rules stay 
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode
 from kvplan.rules.base import Emit, Set, declare
 
@@ -30,20 +28,27 @@ def _request(ctx, la, kv_cache_dtype: str):
 
 
 def _choice(ctx, la, kv_cache_dtype: str):
-    from kvplan.backends.select import select_backend  # noqa: PLC0415
-    forced = ctx.flags.attention_backend
-    return _cached(select_backend, _request(ctx, la, kv_cache_dtype), ctx.gpu.profile, forced,
-                   tuple(sorted((k, str(v)) for k, v in ctx.flags.attention_config.items())), ctx.flags.attention_config)
+    """select_backend for this layer, memoised on what selection reads (layers repeat a lot)."""
+    ac = ctx.flags.attention_config
+    mla = la.mla
+    key = (la.kind, la.head_size, la.head_size_v, la.num_heads, la.num_kv_heads,
+           la.sliding_window is not None, la.has_sinks,
+           (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim, mla.index_topk)
+           if mla else None,
+           kv_cache_dtype, ctx.model_dtype, (ctx.quant.ct_kv_cache_scheme or {}).get("strategy"),
+           ctx.flags.block_size, ctx.flags.attention_backend,
+           tuple(sorted((k, str(v)) for k, v in ac.items())), ctx.gpu.profile, ctx.engine)
+    hit = _CHOICES.get(key)
+    if hit is None:
+        from kvplan.backends.select import select_backend  # noqa: PLC0415
+        if len(_CHOICES) > 4096:
+            _CHOICES.clear()
+        hit = _CHOICES[key] = select_backend(_request(ctx, la, kv_cache_dtype), ctx.gpu.profile,
+                                             ctx.engine, ctx.flags.attention_backend, ac)
+    return hit
 
 
-@lru_cache(maxsize=512)
-def _cached_impl(fn, req, gpu, forced, _key):
-    return fn(req, gpu, None, forced, _cached_impl.ac)  # type: ignore[attr-defined]
-
-
-def _cached(fn, req, gpu, forced, key, ac):
-    _cached_impl.ac = dict(ac)  # type: ignore[attr-defined]
-    return _cached_impl(fn, req, gpu, forced, key)
+_CHOICES: dict = {}
 
 
 @declare(code="KV140", name="backend-selection", kind="decision", scope="layer", family="backend",
@@ -61,6 +66,16 @@ def backend_selection(ctx, la, st):
         fa = f" (FA{ch.flash_attn_version})" if ch.flash_attn_version else ""
         yield Set("backend", ch.backend + fa, f"first valid backend on {ctx.gpu.name} for kv dtype {st['kv_cache_dtype']!r}")
     q = ch.decode_query_dtype or ("float8_e4m3fn" if ch.query_quant else None)
+    if ch.backend == "FLASHINFER" and ctx.engine_has("flashinfer_skip_layer_query_dtype_crash") \
+            and not ch.query_quant and ctx.kv_cache_dtype != st["kv_cache_dtype"]:
+        # Before PR #39002 the FlashInfer builder took the query dtype from the GLOBAL cache dtype.
+        from kvplan.backends.select import flashinfer_query_dtypes  # noqa: PLC0415
+        g = flashinfer_query_dtypes(ctx.gpu.profile, ctx.kv_cache_dtype, ch.decode_query_dtype or ctx.model_dtype,
+                                    la.head_size or 128, ctx.flags.attention_config, has_sinks=la.has_sinks)
+        if g.decode_query_dtype != q:
+            yield Set("query_dtype", g.decode_query_dtype, f"vLLM {ctx.engine.version_str} predates PR #39002: "
+                      f"FlashInfer uses the global kv dtype {ctx.kv_cache_dtype!r} for this skipped layer's queries")
+            return
     if q:
         yield Set("query_dtype", str(q), "query quantized to FP8 for this layer" if ch.query_quant else "backend query dtype")
 
@@ -81,7 +96,8 @@ def no_backend(ctx):
         if la is None or lp.kv_cache_dtype is None or lp.kind in NO_KV_KINDS:
             continue
         ch = _choice(ctx, la, lp.kv_cache_dtype)
-        if ch.status == "error" and ch.error:
+        if ch.status == "error" and ch.error and not (ch.error_stage == "config" and ch.error.startswith(
+                "Invalid kv_cache_dtype")):  # a dtype the release lacks is KV005's, with or without --gpu
             errors.setdefault(ch.error, []).append(lp.index)
     for msg, layers in errors.items():
         yield Emit(f"{msg} ({len(layers)} layer(s) on {ctx.gpu.name})", tuple(layers))
@@ -126,7 +142,7 @@ def prefill_advice(ctx):
                    v_head_dim=m.v_head_dim, kv_lora_rank=m.kv_lora_rank)
     quantized = any(lp.quant_mode is not QuantMode.none for lp in ctx.layers if lp.kind == "mla")
     adv = prefill_query_advice(ctx.gpu.profile, ctx.kv_cache_dtype if quantized else "auto", dims,
-                               ctx.flags.attention_config, None, None, model_dtype=ctx.model_dtype)
+                               ctx.flags.attention_config, ctx.engine, None, model_dtype=ctx.model_dtype)
     if adv.recommendation == "not_applicable" and not adv.flag_silently_ignored:
         return
     msg = adv.explanation

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
+from kvplan.backends.capabilities import EngineVersion
 from kvplan.model.arch import LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
@@ -35,6 +37,7 @@ class RuleContext:
     flags: ServingFlags
     gpu: Optional[GpuFacts] = None
     engine_version: str = ENGINE_VERSION
+    engine: EngineVersion = field(default_factory=EngineVersion)  # the release modelled (--engine)
     globals: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     layers: tuple[LayerPlan, ...] = ()
     weight_bytes: Optional[int] = None
@@ -47,11 +50,20 @@ class RuleContext:
     def kv_cache_dtype(self) -> str:
         return self.globals.get("kv_cache_dtype", self.flags.kv_cache_dtype)
 
+    def engine_has(self, feature: str) -> bool:
+        """True if the modelled release has this ENGINE_FEATURES entry (feature present / bug present)."""
+        from kvplan.backends.vllm_033 import engine_feature  # noqa: PLC0415
+        return engine_feature(feature).holds_for(self.engine)
+
     def arch_layer(self, index: int) -> Optional[LayerArch]:
+        return self._arch_by_index.get(index)
+
+    @cached_property
+    def _arch_by_index(self) -> dict[int, LayerArch]:
+        out: dict[int, LayerArch] = {}
         for la in self.arch.layers:
-            if la.index == index:
-                return la
-        return None
+            out.setdefault(la.index, la)  # first match, as a linear search would find
+        return out
 
 
 class LayerState(dict):

@@ -131,7 +131,16 @@ def kv_scheme_without_method(ctx):
                      "https://github.com/vllm-project/vllm/pull/42782"))
 def compressed_tensors_auto(ctx, la, st):
     q = ctx.quant
-    if q.ct_kv_cache_scheme is None or st.get("kv_cache_dtype") != "auto" or la.kind in NO_KV_KINDS:
+    if q.ct_kv_cache_scheme is None or la.kind in NO_KV_KINDS:
+        return
+    if st.get("kv_cache_dtype") != "auto":
+        # Before PR #42782 (vLLM < 0.22 by kvplan's mapping) the override ignored the explicit flag.
+        if ctx.engine_has("explicit_kv_cache_dtype_wins") or st.get("kv_cache_dtype") == "fp8" \
+                or (la.kind == "mla" and not st.get("_ct_mutated_before")):
+            return
+        yield Set("kv_cache_dtype", "fp8", f"vLLM {ctx.engine.version_str} predates PR #42782: the "
+                  "compressed-tensors kv_cache_scheme overrides the explicit --kv-cache-dtype"
+                  + (" (cache_config.cache_dtype rewritten by an earlier Attention layer)" if la.kind == "mla" else ""))
         return
     if la.kind == "mla":
         if st.get("_ct_mutated_before"):
@@ -168,6 +177,8 @@ def explicit_overrides(ctx):
         return
     ckpt = None
     if q.ct_kv_cache_scheme is not None:
+        if not ctx.engine_has("explicit_kv_cache_dtype_wins"):
+            return  # before PR #42782 the checkpoint wins instead (KV109)
         ckpt = "fp8"
     elif (q.quant_method or "").startswith("modelopt") and q.modelopt_kv_value:
         ckpt = modelopt_resolution(q.modelopt_kv_value)[0]

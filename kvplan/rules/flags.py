@@ -26,6 +26,11 @@ def unknown_flag(ctx):
              "per-token-head KV dtype.",
          references=("https://github.com/vllm-project/vllm/pull/49389",))
 def removed_flag(ctx):
-    if ctx.flags.calculate_kv_scales:
+    if ctx.flags.calculate_kv_scales and not ctx.engine_has("calculate_kv_scales"):
         note, _ = REMOVED_FLAGS["--calculate-kv-scales"]
-        yield Emit(f"--calculate-kv-scales was {note}.")
+        if ctx.engine.version is not None and ctx.engine.version[:2] == (0, 33):
+            yield Emit(f"--calculate-kv-scales was {note}.")
+        else:  # releases between the removal (0.27 by kvplan's mapping) and 0.33
+            yield Emit(f"--calculate-kv-scales does not exist in vLLM {ctx.engine.version_str}: it was "
+                       "removed by PR #49389 (first absent in 0.27 by kvplan's mapping); scales now come "
+                       "from the checkpoint, else 1.0.")

@@ -23,6 +23,8 @@ def skip_layers(ctx, la, st):
     toks = ctx.flags.kv_cache_dtype_skip_layers
     if not toks or la.kind in NO_KV_KINDS or st.get("kv_cache_dtype") is None:
         return
+    if not ctx.engine_has("kv_cache_dtype_skip_layers"):
+        return  # the release has no such flag (KV004 reports it)
     reasons = []
     if la.kind != "mla" and la.sliding_window is not None and "sliding_window" in toks:
         reasons.append(f"'sliding_window' listed and the layer slides (window {la.sliding_window})")

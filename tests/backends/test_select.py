@@ -277,9 +277,18 @@ def test_select_backend_config_errors(kv: str, model: str, msg: str) -> None:
 
 
 def test_select_backend_unmodelled_engine_does_not_guess() -> None:
-    for spec in ("sglang", "trtllm==1.0", "vllm==0.19.0"):
+    for spec in ("sglang", "trtllm==1.0", "vllm==0.17.0", "vllm==0.34.0"):
         c = select_backend(dense("fp8"), resolve_gpu("h100"), EngineVersion.parse(spec))
         assert c.status == "not_modelled" and c.backend is None and "not modelled yet" in c.notes[0]
+
+
+def test_select_backend_older_release_uses_its_kv_dtype_list() -> None:
+    old = EngineVersion.parse("vllm==0.19.0")
+    assert select_backend(dense("fp8"), resolve_gpu("h100"), old).backend == "FLASH_ATTN"
+    c = select_backend(dense("int8_per_token_head"), resolve_gpu("h100"), old)
+    assert c.error_stage == "config" and "Invalid kv_cache_dtype: 'int8_per_token_head'" in c.error
+    new = select_backend(dense("int8_per_token_head"), resolve_gpu("h100"), EngineVersion.parse("vllm==0.20.0"))
+    assert new.backend == "TRITON_ATTN"
 
 
 def test_select_backend_rocm_mi300x_fp8_notes_fnuz() -> None:

@@ -1,7 +1,8 @@
 """Rule cases as YAML (tests/rules/cases/KVnnn.yaml): minimal inputs, expected findings/decisions.
 
 Each case: `base` (a corpus model), optional `config` (keys merged into its config.json),
-optional `hf_quant_config`, `flags` (a launch-line string), and what must / must not happen:
+optional `hf_quant_config`, `flags` (a launch-line string), `gpu`, `engine` (`vllm==0.19.0`; default
+0.33.0), and what must / must not happen:
 `expect_codes` (the rule fires, optionally on `expect_layers`), `absent` (it must not fire),
 `layers` ({index: {field: value}} on the plan).
 """
@@ -42,7 +43,8 @@ def test_rule_case(code: str, i: int, case: dict, tmp_path: Path) -> None:
         from tests.ingest.test_safetensors import write_safetensors
         write_safetensors(tmp_path / "model.safetensors", {n: ("F32", shape) for n, shape in case["scales"].items()})
     budget = int(case["kv_budget_gib"] * 2**30) if "kv_budget_gib" in case else None
-    plan = kvplan.api.compile(tmp_path, case.get("flags", ""), case.get("gpu"), kv_budget_bytes=budget)
+    plan = kvplan.api.compile(tmp_path, case.get("flags", ""), case.get("gpu"), kv_budget_bytes=budget,
+                              engine=case.get("engine"))
     fired = [f for f in plan.findings if f.code == code]
     if case.get("fires", True):
         assert fired, f"{code} should fire: {[f.code for f in plan.findings]}"
