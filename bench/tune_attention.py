@@ -32,6 +32,9 @@ def main() -> None:
     ap.add_argument("--use-dot", default="1", help="1, 0 or 1,0")
     ap.add_argument("--paged3d", default="0", help="0, 1 or 0,1")
     ap.add_argument("--imma", default="0", help="INT8 only: 0, 1, 2 (comma list)")
+    ap.add_argument("--maxnreg", default="0", help="register caps to sweep (0 = none)")
+    ap.add_argument("--configs", default="", help="explicit BLOCK_N:WARPS:STAGES list, e.g. "
+                    "64:2:3,128:4:2 (replaces the --block-n/--warps/--stages product)")
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
@@ -51,12 +54,18 @@ def main() -> None:
         best = None
         virs = [bool(int(x)) for x in a.paged3d.split(",")]
         immas = [int(x) for x in a.imma.split(",")] if mode == "int8_per_token_head" else [0]
-        for bn, w, st, sp, ud, vir, im in itertools.product(
-                [int(x) for x in a.block_n.split(",")], [int(x) for x in a.warps.split(",")],
-                [int(x) for x in a.stages.split(",")], [int(x) for x in a.splits.split(",")],
-                [bool(int(x)) for x in a.use_dot.split(",")], virs, immas):
+        if a.configs:
+            triples = [tuple(int(x) for x in c.split(":")) for c in a.configs.split(",")]
+        else:
+            triples = list(itertools.product([int(x) for x in a.block_n.split(",")],
+                                             [int(x) for x in a.warps.split(",")],
+                                             [int(x) for x in a.stages.split(",")]))
+        for (bn, w, st), sp, ud, vir, im, mr in itertools.product(
+                triples, [int(x) for x in a.splits.split(",")],
+                [bool(int(x)) for x in a.use_dot.split(",")], virs, immas,
+                [int(x) for x in a.maxnreg.split(",")]):
             cfg = AttentionConfig(block_n=bn, num_warps=w, num_stages=st, num_splits=sp or None,
-                                  use_dot=ud, paged3d=vir, imma=im)
+                                  use_dot=ud, paged3d=vir, imma=im, max_registers=mr or None)
             out = torch.full_like(q, float("nan"))
             try:
                 paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx, out=out, config=cfg)
@@ -68,12 +77,12 @@ def main() -> None:
                 print(f"  {mode} {cfg}: FAILED {type(exc).__name__}: {str(exc)[:120]}", flush=True)
                 continue
             row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud,
-                       paged3d=vir, imma=im, ms=ms,
+                       paged3d=vir, imma=im, maxnreg=mr, ms=ms,
                        ratio=ms / sdpa, rel_err=err,
                        tbps=b * ctx * lay.bytes_per_token / (ms * 1e-3) / 1e12)
             results.append(row)
             print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} dot={int(ud)}: {ms:.4f} ms "
-                  f"p3={int(vir)} imma={im} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
+                  f"p3={int(vir)} imma={im} r={mr} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
             if best is None or ms < best["ms"]:
                 best = row
         print(f"BEST {mode}: {best}", flush=True)

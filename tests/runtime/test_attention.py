@@ -63,6 +63,22 @@ def test_attention_decode_split_k_matches_reference(device, kv_cache_dtype, num_
     _check(out, ref, layout.quant_mode)
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head", "fp8_e5m2",
+                                            "bfloat16"])
+@pytest.mark.parametrize("cfg", [AttentionConfig(imma=1, paged3d=True, block_n=32, num_splits=2),
+                                 AttentionConfig(imma=0, paged3d=False, block_n=16, num_splits=3),
+                                 AttentionConfig(imma=1, paged3d=False, block_n=64, num_splits=1)])
+def test_attention_decode_launch_variants_match_reference(device, kv_cache_dtype, cfg):
+    """Int8 tensor-core q.K, page-structured gathers, and splits whose ranges start and end
+    inside a tile (edge tiles masked, whole tiles unmasked) all compute the same function."""
+    gen = torch.Generator(device=device).manual_seed(7)
+    layout = LayerLayout.simple(kv_cache_dtype, 2, 64)
+    batch = build_paged_batch(layout, [211, 32, 9, 96], 16, device, gen, k_scale=0.08,
+                              v_scale=0.01)
+    out, ref = _decode(batch, 8, gen, device, config=cfg, poison=1e30)
+    _check(out, ref, layout.quant_mode, str(cfg))
+
+
 @pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8_per_token_head"])
 @pytest.mark.parametrize("hq,hkv", [(8, 2), (2, 2), (1, 1)])
 def test_attention_decode_broadcast_path_matches_reference(device, kv_cache_dtype, hq, hkv):
@@ -220,6 +236,8 @@ def test_attention_gpu_configs_agree(cuda_device, kv_cache_dtype):
     batch = build_paged_batch(layout, [4096, 1000, 3, 2500], 16, "cuda", gen)
     for cfg in (AttentionConfig(), AttentionConfig(block_n=128, num_warps=8, num_stages=3),
                 AttentionConfig(block_n=32, num_splits=16), AttentionConfig(use_dot=False),
-                AttentionConfig(block_n=64, num_warps=4, num_stages=4, num_splits=1)):
+                AttentionConfig(block_n=64, num_warps=4, num_stages=4, num_splits=1),
+                AttentionConfig(imma=1, paged3d=True, num_splits=4, max_registers=168),
+                AttentionConfig(imma=0, paged3d=False, block_n=128, num_warps=4)):
         out, ref = _decode(batch, 32, gen, "cuda", config=cfg)
         _check(out, ref, layout.quant_mode, str(cfg))

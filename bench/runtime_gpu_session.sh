@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
+# Logs and JSON go to $OUT (default bench/results/session). Usage:
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [suite] [write]
+set -o pipefail
+OUT=${OUT:-bench/results/session}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+steps=${*:-tests tune suite}
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv
+  $PY -c "import torch, triton; p = torch.cuda.get_device_properties(0); print(torch.__version__, triton.__version__, p.name, p.multi_processor_count, 'SMs')"
+} 2>&1 | tee "$OUT/env.log"
+for step in $steps; do
+  case $step in
+    tests)
+      timeout 300 $PY -m pytest -q -p no:cacheprovider tests/runtime 2>&1 | tail -25 | tee "$OUT/pytest.log" ;;
+    tune)
+      timeout 240 $PY bench/tune_attention.py --shape 64,4096,32,8,128 \
+        --modes int8_per_token_head,fp8_per_token_head --paged3d 1 --imma 1,0 \
+        --configs 64:2:3,64:2:2,32:2:3,128:4:2,64:4:3 --maxnreg 0,168 \
+        --out "$OUT/tuneA.json" 2>&1 | tee "$OUT/tuneA.log"
+      timeout 150 $PY bench/tune_attention.py --shape 128,2048,64,8,64 \
+        --modes int8_per_token_head,fp8_per_token_head --paged3d 1 --imma 1,0 \
+        --configs 128:2:2,64:2:3,128:4:2,64:4:2 --maxnreg 0,168 \
+        --out "$OUT/tuneB.json" 2>&1 | tee "$OUT/tuneB.log"
+      timeout 60 $PY bench/tune_attention.py --shape 64,4096,32,8,128 --modes bfloat16,fp8 \
+        --paged3d 1,0 --configs 64:4:3 --out "$OUT/tuneC.json" 2>&1 | tee "$OUT/tuneC.log" ;;
+    suite)
+      timeout 400 $PY bench/bench_attention.py --out "$OUT/suite.json" --plot "$OUT/suite.png" \
+        2>&1 | tee "$OUT/suite.log" ;;
+    write)
+      timeout 120 $PY bench/bench_write.py --tokens 8192,32768 --rows 0,8,16 --warps 4,8 \
+        2>&1 | tee "$OUT/write.log" ;;
+  esac
+done
+grep -h "^BEST\|sdpa bf16\|passed\|failed" "$OUT"/*.log 2>/dev/null | cut -c1-220
