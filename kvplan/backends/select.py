@@ -760,6 +760,8 @@ def select_backend(req: BackendRequest, gpu: GpuProfile, engine: EngineVersion |
                    else f"--kv-cache-dtype {kv} is not supported by the CPU attention backend on "
                         "this host.")
             return _fail({**base, "candidates": cand}, msg, "selection", "ValueError")
+        if not req.use_mla:  # dense layers always get CPU_ATTN: no validate_configuration walk (§5.1)
+            return _finish(req, gpu, ac, cand[0], False, cand, {}, [], base)
 
     if forced_name is not None:
         candidates: tuple[str, ...] = (forced_name,)

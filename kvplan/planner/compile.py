@@ -58,13 +58,13 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
         if has_kv:
             code, fact = global_decisions["kv_cache_dtype"]
             st["kv_cache_dtype"] = globals_["kv_cache_dtype"]
-            decisions.append(Decision(field="kv_cache_dtype", value=st["kv_cache_dtype"], rule=code, fact=fact))
+            decisions.append(_decision("kv_cache_dtype", st["kv_cache_dtype"], code, fact))
             decided_by.append(code)
         st["_ct_mutated_before"] = ct_mutated
         for code in LAYER_ORDER:
             for s in rules[code].fn(gctx, la, st):
                 st[s.field] = s.value
-                decisions.append(Decision(field=s.field, value=_jsonable(s.value), rule=code, fact=s.fact))
+                decisions.append(_decision(s.field, _jsonable(s.value), code, s.fact))
                 if code not in decided_by:
                     decided_by.append(code)
                 if code == "KV103" and la.kind != "mla":
@@ -101,6 +101,23 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
         if gpu else None,
         flags=_flag_summary(flags), kv_cache_dtype=globals_["kv_cache_dtype"],
         layers=layers, totals=totals, findings=findings)
+
+
+_DECISIONS: dict[tuple[str, type, Any, str, str], Decision] = {}
+
+
+def _decision(field: str, value: Any, rule: str, fact: str) -> Decision:
+    """A Decision, shared between layers with the same one (frozen; most layers repeat their facts)."""
+    key = (field, type(value), value, rule, fact)  # the type too: True == 1 must not share
+    try:
+        hit = _DECISIONS.get(key)
+    except TypeError:  # unhashable value
+        return Decision(field=field, value=value, rule=rule, fact=fact)
+    if hit is None:
+        if len(_DECISIONS) > 65536:
+            _DECISIONS.clear()
+        hit = _DECISIONS[key] = Decision(field=field, value=value, rule=rule, fact=fact)
+    return hit
 
 
 def _with(ctx: RuleContext, globals_: dict[str, Any]) -> RuleContext:

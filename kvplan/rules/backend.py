@@ -29,26 +29,34 @@ def _request(ctx, la, kv_cache_dtype: str):
 
 def _choice(ctx, la, kv_cache_dtype: str):
     """select_backend for this layer, memoised on what selection reads (layers repeat a lot)."""
-    ac = ctx.flags.attention_config
+    global _LAST
+    if _LAST[0] is not ctx:  # the context part of the key, computed once per rule context
+        ac = ctx.flags.attention_config
+        ctx_key = (ctx.model_dtype, (ctx.quant.ct_kv_cache_scheme or {}).get("strategy"), ctx.flags.block_size,
+                   ctx.flags.attention_backend, tuple(sorted((k, str(v)) for k, v in ac.items())),
+                   ctx.gpu.profile, ctx.engine)
+        if len(_CHOICES) > 512:
+            _CHOICES.clear()
+        _LAST = (ctx, _CHOICES.setdefault(ctx_key, {}))
+    memo = _LAST[1]
     mla = la.mla
     key = (la.kind, la.head_size, la.head_size_v, la.num_heads, la.num_kv_heads,
            la.sliding_window is not None, la.has_sinks,
            (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim, mla.index_topk)
-           if mla else None,
-           kv_cache_dtype, ctx.model_dtype, (ctx.quant.ct_kv_cache_scheme or {}).get("strategy"),
-           ctx.flags.block_size, ctx.flags.attention_backend,
-           tuple(sorted((k, str(v)) for k, v in ac.items())), ctx.gpu.profile, ctx.engine)
-    hit = _CHOICES.get(key)
+           if mla else None, kv_cache_dtype)
+    hit = memo.get(key)
     if hit is None:
         from kvplan.backends.select import select_backend  # noqa: PLC0415
-        if len(_CHOICES) > 4096:
-            _CHOICES.clear()
-        hit = _CHOICES[key] = select_backend(_request(ctx, la, kv_cache_dtype), ctx.gpu.profile,
-                                             ctx.engine, ctx.flags.attention_backend, ac)
+        hit = memo[key] = select_backend(_request(ctx, la, kv_cache_dtype), ctx.gpu.profile, ctx.engine,
+                                         ctx.flags.attention_backend, ctx.flags.attention_config)
     return hit
 
 
 _CHOICES: dict = {}
+# Config-time errors that GPU-independent rules already report (with or without --gpu):
+# a dtype the release lacks (KV005), float16/bfloat16 != model dtype (KV201), nvfp4 with MLA (KV202).
+_CONFIG_ERRORS_OF_OTHER_RULES = ("Invalid kv_cache_dtype", 'kv_cache_dtype="', "nvfp4 KV cache is not supported with MLA")
+_LAST: tuple = (None, {})
 
 
 @declare(code="KV140", name="backend-selection", kind="decision", scope="layer", family="backend",
@@ -97,7 +105,7 @@ def no_backend(ctx):
             continue
         ch = _choice(ctx, la, lp.kv_cache_dtype)
         if ch.status == "error" and ch.error and not (ch.error_stage == "config" and ch.error.startswith(
-                "Invalid kv_cache_dtype")):  # a dtype the release lacks is KV005's, with or without --gpu
+                _CONFIG_ERRORS_OF_OTHER_RULES)):
             errors.setdefault(ch.error, []).append(lp.index)
     for msg, layers in errors.items():
         yield Emit(f"{msg} ({len(layers)} layer(s) on {ctx.gpu.name})", tuple(layers))
@@ -118,8 +126,12 @@ def backend_notes(ctx):
         if la is None or lp.kv_cache_dtype is None or lp.kind in NO_KV_KINDS:
             continue
         ch = _choice(ctx, la, lp.kv_cache_dtype)
+        pre_39002 = ch.backend == "FLASHINFER" and lp.kv_cache_dtype != ctx.kv_cache_dtype \
+            and ctx.engine_has("flashinfer_skip_layer_query_dtype_crash")
         if ch.status != "error":
             for n in ch.notes:
+                if pre_39002 and n.startswith("FlashInfer resolved"):
+                    continue  # that per-group log line is PR #39002's; before it the global dtype rules
                 notes.setdefault(n, []).append(lp.index)
     for msg, layers in notes.items():
         yield Emit(msg, tuple(layers), severity="info" if msg.startswith("FlashInfer resolved") else None)

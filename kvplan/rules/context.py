@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
@@ -14,6 +14,12 @@ from kvplan.model.quant import QuantMetadata
 
 ENGINE_NAME = "vllm"
 ENGINE_VERSION = "0.33.0"
+
+
+@lru_cache(maxsize=512)
+def _engine_has(feature: str, engine: EngineVersion) -> bool:
+    from kvplan.backends.vllm_033 import engine_feature  # noqa: PLC0415
+    return engine_feature(feature).holds_for(engine)
 
 
 @dataclass(frozen=True)
@@ -52,8 +58,7 @@ class RuleContext:
 
     def engine_has(self, feature: str) -> bool:
         """True if the modelled release has this ENGINE_FEATURES entry (feature present / bug present)."""
-        from kvplan.backends.vllm_033 import engine_feature  # noqa: PLC0415
-        return engine_feature(feature).holds_for(self.engine)
+        return _engine_has(feature, self.engine)
 
     def arch_layer(self, index: int) -> Optional[LayerArch]:
         return self._arch_by_index.get(index)

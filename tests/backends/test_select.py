@@ -313,6 +313,12 @@ def test_select_backend_cpu_rules() -> None:
                        "backend on this host.")
 
 
+def test_select_backend_cpu_dense_is_always_cpu_attn() -> None:
+    # vllm/platforms/cpu.py returns CPU_ATTN for dense layers without walking validate_configuration.
+    c = select_backend(dense("auto").model_copy(update={"has_sinks": True}), resolve_gpu("cpu"))
+    assert (c.status, c.backend) == ("selected", "CPU_ATTN")
+
+
 def test_rocm_fp8_notes_for_mi300x() -> None:
     n = rocm_fp8_notes(resolve_gpu("mi300x"))
     assert (n.fp8_dtype, n.fp8_max, n.per_token_head_max, n.checkpoint_scale_multiplier) == (
