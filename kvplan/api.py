@@ -60,9 +60,11 @@ def gpu_facts(gpu: Any) -> Optional[GpuFacts]:
 def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None = None,
             gpu: Any = None, *, kv_budget_bytes: Optional[int] = None,
             read_safetensors: bool = True, extra_checks: Iterable[Any] = (),
-            engine: str | None = None) -> Plan:  # noqa: A001
+            engine: str | None = None, kv_scales: str | Path | None = None) -> Plan:  # noqa: A001
     """Compile the KV plan for a config.json or checkpoint folder under vLLM serving flags.
 
+    `kv_scales` is a `kvplan calibrate` scales file: per-tensor FP8 layers it covers get
+    ``scale_source: calibrated`` (unless the checkpoint's own scales are loaded).
     `engine` is the release to model (`vllm==0.33.0` when None; `kvplan.backends.engines` lists
     the modelled range); another engine or a release outside it raises KvplanInputError.
 
@@ -73,6 +75,10 @@ def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[s
     ev = resolve_engine(engine)
     sf = flags_from(flags)
     inputs = load_model_inputs(path, quantization_flag=sf.quantization, read_safetensors=read_safetensors)
-    return compile_plan(inputs.arch, inputs.quant, sf, gpu_facts(gpu), source=str(path),
+    quant = inputs.quant
+    if kv_scales is not None:  # `kvplan calibrate` output: per-tensor FP8 layers become scale_source calibrated
+        from kvplan.ingest.kv_scales import with_kv_scales  # noqa: PLC0415
+        quant = with_kv_scales(quant, kv_scales)
+    return compile_plan(inputs.arch, quant, sf, gpu_facts(gpu), source=str(path),
                         weight_bytes=inputs.weight_bytes, kv_budget_bytes=kv_budget_bytes,
                         extra_checks=extra_checks, engine=ev)

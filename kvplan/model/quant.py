@@ -55,3 +55,7 @@ class QuantMetadata(Frozen):
     """k/v/q scale tensors found in safetensors headers."""
     safetensors_files: tuple[str, ...] = ()
     """safetensors files whose headers were read."""
+    kv_scales_file: Optional[str] = None
+    """A `kvplan calibrate` k/v scales file given with --kv-scales (calibrated per-tensor FP8 scales)."""
+    calibrated_layers: tuple[int, ...] = ()
+    """Layers that file holds k/v scales for."""

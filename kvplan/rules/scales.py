@@ -44,6 +44,12 @@ def scale_source(ctx, la, st):
         names = ", ".join(sorted({s.kind for s in found}))
         yield Set("scale_source", src, f"{names} tensor(s) for layer {la.index} in {found[0].file}")
         return
+    # A calibration file wins over 1.0, never over checkpoint scales vLLM actually loads.
+    if la.index in q.calibrated_layers:
+        yield Set("scale_source", ScaleSource.calibrated,
+                  f"--kv-scales {q.kv_scales_file} holds calibrated k/v scales for layer {la.index} "
+                  "(deploy them with the checkpoint: `kvplan calibrate` writes the tensors and the kv_cache_scheme)")
+        return
     if found and not method_loads:
         yield Set("scale_source", ScaleSource.default_1_0,
                   f"scale tensors exist for layer {la.index} but {q.quant_method or 'no quant config'} "
