@@ -40,6 +40,12 @@ def _mode_style(mode: str) -> str:
     return MODE_STYLE.get(mode, "magenta" if mode != "none" else "green")
 
 
+def _cell_key(cell: object) -> tuple:
+    if isinstance(cell, Text):
+        return (cell.plain, str(cell.style), tuple((sp.start, sp.end, str(sp.style)) for sp in cell.spans))
+    return (str(cell),)
+
+
 @dataclass
 class ExploreResult:
     """What `kvplan explore` prints after the app has left the screen."""
@@ -68,7 +74,7 @@ class ExploreApp(App[ExploreResult]):
     #layers { width: 3fr; height: 100%; border: round $primary-darken-2; }
     #layers:focus { border: round $accent; }
     #detail { width: 58; border: round $primary-darken-2; padding: 0 1; }
-    #totals { height: auto; border: round $primary-darken-2; padding: 0 1; }
+    #totals { height: 5; border: round $primary-darken-2; padding: 0 1; }
     #findings { height: 9; border: round $primary-darken-2; }
     #findings:focus { border: round $accent; }
     """
@@ -104,6 +110,7 @@ class ExploreApp(App[ExploreResult]):
         self._selected: list[int] = []
         self._syncing = False
         self._findings: list[Finding] = []
+        self._detail_shown: Optional[tuple] = None
 
     # ---- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -177,28 +184,21 @@ class ExploreApp(App[ExploreResult]):
     def _fill_layers(self) -> None:
         table = self.query_one("#layers", DataTable)
         keep = self._selected[0] if self._selected else None
-        table.clear(columns=True)  # columns again: their widths shrink back to the new content
-        for name in ("layers", "kind", "KV h×size", "kv_cache_dtype", "stored", "scales", "B/token", "backend"):
-            table.add_column(name, key=name)
-        self._rows = {}
         worst: dict[int, Severity] = {}
         for f in self.session.plan.findings:
             for i in f.layers:
                 if i not in worst or f.severity.rank > worst[i].rank:
                     worst[i] = f.severity
         target_row = 0
-        order: list[str] = []
+        rows: dict[str, tuple] = {}
         grouped = group_layers(self.session.plan.layers)
         group_of = {lp.index: len(g) for g in grouped for lp in g}
         for n, g in enumerate(self._groups()):
             lp, idx = g[0], [x.index for x in g]
             key = f"row-{idx[0]}"
-            self._rows[key] = idx
-            order.append(key)
             if keep is not None and keep in idx:
                 target_row = n
-            mode = lp.quant_mode.value
-            style = _mode_style(mode)
+            style = _mode_style(lp.quant_mode.value)
             label = Text(compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else ""), style=style)
             if len(idx) > 1:
                 label = Text("▸ ", style="dim") + label
@@ -214,13 +214,32 @@ class ExploreApp(App[ExploreResult]):
             dtype = Text(lp.kv_cache_dtype or "-", style=style)
             if lp.skipped:
                 dtype.append(" skipped", style="bold")
-            table.add_row(
-                label, kind, geom, dtype, Text(lp.dtype or "-", style=style),
-                _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-", f"{lp.bytes_per_token:,}",
-                lp.backend or "-", key=key)
-        if table.row_count:
+            scales = _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-"
+            rows[key] = (idx, (label, Text(kind), Text(geom), dtype, Text(lp.dtype or "-", style=style), Text(scales),
+                               Text(f"{lp.bytes_per_token:,}", justify="right"), Text(lp.backend or "-")))
+        self._write_rows(table, rows)
+        if table.row_count and table.cursor_row != target_row:
             table.move_cursor(row=target_row, scroll=True)
-            self._selected = self._rows[order[target_row]]
+            self._selected = self._rows[list(rows)[target_row]]
+
+    _LAYER_COLUMNS = ("layers", "kind", "KV h×size", "kv_cache_dtype", "stored", "scales", "B/token", "backend")
+
+    def _write_rows(self, table: DataTable, rows: dict[str, tuple]) -> None:
+        """Same rows as shown: update only the cells that changed (a 126-layer redraw stays cheap)."""
+        old = getattr(self, "_cells", {})
+        if list(rows) == list(old):
+            for key, (_, cells) in rows.items():
+                for col, (a, b) in zip(self._LAYER_COLUMNS, zip(old[key], cells)):
+                    if _cell_key(a) != _cell_key(b):
+                        table.update_cell(key, col, b, update_width=True)
+        else:
+            table.clear(columns=True)  # columns too: their widths shrink back to the new content
+            for name in self._LAYER_COLUMNS:
+                table.add_column(name, key=name)
+            for key, (_, cells) in rows.items():
+                table.add_row(*cells, key=key)
+        self._cells = {key: cells for key, (_, cells) in rows.items()}
+        self._rows = {key: idx for key, (idx, _) in rows.items()}
 
     def _fill_totals(self) -> None:
         s = self.session
@@ -238,20 +257,22 @@ class ExploreApp(App[ExploreResult]):
         line2 = Text("vs start: ", style="dim") + Text("; ".join(changes) if changes else "unchanged")
         line3 = Text("as: ", style="dim") + Text(s.plan_command(), style="italic")
         widget = self.query_one("#totals", Static)
-        widget.update(Group(parts, line2, line3))
+        widget.update(Group(parts, line2, line3), layout=False)  # fixed height: no relayout per change
         widget.border_title = "totals (per TP rank)"
 
     def _fill_findings(self) -> None:
         table = self.query_one("#findings", DataTable)
-        table.clear()
         fs = findings_sorted(self.session.plan.findings, self.sort)
-        for n, f in enumerate(fs):
-            table.add_row(Text(f.severity.value, style=SEV_STYLE[f.severity]), f.code, f.name,
-                          compress_indices(f.layers) if f.layers else "-", Text(f.message), Text(f.fix or "-", style="dim"),
-                          key=f"finding-{n}", height=None)
         counts = {sev: sum(f.severity is sev for f in fs) for sev in Severity}
         table.border_title = (f"findings: {counts[Severity.error]} errors, {counts[Severity.warning]} warnings, "
                               f"{counts[Severity.info]} info · sorted by {self.sort} (o)")
+        if fs == self._findings and table.row_count == len(fs):
+            return
+        table.clear()
+        for n, f in enumerate(fs):
+            table.add_row(Text(f.severity.value, style=SEV_STYLE[f.severity]), Text(f.code), Text(f.name),
+                          Text(compress_indices(f.layers) if f.layers else "-"), Text(f.message), Text(f.fix or "-", style="dim"),
+                          key=f"finding-{n}", height=None)
         self._findings = fs
 
     def _detail(self, idx: list[int]) -> Group:
@@ -302,6 +323,10 @@ class ExploreApp(App[ExploreResult]):
     def _show_detail(self, finding: Optional[Finding] = None) -> None:
         body = self.query_one("#detail-body", Static)
         panel = self.query_one("#detail", VerticalScroll)
+        key = (finding.code if finding else None, tuple(self._selected))
+        if self._detail_shown is not None and self._detail_shown[0] is self.session.plan and self._detail_shown[1] == key:
+            return
+        self._detail_shown = (self.session.plan, key)
         if finding is not None:
             body.update(self._finding_text(finding))
             panel.border_title = f"finding {finding.code}"
@@ -318,17 +343,21 @@ class ExploreApp(App[ExploreResult]):
         c = self.session.controls
         self._syncing = True
         try:
-            self.query_one("#dtype", Select).value = c.kv_cache_dtype
+            dtype = self.query_one("#dtype", Select)
+            if dtype.value != c.kv_cache_dtype:
+                dtype.value = c.kv_cache_dtype
             gpu = self.query_one("#gpu", Select)
-            gpu.value = c.gpu if c.gpu else Select.NULL
+            if gpu.value != (c.gpu or Select.NULL):
+                gpu.value = c.gpu if c.gpu else Select.NULL
             for wid, value in (("#tp", str(c.tensor_parallel_size)),
                                ("#mml", "" if c.max_model_len is None else str(c.max_model_len)),
                                ("#budget", "" if c.kv_budget_gib is None else f"{c.kv_budget_gib:g}")):
                 inp = self.query_one(wid, Input)
                 if inp.value != value:
                     inp.value = value
-            if self.query("#engine"):
-                self.query_one("#engine", Select).value = c.engine
+            engines = self.query("#engine")
+            if engines and engines.first(Select).value != c.engine:
+                engines.first(Select).value = c.engine
         finally:
             self._syncing = False
 
