@@ -128,7 +128,8 @@ def backend_notes(ctx):
         ch = _choice(ctx, la, lp.kv_cache_dtype)
         pre_39002 = ch.backend == "FLASHINFER" and lp.kv_cache_dtype != ctx.kv_cache_dtype \
             and ctx.engine_has("flashinfer_skip_layer_query_dtype_crash")
-        if ch.status != "error":
+        if ch.status != "error" or ch.error_stage in ("impl", "builder", "forward"):
+            # a chosen backend logs its notes before its impl/builder/forward error (e.g. FA4 -> FA2)
             for n in ch.notes:
                 if pre_39002 and n.startswith("FlashInfer resolved"):
                     continue  # that per-group log line is PR #39002's; before it the global dtype rules
