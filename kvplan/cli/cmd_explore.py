@@ -2,8 +2,8 @@
 
     kvplan explore examples/gpt-oss-20b/config.json --kv-cache-dtype fp8 --gpu h100 --kv-budget-gib 40
 
-Takes what `kvplan plan` takes (vLLM flags verbatim after the path, --gpu, --kv-budget-gib,
---policy / --no-policy). Bad input is one line on stderr and exit 2, before any screen is drawn.
+Takes what `kvplan plan` takes (vLLM flags verbatim after the path, --gpu, --engine,
+--kv-budget-gib, --policy / --no-policy). Bad input is one line on stderr and exit 2, before any screen is drawn.
 When stdout is not a terminal it prints the static `kvplan explain` output instead, with a note on
 stderr. Textual (the `tui` extra) is imported here only, never on the plan/explain/lint paths.
 Keys and controls: docs/explore.md.
@@ -27,6 +27,9 @@ def explore(
         help="config.json or a checkpoint folder; vLLM flags may follow it, as in a launch line.")],
     gpu: Annotated[Optional[str], typer.Option(
         "--gpu", help="GPU profile to start with: a name (h100), a compute capability (sm90) or auto.")] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Engine release to start with: vllm==0.33.0 (default) or an older vLLM down to "
+                         "vllm==0.18.0.")] = "vllm==0.33.0",
     kv_budget_gib: Annotated[Optional[float], typer.Option(
         "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the weights).")] = None,
     out: Annotated[Path, typer.Option(
@@ -44,7 +47,7 @@ def explore(
     pol = policy if policy is not None else (None if no_policy else _configured_policy())
     if kv_budget_gib is not None and kv_budget_gib <= 0:
         raise KvplanInputError(f"--kv-budget-gib must be positive, got {kv_budget_gib:g}.", "Pass e.g. --kv-budget-gib 40.")
-    session = ExploreSession(path, list(ctx.args), gpu=gpu, kv_budget_gib=kv_budget_gib, policy=pol)
+    session = ExploreSession(path, list(ctx.args), gpu=gpu, kv_budget_gib=kv_budget_gib, policy=pol, engine=engine)
     if not sys.stdout.isatty():
         err_console().print("kvplan: explore needs a terminal (stdout is not one); printing the static "
                             "`kvplan explain` output instead.", markup=False, highlight=False, soft_wrap=True)

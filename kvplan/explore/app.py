@@ -17,8 +17,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static
 
 from kvplan.backends.gpus import GPU_PROFILES
-from kvplan.explore.state import (DEFAULT_ENGINE, KV_CACHE_DTYPES, SORTS, ExploreSession, compile_accepts_engine,
-                                  engine_versions, findings_sorted, layer_fields)
+from kvplan.explore.state import (KV_CACHE_DTYPES, SORTS, ExploreSession, engine_versions, findings_sorted,
+                                  layer_fields)
 from kvplan.model.plan import Finding, LayerPlan
 from kvplan.model.vocab import Severity
 from kvplan.report.table import compress_indices, group_layers
@@ -66,7 +66,6 @@ class ExploreApp(App[ExploreResult]):
     #dtype { width: 26; }
     #gpu { width: 20; }
     #engine { width: 18; }
-    #engine-fixed { width: auto; padding: 0 1; }
     #tp { width: 6; }
     #mml { width: 10; }
     #budget { width: 8; }
@@ -87,7 +86,7 @@ class ExploreApp(App[ExploreResult]):
         Binding("t", "focus('tp')", "TP"),
         Binding("m", "focus('mml')", "max-len"),
         Binding("b", "focus('budget')", "budget", show=False),
-        Binding("v", "focus('engine')", "engine", show=False),
+        Binding("v", "focus('engine')", "engine"),
         Binding("o", "sort_findings", "sort findings"),
         Binding("r", "reset", "reset"),
         Binding("x", "export", "export JSON"),
@@ -136,12 +135,8 @@ class ExploreApp(App[ExploreResult]):
             yield Input("" if c.kv_budget_gib is None else f"{c.kv_budget_gib:g}", placeholder="-", compact=True,
                         id="budget")
             yield Label("engine")
-            versions = engine_versions()
-            if compile_accepts_engine() and len(versions) > 1:
-                yield Select([(v, v) for v in versions], value=c.engine, allow_blank=False, compact=True,
-                             id="engine")
-            else:
-                yield Static(f"{DEFAULT_ENGINE} (fixed)", id="engine-fixed")
+            yield Select([(v, v) for v in engine_versions(c.engine)], value=c.engine, allow_blank=False,
+                         compact=True, id="engine")
         with Horizontal(id="main"):
             yield DataTable(id="layers", cursor_type="row", zebra_stripes=False)
             with VerticalScroll(id="detail"):
@@ -243,21 +238,23 @@ class ExploreApp(App[ExploreResult]):
 
     def _fill_totals(self) -> None:
         s = self.session
-        parts = Text()
+        numbers = Text(no_wrap=True, overflow="ellipsis")
         for t in s.totals():
-            parts.append(f"{t.label} ", style="dim")
-            parts.append(t.text, style="bold")
+            numbers.append(f"{t.label} ", style="dim")
+            numbers.append(t.text, style="bold")
             if t.delta:
                 better = (t.now or 0) < (t.start or 0) if t.label == "KV B/token" else (t.now or 0) > (t.start or 0)
-                parts.append(f" {t.delta}", style="green" if better else "red")
-            parts.append("   ")
+                numbers.append(f" {t.delta}", style="green" if better else "red")
+            numbers.append("   ")
         tot = s.plan.totals
-        parts.append(f"quantized {tot.quantized_layers}/{tot.kv_layers}", style="dim")
         changes = s.changes()
-        line2 = Text("vs start: ", style="dim") + Text("; ".join(changes) if changes else "unchanged")
-        line3 = Text("as: ", style="dim") + Text(s.plan_command(), style="italic")
+        line2 = Text(f"quantized {tot.quantized_layers}/{tot.kv_layers} KV layers · vs start: ", style="dim",
+                     no_wrap=True, overflow="ellipsis")
+        line2.append("; ".join(changes) if changes else "unchanged")
+        line3 = Text("as: ", style="dim", no_wrap=True, overflow="ellipsis")
+        line3.append(s.plan_command(), style="italic")
         widget = self.query_one("#totals", Static)
-        widget.update(Group(parts, line2, line3), layout=False)  # fixed height: no relayout per change
+        widget.update(Group(numbers, line2, line3), layout=False)  # fixed height: no relayout per change
         widget.border_title = "totals (per TP rank)"
 
     def _fill_findings(self) -> None:
@@ -355,9 +352,9 @@ class ExploreApp(App[ExploreResult]):
                 inp = self.query_one(wid, Input)
                 if inp.value != value:
                     inp.value = value
-            engines = self.query("#engine")
-            if engines and engines.first(Select).value != c.engine:
-                engines.first(Select).value = c.engine
+            engine = self.query_one("#engine", Select)
+            if engine.value != c.engine:
+                engine.value = c.engine
         finally:
             self._syncing = False
 
@@ -443,12 +440,7 @@ class ExploreApp(App[ExploreResult]):
         self._show_detail()
 
     def action_focus(self, widget_id: str) -> None:
-        found = self.query(f"#{widget_id}")
-        if found:
-            found.first().focus()
-        elif widget_id == "engine":
-            self.notify(f"the engine is fixed at {DEFAULT_ENGINE}: this kvplan models no other version.",
-                        markup=False)
+        self.query_one(f"#{widget_id}").focus()
 
     def action_sort_findings(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]

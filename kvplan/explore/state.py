@@ -12,22 +12,19 @@ leaves the session unchanged and returns the one-line error.
 """
 from __future__ import annotations
 
-import inspect
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from kvplan.backends.engines import DEFAULT_ENGINE, ENGINE_VERSIONS
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.flags import MODELLED, parse_flags, validate_kv_cache_dtype
 from kvplan.model.plan import Finding, LayerPlan, Plan
 from kvplan.model.vocab import NO_KV_KINDS, VLLM_033_KV_CACHE_DTYPES
 
 __all__ = ["DEFAULT_ENGINE", "KV_CACHE_DTYPES", "SORTS", "Controls", "ExploreSession", "TotalsChange",
-           "compile_accepts_engine", "engine_versions", "findings_sorted", "layer_fields", "strip_flags"]
-
-DEFAULT_ENGINE = "vllm==0.33.0"
-"""The engine version kvplan models when no other is chosen."""
+           "engine_versions", "findings_sorted", "layer_fields", "strip_flags"]
 
 # ServingFlags fields the controls own, and the spellings vLLM accepts for them.
 _CONTROLLED_FIELDS = ("kv_cache_dtype", "kv_cache_dtype_skip_layers", "tensor_parallel_size", "max_model_len")
@@ -35,24 +32,10 @@ _CONTROLLED_FLAGS = frozenset(f for f, (field, _) in MODELLED.items() if field i
 SLIDING = "sliding_window"
 
 
-def compile_accepts_engine() -> bool:
-    """True once `kvplan.api.compile` takes an `engine` keyword (the engine-version input)."""
-    from kvplan import api  # noqa: PLC0415
-    return "engine" in inspect.signature(api.compile).parameters
-
-
-def engine_versions() -> tuple[str, ...]:
-    """Engine versions the control offers: every version the planner models, else the fixed default."""
-    if not compile_accepts_engine():
-        return (DEFAULT_ENGINE,)
-    try:
-        from kvplan.backends import engines  # type: ignore[attr-defined]  # noqa: PLC0415
-        known = getattr(engines, "ENGINE_VERSIONS", None) or getattr(engines, "SUPPORTED_ENGINES", None)
-    except ImportError:
-        known = None
-    if not known:
-        return (DEFAULT_ENGINE,)
-    return tuple(str(v) if "==" in str(v) else f"vllm=={v}" for v in known)
+def engine_versions(current: Optional[str] = None) -> tuple[str, ...]:
+    """The engine control's values: every modelled vLLM minor release, newest first (plus `current`)."""
+    versions = tuple(ENGINE_VERSIONS)
+    return versions if current is None or current in versions else (current, *versions)
 
 
 def strip_flags(argv: Sequence[str], flags: frozenset[str] = _CONTROLLED_FLAGS) -> list[str]:
@@ -167,9 +150,6 @@ class ExploreSession:
             skip_layers=tuple(sf.kv_cache_dtype_skip_layers), tensor_parallel_size=sf.tensor_parallel_size,
             max_model_len=sf.max_model_len, gpu=gpu, kv_budget_gib=kv_budget_gib,
             engine=engine or DEFAULT_ENGINE)
-        if engine and engine != DEFAULT_ENGINE and not compile_accepts_engine():
-            raise KvplanInputError(f"engine {engine!r} is not modelled by this kvplan; it models {DEFAULT_ENGINE}.",
-                                   f"Drop --engine or pass --engine {DEFAULT_ENGINE}.")
         self.plan: Plan = self._compile(self.controls)
         self.start_controls = self.controls
         self.start: Plan = self.plan
@@ -182,13 +162,9 @@ class ExploreSession:
 
     def _compile(self, c: Controls) -> Plan:
         budget = int(c.kv_budget_gib * 2**30) if c.kv_budget_gib is not None else None
-        kwargs: dict[str, Any] = {"kv_budget_bytes": budget}
-        if compile_accepts_engine():
-            kwargs["engine"] = c.engine
+        kwargs: dict[str, Any] = {"kv_budget_bytes": budget, "engine": c.engine}
         if self.policy is not None:
             from kvplan.policy import compile_with_policy  # noqa: PLC0415
-            if "engine" in kwargs and "engine" not in inspect.signature(compile_with_policy).parameters:
-                del kwargs["engine"]
             return compile_with_policy(self.path, self.argv(c), c.gpu, policy=self.policy, **kwargs)
         from kvplan.api import compile as compile_plan  # noqa: PLC0415
         return compile_plan(self.path, self.argv(c), c.gpu, **kwargs)
@@ -252,9 +228,8 @@ class ExploreSession:
         return self.apply(kv_budget_gib=gib)
 
     def set_engine(self, value: str) -> Optional[str]:
-        if value not in engine_versions():
-            return (f"engine {value!r} is not modelled; choose one of {', '.join(engine_versions())}.")
-        return self.apply(engine=value)
+        """A vLLM release such as vllm==0.19.0 (the planner refuses what it does not model)."""
+        return self.apply(engine=value.strip())
 
     # ---- skip layers ----------------------------------------------------------------------
     def sliding_layers(self) -> list[int]:

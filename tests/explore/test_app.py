@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Input, Select  # noqa: E402
 
 from kvplan.cli.main import app as cli  # noqa: E402
 from kvplan.explore.app import ExploreApp  # noqa: E402
-from kvplan.explore.state import ExploreSession  # noqa: E402
+from kvplan.explore.state import ExploreSession, findings_sorted  # noqa: E402
 from tests.conftest import EXAMPLES  # noqa: E402
 
 GPT_OSS = EXAMPLES / "gpt-oss-20b" / "config.json"
@@ -66,7 +66,8 @@ def test_explore_gpt_oss_session_skip_sliding_then_int8_per_token_head(tmp_path:
         assert [r[:5] for r in rows(app, "layers")] == [["▸ 0,2..22 (12) ⚑", "sliding 128", "8×64", "fp8", "float8_e4m3fn"],
                                                          ["▸ 1,3..23 (12) ⚑", "full", "8×64", "fp8", "float8_e4m3fn"]]
         findings = rows(app, "findings")
-        assert [(r[0], r[1], r[3]) for r in findings] == [("warning", "KV401", "0-23")]
+        assert [r[1] for r in findings] == [f.code for f in findings_sorted(session.plan.findings)]
+        assert [(r[0], r[1], r[3]) for r in findings if r[0] != "info"] == [("warning", "KV401", "0-23")]
         assert findings[0][5] == next(f.fix for f in session.plan.findings if f.code == "KV401")
         assert "KV B/token 24,576" in screen(app)
 
@@ -86,7 +87,9 @@ def test_explore_gpt_oss_session_skip_sliding_then_int8_per_token_head(tmp_path:
         assert "tokens that fit 1,141,307 −606,319 (−34.7%)" in text
         assert "concurrency @ 131,072 22.41 −2.66 (−10.6%)" in text
         assert "vs start: kv-cache-dtype fp8 → int8_per_token_head; skip [-] → [sliding_window]" in text
-        assert "findings: 0 errors, 0 warnings, 0 info" in text and rows(app, "findings") == []
+        assert "findings: 0 errors, 0 warnings," in text  # KV401 is gone with per-token-head scales
+        assert [r[1] for r in rows(app, "findings")] == [f.code for f in findings_sorted(session.plan.findings)]
+        assert all(r[0] == "info" for r in rows(app, "findings"))
 
         await pilot.press("escape", "down")  # the full-attention group: its provenance in the side panel
         assert "selected: layers 1,3..23" in screen(app)
@@ -161,6 +164,23 @@ def test_explore_controls_tp_max_model_len_gpu_and_reset() -> None:
     drive(session, script)
 
 
+def test_explore_engine_control_switches_the_modelled_release() -> None:
+    session = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "int8_per_token_head"])
+
+    async def script(pilot: Pilot, app: ExploreApp) -> None:
+        assert app.query_one("#engine", Select).value == "vllm==0.33.0"
+        await pilot.press("v", "enter", *"vllm==0.19", "enter")
+        await pilot.pause()
+        assert session.controls.engine == "vllm==0.19.0" and session.plan.engine.version == "0.19.0"
+        shown = rows(app, "findings")
+        assert ("error", "KV005") in [(r[0], r[1]) for r in shown]
+        assert "engine vllm==0.33.0 → vllm==0.19.0" in screen(app)
+        assert "--engine vllm==0.19.0 --format json" in screen(app)
+        await pilot.press("q")
+
+    drive(session, script)
+
+
 def test_explore_bad_control_value_is_one_line_and_changes_nothing() -> None:
     session = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "fp8"])
 
@@ -181,15 +201,19 @@ def test_explore_findings_sort_by_severity_and_fix_text() -> None:
     session = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "fp8"], gpu="a100-80gb")  # KV701 error, KV401 warning
 
     async def script(pilot: Pilot, app: ExploreApp) -> None:
-        assert [r[0] for r in rows(app, "findings")] == ["error", "warning"]
-        assert all(r[5] and r[5] != "-" for r in rows(app, "findings"))  # every row has its fix
+        shown = rows(app, "findings")
+        assert [(r[0], r[1]) for r in shown][:2] == [("error", "KV701"), ("warning", "KV401")]
+        assert [r[0] for r in shown] == sorted((r[0] for r in shown), key=["error", "warning", "info"].index)
+        assert all(r[5] == (f.fix or "-") for r, f in zip(shown, findings_sorted(session.plan.findings)))
         await pilot.press("o")
-        assert [r[0] for r in rows(app, "findings")] == ["warning", "error"]
+        shown = rows(app, "findings")
+        assert [r[0] for r in shown] == sorted((r[0] for r in shown), key=["info", "warning", "error"].index)
+        assert shown[-1][:2] == ["error", "KV701"]
         assert "sorted by severity (info first)" in screen(app)
         await pilot.press("f")  # the highlighted finding in full in the side panel
-        assert "finding KV401" in screen(app) and "fix:" in panel(app)
-        await pilot.press("down")
-        assert "finding KV701" in screen(app)
+        assert f"finding {shown[0][1]}" in screen(app)
+        await pilot.press(*["down"] * (len(shown) - 1))
+        assert "finding KV701" in screen(app) and "fix:" in panel(app)
         await pilot.press("q")
 
     app = drive(session, script)
