@@ -110,6 +110,7 @@ class ExploreApp(App[ExploreResult]):
         self._syncing = False
         self._findings: list[Finding] = []
         self._detail_shown: Optional[tuple] = None
+        self._body_for: list[int] = []
 
     # ---- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -223,10 +224,11 @@ class ExploreApp(App[ExploreResult]):
         """Same rows as shown: update only the cells that changed (a 126-layer redraw stays cheap)."""
         old = getattr(self, "_cells", {})
         if list(rows) == list(old):
+            widths = {c.key.value: c.content_width for c in table.columns.values()}
             for key, (_, cells) in rows.items():
                 for col, (a, b) in zip(self._LAYER_COLUMNS, zip(old[key], cells)):
-                    if _cell_key(a) != _cell_key(b):
-                        table.update_cell(key, col, b, update_width=True)
+                    if _cell_key(a) != _cell_key(b):  # re-measure the column only if the cell outgrows it
+                        table.update_cell(key, col, b, update_width=b.cell_len > widths[col])
         else:
             table.clear(columns=True)  # columns too: their widths shrink back to the new content
             for name in self._LAYER_COLUMNS:
@@ -272,7 +274,7 @@ class ExploreApp(App[ExploreResult]):
                           key=f"finding-{n}", height=None)
         self._findings = fs
 
-    def _detail(self, idx: list[int]) -> Group:
+    def _detail(self, idx: list[int]) -> list[Text]:
         plan = self.session.plan
         by_index = {lp.index: lp for lp in plan.layers}
         lp = by_index[idx[0]]
@@ -301,11 +303,11 @@ class ExploreApp(App[ExploreResult]):
                 body.append(f"{getattr(d.value, 'value', d.value)}\n{'':<4}{d.rule} {d.fact}\n")
         t = body
         fs = self.session.findings_for(idx)
-        parts: list = [head, Text(f"findings naming {'it' if len(idx) == 1 else 'them'}: {len(fs) or 'none'}",
+        parts: list[Text] = [head, Text(f"findings naming {'it' if len(idx) == 1 else 'them'}: {len(fs) or 'none'}",
                                   style="bold")]
         parts += [self._finding_text(f) for f in fs]
         parts += [Text("fields (rule · input fact)", style="bold"), t]
-        return Group(*parts)
+        return parts
 
     @staticmethod
     def _finding_text(f: Finding) -> Text:
@@ -325,15 +327,33 @@ class ExploreApp(App[ExploreResult]):
             return
         self._detail_shown = (self.session.plan, key)
         if finding is not None:
-            body.update(self._finding_text(finding))
+            self._set_body([self._finding_text(finding)])
             panel.border_title = f"finding {finding.code}"
             return
         if not self._selected:
-            body.update("no layers")
+            self._set_body([Text("no layers")])
             return
-        body.update(self._detail(self._selected))
+        self._set_body(self._detail(self._selected))
         panel.border_title = "selected: " + (f"layer {self._selected[0]}" if len(self._selected) == 1 else
                                              f"layers {compress_indices(self._selected)}")
+
+    def _set_body(self, parts: list[Text]) -> None:
+        """Show text in the side panel, wrapped here so its height is known. While the text fits the
+        panel's current height (grown, never shrunk, for one selection) only the panel repaints,
+        instead of a layout of the whole screen: what keeps a change in a 126-row view quick."""
+        body = self.query_one("#detail-body", Static)
+        width = body.content_region.width
+        if width <= 0:  # not laid out yet
+            body.update(Group(*parts))
+            return
+        lines = [line for part in parts for line in part.wrap(self.console, width)]
+        height = len(lines)
+        current = body.styles.height.value if body.styles.height is not None else None
+        keep = current is not None and height <= current and self._body_for == self._selected
+        if not keep:
+            body.styles.height = height
+        self._body_for = list(self._selected)
+        body.update(Text("\n").join(lines), layout=not keep)
 
     def _sync_controls(self) -> None:
         """Show the session's values in the controls (after a reset or a rejected edit)."""
