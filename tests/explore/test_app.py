@@ -230,3 +230,14 @@ def test_explore_save_screenshot_is_svg(tmp_path: Path) -> None:
     drive(session, script)
     svg = (tmp_path / "explore.svg").read_text(encoding="utf-8")
     assert svg.startswith("<svg") and "kvplan" in svg
+
+
+def test_docs_list_every_key_and_readme_shows_the_screenshot() -> None:
+    from tests.conftest import ROOT
+    doc = (ROOT / "docs" / "explore.md").read_text(encoding="utf-8")
+    table = doc.split("## Keys", 1)[1].split("\n\n", 2)[1]
+    for binding in ExploreApp.BINDINGS:
+        assert f"`{binding.key}`" in table or f" {binding.key}" in table, f"docs/explore.md lacks key {binding.key!r}"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "](docs/img/explore.svg)" in readme and (ROOT / "docs" / "img" / "explore.svg").is_file()
+    assert "](img/explore.svg)" in doc
