@@ -162,3 +162,14 @@ def test_engine_control_plans_an_older_release_like_kvplan_plan_engine() -> None
 
 def test_severity_ranks_order_errors_first() -> None:
     assert Severity.error.rank > Severity.warning.rank > Severity.info.rank
+
+
+def test_session_with_a_policy_plans_like_kvplan_plan_policy() -> None:
+    policy = EXAMPLES / "policies" / "gpt-oss-sliding.yaml"
+    s = ExploreSession(GPT_OSS, [], policy=policy)
+    assert s.plan.flags["kv_cache_dtype"] == "fp8" and s.plan.layers[0].decided_by[0] == "KV921"
+    assert s.set_tensor_parallel_size(2) is None
+    assert s.plan_command().endswith(f"--policy {policy} --format json")
+    r = runner.invoke(app, ["plan", str(GPT_OSS), *s.argv(), "--policy", str(policy), "--format", "json"], env=ENV)
+    assert r.exit_code in (0, 1), r.output
+    assert s.export_json() == r.stdout
