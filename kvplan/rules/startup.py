@@ -1,36 +1,16 @@
 """vLLM startup log lines about the KV cache that no other rule reports (reference §8 coverage).
 
-These are the INFO/WARNING lines vLLM prints while building the engine: the dtype banner of
-`CacheConfig._validate_cache_dtype`, the TurboQuant FlashAttention override of
-`create_engine_config`, and the q/prob scale warnings of `BaseKVCacheMethod`. kvplan says them
-before launch, with what they mean for the plan. docs/rules.md maps every §8 line to its rule.
+These are WARNING lines vLLM prints while building the engine: the TurboQuant FlashAttention
+override of `create_engine_config` and the q/prob scale warnings of `BaseKVCacheMethod`. kvplan
+says them before launch, with what they mean for the plan. docs/rules.md maps every §8 line to its
+rule (the dtype INFO banner of `CacheConfig._validate_cache_dtype` is covered by KV401 / KV405).
 """
 from __future__ import annotations
 
-from kvplan.model.vocab import QuantMode, quant_mode_of
+from kvplan.model.vocab import QuantMode
 from kvplan.rules.base import Emit, declare
 
 KVM = "vllm/model_executor/layers/quantization/kv_cache.py::BaseKVCacheMethod.process_weights_after_loading"
-
-
-@declare(code="KV112", name="quantized-kv-startup-info", severity="info", family="startup",
-         summary="The INFO line vLLM logs for a quantized --kv-cache-dtype, and what it means.",
-         why="CacheConfig validation logs one line for every quantized KV dtype: per-token-head dtypes "
-             "compute their scales at runtime; every other quantized dtype 'may cause accuracy drop "
-             "without a proper scaling factor' (an INFO line only, easy to miss).",
-         fix="For per-tensor FP8, ship calibrated k/v scales (see KV401); otherwise nothing to do.",
-         references=("vllm/config/cache.py::CacheConfig._validate_cache_dtype",))
-def quantized_kv_info(ctx):
-    d = ctx.kv_cache_dtype  # the string CacheConfig sees (ModelOpt 'auto' resolved; compressed-tensors still 'auto')
-    mode = quant_mode_of(d)
-    if not mode.is_quantized:
-        return
-    head = (f"vLLM logs: Using {d} data type to store kv cache. It reduces the GPU memory footprint and "
-            "boosts the performance. ")
-    if mode.is_per_token_head:
-        yield Emit(head + "Dynamic per-token-head scales will be computed at runtime.")
-    else:
-        yield Emit(head + "Meanwhile, it may cause accuracy drop without a proper scaling factor.")
 
 
 @declare(code="KV113", name="turboquant-forces-fa2", severity="warning", family="startup",
