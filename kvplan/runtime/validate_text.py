@@ -1,0 +1,86 @@
+"""Rich text rendering of a validate report (the default `kvplan validate` output)."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from kvplan.runtime.validate_model import LayerResult, ValidateReport
+
+
+def _scales(r: LayerResult) -> str:
+    if r.k_scale is None:
+        return "inline" if r.quant_mode.endswith("per_token_head") else "-"
+    return f"{r.k_scale:.3g}/{r.v_scale:.3g}"
+
+
+def _runs(idx: list[int]) -> str:
+    """[0, 1, 2, 3, 7] -> '0..3,7'."""
+    out, i = [], 0
+    idx = sorted(idx)
+    while i < len(idx):
+        j = i
+        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
+            j += 1
+        out.append(str(idx[i]) if i == j else f"{idx[i]}..{idx[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def render_report(report: ValidateReport, console: Console) -> None:
+    src = report.kv_source
+    console.print(f"kvplan validate · {report.model_type} · plan {report.plan_source} · {report.engine['name']} "
+                  f"{report.engine['version']} · device {report.device}"
+                  + (" (Triton interpreter)" if report.triton_interpret else ""), highlight=False)
+    console.print(f"K/V: {src.description} · block size {report.block_size} · decode = last token, prefill = "
+                  f"last {report.prefill_tokens} tokens, vs fp32 attention on the unquantized K/V", highlight=False)
+    t = Table(title_justify="left", show_edge=False, pad_edge=False, title="per layer (rel = relative L2 of the "
+              "attention output; kernel = Triton vs torch reference on the same cache)")
+    for c, j in (("layer", "right"), ("quant mode", "left"), ("k/v scale", "left"), ("B/token", "right"),
+                 ("alloc = plan", "left"), ("decode rel", "right"), ("prefill rel", "right"), ("min cos", "right"),
+                 ("max abs", "right"), ("tol", "right"), ("kernel", "right"), ("", "left")):
+        t.add_column(c, justify=j, no_wrap=True)
+    skipped: dict[str, list[int]] = {}
+    for r in report.layers:
+        if r.status == "skipped":
+            skipped.setdefault(r.reason or "", []).append(r.index)
+            continue
+        assert r.decode is not None and r.prefill is not None
+        alloc = f"{r.bytes_allocated:,} ✓" if r.bytes_equal else f"{r.bytes_allocated:,} ≠ {r.bytes_expected:,}"
+        mark = "[green]pass[/]" if r.status == "pass" else "[bold red]FAIL[/]"
+        t.add_row(str(r.index), r.quant_mode, _scales(r), f"{r.bytes_per_token_plan:,}",
+                  alloc, f"{r.decode.rel_l2:.4f}", f"{r.prefill.rel_l2:.4f}",
+                  f"{min(r.decode.cosine, r.prefill.cosine):.5f}", f"{max(r.decode.max_abs, r.prefill.max_abs):.3g}",
+                  f"{r.tolerance:g}", f"{r.kernel_rel_err:.1e}", mark)
+    console.print(t)
+    for reason, idx in skipped.items():
+        console.print(f"skipped: layers {_runs(idx)} ({len(idx)}): {reason}", highlight=False, markup=False)
+    if report.modes:
+        m = Table(title="per quant mode (rel L2 = worse of decode/prefill)", title_justify="left", show_edge=False)
+        for c in ("quant mode", "layers", "failed", "mean rel L2", "max rel L2", "min cosine", "tolerance"):
+            m.add_column(c, justify="left" if c == "quant mode" else "right")
+        for s in report.modes:
+            m.add_row(s.quant_mode, str(s.layers), str(s.failed), f"{s.mean_rel_l2:.4f}", f"{s.max_rel_l2:.4f}",
+                      f"{s.min_cosine:.5f}", f"{s.tolerance:g}")
+        console.print(m)
+    if report.model_eval is not None:
+        e = report.model_eval
+        et = Table(title=f"end to end: {e.model}, {e.tokens} tokens of {e.text}; unquantized perplexity "
+                         f"{e.reference_perplexity:.3f}; quantizer: {e.quantizer}", title_justify="left", show_edge=False)
+        for c in ("config", "quantized layers", "KV B/token", "mean KL", "max KL", "top-1 agree", "perplexity", "what"):
+            et.add_column(c, justify="left" if c in ("config", "what") else "right")
+        for row in e.rows:
+            et.add_row(row.name, str(row.quantized_layers), f"{row.bytes_per_token:,}", f"{row.kl_mean:.5f}",
+                       f"{row.kl_max:.4f}", f"{row.top1_agreement:.4f}", f"{row.perplexity:.3f}", row.description)
+        console.print(et)
+    executed = sum(r.status != "skipped" for r in report.layers)
+    skipped = len(report.layers) - executed
+    if report.failures:
+        console.print(f"[bold red]FAILED[/]: {len(report.failures)} of {executed} executed layer(s) over tolerance"
+                      + (f" ({skipped} skipped)" if skipped else ""))
+        for f in report.failures:
+            console.print(f"  {f}", highlight=False, markup=False)
+    elif executed:
+        console.print(f"[green]passed[/]: {executed} layer(s) within tolerance, allocations equal to the plan"
+                      + (f" ({skipped} skipped)" if skipped else ""))
+    else:
+        console.print(f"[bold red]FAILED[/]: no layer could be executed ({skipped} skipped)")
