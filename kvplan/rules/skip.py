@@ -35,6 +35,11 @@ def skip_layers(ctx, la, st):
         yield Set("skipped", True, "; ".join(reasons))
 
 
+def _skip_list(ctx) -> tuple[str, ...]:
+    """The skip tokens, or () for a release without the flag (KV004 reports that instead)."""
+    return ctx.flags.kv_cache_dtype_skip_layers if ctx.engine_has("kv_cache_dtype_skip_layers") else ()
+
+
 @declare(code="KV301", name="skip-token-unknown", severity="warning", family="skip",
          summary="A --kv-cache-dtype-skip-layers token is neither 'sliding_window' nor a layer index.",
          why="vLLM accepts only 'sliding_window' and plain decimal indices and silently ignores "
@@ -42,7 +47,7 @@ def skip_layers(ctx, la, st):
          fix="Use 'sliding_window' or decimal layer indices separated by spaces.",
          references=(SKIP_REF,))
 def skip_unknown(ctx):
-    for tok in ctx.flags.kv_cache_dtype_skip_layers:
+    for tok in _skip_list(ctx):
         if tok != "sliding_window" and not is_index_token(tok):
             yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing; vLLM ignores it silently.")
 
@@ -53,7 +58,7 @@ def skip_unknown(ctx):
          fix="Use indices from 0 to num_layers - 1 (see `kvplan explain`).", references=(SKIP_REF,))
 def skip_out_of_range(ctx):
     n = ctx.arch.num_layers
-    for tok in ctx.flags.kv_cache_dtype_skip_layers:
+    for tok in _skip_list(ctx):
         if is_index_token(tok) and int(tok) >= n:
             yield Emit(f"skip-layer index {tok} is out of range: the model has layers 0..{n - 1}.")
 
@@ -65,7 +70,7 @@ def skip_out_of_range(ctx):
          fix="Pick attention layer indices (`kvplan explain` lists them).", references=(SKIP_REF,))
 def skip_without_kv(ctx):
     by_index = {la.index: la for la in ctx.arch.layers}
-    for tok in ctx.flags.kv_cache_dtype_skip_layers:
+    for tok in _skip_list(ctx):
         if is_index_token(tok) and int(tok) in by_index and by_index[int(tok)].kind in NO_KV_KINDS:
             la = by_index[int(tok)]
             yield Emit(f"skip-layer index {tok} names a {la.kind} layer, which has no KV cache.", (la.index,))
@@ -77,7 +82,7 @@ def skip_without_kv(ctx):
              "use_sliding_window: false have none either, so the token skips nothing.",
          fix="Drop 'sliding_window' or list the layer indices you want in 16-bit.", references=(SKIP_REF,))
 def skip_sw_nothing(ctx):
-    if "sliding_window" in ctx.flags.kv_cache_dtype_skip_layers and not any(
+    if "sliding_window" in _skip_list(ctx) and not any(
             la.sliding_window is not None and la.kind != "mla" for la in ctx.arch.layers):
         yield Emit("'sliding_window' is in --kv-cache-dtype-skip-layers but this model has no sliding-window layers.")
 
@@ -88,7 +93,7 @@ def skip_sw_nothing(ctx):
              "'sliding_window' skips all of them; the FP8 memory saving is gone.",
          fix="List only the layer indices you want in 16-bit.", references=(SKIP_REF,))
 def skip_all(ctx):
-    if not ctx.flags.kv_cache_dtype_skip_layers or not quant_mode_of(ctx.kv_cache_dtype).is_quantized:
+    if not _skip_list(ctx) or not quant_mode_of(ctx.kv_cache_dtype).is_quantized:
         return
     kv = [lp for lp in ctx.layers if lp.kind not in NO_KV_KINDS and lp.kv_cache_dtype is not None]
     if kv and all(lp.skipped for lp in kv):
@@ -101,7 +106,7 @@ def skip_all(ctx):
          why="Skipping keeps a layer in the model dtype, which every layer already has.",
          fix="Drop --kv-cache-dtype-skip-layers or quantize the KV cache.", references=(SKIP_REF,))
 def skip_noop(ctx):
-    if ctx.flags.kv_cache_dtype_skip_layers and not any(lp.quant_mode.is_quantized for lp in ctx.layers) \
+    if _skip_list(ctx) and not any(lp.quant_mode.is_quantized for lp in ctx.layers) \
             and not any(lp.skipped for lp in ctx.layers if lp.kind in NO_KV_KINDS):
         if not quant_mode_of(ctx.kv_cache_dtype).is_quantized and not ctx.quant.ct_kv_cache_scheme:
             yield Emit("--kv-cache-dtype-skip-layers has no effect: no layer's KV cache is quantized.")
