@@ -47,6 +47,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
             globals_[s.field] = s.value
             global_decisions[s.field] = (code, s.fact)
     gctx = _with(ctx, globals_)
+    layer_order = [c for c in LAYER_ORDER if engine.satisfies(rules[c].versions)]  # rules of this release
 
     layers: list[LayerPlan] = []
     ct_mutated = False
@@ -61,7 +62,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
             decisions.append(_decision("kv_cache_dtype", st["kv_cache_dtype"], code, fact))
             decided_by.append(code)
         st["_ct_mutated_before"] = ct_mutated
-        for code in LAYER_ORDER:
+        for code in layer_order:
             for s in rules[code].fn(gctx, la, st):
                 st[s.field] = s.value
                 decisions.append(_decision(s.field, _jsonable(s.value), code, s.fact))
@@ -86,7 +87,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version, globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
     findings: list[Finding] = []
-    checks = [r for r in rules.values() if r.kind == "check"] + list(extra_checks)
+    checks = [r for r in rules.values() if r.kind == "check" and engine.satisfies(r.versions)] + list(extra_checks)
     for r in sorted(checks, key=lambda r: r.code):
         for e in r.fn(cctx):
             findings.append(_finding(r, e))

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _CODE = re.compile(r"^KV\d{3}$")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_VERSIONS = re.compile(r"^(?:>=|<=|==|!=|>|<)\d+(?:\.\d+){0,2}(?:,(?:>=|<=|==|!=|>|<)\d+(?:\.\d+){0,2})*$")
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,16 @@ class Rule:
     scope: Literal["global", "layer", "plan"]
     references: tuple[str, ...] = ()
     fn: Callable[..., Iterable[Any]] = field(default=lambda *a: (), repr=False, compare=False)
+    versions: str = "*"
+    """Engine releases the rule holds in (`>=0.19,<0.20`; `*` = every modelled release). The planner
+    runs a rule only for a release in this range (kvplan.backends.vllm_033.ENGINE_FEATURES dates them)."""
 
     def doc(self) -> dict[str, Any]:
         """What `kvplan rule CODE` prints and `kvplan rules --format json` lists."""
         return {"code": self.code, "name": self.name, "severity": self.severity.value,
                 "kind": self.kind, "scope": self.scope, "family": self.family,
                 "summary": self.summary, "why": self.why, "fix": self.fix,
-                "references": list(self.references)}
+                "references": list(self.references), "engine_versions": self.versions}
 
 
 REGISTRY: dict[str, Rule] = {}
@@ -69,7 +73,7 @@ _NAMES: set[str] = set()
 def declare(*, code: str, name: str, severity: str | Severity = Severity.warning, summary: str,
             why: str, fix: str, family: str, kind: Literal["decision", "check"] = "check",
             scope: Literal["global", "layer", "plan"] = "plan",
-            references: Iterable[str] = ()) -> Callable[[Callable[..., Iterable[Any]]], Rule]:
+            references: Iterable[str] = (), versions: str = "*") -> Callable[[Callable[..., Iterable[Any]]], Rule]:
     """Declare a rule; the decorated function becomes its body. Metadata is checked here."""
 
     def wrap(fn: Callable[..., Iterable[Any]]) -> Rule:
@@ -84,8 +88,11 @@ def declare(*, code: str, name: str, severity: str | Severity = Severity.warning
                 raise ValueError(f"rule {code} needs a {label}")
         if len(summary) > 120 or "\n" in summary:
             raise ValueError(f"rule {code} summary must be one short line")
+        if versions != "*" and not _VERSIONS.match(versions):
+            raise ValueError(f"rule {code} versions {versions!r} must look like '>=0.19,<0.20'")
         r = Rule(code=code, name=name, severity=Severity(severity), summary=summary, why=why,
-                 fix=fix, family=family, kind=kind, scope=scope, references=tuple(references), fn=fn)
+                 fix=fix, family=family, kind=kind, scope=scope, references=tuple(references), fn=fn,
+                 versions=versions)
         REGISTRY[code] = r
         _NAMES.add(name)
         return r

@@ -25,7 +25,7 @@ def _release(ctx) -> str:
              "past the removal turns the launch line into a startup error.",
          fix="Drop the flag: use a checkpoint with calibrated k/v scales (ModelOpt, llm-compressor, "
              "`kvplan calibrate`) or a per-token-head KV dtype with dynamic scales.",
-         references=(_PR + "37201", _PR + "49389", _PR + "37565"))
+         references=(_PR + "37201", _PR + "49389", _PR + "37565"), versions=">=0.18,<0.27")
 def deprecated_flag(ctx):
     if not ctx.flags.calculate_kv_scales or not ctx.engine_has("calculate_kv_scales"):
         return
@@ -45,7 +45,7 @@ _VERSIONED_FLAGS = {"--kv-cache-dtype-skip-layers": "kv_cache_dtype_skip_layers"
              "the launch fails; the behaviour the flag selects (bf16 skip layers) does not exist in "
              "that release, and kvplan does not apply it to the plan.",
          fix="Upgrade vLLM to the release named in the message, or drop the flag.",
-         references=(_PR + "33695",))
+         references=(_PR + "33695",), versions="<0.19")
 def flag_not_in_release(ctx):
     from kvplan.backends.vllm_033 import engine_feature  # noqa: PLC0415
     if ctx.flags.kv_cache_dtype_skip_layers and not ctx.engine_has("kv_cache_dtype_skip_layers"):
@@ -62,7 +62,7 @@ def flag_not_in_release(ctx):
          why="CacheConfig validates the dtype string against the release's own list and raises "
              "'Invalid kv_cache_dtype' at startup; per-token-head INT8/FP8 KV (PR #38378) came in 0.20.",
          fix="Upgrade vLLM, or pick a dtype the release has (fp8, fp8_e4m3, fp8_e5m2, auto, ...).",
-         references=(_PR + "38378", "vllm/config/cache.py::CacheConfig._validate_cache_dtype"))
+         references=(_PR + "38378", "vllm/config/cache.py::CacheConfig._validate_cache_dtype"), versions="<0.20")
 def kv_dtype_not_in_release(ctx):
     from kvplan.backends.engines import kv_cache_dtypes_for  # noqa: PLC0415
     valid = kv_cache_dtypes_for(ctx.engine)
@@ -81,7 +81,7 @@ def kv_dtype_not_in_release(ctx):
              "per-token-head dtypes, the FlashInfer skip-layer crash, explicit-dtype-wins) and "
              "assumes everything else behaved as in 0.33.",
          fix="Plan for vllm==0.33.0 for an exact answer, or check the listed differences.",
-         references=("kvplan/backends/vllm_033.py::ENGINE_FEATURES",))
+         references=("kvplan/backends/vllm_033.py::ENGINE_FEATURES",), versions="<0.33")
 def tables_from_033(ctx):
     from kvplan.backends.engines import tables_exact  # noqa: PLC0415
     if not tables_exact(ctx.engine):
@@ -96,7 +96,7 @@ def tables_from_033(ctx):
              "kv_cache_scheme, whatever --kv-cache-dtype said, and rewrote cache_config.cache_dtype; "
              "an explicit bfloat16 (e.g. for a draft model without an FP8 backend) was silently lost.",
          fix="Upgrade to vLLM >= 0.22 (PR #42782) to keep the explicit dtype, or accept fp8.",
-         references=(_PR + "42782",))
+         references=(_PR + "42782",), versions="<0.22")
 def checkpoint_overrides_explicit(ctx):
     f = ctx.flags
     if ctx.quant.ct_kv_cache_scheme is None or f.kv_cache_dtype in ("auto", "fp8") \
@@ -117,7 +117,7 @@ def checkpoint_overrides_explicit(ctx):
              "fix picks the query dtype per group from kv_cache_spec.kv_quant_mode.",
          fix="Upgrade to vLLM >= 0.20 (PR #39002), drop --kv-cache-dtype-skip-layers, or force "
              "another backend with --attention-backend.",
-         references=(_PR + "39002", _PR + "33695"))
+         references=(_PR + "39002", _PR + "33695"), versions=">=0.19,<0.20")
 def flashinfer_skip_crash(ctx):
     if ctx.gpu is None or ctx.gpu.profile is None or not ctx.engine_has("flashinfer_skip_layer_query_dtype_crash"):
         return

@@ -24,7 +24,7 @@ def unknown_flag(ctx):
              "PR #49389; scales now come from the checkpoint, else 1.0.",
          fix="Drop the flag; use a checkpoint with calibrated k/v scales, `kvplan calibrate`, or a "
              "per-token-head KV dtype.",
-         references=("https://github.com/vllm-project/vllm/pull/49389",))
+         references=("https://github.com/vllm-project/vllm/pull/49389",), versions=">=0.27")
 def removed_flag(ctx):
     if ctx.flags.calculate_kv_scales and not ctx.engine_has("calculate_kv_scales"):
         note, _ = REMOVED_FLAGS["--calculate-kv-scales"]

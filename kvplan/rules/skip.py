@@ -18,13 +18,11 @@ def is_index_token(tok: str) -> bool:
              "checkpoint asked for fp8. 'sliding_window' matches layers with a sliding window (not "
              "MLA layers, not chunked-local layers); decimal tokens match the layer index.",
          fix="Remove the layer from --kv-cache-dtype-skip-layers to quantize it.",
-         references=(SKIP_REF, "vllm/model_executor/layers/attention/attention.py::Attention.__init__"))
+         references=(SKIP_REF, "vllm/model_executor/layers/attention/attention.py::Attention.__init__"), versions=">=0.19")
 def skip_layers(ctx, la, st):
     toks = ctx.flags.kv_cache_dtype_skip_layers
     if not toks or la.kind in NO_KV_KINDS or st.get("kv_cache_dtype") is None:
         return
-    if not ctx.engine_has("kv_cache_dtype_skip_layers"):
-        return  # the release has no such flag (KV004 reports it)
     reasons = []
     if la.kind != "mla" and la.sliding_window is not None and "sliding_window" in toks:
         reasons.append(f"'sliding_window' listed and the layer slides (window {la.sliding_window})")
@@ -35,19 +33,14 @@ def skip_layers(ctx, la, st):
         yield Set("skipped", True, "; ".join(reasons))
 
 
-def _skip_list(ctx) -> tuple[str, ...]:
-    """The skip tokens, or () for a release without the flag (KV004 reports that instead)."""
-    return ctx.flags.kv_cache_dtype_skip_layers if ctx.engine_has("kv_cache_dtype_skip_layers") else ()
-
-
 @declare(code="KV301", name="skip-token-unknown", severity="warning", family="skip",
          summary="A --kv-cache-dtype-skip-layers token is neither 'sliding_window' nor a layer index.",
          why="vLLM accepts only 'sliding_window' and plain decimal indices and silently ignores "
              "anything else ('full_attention', '-1', '0-3', '03', 'sliding').",
          fix="Use 'sliding_window' or decimal layer indices separated by spaces.",
-         references=(SKIP_REF,))
+         references=(SKIP_REF,), versions=">=0.19")
 def skip_unknown(ctx):
-    for tok in _skip_list(ctx):
+    for tok in ctx.flags.kv_cache_dtype_skip_layers:
         if tok != "sliding_window" and not is_index_token(tok):
             yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing; vLLM ignores it silently.")
 
@@ -55,10 +48,10 @@ def skip_unknown(ctx):
 @declare(code="KV302", name="skip-index-out-of-range", severity="warning", family="skip",
          summary="A skip-layer index is beyond the model's layers.",
          why="vLLM ignores indices that name no layer, so the layer you meant stays quantized.",
-         fix="Use indices from 0 to num_layers - 1 (see `kvplan explain`).", references=(SKIP_REF,))
+         fix="Use indices from 0 to num_layers - 1 (see `kvplan explain`).", references=(SKIP_REF,), versions=">=0.19")
 def skip_out_of_range(ctx):
     n = ctx.arch.num_layers
-    for tok in _skip_list(ctx):
+    for tok in ctx.flags.kv_cache_dtype_skip_layers:
         if is_index_token(tok) and int(tok) >= n:
             yield Emit(f"skip-layer index {tok} is out of range: the model has layers 0..{n - 1}.")
 
@@ -67,10 +60,10 @@ def skip_out_of_range(ctx):
          summary="A skip-layer index names a layer that holds no KV cache (Mamba, linear attention, MLP).",
          why="Hybrid models number every block; only attention layers have a KV cache, so the skip "
              "does nothing.",
-         fix="Pick attention layer indices (`kvplan explain` lists them).", references=(SKIP_REF,))
+         fix="Pick attention layer indices (`kvplan explain` lists them).", references=(SKIP_REF,), versions=">=0.19")
 def skip_without_kv(ctx):
     by_index = {la.index: la for la in ctx.arch.layers}
-    for tok in _skip_list(ctx):
+    for tok in ctx.flags.kv_cache_dtype_skip_layers:
         if is_index_token(tok) and int(tok) in by_index and by_index[int(tok)].kind in NO_KV_KINDS:
             la = by_index[int(tok)]
             yield Emit(f"skip-layer index {tok} names a {la.kind} layer, which has no KV cache.", (la.index,))
@@ -80,9 +73,9 @@ def skip_without_kv(ctx):
          summary="'sliding_window' is in the skip list but no layer of this model slides.",
          why="Chunked-local layers (Llama 4) and MLA layers have no sliding window, and configs with "
              "use_sliding_window: false have none either, so the token skips nothing.",
-         fix="Drop 'sliding_window' or list the layer indices you want in 16-bit.", references=(SKIP_REF,))
+         fix="Drop 'sliding_window' or list the layer indices you want in 16-bit.", references=(SKIP_REF,), versions=">=0.19")
 def skip_sw_nothing(ctx):
-    if "sliding_window" in _skip_list(ctx) and not any(
+    if "sliding_window" in ctx.flags.kv_cache_dtype_skip_layers and not any(
             la.sliding_window is not None and la.kind != "mla" for la in ctx.arch.layers):
         yield Emit("'sliding_window' is in --kv-cache-dtype-skip-layers but this model has no sliding-window layers.")
 
@@ -91,9 +84,9 @@ def skip_sw_nothing(ctx):
          summary="The skip list covers every KV layer, so nothing is quantized.",
          why="A config with sliding_window and no layer_types makes every layer sliding in vLLM, so "
              "'sliding_window' skips all of them; the FP8 memory saving is gone.",
-         fix="List only the layer indices you want in 16-bit.", references=(SKIP_REF,))
+         fix="List only the layer indices you want in 16-bit.", references=(SKIP_REF,), versions=">=0.19")
 def skip_all(ctx):
-    if not _skip_list(ctx) or not quant_mode_of(ctx.kv_cache_dtype).is_quantized:
+    if not ctx.flags.kv_cache_dtype_skip_layers or not quant_mode_of(ctx.kv_cache_dtype).is_quantized:
         return
     kv = [lp for lp in ctx.layers if lp.kind not in NO_KV_KINDS and lp.kv_cache_dtype is not None]
     if kv and all(lp.skipped for lp in kv):
@@ -104,9 +97,9 @@ def skip_all(ctx):
 @declare(code="KV306", name="skip-without-quantization", severity="info", family="skip",
          summary="A skip list is given but the KV cache is not quantized, so it changes nothing.",
          why="Skipping keeps a layer in the model dtype, which every layer already has.",
-         fix="Drop --kv-cache-dtype-skip-layers or quantize the KV cache.", references=(SKIP_REF,))
+         fix="Drop --kv-cache-dtype-skip-layers or quantize the KV cache.", references=(SKIP_REF,), versions=">=0.19")
 def skip_noop(ctx):
-    if _skip_list(ctx) and not any(lp.quant_mode.is_quantized for lp in ctx.layers) \
+    if ctx.flags.kv_cache_dtype_skip_layers and not any(lp.quant_mode.is_quantized for lp in ctx.layers) \
             and not any(lp.skipped for lp in ctx.layers if lp.kind in NO_KV_KINDS):
         if not quant_mode_of(ctx.kv_cache_dtype).is_quantized and not ctx.quant.ct_kv_cache_scheme:
             yield Emit("--kv-cache-dtype-skip-layers has no effect: no layer's KV cache is quantized.")

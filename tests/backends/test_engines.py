@@ -95,3 +95,31 @@ def test_cli_engine_bad_value_one_line_exit_2(spec: str) -> None:
     assert r.returncode == 2 and r.stdout == ""
     err = r.stderr.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1 and "--engine" in err
+
+
+# rule -> (ENGINE_FEATURES entry, whether the rule holds where the feature holds or where it does not)
+_RULE_FEATURES = {
+    "KV002": ("calculate_kv_scales", False), "KV003": ("calculate_kv_scales_deprecated", True),
+    "KV004": ("kv_cache_dtype_skip_layers", False), "KV104": ("kv_cache_dtype_skip_layers", True),
+    "KV005": ("per_token_head_kv_dtypes", False), "KV109": ("explicit_kv_cache_dtype_wins", False),
+    "KV704": ("flashinfer_skip_layer_query_dtype_crash", True),
+}
+
+
+@pytest.mark.parametrize("code", sorted(_RULE_FEATURES))
+def test_rule_version_ranges_agree_with_engine_features(code: str) -> None:
+    from kvplan.backends.vllm_033 import engine_feature
+    from kvplan.rules.base import get_rule
+    rule = get_rule(code)
+    feature, same = _RULE_FEATURES[code]
+    assert rule.versions != "*" and rule.doc()["engine_versions"] == rule.versions
+    for spec in SUPPORTED_ENGINES:
+        ev = EngineVersion.parse(spec)
+        assert ev.satisfies(rule.versions) == (engine_feature(feature).holds_for(ev) == same), (code, spec)
+
+
+def test_rules_outside_their_release_do_not_run() -> None:
+    # KV104 (skip-layers) does not exist in 0.18: nothing is skipped and it decides nothing.
+    p = kvplan.api.compile(GPT_OSS, SKIP_SW, engine="vllm==0.18.0")
+    assert all("KV104" not in lp.decided_by and not lp.skipped for lp in p.layers)
+    assert {f.code for f in p.findings} >= {"KV004", "KV009"}
