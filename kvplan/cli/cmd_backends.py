@@ -113,9 +113,12 @@ def gpus(
 def _engine(engine: str) -> EngineVersion:
     ev = EngineVersion.parse(engine)
     if ev.engine != "vllm" or not ev.satisfies(ENGINE_VERSIONS):
+        older = ev.engine == "vllm" and ev.version is not None and ev.version < (0, 33, 0)
         raise KvplanInputError(
-            f"the attention-backend table for {ev} is not modelled yet (kvplan models vllm "
-            f"{ENGINE_VERSIONS}).", f"pass --engine {_DEFAULT_ENGINE}")
+            f"the attention-backend table for {ev} is not modelled yet (kvplan's table was read from vllm "
+            f"{ENGINE_VERSIONS}" + ("; `kvplan plan --engine` plans older releases with it plus the dated "
+                                    "differences, see `kvplan rule KV009`" if older else "") + ").",
+            f"pass --engine {_DEFAULT_ENGINE}")
     return ev
 
 
