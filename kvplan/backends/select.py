@@ -857,7 +857,7 @@ def _finish(req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any], name: s
     if name == "TURBOQUANT":
         notes.append("TurboQuant boundary layers (first/last 2) stay in the model dtype and run "
                      "FlashAttention forced to version 2.")
-    if gpu.platform == "rocm" and gpu.fp8 == "none" and mode.is_quantized:
+    if gpu.platform == "rocm" and gpu.fp8 == "none" and kv.startswith("fp8"):
         notes.append(f"{gpu.display_name} has no FP8 hardware; vLLM's ROCm FP8 KV support on "
                      f"{gpu.arch} is not modelled by kvplan.")
 

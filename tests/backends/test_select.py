@@ -413,3 +413,9 @@ def test_prefill_query_advice_not_applicable_off_sm100_or_unquantized() -> None:
 def test_prefill_query_advice_unknown_isl_gives_both_thresholds() -> None:
     a = prefill_query_advice(resolve_gpu("gb200"), "fp8", R1_DIMS)
     assert a.recommendation == "depends_on_input_len" and "4K" in a.explanation and "1K" in a.explanation
+
+
+def test_select_backend_rocm_without_fp8_notes_only_fp8_dtypes() -> None:
+    mi250 = resolve_gpu("mi250x")
+    assert any("no FP8 hardware" in n for n in select_backend(dense("fp8"), mi250).notes)
+    assert not any("no FP8 hardware" in n for n in select_backend(dense("int8_per_token_head"), mi250).notes)
