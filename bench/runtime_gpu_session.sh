@@ -26,6 +26,15 @@ for step in $steps; do
         --out "$OUT/tuneB.json" 2>&1 | tee "$OUT/tuneB.log"
       timeout 60 $PY bench/tune_attention.py --shape 64,4096,32,8,128 --modes bfloat16,fp8 \
         --paged3d 1,0 --configs 64:4:3 --out "$OUT/tuneC.json" 2>&1 | tee "$OUT/tuneC.log" ;;
+    tune2)
+      timeout 240 $PY bench/tune_attention.py --shape 64,4096,32,8,128 \
+        --modes int8_per_token_head,fp8_per_token_head --imma 1,0 --configs 64:2:3 \
+        --splits 0,2,3 --maxnreg 0,128,168 --out "$OUT/tune2A.json" 2>&1 | tee "$OUT/tune2A.log"
+      timeout 120 $PY bench/tune_attention.py --shape 128,2048,64,8,64 \
+        --modes int8_per_token_head,fp8_per_token_head --imma 1 --configs 128:2:2 \
+        --splits 0,2,3 --maxnreg 0,128,168 --out "$OUT/tune2B.json" 2>&1 | tee "$OUT/tune2B.log"
+      timeout 60 $PY bench/tune_attention.py --shape 64,4096,32,8,128 --modes bfloat16 \
+        --configs 64:4:3 --splits 0,2 --maxnreg 0,128 --out "$OUT/tune2C.json" 2>&1 | tee "$OUT/tune2C.log" ;;
     suite)
       timeout 400 $PY bench/bench_attention.py --out "$OUT/suite.json" --plot "$OUT/suite.png" \
         2>&1 | tee "$OUT/suite.log" ;;
