@@ -173,8 +173,14 @@ def calibrate(
     from kvplan.runtime.kvsource import open_source  # noqa: PLC0415
     src = open_source(kv_source, cache_dir=cache_dir, seed=seed, synthetic_tokens=tokens, log=_log)
     model = plan.model.architecture or plan.model.model_type
+    have = [lp.index for lp in attn if src.has_layer(lp.index)]
+    if not have:
+        raise KvplanInputError(f"{kv_source}: holds no activations for the attention layers of {source}.",
+                               "Capture them from this model, or use --kv-source synthetic.")
+    if len(have) < len(attn):
+        _log(f"kvplan: {kv_source} holds {len(have)} of {len(attn)} attention layers; calibrating those")
     scales = compute_scales(src, len(plan.layers), h, d, model=f"{model} ({Path(source).name})", per_head=per_head,
-                            layers=[lp.index for lp in attn])
+                            layers=have)
     text = json.dumps(scales.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     from kvplan.cli.main import write_atomic  # noqa: PLC0415
     if safetensors is not None:

@@ -70,6 +70,9 @@ class KVSource:
     def num_layers(self) -> Optional[int]:
         return len(self._layers) if self.kind == "captured" else None
 
+    def has_layer(self, index: int) -> bool:
+        return self._make is not None or index in self._layers
+
     def layer(self, index: int, num_kv_heads: int, head_size: int) -> LayerKV:
         """K/V for plan layer ``index`` with the plan's shape; KvplanInputError when they disagree."""
         if self._make is not None:

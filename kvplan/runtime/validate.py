@@ -302,10 +302,6 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
     if block_size <= 0:
         raise KvplanInputError(f"--block-size {block_size} must be positive.", "Use e.g. 16.")
     model_dtype = plan_obj.model.dtype
-    if source.num_layers is not None and source.num_layers < len(plan_obj.layers):
-        raise KvplanInputError(
-            f"{source.name}: the capture holds {source.num_layers} layers, the plan has {len(plan_obj.layers)}.",
-            "Validate a plan of the model the activations came from, or use --kv-source synthetic.")
 
     runnable = [lp.index for lp in plan_obj.layers if executable(_plan_dict(lp)) is None
                 and (layers is None or lp.index in layers)]
@@ -315,6 +311,12 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
         raise KvplanInputError(f"{plan_source}: no plan layer the kvplan runtime can execute ({why[0]}).",
                                "Validate a model with per-head K/V attention layers (full or sliding), or pick "
                                "executable layers with --layers.")
+    missing = [i for i in runnable if not source.has_layer(i)]
+    if missing:
+        raise KvplanInputError(
+            f"{source.name}: the capture holds {source.num_layers} layers, none for plan layer {missing[0]} "
+            f"({len(missing)} missing).", "Validate a plan of the model the activations came from, pick captured "
+            "layers with --layers, or use --kv-source synthetic.")
     results: list[LayerResult] = []
     total = len(plan_obj.layers)
     for n, lp in enumerate(plan_obj.layers):
