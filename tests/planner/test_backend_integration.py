@@ -40,3 +40,20 @@ def test_every_kv_layer_has_backend_or_error(gpu: str, case: str, model: str) ->
         if lp.bytes_per_token:
             assert lp.backend or lp.index in flagged or any(
                 f.severity.value == "error" and not f.layers for f in plan.findings), (model, case, gpu, lp.index)
+
+
+def test_config_errors_are_reported_once_not_again_per_backend() -> None:
+    # V100 runs the model in float16, so an explicit bfloat16 KV cache is a config error (KV201);
+    # backend selection fails for the same reason, and KV701 leaves it to KV201.
+    plan = kvplan.api.compile(LLAMA, "--kv-cache-dtype bfloat16", "v100")
+    codes = [f.code for f in plan.findings if f.severity.value == "error"]
+    assert codes == ["KV201"]
+
+
+def test_older_release_backends_and_query_dtypes_follow_the_release() -> None:
+    flags = "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window"
+    old = kvplan.api.compile(GPT_OSS, flags, "b200", engine="vllm==0.19.0")
+    new = kvplan.api.compile(GPT_OSS, flags, "b200")
+    assert old.layers[0].backend == new.layers[0].backend == "FLASHINFER"
+    assert old.layers[0].query_dtype == "float8_e4m3fn"  # before PR #39002: the global dtype's query
+    assert new.layers[0].query_dtype == "bfloat16"        # since: the group's own dtype
