@@ -178,6 +178,9 @@ class ExploreSession:
             plan = self._compile(new)
         except KvplanInputError as e:
             return str(e)
+        except Exception as e:  # noqa: BLE001 - a planner bug must not end the session; `kvplan plan` shows it too
+            return (f"kvplan failed to plan this ({type(e).__name__}: {e}); the plan is unchanged. "
+                    f"`{shlex.join(['kvplan', 'plan', self.path, *self.argv(new)])}` reproduces it: please report it.")
         self.controls, self.plan = new, plan
         self.compiles += 1
         return None
