@@ -67,13 +67,21 @@ class Controls:
     """What the explorer lets the user change; everything else is fixed by the command line."""
 
     kv_cache_dtype: str = "auto"
+    """--kv-cache-dtype."""
     kv_cache_dtype_explicit: bool = False
+    """--kv-cache-dtype is passed (even as 'auto': an explicit dtype wins over a checkpoint scheme, KV101)."""
     skip_layers: tuple[str, ...] = ()
+    """--kv-cache-dtype-skip-layers tokens, in the user's order ('sliding_window' and layer indices)."""
     tensor_parallel_size: int = 1
+    """--tensor-parallel-size."""
     max_model_len: Optional[int] = None
+    """--max-model-len (None: the model's maximum)."""
     gpu: Optional[str] = None
+    """kvplan's --gpu (None: no GPU, so no backends and no estimated budget)."""
     kv_budget_gib: Optional[float] = None
+    """kvplan's --kv-budget-gib."""
     engine: str = DEFAULT_ENGINE
+    """kvplan's --engine (a modelled vLLM release)."""
 
     def engine_argv(self) -> list[str]:
         """The controlled engine flags, in launch-line spelling."""
@@ -180,7 +188,7 @@ class ExploreSession:
             return str(e)
         except Exception as e:  # noqa: BLE001 - a planner bug must not end the session; `kvplan plan` shows it too
             return (f"kvplan failed to plan this ({type(e).__name__}: {e}); the plan is unchanged. "
-                    f"`{shlex.join(['kvplan', 'plan', self.path, *self.argv(new)])}` reproduces it: please report it.")
+                    f"`{self.plan_command(new)}` reproduces it: please report it.")
         self.controls, self.plan = new, plan
         self.compiles += 1
         return None
@@ -315,9 +323,9 @@ class ExploreSession:
                 out.append(f"{label} {x if x is not None else '-'} → {y if y is not None else '-'}")
         return out
 
-    def options(self) -> list[str]:
-        """kvplan's own options for the current controls (after the engine flags)."""
-        c, out = self.controls, []
+    def options(self, controls: Optional[Controls] = None) -> list[str]:
+        """kvplan's own options for the current (or given) controls (after the engine flags)."""
+        c, out = controls or self.controls, []
         if c.gpu:
             out += ["--gpu", c.gpu]
         if c.kv_budget_gib is not None:
@@ -328,9 +336,10 @@ class ExploreSession:
             out += ["--policy", str(self.policy)]
         return out
 
-    def plan_command(self) -> str:
-        """The `kvplan plan` command line that prints `export_json()`."""
-        return shlex.join(["kvplan", "plan", self.path, *self.argv(), *self.options(), "--format", "json"])
+    def plan_command(self, controls: Optional[Controls] = None) -> str:
+        """The `kvplan plan` command line that prints `export_json()` (for the current or given controls)."""
+        return shlex.join(["kvplan", "plan", self.path, *self.argv(controls), *self.options(controls),
+                           "--format", "json"])
 
     def export_json(self) -> str:
         """The current plan, byte-equal to `kvplan plan ... --format json` for the same flags."""
