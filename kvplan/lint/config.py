@@ -35,7 +35,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 needs the backport (pyproject: tomli; python_version < "3.11")
     import tomli as tomllib
 
-SUPPORTED_ENGINE_VERSIONS = ("0.33", "0.33.0")
+
+
+def engine_spec(version: str) -> str:
+    """`engine-version` ("0.33.0", or "vllm==0.33.0") as an `--engine` value."""
+    v = version.strip()
+    return v if "==" in v else f"vllm=={v}"
 
 
 def _kebab(name: str) -> str:
@@ -60,7 +65,7 @@ class LintConfig(_Cfg):
     """Settings of `kvplan lint`."""
 
     engine_version: str = "0.33.0"
-    """vLLM version the deployment runs (kvplan models 0.33)."""
+    """vLLM release the deployment runs (kvplan models 0.18 to 0.33; see `kvplan plan --engine`)."""
     gpu: Optional[str] = None
     """Default GPU profile for launches whose manifest does not say (node selectors win)."""
     fail_level: Literal["error", "warning", "info"] = "error"
@@ -145,7 +150,11 @@ def load_config(path: Optional[Path]) -> LoadedConfig:
         loc = ".".join(str(x) for x in err["loc"])
         raise KvplanInputError(f"invalid {where} setting {loc!r} in {path}: {err['msg']}.",
                                "See docs/lint.md for the keys and their types.") from None
-    if cfg.engine_version not in SUPPORTED_ENGINE_VERSIONS:
-        raise KvplanInputError(f"engine-version {cfg.engine_version!r} in {path} is not modelled.",
-                               "kvplan models vLLM 0.33.0; set engine-version = \"0.33.0\".")
+    from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, resolve_engine  # noqa: PLC0415
+    try:
+        resolve_engine(engine_spec(cfg.engine_version))
+    except KvplanInputError:
+        raise KvplanInputError(f"engine-version {cfg.engine_version!r} in {path} is not a vLLM release kvplan models "
+                               f"({MODELLED_VLLM_VERSIONS}).",
+                               'Set engine-version to the release you deploy, e.g. "0.33.0".') from None
     return LoadedConfig(cfg, path)

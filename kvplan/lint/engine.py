@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
 from kvplan.api import gpu_facts
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, load_model_inputs
 from kvplan.ingest.flags import _OTHER_BOOL, MODELLED, REMOVED_FLAGS, parse_flags
-from kvplan.lint.config import LoadedConfig
+from kvplan.backends.engines import resolve_engine
+from kvplan.lint.config import LoadedConfig, engine_spec
 from kvplan.lint.report import LaunchInfo, Location
 from kvplan.lint.resolve import ModelSource, gpu_from_label, resolve_model
 from kvplan.lint.shell import Tok
@@ -23,9 +23,10 @@ from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import Plan
 from kvplan.planner.compile import compile_plan
 from kvplan.rules.base import all_rules
+from kvplan.rules.context import FlagsOnlyContext
 
 # Flag rules that need no model: they run even when the model's config is unknown.
-MODEL_FREE = ("KV001", "KV002", "KV301")
+MODEL_FREE = ("KV001", "KV002", "KV003", "KV301")
 
 # KServe huggingfaceserver's own flags (kserve/python/huggingfaceserver/__main__.py); vLLM flags pass on.
 KSERVE_HF_FLAGS: dict[str, bool] = {  # flag -> takes a value
@@ -122,6 +123,7 @@ class Linter:
         self.plans: dict[tuple[Any, ...], Plan | KvplanInputError] = {}
         self.inputs: dict[tuple[str, Optional[str]], ModelInputs | KvplanInputError] = {}
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
+        self.engine = resolve_engine(engine_spec(cfg.config.engine_version))
         rules = all_rules()
         self.rules = {r.code: r for r in rules}
         self.model_rules = sorted(r.code for r in rules if r.kind == "check" and r.code not in MODEL_FREE
@@ -201,9 +203,11 @@ class Linter:
                 out.append(RawFinding(
                     "KV804", f"{what}; skipped {len(self.model_rules)} rules that need it: "
                              f"{', '.join(self.model_rules)}.", model_tok or anchor, model=model))
-            ctx = SimpleNamespace(flags=sf)
+            ctx = FlagsOnlyContext(flags=sf, engine=self.engine)
             for code in MODEL_FREE:
                 r = self.rules[code]
+                if not self.engine.satisfies(r.versions):
+                    continue
                 for e in r.fn(ctx):
                     out.append(self._anchored(code, e.message, e.fix or r.fix, (), uses, model_tok, anchor, model))
         else:
@@ -255,14 +259,15 @@ class Linter:
 
     # ------------------------------------------------------------------ plans
     def _plan(self, src: ModelSource, sf: ServingFlags, gpu_name: Optional[str]) -> Plan | KvplanInputError:
-        key = (str(src.path), src.weight_bytes, sf.model_dump_json(exclude={"model"}), gpu_name, self.budget)
+        key = (str(src.path), src.weight_bytes, sf.model_dump_json(exclude={"model"}), gpu_name, self.budget,
+               self.engine.version_str)
         if key not in self.plans:
             try:
                 inputs = self._inputs(src, sf.quantization)
                 gpu = gpu_facts(gpu_name) if gpu_name else None
                 weight = src.weight_bytes if src.weight_bytes is not None else inputs.weight_bytes
                 self.plans[key] = compile_plan(inputs.arch, inputs.quant, sf, gpu, source=src.label,
-                                               weight_bytes=weight, kv_budget_bytes=self.budget)
+                                               weight_bytes=weight, kv_budget_bytes=self.budget, engine=self.engine)
             except KvplanInputError as e:
                 self.plans[key] = e
         return self.plans[key]
@@ -290,7 +295,7 @@ def _anchor(code: str, message: str, uses: list[FlagUse]) -> Optional[Tok]:
         flag = _norm(m.group(1)) if m else None
         hits = [u for u in uses if u.flag == flag]
         return hits[0].tok if hits else None
-    if code == "KV002":
+    if code in ("KV002", "KV003"):
         u = _last(uses, "--calculate-kv-scales")
         return u.tok if u else None
     if code.startswith("KV3"):

@@ -21,6 +21,8 @@ from kvplan.lint.sources import Extracted, RawFinding, extract_text, extract_yam
 from kvplan.lint.suppress import Suppression, from_annotations, from_comments
 from kvplan.model.plan import EngineRef
 from kvplan.model.vocab import Severity
+from kvplan.backends.engines import resolve_engine
+from kvplan.lint.config import engine_spec
 from kvplan.planner.context import ENGINE_NAME, ENGINE_VERSION
 from kvplan.rules.base import REGISTRY, all_rules
 
@@ -307,7 +309,8 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
                       suppressed=len(suppressed), by_code=dict(sorted(by_code.items())))
     settings = Settings(config_file=_display(base_cfg.path, cwd) if base_cfg.path else None, fail_level=level,
                         select=base.select, ignore=base.ignore, gpu=base.default_gpu)
-    return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=ENGINE_VERSION),
+    engine_version = resolve_engine(engine_spec(base_cfg.config.engine_version)).version_str or ENGINE_VERSION
+    return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=engine_version),
                       settings=settings, summary=summary, files=files, findings=reported, suppressed=suppressed)
 
 

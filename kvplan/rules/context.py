@@ -23,6 +23,18 @@ def _engine_has(feature: str, engine: EngineVersion) -> bool:
 
 
 @dataclass(frozen=True)
+class FlagsOnlyContext:
+    """What a flag-only rule (KV001/KV002/KV003/KV301) needs when no model is known (the linter's
+    launches of models it cannot find): the serving flags and the release modelled."""
+
+    flags: ServingFlags
+    engine: EngineVersion = field(default_factory=EngineVersion)
+
+    def engine_has(self, feature: str) -> bool:
+        return _engine_has(feature, self.engine)
+
+
+@dataclass(frozen=True)
 class GpuFacts:
     """The GPU facts the planner itself needs (backend rules use the full profile)."""
 

@@ -116,8 +116,8 @@ def test_kvplan_toml_wins_and_bad_config_is_an_input_error(tmp_path: Path) -> No
     _write(tmp_path, "run.sh", LAUNCH + "\n")
     with pytest.raises(KvplanInputError, match="Did you mean 'fail-level'"):
         lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path)
-    _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.20.0'\n")
-    with pytest.raises(KvplanInputError, match="0.33"):
+    _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.9.0'\n")
+    with pytest.raises(KvplanInputError, match="not a vLLM release kvplan models"):
         lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path)
     _write(tmp_path, "kvplan.toml", "[lint\n")
     with pytest.raises(KvplanInputError, match="not valid TOML"):
@@ -151,3 +151,27 @@ def test_each_file_uses_its_nearest_config(tmp_path: Path) -> None:
     key = lambda r: sorted((f.location.path, f.location.line, f.code) for f in r.findings)  # noqa: E731
     assert key(direct) == key(from_root)
     assert from_root.settings.config_file is None
+
+
+def test_engine_version_selects_the_release_behaviour(tmp_path: Path) -> None:
+    """--calculate-kv-scales: removed (error) on 0.33, deprecated (warning) on 0.24, at the flag."""
+    _write(tmp_path, "run.sh", "vllm serve acme/unknown --calculate-kv-scales\n")
+    new = lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path, isolated=True)
+    assert new.engine.version == "0.33.0"
+    assert [(f.code, f.severity.value, f.location.column) for f in new.findings if f.code.startswith("KV00")] == \
+        [("KV002", "error", 25)]
+    _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.24.0'\n")
+    old = lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path)
+    assert old.engine.version == "0.24.0"
+    assert [(f.code, f.severity.value, f.location.column) for f in old.findings if f.code.startswith("KV00")] == \
+        [("KV003", "warning", 25)]
+
+
+def test_engine_version_reaches_the_planner(tmp_path: Path) -> None:
+    """Skip layers did not exist before vLLM 0.19: a known model's launch says so (KV004)."""
+    _write(tmp_path, "run.sh", "vllm serve openai/gpt-oss-20b --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window\n")
+    _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.18.0'\n")
+    codes = {f.code for f in lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path).findings}
+    assert "KV004" in codes
+    _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.33.0'\n")
+    assert "KV004" not in {f.code for f in lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path).findings}
