@@ -7,7 +7,7 @@ import sys
 
 from tests.conftest import EXAMPLES, ROOT
 
-ORDER = ["model", "ingest", "backends", "rules", "planner", "report", "emit", "policy", "lint", "runtime", "explore", "cli"]
+ORDER = ["model", "ingest", "backends", "rules", "planner", "report", "emit", "policy", "lint", "runtime", "service", "explore", "cli"]
 # Packages a lower layer may import besides those below it.
 SHARED = {"kvplan", "kvplan.errors"}
 

@@ -194,11 +194,11 @@ class Service:
         policy = policy_from_text(req.policy, "<request policy>") if req.policy is not None else None
         budget = int(req.kv_budget_gib * 2**30) if req.kv_budget_gib is not None else None
         return compile_with_policy(source, req.flags, req.gpu, policy=policy, hf_quant_config=req.hf_quant_config,
-                                   kv_budget_bytes=budget, source=label)
+                                   kv_budget_bytes=budget, source=label, engine=req.engine)
 
     def emit(self, req: EmitRequest) -> EmitResult:
         if req.plan is not None:
-            given = [f for f in ("config", "config_path", "hf_quant_config", "gpu", "kv_budget_gib", "policy")
+            given = [f for f in ("config", "config_path", "hf_quant_config", "gpu", "kv_budget_gib", "policy", "engine")
                      if getattr(req, f) is not None] + (["flags"] if req.flags else [])
             if given:
                 raise KvplanInputError(f"a plan was sent together with {', '.join(given)}; the plan already fixes them.",
@@ -248,7 +248,7 @@ class Service:
     @staticmethod
     def backends(gpu: Optional[str], engine: Optional[str]) -> dict[str, Any]:
         try:
-            from kvplan.cli.cmd_backends import backends_document  # noqa: PLC0415
+            from kvplan.backends.document import backends_document  # noqa: PLC0415
         except ImportError:
             raise ServiceError(501, "not_implemented", "the backend tables are not available in this kvplan build.") from None
         _check_gpu(gpu)

@@ -33,6 +33,8 @@ class ModelRequest(_Request):
     """KV cache memory per GPU in GiB (else estimated from the GPU and the checkpoint's weights)."""
     policy: Optional[str] = None
     """A kvplan policy as YAML text (errors name its lines)."""
+    engine: Optional[str] = None
+    """Engine release to model, as `kvplan plan --engine`: vllm==0.33.0 (default) back to vllm==0.18.0."""
 
 
 class PlanRequest(ModelRequest):

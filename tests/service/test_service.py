@@ -72,6 +72,16 @@ def test_plan_flags_as_argv_list_and_hf_quant_config(client: httpx.Client) -> No
     assert [lp["kv_cache_dtype"] for lp in doc["layers"][:2]] == ["auto", "fp8_e4m3"]
 
 
+def test_plan_for_an_older_engine_release(client: httpx.Client) -> None:
+    r = client.post("/v1/plan", json={"config": GPT_OSS_CFG, "flags": FP8_SW, "engine": "vllm==0.18.0"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["engine"] == {"name": "vllm", "version": "0.18.0"}
+    assert "KV004" in {f["code"] for f in doc["findings"]}  # skip layers did not exist before 0.19
+    bad = client.post("/v1/plan", json={"config": GPT_OSS_CFG, "engine": "sglang==0.5"})
+    assert bad.status_code == 400 and "vLLM only" in bad.json()["error"]["message"]
+
+
 def test_plan_with_inline_policy(client: httpx.Client) -> None:
     policy = ("version: 1\nrules:\n  - {code: KV901, name: fp8, reason: halve it, set: {kv_cache_dtype: fp8}}\n"
               "  - {code: KV902, name: sw, reason: small, select: {kind: sliding_attention}, set: {kv_cache_dtype: model}}\n")
