@@ -33,10 +33,9 @@ def main() -> None:
     ap.add_argument("--paged3d", default="0", help="0, 1 or 0,1")
     ap.add_argument("--imma", default="0", help="INT8 only: 0, 1, 2 (comma list)")
     ap.add_argument("--maxnreg", default="0", help="register caps to sweep (0 = none)")
-    ap.add_argument("--configs", default="", help="explicit BLOCK_N:WARPS:STAGES[:CHAINS[:SPLITS]] "
-                    "list, e.g. 64:2:3,32:2:3:2,16:2:4:1:2 (replaces the --block-n/--warps/--stages "
-                    "product; CHAINS/SPLITS given here override --chains/--splits, 0 = heuristic)")
-    ap.add_argument("--chains", default="1", help="1, 2 or 1,2 (decode key ranges per program)")
+    ap.add_argument("--configs", default="", help="explicit BLOCK_N:WARPS:STAGES[:SPLITS] list, "
+                    "e.g. 64:2:3,16:2:4:3 (replaces the --block-n/--warps/--stages product; a "
+                    "SPLITS given here overrides --splits, 0 = heuristic)")
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
@@ -58,22 +57,19 @@ def main() -> None:
         immas = [int(x) for x in a.imma.split(",")] if mode == "int8_per_token_head" else [0]
         if a.configs:
             triples = [tuple(int(x) for x in c.split(":")) for c in a.configs.split(",")]
-            triples = [t + (None,) * (5 - len(t)) for t in triples]
+            triples = [t + (None,) * (4 - len(t)) for t in triples]
         else:
             triples = list(itertools.product([int(x) for x in a.block_n.split(",")],
                                              [int(x) for x in a.warps.split(",")],
                                              [int(x) for x in a.stages.split(",")],
-                                             [None], [None]))
-        for (bn, w, st, ch_t, sp_t), sp, ch, ud, vir, im, mr in itertools.product(
+                                             [None]))
+        for (bn, w, st, sp_t), sp, ud, vir, im, mr in itertools.product(
                 triples, [int(x) for x in a.splits.split(",")],
-                [int(x) for x in a.chains.split(",")],
                 [bool(int(x)) for x in a.use_dot.split(",")], virs, immas,
                 [int(x) for x in a.maxnreg.split(",")]):
             sp = sp if sp_t is None else sp_t
-            ch = ch if ch_t is None else ch_t
             cfg = AttentionConfig(block_n=bn, num_warps=w, num_stages=st, num_splits=sp or None,
-                                  use_dot=ud, paged3d=vir, imma=im, max_registers=mr or None,
-                                  chains=ch)
+                                  use_dot=ud, paged3d=vir, imma=im, max_registers=mr or None)
             out = torch.full_like(q, float("nan"))
             try:
                 paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx, out=out, config=cfg)
@@ -84,12 +80,12 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - a config may not compile (resources)
                 print(f"  {mode} {cfg}: FAILED {type(exc).__name__}: {str(exc)[:120]}", flush=True)
                 continue
-            row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, chains=ch, use_dot=ud,
+            row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud,
                        paged3d=vir, imma=im, maxnreg=mr, ms=ms,
                        ratio=ms / sdpa, rel_err=err,
                        tbps=b * ctx * lay.bytes_per_token / (ms * 1e-3) / 1e12)
             results.append(row)
-            print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} ch={ch} dot={int(ud)}: {ms:.4f} ms "
+            print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} dot={int(ud)}: {ms:.4f} ms "
                   f"p3={int(vir)} imma={im} r={mr} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
             if best is None or ms < best["ms"]:
                 best = row

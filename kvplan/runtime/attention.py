@@ -166,56 +166,6 @@ def _dot(a, b, USE_DOT: tl.constexpr, IEEE: tl.constexpr, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _chain_step(start, lo, hi, m_i, l_i, acc, q, q_lo, q_s, bt_row, kvh, ck_ptr, cv_ptr, cs_ptr,
-                stride_cb, stride_ch, stride_sb, stride_sh, s_scale, d, d_mask, one,
-                BLOCK_N: tl.constexpr, HEAD_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                STRIDE_S: tl.constexpr, SCALE_STRIDE_S: tl.constexpr, K_OFF: tl.constexpr,
-                V_OFF: tl.constexpr, KS_OFF: tl.constexpr, VS_OFF: tl.constexpr,
-                KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, DTYPE: tl.constexpr,
-                USE_DOT: tl.constexpr, IEEE_DOT: tl.constexpr, F16: tl.constexpr,
-                INTERP: tl.constexpr, TPP: tl.constexpr, PAGED3D: tl.constexpr,
-                IMMA: tl.constexpr):
-    """One decode tile [start, start + BLOCK_N) of keys in [lo, hi) folded into (m, l, acc)
-    (the CHAINS=2 path; modes 0-3, IMMA 0/1; same arithmetic as the single-chain loop)."""
-    n = start + tl.arange(0, BLOCK_N)
-    n_valid = (n >= lo) & (n < hi)
-    if KV_MODE >= 2:
-        k_sc = tl.reshape(_gather_rows(cs_ptr + KS_OFF, bt_row, start, lo, hi, kvh, stride_sb,
-                                       stride_sh, one, one < 1, SCALE_STRIDE_S, 1, BLOCK_N,
-                                       BLOCK_SIZE, TPP, PAGED3D), [BLOCK_N])
-        v_sc = tl.reshape(_gather_rows(cs_ptr + VS_OFF, bt_row, start, lo, hi, kvh, stride_sb,
-                                       stride_sh, one, one < 1, SCALE_STRIDE_S, 1, BLOCK_N,
-                                       BLOCK_SIZE, TPP, PAGED3D), [BLOCK_N])
-    kx = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, hi, kvh, stride_cb, stride_ch,
-                      d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
-    vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, hi, kvh, stride_cb, stride_ch,
-                      d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
-    fast: tl.constexpr = F16 and not INTERP
-    v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
-    if IMMA > 0:
-        kt = tl.trans(kx)
-        s = _idot(q, kt, INTERP) + _idot(q_lo, kt, INTERP) * (1.0 / 254.0)
-        s = s * q_s[:, None] * k_sc[None, :]
-    else:
-        k = _convert_tile(kx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
-        s = _dot(q, tl.trans(k), USE_DOT, IEEE_DOT, INTERP)
-        if KV_MODE >= 2:
-            s = s * (k_sc * s_scale)[None, :]
-        else:
-            s = s * s_scale
-    s = tl.where(n_valid[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2(m_i - m_use)
-    p = tl.exp2(s - m_use[:, None])
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    if KV_MODE >= 2:
-        p = p * v_sc[None, :]
-    acc = acc * alpha[:, None] + _dot(p.to(DTYPE), v, USE_DOT, IEEE_DOT, INTERP)
-    return m_new, l_i, acc
-
-
-@triton.jit
 def _paged_attention_kernel(
     q_ptr, stride_qt, stride_qh,
     o_ptr, stride_ot, stride_oh,
@@ -230,7 +180,7 @@ def _paged_attention_kernel(
     KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, NUM_SPLITS: tl.constexpr,
     IS_DECODE: tl.constexpr, USE_DOT: tl.constexpr, IEEE_DOT: tl.constexpr,
     F16: tl.constexpr, INTERP: tl.constexpr, TPP: tl.constexpr, PAGED3D: tl.constexpr,
-    IMMA: tl.constexpr, CHAINS: tl.constexpr,
+    IMMA: tl.constexpr,
 ):
     pid = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -306,109 +256,77 @@ def _paged_attention_kernel(
             q_lo = _round_to_i8((qn - q.to(tl.float32)) * 254.0)
 
     one = tl.arange(0, 1)
-    if CHAINS == 2:
-        # Two independent key ranges (first and second half of this split's tiles) per loop
-        # iteration, each with its own (m, l, acc): two dependent chains per program.
-        if IMMA == 0:
-            q_lo = q
-            q_s = l_i
-        half = tl.cdiv(tl.maximum(s_hi - s_lo, 0), 2 * BLOCK_N) * BLOCK_N
-        mid = tl.minimum(s_lo + half, s_hi)
-        m_b = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        l_b = tl.zeros([BLOCK_M], tl.float32)
-        acc_b = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)
-        for start in range(s_lo, mid, BLOCK_N):
-            m_i, l_i, acc = _chain_step(
-                start, lo, mid, m_i, l_i, acc, q, q_lo, q_s, bt_row, kvh, ck_ptr, cv_ptr, cs_ptr,
-                stride_cb, stride_ch, stride_sb, stride_sh, s_scale, d, d_mask, one,
-                BLOCK_N, HEAD_PAD, BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, K_OFF, V_OFF, KS_OFF,
-                VS_OFF, KV_MODE, FP8_E5M2, DTYPE, USE_DOT, IEEE_DOT, F16, INTERP, TPP, PAGED3D,
-                IMMA)
-            m_b, l_b, acc_b = _chain_step(
-                start + half, lo, s_hi, m_b, l_b, acc_b, q, q_lo, q_s, bt_row, kvh, ck_ptr,
-                cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh, s_scale, d, d_mask,
-                one, BLOCK_N, HEAD_PAD, BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, K_OFF, V_OFF,
-                KS_OFF, VS_OFF, KV_MODE, FP8_E5M2, DTYPE, USE_DOT, IEEE_DOT, F16, INTERP, TPP,
-                PAGED3D, IMMA)
-        m_new = tl.maximum(m_i, m_b)
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        a_a = tl.exp2(m_i - m_use)
-        a_b = tl.exp2(m_b - m_use)
-        l_i = l_i * a_a + l_b * a_b
-        acc = acc * a_a[:, None] + acc_b * a_b[:, None]
-        m_i = m_new
-    else:
-        for start in range(s_lo, s_hi, BLOCK_N):
-            n = start + tl.arange(0, BLOCK_N)
-            n_valid = (n >= lo) & (n < s_hi)
-            if KV_MODE >= 2:
-                k_sc = tl.reshape(_gather_rows(cs_ptr + KS_OFF, bt_row, start, lo, s_hi, kvh, stride_sb,
-                                               stride_sh, one, one < 1, SCALE_STRIDE_S, 1, BLOCK_N,
-                                               BLOCK_SIZE, TPP, PAGED3D), [BLOCK_N])
-                v_sc = tl.reshape(_gather_rows(cs_ptr + VS_OFF, bt_row, start, lo, s_hi, kvh, stride_sb,
-                                               stride_sh, one, one < 1, SCALE_STRIDE_S, 1, BLOCK_N,
-                                               BLOCK_SIZE, TPP, PAGED3D), [BLOCK_N])
-            if KV_MODE == 4:
-                kb = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
-                                  dh, dh_mask, STRIDE_S, HALF, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
-                vb = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
-                                  dh, dh_mask, STRIDE_S, HALF, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
-                k_e, k_o = _unpack_int4(kb, DTYPE, INTERP)
-                s = _dot(q_e, tl.trans(k_e), USE_DOT, IEEE_DOT, INTERP) + _dot(q_o, tl.trans(k_o), USE_DOT, IEEE_DOT, INTERP)
-                k_s, k_zp = _scale_bits_split(k_sc)
-                s = (s - q_sum[:, None] * k_zp[None, :]) * (k_s * s_scale)[None, :]
+    for start in range(s_lo, s_hi, BLOCK_N):
+        n = start + tl.arange(0, BLOCK_N)
+        n_valid = (n >= lo) & (n < s_hi)
+        if KV_MODE >= 2:
+            k_sc = tl.reshape(_gather_rows(cs_ptr + KS_OFF, bt_row, start, lo, s_hi, kvh, stride_sb,
+                                           stride_sh, one, one < 1, SCALE_STRIDE_S, 1, BLOCK_N,
+                                           BLOCK_SIZE, TPP, PAGED3D), [BLOCK_N])
+            v_sc = tl.reshape(_gather_rows(cs_ptr + VS_OFF, bt_row, start, lo, s_hi, kvh, stride_sb,
+                                           stride_sh, one, one < 1, SCALE_STRIDE_S, 1, BLOCK_N,
+                                           BLOCK_SIZE, TPP, PAGED3D), [BLOCK_N])
+        if KV_MODE == 4:
+            kb = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
+                              dh, dh_mask, STRIDE_S, HALF, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
+            vb = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
+                              dh, dh_mask, STRIDE_S, HALF, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
+            k_e, k_o = _unpack_int4(kb, DTYPE, INTERP)
+            s = _dot(q_e, tl.trans(k_e), USE_DOT, IEEE_DOT, INTERP) + _dot(q_o, tl.trans(k_o), USE_DOT, IEEE_DOT, INTERP)
+            k_s, k_zp = _scale_bits_split(k_sc)
+            s = (s - q_sum[:, None] * k_zp[None, :]) * (k_s * s_scale)[None, :]
+        else:
+            kx = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
+                              d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
+            vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
+                              d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
+            fast: tl.constexpr = F16 and not INTERP
+            if IMMA < 2:
+                v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
+            if IMMA > 0:
+                kt = tl.trans(kx)
+                s = _idot(q, kt, INTERP) + _idot(q_lo, kt, INTERP) * (1.0 / 254.0)
+                s = s * q_s[:, None] * k_sc[None, :]
             else:
-                kx = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
-                                  d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
-                vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
-                                  d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
-                fast: tl.constexpr = F16 and not INTERP
-                if IMMA < 2:
-                    v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
-                if IMMA > 0:
-                    kt = tl.trans(kx)
-                    s = _idot(q, kt, INTERP) + _idot(q_lo, kt, INTERP) * (1.0 / 254.0)
-                    s = s * q_s[:, None] * k_sc[None, :]
-                else:
-                    k = _convert_tile(kx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
-                    s = _dot(q, tl.trans(k), USE_DOT, IEEE_DOT, INTERP)
-                    if KV_MODE >= 2:
-                        s = s * (k_sc * s_scale)[None, :]
-                    else:
-                        s = s * s_scale
-            if IS_DECODE:
-                s = tl.where(n_valid[None, :], s, float("-inf"))
-            else:
-                visible = (n[None, :] <= pos[:, None]) & (n[None, :] > pos[:, None] - win)
-                s = tl.where(visible & n_valid[None, :], s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, axis=1))
-            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-            alpha = tl.exp2(m_i - m_use)
-            p = tl.exp2(s - m_use[:, None])
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            m_i = m_new
-            if KV_MODE == 4:
-                v_e, v_o = _unpack_int4(vb, DTYPE, INTERP)
-                v_s, v_zp = _scale_bits_split(v_sc)
-                pv = p * v_s[None, :]
-                corr = corr * alpha + tl.sum(pv * v_zp[None, :], axis=1)
-                pv = pv.to(DTYPE)
-                acc_e = acc_e * alpha[:, None] + _dot(pv, v_e, USE_DOT, IEEE_DOT, INTERP)
-                acc_o = acc_o * alpha[:, None] + _dot(pv, v_o, USE_DOT, IEEE_DOT, INTERP)
-            elif IMMA == 2:
-                # P*v_scale -> int8 with one scale per row and tile (values in [0, 127]).
-                pv = p * v_sc[None, :]
-                p_amax = tl.max(pv, axis=1)
-                p_s = tl.where(p_amax > 0, p_amax / 127.0, 0.0)
-                pn = pv * (127.0 / tl.where(p_amax > 0, p_amax, 1.0))[:, None]
-                p8 = _round_to_i8(pn)
-                p8_lo = _round_to_i8((pn - p8.to(tl.float32)) * 254.0)
-                pvx = _idot(p8, vx, INTERP) + _idot(p8_lo, vx, INTERP) * (1.0 / 254.0)
-                acc = acc * alpha[:, None] + pvx * p_s[:, None]
-            else:
+                k = _convert_tile(kx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
+                s = _dot(q, tl.trans(k), USE_DOT, IEEE_DOT, INTERP)
                 if KV_MODE >= 2:
-                    p = p * v_sc[None, :]
-                acc = acc * alpha[:, None] + _dot(p.to(DTYPE), v, USE_DOT, IEEE_DOT, INTERP)
+                    s = s * (k_sc * s_scale)[None, :]
+                else:
+                    s = s * s_scale
+        if IS_DECODE:
+            s = tl.where(n_valid[None, :], s, float("-inf"))
+        else:
+            visible = (n[None, :] <= pos[:, None]) & (n[None, :] > pos[:, None] - win)
+            s = tl.where(visible & n_valid[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+        if KV_MODE == 4:
+            v_e, v_o = _unpack_int4(vb, DTYPE, INTERP)
+            v_s, v_zp = _scale_bits_split(v_sc)
+            pv = p * v_s[None, :]
+            corr = corr * alpha + tl.sum(pv * v_zp[None, :], axis=1)
+            pv = pv.to(DTYPE)
+            acc_e = acc_e * alpha[:, None] + _dot(pv, v_e, USE_DOT, IEEE_DOT, INTERP)
+            acc_o = acc_o * alpha[:, None] + _dot(pv, v_o, USE_DOT, IEEE_DOT, INTERP)
+        elif IMMA == 2:
+            # P*v_scale -> int8 with one scale per row and tile (values in [0, 127]).
+            pv = p * v_sc[None, :]
+            p_amax = tl.max(pv, axis=1)
+            p_s = tl.where(p_amax > 0, p_amax / 127.0, 0.0)
+            pn = pv * (127.0 / tl.where(p_amax > 0, p_amax, 1.0))[:, None]
+            p8 = _round_to_i8(pn)
+            p8_lo = _round_to_i8((pn - p8.to(tl.float32)) * 254.0)
+            pvx = _idot(p8, vx, INTERP) + _idot(p8_lo, vx, INTERP) * (1.0 / 254.0)
+            acc = acc * alpha[:, None] + pvx * p_s[:, None]
+        else:
+            if KV_MODE >= 2:
+                p = p * v_sc[None, :]
+            acc = acc * alpha[:, None] + _dot(p.to(DTYPE), v, USE_DOT, IEEE_DOT, INTERP)
 
     tok = (q_start + qi).to(tl.int64)
     if KV_MODE == 4:
@@ -487,8 +405,6 @@ class AttentionConfig:
     max_registers: int | None = None  # per-thread register cap: more programs fit on an SM
     imma: int | None = None  # INT8 cache on int8 tensor cores: 1 = q.K (q -> int8 per row),
     #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
-    chains: int | None = None  # decode: 2 = two key ranges per program with separate softmax
-    #                            state (two independent chains; not INT4, not imma=2)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -604,11 +520,6 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     imma = int(imma) if (args.KV_MODE == 2 and use_dot) else 0
     pow2_bs = cache.block_size & (cache.block_size - 1) == 0
     paged3d = bool(cfg.paged3d) and pow2_bs  # opt-in: measured slower on an H100 (NOTES-runtime)
-    chains = cfg.chains if cfg.chains is not None else default.get("chains", 1)
-    if chains not in (1, 2):
-        raise ValueError(f"chains must be 1 or 2, got {chains}")
-    if not (is_decode and use_dot and args.KV_MODE != KV_MODE_INT4_PTH and imma < 2):
-        chains = 1
     if is_decode:
         num_q_blocks = 1
         qsl = seq_lens  # unused
@@ -659,7 +570,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         HEAD_PAD=head_pad, BLOCK_SIZE=cache.block_size, NUM_SPLITS=num_splits,
         IS_DECODE=is_decode, USE_DOT=use_dot, IEEE_DOT=query.dtype == torch.float32,
         F16=f16, INTERP=interpreting(), TPP=min(cache.block_size, block_n),
-        PAGED3D=paged3d, IMMA=imma, CHAINS=chains,
+        PAGED3D=paged3d, IMMA=imma,
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
     if num_splits > 1:

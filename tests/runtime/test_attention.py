@@ -67,12 +67,9 @@ def test_attention_decode_split_k_matches_reference(device, kv_cache_dtype, num_
                                             "bfloat16"])
 @pytest.mark.parametrize("cfg", [AttentionConfig(imma=1, paged3d=True, block_n=32, num_splits=2),
                                  AttentionConfig(imma=0, paged3d=False, block_n=16, num_splits=3),
-                                 AttentionConfig(imma=1, paged3d=False, block_n=64, num_splits=1),
-                                 AttentionConfig(chains=2, imma=1, block_n=32, num_splits=1),
-                                 AttentionConfig(chains=2, imma=0, block_n=16, num_splits=3)])
+                                 AttentionConfig(imma=1, paged3d=False, block_n=64, num_splits=1)])
 def test_attention_decode_launch_variants_match_reference(device, kv_cache_dtype, cfg):
-    """Int8 tensor-core q.K, page-structured gathers, two key ranges per program (chains=2, odd
-    tile counts leave the second chain a masked tile), and splits whose ranges start and end
+    """Int8 tensor-core q.K, page-structured gathers, and splits whose ranges start and end
     inside a tile (edge tiles masked, whole tiles unmasked) all compute the same function."""
     gen = torch.Generator(device=device).manual_seed(7)
     layout = LayerLayout.simple(kv_cache_dtype, 2, 64)
@@ -241,8 +238,6 @@ def test_attention_gpu_configs_agree(cuda_device, kv_cache_dtype):
                 AttentionConfig(block_n=32, num_splits=16), AttentionConfig(use_dot=False),
                 AttentionConfig(block_n=64, num_warps=4, num_stages=4, num_splits=1),
                 AttentionConfig(imma=1, paged3d=True, num_splits=4, max_registers=168),
-                AttentionConfig(imma=0, paged3d=False, block_n=128, num_warps=4),
-                AttentionConfig(chains=2, block_n=32, num_warps=2, num_stages=3),
-                AttentionConfig(chains=2, block_n=16, num_warps=4, num_stages=4, num_splits=2)):
+                AttentionConfig(imma=0, paged3d=False, block_n=128, num_warps=4)):
         out, ref = _decode(batch, 32, gen, "cuda", config=cfg)
         _check(out, ref, layout.quant_mode, str(cfg))
