@@ -138,8 +138,11 @@ class LayerLayout:
 
         Reads ``kv_cache_dtype``, ``num_kv_heads``, ``head_size`` (required), ``dtype``,
         ``quant_mode``, ``sliding_window``, ``kind``, ``index`` and checks ``bytes_per_token``
-        when the plan states it, so a planner/runtime disagreement fails loudly.
+        when the plan states it, so a planner/runtime disagreement fails loudly. A typed
+        ``LayerPlan`` (``kvplan.compile(...).layers[i]``) is accepted too.
         """
+        if hasattr(layer, "model_dump"):
+            layer = layer.model_dump(mode="json")
         where = f"layer {layer.get('index', '?')}"
         for key in ("kv_cache_dtype", "num_kv_heads", "head_size"):
             if key not in layer or layer[key] is None:
@@ -202,7 +205,7 @@ class LayerLayout:
                 raise ValueError(f"{where}: dtype '{stored}' is not an int8 storage type")
             storage = "int8"
         elif mode == "int4_per_token_head":
-            if stored not in (None, "uint8", "int8"):
+            if stored not in (None, "uint8", "int8", "int4"):  # the plan names the logical type, int4
                 raise ValueError(f"{where}: dtype '{stored}' is not a packed int4 storage type")
             if head_size < 32 or head_size & (head_size - 1):
                 raise ValueError(f"{where}: int4_per_token_head needs a power-of-two head_size "

@@ -130,3 +130,20 @@ def test_cache_nbytes_equals_plan_bytes_per_token(kv_cache_dtype, block_size):
         db = lay.data_bytes_per_head
         assert row[db:db + 4].view(torch.float32).item() == 1.0
         assert row[2 * db + 4:].view(torch.float32).item() == 1.0
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "bfloat16", "fp8", "fp8_e5m2", "int8_per_token_head",
+                                            "fp8_per_token_head", "int4_per_token_head"])
+def test_every_compiled_plan_layer_is_executable_with_the_planned_bytes(kv_cache_dtype):
+    """What the planner writes (not a hand-made layer) must load, and allocate exactly as planned."""
+    pytest.importorskip("torch")
+    import kvplan
+    from kvplan.runtime.cache import allocate_for_plan_layer
+    from tests.conftest import EXAMPLES
+
+    plan = kvplan.compile(EXAMPLES / "SmolLM2-135M-Instruct" / "config.json", ["--kv-cache-dtype", kv_cache_dtype])
+    for layer in (plan.layers[0], plan.layers[-1]):
+        lay = LayerLayout.from_plan_layer(layer)
+        assert lay.bytes_per_token == layer.bytes_per_token
+        cache = allocate_for_plan_layer(layer, 3, 16, "cpu")
+        assert cache.nbytes == layer.bytes_per_token * 3 * 16
