@@ -31,6 +31,22 @@ def nvfp4_mla(ctx):
         yield Emit(f"--kv-cache-dtype {d} is not supported with MLA ({ctx.arch.architecture}).")
 
 
+@declare(code="KV207", name="ds-mla-format-without-mla", severity="error", family="config",
+         summary="fp8_ds_mla / nvfp4_ds_mla on a model without MLA layers: no attention backend can read it.",
+         why="These are DeepSeek's sparse-MLA record layouts (656 B / 352 B per token); only the sparse "
+             "MLA backends list them, so vLLM finds no valid backend for the model's dense attention layers.",
+         fix="Use --kv-cache-dtype fp8 (or nvfp4 on Blackwell) for dense attention models.",
+         references=("vllm/v1/attention/backends/mla/flashmla_sparse.py::FlashMLASparseBackend.supported_kv_cache_dtypes",
+                     "vllm/v1/attention/selector.py::get_attn_backend"))
+def ds_mla_without_mla(ctx):
+    d = ctx.kv_cache_dtype
+    if d in ("fp8_ds_mla", "nvfp4_ds_mla") and not ctx.arch.uses_mla:
+        layers = tuple(lp.index for lp in ctx.layers if lp.kv_cache_dtype == d)
+        if layers:
+            yield Emit(f"--kv-cache-dtype {d} is DeepSeek's sparse-MLA KV format, but {ctx.arch.architecture} has no "
+                       f"MLA layers: no attention backend reads it for its dense attention layers.", layers=layers)
+
+
 @declare(code="KV203", name="e5m2-with-fp8-checkpoint", severity="error", family="config",
          summary="fp8_e5m2 KV with a checkpoint that carries FP8 KV scales: vLLM refuses to load.",
          why="Checkpoint scales are calibrated for e4m3; vLLM raises 'fp8_e5m2 kv-cache is not "

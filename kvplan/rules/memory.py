@@ -34,7 +34,8 @@ def layer_bytes_per_token(kind: str, kv_cache_dtype: str, dtype: str, quant_mode
         if quant_mode is QuantMode.int4_per_token_head:
             return heads * ((hk + hv) // 2 + 8), f"{heads} heads x ({hk}+{hv})/2 B + 8 B scales"
         return heads * ((hk + hv) + 8), f"{heads} heads x ({hk}+{hv}) x 1 B + 8 B inline fp32 scales"
-    if quant_mode is QuantMode.nvfp4:
+    if quant_mode is QuantMode.nvfp4 or (quant_mode is QuantMode.nvfp4_ds_mla and kind != "mla"):
+        # nvfp4_ds_mla on a dense layer has no backend (KV207/KV701); size it as dense NVFP4 packing.
         return 2 * heads * (hk // 2 + hk // 16), f"2 x {heads} heads x ({hk}/2 + {hk}/16) B (fp4 + fp8 block scales)"
     if kv_cache_dtype in PACKED_BITS:
         kb, vb = PACKED_BITS[kv_cache_dtype]

@@ -37,3 +37,22 @@ def test_plan_invariants(model: str, dtype: str, skip: list[str], tp: int) -> No
     # findings are sorted errors first
     ranks = [f.severity.rank for f in plan.findings]
     assert ranks == sorted(ranks, reverse=True)
+
+
+def test_every_model_plans_every_vllm_dtype_without_crashing() -> None:
+    """All 22 --kv-cache-dtype values on every corpus model and GPU kinds: a plan (with findings) or one input error."""
+    from kvplan.errors import KvplanInputError
+    from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
+
+    crashes = []
+    for model in MODELS:
+        for dtype, gpu in [(d, g) for d in VLLM_033_KV_CACHE_DTYPES for g in (None, "a100-80gb", "b200", "mi300x")]:
+            try:
+                plan = kvplan.api.compile(CORPUS / model / "config.json", ["--kv-cache-dtype", dtype], gpu)
+            except KvplanInputError:
+                continue
+            except Exception as e:  # noqa: BLE001 - the point of the test
+                crashes.append(f"{model} {dtype} {gpu}: {type(e).__name__}: {e}")
+                continue
+            assert plan.totals.bytes_per_token == sum(lp.bytes_per_token for lp in plan.layers)
+    assert not crashes, "\n".join(crashes)
