@@ -44,3 +44,14 @@ def test_lint_reports_findings_with_positions() -> None:
     assert report.summary.findings > 0
     f = report.findings[0]
     assert f.location.path.endswith("k8s-deployment-typo.yaml") and f.location.line > 0
+
+
+def test_validate_executes_a_plan_and_checks_its_bytes() -> None:
+    report = kvplan.validate(EXAMPLES / "SmolLM2-135M-Instruct" / "config.json", "--kv-cache-dtype int8_per_token_head",
+                             device="cpu", layers={0, 29}, synthetic_tokens=32)
+    assert report.passed
+    ran = {lr.index: lr for lr in report.layers if lr.status != "skipped"}
+    assert set(ran) == {0, 29}
+    for lr in ran.values():
+        assert lr.status == "pass" and lr.quant_mode == "int8_per_token_head"
+        assert lr.bytes_allocated == lr.bytes_expected and lr.bytes_per_token_plan == 3 * (2 * 64 + 8)
