@@ -106,13 +106,12 @@ def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: O
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
     pol = policy if policy is not None else (None if no_policy else _configured_policy())
     if pol is not None:
-        if kv_scales is not None:
-            raise KvplanInputError("--kv-scales cannot be combined with a policy yet.", "Pass --no-policy with --kv-scales.")
         from kvplan.policy import compile_with_policy  # noqa: PLC0415
         if policy is None:
             err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
                                 markup=False, highlight=False)
-        return compile_with_policy(path, list(ctx.args), gpu, policy=pol, kv_budget_bytes=budget, engine=engine)
+        return compile_with_policy(path, list(ctx.args), gpu, policy=pol, kv_budget_bytes=budget, engine=engine,
+                                   kv_scales=kv_scales)
     from kvplan.api import compile as compile_plan  # noqa: PLC0415
     return compile_plan(path, list(ctx.args), gpu, kv_budget_bytes=budget, engine=engine, kv_scales=kv_scales)
 

@@ -169,15 +169,20 @@ def compile_with_policy(path_or_config: str | Path | dict[str, Any], flags: Any 
                         policy: Policy | str | Path | None = None,
                         hf_quant_config: Optional[dict[str, Any]] = None, kv_budget_bytes: Optional[int] = None,
                         read_safetensors: bool = True, extra_checks: Iterable[Rule] = (),
-                        source: Optional[str] = None, engine: Optional[str] = None) -> Plan:
+                        source: Optional[str] = None, engine: Optional[str] = None,
+                        kv_scales: str | Path | None = None) -> Plan:
     """`kvplan.api.compile` plus an optional policy; also plans from an inline config.json object.
 
     `flags` is what `kvplan.api.compile` takes (argv list, launch-line string, dict, ServingFlags).
-    Without a policy this is exactly `compile_plan` on the same inputs.
+    Without a policy this is exactly `compile_plan` on the same inputs. `kv_scales` is a
+    `kvplan calibrate` scales file, as for `kvplan.api.compile`.
     """
     sf = flags_from(flags)
     mi = model_inputs(path_or_config, hf_quant_config=hf_quant_config, quantization_flag=sf.quantization,
                       read_safetensors=read_safetensors, source=source)
+    if kv_scales is not None:
+        from kvplan.ingest.kv_scales import with_kv_scales  # noqa: PLC0415
+        mi = ModelInputs(mi.arch, with_kv_scales(mi.quant, kv_scales), mi.source, mi.weight_bytes)
     gf = gpu_facts(gpu)
     ev = resolve_engine(engine)
     pol = _as_policy(policy)

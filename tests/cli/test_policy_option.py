@@ -69,3 +69,16 @@ def test_policy_constraint_violation_fails_the_plan(tmp_path: Path) -> None:
     assert any(f["code"] == "KV910" for f in json.loads(r.stdout)["findings"])
     ok = kvplan("plan", LLAMA, "--policy", str(pol), "--kv-cache-dtype", "fp8")
     assert ok.returncode == 0
+
+
+def test_policy_with_calibrated_scales(tmp_path: Path) -> None:
+    smol = str(EXAMPLES / "SmolLM2-135M-Instruct" / "config.json")
+    scales = tmp_path / "scales.json"
+    cal = kvplan("calibrate", smol, "--kv-source", str(ROOT / "tests" / "data" / "smollm2" / "smollm2-135m-calibration.npz"),
+                 "--out", str(scales))
+    assert cal.returncode == 0, cal.stderr
+    r = kvplan("plan", smol, "--policy", EDGES, "--kv-scales", str(scales))
+    assert r.returncode == 0, r.stderr
+    layers = json.loads(r.stdout)["layers"]
+    assert (layers[0]["kv_cache_dtype"], layers[0]["scale_source"]) == ("auto", "none")
+    assert (layers[5]["kv_cache_dtype"], layers[5]["scale_source"]) == ("fp8", "calibrated")
