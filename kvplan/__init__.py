@@ -19,7 +19,7 @@ def compile(path: Any, flags: Any = None, gpu: Any = None, **kwargs: Any):  # no
     return _compile(path, flags, gpu, **kwargs)
 
 
-def explain(path: Any, flags: Any = None, gpu: Any = None, *, all_layers: bool = False, width: int = 140) -> str:
+def explain(path: Any, flags: Any = None, gpu: Any = None, *, all_layers: bool = False, width: int = 180) -> str:
     """The `kvplan explain` text for a model and flags, as a string."""
     from io import StringIO  # noqa: PLC0415
 

@@ -40,11 +40,11 @@ class FailLevel(str, Enum):
 
 
 def out_console() -> Console:
-    """stdout console: honours NO_COLOR and COLUMNS; 140 columns when not a terminal."""
+    """stdout console: honours NO_COLOR and COLUMNS; 180 columns when not a terminal (files, CI logs)."""
     width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
     c = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False, width=width)
     if width is None and not c.is_terminal:
-        c = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False, width=140)
+        c = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False, width=180)
     return c
 
 

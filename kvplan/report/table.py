@@ -5,6 +5,7 @@ from typing import Iterable
 
 from rich.console import Console, Group
 from rich.panel import Panel
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -78,15 +79,11 @@ def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**30:.2f} GiB"
 
 
-def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
-    m = plan.model
-    title = (f"{m.architecture or m.model_type} · {m.num_layers} layers · model dtype {m.dtype} · "
-             f"{plan.engine.name} {plan.engine.version} · --kv-cache-dtype {plan.flags.get('kv_cache_dtype')}"
-             + (f" → {plan.kv_cache_dtype}" if plan.kv_cache_dtype != plan.flags.get("kv_cache_dtype") else "")
-             + (f" · GPU {plan.gpu.name}" if plan.gpu else ""))
-    show_backend = any(lp.backend for lp in plan.layers)
+def _layer_table(plan: Plan, title: str, expand: bool, show_backend: bool,
+                 with_rules: bool) -> tuple[Table, list[tuple[str, str]]]:
+    """The per-layer table (grouped runs unless `expand`) and the why lines of its rows."""
     t = Table(title=title, title_justify="left", show_lines=False, expand=False)
-    t.add_column("layers", overflow="fold", min_width=18, max_width=26)
+    t.add_column("layers", overflow="fold", min_width=12, max_width=26)
     t.add_column("kind", no_wrap=True)
     t.add_column("win", justify="right", no_wrap=True)
     t.add_column("KV h×size", justify="right", no_wrap=True)
@@ -96,9 +93,10 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
     t.add_column("scales", no_wrap=True)
     t.add_column("B/token", justify="right", no_wrap=True)
     if show_backend:
-        t.add_column("backend")
-        t.add_column("query")
-    t.add_column("rules", overflow="fold", min_width=11)
+        t.add_column("backend", overflow="fold", min_width=8)
+        t.add_column("query", overflow="fold", min_width=8)
+    if with_rules:
+        t.add_column("rules", min_width=6)
     whys: list[tuple[str, str]] = []
     flagged = {i for f in plan.findings for i in f.layers}
     for g in group_layers(plan.layers, expand):
@@ -115,10 +113,28 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
                _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-", f"{lp.bytes_per_token:,}"]
         if show_backend:
             row += [lp.backend or "-", lp.query_dtype or "-"]
-        row.append(",".join(c.removeprefix("KV") if i else c for i, c in enumerate(lp.decided_by)))
+        if with_rules:
+            row.append(", ".join(c.removeprefix("KV") if i else c for i, c in enumerate(lp.decided_by)))
         t.add_row(*row)
         if lp.decided_by:
             whys.append((compress_indices(idx), _why(lp)))
+    return t, whys
+
+
+def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
+    m = plan.model
+    title = (f"{m.architecture or m.model_type} · {m.num_layers} layers · model dtype {m.dtype} · "
+             f"{plan.engine.name} {plan.engine.version} · --kv-cache-dtype {plan.flags.get('kv_cache_dtype')}"
+             + (f" → {plan.kv_cache_dtype}" if plan.kv_cache_dtype != plan.flags.get("kv_cache_dtype") else "")
+             + (f" · GPU {plan.gpu.name}" if plan.gpu else ""))
+    show_backend = any(lp.backend for lp in plan.layers)
+    t, whys = _layer_table(plan, title, expand, show_backend, with_rules=True)
+    if Measurement.get(console, console.options.update(max_width=10_000), t).maximum > console.width:
+        # Too wide for this console: the rules column goes first (the why panel and `kvplan plan`'s
+        # `decisions` carry the same facts) rather than cropping or folding every column.
+        t, whys = _layer_table(plan, title, expand, show_backend, with_rules=False)
+        t.caption = "rules column hidden at this width: widen the terminal (COLUMNS=200) or see `kvplan plan` decisions"
+        t.caption_justify = "left"
     console.print(t)
     if whys:
         console.print(Panel("\n".join(f"layers {i}: {w}" for i, w in whys), title="why (kv_cache_dtype)",

@@ -31,3 +31,20 @@ def test_render_findings_grouped_by_severity_errors_first() -> None:
     e, w, i = text.index("errors ("), text.index("warnings ("), text.index("infos (")
     assert e < w < i
     assert text.index("KV704") < w < text.index("KV401") < i < text.index("KV009")
+
+
+def _at(plan, width: int) -> str:
+    c = Console(width=width, no_color=True, record=True, file=open("/dev/null", "w"))
+    render_plan(plan, c)
+    return c.export_text()
+
+
+def test_table_never_crops_the_layer_columns_it_drops_the_rules_column_instead() -> None:
+    plan = kvplan.api.compile(GPT_OSS, "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window", "h100")
+    wide = _at(plan, 260)
+    assert "rules" in wide and "KV101, 104, 110" in wide and "column hidden" not in wide
+    narrow = _at(plan, 170)
+    assert "rules column hidden at this width" in narrow
+    table = narrow.split("╭")[0]
+    assert all(len(line.rstrip()) <= 170 for line in table.splitlines())
+    assert "FLASH_ATTN (FA3)" in table and "┓" in table.splitlines()[1]  # right border drawn, nothing cropped
