@@ -45,3 +45,14 @@ def test_quickstart_matches_ci() -> None:
     test_cmd = [l for l in quick.splitlines() if l.strip() and not l.startswith("#")][1]
     ci_lines = [l.replace(" -q ", " ") for l in ci.splitlines()]
     assert test_cmd.strip() in ci_lines, "README quickstart command 2 and .ci/run differ"
+
+
+def test_readme_explain_transcript_matches_the_tool() -> None:
+    m = re.search(r"\$ kvplan explain (examples/gpt-oss-20b/config.json [^\n]+)\n(.*?)```", README, re.S)
+    assert m, "README lost its explain example"
+    r = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "explain", *m.group(1).split()],
+                       capture_output=True, text=True, cwd=ROOT,
+                       env={"NO_COLOR": "1", "COLUMNS": "150", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    got = "\n".join(line.rstrip() for line in r.stdout.splitlines()) + "\n"
+    assert got == m.group(2)
