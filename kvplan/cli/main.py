@@ -16,6 +16,7 @@ from rich.console import Console
 
 from kvplan import __version__
 from kvplan.errors import KvplanInputError
+from kvplan.files import write_atomic  # noqa: F401 - re-exported for the cmd_* modules
 
 ENGINE_FLAGS_HELP = ("Engine flags are accepted verbatim after the path, as in a vLLM launch line: "
                      "--kv-cache-dtype, --kv-cache-dtype-skip-layers, --dtype, --tensor-parallel-size, "
@@ -62,17 +63,6 @@ def _version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """kvplan: a dtype-policy compiler for LLM KV caches."""
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write the whole file or nothing (temp file + rename)."""
-    tmp = path.with_name(f".{path.name}.kvplan-tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise KvplanInputError(f"cannot write {path}: {e.strerror}.", "Check the folder exists and is writable.") from None
 
 
 def _fail_code(plan, fail_level: FailLevel) -> int:

@@ -4,7 +4,6 @@ Imported only by `kvplan explore` (textual is the optional `tui` extra).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -17,6 +16,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static
 
 from kvplan.backends.gpus import GPU_PROFILES
+from kvplan.errors import KvplanInputError
+from kvplan.files import write_atomic
 from kvplan.explore.state import (KV_CACHE_DTYPES, SORTS, ExploreSession, engine_versions, findings_sorted,
                                   layer_fields)
 from kvplan.model.plan import Finding, LayerPlan
@@ -474,13 +475,10 @@ class ExploreApp(App[ExploreResult]):
     def action_export(self) -> None:
         text = self.session.export_json()
         path = self.export_path
-        tmp = path.with_name(f".{path.name}.kvplan-tmp")
         try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            self.notify(f"cannot write {path}: {e.strerror}", severity="error", markup=False)
+            write_atomic(path, text)
+        except KvplanInputError as e:
+            self.notify(e.problem, severity="error", markup=False)
             return
         note = f"kvplan: wrote {path} ({len(text.encode()):,} bytes), the output of: {self.session.plan_command()}"
         self.result.stderr.append(note)

@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 
 from kvplan import __version__
+from kvplan.files import atomic_output
 from kvplan.model.kv_scales import KvScales, LayerScales
 from kvplan.runtime.kvsource import KVSource
 
@@ -53,8 +54,6 @@ def write_safetensors(path, scales: KvScales, per_head: bool = False) -> None:
     """The scale tensors as a .safetensors file (fp32; scalars, or [num_kv_heads] with per_head),
     written by hand (the format is a JSON header + raw little-endian data) to need no extra package."""
     import json  # noqa: PLC0415
-    import os  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
     header: dict = {"__metadata__": {"producer": f"kvplan {__version__} calibrate"}}
     blobs: list[bytes] = []
     offset = 0
@@ -70,11 +69,5 @@ def write_safetensors(path, scales: KvScales, per_head: bool = False) -> None:
             offset += len(data)
     raw = json.dumps(header, sort_keys=True).encode()
     raw += b" " * (-len(raw) % 8)
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.kvplan-tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(len(raw).to_bytes(8, "little") + raw + b"".join(blobs))
-        os.replace(tmp, p)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(len(raw).to_bytes(8, "little") + raw + b"".join(blobs))

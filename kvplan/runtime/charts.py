@@ -1,10 +1,10 @@
 """PNG chart of a validate report: per-layer attention error by quant mode (and the end-to-end KL)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from kvplan.runtime.validate_model import ValidateReport
+from kvplan.files import atomic_output
 
 _COLORS = {"none": "#4c72b0", "fp8_per_tensor": "#dd8452", "int8_per_token_head": "#55a868",
            "fp8_per_token_head": "#c44e52", "int4_per_token_head": "#8172b3"}
@@ -54,11 +54,8 @@ def plot_report(report: ValidateReport, path: str | Path) -> None:
         for y, r in enumerate(rows[::-1]):
             ax2.text(max(r.kl_mean, 1e-7), y, f" top1 {r.top1_agreement:.3f}", va="center", fontsize=7)
     fig.tight_layout()
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.kvplan-tmp.png")
     try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, p)
+        with atomic_output(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=110)
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from kvplan.errors import KvplanInputError
+from kvplan.files import atomic_output
 
 #: Bumped when the capture format or what is captured changes (part of the cache key).
 CAPTURE_FORMAT = "kvplan.kv-capture/1"
@@ -167,13 +168,8 @@ def save_capture(path: Path, layers: list[LayerKV], meta: dict[str, Any]) -> Non
     doc = dict(meta, format=CAPTURE_FORMAT, layers=[lk.index for lk in layers])
     arrays["meta"] = np.frombuffer(json.dumps(doc, sort_keys=True).encode(), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.kvplan-tmp")
-    try:
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_output(path) as tmp, open(tmp, "wb") as f:
+        np.savez_compressed(f, **arrays)
 
 
 def load_capture(path: str | Path) -> KVSource:
