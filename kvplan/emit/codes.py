@@ -89,13 +89,13 @@ EMIT_RULES: dict[str, Rule] = {r.code: r for r in (
         why="Attention-backend names, --attention-config and batching limits are engine-specific; "
             "carrying them over literally would fail or mean something else.",
         fix="Set the target engine's own option by hand if you need it.",
-        references=()),
+        references=("docs/api.md#emit-engine-flags-from-a-plan",)),
     make_rule(
         code="KV986", name="emit-plan-has-errors", severity="warning", family="emit",
         summary="The plan carries error findings: the emitted launch will fail as the plan predicts.",
         why="The emitter realises the plan faithfully, including what vLLM would reject at startup.",
         fix="Fix the plan's error findings (kvplan explain) before deploying.",
-        references=()),
+        references=("docs/api.md#emit-engine-flags-from-a-plan",)),
     make_rule(
         code="KV987", name="emit-16bit-over-checkpoint", severity="warning", family="emit",
         summary="The plan keeps KV in 16 bits but the checkpoint asks for quantized KV the engine applies.",

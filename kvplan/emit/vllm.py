@@ -167,8 +167,8 @@ def realise(layers: Sequence[LayerTarget], candidates: Iterable[str] = ()) -> Re
                    + (" (kept in the model dtype: fewer bits would lose precision)" if got == "auto"
                       else f" ({g} has at least as many bits)"))
         elif is_quantized(planned) and not is_quantized(g if not auto else got):
-            why = (f"the checkpoint's 'auto' resolution leaves this layer unquantized and vLLM 0.33 "
-                   f"cannot quantize one layer alone" if auto else
+            why = ("the checkpoint's 'auto' resolution leaves this layer unquantized and vLLM 0.33 "
+                   "cannot quantize one layer alone" if auto else
                    f"the global --kv-cache-dtype {g} is 16-bit; skip lists only remove quantization")
         elif not is_quantized(planned):
             why = (f"{planned} is a 16-bit dtype other than the global one; skipped layers always store "

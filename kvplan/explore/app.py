@@ -321,7 +321,6 @@ class ExploreApp(App[ExploreResult]):
         return line
 
     def _show_detail(self, finding: Optional[Finding] = None) -> None:
-        body = self.query_one("#detail-body", Static)
         panel = self.query_one("#detail", VerticalScroll)
         key = (finding.code if finding else None, tuple(self._selected))
         if self._detail_shown is not None and self._detail_shown[0] is self.session.plan and self._detail_shown[1] == key:

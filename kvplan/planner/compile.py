@@ -16,7 +16,7 @@ from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, LayerState, RuleContext
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
-from kvplan.rules.base import Emit, Rule, Set, all_rules
+from kvplan.rules.base import Emit, Rule, all_rules
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default for online serving on datacenter GPUs

@@ -20,19 +20,19 @@ POLICY_RULES: dict[str, Rule] = {r.code: r for r in (
         why="Policy settings are realised as serving flags before planning; the plan is for the "
             "rewritten flags, which the launch line must carry to get this plan.",
         fix="Launch with the flags in the message (or `kvplan emit` them).",
-        references=()),
+        references=("docs/api.md#policy-files",)),
     make_rule(
         code="KV992", name="policy-constraint-unchecked", severity="warning", family="policy",
         summary="A capacity constraint cannot be checked: the plan has no KV memory budget.",
         why="Tokens of capacity and concurrency need the KV budget, which comes from --gpu (GPU "
             "memory, --gpu-memory-utilization, checkpoint weight size) or --kv-budget-gib.",
         fix="Pass --gpu (with a checkpoint folder) or --kv-budget-gib.",
-        references=()),
+        references=("docs/api.md#policy-files",)),
     make_rule(
         code="KV993", name="policy-rule-matches-nothing", severity="info", family="policy",
         summary="A policy rule or constraint selects no layer with a KV cache in this model.",
         why="A selector that matches nothing usually means a typo (a kind or model_type this model "
             "does not have, an index out of range) and the rule silently does nothing.",
         fix="Check the selector against `kvplan explain` for this model.",
-        references=()),
+        references=("docs/api.md#policy-files",)),
 )}

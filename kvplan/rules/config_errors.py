@@ -1,7 +1,6 @@
 """Errors vLLM 0.33 raises at config time, reported before launch."""
 from __future__ import annotations
 
-from kvplan.model.vocab import NO_KV_KINDS, quant_mode_of
 from kvplan.rules.base import Emit, declare
 
 
