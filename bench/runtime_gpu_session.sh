@@ -47,6 +47,37 @@ for step in $steps; do
         --configs 64:2:3,32:4:4,16:2:4:2,16:4:4 --out "$OUT/tune3C.json" 2>&1 | tee "$OUT/tune3C.log"
       timeout 80 $PY bench/tune_attention.py --shape 128,2048,64,8,64 --modes fp8_per_token_head \
         --configs 128:2:2,32:2:4:1,64:2:3,32:4:4 --out "$OUT/tune3D.json" 2>&1 | tee "$OUT/tune3D.log" ;;
+    tune4)  # pipelining depth: num_stages <= 4 single-buffers K/V behind the block-table load
+      timeout 150 $PY bench/tune_attention.py --shape 64,4096,32,8,128 --modes int8_per_token_head,fp8_per_token_head \
+        --imma 1 --configs 64:2:3,64:2:5,64:2:7,32:2:5,32:2:5:2,64:4:5,128:4:5,32:1:5:2,16:1:5:4 \
+        --out "$OUT/tune4A.json" 2>&1 | tee "$OUT/tune4A.log"
+      timeout 120 $PY bench/tune_attention.py --shape 128,2048,64,8,64 --modes int8_per_token_head,fp8_per_token_head \
+        --imma 1 --configs 128:2:2,128:2:5,64:2:5,64:2:5:2,32:2:5:2,128:4:5,64:1:5:2 \
+        --out "$OUT/tune4B.json" 2>&1 | tee "$OUT/tune4B.log"
+      timeout 90 $PY bench/tune_attention.py --shape 64,4096,32,8,128 --modes bfloat16,fp8 \
+        --configs 64:4:3,64:4:5,64:4:7,32:4:5,64:2:5,32:2:5 --out "$OUT/tune4C.json" 2>&1 | tee "$OUT/tune4C.log"
+      timeout 90 $PY bench/tune_attention.py --shape 128,2048,64,8,64 --modes bfloat16,fp8 \
+        --configs 128:4:3,128:4:5,64:4:5,64:2:5,128:2:5 --out "$OUT/tune4D.json" 2>&1 | tee "$OUT/tune4D.log"
+      timeout 90 $PY bench/tune_attention.py --shape 32,4096,16,4,256 --modes bfloat16,int8_per_token_head \
+        --imma 1 --configs 32:4:3,32:4:5,64:4:5,64:8:5,32:2:5,16:2:5 --out "$OUT/tune4E.json" 2>&1 | tee "$OUT/tune4E.log" ;;
+    tune5)  # 8-bit V converted in registers (v_reg) with double-buffered K/V (num_stages 5)
+      timeout 200 $PY bench/tune_attention.py --shape 64,4096,32,8,128 --modes int8_per_token_head,fp8_per_token_head,fp8 \
+        --imma 1 --vreg 0,1 --configs 64:2:3,64:2:5,32:2:5:2,64:4:5,32:1:5:2 --maxnreg 0,168 \
+        --out "$OUT/tune5A.json" 2>&1 | tee "$OUT/tune5A.log"
+      timeout 150 $PY bench/tune_attention.py --shape 128,2048,64,8,64 --modes int8_per_token_head,fp8_per_token_head,fp8 \
+        --imma 1 --vreg 0,1 --configs 128:2:2,128:2:5,64:2:5,64:4:5,128:4:5 \
+        --out "$OUT/tune5B.json" 2>&1 | tee "$OUT/tune5B.log"
+      timeout 80 $PY bench/tune_attention.py --shape 32,4096,16,4,256 --modes int8_per_token_head,fp8_per_token_head \
+        --imma 1 --vreg 0,1 --configs 32:2:3,32:2:5,32:4:5,16:2:5 --out "$OUT/tune5E.json" 2>&1 | tee "$OUT/tune5E.log" ;;
+    tune6)  # per-token-head V read as an 8-byte-aligned window + tail (v_window)
+      timeout 200 $PY bench/tune_attention.py --shape 64,4096,32,8,128 --modes int8_per_token_head,fp8_per_token_head \
+        --imma 1 --vreg 0,1 --vwin 0,1 --configs 64:2:3,64:2:5,32:2:5:2,64:4:3,64:4:5,128:4:5 \
+        --out "$OUT/tune6A.json" 2>&1 | tee "$OUT/tune6A.log"
+      timeout 150 $PY bench/tune_attention.py --shape 128,2048,64,8,64 --modes int8_per_token_head,fp8_per_token_head \
+        --imma 1 --vreg 0,1 --vwin 0,1 --configs 128:2:2,64:2:3,64:2:5,128:4:3 \
+        --out "$OUT/tune6B.json" 2>&1 | tee "$OUT/tune6B.log"
+      timeout 80 $PY bench/tune_attention.py --shape 32,4096,16,4,256 --modes int8_per_token_head,fp8_per_token_head \
+        --imma 1 --vwin 0,1 --configs 32:2:3,32:4:3,32:2:5 --out "$OUT/tune6E.json" 2>&1 | tee "$OUT/tune6E.log" ;;
     suite)
       timeout 400 $PY bench/bench_attention.py --out "$OUT/suite.json" --plot "$OUT/suite.png" \
         2>&1 | tee "$OUT/suite.log" ;;

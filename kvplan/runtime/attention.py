@@ -25,7 +25,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kvplan.runtime._common import (KV_MODE_INT4_PTH, KV_MODE_NONE, cache_args,
+from kvplan.runtime._common import (KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
+                                    KV_MODE_NONE, cache_args,
                                     cache_constexprs, fp8_decode, interpreting,
                                     num_sms)
 from kvplan.runtime.cache import PagedKVCache, hadamard
@@ -43,15 +44,7 @@ def _int_to(x, DTYPE: tl.constexpr, INTERP: tl.constexpr):
         return x.to(DTYPE)
 
 
-@triton.jit
-def _i8_to_f16(x):
-    """int8 -> fp16 with integer ALU ops instead of the 1/4-rate I2F converter.
-
-    Per 4 bytes: flip the sign bits (x + 128 as unsigned), splice each byte under 0x64 so the
-    fp16 reads 1024 + (x + 128), subtract 1152 with one packed sub.f16x2 per 2 values; exact.
-    """
-    return tl.inline_asm_elementwise(
-        asm="""{
+_I8_TO_F16_ASM = tl.constexpr("""{
         .reg .b32 t, m;
         xor.b32 t, $2, 0x80808080;
         mov.b32 m, 0x64806480;
@@ -59,19 +52,67 @@ def _i8_to_f16(x):
         prmt.b32 $1, t, 0x64646464, 0x4342;
         sub.f16x2 $0, $0, m;
         sub.f16x2 $1, $1, m;
-        }""",
-        constraints="=r,=r,r", args=[x], dtype=tl.float16, is_pure=True, pack=4)
+        }""")
+_E4M3_TO_F16_ASM = tl.constexpr("""{
+        .reg .b16 lo, hi;
+        mov.b32 {lo, hi}, $2;
+        cvt.rn.f16x2.e4m3x2 $0, lo;
+        cvt.rn.f16x2.e4m3x2 $1, hi;
+        }""")
+_E5M2_TO_F16_ASM = tl.constexpr("""{
+        .reg .b16 lo, hi;
+        mov.b32 {lo, hi}, $2;
+        cvt.rn.f16x2.e5m2x2 $0, lo;
+        cvt.rn.f16x2.e5m2x2 $1, hi;
+        }""")
+
+
+@triton.jit
+def _i8_to_f16(x, REG: tl.constexpr):
+    """int8 -> fp16 with integer ALU ops instead of the 1/4-rate I2F converter.
+
+    Per 4 bytes: flip the sign bits (x + 128 as unsigned), splice each byte under 0x64 so the
+    fp16 reads 1024 + (x + 128), subtract 1152 with one packed sub.f16x2 per 2 values; exact.
+
+    ``REG`` marks the asm impure: a pure elementwise op lets Triton move the layout conversion
+    above it, so the int8 V tile is read back from shared memory one byte per ``LDS.U8`` (no
+    8-bit ``ldmatrix.trans`` on sm_90: 128 per thread and 64-key tile); impure, the tile is
+    converted in registers right after its (wide) shared-memory read and reaches the dot
+    through fp16 shared memory and ``ldmatrix.trans``.
+    """
+    if REG:
+        return tl.inline_asm_elementwise(asm=_I8_TO_F16_ASM, constraints="=r,=r,r", args=[x],
+                                         dtype=tl.float16, is_pure=False, pack=4)
+    else:
+        return tl.inline_asm_elementwise(asm=_I8_TO_F16_ASM, constraints="=r,=r,r", args=[x],
+                                         dtype=tl.float16, is_pure=True, pack=4)
+
+
+@triton.jit
+def _fp8_to_f16_reg(x, E5M2: tl.constexpr):
+    """fp8 bytes -> fp16 with the packed hardware converter (2 values per instruction), exact;
+    impure for the same reason as `_i8_to_f16` with ``REG``."""
+    if E5M2:
+        return tl.inline_asm_elementwise(asm=_E5M2_TO_F16_ASM, constraints="=r,=r,r",
+                                         args=[x], dtype=tl.float16, is_pure=False, pack=4)
+    else:
+        return tl.inline_asm_elementwise(asm=_E4M3_TO_F16_ASM, constraints="=r,=r,r",
+                                         args=[x], dtype=tl.float16, is_pure=False, pack=4)
 
 
 @triton.jit
 def _convert_tile(x, KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, DTYPE: tl.constexpr,
-                  INTERP: tl.constexpr, FAST_I8: tl.constexpr):
-    """Convert a loaded K or V tile (exactly) to the dot dtype."""
+                  INTERP: tl.constexpr, FAST_I8: tl.constexpr, REG: tl.constexpr = False):
+    """Convert a loaded K or V tile (exactly) to the dot dtype (``REG``: in registers, see
+    `_i8_to_f16`; needs ``FAST_I8``, i.e. fp16 dots on a GPU)."""
     if KV_MODE == 1 or KV_MODE == 3:
-        return fp8_decode(x, FP8_E5M2).to(DTYPE)
+        if REG and FAST_I8:
+            return _fp8_to_f16_reg(x, FP8_E5M2)
+        else:
+            return fp8_decode(x, FP8_E5M2).to(DTYPE)
     elif KV_MODE == 2:
         if FAST_I8:
-            return _i8_to_f16(x)
+            return _i8_to_f16(x, REG)
         else:
             return _int_to(x, DTYPE, INTERP)
     else:
@@ -180,7 +221,7 @@ def _paged_attention_kernel(
     KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, NUM_SPLITS: tl.constexpr,
     IS_DECODE: tl.constexpr, USE_DOT: tl.constexpr, IEEE_DOT: tl.constexpr,
     F16: tl.constexpr, INTERP: tl.constexpr, TPP: tl.constexpr, PAGED3D: tl.constexpr,
-    IMMA: tl.constexpr,
+    IMMA: tl.constexpr, V_REG: tl.constexpr = False, V_WIN: tl.constexpr = False,
 ):
     pid = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -244,6 +285,8 @@ def _paged_attention_kernel(
         q = _prep_q(tl.load(q_ptr + q_row[:, None] + d[None, :],
                             mask=row_valid[:, None] & d_mask[None, :], other=0.0), q_scale, F16)
         acc = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)
+        c16 = tl.arange(0, 16)
+        acc_t = tl.zeros([BLOCK_M, 16], tl.float32)  # V_WIN: output columns D-4 .. D-1
         if IMMA > 0:
             # INT8 cache on integer tensor cores: q -> int8 with one scale per row (8 bits, like
             # bf16's mantissa), so K/V bytes feed the MMA unconverted.
@@ -278,11 +321,27 @@ def _paged_attention_kernel(
         else:
             kx = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
                               d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
-            vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
-                              d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
             fast: tl.constexpr = F16 and not INTERP
-            if IMMA < 2:
-                v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast)
+            if V_WIN:
+                # V rows start 4 bytes past an 8-byte boundary: read the aligned window
+                # [V_OFF - 4, V_OFF - 4 + D) (K scale bytes, then V[0:D-4]) and the tail
+                # [V_OFF - 4 + D, +8) (V[D-4:D], then the V scale); 8-byte copies throughout.
+                wx = _gather_rows(cv_ptr + (V_OFF - 4), bt_row, start, lo, s_hi, kvh, stride_cb,
+                                  stride_ch, d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE,
+                                  TPP, PAGED3D)
+                tx = _gather_rows(cv_ptr + (V_OFF - 4 + HEAD_PAD), bt_row, start, lo, s_hi, kvh,
+                                  stride_cb, stride_ch, c16, c16 < 8, STRIDE_S, 16, BLOCK_N,
+                                  BLOCK_SIZE, TPP, PAGED3D)
+                v = _convert_tile(wx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast, V_REG)
+                v = tl.where(d[None, :] >= 4, v, 0.0)
+                v_t = _convert_tile(tx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast, V_REG)
+                v_t = tl.where(c16[None, :] < 4, v_t, 0.0)
+            else:
+                vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb,
+                                  stride_ch, d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE,
+                                  TPP, PAGED3D)
+                if IMMA < 2:
+                    v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast, V_REG)
             if IMMA > 0:
                 kt = tl.trans(kx)
                 s = _idot(q, kt, INTERP) + _idot(q_lo, kt, INTERP) * (1.0 / 254.0)
@@ -326,7 +385,10 @@ def _paged_attention_kernel(
         else:
             if KV_MODE >= 2:
                 p = p * v_sc[None, :]
-            acc = acc * alpha[:, None] + _dot(p.to(DTYPE), v, USE_DOT, IEEE_DOT, INTERP)
+            pd = p.to(DTYPE)
+            acc = acc * alpha[:, None] + _dot(pd, v, USE_DOT, IEEE_DOT, INTERP)
+            if V_WIN:
+                acc_t = acc_t * alpha[:, None] + _dot(pd, v_t, USE_DOT, IEEE_DOT, INTERP)
 
     tok = (q_start + qi).to(tl.int64)
     if KV_MODE == 4:
@@ -337,6 +399,16 @@ def _paged_attention_kernel(
         cmask = dh_mask
     else:
         acc = acc * out_scale
+        acc_t = acc_t * out_scale
+        if V_WIN:  # window column c holds V column c - 4; tail column j holds D - 4 + j
+            cols = d - 4
+            cmask = (d >= 4) & d_mask
+            cols_t = HEAD_SIZE - 4 + c16
+        else:
+            cols = d
+            cmask = d_mask
+            cols_t = c16
+        tmask = c16 < 4
     omask_row = row_valid
     if NUM_SPLITS == 1:
         inv_l = 1.0 / tl.where(l_i > 0, l_i, 1.0)  # padding rows have l = 0 (never stored)
@@ -348,9 +420,13 @@ def _paged_attention_kernel(
             tl.store(o_ptr + o_row[:, None] + cols_o[None, :],
                      (acc_o * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
         else:
-            omask = omask_row[:, None] & d_mask[None, :]
-            tl.store(o_ptr + o_row[:, None] + d[None, :],
+            omask = omask_row[:, None] & cmask[None, :]
+            tl.store(o_ptr + o_row[:, None] + cols[None, :],
                      (acc * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
+            if V_WIN:
+                tl.store(o_ptr + o_row[:, None] + cols_t[None, :],
+                         (acc_t * inv_l[:, None]).to(o_ptr.dtype.element_ty),
+                         mask=omask_row[:, None] & tmask[None, :])
     else:
         # partials: po [num_tokens, Hq, NUM_SPLITS, HEAD_SIZE] fp32, pml [.., NUM_SPLITS, 2]
         p_row = (tok * num_q_heads + head) * NUM_SPLITS + split
@@ -361,8 +437,11 @@ def _paged_attention_kernel(
             tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_e[None, :], acc_e, mask=omask)
             tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_o[None, :], acc_o, mask=omask)
         else:
-            omask = omask_row[:, None] & d_mask[None, :]
-            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + d[None, :], acc, mask=omask)
+            omask = omask_row[:, None] & cmask[None, :]
+            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols[None, :], acc, mask=omask)
+            if V_WIN:
+                tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_t[None, :], acc_t,
+                         mask=omask_row[:, None] & tmask[None, :])
 
 
 @triton.jit
@@ -405,6 +484,8 @@ class AttentionConfig:
     max_registers: int | None = None  # per-thread register cap: more programs fit on an SM
     imma: int | None = None  # INT8 cache on int8 tensor cores: 1 = q.K (q -> int8 per row),
     #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
+    v_reg: bool | None = None  # convert 8-bit V tiles in registers (no byte-wise shared reads)
+    v_window: bool | None = None  # per-token-head V read as an 8-byte-aligned window + tail
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -422,11 +503,16 @@ def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
     return best
 
 
-def _default_config(quantized: bool, head_pad: int, is_decode: bool) -> dict:
+def _default_config(quantized: bool, head_pad: int, is_decode: bool,
+                    fp8_tensor: bool = False) -> dict:
     """Launch parameters measured best on an H100 (bench/tune_attention.py sweeps).
 
     Quantized tiles take more instructions per byte than bf16 (conversion, scales), so they run
     best as small 2-warp programs: more independent programs per SM hide more latency.
+    FP8 per-tensor (aligned rows, no per-token scales) gains from converting V in registers and,
+    at head 128, from double-buffered K/V (``num_stages`` 5; 3 and 4 single-buffer behind the
+    block-table load); the per-token-head layouts measured no better with either
+    (bench/NOTES-runtime.md, round 4).
     """
     if not is_decode:
         return dict(block_n=64 if head_pad <= 128 else 32, num_warps=4, num_stages=2)
@@ -436,6 +522,10 @@ def _default_config(quantized: bool, head_pad: int, is_decode: bool) -> dict:
         if head_pad <= 128:
             return dict(block_n=64, num_warps=4, num_stages=3)
         return dict(block_n=32, num_warps=4, num_stages=3)
+    if fp8_tensor and head_pad <= 64:
+        return dict(block_n=128, num_warps=2, num_stages=2, v_reg=True)
+    if fp8_tensor and head_pad <= 128:
+        return dict(block_n=64, num_warps=2, num_stages=5, v_reg=True)
     # imma=1: int8 q.K on integer tensor cores, 2-3% faster than fp16 dots on the H100.
     if head_pad <= 64:
         return dict(block_n=128, num_warps=2, num_stages=2, imma=1)
@@ -511,13 +601,19 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     if block_m % group_pad:
         raise ValueError(f"block_m {block_m} must be a multiple of the padded group {group_pad}")
     block_q = block_m // group_pad
-    default = _default_config(args.KV_MODE != KV_MODE_NONE, head_pad, is_decode)
+    default = _default_config(args.KV_MODE != KV_MODE_NONE, head_pad, is_decode,
+                              fp8_tensor=lay.quant_mode == "fp8_per_tensor")
     block_n = cfg.block_n or default["block_n"]
     if not use_dot:
         block_n = cfg.block_n or max(16, min(64, 8192 // (group_pad * head_pad)))
 
     imma = cfg.imma if cfg.imma is not None else default.get("imma", 0)
     imma = int(imma) if (args.KV_MODE == 2 and use_dot) else 0
+    v_reg = bool(cfg.v_reg if cfg.v_reg is not None else default.get("v_reg", False))
+    v_reg = v_reg and args.KV_MODE != KV_MODE_NONE and not interpreting()
+    v_win = bool(cfg.v_window if cfg.v_window is not None else default.get("v_window", False))
+    v_win = (v_win and args.KV_MODE in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and use_dot
+             and imma < 2 and d == head_pad and d >= 16)
     pow2_bs = cache.block_size & (cache.block_size - 1) == 0
     paged3d = bool(cfg.paged3d) and pow2_bs  # opt-in: measured slower on an H100 (NOTES-runtime)
     if is_decode:
@@ -570,7 +666,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         HEAD_PAD=head_pad, BLOCK_SIZE=cache.block_size, NUM_SPLITS=num_splits,
         IS_DECODE=is_decode, USE_DOT=use_dot, IEEE_DOT=query.dtype == torch.float32,
         F16=f16, INTERP=interpreting(), TPP=min(cache.block_size, block_n),
-        PAGED3D=paged3d, IMMA=imma,
+        PAGED3D=paged3d, IMMA=imma, V_REG=v_reg, V_WIN=v_win,
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
     if num_splits > 1:
