@@ -25,8 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kvplan.runtime._common import (KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
-                                    KV_MODE_NONE, cache_args,
+from kvplan.runtime._common import (KV_MODE_INT4_PTH, KV_MODE_NONE, cache_args,
                                     cache_constexprs, fp8_decode, interpreting,
                                     num_sms)
 from kvplan.runtime.cache import PagedKVCache, hadamard
@@ -221,7 +220,7 @@ def _paged_attention_kernel(
     KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, NUM_SPLITS: tl.constexpr,
     IS_DECODE: tl.constexpr, USE_DOT: tl.constexpr, IEEE_DOT: tl.constexpr,
     F16: tl.constexpr, INTERP: tl.constexpr, TPP: tl.constexpr, PAGED3D: tl.constexpr,
-    IMMA: tl.constexpr, V_REG: tl.constexpr = False, V_WIN: tl.constexpr = False,
+    IMMA: tl.constexpr, V_REG: tl.constexpr = False,
 ):
     pid = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -285,8 +284,6 @@ def _paged_attention_kernel(
         q = _prep_q(tl.load(q_ptr + q_row[:, None] + d[None, :],
                             mask=row_valid[:, None] & d_mask[None, :], other=0.0), q_scale, F16)
         acc = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)
-        c16 = tl.arange(0, 16)
-        acc_t = tl.zeros([BLOCK_M, 16], tl.float32)  # V_WIN: output columns D-4 .. D-1
         if IMMA > 0:
             # INT8 cache on integer tensor cores: q -> int8 with one scale per row (8 bits, like
             # bf16's mantissa), so K/V bytes feed the MMA unconverted.
@@ -322,26 +319,10 @@ def _paged_attention_kernel(
             kx = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
                               d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
             fast: tl.constexpr = F16 and not INTERP
-            if V_WIN:
-                # V rows start 4 bytes past an 8-byte boundary: read the aligned window
-                # [V_OFF - 4, V_OFF - 4 + D) (K scale bytes, then V[0:D-4]) and the tail
-                # [V_OFF - 4 + D, +8) (V[D-4:D], then the V scale); 8-byte copies throughout.
-                wx = _gather_rows(cv_ptr + (V_OFF - 4), bt_row, start, lo, s_hi, kvh, stride_cb,
-                                  stride_ch, d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE,
-                                  TPP, PAGED3D)
-                tx = _gather_rows(cv_ptr + (V_OFF - 4 + HEAD_PAD), bt_row, start, lo, s_hi, kvh,
-                                  stride_cb, stride_ch, c16, c16 < 8, STRIDE_S, 16, BLOCK_N,
-                                  BLOCK_SIZE, TPP, PAGED3D)
-                v = _convert_tile(wx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast, V_REG)
-                v = tl.where(d[None, :] >= 4, v, 0.0)
-                v_t = _convert_tile(tx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast, V_REG)
-                v_t = tl.where(c16[None, :] < 4, v_t, 0.0)
-            else:
-                vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb,
-                                  stride_ch, d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE,
-                                  TPP, PAGED3D)
-                if IMMA < 2:
-                    v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast, V_REG)
+            vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
+                              d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
+            if IMMA < 2:
+                v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast, V_REG)
             if IMMA > 0:
                 kt = tl.trans(kx)
                 s = _idot(q, kt, INTERP) + _idot(q_lo, kt, INTERP) * (1.0 / 254.0)
@@ -385,10 +366,7 @@ def _paged_attention_kernel(
         else:
             if KV_MODE >= 2:
                 p = p * v_sc[None, :]
-            pd = p.to(DTYPE)
-            acc = acc * alpha[:, None] + _dot(pd, v, USE_DOT, IEEE_DOT, INTERP)
-            if V_WIN:
-                acc_t = acc_t * alpha[:, None] + _dot(pd, v_t, USE_DOT, IEEE_DOT, INTERP)
+            acc = acc * alpha[:, None] + _dot(p.to(DTYPE), v, USE_DOT, IEEE_DOT, INTERP)
 
     tok = (q_start + qi).to(tl.int64)
     if KV_MODE == 4:
@@ -399,16 +377,6 @@ def _paged_attention_kernel(
         cmask = dh_mask
     else:
         acc = acc * out_scale
-        acc_t = acc_t * out_scale
-        if V_WIN:  # window column c holds V column c - 4; tail column j holds D - 4 + j
-            cols = d - 4
-            cmask = (d >= 4) & d_mask
-            cols_t = HEAD_SIZE - 4 + c16
-        else:
-            cols = d
-            cmask = d_mask
-            cols_t = c16
-        tmask = c16 < 4
     omask_row = row_valid
     if NUM_SPLITS == 1:
         inv_l = 1.0 / tl.where(l_i > 0, l_i, 1.0)  # padding rows have l = 0 (never stored)
@@ -420,13 +388,9 @@ def _paged_attention_kernel(
             tl.store(o_ptr + o_row[:, None] + cols_o[None, :],
                      (acc_o * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
         else:
-            omask = omask_row[:, None] & cmask[None, :]
-            tl.store(o_ptr + o_row[:, None] + cols[None, :],
+            omask = omask_row[:, None] & d_mask[None, :]
+            tl.store(o_ptr + o_row[:, None] + d[None, :],
                      (acc * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
-            if V_WIN:
-                tl.store(o_ptr + o_row[:, None] + cols_t[None, :],
-                         (acc_t * inv_l[:, None]).to(o_ptr.dtype.element_ty),
-                         mask=omask_row[:, None] & tmask[None, :])
     else:
         # partials: po [num_tokens, Hq, NUM_SPLITS, HEAD_SIZE] fp32, pml [.., NUM_SPLITS, 2]
         p_row = (tok * num_q_heads + head) * NUM_SPLITS + split
@@ -437,11 +401,8 @@ def _paged_attention_kernel(
             tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_e[None, :], acc_e, mask=omask)
             tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_o[None, :], acc_o, mask=omask)
         else:
-            omask = omask_row[:, None] & cmask[None, :]
-            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols[None, :], acc, mask=omask)
-            if V_WIN:
-                tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_t[None, :], acc_t,
-                         mask=omask_row[:, None] & tmask[None, :])
+            omask = omask_row[:, None] & d_mask[None, :]
+            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + d[None, :], acc, mask=omask)
 
 
 @triton.jit
@@ -485,7 +446,6 @@ class AttentionConfig:
     imma: int | None = None  # INT8 cache on int8 tensor cores: 1 = q.K (q -> int8 per row),
     #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
     v_reg: bool | None = None  # convert 8-bit V tiles in registers (no byte-wise shared reads)
-    v_window: bool | None = None  # per-token-head V read as an 8-byte-aligned window + tail
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -611,9 +571,6 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     imma = int(imma) if (args.KV_MODE == 2 and use_dot) else 0
     v_reg = bool(cfg.v_reg if cfg.v_reg is not None else default.get("v_reg", False))
     v_reg = v_reg and args.KV_MODE != KV_MODE_NONE and not interpreting()
-    v_win = bool(cfg.v_window if cfg.v_window is not None else default.get("v_window", False))
-    v_win = (v_win and args.KV_MODE in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and use_dot
-             and imma < 2 and d == head_pad and d >= 16)
     pow2_bs = cache.block_size & (cache.block_size - 1) == 0
     paged3d = bool(cfg.paged3d) and pow2_bs  # opt-in: measured slower on an H100 (NOTES-runtime)
     if is_decode:
@@ -666,7 +623,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         HEAD_PAD=head_pad, BLOCK_SIZE=cache.block_size, NUM_SPLITS=num_splits,
         IS_DECODE=is_decode, USE_DOT=use_dot, IEEE_DOT=query.dtype == torch.float32,
         F16=f16, INTERP=interpreting(), TPP=min(cache.block_size, block_n),
-        PAGED3D=paged3d, IMMA=imma, V_REG=v_reg, V_WIN=v_win,
+        PAGED3D=paged3d, IMMA=imma, V_REG=v_reg,
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
     if num_splits > 1:

@@ -69,9 +69,7 @@ def test_attention_decode_split_k_matches_reference(device, kv_cache_dtype, num_
                                  AttentionConfig(imma=0, paged3d=False, block_n=16, num_splits=3),
                                  AttentionConfig(imma=1, paged3d=False, block_n=64, num_splits=1),
                                  AttentionConfig(v_reg=True, block_n=64, num_warps=2, num_stages=5,
-                                                 num_splits=2),
-                                 AttentionConfig(v_window=True, imma=1, block_n=32, num_splits=1),
-                                 AttentionConfig(v_window=True, imma=0, block_n=16, num_splits=3)])
+                                                 num_splits=2)])
 def test_attention_decode_launch_variants_match_reference(device, kv_cache_dtype, cfg):
     """Int8 tensor-core q.K, page-structured gathers, and splits whose ranges start and end
     inside a tile (edge tiles masked, whole tiles unmasked) all compute the same function."""
@@ -135,11 +133,11 @@ def test_attention_prefill_block_m_and_empty_chunks(device):
     qsl = torch.tensor([0, 50, 50, 53], dtype=torch.int32, device=device)
     q = torch.randn(53, 4, 64, generator=gen, device=device).to(torch.bfloat16)
     ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl)
-    for block_m, v_window in ((16, False), (32, False), (32, True)):
+    for block_m in (16, 32):
         out = torch.full_like(q, float("nan"))
         paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl, out=out,
-                        config=AttentionConfig(block_m=block_m, block_n=16, v_window=v_window))
-        _check(out, ref, "int8_per_token_head", f"block_m={block_m} v_window={v_window}")
+                        config=AttentionConfig(block_m=block_m, block_n=16))
+        _check(out, ref, "int8_per_token_head", f"block_m={block_m} q_lens={q_lens}")
 
 
 @pytest.mark.parametrize("kv_cache_dtype,model_dtype", [
@@ -245,8 +243,6 @@ def test_attention_gpu_configs_agree(cuda_device, kv_cache_dtype):
                 AttentionConfig(imma=1, paged3d=True, num_splits=4, max_registers=168),
                 AttentionConfig(imma=0, paged3d=False, block_n=128, num_warps=4),
                 AttentionConfig(v_reg=True, num_stages=5), AttentionConfig(v_reg=False),
-                AttentionConfig(v_window=True), AttentionConfig(v_window=True, v_reg=True),
-                AttentionConfig(v_window=False),
                 AttentionConfig(v_reg=True, block_n=128, num_warps=2, num_stages=2)):
         out, ref = _decode(batch, 32, gen, "cuda", config=cfg)
         _check(out, ref, layout.quant_mode, str(cfg))
