@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,9 @@ pytest.importorskip("triton")
 
 from test_bench import FAKE  # noqa: E402
 
-ENV = {"COLUMNS": "160", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
+ENV = {"COLUMNS": "160", "NO_COLOR": "1", "PATH": "/usr/bin:/bin",
+       # keep a PYTHONPATH install (a machine where kvplan's dependencies live off site-packages)
+       **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {})}
 
 
 def _kvplan(*args: str) -> subprocess.CompletedProcess:
