@@ -92,7 +92,7 @@ def main() -> None:
             if best is None or ms < best["ms"]:
                 best = row
         print(f"BEST {mode}: {best}", flush=True)
-        del cache, bt
+        cache = bt = None  # free the cache before the next mode's
         torch.cuda.empty_cache()
     if a.out:
         a.out.write_text(json.dumps({"shape": a.shape, "sdpa_ms": sdpa, "rows": results}, indent=1))

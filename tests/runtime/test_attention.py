@@ -1,7 +1,6 @@
 """Paged attention kernel (decode + chunked prefill) vs the torch reference, every layout."""
 from __future__ import annotations
 
-import math
 
 import pytest
 
