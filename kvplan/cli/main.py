@@ -248,6 +248,18 @@ if _invoked_command() not in _CORE:  # keep `kvplan plan` cold start free of opt
     _register_optional()
 
 
+def _usage_line(e: Exception) -> str:
+    """One line for a command-line usage error (click prints usage + message over 3-4 lines):
+    the problem, then where the valid forms are listed."""
+    msg = " ".join(str(e.format_message()).split())  # type: ignore[attr-defined]
+    msg = msg.replace(": Value error, ", ": ")
+    ctx = getattr(e, "ctx", None)
+    path = (getattr(ctx, "command_path", "") or "").split() if ctx is not None else []
+    where = " ".join(["kvplan", *path[1:]])  # the program name may be `-c` or `__main__.py`
+    msg = msg.rstrip(".")
+    return f"{msg[:1].lower()}{msg[1:]} (see '{where} --help')"
+
+
 def main() -> None:
     """Console entry point: input errors are one line on stderr and exit code 2."""
     try:
@@ -260,8 +272,9 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as e:  # (typer's vendored) click usage errors arrive here in non-standalone mode
-        if hasattr(e, "show") and hasattr(e, "exit_code"):
-            e.show()
+        if hasattr(e, "format_message") and hasattr(e, "exit_code"):
+            err_console().print(f"kvplan: error: {_usage_line(e)}", markup=False, highlight=False,
+                                soft_wrap=True)
             sys.exit(2 if e.exit_code not in (0, 1) else e.exit_code)
         if type(e).__name__ == "Abort":
             sys.exit(130)

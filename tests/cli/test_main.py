@@ -133,3 +133,22 @@ def test_version() -> None:
 def test_console_entry_exit_code_1_on_error_finding() -> None:
     r = kvplan("plan", str(CORPUS / "gemma-2b" / "config.json"), "--kv-cache-dtype", "bfloat16")
     assert r.returncode == 1 and json.loads(r.stdout)["findings"]
+
+
+def test_usage_errors_are_one_line_exit_2() -> None:
+    """Option values the parser rejects (wrong --format, missing argument, unknown command) get
+    the same one-line form as input errors, naming the valid values and the help to read."""
+    cases = [
+        (["lint", "examples/deploy", "--format", "xml"],
+         "'xml' is not one of 'text', 'json', 'sarif', 'github', 'junit'", "kvplan lint --help"),
+        (["plan", GPT_OSS, "--format", "yaml"], "'yaml' is not one of", "kvplan plan --help"),
+        (["plan"], "missing argument", "kvplan plan --help"),
+        (["plna"], "no such command 'plna'", "kvplan --help"),
+    ]
+    for args, expect, helps in cases:
+        r = kvplan(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("kvplan: error: "), r.stderr
+        assert expect in lines[0] and f"(see '{helps}')" in lines[0], lines[0]
+        assert "Usage:" not in r.stderr and "Value error" not in r.stderr and r.stdout == ""
