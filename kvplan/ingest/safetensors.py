@@ -1,11 +1,14 @@
-"""Read k/v/q scale tensors from safetensors headers without loading any tensor data.
+"""Read k/v/q scale tensors from safetensors files without loading any weights.
 
 A safetensors file starts with an 8-byte little-endian header length N, then N bytes of JSON
-mapping tensor names to {dtype, shape, data_offsets}. kvplan reads only that header.
+mapping tensor names to {dtype, shape, data_offsets}; tensor data follows, at offsets relative
+to byte 8 + N. kvplan reads the header, and the data of the scale tensors only (a few bytes each;
+at most 4096 elements), so their values can be checked before launch.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 from pathlib import Path
@@ -22,8 +25,17 @@ _SCALE_RE = re.compile(r"(?:^|\.)(k_scale|v_scale|q_scale|kv_scale|prob_scale)$"
 _LAYER_RE = re.compile(r"\.(?:layers|h|blocks|block)\.(\d+)\.")
 
 
+_MAX_VALUES = 4096  # per-tensor or per-head scales are tiny; anything larger is not read
+_DECODE = {"F32": ("f", 4), "F64": ("d", 8), "F16": ("e", 2), "BF16": ("H", 2)}
+
+
 def read_header(path: Path) -> dict[str, Any]:
     """The JSON header of one .safetensors file; corrupt files are one clear input error."""
+    return _read_header(path)[0]
+
+
+def _read_header(path: Path) -> tuple[dict[str, Any], int]:
+    """(header, byte offset where tensor data starts)."""
     try:
         with path.open("rb") as f:
             head = f.read(8)
@@ -49,7 +61,39 @@ def read_header(path: Path) -> dict[str, Any]:
     if not isinstance(header, dict):
         raise KvplanInputError(f"corrupt safetensors header in {path}: not a JSON object.",
                                "Re-download the file or remove it from the folder.")
-    return header
+    return header, 8 + n
+
+
+def _scale_values(path: Path, base: int, name: str, meta: dict[str, Any],
+                  numel: int) -> tuple[float | None, float | None]:
+    """(min, max) of a small scale tensor's data; (None, None) when kvplan does not read it.
+    min is NaN when any element is NaN. Data past the end of the file is an input error."""
+    dec = _DECODE.get(str(meta.get("dtype")))
+    offs = meta.get("data_offsets")
+    if dec is None or numel == 0 or numel > _MAX_VALUES or not (
+            isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs)):
+        return None, None
+    code, size = dec
+    if offs[1] - offs[0] != numel * size or offs[0] < 0:
+        raise KvplanInputError(f"corrupt safetensors header in {path}: {name} has data_offsets {offs} "
+                               f"for {numel} {meta.get('dtype')} element(s).",
+                               "Re-download the file.")
+    try:
+        with path.open("rb") as f:
+            f.seek(base + offs[0])
+            raw = f.read(offs[1] - offs[0])
+    except OSError as e:
+        raise KvplanInputError(f"cannot read {path}: {e.__class__.__name__}.",
+                               "Check the file permissions.") from None
+    if len(raw) != numel * size:
+        raise KvplanInputError(f"corrupt safetensors file {path}: the data of {name} lies past the end "
+                               "of the file (truncated download?).", "Re-download the file.")
+    vals = struct.unpack(f"<{numel}{code}", raw)
+    if code == "H":  # bfloat16: the high half of an fp32
+        vals = struct.unpack(f"<{numel}f", struct.pack(f"<{numel}I", *(v << 16 for v in vals)))
+    if any(math.isnan(v) for v in vals):
+        return math.nan, math.nan
+    return float(min(vals)), float(max(vals))
 
 
 def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...], int]:
@@ -70,7 +114,8 @@ def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...],
     out: list[ScaleTensor] = []
     total = 0
     for p in files:
-        for name, meta in read_header(p).items():
+        header, base = _read_header(p)
+        for name, meta in header.items():
             if name == "__metadata__" or not isinstance(meta, dict):
                 continue
             offs = meta.get("data_offsets")
@@ -84,7 +129,10 @@ def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...],
             if not isinstance(shape, list) or not all(isinstance(s, int) for s in shape):
                 raise KvplanInputError(f"corrupt safetensors header in {p}: bad shape for {name}.",
                                        "Re-download the file.")
+            numel = math.prod(shape)
+            vmin, vmax = _scale_values(p, base, name, meta, numel)
             out.append(ScaleTensor(name=name, kind=m.group(1), layer=int(lm.group(1)),
-                                   shape=tuple(shape), dtype=str(meta.get("dtype", "?")), file=p.name))
+                                   shape=tuple(shape), dtype=str(meta.get("dtype", "?")), file=p.name,
+                                   vmin=vmin, vmax=vmax))
     out.sort(key=lambda s: (s.layer, s.kind, s.name))
     return tuple(out), tuple(p.name for p in files), total

@@ -21,6 +21,15 @@ class ScaleTensor(Frozen):
     """safetensors dtype string (F32, BF16, F16, ...)."""
     file: str
     """The .safetensors file that holds it."""
+    vmin: Optional[float] = None
+    """Smallest value, read from the tensor data (None when not read: over 4096 elements, or a
+    dtype kvplan does not decode). NaN when any element is NaN."""
+    vmax: Optional[float] = None
+    """Largest value, read from the tensor data (None when not read)."""
+
+    @property
+    def values_read(self) -> bool:
+        return self.vmin is not None and self.vmax is not None
 
     @property
     def numel(self) -> int:

@@ -139,3 +139,91 @@ def scales_unused(ctx):
         lp.quant_mode.is_per_token_head or lp.quant_mode is QuantMode.none))
     if unused:
         yield Emit(f"{len(unused)} layer(s) have checkpoint k/v scales that their KV mode does not use.", unused)
+
+
+def _loaded_kv_scales(ctx):
+    """{layer: {kind: ScaleTensor}} of the k/v scales vLLM loads (value-read tensors only), for
+    per-tensor FP8 layers whose scale source is the checkpoint."""
+    src = {lp.index for lp in ctx.layers if lp.quant_mode is QuantMode.fp8_per_tensor and lp.scale_source in (
+        ScaleSource.checkpoint_per_tensor, ScaleSource.checkpoint_per_head)}
+    out: dict[int, dict[str, object]] = {}
+    for s in ctx.quant.scales:
+        if s.layer in src and s.kind in ("k_scale", "v_scale", "kv_scale") and s.values_read:
+            out.setdefault(s.layer, {})["k_scale" if s.kind == "kv_scale" else s.kind] = s
+    return out
+
+
+def _bad_value(s) -> str | None:
+    """Why a scale tensor's values break the layer, from compressed-tensors' point of view (values
+    used as they are), or None."""
+    if s.vmin != s.vmin:
+        return f"{s.name} is NaN"
+    if s.vmin in (float("inf"), float("-inf")) or s.vmax in (float("inf"), float("-inf")):
+        return f"{s.name} is infinite"
+    if s.vmin <= 0:
+        return f"{s.name} has a value <= 0 ({s.vmin:g})"
+    return None
+
+
+@declare(code="KV408", name="invalid-scale-values", severity="error", family="scales",
+         summary="A checkpoint k/v scale that vLLM loads is zero, negative, NaN or infinite.",
+         why="Writes divide by the scale and attention multiplies by it. In BaseKVCacheMethod (fp8, "
+             "ModelOpt) a k scale that is not > 0 while the scales are not both absent (< 0) fails "
+             "'assert k_scale > 0' after the weights load; compressed-tensors uses the values as they "
+             "are, so a zero or NaN scale turns the layer's KV into inf/NaN with no error.",
+         fix="Re-export or re-calibrate the checkpoint's k/v scales (`kvplan calibrate` writes valid "
+             "ones), or serve with --kv-cache-dtype fp8_per_token_head / int8_per_token_head, which "
+             "ignore checkpoint scales.",
+         references=(KVM, "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py"
+                          "::CompressedTensorsKVCacheMethod"))
+def invalid_scale_values(ctx):
+    ct = ctx.quant.ct_kv_cache_scheme is not None
+    bad: dict[int, str] = {}
+    for layer, kinds in sorted(_loaded_kv_scales(ctx).items()):
+        k, v = kinds.get("k_scale"), kinds.get("v_scale")
+        if ct:
+            why = next((w for w in (_bad_value(s) for s in (k, v) if s is not None) if w), None)
+        else:
+            # BaseKVCacheMethod: < 0 means absent; both absent -> 1.0; k > 0 and v > 0 -> used;
+            # otherwise assert k > 0, then both = max(k, v).
+            kv_ = k.vmin if k is not None else -1.0
+            vv = v.vmin if v is not None else -1.0
+            nonfinite = next((w for w in (_bad_value(s) for s in (k, v) if s is not None)
+                              if w and ("NaN" in w or "infinite" in w)), None)
+            if nonfinite:
+                why = nonfinite
+            elif kv_ < 0 and vv < 0:
+                why = None  # treated as absent: 1.0 (KV409 says so)
+            elif not kv_ > 0:
+                why = (f"{k.name} is {kv_:g}: vLLM 0.33 raises AssertionError (assert k_scale > 0)"
+                       if k is not None else None)  # k absent, v present: KV403
+            else:
+                why = None
+        if why:
+            bad[layer] = why
+    if bad:
+        first = next(iter(bad.values()))
+        yield Emit(f"{len(bad)} layer(s) have invalid checkpoint k/v scale values (e.g. {first}).",
+                   tuple(bad))
+
+
+@declare(code="KV409", name="placeholder-scales", severity="warning", family="scales",
+         summary="The checkpoint's k/v scales are all 1.0 or all negative: FP8 KV runs uncalibrated.",
+         why="Exporters write 1.0 (or the -1 'absent' sentinel) when no calibration ran. vLLM then "
+             "stores K/V divided by 1.0, exactly as with no scales at all, and logs only 'Using KV cache "
+             "scaling factor 1.0 for fp8_e4m3'; the plan's scale source says checkpoint, but nothing "
+             "was calibrated.",
+         fix="Calibrate the scales (ModelOpt / llm-compressor, or `kvplan calibrate` + --kv-scales), or "
+             "use --kv-cache-dtype fp8_per_token_head / int8_per_token_head.",
+         references=(KVM,))
+def placeholder_scales(ctx):
+    ct = ctx.quant.ct_kv_cache_scheme is not None
+    layers = []
+    for layer, kinds in sorted(_loaded_kv_scales(ctx).items()):
+        vals = [(s.vmin, s.vmax) for s in kinds.values()]
+        if all(lo == 1.0 and hi == 1.0 for lo, hi in vals) or (
+                not ct and "k_scale" in kinds and "v_scale" in kinds and all(hi < 0 for _, hi in vals)):
+            layers.append(layer)
+    if layers:
+        yield Emit(f"{len(layers)} layer(s) load checkpoint k/v scales that are placeholders (1.0, or the "
+                   "-1 'absent' sentinel): FP8 KV on these layers is uncalibrated.", tuple(layers))

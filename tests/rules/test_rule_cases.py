@@ -41,7 +41,11 @@ def test_rule_case(code: str, i: int, case: dict, tmp_path: Path) -> None:
         (tmp_path / "hf_quant_config.json").write_text(json.dumps(case["hf_quant_config"]))
     if "scales" in case:
         from tests.ingest.test_safetensors import write_safetensors
-        write_safetensors(tmp_path / "model.safetensors", {n: ("F32", shape) for n, shape in case["scales"].items()})
+        # `name: shape`, or `name: {shape: [...], value: v}` (the value of every element; v may be
+        # .nan / .inf in YAML); scales default to 0.05
+        write_safetensors(tmp_path / "model.safetensors", {
+            n: ("F32", spec["shape"], spec["value"]) if isinstance(spec, dict) else ("F32", spec)
+            for n, spec in case["scales"].items()})
     budget = int(case["kv_budget_gib"] * 2**30) if "kv_budget_gib" in case else None
     plan = kvplan.api.compile(tmp_path, case.get("flags", ""), case.get("gpu"), kv_budget_bytes=budget,
                               engine=case.get("engine"))
