@@ -68,3 +68,35 @@ class QuantMetadata(Frozen):
     """A `kvplan calibrate` k/v scales file given with --kv-scales (calibrated per-tensor FP8 scales)."""
     calibrated_layers: tuple[int, ...] = ()
     """Layers that file holds k/v scales for."""
+
+
+def loaded_kv_scale_values(quant: "QuantMetadata", layer: int) -> Optional[tuple[float, float]]:
+    """The (k_scale, v_scale) floats vLLM 0.33 ends with for a per-tensor FP8 layer that loads this
+    checkpoint's scales, from the values kvplan read; None when no k/v scale tensor of the layer
+    was read, or when vLLM would refuse them (its ``assert k_scale > 0``).
+
+    compressed-tensors copies the tensors as they are (host float: max over heads); any other
+    checkpoint KV method goes through BaseKVCacheMethod: -1 marks an absent scale, both absent
+    -> 1.0, both > 0 -> used, else k must be > 0 and both become max(k, v). A deprecated
+    ``kv_scale`` is the k scale.
+    """
+    found: dict[str, ScaleTensor] = {}
+    for s in quant.scales:
+        if s.layer == layer and s.kind in ("k_scale", "v_scale", "kv_scale"):
+            found["k_scale" if s.kind == "kv_scale" else s.kind] = s
+    if not found or not all(s.values_read for s in found.values()):
+        return None
+    k, v = found.get("k_scale"), found.get("v_scale")
+    if quant.ct_kv_cache_scheme is not None:
+        return (k.vmax if k else 1.0), (v.vmax if v else 1.0)  # type: ignore[return-value]
+    kv = k.vmax if k else -1.0
+    vv = v.vmax if v else -1.0
+    assert kv is not None and vv is not None
+    if kv > 0 and vv > 0:
+        return kv, vv
+    if kv < 0 and vv < 0:
+        return 1.0, 1.0
+    if not kv > 0:
+        return None
+    m = max(kv, vv)
+    return m, m

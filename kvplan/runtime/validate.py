@@ -128,8 +128,12 @@ def likely_cause(layout: LayerLayout, stats: dict[str, float], k_scale: Optional
     return "; ".join(causes)
 
 
-def _scales_for(layer: dict, kv_scales) -> tuple[Optional[float], Optional[float], Optional[str]]:
-    """Static per-tensor (k_scale, v_scale) for an fp8_per_tensor layer, or a reason it cannot run."""
+def _scales_for(layer: dict, kv_scales, quant=None) -> tuple[Optional[float], Optional[float], Optional[str]]:
+    """Static per-tensor (k_scale, v_scale) for an fp8_per_tensor layer, or a reason it cannot run.
+
+    ``quant``: the checkpoint's QuantMetadata (scale values read from its safetensors), when the
+    plan was made from a checkpoint folder here; a PLAN.json carries no scale values.
+    """
     src = layer.get("scale_source")
     idx = layer["index"]
     if kv_scales is not None:
@@ -140,8 +144,16 @@ def _scales_for(layer: dict, kv_scales) -> tuple[Optional[float], Optional[float
         return None, None, ("the plan says calibrated scales but no --kv-scales file covering this layer "
                             "was given")
     if src in ("checkpoint_per_tensor", "checkpoint_per_head"):
-        return None, None, ("checkpoint k/v scale values are not read (kvplan reads safetensors headers "
-                            "only); pass them with --kv-scales to run this layer")
+        if quant is None:
+            return None, None, ("a PLAN.json carries no k/v scale values: validate the checkpoint folder "
+                                "itself, or pass the scales with --kv-scales")
+        from kvplan.model.quant import loaded_kv_scale_values  # noqa: PLC0415
+        vals = loaded_kv_scale_values(quant, int(idx))
+        if vals is None:
+            return None, None, ("the checkpoint's k/v scale values were not read (over 4096 elements or a "
+                                "dtype kvplan does not decode) or vLLM would refuse them (KV408); pass "
+                                "scales with --kv-scales to run this layer")
+        return vals[0], vals[1], None
     return 1.0, 1.0, None  # default_1.0: what vLLM uses
 
 
@@ -259,6 +271,21 @@ def summarize(layers: list[LayerResult]) -> list[ModeSummary]:
     return out
 
 
+def _checkpoint_quant(plan: Any, flags: Any = None):
+    """The QuantMetadata (with scale values) of a config/checkpoint path, None for a Plan or PLAN.json."""
+    from kvplan.model.plan import Plan  # noqa: PLC0415
+    if isinstance(plan, Plan):
+        return None
+    p = Path(plan)
+    if p.is_file() and p.suffix.lower() == ".json" and p.name != "config.json":
+        from kvplan.emit.load import looks_like_plan, read_json  # noqa: PLC0415
+        if looks_like_plan(read_json(p)):
+            return None
+    from kvplan.api import flags_from  # noqa: PLC0415
+    from kvplan.ingest.checkpoint import load_model_inputs  # noqa: PLC0415
+    return load_model_inputs(p, quantization_flag=flags_from(flags).quantization).quant
+
+
 def load_plan_input(plan: Any, flags: Any = None, kv_scales: Optional[str | Path] = None):
     """A Plan object, a PLAN.json, or a config/checkpoint path planned with ``flags``."""
     from kvplan.model.plan import Plan  # noqa: PLC0415
@@ -295,6 +322,7 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
     from kvplan.runtime.kvsource import open_source  # noqa: PLC0415
     scales_doc = load_kv_scales(kv_scales) if kv_scales is not None else None
     plan_obj, plan_source = load_plan_input(plan, flags, kv_scales)
+    ckpt_quant = _checkpoint_quant(plan, flags)
     source = open_source(kv_source, cache_dir=Path(cache_dir) if cache_dir else None, device="cpu",
                          seed=seed, synthetic_tokens=synthetic_tokens, log=log)
     if block_size is None:
@@ -330,7 +358,7 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
             continue
         k_scale = v_scale = None
         if layer.get("quant_mode") == "fp8_per_tensor":
-            k_scale, v_scale, why = _scales_for(layer, scales_doc)
+            k_scale, v_scale, why = _scales_for(layer, scales_doc, ckpt_quant)
             if why is not None:
                 results.append(_skip(layer, why))
                 continue

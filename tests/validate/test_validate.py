@@ -105,3 +105,55 @@ def test_validate_smollm2_plans_on_captured_activations(tmp_path) -> None:
         means[dtype] = doc["modes"][0]["mean_rel_l2"]
         assert all(x["bytes_equal"] for x in doc["layers"] if x["status"] != "skipped")
     assert means["int8_per_token_head"] < means["fp8"]
+
+
+def _fp8_checkpoint(folder, cap, value=None):
+    """SmolLM2's config with a compressed-tensors FP8 KV scheme and per-layer k/v scales: amax/448
+    of the capture (calibrated), or ``value`` everywhere (e.g. the 1.0 placeholder)."""
+    from tests.ingest.test_safetensors import write_safetensors
+    cfg = json.loads((ROOT / SMOLLM2_CONFIG).read_text())
+    cfg["quantization_config"] = {"quant_method": "compressed-tensors", "kv_cache_scheme": {
+        "type": "float", "num_bits": 8, "strategy": "tensor", "symmetric": True, "dynamic": False}}
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    data = np.load(cap)
+    tensors = {}
+    for i in range(2):
+        for side in ("k", "v"):
+            amax = float(np.abs(data[f"{side}{i}"].astype(np.float32)).max())
+            tensors[f"model.layers.{i}.self_attn.{side}_scale"] = ("F32", [], value or amax / 448.0)
+    write_safetensors(folder / "model.safetensors", tensors)
+    return folder
+
+
+def test_checkpoint_scale_values_are_what_validate_runs(tmp_path) -> None:
+    """A checkpoint folder's own k/v scale values (read from its safetensors) drive the FP8 layers:
+    calibrated values pass; placeholder 1.0 values fail for the reason KV409 gives; a PLAN.json
+    carries no values and says how to validate them."""
+    cap = tmp_path / "tiny.npz"
+    _tiny_capture(cap, 5e-4)
+    good = _fp8_checkpoint(tmp_path / "good", cap)
+    out = tmp_path / "good.json"
+    r = kvplan("validate", good, "--kv-source", cap, "--device", "cpu", "--layers", "0-1",
+               "--format", "json", "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = report(out)
+    run = rep["layers"][:2]
+    assert [x["scale_source"] for x in run] == ["checkpoint_per_tensor"] * 2
+    k0 = float(np.abs(np.load(cap)["k0"].astype(np.float32)).max()) / 448.0
+    assert run[0]["k_scale"] == pytest.approx(k0, rel=1e-6) and all(x["status"] == "pass" for x in run)
+
+    ones = _fp8_checkpoint(tmp_path / "ones", cap, value=1.0)
+    r = kvplan("validate", ones, "--kv-source", cap, "--device", "cpu", "--layers", "0-1")
+    assert r.returncode == 1 and "uncalibrated per-tensor scale 1.0" in r.stdout, r.stdout
+    plan = kvplan("plan", ones, "--format", "json")
+    assert "KV409" in plan.stdout
+
+    pj = tmp_path / "PLAN.json"
+    pj.write_text(kvplan("plan", good, "--format", "json").stdout)
+    out = tmp_path / "pj.json"
+    r = kvplan("validate", pj, "--kv-source", cap, "--device", "cpu", "--layers", "0-1",
+               "--format", "json", "--out", out)
+    reasons = {x["reason"] for x in report(out)["layers"][:2]}
+    assert reasons == {"a PLAN.json carries no k/v scale values: validate the checkpoint folder itself, "
+                       "or pass the scales with --kv-scales"}, reasons
