@@ -9,6 +9,7 @@ from kvplan.ingest.checkpoint import load_model_inputs
 from kvplan.ingest.flags import parse_flags, split_launch_line
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import Plan
+from kvplan.model.quant import QuantMetadata
 from kvplan.planner.compile import compile_plan
 from kvplan.rules.context import GpuFacts
 
@@ -72,6 +73,18 @@ def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[s
     >>> plan.layers[0].kv_cache_dtype, plan.layers[1].kv_cache_dtype
     ('auto', 'fp8')
     """
+    return compile_with_quant(path, flags, gpu, kv_budget_bytes=kv_budget_bytes,
+                              read_safetensors=read_safetensors, extra_checks=extra_checks,
+                              engine=engine, kv_scales=kv_scales)[0]
+
+
+def compile_with_quant(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None = None,
+                       gpu: Any = None, *, kv_budget_bytes: Optional[int] = None,
+                       read_safetensors: bool = True, extra_checks: Iterable[Any] = (),
+                       engine: str | None = None,
+                       kv_scales: str | Path | None = None) -> tuple[Plan, QuantMetadata]:
+    """`compile`, also returning the checkpoint's quantization metadata (scale tensors with the
+    values read from its safetensors), for callers that need more than the plan records."""
     ev = resolve_engine(engine)
     sf = flags_from(flags)
     inputs = load_model_inputs(path, quantization_flag=sf.quantization, read_safetensors=read_safetensors)
@@ -79,6 +92,7 @@ def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[s
     if kv_scales is not None:  # `kvplan calibrate` output: per-tensor FP8 layers become scale_source calibrated
         from kvplan.ingest.kv_scales import with_kv_scales  # noqa: PLC0415
         quant = with_kv_scales(quant, kv_scales)
-    return compile_plan(inputs.arch, quant, sf, gpu_facts(gpu), source=str(path),
+    plan = compile_plan(inputs.arch, quant, sf, gpu_facts(gpu), source=str(path),
                         weight_bytes=inputs.weight_bytes, kv_budget_bytes=kv_budget_bytes,
                         extra_checks=extra_checks, engine=ev)
+    return plan, quant

@@ -70,6 +70,16 @@ class QuantMetadata(Frozen):
     """Layers that file holds k/v scales for."""
 
 
+def layer_kv_scales(quant: "QuantMetadata", layer: int) -> dict[str, ScaleTensor]:
+    """A layer's k/v scale tensors by role, ``k_scale`` / ``v_scale`` (a deprecated ``kv_scale``
+    is the k scale, as vLLM remaps it)."""
+    found: dict[str, ScaleTensor] = {}
+    for s in quant.scales:
+        if s.layer == layer and s.kind in ("k_scale", "v_scale", "kv_scale"):
+            found["k_scale" if s.kind == "kv_scale" else s.kind] = s
+    return found
+
+
 def loaded_kv_scale_values(quant: "QuantMetadata", layer: int) -> Optional[tuple[float, float]]:
     """The (k_scale, v_scale) floats vLLM 0.33 ends with for a per-tensor FP8 layer that loads this
     checkpoint's scales, from the values kvplan read; None when no k/v scale tensor of the layer
@@ -80,10 +90,7 @@ def loaded_kv_scale_values(quant: "QuantMetadata", layer: int) -> Optional[tuple
     -> 1.0, both > 0 -> used, else k must be > 0 and both become max(k, v). A deprecated
     ``kv_scale`` is the k scale.
     """
-    found: dict[str, ScaleTensor] = {}
-    for s in quant.scales:
-        if s.layer == layer and s.kind in ("k_scale", "v_scale", "kv_scale"):
-            found["k_scale" if s.kind == "kv_scale" else s.kind] = s
+    found = layer_kv_scales(quant, layer)
     if not found or not all(s.values_read for s in found.values()):
         return None
     k, v = found.get("k_scale"), found.get("v_scale")

@@ -1,6 +1,9 @@
 """Where k/v scales come from, and the scale problems vLLM reports only at load time."""
 from __future__ import annotations
 
+import math
+
+from kvplan.model.quant import layer_kv_scales, loaded_kv_scale_values
 from kvplan.model.vocab import QuantMode, ScaleSource
 from kvplan.rules.base import Emit, Set, declare
 
@@ -142,23 +145,23 @@ def scales_unused(ctx):
 
 
 def _loaded_kv_scales(ctx):
-    """{layer: {kind: ScaleTensor}} of the k/v scales vLLM loads (value-read tensors only), for
-    per-tensor FP8 layers whose scale source is the checkpoint."""
-    src = {lp.index for lp in ctx.layers if lp.quant_mode is QuantMode.fp8_per_tensor and lp.scale_source in (
-        ScaleSource.checkpoint_per_tensor, ScaleSource.checkpoint_per_head)}
-    out: dict[int, dict[str, object]] = {}
-    for s in ctx.quant.scales:
-        if s.layer in src and s.kind in ("k_scale", "v_scale", "kv_scale") and s.values_read:
-            out.setdefault(s.layer, {})["k_scale" if s.kind == "kv_scale" else s.kind] = s
+    """{layer: {role: ScaleTensor}} of the k/v scales vLLM loads, for per-tensor FP8 layers whose
+    scale source is the checkpoint and whose scale values were read."""
+    out = {}
+    for lp in ctx.layers:
+        if lp.quant_mode is QuantMode.fp8_per_tensor and lp.scale_source in (
+                ScaleSource.checkpoint_per_tensor, ScaleSource.checkpoint_per_head):
+            found = layer_kv_scales(ctx.quant, lp.index)
+            if found and all(s.values_read for s in found.values()):
+                out[lp.index] = found
     return out
 
 
 def _bad_value(s) -> str | None:
-    """Why a scale tensor's values break the layer, from compressed-tensors' point of view (values
-    used as they are), or None."""
-    if s.vmin != s.vmin:
+    """Why a scale tensor's values cannot be used as they are (zero, negative, NaN, inf), or None."""
+    if math.isnan(s.vmin) or math.isnan(s.vmax):
         return f"{s.name} is NaN"
-    if s.vmin in (float("inf"), float("-inf")) or s.vmax in (float("inf"), float("-inf")):
+    if math.isinf(s.vmin) or math.isinf(s.vmax):
         return f"{s.name} is infinite"
     if s.vmin <= 0:
         return f"{s.name} has a value <= 0 ({s.vmin:g})"
@@ -179,27 +182,16 @@ def _bad_value(s) -> str | None:
 def invalid_scale_values(ctx):
     ct = ctx.quant.ct_kv_cache_scheme is not None
     bad: dict[int, str] = {}
-    for layer, kinds in sorted(_loaded_kv_scales(ctx).items()):
-        k, v = kinds.get("k_scale"), kinds.get("v_scale")
-        if ct:
-            why = next((w for w in (_bad_value(s) for s in (k, v) if s is not None) if w), None)
-        else:
-            # BaseKVCacheMethod: < 0 means absent; both absent -> 1.0; k > 0 and v > 0 -> used;
-            # otherwise assert k > 0, then both = max(k, v).
-            kv_ = k.vmin if k is not None else -1.0
-            vv = v.vmin if v is not None else -1.0
-            nonfinite = next((w for w in (_bad_value(s) for s in (k, v) if s is not None)
-                              if w and ("NaN" in w or "infinite" in w)), None)
-            if nonfinite:
-                why = nonfinite
-            elif kv_ < 0 and vv < 0:
-                why = None  # treated as absent: 1.0 (KV409 says so)
-            elif not kv_ > 0:
-                why = (f"{k.name} is {kv_:g}: vLLM 0.33 raises AssertionError (assert k_scale > 0)"
-                       if k is not None else None)  # k absent, v present: KV403
-            else:
-                why = None
-        if why:
+    for layer, found in sorted(_loaded_kv_scales(ctx).items()):
+        whys = [w for w in map(_bad_value, found.values()) if w]
+        if ct:  # compressed-tensors uses the values as they are
+            why = whys[0] if whys else None
+        else:  # BaseKVCacheMethod: non-finite values, or a combination its assert rejects
+            why = next((w for w in whys if "NaN" in w or "infinite" in w), None)
+            k = found.get("k_scale")
+            if why is None and k is not None and loaded_kv_scale_values(ctx.quant, layer) is None:
+                why = f"{k.name} is {k.vmin:g}: vLLM 0.33 raises AssertionError (assert k_scale > 0)"
+        if why:  # (k absent with v present is KV403)
             bad[layer] = why
     if bad:
         first = next(iter(bad.values()))
@@ -219,10 +211,10 @@ def invalid_scale_values(ctx):
 def placeholder_scales(ctx):
     ct = ctx.quant.ct_kv_cache_scheme is not None
     layers = []
-    for layer, kinds in sorted(_loaded_kv_scales(ctx).items()):
-        vals = [(s.vmin, s.vmax) for s in kinds.values()]
+    for layer, found in sorted(_loaded_kv_scales(ctx).items()):
+        vals = [(s.vmin, s.vmax) for s in found.values()]
         if all(lo == 1.0 and hi == 1.0 for lo, hi in vals) or (
-                not ct and "k_scale" in kinds and "v_scale" in kinds and all(hi < 0 for _, hi in vals)):
+                not ct and len(found) == 2 and all(hi < 0 for _, hi in vals)):
             layers.append(layer)
     if layers:
         yield Emit(f"{len(layers)} layer(s) load checkpoint k/v scales that are placeholders (1.0, or the "

@@ -318,9 +318,9 @@ def _paged_attention_kernel(
         else:
             kx = _gather_rows(ck_ptr + K_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
                               d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
-            fast: tl.constexpr = F16 and not INTERP
             vx = _gather_rows(cv_ptr + V_OFF, bt_row, start, lo, s_hi, kvh, stride_cb, stride_ch,
                               d, d_mask, STRIDE_S, HEAD_PAD, BLOCK_N, BLOCK_SIZE, TPP, PAGED3D)
+            fast: tl.constexpr = F16 and not INTERP
             if IMMA < 2:
                 v = _convert_tile(vx, KV_MODE, FP8_E5M2, DTYPE, INTERP, fast, V_REG)
             if IMMA > 0:

@@ -271,26 +271,12 @@ def summarize(layers: list[LayerResult]) -> list[ModeSummary]:
     return out
 
 
-def _checkpoint_quant(plan: Any, flags: Any = None):
-    """The QuantMetadata (with scale values) of a config/checkpoint path, None for a Plan or PLAN.json."""
-    from kvplan.model.plan import Plan  # noqa: PLC0415
-    if isinstance(plan, Plan):
-        return None
-    p = Path(plan)
-    if p.is_file() and p.suffix.lower() == ".json" and p.name != "config.json":
-        from kvplan.emit.load import looks_like_plan, read_json  # noqa: PLC0415
-        if looks_like_plan(read_json(p)):
-            return None
-    from kvplan.api import flags_from  # noqa: PLC0415
-    from kvplan.ingest.checkpoint import load_model_inputs  # noqa: PLC0415
-    return load_model_inputs(p, quantization_flag=flags_from(flags).quantization).quant
-
-
 def load_plan_input(plan: Any, flags: Any = None, kv_scales: Optional[str | Path] = None):
-    """A Plan object, a PLAN.json, or a config/checkpoint path planned with ``flags``."""
+    """(plan, source, quant) for a Plan object, a PLAN.json, or a config/checkpoint path planned
+    with ``flags``; ``quant`` (the checkpoint's scale tensors, with their values) only for a path."""
     from kvplan.model.plan import Plan  # noqa: PLC0415
     if isinstance(plan, Plan):
-        return plan, "<Plan>"
+        return plan, "<Plan>", None
     p = Path(plan)
     if not p.exists():
         raise KvplanInputError(f"{plan}: no such file or folder.", "Pass a PLAN.json, a config.json or a checkpoint folder.")
@@ -300,9 +286,10 @@ def load_plan_input(plan: Any, flags: Any = None, kv_scales: Optional[str | Path
             if flags:
                 raise KvplanInputError(f"engine flags ({' '.join(map(str, flags))}) were given with a PLAN.json; "
                                        "the plan already fixes them.", "Pass the model config to plan with flags.")
-            return load_plan(p), str(p)
-    from kvplan.api import compile as compile_plan  # noqa: PLC0415
-    return compile_plan(p, flags, kv_scales=kv_scales), str(p)
+            return load_plan(p), str(p), None
+    from kvplan.api import compile_with_quant  # noqa: PLC0415
+    plan_obj, quant = compile_with_quant(p, flags, kv_scales=kv_scales)
+    return plan_obj, str(p), quant
 
 
 def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", device: Optional[str] = None,
@@ -321,8 +308,7 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
     from kvplan.ingest.kv_scales import load_kv_scales  # noqa: PLC0415
     from kvplan.runtime.kvsource import open_source  # noqa: PLC0415
     scales_doc = load_kv_scales(kv_scales) if kv_scales is not None else None
-    plan_obj, plan_source = load_plan_input(plan, flags, kv_scales)
-    ckpt_quant = _checkpoint_quant(plan, flags)
+    plan_obj, plan_source, ckpt_quant = load_plan_input(plan, flags, kv_scales)
     source = open_source(kv_source, cache_dir=Path(cache_dir) if cache_dir else None, device="cpu",
                          seed=seed, synthetic_tokens=synthetic_tokens, log=log)
     if block_size is None:

@@ -157,3 +157,19 @@ def test_invalid_scale_values_are_an_error_finding(tmp_path: Path) -> None:
     plan = kvplan.api.compile(tmp_path, [])
     f = next(f for f in plan.findings if f.code == "KV408")
     assert f.severity.value == "error" and f.layers == [1] and "k_scale has a value <= 0 (0)" in f.message
+
+
+def test_scale_data_offsets_that_do_not_fit_the_shape_are_one_clear_error(tmp_path: Path) -> None:
+    make_checkpoint(tmp_path, {"model.layers.0.self_attn.attn.k_scale": ("F32", [4])}, CT_FP8)
+    f = tmp_path / "model.safetensors"
+    raw = f.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    name = "model.layers.0.self_attn.attn.k_scale"
+    header[name]["data_offsets"][1] -= 4  # 12 bytes for 4 fp32 values
+    body = json.dumps(header).encode()
+    f.write_bytes(struct.pack("<Q", len(body)) + body + raw[8 + n:])
+    r = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "plan",
+                        str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "data_offsets" in r.stderr and "Traceback" not in r.stderr and r.stdout == ""
