@@ -75,7 +75,7 @@ for step in $steps; do
       timeout 400 $PY bench/bench_attention.py --out "$OUT/suite.json" --plot "$OUT/suite.png" \
         2>&1 | tee "$OUT/suite.log" ;;
     write)
-      timeout 120 $PY bench/bench_write.py --tokens 8192,32768 --rows 0,8,16 --warps 4,8 \
+      timeout 120 $PY bench/bench_write.py --tokens 8192,32768 --rows 0,4,8 --warps 1,2,4 \
         2>&1 | tee "$OUT/write.log" ;;
   esac
 done

@@ -481,7 +481,7 @@ def _default_config(quantized: bool, head_pad: int, is_decode: bool,
             return dict(block_n=128, num_warps=4, num_stages=3)
         if head_pad <= 128:
             return dict(block_n=64, num_warps=4, num_stages=3)
-        return dict(block_n=32, num_warps=4, num_stages=3)
+        return dict(block_n=32, num_warps=2, num_stages=3)  # 90% of copy BW against 81% at 4 warps
     if fp8_tensor and head_pad <= 64:
         return dict(block_n=128, num_warps=2, num_stages=2, v_reg=True)
     if fp8_tensor and head_pad <= 128:

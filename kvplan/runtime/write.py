@@ -119,15 +119,19 @@ def _write_kv_kernel(
                         valid, v_scale, KV_MODE, FP8_E5M2, FP8_MAX, SOFT_FP8, HEAD_SIZE)
 
 
-def _default_rows(data_pad: int, per_token_head: bool) -> int:
-    """Rows per program, measured on an H100: small programs for per-token-head modes (their
-    per-row reduction and scale math is a latency chain), ~2K elements otherwise."""
-    return max(1, min(64, (1024 if per_token_head else 2048) // data_pad))
+def _default_launch(data_pad: int, per_token_head: bool) -> tuple[int, int]:
+    """Rows per program and warps, measured on an H100 (bench/bench_write.py sweeps): one-warp
+    programs of ~512 elements for per-token-head modes (each row's max and scale stay inside one
+    warp, and many small programs hide the reduction's latency), ~2K elements and 4 warps
+    otherwise."""
+    if per_token_head:
+        return max(1, min(64, 512 // data_pad)), 1
+    return max(1, min(64, 2048 // data_pad)), 4
 
 
 def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
                    slot_mapping: torch.Tensor, *, rows_per_program: int | None = None,
-                   num_warps: int = 4) -> None:
+                   num_warps: int | None = None) -> None:
     """Write ``key``/``value`` [num_tokens, num_kv_heads, head_size] into ``cache``.
 
     ``slot_mapping[t]`` is the flat slot ``block * block_size + offset`` of token t; a
@@ -158,7 +162,9 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         value = value.contiguous()
     data_head = args.DATA_HEAD
     data_pad = triton.next_power_of_2(data_head)
-    rows = rows_per_program or _default_rows(data_pad, lay.is_per_token_head)
+    default_rows, default_warps = _default_launch(data_pad, lay.is_per_token_head)
+    rows = rows_per_program or default_rows
+    num_warps = num_warps or default_warps
     num_rows = num_tokens * h
     grid = (triton.cdiv(num_rows, rows),)
     # x * (1/scale) then +-0.5 must round twice like the torch reference: no FMA contraction.
