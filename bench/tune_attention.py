@@ -17,7 +17,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from kvplan.runtime.attention import AttentionConfig, paged_attention  # noqa: E402
-from kvplan.runtime.bench import _bench, _make_kv, _paged_fill, _rel_err  # noqa: E402
+from kvplan.runtime.bench import _bench_replay as _bench, _make_kv, _paged_fill, _rel_err  # noqa: E402
 from kvplan.runtime.layout import LayerLayout  # noqa: E402
 
 

@@ -19,7 +19,7 @@ FAKE = {
              bytes=1.07e9, bytes_per_s=2.94e12, frac_copy=0.98, ratio_to_sdpa=1.0, rel_err=0.002),
         dict(kind="decode", variant="paged_int8_per_token_head", batch=64, context=4096,
              num_q_heads=32, num_kv_heads=8, head_size=128, sliding_window=None, block_size=16,
-             ms=0.2, bytes=5.5e8, bytes_per_s=2.75e12, frac_copy=0.92, ratio_to_sdpa=0.55,
+             ms=0.2, eager_ms=0.31, bytes=5.5e8, bytes_per_s=2.75e12, frac_copy=0.92, ratio_to_sdpa=0.55,
              rel_err=0.01),
         dict(kind="write", variant="write_int8_per_token_head", num_tokens=8192, num_kv_heads=8,
              head_size=128, block_size=16, ms=0.02, launch_ms=0.03, bytes=5.1e7, bytes_per_s=2.5e12,
@@ -31,7 +31,8 @@ FAKE = {
 def test_bench_format_table_lists_every_row():
     table = format_table(FAKE)
     assert "FakeGPU" in table and "3.00 TB/s" in table
-    assert "| 64, 4096, 32, 8, 128, - | paged_int8_per_token_head | 0.2000 |" in table
+    # GPU time (graph replay) first, then the eager call time
+    assert "| 64, 4096, 32, 8, 128, - | paged_int8_per_token_head | 0.2000 | 0.3100 |" in table
     assert "0.550x" in table and "92%" in table
     assert "| 8192 x (8, 128) | write_int8_per_token_head |" in table
     json.dumps(FAKE)  # the result format is plain JSON
@@ -63,3 +64,20 @@ def test_bench_run_suite_needs_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="CUDA"):
         run_suite("cuda", quick=True)
+
+
+@pytest.mark.gpu
+def test_bench_decode_shape_times_graph_replays(cuda_device):
+    """Every decode variant (the split path's scratch buffers included) runs under a CUDA graph,
+    and the replayed kernel computed the right answer: GPU and eager times are both reported."""
+    from kvplan.runtime.bench import bench_decode_shape
+
+    rows = bench_decode_shape(4, 8192, 16, 4, 128, None, 3.0e12, naive=False)
+    by = {r["variant"]: r for r in rows}
+    assert set(by) == {"sdpa_bf16", "paged_bf16", "paged_fp8_per_tensor",
+                       "paged_int8_per_token_head", "paged_fp8_per_token_head"}
+    for r in rows:
+        assert r["ms"] > 0 and r["eager_ms"] > 0
+        assert r.get("nan_outputs", 0) == 0
+    assert by["paged_bf16"]["rel_err"] < 0.01
+    assert by["paged_int8_per_token_head"]["rel_err"] < 0.15
