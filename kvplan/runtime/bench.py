@@ -83,7 +83,7 @@ def _bench_graph(fn: Callable[[], Any], replays: int = 50) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def _bench_replay(fn: Callable[[], Any]) -> float:
+def _bench_replay(fn: Callable[[], Any], rep_ms: int = 200) -> float:
     """Median milliseconds of one call of ``fn`` replayed from a CUDA graph, L2 flushed between
     repetitions: the GPU time a serving stack sees when it runs decode under CUDA graphs (as vLLM
     does), without the Python launch cost that an eager timing adds whenever the host is slower
@@ -98,7 +98,7 @@ def _bench_replay(fn: Callable[[], Any]) -> float:
     with torch.cuda.graph(graph):
         fn()
     torch.cuda.synchronize()
-    ms = _bench(graph.replay)
+    ms = _bench(graph.replay, rep_ms=rep_ms)
     del graph
     return ms
 
