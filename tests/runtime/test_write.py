@@ -49,6 +49,30 @@ def test_write_matches_reference_bytes_exactly(device, kv_cache_dtype, hkv, head
     assert int(diff.sum()) == 0, f"{int(diff.sum())} bytes differ"
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8", "int8_per_token_head",
+                                            "fp8_per_token_head", "int4_per_token_head"])
+@pytest.mark.parametrize("launch", [{"head_major": True, "rows_per_program": 2},
+                                    {"head_major": True},
+                                    {"rows_per_program": 2, "num_warps": 2}])
+def test_write_launch_variants_write_the_same_bytes(device, kv_cache_dtype, launch):
+    """Row order (token- or head-major), rows per program and warps change only the schedule:
+    with 3 kv heads, 2 rows per program cross head and token boundaries; padding slots stay
+    untouched."""
+    gen = torch.Generator(device=device).manual_seed(5)
+    layout = LayerLayout.simple(kv_cache_dtype, 3, 64)
+    num_tokens, block_size = 29, 16
+    num_blocks = num_tokens // block_size + 3
+    got, want = _poisoned_pair(layout, num_blocks, block_size, device, gen, k_scale=0.07,
+                               v_scale=0.011)
+    key, value = random_kv(num_tokens, 3, 64, gen, device, torch.bfloat16)
+    slots = torch.randperm(num_blocks * block_size, generator=gen, device=device)[:num_tokens]
+    slots[1::5] = -1
+    write_kv_cache(got, key, value, slots, **launch)
+    reference_write_kv_cache(want, key, value, slots)
+    diff = got.data.view(torch.uint8) != want.data.view(torch.uint8)
+    assert int(diff.sum()) == 0, f"{launch}: {int(diff.sum())} bytes differ"
+
+
 def test_write_int8_exact_codes_round_half_away(device):
     """vLLM test_per_token_kv_cache INT8 exact case: head 8, block 4, slot 2."""
     layout = LayerLayout.simple("int8_per_token_head", 1, 8)
@@ -135,6 +159,15 @@ def test_write_fp8_saturates_out_of_range_values(device):
     write_kv_cache(cache, k, k, torch.tensor([0], device=device))
     k_hat, _ = dequantize_kv_cache(cache)
     assert k_hat[0, 0, 0, 0].item() == 448.0 and k_hat[0, 0, 0, 1].item() == -448.0
+
+
+def test_write_rejects_rows_per_program_not_a_power_of_two(device):
+    layout = LayerLayout.simple("int8_per_token_head", 2, 64)
+    gen = torch.Generator(device=device).manual_seed(0)
+    cache = allocate_kv_cache(layout, 2, 16, device)
+    key, value = random_kv(4, 2, 64, gen, device, torch.bfloat16)
+    with pytest.raises(ValueError, match="power of two"):
+        write_kv_cache(cache, key, value, torch.arange(4, device=device), rows_per_program=3)
 
 
 def test_write_rejects_mismatched_shapes(device):
