@@ -19,17 +19,15 @@ def main() -> None:
     ap.add_argument("--head-size", type=int, default=128)
     ap.add_argument("--rows", default="0", help="rows per program to sweep (0 = default)")
     ap.add_argument("--warps", default="0", help="warps to sweep (0 = default)")
-    ap.add_argument("--head-major", default="0", help="row order: 0 (token-major), 1 or 0,1")
     a = ap.parse_args()
     copy = copy_bandwidth()
     print(f"copy bandwidth {copy['bytes_per_s'] / 1e12:.2f} TB/s")
-    for n, rows, w, hm in itertools.product([int(x) for x in a.tokens.split(",")],
-                                            [int(x) for x in a.rows.split(",")],
-                                            [int(x) for x in a.warps.split(",")],
-                                            [bool(int(x)) for x in a.head_major.split(",")]):
+    for n, rows, w in itertools.product([int(x) for x in a.tokens.split(",")],
+                                        [int(x) for x in a.rows.split(",")],
+                                        [int(x) for x in a.warps.split(",")]):
         for r in bench_write(n, a.heads, a.head_size, copy["bytes_per_s"],
-                             rows_per_program=rows or None, num_warps=w or None, head_major=hm):
-            print(f"{r['variant']:28s} tokens={n:6d} rows={rows} w={w} hm={int(hm)} {r['ms'] * 1e3:8.1f} us eager {r['launch_ms'] * 1e3:6.1f} us "
+                             rows_per_program=rows or None, num_warps=w or None):
+            print(f"{r['variant']:28s} tokens={n:6d} rows={rows} w={w} {r['ms'] * 1e3:8.1f} us eager {r['launch_ms'] * 1e3:6.1f} us "
                   f"{r['bytes_per_s'] / 1e12:.2f} TB/s {100 * r['frac_copy']:.0f}% of copy", flush=True)
 
 

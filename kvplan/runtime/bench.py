@@ -224,8 +224,7 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
 def bench_write(num_tokens: int, hkv: int, head: int, copy_bps: float, *, block_size: int = 16,
                 device: str = "cuda", seed: int = 0,
                 modes: tuple[tuple[str, str], ...] = DECODE_MODES,
-                rows_per_program: int | None = None, num_warps: int | None = None,
-                head_major: bool = False) -> list[dict]:
+                rows_per_program: int | None = None, num_warps: int | None = None) -> list[dict]:
     """Time quantize-on-write of ``num_tokens`` new tokens into a larger cache (shuffled blocks).
 
     Writes are short kernels whose inputs fit in L2, so they are timed as CUDA-graph replays
@@ -237,7 +236,7 @@ def bench_write(num_tokens: int, hkv: int, head: int, copy_bps: float, *, block_
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 << 20)
     num_blocks = max(4 * math.ceil(num_tokens / block_size), 64)
     rows = []
-    kw: dict[str, Any] = {"rows_per_program": rows_per_program, "head_major": head_major}
+    kw: dict[str, Any] = {"rows_per_program": rows_per_program}
     if num_warps:
         kw["num_warps"] = num_warps
     for name, kv_dtype in modes:

@@ -86,17 +86,11 @@ def _write_kv_kernel(
     STRIDE_S: tl.constexpr, SCALE_STRIDE_S: tl.constexpr, K_OFF: tl.constexpr,
     V_OFF: tl.constexpr, KS_OFF: tl.constexpr, VS_OFF: tl.constexpr, KV_MODE: tl.constexpr,
     FP8_E5M2: tl.constexpr, FP8_MAX: tl.constexpr, SOFT_FP8: tl.constexpr,
-    HEAD_MAJOR: tl.constexpr,
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     in_range = rows < num_rows
-    if HEAD_MAJOR:  # a program's rows are consecutive tokens of one head: adjacent cache slots
-        num_tokens = num_rows // NUM_KV_HEADS
-        tok = (rows % num_tokens).to(tl.int64)
-        head = rows // num_tokens
-    else:
-        tok = (rows // NUM_KV_HEADS).to(tl.int64)
-        head = rows % NUM_KV_HEADS
+    tok = (rows // NUM_KV_HEADS).to(tl.int64)
+    head = rows % NUM_KV_HEADS
     slot = tl.load(slot_ptr + tok, mask=in_range, other=-1).to(tl.int64)
     valid = in_range & (slot >= 0)
     blk = slot // BLOCK_SIZE
@@ -137,7 +131,7 @@ def _default_launch(data_pad: int, per_token_head: bool) -> tuple[int, int]:
 
 def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
                    slot_mapping: torch.Tensor, *, rows_per_program: int | None = None,
-                   num_warps: int | None = None, head_major: bool = False) -> None:
+                   num_warps: int | None = None) -> None:
     """Write ``key``/``value`` [num_tokens, num_kv_heads, head_size] into ``cache``.
 
     ``slot_mapping[t]`` is the flat slot ``block * block_size + offset`` of token t; a
@@ -184,5 +178,5 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         float(cache.k_scale), float(cache.v_scale),
         NUM_KV_HEADS=h, HEAD_SIZE=d, DATA_PAD=data_pad, DATA_HEAD=data_head,
         BLOCK_SIZE=cache.block_size, ROWS=rows, FP8_MAX=FP8_MAX.get(lay.fp8_format or "", 0.0),
-        SOFT_FP8=interpreting(), HEAD_MAJOR=head_major, num_warps=num_warps, **launch, **cache_constexprs(args),
+        SOFT_FP8=interpreting(), num_warps=num_warps, **launch, **cache_constexprs(args),
     )

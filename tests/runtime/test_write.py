@@ -51,13 +51,12 @@ def test_write_matches_reference_bytes_exactly(device, kv_cache_dtype, hkv, head
 
 @pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8", "int8_per_token_head",
                                             "fp8_per_token_head", "int4_per_token_head"])
-@pytest.mark.parametrize("launch", [{"head_major": True, "rows_per_program": 2},
-                                    {"head_major": True},
-                                    {"rows_per_program": 2, "num_warps": 2}])
+@pytest.mark.parametrize("launch", [{"rows_per_program": 2}, {"rows_per_program": 2, "num_warps": 2},
+                                    {"rows_per_program": 64, "num_warps": 8}])
 def test_write_launch_variants_write_the_same_bytes(device, kv_cache_dtype, launch):
-    """Row order (token- or head-major), rows per program and warps change only the schedule:
-    with 3 kv heads, 2 rows per program cross head and token boundaries; padding slots stay
-    untouched."""
+    """Rows per program and warps change only the schedule: with 3 kv heads, 2 rows per program
+    cross head and token boundaries, 64 rows cover every row in one masked program; padding
+    slots stay untouched."""
     gen = torch.Generator(device=device).manual_seed(5)
     layout = LayerLayout.simple(kv_cache_dtype, 3, 64)
     num_tokens, block_size = 29, 16
