@@ -385,7 +385,8 @@ def plot(results: dict, path_png: str) -> None:
     ax.set_xticklabels(shapes, fontsize=8)
     ax.set_ylabel("decode time / SDPA bf16 time")
     ax.set_title(f"kvplan paged decode attention — {results['device']} ({results['date']})")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=len(variants) or 1,
+              frameon=False)  # below the axis: never over a bar
     fig.tight_layout()
     fig.savefig(path_png, dpi=120)
     plt.close(fig)
