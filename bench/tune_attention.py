@@ -17,7 +17,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from kvplan.runtime.attention import AttentionConfig, paged_attention  # noqa: E402
-from kvplan.runtime.bench import _bench_replay as _bench, _make_kv, _paged_fill, _rel_err  # noqa: E402
+from kvplan.runtime.bench import _bench_replay, _make_kv, _paged_fill, _rel_err  # noqa: E402
 from kvplan.runtime.layout import LayerLayout  # noqa: E402
 
 
@@ -46,7 +46,7 @@ def main() -> None:
     q = torch.randn(b, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     q4 = q[:, :, None]
     ref = F.scaled_dot_product_attention(q4.float(), k.float(), v.float(), enable_gqa=True)[:, :, 0]
-    sdpa = _bench(lambda: F.scaled_dot_product_attention(q4, k, v, enable_gqa=True))
+    sdpa = _bench_replay(lambda: F.scaled_dot_product_attention(q4, k, v, enable_gqa=True))
     print(f"shape {a.shape}: sdpa bf16 {sdpa:.4f} ms", flush=True)
     seq_lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
     results = []
@@ -77,7 +77,7 @@ def main() -> None:
                 paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx, out=out, config=cfg)
                 torch.cuda.synchronize()
                 err = _rel_err(out, ref)
-                ms = _bench(lambda: paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx,
+                ms = _bench_replay(lambda: paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx,
                                                     out=out, config=cfg), rep_ms=100)
             except Exception as exc:  # noqa: BLE001 - a config may not compile (resources)
                 print(f"  {mode} {cfg}: FAILED {type(exc).__name__}: {str(exc)[:120]}", flush=True)

@@ -58,18 +58,26 @@ def _bench(fn: Callable[[], Any], rep_ms: int = 200) -> float:
     return float(triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median"))
 
 
-def _bench_graph(fn: Callable[[], Any], replays: int = 50) -> float:
-    """Milliseconds per call replaying ``fn`` from a CUDA graph: GPU time without host launch
-    overhead (for launch-bound small kernels; inputs stay in L2, so not for bandwidth)."""
+def _capture(fn: Callable[[], Any], calls: int = 1) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of ``calls`` calls of ``fn``, warmed up (and compiled) on a side stream first."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        fn()
+        for _ in range(2):
+            fn()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(replays):
+        for _ in range(calls):
             fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def _bench_graph(fn: Callable[[], Any], replays: int = 50) -> float:
+    """Milliseconds per call replaying ``fn`` from a CUDA graph: GPU time without host launch
+    overhead (for launch-bound small kernels; inputs stay in L2, so not for bandwidth)."""
+    graph = _capture(fn, replays)
     graph.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -88,19 +96,7 @@ def _bench_replay(fn: Callable[[], Any], rep_ms: int = 200) -> float:
     repetitions: the GPU time a serving stack sees when it runs decode under CUDA graphs (as vLLM
     does), without the Python launch cost that an eager timing adds whenever the host is slower
     than the kernel (that cost is reported separately as the eager call time)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):  # compile and warm up outside the capture
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    torch.cuda.synchronize()
-    ms = _bench(graph.replay, rep_ms=rep_ms)
-    del graph
-    return ms
+    return _bench(_capture(fn).replay, rep_ms=rep_ms)
 
 
 def copy_bandwidth(device: str = "cuda", nbytes: int = 2 << 30) -> dict:
@@ -176,10 +172,13 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
     rows: list[dict] = []
     ref = F.scaled_dot_product_attention(q4.float(), k_att.float(), v_att.float(),
                                          enable_gqa=True)[:, :, 0]
-    sdpa_ms = _bench_replay(lambda: F.scaled_dot_product_attention(q4, k_att, v_att, enable_gqa=True))
-    sdpa_eager = _bench(lambda: F.scaled_dot_product_attention(q4, k_att, v_att, enable_gqa=True))
+    def sdpa() -> torch.Tensor:
+        return F.scaled_dot_product_attention(q4, k_att, v_att, enable_gqa=True)
+
+    sdpa_ms = _bench_replay(sdpa)
+    sdpa_eager = _bench(sdpa)
     sdpa_bytes = 2 * batch * hkv * attended * head * 2
-    sdpa_out = F.scaled_dot_product_attention(q4, k_att, v_att, enable_gqa=True)[:, :, 0]
+    sdpa_out = sdpa()[:, :, 0]
     rows.append(dict(shape, kind="decode", variant="sdpa_bf16", ms=sdpa_ms, eager_ms=sdpa_eager,
                      bytes=sdpa_bytes,
                      bytes_per_s=sdpa_bytes / (sdpa_ms * 1e-3),
