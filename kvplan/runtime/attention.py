@@ -19,13 +19,15 @@ One kernel serves decode (one query token per sequence) and chunked prefill (the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-from kvplan.runtime._common import (KV_MODE_INT4_PTH, KV_MODE_NONE, cache_args,
+from kvplan.runtime._common import (KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
+                                    KV_MODE_NONE, cache_args,
                                     cache_constexprs, fp8_decode, interpreting,
                                     num_sms)
 from kvplan.runtime.cache import PagedKVCache, hadamard
@@ -446,6 +448,10 @@ class AttentionConfig:
     imma: int | None = None  # INT8 cache on int8 tensor cores: 1 = q.K (q -> int8 per row),
     #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
     v_reg: bool | None = None  # convert 8-bit V tiles in registers (no byte-wise shared reads)
+    kernel: str | None = None  # "triton" or "gluon" (INT8/FP8 per-token-head decode in one-warp
+    #                            programs, kvplan.runtime.attention_gluon); None = measured default
+    pipe: int | None = None  # gluon only: asynchronous-copy stages 2 (default) or 4; 0 = tiles
+    #                          loaded into registers (num_stages >= 2: one tile ahead)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -547,6 +553,15 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         query = query.contiguous()
 
     group = hq // lay.num_kv_heads
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
+    def keys_read() -> int:  # longest context, window-limited (a device sync without max_seq_len)
+        n = max_seq_len if max_seq_len is not None else int(seq_lens.max().item())
+        return min(n, lay.sliding_window) if lay.sliding_window is not None else n
+
+    if _use_gluon(cfg, query, args, group, d, cache.block_size, is_decode, keys_read):
+        if not is_decode:
+            raise ValueError("the gluon kernel is decode-only")
+        return _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale, max_seq_len)
     group_pad = triton.next_power_of_2(group)
     head_pad = max(16, triton.next_power_of_2(d))  # tl.dot needs K >= 16
     # Tensor-core dots even for GQA groups of 4-8 (M padded to 16): measured 3-4x faster on an
@@ -593,7 +608,6 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         num_q_blocks = max(1, triton.cdiv(max_query_len, block_q))
         num_splits = cfg.num_splits or 1
 
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
     f16 = args.KV_MODE != KV_MODE_NONE and query.dtype != torch.float32
     k_scale = cache.k_scale if lay.quant_mode == "fp8_per_tensor" else 1.0
     out_scale = cache.v_scale if lay.quant_mode == "fp8_per_tensor" else 1.0
@@ -632,6 +646,100 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
             NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits), num_warps=4)
     if args.KV_MODE == KV_MODE_INT4_PTH:
         out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
+    return out
+
+
+def _gluon_available() -> bool:
+    try:
+        from kvplan.runtime import attention_gluon  # noqa: F401, PLC0415
+    except ImportError:  # a Triton without Gluon (before 3.5)
+        return False
+    return True
+
+
+# Below this many keys read per sequence (short contexts, sliding windows) the Triton kernel is
+# as fast or faster: at a 128-key window (head 64, B64) the Gluon kernel took 1.22x bf16 SDPA
+# against 0.95x; at 1024 keys the two are within 2% (round 8).
+_GLUON_MIN_KEYS = 1024
+_TRITON_ONLY_KNOBS = ("block_m", "num_warps", "use_dot", "paged3d", "max_registers", "imma", "v_reg")
+
+
+def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: int,
+               block_size: int, is_decode: bool, keys: Callable[[], int] = lambda: 1 << 30) -> bool:
+    """Which decode kernel runs. ``config.kernel`` decides when given; by default INT8/FP8
+    per-token-head decode with bf16/fp16 queries runs the Gluon kernel on a CUDA GPU (measured
+    faster than the Triton kernel on an H100 at head sizes 64, 128 and 256: bench/NOTES-runtime.md,
+    round 8) when each sequence reads at least ``_GLUON_MIN_KEYS`` keys (``keys()``: the longest
+    context, window-limited), unless a Triton-only launch setting is given; everything else runs
+    the Triton kernel."""
+    if cfg.kernel is not None:
+        if cfg.kernel not in ("triton", "gluon"):
+            raise ValueError(f"unknown kernel {cfg.kernel!r}: use 'triton' or 'gluon'")
+        return cfg.kernel == "gluon"
+    if any(getattr(cfg, knob) is not None for knob in _TRITON_ONLY_KNOBS):
+        return False  # a Triton launch setting was asked for
+    if not (is_decode and query.device.type == "cuda" and not interpreting()):
+        return False
+    if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) or query.dtype == torch.float32:
+        return False
+    if group > 16 or d not in (32, 64, 128, 256) or block_size & (block_size - 1):
+        return False
+    if keys() < _GLUON_MIN_KEYS:
+        return False
+    return _gluon_available()
+
+
+def _gluon_splits(programs: int, tiles: int, sms: int, resident_per_sm: int) -> int:
+    """Splits for the Gluon kernel: about 7.75 one-warp programs per multiprocessor (1024 on an
+    H100), never more than fit at once. Measured on an H100 (bench/NOTES-runtime.md, round 8):
+    head 128 B64 ctx4K runs best with 2 splits (7.8 per SM) against 1 (3.9) and 4 (a second
+    wave); B16 ctx16K and B4 ctx32K with 7 and 28 splits (6.8 per SM) against 11 and 45 (10.7,
+    slower although they fit); head 64 with 1 split (7.8) against 2; head 256 with 8 (7.8)
+    against 5 (4.8)."""
+    target = min(7.75 * sms, resident_per_sm * sms)
+    return max(1, min(tiles, round(target / programs), 64))
+
+
+def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale, max_seq_len):
+    """The Gluon decode kernel (INT8/FP8 per-token-head, GPU only), with the Triton merge step."""
+    lay = cache.layout
+    num_tokens, hq, d = query.shape
+    group = hq // lay.num_kv_heads
+    if interpreting() or query.device.type != "cuda":
+        raise ValueError("the gluon kernel needs a CUDA GPU (it does not run in the interpreter)")
+    if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) or query.dtype == torch.float32:
+        raise ValueError("the gluon kernel reads INT8/FP8 per-token-head caches with bf16/fp16 queries")
+    from kvplan.runtime import attention_gluon  # noqa: PLC0415 (triton.experimental.gluon)
+    if not attention_gluon.supported(group, d, cache.block_size):
+        raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block {cache.block_size}")
+    block_n = cfg.block_n or 16
+    pipe = cfg.pipe if cfg.pipe is not None else 2
+    prefetch = (cfg.num_stages or 2) >= 2
+    if cfg.num_splits is not None:
+        num_splits = cfg.num_splits
+    else:
+        max_len = max_seq_len if max_seq_len is not None else int(seq_lens.max().item())
+        if lay.sliding_window is not None:
+            max_len = min(max_len, lay.sliding_window)
+        per_sm = attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens,
+                                                 group=group, head=d, block_size=cache.block_size,
+                                                 block_n=block_n, prefetch=prefetch, pipe=pipe)
+        num_splits = _gluon_splits(seq_lens.shape[0] * lay.num_kv_heads,
+                                   max(1, math.ceil(max_len / block_n)), num_sms(query.device),
+                                   per_sm)
+    if num_splits > 1:
+        po = torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=query.device)
+        pml = torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=query.device)
+    else:
+        po = pml = out
+    attention_gluon.launch(query, out, po, pml, args, block_tables, seq_lens, group=group, head=d,
+                           block_size=cache.block_size, q_scale=scale * _LOG2E,
+                           sliding_window=int(lay.sliding_window or 0), num_splits=num_splits,
+                           block_n=block_n, prefetch=prefetch, pipe=pipe)
+    if num_splits > 1:
+        _merge_splits_kernel[(num_tokens * hq,)](
+            po, pml, out, out.stride(0), out.stride(1), hq, HEAD_SIZE=d, HEAD_PAD=d,
+            NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits), num_warps=4)
     return out
 
 

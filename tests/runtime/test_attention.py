@@ -245,3 +245,76 @@ def test_attention_gpu_configs_agree(cuda_device, kv_cache_dtype):
                 AttentionConfig(v_reg=True, block_n=128, num_warps=2, num_stages=2)):
         out, ref = _decode(batch, 32, gen, "cuda", config=cfg)
         _check(out, ref, layout.quant_mode, str(cfg))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("head,hq,hkv", [(128, 32, 8), (64, 64, 8), (256, 16, 4), (128, 8, 8), (64, 28, 4)])
+@pytest.mark.parametrize("block_n,num_splits,pipe", [(None, None, None), (16, 1, 0), (32, 3, 0),
+                                                     (16, 3, 2), (32, 2, 4)])
+def test_gluon_decode_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
+                                        num_splits, pipe):
+    """The Gluon kernel (one-warp programs, tiles streamed through shared memory by asynchronous
+    copies, or loaded into registers with pipe=0) computes the same function as the torch
+    reference: odd lengths, a 1-token sequence, GQA groups of 1-8 (7 padded to 16 rows), splits
+    that start and end inside tiles."""
+    pytest.importorskip("triton.experimental.gluon")
+    if head == 256 and (block_n == 64 or (pipe and block_n != 16)):
+        pytest.skip("head 256 runs 16-key tiles (registers)")
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
+    batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], 16, "cuda", gen)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, pipe=pipe)
+    out, ref = _decode(batch, hq, gen, "cuda", config=cfg, poison=1e30)
+    _check(out, ref, layout.quant_mode, f"gluon {cfg}")
+
+
+def test_gluon_kernel_refuses_what_it_does_not_run(device):
+    """Asking for the Gluon kernel where it cannot run is a clear error, not a silent fallback."""
+    gen = torch.Generator(device=device).manual_seed(1)
+    layout = LayerLayout.simple("bfloat16", 2, 64)
+    batch = build_paged_batch(layout, [20, 9], 16, device, gen)
+    with pytest.raises(ValueError, match="gluon kernel"):
+        _decode(batch, 4, gen, device, config=AttentionConfig(kernel="gluon"))
+    with pytest.raises(ValueError, match="unknown kernel"):
+        _decode(batch, 4, gen, device, config=AttentionConfig(kernel="cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("block_size,window", [(32, None), (64, None), (16, 1500), (64, 1100)])
+def test_per_token_head_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window):
+    """With no config, per-token-head decode on a GPU runs the Gluon kernel (the measured
+    default) and matches the reference at block sizes 32/64 and on sliding-window layers, where
+    only the last W keys may be read: the keys before the window are poisoned with huge values."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kvplan.runtime.attention import _use_gluon  # noqa: PLC0415
+    from kvplan.runtime._common import cache_args  # noqa: PLC0415
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    layout = LayerLayout.simple(kv_cache_dtype, 4, 128, sliding_window=window)
+    batch = build_paged_batch(layout, [700, 1, 129, 2048], block_size, "cuda", gen,
+                              poison_outside_window=window is not None)
+    q = torch.randn(4, 16, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    assert _use_gluon(AttentionConfig(), q, cache_args(batch.cache), 4, 128, block_size, True,
+                      lambda: min(2048, window or 2048))
+    out, ref = _decode(batch, 16, gen, "cuda", poison=1e30)
+    _check(out, ref, layout.quant_mode, f"default block {block_size} window {window}")
+
+
+def test_default_decode_kernel_choice(device):
+    """The Triton kernel runs wherever the Gluon kernel does not apply: on the CPU interpreter,
+    for bf16 and INT4 caches, for prefill, for short contexts and windows (under 1024 keys), and
+    when a Triton-only launch setting is given."""
+    from kvplan.runtime.attention import _use_gluon  # noqa: PLC0415
+    from kvplan.runtime._common import cache_args  # noqa: PLC0415
+    gen = torch.Generator(device=device).manual_seed(2)
+    q = torch.randn(2, 8, 64, device=device, dtype=torch.bfloat16, generator=gen)
+    for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head"):
+        args = cache_args(allocate_kv_cache(LayerLayout.simple(dtype, 2, 64), 4, 16, device))
+        on_gpu_pth = device == "cuda" and dtype == "int8_per_token_head"
+        assert _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True) == on_gpu_pth
+        assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, False)
+        assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True, lambda: 128)
+        assert not _use_gluon(AttentionConfig(num_warps=2), q, args, 4, 64, 16, True)
+        assert not _use_gluon(AttentionConfig(kernel="triton"), q, args, 4, 64, 16, True)
+        assert _use_gluon(AttentionConfig(kernel="gluon"), q, args, 4, 64, 16, True)

@@ -1,0 +1,488 @@
+"""Paged decode attention over INT8/FP8 per-token-head caches, written in Gluon (explicit layouts).
+
+Why a second kernel: the Triton kernel (`kvplan.runtime.attention`) stages every K/V tile through
+shared memory, and the transposed 8-bit V operand is read back one byte at a time; at 8 warps per
+SM it is bound by that traffic, not by DRAM (bench/NOTES-runtime.md, round 4). Here each program
+is one warp with its own softmax state, and K and V go from global memory straight into the
+tensor-core fragment registers:
+
+* q·K: the reduction index d is permuted (q and K alike) so that each thread's fragment values are
+  8 contiguous bytes of a K row: one 8-byte load per thread, row and 32 d;
+* P·V: the output index d is permuted so that each thread reads 4 contiguous bytes of a V row
+  (V rows are only 4-byte aligned in vLLM's 264-byte slot); the output is un-permuted on store;
+* the permutations are bit permutations of d, applied to the loaded tensor with reshape/permute,
+  which maps its layout exactly onto the MMA operand layout (``convert_layout(...,
+  assert_trivial=True)`` proves it at compile time: no shared memory, no barrier);
+* per-token-head scales multiply the score columns and the probabilities, as in the Triton kernel.
+
+Splits of the context are merged by the Triton kernel's merge step. Gluon kernels do not run in the
+CPU interpreter: this path is taken only on a CUDA GPU, and the GPU tests compare it with the torch
+reference like every other configuration.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp, mma_v2
+
+_I8_ASM = gl.constexpr("""{
+    .reg .b32 t, m;
+    xor.b32 t, $2, 0x80808080;
+    mov.b32 m, 0x64806480;
+    prmt.b32 $0, t, 0x64646464, 0x4140;
+    prmt.b32 $1, t, 0x64646464, 0x4342;
+    sub.f16x2 $0, $0, m;
+    sub.f16x2 $1, $1, m;
+    }""")
+_E4M3_ASM = gl.constexpr("""{
+    .reg .b16 lo, hi;
+    mov.b32 {lo, hi}, $2;
+    cvt.rn.f16x2.e4m3x2 $0, lo;
+    cvt.rn.f16x2.e4m3x2 $1, hi;
+    }""")
+_E5M2_ASM = gl.constexpr("""{
+    .reg .b16 lo, hi;
+    mov.b32 {lo, hi}, $2;
+    cvt.rn.f16x2.e5m2x2 $0, lo;
+    cvt.rn.f16x2.e5m2x2 $1, hi;
+    }""")
+
+
+@gluon.jit
+def _to_f16(x, KV_MODE: gl.constexpr, E5M2: gl.constexpr):
+    """8-bit codes -> exact fp16, 4 contiguous bytes per asm call (they must be 4 consecutive
+    registers of x's layout)."""
+    if KV_MODE == 2:
+        return gl.inline_asm_elementwise(_I8_ASM, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
+                                         pack=4)
+    elif E5M2:
+        return gl.inline_asm_elementwise(_E5M2_ASM, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
+                                         pack=4)
+    else:
+        return gl.inline_asm_elementwise(_E4M3_ASM, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
+                                         pack=4)
+
+
+@gluon.jit
+def _permute(y, O: gl.constexpr, R: gl.constexpr):
+    """gl.permute with the order packed as base-16 digits (axis i of the result = digit i of O):
+    one integer constexpr passes through every Triton release, where a tuple argument does not."""
+    if R == 6:
+        return gl.permute(y, (O % 16, O // 16 % 16, O // 256 % 16, O // 4096 % 16, O // 65536 % 16,
+                              O // 1048576 % 16))
+    elif R == 7:
+        return gl.permute(y, (O % 16, O // 16 % 16, O // 256 % 16, O // 4096 % 16, O // 65536 % 16,
+                              O // 1048576 % 16, O // 16777216 % 16))
+    elif R == 8:
+        return gl.permute(y, (O % 16, O // 16 % 16, O // 256 % 16, O // 4096 % 16, O // 65536 % 16,
+                              O // 1048576 % 16, O // 16777216 % 16, O // 268435456 % 16))
+    else:
+        return gl.permute(y, (O % 16, O // 16 % 16, O // 256 % 16, O // 4096 % 16, O // 65536 % 16,
+                              O // 1048576 % 16, O // 16777216 % 16, O // 268435456 % 16,
+                              O // 4294967296 % 16))
+
+
+@gluon.jit
+def _relabel(x, SHAPE: gl.constexpr, ORDER: gl.constexpr, RANK: gl.constexpr, OUT: gl.constexpr):
+    """Reorder x's elements by a bit permutation of one index: reshape to bits, permute, reshape."""
+    return gl.reshape(_permute(gl.reshape(x, SHAPE), ORDER, RANK), OUT)
+
+
+@gluon.jit
+def _load_tile(start, lo, s_hi, bt_row, kv_base, sc_base, stride_cb, stride_sb, kd, kn, vn, vd, sn,
+               BLOCK_SIZE: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
+               V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr):
+    """Raw codes and scales of keys [start, start + BLOCK_N), zeros outside [lo, s_hi):
+    K^T [HEAD, BLOCK_N] with 8 contiguous bytes per thread and key, V [BLOCK_N, HEAD] with 4,
+    and the k/v scales in the score columns' layout."""
+    n_k = start + kn
+    ok_k = (n_k >= lo) & (n_k < s_hi)
+    pg_k = gl.load(bt_row + n_k // BLOCK_SIZE, mask=ok_k, other=0).to(gl.int64)
+    row_k = pg_k * stride_cb + (n_k % BLOCK_SIZE) * STRIDE_S
+    kx = gl.load(kv_base + row_k[None, :] + kd[:, None], mask=ok_k[None, :], other=0)
+    n_v = start + vn
+    ok_v = (n_v >= lo) & (n_v < s_hi)
+    pg_v = gl.load(bt_row + n_v // BLOCK_SIZE, mask=ok_v, other=0).to(gl.int64)
+    row_v = pg_v * stride_cb + (n_v % BLOCK_SIZE) * STRIDE_S + V_OFF
+    vx = gl.load(kv_base + row_v[:, None] + vd[None, :], mask=ok_v[:, None], other=0)
+    n_s = start + sn
+    ok_s = (n_s >= lo) & (n_s < s_hi)
+    pg_s = gl.load(bt_row + n_s // BLOCK_SIZE, mask=ok_s, other=0).to(gl.int64)
+    row_s = pg_s * stride_sb + (n_s % BLOCK_SIZE) * SCALE_STRIDE_S
+    k_sc = gl.load(sc_base + row_s + KS_OFF, mask=ok_s, other=0.0)
+    v_sc = gl.load(sc_base + row_s + VS_OFF, mask=ok_s, other=0.0)
+    return kx, vx, k_sc, v_sc
+
+
+@gluon.jit
+def _tile_update(q, kx, vx, k_sc, v_sc, start, lo, s_hi, sn, m_i, l_i, acc,
+                 KV_MODE: gl.constexpr, E5M2: gl.constexpr, MMA: gl.constexpr, AOP: gl.constexpr,
+                 BOP: gl.constexpr, LV: gl.constexpr,
+                 K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
+                 V_ORDER: gl.constexpr, RANK: gl.constexpr, HEAD: gl.constexpr,
+                 BLOCK_N: gl.constexpr):
+    """One tile of online softmax: q.K on the tensor cores, per-token k scales on the score
+    columns, v scales folded into P."""
+    k, v = _operands(kx, vx, KV_MODE, E5M2, BOP, LV, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
+                     HEAD, BLOCK_N)
+    return _softmax_update(q, k, v, k_sc, v_sc, start, lo, s_hi, sn, m_i, l_i, acc, MMA, AOP,
+                           BLOCK_N)
+
+
+@gluon.jit
+def _operands(kx, vx, KV_MODE: gl.constexpr, E5M2: gl.constexpr, BOP: gl.constexpr,
+              LV: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr,
+              V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
+              HEAD: gl.constexpr, BLOCK_N: gl.constexpr):
+    """8-bit codes -> fp16 tensor-core fragments (register relabels only)."""
+    k = gl.convert_layout(_relabel(_to_f16(kx, KV_MODE, E5M2), K_SHAPE, K_ORDER, RANK, [HEAD, BLOCK_N]),
+                          BOP, assert_trivial=True)
+    v = gl.convert_layout(_to_f16(vx, KV_MODE, E5M2), LV)  # register reorder only
+    v = gl.convert_layout(_relabel(v, V_SHAPE, V_ORDER, RANK, [BLOCK_N, HEAD]), BOP,
+                          assert_trivial=True)
+    return k, v
+
+
+@gluon.jit
+def _softmax_update(q, k, v, k_sc, v_sc, start, lo, s_hi, sn, m_i, l_i, acc, MMA: gl.constexpr,
+                    AOP: gl.constexpr, BLOCK_N: gl.constexpr):
+    n_s = start + sn
+    ok_s = (n_s >= lo) & (n_s < s_hi)
+    s = mma_v2(q, k, gl.zeros([16, BLOCK_N], gl.float32, layout=MMA))
+    s = gl.where(ok_s[None, :], s * k_sc[None, :], float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1))
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s - m_use[:, None])
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    pa = gl.convert_layout((p * v_sc[None, :]).to(gl.float16), AOP, assert_trivial=True)
+    acc = mma_v2(pa, v, acc * alpha[:, None])
+    return m_new, l_i, acc
+
+
+
+@gluon.jit
+def _pages(start, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE: gl.constexpr):
+    """Block-table entries of keys [start, start + BLOCK_N) in the K, V and scale layouts."""
+    n_k = start + kn
+    pg_k = gl.load(bt_row + n_k // BLOCK_SIZE, mask=(n_k >= lo) & (n_k < s_hi), other=0)
+    n_v = start + vn
+    pg_v = gl.load(bt_row + n_v // BLOCK_SIZE, mask=(n_v >= lo) & (n_v < s_hi), other=0)
+    n_s = start + sc_n
+    pg_s = gl.load(bt_row + n_s // BLOCK_SIZE, mask=(n_s >= lo) & (n_s < s_hi), other=0)
+    return pg_k.to(gl.int64), pg_v.to(gl.int64), pg_s.to(gl.int64)
+
+
+@gluon.jit
+def _issue_tile(start, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb, stride_sb,
+                kd, kn, vn, vd, sc_n, kb, vb, ksb, vsb,
+                BLOCK_SIZE: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
+                V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr):
+    """Asynchronous copies of one tile's K and V codes and scales into shared memory. Each
+    thread copies exactly the bytes it later reads back in the fragment layouts (8 contiguous K
+    bytes, 4 contiguous V bytes), so the shared layouts keep every thread's vectors together and
+    the lanes side by side: no bank conflicts and no other thread's data. Keys outside
+    [lo, s_hi) are zero-filled."""
+    n_k = start + kn
+    ok_k = (n_k >= lo) & (n_k < s_hi)
+    row_k = pg_k * stride_cb + (n_k % BLOCK_SIZE) * STRIDE_S
+    cp.async_copy_global_to_shared(kb, kv_base + row_k[None, :] + kd[:, None], mask=ok_k[None, :])
+    n_v = start + vn
+    ok_v = (n_v >= lo) & (n_v < s_hi)
+    row_v = pg_v * stride_cb + (n_v % BLOCK_SIZE) * STRIDE_S + V_OFF
+    cp.async_copy_global_to_shared(vb, kv_base + row_v[:, None] + vd[None, :], mask=ok_v[:, None])
+    n_s = start + sc_n
+    ok_s = (n_s >= lo) & (n_s < s_hi)
+    row_s = pg_s * stride_sb + (n_s % BLOCK_SIZE) * SCALE_STRIDE_S
+    cp.async_copy_global_to_shared(ksb, sc_base + row_s + KS_OFF, mask=ok_s)
+    cp.async_copy_global_to_shared(vsb, sc_base + row_s + VS_OFF, mask=ok_s)
+
+
+@gluon.jit(do_not_specialize=["num_splits"])
+def _gluon_decode_kernel(
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
+    c_ptr, s_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
+    bt_ptr, stride_bt, seq_lens_ptr, q_scale, sliding_window, num_q_heads, num_splits,
+    GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
+    STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, V_OFF: gl.constexpr,
+    KS_OFF: gl.constexpr, VS_OFF: gl.constexpr, KV_MODE: gl.constexpr, E5M2: gl.constexpr,
+    SPLIT: gl.constexpr, PREFETCH: gl.constexpr, PIPE: gl.constexpr,
+    # layouts and index permutations (built on the host by `_layouts`)
+    MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
+    LK: gl.constexpr, LV_LOAD: gl.constexpr, LV: gl.constexpr,
+    Q_SHAPE: gl.constexpr, Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr,
+    V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
+    SK: gl.constexpr, SV: gl.constexpr, SS: gl.constexpr, LS: gl.constexpr,
+):
+    seq = gl.program_id(0)
+    kvh = gl.program_id(1)
+    split = gl.program_id(2)
+    ctx = gl.load(seq_lens_ptr + seq)
+    win = gl.where(sliding_window > 0, sliding_window, 1 << 30)
+    lo = gl.maximum(ctx - win, 0)
+    lo_tile = (lo // BLOCK_N) * BLOCK_N
+    tiles = gl.cdiv(ctx - lo_tile, BLOCK_N)
+    per_split = gl.cdiv(tiles, num_splits)
+    s_lo = lo_tile + split * per_split * BLOCK_N
+    s_hi = gl.minimum(ctx, s_lo + per_split * BLOCK_N)
+    bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
+    kv_base = c_ptr + kvh * stride_ch
+    sc_base = s_ptr + kvh * stride_sh
+
+    # q [16 rows = heads of the group, HEAD] in physical d order, relabelled to the A operand.
+    qh = gl.arange(0, 16, layout=gl.SliceLayout(1, LQ))
+    qd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LQ))
+    q_row = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh) * stride_qh
+    qmask = (qh < GROUP)[:, None] & (qd < HEAD)[None, :]
+    q = gl.load(q_ptr + q_row[:, None] + qd[None, :], mask=qmask, other=0.0).to(gl.float32)
+    q = gl.minimum(gl.maximum(q * q_scale, -65504.0), 65504.0).to(gl.float16)
+    q = gl.convert_layout(_relabel(q, Q_SHAPE, Q_ORDER, RANK, [16, HEAD]), AOP, assert_trivial=True)
+
+    m_i = gl.full([16], float("-inf"), gl.float32, layout=gl.SliceLayout(1, MMA))
+    l_i = gl.zeros([16], gl.float32, layout=gl.SliceLayout(1, MMA))
+    acc = gl.zeros([16, HEAD], gl.float32, layout=MMA)
+
+    kd = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LK))
+    kn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, LK))
+    vn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LV_LOAD))
+    vd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LV_LOAD))
+    sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, MMA))
+    if PIPE > 0:  # a ring of PIPE shared-memory stages filled by asynchronous copies
+        sc_n = gl.arange(0, BLOCK_N, layout=LS)
+        kb0 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [HEAD, BLOCK_N], SK)
+        vb0 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [BLOCK_N, HEAD], SV)
+        ks0 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
+        vs0 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
+        kb1 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [HEAD, BLOCK_N], SK)
+        vb1 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [BLOCK_N, HEAD], SV)
+        ks1 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
+        vs1 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
+        bufs = ((kb0, vb0, ks0, vs0), (kb1, vb1, ks1, vs1))
+        if PIPE == 4:
+            kb2 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [HEAD, BLOCK_N], SK)
+            vb2 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [BLOCK_N, HEAD], SV)
+            ks2 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
+            vs2 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
+            kb3 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [HEAD, BLOCK_N], SK)
+            vb3 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [BLOCK_N, HEAD], SV)
+            ks3 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
+            vs3 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
+            bufs = ((kb0, vb0, ks0, vs0), (kb1, vb1, ks1, vs1), (kb2, vb2, ks2, vs2),
+                    (kb3, vb3, ks3, vs3))
+        for i in gl.static_range(PIPE - 1):
+            pg_k, pg_v, pg_s = _pages(s_lo + i * BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE)
+            _issue_tile(s_lo + i * BLOCK_N, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb,
+                        stride_sb, kd, kn, vn, vd, sc_n, bufs[i][0], bufs[i][1], bufs[i][2],
+                        bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF)
+            cp.commit_group()
+        pg_k, pg_v, pg_s = _pages(s_lo + (PIPE - 1) * BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n,
+                                  BLOCK_SIZE)
+        # the loop runs whole rounds of PIPE tiles (so every stage index is static); tiles past
+        # s_hi are fully masked and leave the softmax state unchanged
+        for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):
+            for j in gl.static_range(PIPE):
+                start = t0 + j * BLOCK_N
+                ahead = start + (PIPE - 1) * BLOCK_N
+                wb = bufs[(j + PIPE - 1) % PIPE]
+                _issue_tile(ahead, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb,
+                            stride_sb, kd, kn, vn, vd, sc_n, wb[0], wb[1], wb[2], wb[3],
+                            BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF)
+                cp.commit_group()
+                pg_k, pg_v, pg_s = _pages(ahead + BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n,
+                                          BLOCK_SIZE)
+                cp.wait_group(PIPE - 1)
+                rb = bufs[j]
+                kx = rb[0].load(LK)
+                vx = rb[1].load(LV_LOAD)
+                k_sc = rb[2].load(gl.SliceLayout(0, MMA))
+                v_sc = rb[3].load(gl.SliceLayout(0, MMA))
+                m_i, l_i, acc = _tile_update(q, kx, vx, k_sc, v_sc, start, lo, s_hi, sn, m_i, l_i,
+                                             acc, KV_MODE, E5M2, MMA, AOP, BOP, LV, K_SHAPE,
+                                             K_ORDER, V_SHAPE, V_ORDER, RANK, HEAD, BLOCK_N)
+        cp.wait_group(0)
+    elif PREFETCH:  # the next tile's loads fly while this tile computes; carried as fp16 fragments
+        kx, vx, k_sc, v_sc = _load_tile(s_lo, lo, s_hi, bt_row, kv_base, sc_base, stride_cb,
+                                        stride_sb, kd, kn, vn, vd, sn, BLOCK_SIZE, STRIDE_S,
+                                        SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF)
+        k, v = _operands(kx, vx, KV_MODE, E5M2, BOP, LV, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
+                         HEAD, BLOCK_N)
+        for start in range(s_lo, s_hi, BLOCK_N):
+            kx, vx, ks_n, vs_n = _load_tile(start + BLOCK_N, lo, s_hi, bt_row, kv_base, sc_base,
+                                            stride_cb, stride_sb, kd, kn, vn, vd, sn,
+                                            BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF,
+                                            VS_OFF)
+            m_i, l_i, acc = _softmax_update(q, k, v, k_sc, v_sc, start, lo, s_hi, sn, m_i, l_i,
+                                            acc, MMA, AOP, BLOCK_N)
+            k, v = _operands(kx, vx, KV_MODE, E5M2, BOP, LV, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER,
+                             RANK, HEAD, BLOCK_N)
+            k_sc, v_sc = ks_n, vs_n
+    else:
+        for start in range(s_lo, s_hi, BLOCK_N):
+            kx, vx, k_sc, v_sc = _load_tile(start, lo, s_hi, bt_row, kv_base, sc_base, stride_cb,
+                                            stride_sb, kd, kn, vn, vd, sn, BLOCK_SIZE, STRIDE_S,
+                                            SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF)
+            m_i, l_i, acc = _tile_update(q, kx, vx, k_sc, v_sc, start, lo, s_hi, sn, m_i, l_i, acc,
+                                         KV_MODE, E5M2, MMA, AOP, BOP, LV, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER,
+                                         RANK, HEAD, BLOCK_N)
+
+    # logical output column n holds physical d = n3 + 2 n4 + 4 (n0..n2) + (n5.. unchanged)
+    rows = gl.arange(0, 16, layout=gl.SliceLayout(1, MMA))
+    cols = gl.arange(0, HEAD, layout=gl.SliceLayout(0, MMA))
+    d_out = ((cols >> 3) & 1) + ((cols >> 4) & 1) * 2 + (cols & 7) * 4 + (cols & ~31)
+    head = kvh * GROUP + rows
+    rmask = rows < GROUP
+    if not SPLIT:
+        inv_l = 1.0 / gl.where(l_i > 0, l_i, 1.0)
+        o_row = seq.to(gl.int64) * stride_ot + head * stride_oh
+        gl.store(o_ptr + o_row[:, None] + d_out[None, :], (acc * inv_l[:, None]).to(o_ptr.dtype.element_ty),
+                 mask=rmask[:, None] & (cols < HEAD)[None, :])
+    else:
+        p_row = (seq.to(gl.int64) * num_q_heads + head) * num_splits + split
+        gl.store(pml_ptr + p_row * 2, m_i, mask=rmask)
+        gl.store(pml_ptr + p_row * 2 + 1, l_i, mask=rmask)
+        gl.store(po_ptr + p_row[:, None] * HEAD + d_out[None, :], acc,
+                 mask=rmask[:, None] & (cols < HEAD)[None, :])
+
+
+def _bits(n: int) -> int:
+    b = n.bit_length() - 1
+    assert 1 << b == n, n
+    return b
+
+
+def _pack(order: list[int]) -> int:
+    return sum(a << (4 * i) for i, a in enumerate(order))
+
+
+@functools.lru_cache(maxsize=None)
+def _layouts(head: int, block_n: int, pipe: int = 0) -> dict:
+    """Layouts (one warp) and the d bit permutations of the three operands.
+
+    mma.sync m16n8k16 operand layouts (Gluon's linear forms, lane = 4g + t): A [16, K]: registers
+    k0, m3, k3, k4..; lanes k1, k2, m0..m2. B [K, N]: registers k0, k3, k4.. (K repeats), n3..
+    (N repeats); lanes k1, k2, n0..n2. C [16, N]: registers n0, m3, n3..; lanes n1, n2, m0..m2.
+    q·K permutes d (the K index of both operands) with physical bits
+    p0 = d0, p1 = d3, p2 = d4, p3 = d1, p4 = d2, p5.. = d5..; P·V permutes the output d (N of B)
+    with p0 = n3, p1 = n4, p2..p4 = n0..n2, p5.. = n5...
+    """
+    L, NB = _bits(head), _bits(block_n)
+    assert L >= 5 and NB >= 4
+    mma = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
+    aop = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    bop = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=2)
+    hi = [1 << j for j in range(5, L)]  # physical bits 5.. (= logical bits 5..)
+    # q [16, HEAD physical]: the A operand with its k bits mapped to physical d
+    lq = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [8, 0], [0, 2], [0, 4]] + [[0, h] for h in hi],
+        lane_bases=[[0, 8], [0, 16], [1, 0], [2, 0], [4, 0]], warp_bases=[], block_bases=[],
+        shape=[16, head])
+    # K^T [HEAD physical, BLOCK_N]: the B operand (k = d)
+    lk = gl.DistributedLinearLayout(
+        reg_bases=[[1, 0], [2, 0], [4, 0]] + [[h, 0] for h in hi] + [[0, 1 << j] for j in range(3, NB)],
+        lane_bases=[[8, 0], [16, 0], [0, 1], [0, 2], [0, 4]], warp_bases=[], block_bases=[],
+        shape=[head, block_n])
+    # V [BLOCK_N, HEAD physical]: the B operand (k = key, n = d); loaded with the 4 contiguous
+    # bytes first, then reordered in registers to the operand's register order
+    key_regs = [[1, 0]] + [[1 << j, 0] for j in range(3, NB)]
+    lv = gl.DistributedLinearLayout(
+        reg_bases=key_regs + [[0, 1], [0, 2]] + [[0, h] for h in hi],
+        lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[], block_bases=[],
+        shape=[block_n, head])
+    lv_load = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2]] + key_regs + [[0, h] for h in hi],
+        lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[], block_bases=[],
+        shape=[block_n, head])
+
+    def order(phys_of_logical: list[int], lead: int, trail: int) -> tuple[list[int], list[int]]:
+        """reshape shape and permute order that turn physical-bit axes into logical-bit axes
+        (big-endian bit axes, `lead` axes before them, `trail` after)."""
+        shape = [2] * L
+        pos = {j: lead + (L - 1 - j) for j in range(L)}  # physical bit j -> reshaped axis
+        perm = list(range(lead)) + [pos[phys_of_logical[i]] for i in range(L - 1, -1, -1)] + \
+            [lead + L + t for t in range(trail)]
+        return shape, perm
+
+    # logical bit i of d -> physical bit
+    qk_map = {0: 0, 1: 3, 2: 4, 3: 1, 4: 2, **{j: j for j in range(5, L)}}
+    pv_map = {0: 2, 1: 3, 2: 4, 3: 0, 4: 1, **{j: j for j in range(5, L)}}
+    qs, qo = order([qk_map[i] for i in range(L)], 1, 0)
+    ks, ko = order([qk_map[i] for i in range(L)], 0, 1)
+    vs, vo = order([pv_map[i] for i in range(L)], 1, 0)
+    # shared layouts of the copy ring [stage, tile]: each thread's contiguous vector first, then
+    # the 32 lanes, then the thread's other registers, then the stage (bank-conflict free, and
+    # every thread reads back only what it copied)
+    def ring(vec: list, lanes: list, regs: list) -> gl.SharedLinearLayout:
+        return gl.SharedLinearLayout([list(b) for b in vec + lanes + regs])
+
+    sk = ring(lk.reg_bases[:3], lk.lane_bases, lk.reg_bases[3:])
+    sv = ring(lv_load.reg_bases[:2], lv_load.lane_bases, lv_load.reg_bases[2:])
+    ss = ring([[1 << j] for j in range(NB)], [], [])
+    return dict(MMA=mma, AOP=aop, BOP=bop, LQ=lq, LK=lk, LV_LOAD=lv_load, LV=lv,
+                SK=sk, SV=sv, SS=ss, LS=gl.BlockedLayout([1], [32], [1], [0]),
+                Q_SHAPE=tuple([16] + qs), Q_ORDER=_pack(qo), K_SHAPE=tuple(ks + [block_n]),
+                K_ORDER=_pack(ko), V_SHAPE=tuple([block_n] + vs), V_ORDER=_pack(vo), RANK=L + 1)
+
+
+def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
+                 block_size: int, q_scale: float, sliding_window: int, num_splits: int,
+                 block_n: int, prefetch: bool, pipe: int) -> tuple[tuple, dict]:
+    if pipe not in (0, 2, 4):
+        raise ValueError(f"pipe must be 0, 2 or 4, got {pipe}")
+    pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
+           args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
+           block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],
+           num_splits)
+    kw = dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size,
+              STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, V_OFF=args.V_OFF,
+              KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
+              SPLIT=num_splits > 1, PREFETCH=prefetch, PIPE=pipe, num_warps=1,
+              **_layouts(head, block_n, pipe))
+    return pos, kw
+
+
+def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
+           block_size: int, q_scale: float, sliding_window: int, num_splits: int,
+           block_n: int = 16, prefetch: bool = True, pipe: int = 2) -> None:
+    """Launch the decode kernel: grid (sequences, kv heads, splits), one warp per program.
+    ``pipe`` 2 or 4 streams tiles through a ring of that many shared-memory stages filled by
+    asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile ahead)."""
+    pos, kw = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
+                           block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe)
+    grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
+    _gluon_decode_kernel[grid](*pos, **kw)
+
+
+_RESIDENT: dict[tuple, int] = {}
+
+
+def programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, head: int,
+                    block_size: int, block_n: int = 16, prefetch: bool = True,
+                    pipe: int = 2) -> int:
+    """How many one-warp programs of this configuration fit on one multiprocessor at once,
+    from the compiled kernel's registers and shared memory (compiles it once; cached)."""
+    key = (group, head, block_size, block_n, prefetch, pipe, args.KV_MODE, args.FP8_E5M2,
+           query.dtype, query.device.index)
+    if key not in _RESIDENT:
+        pos, kw = _launch_args(query, out, out, out, args, block_tables, seq_lens, group, head,
+                               block_size, 1.0, 0, 1, block_n, prefetch, pipe)
+        kernel = _gluon_decode_kernel.warmup(*pos, grid=(1,), **kw)
+        kernel._init_handles()
+        props = torch.cuda.get_device_properties(query.device)
+        regs_per_warp = -(-max(kernel.n_regs, 1) * 32 // 256) * 256  # allocated in 256s
+        regs = getattr(props, "regs_per_multiprocessor", 65536)
+        smem = getattr(props, "shared_memory_per_multiprocessor", 228 << 10)
+        threads = getattr(props, "max_threads_per_multi_processor", 2048)
+        # each resident block also reserves 1 KB of shared memory
+        by_smem = smem // (kernel.metadata.shared + 1024)
+        _RESIDENT[key] = max(1, min(32, regs // regs_per_warp, by_smem, threads // 32))
+    return _RESIDENT[key]
+
+
+def supported(group: int, head: int, block_size: int) -> bool:
+    """Shapes the kernel handles: GQA groups up to 16 heads, power-of-two heads 32-256."""
+    return 1 <= group <= 16 and head in (32, 64, 128, 256) and block_size & (block_size - 1) == 0
+
