@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -71,6 +71,11 @@ for step in $steps; do
         --imma 1 --vreg 0,1 --configs 32:2:3,32:2:5,32:4:5,16:2:5 --out "$OUT/tune5E.json" 2>&1 | tee "$OUT/tune5E.log" ;;
     tune6)  # the v_window rows of NOTES round 4 ran at commit 8e9165b (variant reverted after)
       echo "tune6 needs commit 8e9165b (v_window)" ;;
+    round8)  # Gluon (copy ring / register prefetch) against the Triton kernel, both at their defaults
+      for shape in 64,4096,32,8,128 128,2048,64,8,64 16,16384,32,8,128 4,32768,32,8,128 32,4096,16,4,256 64,1024,32,8,128; do
+        timeout 70 $PY bench/tune_attention.py --modes int8_per_token_head,fp8_per_token_head --imma 1 \
+          --kernel triton,gluon --pipe 0,2 --shape $shape --configs 0:0:0:0 2>&1 | tee -a "$OUT/round8.log"
+      done ;;
     suite)
       timeout 400 $PY bench/bench_attention.py --out "$OUT/suite.json" --plot "$OUT/suite.png" \
         2>&1 | tee "$OUT/suite.log" ;;
