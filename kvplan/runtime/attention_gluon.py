@@ -178,6 +178,16 @@ def _pages(start, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE: gl.constexpr):
 
 
 @gluon.jit
+def _stage(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
+           SV: gl.constexpr, SS: gl.constexpr):
+    """One stage of the copy ring: K^T codes, V codes, k scales, v scales."""
+    return (gl.allocate_shared_memory(dtype, [HEAD, BLOCK_N], SK),
+            gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD], SV),
+            gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS),
+            gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS))
+
+
+@gluon.jit
 def _issue_tile(start, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb, stride_sb,
                 kd, kn, vn, vd, sc_n, kb, vb, ksb, vsb,
                 BLOCK_SIZE: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
@@ -253,26 +263,11 @@ def _gluon_decode_kernel(
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, MMA))
     if PIPE > 0:  # a ring of PIPE shared-memory stages filled by asynchronous copies
         sc_n = gl.arange(0, BLOCK_N, layout=LS)
-        kb0 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [HEAD, BLOCK_N], SK)
-        vb0 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [BLOCK_N, HEAD], SV)
-        ks0 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
-        vs0 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
-        kb1 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [HEAD, BLOCK_N], SK)
-        vb1 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [BLOCK_N, HEAD], SV)
-        ks1 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
-        vs1 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
-        bufs = ((kb0, vb0, ks0, vs0), (kb1, vb1, ks1, vs1))
+        bufs = (_stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS),
+                _stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS))
         if PIPE == 4:
-            kb2 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [HEAD, BLOCK_N], SK)
-            vb2 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [BLOCK_N, HEAD], SV)
-            ks2 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
-            vs2 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
-            kb3 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [HEAD, BLOCK_N], SK)
-            vb3 = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [BLOCK_N, HEAD], SV)
-            ks3 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
-            vs3 = gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS)
-            bufs = ((kb0, vb0, ks0, vs0), (kb1, vb1, ks1, vs1), (kb2, vb2, ks2, vs2),
-                    (kb3, vb3, ks3, vs3))
+            bufs = bufs + (_stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS),
+                           _stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS))
         for i in gl.static_range(PIPE - 1):
             pg_k, pg_v, pg_s = _pages(s_lo + i * BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE)
             _issue_tile(s_lo + i * BLOCK_N, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb,
