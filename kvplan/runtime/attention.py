@@ -18,6 +18,7 @@ One kernel serves decode (one query token per sequence) and chunked prefill (the
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kvplan.runtime._common import (KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
+from kvplan.runtime._common import (E4M3X4_TO_F16, E5M2X4_TO_F16, I8X4_TO_F16,
+                                    KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
                                     KV_MODE_NONE, cache_args,
                                     cache_constexprs, fp8_decode, interpreting,
                                     num_sms)
@@ -45,29 +47,6 @@ def _int_to(x, DTYPE: tl.constexpr, INTERP: tl.constexpr):
         return x.to(DTYPE)
 
 
-_I8_TO_F16_ASM = tl.constexpr("""{
-        .reg .b32 t, m;
-        xor.b32 t, $2, 0x80808080;
-        mov.b32 m, 0x64806480;
-        prmt.b32 $0, t, 0x64646464, 0x4140;
-        prmt.b32 $1, t, 0x64646464, 0x4342;
-        sub.f16x2 $0, $0, m;
-        sub.f16x2 $1, $1, m;
-        }""")
-_E4M3_TO_F16_ASM = tl.constexpr("""{
-        .reg .b16 lo, hi;
-        mov.b32 {lo, hi}, $2;
-        cvt.rn.f16x2.e4m3x2 $0, lo;
-        cvt.rn.f16x2.e4m3x2 $1, hi;
-        }""")
-_E5M2_TO_F16_ASM = tl.constexpr("""{
-        .reg .b16 lo, hi;
-        mov.b32 {lo, hi}, $2;
-        cvt.rn.f16x2.e5m2x2 $0, lo;
-        cvt.rn.f16x2.e5m2x2 $1, hi;
-        }""")
-
-
 @triton.jit
 def _i8_to_f16(x, REG: tl.constexpr):
     """int8 -> fp16 with integer ALU ops instead of the 1/4-rate I2F converter.
@@ -82,10 +61,10 @@ def _i8_to_f16(x, REG: tl.constexpr):
     through fp16 shared memory and ``ldmatrix.trans``.
     """
     if REG:
-        return tl.inline_asm_elementwise(asm=_I8_TO_F16_ASM, constraints="=r,=r,r", args=[x],
+        return tl.inline_asm_elementwise(asm=I8X4_TO_F16, constraints="=r,=r,r", args=[x],
                                          dtype=tl.float16, is_pure=False, pack=4)
     else:
-        return tl.inline_asm_elementwise(asm=_I8_TO_F16_ASM, constraints="=r,=r,r", args=[x],
+        return tl.inline_asm_elementwise(asm=I8X4_TO_F16, constraints="=r,=r,r", args=[x],
                                          dtype=tl.float16, is_pure=True, pack=4)
 
 
@@ -94,10 +73,10 @@ def _fp8_to_f16_reg(x, E5M2: tl.constexpr):
     """fp8 bytes -> fp16 with the packed hardware converter (2 values per instruction), exact;
     impure for the same reason as `_i8_to_f16` with ``REG``."""
     if E5M2:
-        return tl.inline_asm_elementwise(asm=_E5M2_TO_F16_ASM, constraints="=r,=r,r",
+        return tl.inline_asm_elementwise(asm=E5M2X4_TO_F16, constraints="=r,=r,r",
                                          args=[x], dtype=tl.float16, is_pure=False, pack=4)
     else:
-        return tl.inline_asm_elementwise(asm=_E4M3_TO_F16_ASM, constraints="=r,=r,r",
+        return tl.inline_asm_elementwise(asm=E4M3X4_TO_F16, constraints="=r,=r,r",
                                          args=[x], dtype=tl.float16, is_pure=False, pack=4)
 
 
@@ -554,14 +533,15 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
 
     group = hq // lay.num_kv_heads
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
-    def keys_read() -> int:  # longest context, window-limited (a device sync without max_seq_len)
+    @functools.cache
+    def keys_read() -> int:  # longest context, window-limited (one device sync without max_seq_len)
         n = max_seq_len if max_seq_len is not None else int(seq_lens.max().item())
         return min(n, lay.sliding_window) if lay.sliding_window is not None else n
 
     if _use_gluon(cfg, query, args, group, d, cache.block_size, is_decode, keys_read):
         if not is_decode:
             raise ValueError("the gluon kernel is decode-only")
-        return _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale, max_seq_len)
+        return _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale, keys_read)
     group_pad = triton.next_power_of_2(group)
     head_pad = max(16, triton.next_power_of_2(d))  # tl.dot needs K >= 16
     # Tensor-core dots even for GQA groups of 4-8 (M padded to 16): measured 3-4x faster on an
@@ -594,10 +574,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         if cfg.num_splits is not None:
             num_splits = cfg.num_splits
         else:
-            max_len = max_seq_len if max_seq_len is not None else int(seq_lens.max().item())
-            if lay.sliding_window is not None:
-                max_len = min(max_len, lay.sliding_window)
-            num_splits = _decode_splits(seq_lens.shape[0] * lay.num_kv_heads, max_len, block_n,
+            num_splits = _decode_splits(seq_lens.shape[0] * lay.num_kv_heads, keys_read(), block_n,
                                         num_sms(query.device))
             if interpreting():  # keep CPU tests fast; splitting is covered by explicit tests
                 num_splits = min(num_splits, 2)
@@ -682,11 +659,10 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
         return False
     if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) or query.dtype == torch.float32:
         return False
-    if group > 16 or d not in (32, 64, 128, 256) or block_size & (block_size - 1):
+    if keys() < _GLUON_MIN_KEYS or not _gluon_available():
         return False
-    if keys() < _GLUON_MIN_KEYS:
-        return False
-    return _gluon_available()
+    from kvplan.runtime import attention_gluon  # noqa: PLC0415 (triton.experimental.gluon)
+    return attention_gluon.supported(group, d, block_size)
 
 
 def _gluon_splits(programs: int, tiles: int, sms: int, resident_per_sm: int) -> int:
@@ -700,7 +676,8 @@ def _gluon_splits(programs: int, tiles: int, sms: int, resident_per_sm: int) -> 
     return max(1, min(tiles, round(target / programs), 64))
 
 
-def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale, max_seq_len):
+def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
+                  keys_read: Callable[[], int]):
     """The Gluon decode kernel (INT8/FP8 per-token-head, GPU only), with the Triton merge step."""
     lay = cache.layout
     num_tokens, hq, d = query.shape
@@ -718,14 +695,11 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale, m
     if cfg.num_splits is not None:
         num_splits = cfg.num_splits
     else:
-        max_len = max_seq_len if max_seq_len is not None else int(seq_lens.max().item())
-        if lay.sliding_window is not None:
-            max_len = min(max_len, lay.sliding_window)
         per_sm = attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens,
                                                  group=group, head=d, block_size=cache.block_size,
                                                  block_n=block_n, prefetch=prefetch, pipe=pipe)
         num_splits = _gluon_splits(seq_lens.shape[0] * lay.num_kv_heads,
-                                   max(1, math.ceil(max_len / block_n)), num_sms(query.device),
+                                   max(1, math.ceil(keys_read() / block_n)), num_sms(query.device),
                                    per_sm)
     if num_splits > 1:
         po = torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=query.device)

@@ -24,32 +24,11 @@ from __future__ import annotations
 import functools
 
 import torch
-
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp, mma_v2
 
-_I8_ASM = gl.constexpr("""{
-    .reg .b32 t, m;
-    xor.b32 t, $2, 0x80808080;
-    mov.b32 m, 0x64806480;
-    prmt.b32 $0, t, 0x64646464, 0x4140;
-    prmt.b32 $1, t, 0x64646464, 0x4342;
-    sub.f16x2 $0, $0, m;
-    sub.f16x2 $1, $1, m;
-    }""")
-_E4M3_ASM = gl.constexpr("""{
-    .reg .b16 lo, hi;
-    mov.b32 {lo, hi}, $2;
-    cvt.rn.f16x2.e4m3x2 $0, lo;
-    cvt.rn.f16x2.e4m3x2 $1, hi;
-    }""")
-_E5M2_ASM = gl.constexpr("""{
-    .reg .b16 lo, hi;
-    mov.b32 {lo, hi}, $2;
-    cvt.rn.f16x2.e5m2x2 $0, lo;
-    cvt.rn.f16x2.e5m2x2 $1, hi;
-    }""")
+from kvplan.runtime._common import E4M3X4_TO_F16, E5M2X4_TO_F16, I8X4_TO_F16
 
 
 @gluon.jit
@@ -57,13 +36,13 @@ def _to_f16(x, KV_MODE: gl.constexpr, E5M2: gl.constexpr):
     """8-bit codes -> exact fp16, 4 contiguous bytes per asm call (they must be 4 consecutive
     registers of x's layout)."""
     if KV_MODE == 2:
-        return gl.inline_asm_elementwise(_I8_ASM, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
+        return gl.inline_asm_elementwise(I8X4_TO_F16, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
                                          pack=4)
     elif E5M2:
-        return gl.inline_asm_elementwise(_E5M2_ASM, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
+        return gl.inline_asm_elementwise(E5M2X4_TO_F16, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
                                          pack=4)
     else:
-        return gl.inline_asm_elementwise(_E4M3_ASM, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
+        return gl.inline_asm_elementwise(E4M3X4_TO_F16, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
                                          pack=4)
 
 
