@@ -110,6 +110,53 @@ I8X4_TO_F16 = tl.constexpr("""{
     }""")
 
 
+# The same without the subtraction: the fp16 values are x + 1152 (exact). The Gluon kernel
+# subtracts the bias once per score column (1152 * sum of q) and once per output column
+# (1152 * sum of P) instead of once per cached value.
+I8X4_TO_F16_BIASED = tl.constexpr("""{
+    .reg .b32 t;
+    xor.b32 t, $2, 0x80808080;
+    prmt.b32 $0, t, 0x64646464, 0x4140;
+    prmt.b32 $1, t, 0x64646464, 0x4342;
+    }""")
+INT8_F16_BIAS = tl.constexpr(1152.0)
+
+# Two rows' 4 codes ($4 = row a, $5 = row b) -> four fp16x2 registers pairing the rows
+# ($0 = (a0, b0), $1 = (a1, b1), $2 = (a2, b2), $3 = (a3, b3)): the operand register order of
+# an MMA whose reduction index is the row. One byte interleave per two outputs replaces the
+# re-pairing of converted values. INT8 comes out as x + 1152 like I8X4_TO_F16_BIASED.
+I8X4X2_TO_F16_PAIRS = tl.constexpr("""{
+    .reg .b32 t0, t1;
+    prmt.b32 t0, $4, $5, 0x5140;
+    prmt.b32 t1, $4, $5, 0x7362;
+    xor.b32 t0, t0, 0x80808080;
+    xor.b32 t1, t1, 0x80808080;
+    prmt.b32 $0, t0, 0x64646464, 0x4140;
+    prmt.b32 $1, t0, 0x64646464, 0x4342;
+    prmt.b32 $2, t1, 0x64646464, 0x4140;
+    prmt.b32 $3, t1, 0x64646464, 0x4342;
+    }""")
+
+
+def _fp8x4x2_to_f16_pairs(fmt: str) -> tl.constexpr:
+    return tl.constexpr("""{
+    .reg .b32 t0, t1;
+    .reg .b16 l0, h0, l1, h1;
+    prmt.b32 t0, $4, $5, 0x5140;
+    prmt.b32 t1, $4, $5, 0x7362;
+    mov.b32 {l0, h0}, t0;
+    mov.b32 {l1, h1}, t1;
+    cvt.rn.f16x2.%sx2 $0, l0;
+    cvt.rn.f16x2.%sx2 $1, h0;
+    cvt.rn.f16x2.%sx2 $2, l1;
+    cvt.rn.f16x2.%sx2 $3, h1;
+    }""" % ((fmt,) * 4))
+
+
+E4M3X4X2_TO_F16_PAIRS = _fp8x4x2_to_f16_pairs("e4m3")
+E5M2X4X2_TO_F16_PAIRS = _fp8x4x2_to_f16_pairs("e5m2")
+
+
 def _fp8x4_to_f16(fmt: str) -> tl.constexpr:
     return tl.constexpr("""{
     .reg .b16 lo, hi;

@@ -431,6 +431,10 @@ class AttentionConfig:
     #                            programs, kvplan.runtime.attention_gluon); None = measured default
     pipe: int | None = None  # gluon only: asynchronous-copy stages 2 (default) or 4; 0 = tiles
     #                          loaded into registers (num_stages >= 2: one tile ahead)
+    swap: bool | None = None  # gluon only: keys as the MMA rows, the GQA group as the columns
+    #                           (default where it applies: groups <= 8, tiles inside one page)
+    lazy_rescale: int | None = None  # gluon swap only: move the running max only when it grows
+    #                                  by more than this (log2 units); 0 = every tile
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -638,6 +642,9 @@ def _gluon_available() -> bool:
 # as fast or faster: at a 128-key window (head 64, B64) the Gluon kernel took 1.22x bf16 SDPA
 # against 0.95x; at 1024 keys the two are within 2% (round 8).
 _GLUON_MIN_KEYS = 1024
+_GLUON_LAZY_RESCALE = 8
+_GLUON_V_PAIRS = True
+_GLUON_QK_CHAINS = 2
 _TRITON_ONLY_KNOBS = ("block_m", "num_warps", "use_dot", "paged3d", "max_registers", "imma", "v_reg")
 
 
@@ -692,12 +699,19 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
     block_n = cfg.block_n or 16
     pipe = cfg.pipe if cfg.pipe is not None else 2
     prefetch = (cfg.num_stages or 2) >= 2
+    swap = cfg.swap if cfg.swap is not None else (
+        pipe > 0 and attention_gluon.swap_supported(group, cache.block_size, block_n))
+    lazy = cfg.lazy_rescale if cfg.lazy_rescale is not None else _GLUON_LAZY_RESCALE
+    vpair = _GLUON_V_PAIRS
+    chains = min(_GLUON_QK_CHAINS, d // 16)
+    kernel_kw = dict(group=group, head=d, block_size=cache.block_size, block_n=block_n,
+                     prefetch=prefetch, pipe=pipe, swap=swap, lazy=lazy, vpair=vpair,
+                     chains=chains)
     if cfg.num_splits is not None:
         num_splits = cfg.num_splits
     else:
         per_sm = attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens,
-                                                 group=group, head=d, block_size=cache.block_size,
-                                                 block_n=block_n, prefetch=prefetch, pipe=pipe)
+                                                 **kernel_kw)
         num_splits = _gluon_splits(seq_lens.shape[0] * lay.num_kv_heads,
                                    max(1, math.ceil(keys_read() / block_n)), num_sms(query.device),
                                    per_sm)
@@ -706,10 +720,9 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
         pml = torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=query.device)
     else:
         po = pml = out
-    attention_gluon.launch(query, out, po, pml, args, block_tables, seq_lens, group=group, head=d,
-                           block_size=cache.block_size, q_scale=scale * _LOG2E,
-                           sliding_window=int(lay.sliding_window or 0), num_splits=num_splits,
-                           block_n=block_n, prefetch=prefetch, pipe=pipe)
+    attention_gluon.launch(query, out, po, pml, args, block_tables, seq_lens,
+                           q_scale=scale * _LOG2E, sliding_window=int(lay.sliding_window or 0),
+                           num_splits=num_splits, **kernel_kw)
     if num_splits > 1:
         _merge_splits_kernel[(num_tokens * hq,)](
             po, pml, out, out.stride(0), out.stride(1), hq, HEAD_SIZE=d, HEAD_PAD=d,

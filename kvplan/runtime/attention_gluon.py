@@ -28,7 +28,9 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp, mma_v2
 
-from kvplan.runtime._common import E4M3X4_TO_F16, E5M2X4_TO_F16, I8X4_TO_F16
+from kvplan.runtime._common import (E4M3X4_TO_F16, E4M3X4X2_TO_F16_PAIRS, E5M2X4_TO_F16,
+                                    E5M2X4X2_TO_F16_PAIRS, I8X4_TO_F16, I8X4_TO_F16_BIASED,
+                                    I8X4X2_TO_F16_PAIRS, INT8_F16_BIAS)
 
 
 @gluon.jit
@@ -44,6 +46,17 @@ def _to_f16(x, KV_MODE: gl.constexpr, E5M2: gl.constexpr):
     else:
         return gl.inline_asm_elementwise(E4M3X4_TO_F16, "=r,=r,r", [x], dtype=gl.float16, is_pure=True,
                                          pack=4)
+
+
+@gluon.jit
+def _to_f16_biased(x, KV_MODE: gl.constexpr, E5M2: gl.constexpr):
+    """As `_to_f16`, but INT8 codes come out as x + 1152 (two instructions fewer per 4 codes;
+    the caller removes the bias from the sums)."""
+    if KV_MODE == 2:
+        return gl.inline_asm_elementwise(I8X4_TO_F16_BIASED, "=r,=r,r", [x], dtype=gl.float16,
+                                         is_pure=True, pack=4)
+    else:
+        return _to_f16(x, KV_MODE, E5M2)
 
 
 @gluon.jit
@@ -158,9 +171,13 @@ def _pages(start, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE: gl.constexpr):
 
 @gluon.jit
 def _stage(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
-           SV: gl.constexpr, SS: gl.constexpr):
-    """One stage of the copy ring: K^T codes, V codes, k scales, v scales."""
-    return (gl.allocate_shared_memory(dtype, [HEAD, BLOCK_N], SK),
+           SV: gl.constexpr, SS: gl.constexpr, K_ROWS: gl.constexpr):
+    """One stage of the copy ring: K^T (K with ``K_ROWS``) codes, V codes, k scales, v scales."""
+    if K_ROWS:
+        kb = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD], SK)
+    else:
+        kb = gl.allocate_shared_memory(dtype, [HEAD, BLOCK_N], SK)
+    return (kb,
             gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD], SV),
             gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS),
             gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS))
@@ -170,16 +187,21 @@ def _stage(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: g
 def _issue_tile(start, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb, stride_sb,
                 kd, kn, vn, vd, sc_n, kb, vb, ksb, vsb,
                 BLOCK_SIZE: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
-                V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr):
+                V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr,
+                K_ROWS: gl.constexpr):
     """Asynchronous copies of one tile's K and V codes and scales into shared memory. Each
     thread copies exactly the bytes it later reads back in the fragment layouts (8 contiguous K
     bytes, 4 contiguous V bytes), so the shared layouts keep every thread's vectors together and
     the lanes side by side: no bank conflicts and no other thread's data. Keys outside
-    [lo, s_hi) are zero-filled."""
+    [lo, s_hi) are zero-filled. K is the tile K^T [HEAD, BLOCK_N], or K [BLOCK_N, HEAD] with
+    ``K_ROWS``."""
     n_k = start + kn
     ok_k = (n_k >= lo) & (n_k < s_hi)
     row_k = pg_k * stride_cb + (n_k % BLOCK_SIZE) * STRIDE_S
-    cp.async_copy_global_to_shared(kb, kv_base + row_k[None, :] + kd[:, None], mask=ok_k[None, :])
+    if K_ROWS:
+        cp.async_copy_global_to_shared(kb, kv_base + row_k[:, None] + kd[None, :], mask=ok_k[:, None])
+    else:
+        cp.async_copy_global_to_shared(kb, kv_base + row_k[None, :] + kd[:, None], mask=ok_k[None, :])
     n_v = start + vn
     ok_v = (n_v >= lo) & (n_v < s_hi)
     row_v = pg_v * stride_cb + (n_v % BLOCK_SIZE) * STRIDE_S + V_OFF
@@ -242,16 +264,17 @@ def _gluon_decode_kernel(
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, MMA))
     if PIPE > 0:  # a ring of PIPE shared-memory stages filled by asynchronous copies
         sc_n = gl.arange(0, BLOCK_N, layout=LS)
-        bufs = (_stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS),
-                _stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS))
+        bufs = (_stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False),
+                _stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False))
         if PIPE == 4:
-            bufs = bufs + (_stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS),
-                           _stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS))
+            bufs = bufs + (_stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False),
+                           _stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False))
         for i in gl.static_range(PIPE - 1):
             pg_k, pg_v, pg_s = _pages(s_lo + i * BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE)
             _issue_tile(s_lo + i * BLOCK_N, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb,
                         stride_sb, kd, kn, vn, vd, sc_n, bufs[i][0], bufs[i][1], bufs[i][2],
-                        bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF)
+                        bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF,
+                        False)
             cp.commit_group()
         pg_k, pg_v, pg_s = _pages(s_lo + (PIPE - 1) * BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n,
                                   BLOCK_SIZE)
@@ -264,7 +287,7 @@ def _gluon_decode_kernel(
                 wb = bufs[(j + PIPE - 1) % PIPE]
                 _issue_tile(ahead, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb,
                             stride_sb, kd, kn, vn, vd, sc_n, wb[0], wb[1], wb[2], wb[3],
-                            BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF)
+                            BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF, False)
                 cp.commit_group()
                 pg_k, pg_v, pg_s = _pages(ahead + BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n,
                                           BLOCK_SIZE)
@@ -322,6 +345,284 @@ def _gluon_decode_kernel(
                  mask=rmask[:, None] & (cols < HEAD)[None, :])
 
 
+# --- swapped operands: keys are the 16 MMA rows, the GQA group the 8 columns --------------------
+
+MOVMATRIX_T = gl.constexpr("movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;")
+
+
+@gluon.jit
+def _transpose_p(p, BLOCK_N: gl.constexpr, BOP: gl.constexpr):
+    """P^T [BLOCK_N keys, 8 heads] from the score (C) layout to the B operand of the P.V product.
+
+    In the C layout a thread holds keys g (+8..) and heads 2t, 2t+1; the B operand wants keys
+    2t, 2t+1 (+8..) and head g: each 8x8 block is transposed across the warp by one movmatrix per
+    register. The asm is declared elementwise, so its result is labelled with the input's indices;
+    the reshape/permute puts the true labels back, which maps exactly onto the B operand layout."""
+    t = gl.inline_asm_elementwise(MOVMATRIX_T, "=r,r", [p], dtype=gl.float16, is_pure=True, pack=2)
+    t = gl.reshape(gl.permute(gl.reshape(t, [BLOCK_N // 8, 8, 8]), (0, 2, 1)), [BLOCK_N, 8])
+    return gl.convert_layout(t, BOP, assert_trivial=True)
+
+
+@gluon.jit
+def _v_pairs(vx, KV_MODE: gl.constexpr, E5M2: gl.constexpr, BLOCK_N: gl.constexpr,
+             HEAD: gl.constexpr):
+    """V codes [BLOCK_N, HEAD] -> fp16 with consecutive keys paired in each register (the A
+    operand's register order), converted and paired in one asm per two keys and 4 d.
+
+    The asm is elementwise to the compiler: its outputs carry the labels of the even-key input
+    (element e of output o = bits x0, x1 of e). What they hold: key bit 0 = x0, d bit 0 = x1,
+    d bit 1 = o. The reshape/permute after the join relabels them with the truth."""
+    va, vb = gl.split(gl.permute(gl.reshape(vx, [BLOCK_N // 2, 2, HEAD]), (0, 2, 1)))
+    if KV_MODE == 2:
+        o0, o1 = gl.inline_asm_elementwise(I8X4X2_TO_F16_PAIRS, "=r,=r,=r,=r,r,r", [va, vb],
+                                           dtype=(gl.float16, gl.float16), is_pure=True, pack=4)
+    elif E5M2:
+        o0, o1 = gl.inline_asm_elementwise(E5M2X4X2_TO_F16_PAIRS, "=r,=r,=r,=r,r,r", [va, vb],
+                                           dtype=(gl.float16, gl.float16), is_pure=True, pack=4)
+    else:
+        o0, o1 = gl.inline_asm_elementwise(E4M3X4X2_TO_F16_PAIRS, "=r,=r,=r,=r,r,r", [va, vb],
+                                           dtype=(gl.float16, gl.float16), is_pure=True, pack=4)
+    j = gl.reshape(gl.join(o0, o1), [BLOCK_N // 2, HEAD // 4, 2, 2, 2])  # (key/2, d/4, x1, x0, o)
+    return gl.reshape(gl.permute(j, (0, 3, 1, 4, 2)), [BLOCK_N, HEAD])
+
+
+@gluon.jit
+def _halves(x, D0: gl.constexpr, D1: gl.constexpr, AXIS: gl.constexpr):
+    """The two halves of x [D0, D1] along AXIS (its top index bit is a register bit)."""
+    if AXIS == 0:
+        return gl.split(gl.permute(gl.reshape(x, [2, D0 // 2, D1]), (1, 2, 0)))
+    else:
+        return gl.split(gl.permute(gl.reshape(x, [D0, 2, D1 // 2]), (0, 2, 1)))
+
+
+@gluon.jit
+def _qk(k, q, AOP: gl.constexpr, BOP: gl.constexpr, MMA: gl.constexpr, CHAINS: gl.constexpr,
+        HEAD: gl.constexpr, BLOCK_N: gl.constexpr):
+    """S^T = K q^T as CHAINS independent MMA chains over slices of d, summed (a chain of
+    HEAD/16 dependent MMAs is the longest latency of a tile)."""
+    zero = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
+    if CHAINS == 1:
+        return mma_v2(k, q, zero)
+    else:
+        k0, k1 = _halves(k, BLOCK_N, HEAD, 1)
+        q0, q1 = _halves(q, HEAD, 8, 0)
+        k0 = gl.convert_layout(k0, AOP, assert_trivial=True)
+        k1 = gl.convert_layout(k1, AOP, assert_trivial=True)
+        q0 = gl.convert_layout(q0, BOP, assert_trivial=True)
+        q1 = gl.convert_layout(q1, BOP, assert_trivial=True)
+        if CHAINS == 2:
+            return mma_v2(k0, q0, zero) + mma_v2(k1, q1, zero)
+        else:
+            k00, k01 = _halves(k0, BLOCK_N, HEAD // 2, 1)
+            k10, k11 = _halves(k1, BLOCK_N, HEAD // 2, 1)
+            q00, q01 = _halves(q0, HEAD // 2, 8, 0)
+            q10, q11 = _halves(q1, HEAD // 2, 8, 0)
+            s0 = mma_v2(gl.convert_layout(k00, AOP, assert_trivial=True),
+                        gl.convert_layout(q00, BOP, assert_trivial=True), zero)
+            s1 = mma_v2(gl.convert_layout(k01, AOP, assert_trivial=True),
+                        gl.convert_layout(q01, BOP, assert_trivial=True), zero)
+            s2 = mma_v2(gl.convert_layout(k10, AOP, assert_trivial=True),
+                        gl.convert_layout(q10, BOP, assert_trivial=True), zero)
+            s3 = mma_v2(gl.convert_layout(k11, AOP, assert_trivial=True),
+                        gl.convert_layout(q11, BOP, assert_trivial=True), zero)
+            return (s0 + s1) + (s2 + s3)
+
+
+@gluon.jit
+def _swap_update(q, kx, vx, k_sc, v_sc, q_bias, rel, span, sn, m_i, l_acc, w_acc, acc,
+                 KV_MODE: gl.constexpr, E5M2: gl.constexpr, LAZY: gl.constexpr,
+                 VPAIR: gl.constexpr, CHAINS: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, MMA: gl.constexpr, LVT: gl.constexpr,
+                 K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
+                 V_ORDER: gl.constexpr, RANK: gl.constexpr, HEAD: gl.constexpr,
+                 BLOCK_N: gl.constexpr):
+    """One tile of online softmax with the operands swapped: S^T = K q^T, O^T += V^T P^T.
+    Key ``n`` of the tile is read when ``n + rel`` (unsigned) is below ``span``. ``l_acc`` (and
+    ``w_acc``, the sum of the fp16 P*v_scale for the INT8 bias) stay per thread and are reduced
+    once at the end. ``LAZY`` > 0: the running max (and the rescale of the accumulators) moves
+    only when a head's max grows by more than LAZY (log2 units), so probabilities stay below
+    2^LAZY and most tiles skip the rescale."""
+    k = gl.convert_layout(_relabel(_to_f16_biased(kx, KV_MODE, E5M2), K_SHAPE, K_ORDER, RANK,
+                                   [BLOCK_N, HEAD]), AOP)  # register renaming only
+    if VPAIR:
+        v = gl.convert_layout(gl.permute(_v_pairs(vx, KV_MODE, E5M2, BLOCK_N, HEAD), (1, 0)), LVT)
+    else:
+        v = gl.convert_layout(gl.permute(_to_f16_biased(vx, KV_MODE, E5M2), (1, 0)), LVT)
+    v = gl.convert_layout(_relabel(v, V_SHAPE, V_ORDER, RANK, [HEAD, BLOCK_N]), AOP,
+                          assert_trivial=True)
+    ok_s = (sn + rel).to(gl.uint32) < span
+    s = _qk(k, q, AOP, BOP, MMA, CHAINS, HEAD, BLOCK_N)
+    s = gl.where(ok_s[:, None], (s - q_bias[None, :]) * k_sc[:, None], float("-inf"))
+    m_tile = gl.max(s, axis=0)
+    if LAZY > 0:
+        if gl.max((m_tile > m_i + LAZY).to(gl.int32), axis=0) > 0:
+            m_new = gl.maximum(m_i, m_tile)
+            alpha = gl.exp2(m_i - gl.where(m_new == float("-inf"), 0.0, m_new))
+            acc = acc * alpha[None, :]
+            l_acc = l_acc * alpha[None, :]
+            if KV_MODE == 2:
+                w_acc = w_acc * alpha[None, :]
+            m_i = m_new
+        p = gl.exp2(s - gl.where(m_i == float("-inf"), 0.0, m_i)[None, :])
+        l_acc = l_acc + p
+        pv = (p * v_sc[:, None]).to(gl.float16)
+        if KV_MODE == 2:
+            w_acc = w_acc + pv.to(gl.float32)
+        acc = mma_v2(v, _transpose_p(pv, BLOCK_N, BOP), acc)
+    else:
+        m_new = gl.maximum(m_i, m_tile)
+        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = gl.exp2(m_i - m_use)
+        p = gl.exp2(s - m_use[None, :])
+        l_acc = l_acc * alpha[None, :] + p
+        pv = (p * v_sc[:, None]).to(gl.float16)
+        if KV_MODE == 2:
+            w_acc = w_acc * alpha[None, :] + pv.to(gl.float32)
+        acc = mma_v2(v, _transpose_p(pv, BLOCK_N, BOP), acc * alpha[None, :])
+        m_i = m_new
+    return m_i, l_acc, w_acc, acc
+
+
+@gluon.jit
+def _swap_issue(start, s_hi, rel, span, page, kv_base, sc_base, stride_cb, stride_sb, k_off, kn,
+                v_off, vn, s_off, sc_n, kb, vb, ksb, vsb, BLOCK_SIZE: gl.constexpr,
+                STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, KS_OFF: gl.constexpr,
+                VS_OFF: gl.constexpr):
+    """Asynchronous copies of one tile (all in block-table page ``page``) into a ring stage;
+    each thread copies exactly the bytes it reads back. Keys outside the range are zero-filled."""
+    slot = start % BLOCK_SIZE
+    kv = kv_base + page * stride_cb + slot * STRIDE_S
+    sc = sc_base + page * stride_sb + slot * SCALE_STRIDE_S
+    cp.async_copy_global_to_shared(kb, kv + k_off, mask=((kn + rel).to(gl.uint32) < span)[:, None])
+    cp.async_copy_global_to_shared(vb, kv + v_off, mask=((vn + rel).to(gl.uint32) < span)[:, None])
+    ok_s = (sc_n + rel).to(gl.uint32) < span
+    cp.async_copy_global_to_shared(ksb, sc + s_off + KS_OFF, mask=ok_s)
+    cp.async_copy_global_to_shared(vsb, sc + s_off + VS_OFF, mask=ok_s)
+
+
+@gluon.jit
+def _page(bt_row, start, s_hi, BLOCK_SIZE: gl.constexpr):
+    """Block-table entry of the page holding key ``start`` (0 past the range)."""
+    return gl.load(bt_row + start // BLOCK_SIZE, mask=start < s_hi, other=0).to(gl.int64)
+
+
+@gluon.jit(do_not_specialize=["num_splits"])
+def _gluon_swap_kernel(
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
+    c_ptr, s_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
+    bt_ptr, stride_bt, seq_lens_ptr, q_scale, sliding_window, num_q_heads, num_splits,
+    GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
+    STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, V_OFF: gl.constexpr,
+    KS_OFF: gl.constexpr, VS_OFF: gl.constexpr, KV_MODE: gl.constexpr, E5M2: gl.constexpr,
+    SPLIT: gl.constexpr, PIPE: gl.constexpr, LAZY: gl.constexpr, VPAIR: gl.constexpr,
+    CHAINS: gl.constexpr, MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
+    LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, LKC: gl.constexpr,
+    LVC: gl.constexpr, Q_SHAPE: gl.constexpr, Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr,
+    V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
+    SK: gl.constexpr, SV: gl.constexpr, SS: gl.constexpr, LS: gl.constexpr,
+):
+    seq = gl.program_id(0)
+    kvh = gl.program_id(1)
+    split = gl.program_id(2)
+    ctx = gl.load(seq_lens_ptr + seq)
+    win = gl.where(sliding_window > 0, sliding_window, 1 << 30)
+    lo = gl.maximum(ctx - win, 0)
+    lo_tile = (lo // BLOCK_N) * BLOCK_N
+    tiles = gl.cdiv(ctx - lo_tile, BLOCK_N)
+    per_split = gl.cdiv(tiles, num_splits)
+    s_lo = lo_tile + split * per_split * BLOCK_N
+    s_hi = gl.minimum(ctx, s_lo + per_split * BLOCK_N)
+    bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
+    kv_base = c_ptr + kvh * stride_ch
+    sc_base = s_ptr + kvh * stride_sh
+
+    # q^T [HEAD physical, 8 = heads of the group], relabelled to the B operand
+    qd = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LQ))
+    qh = gl.arange(0, 8, layout=gl.SliceLayout(0, LQ))
+    q_row = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh) * stride_qh
+    qmask = (qd < HEAD)[:, None] & (qh < GROUP)[None, :]
+    q = gl.load(q_ptr + q_row[None, :] + qd[:, None], mask=qmask, other=0.0).to(gl.float32)
+    q = gl.minimum(gl.maximum(q * q_scale, -65504.0), 65504.0).to(gl.float16)
+    if KV_MODE == 2:  # INT8 keys come out of the conversion as x + 1152
+        q_bias = gl.convert_layout(gl.sum(q.to(gl.float32), axis=0) * INT8_F16_BIAS,
+                                   gl.SliceLayout(0, MMA))
+    else:
+        q_bias = gl.zeros([8], gl.float32, layout=gl.SliceLayout(0, MMA))
+    q = gl.convert_layout(_relabel(q, Q_SHAPE, Q_ORDER, RANK, [HEAD, 8]), BOP, assert_trivial=True)
+
+    m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
+    l_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
+    w_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
+    acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
+
+    # per-thread offsets inside a tile (a tile never crosses a page: BLOCK_N <= BLOCK_SIZE)
+    kn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LKC))
+    kd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LKC))
+    k_off = kn[:, None] * STRIDE_S + kd[None, :]
+    vn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LVC))
+    vd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LVC))
+    v_off = vn[:, None] * STRIDE_S + vd[None, :] + V_OFF
+    sc_n = gl.arange(0, BLOCK_N, layout=LS)
+    s_off = sc_n * SCALE_STRIDE_S
+    sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
+    span = (s_hi - lo).to(gl.uint32)
+    dt: gl.constexpr = c_ptr.dtype.element_ty
+    bufs = (_stage(dt, HEAD, BLOCK_N, SK, SV, SS, True), _stage(dt, HEAD, BLOCK_N, SK, SV, SS, True))
+    if PIPE == 4:
+        bufs = bufs + (_stage(dt, HEAD, BLOCK_N, SK, SV, SS, True),
+                       _stage(dt, HEAD, BLOCK_N, SK, SV, SS, True))
+    for i in gl.static_range(PIPE - 1):
+        start = s_lo + i * BLOCK_N
+        _swap_issue(start, s_hi, start - lo, span, _page(bt_row, start, s_hi, BLOCK_SIZE), kv_base,
+                    sc_base, stride_cb, stride_sb, k_off, kn, v_off, vn, s_off, sc_n, bufs[i][0],
+                    bufs[i][1], bufs[i][2], bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S,
+                    KS_OFF, VS_OFF)
+        cp.commit_group()
+    page = _page(bt_row, s_lo + (PIPE - 1) * BLOCK_N, s_hi, BLOCK_SIZE)
+    for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
+        for j in gl.static_range(PIPE):
+            start = t0 + j * BLOCK_N
+            ahead = start + (PIPE - 1) * BLOCK_N
+            wb = bufs[(j + PIPE - 1) % PIPE]
+            _swap_issue(ahead, s_hi, ahead - lo, span, page, kv_base, sc_base, stride_cb,
+                        stride_sb, k_off, kn, v_off, vn, s_off, sc_n, wb[0], wb[1], wb[2], wb[3],
+                        BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF, VS_OFF)
+            cp.commit_group()
+            page = _page(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE)
+            cp.wait_group(PIPE - 1)
+            rb = bufs[j]
+            kx = rb[0].load(LK)
+            vx = rb[1].load(LV_LOAD)
+            k_sc = rb[2].load(gl.SliceLayout(1, MMA))
+            v_sc = rb[3].load(gl.SliceLayout(1, MMA))
+            m_i, l_acc, w_acc, acc = _swap_update(
+                q, kx, vx, k_sc, v_sc, q_bias, start - lo, span, sn, m_i, l_acc, w_acc, acc,
+                KV_MODE, E5M2, LAZY, VPAIR, CHAINS, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
+                HEAD, BLOCK_N)
+    cp.wait_group(0)
+
+    l_i = gl.sum(l_acc, axis=0)
+    if KV_MODE == 2:  # INT8 values came out as x + 1152: remove 1152 * sum(P * v_scale)
+        acc = acc - (INT8_F16_BIAS * gl.sum(w_acc, axis=0))[None, :]
+    # output row r (logical d) holds physical d = r3 + 2 r4 + 4 (r0..r2) + (r5.. unchanged)
+    rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
+    cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
+    d_out = ((rows >> 3) & 1) + ((rows >> 4) & 1) * 2 + (rows & 7) * 4 + (rows & ~31)
+    head = kvh * GROUP + cols
+    cmask = cols < GROUP
+    if not SPLIT:
+        inv_l = 1.0 / gl.where(l_i > 0, l_i, 1.0)
+        o_col = seq.to(gl.int64) * stride_ot + head * stride_oh
+        gl.store(o_ptr + o_col[None, :] + d_out[:, None],
+                 (acc * inv_l[None, :]).to(o_ptr.dtype.element_ty),
+                 mask=(rows < HEAD)[:, None] & cmask[None, :])
+    else:
+        p_row = (seq.to(gl.int64) * num_q_heads + head) * num_splits + split
+        gl.store(pml_ptr + p_row * 2, m_i, mask=cmask)
+        gl.store(pml_ptr + p_row * 2 + 1, l_i, mask=cmask)
+        gl.store(po_ptr + p_row[None, :] * HEAD + d_out[:, None], acc,
+                 mask=(rows < HEAD)[:, None] & cmask[None, :])
+
+
 def _bits(n: int) -> int:
     b = n.bit_length() - 1
     assert 1 << b == n, n
@@ -371,21 +672,12 @@ def _layouts(head: int, block_n: int, pipe: int = 0) -> dict:
         lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[], block_bases=[],
         shape=[block_n, head])
 
-    def order(phys_of_logical: list[int], lead: int, trail: int) -> tuple[list[int], list[int]]:
-        """reshape shape and permute order that turn physical-bit axes into logical-bit axes
-        (big-endian bit axes, `lead` axes before them, `trail` after)."""
-        shape = [2] * L
-        pos = {j: lead + (L - 1 - j) for j in range(L)}  # physical bit j -> reshaped axis
-        perm = list(range(lead)) + [pos[phys_of_logical[i]] for i in range(L - 1, -1, -1)] + \
-            [lead + L + t for t in range(trail)]
-        return shape, perm
-
     # logical bit i of d -> physical bit
     qk_map = {0: 0, 1: 3, 2: 4, 3: 1, 4: 2, **{j: j for j in range(5, L)}}
     pv_map = {0: 2, 1: 3, 2: 4, 3: 0, 4: 1, **{j: j for j in range(5, L)}}
-    qs, qo = order([qk_map[i] for i in range(L)], 1, 0)
-    ks, ko = order([qk_map[i] for i in range(L)], 0, 1)
-    vs, vo = order([pv_map[i] for i in range(L)], 1, 0)
+    qs, qo = _bit_order([qk_map[i] for i in range(L)], L, 1, 0)
+    ks, ko = _bit_order([qk_map[i] for i in range(L)], L, 0, 1)
+    vs, vo = _bit_order([pv_map[i] for i in range(L)], L, 1, 0)
     # shared layouts of the copy ring [stage, tile]: each thread's contiguous vector first, then
     # the 32 lanes, then the thread's other registers, then the stage (bank-conflict free, and
     # every thread reads back only what it copied)
@@ -401,11 +693,128 @@ def _layouts(head: int, block_n: int, pipe: int = 0) -> dict:
                 K_ORDER=_pack(ko), V_SHAPE=tuple([block_n] + vs), V_ORDER=_pack(vo), RANK=L + 1)
 
 
+@functools.lru_cache(maxsize=None)
+def _swap_layouts(head: int, block_n: int) -> dict:
+    """Layouts of the swapped-operand kernel (one warp; lane = 4g + t; coordinates physical d).
+
+    S^T = K q^T: K [BLOCK_N, HEAD] is the A operand (registers k0, m3, k3.., then the keys past
+    16; lanes k1, k2, m0..m2), q^T [HEAD, 8] the B operand; d is permuted as in `_layouts` (p0 =
+    d0, p1 = d3, p2 = d4, p3 = d1, p4 = d2), so a thread's K values are 8 contiguous bytes.
+    O^T += V^T P^T: V^T [HEAD, BLOCK_N] is the A operand (registers key0, d3, key8, (key16..),
+    d4, d5..; lanes key1, key2, d0..d2); the output d is permuted p0 = d3, p1 = d4, p2..p4 =
+    d0..d2, so a thread's V values are 4 contiguous bytes per key."""
+    L, NB = _bits(head), _bits(block_n)
+    assert L >= 5 and NB >= 4
+    base = _layouts(head, 16, 0)
+    hi = [1 << j for j in range(5, L)]
+    keys_hi = [1 << j for j in range(4, NB)]
+    lq = gl.DistributedLinearLayout(
+        reg_bases=[[1, 0], [2, 0], [4, 0]] + [[h, 0] for h in hi],
+        lane_bases=[[8, 0], [16, 0], [0, 1], [0, 2], [0, 4]], warp_bases=[], block_bases=[],
+        shape=[head, 8])
+    lk = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [0, 4], [8, 0]] + [[0, h] for h in hi] + [[k, 0] for k in keys_hi],
+        lane_bases=[[0, 8], [0, 16], [1, 0], [2, 0], [4, 0]], warp_bases=[], block_bases=[],
+        shape=[block_n, head])
+    lv_load = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0]] + [[k, 0] for k in keys_hi] + [[0, h] for h in hi],
+        lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[], block_bases=[],
+        shape=[block_n, head])
+    lvt = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [1, 0], [0, 8]] + [[0, k] for k in keys_hi] + [[2, 0]] + [[h, 0] for h in hi],
+        lane_bases=[[0, 2], [0, 4], [4, 0], [8, 0], [16, 0]], warp_bases=[], block_bases=[],
+        shape=[head, block_n])
+    qk_map = {0: 0, 1: 3, 2: 4, 3: 1, 4: 2, **{j: j for j in range(5, L)}}
+    pv_map = {0: 2, 1: 3, 2: 4, 3: 0, 4: 1, **{j: j for j in range(5, L)}}
+    qs, qo = _bit_order([qk_map[i] for i in range(L)], L, 0, 1)
+    ks, ko = _bit_order([qk_map[i] for i in range(L)], L, 1, 0)
+    vs, vo = _bit_order([pv_map[i] for i in range(L)], L, 0, 1)
+
+    # Global -> shared copies run in their own layouts, rows of contiguous bytes across the lanes,
+    # so one copy instruction touches few 128-byte lines (the fragment layouts put 8 keys on the
+    # lanes of every instruction: 8 one-sector L2 requests, and the L2 request rate, not DRAM,
+    # bounded the kernel). The shared layouts are the fragment layouts XOR-swizzled so that both
+    # the copy and the fragment reads are free of bank conflicts.
+    lkc, lvc = _row_copy_layout(3, L, NB), _row_copy_layout(2, L, NB)
+    ss = gl.SharedLinearLayout([[1 << j] for j in range(NB)])
+    return dict(MMA=base["MMA"], AOP=base["AOP"], BOP=base["BOP"], LQ=lq, LK=lk,
+                LV_LOAD=lv_load, LVT=lvt, LKC=lkc, LVC=lvc,
+                SK=_swizzled(lk, lkc, 3, L, NB), SV=_swizzled(lv_load, lvc, 2, L, NB), SS=ss,
+                LS=base["LS"], Q_SHAPE=tuple(qs + [8]), Q_ORDER=_pack(qo),
+                K_SHAPE=tuple([block_n] + ks), K_ORDER=_pack(ko), V_SHAPE=tuple(vs + [block_n]),
+                V_ORDER=_pack(vo), RANK=L + 1)
+
+
+def _row_copy_layout(vec_bits: int, L: int, NB: int) -> gl.DistributedLinearLayout:
+    """[BLOCK_N, HEAD] copy layout: a thread's 2^vec_bits contiguous bytes, then the lanes along
+    the row (d), then along the keys; the thread's other registers take the remaining keys."""
+    along = [[0, 1 << j] for j in range(vec_bits, L)] + [[1 << j, 0] for j in range(NB)]
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 1 << j] for j in range(vec_bits)] + along[5:], lane_bases=along[:5],
+        warp_bases=[], block_bases=[], shape=[1 << NB, 1 << L])
+
+
+def _swizzled(read: gl.DistributedLinearLayout, write: gl.DistributedLinearLayout, vec_bits: int,
+              L: int, NB: int) -> gl.SharedLinearLayout:
+    """Shared layout of a [BLOCK_N, HEAD] tile written in ``write`` and read in ``read`` (both
+    with the same 2^vec_bits-byte vectors): ``read``'s vector, lanes, registers as offset bits,
+    with offset bit vec_bits + i also flipped by ``write``'s lane i. The bank bits (offset bits
+    vec_bits..6) then take distinct values across the lanes of one access on both sides; checked
+    here, and the map is inverted into the offset -> coordinate bases Gluon takes."""
+    plain = read.reg_bases[:vec_bits] + read.lane_bases + read.reg_bases[vec_bits:]
+    off = {tuple(c): 1 << o for o, c in enumerate(plain)}
+    bank_lanes = 7 - vec_bits  # 128-byte wavefronts: 16 lanes of 8 bytes, 32 of 4
+    for i in range(bank_lanes):
+        w, r = tuple(write.lane_bases[i]), tuple(read.lane_bases[i])
+        if w != r:
+            off[w] ^= 1 << (vec_bits + i)
+    bank_mask = ((1 << 7) - 1) & ~((1 << vec_bits) - 1)
+    for side in (read, write):
+        assert _rank([off[tuple(c)] & bank_mask for c in side.lane_bases[:bank_lanes]]) == bank_lanes
+    # invert offset = A . coordinate (GF(2)) into one coordinate per offset bit
+    rows = [[o, c] for c, o in off.items()]
+    n = len(rows)
+    assert n == L + NB
+    for bit in range(n):
+        piv = next(i for i in range(bit, n) if rows[i][0] >> bit & 1)
+        rows[bit], rows[piv] = rows[piv], rows[bit]
+        for i in range(n):
+            if i != bit and rows[i][0] >> bit & 1:
+                rows[i] = [rows[i][0] ^ rows[bit][0], (rows[i][1][0] ^ rows[bit][1][0],
+                                                        rows[i][1][1] ^ rows[bit][1][1])]
+    return gl.SharedLinearLayout([list(rows[bit][1]) for bit in range(n)])
+
+
+def _rank(vectors: list[int]) -> int:
+    """Rank over GF(2) of bit-vectors."""
+    basis: list[int] = []
+    for v in vectors:
+        for b in basis:
+            v = min(v, v ^ b)
+        if v:
+            basis.append(v)
+    return len(basis)
+
+
+def _bit_order(phys_of_logical: list[int], bits: int, lead: int, trail: int) -> tuple[list[int], list[int]]:
+    """reshape shape and permute order that turn physical-bit axes into logical-bit axes
+    (big-endian bit axes, ``lead`` axes before them, ``trail`` after)."""
+    shape = [2] * bits
+    pos = {j: lead + (bits - 1 - j) for j in range(bits)}  # physical bit j -> reshaped axis
+    perm = list(range(lead)) + [pos[phys_of_logical[i]] for i in range(bits - 1, -1, -1)] + \
+        [lead + bits + t for t in range(trail)]
+    return shape, perm
+
+
 def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-                 block_n: int, prefetch: bool, pipe: int) -> tuple[tuple, dict]:
-    if pipe not in (0, 2, 4):
-        raise ValueError(f"pipe must be 0, 2 or 4, got {pipe}")
+                 block_n: int, prefetch: bool, pipe: int, swap: bool, lazy: int = 0,
+                 vpair: bool = True, chains: int = 1) -> tuple[tuple, dict]:
+    if pipe not in (0, 2, 4) or (swap and pipe == 0):
+        raise ValueError(f"pipe must be 2 or 4 (or 0 without swapped operands), got {pipe}")
+    if swap and not swap_supported(group, block_size, block_n):
+        raise ValueError(f"swapped operands take GQA groups of up to 8 heads and tiles inside one "
+                         f"page, got group {group}, block size {block_size}, block_n {block_n}")
     pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
            args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
            block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],
@@ -413,21 +822,30 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
     kw = dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size,
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, V_OFF=args.V_OFF,
               KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
-              SPLIT=num_splits > 1, PREFETCH=prefetch, PIPE=pipe, num_warps=1,
-              **_layouts(head, block_n, pipe))
+              SPLIT=num_splits > 1, PIPE=pipe, num_warps=1)
+    if swap:
+        if chains not in (1, 2, 4) or head // chains < 16:
+            raise ValueError(f"chains must be 1, 2 or 4 with head / chains >= 16, got {chains}")
+        kw.update(LAZY=lazy, VPAIR=vpair, CHAINS=chains, **_swap_layouts(head, block_n))
+    else:
+        kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
     return pos, kw
 
 
 def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
            block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-           block_n: int = 16, prefetch: bool = True, pipe: int = 2) -> None:
+           block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True,
+           lazy: int = 0, vpair: bool = True, chains: int = 1) -> None:
     """Launch the decode kernel: grid (sequences, kv heads, splits), one warp per program.
     ``pipe`` 2 or 4 streams tiles through a ring of that many shared-memory stages filled by
-    asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile ahead)."""
+    asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile ahead). ``swap``
+    runs the swapped-operand kernel (keys as MMA rows; groups of up to 8 heads); ``lazy`` > 0
+    moves its running max only when it grows by more than that (log2 units)."""
     pos, kw = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
-                           block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe)
+                           block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe,
+                           swap, lazy, vpair, chains)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
-    _gluon_decode_kernel[grid](*pos, **kw)
+    (_gluon_swap_kernel if swap else _gluon_decode_kernel)[grid](*pos, **kw)
 
 
 _RESIDENT: dict[tuple, int] = {}
@@ -435,15 +853,18 @@ _RESIDENT: dict[tuple, int] = {}
 
 def programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, head: int,
                     block_size: int, block_n: int = 16, prefetch: bool = True,
-                    pipe: int = 2) -> int:
+                    pipe: int = 2, swap: bool = True, lazy: int = 0, vpair: bool = True,
+                    chains: int = 1) -> int:
     """How many one-warp programs of this configuration fit on one multiprocessor at once,
     from the compiled kernel's registers and shared memory (compiles it once; cached)."""
-    key = (group, head, block_size, block_n, prefetch, pipe, args.KV_MODE, args.FP8_E5M2,
-           query.dtype, query.device.index)
+    key = (group, head, block_size, block_n, prefetch, pipe, swap, lazy, vpair, chains, args.KV_MODE,
+           args.FP8_E5M2, query.dtype, query.device.index)
     if key not in _RESIDENT:
         pos, kw = _launch_args(query, out, out, out, args, block_tables, seq_lens, group, head,
-                               block_size, 1.0, 0, 1, block_n, prefetch, pipe)
-        kernel = _gluon_decode_kernel.warmup(*pos, grid=(1,), **kw)
+                               block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap, lazy, vpair,
+                               chains)
+        fn = _gluon_swap_kernel if swap else _gluon_decode_kernel
+        kernel = fn.warmup(*pos, grid=(1,), **kw)
         kernel._init_handles()
         props = torch.cuda.get_device_properties(query.device)
         regs_per_warp = -(-max(kernel.n_regs, 1) * 32 // 256) * 256  # allocated in 256s
@@ -460,3 +881,8 @@ def supported(group: int, head: int, block_size: int) -> bool:
     """Shapes the kernel handles: GQA groups up to 16 heads, power-of-two heads 32-256."""
     return 1 <= group <= 16 and head in (32, 64, 128, 256) and block_size & (block_size - 1) == 0
 
+
+def swap_supported(group: int, block_size: int, block_n: int = 16) -> bool:
+    """The swapped-operand kernel: GQA groups of up to 8 heads (the 8 MMA columns), tiles that
+    never cross a page (one block-table read per tile)."""
+    return 1 <= group <= 8 and block_n in (16, 32) and block_size >= block_n

@@ -264,9 +264,49 @@ def test_gluon_decode_matches_reference(cuda_device, kv_cache_dtype, head, hq, h
     gen = torch.Generator(device="cuda").manual_seed(11)
     layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
     batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], 16, "cuda", gen)
-    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, pipe=pipe)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, pipe=pipe,
+                          swap=False)
     out, ref = _decode(batch, hq, gen, "cuda", config=cfg, poison=1e30)
     _check(out, ref, layout.quant_mode, f"gluon {cfg}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("head,hq,hkv", [(128, 32, 8), (64, 64, 8), (256, 16, 4), (128, 8, 8),
+                                         (64, 28, 4), (128, 12, 2)])
+@pytest.mark.parametrize("block_n,block_size,num_splits,lazy", [
+    (None, 16, None, None), (16, 32, 3, 0), (32, 32, 2, 8), (32, 64, 1, 0), (16, 16, 5, 8)])
+def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
+                                      block_size, num_splits, lazy):
+    """The swapped-operand Gluon kernel (keys as the MMA rows, the GQA group of 1-8 heads as the
+    columns, P^T transposed across the warp) computes the reference function: odd lengths, a
+    1-token sequence, splits, 16- and 32-key tiles in 16/32/64-slot pages. Queries are also
+    scaled by 25 so that the running max keeps growing across tiles, which exercises the lazy
+    rescale (the max moves only when it grows by more than 2^lazy)."""
+    pytest.importorskip("triton.experimental.gluon")
+    if head == 256 and block_n == 32:
+        pytest.skip("head 256 runs 16-key tiles (registers)")
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
+    batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], block_size, "cuda", gen)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, swap=True,
+                          lazy_rescale=lazy)
+    for q_mul in (1.0, 25.0):
+        q = (torch.randn(5, hq, head, generator=gen, device="cuda") * q_mul).to(torch.bfloat16)
+        out = torch.full_like(q, 1e30)
+        paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out, config=cfg)
+        ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
+        _check(out, ref, layout.quant_mode, f"gluon swap {cfg} q*{q_mul}")
+
+
+def test_gluon_swap_refuses_what_it_does_not_run():
+    """Swapped operands take groups of up to 8 heads and tiles that stay inside one page."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kvplan.runtime.attention_gluon import swap_supported  # noqa: PLC0415
+    assert swap_supported(8, 16) and swap_supported(1, 64, 32)
+    assert not swap_supported(16, 16)  # 16 heads do not fit the 8 columns
+    assert not swap_supported(4, 16, 32)  # a 32-key tile would span two 16-slot pages
+    assert not swap_supported(4, 8)
 
 
 def test_gluon_kernel_refuses_what_it_does_not_run(device):
