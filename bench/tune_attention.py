@@ -16,7 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from kvplan.runtime import attention  # noqa: E402
 from kvplan.runtime.attention import AttentionConfig, paged_attention  # noqa: E402
 from kvplan.runtime.bench import _bench_replay, _make_kv, _paged_fill, _rel_err  # noqa: E402
 from kvplan.runtime.layout import LayerLayout  # noqa: E402
@@ -37,8 +36,6 @@ def main() -> None:
     ap.add_argument("--kernel", default="triton", help="triton, gluon or triton,gluon")
     ap.add_argument("--pipe", default="0", help="gluon only: cp.async stages (0 = register prefetch)")
     ap.add_argument("--swap", default="", help="gluon only: swapped operands 0, 1 or 0,1 (empty = default)")
-    ap.add_argument("--lazy", default="", help="gluon swap only: lazy-rescale thresholds, e.g. 0,8 (empty = default)")
-    ap.add_argument("--chains", default="", help="gluon swap only: independent q.K MMA chains, e.g. 1,2,4 (empty = default)")
     ap.add_argument("--maxnreg", default="0", help="register caps to sweep (0 = none)")
     ap.add_argument("--configs", default="", help="explicit BLOCK_N:WARPS:STAGES[:SPLITS] list, "
                     "e.g. 64:2:3,16:2:4:3 (replaces the --block-n/--warps/--stages product; a "
@@ -71,20 +68,15 @@ def main() -> None:
                                              [int(x) for x in a.stages.split(",")],
                                              [None]))
         swaps = [bool(int(x)) for x in a.swap.split(",")] if a.swap else [None]
-        lazies = [int(x) for x in a.lazy.split(",")] if a.lazy else [None]
-        chains = [int(x) for x in a.chains.split(",")] if a.chains else [attention._GLUON_QK_CHAINS]
-        for (bn, w, st, sp_t), sp, ud, vir, im, mr, vr, kn, pp, sw, lz, ch in itertools.product(
+        for (bn, w, st, sp_t), sp, ud, vir, im, mr, vr, kn, pp, sw in itertools.product(
                 triples, [int(x) for x in a.splits.split(",")],
                 [bool(int(x)) for x in a.use_dot.split(",")], virs, immas,
                 [int(x) for x in a.maxnreg.split(",")], [bool(int(x)) for x in a.vreg.split(",")],
-                a.kernel.split(","), [int(x) for x in a.pipe.split(",")], swaps, lazies, chains):
-            attention._GLUON_QK_CHAINS = ch
-            if kn != "gluon" and (pp or sw is not None or lz is not None):
-                continue
-            if sw is False and lz is not None:
+                a.kernel.split(","), [int(x) for x in a.pipe.split(",")], swaps):
+            if kn != "gluon" and (pp or sw is not None):
                 continue
             sp = sp if sp_t is None else sp_t
-            gl_only = dict(pipe=pp or None, swap=sw, lazy_rescale=lz) if kn == "gluon" else {}
+            gl_only = dict(pipe=pp or None, swap=sw) if kn == "gluon" else {}
             cfg = AttentionConfig(block_n=bn, num_warps=w, num_stages=st, num_splits=sp or None,
                                   use_dot=ud, paged3d=vir, imma=im, max_registers=mr or None,
                                   v_reg=vr, kernel=kn, **gl_only)
@@ -100,12 +92,12 @@ def main() -> None:
                 continue
             row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud,
                        paged3d=vir, imma=im, maxnreg=mr, v_reg=vr, kernel=kn, pipe=pp, swap=sw,
-                       lazy=lz, chains=ch, ms=ms,
+                       ms=ms,
                        ratio=ms / sdpa, rel_err=err,
                        tbps=b * ctx * lay.bytes_per_token / (ms * 1e-3) / 1e12)
             results.append(row)
             print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} dot={int(ud)}: {ms:.4f} ms "
-                  f"p3={int(vir)} imma={im} r={mr} vreg={int(vr)} {kn} pipe={pp} swap={sw} lazy={lz} chains={ch} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
+                  f"p3={int(vir)} imma={im} r={mr} vreg={int(vr)} {kn} pipe={pp} swap={sw} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
             if best is None or ms < best["ms"]:
                 best = row
         print(f"BEST {mode}: {best}", flush=True)

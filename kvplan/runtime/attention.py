@@ -433,8 +433,6 @@ class AttentionConfig:
     #                          loaded into registers (num_stages >= 2: one tile ahead)
     swap: bool | None = None  # gluon only: keys as the MMA rows, the GQA group as the columns
     #                           (default where it applies: groups <= 8, tiles inside one page)
-    lazy_rescale: int | None = None  # gluon swap only: move the running max only when it grows
-    #                                  by more than this (log2 units); 0 = every tile
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -642,9 +640,6 @@ def _gluon_available() -> bool:
 # as fast or faster: at a 128-key window (head 64, B64) the Gluon kernel took 1.22x bf16 SDPA
 # against 0.95x; at 1024 keys the two are within 2% (round 8).
 _GLUON_MIN_KEYS = 1024
-_GLUON_LAZY_RESCALE = 8
-_GLUON_V_PAIRS = True
-_GLUON_QK_CHAINS = 2
 _TRITON_ONLY_KNOBS = ("block_m", "num_warps", "use_dot", "paged3d", "max_registers", "imma", "v_reg")
 
 
@@ -701,12 +696,8 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
     prefetch = (cfg.num_stages or 2) >= 2
     swap = cfg.swap if cfg.swap is not None else (
         pipe > 0 and attention_gluon.swap_supported(group, cache.block_size, block_n))
-    lazy = cfg.lazy_rescale if cfg.lazy_rescale is not None else _GLUON_LAZY_RESCALE
-    vpair = _GLUON_V_PAIRS
-    chains = min(_GLUON_QK_CHAINS, d // 16)
     kernel_kw = dict(group=group, head=d, block_size=cache.block_size, block_n=block_n,
-                     prefetch=prefetch, pipe=pipe, swap=swap, lazy=lazy, vpair=vpair,
-                     chains=chains)
+                     prefetch=prefetch, pipe=pipe, swap=swap)
     if cfg.num_splits is not None:
         num_splits = cfg.num_splits
     else:

@@ -387,122 +387,78 @@ def _v_pairs(vx, KV_MODE: gl.constexpr, E5M2: gl.constexpr, BLOCK_N: gl.constexp
 
 
 @gluon.jit
-def _halves(x, D0: gl.constexpr, D1: gl.constexpr, AXIS: gl.constexpr):
-    """The two halves of x [D0, D1] along AXIS (its top index bit is a register bit)."""
-    if AXIS == 0:
-        return gl.split(gl.permute(gl.reshape(x, [2, D0 // 2, D1]), (1, 2, 0)))
-    else:
-        return gl.split(gl.permute(gl.reshape(x, [D0, 2, D1 // 2]), (0, 2, 1)))
-
-
-@gluon.jit
-def _qk(k, q, AOP: gl.constexpr, BOP: gl.constexpr, MMA: gl.constexpr, CHAINS: gl.constexpr,
-        HEAD: gl.constexpr, BLOCK_N: gl.constexpr):
-    """S^T = K q^T as CHAINS independent MMA chains over slices of d, summed (a chain of
-    HEAD/16 dependent MMAs is the longest latency of a tile)."""
-    zero = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
-    if CHAINS == 1:
-        return mma_v2(k, q, zero)
-    else:
-        k0, k1 = _halves(k, BLOCK_N, HEAD, 1)
-        q0, q1 = _halves(q, HEAD, 8, 0)
-        k0 = gl.convert_layout(k0, AOP, assert_trivial=True)
-        k1 = gl.convert_layout(k1, AOP, assert_trivial=True)
-        q0 = gl.convert_layout(q0, BOP, assert_trivial=True)
-        q1 = gl.convert_layout(q1, BOP, assert_trivial=True)
-        if CHAINS == 2:
-            return mma_v2(k0, q0, zero) + mma_v2(k1, q1, zero)
-        else:
-            k00, k01 = _halves(k0, BLOCK_N, HEAD // 2, 1)
-            k10, k11 = _halves(k1, BLOCK_N, HEAD // 2, 1)
-            q00, q01 = _halves(q0, HEAD // 2, 8, 0)
-            q10, q11 = _halves(q1, HEAD // 2, 8, 0)
-            s0 = mma_v2(gl.convert_layout(k00, AOP, assert_trivial=True),
-                        gl.convert_layout(q00, BOP, assert_trivial=True), zero)
-            s1 = mma_v2(gl.convert_layout(k01, AOP, assert_trivial=True),
-                        gl.convert_layout(q01, BOP, assert_trivial=True), zero)
-            s2 = mma_v2(gl.convert_layout(k10, AOP, assert_trivial=True),
-                        gl.convert_layout(q10, BOP, assert_trivial=True), zero)
-            s3 = mma_v2(gl.convert_layout(k11, AOP, assert_trivial=True),
-                        gl.convert_layout(q11, BOP, assert_trivial=True), zero)
-            return (s0 + s1) + (s2 + s3)
-
-
-@gluon.jit
 def _swap_update(q, kx, vx, k_sc, v_sc, q_bias, rel, span, sn, m_i, l_acc, w_acc, acc,
-                 KV_MODE: gl.constexpr, E5M2: gl.constexpr, LAZY: gl.constexpr,
-                 VPAIR: gl.constexpr, CHAINS: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, MMA: gl.constexpr, LVT: gl.constexpr,
+                 KV_MODE: gl.constexpr, E5M2: gl.constexpr, AOP: gl.constexpr,
+                 BOP: gl.constexpr, MMA: gl.constexpr, LVT: gl.constexpr,
                  K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
                  V_ORDER: gl.constexpr, RANK: gl.constexpr, HEAD: gl.constexpr,
                  BLOCK_N: gl.constexpr):
     """One tile of online softmax with the operands swapped: S^T = K q^T, O^T += V^T P^T.
     Key ``n`` of the tile is read when ``n + rel`` (unsigned) is below ``span``. ``l_acc`` (and
     ``w_acc``, the sum of the fp16 P*v_scale for the INT8 bias) stay per thread and are reduced
-    once at the end. ``LAZY`` > 0: the running max (and the rescale of the accumulators) moves
-    only when a head's max grows by more than LAZY (log2 units), so probabilities stay below
-    2^LAZY and most tiles skip the rescale."""
+    once at the end."""
     k = gl.convert_layout(_relabel(_to_f16_biased(kx, KV_MODE, E5M2), K_SHAPE, K_ORDER, RANK,
                                    [BLOCK_N, HEAD]), AOP)  # register renaming only
-    if VPAIR:
-        v = gl.convert_layout(gl.permute(_v_pairs(vx, KV_MODE, E5M2, BLOCK_N, HEAD), (1, 0)), LVT)
-    else:
-        v = gl.convert_layout(gl.permute(_to_f16_biased(vx, KV_MODE, E5M2), (1, 0)), LVT)
+    v = gl.convert_layout(gl.permute(_v_pairs(vx, KV_MODE, E5M2, BLOCK_N, HEAD), (1, 0)), LVT)
     v = gl.convert_layout(_relabel(v, V_SHAPE, V_ORDER, RANK, [HEAD, BLOCK_N]), AOP,
                           assert_trivial=True)
     ok_s = (sn + rel).to(gl.uint32) < span
-    s = _qk(k, q, AOP, BOP, MMA, CHAINS, HEAD, BLOCK_N)
+    s = mma_v2(k, q, gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA))
     s = gl.where(ok_s[:, None], (s - q_bias[None, :]) * k_sc[:, None], float("-inf"))
-    m_tile = gl.max(s, axis=0)
-    if LAZY > 0:
-        if gl.max((m_tile > m_i + LAZY).to(gl.int32), axis=0) > 0:
-            m_new = gl.maximum(m_i, m_tile)
-            alpha = gl.exp2(m_i - gl.where(m_new == float("-inf"), 0.0, m_new))
-            acc = acc * alpha[None, :]
-            l_acc = l_acc * alpha[None, :]
-            if KV_MODE == 2:
-                w_acc = w_acc * alpha[None, :]
-            m_i = m_new
-        p = gl.exp2(s - gl.where(m_i == float("-inf"), 0.0, m_i)[None, :])
-        l_acc = l_acc + p
-        pv = (p * v_sc[:, None]).to(gl.float16)
-        if KV_MODE == 2:
-            w_acc = w_acc + pv.to(gl.float32)
-        acc = mma_v2(v, _transpose_p(pv, BLOCK_N, BOP), acc)
-    else:
-        m_new = gl.maximum(m_i, m_tile)
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = gl.exp2(m_i - m_use)
-        p = gl.exp2(s - m_use[None, :])
-        l_acc = l_acc * alpha[None, :] + p
-        pv = (p * v_sc[:, None]).to(gl.float16)
-        if KV_MODE == 2:
-            w_acc = w_acc * alpha[None, :] + pv.to(gl.float32)
-        acc = mma_v2(v, _transpose_p(pv, BLOCK_N, BOP), acc * alpha[None, :])
-        m_i = m_new
-    return m_i, l_acc, w_acc, acc
+    m_new = gl.maximum(m_i, gl.max(s, axis=0))
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s - m_use[None, :])
+    l_acc = l_acc * alpha[None, :] + p
+    pv = (p * v_sc[:, None]).to(gl.float16)
+    if KV_MODE == 2:
+        w_acc = w_acc * alpha[None, :] + pv.to(gl.float32)
+    acc = mma_v2(v, _transpose_p(pv, BLOCK_N, BOP), acc * alpha[None, :])
+    return m_new, l_acc, w_acc, acc
 
 
 @gluon.jit
-def _swap_issue(start, s_hi, rel, span, page, kv_base, sc_base, stride_cb, stride_sb, k_off, kn,
+def _swap_issue(start, rel, span, pg0, pg1, kv_base, sc_base, stride_cb, stride_sb, k_off, kn,
                 v_off, vn, s_off, sc_n, kb, vb, ksb, vsb, BLOCK_SIZE: gl.constexpr,
                 STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, KS_OFF: gl.constexpr,
-                VS_OFF: gl.constexpr):
-    """Asynchronous copies of one tile (all in block-table page ``page``) into a ring stage;
-    each thread copies exactly the bytes it reads back. Keys outside the range are zero-filled."""
+                VS_OFF: gl.constexpr, TWO_PAGES: gl.constexpr):
+    """Asynchronous copies of one tile into a ring stage: keys in block-table page ``pg0`` (and
+    with ``TWO_PAGES``, keys from BLOCK_SIZE on in ``pg1``). Keys outside the range are
+    zero-filled."""
     slot = start % BLOCK_SIZE
-    kv = kv_base + page * stride_cb + slot * STRIDE_S
-    sc = sc_base + page * stride_sb + slot * SCALE_STRIDE_S
-    cp.async_copy_global_to_shared(kb, kv + k_off, mask=((kn + rel).to(gl.uint32) < span)[:, None])
-    cp.async_copy_global_to_shared(vb, kv + v_off, mask=((vn + rel).to(gl.uint32) < span)[:, None])
+    kv = kv_base + pg0 * stride_cb + slot * STRIDE_S
+    sc = sc_base + pg0 * stride_sb + slot * SCALE_STRIDE_S
+    ok_k = ((kn + rel).to(gl.uint32) < span)[:, None]
+    ok_v = ((vn + rel).to(gl.uint32) < span)[:, None]
     ok_s = (sc_n + rel).to(gl.uint32) < span
-    cp.async_copy_global_to_shared(ksb, sc + s_off + KS_OFF, mask=ok_s)
-    cp.async_copy_global_to_shared(vsb, sc + s_off + VS_OFF, mask=ok_s)
+    if TWO_PAGES:
+        kv1 = kv_base + pg1 * stride_cb
+        sc1 = sc_base + pg1 * stride_sb
+        cp.async_copy_global_to_shared(kb, gl.where((kn >= BLOCK_SIZE)[:, None], kv1, kv) + k_off,
+                                       mask=ok_k)
+        cp.async_copy_global_to_shared(vb, gl.where((vn >= BLOCK_SIZE)[:, None], kv1, kv) + v_off,
+                                       mask=ok_v)
+        scp = gl.where(sc_n >= BLOCK_SIZE, sc1, sc) + s_off
+        cp.async_copy_global_to_shared(ksb, scp + KS_OFF, mask=ok_s)
+        cp.async_copy_global_to_shared(vsb, scp + VS_OFF, mask=ok_s)
+    else:
+        cp.async_copy_global_to_shared(kb, kv + k_off, mask=ok_k)
+        cp.async_copy_global_to_shared(vb, kv + v_off, mask=ok_v)
+        cp.async_copy_global_to_shared(ksb, sc + s_off + KS_OFF, mask=ok_s)
+        cp.async_copy_global_to_shared(vsb, sc + s_off + VS_OFF, mask=ok_s)
 
 
 @gluon.jit
-def _page(bt_row, start, s_hi, BLOCK_SIZE: gl.constexpr):
-    """Block-table entry of the page holding key ``start`` (0 past the range)."""
-    return gl.load(bt_row + start // BLOCK_SIZE, mask=start < s_hi, other=0).to(gl.int64)
+def _tile_pages(bt_row, start, s_hi, BLOCK_SIZE: gl.constexpr, TWO_PAGES: gl.constexpr):
+    """Block-table entries of the page holding key ``start`` and, with ``TWO_PAGES``, of the
+    next page (0 past the range)."""
+    pg0 = gl.load(bt_row + start // BLOCK_SIZE, mask=start < s_hi, other=0).to(gl.int64)
+    if TWO_PAGES:
+        pg1 = gl.load(bt_row + start // BLOCK_SIZE + 1, mask=start + BLOCK_SIZE < s_hi,
+                      other=0).to(gl.int64)
+    else:
+        pg1 = pg0
+    return pg0, pg1
 
 
 @gluon.jit(do_not_specialize=["num_splits"])
@@ -513,8 +469,7 @@ def _gluon_swap_kernel(
     GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, V_OFF: gl.constexpr,
     KS_OFF: gl.constexpr, VS_OFF: gl.constexpr, KV_MODE: gl.constexpr, E5M2: gl.constexpr,
-    SPLIT: gl.constexpr, PIPE: gl.constexpr, LAZY: gl.constexpr, VPAIR: gl.constexpr,
-    CHAINS: gl.constexpr, MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
+    SPLIT: gl.constexpr, PIPE: gl.constexpr, MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
     LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, LKC: gl.constexpr,
     LVC: gl.constexpr, Q_SHAPE: gl.constexpr, Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr,
     V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
@@ -554,15 +509,16 @@ def _gluon_swap_kernel(
     w_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
     acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
 
-    # per-thread offsets inside a tile (a tile never crosses a page: BLOCK_N <= BLOCK_SIZE)
+    # per-thread offsets inside a tile's page(s) (a tile spans one page, or two of 16 slots)
+    TWO_PAGES: gl.constexpr = BLOCK_N > BLOCK_SIZE
     kn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LKC))
     kd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LKC))
-    k_off = kn[:, None] * STRIDE_S + kd[None, :]
+    k_off = (kn % BLOCK_SIZE)[:, None] * STRIDE_S + kd[None, :]
     vn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LVC))
     vd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LVC))
-    v_off = vn[:, None] * STRIDE_S + vd[None, :] + V_OFF
+    v_off = (vn % BLOCK_SIZE)[:, None] * STRIDE_S + vd[None, :] + V_OFF
     sc_n = gl.arange(0, BLOCK_N, layout=LS)
-    s_off = sc_n * SCALE_STRIDE_S
+    s_off = (sc_n % BLOCK_SIZE) * SCALE_STRIDE_S
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
     span = (s_hi - lo).to(gl.uint32)
     dt: gl.constexpr = c_ptr.dtype.element_ty
@@ -572,22 +528,22 @@ def _gluon_swap_kernel(
                        _stage(dt, HEAD, BLOCK_N, SK, SV, SS, True))
     for i in gl.static_range(PIPE - 1):
         start = s_lo + i * BLOCK_N
-        _swap_issue(start, s_hi, start - lo, span, _page(bt_row, start, s_hi, BLOCK_SIZE), kv_base,
-                    sc_base, stride_cb, stride_sb, k_off, kn, v_off, vn, s_off, sc_n, bufs[i][0],
-                    bufs[i][1], bufs[i][2], bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S,
-                    KS_OFF, VS_OFF)
+        pg0, pg1 = _tile_pages(bt_row, start, s_hi, BLOCK_SIZE, TWO_PAGES)
+        _swap_issue(start, start - lo, span, pg0, pg1, kv_base, sc_base, stride_cb, stride_sb,
+                    k_off, kn, v_off, vn, s_off, sc_n, bufs[i][0], bufs[i][1], bufs[i][2],
+                    bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF, VS_OFF, TWO_PAGES)
         cp.commit_group()
-    page = _page(bt_row, s_lo + (PIPE - 1) * BLOCK_N, s_hi, BLOCK_SIZE)
+    pg0, pg1 = _tile_pages(bt_row, s_lo + (PIPE - 1) * BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
     for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
         for j in gl.static_range(PIPE):
             start = t0 + j * BLOCK_N
             ahead = start + (PIPE - 1) * BLOCK_N
             wb = bufs[(j + PIPE - 1) % PIPE]
-            _swap_issue(ahead, s_hi, ahead - lo, span, page, kv_base, sc_base, stride_cb,
-                        stride_sb, k_off, kn, v_off, vn, s_off, sc_n, wb[0], wb[1], wb[2], wb[3],
-                        BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF, VS_OFF)
+            _swap_issue(ahead, ahead - lo, span, pg0, pg1, kv_base, sc_base, stride_cb, stride_sb,
+                        k_off, kn, v_off, vn, s_off, sc_n, wb[0], wb[1], wb[2], wb[3],
+                        BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF, VS_OFF, TWO_PAGES)
             cp.commit_group()
-            page = _page(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE)
+            pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
             cp.wait_group(PIPE - 1)
             rb = bufs[j]
             kx = rb[0].load(LK)
@@ -596,7 +552,7 @@ def _gluon_swap_kernel(
             v_sc = rb[3].load(gl.SliceLayout(1, MMA))
             m_i, l_acc, w_acc, acc = _swap_update(
                 q, kx, vx, k_sc, v_sc, q_bias, start - lo, span, sn, m_i, l_acc, w_acc, acc,
-                KV_MODE, E5M2, LAZY, VPAIR, CHAINS, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
+                KV_MODE, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
                 HEAD, BLOCK_N)
     cp.wait_group(0)
 
@@ -808,8 +764,7 @@ def _bit_order(phys_of_logical: list[int], bits: int, lead: int, trail: int) -> 
 
 def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-                 block_n: int, prefetch: bool, pipe: int, swap: bool, lazy: int = 0,
-                 vpair: bool = True, chains: int = 1) -> tuple[tuple, dict]:
+                 block_n: int, prefetch: bool, pipe: int, swap: bool) -> tuple[tuple, dict]:
     if pipe not in (0, 2, 4) or (swap and pipe == 0):
         raise ValueError(f"pipe must be 2 or 4 (or 0 without swapped operands), got {pipe}")
     if swap and not swap_supported(group, block_size, block_n):
@@ -824,9 +779,7 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
               KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
               SPLIT=num_splits > 1, PIPE=pipe, num_warps=1)
     if swap:
-        if chains not in (1, 2, 4) or head // chains < 16:
-            raise ValueError(f"chains must be 1, 2 or 4 with head / chains >= 16, got {chains}")
-        kw.update(LAZY=lazy, VPAIR=vpair, CHAINS=chains, **_swap_layouts(head, block_n))
+        kw.update(_swap_layouts(head, block_n))
     else:
         kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
     return pos, kw
@@ -834,16 +787,14 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
 
 def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
            block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-           block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True,
-           lazy: int = 0, vpair: bool = True, chains: int = 1) -> None:
+           block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True) -> None:
     """Launch the decode kernel: grid (sequences, kv heads, splits), one warp per program.
     ``pipe`` 2 or 4 streams tiles through a ring of that many shared-memory stages filled by
     asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile ahead). ``swap``
-    runs the swapped-operand kernel (keys as MMA rows; groups of up to 8 heads); ``lazy`` > 0
-    moves its running max only when it grows by more than that (log2 units)."""
+    runs the swapped-operand kernel (keys as MMA rows; groups of up to 8 heads)."""
     pos, kw = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
                            block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe,
-                           swap, lazy, vpair, chains)
+                           swap)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
     (_gluon_swap_kernel if swap else _gluon_decode_kernel)[grid](*pos, **kw)
 
@@ -853,16 +804,13 @@ _RESIDENT: dict[tuple, int] = {}
 
 def programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, head: int,
                     block_size: int, block_n: int = 16, prefetch: bool = True,
-                    pipe: int = 2, swap: bool = True, lazy: int = 0, vpair: bool = True,
-                    chains: int = 1) -> int:
+                    pipe: int = 2, swap: bool = True) -> int:
     """How many one-warp programs of this configuration fit on one multiprocessor at once,
     from the compiled kernel's registers and shared memory (compiles it once; cached)."""
-    key = (group, head, block_size, block_n, prefetch, pipe, swap, lazy, vpair, chains, args.KV_MODE,
-           args.FP8_E5M2, query.dtype, query.device.index)
+    key = (group, head, block_size, block_n, prefetch, pipe, swap, args.KV_MODE, args.FP8_E5M2, query.dtype, query.device.index)
     if key not in _RESIDENT:
         pos, kw = _launch_args(query, out, out, out, args, block_tables, seq_lens, group, head,
-                               block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap, lazy, vpair,
-                               chains)
+                               block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap)
         fn = _gluon_swap_kernel if swap else _gluon_decode_kernel
         kernel = fn.warmup(*pos, grid=(1,), **kw)
         kernel._init_handles()
@@ -883,6 +831,6 @@ def supported(group: int, head: int, block_size: int) -> bool:
 
 
 def swap_supported(group: int, block_size: int, block_n: int = 16) -> bool:
-    """The swapped-operand kernel: GQA groups of up to 8 heads (the 8 MMA columns), tiles that
-    never cross a page (one block-table read per tile)."""
-    return 1 <= group <= 8 and block_n in (16, 32) and block_size >= block_n
+    """The swapped-operand kernel: GQA groups of up to 8 heads (the 8 MMA columns), tiles of 16
+    or 32 keys spanning at most two pages of at least 16 slots."""
+    return 1 <= group <= 8 and block_n in (16, 32) and 16 <= block_size and block_n <= 2 * block_size

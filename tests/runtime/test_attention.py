@@ -274,23 +274,22 @@ def test_gluon_decode_matches_reference(cuda_device, kv_cache_dtype, head, hq, h
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
 @pytest.mark.parametrize("head,hq,hkv", [(128, 32, 8), (64, 64, 8), (256, 16, 4), (128, 8, 8),
                                          (64, 28, 4), (128, 12, 2)])
-@pytest.mark.parametrize("block_n,block_size,num_splits,lazy", [
-    (None, 16, None, None), (16, 32, 3, 0), (32, 32, 2, 8), (32, 64, 1, 0), (16, 16, 5, 8)])
+@pytest.mark.parametrize("block_n,block_size,num_splits", [
+    (None, 16, None), (16, 32, 3), (32, 32, 2), (32, 64, 1), (16, 16, 5), (32, 16, 3)])
 def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
-                                      block_size, num_splits, lazy):
+                                      block_size, num_splits):
     """The swapped-operand Gluon kernel (keys as the MMA rows, the GQA group of 1-8 heads as the
     columns, P^T transposed across the warp) computes the reference function: odd lengths, a
-    1-token sequence, splits, 16- and 32-key tiles in 16/32/64-slot pages. Queries are also
-    scaled by 25 so that the running max keeps growing across tiles, which exercises the lazy
-    rescale (the max moves only when it grows by more than 2^lazy)."""
+    1-token sequence, splits, 16- and 32-key tiles in 16/32/64-slot pages (a 32-key tile spans
+    two 16-slot pages). Queries are also scaled by 25: a sharp softmax whose running max keeps
+    moving across tiles."""
     pytest.importorskip("triton.experimental.gluon")
     if head == 256 and block_n == 32:
         pytest.skip("head 256 runs 16-key tiles (registers)")
     gen = torch.Generator(device="cuda").manual_seed(13)
     layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
     batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], block_size, "cuda", gen)
-    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, swap=True,
-                          lazy_rescale=lazy)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, swap=True)
     for q_mul in (1.0, 25.0):
         q = (torch.randn(5, hq, head, generator=gen, device="cuda") * q_mul).to(torch.bfloat16)
         out = torch.full_like(q, 1e30)
@@ -300,13 +299,13 @@ def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 
 
 def test_gluon_swap_refuses_what_it_does_not_run():
-    """Swapped operands take groups of up to 8 heads and tiles that stay inside one page."""
+    """Swapped operands take groups of up to 8 heads and tiles of at most two pages."""
     pytest.importorskip("triton.experimental.gluon")
     from kvplan.runtime.attention_gluon import swap_supported  # noqa: PLC0415
     assert swap_supported(8, 16) and swap_supported(1, 64, 32)
     assert not swap_supported(16, 16)  # 16 heads do not fit the 8 columns
-    assert not swap_supported(4, 16, 32)  # a 32-key tile would span two 16-slot pages
-    assert not swap_supported(4, 8)
+    assert swap_supported(4, 16, 32)  # a 32-key tile spans two 16-slot pages
+    assert not swap_supported(4, 8) and not swap_supported(4, 8, 32)  # pages under 16 slots
 
 
 def test_gluon_kernel_refuses_what_it_does_not_run(device):
