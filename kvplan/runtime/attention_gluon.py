@@ -15,6 +15,11 @@ tensor-core fragment registers:
   assert_trivial=True)`` proves it at compile time: no shared memory, no barrier);
 * per-token-head scales multiply the score columns and the probabilities, as in the Triton kernel.
 
+For GQA groups of up to 8 heads the default is the swapped-operand kernel (`_gluon_swap_kernel`,
+round 9 in bench/NOTES-runtime.md): the keys are the 16 MMA rows and the group the 8 columns, so a
+group of 4-8 does not pad 16-row tiles; tiles are copied along the cache rows (few 128-byte lines
+per instruction) into XOR-swizzled shared tiles (`_swizzled`) read without bank conflicts.
+
 Splits of the context are merged by the Triton kernel's merge step. Gluon kernels do not run in the
 CPU interpreter: this path is taken only on a CUDA GPU, and the GPU tests compare it with the torch
 reference like every other configuration.
