@@ -695,7 +695,7 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
     pipe = cfg.pipe if cfg.pipe is not None else 2
     prefetch = (cfg.num_stages or 2) >= 2
     swap = cfg.swap if cfg.swap is not None else (
-        pipe > 0 and attention_gluon.swap_supported(group, cache.block_size, block_n))
+        pipe > 0 and attention_gluon.swap_supported(group, cache.block_size, block_n, d))
     kernel_kw = dict(group=group, head=d, block_size=cache.block_size, block_n=block_n,
                      prefetch=prefetch, pipe=pipe, swap=swap)
     if cfg.num_splits is not None:

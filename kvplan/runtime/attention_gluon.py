@@ -772,9 +772,10 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
                  block_n: int, prefetch: bool, pipe: int, swap: bool) -> tuple[tuple, dict]:
     if pipe not in (0, 2, 4) or (swap and pipe == 0):
         raise ValueError(f"pipe must be 2 or 4 (or 0 without swapped operands), got {pipe}")
-    if swap and not swap_supported(group, block_size, block_n):
-        raise ValueError(f"swapped operands take GQA groups of up to 8 heads and tiles inside one "
-                         f"page, got group {group}, block size {block_size}, block_n {block_n}")
+    if swap and not swap_supported(group, block_size, block_n, head):
+        raise ValueError(f"swapped operands take GQA groups of up to 8 heads, heads of 64-256 and "
+                         f"tiles of at most two pages, got group {group}, head {head}, block size "
+                         f"{block_size}, block_n {block_n}")
     pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
            args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
            block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],
@@ -835,7 +836,9 @@ def supported(group: int, head: int, block_size: int) -> bool:
     return 1 <= group <= 16 and head in (32, 64, 128, 256) and block_size & (block_size - 1) == 0
 
 
-def swap_supported(group: int, block_size: int, block_n: int = 16) -> bool:
-    """The swapped-operand kernel: GQA groups of up to 8 heads (the 8 MMA columns), tiles of 16
-    or 32 keys spanning at most two pages of at least 16 slots."""
-    return 1 <= group <= 8 and block_n in (16, 32) and 16 <= block_size and block_n <= 2 * block_size
+def swap_supported(group: int, block_size: int, block_n: int = 16, head: int = 128) -> bool:
+    """The swapped-operand kernel: GQA groups of up to 8 heads (the 8 MMA columns), heads of
+    64-256 (a 32-byte row cannot spread a copy over the banks), tiles of 16 or 32 keys spanning
+    at most two pages of at least 16 slots."""
+    return (1 <= group <= 8 and head in (64, 128, 256) and block_n in (16, 32)
+            and 16 <= block_size and block_n <= 2 * block_size)

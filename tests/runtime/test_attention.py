@@ -299,13 +299,20 @@ def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 
 
 def test_gluon_swap_refuses_what_it_does_not_run():
-    """Swapped operands take groups of up to 8 heads and tiles of at most two pages."""
+    """Swapped operands take groups of up to 8 heads, heads of 64-256 and tiles of at most two
+    pages; every shape they take has a bank-conflict-free shared layout."""
     pytest.importorskip("triton.experimental.gluon")
     from kvplan.runtime.attention_gluon import swap_supported  # noqa: PLC0415
     assert swap_supported(8, 16) and swap_supported(1, 64, 32)
     assert not swap_supported(16, 16)  # 16 heads do not fit the 8 columns
     assert swap_supported(4, 16, 32)  # a 32-key tile spans two 16-slot pages
     assert not swap_supported(4, 8) and not swap_supported(4, 8, 32)  # pages under 16 slots
+    assert not swap_supported(4, 16, 16, 32)  # a 32-byte row
+    from kvplan.runtime.attention_gluon import _swap_layouts  # noqa: PLC0415
+    for head in (64, 128, 256):
+        for block_n in (16, 32):
+            assert swap_supported(4, 16, block_n, head)
+            _swap_layouts(head, block_n)  # checks the swizzle (asserts on a bank conflict)
 
 
 def test_gluon_kernel_refuses_what_it_does_not_run(device):
