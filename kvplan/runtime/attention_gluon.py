@@ -192,21 +192,16 @@ def _stage(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: g
 def _issue_tile(start, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb, stride_sb,
                 kd, kn, vn, vd, sc_n, kb, vb, ksb, vsb,
                 BLOCK_SIZE: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
-                V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr,
-                K_ROWS: gl.constexpr):
+                V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr):
     """Asynchronous copies of one tile's K and V codes and scales into shared memory. Each
     thread copies exactly the bytes it later reads back in the fragment layouts (8 contiguous K
     bytes, 4 contiguous V bytes), so the shared layouts keep every thread's vectors together and
     the lanes side by side: no bank conflicts and no other thread's data. Keys outside
-    [lo, s_hi) are zero-filled. K is the tile K^T [HEAD, BLOCK_N], or K [BLOCK_N, HEAD] with
-    ``K_ROWS``."""
+    [lo, s_hi) are zero-filled."""
     n_k = start + kn
     ok_k = (n_k >= lo) & (n_k < s_hi)
     row_k = pg_k * stride_cb + (n_k % BLOCK_SIZE) * STRIDE_S
-    if K_ROWS:
-        cp.async_copy_global_to_shared(kb, kv_base + row_k[:, None] + kd[None, :], mask=ok_k[:, None])
-    else:
-        cp.async_copy_global_to_shared(kb, kv_base + row_k[None, :] + kd[:, None], mask=ok_k[None, :])
+    cp.async_copy_global_to_shared(kb, kv_base + row_k[None, :] + kd[:, None], mask=ok_k[None, :])
     n_v = start + vn
     ok_v = (n_v >= lo) & (n_v < s_hi)
     row_v = pg_v * stride_cb + (n_v % BLOCK_SIZE) * STRIDE_S + V_OFF
@@ -278,8 +273,7 @@ def _gluon_decode_kernel(
             pg_k, pg_v, pg_s = _pages(s_lo + i * BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE)
             _issue_tile(s_lo + i * BLOCK_N, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb,
                         stride_sb, kd, kn, vn, vd, sc_n, bufs[i][0], bufs[i][1], bufs[i][2],
-                        bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF,
-                        False)
+                        bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF)
             cp.commit_group()
         pg_k, pg_v, pg_s = _pages(s_lo + (PIPE - 1) * BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n,
                                   BLOCK_SIZE)
@@ -292,7 +286,7 @@ def _gluon_decode_kernel(
                 wb = bufs[(j + PIPE - 1) % PIPE]
                 _issue_tile(ahead, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb,
                             stride_sb, kd, kn, vn, vd, sc_n, wb[0], wb[1], wb[2], wb[3],
-                            BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF, False)
+                            BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF)
                 cp.commit_group()
                 pg_k, pg_v, pg_s = _pages(ahead + BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n,
                                           BLOCK_SIZE)
