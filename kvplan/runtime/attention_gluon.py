@@ -189,6 +189,39 @@ def _stage(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: g
 
 
 @gluon.jit
+def _program_range(seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch,
+                   s_ptr, stride_sh, BLOCK_N: gl.constexpr):
+    """This program's sequence, kv head and split, and its key range: [s_lo, s_hi) of whole
+    tiles from the window start ``lo`` rounded down, keys before ``lo`` masked."""
+    seq = gl.program_id(0)
+    kvh = gl.program_id(1)
+    split = gl.program_id(2)
+    ctx = gl.load(seq_lens_ptr + seq)
+    win = gl.where(sliding_window > 0, sliding_window, 1 << 30)
+    lo = gl.maximum(ctx - win, 0)
+    lo_tile = (lo // BLOCK_N) * BLOCK_N
+    tiles = gl.cdiv(ctx - lo_tile, BLOCK_N)
+    per_split = gl.cdiv(tiles, num_splits)
+    s_lo = lo_tile + split * per_split * BLOCK_N
+    s_hi = gl.minimum(ctx, s_lo + per_split * BLOCK_N)
+    bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
+    return (seq, kvh, split, lo, s_lo, s_hi, bt_row, c_ptr + kvh * stride_ch,
+            s_ptr + kvh * stride_sh)
+
+
+@gluon.jit
+def _ring(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
+          SV: gl.constexpr, SS: gl.constexpr, K_ROWS: gl.constexpr, PIPE: gl.constexpr):
+    """The PIPE (2 or 4) stages of the copy ring."""
+    bufs = (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS, K_ROWS),
+            _stage(dtype, HEAD, BLOCK_N, SK, SV, SS, K_ROWS))
+    if PIPE == 4:
+        bufs = bufs + (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS, K_ROWS),
+                       _stage(dtype, HEAD, BLOCK_N, SK, SV, SS, K_ROWS))
+    return bufs
+
+
+@gluon.jit
 def _issue_tile(start, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb, stride_sb,
                 kd, kn, vn, vd, sc_n, kb, vb, ksb, vsb,
                 BLOCK_SIZE: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
@@ -229,20 +262,9 @@ def _gluon_decode_kernel(
     V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
     SK: gl.constexpr, SV: gl.constexpr, SS: gl.constexpr, LS: gl.constexpr,
 ):
-    seq = gl.program_id(0)
-    kvh = gl.program_id(1)
-    split = gl.program_id(2)
-    ctx = gl.load(seq_lens_ptr + seq)
-    win = gl.where(sliding_window > 0, sliding_window, 1 << 30)
-    lo = gl.maximum(ctx - win, 0)
-    lo_tile = (lo // BLOCK_N) * BLOCK_N
-    tiles = gl.cdiv(ctx - lo_tile, BLOCK_N)
-    per_split = gl.cdiv(tiles, num_splits)
-    s_lo = lo_tile + split * per_split * BLOCK_N
-    s_hi = gl.minimum(ctx, s_lo + per_split * BLOCK_N)
-    bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
-    kv_base = c_ptr + kvh * stride_ch
-    sc_base = s_ptr + kvh * stride_sh
+    seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, sc_base = _program_range(
+        seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
+        stride_sh, BLOCK_N)
 
     # q [16 rows = heads of the group, HEAD] in physical d order, relabelled to the A operand.
     qh = gl.arange(0, 16, layout=gl.SliceLayout(1, LQ))
@@ -264,11 +286,7 @@ def _gluon_decode_kernel(
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, MMA))
     if PIPE > 0:  # a ring of PIPE shared-memory stages filled by asynchronous copies
         sc_n = gl.arange(0, BLOCK_N, layout=LS)
-        bufs = (_stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False),
-                _stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False))
-        if PIPE == 4:
-            bufs = bufs + (_stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False),
-                           _stage(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False))
+        bufs = _ring(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False, PIPE)
         for i in gl.static_range(PIPE - 1):
             pg_k, pg_v, pg_s = _pages(s_lo + i * BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE)
             _issue_tile(s_lo + i * BLOCK_N, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb,
@@ -468,26 +486,17 @@ def _gluon_swap_kernel(
     GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, V_OFF: gl.constexpr,
     KS_OFF: gl.constexpr, VS_OFF: gl.constexpr, KV_MODE: gl.constexpr, E5M2: gl.constexpr,
-    SPLIT: gl.constexpr, PIPE: gl.constexpr, MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
+    SPLIT: gl.constexpr, PIPE: gl.constexpr,
+    MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
     LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, LKC: gl.constexpr,
-    LVC: gl.constexpr, Q_SHAPE: gl.constexpr, Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr,
+    LVC: gl.constexpr, Q_SHAPE: gl.constexpr, Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr,
+    K_ORDER: gl.constexpr,
     V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
     SK: gl.constexpr, SV: gl.constexpr, SS: gl.constexpr, LS: gl.constexpr,
 ):
-    seq = gl.program_id(0)
-    kvh = gl.program_id(1)
-    split = gl.program_id(2)
-    ctx = gl.load(seq_lens_ptr + seq)
-    win = gl.where(sliding_window > 0, sliding_window, 1 << 30)
-    lo = gl.maximum(ctx - win, 0)
-    lo_tile = (lo // BLOCK_N) * BLOCK_N
-    tiles = gl.cdiv(ctx - lo_tile, BLOCK_N)
-    per_split = gl.cdiv(tiles, num_splits)
-    s_lo = lo_tile + split * per_split * BLOCK_N
-    s_hi = gl.minimum(ctx, s_lo + per_split * BLOCK_N)
-    bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
-    kv_base = c_ptr + kvh * stride_ch
-    sc_base = s_ptr + kvh * stride_sh
+    seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, sc_base = _program_range(
+        seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
+        stride_sh, BLOCK_N)
 
     # q^T [HEAD physical, 8 = heads of the group], relabelled to the B operand
     qd = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LQ))
@@ -520,11 +529,7 @@ def _gluon_swap_kernel(
     s_off = (sc_n % BLOCK_SIZE) * SCALE_STRIDE_S
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
     span = (s_hi - lo).to(gl.uint32)
-    dt: gl.constexpr = c_ptr.dtype.element_ty
-    bufs = (_stage(dt, HEAD, BLOCK_N, SK, SV, SS, True), _stage(dt, HEAD, BLOCK_N, SK, SV, SS, True))
-    if PIPE == 4:
-        bufs = bufs + (_stage(dt, HEAD, BLOCK_N, SK, SV, SS, True),
-                       _stage(dt, HEAD, BLOCK_N, SK, SV, SS, True))
+    bufs = _ring(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, True, PIPE)
     for i in gl.static_range(PIPE - 1):
         start = s_lo + i * BLOCK_N
         pg0, pg1 = _tile_pages(bt_row, start, s_hi, BLOCK_SIZE, TWO_PAGES)
@@ -668,15 +673,18 @@ def _swap_layouts(head: int, block_n: int) -> dict:
         lane_bases=[[8, 0], [16, 0], [0, 1], [0, 2], [0, 4]], warp_bases=[], block_bases=[],
         shape=[head, 8])
     lk = gl.DistributedLinearLayout(
-        reg_bases=[[0, 1], [0, 2], [0, 4], [8, 0]] + [[0, h] for h in hi] + [[k, 0] for k in keys_hi],
+        reg_bases=[[0, 1], [0, 2], [0, 4], [8, 0]] + [[0, h] for h in hi]
+        + [[k, 0] for k in keys_hi],
         lane_bases=[[0, 8], [0, 16], [1, 0], [2, 0], [4, 0]], warp_bases=[], block_bases=[],
         shape=[block_n, head])
     lv_load = gl.DistributedLinearLayout(
-        reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0]] + [[k, 0] for k in keys_hi] + [[0, h] for h in hi],
+        reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0]] + [[k, 0] for k in keys_hi]
+        + [[0, h] for h in hi],
         lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[], block_bases=[],
         shape=[block_n, head])
     lvt = gl.DistributedLinearLayout(
-        reg_bases=[[0, 1], [1, 0], [0, 8]] + [[0, k] for k in keys_hi] + [[2, 0]] + [[h, 0] for h in hi],
+        reg_bases=[[0, 1], [1, 0], [0, 8]] + [[0, k] for k in keys_hi] + [[2, 0]]
+        + [[h, 0] for h in hi],
         lane_bases=[[0, 2], [0, 4], [4, 0], [8, 0], [16, 0]], warp_bases=[], block_bases=[],
         shape=[head, block_n])
     qk_map = {0: 0, 1: 3, 2: 4, 3: 1, 4: 2, **{j: j for j in range(5, L)}}
@@ -725,7 +733,8 @@ def _swizzled(read: gl.DistributedLinearLayout, write: gl.DistributedLinearLayou
             off[w] ^= 1 << (vec_bits + i)
     bank_mask = ((1 << 7) - 1) & ~((1 << vec_bits) - 1)
     for side in (read, write):
-        assert _rank([off[tuple(c)] & bank_mask for c in side.lane_bases[:bank_lanes]]) == bank_lanes
+        banks = [off[tuple(c)] & bank_mask for c in side.lane_bases[:bank_lanes]]
+        assert _rank(banks) == bank_lanes, "shared tile layout with bank conflicts"
     # invert offset = A . coordinate (GF(2)) into one coordinate per offset bit
     rows = [[o, c] for c, o in off.items()]
     n = len(rows)
@@ -751,7 +760,8 @@ def _rank(vectors: list[int]) -> int:
     return len(basis)
 
 
-def _bit_order(phys_of_logical: list[int], bits: int, lead: int, trail: int) -> tuple[list[int], list[int]]:
+def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
+               trail: int) -> tuple[list[int], list[int]]:
     """reshape shape and permute order that turn physical-bit axes into logical-bit axes
     (big-endian bit axes, ``lead`` axes before them, ``trail`` after)."""
     shape = [2] * bits
@@ -807,7 +817,8 @@ def programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, hea
                     pipe: int = 2, swap: bool = True) -> int:
     """How many one-warp programs of this configuration fit on one multiprocessor at once,
     from the compiled kernel's registers and shared memory (compiles it once; cached)."""
-    key = (group, head, block_size, block_n, prefetch, pipe, swap, args.KV_MODE, args.FP8_E5M2, query.dtype, query.device.index)
+    key = (group, head, block_size, block_n, prefetch, pipe, swap, args.KV_MODE, args.FP8_E5M2,
+           query.dtype, query.device.index)
     if key not in _RESIDENT:
         pos, kw = _launch_args(query, out, out, out, args, block_tables, seq_lens, group, head,
                                block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap)
