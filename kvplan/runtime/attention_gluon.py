@@ -27,6 +27,7 @@ reference like every other configuration.
 from __future__ import annotations
 
 import functools
+import itertools
 
 import torch
 from triton.experimental import gluon
@@ -186,6 +187,17 @@ def _stage(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: g
             gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD], SV),
             gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS),
             gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS))
+
+
+@gluon.jit
+def _flat_ring(dtype: gl.constexpr, ROWS: gl.constexpr, RAW: gl.constexpr, PIPE: gl.constexpr):
+    """The PIPE (2 or 4) stages of the flat-copy ring: raw tile bytes, 16 per row."""
+    bufs = (gl.allocate_shared_memory(dtype, [ROWS, 16], RAW),
+            gl.allocate_shared_memory(dtype, [ROWS, 16], RAW))
+    if PIPE == 4:
+        bufs = bufs + (gl.allocate_shared_memory(dtype, [ROWS, 16], RAW),
+                       gl.allocate_shared_memory(dtype, [ROWS, 16], RAW))
+    return bufs
 
 
 @gluon.jit
@@ -466,6 +478,63 @@ def _swap_issue(start, rel, span, pg0, pg1, kv_base, sc_base, stride_cb, stride_
 
 
 @gluon.jit
+def _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, buf,
+                BLOCK_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, STRIDE_S: gl.constexpr,
+                MAIN: gl.constexpr, TAIL: gl.constexpr, TWO_PAGES: gl.constexpr):
+    """Asynchronous 16-byte copies of one tile's bytes into ring stage ``buf``, slot after slot
+    exactly as they lie in the page (a 16-slot page-head is 33 whole 128-byte lines): ``MAIN``
+    chunks, then ``TAIL`` more by the first lanes. Chunks wholly outside keys [lo, s_hi) are
+    zero-filled; the chunk holding the byte where key ``lo`` begins may carry the last 8 bytes of
+    key lo - 1 (see `_flat_read`)."""
+    first = gl.maximum(lo - start, 0) * STRIDE_S
+    last = gl.minimum(s_hi - start, BLOCK_N) * STRIDE_S
+    # the tile's first slot: a multiple of BLOCK_N (16-byte alignment is visible to the compiler)
+    base0 = kv_base + pg0 * stride_cb + ((start % BLOCK_SIZE) // BLOCK_N) * (BLOCK_N * STRIDE_S)
+    off = ch * 16
+    off_t = (MAIN + ch_t) * 16
+    if TWO_PAGES:
+        PAGE: gl.constexpr = BLOCK_SIZE * STRIDE_S
+        base1 = kv_base + pg1 * stride_cb - PAGE
+        src = gl.where(off < PAGE, base0, base1) + off
+        src_t = base1 + off_t
+    else:
+        src = base0 + off
+        src_t = base0 + off_t
+    ok = (off + 16 > first) & (off < last)
+    ok_t = (ch_t < TAIL) & (off_t + 16 > first) & (off_t < last)
+    cp.async_copy_global_to_shared(buf.slice(0, MAIN), src[:, None] + byte[None, :],
+                                   mask=ok[:, None])
+    cp.async_copy_global_to_shared(buf.slice(MAIN, 32), src_t[:, None] + byte[None, :],
+                                   mask=ok_t[:, None])
+
+
+@gluon.jit
+def _flat_read(buf, rel, span, vn, sn, KV_MODE: gl.constexpr, HEAD: gl.constexpr,
+               BLOCK_N: gl.constexpr, NBYTES: gl.constexpr, FLAT1: gl.constexpr,
+               PKV: gl.constexpr, PSC: gl.constexpr, LK: gl.constexpr, LV_LOAD: gl.constexpr,
+               LSC: gl.constexpr, LROW: gl.constexpr):
+    """K codes, V codes and the k/v scales of a tile copied by `_flat_issue`, read through
+    padded views of the raw bytes: K of key n at n * STRIDE_S, V at n * STRIDE_S + HEAD + 4 (the
+    view pitch is 2 * HEAD + 8 bytes), the scales at n * STRIDE_S + HEAD and + 2 * HEAD + 4
+    (an fp32 view of pitch 33 words per scale). Keys before the window (``rel + n`` wraps) get
+    a zero v scale, and FP8 V codes are zeroed in the window's first tile, where the bytes of
+    key lo - 1 copied with key lo's first chunk may be unwritten."""
+    flat = buf._reinterpret(buf.dtype, [NBYTES], FLAT1)
+    kx = flat._reinterpret(buf.dtype, [BLOCK_N, 2 * HEAD], PKV).slice(0, HEAD, dim=1).load(LK)
+    vv = flat.slice(HEAD + 4, 4)._reinterpret(buf.dtype, [BLOCK_N, 2 * HEAD], PKV)
+    vx = vv.slice(0, HEAD, dim=1).load(LV_LOAD)
+    if KV_MODE == 3:
+        if rel < 0:
+            vx = gl.where(((vn + rel).to(gl.uint32) < span)[:, None], vx, 0)
+    sc = flat.slice(HEAD, 4)._reinterpret(gl.float32, [BLOCK_N, 2], PSC).load(LSC)
+    k_sc, v_sc = gl.split(sc)
+    k_sc = gl.convert_layout(k_sc, LROW, assert_trivial=True)
+    v_sc = gl.where((sn + rel).to(gl.uint32) < span,
+                    gl.convert_layout(v_sc, LROW, assert_trivial=True), 0.0)
+    return kx, vx, k_sc, v_sc
+
+
+@gluon.jit
 def _tile_pages(bt_row, start, s_hi, BLOCK_SIZE: gl.constexpr, TWO_PAGES: gl.constexpr):
     """Block-table entries of the page holding key ``start`` and, with ``TWO_PAGES``, of the
     next page (0 past the range)."""
@@ -493,6 +562,8 @@ def _gluon_swap_kernel(
     K_ORDER: gl.constexpr,
     V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
     SK: gl.constexpr, SV: gl.constexpr, SS: gl.constexpr, LS: gl.constexpr,
+    FLAT: gl.constexpr, LC: gl.constexpr, RAW: gl.constexpr, FLAT1: gl.constexpr,
+    PKV: gl.constexpr, PSC: gl.constexpr, LSC: gl.constexpr, PV_BITS: gl.constexpr,
 ):
     seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, sc_base = _program_range(
         seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
@@ -529,13 +600,28 @@ def _gluon_swap_kernel(
     s_off = (sc_n % BLOCK_SIZE) * SCALE_STRIDE_S
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
     span = (s_hi - lo).to(gl.uint32)
-    bufs = _ring(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, True, PIPE)
+    # flat copies: MAIN chunks of 16 bytes spread over the lanes, then TAIL by the first lanes
+    MAIN: gl.constexpr = BLOCK_N * HEAD // 8
+    TAIL: gl.constexpr = BLOCK_N * STRIDE_S // 16 - MAIN
+    ch = gl.arange(0, MAIN, layout=gl.SliceLayout(1, LC))
+    ch_t = gl.arange(0, 32, layout=gl.SliceLayout(1, LC))
+    byte = gl.arange(0, 16, layout=gl.SliceLayout(0, LC))
+    vn_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LV_LOAD))
+    if FLAT:
+        bufs = _flat_ring(c_ptr.dtype.element_ty, 2 * MAIN, RAW, PIPE)  # power-of-two shape
+    else:
+        bufs = _ring(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, True, PIPE)
     for i in gl.static_range(PIPE - 1):
         start = s_lo + i * BLOCK_N
         pg0, pg1 = _tile_pages(bt_row, start, s_hi, BLOCK_SIZE, TWO_PAGES)
-        _swap_issue(start, start - lo, span, pg0, pg1, kv_base, sc_base, stride_cb, stride_sb,
-                    k_off, kn, v_off, vn, s_off, sc_n, bufs[i][0], bufs[i][1], bufs[i][2],
-                    bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF, VS_OFF, TWO_PAGES)
+        if FLAT:
+            _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, bufs[i],
+                        BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL, TWO_PAGES)
+        else:
+            _swap_issue(start, start - lo, span, pg0, pg1, kv_base, sc_base, stride_cb,
+                        stride_sb, k_off, kn, v_off, vn, s_off, sc_n, bufs[i][0], bufs[i][1],
+                        bufs[i][2], bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF,
+                        VS_OFF, TWO_PAGES)
         cp.commit_group()
     pg0, pg1 = _tile_pages(bt_row, s_lo + (PIPE - 1) * BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
     for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
@@ -543,17 +629,27 @@ def _gluon_swap_kernel(
             start = t0 + j * BLOCK_N
             ahead = start + (PIPE - 1) * BLOCK_N
             wb = bufs[(j + PIPE - 1) % PIPE]
-            _swap_issue(ahead, ahead - lo, span, pg0, pg1, kv_base, sc_base, stride_cb, stride_sb,
-                        k_off, kn, v_off, vn, s_off, sc_n, wb[0], wb[1], wb[2], wb[3],
-                        BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF, VS_OFF, TWO_PAGES)
+            if FLAT:
+                _flat_issue(ahead, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, wb,
+                            BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL, TWO_PAGES)
+            else:
+                _swap_issue(ahead, ahead - lo, span, pg0, pg1, kv_base, sc_base, stride_cb,
+                            stride_sb, k_off, kn, v_off, vn, s_off, sc_n, wb[0], wb[1], wb[2],
+                            wb[3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF, VS_OFF,
+                            TWO_PAGES)
             cp.commit_group()
             pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
             cp.wait_group(PIPE - 1)
             rb = bufs[j]
-            kx = rb[0].load(LK)
-            vx = rb[1].load(LV_LOAD)
-            k_sc = rb[2].load(gl.SliceLayout(1, MMA))
-            v_sc = rb[3].load(gl.SliceLayout(1, MMA))
+            if FLAT:
+                kx, vx, k_sc, v_sc = _flat_read(rb, start - lo, span, vn_r, sn, KV_MODE, HEAD,
+                                                BLOCK_N, 2 * MAIN * 16, FLAT1, PKV, PSC, LK,
+                                                LV_LOAD, LSC, gl.SliceLayout(1, MMA))
+            else:
+                kx = rb[0].load(LK)
+                vx = rb[1].load(LV_LOAD)
+                k_sc = rb[2].load(gl.SliceLayout(1, MMA))
+                v_sc = rb[3].load(gl.SliceLayout(1, MMA))
             m_i, l_acc, w_acc, acc = _swap_update(
                 q, kx, vx, k_sc, v_sc, q_bias, start - lo, span, sn, m_i, l_acc, w_acc, acc,
                 KV_MODE, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
@@ -563,10 +659,11 @@ def _gluon_swap_kernel(
     l_i = gl.sum(l_acc, axis=0)
     if KV_MODE == 2:  # INT8 values came out as x + 1152: remove 1152 * sum(P * v_scale)
         acc = acc - (INT8_F16_BIAS * gl.sum(w_acc, axis=0))[None, :]
-    # output row r (logical d) holds physical d = r3 + 2 r4 + 4 (r0..r2) + (r5.. unchanged)
     rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
     cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
-    d_out = ((rows >> 3) & 1) + ((rows >> 4) & 1) * 2 + (rows & 7) * 4 + (rows & ~31)
+    d_out = rows * 0  # output row r (logical d) holds physical d: bit i of r -> digit i of PV_BITS
+    for i in gl.static_range(RANK - 1):
+        d_out += ((rows >> i) & 1) << (PV_BITS // (1 << (4 * i)) % 16)
     head = kvh * GROUP + cols
     cmask = cols < GROUP
     if not SPLIT:
@@ -654,58 +751,133 @@ def _layouts(head: int, block_n: int, pipe: int = 0) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def _swap_layouts(head: int, block_n: int) -> dict:
+def _swap_layouts(head: int, block_n: int, flat: bool = False) -> dict:
     """Layouts of the swapped-operand kernel (one warp; lane = 4g + t; coordinates physical d).
 
     S^T = K q^T: K [BLOCK_N, HEAD] is the A operand (registers k0, m3, k3.., then the keys past
-    16; lanes k1, k2, m0..m2), q^T [HEAD, 8] the B operand; d is permuted as in `_layouts` (p0 =
-    d0, p1 = d3, p2 = d4, p3 = d1, p4 = d2), so a thread's K values are 8 contiguous bytes.
-    O^T += V^T P^T: V^T [HEAD, BLOCK_N] is the A operand (registers key0, d3, key8, (key16..),
-    d4, d5..; lanes key1, key2, d0..d2); the output d is permuted p0 = d3, p1 = d4, p2..p4 =
-    d0..d2, so a thread's V values are 4 contiguous bytes per key."""
+    16; lanes k1, k2, m0..m2), q^T [HEAD, 8] the B operand. The MMA's reduction index (logical
+    d) is a bit permutation ``qk`` of physical d with k0, k3, k4 -> physical bits 0-2, so a
+    thread's K values are 8 contiguous bytes. O^T += V^T P^T: V^T [HEAD, BLOCK_N] is the A
+    operand (registers key0, d3, key8, (key16..), d4, d5..; lanes key1, key2, d0..d2); its
+    output index is a permutation ``pv`` with d3, d4 -> physical bits 0, 1 (4 contiguous bytes
+    per key), undone when the output is stored.
+
+    The bits the lanes take (qk 1, 2 and pv 0-2) are free: the row copies use bits 3, 4 and
+    2-4 (their swizzled shared tiles are conflict-free whatever the lanes read); ``flat``
+    (tiles copied as raw bytes, read through padded views of pitch 2 * HEAD + 8) picks the bits
+    with the fewest shared-memory wavefronts in that pitch (`_flat_lane_bits`)."""
     L, NB = _bits(head), _bits(block_n)
     assert L >= 5 and NB >= 4
     base = _layouts(head, 16, 0)
-    hi = [1 << j for j in range(5, L)]
     keys_hi = [1 << j for j in range(4, NB)]
+    k_lanes, v_lanes = _flat_lane_bits(head) if flat else ((3, 4), (2, 3, 4))
+    qk = _bit_map({0: 0, 3: 1, 4: 2, 1: k_lanes[0], 2: k_lanes[1]}, L)
+    pv = _bit_map({3: 0, 4: 1, 0: v_lanes[0], 1: v_lanes[1], 2: v_lanes[2]}, L)
+    rest = range(5, L)
     lq = gl.DistributedLinearLayout(
-        reg_bases=[[1, 0], [2, 0], [4, 0]] + [[h, 0] for h in hi],
-        lane_bases=[[8, 0], [16, 0], [0, 1], [0, 2], [0, 4]], warp_bases=[], block_bases=[],
-        shape=[head, 8])
+        reg_bases=[[1 << qk[i], 0] for i in (0, 3, 4, *rest)],
+        lane_bases=[[1 << qk[1], 0], [1 << qk[2], 0], [0, 1], [0, 2], [0, 4]], warp_bases=[],
+        block_bases=[], shape=[head, 8])
     lk = gl.DistributedLinearLayout(
-        reg_bases=[[0, 1], [0, 2], [0, 4], [8, 0]] + [[0, h] for h in hi]
+        reg_bases=[[0, 1], [0, 2], [0, 4], [8, 0]] + [[0, 1 << qk[i]] for i in rest]
         + [[k, 0] for k in keys_hi],
-        lane_bases=[[0, 8], [0, 16], [1, 0], [2, 0], [4, 0]], warp_bases=[], block_bases=[],
-        shape=[block_n, head])
+        lane_bases=[[0, 1 << qk[1]], [0, 1 << qk[2]], [1, 0], [2, 0], [4, 0]], warp_bases=[],
+        block_bases=[], shape=[block_n, head])
     lv_load = gl.DistributedLinearLayout(
         reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0]] + [[k, 0] for k in keys_hi]
-        + [[0, h] for h in hi],
-        lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[], block_bases=[],
-        shape=[block_n, head])
+        + [[0, 1 << pv[i]] for i in rest],
+        lane_bases=[[2, 0], [4, 0]] + [[0, 1 << pv[i]] for i in range(3)], warp_bases=[],
+        block_bases=[], shape=[block_n, head])
     lvt = gl.DistributedLinearLayout(
         reg_bases=[[0, 1], [1, 0], [0, 8]] + [[0, k] for k in keys_hi] + [[2, 0]]
-        + [[h, 0] for h in hi],
-        lane_bases=[[0, 2], [0, 4], [4, 0], [8, 0], [16, 0]], warp_bases=[], block_bases=[],
-        shape=[head, block_n])
-    qk_map = {0: 0, 1: 3, 2: 4, 3: 1, 4: 2, **{j: j for j in range(5, L)}}
-    pv_map = {0: 2, 1: 3, 2: 4, 3: 0, 4: 1, **{j: j for j in range(5, L)}}
-    qs, qo = _bit_order([qk_map[i] for i in range(L)], L, 0, 1)
-    ks, ko = _bit_order([qk_map[i] for i in range(L)], L, 1, 0)
-    vs, vo = _bit_order([pv_map[i] for i in range(L)], L, 0, 1)
+        + [[1 << pv[i], 0] for i in rest],
+        lane_bases=[[0, 2], [0, 4]] + [[1 << pv[i], 0] for i in range(3)], warp_bases=[],
+        block_bases=[], shape=[head, block_n])
+    qs, qo = _bit_order([qk[i] for i in range(L)], L, 0, 1)
+    ks, ko = _bit_order([qk[i] for i in range(L)], L, 1, 0)
+    vs, vo = _bit_order([pv[i] for i in range(L)], L, 0, 1)
 
-    # Global -> shared copies run in their own layouts, rows of contiguous bytes across the lanes,
-    # so one copy instruction touches few 128-byte lines (the fragment layouts put 8 keys on the
-    # lanes of every instruction: 8 one-sector L2 requests, and the L2 request rate, not DRAM,
-    # bounded the kernel). The shared layouts are the fragment layouts XOR-swizzled so that both
-    # the copy and the fragment reads are free of bank conflicts.
+    # Row copies: global -> shared in their own layouts, rows of contiguous bytes across the
+    # lanes, so one copy instruction touches few 128-byte lines (the fragment layouts put 8 keys
+    # on the lanes of every instruction: 8 one-sector L2 requests, and the L2 request rate, not
+    # DRAM, bounded the kernel). The shared layouts are the fragment layouts XOR-swizzled so
+    # that both the copy and the fragment reads are free of bank conflicts.
     lkc, lvc = _row_copy_layout(3, L, NB), _row_copy_layout(2, L, NB)
     ss = gl.SharedLinearLayout([[1 << j] for j in range(NB)])
+    # Flat copies: [chunks, 16 bytes] with one 16-byte chunk per lane and instruction (4 whole
+    # lines), stored unswizzled; K and V are read through [BLOCK_N, 2 * HEAD] views with 8 bytes
+    # of padding per row (pitch 2 * HEAD + 8), the scales through an fp32 [BLOCK_N, 2] view with
+    # 32 words of padding per element (pitch (2 * HEAD + 8) / 8 words)
+    pitch_words = (2 * head + 8) // 4
+    lsc = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [8, 0]] + [[k, 0] for k in keys_hi],
+        lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]], warp_bases=[], block_bases=[],
+        shape=[block_n, 2])
     return dict(MMA=base["MMA"], AOP=base["AOP"], BOP=base["BOP"], LQ=lq, LK=lk,
                 LV_LOAD=lv_load, LVT=lvt, LKC=lkc, LVC=lvc,
                 SK=_swizzled(lk, lkc, 3, L, NB), SV=_swizzled(lv_load, lvc, 2, L, NB), SS=ss,
                 LS=base["LS"], Q_SHAPE=tuple(qs + [8]), Q_ORDER=_pack(qo),
                 K_SHAPE=tuple([block_n] + ks), K_ORDER=_pack(ko), V_SHAPE=tuple(vs + [block_n]),
-                V_ORDER=_pack(vo), RANK=L + 1)
+                V_ORDER=_pack(vo), RANK=L + 1, FLAT=flat,
+                LC=gl.BlockedLayout([1, 16], [32, 1], [1, 1], [1, 0]),
+                RAW=gl.SwizzledSharedLayout(1, 1, 1, [1, 0]),
+                FLAT1=gl.SwizzledSharedLayout(1, 1, 1, [0]),
+                PKV=gl.PaddedSharedLayout.with_identity_for([[2 * head, 8]], [block_n, 2 * head],
+                                                            [1, 0]),
+                PSC=gl.PaddedSharedLayout.with_identity_for([[1, pitch_words // 2 - 1]],
+                                                            [block_n, 2], [1, 0]),
+                LSC=lsc, PV_BITS=_pack([pv[i] for i in range(L)]))
+
+
+def _bit_map(fixed: dict[int, int], bits: int) -> dict[int, int]:
+    """Logical bit -> physical bit: ``fixed``, then the other logical bits in order onto the
+    other physical bits in order."""
+    free = [b for b in range(bits) if b not in fixed.values()]
+    rest = [i for i in range(bits) if i not in fixed]
+    return {**fixed, **dict(zip(rest, free))}
+
+
+def _wavefronts(addresses: list[int], width: int) -> int:
+    """Shared-memory wavefronts of one warp access (32 banks of 4 bytes): the most distinct
+    words any bank serves; ``width`` bytes per lane."""
+    banks: dict[int, set[int]] = {}
+    for a in addresses:
+        for w in range(a // 4, (a + width) // 4):
+            banks.setdefault(w % 32, set()).add(w)
+    return max(len(words) for words in banks.values())
+
+
+@functools.lru_cache(maxsize=None)
+def _flat_lane_bits(head: int) -> tuple[tuple[int, int], tuple[int, int, int]]:
+    """Physical d bits on the lanes (K: lanes t0, t1; V: lanes g0..g2) that read raw slots of
+    pitch 2 * head + 8 bytes in the fewest wavefronts, over every register of a 16-key tile.
+    Heads 128/256: conflict-free; head 64 (a 136-byte pitch) cannot be: 2 wavefronts a read."""
+    L, pitch = _bits(head), 2 * head + 8
+
+    def k_cost(lanes):
+        other = [b for b in range(3, L) if b not in lanes]
+        total = 0
+        for r in range(1 << (len(other) + 1)):
+            d0 = sum((r >> i & 1) << b for i, b in enumerate(other))
+            n0 = 8 * (r >> len(other))
+            total += _wavefronts([(n0 + (ln >> 2)) * pitch + d0 + ((ln & 1) << lanes[0])
+                                  + ((ln >> 1 & 1) << lanes[1]) for ln in range(32)], 8)
+        return total
+
+    def v_cost(lanes):
+        other = [b for b in range(2, L) if b not in lanes]
+        total = 0
+        for r in range(1 << (len(other) + 2)):
+            d0 = sum((r >> i & 1) << b for i, b in enumerate(other))
+            n0 = 8 * (r >> len(other) + 1) + (r >> len(other) & 1)
+            total += _wavefronts([(n0 + 2 * (ln & 3)) * pitch + head + 4 + d0
+                                  + sum((ln >> 2 + i & 1) << lanes[i] for i in range(3))
+                                  for ln in range(32)], 4)
+        return total
+
+    k = min(itertools.combinations(range(3, L), 2), key=k_cost)
+    v = min(itertools.combinations(range(2, L), 3), key=v_cost)
+    return k, v
 
 
 def _row_copy_layout(vec_bits: int, L: int, NB: int) -> gl.DistributedLinearLayout:
@@ -773,9 +945,12 @@ def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
 
 def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-                 block_n: int, prefetch: bool, pipe: int, swap: bool) -> tuple[tuple, dict]:
+                 block_n: int, prefetch: bool, pipe: int, swap: bool,
+                 flat: bool) -> tuple[tuple, dict]:
     if pipe not in (0, 2, 4) or (swap and pipe == 0):
         raise ValueError(f"pipe must be 2 or 4 (or 0 without swapped operands), got {pipe}")
+    if flat and not swap:
+        raise ValueError("flat tile copies need the swapped-operand kernel (swap=True)")
     if swap and not swap_supported(group, block_size, block_n, head):
         raise ValueError(f"swapped operands take GQA groups of up to 8 heads, heads of 64-256 and "
                          f"tiles of at most two pages, got group {group}, head {head}, block size "
@@ -789,7 +964,7 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
               KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
               SPLIT=num_splits > 1, PIPE=pipe, num_warps=1)
     if swap:
-        kw.update(_swap_layouts(head, block_n))
+        kw.update(_swap_layouts(head, block_n, flat))
     else:
         kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
     return pos, kw
@@ -797,14 +972,16 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
 
 def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
            block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-           block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True) -> None:
+           block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True,
+           flat: bool = False) -> None:
     """Launch the decode kernel: grid (sequences, kv heads, splits), one warp per program.
     ``pipe`` 2 or 4 streams tiles through a ring of that many shared-memory stages filled by
     asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile ahead). ``swap``
-    runs the swapped-operand kernel (keys as MMA rows; groups of up to 8 heads)."""
+    runs the swapped-operand kernel (keys as MMA rows; groups of up to 8 heads); ``flat`` copies
+    its tiles as raw bytes (16-byte copies) and reads them through padded shared views."""
     pos, kw = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
                            block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe,
-                           swap)
+                           swap, flat)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
     (_gluon_swap_kernel if swap else _gluon_decode_kernel)[grid](*pos, **kw)
 
@@ -814,14 +991,14 @@ _RESIDENT: dict[tuple, int] = {}
 
 def programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, head: int,
                     block_size: int, block_n: int = 16, prefetch: bool = True,
-                    pipe: int = 2, swap: bool = True) -> int:
+                    pipe: int = 2, swap: bool = True, flat: bool = False) -> int:
     """How many one-warp programs of this configuration fit on one multiprocessor at once,
     from the compiled kernel's registers and shared memory (compiles it once; cached)."""
-    key = (group, head, block_size, block_n, prefetch, pipe, swap, args.KV_MODE, args.FP8_E5M2,
+    key = (group, head, block_size, block_n, prefetch, pipe, swap, flat, args.KV_MODE, args.FP8_E5M2,
            query.dtype, query.device.index)
     if key not in _RESIDENT:
         pos, kw = _launch_args(query, out, out, out, args, block_tables, seq_lens, group, head,
-                               block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap)
+                               block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap, flat)
         fn = _gluon_swap_kernel if swap else _gluon_decode_kernel
         kernel = fn.warmup(*pos, grid=(1,), **kw)
         kernel._init_handles()
@@ -847,3 +1024,4 @@ def swap_supported(group: int, block_size: int, block_n: int = 16, head: int = 1
     at most two pages of at least 16 slots."""
     return (1 <= group <= 8 and head in (64, 128, 256) and block_n in (16, 32)
             and 16 <= block_size and block_n <= 2 * block_size)
+

@@ -276,26 +276,84 @@ def test_gluon_decode_matches_reference(cuda_device, kv_cache_dtype, head, hq, h
                                          (64, 28, 4), (128, 12, 2)])
 @pytest.mark.parametrize("block_n,block_size,num_splits", [
     (None, 16, None), (16, 32, 3), (32, 32, 2), (32, 64, 1), (16, 16, 5), (32, 16, 3)])
+@pytest.mark.parametrize("flat", [False, True])
 def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
-                                      block_size, num_splits):
+                                      block_size, num_splits, flat):
     """The swapped-operand Gluon kernel (keys as the MMA rows, the GQA group of 1-8 heads as the
     columns, P^T transposed across the warp) computes the reference function: odd lengths, a
     1-token sequence, splits, 16- and 32-key tiles in 16/32/64-slot pages (a 32-key tile spans
-    two 16-slot pages). Queries are also scaled by 25: a sharp softmax whose running max keeps
-    moving across tiles."""
+    two 16-slot pages), tiles copied along rows or flat. Queries are also scaled by 25: a sharp
+    softmax whose running max keeps moving across tiles."""
     pytest.importorskip("triton.experimental.gluon")
     if head == 256 and block_n == 32:
         pytest.skip("head 256 runs 16-key tiles (registers)")
     gen = torch.Generator(device="cuda").manual_seed(13)
     layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
     batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], block_size, "cuda", gen)
-    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, swap=True)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, swap=True,
+                          flat=flat)
     for q_mul in (1.0, 25.0):
         q = (torch.randn(5, hq, head, generator=gen, device="cuda") * q_mul).to(torch.bfloat16)
         out = torch.full_like(q, 1e30)
         paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out, config=cfg)
         ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
         _check(out, ref, layout.quant_mode, f"gluon swap {cfg} q*{q_mul}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (16, 64)])
+def test_gluon_flat_window_ignores_the_key_before_it(cuda_device, kv_cache_dtype, block_n,
+                                                     block_size):
+    """Flat tile copies move 16-byte chunks, and a slot is 264 bytes: when the window starts at an
+    odd key, the chunk holding its first bytes also holds the last 8 bytes of the key before
+    (V codes and the v scale). That key may hold anything: here NaN codes and NaN scales on both
+    sides, and the pages wholly before the window are poisoned too."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device="cuda").manual_seed(17)
+    window = 1100
+    seq_lens = [2049, 2050, 1500]  # windows start at keys 949 (odd), 950 and 400
+    layout = LayerLayout.simple(kv_cache_dtype, 4, 128, sliding_window=window)
+    batch = build_paged_batch(layout, seq_lens, block_size, "cuda", gen,
+                              poison_outside_window=True)
+    cache = batch.cache
+    for s, n in enumerate(seq_lens):
+        before = n - window - 1
+        blk, off = int(batch.block_tables[s, before // block_size]), before % block_size
+        cache.key_data()[blk, off].view(torch.uint8).fill_(0x7F)  # e4m3fn NaN
+        cache.value_data()[blk, off].view(torch.uint8).fill_(0x7F)
+        cache.key_scales()[blk, off] = float("nan")
+        cache.value_scales()[blk, off] = float("nan")
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, swap=True, flat=True)
+    out, ref = _decode(batch, 16, gen, "cuda", config=cfg, poison=1e30)
+    assert torch.isfinite(out).all()
+    _check(out, ref, layout.quant_mode, f"flat window {cfg}")
+
+
+def test_gluon_flat_lane_bits_are_conflict_free():
+    """Flat copies read K (8 bytes a lane) and V (4 bytes) straight from the raw slots: the lane
+    bits chosen for heads 128 and 256 read every register of a tile in the minimum number of
+    shared-memory wavefronts; head 64 (136-byte pitch) needs two per read at best."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kvplan.runtime.attention_gluon import (_flat_lane_bits, _swap_layouts,  # noqa: PLC0415
+                                                _wavefronts)
+    assert _wavefronts([4 * i for i in range(32)], 4) == 1  # 32 banks, one word each
+    assert _wavefronts([128 * i for i in range(32)], 4) == 32  # one bank, 32 words
+    assert _wavefronts([8 * i for i in range(32)], 8) == 2  # 256 bytes: two wavefronts
+    for head in (128, 256):
+        (k0, k1), v = _flat_lane_bits(head)
+        pitch = 2 * head + 8
+        for n0 in (0, 8):
+            k_addr = [(n0 + (ln >> 2)) * pitch + ((ln & 1) << k0) + ((ln >> 1 & 1) << k1)
+                      for ln in range(32)]
+            assert _wavefronts(k_addr, 8) == 2
+            v_addr = [(n0 + 2 * (ln & 3)) * pitch + head + 4
+                      + sum((ln >> 2 + i & 1) << v[i] for i in range(3)) for ln in range(32)]
+            assert _wavefronts(v_addr, 4) == 1
+    for head in (64, 128, 256):
+        for block_n in (16, 32):
+            lay = _swap_layouts(head, block_n, True)
+            assert lay["FLAT"] and lay["RANK"] == head.bit_length()
 
 
 def test_gluon_swap_refuses_what_it_does_not_run():
