@@ -190,17 +190,6 @@ def _stage(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: g
 
 
 @gluon.jit
-def _flat_ring(dtype: gl.constexpr, ROWS: gl.constexpr, RAW: gl.constexpr, PIPE: gl.constexpr):
-    """The PIPE (2 or 4) stages of the flat-copy ring: raw tile bytes, 16 per row."""
-    bufs = (gl.allocate_shared_memory(dtype, [ROWS, 16], RAW),
-            gl.allocate_shared_memory(dtype, [ROWS, 16], RAW))
-    if PIPE == 4:
-        bufs = bufs + (gl.allocate_shared_memory(dtype, [ROWS, 16], RAW),
-                       gl.allocate_shared_memory(dtype, [ROWS, 16], RAW))
-    return bufs
-
-
-@gluon.jit
 def _program_range(seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch,
                    s_ptr, stride_sh, BLOCK_N: gl.constexpr):
     """This program's sequence, kv head and split, and its key range: [s_lo, s_hi) of whole
@@ -478,12 +467,13 @@ def _swap_issue(start, rel, span, pg0, pg1, kv_base, sc_base, stride_cb, stride_
 
 
 @gluon.jit
-def _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, buf,
-                BLOCK_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, STRIDE_S: gl.constexpr,
-                MAIN: gl.constexpr, TAIL: gl.constexpr, TWO_PAGES: gl.constexpr):
-    """Asynchronous 16-byte copies of one tile's bytes into ring stage ``buf``, slot after slot
+def _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
+                AT: gl.constexpr, RAW: gl.constexpr, BLOCK_SIZE: gl.constexpr,
+                BLOCK_N: gl.constexpr, STRIDE_S: gl.constexpr, MAIN: gl.constexpr,
+                TAIL: gl.constexpr, TWO_PAGES: gl.constexpr):
+    """Asynchronous 16-byte copies of one tile's bytes to byte ``AT`` of the ring, slot after slot
     exactly as they lie in the page (a 16-slot page-head is 33 whole 128-byte lines): ``MAIN``
-    chunks, then ``TAIL`` more by the first lanes. Chunks wholly outside keys [lo, s_hi) are
+    chunks, then the last ``TAIL``. Chunks wholly outside keys [lo, s_hi) are
     zero-filled; the chunk holding the byte where key ``lo`` begins may carry the last 8 bytes of
     key lo - 1 (see `_flat_read`)."""
     first = gl.maximum(lo - start, 0) * STRIDE_S
@@ -501,32 +491,34 @@ def _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, b
         src = base0 + off
         src_t = base0 + off_t
     ok = (off + 16 > first) & (off < last)
-    ok_t = (ch_t < TAIL) & (off_t + 16 > first) & (off_t < last)
-    cp.async_copy_global_to_shared(buf.slice(0, MAIN), src[:, None] + byte[None, :],
-                                   mask=ok[:, None])
-    cp.async_copy_global_to_shared(buf.slice(MAIN, 32), src_t[:, None] + byte[None, :],
-                                   mask=ok_t[:, None])
+    ok_t = (off_t + 16 > first) & (off_t < last)
+    dst = ring.slice(AT, 16)._reinterpret(ring.dtype, [MAIN, 16], RAW)
+    cp.async_copy_global_to_shared(dst, src[:, None] + byte[None, :], mask=ok[:, None])
+    # exactly TAIL chunks (lanes past TAIL repeat the same copy): a masked copy zero-fills its
+    # destination, so copying past the tile would clear the next stage
+    dst_t = ring.slice(AT + MAIN * 16, 16)._reinterpret(ring.dtype, [TAIL, 16], RAW)
+    cp.async_copy_global_to_shared(dst_t, src_t[:, None] + byte[None, :], mask=ok_t[:, None])
 
 
 @gluon.jit
-def _flat_read(buf, rel, span, vn, sn, KV_MODE: gl.constexpr, HEAD: gl.constexpr,
-               BLOCK_N: gl.constexpr, NBYTES: gl.constexpr, FLAT1: gl.constexpr,
-               PKV: gl.constexpr, PSC: gl.constexpr, LK: gl.constexpr, LV_LOAD: gl.constexpr,
-               LSC: gl.constexpr, LROW: gl.constexpr):
-    """K codes, V codes and the k/v scales of a tile copied by `_flat_issue`, read through
+def _flat_read(ring, rel, span, vn, sn, AT: gl.constexpr, KV_MODE: gl.constexpr,
+               HEAD: gl.constexpr, BLOCK_N: gl.constexpr, PKV: gl.constexpr, PSC: gl.constexpr,
+               LK: gl.constexpr, LV_LOAD: gl.constexpr, LSC: gl.constexpr, LROW: gl.constexpr):
+    """K codes, V codes and the k/v scales of a tile copied by `_flat_issue` to byte ``AT`` of
+    the ring, read through
     padded views of the raw bytes: K of key n at n * STRIDE_S, V at n * STRIDE_S + HEAD + 4 (the
     view pitch is 2 * HEAD + 8 bytes), the scales at n * STRIDE_S + HEAD and + 2 * HEAD + 4
     (an fp32 view of pitch 33 words per scale). Keys before the window (``rel + n`` wraps) get
     a zero v scale, and FP8 V codes are zeroed in the window's first tile, where the bytes of
     key lo - 1 copied with key lo's first chunk may be unwritten."""
-    flat = buf._reinterpret(buf.dtype, [NBYTES], FLAT1)
-    kx = flat._reinterpret(buf.dtype, [BLOCK_N, 2 * HEAD], PKV).slice(0, HEAD, dim=1).load(LK)
-    vv = flat.slice(HEAD + 4, 4)._reinterpret(buf.dtype, [BLOCK_N, 2 * HEAD], PKV)
+    kv = ring.slice(AT, 4)._reinterpret(ring.dtype, [BLOCK_N, 2 * HEAD], PKV)
+    kx = kv.slice(0, HEAD, dim=1).load(LK)
+    vv = ring.slice(AT + HEAD + 4, 4)._reinterpret(ring.dtype, [BLOCK_N, 2 * HEAD], PKV)
     vx = vv.slice(0, HEAD, dim=1).load(LV_LOAD)
     if KV_MODE == 3:
         if rel < 0:
             vx = gl.where(((vn + rel).to(gl.uint32) < span)[:, None], vx, 0)
-    sc = flat.slice(HEAD, 4)._reinterpret(gl.float32, [BLOCK_N, 2], PSC).load(LSC)
+    sc = ring.slice(AT + HEAD, 4)._reinterpret(gl.float32, [BLOCK_N, 2], PSC).load(LSC)
     k_sc, v_sc = gl.split(sc)
     k_sc = gl.convert_layout(k_sc, LROW, assert_trivial=True)
     v_sc = gl.where((sn + rel).to(gl.uint32) < span,
@@ -564,6 +556,7 @@ def _gluon_swap_kernel(
     SK: gl.constexpr, SV: gl.constexpr, SS: gl.constexpr, LS: gl.constexpr,
     FLAT: gl.constexpr, LC: gl.constexpr, RAW: gl.constexpr, FLAT1: gl.constexpr,
     PKV: gl.constexpr, PSC: gl.constexpr, LSC: gl.constexpr, PV_BITS: gl.constexpr,
+    RING_BYTES: gl.constexpr,
 ):
     seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, sc_base = _program_range(
         seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
@@ -600,23 +593,24 @@ def _gluon_swap_kernel(
     s_off = (sc_n % BLOCK_SIZE) * SCALE_STRIDE_S
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
     span = (s_hi - lo).to(gl.uint32)
-    # flat copies: MAIN chunks of 16 bytes spread over the lanes, then TAIL by the first lanes
+    # flat copies: MAIN chunks of 16 bytes spread over the lanes, then the TAIL last ones
     MAIN: gl.constexpr = BLOCK_N * HEAD // 8
     TAIL: gl.constexpr = BLOCK_N * STRIDE_S // 16 - MAIN
     ch = gl.arange(0, MAIN, layout=gl.SliceLayout(1, LC))
-    ch_t = gl.arange(0, 32, layout=gl.SliceLayout(1, LC))
+    ch_t = gl.arange(0, TAIL, layout=gl.SliceLayout(1, LC))
     byte = gl.arange(0, 16, layout=gl.SliceLayout(0, LC))
     vn_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LV_LOAD))
+    TILE: gl.constexpr = BLOCK_N * STRIDE_S  # bytes of a tile; flat stages lie back to back
     if FLAT:
-        bufs = _flat_ring(c_ptr.dtype.element_ty, 2 * MAIN, RAW, PIPE)  # power-of-two shape
+        ring = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [RING_BYTES], FLAT1)
     else:
         bufs = _ring(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, True, PIPE)
     for i in gl.static_range(PIPE - 1):
         start = s_lo + i * BLOCK_N
         pg0, pg1 = _tile_pages(bt_row, start, s_hi, BLOCK_SIZE, TWO_PAGES)
         if FLAT:
-            _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, bufs[i],
-                        BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL, TWO_PAGES)
+            _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
+                        i * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL, TWO_PAGES)
         else:
             _swap_issue(start, start - lo, span, pg0, pg1, kv_base, sc_base, stride_cb,
                         stride_sb, k_off, kn, v_off, vn, s_off, sc_n, bufs[i][0], bufs[i][1],
@@ -628,11 +622,12 @@ def _gluon_swap_kernel(
         for j in gl.static_range(PIPE):
             start = t0 + j * BLOCK_N
             ahead = start + (PIPE - 1) * BLOCK_N
-            wb = bufs[(j + PIPE - 1) % PIPE]
             if FLAT:
-                _flat_issue(ahead, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, wb,
-                            BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL, TWO_PAGES)
+                _flat_issue(ahead, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
+                            (j + PIPE - 1) % PIPE * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S,
+                            MAIN, TAIL, TWO_PAGES)
             else:
+                wb = bufs[(j + PIPE - 1) % PIPE]
                 _swap_issue(ahead, ahead - lo, span, pg0, pg1, kv_base, sc_base, stride_cb,
                             stride_sb, k_off, kn, v_off, vn, s_off, sc_n, wb[0], wb[1], wb[2],
                             wb[3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF, VS_OFF,
@@ -640,12 +635,12 @@ def _gluon_swap_kernel(
             cp.commit_group()
             pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
             cp.wait_group(PIPE - 1)
-            rb = bufs[j]
             if FLAT:
-                kx, vx, k_sc, v_sc = _flat_read(rb, start - lo, span, vn_r, sn, KV_MODE, HEAD,
-                                                BLOCK_N, 2 * MAIN * 16, FLAT1, PKV, PSC, LK,
-                                                LV_LOAD, LSC, gl.SliceLayout(1, MMA))
+                kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE,
+                                                KV_MODE, HEAD, BLOCK_N, PKV, PSC, LK, LV_LOAD,
+                                                LSC, gl.SliceLayout(1, MMA))
             else:
+                rb = bufs[j]
                 kx = rb[0].load(LK)
                 vx = rb[1].load(LV_LOAD)
                 k_sc = rb[2].load(gl.SliceLayout(1, MMA))
@@ -947,8 +942,9 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
                  block_n: int, prefetch: bool, pipe: int, swap: bool,
                  flat: bool) -> tuple[tuple, dict]:
-    if pipe not in (0, 2, 4) or (swap and pipe == 0):
-        raise ValueError(f"pipe must be 2 or 4 (or 0 without swapped operands), got {pipe}")
+    if pipe not in ((2, 3, 4) if flat else (0, 2, 4)) or (swap and pipe == 0):
+        raise ValueError(f"pipe must be 2 or 4 (3 with flat copies, 0 without swapped operands), "
+                         f"got {pipe}")
     if flat and not swap:
         raise ValueError("flat tile copies need the swapped-operand kernel (swap=True)")
     if swap and not swap_supported(group, block_size, block_n, head):
@@ -964,7 +960,10 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
               KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
               SPLIT=num_splits > 1, PIPE=pipe, num_warps=1)
     if swap:
-        kw.update(_swap_layouts(head, block_n, flat))
+        # flat ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
+        # must have power-of-two shapes)
+        ring = 1 << (pipe * block_n * args.STRIDE_S - 1).bit_length()
+        kw.update(_swap_layouts(head, block_n, flat), RING_BYTES=ring)
     else:
         kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
     return pos, kw
