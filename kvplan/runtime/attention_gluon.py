@@ -16,9 +16,11 @@ tensor-core fragment registers:
 * per-token-head scales multiply the score columns and the probabilities, as in the Triton kernel.
 
 For GQA groups of up to 8 heads the default is the swapped-operand kernel (`_gluon_swap_kernel`,
-round 9 in bench/NOTES-runtime.md): the keys are the 16 MMA rows and the group the 8 columns, so a
-group of 4-8 does not pad 16-row tiles; tiles are copied along the cache rows (few 128-byte lines
-per instruction) into XOR-swizzled shared tiles (`_swizzled`) read without bank conflicts.
+rounds 9-10 in bench/NOTES-runtime.md): the keys are the 16 MMA rows and the group the 8 columns,
+so a group of 4-8 does not pad 16-row tiles. Its tiles are copied flat (each tile's bytes as they
+lie in the page, 16-byte copies of whole 128-byte lines, `_flat_issue`) and read in place through
+padded shared views (`_flat_read`); the round-9 form copies along the cache rows into
+XOR-swizzled shared tiles (`_swizzled`) instead.
 
 Splits of the context are merged by the Triton kernel's merge step. Gluon kernels do not run in the
 CPU interpreter: this path is taken only on a CUDA GPU, and the GPU tests compare it with the torch

@@ -387,19 +387,22 @@ def test_gluon_kernel_refuses_what_it_does_not_run(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
 @pytest.mark.parametrize("block_size,window", [(32, None), (64, None), (16, 1500), (64, 1100)])
-def test_per_token_head_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window):
+@pytest.mark.parametrize("head", [128, 64])
+def test_per_token_head_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window,
+                                              head):
     """With no config, per-token-head decode on a GPU runs the Gluon kernel (the measured
-    default) and matches the reference at block sizes 32/64 and on sliding-window layers, where
-    only the last W keys may be read: the keys before the window are poisoned with huge values."""
+    default: flat copies; 32-key tiles at head 64) and matches the reference at block sizes
+    16/32/64 and on sliding-window layers, where only the last W keys may be read: the keys
+    before the window are poisoned with huge values."""
     pytest.importorskip("triton.experimental.gluon")
     from kvplan.runtime.attention import _use_gluon  # noqa: PLC0415
     from kvplan.runtime._common import cache_args  # noqa: PLC0415
     gen = torch.Generator(device="cuda").manual_seed(3)
-    layout = LayerLayout.simple(kv_cache_dtype, 4, 128, sliding_window=window)
+    layout = LayerLayout.simple(kv_cache_dtype, 4, head, sliding_window=window)
     batch = build_paged_batch(layout, [700, 1, 129, 2048], block_size, "cuda", gen,
                               poison_outside_window=window is not None)
-    q = torch.randn(4, 16, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
-    assert _use_gluon(AttentionConfig(), q, cache_args(batch.cache), 4, 128, block_size, True,
+    q = torch.randn(4, 16, head, device="cuda", dtype=torch.bfloat16, generator=gen)
+    assert _use_gluon(AttentionConfig(), q, cache_args(batch.cache), 4, head, block_size, True,
                       lambda: min(2048, window or 2048))
     out, ref = _decode(batch, 16, gen, "cuda", poison=1e30)
     _check(out, ref, layout.quant_mode, f"default block {block_size} window {window}")
