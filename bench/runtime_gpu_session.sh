@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round10] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -80,11 +80,6 @@ for step in $steps; do
       for shape in 64,4096,32,8,128 128,2048,64,8,64 16,16384,32,8,128 4,32768,32,8,128 32,4096,16,4,256 64,1024,32,8,128; do
         timeout 70 $PY bench/tune_attention.py --modes int8_per_token_head,fp8_per_token_head \
           --kernel gluon --pipe 2 --swap 0,1 --shape $shape --configs 0:0:0:0 2>&1 | tee -a "$OUT/round9.log"
-      done ;;
-    round10)  # swapped operands: flat tile copies against row copies, defaults otherwise
-      for shape in 64,4096,32,8,128 128,2048,64,8,64 16,16384,32,8,128 32,4096,32,8,256; do
-        timeout 70 $PY bench/tune_attention.py --modes int8_per_token_head,fp8_per_token_head \
-          --kernel gluon --pipe 2 --swap 1 --flat 0,1 --shape $shape --configs 0:0:0:0 2>&1 | tee -a "$OUT/round10.log"
       done ;;
     suite)
       timeout 400 $PY bench/bench_attention.py --out "$OUT/suite.json" --plot "$OUT/suite.png" \

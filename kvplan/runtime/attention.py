@@ -433,9 +433,6 @@ class AttentionConfig:
     #                          loaded into registers (num_stages >= 2: one tile ahead)
     swap: bool | None = None  # gluon only: keys as the MMA rows, the GQA group as the columns
     #                           (default where it applies: groups <= 8, tiles inside one page)
-    flat: bool | None = None  # gluon swap only: copy each tile's bytes as they lie in the page
-    #                           (16-byte copies) and read K/V/scales through padded shared views
-    #                           (default with swap; False = row copies into swizzled tiles)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -697,15 +694,13 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
     pipe = cfg.pipe if cfg.pipe is not None else 2
     block_n = cfg.block_n or 16
     if (not cfg.block_n and d == 64 and pipe > 0 and cfg.swap is not False
-            and cfg.flat is not False
             and attention_gluon.swap_supported(group, cache.block_size, 32, d)):
-        block_n = 32  # head 64, flat copies: 0.586x against 0.614x with 16 keys (round 10)
+        block_n = 32  # head 64, swapped operands: 0.586x against 0.614x with 16 keys (round 10)
     prefetch = (cfg.num_stages or 2) >= 2
     swap = cfg.swap if cfg.swap is not None else (
         pipe > 0 and attention_gluon.swap_supported(group, cache.block_size, block_n, d))
-    flat = cfg.flat if cfg.flat is not None else swap  # measured faster at heads 64-256 (round 10)
     kernel_kw = dict(group=group, head=d, block_size=cache.block_size, block_n=block_n,
-                     prefetch=prefetch, pipe=pipe, swap=swap, flat=flat)
+                     prefetch=prefetch, pipe=pipe, swap=swap)
     if cfg.num_splits is not None:
         num_splits = cfg.num_splits
     else:

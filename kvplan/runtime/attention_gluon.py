@@ -19,8 +19,7 @@ For GQA groups of up to 8 heads the default is the swapped-operand kernel (`_glu
 rounds 9-10 in bench/NOTES-runtime.md): the keys are the 16 MMA rows and the group the 8 columns,
 so a group of 4-8 does not pad 16-row tiles. Its tiles are copied flat (each tile's bytes as they
 lie in the page, 16-byte copies of whole 128-byte lines, `_flat_issue`) and read in place through
-padded shared views (`_flat_read`); the round-9 form copies along the cache rows into
-XOR-swizzled shared tiles (`_swizzled`) instead.
+padded shared views (`_flat_read`).
 
 Splits of the context are merged by the Triton kernel's merge step. Gluon kernels do not run in the
 CPU interpreter: this path is taken only on a CUDA GPU, and the GPU tests compare it with the torch
@@ -179,13 +178,9 @@ def _pages(start, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE: gl.constexpr):
 
 @gluon.jit
 def _stage(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
-           SV: gl.constexpr, SS: gl.constexpr, K_ROWS: gl.constexpr):
-    """One stage of the copy ring: K^T (K with ``K_ROWS``) codes, V codes, k scales, v scales."""
-    if K_ROWS:
-        kb = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD], SK)
-    else:
-        kb = gl.allocate_shared_memory(dtype, [HEAD, BLOCK_N], SK)
-    return (kb,
+           SV: gl.constexpr, SS: gl.constexpr):
+    """One stage of the copy ring: K^T codes, V codes, k scales, v scales."""
+    return (gl.allocate_shared_memory(dtype, [HEAD, BLOCK_N], SK),
             gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD], SV),
             gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS),
             gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS))
@@ -214,13 +209,13 @@ def _program_range(seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, 
 
 @gluon.jit
 def _ring(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
-          SV: gl.constexpr, SS: gl.constexpr, K_ROWS: gl.constexpr, PIPE: gl.constexpr):
+          SV: gl.constexpr, SS: gl.constexpr, PIPE: gl.constexpr):
     """The PIPE (2 or 4) stages of the copy ring."""
-    bufs = (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS, K_ROWS),
-            _stage(dtype, HEAD, BLOCK_N, SK, SV, SS, K_ROWS))
+    bufs = (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS),
+            _stage(dtype, HEAD, BLOCK_N, SK, SV, SS))
     if PIPE == 4:
-        bufs = bufs + (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS, K_ROWS),
-                       _stage(dtype, HEAD, BLOCK_N, SK, SV, SS, K_ROWS))
+        bufs = bufs + (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS),
+                       _stage(dtype, HEAD, BLOCK_N, SK, SV, SS))
     return bufs
 
 
@@ -289,7 +284,7 @@ def _gluon_decode_kernel(
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, MMA))
     if PIPE > 0:  # a ring of PIPE shared-memory stages filled by asynchronous copies
         sc_n = gl.arange(0, BLOCK_N, layout=LS)
-        bufs = _ring(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, False, PIPE)
+        bufs = _ring(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, PIPE)
         for i in gl.static_range(PIPE - 1):
             pg_k, pg_v, pg_s = _pages(s_lo + i * BLOCK_N, lo, s_hi, bt_row, kn, vn, sc_n, BLOCK_SIZE)
             _issue_tile(s_lo + i * BLOCK_N, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb,
@@ -438,37 +433,6 @@ def _swap_update(q, kx, vx, k_sc, v_sc, q_bias, rel, span, sn, m_i, l_acc, w_acc
 
 
 @gluon.jit
-def _swap_issue(start, rel, span, pg0, pg1, kv_base, sc_base, stride_cb, stride_sb, k_off, kn,
-                v_off, vn, s_off, sc_n, kb, vb, ksb, vsb, BLOCK_SIZE: gl.constexpr,
-                STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, KS_OFF: gl.constexpr,
-                VS_OFF: gl.constexpr, TWO_PAGES: gl.constexpr):
-    """Asynchronous copies of one tile into a ring stage: keys in block-table page ``pg0`` (and
-    with ``TWO_PAGES``, keys from BLOCK_SIZE on in ``pg1``). Keys outside the range are
-    zero-filled."""
-    slot = start % BLOCK_SIZE
-    kv = kv_base + pg0 * stride_cb + slot * STRIDE_S
-    sc = sc_base + pg0 * stride_sb + slot * SCALE_STRIDE_S
-    ok_k = ((kn + rel).to(gl.uint32) < span)[:, None]
-    ok_v = ((vn + rel).to(gl.uint32) < span)[:, None]
-    ok_s = (sc_n + rel).to(gl.uint32) < span
-    if TWO_PAGES:
-        kv1 = kv_base + pg1 * stride_cb
-        sc1 = sc_base + pg1 * stride_sb
-        cp.async_copy_global_to_shared(kb, gl.where((kn >= BLOCK_SIZE)[:, None], kv1, kv) + k_off,
-                                       mask=ok_k)
-        cp.async_copy_global_to_shared(vb, gl.where((vn >= BLOCK_SIZE)[:, None], kv1, kv) + v_off,
-                                       mask=ok_v)
-        scp = gl.where(sc_n >= BLOCK_SIZE, sc1, sc) + s_off
-        cp.async_copy_global_to_shared(ksb, scp + KS_OFF, mask=ok_s)
-        cp.async_copy_global_to_shared(vsb, scp + VS_OFF, mask=ok_s)
-    else:
-        cp.async_copy_global_to_shared(kb, kv + k_off, mask=ok_k)
-        cp.async_copy_global_to_shared(vb, kv + v_off, mask=ok_v)
-        cp.async_copy_global_to_shared(ksb, sc + s_off + KS_OFF, mask=ok_s)
-        cp.async_copy_global_to_shared(vsb, sc + s_off + VS_OFF, mask=ok_s)
-
-
-@gluon.jit
 def _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
                 AT: gl.constexpr, RAW: gl.constexpr, BLOCK_SIZE: gl.constexpr,
                 BLOCK_N: gl.constexpr, STRIDE_S: gl.constexpr, MAIN: gl.constexpr,
@@ -551,14 +515,11 @@ def _gluon_swap_kernel(
     KS_OFF: gl.constexpr, VS_OFF: gl.constexpr, KV_MODE: gl.constexpr, E5M2: gl.constexpr,
     SPLIT: gl.constexpr, PIPE: gl.constexpr,
     MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
-    LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, LKC: gl.constexpr,
-    LVC: gl.constexpr, Q_SHAPE: gl.constexpr, Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr,
-    K_ORDER: gl.constexpr,
-    V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
-    SK: gl.constexpr, SV: gl.constexpr, SS: gl.constexpr, LS: gl.constexpr,
-    FLAT: gl.constexpr, LC: gl.constexpr, RAW: gl.constexpr, FLAT1: gl.constexpr,
-    PKV: gl.constexpr, PSC: gl.constexpr, LSC: gl.constexpr, PV_BITS: gl.constexpr,
-    RING_BYTES: gl.constexpr,
+    LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, Q_SHAPE: gl.constexpr,
+    Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
+    V_ORDER: gl.constexpr, RANK: gl.constexpr, LC: gl.constexpr, RAW: gl.constexpr,
+    FLAT1: gl.constexpr, PKV: gl.constexpr, PSC: gl.constexpr, LSC: gl.constexpr,
+    PV_BITS: gl.constexpr, RING_BYTES: gl.constexpr,
 ):
     seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, sc_base = _program_range(
         seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
@@ -583,70 +544,38 @@ def _gluon_swap_kernel(
     w_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
     acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
 
-    # per-thread offsets inside a tile's page(s) (a tile spans one page, or two of 16 slots)
-    TWO_PAGES: gl.constexpr = BLOCK_N > BLOCK_SIZE
-    kn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LKC))
-    kd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LKC))
-    k_off = (kn % BLOCK_SIZE)[:, None] * STRIDE_S + kd[None, :]
-    vn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LVC))
-    vd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LVC))
-    v_off = (vn % BLOCK_SIZE)[:, None] * STRIDE_S + vd[None, :] + V_OFF
-    sc_n = gl.arange(0, BLOCK_N, layout=LS)
-    s_off = (sc_n % BLOCK_SIZE) * SCALE_STRIDE_S
+    TWO_PAGES: gl.constexpr = BLOCK_N > BLOCK_SIZE  # a tile spans one page, or two of 16 slots
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
     span = (s_hi - lo).to(gl.uint32)
-    # flat copies: MAIN chunks of 16 bytes spread over the lanes, then the TAIL last ones
+    # copies: MAIN chunks of 16 bytes spread over the lanes, then the TAIL last ones
     MAIN: gl.constexpr = BLOCK_N * HEAD // 8
     TAIL: gl.constexpr = BLOCK_N * STRIDE_S // 16 - MAIN
     ch = gl.arange(0, MAIN, layout=gl.SliceLayout(1, LC))
     ch_t = gl.arange(0, TAIL, layout=gl.SliceLayout(1, LC))
     byte = gl.arange(0, 16, layout=gl.SliceLayout(0, LC))
     vn_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LV_LOAD))
-    TILE: gl.constexpr = BLOCK_N * STRIDE_S  # bytes of a tile; flat stages lie back to back
-    if FLAT:
-        ring = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [RING_BYTES], FLAT1)
-    else:
-        bufs = _ring(c_ptr.dtype.element_ty, HEAD, BLOCK_N, SK, SV, SS, True, PIPE)
+    TILE: gl.constexpr = BLOCK_N * STRIDE_S  # bytes of a tile; the stages lie back to back
+    ring = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [RING_BYTES], FLAT1)
     for i in gl.static_range(PIPE - 1):
         start = s_lo + i * BLOCK_N
         pg0, pg1 = _tile_pages(bt_row, start, s_hi, BLOCK_SIZE, TWO_PAGES)
-        if FLAT:
-            _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
-                        i * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL, TWO_PAGES)
-        else:
-            _swap_issue(start, start - lo, span, pg0, pg1, kv_base, sc_base, stride_cb,
-                        stride_sb, k_off, kn, v_off, vn, s_off, sc_n, bufs[i][0], bufs[i][1],
-                        bufs[i][2], bufs[i][3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF,
-                        VS_OFF, TWO_PAGES)
+        _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
+                    i * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL, TWO_PAGES)
         cp.commit_group()
     pg0, pg1 = _tile_pages(bt_row, s_lo + (PIPE - 1) * BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
     for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
         for j in gl.static_range(PIPE):
             start = t0 + j * BLOCK_N
             ahead = start + (PIPE - 1) * BLOCK_N
-            if FLAT:
-                _flat_issue(ahead, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
-                            (j + PIPE - 1) % PIPE * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S,
-                            MAIN, TAIL, TWO_PAGES)
-            else:
-                wb = bufs[(j + PIPE - 1) % PIPE]
-                _swap_issue(ahead, ahead - lo, span, pg0, pg1, kv_base, sc_base, stride_cb,
-                            stride_sb, k_off, kn, v_off, vn, s_off, sc_n, wb[0], wb[1], wb[2],
-                            wb[3], BLOCK_SIZE, STRIDE_S, SCALE_STRIDE_S, KS_OFF, VS_OFF,
-                            TWO_PAGES)
+            _flat_issue(ahead, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
+                        (j + PIPE - 1) % PIPE * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN,
+                        TAIL, TWO_PAGES)
             cp.commit_group()
             pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
             cp.wait_group(PIPE - 1)
-            if FLAT:
-                kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE,
-                                                KV_MODE, HEAD, BLOCK_N, PKV, PSC, LK, LV_LOAD,
-                                                LSC, gl.SliceLayout(1, MMA))
-            else:
-                rb = bufs[j]
-                kx = rb[0].load(LK)
-                vx = rb[1].load(LV_LOAD)
-                k_sc = rb[2].load(gl.SliceLayout(1, MMA))
-                v_sc = rb[3].load(gl.SliceLayout(1, MMA))
+            kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE, KV_MODE,
+                                            HEAD, BLOCK_N, PKV, PSC, LK, LV_LOAD, LSC,
+                                            gl.SliceLayout(1, MMA))
             m_i, l_acc, w_acc, acc = _swap_update(
                 q, kx, vx, k_sc, v_sc, q_bias, start - lo, span, sn, m_i, l_acc, w_acc, acc,
                 KV_MODE, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
@@ -748,7 +677,7 @@ def _layouts(head: int, block_n: int, pipe: int = 0) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def _swap_layouts(head: int, block_n: int, flat: bool = False) -> dict:
+def _swap_layouts(head: int, block_n: int) -> dict:
     """Layouts of the swapped-operand kernel (one warp; lane = 4g + t; coordinates physical d).
 
     S^T = K q^T: K [BLOCK_N, HEAD] is the A operand (registers k0, m3, k3.., then the keys past
@@ -759,15 +688,14 @@ def _swap_layouts(head: int, block_n: int, flat: bool = False) -> dict:
     output index is a permutation ``pv`` with d3, d4 -> physical bits 0, 1 (4 contiguous bytes
     per key), undone when the output is stored.
 
-    The bits the lanes take (qk 1, 2 and pv 0-2) are free: the row copies use bits 3, 4 and
-    2-4 (their swizzled shared tiles are conflict-free whatever the lanes read); ``flat``
-    (tiles copied as raw bytes, read through padded views of pitch 2 * HEAD + 8) picks the bits
-    with the fewest shared-memory wavefronts in that pitch (`_flat_lane_bits`)."""
+    The bits the lanes take (qk 1, 2 and pv 0-2) are free: tiles are copied as raw bytes and
+    read through padded views of pitch 2 * HEAD + 8, so they are the bits with the fewest
+    shared-memory wavefronts in that pitch (`_flat_lane_bits`)."""
     L, NB = _bits(head), _bits(block_n)
     assert L >= 5 and NB >= 4
     base = _layouts(head, 16, 0)
     keys_hi = [1 << j for j in range(4, NB)]
-    k_lanes, v_lanes = _flat_lane_bits(head) if flat else ((3, 4), (2, 3, 4))
+    k_lanes, v_lanes = _flat_lane_bits(head)
     qk = _bit_map({0: 0, 3: 1, 4: 2, 1: k_lanes[0], 2: k_lanes[1]}, L)
     pv = _bit_map({3: 0, 4: 1, 0: v_lanes[0], 1: v_lanes[1], 2: v_lanes[2]}, L)
     rest = range(5, L)
@@ -794,15 +722,9 @@ def _swap_layouts(head: int, block_n: int, flat: bool = False) -> dict:
     ks, ko = _bit_order([qk[i] for i in range(L)], L, 1, 0)
     vs, vo = _bit_order([pv[i] for i in range(L)], L, 0, 1)
 
-    # Row copies: global -> shared in their own layouts, rows of contiguous bytes across the
-    # lanes, so one copy instruction touches few 128-byte lines (the fragment layouts put 8 keys
-    # on the lanes of every instruction: 8 one-sector L2 requests, and the L2 request rate, not
-    # DRAM, bounded the kernel). The shared layouts are the fragment layouts XOR-swizzled so
-    # that both the copy and the fragment reads are free of bank conflicts.
-    lkc, lvc = _row_copy_layout(3, L, NB), _row_copy_layout(2, L, NB)
-    ss = gl.SharedLinearLayout([[1 << j] for j in range(NB)])
-    # Flat copies: [chunks, 16 bytes] with one 16-byte chunk per lane and instruction (4 whole
-    # lines), stored unswizzled; K and V are read through [BLOCK_N, 2 * HEAD] views with 8 bytes
+    # Copies: [chunks, 16 bytes] with one 16-byte chunk per lane and instruction (4 whole 128-byte
+    # lines: the L2 request rate, not DRAM, bounded copies that put 8 keys on the lanes of an
+    # instruction), stored unswizzled; K and V are read through [BLOCK_N, 2 * HEAD] views with 8 bytes
     # of padding per row (pitch 2 * HEAD + 8), the scales through an fp32 [BLOCK_N, 2] view with
     # 32 words of padding per element (pitch (2 * HEAD + 8) / 8 words)
     pitch_words = (2 * head + 8) // 4
@@ -811,11 +733,9 @@ def _swap_layouts(head: int, block_n: int, flat: bool = False) -> dict:
         lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]], warp_bases=[], block_bases=[],
         shape=[block_n, 2])
     return dict(MMA=base["MMA"], AOP=base["AOP"], BOP=base["BOP"], LQ=lq, LK=lk,
-                LV_LOAD=lv_load, LVT=lvt, LKC=lkc, LVC=lvc,
-                SK=_swizzled(lk, lkc, 3, L, NB), SV=_swizzled(lv_load, lvc, 2, L, NB), SS=ss,
-                LS=base["LS"], Q_SHAPE=tuple(qs + [8]), Q_ORDER=_pack(qo),
+                LV_LOAD=lv_load, LVT=lvt, Q_SHAPE=tuple(qs + [8]), Q_ORDER=_pack(qo),
                 K_SHAPE=tuple([block_n] + ks), K_ORDER=_pack(ko), V_SHAPE=tuple(vs + [block_n]),
-                V_ORDER=_pack(vo), RANK=L + 1, FLAT=flat,
+                V_ORDER=_pack(vo), RANK=L + 1,
                 LC=gl.BlockedLayout([1, 16], [32, 1], [1, 1], [1, 0]),
                 RAW=gl.SwizzledSharedLayout(1, 1, 1, [1, 0]),
                 FLAT1=gl.SwizzledSharedLayout(1, 1, 1, [0]),
@@ -877,58 +797,6 @@ def _flat_lane_bits(head: int) -> tuple[tuple[int, int], tuple[int, int, int]]:
     return k, v
 
 
-def _row_copy_layout(vec_bits: int, L: int, NB: int) -> gl.DistributedLinearLayout:
-    """[BLOCK_N, HEAD] copy layout: a thread's 2^vec_bits contiguous bytes, then the lanes along
-    the row (d), then along the keys; the thread's other registers take the remaining keys."""
-    along = [[0, 1 << j] for j in range(vec_bits, L)] + [[1 << j, 0] for j in range(NB)]
-    return gl.DistributedLinearLayout(
-        reg_bases=[[0, 1 << j] for j in range(vec_bits)] + along[5:], lane_bases=along[:5],
-        warp_bases=[], block_bases=[], shape=[1 << NB, 1 << L])
-
-
-def _swizzled(read: gl.DistributedLinearLayout, write: gl.DistributedLinearLayout, vec_bits: int,
-              L: int, NB: int) -> gl.SharedLinearLayout:
-    """Shared layout of a [BLOCK_N, HEAD] tile written in ``write`` and read in ``read`` (both
-    with the same 2^vec_bits-byte vectors): ``read``'s vector, lanes, registers as offset bits,
-    with offset bit vec_bits + i also flipped by ``write``'s lane i. The bank bits (offset bits
-    vec_bits..6) then take distinct values across the lanes of one access on both sides; checked
-    here, and the map is inverted into the offset -> coordinate bases Gluon takes."""
-    plain = read.reg_bases[:vec_bits] + read.lane_bases + read.reg_bases[vec_bits:]
-    off = {tuple(c): 1 << o for o, c in enumerate(plain)}
-    bank_lanes = 7 - vec_bits  # 128-byte wavefronts: 16 lanes of 8 bytes, 32 of 4
-    for i in range(bank_lanes):
-        w, r = tuple(write.lane_bases[i]), tuple(read.lane_bases[i])
-        if w != r:
-            off[w] ^= 1 << (vec_bits + i)
-    bank_mask = ((1 << 7) - 1) & ~((1 << vec_bits) - 1)
-    for side in (read, write):
-        banks = [off[tuple(c)] & bank_mask for c in side.lane_bases[:bank_lanes]]
-        assert _rank(banks) == bank_lanes, "shared tile layout with bank conflicts"
-    # invert offset = A . coordinate (GF(2)) into one coordinate per offset bit
-    rows = [[o, c] for c, o in off.items()]
-    n = len(rows)
-    assert n == L + NB
-    for bit in range(n):
-        piv = next(i for i in range(bit, n) if rows[i][0] >> bit & 1)
-        rows[bit], rows[piv] = rows[piv], rows[bit]
-        for i in range(n):
-            if i != bit and rows[i][0] >> bit & 1:
-                rows[i] = [rows[i][0] ^ rows[bit][0], (rows[i][1][0] ^ rows[bit][1][0],
-                                                        rows[i][1][1] ^ rows[bit][1][1])]
-    return gl.SharedLinearLayout([list(rows[bit][1]) for bit in range(n)])
-
-
-def _rank(vectors: list[int]) -> int:
-    """Rank over GF(2) of bit-vectors."""
-    basis: list[int] = []
-    for v in vectors:
-        for b in basis:
-            v = min(v, v ^ b)
-        if v:
-            basis.append(v)
-    return len(basis)
-
-
 def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
                trail: int) -> tuple[list[int], list[int]]:
     """reshape shape and permute order that turn physical-bit axes into logical-bit axes
@@ -942,13 +810,10 @@ def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
 
 def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-                 block_n: int, prefetch: bool, pipe: int, swap: bool,
-                 flat: bool) -> tuple[tuple, dict]:
-    if pipe not in ((2, 3, 4) if flat else (0, 2, 4)) or (swap and pipe == 0):
-        raise ValueError(f"pipe must be 2 or 4 (3 with flat copies, 0 without swapped operands), "
+                 block_n: int, prefetch: bool, pipe: int, swap: bool) -> tuple[tuple, dict]:
+    if pipe not in ((2, 3, 4) if swap else (0, 2, 4)):
+        raise ValueError(f"pipe must be 2, 3 or 4 with swapped operands, 0, 2 or 4 without, "
                          f"got {pipe}")
-    if flat and not swap:
-        raise ValueError("flat tile copies need the swapped-operand kernel (swap=True)")
     if swap and not swap_supported(group, block_size, block_n, head):
         raise ValueError(f"swapped operands take GQA groups of up to 8 heads, heads of 64-256 and "
                          f"tiles of at most two pages, got group {group}, head {head}, block size "
@@ -962,10 +827,10 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
               KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
               SPLIT=num_splits > 1, PIPE=pipe, num_warps=1)
     if swap:
-        # flat ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
+        # the ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
         # must have power-of-two shapes)
         ring = 1 << (pipe * block_n * args.STRIDE_S - 1).bit_length()
-        kw.update(_swap_layouts(head, block_n, flat), RING_BYTES=ring)
+        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring)
     else:
         kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
     return pos, kw
@@ -973,16 +838,16 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
 
 def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
            block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-           block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True,
-           flat: bool = False) -> None:
+           block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True) -> None:
     """Launch the decode kernel: grid (sequences, kv heads, splits), one warp per program.
-    ``pipe`` 2 or 4 streams tiles through a ring of that many shared-memory stages filled by
-    asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile ahead). ``swap``
-    runs the swapped-operand kernel (keys as MMA rows; groups of up to 8 heads); ``flat`` copies
-    its tiles as raw bytes (16-byte copies) and reads them through padded shared views."""
+    ``pipe`` 2, 3 (swapped operands) or 4 streams tiles through a ring of that many shared-memory
+    stages filled by asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile
+    ahead; round-8 form only). ``swap`` runs the swapped-operand kernel (keys as MMA rows; groups
+    of up to 8 heads), which copies its tiles as raw bytes and reads them through padded shared
+    views."""
     pos, kw = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
                            block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe,
-                           swap, flat)
+                           swap)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
     (_gluon_swap_kernel if swap else _gluon_decode_kernel)[grid](*pos, **kw)
 
@@ -992,14 +857,14 @@ _RESIDENT: dict[tuple, int] = {}
 
 def programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, head: int,
                     block_size: int, block_n: int = 16, prefetch: bool = True,
-                    pipe: int = 2, swap: bool = True, flat: bool = False) -> int:
+                    pipe: int = 2, swap: bool = True) -> int:
     """How many one-warp programs of this configuration fit on one multiprocessor at once,
     from the compiled kernel's registers and shared memory (compiles it once; cached)."""
-    key = (group, head, block_size, block_n, prefetch, pipe, swap, flat, args.KV_MODE, args.FP8_E5M2,
+    key = (group, head, block_size, block_n, prefetch, pipe, swap, args.KV_MODE, args.FP8_E5M2,
            query.dtype, query.device.index)
     if key not in _RESIDENT:
         pos, kw = _launch_args(query, out, out, out, args, block_tables, seq_lens, group, head,
-                               block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap, flat)
+                               block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap)
         fn = _gluon_swap_kernel if swap else _gluon_decode_kernel
         kernel = fn.warmup(*pos, grid=(1,), **kw)
         kernel._init_handles()
@@ -1021,8 +886,9 @@ def supported(group: int, head: int, block_size: int) -> bool:
 
 def swap_supported(group: int, block_size: int, block_n: int = 16, head: int = 128) -> bool:
     """The swapped-operand kernel: GQA groups of up to 8 heads (the 8 MMA columns), heads of
-    64-256 (a 32-byte row cannot spread a copy over the banks), tiles of 16 or 32 keys spanning
-    at most two pages of at least 16 slots."""
+    64-256 (head 32 keeps the round-8 form), tiles of 16 or 32 keys spanning at most two pages of
+    at least 16 slots (16 slots of any head are whole 128-byte lines, so every tile is 16-byte
+    aligned for the copies)."""
     return (1 <= group <= 8 and head in (64, 128, 256) and block_n in (16, 32)
             and 16 <= block_size and block_n <= 2 * block_size)
 

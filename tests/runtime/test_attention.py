@@ -276,22 +276,20 @@ def test_gluon_decode_matches_reference(cuda_device, kv_cache_dtype, head, hq, h
                                          (64, 28, 4), (128, 12, 2)])
 @pytest.mark.parametrize("block_n,block_size,num_splits", [
     (None, 16, None), (16, 32, 3), (32, 32, 2), (32, 64, 1), (16, 16, 5), (32, 16, 3)])
-@pytest.mark.parametrize("flat", [False, True])
 def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
-                                      block_size, num_splits, flat):
+                                      block_size, num_splits):
     """The swapped-operand Gluon kernel (keys as the MMA rows, the GQA group of 1-8 heads as the
     columns, P^T transposed across the warp) computes the reference function: odd lengths, a
     1-token sequence, splits, 16- and 32-key tiles in 16/32/64-slot pages (a 32-key tile spans
-    two 16-slot pages), tiles copied along rows or flat. Queries are also scaled by 25: a sharp
-    softmax whose running max keeps moving across tiles."""
+    two 16-slot pages). Queries are also scaled by 25: a sharp softmax whose running max keeps
+    moving across tiles."""
     pytest.importorskip("triton.experimental.gluon")
     if head == 256 and block_n == 32:
         pytest.skip("head 256 runs 16-key tiles (registers)")
     gen = torch.Generator(device="cuda").manual_seed(13)
     layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
     batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], block_size, "cuda", gen)
-    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, swap=True,
-                          flat=flat)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, swap=True)
     for q_mul in (1.0, 25.0):
         q = (torch.randn(5, hq, head, generator=gen, device="cuda") * q_mul).to(torch.bfloat16)
         out = torch.full_like(q, 1e30)
@@ -305,7 +303,7 @@ def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 @pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (16, 64)])
 def test_gluon_flat_window_ignores_the_key_before_it(cuda_device, kv_cache_dtype, block_n,
                                                      block_size):
-    """Flat tile copies move 16-byte chunks, and a slot is 264 bytes: when the window starts at an
+    """Tiles are copied in 16-byte chunks, and a slot is 264 bytes: when the window starts at an
     odd key, the chunk holding its first bytes also holds the last 8 bytes of the key before
     (V codes and the v scale). That key may hold anything: here NaN codes and NaN scales on both
     sides, and the pages wholly before the window are poisoned too."""
@@ -324,16 +322,17 @@ def test_gluon_flat_window_ignores_the_key_before_it(cuda_device, kv_cache_dtype
         cache.value_data()[blk, off].view(torch.uint8).fill_(0x7F)
         cache.key_scales()[blk, off] = float("nan")
         cache.value_scales()[blk, off] = float("nan")
-    cfg = AttentionConfig(kernel="gluon", block_n=block_n, swap=True, flat=True)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, swap=True)
     out, ref = _decode(batch, 16, gen, "cuda", config=cfg, poison=1e30)
     assert torch.isfinite(out).all()
     _check(out, ref, layout.quant_mode, f"flat window {cfg}")
 
 
 def test_gluon_flat_lane_bits_are_conflict_free():
-    """Flat copies read K (8 bytes a lane) and V (4 bytes) straight from the raw slots: the lane
-    bits chosen for heads 128 and 256 read every register of a tile in the minimum number of
-    shared-memory wavefronts; head 64 (136-byte pitch) needs two per read at best."""
+    """The swapped-operand kernel reads K (8 bytes a lane) and V (4 bytes) straight from the raw
+    slots copied to shared memory: the lane bits chosen for heads 128 and 256 read every register
+    of a tile in the minimum number of shared-memory wavefronts; head 64 (136-byte pitch) needs
+    two per read at best."""
     pytest.importorskip("triton.experimental.gluon")
     from kvplan.runtime.attention_gluon import (_flat_lane_bits, _swap_layouts,  # noqa: PLC0415
                                                 _wavefronts)
@@ -352,13 +351,13 @@ def test_gluon_flat_lane_bits_are_conflict_free():
             assert _wavefronts(v_addr, 4) == 1
     for head in (64, 128, 256):
         for block_n in (16, 32):
-            lay = _swap_layouts(head, block_n, True)
-            assert lay["FLAT"] and lay["RANK"] == head.bit_length()
+            lay = _swap_layouts(head, block_n)
+            assert lay["RANK"] == head.bit_length()
 
 
 def test_gluon_swap_refuses_what_it_does_not_run():
     """Swapped operands take groups of up to 8 heads, heads of 64-256 and tiles of at most two
-    pages; every shape they take has a bank-conflict-free shared layout."""
+    pages (of at least 16 slots: whole 128-byte lines per 16 keys)."""
     pytest.importorskip("triton.experimental.gluon")
     from kvplan.runtime.attention_gluon import swap_supported  # noqa: PLC0415
     assert swap_supported(8, 16) and swap_supported(1, 64, 32)
@@ -370,7 +369,7 @@ def test_gluon_swap_refuses_what_it_does_not_run():
     for head in (64, 128, 256):
         for block_n in (16, 32):
             assert swap_supported(4, 16, block_n, head)
-            _swap_layouts(head, block_n)  # checks the swizzle (asserts on a bank conflict)
+            _swap_layouts(head, block_n)  # builds (the layouts assert their own consistency)
 
 
 def test_gluon_kernel_refuses_what_it_does_not_run(device):
