@@ -818,6 +818,12 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
         raise ValueError(f"swapped operands take GQA groups of up to 8 heads, heads of 64-256 and "
                          f"tiles of at most two pages, got group {group}, head {head}, block size "
                          f"{block_size}, block_n {block_n}")
+    slot = (args.STRIDE_S, args.V_OFF, 4 * args.KS_OFF, 4 * args.VS_OFF)
+    if swap and slot != (2 * head + 8, head + 4, head, 2 * head + 4):
+        # `_flat_read` reads K, V and the scales at these offsets of each raw slot
+        raise ValueError(f"swapped operands read vLLM's per-token-head slot (K, k scale, V, "
+                         f"v scale: {2 * head + 8} bytes at head {head}), got slot bytes, V, k "
+                         f"scale and v scale offsets {slot}")
     pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
            args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
            block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],

@@ -372,6 +372,27 @@ def test_gluon_swap_refuses_what_it_does_not_run():
             _swap_layouts(head, block_n)  # builds (the layouts assert their own consistency)
 
 
+def test_gluon_swap_launch_checks_the_slot_layout():
+    """The swapped-operand kernel reads K, V and both scales at fixed offsets of vLLM's raw
+    per-token-head slot; its launch arguments for a real cache pass, and a slot laid out any
+    other way is refused rather than read wrongly (checked without a GPU: no launch)."""
+    pytest.importorskip("triton.experimental.gluon")
+    import dataclasses  # noqa: PLC0415
+    from kvplan.runtime import attention_gluon  # noqa: PLC0415
+    from kvplan.runtime._common import cache_args  # noqa: PLC0415
+    for dtype, head in (("int8_per_token_head", 128), ("fp8_per_token_head", 64)):
+        args = cache_args(allocate_kv_cache(LayerLayout.simple(dtype, 2, head), 4, 16, "cpu"))
+        q = torch.zeros(3, 8, head, dtype=torch.bfloat16)
+        bt, lens = torch.zeros(3, 4, dtype=torch.int32), torch.ones(3, dtype=torch.int32)
+        common = dict(group=4, head=head, block_size=16, q_scale=1.0, sliding_window=0,
+                      num_splits=2, block_n=16, prefetch=True, pipe=2, swap=True)
+        pos, kw = attention_gluon._launch_args(q, q, q, q, args, bt, lens, **common)
+        assert kw["RING_BYTES"] >= 2 * 16 * (2 * head + 8) and kw["HEAD"] == head
+        moved = dataclasses.replace(args, V_OFF=args.V_OFF + 4)
+        with pytest.raises(ValueError, match="per-token-head slot"):
+            attention_gluon._launch_args(q, q, q, q, moved, bt, lens, **common)
+
+
 def test_gluon_kernel_refuses_what_it_does_not_run(device):
     """Asking for the Gluon kernel where it cannot run is a clear error, not a silent fallback."""
     gen = torch.Generator(device=device).manual_seed(1)
