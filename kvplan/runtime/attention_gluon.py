@@ -467,24 +467,25 @@ def _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, r
 
 
 @gluon.jit
-def _flat_read(ring, rel, span, vn, sn, AT: gl.constexpr, KV_MODE: gl.constexpr,
-               HEAD: gl.constexpr, BLOCK_N: gl.constexpr, PKV: gl.constexpr, PSC: gl.constexpr,
-               LK: gl.constexpr, LV_LOAD: gl.constexpr, LSC: gl.constexpr, LROW: gl.constexpr):
+def _flat_read(ring, rel, span, vn, sn, AT: gl.constexpr, V_OFF: gl.constexpr,
+               KS_OFF: gl.constexpr, KV_MODE: gl.constexpr, HEAD: gl.constexpr,
+               BLOCK_N: gl.constexpr, PKV: gl.constexpr, PSC: gl.constexpr, LK: gl.constexpr,
+               LV_LOAD: gl.constexpr, LSC: gl.constexpr, LROW: gl.constexpr):
     """K codes, V codes and the k/v scales of a tile copied by `_flat_issue` to byte ``AT`` of
-    the ring, read through
-    padded views of the raw bytes: K of key n at n * STRIDE_S, V at n * STRIDE_S + HEAD + 4 (the
-    view pitch is 2 * HEAD + 8 bytes), the scales at n * STRIDE_S + HEAD and + 2 * HEAD + 4
-    (an fp32 view of pitch 33 words per scale). Keys before the window (``rel + n`` wraps) get
-    a zero v scale, and FP8 V codes are zeroed in the window's first tile, where the bytes of
-    key lo - 1 copied with key lo's first chunk may be unwritten."""
+    the ring, read through padded views of the raw slots (vLLM's layout, checked at launch): K
+    of key n at n * STRIDE_S, V at n * STRIDE_S + V_OFF (view pitch 2 * HEAD + 8 bytes), the k
+    and v scales at fp32 word n * STRIDE_S / 4 + KS_OFF and 33 words further. Keys before the
+    window (``rel + n`` wraps) get a zero v scale, and FP8 V codes are zeroed in the window's
+    first tile, where the bytes of key lo - 1 copied with key lo's first chunk may be
+    unwritten."""
     kv = ring.slice(AT, 4)._reinterpret(ring.dtype, [BLOCK_N, 2 * HEAD], PKV)
     kx = kv.slice(0, HEAD, dim=1).load(LK)
-    vv = ring.slice(AT + HEAD + 4, 4)._reinterpret(ring.dtype, [BLOCK_N, 2 * HEAD], PKV)
+    vv = ring.slice(AT + V_OFF, 4)._reinterpret(ring.dtype, [BLOCK_N, 2 * HEAD], PKV)
     vx = vv.slice(0, HEAD, dim=1).load(LV_LOAD)
     if KV_MODE == 3:
         if rel < 0:
             vx = gl.where(((vn + rel).to(gl.uint32) < span)[:, None], vx, 0)
-    sc = ring.slice(AT + HEAD, 4)._reinterpret(gl.float32, [BLOCK_N, 2], PSC).load(LSC)
+    sc = ring.slice(AT + 4 * KS_OFF, 4)._reinterpret(gl.float32, [BLOCK_N, 2], PSC).load(LSC)
     k_sc, v_sc = gl.split(sc)
     k_sc = gl.convert_layout(k_sc, LROW, assert_trivial=True)
     v_sc = gl.where((sn + rel).to(gl.uint32) < span,
@@ -573,9 +574,9 @@ def _gluon_swap_kernel(
             cp.commit_group()
             pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
             cp.wait_group(PIPE - 1)
-            kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE, KV_MODE,
-                                            HEAD, BLOCK_N, PKV, PSC, LK, LV_LOAD, LSC,
-                                            gl.SliceLayout(1, MMA))
+            kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE, V_OFF,
+                                            KS_OFF, KV_MODE, HEAD, BLOCK_N, PKV, PSC, LK,
+                                            LV_LOAD, LSC, gl.SliceLayout(1, MMA))
             m_i, l_acc, w_acc, acc = _swap_update(
                 q, kx, vx, k_sc, v_sc, q_bias, start - lo, span, sn, m_i, l_acc, w_acc, acc,
                 KV_MODE, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
@@ -724,9 +725,9 @@ def _swap_layouts(head: int, block_n: int) -> dict:
 
     # Copies: [chunks, 16 bytes] with one 16-byte chunk per lane and instruction (4 whole 128-byte
     # lines: the L2 request rate, not DRAM, bounded copies that put 8 keys on the lanes of an
-    # instruction), stored unswizzled; K and V are read through [BLOCK_N, 2 * HEAD] views with 8 bytes
-    # of padding per row (pitch 2 * HEAD + 8), the scales through an fp32 [BLOCK_N, 2] view with
-    # 32 words of padding per element (pitch (2 * HEAD + 8) / 8 words)
+    # instruction), stored unswizzled; K and V are read through [BLOCK_N, 2 * HEAD] views with 8
+    # bytes of padding per row (pitch 2 * HEAD + 8), the scales through an fp32 [BLOCK_N, 2] view
+    # with 32 words of padding per element (pitch (2 * HEAD + 8) / 8 words)
     pitch_words = (2 * head + 8) // 4
     lsc = gl.DistributedLinearLayout(
         reg_bases=[[0, 1], [8, 0]] + [[k, 0] for k in keys_hi],
@@ -820,7 +821,7 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
                          f"{block_size}, block_n {block_n}")
     slot = (args.STRIDE_S, args.V_OFF, 4 * args.KS_OFF, 4 * args.VS_OFF)
     if swap and slot != (2 * head + 8, head + 4, head, 2 * head + 4):
-        # `_flat_read` reads K, V and the scales at these offsets of each raw slot
+        # `_flat_read`'s padded views (pitch, V and scale spacing) are built for this slot
         raise ValueError(f"swapped operands read vLLM's per-token-head slot (K, k scale, V, "
                          f"v scale: {2 * head + 8} bytes at head {head}), got slot bytes, V, k "
                          f"scale and v scale offsets {slot}")
