@@ -36,6 +36,8 @@ def main() -> None:
     ap.add_argument("--kernel", default="triton", help="triton, gluon or triton,gluon")
     ap.add_argument("--pipe", default="0", help="gluon only: cp.async stages (0 = register prefetch)")
     ap.add_argument("--swap", default="", help="gluon only: swapped operands 0, 1 or 0,1 (empty = default)")
+    ap.add_argument("--pdl", default="", help="merge as a programmatic dependent launch: 0, 1 or "
+                    "0,1 (empty = default)")
     ap.add_argument("--maxnreg", default="0", help="register caps to sweep (0 = none)")
     ap.add_argument("--configs", default="", help="explicit BLOCK_N:WARPS:STAGES[:SPLITS] list, "
                     "e.g. 64:2:3,16:2:4:3 (replaces the --block-n/--warps/--stages product; a "
@@ -68,18 +70,19 @@ def main() -> None:
                                              [int(x) for x in a.stages.split(",")],
                                              [None]))
         swaps = [bool(int(x)) for x in a.swap.split(",")] if a.swap else [None]
-        for (bn, w, st, sp_t), sp, ud, vir, im, mr, vr, kn, pp, sw in itertools.product(
+        pdls = [bool(int(x)) for x in a.pdl.split(",")] if a.pdl else [None]
+        for (bn, w, st, sp_t), sp, ud, vir, im, mr, vr, kn, pp, sw, pdl in itertools.product(
                 triples, [int(x) for x in a.splits.split(",")],
                 [bool(int(x)) for x in a.use_dot.split(",")], virs, immas,
                 [int(x) for x in a.maxnreg.split(",")], [bool(int(x)) for x in a.vreg.split(",")],
-                a.kernel.split(","), [int(x) for x in a.pipe.split(",")], swaps):
+                a.kernel.split(","), [int(x) for x in a.pipe.split(",")], swaps, pdls):
             if kn != "gluon" and (pp or sw is not None):
                 continue
             sp = sp if sp_t is None else sp_t
             gl_only = dict(pipe=pp or None, swap=sw) if kn == "gluon" else {}
             cfg = AttentionConfig(block_n=bn, num_warps=w, num_stages=st, num_splits=sp or None,
                                   use_dot=ud, paged3d=vir, imma=im, max_registers=mr or None,
-                                  v_reg=vr, kernel=kn, **gl_only)
+                                  v_reg=vr, kernel=kn, pdl=pdl, **gl_only)
             out = torch.full_like(q, float("nan"))
             try:
                 paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx, out=out, config=cfg)
@@ -92,12 +95,12 @@ def main() -> None:
                 continue
             row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud,
                        paged3d=vir, imma=im, maxnreg=mr, v_reg=vr, kernel=kn, pipe=pp, swap=sw,
-                       ms=ms,
+                       pdl=pdl, ms=ms,
                        ratio=ms / sdpa, rel_err=err,
                        tbps=b * ctx * lay.bytes_per_token / (ms * 1e-3) / 1e12)
             results.append(row)
             print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} dot={int(ud)}: {ms:.4f} ms "
-                  f"p3={int(vir)} imma={im} r={mr} vreg={int(vr)} {kn} pipe={pp} swap={sw} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
+                  f"p3={int(vir)} imma={im} r={mr} vreg={int(vr)} {kn} pipe={pp} swap={sw} pdl={pdl} {row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
             if best is None or ms < best["ms"]:
                 best = row
         print(f"BEST {mode}: {best}", flush=True)

@@ -389,14 +389,18 @@ def _paged_attention_kernel(
 @triton.jit
 def _merge_splits_kernel(po_ptr, pml_ptr, o_ptr, stride_ot, stride_oh, num_q_heads,
                          HEAD_SIZE: tl.constexpr, HEAD_PAD: tl.constexpr,
-                         NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr):
-    """Merge split-K partial results of one (token, query head) (log-sum-exp in base 2)."""
+                         NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr, PDL: tl.constexpr):
+    """Merge split-K partial results of one (token, query head) (log-sum-exp in base 2).
+    ``PDL``: launched as a programmatic dependent of the attention kernel, so it waits for that
+    kernel's results here instead of at launch."""
     pid = tl.program_id(0).to(tl.int64)
     tok = pid // num_q_heads
     head = pid % num_q_heads
     sp = tl.arange(0, SPLITS_PAD)
     smask = sp < NUM_SPLITS
     base = pid * NUM_SPLITS
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     m = tl.load(pml_ptr + (base + sp) * 2, mask=smask, other=float("-inf"))
     l = tl.load(pml_ptr + (base + sp) * 2 + 1, mask=smask, other=0.0)
     m_max = tl.max(m, axis=0)
@@ -410,6 +414,27 @@ def _merge_splits_kernel(po_ptr, pml_ptr, o_ptr, stride_ot, stride_oh, num_q_hea
     out = tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0, denom, 1.0)
     tl.store(o_ptr + tok * stride_ot + head * stride_oh + d, out.to(o_ptr.dtype.element_ty),
              mask=dmask)
+
+
+def _merge_splits(po: torch.Tensor, pml: torch.Tensor, out: torch.Tensor, num_splits: int,
+                  head_pad: int, pdl: bool) -> None:
+    """Launch the merge of the split-K partials into ``out`` [tokens, Hq, D]."""
+    num_tokens, hq, d = out.shape
+    launch = {"launch_pdl": True} if pdl else {}
+    _merge_splits_kernel[(num_tokens * hq,)](
+        po, pml, out, out.stride(0), out.stride(1), hq, HEAD_SIZE=d, HEAD_PAD=head_pad,
+        NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits), PDL=pdl,
+        num_warps=4, **launch)
+
+
+def _pdl(cfg: "AttentionConfig", query: torch.Tensor) -> bool:
+    """Whether the merge runs as a programmatic dependent launch: CUDA GPUs of compute
+    capability 9.0 and up (Hopper), not the interpreter; ``config.pdl`` decides when given."""
+    if interpreting() or query.device.type != "cuda":
+        return False
+    if cfg.pdl is not None:
+        return cfg.pdl and torch.cuda.get_device_capability(query.device)[0] >= 9
+    return torch.cuda.get_device_capability(query.device)[0] >= 9
 
 
 @dataclass(frozen=True)
@@ -433,6 +458,7 @@ class AttentionConfig:
     #                          loaded into registers (num_stages >= 2: one tile ahead)
     swap: bool | None = None  # gluon only: keys as the MMA rows, the GQA group as the columns
     #                           (default where it applies: groups <= 8, tiles inside one page)
+    pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -620,9 +646,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
     if num_splits > 1:
-        _merge_splits_kernel[(num_tokens * hq,)](
-            po, pml, out, out.stride(0), out.stride(1), hq, HEAD_SIZE=d, HEAD_PAD=head_pad,
-            NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits), num_warps=4)
+        _merge_splits(po, pml, out, num_splits, head_pad, _pdl(cfg, query))
     if args.KV_MODE == KV_MODE_INT4_PTH:
         out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
     return out
@@ -640,6 +664,7 @@ def _gluon_available() -> bool:
 # as fast or faster: at a 128-key window (head 64, B64) the Gluon kernel took 1.22x bf16 SDPA
 # against 0.95x; at 1024 keys the two are within 2% (round 8).
 _GLUON_MIN_KEYS = 1024
+_GLUON_BF16_HEADS = (64,)
 _TRITON_ONLY_KNOBS = ("block_m", "num_warps", "use_dot", "paged3d", "max_registers", "imma", "v_reg")
 
 
@@ -659,11 +684,15 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
         return False  # a Triton launch setting was asked for
     if not (is_decode and query.device.type == "cuda" and not interpreting()):
         return False
-    if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) or query.dtype == torch.float32:
-        return False
-    if keys() < _GLUON_MIN_KEYS or not _gluon_available():
+    if query.dtype == torch.float32 or keys() < _GLUON_MIN_KEYS or not _gluon_available():
         return False
     from kvplan.runtime import attention_gluon  # noqa: PLC0415 (triton.experimental.gluon)
+    if args.KV_MODE == KV_MODE_NONE:
+        # bf16/fp16 caches: head 64 only (measured: bench/NOTES-runtime.md, round 11)
+        return (d in _GLUON_BF16_HEADS and args.k.dtype == query.dtype
+                and attention_gluon.bf16_supported(group, d, block_size, 16))
+    if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH):
+        return False
     return attention_gluon.supported(group, d, block_size)
 
 
@@ -686,9 +715,15 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
     group = hq // lay.num_kv_heads
     if interpreting() or query.device.type != "cuda":
         raise ValueError("the gluon kernel needs a CUDA GPU (it does not run in the interpreter)")
-    if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) or query.dtype == torch.float32:
-        raise ValueError("the gluon kernel reads INT8/FP8 per-token-head caches with bf16/fp16 queries")
+    if (args.KV_MODE not in (KV_MODE_NONE, KV_MODE_INT8_PTH, KV_MODE_FP8_PTH)
+            or query.dtype == torch.float32 or (args.KV_MODE == KV_MODE_NONE
+                                                and args.k.dtype == torch.float32)):
+        raise ValueError("the gluon kernel reads bf16/fp16 and INT8/FP8 per-token-head caches "
+                         "with bf16/fp16 queries")
     from kvplan.runtime import attention_gluon  # noqa: PLC0415 (triton.experimental.gluon)
+    if args.KV_MODE == KV_MODE_NONE:
+        return _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, scale,
+                                  keys_read, attention_gluon)
     if not attention_gluon.supported(group, d, cache.block_size):
         raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block {cache.block_size}")
     pipe = cfg.pipe if cfg.pipe is not None else 2
@@ -716,11 +751,45 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
         po = pml = out
     attention_gluon.launch(query, out, po, pml, args, block_tables, seq_lens,
                            q_scale=scale * _LOG2E, sliding_window=int(lay.sliding_window or 0),
-                           num_splits=num_splits, **kernel_kw)
+                           num_splits=num_splits, pdl=_pdl(cfg, query), **kernel_kw)
     if num_splits > 1:
-        _merge_splits_kernel[(num_tokens * hq,)](
-            po, pml, out, out.stride(0), out.stride(1), hq, HEAD_SIZE=d, HEAD_PAD=d,
-            NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits), num_warps=4)
+        _merge_splits(po, pml, out, num_splits, d, _pdl(cfg, query))
+    return out
+
+
+def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, scale,
+                       keys_read: Callable[[], int], attention_gluon):
+    """The Gluon decode kernel over a bf16/fp16 cache (`attention_gluon._gluon_bf16_kernel`)."""
+    lay = cache.layout
+    num_tokens, hq, d = query.shape
+    group = hq // lay.num_kv_heads
+    block_n = cfg.block_n or 16  # head 64: 0.197 ms against 0.203 ms with 32 keys (round 11)
+    pipe = cfg.pipe or 2  # 3 stages: 0.204 ms
+    if not attention_gluon.bf16_supported(group, d, cache.block_size, block_n):
+        raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block "
+                         f"{cache.block_size}, block_n {block_n} over a {args.k.dtype} cache")
+    if cfg.num_splits is not None:
+        num_splits = cfg.num_splits
+    else:
+        per_sm = attention_gluon.bf16_programs_per_sm(query, out, args, block_tables, seq_lens,
+                                                      group=group, head=d,
+                                                      block_size=cache.block_size,
+                                                      block_n=block_n, pipe=pipe)
+        num_splits = _gluon_splits(seq_lens.shape[0] * lay.num_kv_heads,
+                                   max(1, math.ceil(keys_read() / block_n)), num_sms(query.device),
+                                   per_sm)
+    if num_splits > 1:
+        po = torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=query.device)
+        pml = torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=query.device)
+    else:
+        po = pml = out
+    pdl = _pdl(cfg, query)
+    attention_gluon.launch_bf16(query, out, po, pml, args, block_tables, seq_lens, group=group,
+                                head=d, block_size=cache.block_size, q_scale=scale * _LOG2E,
+                                sliding_window=int(lay.sliding_window or 0),
+                                num_splits=num_splits, block_n=block_n, pipe=pipe, pdl=pdl)
+    if num_splits > 1:
+        _merge_splits(po, pml, out, num_splits, d, pdl)
     return out
 
 

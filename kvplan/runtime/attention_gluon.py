@@ -31,6 +31,7 @@ import functools
 import itertools
 
 import torch
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp, mma_v2
@@ -373,7 +374,7 @@ def _transpose_p(p, BLOCK_N: gl.constexpr, BOP: gl.constexpr):
     2t, 2t+1 (+8..) and head g: each 8x8 block is transposed across the warp by one movmatrix per
     register. The asm is declared elementwise, so its result is labelled with the input's indices;
     the reshape/permute puts the true labels back, which maps exactly onto the B operand layout."""
-    t = gl.inline_asm_elementwise(MOVMATRIX_T, "=r,r", [p], dtype=gl.float16, is_pure=True, pack=2)
+    t = gl.inline_asm_elementwise(MOVMATRIX_T, "=r,r", [p], dtype=p.dtype, is_pure=True, pack=2)
     t = gl.reshape(gl.permute(gl.reshape(t, [BLOCK_N // 8, 8, 8]), (0, 2, 1)), [BLOCK_N, 8])
     return gl.convert_layout(t, BOP, assert_trivial=True)
 
@@ -520,30 +521,11 @@ def _gluon_swap_kernel(
     Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
     V_ORDER: gl.constexpr, RANK: gl.constexpr, LC: gl.constexpr, RAW: gl.constexpr,
     FLAT1: gl.constexpr, PKV: gl.constexpr, PSC: gl.constexpr, LSC: gl.constexpr,
-    PV_BITS: gl.constexpr, RING_BYTES: gl.constexpr,
+    PV_BITS: gl.constexpr, RING_BYTES: gl.constexpr, TRIGGER: gl.constexpr,
 ):
     seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, sc_base = _program_range(
         seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
         stride_sh, BLOCK_N)
-
-    # q^T [HEAD physical, 8 = heads of the group], relabelled to the B operand
-    qd = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LQ))
-    qh = gl.arange(0, 8, layout=gl.SliceLayout(0, LQ))
-    q_row = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh) * stride_qh
-    qmask = (qd < HEAD)[:, None] & (qh < GROUP)[None, :]
-    q = gl.load(q_ptr + q_row[None, :] + qd[:, None], mask=qmask, other=0.0).to(gl.float32)
-    q = gl.minimum(gl.maximum(q * q_scale, -65504.0), 65504.0).to(gl.float16)
-    if KV_MODE == 2:  # INT8 keys come out of the conversion as x + 1152
-        q_bias = gl.convert_layout(gl.sum(q.to(gl.float32), axis=0) * INT8_F16_BIAS,
-                                   gl.SliceLayout(0, MMA))
-    else:
-        q_bias = gl.zeros([8], gl.float32, layout=gl.SliceLayout(0, MMA))
-    q = gl.convert_layout(_relabel(q, Q_SHAPE, Q_ORDER, RANK, [HEAD, 8]), BOP, assert_trivial=True)
-
-    m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
-    l_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
-    w_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
-    acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
 
     TWO_PAGES: gl.constexpr = BLOCK_N > BLOCK_SIZE  # a tile spans one page, or two of 16 slots
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
@@ -564,6 +546,27 @@ def _gluon_swap_kernel(
                     i * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL, TWO_PAGES)
         cp.commit_group()
     pg0, pg1 = _tile_pages(bt_row, s_lo + (PIPE - 1) * BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
+    if TRIGGER:  # the merge kernel (a programmatic dependent launch) may start now and wait
+        tl.extra.cuda.gdc_launch_dependents()
+
+    # q^T [HEAD physical, 8 = heads of the group], relabelled to the B operand
+    qd = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LQ))
+    qh = gl.arange(0, 8, layout=gl.SliceLayout(0, LQ))
+    q_row = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh) * stride_qh
+    qmask = (qd < HEAD)[:, None] & (qh < GROUP)[None, :]
+    q = gl.load(q_ptr + q_row[None, :] + qd[:, None], mask=qmask, other=0.0).to(gl.float32)
+    q = gl.minimum(gl.maximum(q * q_scale, -65504.0), 65504.0).to(gl.float16)
+    if KV_MODE == 2:  # INT8 keys come out of the conversion as x + 1152
+        q_bias = gl.convert_layout(gl.sum(q.to(gl.float32), axis=0) * INT8_F16_BIAS,
+                                   gl.SliceLayout(0, MMA))
+    else:
+        q_bias = gl.zeros([8], gl.float32, layout=gl.SliceLayout(0, MMA))
+    q = gl.convert_layout(_relabel(q, Q_SHAPE, Q_ORDER, RANK, [HEAD, 8]), BOP, assert_trivial=True)
+
+    m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
+    l_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
+    w_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
+    acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
     for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
         for j in gl.static_range(PIPE):
             start = t0 + j * BLOCK_N
@@ -605,6 +608,167 @@ def _gluon_swap_kernel(
         gl.store(pml_ptr + p_row * 2 + 1, l_i, mask=cmask)
         gl.store(po_ptr + p_row[None, :] * HEAD + d_out[:, None], acc,
                  mask=(rows < HEAD)[:, None] & cmask[None, :])
+
+
+# --- bf16/fp16 caches (FlashAttention layout): the swapped-operand form with swizzled tiles ------
+
+@gluon.jit
+def _row_pages(bt_row, start, s_hi, rn, BLOCK_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Page of the tile at ``start`` (a multiple of BLOCK_N), or with 2-page tiles the page of
+    each of its key rows ``rn`` (0 past the range)."""
+    pg0, pg1 = _tile_pages(bt_row, start, s_hi, BLOCK_SIZE, BLOCK_N > BLOCK_SIZE)
+    if BLOCK_N > BLOCK_SIZE:
+        return gl.where(rn < BLOCK_SIZE, pg0, pg1)
+    else:
+        return pg0
+
+
+@gluon.jit
+def _rows_issue(start, lo, s_hi, pages, k_base, v_base, stride_kb, stride_kt, rn, cd, kbuf, vbuf,
+                BLOCK_SIZE: gl.constexpr):
+    """Asynchronous 16-byte copies of the K and V rows of keys [start, start + BLOCK_N) into one
+    ring stage; rows outside [lo, s_hi) are zero-filled."""
+    key = start + rn
+    ok = ((key >= lo) & (key < s_hi))[:, None]
+    row = (pages * stride_kb + (key % BLOCK_SIZE) * stride_kt)[:, None] + cd[None, :]
+    cp.async_copy_global_to_shared(kbuf, k_base + row, mask=ok)
+    cp.async_copy_global_to_shared(vbuf, v_base + row, mask=ok)
+
+
+@gluon.jit(do_not_specialize=["num_splits"])
+def _gluon_bf16_kernel(
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
+    k_ptr, v_ptr, stride_kb, stride_kh, stride_kt,
+    bt_ptr, stride_bt, seq_lens_ptr, q_scale, sliding_window, num_q_heads, num_splits,
+    GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
+    SPLIT: gl.constexpr, PIPE: gl.constexpr, TRIGGER: gl.constexpr,
+    MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LC: gl.constexpr,
+    LQ: gl.constexpr, SKV: gl.constexpr,
+):
+    """Decode over a bf16/fp16 cache: S^T = K q^T and O^T += V^T P^T with the keys as the MMA
+    rows and the GQA group (up to 8 heads) as the 8 columns. Tiles are copied row by row into a
+    swizzled ring and read by ldmatrix (V transposed on the read); the softmax scale is applied
+    to the fp32 scores, so q enters the MMA unrounded."""
+    seq, kvh, split, lo, s_lo, s_hi, bt_row, k_base, v_base = _program_range(
+        seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, k_ptr, stride_kh, v_ptr,
+        stride_kh, BLOCK_N)
+    dtype: gl.constexpr = k_ptr.dtype.element_ty
+    rn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LC))
+    cd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LC))
+    kring = gl.allocate_shared_memory(dtype, [PIPE, BLOCK_N, HEAD], SKV)
+    vring = gl.allocate_shared_memory(dtype, [PIPE, BLOCK_N, HEAD], SKV)
+    for i in gl.static_range(PIPE - 1):
+        start = s_lo + i * BLOCK_N
+        pages = _row_pages(bt_row, start, s_hi, rn, BLOCK_SIZE, BLOCK_N)
+        _rows_issue(start, lo, s_hi, pages, k_base, v_base, stride_kb, stride_kt, rn, cd,
+                    kring.index(i), vring.index(i), BLOCK_SIZE)
+        cp.commit_group()
+    pages = _row_pages(bt_row, s_lo + (PIPE - 1) * BLOCK_N, s_hi, rn, BLOCK_SIZE, BLOCK_N)
+    if TRIGGER:  # the merge kernel (a programmatic dependent launch) may start now and wait
+        tl.extra.cuda.gdc_launch_dependents()
+
+    qd = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LQ))
+    qh = gl.arange(0, 8, layout=gl.SliceLayout(0, LQ))
+    q_row = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh) * stride_qh
+    q = gl.load(q_ptr + q_row[None, :] + qd[:, None], mask=(qh < GROUP)[None, :], other=0.0)
+    q = gl.convert_layout(q.to(dtype), BOP)  # q^T [HEAD, 8]
+
+    sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
+    m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
+    l_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
+    acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
+    for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
+        for j in gl.static_range(PIPE):
+            start = t0 + j * BLOCK_N
+            ahead = start + (PIPE - 1) * BLOCK_N
+            _rows_issue(ahead, lo, s_hi, pages, k_base, v_base, stride_kb, stride_kt, rn, cd,
+                        kring.index((j + PIPE - 1) % PIPE), vring.index((j + PIPE - 1) % PIPE),
+                        BLOCK_SIZE)
+            cp.commit_group()
+            pages = _row_pages(bt_row, ahead + BLOCK_N, s_hi, rn, BLOCK_SIZE, BLOCK_N)
+            cp.wait_group(PIPE - 1)
+            k = kring.index(j).load(AOP)  # [BLOCK_N, HEAD]
+            vt = vring.index(j).permute((1, 0)).load(AOP)  # V^T [HEAD, BLOCK_N]
+            s = mma_v2(k, q, gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA))
+            key = start + sn
+            s = gl.where(((key >= lo) & (key < s_hi))[:, None], s * q_scale, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=0))
+            m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = gl.exp2(m_i - m_use)
+            p = gl.exp2(s - m_use[None, :])
+            l_acc = l_acc * alpha[None, :] + p
+            acc = mma_v2(vt, _transpose_p(p.to(dtype), BLOCK_N, BOP), acc * alpha[None, :])
+            m_i = m_new
+    cp.wait_group(0)
+
+    l_i = gl.sum(l_acc, axis=0)
+    rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
+    cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
+    head = kvh * GROUP + cols
+    omask = (rows < HEAD)[:, None] & (cols < GROUP)[None, :]
+    if not SPLIT:
+        inv_l = 1.0 / gl.where(l_i > 0, l_i, 1.0)
+        o_col = seq.to(gl.int64) * stride_ot + head * stride_oh
+        gl.store(o_ptr + o_col[None, :] + rows[:, None],
+                 (acc * inv_l[None, :]).to(o_ptr.dtype.element_ty), mask=omask)
+    else:
+        cmask = cols < GROUP
+        p_row = (seq.to(gl.int64) * num_q_heads + head) * num_splits + split
+        gl.store(pml_ptr + p_row * 2, m_i, mask=cmask)
+        gl.store(pml_ptr + p_row * 2 + 1, l_i, mask=cmask)
+        gl.store(po_ptr + p_row[None, :] * HEAD + rows[:, None], acc, mask=omask)
+
+
+@functools.lru_cache(maxsize=None)
+def _bf16_layouts(head: int) -> dict:
+    """Layouts of the bf16/fp16 kernel (one warp): the mma.sync m16n8k16 operand layouts; 16-byte
+    rows chunks for the copies; a 128-byte swizzle (16-byte vectors, 8 phases), which keeps the
+    copies and the ldmatrix reads (plain and transposed) free of bank conflicts."""
+    mma = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
+    per_row = head // 8  # 16-byte chunks per row
+    return dict(MMA=mma, AOP=gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2),
+                BOP=gl.DotOperandLayout(operand_index=1, parent=mma, k_width=2),
+                LC=gl.BlockedLayout([1, 8], [32 // per_row, per_row], [1, 1], [1, 0]),
+                LQ=gl.BlockedLayout([8, 1], [4, 8], [1, 1], [0, 1]),
+                SKV=gl.SwizzledSharedLayout(8, 1, 8, [1, 0]))
+
+
+def bf16_supported(group: int, head: int, block_size: int, block_n: int = 32) -> bool:
+    """The bf16/fp16 kernel: GQA groups of up to 8 heads, heads of 64-256, tiles of 16-64 keys
+    spanning at most two pages (power-of-two block sizes)."""
+    return (1 <= group <= 8 and head in (64, 128, 256) and block_n in (16, 32, 64)
+            and block_size & (block_size - 1) == 0 and block_n <= 2 * block_size)
+
+
+def _bf16_launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
+                      block_size: int, q_scale: float, sliding_window: int, num_splits: int,
+                      block_n: int, pipe: int, pdl: bool = False) -> tuple[tuple, dict]:
+    if not bf16_supported(group, head, block_size, block_n) or pipe not in (2, 3, 4):
+        raise ValueError(f"the bf16/fp16 Gluon kernel takes GQA groups of up to 8 heads, heads of "
+                         f"64-256, 16/32/64-key tiles of at most two pages of a power-of-two "
+                         f"block size and 2-4 stages, got group {group}, head {head}, block size "
+                         f"{block_size}, block_n {block_n}, pipe {pipe}")
+    k, v = args.k, args.v
+    if k.stride() != v.stride() or k.stride(-1) != 1:
+        raise ValueError("the bf16/fp16 Gluon kernel reads K and V planes of one layout")
+    pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
+           k, v, k.stride(0), k.stride(2), k.stride(1),
+           block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],
+           num_splits)
+    kw = dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size,
+              SPLIT=num_splits > 1, PIPE=pipe, TRIGGER=pdl and num_splits > 1, num_warps=1,
+              **_bf16_layouts(head))
+    return pos, kw
+
+
+def launch_bf16(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
+                block_size: int, q_scale: float, sliding_window: int, num_splits: int,
+                block_n: int = 32, pipe: int = 2, pdl: bool = False) -> None:
+    """Launch the bf16/fp16 decode kernel: grid (sequences, kv heads, splits), one warp each."""
+    pos, kw = _bf16_launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
+                                block_size, q_scale, sliding_window, num_splits, block_n, pipe,
+                                pdl)
+    _gluon_bf16_kernel[(seq_lens.shape[0], args.k.shape[2], num_splits)](*pos, **kw)
 
 
 def _bits(n: int) -> int:
@@ -811,7 +975,8 @@ def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
 
 def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-                 block_n: int, prefetch: bool, pipe: int, swap: bool) -> tuple[tuple, dict]:
+                 block_n: int, prefetch: bool, pipe: int, swap: bool,
+                 pdl: bool = False) -> tuple[tuple, dict]:
     if pipe not in ((2, 3, 4) if swap else (0, 2, 4)):
         raise ValueError(f"pipe must be 2, 3 or 4 with swapped operands, 0, 2 or 4 without, "
                          f"got {pipe}")
@@ -837,7 +1002,7 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
         # the ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
         # must have power-of-two shapes)
         ring = 1 << (pipe * block_n * args.STRIDE_S - 1).bit_length()
-        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring)
+        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring, TRIGGER=pdl and num_splits > 1)
     else:
         kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
     return pos, kw
@@ -845,16 +1010,18 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
 
 def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
            block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-           block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True) -> None:
+           block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True,
+           pdl: bool = False) -> None:
     """Launch the decode kernel: grid (sequences, kv heads, splits), one warp per program.
     ``pipe`` 2, 3 (swapped operands) or 4 streams tiles through a ring of that many shared-memory
     stages filled by asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile
     ahead; round-8 form only). ``swap`` runs the swapped-operand kernel (keys as MMA rows; groups
     of up to 8 heads), which copies its tiles as raw bytes and reads them through padded shared
-    views."""
+    views. ``pdl``: the split-K merge that follows is a programmatic dependent launch, which the
+    swapped-operand kernel lets start once every program has issued its first copies."""
     pos, kw = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
                            block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe,
-                           swap)
+                           swap, pdl)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
     (_gluon_swap_kernel if swap else _gluon_decode_kernel)[grid](*pos, **kw)
 
@@ -873,17 +1040,35 @@ def programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, hea
         pos, kw = _launch_args(query, out, out, out, args, block_tables, seq_lens, group, head,
                                block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap)
         fn = _gluon_swap_kernel if swap else _gluon_decode_kernel
-        kernel = fn.warmup(*pos, grid=(1,), **kw)
-        kernel._init_handles()
-        props = torch.cuda.get_device_properties(query.device)
-        regs_per_warp = -(-max(kernel.n_regs, 1) * 32 // 256) * 256  # allocated in 256s
-        regs = getattr(props, "regs_per_multiprocessor", 65536)
-        smem = getattr(props, "shared_memory_per_multiprocessor", 228 << 10)
-        threads = getattr(props, "max_threads_per_multi_processor", 2048)
-        # each resident block also reserves 1 KB of shared memory
-        by_smem = smem // (kernel.metadata.shared + 1024)
-        _RESIDENT[key] = max(1, min(32, regs // regs_per_warp, by_smem, threads // 32))
+        _RESIDENT[key] = _resident(fn.warmup(*pos, grid=(1,), **kw), query.device)
     return _RESIDENT[key]
+
+
+def bf16_programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, head: int,
+                         block_size: int, block_n: int = 32, pipe: int = 2) -> int:
+    """`programs_per_sm` for the bf16/fp16 kernel."""
+    key = ("bf16", group, head, block_size, block_n, pipe, args.k.dtype, query.dtype,
+           query.device.index)
+    if key not in _RESIDENT:
+        pos, kw = _bf16_launch_args(query, out, out, out, args, block_tables, seq_lens, group,
+                                    head, block_size, 1.0, 0, 1, block_n, pipe)
+        _RESIDENT[key] = _resident(_gluon_bf16_kernel.warmup(*pos, grid=(1,), **kw),
+                                   query.device)
+    return _RESIDENT[key]
+
+
+def _resident(kernel, device) -> int:
+    """One-warp programs of a compiled kernel that fit on one multiprocessor at once (registers,
+    shared memory, threads, the 32-block limit)."""
+    kernel._init_handles()
+    props = torch.cuda.get_device_properties(device)
+    regs_per_warp = -(-max(kernel.n_regs, 1) * 32 // 256) * 256  # allocated in 256s
+    regs = getattr(props, "regs_per_multiprocessor", 65536)
+    smem = getattr(props, "shared_memory_per_multiprocessor", 228 << 10)
+    threads = getattr(props, "max_threads_per_multi_processor", 2048)
+    # each resident block also reserves 1 KB of shared memory
+    by_smem = smem // (kernel.metadata.shared + 1024)
+    return max(1, min(32, regs // regs_per_warp, by_smem, threads // 32))
 
 
 def supported(group: int, head: int, block_size: int) -> bool:

@@ -299,6 +299,44 @@ def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype,kernel", [("int8_per_token_head", "gluon"),
+                                                   ("fp8_per_token_head", "gluon"),
+                                                   ("bfloat16", "triton")])
+def test_split_merge_as_dependent_launch_in_a_cuda_graph(cuda_device, kv_cache_dtype, kernel):
+    """The split-K merge launched as a programmatic dependent of the attention kernel (the
+    default on Hopper GPUs) writes the same bits as a plain launch, eagerly and replayed from a
+    CUDA graph (how serving stacks run decode), and matches the reference."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("programmatic dependent launch needs compute capability 9.0")
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    layout = LayerLayout.simple(kv_cache_dtype, 8, 128)
+    batch = build_paged_batch(layout, [4096, 333, 1, 2000], 16, "cuda", gen)
+    q = torch.randn(4, 32, 128, generator=gen, device="cuda").to(torch.bfloat16)
+    ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
+    outs = {}
+    for pdl in (False, True):
+        cfg = AttentionConfig(kernel=kernel, num_splits=5, pdl=pdl)
+        out = torch.full_like(q, float("nan"))
+
+        def run(cfg=cfg, out=out):
+            paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out,
+                            config=cfg, max_seq_len=4096)
+        run()
+        torch.cuda.synchronize()
+        eager = out.clone()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run()
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager), f"graph replay differs from the eager call (pdl={pdl})"
+        _check(out, ref, layout.quant_mode, f"{kernel} pdl={pdl}")
+        outs[pdl] = out
+    assert torch.equal(outs[False], outs[True])
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
 @pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (16, 64)])
 def test_gluon_flat_window_ignores_the_key_before_it(cuda_device, kv_cache_dtype, block_n,
@@ -326,6 +364,57 @@ def test_gluon_flat_window_ignores_the_key_before_it(cuda_device, kv_cache_dtype
     out, ref = _decode(batch, 16, gen, "cuda", config=cfg, poison=1e30)
     assert torch.isfinite(out).all()
     _check(out, ref, layout.quant_mode, f"flat window {cfg}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("head,hq,hkv", [(64, 64, 8), (128, 32, 8), (256, 16, 4), (128, 8, 8),
+                                         (64, 28, 4), (128, 12, 2)])
+@pytest.mark.parametrize("block_n,block_size,num_splits,pipe", [
+    (None, 16, None, None), (16, 32, 3, 2), (32, 16, 2, 3), (64, 32, 1, 2), (16, 16, 5, 4),
+    (64, 64, 2, 2)])
+def test_gluon_bf16_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
+                                      block_size, num_splits, pipe):
+    """The bf16/fp16 Gluon kernel (keys as the MMA rows, swizzled tiles read by ldmatrix, V
+    transposed on the read) computes the reference function: GQA groups of 1-8 heads, odd lengths,
+    a 1-token sequence, splits, 16-64-key tiles in pages of 16-64 slots (a tile may span two),
+    2-4 stages, and queries scaled by 25 (a sharp softmax)."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device="cuda").manual_seed(head + hq)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
+    dtype = torch.bfloat16 if kv_cache_dtype == "bfloat16" else torch.float16
+    batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], block_size, "cuda", gen)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, pipe=pipe)
+    for q_mul in (1.0, 25.0):
+        q = (torch.randn(5, hq, head, generator=gen, device="cuda") * q_mul).to(dtype)
+        out = torch.full_like(q, float("nan"))
+        paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out, config=cfg)
+        ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
+        _check(out, ref, layout.quant_mode, f"gluon bf16 {cfg} q*{q_mul}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (64, 64)])
+def test_gluon_bf16_window_reads_only_the_window(cuda_device, block_n, block_size):
+    """A sliding-window layer over a bf16 cache: pages wholly before the window are NaN, and so
+    is the key right before each window (an odd start inside a tile): the kernel must neither
+    read nor weigh them."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device="cuda").manual_seed(23)
+    window = 1100
+    seq_lens = [2049, 2050, 1500]
+    layout = LayerLayout.simple("bfloat16", 4, 64, sliding_window=window)
+    batch = build_paged_batch(layout, seq_lens, block_size, "cuda", gen,
+                              poison_outside_window=True)
+    for s, n in enumerate(seq_lens):
+        before = n - window - 1
+        blk, off = int(batch.block_tables[s, before // block_size]), before % block_size
+        batch.cache.key_data()[blk, off] = float("nan")
+        batch.cache.value_data()[blk, off] = float("nan")
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n)
+    out, ref = _decode(batch, 16, gen, "cuda", config=cfg, poison=1e30)
+    assert torch.isfinite(out).all()
+    _check(out, ref, layout.quant_mode, f"bf16 window {cfg}")
 
 
 def test_gluon_flat_lane_bits_are_conflict_free():
@@ -405,15 +494,16 @@ def test_gluon_kernel_refuses_what_it_does_not_run(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head",
+                                            "bfloat16"])
 @pytest.mark.parametrize("block_size,window", [(32, None), (64, None), (16, 1500), (64, 1100)])
 @pytest.mark.parametrize("head", [128, 64])
-def test_per_token_head_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window,
-                                              head):
-    """With no config, per-token-head decode on a GPU runs the Gluon kernel (the measured
-    default: flat copies; 32-key tiles at head 64) and matches the reference at block sizes
-    16/32/64 and on sliding-window layers, where only the last W keys may be read: the keys
-    before the window are poisoned with huge values."""
+def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, head):
+    """With no config, decode on a GPU runs the Gluon kernel where it was measured faster
+    (per-token-head caches: flat copies, 32-key tiles at head 64; bf16 caches at head 64) and the
+    Triton kernel otherwise, and matches the reference at block sizes 16/32/64 and on
+    sliding-window layers, where only the last W keys may be read: the keys before the window
+    are poisoned with huge values."""
     pytest.importorskip("triton.experimental.gluon")
     from kvplan.runtime.attention import _use_gluon  # noqa: PLC0415
     from kvplan.runtime._common import cache_args  # noqa: PLC0415
@@ -422,26 +512,35 @@ def test_per_token_head_decode_default_on_gpu(cuda_device, kv_cache_dtype, block
     batch = build_paged_batch(layout, [700, 1, 129, 2048], block_size, "cuda", gen,
                               poison_outside_window=window is not None)
     q = torch.randn(4, 16, head, device="cuda", dtype=torch.bfloat16, generator=gen)
+    gluon = kv_cache_dtype != "bfloat16" or head == 64
     assert _use_gluon(AttentionConfig(), q, cache_args(batch.cache), 4, head, block_size, True,
-                      lambda: min(2048, window or 2048))
+                      lambda: min(2048, window or 2048)) == gluon
     out, ref = _decode(batch, 16, gen, "cuda", poison=1e30)
     _check(out, ref, layout.quant_mode, f"default block {block_size} window {window}")
 
 
 def test_default_decode_kernel_choice(device):
     """The Triton kernel runs wherever the Gluon kernel does not apply: on the CPU interpreter,
-    for bf16 and INT4 caches, for prefill, for short contexts and windows (under 1024 keys), and
-    when a Triton-only launch setting is given."""
+    for INT4 caches, for bf16/fp16 caches at heads other than 64 or with a query of another
+    dtype, for prefill, for short contexts and windows (under 1024 keys), and when a Triton-only
+    launch setting is given."""
     from kvplan.runtime.attention import _use_gluon  # noqa: PLC0415
     from kvplan.runtime._common import cache_args  # noqa: PLC0415
     gen = torch.Generator(device=device).manual_seed(2)
     q = torch.randn(2, 8, 64, device=device, dtype=torch.bfloat16, generator=gen)
     for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head"):
         args = cache_args(allocate_kv_cache(LayerLayout.simple(dtype, 2, 64), 4, 16, device))
-        on_gpu_pth = device == "cuda" and dtype == "int8_per_token_head"
-        assert _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True) == on_gpu_pth
+        on_gpu = device == "cuda" and dtype != "int4_per_token_head"
+        assert _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True) == on_gpu
         assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, False)
         assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True, lambda: 128)
         assert not _use_gluon(AttentionConfig(num_warps=2), q, args, 4, 64, 16, True)
         assert not _use_gluon(AttentionConfig(kernel="triton"), q, args, 4, 64, 16, True)
         assert _use_gluon(AttentionConfig(kernel="gluon"), q, args, 4, 64, 16, True)
+    # bf16 caches run the Gluon kernel at head 64 only (the Triton kernel is as fast at 128/256)
+    q128 = torch.randn(2, 8, 128, device=device, dtype=torch.bfloat16, generator=gen)
+    args = cache_args(allocate_kv_cache(LayerLayout.simple("bfloat16", 2, 128), 4, 16, device))
+    assert not _use_gluon(AttentionConfig(), q128, args, 4, 128, 16, True)
+    # and only when the query has the cache's dtype
+    args = cache_args(allocate_kv_cache(LayerLayout.simple("float16", 2, 64), 4, 16, device))
+    assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True)
