@@ -485,7 +485,7 @@ def test_gluon_swap_launch_checks_the_slot_layout():
 def test_gluon_kernel_refuses_what_it_does_not_run(device):
     """Asking for the Gluon kernel where it cannot run is a clear error, not a silent fallback."""
     gen = torch.Generator(device=device).manual_seed(1)
-    layout = LayerLayout.simple("bfloat16", 2, 64)
+    layout = LayerLayout.simple("int4_per_token_head", 2, 64)
     batch = build_paged_batch(layout, [20, 9], 16, device, gen)
     with pytest.raises(ValueError, match="gluon kernel"):
         _decode(batch, 4, gen, device, config=AttentionConfig(kernel="gluon"))
