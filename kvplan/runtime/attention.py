@@ -430,11 +430,19 @@ def _merge_splits(po: torch.Tensor, pml: torch.Tensor, out: torch.Tensor, num_sp
 def _pdl(cfg: "AttentionConfig", query: torch.Tensor) -> bool:
     """Whether the merge runs as a programmatic dependent launch: CUDA GPUs of compute
     capability 9.0 and up (Hopper), not the interpreter; ``config.pdl`` decides when given."""
-    if interpreting() or query.device.type != "cuda":
+    if cfg.pdl is False or interpreting() or query.device.type != "cuda":
         return False
-    if cfg.pdl is not None:
-        return cfg.pdl and torch.cuda.get_device_capability(query.device)[0] >= 9
     return torch.cuda.get_device_capability(query.device)[0] >= 9
+
+
+def _partials(out: torch.Tensor, num_splits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Buffers of the split-K partial results, fp32 [tokens, Hq, splits, D] and the (max, sum)
+    pairs [tokens, Hq, splits, 2]; without splits the kernels write ``out`` and get it back."""
+    if num_splits <= 1:
+        return out, out
+    num_tokens, hq, d = out.shape
+    return (torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=out.device),
+            torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=out.device))
 
 
 @dataclass(frozen=True)
@@ -621,11 +629,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     else:
         q_scale, s_scale = 1.0, scale * _LOG2E * k_scale
 
-    if num_splits > 1:
-        po = torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=query.device)
-        pml = torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=query.device)
-    else:
-        po = pml = out
+    po, pml = _partials(out, num_splits)
     num_warps = cfg.num_warps or default["num_warps"]
     num_stages = cfg.num_stages or default["num_stages"]
     max_registers = cfg.max_registers or default.get("max_registers")
@@ -711,7 +715,7 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                   keys_read: Callable[[], int]):
     """The Gluon decode kernel (INT8/FP8 per-token-head, GPU only), with the Triton merge step."""
     lay = cache.layout
-    num_tokens, hq, d = query.shape
+    _, hq, d = query.shape
     group = hq // lay.num_kv_heads
     if interpreting() or query.device.type != "cuda":
         raise ValueError("the gluon kernel needs a CUDA GPU (it does not run in the interpreter)")
@@ -736,24 +740,17 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
         pipe > 0 and attention_gluon.swap_supported(group, cache.block_size, block_n, d))
     kernel_kw = dict(group=group, head=d, block_size=cache.block_size, block_n=block_n,
                      prefetch=prefetch, pipe=pipe, swap=swap)
-    if cfg.num_splits is not None:
-        num_splits = cfg.num_splits
-    else:
-        per_sm = attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens,
-                                                 **kernel_kw)
-        num_splits = _gluon_splits(seq_lens.shape[0] * lay.num_kv_heads,
-                                   max(1, math.ceil(keys_read() / block_n)), num_sms(query.device),
-                                   per_sm)
-    if num_splits > 1:
-        po = torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=query.device)
-        pml = torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=query.device)
-    else:
-        po = pml = out
+    num_splits = cfg.num_splits if cfg.num_splits is not None else _gluon_splits(
+        seq_lens.shape[0] * lay.num_kv_heads, max(1, math.ceil(keys_read() / block_n)),
+        num_sms(query.device),
+        attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens, **kernel_kw))
+    po, pml = _partials(out, num_splits)
+    pdl = _pdl(cfg, query)
     attention_gluon.launch(query, out, po, pml, args, block_tables, seq_lens,
                            q_scale=scale * _LOG2E, sliding_window=int(lay.sliding_window or 0),
-                           num_splits=num_splits, pdl=_pdl(cfg, query), **kernel_kw)
+                           num_splits=num_splits, pdl=pdl, **kernel_kw)
     if num_splits > 1:
-        _merge_splits(po, pml, out, num_splits, d, _pdl(cfg, query))
+        _merge_splits(po, pml, out, num_splits, d, pdl)
     return out
 
 
@@ -761,28 +758,20 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
                        keys_read: Callable[[], int], attention_gluon):
     """The Gluon decode kernel over a bf16/fp16 cache (`attention_gluon._gluon_bf16_kernel`)."""
     lay = cache.layout
-    num_tokens, hq, d = query.shape
+    _, hq, d = query.shape
     group = hq // lay.num_kv_heads
     block_n = cfg.block_n or 16  # head 64: 0.197 ms against 0.203 ms with 32 keys (round 11)
     pipe = cfg.pipe or 2  # 3 stages: 0.204 ms
     if not attention_gluon.bf16_supported(group, d, cache.block_size, block_n):
         raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block "
                          f"{cache.block_size}, block_n {block_n} over a {args.k.dtype} cache")
-    if cfg.num_splits is not None:
-        num_splits = cfg.num_splits
-    else:
-        per_sm = attention_gluon.bf16_programs_per_sm(query, out, args, block_tables, seq_lens,
-                                                      group=group, head=d,
-                                                      block_size=cache.block_size,
-                                                      block_n=block_n, pipe=pipe)
-        num_splits = _gluon_splits(seq_lens.shape[0] * lay.num_kv_heads,
-                                   max(1, math.ceil(keys_read() / block_n)), num_sms(query.device),
-                                   per_sm)
-    if num_splits > 1:
-        po = torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=query.device)
-        pml = torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=query.device)
-    else:
-        po = pml = out
+    num_splits = cfg.num_splits if cfg.num_splits is not None else _gluon_splits(
+        seq_lens.shape[0] * lay.num_kv_heads, max(1, math.ceil(keys_read() / block_n)),
+        num_sms(query.device),
+        attention_gluon.bf16_programs_per_sm(query, out, args, block_tables, seq_lens, group=group,
+                                             head=d, block_size=cache.block_size,
+                                             block_n=block_n, pipe=pipe))
+    po, pml = _partials(out, num_splits)
     pdl = _pdl(cfg, query)
     attention_gluon.launch_bf16(query, out, po, pml, args, block_tables, seq_lens, group=group,
                                 head=d, block_size=cache.block_size, q_scale=scale * _LOG2E,

@@ -507,6 +507,28 @@ def _tile_pages(bt_row, start, s_hi, BLOCK_SIZE: gl.constexpr, TWO_PAGES: gl.con
     return pg0, pg1
 
 
+@gluon.jit
+def _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot, stride_oh,
+                   po_ptr, pml_ptr, num_q_heads, num_splits, GROUP: gl.constexpr,
+                   HEAD: gl.constexpr, SPLIT: gl.constexpr):
+    """Store O^T [HEAD, 8] of the swapped-operand kernels: row r holds output element
+    ``d_out[r]`` of query head ``kvh * GROUP + column``. Unsplit, the normalized output; split,
+    the partial accumulator and its (max, sum) pair for the merge kernel."""
+    head = kvh * GROUP + cols
+    cmask = cols < GROUP
+    omask = (rows < HEAD)[:, None] & cmask[None, :]
+    if not SPLIT:
+        inv_l = 1.0 / gl.where(l_i > 0, l_i, 1.0)
+        o_col = seq.to(gl.int64) * stride_ot + head * stride_oh
+        gl.store(o_ptr + o_col[None, :] + d_out[:, None],
+                 (acc * inv_l[None, :]).to(o_ptr.dtype.element_ty), mask=omask)
+    else:
+        p_row = (seq.to(gl.int64) * num_q_heads + head) * num_splits + split
+        gl.store(pml_ptr + p_row * 2, m_i, mask=cmask)
+        gl.store(pml_ptr + p_row * 2 + 1, l_i, mask=cmask)
+        gl.store(po_ptr + p_row[None, :] * HEAD + d_out[:, None], acc, mask=omask)
+
+
 @gluon.jit(do_not_specialize=["num_splits"])
 def _gluon_swap_kernel(
     q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
@@ -594,20 +616,8 @@ def _gluon_swap_kernel(
     d_out = rows * 0  # output row r (logical d) holds physical d: bit i of r -> digit i of PV_BITS
     for i in gl.static_range(RANK - 1):
         d_out += ((rows >> i) & 1) << (PV_BITS // (1 << (4 * i)) % 16)
-    head = kvh * GROUP + cols
-    cmask = cols < GROUP
-    if not SPLIT:
-        inv_l = 1.0 / gl.where(l_i > 0, l_i, 1.0)
-        o_col = seq.to(gl.int64) * stride_ot + head * stride_oh
-        gl.store(o_ptr + o_col[None, :] + d_out[:, None],
-                 (acc * inv_l[None, :]).to(o_ptr.dtype.element_ty),
-                 mask=(rows < HEAD)[:, None] & cmask[None, :])
-    else:
-        p_row = (seq.to(gl.int64) * num_q_heads + head) * num_splits + split
-        gl.store(pml_ptr + p_row * 2, m_i, mask=cmask)
-        gl.store(pml_ptr + p_row * 2 + 1, l_i, mask=cmask)
-        gl.store(po_ptr + p_row[None, :] * HEAD + d_out[:, None], acc,
-                 mask=(rows < HEAD)[:, None] & cmask[None, :])
+    _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot,
+                   stride_oh, po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
 
 
 # --- bf16/fp16 caches (FlashAttention layout): the swapped-operand form with swizzled tiles ------
@@ -704,19 +714,8 @@ def _gluon_bf16_kernel(
     l_i = gl.sum(l_acc, axis=0)
     rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
     cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
-    head = kvh * GROUP + cols
-    omask = (rows < HEAD)[:, None] & (cols < GROUP)[None, :]
-    if not SPLIT:
-        inv_l = 1.0 / gl.where(l_i > 0, l_i, 1.0)
-        o_col = seq.to(gl.int64) * stride_ot + head * stride_oh
-        gl.store(o_ptr + o_col[None, :] + rows[:, None],
-                 (acc * inv_l[None, :]).to(o_ptr.dtype.element_ty), mask=omask)
-    else:
-        cmask = cols < GROUP
-        p_row = (seq.to(gl.int64) * num_q_heads + head) * num_splits + split
-        gl.store(pml_ptr + p_row * 2, m_i, mask=cmask)
-        gl.store(pml_ptr + p_row * 2 + 1, l_i, mask=cmask)
-        gl.store(po_ptr + p_row[None, :] * HEAD + rows[:, None], acc, mask=omask)
+    _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, rows, o_ptr, stride_ot, stride_oh,
+                   po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
 
 
 @functools.lru_cache(maxsize=None)
