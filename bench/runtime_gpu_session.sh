@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -84,6 +84,33 @@ for step in $steps; do
     suite)
       timeout 400 $PY bench/bench_attention.py --out "$OUT/suite.json" --plot "$OUT/suite.png" \
         2>&1 | tee "$OUT/suite.log" ;;
+    round12)  # per-program timelines of the swapped-operand kernel; Nsight Compute on the write
+      #           and decode kernels (memory traffic, stalls, per-SM active cycles)
+      timeout 200 $PY bench/trace_decode.py --shape 64,4096,32,8,128 --shape 128,2048,32,8,128 \
+        --shape 128,4096,32,8,128 --splits 1,2 --out "$OUT/trace-d128.json" 2>&1 | tee "$OUT/trace.log"
+      NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats"
+      MET=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_requests_srcunit_tex_op_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,smsp__inst_executed.sum,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.max
+      for m in fp8 int8_per_token_head fp8_per_token_head bfloat16; do
+        timeout 100 $NCU --metrics $MET -k regex:_write_kv_kernel --launch-skip 2 --launch-count 1 \
+          $PY bench/profile_once.py write --mode $m 2>&1 | tee -a "$OUT/ncu-write.log"
+      done
+      timeout 150 $NCU --metrics $MET -k regex:_gluon_swap_kernel --launch-skip 1 --launch-count 1 \
+        $PY bench/profile_once.py decode 2>&1 | tee -a "$OUT/ncu-decode.log" ;;
+    round12c)  # writes with fewer instructions per element (A/B against $OLD_WRITE, a copy of
+      #            an earlier kvplan/runtime/write.py, when given) and the GPU tests they touch
+      for rep in 1 2; do
+        if [ -n "$OLD_WRITE" ]; then
+          cp kvplan/runtime/write.py /tmp/write_new.py; cp "$OLD_WRITE" kvplan/runtime/write.py
+          echo "== old write kernel" | tee -a "$OUT/write-ab.log"
+          timeout 60 $PY bench/bench_write.py --tokens 8192,32768 2>&1 | tee -a "$OUT/write-ab.log"
+          cp /tmp/write_new.py kvplan/runtime/write.py
+        fi
+        echo "== new write kernel" | tee -a "$OUT/write-ab.log"
+        timeout 60 $PY bench/bench_write.py --tokens 8192,32768 2>&1 | tee -a "$OUT/write-ab.log"
+      done
+      timeout 200 $PY -m pytest -q -p no:cacheprovider tests/runtime/test_write.py \
+        tests/runtime/test_attention.py -k "write or swap_matches or dependent_launch or default" 2>&1 \
+        | tail -15 | tee "$OUT/pytest.log" ;;
     write)
       timeout 120 $PY bench/bench_write.py --tokens 8192,32768 --rows 0,4,8 --warps 1,2,4 \
         2>&1 | tee "$OUT/write.log" ;;

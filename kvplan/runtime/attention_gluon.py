@@ -529,15 +529,39 @@ def _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, str
         gl.store(po_ptr + p_row[None, :] * HEAD + d_out[:, None], acc, mask=omask)
 
 
+@gluon.jit
+def _trace_now(TRACE: gl.constexpr):
+    """%globaltimer (ns) when tracing, else 0."""
+    if TRACE:
+        return tl.extra.cuda.globaltimer()
+    else:
+        return gl.to_tensor(0).to(gl.int64)
+
+
+@gluon.jit
+def _trace_store(trace_ptr, t_start, t_first, TRACE: gl.constexpr):
+    """With ``TRACE``, store this program's start, first-tile and end times (%globaltimer, ns)
+    and its multiprocessor at ``trace_ptr[4 * program]`` (programs numbered x fastest): the
+    per-program timeline that `bench/trace_decode.py` turns into ramp-up and drain figures."""
+    if TRACE:
+        pid = ((gl.program_id(2) * gl.num_programs(1) + gl.program_id(1)) * gl.num_programs(0)
+               + gl.program_id(0)).to(gl.int64)
+        t_end = tl.extra.cuda.globaltimer()
+        gl.store(trace_ptr + 4 * pid, t_start)
+        gl.store(trace_ptr + 4 * pid + 1, t_first)
+        gl.store(trace_ptr + 4 * pid + 2, t_end)
+        gl.store(trace_ptr + 4 * pid + 3, tl.extra.cuda.smid().to(gl.int64))
+
+
 @gluon.jit(do_not_specialize=["num_splits"])
 def _gluon_swap_kernel(
     q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
     c_ptr, s_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
-    bt_ptr, stride_bt, seq_lens_ptr, q_scale, sliding_window, num_q_heads, num_splits,
+    bt_ptr, stride_bt, seq_lens_ptr, q_scale, sliding_window, num_q_heads, num_splits, trace_ptr,
     GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, V_OFF: gl.constexpr,
     KS_OFF: gl.constexpr, VS_OFF: gl.constexpr, KV_MODE: gl.constexpr, E5M2: gl.constexpr,
-    SPLIT: gl.constexpr, PIPE: gl.constexpr,
+    SPLIT: gl.constexpr, PIPE: gl.constexpr, TRACE: gl.constexpr,
     MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
     LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, Q_SHAPE: gl.constexpr,
     Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
@@ -545,6 +569,7 @@ def _gluon_swap_kernel(
     FLAT1: gl.constexpr, PKV: gl.constexpr, PSC: gl.constexpr, LSC: gl.constexpr,
     PV_BITS: gl.constexpr, RING_BYTES: gl.constexpr, TRIGGER: gl.constexpr,
 ):
+    t_start = _trace_now(TRACE)
     seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, sc_base = _program_range(
         seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
         stride_sh, BLOCK_N)
@@ -589,6 +614,7 @@ def _gluon_swap_kernel(
     l_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
     w_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
     acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
+    t_first = t_start
     for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
         for j in gl.static_range(PIPE):
             start = t0 + j * BLOCK_N
@@ -599,6 +625,9 @@ def _gluon_swap_kernel(
             cp.commit_group()
             pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
             cp.wait_group(PIPE - 1)
+            if TRACE:
+                if start == s_lo:
+                    t_first = _trace_now(TRACE)
             kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE, V_OFF,
                                             KS_OFF, KV_MODE, HEAD, BLOCK_N, PKV, PSC, LK,
                                             LV_LOAD, LSC, gl.SliceLayout(1, MMA))
@@ -618,6 +647,7 @@ def _gluon_swap_kernel(
         d_out += ((rows >> i) & 1) << (PV_BITS // (1 << (4 * i)) % 16)
     _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot,
                    stride_oh, po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
+    _trace_store(trace_ptr, t_start, t_first, TRACE)
 
 
 # --- bf16/fp16 caches (FlashAttention layout): the swapped-operand form with swizzled tiles ------
@@ -975,7 +1005,7 @@ def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
 def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
                  block_n: int, prefetch: bool, pipe: int, swap: bool,
-                 pdl: bool = False) -> tuple[tuple, dict]:
+                 pdl: bool = False, trace: torch.Tensor | None = None) -> tuple[tuple, dict]:
     if pipe not in ((2, 3, 4) if swap else (0, 2, 4)):
         raise ValueError(f"pipe must be 2, 3 or 4 with swapped operands, 0, 2 or 4 without, "
                          f"got {pipe}")
@@ -993,6 +1023,10 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
            args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
            block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],
            num_splits)
+    if swap:
+        pos += (query if trace is None else trace,)
+    elif trace is not None:
+        raise ValueError("only the swapped-operand kernel records a trace")
     kw = dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size,
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, V_OFF=args.V_OFF,
               KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
@@ -1001,7 +1035,8 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
         # the ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
         # must have power-of-two shapes)
         ring = 1 << (pipe * block_n * args.STRIDE_S - 1).bit_length()
-        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring, TRIGGER=pdl and num_splits > 1)
+        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring, TRIGGER=pdl and num_splits > 1,
+                  TRACE=trace is not None)
     else:
         kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
     return pos, kw
@@ -1010,17 +1045,19 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
 def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
            block_size: int, q_scale: float, sliding_window: int, num_splits: int,
            block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True,
-           pdl: bool = False) -> None:
+           pdl: bool = False, trace: torch.Tensor | None = None) -> None:
     """Launch the decode kernel: grid (sequences, kv heads, splits), one warp per program.
     ``pipe`` 2, 3 (swapped operands) or 4 streams tiles through a ring of that many shared-memory
     stages filled by asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile
     ahead; round-8 form only). ``swap`` runs the swapped-operand kernel (keys as MMA rows; groups
     of up to 8 heads), which copies its tiles as raw bytes and reads them through padded shared
     views. ``pdl``: the split-K merge that follows is a programmatic dependent launch, which the
-    swapped-operand kernel lets start once every program has issued its first copies."""
+    swapped-operand kernel lets start once every program has issued its first copies. ``trace``
+    (swapped operands only): an int64 tensor of 4 x programs that receives each program's start,
+    first-tile and end times and multiprocessor (`_trace_store`; `bench/trace_decode.py`)."""
     pos, kw = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
                            block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe,
-                           swap, pdl)
+                           swap, pdl, trace)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
     (_gluon_swap_kernel if swap else _gluon_decode_kernel)[grid](*pos, **kw)
 

@@ -150,6 +150,30 @@ def test_write_zero_rows_use_floor_scale(device, kv_cache_dtype):
     assert not cache.key_data()[0, 3:5].view(torch.uint8).any()
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+def test_write_per_token_head_extreme_rows_match_reference(device, kv_cache_dtype):
+    """Per-token-head codes need no clamp: rows spanning bf16's range (3e38 next to 1e-30),
+    rows under the 1e-6 scale floor, rows of one sign and rows whose amax is negative give the
+    reference's bytes exactly (every code stays inside the 8-bit range)."""
+    gen = torch.Generator(device=device).manual_seed(3)
+    layout = LayerLayout.simple(kv_cache_dtype, 2, 64)
+    rows = torch.randn(8, 2, 64, generator=gen, device=device)
+    rows[0, 0] *= 1e37
+    rows[0, 0, 5] = 3.3e38
+    rows[0, 1] *= 1e-30
+    rows[1, 0] = rows[1, 0].abs() * 1e-5  # amax under 127e-6 / 448e-6: the floor scale
+    rows[1, 1] = -rows[1, 1].abs()
+    rows[2, 0, :] = torch.linspace(-127, 127, 64, device=device)
+    rows[2, 1, :] = -torch.linspace(0, 1, 64, device=device) * 1e4
+    key = rows.to(torch.bfloat16)
+    value = key.flip(0).contiguous()
+    slots = torch.arange(8, device=device) * 3 + 1
+    got, want = _poisoned_pair(layout, 2, 16, device, gen)
+    write_kv_cache(got, key, value, slots)
+    reference_write_kv_cache(want, key, value, slots)
+    assert torch.equal(got.data.view(torch.uint8), want.data.view(torch.uint8))
+
+
 def test_write_fp8_saturates_out_of_range_values(device):
     layout = LayerLayout.simple("fp8", 1, 16)
     cache = allocate_kv_cache(layout, 1, 16, device, k_scale=1.0, v_scale=1.0)

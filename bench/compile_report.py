@@ -1,0 +1,131 @@
+"""Compile the runtime's decode and write kernels for a GPU that is not here, and report what
+ptxas says (registers, spills, shared memory): the compiler's view at no device time.
+
+Needs torch (the CPU build is enough) and a Triton with the NVIDIA backend; no GPU and no driver.
+The kernels are specialised exactly as the launch helpers specialise them on a GPU (same
+constexprs and layouts), then only compiled, never launched.
+
+    python bench/compile_report.py                      # defaults: sm_90, heads 64/128/256
+    python bench/compile_report.py --arch 90 --heads 128 --ptx-out /tmp/ptx
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _offline_driver(arch: int) -> None:
+    """Make Triton compile for ``sm_<arch>`` without a GPU: a CUDA driver stand-in that reports
+    the target and never loads a module."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.driver import CudaDriver
+
+    class OfflineCuda(CudaDriver):
+        def __init__(self) -> None:  # no CudaUtils: it would load libcuda
+            self.launcher_cls = None
+            self.get_current_device = lambda: 0
+            self.get_current_stream = lambda idx=None: 0
+            self.get_device_capability = lambda idx=0: divmod(arch, 10)
+            self.set_current_device = lambda idx: None
+
+        def get_current_target(self):
+            return GPUTarget("cuda", arch, 32)
+
+        def get_active_torch_device(self):
+            import torch
+            return torch.device("cpu")
+
+    triton.runtime.driver.set_active(OfflineCuda())
+
+
+def _ptxas(ptx: str, arch: int) -> dict:
+    """Registers, spill bytes and shared memory of one kernel's PTX, from ``ptxas -v``."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    try:
+        tool = get_ptxas(arch)
+    except TypeError:  # older Triton: no arch argument
+        tool = get_ptxas()
+    ptxas = getattr(tool, "path", tool)
+    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"kvplan_report_{os.getpid()}.ptx"
+    tmp.write_text(ptx)
+    target = re.search(r"^\.target\s+(\S+)", ptx, re.M)  # Triton targets sm_90a on Hopper
+    try:
+        res = subprocess.run([ptxas, f"-arch={target.group(1) if target else f'sm_{arch}'}",
+                              "-v", str(tmp), "-o", os.devnull], capture_output=True, text=True)
+    finally:
+        tmp.unlink(missing_ok=True)
+    if res.returncode:
+        raise RuntimeError(f"ptxas failed: {res.stderr.strip()[-2000:]}")
+    text = res.stderr + res.stdout
+    regs = re.search(r"Used (\d+) registers", text)
+    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
+    smem = re.search(r"(\d+) bytes smem", text)
+    return {"registers": int(regs.group(1)) if regs else None,
+            "spill_stores": int(spill.group(1)) if spill else None,
+            "spill_loads": int(spill.group(2)) if spill else None,
+            "static_smem": int(smem.group(1)) if smem else 0}
+
+
+def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
+    import torch
+
+    from kvplan.runtime import attention_gluon as ag
+    from kvplan.runtime._common import cache_args
+    from kvplan.runtime.cache import allocate_kv_cache
+    from kvplan.runtime.layout import LayerLayout
+
+    rows = []
+    for head in heads:
+        for mode in ("int8_per_token_head", "fp8_per_token_head", "bfloat16"):
+            layout = LayerLayout.simple(mode, 8, head)
+            cache = allocate_kv_cache(layout, 4, 16, "cpu")
+            args = cache_args(cache)
+            q = torch.zeros(2, 32, head, dtype=torch.bfloat16)
+            out = torch.zeros_like(q)
+            bt = torch.zeros(2, 4, dtype=torch.int32)
+            sl = torch.full((2,), 64, dtype=torch.int32)
+            block_n = 32 if (head == 64 and mode != "bfloat16") else 16
+            for split in (1, 2):
+                if mode == "bfloat16":
+                    pos, kw = ag._bf16_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
+                                                   1.0, 0, split, 16, 2, pdl=split > 1)
+                    kernel = ag._gluon_bf16_kernel
+                else:
+                    pos, kw = ag._launch_args(q, out, out, out, args, bt, sl, 4, head, 16, 1.0,
+                                              0, split, block_n, True, 2, True, pdl=split > 1)
+                    kernel = ag._gluon_swap_kernel
+                compiled = kernel.warmup(*pos, grid=(1,), **kw)
+                info = _ptxas(compiled.asm["ptx"], arch)
+                name = f"{mode}_d{head}_split{split}"
+                if ptx_out:
+                    ptx_out.mkdir(parents=True, exist_ok=True)
+                    (ptx_out / f"{name}.ptx").write_text(compiled.asm["ptx"])
+                rows.append({"kernel": name, "block_n": block_n if mode != "bfloat16" else 16,
+                             "shared": compiled.metadata.shared, **info})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90")
+    ap.add_argument("--heads", default="64,128,256")
+    ap.add_argument("--ptx-out", type=Path, default=None, help="also write each kernel's PTX here")
+    a = ap.parse_args()
+    _offline_driver(a.arch)
+    rows = report(a.arch, [int(h) for h in a.heads.split(",")], a.ptx_out)
+    print(f"{'kernel':34} {'regs':>5} {'spill st/ld':>12} {'shared B':>9}")
+    for r in rows:
+        print(f"{r['kernel']:34} {r['registers']!s:>5} {r['spill_stores']!s:>5}/{r['spill_loads']!s:<6}"
+              f" {r['shared']:>9}")
+
+
+if __name__ == "__main__":
+    main()
