@@ -482,6 +482,61 @@ def test_gluon_swap_launch_checks_the_slot_layout():
             attention_gluon._launch_args(q, q, q, q, moved, bt, lens, **common)
 
 
+def test_gluon_swap_trace_is_an_extra_argument_only_when_asked():
+    """The per-program trace (bench/trace_decode.py) is compiled in only with a trace buffer:
+    without one the swapped-operand launch passes a placeholder and TRACE=False; the round-8
+    kernel refuses a trace instead of ignoring it (checked without a GPU: no launch)."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kvplan.runtime import attention_gluon  # noqa: PLC0415
+    from kvplan.runtime._common import cache_args  # noqa: PLC0415
+    args = cache_args(allocate_kv_cache(LayerLayout.simple("int8_per_token_head", 2, 128), 4, 16,
+                                        "cpu"))
+    q = torch.zeros(3, 8, 128, dtype=torch.bfloat16)
+    bt, lens = torch.zeros(3, 4, dtype=torch.int32), torch.ones(3, dtype=torch.int32)
+    common = dict(group=4, head=128, block_size=16, q_scale=1.0, sliding_window=0, num_splits=2,
+                  block_n=16, prefetch=True)
+    trace = torch.zeros(3 * 2 * 2, 4, dtype=torch.int64)
+    plain, kw = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
+                                             **common)
+    traced, kw_t = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
+                                                trace=trace, **common)
+    assert kw["TRACE"] is False and kw_t["TRACE"] is True
+    assert traced[-1] is trace and plain[-1] is q and len(plain) == len(traced)
+    with pytest.raises(ValueError, match="only the swapped-operand kernel"):
+        attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=False, trace=trace,
+                                     **common)
+
+
+@pytest.mark.gpu
+def test_gluon_swap_trace_records_every_program(cuda_device):
+    """A traced launch writes the same output bits as an untraced one and one ordered
+    (start <= first tile <= end) record per program on a real multiprocessor."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kvplan.runtime import attention_gluon  # noqa: PLC0415
+    from kvplan.runtime._common import cache_args, num_sms  # noqa: PLC0415
+    from kvplan.runtime.attention import _merge_splits, _partials  # noqa: PLC0415
+    gen = torch.Generator(device="cuda").manual_seed(23)
+    layout = LayerLayout.simple("int8_per_token_head", 8, 128)
+    batch = build_paged_batch(layout, [1000, 4096, 333], 16, "cuda", gen)
+    q = torch.randn(3, 32, 128, generator=gen, device="cuda").to(torch.bfloat16)
+    args = cache_args(batch.cache)
+    outs = []
+    trace = torch.full((3 * 8 * 2, 4), -1, dtype=torch.int64, device="cuda")
+    for tr in (None, trace):
+        out = torch.full_like(q, float("nan"))
+        po, pml = _partials(out, 2)
+        attention_gluon.launch(q, out, po, pml, args, batch.block_tables, batch.seq_lens, group=4,
+                               head=128, block_size=16, q_scale=0.1, sliding_window=0,
+                               num_splits=2, trace=tr)
+        _merge_splits(po, pml, out, 2, 128, False)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0], outs[1])
+    t = trace.cpu()
+    assert (t[:, 0] > 0).all() and (t[:, 0] <= t[:, 1]).all() and (t[:, 1] <= t[:, 2]).all()
+    assert ((t[:, 3] >= 0) & (t[:, 3] < num_sms(q.device))).all()
+
+
 def test_gluon_kernel_refuses_what_it_does_not_run(device):
     """Asking for the Gluon kernel where it cannot run is a clear error, not a silent fallback."""
     gen = torch.Generator(device=device).manual_seed(1)
