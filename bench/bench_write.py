@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvplan.runtime.bench import bench_write, copy_bandwidth  # noqa: E402
+from kvplan.runtime.bench import DECODE_MODES, bench_write, copy_bandwidth  # noqa: E402
 
 
 def main() -> None:
@@ -19,15 +19,20 @@ def main() -> None:
     ap.add_argument("--head-size", type=int, default=128)
     ap.add_argument("--rows", default="0", help="rows per program to sweep (0 = default)")
     ap.add_argument("--warps", default="0", help="warps to sweep (0 = default)")
+    ap.add_argument("--kernel", default="", help="triton, gluon or triton,gluon (empty = default)")
+    ap.add_argument("--modes", default="", help="kv cache dtypes, comma-separated (empty = all)")
     a = ap.parse_args()
     copy = copy_bandwidth()
     print(f"copy bandwidth {copy['bytes_per_s'] / 1e12:.2f} TB/s")
-    for n, rows, w in itertools.product([int(x) for x in a.tokens.split(",")],
-                                        [int(x) for x in a.rows.split(",")],
-                                        [int(x) for x in a.warps.split(",")]):
-        for r in bench_write(n, a.heads, a.head_size, copy["bytes_per_s"],
-                             rows_per_program=rows or None, num_warps=w or None):
-            print(f"{r['variant']:28s} tokens={n:6d} rows={rows} w={w} {r['ms'] * 1e3:8.1f} us eager {r['launch_ms'] * 1e3:6.1f} us "
+    modes = tuple((m, m) for m in a.modes.split(",")) if a.modes else DECODE_MODES
+    for n, rows, w, kn in itertools.product([int(x) for x in a.tokens.split(",")],
+                                            [int(x) for x in a.rows.split(",")],
+                                            [int(x) for x in a.warps.split(",")],
+                                            a.kernel.split(",")):
+        for r in bench_write(n, a.heads, a.head_size, copy["bytes_per_s"], modes=modes,
+                             rows_per_program=rows or None, num_warps=w or None,
+                             kernel=kn or None):
+            print(f"{r['variant']:28s} tokens={n:6d} rows={rows} w={w} {kn or 'default':7s} {r['ms'] * 1e3:8.1f} us eager {r['launch_ms'] * 1e3:6.1f} us "
                   f"{r['bytes_per_s'] / 1e12:.2f} TB/s {100 * r['frac_copy']:.0f}% of copy", flush=True)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -111,6 +111,21 @@ for step in $steps; do
       timeout 200 $PY -m pytest -q -p no:cacheprovider tests/runtime/test_write.py \
         tests/runtime/test_attention.py -k "write or swap_matches or dependent_launch or default" 2>&1 \
         | tail -15 | tee "$OUT/pytest.log" ;;
+    round12d)  # the Gluon per-token-head write kernel against the Triton one, its launch sweep
+      #            and the write tests
+      M=int8_per_token_head,fp8_per_token_head
+      for rep in 1 2; do
+        timeout 60 $PY bench/bench_write.py --modes $M --tokens 8192,32768 --kernel triton,gluon \
+          2>&1 | tee -a "$OUT/write-gluon.log"
+      done
+      timeout 90 $PY bench/bench_write.py --modes $M --tokens 8192 --kernel gluon --rows 16,32,64 \
+        --warps 4 2>&1 | tee -a "$OUT/write-gluon.log"
+      timeout 90 $PY bench/bench_write.py --modes $M --tokens 8192 --kernel gluon --rows 8,16,32 \
+        --warps 2 2>&1 | tee -a "$OUT/write-gluon.log"
+      timeout 60 $PY bench/bench_write.py --modes $M --tokens 8192 --kernel gluon --rows 4,8 \
+        --warps 1 2>&1 | tee -a "$OUT/write-gluon.log"
+      timeout 200 $PY -m pytest -q -p no:cacheprovider tests/runtime/test_write.py 2>&1 \
+        | tail -15 | tee "$OUT/pytest-write.log" ;;
     write)
       timeout 120 $PY bench/bench_write.py --tokens 8192,32768 --rows 0,4,8 --warps 1,2,4 \
         2>&1 | tee "$OUT/write.log" ;;

@@ -223,7 +223,8 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
 def bench_write(num_tokens: int, hkv: int, head: int, copy_bps: float, *, block_size: int = 16,
                 device: str = "cuda", seed: int = 0,
                 modes: tuple[tuple[str, str], ...] = DECODE_MODES,
-                rows_per_program: int | None = None, num_warps: int | None = None) -> list[dict]:
+                rows_per_program: int | None = None, num_warps: int | None = None,
+                kernel: str | None = None) -> list[dict]:
     """Time quantize-on-write of ``num_tokens`` new tokens into a larger cache (shuffled blocks).
 
     Writes are short kernels whose inputs fit in L2, so they are timed as CUDA-graph replays
@@ -238,6 +239,8 @@ def bench_write(num_tokens: int, hkv: int, head: int, copy_bps: float, *, block_
     kw: dict[str, Any] = {"rows_per_program": rows_per_program}
     if num_warps:
         kw["num_warps"] = num_warps
+    if kernel:
+        kw["kernel"] = kernel
     for name, kv_dtype in modes:
         layout = LayerLayout.simple(kv_dtype, hkv, head)
         per_set = (2 * num_tokens * hkv * head * 2 + num_tokens * layout.bytes_per_token)

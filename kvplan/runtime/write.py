@@ -136,15 +136,40 @@ def _default_launch(data_pad: int, per_token_head: bool) -> tuple[int, int]:
     return max(1, min(64, 2048 // data_pad)), 4
 
 
+def _use_gluon(kernel: str | None, args, key: torch.Tensor, head: int,
+               launch_given: bool) -> bool:
+    """Which write kernel runs: ``kernel`` decides when given ("triton" or "gluon"); by default
+    INT8/FP8 per-token-head writes on a CUDA GPU run the Gluon kernel (`write_gluon`), the rest
+    (everything under the interpreter, and calls that set the Triton kernel's launch) the
+    Triton kernel."""
+    if kernel not in (None, "triton", "gluon"):
+        raise ValueError(f"unknown write kernel {kernel!r}: use 'triton' or 'gluon'")
+    if kernel == "triton" or (kernel is None and launch_given):
+        return False
+    usable = key.device.type == "cuda" and not interpreting()
+    if usable:
+        try:
+            from kvplan.runtime import write_gluon  # noqa: PLC0415 (triton.experimental.gluon)
+        except ImportError:  # a Triton without Gluon
+            usable = False
+    usable = usable and write_gluon.supported(args.KV_MODE, head, args.DATA_HEAD)
+    if kernel == "gluon" and not usable:
+        raise ValueError("the gluon write kernel takes INT8/FP8 per-token-head caches with heads "
+                         "of 64-256 on a CUDA GPU (not the interpreter)")
+    return usable
+
+
 def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
                    slot_mapping: torch.Tensor, *, rows_per_program: int | None = None,
-                   num_warps: int | None = None) -> None:
+                   num_warps: int | None = None, kernel: str | None = None) -> None:
     """Write ``key``/``value`` [num_tokens, num_kv_heads, head_size] into ``cache``.
 
     ``slot_mapping[t]`` is the flat slot ``block * block_size + offset`` of token t; a
     negative slot marks a padding token that is skipped. Per-token-head modes compute and store
     one fp32 scale per (token, kv head) and side; FP8 per-tensor uses ``cache.k_scale`` /
     ``cache.v_scale``. INT4 rotates each head by a Hadamard matrix first (see `cache.hadamard`).
+    ``kernel``: "triton" or "gluon" (INT8/FP8 per-token-head on a GPU: the default there unless
+    ``rows_per_program``/``num_warps`` are given without it, which set the Triton launch).
     """
     lay = cache.layout
     if key.dim() != 3 or key.shape != value.shape:
@@ -169,6 +194,12 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         key = key.contiguous()
     if value.stride(-1) != 1:
         value = value.contiguous()
+    launch_given = rows_per_program is not None or num_warps is not None
+    if _use_gluon(kernel, args, key, d, launch_given):
+        from kvplan.runtime import write_gluon  # noqa: PLC0415
+        write_gluon.launch(args, key, value, slot_mapping, cache.block_size, lay.fp8_format,
+                           rows_per_program=rows_per_program or 16, num_warps=num_warps or 4)
+        return
     data_head = args.DATA_HEAD
     data_pad = triton.next_power_of_2(data_head)
     default_rows, default_warps = _default_launch(data_pad, lay.is_per_token_head)

@@ -72,6 +72,58 @@ def test_write_launch_variants_write_the_same_bytes(device, kv_cache_dtype, laun
     assert int(diff.sum()) == 0, f"{launch}: {int(diff.sum())} bytes differ"
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("hkv,head_size,num_tokens", [(3, 64, 29), (8, 128, 1000), (2, 256, 77)])
+@pytest.mark.parametrize("launch", [{}, {"rows_per_program": 32, "num_warps": 4},
+                                    {"rows_per_program": 8, "num_warps": 2},
+                                    {"rows_per_program": 4, "num_warps": 1}])
+def test_write_gluon_kernel_matches_reference_bytes(cuda_device, kv_cache_dtype, hkv, head_size,
+                                                    num_tokens, launch):
+    """The Gluon per-token-head write kernel (the GPU default) writes the reference's bytes and
+    the Triton kernel's: programs that cross token and head boundaries, a masked last program,
+    padding slots, outlier channels, heads 64-256."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device="cuda").manual_seed(num_tokens + head_size)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size)
+    num_blocks = num_tokens // 16 + 3
+    got, want = _poisoned_pair(layout, num_blocks, 16, "cuda", gen)
+    key, value = random_kv(num_tokens, hkv, head_size, gen, "cuda", torch.bfloat16)
+    slots = torch.randperm(num_blocks * 16, generator=gen, device="cuda")[:num_tokens]
+    slots[2::7] = -1
+    write_kv_cache(got, key, value, slots, kernel="gluon", **launch)
+    reference_write_kv_cache(want, key, value, slots)
+    diff = got.data.view(torch.uint8) != want.data.view(torch.uint8)
+    assert int(diff.sum()) == 0, f"{launch}: {int(diff.sum())} bytes differ"
+    triton_out, _ = _poisoned_pair(layout, num_blocks, 16, "cuda", torch.Generator(
+        device="cuda").manual_seed(num_tokens + head_size))
+    triton_out.data.copy_(want.data)
+    write_kv_cache(triton_out, key, value, slots, kernel="triton")
+    assert torch.equal(triton_out.data, got.data)
+
+
+def test_write_kernel_choice_is_checked(device):
+    """An unknown write kernel, or the Gluon kernel where it cannot run (the CPU interpreter,
+    INT4 or bf16 caches), is a clear error rather than a silent fallback."""
+    gen = torch.Generator(device=device).manual_seed(2)
+    key, value = random_kv(4, 2, 64, gen, device)
+    slots = torch.arange(4, device=device)
+    cache = allocate_kv_cache(LayerLayout.simple("int8_per_token_head", 2, 64), 2, 16, device)
+    with pytest.raises(ValueError, match="unknown write kernel"):
+        write_kv_cache(cache, key, value, slots, kernel="cuda")
+    for dtype in ("int4_per_token_head", "bfloat16"):
+        other = allocate_kv_cache(LayerLayout.simple(dtype, 2, 64), 2, 16, device)
+        with pytest.raises(ValueError, match="gluon write kernel"):
+            write_kv_cache(other, key, value, slots, kernel="gluon")
+    if device != "cuda":
+        with pytest.raises(ValueError, match="gluon write kernel"):
+            write_kv_cache(cache, key, value, slots, kernel="gluon")
+    write_kv_cache(cache, key, value, slots, kernel="triton")
+    want = allocate_kv_cache(LayerLayout.simple("int8_per_token_head", 2, 64), 2, 16, device)
+    reference_write_kv_cache(want, key, value, slots)
+    assert torch.equal(cache.data, want.data)
+
+
 def test_write_int8_exact_codes_round_half_away(device):
     """vLLM test_per_token_kv_cache INT8 exact case: head 8, block 4, slot 2."""
     layout = LayerLayout.simple("int8_per_token_head", 1, 8)
@@ -153,8 +205,9 @@ def test_write_zero_rows_use_floor_scale(device, kv_cache_dtype):
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
 def test_write_per_token_head_extreme_rows_match_reference(device, kv_cache_dtype):
     """Per-token-head codes need no clamp: rows spanning bf16's range (3e38 next to 1e-30),
-    rows under the 1e-6 scale floor, rows of one sign and rows whose amax is negative give the
-    reference's bytes exactly (every code stays inside the 8-bit range)."""
+    rows under the 1e-6 scale floor, rows of one sign, rows whose amax is negative and rows of
+    exact INT8 ties (k + 0.5 at scale 1.0, and -0.0) give the reference's bytes exactly on
+    every kernel (the GPU default is the Gluon kernel)."""
     gen = torch.Generator(device=device).manual_seed(3)
     layout = LayerLayout.simple(kv_cache_dtype, 2, 64)
     rows = torch.randn(8, 2, 64, generator=gen, device=device)
@@ -165,6 +218,11 @@ def test_write_per_token_head_extreme_rows_match_reference(device, kv_cache_dtyp
     rows[1, 1] = -rows[1, 1].abs()
     rows[2, 0, :] = torch.linspace(-127, 127, 64, device=device)
     rows[2, 1, :] = -torch.linspace(0, 1, 64, device=device) * 1e4
+    # exact ties: amax 127 makes the INT8 scale 1.0, so k + 0.5 must round away from zero
+    ties = torch.arange(32, device=device) * 4 + 0.5
+    rows[3, 0, :] = torch.cat([ties, -ties]).clamp(max=126.5)
+    rows[3, 0, 0], rows[3, 0, 33] = 127.0, -0.0
+    rows[3, 1, :] = -rows[3, 0, :]
     key = rows.to(torch.bfloat16)
     value = key.flip(0).contiguous()
     slots = torch.arange(8, device=device) * 3 + 1
