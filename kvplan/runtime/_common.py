@@ -34,6 +34,22 @@ KV_MODES = {
 FP8_MAX = {"e4m3fn": 448.0, "e5m2": 57344.0}
 
 
+# Triton releases the Gluon kernels (attention_gluon, write_gluon) were compiled and tested with
+# on a GPU. Gluon is experimental and its API moves between releases (triton 3.9 dropped the
+# shared-memory `_reinterpret` the decode kernel's padded views use), so on other releases the
+# defaults keep to the Triton kernels; `kernel="gluon"` still asks for them explicitly.
+GLUON_VALIDATED = ((3, 6),)
+
+
+def gluon_validated(version: str | None = None) -> bool:
+    """Whether the Gluon kernels are a default on this Triton (see ``GLUON_VALIDATED``)."""
+    try:
+        major, minor = (int(x) for x in (version or triton.__version__).split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) in GLUON_VALIDATED
+
+
 def interpreting() -> bool:
     """True when kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

@@ -30,8 +30,8 @@ import triton.language as tl
 from kvplan.runtime._common import (E4M3X4_TO_F16, E5M2X4_TO_F16, I8X4_TO_F16,
                                     KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
                                     KV_MODE_NONE, cache_args,
-                                    cache_constexprs, fp8_decode, interpreting,
-                                    num_sms)
+                                    cache_constexprs, fp8_decode, gluon_validated,
+                                    interpreting, num_sms)
 from kvplan.runtime.cache import PagedKVCache, hadamard
 from kvplan.runtime.layout import ATTENTION_EXECUTED_KINDS
 
@@ -657,6 +657,10 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
 
 
 def _gluon_available() -> bool:
+    """Whether the default path may pick a Gluon kernel: Gluon importable, on a Triton release
+    the kernels were validated with (`_common.gluon_validated`)."""
+    if not gluon_validated():
+        return False
     try:
         from kvplan.runtime import attention_gluon  # noqa: F401, PLC0415
     except ImportError:  # a Triton without Gluon (before 3.5)

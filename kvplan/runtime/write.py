@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from kvplan.runtime._common import (FP8_MAX, KV_MODE_INT4_PTH, cache_args, cache_constexprs,
-                                    fp8_encode, interpreting)
+                                    fp8_encode, gluon_validated, interpreting)
 from kvplan.runtime.cache import PagedKVCache, hadamard
 
 
@@ -144,7 +144,7 @@ def _use_gluon(kernel: str | None, args, key: torch.Tensor, head: int,
     Triton kernel."""
     if kernel not in (None, "triton", "gluon"):
         raise ValueError(f"unknown write kernel {kernel!r}: use 'triton' or 'gluon'")
-    if kernel == "triton" or (kernel is None and launch_given):
+    if kernel == "triton" or (kernel is None and (launch_given or not gluon_validated())):
         return False
     usable = key.device.type == "cuda" and not interpreting()
     if usable:

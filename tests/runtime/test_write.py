@@ -124,6 +124,16 @@ def test_write_kernel_choice_is_checked(device):
     assert torch.equal(cache.data, want.data)
 
 
+def test_gluon_defaults_only_on_validated_triton_releases():
+    """Gluon's API moves between Triton releases, so the Gluon kernels are a default only on the
+    releases they were tested with; a dev or local version string parses, junk does not."""
+    from kvplan.runtime._common import GLUON_VALIDATED, gluon_validated  # noqa: PLC0415
+    major, minor = GLUON_VALIDATED[0]
+    assert gluon_validated(f"{major}.{minor}.0") and gluon_validated(f"{major}.{minor}.1+git1a2b")
+    assert not gluon_validated("3.9.0") and not gluon_validated("2.3.1")
+    assert not gluon_validated("nightly")
+
+
 def test_write_int8_exact_codes_round_half_away(device):
     """vLLM test_per_token_kv_cache INT8 exact case: head 8, block 4, slot 2."""
     layout = LayerLayout.simple("int8_per_token_head", 1, 8)
