@@ -33,38 +33,25 @@ from kvplan.runtime._common import FP8_MAX, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH
 # the reference, then b + 1.5 * 2^23 rounded toward -inf (b >= 0) or +inf (b < 0) holds
 # 1.5 * 2^23 + trunc(b) exactly (the spacing there is 1), whose low byte is trunc(b) in two's
 # complement for |b| < 128 (always: |q| <= 127 (1 + 2^-22)).
-_I8_ROUND_HALF_AWAY_X4 = gl.constexpr("""{
+def _i8_round_half_away_x4() -> str:
+    lanes = "\n".join(f"""    copysign.f32 h, ${i + 1}, 0f3F000000;
+    add.rn.f32 b, ${i + 1}, h;
+    setp.lt.f32 n, b, 0f00000000;
+    add.rm.f32 lo, b, 0f4B400000;
+    add.rp.f32 hi, b, 0f4B400000;
+    selp.b32 c{i}, hi, lo, n;""" for i in range(4))
+    return f"""{{
     .reg .f32 h, b, lo, hi;
     .reg .pred n;
     .reg .b32 c0, c1, c2, c3, p, q;
-    copysign.f32 h, $1, 0f3F000000;
-    add.rn.f32 b, $1, h;
-    setp.lt.f32 n, b, 0f00000000;
-    add.rm.f32 lo, b, 0f4B400000;
-    add.rp.f32 hi, b, 0f4B400000;
-    selp.b32 c0, hi, lo, n;
-    copysign.f32 h, $2, 0f3F000000;
-    add.rn.f32 b, $2, h;
-    setp.lt.f32 n, b, 0f00000000;
-    add.rm.f32 lo, b, 0f4B400000;
-    add.rp.f32 hi, b, 0f4B400000;
-    selp.b32 c1, hi, lo, n;
-    copysign.f32 h, $3, 0f3F000000;
-    add.rn.f32 b, $3, h;
-    setp.lt.f32 n, b, 0f00000000;
-    add.rm.f32 lo, b, 0f4B400000;
-    add.rp.f32 hi, b, 0f4B400000;
-    selp.b32 c2, hi, lo, n;
-    copysign.f32 h, $4, 0f3F000000;
-    add.rn.f32 b, $4, h;
-    setp.lt.f32 n, b, 0f00000000;
-    add.rm.f32 lo, b, 0f4B400000;
-    add.rp.f32 hi, b, 0f4B400000;
-    selp.b32 c3, hi, lo, n;
+{lanes}
     prmt.b32 p, c0, c1, 0x0040;
     prmt.b32 q, c2, c3, 0x0040;
     prmt.b32 $0, p, q, 0x5410;
-    }""")
+    }}"""
+
+
+_I8_ROUND_HALF_AWAY_X4 = gl.constexpr(_i8_round_half_away_x4())
 
 
 @gluon.jit
