@@ -1,13 +1,16 @@
 """Quantize-on-write: scatter new K/V tokens into a paged cache through a slot mapping.
 
-One Triton kernel serves every layout; each program handles ``ROWS`` (token, kv-head) rows
-so loads and stores are wide and a chunk of 8K tokens is a few thousand programs (bandwidth
-bound), while a decode step of a few tokens is a handful of programs (launch bound).
+One Triton kernel serves every layout (and is the CPU interpreter's); each program handles
+``ROWS`` (token, kv-head) rows so loads and stores are wide and a chunk of 8K tokens is a few
+thousand programs (bandwidth bound), while a decode step of a few tokens is a handful of
+programs (launch bound). On a GPU, INT8/FP8 per-token-head writes default to the Gluon kernel
+of `kvplan.runtime.write_gluon` (same bytes, faster: explicit row layout, no float->int
+convert).
 
 Arithmetic (what the torch reference reproduces bit for bit): per-token-head
 ``scale = max(amax / qmax, 1e-6)`` (IEEE division), ``q = x * (1 / scale)`` (one IEEE
 reciprocal per row, as vLLM does, instead of a per-element division), INT8 rounds half away
-from zero and clamps to [-128, 127], FP8 clamps to the finite range and rounds to nearest
+from zero (codes stay in [-127, 127]), FP8 clamps to the finite range and rounds to nearest
 even. Multiply and add are never fused (``enable_fp_fusion=False``).
 """
 from __future__ import annotations
