@@ -81,3 +81,25 @@ def test_bench_decode_shape_times_graph_replays(cuda_device):
         assert r.get("nan_outputs", 0) == 0
     assert by["paged_bf16"]["rel_err"] < 0.01
     assert by["paged_int8_per_token_head"]["rel_err"] < 0.15
+
+
+def test_trace_analysis_reports_ramp_and_drain():
+    """bench/trace_decode.py's summary of a per-program timeline: the span, the first-tile
+    latency, and the drain (last end minus mean end), with the programs counted per SM."""
+    import importlib.util
+    from pathlib import Path
+
+    import torch
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "trace_decode.py"
+    spec = importlib.util.spec_from_file_location("trace_decode", path)
+    trace_decode = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trace_decode)
+    # three programs on two SMs (ns): start, first tile, end, SM
+    t = torch.tensor([[1000, 4000, 101000, 0], [1000, 3000, 99000, 1], [1500, 4500, 95500, 0]])
+    s = trace_decode.analyse(t, num_sms=2)
+    assert s["programs"] == 3 and s["span_us"] == 100.0
+    assert s["first_tile_us"][0.5] == 3.0
+    assert abs(s["drain_us"] - (100.0 - (100.0 + 98.0 + 94.5) / 3)) < 1e-9
+    assert s["programs_per_sm"] == {"min": 1, "max": 2}
+    assert s["sm_end_us"]["max"] == 100.0
