@@ -155,7 +155,8 @@ def _use_gluon(kernel: str | None, args, key: torch.Tensor, head: int,
             from kvplan.runtime import write_gluon  # noqa: PLC0415 (triton.experimental.gluon)
         except ImportError:  # a Triton without Gluon
             usable = False
-    usable = usable and write_gluon.supported(args.KV_MODE, head, args.DATA_HEAD)
+        else:
+            usable = write_gluon.supported(args.KV_MODE, head)
     if kernel == "gluon" and not usable:
         raise ValueError("the gluon write kernel takes INT8/FP8 per-token-head caches with heads "
                          "of 64-256 on a CUDA GPU (not the interpreter)")
