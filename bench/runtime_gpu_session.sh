@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round13] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -126,15 +126,6 @@ for step in $steps; do
         --warps 1 2>&1 | tee -a "$OUT/write-gluon.log"
       timeout 200 $PY -m pytest -q -p no:cacheprovider tests/runtime/test_write.py 2>&1 \
         | tail -15 | tee "$OUT/pytest-write.log" ;;
-    round13)  # cluster pairs (2 splits merged in distributed shared memory) against 2 splits
-      #           and the merge kernel: the GPU tests, then per-program timelines of both
-      timeout 240 $PY -m pytest -q -p no:cacheprovider tests/runtime/test_attention.py \
-        -k "cluster or swap_matches or flat_window or dependent_launch or trace or default" 2>&1 \
-        | tail -15 | tee "$OUT/pytest.log"
-      for m in int8_per_token_head fp8_per_token_head; do
-        timeout 120 $PY bench/trace_decode.py --shape 64,4096,32,8,128 --mode $m --splits 2,2c,2s,2,2c,2s \
-          --out "$OUT/trace-$m.json" 2>&1 | tee -a "$OUT/trace.log"
-      done ;;
     write)
       timeout 120 $PY bench/bench_write.py --tokens 8192,32768 --rows 0,4,8 --warps 1,2,4 \
         2>&1 | tee "$OUT/write.log" ;;

@@ -5,7 +5,6 @@ ramp-up (launch spread, first-tile latency) and the drain (programs ending uneve
 
     python bench/trace_decode.py --shape 64,4096,32,8,128 --mode int8_per_token_head
     python bench/trace_decode.py --shape 64,4096,32,8,128 --splits 1,2 --out trace.json
-    python bench/trace_decode.py --shape 64,4096,32,8,128 --splits 2,2c   # 2c: cluster pairs
 
 Needs a CUDA GPU (Hopper for the Gluon kernel). Times are %globaltimer nanoseconds; the trace
 adds two timer reads and four stores per program.
@@ -61,10 +60,7 @@ def analyse(trace, num_sms: int) -> dict:
     }
 
 
-def run(shape: tuple[int, ...], mode: str, splits: list[str], seed: int = 0) -> list[dict]:
-    """One row per entry of ``splits``: a split count, ``2c`` for 2 splits as cluster pairs
-    (merged in distributed shared memory, no merge launch), ``2s`` for cluster pairs that share
-    their tiles through a counter."""
+def run(shape: tuple[int, ...], mode: str, splits: list[int], seed: int = 0) -> list[dict]:
     import torch
 
     from kvplan.runtime import attention_gluon as ag
@@ -89,17 +85,16 @@ def run(shape: tuple[int, ...], mode: str, splits: list[str], seed: int = 0) -> 
     sms = num_sms(q.device)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     rows = []
-    for entry in splits:
-        ns, cluster, share = int(entry.rstrip("cs")), entry[-1] in "cs", entry.endswith("s")
-        po, pml = _partials(out, 1 if cluster else ns)
+    for ns in splits:
+        po, pml = _partials(out, ns)
         trace = torch.zeros(batch * hkv * ns, 4, dtype=torch.int64, device=dev)
         kw = dict(group=group, head=head, block_size=16, q_scale=head ** -0.5 * _LOG2E,
                   sliding_window=0, num_splits=ns, block_n=block_n, pipe=2, swap=True,
-                  pdl=ns > 1, cluster=cluster, share=share)
+                  pdl=ns > 1)
 
-        def call(tr=None, ns=ns, cluster=cluster, po=po, pml=pml, kw=kw):
+        def call(tr=None):
             ag.launch(q, out, po, pml, args, block_tables, seq_lens, trace=tr, **kw)
-            if ns > 1 and not cluster:
+            if ns > 1:
                 _merge_splits(po, pml, out, ns, head, True)
 
         ms = _bench_replay(call)
@@ -116,7 +111,7 @@ def run(shape: tuple[int, ...], mode: str, splits: list[str], seed: int = 0) -> 
             spans.append(s["span_us"])
         s = sorted(summaries, key=lambda x: x["span_us"])[len(summaries) // 2]
         nbytes = batch * ctx * layout.bytes_per_token
-        rows.append({"shape": list(shape), "mode": mode, "splits": entry, "ms": ms,
+        rows.append({"shape": list(shape), "mode": mode, "splits": ns, "ms": ms,
                      "ms_traced": ms_traced, "tbps": nbytes / (ms * 1e-3) / 1e12,
                      "spans_us": spans, **s})
     return rows
@@ -127,15 +122,13 @@ def main() -> None:
     ap.add_argument("--shape", action="append", required=True,
                     help="B,CTX,HQ,HKV,D (repeatable)")
     ap.add_argument("--mode", default="int8_per_token_head")
-    ap.add_argument("--splits", default="2",
-                    help="comma-separated split counts; 2c = 2 splits as cluster pairs, 2s = pairs "
-                         "sharing tiles")
+    ap.add_argument("--splits", default="2", help="comma-separated split counts")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     rows = []
     for sh in a.shape:
         shape = tuple(int(x) for x in sh.split(","))
-        for r in run(shape, a.mode, a.splits.split(",")):
+        for r in run(shape, a.mode, [int(s) for s in a.splits.split(",")]):
             rows.append(r)
             print(f"{sh} {a.mode} splits={r['splits']}: {r['ms'] * 1e3:.1f} us "
                   f"({r['tbps']:.2f} TB/s), traced {r['ms_traced'] * 1e3:.1f} us; span "

@@ -467,9 +467,6 @@ class AttentionConfig:
     swap: bool | None = None  # gluon only: keys as the MMA rows, the GQA group as the columns
     #                           (default where it applies: groups <= 8, tiles inside one page)
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
-    cluster: bool | None = None  # gluon swapped operands with 2 splits: each (sequence, kv head)
-    #                              is a cluster of 2 CTAs merged in distributed shared memory
-    #                              (Hopper+; no partials, no merge launch)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -751,34 +748,14 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
         seq_lens.shape[0] * lay.num_kv_heads, max(1, math.ceil(keys_read() / block_n)),
         num_sms(query.device),
         attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens, **kernel_kw))
-    cluster = _cluster_pairs(cfg, query, swap, num_splits)
-    po, pml = _partials(out, 1 if cluster else num_splits)
+    po, pml = _partials(out, num_splits)
     pdl = _pdl(cfg, query)
     attention_gluon.launch(query, out, po, pml, args, block_tables, seq_lens,
                            q_scale=scale * _LOG2E, sliding_window=int(lay.sliding_window or 0),
-                           num_splits=num_splits, pdl=pdl, cluster=cluster,
-                           share=cluster and _CLUSTER_SHARE and kernel_kw["pipe"] == 2,
-                           **kernel_kw)
-    if num_splits > 1 and not cluster:
+                           num_splits=num_splits, pdl=pdl, **kernel_kw)
+    if num_splits > 1:
         _merge_splits(po, pml, out, num_splits, d, pdl)
     return out
-
-
-_CLUSTER_SHARE = False  # cluster pairs claim tiles from a shared counter (pipe 2)
-
-
-def _cluster_pairs(cfg: AttentionConfig, query: torch.Tensor, swap: bool, num_splits: int) -> bool:
-    """Whether 2 splits of the swapped-operand kernel run as cluster pairs (`attention_gluon.
-    launch`): by default on GPUs of compute capability 9.0 and up, where thread-block clusters
-    exist; ``config.cluster`` decides when given (True needs exactly that kernel and 2 splits)."""
-    if cfg.cluster is not None:
-        if cfg.cluster and not (swap and num_splits == 2):
-            raise ValueError(f"cluster pairs run the swapped-operand kernel with 2 splits, got "
-                             f"swap={swap} and {num_splits} splits")
-        if cfg.cluster and torch.cuda.get_device_capability(query.device)[0] < 9:
-            raise ValueError("cluster pairs need thread-block clusters (compute capability 9.0)")
-        return cfg.cluster
-    return False  # measured equal to the merge kernel (bench/NOTES-runtime.md, round 13)
 
 
 def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, scale,

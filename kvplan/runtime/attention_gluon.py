@@ -187,126 +187,22 @@ def _stage(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: g
             gl.allocate_shared_memory(gl.float32, [BLOCK_N], SS))
 
 
-# --- cluster pairs: two splits of one (sequence, kv head) merged through distributed shared memory
-# The exchange region lies at byte XBASE of the CTA's shared window (`global_smem`, where Triton
-# places its allocations; the launch checks the ring's offset). Values travel as 32-bit words,
-# one asm per element, addressed by a per-element byte offset tensor.
-CLUSTER_RANK = gl.constexpr("mov.u32 $0, %cluster_ctarank;")
-CLUSTER_ARRIVE = gl.constexpr("barrier.cluster.arrive.relaxed.aligned; mov.u32 $0, 0;")
-CLUSTER_ARRIVE_RELEASE = gl.constexpr("barrier.cluster.arrive.release.aligned; mov.u32 $0, 0;")
-CLUSTER_WAIT = gl.constexpr("barrier.cluster.wait.acquire.aligned; mov.u32 $0, 0;")
-SMEM_ZERO = gl.constexpr("{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; "
-                         "st.shared.u32 [a], 0; mov.u32 $0, 0; }")
-# one lane adds 1 to the word at byte $1 of rank 0's window; the old value goes to every lane
-CLAIM_RANK0 = gl.constexpr(
-    "{ .reg .u32 a, r; .reg .pred p; mov.u32 r, %laneid; setp.eq.u32 p, r, 0; "
-    "mov.u32 a, global_smem; add.u32 a, a, $1; mapa.shared::cluster.u32 a, a, 0; "
-    "@p atom.shared::cluster.add.u32 r, [a], 1; shfl.sync.idx.b32 $0, r, 0, 0x1f, 0xffffffff; }")
-CLUSTER_SYNC = gl.constexpr(
-    "barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned; mov.u32 $0, 0;")
-DSMEM_PUT0 = gl.constexpr(
-    "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $2; mapa.shared::cluster.u32 a, a, 0; "
-    "st.shared::cluster.b32 [a], $1; mov.u32 $0, 0; }")
-SMEM_GET = gl.constexpr("{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; "
-                        "ld.shared.b32 $0, [a]; }")
-
-
-@gluon.jit
-def _cluster_rank():
-    """This CTA's rank in its cluster."""
-    return gl.inline_asm_elementwise(CLUSTER_RANK, "=r", [], dtype=gl.int32, is_pure=True, pack=1)
-
-
-@gluon.jit
-def _cluster_op(ASM: gl.constexpr):
-    """A cluster barrier step (arrive, wait, or both); returns 0, for ordering by data."""
-    return gl.inline_asm_elementwise(ASM, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _claim(off):
-    """The next tile number from the pair's counter (in rank 0's window at byte ``off``)."""
-    return gl.inline_asm_elementwise(CLAIM_RANK0, "=r,r", [off], dtype=gl.int32, is_pure=False,
-                                     pack=1)
-
-
-@gluon.jit
-def _zero_local(off):
-    """Zero the 32-bit word at byte ``off`` of this CTA's shared window."""
-    return gl.inline_asm_elementwise(SMEM_ZERO, "=r,r", [off], dtype=gl.int32, is_pure=False,
-                                     pack=1)
-
-
-@gluon.jit
-def _put_rank0(x, off):
-    """Store fp32 ``x`` to bytes ``off`` of cluster rank 0's shared window; returns zeros."""
-    return gl.inline_asm_elementwise(DSMEM_PUT0, "=r,r,r", [x.to(gl.int32, bitcast=True), off],
-                                     dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _get_local(off):
-    """Load fp32 words at bytes ``off`` of this CTA's shared window."""
-    return gl.inline_asm_elementwise(SMEM_GET, "=r,r", [off], dtype=gl.int32, is_pure=False,
-                                     pack=1).to(gl.float32, bitcast=True)
-
-
-@gluon.jit
-def _cluster_merge(acc, m_i, l_i, rank, rows, cols, xbase, HEAD: gl.constexpr,
-                   WAIT_FIRST: gl.constexpr):
-    """Merge the two splits of a cluster pair: rank 1 writes its (max, sum, accumulator) into
-    rank 0's exchange region, both pass a cluster barrier (release/acquire), and rank 0 folds
-    them into its own. Only rank 0's result is meaningful (and stored)."""
-    a_off = xbase + (rows[:, None] * 8 + cols[None, :]) * 4
-    m_off = xbase + HEAD * 32 + cols * 4
-    l_off = m_off + 32
-    if WAIT_FIRST:
-        _cluster_op(CLUSTER_WAIT)  # phase 0 (arrived at the start): both CTAs are running
-    if rank != 0:
-        _put_rank0(acc, a_off)
-        _put_rank0(m_i, m_off)
-        _put_rank0(l_i, l_off)
-    z = _cluster_op(CLUSTER_SYNC)
-    if rank == 0:
-        acc_p = _get_local(a_off + z)
-        m_p = _get_local(m_off + z)
-        l_p = _get_local(l_off + z)
-        m_new = gl.maximum(m_i, m_p)
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-        a_s = gl.exp2(m_i - m_use)
-        a_p = gl.exp2(m_p - m_use)
-        acc = acc * a_s[None, :] + acc_p * a_p[None, :]
-        l_i = l_i * a_s + l_p * a_p
-    return acc, l_i
-
-
 @gluon.jit
 def _program_range(seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch,
-                   s_ptr, stride_sh, BLOCK_N: gl.constexpr, CLUSTER: gl.constexpr = 1,
-                   SHARE: gl.constexpr = False):
+                   s_ptr, stride_sh, BLOCK_N: gl.constexpr):
     """This program's sequence, kv head and split, and its key range: [s_lo, s_hi) of whole
-    tiles from the window start ``lo`` rounded down, keys before ``lo`` masked. With
-    ``CLUSTER`` > 1 a program is a cluster of that many one-warp CTAs, consecutive along the
-    grid's x, and the split is the CTA's rank in it."""
+    tiles from the window start ``lo`` rounded down, keys before ``lo`` masked."""
+    seq = gl.program_id(0)
     kvh = gl.program_id(1)
-    if CLUSTER > 1:
-        seq = gl.program_id(0) // CLUSTER
-        split = _cluster_rank()
-    else:
-        seq = gl.program_id(0)
-        split = gl.program_id(2)
+    split = gl.program_id(2)
     ctx = gl.load(seq_lens_ptr + seq)
     win = gl.where(sliding_window > 0, sliding_window, 1 << 30)
     lo = gl.maximum(ctx - win, 0)
     lo_tile = (lo // BLOCK_N) * BLOCK_N
     tiles = gl.cdiv(ctx - lo_tile, BLOCK_N)
     per_split = gl.cdiv(tiles, num_splits)
-    if SHARE:  # the pair shares the whole range
-        s_lo = lo_tile
-        s_hi = ctx
-    else:
-        s_lo = lo_tile + split * per_split * BLOCK_N
-        s_hi = gl.minimum(ctx, s_lo + per_split * BLOCK_N)
+    s_lo = lo_tile + split * per_split * BLOCK_N
+    s_hi = gl.minimum(ctx, s_lo + per_split * BLOCK_N)
     bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
     return (seq, kvh, split, lo, s_lo, s_hi, bt_row, c_ptr + kvh * stride_ch,
             s_ptr + kvh * stride_sh)
@@ -613,14 +509,13 @@ def _tile_pages(bt_row, start, s_hi, BLOCK_SIZE: gl.constexpr, TWO_PAGES: gl.con
 
 @gluon.jit
 def _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot, stride_oh,
-                   po_ptr, pml_ptr, num_q_heads, num_splits, keep, GROUP: gl.constexpr,
+                   po_ptr, pml_ptr, num_q_heads, num_splits, GROUP: gl.constexpr,
                    HEAD: gl.constexpr, SPLIT: gl.constexpr):
     """Store O^T [HEAD, 8] of the swapped-operand kernels: row r holds output element
     ``d_out[r]`` of query head ``kvh * GROUP + column``. Unsplit, the normalized output; split,
-    the partial accumulator and its (max, sum) pair for the merge kernel. Nothing is stored
-    unless ``keep`` (cluster pairs: rank 0 stores the merged result)."""
+    the partial accumulator and its (max, sum) pair for the merge kernel."""
     head = kvh * GROUP + cols
-    cmask = (cols < GROUP) & keep
+    cmask = cols < GROUP
     omask = (rows < HEAD)[:, None] & cmask[None, :]
     if not SPLIT:
         inv_l = 1.0 / gl.where(l_i > 0, l_i, 1.0)
@@ -663,7 +558,7 @@ def _gluon_swap_kernel(
     q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
     c_ptr, s_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
     bt_ptr, stride_bt, seq_lens_ptr, q_scale, sliding_window, num_q_heads, num_splits, trace_ptr,
-    xbase, GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
+    GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, V_OFF: gl.constexpr,
     KS_OFF: gl.constexpr, VS_OFF: gl.constexpr, KV_MODE: gl.constexpr, E5M2: gl.constexpr,
     SPLIT: gl.constexpr, PIPE: gl.constexpr, TRACE: gl.constexpr,
@@ -673,19 +568,11 @@ def _gluon_swap_kernel(
     V_ORDER: gl.constexpr, RANK: gl.constexpr, LC: gl.constexpr, RAW: gl.constexpr,
     FLAT1: gl.constexpr, PKV: gl.constexpr, PSC: gl.constexpr, LSC: gl.constexpr,
     PV_BITS: gl.constexpr, RING_BYTES: gl.constexpr, TRIGGER: gl.constexpr,
-    CLUSTER: gl.constexpr, SHARE: gl.constexpr,
 ):
     t_start = _trace_now(TRACE)
     seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, sc_base = _program_range(
         seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
-        stride_sh, BLOCK_N, CLUSTER, SHARE)
-    ctr = xbase + 4 * (8 * HEAD + 16)  # SHARE: the pair's tile counter, in rank 0's window
-    if SHARE:
-        if split == 0:
-            _zero_local(ctr)
-        _cluster_op(CLUSTER_ARRIVE_RELEASE)  # phase 0: the counter is zero (waited for below)
-    elif CLUSTER > 1:
-        _cluster_op(CLUSTER_ARRIVE)  # phase 0: this CTA runs (waited for before the exchange)
+        stride_sh, BLOCK_N)
 
     TWO_PAGES: gl.constexpr = BLOCK_N > BLOCK_SIZE  # a tile spans one page, or two of 16 slots
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
@@ -699,16 +586,13 @@ def _gluon_swap_kernel(
     vn_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LV_LOAD))
     TILE: gl.constexpr = BLOCK_N * STRIDE_S  # bytes of a tile; the stages lie back to back
     ring = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [RING_BYTES], FLAT1)
-    # SHARE (PIPE 2): this rank's first 3 tiles are fixed (rank r: tiles 3r..3r+2 of the pair's
-    # range), later ones are claimed from the counter: tile 6 + claim
-    t_own = s_lo + split * (3 * BLOCK_N) if SHARE else s_lo
     for i in gl.static_range(PIPE - 1):
-        start = t_own + i * BLOCK_N
+        start = s_lo + i * BLOCK_N
         pg0, pg1 = _tile_pages(bt_row, start, s_hi, BLOCK_SIZE, TWO_PAGES)
         _flat_issue(start, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
                     i * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL, TWO_PAGES)
         cp.commit_group()
-    pg0, pg1 = _tile_pages(bt_row, t_own + (PIPE - 1) * BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
+    pg0, pg1 = _tile_pages(bt_row, s_lo + (PIPE - 1) * BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
     if TRIGGER:  # the merge kernel (a programmatic dependent launch) may start now and wait
         tl.extra.cuda.gdc_launch_dependents()
 
@@ -731,56 +615,26 @@ def _gluon_swap_kernel(
     w_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
     acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
     t_first = t_start
-    if SHARE:
-        gl.static_assert(PIPE == 2, "tile sharing runs a 2-stage ring")
-        _cluster_op(CLUSTER_WAIT)  # the counter is zero before the first claim
-        cur = t_own  # the tile computed now (copies issued)
-        a1 = t_own + BLOCK_N  # pages loaded (pg0, pg1), copies not yet issued
-        a2 = t_own + 2 * BLOCK_N  # claimed
-        dyn = s_lo + 6 * BLOCK_N
-        while cur < s_hi:  # each rank's tiles only grow: past s_hi, all the rest are too
-            for j in gl.static_range(2):
-                _flat_issue(a1, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
-                            (j + 1) % 2 * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN, TAIL,
-                            TWO_PAGES)
-                cp.commit_group()
-                pg0, pg1 = _tile_pages(bt_row, a2, s_hi, BLOCK_SIZE, TWO_PAGES)
-                a3 = dyn + _claim(ctr) * BLOCK_N
-                cp.wait_group(1)
-                if TRACE:
-                    if cur == t_own:
-                        t_first = _trace_now(TRACE)
-                kx, vx, k_sc, v_sc = _flat_read(ring, cur - lo, span, vn_r, sn, j * TILE, V_OFF,
-                                                KS_OFF, KV_MODE, HEAD, BLOCK_N, PKV, PSC, LK,
-                                                LV_LOAD, LSC, gl.SliceLayout(1, MMA))
-                m_i, l_acc, w_acc, acc = _swap_update(
-                    q, kx, vx, k_sc, v_sc, q_bias, cur - lo, span, sn, m_i, l_acc, w_acc, acc,
-                    KV_MODE, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
-                    HEAD, BLOCK_N)
-                cur = a1
-                a1 = a2
-                a2 = a3
-    else:
-        for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
-            for j in gl.static_range(PIPE):
-                start = t0 + j * BLOCK_N
-                ahead = start + (PIPE - 1) * BLOCK_N
-                _flat_issue(ahead, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
-                            (j + PIPE - 1) % PIPE * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN,
-                            TAIL, TWO_PAGES)
-                cp.commit_group()
-                pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
-                cp.wait_group(PIPE - 1)
-                if TRACE:
-                    if start == s_lo:
-                        t_first = _trace_now(TRACE)
-                kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE, V_OFF,
-                                                KS_OFF, KV_MODE, HEAD, BLOCK_N, PKV, PSC, LK,
-                                                LV_LOAD, LSC, gl.SliceLayout(1, MMA))
-                m_i, l_acc, w_acc, acc = _swap_update(
-                    q, kx, vx, k_sc, v_sc, q_bias, start - lo, span, sn, m_i, l_acc, w_acc, acc,
-                    KV_MODE, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
-                    HEAD, BLOCK_N)
+    for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
+        for j in gl.static_range(PIPE):
+            start = t0 + j * BLOCK_N
+            ahead = start + (PIPE - 1) * BLOCK_N
+            _flat_issue(ahead, lo, s_hi, pg0, pg1, kv_base, stride_cb, ch, ch_t, byte, ring,
+                        (j + PIPE - 1) % PIPE * TILE, RAW, BLOCK_SIZE, BLOCK_N, STRIDE_S, MAIN,
+                        TAIL, TWO_PAGES)
+            cp.commit_group()
+            pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
+            cp.wait_group(PIPE - 1)
+            if TRACE:
+                if start == s_lo:
+                    t_first = _trace_now(TRACE)
+            kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE, V_OFF,
+                                            KS_OFF, KV_MODE, HEAD, BLOCK_N, PKV, PSC, LK,
+                                            LV_LOAD, LSC, gl.SliceLayout(1, MMA))
+            m_i, l_acc, w_acc, acc = _swap_update(
+                q, kx, vx, k_sc, v_sc, q_bias, start - lo, span, sn, m_i, l_acc, w_acc, acc,
+                KV_MODE, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
+                HEAD, BLOCK_N)
     cp.wait_group(0)
 
     l_i = gl.sum(l_acc, axis=0)
@@ -788,15 +642,11 @@ def _gluon_swap_kernel(
         acc = acc - (INT8_F16_BIAS * gl.sum(w_acc, axis=0))[None, :]
     rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
     cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
-    keep = split >= 0
-    if CLUSTER > 1:
-        acc, l_i = _cluster_merge(acc, m_i, l_i, split, rows, cols, xbase, HEAD, not SHARE)
-        keep = split == 0
     d_out = rows * 0  # output row r (logical d) holds physical d: bit i of r -> digit i of PV_BITS
     for i in gl.static_range(RANK - 1):
         d_out += ((rows >> i) & 1) << (PV_BITS // (1 << (4 * i)) % 16)
     _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot,
-                   stride_oh, po_ptr, pml_ptr, num_q_heads, num_splits, keep, GROUP, HEAD, SPLIT)
+                   stride_oh, po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
     _trace_store(trace_ptr, t_start, t_first, TRACE)
 
 
@@ -895,7 +745,7 @@ def _gluon_bf16_kernel(
     rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
     cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
     _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, rows, o_ptr, stride_ot, stride_oh,
-                   po_ptr, pml_ptr, num_q_heads, num_splits, True, GROUP, HEAD, SPLIT)
+                   po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1155,8 +1005,7 @@ def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
 def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
                  block_n: int, prefetch: bool, pipe: int, swap: bool,
-                 pdl: bool = False, trace: torch.Tensor | None = None,
-                 cluster: bool = False, share: bool = False) -> tuple[tuple, dict]:
+                 pdl: bool = False, trace: torch.Tensor | None = None) -> tuple[tuple, dict]:
     if pipe not in ((2, 3, 4) if swap else (0, 2, 4)):
         raise ValueError(f"pipe must be 2, 3 or 4 with swapped operands, 0, 2 or 4 without, "
                          f"got {pipe}")
@@ -1174,30 +1023,20 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
            args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
            block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],
            num_splits)
-    if cluster and not (swap and num_splits == 2):
-        raise ValueError(f"cluster pairs run the swapped-operand kernel with 2 splits, got "
-                         f"swap={swap}, {num_splits} splits")
-    if share and not (cluster and pipe == 2):
-        raise ValueError(f"tile sharing runs cluster pairs with a 2-stage ring, got "
-                         f"cluster={cluster}, pipe={pipe}")
     if swap:
-        tile_bytes = pipe * block_n * args.STRIDE_S
-        pos += (query if trace is None else trace, tile_bytes)  # xbase: after the ring's tiles
+        pos += (query if trace is None else trace,)
     elif trace is not None:
         raise ValueError("only the swapped-operand kernel records a trace")
     kw = dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size,
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, V_OFF=args.V_OFF,
               KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
-              SPLIT=num_splits > 1 and not cluster, PIPE=pipe, num_warps=1)
+              SPLIT=num_splits > 1, PIPE=pipe, num_warps=1)
     if swap:
-        # the ring: PIPE tiles back to back, then (cluster pairs) the exchange region of the
-        # merge (HEAD x 8 accumulators, 8 maxima, 8 sums), rounded up to a power of two (shared
-        # allocations must have power-of-two shapes)
-        used = tile_bytes + (4 * (8 * head + 16) if cluster else 0) + (16 if share else 0)
-        kw.update(_swap_layouts(head, block_n),
-                  RING_BYTES=1 << (used - 1).bit_length(),
-                  TRIGGER=pdl and num_splits > 1 and not cluster, TRACE=trace is not None,
-                  CLUSTER=2 if cluster else 1, SHARE=share)
+        # the ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
+        # must have power-of-two shapes)
+        ring = 1 << (pipe * block_n * args.STRIDE_S - 1).bit_length()
+        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring, TRIGGER=pdl and num_splits > 1,
+                  TRACE=trace is not None)
     else:
         kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
     return pos, kw
@@ -1206,8 +1045,7 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
 def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
            block_size: int, q_scale: float, sliding_window: int, num_splits: int,
            block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True,
-           pdl: bool = False, trace: torch.Tensor | None = None, cluster: bool = False,
-           share: bool = False) -> None:
+           pdl: bool = False, trace: torch.Tensor | None = None) -> None:
     """Launch the decode kernel: grid (sequences, kv heads, splits), one warp per program.
     ``pipe`` 2, 3 (swapped operands) or 4 streams tiles through a ring of that many shared-memory
     stages filled by asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile
@@ -1216,41 +1054,12 @@ def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, hea
     views. ``pdl``: the split-K merge that follows is a programmatic dependent launch, which the
     swapped-operand kernel lets start once every program has issued its first copies. ``trace``
     (swapped operands only): an int64 tensor of 4 x programs that receives each program's start,
-    first-tile and end times and multiprocessor (`_trace_store`; `bench/trace_decode.py`).
-    ``cluster`` (swapped operands, 2 splits): each program is a cluster of two CTAs, one per
-    split, that merge in distributed shared memory and write ``out`` themselves (no partials, no
-    merge launch). ``share`` (cluster pairs, pipe 2): the pair streams the whole range, each CTA
-    claiming its next tile from a counter in rank 0's shared memory, so that both end together."""
+    first-tile and end times and multiprocessor (`_trace_store`; `bench/trace_decode.py`)."""
     pos, kw = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
                            block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe,
-                           swap, pdl, trace, cluster, share)
-    grid = (seq_lens.shape[0], args.k.shape[1], 1 if cluster else num_splits)
-    kernel = _gluon_swap_kernel if swap else _gluon_decode_kernel
-    if cluster:
-        _as_cluster_pairs(kernel.warmup(*pos, grid=grid, **kw), kw["RING_BYTES"])
-    kernel[grid](*pos, **kw)
-
-
-def _as_cluster_pairs(compiled, ring_bytes: int) -> None:
-    """Make a compiled CLUSTER=2 kernel launch as clusters of two CTAs along x.
-
-    The kernel is compiled as an ordinary one-CTA program (Triton's own multi-CTA mode gives
-    every layout a CTA dimension, which the raw-byte views of the ring cannot take) and knows
-    its pair by ``%cluster_ctarank``; the launcher sets the cluster shape from the metadata's CTA
-    count and multiplies the grid's x by it, so that count is set to 2 on this kernel's launch
-    metadata. The merge addresses its exchange region from the start of the CTA's shared window
-    (`global_smem`): the ring must be the kernel's only shared memory, which then starts at
-    offset 0."""
-    if getattr(compiled, "_kvplan_pairs", False):
-        return
-    if compiled.metadata.shared != ring_bytes:
-        raise RuntimeError(f"cluster pairs need the copy ring ({ring_bytes} bytes) to be the "
-                           f"kernel's only shared memory; this Triton allocated "
-                           f"{compiled.metadata.shared} bytes (launch without cluster pairs)")
-    compiled._init_handles()
-    num_warps, _, shared = compiled.packed_metadata
-    compiled.packed_metadata = (num_warps, 2, shared)
-    compiled._kvplan_pairs = True
+                           swap, pdl, trace)
+    grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
+    (_gluon_swap_kernel if swap else _gluon_decode_kernel)[grid](*pos, **kw)
 
 
 _RESIDENT: dict[tuple, int] = {}

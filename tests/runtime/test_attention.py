@@ -338,87 +338,6 @@ def test_split_merge_as_dependent_launch_in_a_cuda_graph(cuda_device, kv_cache_d
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
-@pytest.mark.parametrize("head,hq,hkv,block_n,block_size,window", [
-    (128, 32, 8, 16, 16, 0), (64, 64, 8, 32, 16, 0), (256, 16, 4, 16, 16, 0),
-    (128, 12, 2, 32, 32, 0), (128, 16, 4, 16, 64, 1100), (64, 28, 4, 32, 16, 700)])
-@pytest.mark.parametrize("share", [False, True])
-def test_gluon_cluster_pairs_match_reference(cuda_device, monkeypatch, kv_cache_dtype, head, hq,
-                                             hkv, block_n, block_size, window, share):
-    """Two splits as a cluster pair (each CTA streams one split; rank 1 hands its max, sum and
-    accumulator to rank 0 through distributed shared memory, rank 0 writes the output) compute
-    the reference function and what the merge kernel computes from the same splits: a 1-key
-    sequence and a 17-key one (the second split is empty), odd lengths, sliding windows that
-    start at odd keys, a poisoned output, a sharp softmax (queries x25); eager and CUDA-graph
-    replay write the same bits. ``share``: both CTAs stream the whole range, claiming tiles
-    from a counter in rank 0's shared memory."""
-    pytest.importorskip("triton.experimental.gluon")
-    if torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("thread-block clusters need compute capability 9.0")
-    from kvplan.runtime import attention  # noqa: PLC0415
-    monkeypatch.setattr(attention, "_CLUSTER_SHARE", share)
-    gen = torch.Generator(device="cuda").manual_seed(29)
-    layout = LayerLayout.simple(kv_cache_dtype, hkv, head, sliding_window=window or None)
-    seq_lens = [4096, 1, 17, 2049, 333] if not window else [2049, 1, 17, window + 1, 1500]
-    batch = build_paged_batch(layout, seq_lens, block_size, "cuda", gen)
-    for q_mul in (1.0, 25.0):
-        q = (torch.randn(len(seq_lens), hq, head, generator=gen, device="cuda")
-             * q_mul).to(torch.bfloat16)
-        ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
-        outs = {}
-        for cluster in (False, True):
-            cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=2, swap=True,
-                                  cluster=cluster)
-            out = torch.full_like(q, 1e30)
-            paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out,
-                            config=cfg)
-            _check(out, ref, layout.quant_mode, f"cluster={cluster} q*{q_mul}")
-            outs[cluster] = out
-        assert rel_err(outs[True], outs[False]) < 2e-3
-        graph_out = torch.full_like(q, 1e30)
-        cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=2, swap=True,
-                              cluster=True)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=graph_out,
-                            config=cfg, max_seq_len=max(seq_lens))
-        graph_out.fill_(1e30)
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(graph_out, outs[True])
-
-
-def test_gluon_cluster_pairs_launch_arguments():
-    """Cluster pairs (checked without a GPU: no launch): only the swapped-operand kernel with
-    exactly 2 splits; no split partials and no merge trigger; the ring grows by the exchange
-    region (HEAD x 8 accumulators, 8 maxima, 8 sums) when the tiles leave too little room."""
-    pytest.importorskip("triton.experimental.gluon")
-    from kvplan.runtime import attention_gluon  # noqa: PLC0415
-    from kvplan.runtime._common import cache_args  # noqa: PLC0415
-    for head, block_n in ((64, 32), (128, 16), (256, 16)):
-        args = cache_args(allocate_kv_cache(LayerLayout.simple("int8_per_token_head", 2, head),
-                                            4, 16, "cpu"))
-        q = torch.zeros(3, 8, head, dtype=torch.bfloat16)
-        bt, lens = torch.zeros(3, 4, dtype=torch.int32), torch.ones(3, dtype=torch.int32)
-        common = dict(group=4, head=head, block_size=16, q_scale=1.0, sliding_window=0,
-                      block_n=block_n, prefetch=True, pipe=2, swap=True, pdl=True)
-        pos, kw = attention_gluon._launch_args(q, q, q, q, args, bt, lens, num_splits=2,
-                                               cluster=True, **common)
-        assert kw["CLUSTER"] == 2 and kw["SPLIT"] is False and kw["TRIGGER"] is False
-        tiles = 2 * block_n * (2 * head + 8)
-        assert pos[-1] == tiles  # the exchange region starts after the ring's tiles
-        assert kw["RING_BYTES"] >= tiles + 4 * (8 * head + 16)
-        assert kw["RING_BYTES"] & (kw["RING_BYTES"] - 1) == 0
-        _, plain = attention_gluon._launch_args(q, q, q, q, args, bt, lens, num_splits=2,
-                                                **common)
-        assert plain["CLUSTER"] == 1 and plain["SPLIT"] is True and plain["TRIGGER"] is True
-        for bad in (dict(num_splits=3), dict(num_splits=1)):
-            with pytest.raises(ValueError, match="2 splits"):
-                attention_gluon._launch_args(q, q, q, q, args, bt, lens, cluster=True,
-                                             **{**common, **bad})
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
 @pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (16, 64)])
 def test_gluon_flat_window_ignores_the_key_before_it(cuda_device, kv_cache_dtype, block_n,
                                                      block_size):
@@ -582,7 +501,7 @@ def test_gluon_swap_trace_is_an_extra_argument_only_when_asked():
     traced, kw_t = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
                                                 trace=trace, **common)
     assert kw["TRACE"] is False and kw_t["TRACE"] is True
-    assert traced[-2] is trace and plain[-2] is q and len(plain) == len(traced)
+    assert traced[-1] is trace and plain[-1] is q and len(plain) == len(traced)
     with pytest.raises(ValueError, match="only the swapped-operand kernel"):
         attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=False, trace=trace,
                                      **common)
