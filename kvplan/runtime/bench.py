@@ -119,13 +119,16 @@ def _make_kv(batch: int, ctx: int, hkv: int, head: int, device: str, gen: torch.
 
 
 def _paged_fill(layout: LayerLayout, k: torch.Tensor, v: torch.Tensor, block_size: int,
-                gen: torch.Generator, **scales: float) -> tuple[PagedKVCache, torch.Tensor]:
-    """Write contiguous K/V into a paged cache with a randomly permuted block table."""
+                gen: torch.Generator, permute: bool = True,
+                **scales: float) -> tuple[PagedKVCache, torch.Tensor]:
+    """Write contiguous K/V into a paged cache with a randomly permuted block table (``permute``;
+    else each sequence's pages lie in order, one sequence after the other)."""
     batch, hkv, ctx, head = k.shape
     blocks_per_seq = math.ceil(ctx / block_size)
     num_blocks = batch * blocks_per_seq
     cache = allocate_kv_cache(layout, num_blocks, block_size, k.device, **scales)
-    perm = torch.randperm(num_blocks, device=k.device, generator=gen).to(torch.int32)
+    perm = (torch.randperm(num_blocks, device=k.device, generator=gen) if permute
+            else torch.arange(num_blocks, device=k.device)).to(torch.int32)
     block_tables = perm.view(batch, blocks_per_seq)
     j = torch.arange(ctx, device=k.device)
     slots = (block_tables[:, j // block_size].long() * block_size + j % block_size)  # [B, T]
