@@ -103,3 +103,31 @@ def test_trace_analysis_reports_ramp_and_drain():
     assert abs(s["drain_us"] - (100.0 - (100.0 + 98.0 + 94.5) / 3)) < 1e-9
     assert s["programs_per_sm"] == {"min": 1, "max": 2}
     assert s["sm_end_us"]["max"] == 100.0
+
+
+@pytest.mark.parametrize("permute", [True, False])
+def test_paged_fill_writes_every_token_in_either_page_order(device, permute):
+    """The benchmarks' cache fill (bench/page_order.py compares the two orders): every
+    sequence's tokens land on the pages its block table names; in order, sequence b owns pages
+    b * n .. b * n + n - 1; permuted, the table is a permutation of all pages."""
+    import torch
+
+    from kvplan.runtime.bench import _make_kv, _paged_fill
+    from kvplan.runtime.layout import LayerLayout
+    from kvplan.runtime.reference import dequantize_kv_cache
+
+    gen = torch.Generator(device=device).manual_seed(3)
+    k, v = _make_kv(3, 40, 2, 64, device, gen)
+    cache, bt = _paged_fill(LayerLayout.simple("bfloat16", 2, 64), k, v, 16, gen,
+                            permute=permute)
+    assert bt.shape == (3, 3)
+    assert sorted(bt.flatten().tolist()) == list(range(9))
+    if not permute:
+        assert bt.flatten().tolist() == list(range(9))
+    kd, vd = dequantize_kv_cache(cache)  # [pages, 16, heads, 64]
+    for b in range(3):
+        pages = bt[b].long()
+        kb = kd[pages].flatten(0, 1)[:40]  # [tokens, heads, 64]
+        vb = vd[pages].flatten(0, 1)[:40]
+        assert torch.equal(kb, k[b].transpose(0, 1).float())
+        assert torch.equal(vb, v[b].transpose(0, 1).float())
