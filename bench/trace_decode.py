@@ -66,7 +66,7 @@ def run(shape: tuple[int, ...], mode: str, splits: list[int], seed: int = 0) -> 
     from kvplan.runtime import attention_gluon as ag
     from kvplan.runtime._common import cache_args, num_sms
     from kvplan.runtime.attention import _LOG2E, _merge_splits, _partials
-    from kvplan.runtime.bench import _bench_replay, _make_kv, _paged_fill
+    from kvplan.runtime.bench import _bench_replay, _flush_l2, _make_kv, _paged_fill
     from kvplan.runtime.layout import LayerLayout
 
     batch, ctx, hq, hkv, head = shape
@@ -83,7 +83,6 @@ def run(shape: tuple[int, ...], mode: str, splits: list[int], seed: int = 0) -> 
     group = hq // hkv
     block_n = 32 if head == 64 else 16
     sms = num_sms(q.device)
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     rows = []
     for ns in splits:
         po, pml = _partials(out, ns)
@@ -102,7 +101,7 @@ def run(shape: tuple[int, ...], mode: str, splits: list[int], seed: int = 0) -> 
         spans = []
         summaries = []
         for _ in range(5):  # five cold-L2 traces; report the median-span one
-            flush.zero_()
+            _flush_l2()
             torch.cuda.synchronize()
             call(trace)
             torch.cuda.synchronize()

@@ -1,8 +1,9 @@
 """Benchmarks of the runtime kernels beside torch SDPA (bf16) and the copy-bandwidth ceiling.
 
 ``run_suite`` returns plain JSON-serialisable data; ``format_table`` and ``plot`` render it.
-Every timing is the median of ``triton.testing.do_bench`` (CUDA events, L2 flushed between
-repetitions); caches are far larger than L2 in the full suite. Decode kernels (SDPA included) are
+Every timing is the median over repetitions timed by CUDA events, L2 emptied before each by
+reading a 256 MB buffer (`_flush_l2`: no data of the timed call and no dirty lines left in L2);
+caches are far larger than L2 in the full suite. Decode kernels (SDPA included) are
 timed as CUDA-graph replays, the way serving stacks run decode, so the GPU time is not inflated
 by Python launch cost; the eager call time (graph-free, same flush) is reported beside it. The
 naive dequantize-then-SDPA path is eager only. Bytes counted:
@@ -51,11 +52,52 @@ WRITE_TOKENS_FULL = (64, 1024, 8192, 32768)
 WRITE_TOKENS_QUICK = (64, 8192)
 
 
-def _bench(fn: Callable[[], Any], rep_ms: int = 200) -> float:
-    """Median milliseconds of ``fn`` (CUDA events, L2 flushed)."""
-    import triton.testing
+_FLUSH: dict[int, tuple] = {}
 
-    return float(triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median"))
+
+def _flush_l2() -> None:
+    """Empty L2 of everything a timed call could reuse, and leave it clean: read a 256 MB buffer.
+
+    ``triton.testing.do_bench`` zeroes such a buffer instead, which leaves L2 full of dirty lines;
+    the timed call then pays for writing them back as it streams through L2: about 9.6 us per
+    call on an H100, the same for every kernel whatever its bytes (SDPA 364.0 -> 354.4 us, the
+    INT8 paged kernel 202.2 -> 192.6 us at B64 ctx4K; `bench/flush_effect.py`, BENCHMARKS.md round
+    13). Reading evicts those lines before the timing starts and leaves only clean ones."""
+    dev = torch.cuda.current_device()
+    if dev not in _FLUSH:
+        _FLUSH[dev] = (torch.zeros((256 << 20) // 8, dtype=torch.int64, device="cuda"),
+                       torch.empty((), dtype=torch.int64, device="cuda"))
+    buf, sink = _FLUSH[dev]
+    torch.sum(buf, dim=0, out=sink)
+
+
+def _bench(fn: Callable[[], Any], rep_ms: int = 200, warmup_ms: int = 25) -> float:
+    """Median milliseconds of ``fn`` over about ``rep_ms`` of repetitions, each timed by CUDA
+    events after `_flush_l2` (the repetition count is estimated from five calls, as
+    ``triton.testing.do_bench`` does)."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        _flush_l2()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(max(1, int(warmup_ms / estimate))):
+        fn()
+    reps = max(1, int(rep_ms / estimate))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        _flush_l2()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return float(times[len(times) // 2])
 
 
 def _capture(fn: Callable[[], Any], calls: int = 1) -> torch.cuda.CUDAGraph:
@@ -233,7 +275,7 @@ def bench_write(num_tokens: int, hkv: int, head: int, copy_bps: float, *, block_
     Writes are short kernels whose inputs fit in L2, so they are timed as CUDA-graph replays
     that rotate over enough (key, value, slots, cache) sets to exceed 4x the L2 size: every
     replay reads its inputs from DRAM, and host launch overhead is excluded (it is reported
-    separately as ``launch_ms``, the do_bench time of one eager call).
+    separately as ``launch_ms``, the `_bench` time of one eager call).
     """
     gen = torch.Generator(device=device).manual_seed(seed)
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 << 20)
