@@ -53,6 +53,10 @@ WRITE_TOKENS_QUICK = (64, 8192)
 
 
 _FLUSH: dict[int, tuple] = {}
+# How every timing in a suite result was taken (recorded in the JSON: results from rounds before
+# 2026-11-24's thirteenth were timed by triton.testing.do_bench, whose flush zeroes the buffer)
+TIMING = {"l2_flush": "read 256 MB before each repetition", "statistic": "median",
+          "decode": "CUDA-graph replay", "write": "CUDA-graph replay over inputs 4x L2"}
 
 
 def _flush_l2() -> None:
@@ -364,6 +368,7 @@ def run_suite(device: str = "cuda", quick: bool = False,
         "python": platform.python_version(),
         "date": _dt.date.today().isoformat(),
         "quick": quick,
+        "timing": TIMING,
         "copy_bandwidth": copy,
         "rows": rows,
     }
