@@ -60,7 +60,8 @@ TIMING = {"l2_flush": "read 256 MB before each repetition", "statistic": "median
 
 
 def _flush_l2() -> None:
-    """Empty L2 of everything a timed call could reuse, and leave it clean: read a 256 MB buffer.
+    """Empty the current device's L2 of everything a timed call could reuse, and leave it clean:
+    read a 256 MB buffer.
 
     ``triton.testing.do_bench`` zeroes such a buffer instead, which leaves L2 full of dirty lines;
     the timed call then pays for writing them back as it streams through L2: about 9.6 us per
@@ -346,16 +347,17 @@ def run_suite(device: str = "cuda", quick: bool = False,
             progress(label, step, total)
         step += 1
 
-    tick("copy bandwidth")
-    copy = copy_bandwidth(device)
-    rows: list[dict] = []
-    for (b, ctx, hq, hkv, head, window) in shapes:
-        tick(f"decode B={b} ctx={ctx} {hq}/{hkv}x{head}" + (f" W={window}" if window else ""))
-        rows += bench_decode_shape(b, ctx, hq, hkv, head, window, copy["bytes_per_s"],
-                                   device=device)
-    for n in write_tokens:
-        tick(f"write {n} tokens")
-        rows += bench_write(n, 8, 128, copy["bytes_per_s"], device=device)
+    with torch.cuda.device(torch.device(device)):  # the L2 flush is the current device's
+        tick("copy bandwidth")
+        copy = copy_bandwidth(device)
+        rows: list[dict] = []
+        for (b, ctx, hq, hkv, head, window) in shapes:
+            tick(f"decode B={b} ctx={ctx} {hq}/{hkv}x{head}" + (f" W={window}" if window else ""))
+            rows += bench_decode_shape(b, ctx, hq, hkv, head, window, copy["bytes_per_s"],
+                                       device=device)
+        for n in write_tokens:
+            tick(f"write {n} tokens")
+            rows += bench_write(n, 8, 128, copy["bytes_per_s"], device=device)
     if progress is not None:
         progress("done", total, total)
     props = torch.cuda.get_device_properties(device)

@@ -76,7 +76,10 @@ def test_bench_suite_result_records_how_it_was_timed(monkeypatch):
 
     from kvplan.runtime import bench
 
+    import contextlib
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "FakeGPU")
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device=None: types.SimpleNamespace(multi_processor_count=132))
