@@ -53,8 +53,8 @@ WRITE_TOKENS_QUICK = (64, 8192)
 
 
 _FLUSH: dict[int, tuple] = {}
-# How every timing in a suite result was taken (recorded in the JSON: results from rounds before
-# 2026-11-24's thirteenth were timed by triton.testing.do_bench, whose flush zeroes the buffer)
+# How every timing in a suite result was taken, recorded in its JSON (suite results written
+# before this field existed were timed by triton.testing.do_bench, whose flush zeroes the buffer)
 TIMING = {"l2_flush": "read 256 MB before each repetition", "statistic": "median",
           "decode": "CUDA-graph replay", "write": "CUDA-graph replay over inputs 4x L2"}
 
