@@ -26,31 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 FLUSHES = ("zero", "read", "zero+read")
 
 
-def timed_replays(graph, flush, reps: int = 100, warmup: int = 10) -> float:
-    """Median milliseconds of one replay of ``graph``, ``flush()`` run before each."""
-    import torch
-
-    for _ in range(warmup):
-        flush()
-        graph.replay()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
-        flush()
-        s.record()
-        graph.replay()
-        e.record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
-    return times[len(times) // 2]
-
-
 def main() -> None:
     import torch
     import torch.nn.functional as F
 
     from kvplan.runtime.attention import paged_attention
-    from kvplan.runtime.bench import _capture, _make_kv, _paged_fill
+    from kvplan.runtime.bench import _bench, _capture, _flush_l2, _make_kv, _paged_fill
     from kvplan.runtime.layout import LayerLayout
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -58,19 +39,15 @@ def main() -> None:
     ap.add_argument("--modes", default="int8_per_token_head,fp8_per_token_head,bfloat16")
     a = ap.parse_args()
     buf = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    sink = torch.empty((), dtype=torch.int64, device="cuda")
 
-    def zero():
+    def zero():  # triton.testing.do_bench's flush
         buf.zero_()
-
-    def read():
-        torch.sum(buf.view(torch.int64), dim=0, out=sink)
 
     def zero_read():
         zero()
-        read()
+        _flush_l2()
 
-    flushes = {"zero": zero, "read": read, "zero+read": zero_read}
+    flushes = {"zero": zero, "read": _flush_l2, "zero+read": zero_read}
     for sh in a.shape:
         batch, ctx, hq, hkv, head = (int(x) for x in sh.split(","))
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -89,7 +66,8 @@ def main() -> None:
                                                                     out=out, max_seq_len=ctx))
         for rep in range(2):
             for name in FLUSHES:
-                ms = {g: timed_replays(graph, flushes[name]) for g, graph in graphs.items()}
+                ms = {g: _bench(graph.replay, rep_ms=100, flush=flushes[name])
+                      for g, graph in graphs.items()}
                 base = ms["sdpa_bf16"]
                 print(f"{sh} flush={name} (pass {rep}): " + ", ".join(
                     f"{g} {t * 1e3:.1f} us" + ("" if g == "sdpa_bf16" else f" ({t / base:.3f}x)")

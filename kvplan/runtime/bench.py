@@ -76,16 +76,17 @@ def _flush_l2() -> None:
     torch.sum(buf, dim=0, out=sink)
 
 
-def _bench(fn: Callable[[], Any], rep_ms: int = 200, warmup_ms: int = 25) -> float:
+def _bench(fn: Callable[[], Any], rep_ms: int = 200, warmup_ms: int = 25,
+           flush: Callable[[], Any] = _flush_l2) -> float:
     """Median milliseconds of ``fn`` over about ``rep_ms`` of repetitions, each timed by CUDA
-    events after `_flush_l2` (the repetition count is estimated from five calls, as
-    ``triton.testing.do_bench`` does)."""
+    events after ``flush`` (the repetition count is estimated from five calls, as
+    ``triton.testing.do_bench`` does; `bench/flush_effect.py` passes other flushes)."""
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(5):
-        _flush_l2()
+        flush()
         fn()
     end.record()
     torch.cuda.synchronize()
@@ -96,7 +97,7 @@ def _bench(fn: Callable[[], Any], rep_ms: int = 200, warmup_ms: int = 25) -> flo
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for s, e in zip(starts, ends):
-        _flush_l2()
+        flush()
         s.record()
         fn()
         e.record()
