@@ -61,8 +61,12 @@ def gpu_facts(gpu: Any) -> Optional[GpuFacts]:
 def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None = None,
             gpu: Any = None, *, kv_budget_bytes: Optional[int] = None,
             read_safetensors: bool = True, extra_checks: Iterable[Any] = (),
-            engine: str | None = None, kv_scales: str | Path | None = None) -> Plan:  # noqa: A001
-    """Compile the KV plan for a config.json or checkpoint folder under vLLM serving flags.
+            engine: str | None = None, kv_scales: str | Path | None = None,
+            offline: Optional[bool] = None) -> Plan:  # noqa: A001
+    """Compile the KV plan for a config.json, a checkpoint folder or a Hugging Face model id
+    (``org/name``: resolved at the flags' ``--revision`` through the Hugging Face cache and Hub,
+    see docs/hub.md; ``offline=True`` reads the cache only, like HF_HUB_OFFLINE=1) under vLLM
+    serving flags. ``--hf-overrides`` in the flags is applied to config.json first, as vLLM does.
 
     `kv_scales` is a `kvplan calibrate` scales file: per-tensor FP8 layers it covers get
     ``scale_source: calibrated`` (unless the checkpoint's own scales are loaded).
@@ -75,24 +79,26 @@ def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[s
     """
     return compile_with_quant(path, flags, gpu, kv_budget_bytes=kv_budget_bytes,
                               read_safetensors=read_safetensors, extra_checks=extra_checks,
-                              engine=engine, kv_scales=kv_scales)[0]
+                              engine=engine, kv_scales=kv_scales, offline=offline)[0]
 
 
 def compile_with_quant(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None = None,
                        gpu: Any = None, *, kv_budget_bytes: Optional[int] = None,
                        read_safetensors: bool = True, extra_checks: Iterable[Any] = (),
                        engine: str | None = None,
-                       kv_scales: str | Path | None = None) -> tuple[Plan, QuantMetadata]:
+                       kv_scales: str | Path | None = None,
+                       offline: Optional[bool] = None) -> tuple[Plan, QuantMetadata]:
     """`compile`, also returning the checkpoint's quantization metadata (scale tensors with the
     values read from its safetensors), for callers that need more than the plan records."""
     ev = resolve_engine(engine)
     sf = flags_from(flags)
-    inputs = load_model_inputs(path, quantization_flag=sf.quantization, read_safetensors=read_safetensors)
+    inputs = load_model_inputs(path, quantization_flag=sf.quantization, read_safetensors=read_safetensors,
+                               revision=sf.revision, hf_overrides=sf.hf_overrides, offline=offline)
     quant = inputs.quant
     if kv_scales is not None:  # `kvplan calibrate` output: per-tensor FP8 layers become scale_source calibrated
         from kvplan.ingest.kv_scales import with_kv_scales  # noqa: PLC0415
         quant = with_kv_scales(quant, kv_scales)
-    plan = compile_plan(inputs.arch, quant, sf, gpu_facts(gpu), source=str(path),
+    plan = compile_plan(inputs.arch, quant, sf, gpu_facts(gpu), source=inputs.source or str(path),
                         weight_bytes=inputs.weight_bytes, kv_budget_bytes=kv_budget_bytes,
-                        extra_checks=extra_checks, engine=ev)
+                        extra_checks=extra_checks, engine=ev, hub=inputs.hub)
     return plan, quant

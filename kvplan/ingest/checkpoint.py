@@ -1,36 +1,91 @@
-"""A config.json path or a checkpoint folder -> (ModelArch, QuantMetadata)."""
+"""A config.json path, a checkpoint folder or a Hugging Face model id -> (ModelArch, QuantMetadata)."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.hf_config import load_json, parse_hf_config
 from kvplan.ingest.quant import load_hf_quant_config, parse_quant_metadata
-from kvplan.ingest.safetensors import find_scales
+from kvplan.ingest.safetensors import find_scales, scales_from_sources
 from kvplan.model.arch import ModelArch
+from kvplan.model.plan import HubSource
 from kvplan.model.quant import QuantMetadata
+
+if TYPE_CHECKING:
+    from kvplan.ingest.hub import HubModel
 
 
 @dataclass(frozen=True)
 class ModelInputs:
-    """Everything read from disk about one model."""
+    """Everything read about one model."""
 
     arch: ModelArch
     quant: QuantMetadata
     config_path: Path
     raw_config: dict[str, Any]
     weight_bytes: Optional[int] = None
+    hub: Optional[HubSource] = None
+    """Where a Hub id's files came from (repo, commit, files read); None for a local path."""
+    source: Optional[str] = None
+    """What the plan calls the model: the path as given, or the Hub id."""
 
 
-def load_model_inputs(path: str | Path, quantization_flag: Optional[str] = None,
-                      read_safetensors: bool = True) -> ModelInputs:
-    """Read config.json (+ hf_quant_config.json, + safetensors headers for a folder)."""
+# Sub-configs transformers builds as nested config objects: vLLM merges a dict override into them
+# key by key; any other dict-valued key (rope_scaling, quantization_config, ...) is replaced whole.
+_NESTED_CONFIGS = frozenset({"text_config", "vision_config", "audio_config", "language_config", "llm_config",
+                             "thinker_config", "talker_config", "decoder", "encoder"})
+
+
+def apply_hf_overrides(config: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """config.json with vLLM's --hf-overrides applied (vllm ModelConfig: flat keys via
+    `config.update`, dict values merged recursively into nested sub-configs, else set whole)."""
+    if not overrides:
+        return config
+    out = copy.deepcopy(config)
+
+    def merge(target: dict[str, Any], updates: Mapping[str, Any]) -> None:
+        for k, v in updates.items():
+            if isinstance(v, dict) and isinstance(target.get(k), dict):
+                merge(target[k], v)
+            else:
+                target[k] = copy.deepcopy(v)
+
+    for key, value in overrides.items():
+        cur = out.get(key)
+        if isinstance(value, dict) and isinstance(cur, dict) and (key in _NESTED_CONFIGS or "model_type" in cur):
+            merge(cur, value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_model_inputs(path: "str | Path | HubModel", quantization_flag: Optional[str] = None,
+                      read_safetensors: bool = True, *, revision: Optional[str] = None,
+                      hf_overrides: Optional[Mapping[str, Any]] = None,
+                      offline: Optional[bool] = None) -> ModelInputs:
+    """Read config.json (+ hf_quant_config.json, + safetensors headers for a folder).
+
+    `path` is a config.json, a checkpoint folder, or (when no such path exists) a Hugging Face
+    model id resolved at `revision` through kvplan.ingest.hub (headers and scales by range
+    requests, never the weights). `hf_overrides` is vLLM's --hf-overrides, applied to config.json
+    before anything is read from it.
+    """
+    if not isinstance(path, (str, Path)):
+        return _load_hub(path, quantization_flag, read_safetensors, hf_overrides)
     p = Path(path)
     if not p.exists():
+        from kvplan.ingest.hub import hub_id  # noqa: PLC0415 - no huggingface_hub import for local paths
+        repo = hub_id(str(path)) if isinstance(path, str) else None
+        if repo is not None:
+            from kvplan.ingest.hub import resolve  # noqa: PLC0415
+            return _load_hub(resolve(repo, revision, offline=offline), quantization_flag, read_safetensors,
+                             hf_overrides)
         raise KvplanInputError(f"path not found: {p}.",
-                               "Pass a config.json file or a checkpoint folder that contains one.")
+                               "Pass a config.json file, a checkpoint folder that contains one, "
+                               "or a Hugging Face model id (org/name).")
     if p.is_dir():
         folder, cfg_path = p, p / "config.json"
         if not cfg_path.is_file():
@@ -38,7 +93,7 @@ def load_model_inputs(path: str | Path, quantization_flag: Optional[str] = None,
                                    "Pass the checkpoint folder that holds config.json, or the file itself.")
     else:
         folder, cfg_path = p.parent, p
-    raw = load_json(cfg_path, "config")
+    raw = apply_hf_overrides(load_json(cfg_path, "config"), hf_overrides or {})
     arch = parse_hf_config(raw, cfg_path)
     hq = load_hf_quant_config(folder)
     scales, files, weight_bytes = (), (), None
@@ -46,4 +101,21 @@ def load_model_inputs(path: str | Path, quantization_flag: Optional[str] = None,
         scales, files, weight_bytes = find_scales(folder)
     quant = parse_quant_metadata(raw, hq, scales, files, quantization_flag)
     return ModelInputs(arch=arch, quant=quant, config_path=cfg_path, raw_config=raw,
-                       weight_bytes=weight_bytes or None)
+                       weight_bytes=weight_bytes or None, source=str(path))
+
+
+def _load_hub(m: "HubModel", quantization_flag: Optional[str], read_safetensors: bool,
+              hf_overrides: Optional[Mapping[str, Any]]) -> ModelInputs:
+    """The same reading as for a local checkpoint folder, from the cache and range requests."""
+    cfg_path = m.folder / "config.json"
+    raw = apply_hf_overrides(load_json(cfg_path, "config"), hf_overrides or {})
+    arch = parse_hf_config(raw, cfg_path)
+    hq = load_hf_quant_config(m.folder)
+    scales, files, weight_bytes = (), (), None
+    if read_safetensors and m.safetensors:
+        scales, files, weight_bytes = scales_from_sources(m.sources())
+    quant = parse_quant_metadata(raw, hq, scales, files, quantization_flag)
+    hub = HubSource(repo_id=m.repo_id, revision=m.revision, commit=m.commit,
+                    files=m.files_read(read_safetensors))
+    return ModelInputs(arch=arch, quant=quant, config_path=cfg_path, raw_config=raw,
+                       weight_bytes=weight_bytes or None, hub=hub, source=m.repo_id)

@@ -37,6 +37,8 @@ MODELLED: dict[str, tuple[str, str]] = {
     "--quantization": ("quantization", "str"),
     "-q": ("quantization", "str"),
     "--model": ("model", "str"),
+    "--revision": ("revision", "str"),
+    "--hf-overrides": ("hf_overrides", "json"),
 }
 
 # vLLM 0.33 flags that exist but do not change the KV plan (accepted silently).
@@ -51,13 +53,14 @@ _OTHER_BOOL = frozenset({
     "--async-scheduling", "--no-async-scheduling", "--enable-eplb", "--enable-dbo",
 })
 _OTHER_VALUED = frozenset({
-    "--host", "--port", "--served-model-name", "--tokenizer", "--revision", "--tokenizer-mode",
+    "--host", "--port", "--served-model-name", "--tokenizer", "--tokenizer-mode",
+    "--tokenizer-revision", "--code-revision",
     "--download-dir", "--load-format", "--seed", "--swap-space", "--cpu-offload-gb",
     "--max-logprobs", "--chat-template", "--tool-call-parser", "--reasoning-parser",
     "--api-key", "--uvicorn-log-level", "--data-parallel-size", "-dp", "--distributed-executor-backend",
     "--speculative-config", "--compilation-config", "-O", "--kv-transfer-config", "--max-loras",
     "--max-lora-rank", "--lora-modules", "--limit-mm-per-prompt", "--mm-processor-kwargs",
-    "--hf-overrides", "--override-generation-config", "--generation-config", "--mamba-ssm-cache-dtype",
+    "--override-generation-config", "--generation-config", "--mamba-ssm-cache-dtype",
     "--mamba-cache-dtype", "--num-gpu-blocks-override", "--kv-cache-memory-bytes", "--config",
     "--rope-scaling", "--rope-theta", "--max-seq-len-to-capture", "--scheduling-policy",
     "--long-prefill-token-threshold", "--max-num-partial-prefills", "--prefix-caching-hash-algo",

@@ -12,7 +12,7 @@ import math
 import re
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from kvplan.errors import KvplanInputError
 from kvplan.model.quant import ScaleTensor
@@ -29,27 +29,46 @@ _MAX_VALUES = 4096  # per-tensor or per-head scales are tiny; anything larger is
 _DECODE = {"F32": ("f", 4), "F64": ("d", 8), "F16": ("e", 2), "BF16": ("H", 2)}
 
 
+class ByteSource:
+    """One safetensors file to read byte ranges of: a local file here; kvplan.ingest.hub reads a Hub
+    file through HTTP range requests with the same interface."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.name = path.name
+        self.label = str(path)
+
+    def read(self, offset: int, n: int) -> bytes:
+        """Up to `n` bytes from `offset` (fewer at the end of the file)."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(offset)
+                return f.read(n)
+        except OSError as e:
+            raise KvplanInputError(f"cannot read {self.path}: {e.__class__.__name__}.",
+                                   "Check the file permissions.") from None
+
+    def prefetch(self, ranges: list[tuple[int, int]]) -> None:
+        """Hint: these (offset, length) ranges are about to be read (a remote source batches them)."""
+
+
 def read_header(path: Path) -> dict[str, Any]:
     """The JSON header of one .safetensors file; corrupt files are one clear input error."""
-    return _read_header(path)[0]
+    return _read_header(ByteSource(path))[0]
 
 
-def _read_header(path: Path) -> tuple[dict[str, Any], int]:
+def _read_header(src: ByteSource) -> tuple[dict[str, Any], int]:
     """(header, byte offset where tensor data starts)."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise KvplanInputError(f"corrupt safetensors file {path}: shorter than the 8-byte header length.",
-                                       "Re-download the file or remove it from the folder.")
-            (n,) = struct.unpack("<Q", head)
-            if n == 0 or n > _MAX_HEADER:
-                raise KvplanInputError(f"corrupt safetensors header in {path}: header length {n} is not plausible.",
-                                       "Re-download the file or remove it from the folder.")
-            raw = f.read(n)
-    except OSError as e:
-        raise KvplanInputError(f"cannot read {path}: {e.__class__.__name__}.",
-                               "Check the file permissions.") from None
+    path = src.label
+    head = src.read(0, 8)
+    if len(head) < 8:
+        raise KvplanInputError(f"corrupt safetensors file {path}: shorter than the 8-byte header length.",
+                               "Re-download the file or remove it from the folder.")
+    (n,) = struct.unpack("<Q", head)
+    if n == 0 or n > _MAX_HEADER:
+        raise KvplanInputError(f"corrupt safetensors header in {path}: header length {n} is not plausible.",
+                               "Re-download the file or remove it from the folder.")
+    raw = src.read(8, n)
     if len(raw) < n:
         raise KvplanInputError(f"corrupt safetensors header in {path}: truncated ({len(raw)} of {n} bytes).",
                                "Re-download the file (it was cut short).")
@@ -64,27 +83,30 @@ def _read_header(path: Path) -> tuple[dict[str, Any], int]:
     return header, 8 + n
 
 
-def _scale_values(path: Path, base: int, name: str, meta: dict[str, Any],
-                  numel: int) -> tuple[float | None, float | None]:
-    """(min, max) of a small scale tensor's data; (None, None) when kvplan does not read it.
-    min is NaN when any element is NaN. Data past the end of the file is an input error."""
+def _scale_spec(meta: dict[str, Any], numel: int) -> Optional[tuple[str, int, list[int]]]:
+    """(struct code, element size, data_offsets) of a scale tensor kvplan reads, else None."""
     dec = _DECODE.get(str(meta.get("dtype")))
     offs = meta.get("data_offsets")
     if dec is None or numel == 0 or numel > _MAX_VALUES or not (
             isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs)):
+        return None
+    return dec[0], dec[1], offs
+
+
+def _scale_values(src: ByteSource, base: int, name: str, meta: dict[str, Any],
+                  numel: int) -> tuple[float | None, float | None]:
+    """(min, max) of a small scale tensor's data; (None, None) when kvplan does not read it.
+    min is NaN when any element is NaN. Data past the end of the file is an input error."""
+    spec = _scale_spec(meta, numel)
+    if spec is None:
         return None, None
-    code, size = dec
+    code, size, offs = spec
+    path = src.label
     if offs[1] - offs[0] != numel * size or offs[0] < 0:
         raise KvplanInputError(f"corrupt safetensors header in {path}: {name} has data_offsets {offs} "
                                f"for {numel} {meta.get('dtype')} element(s).",
                                "Re-download the file.")
-    try:
-        with path.open("rb") as f:
-            f.seek(base + offs[0])
-            raw = f.read(offs[1] - offs[0])
-    except OSError as e:
-        raise KvplanInputError(f"cannot read {path}: {e.__class__.__name__}.",
-                               "Check the file permissions.") from None
+    raw = src.read(base + offs[0], offs[1] - offs[0])
     if len(raw) != numel * size:
         raise KvplanInputError(f"corrupt safetensors file {path}: the data of {name} lies past the end "
                                "of the file (truncated download?).", "Re-download the file.")
@@ -111,10 +133,30 @@ def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...],
             raise KvplanInputError(f"{index} names missing shard(s): {', '.join(missing[:3])}.",
                                    "Download every shard, or remove the index to plan from config only.")
         files = sorted(set(files) | named)
+    return scales_from_sources([ByteSource(p) for p in files])
+
+
+def _numel(shape: Any) -> Optional[int]:
+    if not isinstance(shape, list) or not all(isinstance(s, int) for s in shape):
+        return None
+    return math.prod(shape)
+
+
+def scales_from_sources(sources: list[ByteSource]) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...], int]:
+    """find_scales over byte sources (local files, or Hub files read by range requests)."""
     out: list[ScaleTensor] = []
     total = 0
-    for p in files:
-        header, base = _read_header(p)
+    for src in sources:
+        p = src.label
+        header, base = _read_header(src)
+        wanted = []
+        for name, meta in header.items():
+            if isinstance(meta, dict) and _SCALE_RE.search(name) and _LAYER_RE.search("." + name):
+                n = _numel(meta.get("shape", []))
+                spec = _scale_spec(meta, n) if n is not None else None
+                if spec is not None and spec[2][1] > spec[2][0] >= 0:
+                    wanted.append((base + spec[2][0], spec[2][1] - spec[2][0]))
+        src.prefetch(sorted(wanted))
         for name, meta in header.items():
             if name == "__metadata__" or not isinstance(meta, dict):
                 continue
@@ -130,9 +172,9 @@ def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...],
                 raise KvplanInputError(f"corrupt safetensors header in {p}: bad shape for {name}.",
                                        "Re-download the file.")
             numel = math.prod(shape)
-            vmin, vmax = _scale_values(p, base, name, meta, numel)
+            vmin, vmax = _scale_values(src, base, name, meta, numel)
             out.append(ScaleTensor(name=name, kind=m.group(1), layer=int(lm.group(1)),
-                                   shape=tuple(shape), dtype=str(meta.get("dtype", "?")), file=p.name,
+                                   shape=tuple(shape), dtype=str(meta.get("dtype", "?")), file=src.name,
                                    vmin=vmin, vmax=vmax))
     out.sort(key=lambda s: (s.layer, s.kind, s.name))
-    return tuple(out), tuple(p.name for p in files), total
+    return tuple(out), tuple(src.name for src in sources), total

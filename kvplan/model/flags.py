@@ -52,3 +52,7 @@ class ServingFlags(Frozen):
     """Flags kvplan does not model (reported as findings, never a crash)."""
     model: Optional[str] = None
     """Positional model path / --model, when present in a pasted launch line."""
+    revision: Optional[str] = None
+    """--revision: the branch, tag or commit of a Hugging Face model id (ignored for a local path)."""
+    hf_overrides: dict[str, Any] = {}
+    """--hf-overrides JSON, applied to config.json before planning (as vLLM does)."""

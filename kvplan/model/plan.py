@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from kvplan.model.base import Frozen
 from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
@@ -91,6 +91,20 @@ class EngineRef(Frozen):
     """Engine version whose behaviour is modelled."""
 
 
+class HubSource(Frozen):
+    """Where a Hugging Face model id's files came from (present only for a Hub id)."""
+
+    repo_id: str
+    """The repository id, e.g. meta-llama/Llama-3.1-8B-Instruct."""
+    revision: Optional[str] = None
+    """The revision asked for (--revision: branch, tag or commit); null for the default branch."""
+    commit: str
+    """The commit sha the revision resolved to: every file read is from this commit."""
+    files: list[str]
+    """Repository files read: config.json and the other small files whole, *.safetensors only their
+    header and scale tensors (by HTTP range requests; weights are never downloaded)."""
+
+
 class ModelRef(Frozen):
     """The model a plan is for."""
 
@@ -103,7 +117,16 @@ class ModelRef(Frozen):
     dtype: str
     """Model dtype the engine will run in (what 'auto' KV means)."""
     source: Optional[str] = None
-    """Path the config came from."""
+    """Path the config came from (the model id for a Hugging Face id)."""
+    hub: Optional[HubSource] = None
+    """For a Hugging Face model id: repository, resolved commit and files read (absent for a local path)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_hub(self, handler):  # type: ignore[no-untyped-def] - no return type: the schema stays the model's
+        data = handler(self)
+        if isinstance(data, dict) and data.get("hub") is None:
+            data.pop("hub", None)
+        return data
 
 
 class GpuRef(Frozen):

@@ -10,7 +10,7 @@ from kvplan.backends.capabilities import EngineVersion
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
-    Decision, EngineRef, Finding, GpuRef, LayerPlan, ModelRef, Plan, Totals,
+    Decision, EngineRef, Finding, GpuRef, HubSource, LayerPlan, ModelRef, Plan, Totals,
 )
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
@@ -31,8 +31,11 @@ def _rules() -> dict[str, Rule]:
 def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
                  gpu: Optional[GpuFacts] = None, *, source: Optional[str] = None,
                  weight_bytes: Optional[int] = None, kv_budget_bytes: Optional[int] = None,
-                 extra_checks: Iterable[Rule] = (), engine: Optional[EngineVersion] = None) -> Plan:
+                 extra_checks: Iterable[Rule] = (), engine: Optional[EngineVersion] = None,
+                 hub: Optional[HubSource] = None) -> Plan:
     """Compile the per-layer KV plan. No I/O, no printing; deterministic for equal inputs.
+
+    `hub` records where a Hugging Face id's files came from (plan.model.hub).
 
     `engine` is the release modelled (default vllm==0.33.0; see `kvplan.backends.engines`).
     """
@@ -96,7 +99,8 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     return Plan(
         kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=ctx.engine_version),
         model=ModelRef(model_type=arch.text_model_type, architecture=arch.architecture,
-                       num_layers=arch.num_layers, dtype=globals_["model_dtype"], source=source),
+                       num_layers=arch.num_layers, dtype=globals_["model_dtype"], source=source,
+                       hub=hub),
         gpu=GpuRef(name=gpu.name, memory_gib=gpu.memory_gib,
                    compute_capability=".".join(map(str, gpu.compute_capability)) if gpu.compute_capability else None)
         if gpu else None,
@@ -149,6 +153,8 @@ def _flag_summary(f: ServingFlags) -> dict[str, Any]:
             out[name] = v
     if f.attention_config:
         out["attention_config"] = dict(sorted(f.attention_config.items()))
+    if f.hf_overrides:
+        out["hf_overrides"] = f.hf_overrides
     return out
 
 

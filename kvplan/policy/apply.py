@@ -25,12 +25,12 @@ from kvplan.emit._common import compact
 from kvplan.emit.codes import sort_findings
 from kvplan.emit.vllm import LayerTarget, Realisation, auto_values, group_differences, has_kv, realise
 from kvplan.errors import KvplanInputError
-from kvplan.ingest.checkpoint import load_model_inputs
+from kvplan.ingest.checkpoint import apply_hf_overrides, load_model_inputs
 from kvplan.ingest.hf_config import parse_hf_config
 from kvplan.ingest.quant import parse_quant_metadata
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
-from kvplan.model.plan import Decision, Finding, LayerPlan, Plan
+from kvplan.model.plan import Decision, Finding, HubSource, LayerPlan, Plan
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import QuantMode, quant_mode_of
 from kvplan.planner.compile import compile_plan
@@ -47,15 +47,19 @@ _CANONICAL = {QuantMode.fp8_per_tensor: "fp8", QuantMode.none: "auto"}
 class ModelInputs:
     """What the planner needs about one model, from a path or from an inline config.json object."""
 
-    def __init__(self, arch: ModelArch, quant: QuantMetadata, source: Optional[str], weight_bytes: Optional[int]):
-        self.arch, self.quant, self.source, self.weight_bytes = arch, quant, source, weight_bytes
+    def __init__(self, arch: ModelArch, quant: QuantMetadata, source: Optional[str], weight_bytes: Optional[int],
+                 hub: Optional[HubSource] = None):
+        self.arch, self.quant, self.source, self.weight_bytes, self.hub = arch, quant, source, weight_bytes, hub
 
 
 def model_inputs(path_or_config: str | Path | dict[str, Any], *, hf_quant_config: Optional[dict[str, Any]] = None,
                  quantization_flag: Optional[str] = None, read_safetensors: bool = True,
-                 source: Optional[str] = None) -> ModelInputs:
-    """A config.json path / checkpoint folder, or a config.json object (plus hf_quant_config.json object)."""
+                 source: Optional[str] = None, flags: Optional[ServingFlags] = None) -> ModelInputs:
+    """A config.json path / checkpoint folder / Hugging Face id, or a config.json object (plus
+    hf_quant_config.json object). `flags` supplies --revision and --hf-overrides."""
+    overrides = flags.hf_overrides if flags is not None else {}
     if isinstance(path_or_config, dict):
+        path_or_config = apply_hf_overrides(path_or_config, overrides)
         label = source or "<request>"
         if hf_quant_config is not None and not isinstance(hf_quant_config, dict):
             raise KvplanInputError(f"{label}: hf_quant_config must be a JSON object.",
@@ -66,8 +70,9 @@ def model_inputs(path_or_config: str | Path | dict[str, Any], *, hf_quant_config
     if hf_quant_config is not None:
         raise KvplanInputError("hf_quant_config is only taken with an inline config object.",
                                "Put hf_quant_config.json next to config.json instead.")
-    mi = load_model_inputs(path_or_config, quantization_flag=quantization_flag, read_safetensors=read_safetensors)
-    return ModelInputs(mi.arch, mi.quant, source or str(path_or_config), mi.weight_bytes)
+    mi = load_model_inputs(path_or_config, quantization_flag=quantization_flag, read_safetensors=read_safetensors,
+                           revision=flags.revision if flags is not None else None, hf_overrides=overrides)
+    return ModelInputs(mi.arch, mi.quant, source or mi.source or str(path_or_config), mi.weight_bytes, mi.hub)
 
 
 def _as_policy(policy: Policy | str | Path | None) -> Optional[Policy]:
@@ -179,17 +184,17 @@ def compile_with_policy(path_or_config: str | Path | dict[str, Any], flags: Any 
     """
     sf = flags_from(flags)
     mi = model_inputs(path_or_config, hf_quant_config=hf_quant_config, quantization_flag=sf.quantization,
-                      read_safetensors=read_safetensors, source=source)
+                      read_safetensors=read_safetensors, source=source, flags=sf)
     if kv_scales is not None:
         from kvplan.ingest.kv_scales import with_kv_scales  # noqa: PLC0415
-        mi = ModelInputs(mi.arch, with_kv_scales(mi.quant, kv_scales), mi.source, mi.weight_bytes)
+        mi = ModelInputs(mi.arch, with_kv_scales(mi.quant, kv_scales), mi.source, mi.weight_bytes, mi.hub)
     gf = gpu_facts(gpu)
     ev = resolve_engine(engine)
     pol = _as_policy(policy)
 
     def plan_for(f: ServingFlags, checks: Iterable[Rule] = ()) -> Plan:
         return compile_plan(mi.arch, mi.quant, f, gf, source=mi.source, weight_bytes=mi.weight_bytes,
-                            kv_budget_bytes=kv_budget_bytes, extra_checks=checks, engine=ev)
+                            kv_budget_bytes=kv_budget_bytes, extra_checks=checks, engine=ev, hub=mi.hub)
 
     if pol is None:
         return plan_for(sf, extra_checks)
