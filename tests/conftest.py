@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,16 @@ import pytest
 # triton is first imported; set TRITON_INTERPRET=0 explicitly to skip them instead.
 if "TRITON_INTERPRET" not in os.environ and not (os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi")):
     os.environ["TRITON_INTERPRET"] = "1"
+
+# No test reaches the real Hugging Face Hub or reads the developer's cache or token: Hub ids
+# resolve offline against an empty cache, unless a test serves repos with tests/hubserver.py
+# (the `fake_hub` fixture of tests/ingest/test_hub.py). Set before huggingface_hub is imported.
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="kvplan-tests-hf-")
+os.environ.pop("HF_HUB_CACHE", None)
+os.environ.pop("HF_TOKEN", None)
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # the discard port: refused at once
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

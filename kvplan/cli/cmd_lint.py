@@ -49,10 +49,13 @@ def lint(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     list_models: bool = typer.Option(False, "--list-models", help="List the model ids whose configs are bundled, and exit."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each skipped file to stderr."),
+    offline: bool = typer.Option(False, "--offline", help="Resolve no Hugging Face ids (air-gapped CI): their "
+                                 "launches get KV804 saying so. Same as `hub = false` in the configuration."),
 ) -> None:
     """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""
     try:
-        _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose)
+        _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose,
+             offline)
     except KvplanInputError as e:
         typer.echo(f"kvplan: error: {e}", err=True)
         sys.exit(2)
@@ -60,7 +63,7 @@ def lint(
 
 def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Optional[str],
          fail_level: Optional[LintFailLevel], exit_zero: bool, gpu: Optional[str], config: Optional[Path],
-         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool) -> None:
+         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool, offline: bool = False) -> None:
     if list_models:
         from kvplan.lint.resolve import bundled_ids  # noqa: PLC0415
         typer.echo("\n".join(bundled_ids()))
@@ -70,7 +73,7 @@ def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Op
     from kvplan.lint.formats import render  # noqa: PLC0415
     from kvplan.lint.run import exit_code, lint_paths  # noqa: PLC0415
     report = lint_paths(paths, select=_codes(select), ignore=_codes(ignore) or (), gpu=gpu, config=config,
-                        fail_level=fail_level.value if fail_level else None, isolated=isolated)
+                        fail_level=fail_level.value if fail_level else None, isolated=isolated, offline=offline)
     for fr in report.files:
         explicit = fr.path in {Path(p).as_posix() for p in paths}
         if fr.status == "skipped" and (verbose or explicit):

@@ -21,7 +21,8 @@ from kvplan.files import write_atomic  # noqa: F401 - re-exported for the cmd_* 
 ENGINE_FLAGS_HELP = ("Engine flags are accepted verbatim after the path, as in a vLLM launch line: "
                      "--kv-cache-dtype, --kv-cache-dtype-skip-layers, --dtype, --tensor-parallel-size, "
                      "--max-model-len, --block-size, --gpu-memory-utilization, --max-num-batched-tokens, "
-                     "--attention-backend, --attention-config, --quantization.")
+                     "--attention-backend, --attention-config, --quantization, --hf-overrides, and --revision "
+                     "(the branch, tag or commit of a Hugging Face model id).")
 
 app = typer.Typer(name="kvplan", add_completion=False, no_args_is_help=True,
                   help="Decide, explain and prove per-layer KV cache plans before launch.",
@@ -90,7 +91,9 @@ def _configured_policy() -> Optional[Path]:
 
 def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: Optional[float],
              policy: Optional[Path] = None, no_policy: bool = False, engine: Optional[str] = None,
-             kv_scales: Optional[Path] = None):
+             kv_scales: Optional[Path] = None, offline: bool = False):
+    if offline:  # read at resolution time by kvplan.ingest.hub (huggingface_hub is not imported yet)
+        os.environ["HF_HUB_OFFLINE"] = "1"
     budget = int(kv_budget_gib * 2**30) if kv_budget_gib is not None else None
     if policy is not None and no_policy:
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
@@ -107,7 +110,9 @@ def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: O
 
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
-PathArg = typer.Argument(..., help="config.json or a checkpoint folder (config.json, hf_quant_config.json, *.safetensors).")
+PathArg = typer.Argument(..., help="config.json, a checkpoint folder (config.json, hf_quant_config.json, *.safetensors), "
+                         "or a Hugging Face model id (org/name; --revision picks a branch, tag or commit).")
+OfflineOpt = typer.Option(False, "--offline", help="Hugging Face ids from the local cache only (as HF_HUB_OFFLINE=1).")
 GpuOpt = typer.Option(None, "--gpu", help="GPU profile: a name (h100), a compute capability (sm90) or auto.")
 EngineOpt = typer.Option("vllm==0.33.0", "--engine", help="Engine release to model: vllm==0.33.0 (default) "
                          "or an older vLLM down to vllm==0.18.0 (its flags, KV rules and known bugs).")
@@ -126,9 +131,10 @@ def plan(ctx: typer.Context, path: str = PathArg,
          gpu: Optional[str] = GpuOpt, engine: str = EngineOpt, kv_budget_gib: Optional[float] = BudgetOpt,
          all_layers: bool = typer.Option(False, "--all-layers", help="text format: one row per layer."),
          fail_level: FailLevel = FailOpt, policy: Optional[Path] = PolicyOpt,
-         no_policy: bool = NoPolicyOpt, kv_scales: Optional[Path] = KvScalesOpt) -> None:
+         no_policy: bool = NoPolicyOpt, kv_scales: Optional[Path] = KvScalesOpt,
+         offline: bool = OfflineOpt) -> None:
     """Compile the per-layer KV plan and print it (JSON by default)."""
-    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales)
+    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales, offline)
     if format is PlanFormat.json:
         from kvplan.report.json_report import dumps  # noqa: PLC0415
         text = dumps(p)
@@ -149,9 +155,9 @@ def explain(ctx: typer.Context, path: str = PathArg, gpu: Optional[str] = GpuOpt
             fail_level: FailLevel = typer.Option(FailLevel.never, "--fail-level",
                                                  help="Exit 1 when a finding is at or above this severity."),
             policy: Optional[Path] = PolicyOpt, no_policy: bool = NoPolicyOpt,
-            kv_scales: Optional[Path] = KvScalesOpt) -> None:
+            kv_scales: Optional[Path] = KvScalesOpt, offline: bool = OfflineOpt) -> None:
     """Explain the plan: per-layer table, which rule decided what and why, totals, findings."""
-    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales)
+    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales, offline)
     from kvplan.report.table import render_plan  # noqa: PLC0415
     render_plan(p, out_console(), expand=all_layers)
     raise typer.Exit(_fail_code(p, fail_level))

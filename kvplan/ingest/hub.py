@@ -427,7 +427,7 @@ def _from_cache(repo_id: str, revision: Optional[str], s: HubSettings, why: str)
                 "downloading it.",
                 f"Run `kvplan plan {repo_id}` once online to cache it (or `hf download {repo_id} config.json`), "
                 "or unset HF_HUB_OFFLINE.") from None
-        raise
+        raise KvplanInputError(f"{repo_id}{rev} is not in the Hugging Face cache {s.cache_dir}.") from None
     folder, commit = p.parent, p.parent.name
     manifest = _read_json(_kv_dir(s, repo_id, commit) / "manifest.json")
     if isinstance(manifest, dict) and isinstance(manifest.get("files"), list):

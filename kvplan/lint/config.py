@@ -15,6 +15,7 @@ wins over the top table):
     exclude = ["charts/*/tests/*"]
     per-file-ignores = { "deploy/legacy/*.yaml" = ["KV401"] }
     kv-budget-gib = 40                 # KV memory per GPU, instead of estimating it from weights
+    hub = true                         # resolve Hugging Face ids via the HF cache and Hub (false: air-gapped)
     [tool.kvplan.lint.models]
     "meta-llama/Meta-Llama-3.1-8B" = "models/llama-3.1-8b/config.json"
     "/models/qwen*" = { config = "models/qwen3-8b", weight-gib = 15.3 }
@@ -82,6 +83,8 @@ class LintConfig(_Cfg):
     """Served model (id, path or glob) -> config.json / checkpoint folder, or a table with config and weight-gib."""
     kv_budget_gib: Optional[float] = None
     """KV cache memory per GPU in GiB; when unset it is estimated from GPU memory and weight size."""
+    hub: bool = True
+    """Resolve Hugging Face model ids through the Hugging Face cache and Hub (false: air-gapped; KV804 says so)."""
 
 
 _TOP_KEYS = {_kebab(n) for n in LintConfig.model_fields} | set(LintConfig.model_fields)
@@ -94,6 +97,8 @@ class LoadedConfig:
         self.config = config
         self.path = path
         self.root = path.parent if path else Path.cwd()
+        self.offline = False
+        """`kvplan lint --offline`: no Hub resolution for this run (set by the runner)."""
 
 
 def find_config(start: Path) -> Optional[Path]:

@@ -5,6 +5,7 @@ thousand manifests of one model compile one plan.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -193,9 +194,11 @@ class Linter:
         src: Optional[ModelSource] = None
         if model is not None:
             try:
-                src = resolve_model(model, file, self.cfg)
+                src = resolve_model(model, file, self.cfg, revision=sf.revision)
             except KvplanInputError as e:
-                out.append(RawFinding("KV804", str(e), model_tok or anchor, model=model))
+                out.append(RawFinding("KV804", f"{e.problem.rstrip('.')}; skipped {len(self.model_rules)} rules that "
+                                               f"need it: {', '.join(self.model_rules)}.", model_tok or anchor,
+                                      fix=e.fix, model=model))
                 src = None  # reported; the model-free rules still run
         if src is None:
             if not any(f.code == "KV804" for f in out):
@@ -263,7 +266,7 @@ class Linter:
                self.engine.version_str)
         if key not in self.plans:
             try:
-                inputs = self._inputs(src, sf.quantization)
+                inputs = self._inputs(src, sf.quantization, sf.hf_overrides)
                 gpu = gpu_facts(gpu_name) if gpu_name else None
                 weight = src.weight_bytes if src.weight_bytes is not None else inputs.weight_bytes
                 self.plans[key] = compile_plan(inputs.arch, inputs.quant, sf, gpu, source=src.label,
@@ -272,11 +275,12 @@ class Linter:
                 self.plans[key] = e
         return self.plans[key]
 
-    def _inputs(self, src: ModelSource, quantization: Optional[str]) -> ModelInputs:
-        key = (str(src.path), quantization)
+    def _inputs(self, src: ModelSource, quantization: Optional[str], hf_overrides: Any = None) -> ModelInputs:
+        key = (str(src.path), quantization, json.dumps(hf_overrides or {}, sort_keys=True))
         if key not in self.inputs:
             try:
-                self.inputs[key] = load_model_inputs(src.path, quantization_flag=quantization)
+                self.inputs[key] = load_model_inputs(src.path, quantization_flag=quantization,
+                                                     hf_overrides=hf_overrides)
             except KvplanInputError as e:
                 self.inputs[key] = e
         v = self.inputs[key]

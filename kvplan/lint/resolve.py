@@ -1,8 +1,10 @@
 """Which config.json a launch's model means, and which GPU a node label means.
 
 Model order: the lint config's `models` mapping (exact key, then glob keys in file order), a local
-path (next to the linted file, or the working directory), then the configs bundled under
-kvplan/data/models keyed by Hugging Face id. GPU: node-selector labels such as
+path (next to the linted file, or the working directory), the configs bundled under
+kvplan/data/models keyed by Hugging Face id, then any other Hugging Face id through the Hugging
+Face cache and Hub (kvplan.ingest.hub: once per id and revision per run; off with
+`kvplan lint --offline` or `hub = false`). GPU: node-selector labels such as
 `nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3` or `cloud.google.com/gke-accelerator: nvidia-l4`.
 """
 from __future__ import annotations
@@ -25,7 +27,9 @@ BUNDLED = Path(__file__).resolve().parents[1] / "data" / "models"
 class ModelSource:
     """A model config the planner can read, and what the report calls it."""
 
-    path: Path
+    path: Any
+    """A config.json / checkpoint folder (Path), or a resolved Hub id (kvplan.ingest.hub.HubModel,
+    which `load_model_inputs` reads and whose str() is its hf://id@commit)."""
     label: str
     weight_bytes: Optional[int] = None
 
@@ -61,8 +65,82 @@ def _mapped(entry: str | ModelEntry, cfg: LoadedConfig, key: str) -> ModelSource
     return ModelSource(p, str(e.config), wb)
 
 
-def resolve_model(model: str, lint_file: Optional[Path], cfg: LoadedConfig) -> Optional[ModelSource]:
-    """The config for a served model string, or None when kvplan cannot find one."""
+def hub_enabled(cfg: LoadedConfig) -> bool:
+    """Hub ids resolve unless `hub = false` or `kvplan lint --offline` turned it off."""
+    return cfg.config.hub and not cfg.offline
+
+
+def hub_candidate(model: str, lint_file: Optional[Path], cfg: LoadedConfig) -> Optional[str]:
+    """The Hub id `model` would be resolved as (not mapped, not a local path, not bundled), else None."""
+    try:
+        src = _resolve_local(model, lint_file, cfg)
+    except KvplanInputError:
+        return None
+    return None if src is not None else _hub_id(model)
+
+
+def _hub_id(model: str) -> Optional[str]:
+    from kvplan.ingest.hub import hub_id  # noqa: PLC0415 - no huggingface_hub import here
+    try:
+        return hub_id(model)
+    except KvplanInputError:
+        return None  # not an id: "no config.json kvplan can find"
+
+
+def resolve_model(model: str, lint_file: Optional[Path], cfg: LoadedConfig,
+                  revision: Optional[str] = None) -> Optional[ModelSource]:
+    """The config for a served model string, or None when kvplan cannot find one.
+
+    A Hub id that cannot be resolved (not found, gated, network down, resolution off) raises
+    KvplanInputError with the reason (reported as KV804)."""
+    src = _resolve_local(model, lint_file, cfg)
+    if src is not None:
+        return src
+    repo = _hub_id(model)
+    if repo is None:
+        return None
+    if not hub_enabled(cfg):
+        why = "kvplan lint --offline" if cfg.offline else f"hub = false in {cfg.path}"
+        raise KvplanInputError(f"model {model!r} is a Hugging Face id and Hub resolution is off ({why}), so its "
+                               "config.json was not read and the rules that need the model were skipped.",
+                               "Map the id to a config.json in [tool.kvplan.lint.models], or lint with the Hub on.")
+    from kvplan.ingest.hub import resolve  # noqa: PLC0415
+    m = resolve(repo, revision)
+    return ModelSource(m, f"hf:{repo}@{m.commit[:12]}")
+
+
+def prefetch_hub_models(items: list[tuple[Optional[Path], LoadedConfig, Any]]) -> None:
+    """Resolve the Hub ids that the launch sites (file, configuration, Site) name, concurrently, so
+    that linting them later finds each one resolved; problems are reported when a launch is linted."""
+    from kvplan.ingest.flags import parse_flags  # noqa: PLC0415
+    from kvplan.lint.engine import _argv, index_flags  # noqa: PLC0415 - the engine imports this module
+    want: set[tuple[str, Optional[str]]] = set()
+    seen: dict[tuple[str, Optional[Path], Optional[Path]], Optional[str]] = {}
+    for path, cfg, site in items:
+        if not hub_enabled(cfg):
+            continue
+        try:
+            uses, positionals = index_flags(site.launch.args)
+            sf = parse_flags(_argv(uses, positionals))
+            model, revision = sf.model, sf.revision
+        except Exception:  # noqa: BLE001 - the launch's own lint reports it
+            model, revision = None, None
+        if model is None and getattr(site, "model_hint", None) is not None:
+            model = site.model_hint.value
+        if not model:
+            continue
+        key = (model, path.parent if path else None, cfg.path)
+        if key not in seen:
+            seen[key] = hub_candidate(model, path, cfg)
+        if seen[key] is not None:
+            want.add((seen[key], revision))
+    if want:
+        from kvplan.ingest.hub import prefetch  # noqa: PLC0415
+        prefetch(sorted(want, key=lambda w: (w[0], w[1] or "")))
+
+
+def _resolve_local(model: str, lint_file: Optional[Path], cfg: LoadedConfig) -> Optional[ModelSource]:
+    """Mapping, local path or bundled config, without touching the Hub."""
     models = cfg.config.models
     if model in models:
         return _mapped(models[model], cfg, model)

@@ -15,7 +15,7 @@ from kvplan.lint.engine import Linter
 from kvplan.lint.report import (
     FileResult, LaunchInfo, LintFinding, LintReport, Location, Settings, Summary, Suppressed,
 )
-from kvplan.lint.resolve import gpu_from_label
+from kvplan.lint.resolve import gpu_from_label, prefetch_hub_models
 from kvplan.lint.shell import Tok
 from kvplan.lint.sources import Extracted, RawFinding, extract_text, extract_yaml
 from kvplan.lint.suppress import Suppression, from_annotations, from_comments
@@ -172,8 +172,11 @@ def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[st
 def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
                gpu: Optional[str] = None, config: Optional[Path] = None, fail_level: Optional[str] = None,
                cwd: Optional[Path] = None, isolated: bool = False,
-               on_file: Optional[Callable[[str], None]] = None) -> LintReport:
-    """Lint deployment files and folders. Input errors (bad config, unknown --gpu) raise KvplanInputError."""
+               on_file: Optional[Callable[[str], None]] = None, offline: bool = False) -> LintReport:
+    """Lint deployment files and folders. Input errors (bad config, unknown --gpu) raise KvplanInputError.
+
+    `offline` turns Hugging Face id resolution off (as `hub = false` does); launches naming an id
+    then get KV804 saying so."""
     cwd = cwd or Path.cwd()
     if not paths:
         raise KvplanInputError("no path to lint.", "Pass files or folders, e.g. `kvplan lint deploy/`.")
@@ -190,6 +193,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
     input_cache: dict = {}
 
     def scope_of(loaded: LoadedConfig) -> _Scope:
+        loaded.offline = offline
         if loaded.path not in configs:
             configs[loaded.path] = _Scope(loaded, gpu, select, ignore, plan_cache, input_cache)
         return configs[loaded.path]
@@ -260,10 +264,17 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         files.append(FileResult(path=disp, kind="unknown", status="error", note=problem))
         finish(disp, None, [RawFinding("KV800", f"cannot lint {disp}: {problem}.", Tok("", 1, 1))], [])
 
+    read: list[tuple[_Candidate, Optional[str], Optional[str], bool, Optional[Extracted], Optional[str]]] = []
     for cand in candidates:
+        text, problem, is_finding = _read(cand)
+        ex, note = _extract(cand, text) if text is not None else (None, None)
+        read.append((cand, text, problem, is_finding, ex, note))
+    # Hugging Face ids named by the launches: resolved together, concurrently, before linting.
+    prefetch_hub_models([(c.path, scope_for(c.path).cfg, site) for c, _, _, _, ex, _ in read if ex for site in ex.sites])
+
+    for cand, text, problem, is_finding, ex, note in read:
         if on_file:
             on_file(cand.display)
-        text, problem, is_finding = _read(cand)
         if text is None:
             if is_finding:
                 files.append(FileResult(path=cand.display, kind="unknown", status="error", note=problem))
@@ -271,7 +282,6 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
             else:
                 files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=problem))
             continue
-        ex, note = _extract(cand, text)
         if ex is None:
             files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=note))
             continue
