@@ -295,3 +295,46 @@ def fp8_checkpoint(folder: Path, config_dir: Path, *, layers: Optional[int] = No
         (folder / "model.safetensors.index.json").write_text(json.dumps(
             {"metadata": {"total_size": shards * weight_bytes}, "weight_map": dict(sorted(weight_map.items()))}, indent=2))
     return folder
+
+
+# ---------------------------------------------------------------------------------- pytest fixture
+try:
+    import pytest
+except ImportError:  # pragma: no cover - bench/bench_hub.py imports this module without pytest
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+    @pytest.fixture
+    def fake_hub(tmp_path: Path, monkeypatch: "pytest.MonkeyPatch"):
+        """A FakeHub on a loopback port with HF_ENDPOINT and HF_HOME (an empty cache) pointed at it,
+        online (HF_HUB_OFFLINE=0) and without a token. Use `go_offline` to flip HF_HUB_OFFLINE=1."""
+        hub = FakeHub()
+        url = hub.start()
+        point_env_at(monkeypatch, url, tmp_path / "hf-home", offline=False)
+        try:
+            yield hub
+        finally:
+            hub.stop()
+            _clear_memo()
+
+
+def _clear_memo() -> None:
+    from kvplan.ingest import hub as hub_mod
+    hub_mod._MEMO.clear()
+
+
+def point_env_at(monkeypatch: "pytest.MonkeyPatch", url: str, home: Path, offline: bool) -> None:
+    """HF_* for this test (kvplan.ingest.hub reads them when it resolves; huggingface_hub's
+    import-time copy of HF_HUB_OFFLINE follows too)."""
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    go_offline(monkeypatch, offline)
+
+
+def go_offline(monkeypatch: "pytest.MonkeyPatch", offline: bool = True) -> None:
+    from huggingface_hub import constants
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1" if offline else "0")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+    _clear_memo()

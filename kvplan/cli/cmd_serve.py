@@ -30,6 +30,8 @@ def serve(
     threads: Annotated[int, typer.Option("--threads", help="Planner threads per worker.")] = 4,
     workers: Annotated[int, typer.Option("--workers", help="Worker processes (the planner is CPU-bound; use one per core).")] = 1,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level: critical, error, warning, info, debug.")] = "info",
+    no_hub: Annotated[bool, typer.Option("--no-hub", help="Refuse requests naming a Hugging Face id (`model`); "
+                                         "by default the server resolves them through its HF cache and Hub.")] = False,
 ) -> None:
     """Serve the planner as a JSON API: /v1/plan, /v1/emit, /v1/lint, /v1/rules, /v1/backends, /healthz."""
     missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
@@ -49,7 +51,7 @@ def serve(
 
     from kvplan.service.app import ServiceSettings, create_app  # noqa: PLC0415
     settings = ServiceSettings(allow_paths=tuple(dirs), max_body_bytes=max_body_bytes, threads=threads,
-                               max_layers=max_layers)
+                               max_layers=max_layers, hub=not no_hub)
     if workers > 1:
         # Worker processes import the app themselves: pass the settings through the environment.
         os.environ["KVPLAN_SERVE_SETTINGS"] = settings.to_json()

@@ -304,10 +304,10 @@ def _hub_error(e: BaseException, repo_id: str, revision: Optional[str], s: HubSe
     if isinstance(e, he.RevisionNotFoundError):
         return KvplanInputError(f"{repo_id} has no revision {revision!r}.",
                                 "Pass an existing branch, tag or commit sha with --revision.")
-    if isinstance(e, he.EntryNotFoundError):
+    if isinstance(e, he.EntryNotFoundError) and not isinstance(e, he.LocalEntryNotFoundError):
         return KvplanInputError(f"{repo_id}{rev} has no file {filename!r}.",
                                 "Check the id and --revision.")
-    if _is_network_error(e):
+    if _is_network_error(e) or isinstance(e, he.LocalEntryNotFoundError):
         return KvplanInputError(
             f"cannot reach {s.endpoint} to resolve {repo_id}{rev}, and it is not in the Hugging Face cache "
             f"{s.cache_dir}.",

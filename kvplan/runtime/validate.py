@@ -278,6 +278,11 @@ def load_plan_input(plan: Any, flags: Any = None, kv_scales: Optional[str | Path
     if isinstance(plan, Plan):
         return plan, "<Plan>", None
     p = Path(plan)
+    from kvplan.ingest.hub import looks_like_hub_id  # noqa: PLC0415
+    if not p.exists() and isinstance(plan, str) and looks_like_hub_id(plan):
+        from kvplan.api import compile_with_quant  # noqa: PLC0415
+        plan_obj, quant = compile_with_quant(plan, flags, kv_scales=kv_scales)
+        return plan_obj, plan, quant
     if not p.exists():
         raise KvplanInputError(f"{plan}: no such file or folder.", "Pass a PLAN.json, a config.json or a checkpoint folder.")
     if p.is_file() and p.suffix.lower() == ".json" and p.name != "config.json":

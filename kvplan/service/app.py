@@ -56,17 +56,20 @@ class ServiceSettings:
     """Planner threads (requests beyond this wait for a free thread)."""
     max_layers: int = DEFAULT_MAX_LAYERS
     """Largest num_hidden_layers accepted in an inline config."""
+    hub: bool = True
+    """Requests may name a Hugging Face model id (`model`), resolved through the server's HF cache and Hub."""
 
     def to_json(self) -> str:
         return json.dumps({"allow_paths": [str(p) for p in self.allow_paths], "max_body_bytes": self.max_body_bytes,
-                           "threads": self.threads, "max_layers": self.max_layers})
+                           "threads": self.threads, "max_layers": self.max_layers, "hub": self.hub})
 
     @classmethod
     def from_json(cls, text: str) -> "ServiceSettings":
         d = json.loads(text)
         return cls(allow_paths=tuple(Path(p) for p in d.get("allow_paths", ())),
                    max_body_bytes=int(d.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)),
-                   threads=int(d.get("threads", 4)), max_layers=int(d.get("max_layers", DEFAULT_MAX_LAYERS)))
+                   threads=int(d.get("threads", 4)), max_layers=int(d.get("max_layers", DEFAULT_MAX_LAYERS)),
+                   hub=bool(d.get("hub", True)))
 
 
 class ServiceError(Exception):
@@ -167,8 +170,20 @@ class Service:
         self.allowed = tuple(p.resolve() for p in settings.allow_paths)
 
     def _model_source(self, req: ModelRequest) -> tuple[Any, Optional[str]]:
-        if req.config is not None and req.config_path is not None:
-            raise KvplanInputError("give either config or config_path, not both.", "Send the config.json object inline.")
+        if sum(x is not None for x in (req.config, req.config_path, req.model)) > 1:
+            raise KvplanInputError("give one of config, config_path and model, not several.",
+                                   "Send the config.json object inline, or a Hugging Face id as model.")
+        if req.model is not None:
+            if not self.settings.hub:
+                raise ServiceError(403, "hub_disabled", "this server resolves no Hugging Face ids (started with "
+                                   "--no-hub). Send the config.json object as `config`.")
+            from kvplan.api import flags_from  # noqa: PLC0415
+            from kvplan.ingest.hub import hub_id, resolve  # noqa: PLC0415
+            repo = hub_id(req.model) if "/" in req.model else None
+            if repo is None:  # never a server-side path: those go through config_path and --allow-path
+                raise KvplanInputError(f"model {req.model!r} is not a Hugging Face model id.",
+                                       "Send an id such as meta-llama/Llama-3.1-8B-Instruct, or the config.json as `config`.")
+            return resolve(repo, flags_from(req.flags).revision), req.model
         if req.config_path is not None:
             if not self.allowed:
                 raise ServiceError(403, "path_not_allowed", "this server reads no files: config_path is disabled. "

@@ -25,6 +25,9 @@ class ModelRequest(_Request):
     """The checkpoint's hf_quant_config.json object (ModelOpt), if it has one."""
     config_path: Optional[str] = None
     """Instead of `config`: a config.json or checkpoint folder on the server, under a `--allow-path` directory."""
+    model: Optional[str] = None
+    """Instead of `config`: a Hugging Face model id (org/name) the server resolves through its Hugging Face
+    cache and Hub (`--revision` in `flags` picks a branch, tag or commit; servers started with --no-hub refuse it)."""
     flags: Union[list[str], str] = Field(default_factory=list)
     """vLLM serving flags: an argv list or a pasted launch line (`vllm serve M --kv-cache-dtype fp8 ...`)."""
     gpu: Optional[str] = None
