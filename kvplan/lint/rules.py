@@ -55,9 +55,12 @@ model_config_not_found = declare(
     code="KV804", name="model-config-not-found", severity="warning", family=LINT_FAMILY,
     summary="The served model's config.json was not found, so the rules that need the model were skipped.",
     why="Most KV rules (dtype, scales, skip indices, memory) need the model's layers; without them "
-        "only flag rules run, and the finding lists the skipped ones.",
+        "only flag rules run, and the finding lists the skipped ones. For a Hugging Face id it says why "
+        "the id did not resolve: not found or private, gated, not in the cache offline, or Hub "
+        "resolution turned off (`kvplan lint --offline`, `hub = false`).",
     fix="Map the model id to a config.json in [tool.kvplan.lint.models] (pyproject.toml or "
-        "kvplan.toml), or use a bundled model id (`kvplan lint --list-models`).",
+        "kvplan.toml), use a bundled model id (`kvplan lint --list-models`), or let kvplan reach the "
+        "Hugging Face Hub or cache (HF_TOKEN / `hf auth login` for gated repos; see docs/hub.md).",
     references=(_LINT_DOC,))(_lint_only)
 
 unused_suppression = declare(

@@ -213,7 +213,7 @@ class Service:
 
     def emit(self, req: EmitRequest) -> EmitResult:
         if req.plan is not None:
-            given = [f for f in ("config", "config_path", "hf_quant_config", "gpu", "kv_budget_gib", "policy", "engine")
+            given = [f for f in ("config", "config_path", "model", "hf_quant_config", "gpu", "kv_budget_gib", "policy", "engine")
                      if getattr(req, f) is not None] + (["flags"] if req.flags else [])
             if given:
                 raise KvplanInputError(f"a plan was sent together with {', '.join(given)}; the plan already fixes them.",
