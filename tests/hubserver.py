@@ -92,6 +92,7 @@ class FakeHub:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out at once (no delayed-ACK stalls)
 
             def log_message(self, *args: object) -> None:  # quiet
                 pass
@@ -304,8 +305,8 @@ except ImportError:  # pragma: no cover - bench/bench_hub.py imports this module
     pytest = None  # type: ignore[assignment]
 
 if pytest is not None:
-    @pytest.fixture
-    def fake_hub(tmp_path: Path, monkeypatch: "pytest.MonkeyPatch"):
+    @pytest.fixture(name="fake_hub")
+    def fake_hub_fixture(tmp_path: Path, monkeypatch: "pytest.MonkeyPatch"):
         """A FakeHub on a loopback port with HF_ENDPOINT and HF_HOME (an empty cache) pointed at it,
         online (HF_HUB_OFFLINE=0) and without a token. Use `go_offline` to flip HF_HUB_OFFLINE=1."""
         hub = FakeHub()

@@ -12,7 +12,7 @@ from kvplan.ingest.quant import load_hf_quant_config, parse_quant_metadata
 from kvplan.ingest.safetensors import find_scales, scales_from_sources
 from kvplan.model.arch import ModelArch
 from kvplan.model.plan import HubSource
-from kvplan.model.quant import QuantMetadata
+from kvplan.model.quant import QuantMetadata, ScaleTensor
 
 if TYPE_CHECKING:
     from kvplan.ingest.hub import HubModel
@@ -96,7 +96,9 @@ def load_model_inputs(path: "str | Path | HubModel", quantization_flag: Optional
     raw = apply_hf_overrides(load_json(cfg_path, "config"), hf_overrides or {})
     arch = parse_hf_config(raw, cfg_path)
     hq = load_hf_quant_config(folder)
-    scales, files, weight_bytes = (), (), None
+    scales: tuple[ScaleTensor, ...] = ()
+    files: tuple[str, ...] = ()
+    weight_bytes: Optional[int] = None
     if read_safetensors and (p.is_dir() or any(folder.glob("*.safetensors"))):
         scales, files, weight_bytes = find_scales(folder)
     quant = parse_quant_metadata(raw, hq, scales, files, quantization_flag)
@@ -111,7 +113,9 @@ def _load_hub(m: "HubModel", quantization_flag: Optional[str], read_safetensors:
     raw = apply_hf_overrides(load_json(cfg_path, "config"), hf_overrides or {})
     arch = parse_hf_config(raw, cfg_path)
     hq = load_hf_quant_config(m.folder)
-    scales, files, weight_bytes = (), (), None
+    scales: tuple[ScaleTensor, ...] = ()
+    files: tuple[str, ...] = ()
+    weight_bytes: Optional[int] = None
     if read_safetensors and m.safetensors:
         scales, files, weight_bytes = scales_from_sources(m.sources())
     quant = parse_quant_metadata(raw, hq, scales, files, quantization_flag)

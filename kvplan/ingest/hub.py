@@ -40,6 +40,7 @@ _FIRST_READ = 100_000        # one request usually covers a safetensors header (
 _MERGE_GAP = 64 * 1024       # scale tensors closer than this are fetched by one range request
 _TIMEOUT = 30.0
 _TTL = 300.0                 # an in-process resolution of a branch/tag is reused this long (explore, serve, lint)
+_FAILURE_TTL = 30.0          # and a failed one (not found, gated, unreachable) this long
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 _PART = r"[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?"
 _ID_RE = re.compile(rf"^{_PART}/{_PART}$")
@@ -320,6 +321,17 @@ def _hub_error(e: BaseException, repo_id: str, revision: Optional[str], s: HubSe
                             "Retry later; check HF_ENDPOINT and your token (HF_TOKEN / `hf auth login`).")
 
 
+def _token_id() -> str:
+    """Which credentials requests go out with (a login or HF_TOKEN change resolves anew)."""
+    try:
+        from huggingface_hub import get_token  # noqa: PLC0415
+        tok = get_token()
+    except Exception:  # noqa: BLE001
+        tok = None
+    import hashlib  # noqa: PLC0415
+    return hashlib.sha256(tok.encode()).hexdigest()[:16] if tok else ""
+
+
 def _has_token() -> bool:
     try:
         from huggingface_hub import get_token  # noqa: PLC0415
@@ -330,25 +342,34 @@ def _has_token() -> bool:
 
 # ---------------------------------------------------------------------------------- resolving
 _LOCK = threading.Lock()
-_MEMO: dict[tuple[Any, ...], tuple[float, HubModel]] = {}
+_MEMO: dict[tuple[Any, ...], tuple[float, "HubModel | KvplanInputError"]] = {}
 _KEY_LOCKS: dict[tuple[Any, ...], threading.Lock] = {}
 
 
 def resolve(repo_id: str, revision: Optional[str] = None, *, offline: Optional[bool] = None) -> HubModel:
     """The repo at `revision` (None: its default branch), with its small files in the cache.
 
-    Each (id, revision) is resolved once per process (for a branch or tag, for 5 minutes), so a
-    lint run or an explorer session asks the Hub once per model, and concurrent callers wait
-    for the one request in flight."""
+    Each (id, revision) is resolved once per process (for a branch or tag, for 5 minutes; a
+    failure is remembered for 30 seconds), so a lint run or an explorer session asks the Hub once
+    per model, and concurrent callers wait for the one request in flight."""
     s = settings(offline)
-    key = (repo_id, revision, s.endpoint, str(s.cache_dir), s.offline)
+    key = (repo_id, revision, s.endpoint, str(s.cache_dir), s.offline, _token_id())
     with _LOCK:
         lock = _KEY_LOCKS.setdefault(key, threading.Lock())
     with lock:
         hit = _MEMO.get(key)
-        if hit is not None and (time.monotonic() - hit[0] < _TTL or _COMMIT_RE.match(revision or "")):
-            return hit[1]
-        model = _resolve(repo_id, revision, s)
+        if hit is not None:
+            age, value = time.monotonic() - hit[0], hit[1]
+            if isinstance(value, KvplanInputError):
+                if age < _FAILURE_TTL:
+                    raise value
+            elif age < _TTL or _COMMIT_RE.match(revision or ""):
+                return value
+        try:
+            model = _resolve(repo_id, revision, s)
+        except KvplanInputError as e:  # a failure is remembered briefly too: a lint run asks once per id
+            _MEMO[key] = (time.monotonic(), e)
+            raise
         _MEMO[key] = (time.monotonic(), model)
         return model
 
@@ -397,7 +418,7 @@ def _download(repo_id: str, revision: Optional[str], commit: str, small: list[st
     from huggingface_hub import hf_hub_download  # noqa: PLC0415
     folder: Optional[Path] = None
     for name in small:
-        rev = revision if (name == "config.json" and revision is not None and revision != commit) else commit
+        rev: Optional[str] = revision if (name == "config.json" and revision is not None) else commit
         if name == "config.json" and revision is None:
             rev = None  # the default branch: the library records refs/main
         try:

@@ -132,8 +132,9 @@ def prefetch_hub_models(items: list[tuple[Optional[Path], LoadedConfig, Any]]) -
         key = (model, path.parent if path else None, cfg.path)
         if key not in seen:
             seen[key] = hub_candidate(model, path, cfg)
-        if seen[key] is not None:
-            want.add((seen[key], revision))
+        repo = seen[key]
+        if repo is not None:
+            want.add((repo, revision))
     if want:
         from kvplan.ingest.hub import prefetch  # noqa: PLC0415
         prefetch(sorted(want, key=lambda w: (w[0], w[1] or "")))

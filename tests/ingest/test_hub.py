@@ -16,7 +16,7 @@ from kvplan.api import compile_with_quant
 from kvplan.errors import KvplanInputError
 from kvplan.report.json_report import dumps
 from tests.conftest import EXAMPLES, ROOT
-from tests.hubserver import FakeHub, fake_hub, fp8_checkpoint, go_offline  # noqa: F401 - fixture
+from tests.hubserver import FakeHub, fake_hub_fixture, fp8_checkpoint, go_offline  # noqa: F401 - fixture
 
 FP8 = EXAMPLES / "nvidia-Llama-3.1-70B-Instruct-FP8"
 LLAMA = EXAMPLES / "Meta-Llama-3.1-8B"

@@ -13,7 +13,7 @@ import pytest
 
 from kvplan.lint import lint_paths
 from tests.conftest import EXAMPLES, ROOT
-from tests.hubserver import FakeHub, fake_hub, fp8_checkpoint  # noqa: F401 - fixture
+from tests.hubserver import FakeHub, fake_hub_fixture, fp8_checkpoint  # noqa: F401 - fixture
 
 FP8 = EXAMPLES / "nvidia-Llama-3.1-70B-Instruct-FP8"
 
@@ -118,7 +118,8 @@ def test_launch_line_revision_and_errors(fake_hub: FakeHub, tmp_path: Path) -> N
     deploy = tmp_path / "deploy"
     _manifest(deploy, "pinned", "acme/evolving", extra=', "--kv-cache-dtype-skip-layers", "10", "--revision", "v1"')
     _manifest(deploy, "gated", "acme/gated")
-    _manifest(deploy, "missing", "acme/nothing-here")
+    for n in range(3):
+        _manifest(deploy, f"missing{n}", "acme/nothing-here")
     r = lint_paths([str(deploy)], cwd=tmp_path, isolated=True)
     pinned = [f for f in r.findings if "pinned" in f.location.path]
     assert any(f.code == "KV302" and "0..7" in f.message for f in pinned)  # 8 layers: the v1 tag
@@ -127,6 +128,7 @@ def test_launch_line_revision_and_errors(fake_hub: FakeHub, tmp_path: Path) -> N
     assert "acme/gated is a gated repository" in gated.message and "accept its licence" in (gated.fix or "")
     missing = next(f for f in r.findings if "missing" in f.location.path and f.code == "KV804")
     assert "'acme/nothing-here' was not found" in missing.message
+    assert fake_hub.count("GET", "/api/models/acme/nothing-here") == 1  # asked once for the three files
 
 
 @pytest.mark.parametrize("text", ["--model ${MODEL_ID}", "--model my-model"])
