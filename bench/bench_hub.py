@@ -37,6 +37,9 @@ CORPUS = ROOT / "tests" / "data" / "corpus"
 FP8 = ROOT / "examples" / "nvidia-Llama-3.1-70B-Instruct-FP8"
 
 
+repo_dirs: dict[str, Path] = {}
+
+
 def build_repos(hub: FakeHub, tmp: Path) -> list[str]:
     ids = []
     for d in sorted(p for p in CORPUS.iterdir() if (p / "config.json").is_file())[:18]:
@@ -47,20 +50,23 @@ def build_repos(hub: FakeHub, tmp: Path) -> list[str]:
                 shutil.copy(d / f, repo / f)
         rid = f"bench-org/{d.name}"
         hub.add(rid, repo)
+        repo_dirs[rid] = repo
         ids.append(rid)
     for i in range(2):
         ck = fp8_checkpoint(tmp / "repos" / f"fp8-{i}", FP8, layers=80, weight_bytes=8 << 30, shards=4)
         rid = f"bench-org/Llama-70B-FP8-{i}"
         hub.add(rid, ck)
+        repo_dirs[rid] = ck
         ids.append(rid)
     return ids
 
 
-def manifests(folder: Path, ids: list[str], n: int) -> None:
+def manifests(folder: Path, ids: list[str], n: int, names: "list[str] | None" = None) -> None:
+    """N Deployments serving ids[i % 20] (or names[i % 20]: the same models as local paths)."""
     folder.mkdir(parents=True)
     flags = [["--kv-cache-dtype", "fp8"], ["--kv-cache-dtype", "auto"]]
     for i in range(n):
-        args = [ids[i % len(ids)], *flags[(i // len(ids)) % 2], "--max-model-len", "8192"]
+        args = [(names or ids)[i % len(ids)], *flags[(i // len(ids)) % 2], "--max-model-len", "8192"]
         lines = "\n".join(f'            - "{a}"' for a in args)
         (folder / f"svc-{i:04d}.yaml").write_text(f"""apiVersion: apps/v1
 kind: Deployment
@@ -81,6 +87,12 @@ spec:
             limits:
               nvidia.com/gpu: 1
 """)
+
+
+def per_id(hub: FakeHub, rid: str) -> int:
+    """Requests the server answered about one repository (exact id: no prefix matches)."""
+    return sum(1 for _, p, _ in hub.requests if p.split("?")[0] == f"/api/models/{rid}"
+               or p.startswith((f"/api/models/{rid}/", f"/{rid}/")))
 
 
 def run(args: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> float:
@@ -149,21 +161,25 @@ def main() -> None:
         deploy = tmp / "deploy"
         manifests(deploy, ids, a.files)
         lint = ["lint", str(deploy), "--format", "json", "-o", str(tmp / "report.json"), "--exit-zero"]
+        local_deploy = tmp / "deploy-local"
+        manifests(local_deploy, ids, a.files, names=[str(repo_dirs[rid]) for rid in ids])
+        lint_local = ["lint", str(local_deploy), "--format", "json", "-o", str(tmp / "report-local.json"), "--exit-zero"]
         lrows = []
-        labels = ("cold cache (emptied before each run), online", "warm cache, online", "warm cache, HF_HUB_OFFLINE=1")
-        lt: dict[int, list[float]] = {0: [], 1: [], 2: []}
-        lreq: dict[int, list[int]] = {0: [], 1: [], 2: []}
-        lbytes: dict[int, list[int]] = {0: [], 1: [], 2: []}
-        lworst: dict[int, list[int]] = {0: [], 1: [], 2: []}
+        labels = ("the same models as local folders (baseline, no Hub)", "cold cache (emptied before each run), online",
+                  "warm cache, online", "warm cache, HF_HUB_OFFLINE=1")
+        lt: dict[int, list[float]] = {i: [] for i in range(4)}
+        lreq: dict[int, list[int]] = {i: [] for i in range(4)}
+        lbytes: dict[int, list[int]] = {i: [] for i in range(4)}
+        lworst: dict[int, list[int]] = {i: [] for i in range(4)}
         for _ in range(a.lint_runs):  # round robin; the cold run fills the cache the two warm runs use
-            for i, e in enumerate((env, env, offline)):
-                if i == 0:
+            for i, e in enumerate((env, env, env, offline)):
+                if i == 1:
                     shutil.rmtree(home, ignore_errors=True)
                 hub.reset_counts()
-                lt[i].append(run(lint, e))
+                lt[i].append(run(lint_local if i == 0 else lint, e))
                 lreq[i].append(len(hub.requests))
                 lbytes[i].append(hub.bytes_served)
-                lworst[i].append(max(hub.count(None, f"/{rid}/") + hub.count(None, f"/api/models/{rid}") for rid in ids))
+                lworst[i].append(max(per_id(hub, rid) for rid in ids))
         report = json.loads((tmp / "report.json").read_text())
         kv804 = report["summary"]["by_code"].get("KV804", 0)
         for i, label in enumerate(labels):

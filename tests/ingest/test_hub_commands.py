@@ -29,7 +29,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_emit_and_calibrate_take_an_id(fake_hub: FakeHub, tmp_path: Path) -> None:
-    _repo(fake_hub_fixture, tmp_path / "repo")
+    _repo(fake_hub, tmp_path / "repo")
     r = _cli("emit", "org/llama", "--to", "vllm", "--kv-cache-dtype", "fp8")
     assert r.returncode == 0, r.stderr
     assert "--kv-cache-dtype fp8" in r.stdout
@@ -39,7 +39,7 @@ def test_emit_and_calibrate_take_an_id(fake_hub: FakeHub, tmp_path: Path) -> Non
 
 
 def test_explore_session_resolves_once(fake_hub: FakeHub, tmp_path: Path) -> None:
-    _repo(fake_hub_fixture, tmp_path / "repo")
+    _repo(fake_hub, tmp_path / "repo")
     s = ExploreSession("org/llama", ["--kv-cache-dtype", "fp8"])
     assert s.apply(kv_cache_dtype="auto") is None and s.apply(tensor_parallel_size=2) is None
     assert s.plan.model.hub is not None and s.compiles == 3
@@ -47,7 +47,7 @@ def test_explore_session_resolves_once(fake_hub: FakeHub, tmp_path: Path) -> Non
 
 
 def test_service_model_field(fake_hub: FakeHub, tmp_path: Path) -> None:
-    sha = _repo(fake_hub_fixture, tmp_path / "repo")
+    sha = _repo(fake_hub, tmp_path / "repo")
     with running_server(ServiceSettings()) as url, httpx.Client(base_url=url, timeout=30) as c:
         ok = c.post("/v1/plan", json={"model": "org/llama", "flags": ["--kv-cache-dtype", "fp8"]})
         assert ok.status_code == 200, ok.text
