@@ -1,6 +1,7 @@
 """Shared fixtures: repository paths and the corpus/flag matrix used across tests."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ if "TRITON_INTERPRET" not in os.environ and not (os.path.exists("/dev/nvidiactl"
 # resolve offline against an empty cache, unless a test serves repos with tests/hubserver.py
 # (the `fake_hub` fixture of tests/ingest/test_hub.py). Set before huggingface_hub is imported.
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="kvplan-tests-hf-")
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)
 os.environ.pop("HF_HUB_CACHE", None)
 os.environ.pop("HF_TOKEN", None)
 os.environ["HF_HUB_OFFLINE"] = "1"

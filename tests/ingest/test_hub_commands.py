@@ -60,3 +60,11 @@ def test_service_model_field(fake_hub: FakeHub, tmp_path: Path) -> None:
     with running_server(ServiceSettings(hub=False)) as url, httpx.Client(base_url=url, timeout=30) as c:
         off = c.post("/v1/plan", json={"model": "org/llama"})
         assert off.status_code == 403 and off.json()["error"]["type"] == "hub_disabled"
+
+
+def test_validate_takes_an_id(fake_hub: FakeHub, tmp_path: Path) -> None:
+    from kvplan.runtime.validate import load_plan_input
+    sha = _repo(fake_hub, tmp_path / "repo")
+    plan, source, quant = load_plan_input("org/llama", ["--kv-cache-dtype", "fp8"])
+    assert source == "org/llama" and plan.model.hub.commit == sha and quant is not None
+    assert plan.kv_cache_dtype == "fp8"
