@@ -17,7 +17,7 @@ if "TRITON_INTERPRET" not in os.environ and not (os.path.exists("/dev/nvidiactl"
 
 # No test reaches the real Hugging Face Hub or reads the developer's cache or token: Hub ids
 # resolve offline against an empty cache, unless a test serves repos with tests/hubserver.py
-# (the `fake_hub` fixture of tests/ingest/test_hub.py). Set before huggingface_hub is imported.
+# (the `fake_hub` fixture in tests/hubserver.py). Set before huggingface_hub is imported.
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="kvplan-tests-hf-")
 atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)
 os.environ.pop("HF_HUB_CACHE", None)

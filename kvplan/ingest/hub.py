@@ -255,6 +255,8 @@ def _range_get(m: HubModel, name: str, offset: int, n: int) -> tuple[bytes, Opti
         with get_session().stream("GET", url, headers=headers, timeout=_TIMEOUT) as r:
             if r.status_code == 416:  # past the end of the file
                 return b"", None
+            if r.status_code >= 400:
+                r.read()  # an error body is small; the library's error mapping reads it
             hf_raise_for_status(r)
             buf = bytearray()
             skip = offset if r.status_code == 200 else 0  # Range ignored: the body starts at byte 0
