@@ -379,6 +379,11 @@ def resolve(repo_id: str, revision: Optional[str] = None, *, offline: Optional[b
 def _resolve(repo_id: str, revision: Optional[str], s: HubSettings) -> HubModel:
     if s.offline:
         return _from_cache(repo_id, revision, s, why="HF_HUB_OFFLINE=1")
+    if revision is not None and _COMMIT_RE.match(revision):  # a commit never changes: a complete cache answers
+        try:
+            return _from_cache(repo_id, revision, s, why="pinned commit", need_manifest=True)
+        except KvplanInputError:
+            pass
     from huggingface_hub import HfApi  # noqa: PLC0415
     try:
         info = HfApi(endpoint=s.endpoint).model_info(repo_id, revision=revision)
@@ -436,7 +441,8 @@ def _download(repo_id: str, revision: Optional[str], commit: str, small: list[st
     return folder
 
 
-def _from_cache(repo_id: str, revision: Optional[str], s: HubSettings, why: str) -> HubModel:
+def _from_cache(repo_id: str, revision: Optional[str], s: HubSettings, why: str,
+                need_manifest: bool = False) -> HubModel:
     """Resolve from the cache alone (refs for a branch/tag, the snapshot folder for the files)."""
     from huggingface_hub import hf_hub_download  # noqa: PLC0415
     try:
@@ -455,6 +461,8 @@ def _from_cache(repo_id: str, revision: Optional[str], s: HubSettings, why: str)
     manifest = _read_json(_kv_dir(s, repo_id, commit) / "manifest.json")
     if isinstance(manifest, dict) and isinstance(manifest.get("files"), list):
         names = [str(n) for n in manifest["files"]]
+    elif need_manifest:
+        raise KvplanInputError(f"{repo_id}@{commit}: kvplan has not listed this commit's files yet.")
     else:  # cached by another tool: what the snapshot holds
         names = sorted(q.name for q in folder.iterdir() if q.name in SMALL_FILES or q.suffix == ".safetensors")
         if (folder / INDEX).is_file():

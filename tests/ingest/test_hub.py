@@ -16,7 +16,7 @@ from kvplan.api import compile_with_quant
 from kvplan.errors import KvplanInputError
 from kvplan.report.json_report import dumps
 from tests.conftest import EXAMPLES, ROOT
-from tests.hubserver import FakeHub, fake_hub_fixture, fp8_checkpoint, go_offline  # noqa: F401 - fixture
+from tests.hubserver import FakeHub, _clear_memo, fake_hub_fixture, fp8_checkpoint, go_offline  # noqa: F401 - fixture
 
 FP8 = EXAMPLES / "nvidia-Llama-3.1-70B-Instruct-FP8"
 LLAMA = EXAMPLES / "Meta-Llama-3.1-8B"
@@ -95,7 +95,6 @@ def test_same_commit_same_bytes_then_offline_from_the_cache(fake_hub: FakeHub, t
     ck = fp8_checkpoint(tmp_path / "ck", FP8, layers=4, weight_bytes=GIB, shards=2)
     fake_hub.add("org/model", ck)
     first = dumps(kvplan.compile("org/model", "--kv-cache-dtype fp8"))
-    from tests.hubserver import _clear_memo
     _clear_memo()
     fake_hub.reset_counts()
     second = dumps(kvplan.compile("org/model", "--kv-cache-dtype fp8"))
@@ -137,6 +136,10 @@ def test_revision_pinning(fake_hub: FakeHub, tmp_path: Path, monkeypatch: pytest
     assert (tagged.model.num_layers, tagged.model.hub.commit, tagged.model.hub.revision) == (8, v1, "v1.0")
     pinned = kvplan.compile("org/evolving", ["--revision", v1])
     assert (pinned.model.num_layers, pinned.model.hub.commit) == (8, v1)
+    fake_hub.reset_counts()
+    _clear_memo()
+    assert kvplan.compile("org/evolving", ["--revision", v1]).model.hub.commit == v1
+    assert fake_hub.count() == 0  # a commit already in the cache needs no request, even online
     # vLLM's launch line spelling, and a commit resolved earlier, offline
     assert kvplan.compile("org/evolving", f"vllm serve org/evolving --revision {v2}").model.num_layers == 12
     go_offline(monkeypatch)
