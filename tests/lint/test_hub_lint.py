@@ -81,10 +81,12 @@ def test_offline_and_hub_false_turn_resolution_off_and_kv804_says_so(fake_hub: F
     kv804 = [f for f in r.findings if f.code == "KV804"]
     assert len(kv804) == 1 and "Hub resolution is off (kvplan lint --offline)" in kv804[0].message
     assert "skipped" in kv804[0].message and "KV401" in kv804[0].message
-    (tmp_path / "kvplan.toml").write_text("[lint]\nhub = false\n")
-    r = lint_paths([str(deploy)], cwd=tmp_path)
-    kv804 = [f for f in r.findings if f.code == "KV804"]
-    assert len(kv804) == 1 and "hub = false" in kv804[0].message
+    for name, text in (("kvplan.toml", "[lint]\nhub = false\n"), ("pyproject.toml", "[tool.kvplan]\nhub = false\n")):
+        (tmp_path / name).write_text(text)
+        r = lint_paths([str(deploy)], cwd=tmp_path)
+        kv804 = [f for f in r.findings if f.code == "KV804"]
+        assert len(kv804) == 1 and f"hub = false in {tmp_path / name}" in kv804[0].message
+        (tmp_path / name).unlink()
     assert fake_hub.count() == 0
     # the CLI option, end to end
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
