@@ -231,3 +231,16 @@ def test_plan_of_a_local_path_never_imports_huggingface_hub() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_hf_hub_cache_is_where_files_and_header_bytes_go(fake_hub: FakeHub, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    ck = fp8_checkpoint(tmp_path / "ck", FP8, layers=2, weight_bytes=1 << 20)
+    sha = fake_hub.add("org/fp8", ck)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "shared-cache"))
+    kvplan.compile("org/fp8")
+    repo = tmp_path / "shared-cache" / "models--org--fp8"
+    assert (repo / "snapshots" / sha / "hf_quant_config.json").is_file()
+    assert (repo / "refs" / "main").read_text().strip() == sha
+    assert (repo / "kvplan" / sha / "model.safetensors.ranges.json").is_file()
+    assert not (Path(os.environ["HF_HOME"]) / "hub" / "models--org--fp8").exists()
