@@ -41,6 +41,8 @@ MODELLED: dict[str, tuple[str, str]] = {
     "--hf-overrides": ("hf_overrides", "json"),
 }
 
+_JSON_EXAMPLE = {"hf_overrides": '{"max_position_embeddings": 65536}'}
+
 # vLLM 0.33 flags that exist but do not change the KV plan (accepted silently).
 # Boolean flags take no value; the others consume the next token.
 _OTHER_BOOL = frozenset({
@@ -204,10 +206,10 @@ def parse_flags(argv: list[str]) -> ServingFlags:
                 obj = json.loads(v)
             except json.JSONDecodeError as e:
                 raise KvplanInputError(f"{flag} is not valid JSON ({e.msg}): {v!r}.",
-                                       f"""Quote it for the shell, e.g. {flag} '{{"use_prefill_query_quantization": true}}'.""") from None
+                                       f"""Quote it for the shell, e.g. {flag} '{_JSON_EXAMPLE.get(field, '{"use_prefill_query_quantization": true}')}'.""") from None
             if not isinstance(obj, dict):
                 raise KvplanInputError(f"{flag} must be a JSON object, got {v!r}.",
-                                       f"""Pass e.g. {flag} '{{"backend": "FLASHINFER"}}'.""")
+                                       f"""Pass e.g. {flag} '{_JSON_EXAMPLE.get(field, '{"backend": "FLASHINFER"}')}'.""")
             fields[field] = {**fields.get(field, {}), **obj}
         elif kind == "list":
             fields[field] = tuple(fields.get(field, ())) + _skip_tokens(values)
