@@ -271,6 +271,8 @@ def _range_get(m: HubModel, name: str, offset: int, n: int) -> tuple[bytes, Opti
             cr = r.headers.get("Content-Range", "")
             if "/" in cr and cr.rsplit("/", 1)[1].isdigit():
                 size = int(cr.rsplit("/", 1)[1])
+            elif r.status_code == 200 and str(r.headers.get("Content-Length", "")).isdigit():
+                size = int(r.headers["Content-Length"])
             return bytes(buf[:n]), size
     except Exception as e:  # noqa: BLE001 - mapped to one input-error line
         raise _hub_error(e, m.repo_id, m.revision, m.settings, filename=name) from None
