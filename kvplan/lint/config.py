@@ -15,6 +15,7 @@ wins over the top table):
     exclude = ["charts/*/tests/*"]
     per-file-ignores = { "deploy/legacy/*.yaml" = ["KV401"] }
     kv-budget-gib = 40                 # KV memory per GPU, instead of estimating it from weights
+    file-timeout = 5                   # seconds per file (KV822 when over; 0 = no limit)
     [tool.kvplan.lint.models]
     "meta-llama/Meta-Llama-3.1-8B" = "models/llama-3.1-8b/config.json"
     "/models/qwen*" = { config = "models/qwen3-8b", weight-gib = 15.3 }
@@ -29,6 +30,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvplan.errors import KvplanInputError
+from kvplan.model.limits import LINT_FILE_TIMEOUT_S
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -82,6 +84,8 @@ class LintConfig(_Cfg):
     """Served model (id, path or glob) -> config.json / checkpoint folder, or a table with config and weight-gib."""
     kv_budget_gib: Optional[float] = None
     """KV cache memory per GPU in GiB; when unset it is estimated from GPU memory and weight size."""
+    file_timeout: float = Field(default=LINT_FILE_TIMEOUT_S, ge=0)
+    """Seconds one file may take to lint (0: no limit); a file over it is finding KV822 and the next file goes on."""
 
 
 _TOP_KEYS = {_kebab(n) for n in LintConfig.model_fields} | set(LintConfig.model_fields)
