@@ -34,7 +34,7 @@ from kvplan.emit import emit as emit_plan
 from kvplan.emit.load import plan_from_data
 from kvplan.emit.model import EmitResult
 from kvplan.errors import KvplanInputError
-from kvplan.ingest.limits import active_limits
+from kvplan.ingest.limits import InputLimitError, active_limits, loads_json
 from kvplan.model.limits import MAX_LAYERS
 from kvplan.model.plan import Plan
 from kvplan.service.models import EmitRequest, ErrorResponse, Health, LintRequest, ModelRequest, PlanRequest
@@ -123,6 +123,15 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        if b"json" in headers.get(b"content-type", b""):
+            try:  # the CLI's JSON depth limit, before FastAPI's parser recurses (docs/limits.md)
+                loads_json(body, "request body")
+            except InputLimitError as e:
+                await self._send(send, 400, {"error": {"type": "input_error", "message": str(e),
+                                                       "problem": e.problem, "fix": e.fix}})
+                return
+            except KvplanInputError:
+                pass  # malformed JSON: FastAPI answers 422 request_invalid
         sent = False
 
         async def replay() -> dict:
@@ -137,8 +146,12 @@ class BodyLimit:
     async def _too_large(self, send: Callable, size: int) -> None:
         msg = (f"request body is {size:,} bytes, over this server's limit of {self.limit:,}. "
                "Send only config.json (and hf_quant_config.json), or start the server with a larger --max-body-bytes.")
-        body = json.dumps({"error": {"type": "request_too_large", "message": msg, "problem": None, "fix": None}}).encode()
-        await send({"type": "http.response.start", "status": 413,
+        await self._send(send, 413, {"error": {"type": "request_too_large", "message": msg, "problem": None, "fix": None}})
+
+    @staticmethod
+    async def _send(send: Callable, status: int, doc: dict) -> None:
+        body = json.dumps(doc).encode()
+        await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
