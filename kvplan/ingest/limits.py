@@ -227,7 +227,10 @@ FIELD_NAMES: dict[str, str] = {
     "tensor_parallel_size": "--tensor-parallel-size", "pipeline_parallel_size": "--pipeline-parallel-size",
     "max_model_len": "--max-model-len", "block_size": "--block-size",
     "gpu_memory_utilization": "--gpu-memory-utilization", "max_num_batched_tokens": "--max-num-batched-tokens",
-    "max_num_seqs": "--max-num-seqs", "attention_config": "--attention-config", "layer": "scale tensor layer index",
+    "max_num_seqs": "--max-num-seqs", "attention_config": "--attention-config",
+    "producer": "quantization config producer.name", "quant_method": "quantization config quant_method",
+    "config_dtype": "torch_dtype", "model_type": "model_type", "text_model_type": "text_config.model_type",
+    "mamba_ssm_cache_dtype": "mamba_ssm_cache_dtype", "layer": "scale tensor layer index",
 }
 
 
