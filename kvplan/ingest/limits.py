@@ -26,6 +26,7 @@ import contextvars
 import ctypes
 import functools
 import json
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -161,6 +162,20 @@ def load_json_file(path: Path, what: str, max_bytes: Optional[int] = None) -> An
         raise KvplanInputError(f"cannot read {what} file {path}: UnicodeDecodeError.",
                                "Check the file exists, is readable and is UTF-8 JSON.") from None
     return loads_json(text, str(path))
+
+
+def read_toml(path: Path, what: str = "configuration file") -> dict[str, Any]:
+    """A TOML file (kvplan.toml, pyproject.toml) under the size limit; nesting too deep for the
+    parser is an InputLimitError. OSError, UnicodeDecodeError and TOMLDecodeError propagate."""
+    if sys.version_info >= (3, 11):
+        import tomllib  # noqa: PLC0415
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]  # noqa: PLC0415
+    text = read_bounded(path, what).decode("utf-8")
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise InputLimitError(f"{what} {path} nests too deeply to read.", f"Fix the file (limits: {DOCS}).") from None
 
 
 # ----------------------------------------------------------------------------- config.json values

@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanInputError
-from kvplan.ingest.limits import check_yaml, limits, read_bounded
+from kvplan.ingest.limits import check_yaml, limits, read_bounded, read_toml
 from kvplan.policy.model import Constraint, IntRange, LayerCondition, Policy, PolicyRule, Selector, Setting
 
 FIX = "See the policy format in docs/api.md (schema: schemas/policy.schema.json)."
@@ -159,7 +159,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
             raise KvplanInputError(f"cannot read {path}: Python 3.10 needs the 'tomli' package for pyproject.toml.",
                                    "pip install tomli, or pass --policy explicitly.") from None
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return read_toml(path)  # size and nesting limits (docs/limits.md)
     except (OSError, UnicodeDecodeError) as e:
         raise KvplanInputError(f"cannot read {path}: {e.__class__.__name__}.", "Check the file is readable.") from None
     except tomllib.TOMLDecodeError as e:

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 import kvplan.lint.run as lint_run
 from kvplan.cli.main import app
+from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import active_limits
 from kvplan.lint.run import lint_paths
 from tests.ingest.test_limits import alias_bomb
@@ -108,7 +109,7 @@ def test_time_budget_from_config_and_cli(tmp_path: Path, monkeypatch: pytest.Mon
 def test_invalid_file_timeout_in_config_is_an_input_error(tmp_path: Path) -> None:
     (tmp_path / "kvplan.toml").write_text("[lint]\nfile-timeout = -1\n")
     (tmp_path / "a.sh").write_text(BAD_DTYPE)
-    with pytest.raises(Exception, match="file-timeout|file_timeout"):
+    with pytest.raises(KvplanInputError, match="file-timeout|file_timeout"):
         lint_paths([str(tmp_path)], cwd=tmp_path)
 
 
@@ -118,3 +119,13 @@ def test_limit_codes_are_documented(code: str) -> None:
     assert r.exit_code == 0 and r.stdout.startswith(code)
     assert "docs/limits.md" in r.stdout
     assert f"| {code} |" in (Path(__file__).parents[2] / "docs" / "lint.md").read_text()
+
+
+def test_hostile_lint_configuration_is_one_input_error(tmp_path: Path) -> None:
+    (tmp_path / "a.sh").write_text(BAD_DTYPE)
+    (tmp_path / "kvplan.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(KvplanInputError, match="nests too deeply to read"):
+        lint_paths([str(tmp_path)], cwd=tmp_path)
+    (tmp_path / "kvplan.toml").write_text("[lint]\nkv-budget-gib = -4\n")
+    with pytest.raises(KvplanInputError, match="kv-budget-gib|kv_budget_gib"):
+        lint_paths([str(tmp_path)], cwd=tmp_path)
