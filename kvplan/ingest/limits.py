@@ -25,7 +25,9 @@ from __future__ import annotations
 import contextvars
 import ctypes
 import functools
+import errno
 import json
+import stat
 import sys
 import threading
 import time
@@ -106,7 +108,10 @@ def read_bounded(path: Path, what: str, max_bytes: Optional[int] = None, name: O
     so a growing file or a device cannot stream forever). OSErrors propagate to the caller."""
     limit = max_bytes if max_bytes is not None else limits().max_config_bytes
     label = f"{what} {name or path}"
-    size = path.stat().st_size
+    st = path.stat()
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):  # reading would wait for a writer forever
+        raise OSError(errno.EINVAL, "not a regular file")
+    size = st.st_size
     if size > limit:
         raise InputLimitError(f"{label} is {size:,} bytes, over kvplan's limit of {_mib(limit)}.",
                               f"Pass the real file (limits: {DOCS}).")

@@ -69,8 +69,10 @@ def test_row_billion_layers_is_refused_naming_the_limit(tmp_path: Path) -> None:
 
 
 def test_row_zero_kv_heads_is_exit_2(tmp_path: Path) -> None:
-    line = one_line_exit_2(kvplan("plan", str(_config(tmp_path, num_key_value_heads=0))))
+    out = tmp_path / "plan.json"
+    line = one_line_exit_2(kvplan("plan", str(_config(tmp_path, num_key_value_heads=0)), "--out", str(out)))
     assert "num_key_value_heads is 0; it must be at least 1" in line
+    assert not out.exists()  # nothing written half-way
 
 
 def test_row_negative_head_dim_is_exit_2(tmp_path: Path) -> None:

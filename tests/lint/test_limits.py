@@ -129,3 +129,11 @@ def test_hostile_lint_configuration_is_one_input_error(tmp_path: Path) -> None:
     (tmp_path / "kvplan.toml").write_text("[lint]\nkv-budget-gib = -4\n")
     with pytest.raises(KvplanInputError, match="kv-budget-gib|kv_budget_gib"):
         lint_paths([str(tmp_path)], cwd=tmp_path)
+
+
+def test_a_fifo_is_kv800_not_a_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.yaml")
+    (tmp_path / "ok.sh").write_text(BAD_DTYPE)
+    r = lint_paths([str(tmp_path)], isolated=True, cwd=tmp_path)
+    assert _findings(r) == {("pipe.yaml", "KV800", 1), ("ok.sh", "KV803", 1)}
+    assert "not a regular file" in next(f.message for f in r.findings if f.code == "KV800")
