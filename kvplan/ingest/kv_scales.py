@@ -22,7 +22,9 @@ def load_kv_scales(path: str | Path) -> KvScales:
         data = loads_json(read_bounded(p, "--kv-scales file").decode("utf-8"), f"--kv-scales {path}")
     except InputLimitError:
         raise
-    except (OSError, UnicodeDecodeError, KvplanInputError) as e:
+    except KvplanInputError as e:
+        raise KvplanInputError(f"--kv-scales {path}: not JSON ({e.problem.rstrip('.')}).", FIX) from None
+    except (OSError, UnicodeDecodeError) as e:
         raise KvplanInputError(f"--kv-scales {path}: not JSON ({e}).", FIX) from None
     if not isinstance(data, dict) or data.get("kind") != "kvplan.kv-scales":
         raise KvplanInputError(f"--kv-scales {path}: not a kvplan k/v scales file (no \"kind\": \"kvplan.kv-scales\").", FIX)
