@@ -29,7 +29,7 @@ class MlaDims(Frozen):
     """Non-RoPE query/key head dimension (128 on DeepSeek-V3)."""
     v_head_dim: HeadSizeOrZero
     """Value head dimension (128 on DeepSeek-V3)."""
-    index_topk: Optional[Tokens] = None
+    index_topk: Optional[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = None
     """Sparse-attention indexer top-k (DeepSeek-V3.2 style sparse MLA); None for dense MLA."""
 
 

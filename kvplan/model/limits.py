@@ -37,13 +37,15 @@ CONFIG_INT_KEYS: dict[str, tuple[int, int]] = {
                                    "decoder_attention_heads", "num_key_value_heads", "n_head_kv",
                                    "num_kv_heads", "multi_query_group_num", "num_global_key_value_heads")},
     **{k: (1, MAX_HEAD_SIZE) for k in ("head_dim", "d_kv", "kv_channels", "attention_head_dim",
-                                       "global_head_dim", "kv_lora_rank")},
-    **{k: (0, MAX_HEAD_SIZE) for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")},
+                                       "global_head_dim")},
+    # kv_lora_rank 0 means "not MLA" (as null does); the MLA parts may be 0.
+    **{k: (0, MAX_HEAD_SIZE) for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")},
     **{k: (1, MAX_HIDDEN_SIZE) for k in ("hidden_size", "n_embd", "d_model", "dim")},
-    **{k: (1, MAX_TOKENS) for k in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                                    "attention_chunk_size", "index_topk")},
-    **{k: (1, MAX_LAYERS) for k in ("sliding_window_pattern", "_sliding_window_pattern", "no_rope_layer_interval")},
-    "max_window_layers": (0, MAX_LAYERS),
+    **{k: (1, MAX_TOKENS) for k in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")},
+    # 0 reads as "not set" for these (kvplan then uses the family default, as transformers does).
+    **{k: (0, MAX_TOKENS) for k in ("attention_chunk_size", "index_topk")},
+    **{k: (0, MAX_LAYERS) for k in ("sliding_window_pattern", "_sliding_window_pattern", "no_rope_layer_interval",
+                                    "max_window_layers")},
 }
 """Integer config.json keys kvplan reads, and the range it accepts for each."""
 
