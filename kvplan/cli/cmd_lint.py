@@ -51,11 +51,13 @@ def lint(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each skipped file to stderr."),
     offline: bool = typer.Option(False, "--offline", help="Resolve no Hugging Face ids (air-gapped CI): their "
                                  "launches get KV804 saying so. Same as `hub = false` in the configuration."),
+    file_timeout: Optional[float] = typer.Option(None, "--file-timeout", min=0,
+                                                 help="Seconds one file may take (default 5, or the config's file-timeout; 0: no limit). A file over it is finding KV822."),
 ) -> None:
     """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""
     try:
         _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose,
-             offline)
+             file_timeout, offline)
     except KvplanInputError as e:
         typer.echo(f"kvplan: error: {e}", err=True)
         sys.exit(2)
@@ -63,7 +65,8 @@ def lint(
 
 def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Optional[str],
          fail_level: Optional[LintFailLevel], exit_zero: bool, gpu: Optional[str], config: Optional[Path],
-         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool, offline: bool = False) -> None:
+         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool,
+         file_timeout: Optional[float] = None, offline: bool = False) -> None:
     if list_models:
         from kvplan.lint.resolve import bundled_ids  # noqa: PLC0415
         typer.echo("\n".join(bundled_ids()))
@@ -73,7 +76,8 @@ def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Op
     from kvplan.lint.formats import render  # noqa: PLC0415
     from kvplan.lint.run import exit_code, lint_paths  # noqa: PLC0415
     report = lint_paths(paths, select=_codes(select), ignore=_codes(ignore) or (), gpu=gpu, config=config,
-                        fail_level=fail_level.value if fail_level else None, isolated=isolated, offline=offline)
+                        fail_level=fail_level.value if fail_level else None, isolated=isolated,
+                        file_timeout=file_timeout, offline=offline)
     for fr in report.files:
         explicit = fr.path in {Path(p).as_posix() for p in paths}
         if fr.status == "skipped" and (verbose or explicit):

@@ -7,7 +7,6 @@ at most 4096 elements), so their values can be checked before launch.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import struct
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import InputLimitError, input_boundary, loads_json
 from kvplan.model.quant import ScaleTensor
 
 _MAX_HEADER = 100 * 1024 * 1024  # the format's own limit is 100 MB
@@ -73,8 +73,10 @@ def _read_header(src: ByteSource) -> tuple[dict[str, Any], int]:
         raise KvplanInputError(f"corrupt safetensors header in {path}: truncated ({len(raw)} of {n} bytes).",
                                "Re-download the file (it was cut short).")
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = loads_json(raw.decode("utf-8"), f"the safetensors header of {path}")
+    except InputLimitError:
+        raise
+    except (UnicodeDecodeError, KvplanInputError):
         raise KvplanInputError(f"corrupt safetensors header in {path}: not valid JSON.",
                                "Re-download the file or remove it from the folder.") from None
     if not isinstance(header, dict):
@@ -118,6 +120,7 @@ def _scale_values(src: ByteSource, base: int, name: str, meta: dict[str, Any],
     return float(min(vals)), float(max(vals))
 
 
+@input_boundary(source_arg="folder", what="safetensors header: ", fix="Re-download the checkpoint.")
 def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...], int]:
     """k/v/q scale tensors, files read, and total tensor bytes (the weights' size) of a folder."""
     files = sorted(p for p in folder.glob("*.safetensors") if p.is_file())
@@ -133,7 +136,7 @@ def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...],
             raise KvplanInputError(f"{index} names missing shard(s): {', '.join(missing[:3])}.",
                                    "Download every shard, or remove the index to plan from config only.")
         files = sorted(set(files) | named)
-    return scales_from_sources([ByteSource(p) for p in files])
+    return _scales_from_sources([ByteSource(p) for p in files])
 
 
 def _numel(shape: Any) -> Optional[int]:
@@ -142,8 +145,13 @@ def _numel(shape: Any) -> Optional[int]:
     return math.prod(shape)
 
 
+@input_boundary(what="safetensors header: ", fix="Re-download the checkpoint.")
 def scales_from_sources(sources: list[ByteSource]) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...], int]:
     """find_scales over byte sources (local files, or Hub files read by range requests)."""
+    return _scales_from_sources(sources)
+
+
+def _scales_from_sources(sources: list[ByteSource]) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...], int]:
     out: list[ScaleTensor] = []
     total = 0
     for src in sources:

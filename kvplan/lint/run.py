@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
 from kvplan import __version__
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import InputLimitError, TimeBudgetExceeded, check_text, limits, read_bounded, time_budget
 from kvplan.lint import rules as lint_rules
 from kvplan.lint.config import LoadedConfig, find_config, load_config
 from kvplan.lint.engine import Linter
@@ -141,7 +143,7 @@ def _read(c: _Candidate) -> tuple[Optional[str], Optional[str], bool]:
     """(text, problem, is_finding): problem set when unreadable; is_finding when it must be reported."""
     deploy_like = c.path.suffix.lower() in YAML_SUFFIXES + TEXT_SUFFIXES
     try:
-        data = c.path.read_bytes()
+        data = read_bounded(c.path, "file", limits().max_lint_file_bytes, c.display)  # InputLimitError: KV820
     except OSError as e:
         return None, f"cannot read {c.display}: {e.strerror or e}.", True
     if b"\0" in data[:8192]:
@@ -162,6 +164,7 @@ def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[st
             return extract_yaml(text), None
         return None, "JSON file that is not a Kubernetes manifest or compose file (model configs are not linted)"
     if suffix in TEXT_SUFFIXES or not suffix or text.startswith("#!") or c.explicit:
+        check_text(text, c.display)  # line and word limits: InputLimitError (KV820)
         ex = extract_text(text)
         if ex.sites or ex.findings or suffix in TEXT_SUFFIXES or c.explicit:
             return ex, None
@@ -172,9 +175,12 @@ def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[st
 def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
                gpu: Optional[str] = None, config: Optional[Path] = None, fail_level: Optional[str] = None,
                cwd: Optional[Path] = None, isolated: bool = False,
-               on_file: Optional[Callable[[str], None]] = None, offline: bool = False) -> LintReport:
+               on_file: Optional[Callable[[str], None]] = None, file_timeout: Optional[float] = None,
+               offline: bool = False) -> LintReport:
     """Lint deployment files and folders. Input errors (bad config, unknown --gpu) raise KvplanInputError.
 
+    `file_timeout`: seconds one file may take (default: the configuration's `file-timeout`, 5 s;
+    0 = none); a file over it, or over a size/alias limit, is a finding and the next file goes on.
     `offline` turns Hugging Face id resolution off (as `hub = false` does); launches naming an id
     then get KV804 saying so."""
     cwd = cwd or Path.cwd()
@@ -264,27 +270,25 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         files.append(FileResult(path=disp, kind="unknown", status="error", note=problem))
         finish(disp, None, [RawFinding("KV800", f"cannot lint {disp}: {problem}.", Tok("", 1, 1))], [])
 
-    read: list[tuple[_Candidate, Optional[str], Optional[str], bool, Optional[Extracted], Optional[str]]] = []
-    for cand in candidates:
+    Prepared = tuple[Optional[str], Optional[str], bool, Optional[Extracted], Optional[str]]
+    Outcome = tuple[FileResult, list[RawFinding], list[Suppression]]
+
+    def prepare(cand: _Candidate) -> Prepared:
+        """Read and extract one file: (text, problem, is_finding, extracted, note)."""
         text, problem, is_finding = _read(cand)
         ex, note = _extract(cand, text) if text is not None else (None, None)
-        read.append((cand, text, problem, is_finding, ex, note))
-    # Hugging Face ids named by the launches: resolved together, concurrently, before linting.
-    prefetch_hub_models([(c.path, scope_for(c.path).cfg, site) for c, _, _, _, ex, _ in read if ex for site in ex.sites])
+        return text, problem, is_finding, ex, note
 
-    for cand, text, problem, is_finding, ex, note in read:
-        if on_file:
-            on_file(cand.display)
+    def lint_one(cand: _Candidate, prepared: Prepared) -> Outcome:
+        """One prepared file: lint its launches (nothing is recorded until it is done)."""
+        text, problem, is_finding, ex, note = prepared
         if text is None:
             if is_finding:
-                files.append(FileResult(path=cand.display, kind="unknown", status="error", note=problem))
-                finish(cand.display, cand.path, [RawFinding("KV800", problem or "unreadable", Tok("", 1, 1))], [])
-            else:
-                files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=problem))
-            continue
+                return (FileResult(path=cand.display, kind="unknown", status="error", note=problem),
+                        [RawFinding("KV800", problem or "unreadable", Tok("", 1, 1))], [])
+            return FileResult(path=cand.display, kind="unknown", status="skipped", note=problem), [], []
         if ex is None:
-            files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=note))
-            continue
+            return FileResult(path=cand.display, kind="unknown", status="skipped", note=note), [], []
         raw_findings: list[RawFinding] = list(ex.findings)
         launches: list[LaunchInfo] = []
         for site in ex.sites:
@@ -301,8 +305,48 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         else:
             status, fnote = "skipped", ex.note or ("no vLLM launch found" if ex.kind != "unknown" else
                                                     "not a Kubernetes manifest, compose file, vLLM config or launch script")
-        files.append(FileResult(path=cand.display, kind=ex.kind, status=status, note=fnote, launches=launches))
-        finish(cand.display, cand.path, raw_findings, sups + ann_sups)
+        return (FileResult(path=cand.display, kind=ex.kind, status=status, note=fnote, launches=launches),
+                raw_findings, sups + ann_sups)
+
+    def guarded(cand: _Candidate, budget: float, step: Callable[[], "Prepared | Outcome"]) -> tuple[object, Optional[Outcome]]:
+        """Run one step under the file's time budget: (its value, None), or (None, the outcome of a limit)."""
+        try:
+            with time_budget(budget):
+                return step(), None
+        except InputLimitError as e:  # a size / depth / alias limit: KV820 / KV821, and the next file goes on
+            return None, (FileResult(path=cand.display, kind="unknown", status="error", note="over an input limit"),
+                          [RawFinding(e.code, e.detail, Tok("", e.line, e.column), fix=e.fix)], [])
+        except TimeBudgetExceeded:
+            return None, (FileResult(path=cand.display, kind="unknown", status="error", note="over the time budget"),
+                          [RawFinding("KV822", f"linting {cand.display} took longer than its time budget of "
+                                      f"{budget_of(cand):g} s; it was not checked.", Tok("", 1, 1))], [])
+
+    def budget_of(cand: _Candidate) -> float:
+        return file_timeout if file_timeout is not None else scope_for(cand.path).cfg.config.file_timeout
+
+    # Pass 1: read and extract every file (each under its time budget).
+    staged: list[tuple[_Candidate, Optional[Prepared], Optional[Outcome], float]] = []
+    for cand in candidates:
+        t0 = time.monotonic()
+        value, failed = guarded(cand, budget_of(cand), lambda: prepare(cand))
+        staged.append((cand, value, failed, time.monotonic() - t0))  # type: ignore[arg-type]
+    # The Hugging Face ids the launches name: resolved together, concurrently, outside the files' budgets.
+    prefetch_hub_models([(c.path, scope_for(c.path).cfg, site) for c, p, _, _ in staged
+                         if p is not None and p[3] is not None for site in p[3].sites])
+    # Pass 2: lint (each file gets what is left of its budget).
+    for cand, prepared, failed, spent in staged:
+        if on_file:
+            on_file(cand.display)
+        outcome = failed
+        if outcome is None:
+            budget = budget_of(cand)
+            left = max(budget - spent, 0.001) if budget and budget > 0 else budget
+            value, outcome = guarded(cand, left, lambda: lint_one(cand, prepared))  # type: ignore[arg-type]
+            if outcome is None:
+                outcome = value  # type: ignore[assignment]
+        result, raw_findings, sups = outcome  # type: ignore[misc]
+        files.append(result)
+        finish(cand.display, cand.path, raw_findings, sups)
 
     reported.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.code, f.message))
     suppressed.sort(key=lambda s: (s.location.path, s.location.line, s.location.column, s.code))
