@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
+import shutil
+import subprocess
+from dataclasses import replace
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
@@ -152,9 +156,69 @@ def _read(c: _Candidate) -> tuple[Optional[str], Optional[str], bool]:
         return None, f"{c.display} is not UTF-8 text (byte {e.start}).", c.explicit or deploy_like
 
 
-def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[str]]:
+_HELM_SYNTAX = re.compile(r"\{\{-?\s*(?:\.Values|\.Release|\.Chart|include\b|template\b|toYaml\b|if\b|with\b|range\b|end\b|/\*)")
+
+
+def _chart_root(path: Path) -> Optional[Path]:
+    """The Helm chart a template file belongs to (the nearest folder above with a Chart.yaml)."""
+    for parent in list(path.parents)[:4]:
+        if (parent / "Chart.yaml").is_file():
+            return parent
+    return None
+
+
+def _render_chart(root: Path, cache: dict[Path, tuple[Optional[dict[str, str]], str]],
+                  shown: str) -> tuple[Optional[dict[str, str]], str]:
+    """`helm template` of a chart: ({template path relative to the chart: rendered YAML}, note)."""
+    if root in cache:
+        return cache[root]
+    helm = shutil.which("helm")
+    if helm is None:
+        result: tuple[Optional[dict[str, str]], str] = (None, (
+            f"Helm chart {shown}: its templates need rendering and `helm` is not on PATH; lint the output "
+            f"of `helm template release {shown}` instead (launches in its values files are linted)."))
+    else:
+        try:
+            proc = subprocess.run([helm, "template", "kvplan-lint", str(root)], capture_output=True, text=True,
+                                  timeout=120, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            proc = None
+            err = str(e)
+        if proc is None or proc.returncode != 0:
+            first = (err if proc is None else (proc.stderr.strip().splitlines() or ["failed"])[0])
+            result = (None, f"Helm chart {shown}: `helm template` failed ({first}); its templates were not linted.")
+        else:
+            docs: dict[str, str] = {}
+            for part in re.split(r"(?m)^---\s*$", proc.stdout):
+                m = re.search(r"(?m)^# Source: [^/\n]+/(.+?)\s*$", part)
+                if m:
+                    docs[m.group(1)] = docs.get(m.group(1), "") + "---\n" + part
+            result = (docs, f"Helm chart {shown}: rendered with `helm template` (default values); finding "
+                            "lines refer to the rendered template.")
+    cache[root] = result
+    return result
+
+
+def _extract(c: _Candidate, text: str, charts: Optional[dict] = None) -> tuple[Optional[Extracted], Optional[str]]:
     """Extracted launches, or (None, note) when the file is not a deployment config."""
     suffix = c.path.suffix.lower()
+    if suffix in YAML_SUFFIXES + (".tpl",) and "{{" in text and _HELM_SYNTAX.search(text):
+        root = _chart_root(c.path)
+        if root is None or suffix == ".tpl":
+            ex = Extracted(kind="helm-template", note=(
+                "Helm/Go template syntax ({{ }}): render it first (`helm template`) and lint the output"))
+            return ex, None
+        rel = c.path.resolve().relative_to(root.resolve()).as_posix()
+        shown = c.display[:-len(rel)].rstrip("/") if c.display.endswith(rel) else root.as_posix()
+        docs, note = _render_chart(root, charts if charts is not None else {}, shown or ".")
+        if docs is None:
+            return Extracted(kind="helm-template", note=note), None
+        if rel not in docs:
+            return Extracted(kind="helm-template", note=f"{note} (this template renders nothing with default values)"), None
+        ex = extract_yaml(docs[rel])
+        ex.kind = "helm-template"
+        ex.note = note
+        return ex, None
     if suffix in YAML_SUFFIXES:
         return extract_yaml(text), None
     if suffix == ".json":
@@ -188,6 +252,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
     dir_cfg: dict[str, _Scope] = {}
     plan_cache: dict = {}
     input_cache: dict = {}
+    charts: dict = {}
 
     def scope_of(loaded: LoadedConfig) -> _Scope:
         if loaded.path not in configs:
@@ -253,7 +318,8 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
             sev = Severity(f.severity) if f.severity else (r.severity if r else Severity.warning)
             reported.append(LintFinding(code=f.code, name=r.name if r else f.code.lower(), severity=sev, message=f.message,
                                         fix=f.fix or (r.fix if r else None), location=_loc(display, f.tok),
-                                        model=f.model, layers=list(f.layers)))
+                                        model=f.model, layers=list(f.layers), launch=f.launch,
+                                        upgrade_to=f.upgrade, skipped_rules=list(f.skipped_rules)))
 
     for raw, problem in missing:
         disp = Path(raw).as_posix()
@@ -271,21 +337,21 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
             else:
                 files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=problem))
             continue
-        ex, note = _extract(cand, text)
+        ex, note = _extract(cand, text, charts)
         if ex is None:
             files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=note))
             continue
         raw_findings: list[RawFinding] = list(ex.findings)
         launches: list[LaunchInfo] = []
-        for site in ex.sites:
+        for i, site in enumerate(ex.sites):
             res = scope_for(cand.path).linter.lint_site(site, cand.path, cand.display)
-            raw_findings += res.findings
+            raw_findings += [replace(f, launch=i) for f in res.findings]
             launches.append(res.info)
         sups = from_comments(text)
         ann_sups, ann_bad = from_annotations(ex.annotations)
         raw_findings += ann_bad
         if launches:
-            status, fnote = "linted", None
+            status, fnote = "linted", ex.note if ex.kind == "helm-template" else None
         elif any(f.code in ("KV801", "KV802") for f in raw_findings):
             status, fnote = "error", "could not be parsed completely"
         else:
