@@ -203,8 +203,7 @@ def _launches_from_argv(doc: Optional[_Doc], items: list[_Item], env: dict[str, 
     found: list[Launch] = []
     if yaml_list:
         if k8s:
-            items = [_Item(t, it.node if t is it.tok else None)
-                     for it in items for t in expand([it.tok], env, split=False)]
+            items = [_Item(t, it.node) for it in items for t in expand([it.tok], env, split=False)]
         for it in items:
             if _FLAG_WITH_SPACE.match(it.tok.value) and "\n" not in it.tok.value and not it.tok.unknown:
                 flag, _, value = it.tok.value.partition(" ")
@@ -216,7 +215,7 @@ def _launches_from_argv(doc: Optional[_Doc], items: list[_Item], env: dict[str, 
     j = _shell_script_arg(words)
     if j is not None:
         script_item = items[j]
-        if doc and script_item.node is not None and not script_item.tok.unknown:
+        if doc and script_item.node is not None:
             pos = doc.pos_in(script_item.node)
             script = script_item.node.value
             if k8s and "$" in script:  # Kubernetes expands $(VAR) and $$ before the shell runs
@@ -235,9 +234,10 @@ def _launches_from_argv(doc: Optional[_Doc], items: list[_Item], env: dict[str, 
 
 
 def _k8s_text(script: str, pos: Pos, env: dict[str, VarValue]) -> tuple[str, Pos]:
-    """Kubernetes expansion of a script string, with positions mapped back to the original text."""
+    """Kubernetes expansion of a script string, with positions mapped back to the file: original text
+    to where it is written, a substituted value to the env value it came from."""
     out: list[str] = []
-    src: list[int] = []
+    src: list[int | tuple[int, int]] = []
     i = 0
     while i < len(script):
         if script.startswith("$$", i):
@@ -247,17 +247,22 @@ def _k8s_text(script: str, pos: Pos, env: dict[str, VarValue]) -> tuple[str, Pos
             continue
         if script.startswith("$(", i):
             close = script.find(")", i)
-            value, unknown, _ = expand_k8s(script[i:close + 1], env) if close > 0 else ("", True, None)
+            value, unknown, whole = expand_k8s(script[i:close + 1], env) if close > 0 else ("", True, None)
             if close > 0 and not unknown:
                 out.append(value)
-                src += [i] * len(value)
+                src += ([(whole.tok.line, whole.tok.col + k) for k in range(len(value))] if whole is not None
+                        else [i] * len(value))
                 i = close + 1
                 continue
         out.append(script[i])
         src.append(i)
         i += 1
     end = len(script)
-    return "".join(out), (lambda k: pos(src[k] if k < len(src) else end))
+
+    def mapped(k: int) -> tuple[int, int]:
+        at = src[k] if k < len(src) else end
+        return at if isinstance(at, tuple) else pos(at)
+    return "".join(out), mapped
 
 
 def _assign(words: list[Tok], env: dict[str, VarValue]) -> bool:

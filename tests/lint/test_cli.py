@@ -69,7 +69,7 @@ def test_cli_json_is_versioned_sorted_stable_and_matches_published_schema() -> N
     assert a.stdout == b.stdout and a.exit_code == 1
     doc = json.loads(a.stdout)
     jsonschema.validate(doc, json.loads((ROOT / "schemas" / "lint-report.schema.json").read_text()))
-    assert doc["schema_version"] == "1.0" and doc["kind"] == "kvplan.lint-report" and doc["kvplan_version"]
+    assert doc["schema_version"] == "1.1" and doc["kind"] == "kvplan.lint-report" and doc["kvplan_version"]
     assert doc["engine"] == {"name": "vllm", "version": "0.33.0"}
     keys = [(f["location"]["path"], f["location"]["line"], f["location"]["column"], f["code"]) for f in doc["findings"]]
     assert keys == sorted(keys)
@@ -113,8 +113,13 @@ def test_cli_junit_is_well_formed_xml(tmp_path: Path) -> None:
     assert r.exit_code == 1 and r.stdout == ""
     root = ET.fromstring(out.read_text())
     suites = {s.get("name"): s for s in root.iter("testsuite")}
-    assert suites["examples/deploy/clean-deployment.yaml"].get("failures") == "0"
-    assert suites["examples/deploy/k8s-deployment-typo.yaml"].get("failures") == "2"
+    clean = suites["examples/deploy/clean-deployment.yaml"]
+    assert clean.get("failures") == "0" and clean.get("tests") == "1"
+    assert clean.find("testcase").get("name").startswith("launch at ")  # the passing launch is a test case
+    typo = suites["examples/deploy/k8s-deployment-typo.yaml"]
+    (case,) = typo.findall("testcase")  # one launch, failing with both of its findings
+    assert typo.get("failures") == "1" and [f.get("message")[:5] for f in case.findall("failure")] == ["KV001", "KV002"]
+    assert int(root.get("tests")) == sum(int(s.get("tests")) for s in suites.values())
 
 
 def test_cli_malformed_binary_and_missing_inputs_are_findings_not_tracebacks(tmp_path: Path) -> None:
