@@ -3,6 +3,7 @@ bad inputs that never traceback, rule documentation, the published report schema
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -185,3 +186,39 @@ def test_lint_never_imports_torch_or_triton() -> None:
             "assert not heavy, heavy") % ROOT
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_cli_concise_is_one_line_per_finding_and_statistics_counts_codes() -> None:
+    full = lint(DEPLOY)
+    concise = lint(DEPLOY, "--format", "concise")
+    report = json.loads(lint(DEPLOY, "--format", "json").stdout)
+    lines = concise.stdout.splitlines()
+    assert concise.exit_code == full.exit_code == 1
+    assert len(lines) == report["summary"]["findings"] + 1 and lines[-1] == full.stdout.splitlines()[-1]
+    assert all(re.match(r"^examples/deploy/\S+:\d+:\d+: KV\d{3} \[(error|warning|info)\] ", x) for x in lines[:-1])
+    stats = lint(DEPLOY, "--statistics").stdout.splitlines()
+    counts = {m.group(2): int(m.group(1)) for m in (re.match(r"^\s*(\d+)  (KV\d{3})  \[", x) for x in stats) if m}
+    assert counts == report["summary"]["by_code"]
+    assert [int(x.split()[0]) for x in stats[:-1]] == sorted(counts.values(), reverse=True)
+    bad = lint(DEPLOY, "--statistics", "--format", "json")
+    assert bad.exit_code == 2 and "--statistics" in bad.output
+
+
+def test_cli_verbose_text_lists_the_rules_kv804_skipped(tmp_path: Path) -> None:
+    (tmp_path / "run.sh").write_text("vllm serve my-org/private-model --kv-cache-dtype fp8\n")
+    quiet = lint("run.sh", "--isolated", cwd=tmp_path).stdout
+    loud = lint("run.sh", "--isolated", "-v", cwd=tmp_path).stdout
+    assert "KV804" in quiet and "KV401" not in quiet
+    assert "    skipped: " in loud and "KV401" in loud
+
+
+def test_cli_sarif_all_rules_and_srcroot_base() -> None:
+    doc = json.loads(lint(DEPLOY, "--format", "sarif", "--sarif-all-rules").stdout)
+    jsonschema.Draft4Validator(SARIF_SCHEMA).validate(doc)
+    run = doc["runs"][0]
+    ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert ids == sorted(ids) and {"KV001", "KV401", "KV804", "KV812", "KV813"} <= set(ids)
+    assert all(ids[res["ruleIndex"]] == res["ruleId"] for res in run["results"])
+    base = run["originalUriBaseIds"]["%SRCROOT%"]["uri"]
+    assert base.startswith("file:///") and base.endswith("/") and Path(base[len("file://"):]) == ROOT.resolve()
+    assert lint(DEPLOY, "--sarif-all-rules").exit_code == 2  # only with --format sarif
