@@ -32,6 +32,9 @@ MODEL_FREE = ("KV001", "KV002", "KV003", "KV301")
 # Findings about the file, the pod or the variables, true whichever vLLM release runs: never upgrade findings.
 RELEASE_INDEPENDENT = frozenset({"KV802", "KV804", "KV807", "KV808", "KV809", "KV811", "KV812", "KV813"})
 
+# GKE accelerator label values whose names do not say the GPU profile (cloud.google.com/gke-accelerator).
+_GKE_ACCELERATORS = {"nvidia-tesla-a100": "a100-40gb", "nvidia-h100-mega-80gb": "h100-sxm"}
+
 MODELLED_FIRST = (0, 18, 0)
 _MODELLED = "vLLM 0.18 to 0.33"
 
@@ -252,7 +255,8 @@ class Linter:
         # GPU: node selector label, else the run's default.
         gpu_name = self.default_gpu
         if site.gpu_label is not None:
-            named = gpu_from_label(site.gpu_label.value)
+            label = site.gpu_label.value.strip().lower()
+            named = gpu_from_label(_GKE_ACCELERATORS.get(label, label))
             if named is None:
                 out.append(RawFinding("KV807", f"GPU label {site.gpu_label.value!r} names no GPU kvplan models; "
                                                + (f"using the default GPU {self.default_gpu}." if self.default_gpu

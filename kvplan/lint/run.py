@@ -204,10 +204,15 @@ def _extract(c: _Candidate, text: str, charts: Optional[dict] = None) -> tuple[O
     suffix = c.path.suffix.lower()
     if suffix in YAML_SUFFIXES + (".tpl",) and "{{" in text and _HELM_SYNTAX.search(text):
         root = _chart_root(c.path)
-        if root is None or suffix == ".tpl":
-            ex = Extracted(kind="helm-template", note=(
-                "Helm/Go template syntax ({{ }}): render it first (`helm template`) and lint the output"))
-            return ex, None
+        if root is None or suffix == ".tpl" or "templates" not in c.path.resolve().relative_to(root.resolve()).parts:
+            # Go template actions inside values (a controller fills them in) parse as YAML and are
+            # unknown values; a file that is not YAML until rendered gets a note, not a parse error.
+            ex = extract_yaml(text) if suffix != ".tpl" else None
+            if ex is not None and not any(f.code == "KV801" for f in ex.findings):
+                return ex, None
+            return Extracted(kind="helm-template", note=(
+                "Helm/Go template syntax ({{ }}) that is not YAML until rendered: render it first "
+                "(`helm template`) and lint the output")), None
         rel = c.path.resolve().relative_to(root.resolve()).as_posix()
         shown = c.display[:-len(rel)].rstrip("/") if c.display.endswith(rel) else root.as_posix()
         docs, note = _render_chart(root, charts if charts is not None else {}, shown or ".")
@@ -313,7 +318,12 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         for f in extra:
             if enabled(f.code, display, path) and not per_file(f.code, path, display):
                 kept.append(f)
+        seen: set[tuple] = set()
         for f in kept:
+            key = (f.code, f.tok.line, f.tok.col, f.message)
+            if key in seen:  # two launches of one script sharing the line a finding is about: say it once
+                continue
+            seen.add(key)
             r = REGISTRY.get(f.code)
             sev = Severity(f.severity) if f.severity else (r.severity if r else Severity.warning)
             reported.append(LintFinding(code=f.code, name=r.name if r else f.code.lower(), severity=sev, message=f.message,

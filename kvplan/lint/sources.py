@@ -29,6 +29,9 @@ GPU_LABEL_KEYS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
                   "karpenter.k8s.aws/instance-gpu-name", "nvidia.com/gpu.family", "gpu.product")
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 IGNORE_ANNOTATIONS = ("kvplan.dev/ignore", "kvplan.io/ignore")
+# A Go template action ({{ .Spec.Model.Name }}, {{- if ... }}) that a controller or Helm fills in later.
+GO_TEMPLATE = re.compile(r"\{\{-?\s*[.$A-Za-z(/\"]")
+_GO_ACTION = re.compile(r"\{\{.*?\}\}", re.S)
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,8 @@ class _Doc:
     def tok(self, node: Node, path: str, value: Optional[str] = None) -> Tok:
         if isinstance(node, ScalarNode):
             line, col = self.pos_in(node)(0) if node.value else self.li.pos(node.start_mark.index)
-            return Tok(node.value if value is None else value, line, col, path, quoted=node.style in ('"', "'"))
+            v = node.value if value is None else value
+            return Tok(v, line, col, path, quoted=node.style in ('"', "'"), unknown=bool(GO_TEMPLATE.search(v)))
         return Tok(value or "", node.start_mark.line + 1, node.start_mark.column + 1, path)
 
     def key_tok(self, key: ScalarNode, path: str) -> Tok:
@@ -289,11 +293,36 @@ def _expand_value(t: Tok, env: dict[str, VarValue]) -> Tok:
     return out[0] if out else t
 
 
+_MASKED = re.compile("([\ue000-\uf8ff])\\1*")
+
+
+def _mask(script: str) -> tuple[str, list[str]]:
+    """Each template action -> a run of one private-use character as long as the action (positions
+    stay put, the lexer sees one word part)."""
+    actions: list[str] = []
+
+    def sub(m: re.Match) -> str:
+        actions.append(m.group(0))
+        return chr(0xE000 + min(len(actions) - 1, 0x18FF)) * len(m.group(0))
+    return _GO_ACTION.sub(sub, script), actions
+
+
+def _unmask(t: Tok, actions: list[str]) -> Tok:
+    if not actions or not _MASKED.search(t.value):
+        return t
+    value = _MASKED.sub(lambda m: actions[ord(m.group(1)) - 0xE000] if ord(m.group(1)) - 0xE000 < len(actions)
+                        else m.group(0), t.value)
+    return replace(t, value=value, unknown=True)
+
+
 def _launches_in_script(script: str, pos: Pos, yaml_path: Optional[str], env: dict[str, VarValue],
                         out: Extracted, depth: int = 0) -> list[Launch]:
     env = dict(env)
     found: list[Launch] = []
-    for words in commands(lex_resilient(script, pos, yaml_path, out)):
+    actions: list[str] = []
+    if GO_TEMPLATE.search(script):  # template actions: unknown word parts, positions kept
+        script, actions = _mask(script)
+    for words in commands([_unmask(t, actions) for t in lex_resilient(script, pos, yaml_path, out)]):
         if _assign(words, env):
             continue
         if words[0].value == "eval" and len(words) > 1 and depth < 3:  # eval "exec vllm serve ..."
@@ -417,8 +446,12 @@ _ENGINE_ONLY = re.compile(r"^--(?:model|served-model-name|kv-cache-dtype|max-mod
                           r"quantization|enforce-eager|trust-remote-code)(?:=|$)")
 
 
+# Kinds whose containers are templates another object completes (KServe appends the model's args).
+_RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime", "LLMInferenceServiceConfig")
+
+
 def _container(doc: _Doc, c: Node, path: str, pod: _PodCtx, out: Extracted, dialect: str = "vllm",
-               model_hint: Optional[Tok] = None) -> None:
+               model_hint: Optional[Tok] = None, kind: str = "") -> None:
     inode = _mget(c, "image")
     image = _scalar(inode) or ""
     env, ordered = _env(doc, c, path)
@@ -432,7 +465,7 @@ def _container(doc: _Doc, c: Node, path: str, pod: _PodCtx, out: Extracted, dial
                 items.append(_Item(doc.tok(it, f"{path}.{key}[{i}]"), it))
     has_command = _mget(c, "command") is not None
     implicit = None
-    partial = False
+    partial = kind in _RUNTIME_KINDS
     if dialect == "kserve-hf":
         implicit = doc.tok(_mget(c, "modelFormat") or c, f"{path}")
     elif not has_command and not pod.ray and VLLM_IMAGE.search(image):
@@ -474,7 +507,7 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, ki
         p = f"{path}.{k.value}" if path else k.value
         if k.value == "containers" and isinstance(v, SequenceNode):
             for i, c in enumerate(v.value):
-                _container(doc, c, f"{p}[{i}]", here, out)
+                _container(doc, c, f"{p}[{i}]", here, out, kind=kind)
         elif k.value == "model" and isinstance(v, MappingNode) and (
                 _mget(v, "modelFormat") or _mget(v, "storageUri") or _mget(v, "runtime")):
             fmt = (_scalar(_mget(_mget(v, "modelFormat"), "name")) or "") + (_scalar(_mget(v, "runtime")) or "")
@@ -485,7 +518,7 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, ki
             hint = None
             if isinstance(uri, ScalarNode) and uri.value.startswith("hf://"):
                 hint = doc.tok(uri, f"{p}.storageUri", uri.value[5:].split(":")[0])
-            _container(doc, v, p, here, out, dialect="kserve-hf", model_hint=hint)
+            _container(doc, v, p, here, out, dialect="kserve-hf", model_hint=hint, kind=kind)
         elif k.value == "leaderWorkerTemplate" and isinstance(v, MappingNode):
             size = _scalar(_mget(v, "size"))
             _walk_k8s(doc, v, p, _PodCtx(here.gpu_label, int(size) if size and size.isdigit() else 1, here.ray), out, kind)
