@@ -43,7 +43,7 @@ _VLLM_RELEASE_REPO = re.compile(r"(?:^|/)vllm/vllm-openai(?:-[a-z0-9]+)?$", re.I
 _RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:\.post\d+)|(?:[-+.][\w.-]*))?$")
 
 
-def image_release(image: str) -> Optional[tuple[str, Optional[tuple[int, int, int]] | Optional[str]]]:
+def image_release(image: str) -> Optional[tuple[str, Optional[tuple[int, int, int] | str]]]:
     """("pinned", (0, 10, 0)) for vllm/vllm-openai:v0.10.0, ("unpinned", "latest"|"nightly"|None) for a
     vLLM image without a release tag, None for other images (their tag says nothing about vLLM)."""
     ref = image.strip()
@@ -179,7 +179,7 @@ class Linter:
             return self.engine, None, []
         kind, version = rel
         newest = self.engine.version_str
-        if kind == "pinned" and version is not None:
+        if kind == "pinned" and isinstance(version, tuple):
             v = ".".join(str(x) for x in version)
             try:
                 return resolve_engine(f"vllm=={v}"), None, []
@@ -312,8 +312,8 @@ class Linter:
                 r = self.rules[code]
                 if not engine.satisfies(r.versions):
                     continue
-                for e in r.fn(ctx):
-                    out.append(self._anchored(code, e.message, e.fix or r.fix, (), uses, model_tok, anchor, model))
+                for em in r.fn(ctx):
+                    out.append(self._anchored(code, em.message, em.fix or r.fix, (), uses, model_tok, anchor, model))
         else:
             plan = self._plan(src, sf, gpu_name, engine)
             if isinstance(plan, KvplanInputError):

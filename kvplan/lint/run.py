@@ -193,8 +193,8 @@ def _render_chart(root: Path, cache: dict[Path, tuple[Optional[dict[str, str]], 
                 m = re.search(r"(?m)^# Source: [^/\n]+/(.+?)\s*$", part)
                 if m:
                     docs[m.group(1)] = docs.get(m.group(1), "") + "---\n" + part
-            result = (docs, f"Helm chart {shown}: rendered with `helm template` (default values); finding "
-                            "lines refer to the rendered template.")
+            result = (docs, (f"Helm chart {shown}: rendered with `helm template` (default values); finding "
+                             "lines refer to the rendered template."))
     cache[root] = result
     return result
 

@@ -198,11 +198,12 @@ def _shell_script_arg(words: list[Tok]) -> Optional[int]:
 
 
 def _launches_from_argv(doc: Optional[_Doc], items: list[_Item], env: dict[str, VarValue], implicit: Optional[Tok],
-                        out: Extracted, yaml_list: bool, k8s: bool = True) -> list[Launch]:
+                        out: Extracted, yaml_list: bool, k8s: bool = True, more_args: bool = False) -> list[Launch]:
     """Launches in one container/service argv (command + args), including `sh -c 'script'`.
 
     `k8s`: list items get Kubernetes' $(VAR) expansion (one argument each, never split);
-    compose items were interpolated by the caller.
+    compose items were interpolated by the caller. `more_args`: something appends arguments at run
+    time (a KServe runtime template), so a script's `$@` is unknown.
     """
     found: list[Launch] = []
     if yaml_list:
@@ -226,7 +227,9 @@ def _launches_from_argv(doc: Optional[_Doc], items: list[_Item], env: dict[str, 
                 script, pos = _k8s_text(script, pos, env)
         else:
             pos, script = _word_pos(script_item.tok), script_item.tok.value
-        return _launches_in_script(script, pos, script_item.tok.yaml_path, env, out)
+        # `sh -c SCRIPT NAME ARG...`: NAME is $0, the ARGs are "$@"
+        positional = None if more_args else words[j + 2:]
+        return _launches_in_script(script, pos, script_item.tok.yaml_path, env, out, positional=positional)
     if words and words[0].value.rsplit("/", 1)[-1] in _SHELLS:
         return found
     launch = find_launch(expand(words, env) if not yaml_list else words, implicit_vllm=False)
@@ -315,8 +318,30 @@ def _unmask(t: Tok, actions: list[str]) -> Tok:
     return replace(t, value=value, unknown=True)
 
 
+_ALL_ARGS = ("$@", "${@}", "$*", "${*}")
+_NTH_ARG = re.compile(r"^\$(?:(\d)|\{(\d+)\})$")
+
+
+def _positional(words: list[Tok], positional: Optional[list[Tok]]) -> list[Tok]:
+    """`"$@"` / `$1` words -> the script's arguments when they are known (`sh -c SCRIPT NAME ARGS...`)."""
+    if positional is None:
+        return words
+    out: list[Tok] = []
+    for w in words:
+        m = _NTH_ARG.match(w.value)
+        if w.value in _ALL_ARGS and 0 not in w.literal:
+            out += positional
+        elif m and 0 not in w.literal and int(m.group(1) or m.group(2)) > 0:
+            n = int(m.group(1) or m.group(2))
+            out += positional[n - 1:n]
+        else:
+            out.append(w)
+    return out
+
+
 def _launches_in_script(script: str, pos: Pos, yaml_path: Optional[str], env: dict[str, VarValue],
-                        out: Extracted, depth: int = 0) -> list[Launch]:
+                        out: Extracted, depth: int = 0, positional: Optional[list[Tok]] = None) -> list[Launch]:
+    """Launches in a shell script. `positional`: the script's arguments ($@), None when unknown."""
     env = dict(env)
     found: list[Launch] = []
     actions: list[str] = []
@@ -327,14 +352,18 @@ def _launches_in_script(script: str, pos: Pos, yaml_path: Optional[str], env: di
             continue
         if words[0].value == "eval" and len(words) > 1 and depth < 3:  # eval "exec vllm serve ..."
             inner = " ".join(w.value for w in words[1:])
-            found += _launches_in_script(inner, _word_pos(words[1]), yaml_path, env, out, depth + 1)
+            if positional is not None:  # "$@" inside the eval string joins the arguments; eval re-splits them
+                joined = " ".join(p.value for p in positional)
+                inner = inner.replace("${@}", joined).replace("$@", joined)
+            found += _launches_in_script(inner, _word_pos(words[1]), yaml_path, env, out, depth + 1, positional)
             continue
         j = _shell_script_arg(words)
         if j is not None and depth < 3:  # bash -c "..." inside a script
             w = words[j]
-            found += _launches_in_script(w.value, _word_pos(w), yaml_path, env, out, depth + 1)
+            found += _launches_in_script(w.value, _word_pos(w), yaml_path, env, out, depth + 1,
+                                         _positional(words, positional)[j + 2:] if positional is not None else None)
             continue
-        launch = find_launch(expand(words, env))
+        launch = find_launch(expand(_positional(words, positional), env))
         if launch is not None:
             found.append(launch)
     return found
@@ -474,7 +503,7 @@ def _container(doc: _Doc, c: Node, path: str, pod: _PodCtx, out: Extracted, dial
         # A Kustomize patch (strategic merge): args for a container whose image is in the base.
         implicit = doc.tok(_mget(c, "name") or c, f"{path}.name" if _mget(c, "name") is not None else path)
         partial = True
-    launches = _launches_from_argv(doc, items, env, implicit, out, yaml_list=True)
+    launches = _launches_from_argv(doc, items, env, implicit, out, yaml_list=True, more_args=partial)
     texts = [it.tok.value for it in items]
     image_tok = doc.tok(inode, f"{path}.image") if isinstance(inode, ScalarNode) else None
     for launch in launches:
@@ -654,7 +683,7 @@ def _compose(doc: _Doc, services: MappingNode, out: Extracted) -> None:
         enode = _mget(svc, "environment")
         for i, e in enumerate(_seq(enode)):
             s = _scalar(e) or ""
-            name, eq, val = s.partition("=")
+            name, eq, _ = s.partition("=")
             if eq:
                 t = _compose_interpolate(doc.tok(e, f"{path}.environment[{i}]").at(len(name) + 1))
                 vv = VarValue(t.value, t, t.unknown)
@@ -795,7 +824,10 @@ def _kebab(key: str) -> str:
 
 
 def _image_of(doc: _Doc, node: Node, path: str) -> Optional[Tok]:
-    """`repository` + `tag` (or `image` + `tag`) keys of a values mapping -> one image token."""
+    """`repository` + `tag` (or `image` + `tag`, or an `image:` mapping of them) keys of a values mapping
+    -> one image token."""
+    if isinstance(_mget(node, "image"), MappingNode) and _mget(node, "repository") is None:
+        return _image_of(doc, _mget(node, "image"), f"{path}.image" if path else "image")  # type: ignore[arg-type]
     repo = _mget(node, "repository")
     if not isinstance(repo, ScalarNode):
         repo = _mget(node, "image") if isinstance(_mget(node, "image"), ScalarNode) else None
@@ -826,10 +858,14 @@ def _helm_values(doc: _Doc, root: MappingNode, out: Extracted) -> bool:
             return
         for k, v in _items(node):
             p = f"{path}.{k.value}" if path else k.value
-            if k.value in ("command", "args") and isinstance(v, SequenceNode):
+            if k.value in ("command", "args", "extraArgs", "extra_args", "vllmArgs", "engineArgs") \
+                    and isinstance(v, SequenceNode):
                 items = [_Item(doc.tok(x, f"{p}[{i}]"), x) for i, x in enumerate(v.value) if isinstance(x, ScalarNode)]
-                for launch in _launches_from_argv(doc, items, {}, None, out, yaml_list=True):
-                    out.sites.append(Site(launch, launch.launcher, image=_image_of(doc, node, path)))
+                # a full launch, else a list of engine arguments the chart appends to its own command
+                implicit = doc.key_tok(k, p) if any(_ENGINE_ONLY.match(it.tok.value) for it in items) else None
+                for launch in _launches_from_argv(doc, items, {}, implicit, out, yaml_list=True):
+                    out.sites.append(Site(launch, launch.launcher, image=_image_of(doc, node, path),
+                                          partial=launch.launcher is implicit))
             else:
                 walk(v, p, node)
     walk(root, "", None)

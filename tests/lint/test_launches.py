@@ -230,3 +230,36 @@ def test_pinned_release_is_honoured_and_older_ones_get_upgrade_findings(tmp_path
 
     latest = _lint(tmp_path, "latest.yaml", POD.format(image="vllm/vllm-openai:latest"))
     assert {f.code for f in latest.findings} >= {"KV813", "KV002"}
+
+
+def test_sh_c_script_arguments_and_eval_of_them(tmp_path: Path) -> None:
+    # llm-d / KServe shape: the container args become "$@" of an `eval "exec vllm serve ..."` script
+    r = _lint(tmp_path, "d.yaml", """
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: d}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: main
+                  image: vllm/vllm-openai:v0.33.0
+                  command: ["/bin/sh", "-c", 'eval "exec vllm serve ${VLLM_ADDITIONAL_ARGS} $@"', "--"]
+                  args: ["Qwen/Qwen3-8B", "--kv-cache-dtype", "fp9"]
+                  env:
+                    - name: VLLM_ADDITIONAL_ARGS
+                      value: "--max-model-len 4096 --tensor-parallel-size 2"
+                  resources: {limits: {nvidia.com/gpu: 1}}
+        """)
+    (launch,) = r.files[0].launches
+    assert launch.model == "Qwen/Qwen3-8B"
+    assert sorted(f.code for f in r.findings) == ["KV803", "KV808"]  # fp9, and TP 2 on one GPU
+
+
+def test_helm_values_extra_args_list_is_a_partial_launch(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "values.yaml", """
+        vllm:
+          image: {repository: vllm/vllm-openai, tag: v0.33.0}
+          extraArgs: ["--max-model-len", "8192", "--kv-cache-dtype", "fp9"]
+        """)
+    assert [f.code for f in r.findings] == ["KV803"]  # no "names no model": the chart's template sets it
