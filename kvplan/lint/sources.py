@@ -736,10 +736,15 @@ _FLAG_NAMES = {f.lstrip("-") for f in (*KNOWN_FLAGS, *REMOVED_FLAGS, *MODELLED) 
 
 
 def _is_vllm_config(node: Node) -> bool:
+    """A `vllm serve --config` file: flat keys, mostly vLLM flag names. A key that is no flag and
+    holds a mapping or list (`modelParameters:`, `inference:`) makes it something else, such as a
+    Helm values file."""
     if not isinstance(node, MappingNode) or _mget(node, "apiVersion") or _mget(node, "services"):
         return False
-    keys = [k.value.replace("_", "-") for k, _ in _items(node)]
-    return bool(keys) and sum(k in _FLAG_NAMES for k in keys) >= max(1, len(keys) // 3)
+    items = [(k.value.replace("_", "-"), v) for k, v in _items(node)]
+    if any(k not in _FLAG_NAMES and not isinstance(v, ScalarNode) for k, v in items):
+        return False
+    return bool(items) and sum(k in _FLAG_NAMES for k, _ in items) >= max(1, len(items) // 3)
 
 
 def _vllm_config(doc: _Doc, node: MappingNode, out: Extracted) -> None:
@@ -852,8 +857,9 @@ def _helm_values(doc: _Doc, root: MappingNode, out: Extracted) -> bool:
             return
         if not isinstance(node, MappingNode):
             return
-        model = _mget(node, "modelURL")
-        if isinstance(model, ScalarNode):
+        if isinstance(_mget(node, "modelURL"), ScalarNode) or (
+                isinstance(_mget(node, "model"), ScalarNode) and any(isinstance(_mget(node, k), MappingNode)
+                                                                     for k in _ENGINE_KEYS)):
             _values_model(doc, node, path, out)
             return
         for k, v in _items(node):
@@ -872,13 +878,19 @@ def _helm_values(doc: _Doc, root: MappingNode, out: Extracted) -> bool:
     return len(out.sites) > before
 
 
+# Values keys whose camelCase entries a chart turns into vLLM flags (production-stack, ai-on-eks).
+_ENGINE_KEYS = ("vllmConfig", "modelParameters", "engineArgs", "vllmArgs")
+
+
 def _values_model(doc: _Doc, spec: MappingNode, path: str, out: Extracted) -> None:
     from kvplan.ingest.flags import KNOWN_FLAGS as known  # noqa: PLC0415 - the live table
-    model = _mget(spec, "modelURL")
-    args: list[Tok] = [doc.tok(model, f"{path}.modelURL")]
-    cfg = _mget(spec, "vllmConfig")
+    mkey = "modelURL" if isinstance(_mget(spec, "modelURL"), ScalarNode) else "model"
+    model = _mget(spec, mkey)
+    args: list[Tok] = [doc.tok(model, f"{path}.{mkey}" if path else mkey)]
+    ckey = next((k for k in _ENGINE_KEYS if isinstance(_mget(spec, k), MappingNode)), "vllmConfig")
+    cfg = _mget(spec, ckey)
     for k, v in _items(cfg):
-        p = f"{path}.vllmConfig.{k.value}"
+        p = f"{path}.{ckey}.{k.value}" if path else f"{ckey}.{k.value}"
         if k.value == "extraArgs":
             args += [doc.tok(x, f"{p}[{i}]") for i, x in enumerate(_seq(v)) if isinstance(x, ScalarNode)]
             continue
@@ -892,7 +904,7 @@ def _values_model(doc: _Doc, spec: MappingNode, path: str, out: Extracted) -> No
             continue
         args += [Tok(flag, kt.line, kt.col, p), doc.tok(v, p)]
     gpus = _scalar(_mget(spec, "requestGPU"))
-    launcher = doc.tok(model, f"{path}.modelURL", "vllm")
+    launcher = doc.tok(model, f"{path}.{mkey}" if path else mkey, "vllm")
     out.sites.append(Site(Launch(launcher, tuple(args)), launcher, gpu_count=int(gpus) if gpus and gpus.isdigit() else None,
                           image=_image_of(doc, spec, path)))
 
