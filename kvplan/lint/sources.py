@@ -737,12 +737,13 @@ _FLAG_NAMES = {f.lstrip("-") for f in (*KNOWN_FLAGS, *REMOVED_FLAGS, *MODELLED) 
 
 def _is_vllm_config(node: Node) -> bool:
     """A `vllm serve --config` file: flat keys, mostly vLLM flag names. A key that is no flag and
-    holds a mapping or list (`modelParameters:`, `inference:`) makes it something else, such as a
-    Helm values file."""
+    holds a mapping or a list of mappings (`modelParameters:`, `inference:`) makes it something
+    else, such as a Helm values file (a misspelt flag with a scalar or list value stays a finding)."""
     if not isinstance(node, MappingNode) or _mget(node, "apiVersion") or _mget(node, "services"):
         return False
     items = [(k.value.replace("_", "-"), v) for k, v in _items(node)]
-    if any(k not in _FLAG_NAMES and not isinstance(v, ScalarNode) for k, v in items):
+    if any(k not in _FLAG_NAMES and (isinstance(v, MappingNode) or any(not isinstance(x, ScalarNode) for x in _seq(v)))
+           for k, v in items):
         return False
     return bool(items) and sum(k in _FLAG_NAMES for k, _ in items) >= max(1, len(items) // 3)
 
