@@ -291,6 +291,8 @@ def _expand_shell_word(w: Tok, env: Mapping[str, VarValue], split: bool) -> list
                 return [replace(vv.tok, value=vv.value, quoted=True, yaml_path=vv.tok.yaml_path or w.yaml_path)]
             return split_value(vv.value, vv.tok)
         if op is not None and (vv is None or (not vv.unknown and vv.value == "")):
+            if vv is None and default == "":  # ${VAR:-}: whatever the environment has, else nothing
+                return [replace(w, unknown=True)]
             if w.quoted or not split:
                 return [replace(w, value=default, literal=())]
             return split_value(default, w)
