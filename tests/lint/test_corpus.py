@@ -20,7 +20,7 @@ EXPECTED = json.loads((CORPUS / "EXPECTED.json").read_text())
 
 
 def _key(f: dict) -> tuple:
-    return f["file"], f["line"], f["column"], f["code"], f["message"]
+    return f["file"], f["line"], f["column"], f["code"], f.get("message")
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,9 @@ def _actual(report) -> list[dict]:
 
 def test_corpus_has_no_false_positive(report) -> None:
     reviewed = {_key(f) for f in EXPECTED["findings"]}
-    pending = {_key(f) for f in EXPECTED["pending_flag_table"]}
-    false_positives = [f for f in _actual(report) if _key(f) not in reviewed | pending]
+    # real flags the flag table (issue 21) stops calling unknown, and findings it will add (reviewed ahead)
+    tolerated = {_key(f)[:4] for f in EXPECTED["pending_flag_table"] + EXPECTED["anticipated_with_flag_table"]}
+    false_positives = [f for f in _actual(report) if _key(f) not in reviewed and _key(f)[:4] not in tolerated]
     assert len(false_positives) == 0, (
         "findings on the real-file corpus that nobody reviewed as true (fix the linter, or review them and add "
         "them to tests/data/lint_corpus/EXPECTED.json):\n" + "\n".join(map(str, false_positives)))
