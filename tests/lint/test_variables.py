@@ -139,3 +139,22 @@ def test_compose_interpolation_defaults_and_unknowns(tmp_path: Path) -> None:
     assert r.files[0].launches[0].model == "Qwen/Qwen3-8B"
     assert [f.code for f in r.findings if f.code != "KV7"] and "${UTIL}" in codes["KV811"][0].message
     assert "'${LITERAL}'" in codes["KV803"][0].message  # $$ is compose's literal $, and that is not a dtype
+
+
+def test_substituted_values_keep_their_place_in_the_argument_list(tmp_path: Path) -> None:
+    # MODEL's value is written below the script; it must still be the model, not the JSON after it
+    r = _lint(tmp_path, "p.yaml", """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p}
+        spec:
+          containers:
+            - name: vllm
+              image: vllm/vllm-openai:v0.33.0
+              command: ["sh", "-c", "vllm serve $MODEL --compilation-config '{\\"level\\": 3}' --kv-cache-dtype fp9"]
+              env:
+                - name: MODEL
+                  value: Qwen/Qwen3-8B
+        """)
+    assert r.files[0].launches[0].model == "Qwen/Qwen3-8B"
+    assert [f.code for f in r.findings] == ["KV803"]
