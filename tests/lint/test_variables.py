@@ -142,7 +142,8 @@ def test_compose_interpolation_defaults_and_unknowns(tmp_path: Path) -> None:
 
 
 def test_substituted_values_keep_their_place_in_the_argument_list(tmp_path: Path) -> None:
-    # MODEL's value is written below the script; it must still be the model, not the JSON after it
+    # MODEL's and LEN's values are written below the script; they still sit where they are used
+    # (sorting by file position made --max-model-len "need a value" and moved the model)
     r = _lint(tmp_path, "p.yaml", """
         apiVersion: v1
         kind: Pod
@@ -151,10 +152,12 @@ def test_substituted_values_keep_their_place_in_the_argument_list(tmp_path: Path
           containers:
             - name: vllm
               image: vllm/vllm-openai:v0.33.0
-              command: ["sh", "-c", "vllm serve $MODEL --compilation-config '{\\"level\\": 3}' --kv-cache-dtype fp9"]
+              command: ["sh", "-c", "vllm serve $MODEL --max-model-len $LEN --compilation-config '{\\"level\\": 3}' --kv-cache-dtype fp9"]
               env:
                 - name: MODEL
                   value: Qwen/Qwen3-8B
+                - name: LEN
+                  value: "4096"
         """)
     assert r.files[0].launches[0].model == "Qwen/Qwen3-8B"
-    assert [f.code for f in r.findings] == ["KV803"]
+    assert [(f.code, f.message[:26]) for f in r.findings] == [("KV803", "invalid --kv-cache-dtype '")]
