@@ -222,3 +222,21 @@ def test_cli_sarif_all_rules_and_srcroot_base() -> None:
     base = run["originalUriBaseIds"]["%SRCROOT%"]["uri"]
     assert base.startswith("file:///") and base.endswith("/") and Path(base[len("file://"):]) == ROOT.resolve()
     assert lint(DEPLOY, "--sarif-all-rules").exit_code == 2  # only with --format sarif
+
+
+def test_cli_helm_chart_without_helm_is_one_note_per_chart(tmp_path: Path) -> None:
+    chart = tmp_path / "charts" / "llm"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: llm\nversion: 0.1.0\n")
+    for name in ("a.yaml", "b.yaml"):
+        (chart / "templates" / name).write_text(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ .Release.Name }}\n{{- if .Values.x }}\nspec: {}\n{{- end }}\n")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        r = runner.invoke(app, ["lint", "charts", "--isolated"], env={**ENV, "PATH": str(tmp_path / "no-helm")})
+    finally:
+        os.chdir(old)
+    notes = [x for x in r.stderr.splitlines() if "Helm chart charts/llm" in x]
+    assert r.exit_code == 0 and len(notes) == 1 and "`helm` is not on PATH" in notes[0]
+    assert "KV801" not in r.stdout
