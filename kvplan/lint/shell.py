@@ -186,7 +186,6 @@ def commands(toks: Sequence[Tok]) -> list[list[Tok]]:
     return out
 
 
-_VAR = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*)|\(([A-Za-z_][A-Za-z0-9_]*)\))$")
 # One shell parameter reference at a `$`: ${NAME}, ${NAME:-word} (and -, :=, =), $NAME.
 _SHELL_REF = re.compile(r"\$(?:\{([A-Za-z_]\w*)(?:(:?[-=])([^}$`]*))?\}|([A-Za-z_]\w*))")
 _K8S_REF = re.compile(r"\$\(([A-Za-z_][\w.-]*)\)")
@@ -203,14 +202,6 @@ class VarValue:
     value: str
     tok: Tok
     unknown: bool = False
-
-
-def var_name(word: str) -> tuple[Optional[str], Optional[str]]:
-    """('NAME', default) for $NAME, ${NAME}, ${NAME:-default} and Kubernetes $(NAME); else (None, None)."""
-    m = _VAR.match(word)
-    if not m:
-        return None, None
-    return m.group(1) or m.group(3) or m.group(4), m.group(2)
 
 
 def _closing(s: str, i: int, open_: str, close: str) -> int:

@@ -435,7 +435,7 @@ def _env(doc: _Doc, c: Node, path: str) -> tuple[dict[str, VarValue], list[tuple
     file are known, other valueFrom sources are set but unknown."""
     env: dict[str, VarValue] = {}
     ordered: list[tuple[str, VarValue]] = []
-    for i, src in enumerate(_seq(_mget(c, "envFrom"))):
+    for src in _seq(_mget(c, "envFrom")):
         ref = _mget(src, "configMapRef") or _mget(src, "secretRef")
         data = doc.objects.get(_scalar(_mget(ref, "name")) or "")
         if data is None:
