@@ -1,9 +1,12 @@
 """Deployment files -> vLLM launches with positions.
 
-Recognises Kubernetes objects (any PodSpec: Deployment, StatefulSet, Pod, Job, LeaderWorkerSet,
-KServe InferenceService predictors and `model` specs, ServingRuntime), docker-compose services,
-vLLM `--config` YAML files, and shell scripts / plain launch lines. Every argument keeps its file
-line and column (and YAML path), so findings point at the exact token.
+Recognises Kubernetes objects (any object with a `containers` list: Deployment, StatefulSet, Pod,
+Job, LeaderWorkerSet, DisaggregatedSet, KServe InferenceService predictors, `model` specs and
+runtime templates, RayJob entrypoints, Kustomize patches), docker-compose services, Helm values,
+vLLM `--config` YAML files, and shell scripts / plain launch lines. Variables are expanded the way
+Kubernetes, compose and the shell expand them; a value only known at run time is an `unknown`
+token. Every argument keeps its file line and column (and YAML path), so findings point at the
+exact token.
 """
 from __future__ import annotations
 
