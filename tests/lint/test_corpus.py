@@ -71,3 +71,17 @@ def test_corpus_is_real_files_with_provenance() -> None:
         assert row is not None, f"{f} has no provenance row"
         repo, commit = row.split("|")[2].strip(), row.split("|")[3].strip(" `")
         assert "/" in repo and len(commit) == 40 and all(c in "0123456789abcdef" for c in commit)
+
+
+if __name__ == "__main__":  # python -m tests.lint.test_corpus: what changed since the last review
+    current = lint_paths(["."], cwd=CORPUS, isolated=True)
+    actual = _actual(current)
+    known = {_key(f) for f in EXPECTED["findings"]}
+    tolerated = {_key(f)[:4] for f in EXPECTED["pending_flag_table"] + EXPECTED["anticipated_with_flag_table"]}
+    new = [f for f in actual if _key(f) not in known and _key(f)[:4] not in tolerated]
+    gone = [f for f in EXPECTED["findings"] if _key(f) not in {_key(a) for a in actual}]
+    print(f"{len(actual)} findings; {len(new)} not reviewed, {len(gone)} reviewed ones gone")
+    for f in new:  # review each; if true, add it to EXPECTED.json with verdict "true", stable and why
+        print(json.dumps({**f, "verdict": "UNREVIEWED", "stable": True, "why": ""}, ensure_ascii=False))
+    for f in gone:
+        print("gone:", json.dumps(f, ensure_ascii=False))
