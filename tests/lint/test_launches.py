@@ -263,3 +263,14 @@ def test_helm_values_extra_args_list_is_a_partial_launch(tmp_path: Path) -> None
           extraArgs: ["--max-model-len", "8192", "--kv-cache-dtype", "fp9"]
         """)
     assert [f.code for f in r.findings] == ["KV803"]  # no "names no model": the chart's template sets it
+
+
+def test_newer_release_and_docker_run_image_tags(tmp_path: Path) -> None:
+    newer = _lint(tmp_path, "newer.yaml", POD.format(image="vllm/vllm-openai:v0.40.1"))
+    (note,) = [f for f in newer.findings if f.code == "KV812"]
+    assert "newer than the releases kvplan models" in note.message and newer.files[0].launches[0].engine == "0.33.0"
+    assert [f.severity.value for f in newer.findings if f.code == "KV002"] == ["error"]  # linted as 0.33, not upgrade
+    r = _lint(tmp_path, "run.sh", """
+        docker run --gpus all vllm/vllm-openai:v0.20.0 --model Qwen/Qwen3-8B --calculate-kv-scales
+        """)
+    assert r.files[0].launches[0].pinned == "0.20.0" and "KV002" not in {f.code for f in r.findings}
