@@ -14,7 +14,7 @@ from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, load_model_inputs
 from kvplan.ingest.flags import _OTHER_BOOL, MODELLED, REMOVED_FLAGS, parse_flags
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.engines import resolve_engine
+from kvplan.backends.engines import SUPPORTED_ENGINES, resolve_engine
 from kvplan.lint.config import LoadedConfig, engine_spec
 from kvplan.lint.report import LaunchInfo, Location
 from kvplan.lint.resolve import ModelSource, gpu_from_label, resolve_model
@@ -163,6 +163,7 @@ class Linter:
         self.inputs: dict[tuple[str, Optional[str]], ModelInputs | KvplanInputError] = {}
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
         self.engine = resolve_engine(engine_spec(cfg.config.engine_version))
+        self.newest = resolve_engine(SUPPORTED_ENGINES[0])  # what :latest and upgrades mean
         rules = all_rules()
         self.rules = {r.code: r for r in rules}
         self.model_rules = sorted(r.code for r in rules if r.kind == "check" and r.code not in MODEL_FREE
@@ -178,7 +179,8 @@ class Linter:
         if rel is None:
             return self.engine, None, []
         kind, version = rel
-        newest = self.engine.version_str
+        latest = self.newest  # the image's own release when modelled, else the newest modelled one
+        newest = latest.version_str
         if kind == "pinned" and isinstance(version, tuple):
             v = ".".join(str(x) for x in version)
             try:
@@ -186,18 +188,18 @@ class Linter:
             except KvplanInputError:
                 pass
             if version < MODELLED_FIRST:
-                return self.engine, v, [RawFinding(
+                return latest, v, [RawFinding(
                     "KV812", f"image {site.image.value} runs vLLM {v}, older than the releases kvplan models "
                              f"({_MODELLED}); findings marked 'on upgrade' are what vLLM {newest} would reject or "
                              "change, not errors of the pinned release.", site.image,
                     fix=f"Upgrade the image to a modelled release (vllm/vllm-openai:v{newest}) and fix the upgrade "
                         "findings, or suppress KV812 with a reason.")]
-            return self.engine, None, [RawFinding(
+            return latest, None, [RawFinding(
                 "KV812", f"image {site.image.value} runs vLLM {v}, newer than the releases kvplan models "
-                         f"({_MODELLED}); linted against vLLM {newest}.", site.image,
-                fix="Upgrade kvplan, or set engine-version to the closest modelled release.")]
+                         f"({_MODELLED}); linted against vLLM {newest}, the newest one.", site.image,
+                fix="Upgrade kvplan to a release that models it, or suppress KV812 with a reason.")]
         what = f"tag {version!r}" if version else "no release tag"
-        return self.engine, None, [RawFinding(
+        return latest, None, [RawFinding(
             "KV813", f"image {site.image.value} has {what}, so the vLLM release is not pinned; linted against "
                      f"vLLM {newest}, the newest release kvplan models.", site.image,
             fix=f"Pin the image to a release (vllm/vllm-openai:v{newest}) so deployments are reproducible.")]

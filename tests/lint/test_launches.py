@@ -274,3 +274,13 @@ def test_newer_release_and_docker_run_image_tags(tmp_path: Path) -> None:
         docker run --gpus all vllm/vllm-openai:v0.20.0 --model Qwen/Qwen3-8B --calculate-kv-scales
         """)
     assert r.files[0].launches[0].pinned == "0.20.0" and "KV002" not in {f.code for f in r.findings}
+
+
+def test_latest_means_the_newest_modelled_release_whatever_engine_version_says(tmp_path: Path) -> None:
+    (tmp_path / "kvplan.toml").write_text('[lint]\nengine-version = "0.20.0"\n')
+    for name, image, engine in (("a.yaml", "vllm/vllm-openai:latest", "0.33.0"),
+                                ("b.yaml", "registry.local/vllm-build:7", "0.20.0"),  # says nothing: config
+                                ("c.yaml", "vllm/vllm-openai:v0.25.0", "0.25.0")):
+        _write(tmp_path, name, POD.format(image=image))
+        r = lint_paths([str(tmp_path / name)], cwd=tmp_path)
+        assert r.files[0].launches[0].engine == engine, name
