@@ -127,7 +127,8 @@ def sarif(report: LintReport, all_rules: bool = False, srcroot: Optional[str] = 
             "message": {"text": f.message + (f" Fix: {f.fix}" if f.fix else "")},
             "locations": [loc],
             "partialFingerprints": {"kvplanFinding/v1": _fingerprint(f)},
-            **({"properties": {"model": f.model}} if f.model else {}),
+            **({"properties": {k: v for k, v in (("model", f.model), ("upgrade_to", f.upgrade_to)) if v}}
+               if (f.model or f.upgrade_to) else {}),
         })
     doc = {
         "$schema": SARIF_SCHEMA, "version": "2.1.0",
