@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.families import DTYPE_ALIASES
+from kvplan.ingest.limits import check_argv, check_launch_line, input_boundary
 from kvplan.model.flags import ServingFlags
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
@@ -116,7 +117,7 @@ def _to_len(flag: str, v: str) -> int:
         s = s[:-1]
     try:
         n = int(float(s) * mult)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: inf
         raise KvplanInputError(f"{flag} expects a length like 8192 or 32k, got {v!r}.",
                                f"Pass e.g. {flag} 32768.") from None
     if n < 1:
@@ -126,14 +127,17 @@ def _to_len(flag: str, v: str) -> int:
 
 def split_launch_line(line: str) -> list[str]:
     """Shell-split a pasted launch line (backslash-newline continuations allowed)."""
+    check_launch_line(line)
     try:
         return shlex.split(line.replace("\\\n", " "), comments=True)
     except ValueError as e:
         raise KvplanInputError(f"cannot parse the launch line: {e}.", "Check the quotes.") from None
 
 
+@input_boundary(fix="Pass a plausible value (limits: docs/limits.md).")
 def parse_flags(argv: list[str]) -> ServingFlags:
     """Parse engine flags; the leading `vllm serve MODEL` / python -m ... part is skipped."""
+    check_argv(argv)  # argument count and size, before anything is parsed
     args = list(argv)
     # Drop a launcher prefix: vllm serve [MODEL] | python -m vllm.entrypoints.openai.api_server
     if args[:2] == ["vllm", "serve"]:

@@ -19,6 +19,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, REMOVED_FLAGS
+from kvplan.ingest.limits import compose_all as bounded_compose_all
 from kvplan.lint.shell import (
     VLLM_IMAGE, Launch, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, expand_k8s, find_launch, lex,
     split_value,
@@ -584,7 +585,7 @@ def _inline_patch(doc: _Doc, node: ScalarNode, path: str, out: Extracted) -> Non
     indent = len(body) - len(body.lstrip(" "))
     line0 = node.start_mark.line + 1 + (1 if first_nl >= 0 else 0)
     try:
-        subs = [n for n in yaml.compose_all(node.value, Loader=_Loader) if n is not None]
+        subs = [n for n in bounded_compose_all(node.value, "Kustomize patch") if n is not None]
     except yaml.YAMLError:
         return
     inner_text = node.value
@@ -794,7 +795,7 @@ def extract_yaml(text: str) -> Extracted:
     kinds: list[str] = []
     nodes: list[Node] = []
     try:
-        for node in yaml.compose_all(text, Loader=_Loader):
+        for node in bounded_compose_all(text, "YAML"):  # size/depth/alias limits: InputLimitError (KV820/KV821)
             if node is not None:
                 nodes.append(node)
     except yaml.YAMLError as e:
