@@ -17,6 +17,7 @@ from kvplan.errors import KvplanInputError
 
 class LintFormat(str, Enum):
     text = "text"
+    concise = "concise"
     json = "json"
     sarif = "sarif"
     github = "github"
@@ -38,7 +39,7 @@ def _codes(value: Optional[str]) -> Optional[list[str]]:
 def lint(
     paths: Optional[List[str]] = typer.Argument(None, help="Files and folders to lint (folders are walked)."),
     format: LintFormat = typer.Option(LintFormat.text, "--format", "-f", "--output-format",
-                                      help="text, json, sarif (GitHub code scanning), github (annotations) or junit."),
+                                      help="text, concise (one line per finding), json, sarif (GitHub code scanning), github (annotations) or junit."),
     select: Optional[str] = typer.Option(None, "--select", help="Comma-separated code prefixes to report (KV1,KV401); replaces the config's select."),
     ignore: Optional[str] = typer.Option(None, "--ignore", help="Comma-separated code prefixes never to report (added to the config's ignore)."),
     fail_level: Optional[LintFailLevel] = typer.Option(None, "--fail-level", help="Exit 1 when a finding is at or above this severity (default: error, or the config's)."),
@@ -48,7 +49,9 @@ def lint(
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every configuration file."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     list_models: bool = typer.Option(False, "--list-models", help="List the model ids whose configs are bundled, and exit."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each skipped file to stderr."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each skipped file to stderr; text output lists the rules KV804 skipped."),
+    statistics: bool = typer.Option(False, "--statistics", help="Print the number of findings per code instead of the findings (text formats)."),
+    sarif_all_rules: bool = typer.Option(False, "--sarif-all-rules", help="SARIF: list every kvplan rule in the tool driver, not only those with results."),
     offline: bool = typer.Option(False, "--offline", help="Resolve no Hugging Face ids (air-gapped CI): their "
                                  "launches get KV804 saying so. Same as `hub = false` in the configuration."),
     file_timeout: Optional[float] = typer.Option(None, "--file-timeout", min=0,
@@ -57,7 +60,7 @@ def lint(
     """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""
     try:
         _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose,
-             file_timeout, offline)
+             statistics, sarif_all_rules, file_timeout, offline)
     except KvplanInputError as e:
         typer.echo(f"kvplan: error: {e}", err=True)
         sys.exit(2)
@@ -65,27 +68,38 @@ def lint(
 
 def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Optional[str],
          fail_level: Optional[LintFailLevel], exit_zero: bool, gpu: Optional[str], config: Optional[Path],
-         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool,
-         file_timeout: Optional[float] = None, offline: bool = False) -> None:
+         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool, statistics: bool = False,
+         sarif_all_rules: bool = False, file_timeout: Optional[float] = None, offline: bool = False) -> None:
     if list_models:
         from kvplan.lint.resolve import bundled_ids  # noqa: PLC0415
         typer.echo("\n".join(bundled_ids()))
         return
     if not paths:
         raise KvplanInputError("no path to lint.", "Pass files or folders, e.g. `kvplan lint deploy/`.")
-    from kvplan.lint.formats import render  # noqa: PLC0415
+    if statistics and format not in (LintFormat.text, LintFormat.concise):
+        raise KvplanInputError(f"--statistics prints a table and cannot be combined with --format {format.value}.",
+                               "Drop --statistics (the JSON report has summary.by_code) or use --format text.")
+    if sarif_all_rules and format is not LintFormat.sarif:
+        raise KvplanInputError("--sarif-all-rules only applies to --format sarif.", "Add --format sarif or drop it.")
+    from kvplan.lint.formats import render, statistics as stats_table  # noqa: PLC0415
     from kvplan.lint.run import exit_code, lint_paths  # noqa: PLC0415
     report = lint_paths(paths, select=_codes(select), ignore=_codes(ignore) or (), gpu=gpu, config=config,
                         fail_level=fail_level.value if fail_level else None, isolated=isolated,
                         file_timeout=file_timeout, offline=offline)
+    chart_notes: list[str] = []
     for fr in report.files:
         explicit = fr.path in {Path(p).as_posix() for p in paths}
-        if fr.status == "skipped" and (verbose or explicit):
+        if fr.kind == "helm-template" and fr.note and not verbose:
+            if fr.note not in chart_notes:  # one note per chart, not one per template
+                chart_notes.append(fr.note)
+                typer.echo(f"kvplan: note: {fr.note}", err=True)
+        elif fr.status == "skipped" and (verbose or explicit):
             typer.echo(f"kvplan: note: skipped {fr.path}: {fr.note}", err=True)
     if format is not LintFormat.text and report.summary.skipped and not verbose:
         typer.echo(f"kvplan: {report.summary.files} files, {report.summary.linted} with vLLM launches, "
                    f"{report.summary.skipped} skipped (not deployment configs).", err=True)
-    out = render(report, format.value)
+    out = stats_table(report) if statistics else render(
+        report, format.value, verbose=verbose, all_rules=sarif_all_rules, srcroot=Path.cwd().resolve().as_uri() + "/")
     if output is not None:
         from kvplan.cli.main import write_atomic  # noqa: PLC0415
         write_atomic(output, out)

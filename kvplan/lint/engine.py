@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 from kvplan.api import gpu_facts
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, load_model_inputs
 from kvplan.ingest.flags import _OTHER_BOOL, MODELLED, REMOVED_FLAGS, parse_flags
-from kvplan.backends.engines import resolve_engine
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.engines import SUPPORTED_ENGINES, resolve_engine
 from kvplan.lint.config import LoadedConfig, engine_spec
 from kvplan.lint.report import LaunchInfo, Location
 from kvplan.lint.resolve import ModelSource, gpu_from_label, resolve_model
@@ -28,6 +29,41 @@ from kvplan.rules.context import FlagsOnlyContext
 
 # Flag rules that need no model: they run even when the model's config is unknown.
 MODEL_FREE = ("KV001", "KV002", "KV003", "KV301")
+
+# Findings about the file, the pod or the variables, true whichever vLLM release runs: never upgrade findings.
+RELEASE_INDEPENDENT = frozenset({"KV802", "KV804", "KV807", "KV808", "KV809", "KV811", "KV812", "KV813"})
+
+# GKE accelerator label values whose names do not say the GPU profile (cloud.google.com/gke-accelerator).
+_GKE_ACCELERATORS = {"nvidia-tesla-a100": "a100-40gb", "nvidia-h100-mega-80gb": "h100-sxm"}
+
+MODELLED_FIRST = (0, 18, 0)
+_MODELLED = "vLLM 0.18 to 0.33"
+
+# vLLM's own release images: their tag is the vLLM version (v0.10.0, v0.25.0-ubuntu2404, 0.11.0).
+_VLLM_RELEASE_REPO = re.compile(r"(?:^|/)vllm/vllm-openai(?:-[a-z0-9]+)?$", re.I)
+_RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:\.post\d+)|(?:[-+.][\w.-]*))?$")
+
+
+def image_release(image: str) -> Optional[tuple[str, Optional[tuple[int, int, int] | str]]]:
+    """("pinned", (0, 10, 0)) for vllm/vllm-openai:v0.10.0, ("unpinned", "latest"|"nightly"|None) for a
+    vLLM image without a release tag, None for other images (their tag says nothing about vLLM)."""
+    ref = image.strip()
+    name = ref.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    repo, tag = (name.rsplit(":", 1) if ":" in last else (name, None))
+    if not _VLLM_RELEASE_REPO.search(repo):
+        return None
+    m = _RELEASE_TAG.match(tag or "")
+    if m:
+        return "pinned", (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    return "unpinned", tag
+
+
+def _pinned_str(image: str) -> Optional[str]:
+    rel = image_release(image)
+    if rel and rel[0] == "pinned" and isinstance(rel[1], tuple):
+        return ".".join(str(x) for x in rel[1])
+    return None
 
 # KServe huggingfaceserver's own flags (kserve/python/huggingfaceserver/__main__.py); vLLM flags pass on.
 KSERVE_HF_FLAGS: dict[str, bool] = {  # flag -> takes a value
@@ -97,8 +133,11 @@ def _is_number(s: str) -> bool:
         return False
 
 
-def _argv(uses: list[FlagUse], positionals: list[Tok]) -> list[str]:
-    toks = sorted([t for u in uses for t in u.tokens()] + positionals, key=lambda t: (t.line, t.col))
+def _argv(uses: list[FlagUse], positionals: list[Tok], order: Sequence[Tok] = ()) -> list[str]:
+    """The kept arguments in launch order (a substituted value keeps its place, wherever it was written)."""
+    index = {id(t): i for i, t in enumerate(order)}
+    toks = sorted([t for u in uses for t in u.tokens()] + positionals,
+                  key=lambda t: (index[id(t)], 0, 0) if id(t) in index else (len(index), t.line, t.col))
     return [t.value for t in toks]
 
 
@@ -125,13 +164,50 @@ class Linter:
         self.inputs: dict[tuple[str, Optional[str]], ModelInputs | KvplanInputError] = {}
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
         self.engine = resolve_engine(engine_spec(cfg.config.engine_version))
+        self.newest = resolve_engine(SUPPORTED_ENGINES[0])  # what :latest and upgrades mean
         rules = all_rules()
         self.rules = {r.code: r for r in rules}
         self.model_rules = sorted(r.code for r in rules if r.kind == "check" and r.code not in MODEL_FREE
                                   and r.family != "lint")
 
+    # ------------------------------------------------------------------ which vLLM
+    def engine_for(self, site: Site) -> tuple[EngineVersion, Optional[str], list[RawFinding]]:
+        """The release to lint a launch against, the pinned release when it is older than kvplan
+        models (its findings become upgrade findings), and the note saying so."""
+        if site.image is None:
+            return self.engine, None, []
+        rel = image_release(site.image.value)
+        if rel is None:
+            return self.engine, None, []
+        kind, version = rel
+        latest = self.newest  # the image's own release when modelled, else the newest modelled one
+        newest = latest.version_str
+        if kind == "pinned" and isinstance(version, tuple):
+            v = ".".join(str(x) for x in version)
+            try:
+                return resolve_engine(f"vllm=={v}"), None, []
+            except KvplanInputError:
+                pass
+            if version < MODELLED_FIRST:
+                return latest, v, [RawFinding(
+                    "KV812", f"image {site.image.value} runs vLLM {v}, older than the releases kvplan models "
+                             f"({_MODELLED}); findings marked 'on upgrade' are what vLLM {newest} would reject or "
+                             "change, not errors of the pinned release.", site.image,
+                    fix=f"Upgrade the image to a modelled release (vllm/vllm-openai:v{newest}) and fix the upgrade "
+                        "findings, or suppress KV812 with a reason.")]
+            return latest, None, [RawFinding(
+                "KV812", f"image {site.image.value} runs vLLM {v}, newer than the releases kvplan models "
+                         f"({_MODELLED}); linted against vLLM {newest}, the newest one.", site.image,
+                fix="Upgrade kvplan to a release that models it, or suppress KV812 with a reason.")]
+        what = f"tag {version!r}" if version else "no release tag"
+        return latest, None, [RawFinding(
+            "KV813", f"image {site.image.value} has {what}, so the vLLM release is not pinned; linted against "
+                     f"vLLM {newest}, the newest release kvplan models.", site.image,
+            fix=f"Pin the image to a release (vllm/vllm-openai:v{newest}) so deployments are reproducible.")]
+
     # ------------------------------------------------------------------ one launch
     def lint_site(self, site: Site, file: Any, display: str) -> LaunchResult:
+        engine, pinned_old, notes = self.engine_for(site)
         out: list[RawFinding] = []
         uses, positionals = index_flags(site.launch.args)
         model_tok: Optional[Tok] = site.model_hint
@@ -147,19 +223,30 @@ class Linter:
                     continue
                 kept.append(u)
             uses = kept
-        # Values only known at run time ($(VAR) from a Secret, ${VAR} in a script): drop, say so for KV flags.
-        unresolved = {(t.line, t.col) for t in site.unresolved}
+        # Values only known at run time ($(VAR) from a Secret, ${VAR} in a script, $(cmd)): never checked,
+        # never shifting the arguments around them; KV811 says so for the flags kvplan models.
+        unknown_model: Optional[Tok] = None
         kept = []
         for u in uses:
-            if any((v.line, v.col) in unresolved for v in u.values):
-                if u.flag in MODELLED:
-                    out.append(RawFinding("KV811", f"{u.flag} {u.values[0].value} is set from a variable kvplan cannot "
-                                                   "resolve, so its value was not checked.", u.values[0]))
+            if u.tok.unknown and "$" in u.tok.value.split("=", 1)[0]:
+                continue  # the flag's own name is a variable
+            bad = next((v for v in u.values if v.unknown), None)
+            if bad is not None:
+                if u.flag == "--model":
+                    unknown_model = bad
+                elif u.flag in MODELLED:
+                    out.append(RawFinding("KV811", f"{u.flag} {bad.value} is set from a value kvplan cannot resolve "
+                                                   "statically, so it was not checked.", bad))
                 continue
             kept.append(u)
         uses = kept
+        if positionals and positionals[0].unknown:
+            unknown_model = unknown_model or positionals[0]
+            positionals = []
+        else:
+            positionals = [p for p in positionals if not p.unknown]
 
-        sf = self._parse(uses, positionals, out)
+        sf = self._parse(uses, positionals, out, site.launch.args)
         model = sf.model
         if sf.model is not None:
             use = _last(uses, "--model")
@@ -171,7 +258,8 @@ class Linter:
         # GPU: node selector label, else the run's default.
         gpu_name = self.default_gpu
         if site.gpu_label is not None:
-            named = gpu_from_label(site.gpu_label.value)
+            label = site.gpu_label.value.strip().lower()
+            named = gpu_from_label(_GKE_ACCELERATORS.get(label, label))
             if named is None:
                 out.append(RawFinding("KV807", f"GPU label {site.gpu_label.value!r} names no GPU kvplan models; "
                                                + (f"using the default GPU {self.default_gpu}." if self.default_gpu
@@ -196,28 +284,47 @@ class Linter:
             try:
                 src = resolve_model(model, file, self.cfg, revision=sf.revision)
             except KvplanInputError as e:
-                out.append(RawFinding("KV804", f"{e.problem.rstrip('.')}; skipped {len(self.model_rules)} rules that "
-                                               f"need it: {', '.join(self.model_rules)}.", model_tok or anchor,
-                                      fix=e.fix, model=model))
+                fix = (f"{e.fix.rstrip('.')}; or map it in pyproject.toml: [tool.kvplan.lint.models] "
+                       f'"{model}" = "path/to/config.json".') if e.fix else None
+                out.append(RawFinding("KV804", f"{e.problem.rstrip('.')}; {len(self.model_rules)} rules that need the "
+                                               "model's config.json were skipped.", model_tok or anchor,
+                                      fix=fix, model=model, skipped_rules=tuple(self.model_rules)))
                 src = None  # reported; the model-free rules still run
         if src is None:
-            if not any(f.code == "KV804" for f in out):
-                what = f"model {model!r} has no config.json kvplan can find" if model else "the launch names no model"
+            n = len(self.model_rules)
+            if any(f.code == "KV804" for f in out) or (site.partial and model is None and unknown_model is None):
+                pass  # a patch or values entry: the model is set where the rest of the launch is
+            elif unknown_model is not None:
                 out.append(RawFinding(
-                    "KV804", f"{what}; skipped {len(self.model_rules)} rules that need it: "
-                             f"{', '.join(self.model_rules)}.", model_tok or anchor, model=model))
-            ctx = FlagsOnlyContext(flags=sf, engine=self.engine)
+                    "KV804", f"the served model comes from {unknown_model.value}, which is only known at run time; "
+                             f"{n} rules that need the model's config.json were skipped.", unknown_model,
+                    fix="Give the variable a literal value in the same file (env value), or lint the rendered "
+                        "manifest; map the model in [tool.kvplan.lint.models] to check it.",
+                    skipped_rules=tuple(self.model_rules)))
+            elif model:
+                out.append(RawFinding(
+                    "KV804", f"model {model!r} has no config.json kvplan can find; {n} rules that need it were "
+                             "skipped.", model_tok or anchor, model=model,
+                    fix=f'Map it in pyproject.toml: [tool.kvplan.lint.models] "{model}" = "path/to/config.json" '
+                        "(or a checkpoint folder); `kvplan lint --list-models` lists the bundled ids.",
+                    skipped_rules=tuple(self.model_rules)))
+            else:
+                out.append(RawFinding(
+                    "KV804", f"the launch names no model (vLLM would serve its default); {n} rules that need the "
+                             "model's config.json were skipped.", anchor,
+                    fix="Pass the model (vllm serve MODEL or --model MODEL).", skipped_rules=tuple(self.model_rules)))
+            ctx = FlagsOnlyContext(flags=sf, engine=engine)
             for code in MODEL_FREE:
                 r = self.rules[code]
-                if not self.engine.satisfies(r.versions):
+                if not engine.satisfies(r.versions):
                     continue
-                for e in r.fn(ctx):
-                    out.append(self._anchored(code, e.message, e.fix or r.fix, (), uses, model_tok, anchor, model))
+                for em in r.fn(ctx):
+                    out.append(self._anchored(code, em.message, em.fix or r.fix, (), uses, model_tok, anchor, model))
         else:
-            plan = self._plan(src, sf, gpu_name)
+            plan = self._plan(src, sf, gpu_name, engine)
             if isinstance(plan, KvplanInputError):
                 out.append(RawFinding("KV804", f"the config for model {model!r} ({src.label}) cannot be read: {plan}",
-                                      model_tok or anchor, model=model))
+                                      model_tok or anchor, model=model, skipped_rules=tuple(self.model_rules)))
             else:
                 for f in plan.findings:
                     out.append(self._anchored(f.code, f.message, f.fix, tuple(f.layers), uses, model_tok, anchor, model,
@@ -227,16 +334,26 @@ class Linter:
         bad_dtype = any(f.code == "KV803" and "--kv-cache-dtype " in f.message for f in out)
         out = [f for f in out if not (f.code == "KV001" and re.match(r"unknown flag [^\s;]+\s+[^;.\s]", f.message))
                and not (bad_dtype and f.code in ("KV305", "KV306"))]
+        if pinned_old is not None:  # what the modelled release would reject: upgrade findings, not errors today
+            out = [f if f.code in RELEASE_INDEPENDENT else replace(
+                f, message=f"on upgrade from vLLM {pinned_old} to {engine.version_str}: {f.message}", severity="info",
+                upgrade=engine.version_str) for f in out]
+        out = notes + out
         info = LaunchInfo(location=Location(path=display, line=anchor.line, column=anchor.col, yaml_path=anchor.yaml_path),
-                          model=model, config=src.label if src else None, gpu=info_gpu,
-                          gpu_count=(site.gpu_count * site.group_size) if site.gpu_count is not None else None)
+                          model=model if model is not None else (unknown_model.value if unknown_model else None),
+                          config=src.label if src else None, gpu=info_gpu,
+                          gpu_count=(site.gpu_count * site.group_size) if site.gpu_count is not None else None,
+                          image=site.image.value if site.image else None, engine=engine.version_str,
+                          pinned=pinned_old or (None if site.image is None or image_release(site.image.value) is None
+                                                else _pinned_str(site.image.value)))
         return LaunchResult(out, info)
 
     # ------------------------------------------------------------------ flags
-    def _parse(self, uses: list[FlagUse], positionals: list[Tok], out: list[RawFinding]) -> ServingFlags:
+    def _parse(self, uses: list[FlagUse], positionals: list[Tok], out: list[RawFinding],
+               order: Sequence[Tok] = ()) -> ServingFlags:
         for _ in range(len(uses) + 1):
             try:
-                return parse_flags(_argv(uses, positionals))
+                return parse_flags(_argv(uses, positionals, order))
             except KvplanInputError as e:
                 m = re.search(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", e.problem)
                 flag = m.group(1) if m else None
@@ -261,16 +378,18 @@ class Linter:
         return RawFinding(code, message, tok, fix=fix, model=model, layers=layers, severity=severity)
 
     # ------------------------------------------------------------------ plans
-    def _plan(self, src: ModelSource, sf: ServingFlags, gpu_name: Optional[str]) -> Plan | KvplanInputError:
+    def _plan(self, src: ModelSource, sf: ServingFlags, gpu_name: Optional[str],
+              engine: Optional[EngineVersion] = None) -> Plan | KvplanInputError:
+        engine = engine or self.engine
         key = (str(src.path), src.weight_bytes, sf.model_dump_json(exclude={"model"}), gpu_name, self.budget,
-               self.engine.version_str)
+               engine.version_str)
         if key not in self.plans:
             try:
                 inputs = self._inputs(src, sf.quantization, sf.hf_overrides)
                 gpu = gpu_facts(gpu_name) if gpu_name else None
                 weight = src.weight_bytes if src.weight_bytes is not None else inputs.weight_bytes
                 self.plans[key] = compile_plan(inputs.arch, inputs.quant, sf, gpu, source=src.label,
-                                               weight_bytes=weight, kv_budget_bytes=self.budget, engine=self.engine)
+                                               weight_bytes=weight, kv_budget_bytes=self.budget, engine=engine)
             except KvplanInputError as e:
                 self.plans[key] = e
         return self.plans[key]

@@ -6,21 +6,31 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from pathlib import PurePosixPath
+from typing import Any, Optional
+from urllib.parse import quote
 from xml.etree import ElementTree as ET
 
 from kvplan.lint.report import LintFinding, LintReport
 from kvplan.model.vocab import Severity
 from kvplan.rules.base import REGISTRY
 
-FORMATS = ("text", "json", "sarif", "github", "junit")
+FORMATS = ("text", "concise", "json", "sarif", "github", "junit")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _SARIF_LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info: "note"}
 _GH_LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info: "notice"}
 
 
-def render(report: LintReport, fmt: str) -> str:
-    return {"text": text, "json": to_json, "sarif": sarif, "github": github, "junit": junit}[fmt](report)
+def render(report: LintReport, fmt: str, *, verbose: bool = False, all_rules: bool = False,
+           srcroot: Optional[str] = None) -> str:
+    """The report in one format. `verbose`: text lists the rules KV804 skipped; `all_rules`: SARIF
+    lists every kvplan rule, not only those with results; `srcroot`: the file:// URI that relative
+    paths are relative to (SARIF originalUriBaseIds %SRCROOT%)."""
+    if fmt == "text":
+        return text(report, verbose=verbose)
+    if fmt == "sarif":
+        return sarif(report, all_rules=all_rules, srcroot=srcroot)
+    return {"concise": concise, "json": to_json, "github": github, "junit": junit}[fmt](report)
 
 
 # ----------------------------------------------------------------------------- text
@@ -28,23 +38,46 @@ def _where(f: LintFinding) -> str:
     return f"{f.location.path}:{f.location.line}:{f.location.column}"
 
 
-def text(report: LintReport) -> str:
-    """ruff-style: one line per finding (path:line:col: CODE [severity] message), the fix indented below."""
+def text(report: LintReport, verbose: bool = False) -> str:
+    """ruff-style: one line per finding (path:line:col: CODE [severity] message), the fix indented below
+    (with `verbose`, the rules a KV804 skipped too)."""
     lines: list[str] = []
     for f in report.findings:
         yp = f" ({f.location.yaml_path})" if f.location.yaml_path else ""
         lines.append(f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{yp}")
         if f.fix:
             lines.append(f"    fix: {f.fix}")
+        if verbose and f.skipped_rules:
+            lines.append(f"    skipped: {', '.join(f.skipped_rules)}")
+    return "\n".join(lines + [_summary(report)]) + "\n"
+
+
+def concise(report: LintReport) -> str:
+    """One line per finding, nothing else but the summary (ruff --output-format concise)."""
+    lines = [f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}" for f in report.findings]
+    return "\n".join(lines + [_summary(report)]) + "\n"
+
+
+def statistics(report: LintReport) -> str:
+    """Counts per code, most frequent first (ruff --statistics): count, code, severity, name."""
+    rows: dict[str, list] = {}
+    for f in report.findings:
+        row = rows.setdefault(f.code, [0, f.code, f.severity.value, f.name])
+        row[0] += 1
+        if f.severity.rank > Severity(row[2]).rank:
+            row[2] = f.severity.value
+    out = [f"{n:>5}  {code}  [{sev}] {name}" for n, code, sev, name in sorted(rows.values(), key=lambda r: (-r[0], r[1]))]
+    return "\n".join(out + [_summary(report)]) + "\n"
+
+
+def _summary(report: LintReport) -> str:
     s = report.summary
     files = f"{s.files} file{'s' if s.files != 1 else ''} ({s.linted} with vLLM launches, {s.skipped} skipped)"
     if s.findings:
-        lines.append(f"Found {s.findings} finding{'s' if s.findings != 1 else ''} ({s.errors} error, {s.warnings} warning, "
-                     f"{s.infos} info) in {files}" + (f"; {s.suppressed} suppressed" if s.suppressed else "") + ".")
-    else:
-        lines.append(f"All checks passed: {s.launches} launch{'es' if s.launches != 1 else ''} in {files}"
-                     + (f"; {s.suppressed} suppressed" if s.suppressed else "") + ".")
-    return "\n".join(lines) + "\n"
+        return (f"Found {s.findings} finding{'s' if s.findings != 1 else ''} ({s.errors} error, {s.warnings} warning, "
+                f"{s.infos} info) in {files}" + (f"; {s.suppressed} suppressed" if s.suppressed else "") + ".")
+    return (f"All checks passed: {s.launches} launch{'es' if s.launches != 1 else ''} in {files}"
+            + (f"; {s.suppressed} suppressed" if s.suppressed else "") + ".")
 
 
 # ----------------------------------------------------------------------------- json
@@ -58,9 +91,10 @@ def _fingerprint(f: LintFinding) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def sarif(report: LintReport) -> str:
-    """SARIF 2.1.0 with one run; rules are those the results reference, sorted by code."""
-    codes = sorted({f.code for f in report.findings})
+def sarif(report: LintReport, all_rules: bool = False, srcroot: Optional[str] = None) -> str:
+    """SARIF 2.1.0 with one run; rules are those the results reference (every kvplan rule with
+    `all_rules`), sorted by code; relative paths are relative to %SRCROOT% (`srcroot` when given)."""
+    codes = sorted(REGISTRY) if all_rules else sorted({f.code for f in report.findings})
     index = {c: i for i, c in enumerate(codes)}
     rules: list[dict[str, Any]] = []
     for c in codes:
@@ -81,8 +115,10 @@ def sarif(report: LintReport) -> str:
         })
     results = []
     for f in report.findings:
+        artifact = ({"uri": PurePosixPath(f.location.path).as_uri()} if f.location.path.startswith("/")
+                    else {"uri": quote(f.location.path), "uriBaseId": "%SRCROOT%"})
         loc: dict[str, Any] = {"physicalLocation": {
-            "artifactLocation": {"uri": f.location.path, "uriBaseId": "%SRCROOT%"},
+            "artifactLocation": artifact,
             "region": {"startLine": f.location.line, "startColumn": f.location.column}}}
         if f.location.yaml_path:
             loc["logicalLocations"] = [{"fullyQualifiedName": f.location.yaml_path, "kind": "element"}]
@@ -91,7 +127,8 @@ def sarif(report: LintReport) -> str:
             "message": {"text": f.message + (f" Fix: {f.fix}" if f.fix else "")},
             "locations": [loc],
             "partialFingerprints": {"kvplanFinding/v1": _fingerprint(f)},
-            **({"properties": {"model": f.model}} if f.model else {}),
+            **({"properties": {k: v for k, v in (("model", f.model), ("upgrade_to", f.upgrade_to)) if v}}
+               if (f.model or f.upgrade_to) else {}),
         })
     doc = {
         "$schema": SARIF_SCHEMA, "version": "2.1.0",
@@ -101,6 +138,7 @@ def sarif(report: LintReport) -> str:
                                 "properties": {"engine": f"{report.engine.name} {report.engine.version}",
                                                "schema_version": report.schema_version}}},
             "columnKind": "unicodeCodePoints",
+            **({"originalUriBaseIds": {"%SRCROOT%": {"uri": srcroot}}} if srcroot else {}),
             "invocations": [{"executionSuccessful": True}],
             "results": results,
         }],
@@ -129,22 +167,48 @@ def github(report: LintReport) -> str:
 
 # ----------------------------------------------------------------------------- junit
 def junit(report: LintReport) -> str:
-    """JUnit XML: one testsuite per linted file, one failing testcase per finding (a passing one if clean)."""
+    """JUnit XML: one testsuite per file; one testcase per vLLM launch (passing when it has no finding,
+    else failing with one failure per finding), one failing testcase per file-level finding, and one
+    passing testcase for a checked file with neither."""
     by_file: dict[str, list[LintFinding]] = {}
     for f in report.findings:
         by_file.setdefault(f.location.path, []).append(f)
+    launches = {fr.path: fr.launches for fr in report.files}
     paths = sorted({fr.path for fr in report.files if fr.status != "skipped"} | set(by_file))
-    root = ET.Element("testsuites", name="kvplan lint", tests=str(max(len(report.findings), 0) + sum(
-        1 for p in paths if p not in by_file)), failures=str(len(report.findings)), errors="0")
+    root = ET.Element("testsuites", name="kvplan lint")
+    total = failed = 0
     for p in paths:
         fs = by_file.get(p, [])
-        suite = ET.SubElement(root, "testsuite", name=p, tests=str(max(len(fs), 1)), failures=str(len(fs)), errors="0")
-        if not fs:
-            ET.SubElement(suite, "testcase", name="kvplan lint", classname=p)
+        suite = ET.SubElement(root, "testsuite", name=p)
+        cases = 0
+        for i, li in enumerate(launches.get(p, [])):
+            name = f"launch at {li.location.line}:{li.location.column}" + (f" ({li.model})" if li.model else "")
+            case = ET.SubElement(suite, "testcase", name=name, classname=p)
+            mine = [f for f in fs if f.launch == i]
+            for f in mine:
+                _failure(case, f)
+            cases += 1
+            failed += bool(mine)
         for f in fs:
-            case = ET.SubElement(suite, "testcase", name=f"{f.code} {f.name} at {f.location.line}:{f.location.column}",
-                                 classname=p)
-            fail = ET.SubElement(case, "failure", message=f.message, type=f.severity.value)
-            fail.text = f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}" + (f"\nfix: {f.fix}" if f.fix else "")
+            if f.launch is None:
+                _failure(ET.SubElement(suite, "testcase", name=f"{f.code} {f.name} at {f.location.line}:"
+                                                                  f"{f.location.column}", classname=p), f)
+                cases += 1
+                failed += 1
+        if cases == 0:
+            ET.SubElement(suite, "testcase", name="kvplan lint", classname=p)
+            cases = 1
+        suite.set("tests", str(cases))
+        suite.set("failures", str(sum(1 for c in suite if c.find("failure") is not None)))
+        suite.set("errors", "0")
+        total += cases
+    root.set("tests", str(total))
+    root.set("failures", str(failed))
+    root.set("errors", "0")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _failure(case: ET.Element, f: LintFinding) -> None:
+    fail = ET.SubElement(case, "failure", message=f"{f.code} {f.message}", type=f.severity.value)
+    fail.text = f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}" + (f"\nfix: {f.fix}" if f.fix else "")

@@ -13,9 +13,9 @@ from kvplan.model.base import Frozen
 from kvplan.model.plan import EngineRef
 from kvplan.model.vocab import Severity
 
-LINT_SCHEMA_VERSION = "1.0"
+LINT_SCHEMA_VERSION = "1.1"
 
-FileKind = Literal["kubernetes", "compose", "vllm-config", "shell", "text", "unknown"]
+FileKind = Literal["kubernetes", "compose", "vllm-config", "helm-values", "helm-template", "shell", "text", "unknown"]
 FileStatus = Literal["linted", "skipped", "error"]
 
 
@@ -51,6 +51,13 @@ class LintFinding(Frozen):
     """The served model the launch names (as written), when the finding belongs to a launch."""
     layers: list[int] = Field(default_factory=list)
     """Layer indices the finding names (planner findings), else empty."""
+    launch: Optional[int] = None
+    """Index (in the file's `launches`) of the launch the finding belongs to; null for file-level findings."""
+    upgrade_to: Optional[str] = None
+    """Set when the image pins a vLLM release older than kvplan models: the modelled release this finding
+    is about ("on upgrade to ..."); such findings are info, not errors of the pinned release."""
+    skipped_rules: list[str] = Field(default_factory=list)
+    """KV804: the rules that need the model's config and were skipped (text output shows them with -v)."""
 
 
 class Suppressed(Frozen):
@@ -79,6 +86,12 @@ class LaunchInfo(Frozen):
     """GPU profile the plan was made for (from node selectors, else --gpu / the configured default)."""
     gpu_count: Optional[int] = None
     """GPUs the pod (LeaderWorkerSet: the group) requests, when the file says."""
+    image: Optional[str] = None
+    """Container image of the launch (as written), when it runs in one."""
+    pinned: Optional[str] = None
+    """vLLM release the image tag pins (vllm/vllm-openai:v0.10.0 -> 0.10.0), when it is a vLLM release image."""
+    engine: Optional[str] = None
+    """vLLM release the launch was linted against (the pinned one when modelled, else the configured one)."""
 
 
 class FileResult(Frozen):

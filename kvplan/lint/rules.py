@@ -119,6 +119,23 @@ unresolved_value = declare(
         "with a reason.",
     references=(_LINT_DOC,))(_lint_only)
 
+unmodelled_release = declare(
+    code="KV812", name="unmodelled-engine-release", severity="info", family=LINT_FAMILY,
+    summary="The image pins a vLLM release outside the ones kvplan models (0.18 to 0.33).",
+    why="Flags and KV rules change between releases: a launch pinned to vllm/vllm-openai:v0.10.0 is linted "
+        "against the newest modelled release, and its findings are reported as upgrade findings ('on "
+        "upgrade from vLLM 0.10.0 to 0.33.0: ...', severity info), not as errors of the release it runs.",
+    fix="Upgrade the image to a modelled release and fix the upgrade findings, or suppress KV812 with a reason.",
+    references=(_LINT_DOC,))(_lint_only)
+
+unpinned_image = declare(
+    code="KV813", name="unpinned-vllm-image", severity="info", family=LINT_FAMILY,
+    summary="A vLLM image without a release tag (:latest, :nightly, none), so the release is not pinned.",
+    why="`latest` moves: the flags a pod accepts change under it. kvplan lints such launches against the "
+        "newest release it models and says so.",
+    fix="Pin the image to a release tag, e.g. vllm/vllm-openai:v0.33.0.",
+    references=(_LINT_DOC,))(_lint_only)
+
 
 input_too_large = declare(
     code="KV820", name="input-too-large", severity="error", family=LINT_FAMILY,

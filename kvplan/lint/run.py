@@ -1,9 +1,14 @@
 """`kvplan lint` as a library call: walk paths, extract launches, check them, filter, suppress, report."""
 from __future__ import annotations
 
+import contextvars
 import fnmatch
 import os
+import re
+import shutil
+import subprocess
 import time
+from dataclasses import replace
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
@@ -154,9 +159,79 @@ def _read(c: _Candidate) -> tuple[Optional[str], Optional[str], bool]:
         return None, f"{c.display} is not UTF-8 text (byte {e.start}).", c.explicit or deploy_like
 
 
+_HELM_SYNTAX = re.compile(r"\{\{-?\s*(?:\.Values|\.Release|\.Chart|include\b|template\b|toYaml\b|if\b|with\b|range\b|end\b|/\*)")
+
+
+def _chart_root(path: Path) -> Optional[Path]:
+    """The Helm chart a template file belongs to (the nearest folder above with a Chart.yaml)."""
+    for parent in list(path.parents)[:4]:
+        if (parent / "Chart.yaml").is_file():
+            return parent
+    return None
+
+
+def _render_chart(root: Path, cache: dict[Path, tuple[Optional[dict[str, str]], str]],
+                  shown: str) -> tuple[Optional[dict[str, str]], str]:
+    """`helm template` of a chart: ({template path relative to the chart: rendered YAML}, note)."""
+    if root in cache:
+        return cache[root]
+    helm = shutil.which("helm")
+    if helm is None:
+        result: tuple[Optional[dict[str, str]], str] = (None, (
+            f"Helm chart {shown}: its templates need rendering and `helm` is not on PATH; lint the output "
+            f"of `helm template release {shown}` instead (launches in its values files are linted)."))
+    else:
+        try:
+            proc = subprocess.run([helm, "template", "kvplan-lint", str(root)], capture_output=True, text=True,
+                                  timeout=120, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            proc = None
+            err = str(e)
+        if proc is None or proc.returncode != 0:
+            first = (err if proc is None else (proc.stderr.strip().splitlines() or ["failed"])[0])
+            result = (None, f"Helm chart {shown}: `helm template` failed ({first}); its templates were not linted.")
+        else:
+            docs: dict[str, str] = {}
+            for part in re.split(r"(?m)^---\s*$", proc.stdout):
+                m = re.search(r"(?m)^# Source: [^/\n]+/(.+?)\s*$", part)
+                if m:
+                    docs[m.group(1)] = docs.get(m.group(1), "") + "---\n" + part
+            result = (docs, (f"Helm chart {shown}: rendered with `helm template` (default values); finding "
+                             "lines refer to the rendered template."))
+    cache[root] = result
+    return result
+
+
+# Helm charts rendered during one lint_paths() call (chart root -> rendered templates, note).
+_CHARTS: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("kvplan_lint_charts", default=None)
+
+
 def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[str]]:
     """Extracted launches, or (None, note) when the file is not a deployment config."""
+    charts = _CHARTS.get()
     suffix = c.path.suffix.lower()
+    if suffix in YAML_SUFFIXES + (".tpl",) and "{{" in text and _HELM_SYNTAX.search(text):
+        root = _chart_root(c.path)
+        if root is None or suffix == ".tpl" or "templates" not in c.path.resolve().relative_to(root.resolve()).parts:
+            # Go template actions inside values (a controller fills them in) parse as YAML and are
+            # unknown values; a file that is not YAML until rendered gets a note, not a parse error.
+            ex = extract_yaml(text) if suffix != ".tpl" else None
+            if ex is not None and not any(f.code == "KV801" for f in ex.findings):
+                return ex, None
+            return Extracted(kind="helm-template", note=(
+                "Helm/Go template syntax ({{ }}) that is not YAML until rendered: render it first "
+                "(`helm template`) and lint the output")), None
+        rel = c.path.resolve().relative_to(root.resolve()).as_posix()
+        shown = c.display[:-len(rel)].rstrip("/") if c.display.endswith(rel) else root.as_posix()
+        docs, note = _render_chart(root, charts if charts is not None else {}, shown or ".")
+        if docs is None:
+            return Extracted(kind="helm-template", note=note), None
+        if rel not in docs:
+            return Extracted(kind="helm-template", note=f"{note} (this template renders nothing with default values)"), None
+        ex = extract_yaml(docs[rel])
+        ex.kind = "helm-template"
+        ex.note = note
+        return ex, None
     if suffix in YAML_SUFFIXES:
         return extract_yaml(text), None
     if suffix == ".json":
@@ -197,6 +272,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
     dir_cfg: dict[str, _Scope] = {}
     plan_cache: dict = {}
     input_cache: dict = {}
+    charts_token = _CHARTS.set({})  # `helm template` once per chart in this run
 
     def scope_of(loaded: LoadedConfig) -> _Scope:
         loaded.offline = offline
@@ -258,12 +334,18 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         for f in extra:
             if enabled(f.code, display, path) and not per_file(f.code, path, display):
                 kept.append(f)
+        seen: set[tuple] = set()
         for f in kept:
+            key = (f.code, f.tok.line, f.tok.col, f.message)
+            if key in seen:  # two launches of one script sharing the line a finding is about: say it once
+                continue
+            seen.add(key)
             r = REGISTRY.get(f.code)
             sev = Severity(f.severity) if f.severity else (r.severity if r else Severity.warning)
             reported.append(LintFinding(code=f.code, name=r.name if r else f.code.lower(), severity=sev, message=f.message,
                                         fix=f.fix or (r.fix if r else None), location=_loc(display, f.tok),
-                                        model=f.model, layers=list(f.layers)))
+                                        model=f.model, layers=list(f.layers), launch=f.launch,
+                                        upgrade_to=f.upgrade, skipped_rules=list(f.skipped_rules)))
 
     for raw, problem in missing:
         disp = Path(raw).as_posix()
@@ -291,15 +373,15 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
             return FileResult(path=cand.display, kind="unknown", status="skipped", note=note), [], []
         raw_findings: list[RawFinding] = list(ex.findings)
         launches: list[LaunchInfo] = []
-        for site in ex.sites:
+        for i, site in enumerate(ex.sites):
             res = scope_for(cand.path).linter.lint_site(site, cand.path, cand.display)
-            raw_findings += res.findings
+            raw_findings += [replace(f, launch=i) for f in res.findings]
             launches.append(res.info)
         sups = from_comments(text)
         ann_sups, ann_bad = from_annotations(ex.annotations)
         raw_findings += ann_bad
         if launches:
-            status, fnote = "linted", None
+            status, fnote = "linted", ex.note if ex.kind == "helm-template" else None
         elif any(f.code in ("KV801", "KV802") for f in raw_findings):
             status, fnote = "error", "could not be parsed completely"
         else:
@@ -364,6 +446,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
     settings = Settings(config_file=_display(base_cfg.path, cwd) if base_cfg.path else None, fail_level=level,
                         select=base.select, ignore=base.ignore, gpu=base.default_gpu)
     engine_version = resolve_engine(engine_spec(base_cfg.config.engine_version)).version_str or ENGINE_VERSION
+    _CHARTS.reset(charts_token)
     return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=engine_version),
                       settings=settings, summary=summary, files=files, findings=reported, suppressed=suppressed)
 

@@ -24,10 +24,15 @@ class Tok:
     yaml_path: Optional[str] = None
     quoted: bool = False
     op: bool = False
+    unknown: bool = False
+    """Part of the value is only known at run time ($(VAR) from a Secret, $(cmd), an unset ${VAR})."""
+    literal: tuple[int, ...] = ()
+    """Offsets of `$` characters the shell takes literally (single-quoted or backslash-escaped)."""
 
     def at(self, offset: int) -> "Tok":
         """A token for the text `offset` characters into this one (same line: `--flag=value`)."""
-        return replace(self, value=self.value[offset:], col=self.col + offset)
+        return replace(self, value=self.value[offset:], col=self.col + offset,
+                       literal=tuple(o - offset for o in self.literal if o >= offset))
 
 
 class ShellSyntaxError(ValueError):
@@ -46,16 +51,20 @@ def lex(s: str, pos: Pos, yaml_path: Optional[str] = None) -> list[Tok]:
     """Split shell text into words and operators, each with its position (via `pos(offset)`)."""
     toks: list[Tok] = []
     buf: list[str] = []
+    lit: list[int] = []
     start: Optional[int] = None
     quoted = False
     i, n = 0, len(s)
 
     def flush() -> None:
-        nonlocal buf, start, quoted
+        nonlocal buf, start, quoted, lit
         if start is not None:
             line, col = pos(start)
-            toks.append(Tok("".join(buf), line, col, yaml_path, quoted))
-        buf, start, quoted = [], None, False
+            toks.append(Tok("".join(buf), line, col, yaml_path, quoted, literal=tuple(lit)))
+        buf, start, quoted, lit = [], None, False, []
+
+    def blen() -> int:
+        return sum(len(b) for b in buf)
 
     def emit_op(value: str, at: int) -> None:
         line, col = pos(at)
@@ -103,6 +112,8 @@ def lex(s: str, pos: Pos, yaml_path: Optional[str] = None) -> list[Tok]:
             j = s.find("'", i + 1)
             if j < 0:
                 raise ShellSyntaxError("unterminated single quote", i)
+            base = blen()
+            lit += [base + k for k, ch in enumerate(s[i + 1:j]) if ch == "$"]
             buf.append(s[i + 1:j])
             quoted = True
             i = j + 1
@@ -112,6 +123,8 @@ def lex(s: str, pos: Pos, yaml_path: Optional[str] = None) -> list[Tok]:
             j = i + 1
             while j < n and s[j] != '"':
                 if s[j] == "\\" and j + 1 < n and s[j + 1] in '"\\$`\n':
+                    if s[j + 1] == "$":
+                        lit.append(blen())
                     if s[j + 1] != "\n":
                         buf.append(s[j + 1])
                     j += 2
@@ -123,6 +136,8 @@ def lex(s: str, pos: Pos, yaml_path: Optional[str] = None) -> list[Tok]:
             i = j + 1
             continue
         if c == "\\" and i + 1 < n:
+            if s[i + 1] == "$":
+                lit.append(blen())
             buf.append(s[i + 1])
             i += 2
             continue
@@ -171,46 +186,164 @@ def commands(toks: Sequence[Tok]) -> list[list[Tok]]:
     return out
 
 
-_VAR = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*)|\(([A-Za-z_][A-Za-z0-9_]*)\))$")
+# One shell parameter reference at a `$`: ${NAME}, ${NAME:-word} (and -, :=, =), $NAME.
+_SHELL_REF = re.compile(r"\$(?:\{([A-Za-z_]\w*)(?:(:?[-=])([^}$`]*))?\}|([A-Za-z_]\w*))")
+_K8S_REF = re.compile(r"\$\(([A-Za-z_][\w.-]*)\)")
 
 
 @dataclass(frozen=True)
 class VarValue:
-    """A variable's literal value and where the value starts (for expanded-word positions)."""
+    """A variable's value and where the value starts (for expanded-word positions).
+
+    `unknown`: the variable is set, but from something only known at run time (a Secret, a
+    ConfigMap outside the file, the downward API), so references to it are never checked.
+    """
 
     value: str
     tok: Tok
+    unknown: bool = False
 
 
-def var_name(word: str) -> tuple[Optional[str], Optional[str]]:
-    """('NAME', default) for $NAME, ${NAME}, ${NAME:-default} and Kubernetes $(NAME); else (None, None)."""
-    m = _VAR.match(word)
-    if not m:
-        return None, None
-    return m.group(1) or m.group(3) or m.group(4), m.group(2)
+def _closing(s: str, i: int, open_: str, close: str) -> int:
+    """Index just past the `close` that matches the `open_` at s[i] (len(s) when unbalanced)."""
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] == open_:
+            depth += 1
+        elif s[j] == close:
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return len(s)
+
+
+def expand_k8s(value: str, env: Mapping[str, VarValue]) -> tuple[str, bool, Optional[VarValue]]:
+    """Kubernetes' expansion of one command/args/env string: (result, unknown, whole).
+
+    `$(NAME)` takes the value of an env entry defined in the container (earlier entries only, for
+    env values); `$$` is a literal `$`; a reference to a variable the manifest does not define, or
+    defines from a Secret/ConfigMap kvplan cannot see, stays as written and makes the result
+    unknown (the kubelet, or a webhook such as LeaderWorkerSet's, fills it in at run time).
+    `whole` is the variable when the string is exactly one known reference.
+    """
+    if "$" not in value:
+        return value, False, None
+    m = _K8S_REF.fullmatch(value)
+    if m and m.group(1) in env and not env[m.group(1)].unknown:
+        return env[m.group(1)].value, False, env[m.group(1)]
+    out: list[str] = []
+    unknown = False
+    i = 0
+    while i < len(value):
+        if value.startswith("$$", i):
+            out.append("$")
+            i += 2
+            continue
+        m = _K8S_REF.match(value, i)
+        if m:
+            vv = env.get(m.group(1))
+            if vv is not None and not vv.unknown:
+                out.append(vv.value)
+            else:
+                out.append(m.group(0))
+                unknown = True
+            i = m.end()
+            continue
+        out.append(value[i])
+        i += 1
+    return "".join(out), unknown, None
+
+
+def expand_k8s_tok(t: Tok, env: Mapping[str, VarValue]) -> Tok:
+    """`expand_k8s` on one token; a whole-item reference points at the variable's value."""
+    value, unknown, whole = expand_k8s(t.value, env)
+    if whole is not None:
+        return replace(whole.tok, value=value, quoted=True, yaml_path=whole.tok.yaml_path or t.yaml_path,
+                       unknown=whole.unknown)
+    if value == t.value and not unknown:
+        return t
+    return replace(t, value=value, unknown=unknown or t.unknown, literal=())
+
+
+def _expand_shell_word(w: Tok, env: Mapping[str, VarValue], split: bool) -> list[Tok]:
+    """Shell parameter expansion of one word: known values substituted (a lone unquoted reference
+    word-splits), anything only known at run time ($(cmd), $1, an unset or Secret-backed variable)
+    kept as written and marking the word unknown."""
+    s = w.value
+    if "$" not in s:
+        return [w]
+    lit = set(w.literal)
+    whole = _SHELL_REF.fullmatch(s) if 0 not in lit else None
+    if whole is not None:
+        name, op, default = whole.group(1) or whole.group(4), whole.group(2), whole.group(3)
+        vv = env.get(name)
+        if vv is not None and not vv.unknown and not (op and op.startswith(":") and vv.value == ""):
+            if w.quoted or not split:
+                return [replace(vv.tok, value=vv.value, quoted=True, yaml_path=vv.tok.yaml_path or w.yaml_path)]
+            return split_value(vv.value, vv.tok)
+        if op is not None and (vv is None or (not vv.unknown and vv.value == "")):
+            if vv is None and default == "":  # ${VAR:-}: whatever the environment has, else nothing
+                return [replace(w, unknown=True)]
+            if w.quoted or not split:
+                return [replace(w, value=default, literal=())]
+            return split_value(default, w)
+        return [replace(w, unknown=True)]
+    out: list[str] = []
+    unknown = w.unknown
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c != "$" or i in lit or i + 1 >= len(s):
+            out.append(c)
+            i += 1
+            continue
+        m = _SHELL_REF.match(s, i)
+        if m:
+            name, op, default = m.group(1) or m.group(4), m.group(2), m.group(3)
+            vv = env.get(name)
+            if vv is not None and not vv.unknown:
+                out.append(vv.value)
+            elif vv is None and op is not None:
+                out.append(default)
+            else:
+                out.append(m.group(0))
+                unknown = True
+            i = m.end()
+            continue
+        nxt = s[i + 1]
+        if nxt == "(":
+            j = _closing(s, i + 1, "(", ")")
+        elif nxt == "{":
+            j = _closing(s, i + 1, "{", "}")
+        elif nxt.isdigit() or nxt in "@*#?$!-":
+            j = i + 2
+        else:  # a lone `$` is literal
+            out.append(c)
+            i += 1
+            continue
+        out.append(s[i:j])
+        unknown = True
+        i = j
+    return [replace(w, value="".join(out), unknown=unknown, literal=())]
 
 
 def expand(words: Sequence[Tok], env: Mapping[str, VarValue], split: bool = True) -> list[Tok]:
-    """Replace whole-word variable references that have a literal value; unquoted ones word-split.
+    """Expand variable references in words.
 
-    `split=False` is Kubernetes' $(VAR) in a command/args list item: substituted, never split.
+    `split=True` is the shell: `$NAME`, `${NAME}` and `${NAME:-default}` anywhere in a word take
+    the variable's value, a lone unquoted reference word-splits, and `$(cmd)`, `$1`, unset or
+    Secret-backed variables keep the word but mark it unknown (never checked, never shifting the
+    arguments after it). `split=False` is Kubernetes' `$(NAME)` in a command/args list item:
+    substituted, never split, `$$` an escaped `$`.
     """
     out: list[Tok] = []
     for w in words:
-        name, default = var_name(w.value)
-        if name is None:
+        if w.op:
             out.append(w)
-            continue
-        if name in env:
-            vv = env[name]
-            if w.quoted or not split:
-                out.append(replace(vv.tok, value=vv.value, quoted=True))
-            else:
-                out.extend(split_value(vv.value, vv.tok))
-        elif default is not None:
-            out.extend(split_value(default, w) if not w.quoted else [replace(w, value=default)])
+        elif split:
+            out.extend(_expand_shell_word(w, env, split))
         else:
-            out.append(w)
+            out.append(expand_k8s_tok(w, env))
     return out
 
 
@@ -240,6 +373,7 @@ class Launch:
     launcher: Tok
     args: tuple[Tok, ...]
     dialect: str = "vllm"  # vllm | kserve-hf (KServe's huggingfaceserver: own flags, vLLM flags passed on)
+    image: Optional[Tok] = None  # `docker run IMAGE ...`: the image (its tag names the vLLM release)
 
 
 def find_launch(words: Sequence[Tok], implicit_vllm: bool = False) -> Optional[Launch]:
@@ -290,7 +424,7 @@ def find_launch(words: Sequence[Tok], implicit_vllm: bool = False) -> Optional[L
                     and not w[j - 1].value.startswith(("-e", "--env", "-v", "--volume", "--name", "-p")):
                 rest = w[j + 1:]
                 inner = find_launch(rest) if rest else None
-                return inner or Launch(w[j], tuple(rest))
+                return replace(inner, image=w[j]) if inner else Launch(w[j], tuple(rest), image=w[j])
         return None
     if implicit_vllm:
         return Launch(w[0], tuple(w))

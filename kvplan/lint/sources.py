@@ -1,15 +1,18 @@
 """Deployment files -> vLLM launches with positions.
 
-Recognises Kubernetes objects (any PodSpec: Deployment, StatefulSet, Pod, Job, LeaderWorkerSet,
-KServe InferenceService predictors and `model` specs, ServingRuntime), docker-compose services,
-vLLM `--config` YAML files, and shell scripts / plain launch lines. Every argument keeps its file
-line and column (and YAML path), so findings point at the exact token.
+Recognises Kubernetes objects (any object with a `containers` list: Deployment, StatefulSet, Pod,
+Job, LeaderWorkerSet, DisaggregatedSet, KServe InferenceService predictors, `model` specs and
+runtime templates, RayJob entrypoints, Kustomize patches), docker-compose services, Helm values,
+vLLM `--config` YAML files, and shell scripts / plain launch lines. Variables are expanded the way
+Kubernetes, compose and the shell expand them; a value only known at run time is an `unknown`
+token. Every argument keeps its file line and column (and YAML path), so findings point at the
+exact token.
 """
 from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import yaml
@@ -18,8 +21,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, REMOVED_FLAGS
 from kvplan.ingest.limits import compose_all as bounded_compose_all
 from kvplan.lint.shell import (
-    VLLM_IMAGE, Launch, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, find_launch, lex,
-    split_value, var_name,
+    VLLM_IMAGE, Launch, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, expand_k8s, find_launch, lex,
+    split_value,
 )
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -30,6 +33,9 @@ GPU_LABEL_KEYS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
                   "karpenter.k8s.aws/instance-gpu-name", "nvidia.com/gpu.family", "gpu.product")
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 IGNORE_ANNOTATIONS = ("kvplan.dev/ignore", "kvplan.io/ignore")
+# A Go template action ({{ .Spec.Model.Name }}, {{- if ... }}) that a controller or Helm fills in later.
+GO_TEMPLATE = re.compile(r"\{\{-?\s*[.$A-Za-z(/\"]")
+_GO_ACTION = re.compile(r"\{\{.*?\}\}", re.S)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,9 @@ class RawFinding:
     model: Optional[str] = None
     layers: tuple[int, ...] = ()
     severity: Optional[str] = None  # a planner finding's own severity when it differs from its rule's
+    skipped_rules: tuple[str, ...] = ()  # KV804: the rules that need the model (listed in JSON and -v)
+    upgrade: Optional[str] = None  # the modelled release a finding is about when the image pins an older one
+    launch: Optional[int] = None  # index of the launch (in the file) the finding belongs to
 
 
 @dataclass
@@ -55,7 +64,10 @@ class Site:
     gpu_label: Optional[Tok] = None
     gpu_count: Optional[int] = None
     group_size: int = 1
-    unresolved: tuple[Tok, ...] = ()
+    image: Optional[Tok] = None
+    """The container image (its tag names the vLLM release), when the launch runs in one."""
+    partial: bool = False
+    """A Kustomize patch or Helm values entry: the rest of the launch (model, GPUs) lives elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +131,7 @@ class _Doc:
 
     def __init__(self, li: LineIndex):
         self.li = li
+        self.objects: dict[str, dict[str, ScalarNode]] = {}  # ConfigMap data / Secret stringData by name
 
     def pos_in(self, node: ScalarNode) -> Pos:
         """Offset inside the scalar's value -> file (line, column), through quotes, escapes and block scalars."""
@@ -146,7 +159,8 @@ class _Doc:
     def tok(self, node: Node, path: str, value: Optional[str] = None) -> Tok:
         if isinstance(node, ScalarNode):
             line, col = self.pos_in(node)(0) if node.value else self.li.pos(node.start_mark.index)
-            return Tok(node.value if value is None else value, line, col, path, quoted=node.style in ('"', "'"))
+            v = node.value if value is None else value
+            return Tok(v, line, col, path, quoted=node.style in ('"', "'"), unknown=bool(GO_TEMPLATE.search(v)))
         return Tok(value or "", node.start_mark.line + 1, node.start_mark.column + 1, path)
 
     def key_tok(self, key: ScalarNode, path: str) -> Tok:
@@ -162,63 +176,200 @@ class _Item:
 
 _SHELLS = {"sh", "bash", "ash", "dash", "zsh"}
 _FLAG_WITH_SPACE = re.compile(r"^--?[A-Za-z][\w-]*\s+\S")
+_DECLARE = {"export", "local", "declare", "readonly", "typeset"}
+_ASSIGN_WORD = re.compile(r"^([A-Za-z_]\w*)=")
 
 
 def _word_pos(t: Tok) -> Pos:
     return lambda k: (t.line, t.col + k)
 
 
+def _shell_script_arg(words: list[Tok]) -> Optional[int]:
+    """Index of the script in `sh -c SCRIPT` / `bash -lc SCRIPT` (wrappers before the shell allowed)."""
+    i = 0
+    while i < len(words) and (words[i].value in ("exec", "env", "nohup", "timeout") or _ASSIGN_WORD.match(words[i].value)
+                              or (words[i - 1].value == "timeout" if i else False)):
+        i += 1
+    if i >= len(words) or words[i].value.rsplit("/", 1)[-1] not in _SHELLS:
+        return None
+    for j in range(i + 1, len(words) - 1):
+        v = words[j].value
+        if v.startswith("-") and not v.startswith("--") and "c" in v[1:] and len(v) <= 5:
+            return j + 1
+        if not v.startswith("-"):
+            return None
+    return None
+
+
 def _launches_from_argv(doc: Optional[_Doc], items: list[_Item], env: dict[str, VarValue], implicit: Optional[Tok],
-                        out: Extracted, yaml_list: bool) -> list[tuple[Launch, tuple[Tok, ...]]]:
-    """Launches in one container/service argv (command + args), including `sh -c 'script'`."""
-    found: list[tuple[Launch, tuple[Tok, ...]]] = []
-    if yaml_list:  # Kubernetes substitutes $(VAR) in list items without word splitting
-        items = [_Item(t, it.node if t is it.tok else None) for it in items for t in expand([it.tok], env, split=False)]
+                        out: Extracted, yaml_list: bool, k8s: bool = True, more_args: bool = False) -> list[Launch]:
+    """Launches in one container/service argv (command + args), including `sh -c 'script'`.
+
+    `k8s`: list items get Kubernetes' $(VAR) expansion (one argument each, never split);
+    compose items were interpolated by the caller. `more_args`: something appends arguments at run
+    time (a KServe runtime template), so a script's `$@` is unknown.
+    """
+    found: list[Launch] = []
+    if yaml_list:
+        if k8s:
+            items = [_Item(t, it.node) for it in items for t in expand([it.tok], env, split=False)]
         for it in items:
-            if _FLAG_WITH_SPACE.match(it.tok.value) and "\n" not in it.tok.value:
+            if _FLAG_WITH_SPACE.match(it.tok.value) and "\n" not in it.tok.value and not it.tok.unknown:
                 flag, _, value = it.tok.value.partition(" ")
                 out.findings.append(RawFinding(
                     "KV809", f"argument {it.tok.value!r} reaches vLLM as one argv entry; argparse reads it as a "
                              "positional and vLLM exits with 'unrecognized arguments'.", it.tok,
                     fix=f"Write {flag}={value.strip()} or split it into two list items."))
     words = [it.tok for it in items]
+    j = _shell_script_arg(words)
+    if j is not None:
+        script_item = items[j]
+        if doc and script_item.node is not None:
+            pos = doc.pos_in(script_item.node)
+            script = script_item.node.value
+            if k8s and "$" in script:  # Kubernetes expands $(VAR) and $$ before the shell runs
+                script, pos = _k8s_text(script, pos, env)
+        else:
+            pos, script = _word_pos(script_item.tok), script_item.tok.value
+        # `sh -c SCRIPT NAME ARG...`: NAME is $0, the ARGs are "$@"
+        positional = None if more_args else words[j + 2:]
+        return _launches_in_script(script, pos, script_item.tok.yaml_path, env, out, positional=positional)
     if words and words[0].value.rsplit("/", 1)[-1] in _SHELLS:
-        for j in range(1, len(words) - 1):
-            if words[j].value.startswith("-") and "c" in words[j].value.lstrip("-") and len(words[j].value) <= 4:
-                script_item = items[j + 1]
-                pos = doc.pos_in(script_item.node) if (doc and script_item.node) else _word_pos(script_item.tok)
-                found += _launches_in_script(script_item.tok.value, pos, script_item.tok.yaml_path, env, out)
-                return found
         return found
-    expanded = expand(words, env)
-    launch = find_launch(expanded, implicit_vllm=False)
+    launch = find_launch(expand(words, env) if not yaml_list else words, implicit_vllm=False)
     if launch is None and implicit is not None:
-        launch = Launch(implicit, tuple(expanded))
+        launch = Launch(implicit, tuple(words))
     if launch is not None:
-        found.append((launch, _unresolved(launch.args)))
+        found.append(launch)
     return found
 
 
-def _unresolved(args: tuple[Tok, ...]) -> tuple[Tok, ...]:
-    return tuple(t for t in args if "$" in t.value and (var_name(t.value)[0] or "${" in t.value or "$(" in t.value))
+def _k8s_text(script: str, pos: Pos, env: dict[str, VarValue]) -> tuple[str, Pos]:
+    """Kubernetes expansion of a script string, with positions mapped back to the file: original text
+    to where it is written, a substituted value to the env value it came from."""
+    out: list[str] = []
+    src: list[int | tuple[int, int]] = []
+    i = 0
+    while i < len(script):
+        if script.startswith("$$", i):
+            out.append("$")
+            src.append(i)
+            i += 2
+            continue
+        if script.startswith("$(", i):
+            close = script.find(")", i)
+            value, unknown, whole = expand_k8s(script[i:close + 1], env) if close > 0 else ("", True, None)
+            if close > 0 and not unknown:
+                out.append(value)
+                src += ([(whole.tok.line, whole.tok.col + k) for k in range(len(value))] if whole is not None
+                        else [i] * len(value))
+                i = close + 1
+                continue
+        out.append(script[i])
+        src.append(i)
+        i += 1
+    end = len(script)
+
+    def mapped(k: int) -> tuple[int, int]:
+        at = src[k] if k < len(src) else end
+        return at if isinstance(at, tuple) else pos(at)
+    return "".join(out), mapped
+
+
+def _assign(words: list[Tok], env: dict[str, VarValue]) -> bool:
+    """`A=1 B=$A`, `export A=1`, `local a=$1`: update env; False when the command is not an assignment."""
+    values = [w.value for w in words]
+    if not (all(_ASSIGN_WORD.match(v) for v in values) or (values[0] in _DECLARE and len(values) > 1)):
+        return False
+    for w in words:
+        m = _ASSIGN_WORD.match(w.value)
+        if not m:
+            continue
+        name = m.group(1)
+        vtok = w.at(len(name) + 1)
+        vtok = Tok(vtok.value, w.line, w.col + len(name) + 1 + (1 if w.quoted else 0), w.yaml_path,
+                   quoted=True, literal=vtok.literal)
+        expanded = _expand_value(vtok, env)
+        env[name] = VarValue(expanded.value, expanded, unknown=expanded.unknown)
+    return True
+
+
+def _expand_value(t: Tok, env: dict[str, VarValue]) -> Tok:
+    """An assignment's value: expanded like a quoted word (no word splitting)."""
+    out = expand([t], env)
+    return out[0] if out else t
+
+
+_MASKED = re.compile("([\ue000-\uf8ff])\\1*")
+
+
+def _mask(script: str) -> tuple[str, list[str]]:
+    """Each template action -> a run of one private-use character as long as the action (positions
+    stay put, the lexer sees one word part)."""
+    actions: list[str] = []
+
+    def sub(m: re.Match) -> str:
+        actions.append(m.group(0))
+        return chr(0xE000 + min(len(actions) - 1, 0x18FF)) * len(m.group(0))
+    return _GO_ACTION.sub(sub, script), actions
+
+
+def _unmask(t: Tok, actions: list[str]) -> Tok:
+    if not actions or not _MASKED.search(t.value):
+        return t
+    value = _MASKED.sub(lambda m: actions[ord(m.group(1)) - 0xE000] if ord(m.group(1)) - 0xE000 < len(actions)
+                        else m.group(0), t.value)
+    return replace(t, value=value, unknown=True)
+
+
+_ALL_ARGS = ("$@", "${@}", "$*", "${*}")
+_NTH_ARG = re.compile(r"^\$(?:(\d)|\{(\d+)\})$")
+
+
+def _positional(words: list[Tok], positional: Optional[list[Tok]]) -> list[Tok]:
+    """`"$@"` / `$1` words -> the script's arguments when they are known (`sh -c SCRIPT NAME ARGS...`)."""
+    if positional is None:
+        return words
+    out: list[Tok] = []
+    for w in words:
+        m = _NTH_ARG.match(w.value)
+        if w.value in _ALL_ARGS and 0 not in w.literal:
+            out += positional
+        elif m and 0 not in w.literal and int(m.group(1) or m.group(2)) > 0:
+            n = int(m.group(1) or m.group(2))
+            out += positional[n - 1:n]
+        else:
+            out.append(w)
+    return out
 
 
 def _launches_in_script(script: str, pos: Pos, yaml_path: Optional[str], env: dict[str, VarValue],
-                        out: Extracted) -> list[tuple[Launch, tuple[Tok, ...]]]:
+                        out: Extracted, depth: int = 0, positional: Optional[list[Tok]] = None) -> list[Launch]:
+    """Launches in a shell script. `positional`: the script's arguments ($@), None when unknown."""
     env = dict(env)
-    found: list[tuple[Launch, tuple[Tok, ...]]] = []
-    for words in commands(lex_resilient(script, pos, yaml_path, out)):
-        values = [w.value for w in words]
-        if all(re.match(r"^[A-Za-z_]\w*=", v) for v in values) or (values[0] == "export" and len(values) > 1):
-            for w in words:
-                name, eq, val = w.value.partition("=")
-                if eq and re.match(r"^[A-Za-z_]\w*$", name):
-                    vtok = Tok(val, w.line, w.col + len(name) + 1 + (1 if w.quoted else 0), w.yaml_path)
-                    env[name] = VarValue(val, vtok)
+    found: list[Launch] = []
+    actions: list[str] = []
+    if GO_TEMPLATE.search(script):  # template actions: unknown word parts, positions kept
+        script, actions = _mask(script)
+    for words in commands([_unmask(t, actions) for t in lex_resilient(script, pos, yaml_path, out)]):
+        if _assign(words, env):
             continue
-        launch = find_launch(expand(words, env))
+        if words[0].value == "eval" and len(words) > 1 and depth < 3:  # eval "exec vllm serve ..."
+            inner = " ".join(w.value for w in words[1:])
+            if positional is not None:  # "$@" inside the eval string joins the arguments; eval re-splits them
+                joined = " ".join(p.value for p in positional)
+                inner = inner.replace("${@}", joined).replace("$@", joined)
+            found += _launches_in_script(inner, _word_pos(words[1]), yaml_path, env, out, depth + 1, positional)
+            continue
+        j = _shell_script_arg(words)
+        if j is not None and depth < 3:  # bash -c "..." inside a script
+            w = words[j]
+            found += _launches_in_script(w.value, _word_pos(w), yaml_path, env, out, depth + 1,
+                                         _positional(words, positional)[j + 2:] if positional is not None else None)
+            continue
+        launch = find_launch(expand(_positional(words, positional), env))
         if launch is not None:
-            found.append((launch, _unresolved(launch.args)))
+            found.append(launch)
     return found
 
 
@@ -254,6 +405,7 @@ def lex_resilient(s: str, pos: Pos, yaml_path: Optional[str], out: Extracted, ba
 class _PodCtx:
     gpu_label: Optional[Tok] = None
     group_size: int = 1
+    ray: bool = False  # a KubeRay head/worker group: the operator runs `ray start`, not the image's entrypoint
 
 
 def _gpu_label(doc: _Doc, spec: Node, path: str) -> Optional[Tok]:
@@ -281,15 +433,38 @@ def _gpu_count(resources: Optional[Node]) -> Optional[int]:
     return None
 
 
-def _env(doc: _Doc, node: Optional[Node], path: str) -> tuple[dict[str, VarValue], list[tuple[str, VarValue]]]:
+def _env(doc: _Doc, c: Node, path: str) -> tuple[dict[str, VarValue], list[tuple[str, VarValue]]]:
+    """A container's environment as Kubernetes builds it: envFrom, then env in order; `$(VAR)` in a
+    value refers to entries defined before it; values from a ConfigMap or Secret defined in the same
+    file are known, other valueFrom sources are set but unknown."""
     env: dict[str, VarValue] = {}
     ordered: list[tuple[str, VarValue]] = []
-    for i, e in enumerate(_seq(node)):
+    for src in _seq(_mget(c, "envFrom")):
+        ref = _mget(src, "configMapRef") or _mget(src, "secretRef")
+        data = doc.objects.get(_scalar(_mget(ref, "name")) or "")
+        if data is None:
+            continue
+        prefix = _scalar(_mget(src, "prefix")) or ""
+        for key, vnode in data.items():
+            env[prefix + key] = VarValue(vnode.value, doc.tok(vnode, key))
+    for i, e in enumerate(_seq(_mget(c, "env"))):
         name, vnode = _scalar(_mget(e, "name")), _mget(e, "value")
-        if name and isinstance(vnode, ScalarNode):
-            vv = VarValue(vnode.value, doc.tok(vnode, f"{path}[{i}].value"))
-            env[name] = vv
-            ordered.append((name, vv))
+        if not name:
+            continue
+        if isinstance(vnode, ScalarNode):
+            tok = doc.tok(vnode, f"{path}.env[{i}].value")
+            value, unknown, whole = expand_k8s(vnode.value, env)
+            vv = (VarValue(value, whole.tok, whole.unknown) if whole is not None
+                  else VarValue(value, tok if value == vnode.value else Tok(value, tok.line, tok.col, tok.yaml_path, unknown=unknown),
+                                unknown))
+        else:
+            ref = _mget(_mget(e, "valueFrom"), "configMapKeyRef") or _mget(_mget(e, "valueFrom"), "secretKeyRef")
+            data = doc.objects.get(_scalar(_mget(ref, "name")) or "") or {}
+            known = data.get(_scalar(_mget(ref, "key")) or "")
+            vv = (VarValue(known.value, doc.tok(known, _scalar(_mget(ref, "key")) or "")) if known is not None
+                  else VarValue("", doc.tok(e, f"{path}.env[{i}]"), unknown=True))
+        env[name] = vv
+        ordered.append((name, vv))
     return env, ordered
 
 
@@ -298,10 +473,21 @@ def _referenced(name: str, texts: list[str]) -> bool:
     return any(pat.search(t) for t in texts)
 
 
+# Flags that only vLLM takes: a container (or patch) whose args hold one of them is a vLLM launch.
+_ENGINE_ONLY = re.compile(r"^--(?:model|served-model-name|kv-cache-dtype|max-model-len|tensor-parallel-size|"
+                          r"gpu-memory-utilization|max-num-seqs|max-num-batched-tokens|enable-prefix-caching|"
+                          r"quantization|enforce-eager|trust-remote-code)(?:=|$)")
+
+
+# Kinds whose containers are templates another object completes (KServe appends the model's args).
+_RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime", "LLMInferenceServiceConfig")
+
+
 def _container(doc: _Doc, c: Node, path: str, pod: _PodCtx, out: Extracted, dialect: str = "vllm",
-               model_hint: Optional[Tok] = None) -> None:
-    image = _scalar(_mget(c, "image")) or ""
-    env, ordered = _env(doc, _mget(c, "env"), f"{path}.env")
+               model_hint: Optional[Tok] = None, kind: str = "") -> None:
+    inode = _mget(c, "image")
+    image = _scalar(inode) or ""
+    env, ordered = _env(doc, c, path)
     items: list[_Item] = []
     for key in ("command", "args"):
         node = _mget(c, key)
@@ -312,41 +498,49 @@ def _container(doc: _Doc, c: Node, path: str, pod: _PodCtx, out: Extracted, dial
                 items.append(_Item(doc.tok(it, f"{path}.{key}[{i}]"), it))
     has_command = _mget(c, "command") is not None
     implicit = None
+    partial = kind in _RUNTIME_KINDS
     if dialect == "kserve-hf":
         implicit = doc.tok(_mget(c, "modelFormat") or c, f"{path}")
-    elif not has_command and VLLM_IMAGE.search(image):
-        inode = _mget(c, "image")
+    elif not has_command and not pod.ray and VLLM_IMAGE.search(image):
         implicit = doc.tok(inode, f"{path}.image") if inode is not None else None
-    launches = _launches_from_argv(doc, items, env, implicit, out, yaml_list=True)
+    elif inode is None and not has_command and any(_ENGINE_ONLY.match(it.tok.value) for it in items):
+        # A Kustomize patch (strategic merge): args for a container whose image is in the base.
+        implicit = doc.tok(_mget(c, "name") or c, f"{path}.name" if _mget(c, "name") is not None else path)
+        partial = True
+    launches = _launches_from_argv(doc, items, env, implicit, out, yaml_list=True, more_args=partial)
     texts = [it.tok.value for it in items]
-    for launch, unresolved in launches:
+    image_tok = doc.tok(inode, f"{path}.image") if isinstance(inode, ScalarNode) else None
+    for launch in launches:
         extra: list[Tok] = []
-        for name, vv in ordered:
-            if EXTRA_ARGS_ENV.match(name) and not _referenced(name, texts):
-                extra += split_value(vv.value, vv.tok)
+        if launch.launcher is implicit:  # only the image's own entrypoint appends these variables
+            for name, vv in ordered:
+                if EXTRA_ARGS_ENV.match(name) and not _referenced(name, texts):
+                    extra += ([replace(vv.tok, unknown=True)] if vv.unknown else split_value(vv.value, vv.tok))
         args = launch.args + tuple(extra)
         launch = Launch(launch.launcher, args, "kserve-hf" if dialect == "kserve-hf" else launch.dialect)
         count = _gpu_count(_mget(c, "resources"))
         out.sites.append(Site(launch, launch.launcher, model_hint=model_hint, gpu_label=pod.gpu_label,
-                              gpu_count=count, group_size=pod.group_size,
-                              unresolved=unresolved + _unresolved(tuple(extra))))
+                              gpu_count=count, group_size=pod.group_size, image=image_tok, partial=partial))
 
 
-def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted) -> None:
+_RAY_GROUPS = ("headGroupSpec", "workerGroupSpecs")
+
+
+def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, kind: str = "") -> None:
     if isinstance(node, SequenceNode):
         for i, n in enumerate(node.value):
-            _walk_k8s(doc, n, f"{path}[{i}]", pod, out)
+            _walk_k8s(doc, n, f"{path}[{i}]", pod, out, kind)
         return
     if not isinstance(node, MappingNode):
         return
     label = _gpu_label(doc, node, path) if (_mget(node, "containers") or _mget(node, "model")) else None
-    here = _PodCtx(label or pod.gpu_label, pod.group_size)
+    here = _PodCtx(label or pod.gpu_label, pod.group_size, pod.ray)
     lwt = _mget(node, "leaderWorkerTemplate")
     for k, v in _items(node):
         p = f"{path}.{k.value}" if path else k.value
         if k.value == "containers" and isinstance(v, SequenceNode):
             for i, c in enumerate(v.value):
-                _container(doc, c, f"{p}[{i}]", here, out)
+                _container(doc, c, f"{p}[{i}]", here, out, kind=kind)
         elif k.value == "model" and isinstance(v, MappingNode) and (
                 _mget(v, "modelFormat") or _mget(v, "storageUri") or _mget(v, "runtime")):
             fmt = (_scalar(_mget(_mget(v, "modelFormat"), "name")) or "") + (_scalar(_mget(v, "runtime")) or "")
@@ -357,12 +551,72 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted) ->
             hint = None
             if isinstance(uri, ScalarNode) and uri.value.startswith("hf://"):
                 hint = doc.tok(uri, f"{p}.storageUri", uri.value[5:].split(":")[0])
-            _container(doc, v, p, here, out, dialect="kserve-hf", model_hint=hint)
+            _container(doc, v, p, here, out, dialect="kserve-hf", model_hint=hint, kind=kind)
         elif k.value == "leaderWorkerTemplate" and isinstance(v, MappingNode):
             size = _scalar(_mget(v, "size"))
-            _walk_k8s(doc, v, p, _PodCtx(here.gpu_label, int(size) if size and size.isdigit() else 1), out)
+            _walk_k8s(doc, v, p, _PodCtx(here.gpu_label, int(size) if size and size.isdigit() else 1, here.ray), out, kind)
+        elif k.value in _RAY_GROUPS:
+            _walk_k8s(doc, v, p, _PodCtx(here.gpu_label, here.group_size, True), out, kind)
+        elif k.value == "entrypoint" and kind == "RayJob" and isinstance(v, ScalarNode) and path == "spec":
+            # The Ray job's command runs on the head node; a `vllm serve` there is the launch.
+            head = _seq(_mget(_mget(_mget(_mget(_mget(node, "rayClusterSpec"), "headGroupSpec"), "template"), "spec"),
+                              "containers"))
+            himage = _mget(head[0], "image") if head else None
+            image_tok = doc.tok(himage, "spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].image") \
+                if isinstance(himage, ScalarNode) else None
+            for launch in _launches_in_script(v.value, doc.pos_in(v), p, {}, out):
+                out.sites.append(Site(launch, launch.launcher, gpu_label=here.gpu_label, image=image_tok))
+        elif k.value in ("patch", "patchesStrategicMerge") and kind == "Kustomization":
+            for sub in ([v] if isinstance(v, ScalarNode) else _seq(v)):
+                if isinstance(sub, ScalarNode) and "\n" in sub.value:
+                    _inline_patch(doc, sub, p, out)
+            if isinstance(v, MappingNode):
+                _walk_k8s(doc, v, p, here, out, kind)
         elif k.value not in ("metadata", "status") and (lwt is None or k.value != "leaderWorkerTemplate"):
-            _walk_k8s(doc, v, p, here, out)
+            _walk_k8s(doc, v, p, here, out, kind)
+
+
+def _inline_patch(doc: _Doc, node: ScalarNode, path: str, out: Extracted) -> None:
+    """A Kustomize inline patch (`patches: [{patch: |- ...}]`): a strategic-merge object, or JSON 6902
+    operations that replace a container's command/args. Positions map into the block scalar."""
+    raw = doc.li.text[node.start_mark.index:node.end_mark.index]
+    first_nl = raw.find("\n")
+    body = raw[first_nl + 1:] if first_nl >= 0 else raw
+    indent = len(body) - len(body.lstrip(" "))
+    line0 = node.start_mark.line + 1 + (1 if first_nl >= 0 else 0)
+    try:
+        subs = [n for n in bounded_compose_all(node.value, "Kustomize patch") if n is not None]
+    except yaml.YAMLError:
+        return
+    inner_text = node.value
+    inner = _Doc(LineIndex(inner_text))
+    inner.objects = doc.objects
+
+    def shift(t: Tok) -> Tok:
+        return replace(t, line=line0 + t.line - 1, col=t.col + indent, yaml_path=f"{path}>{t.yaml_path}" if t.yaml_path else path)
+
+    sub_out = Extracted()
+    for sub in subs:
+        if isinstance(sub, MappingNode):
+            _walk_k8s(inner, sub, "", _PodCtx(), sub_out, _scalar(_mget(sub, "kind")) or "")
+        for i, op in enumerate(_seq(sub)):  # JSON 6902
+            where = _scalar(_mget(op, "path")) or ""
+            value = _mget(op, "value")
+            if re.search(r"/containers/\d+/(?:args|command)$", where) and isinstance(value, SequenceNode):
+                items = [_Item(inner.tok(x, f"[{i}].value[{j}]"), x) for j, x in enumerate(value.value)
+                         if isinstance(x, ScalarNode)]
+                implicit = inner.tok(value, f"[{i}].value") if where.endswith("/args") else None
+                for launch in _launches_from_argv(inner, items, {}, implicit if any(
+                        _ENGINE_ONLY.match(it.tok.value) for it in items) else None, sub_out, yaml_list=True):
+                    sub_out.sites.append(Site(launch, launch.launcher, partial=True))
+    for f in sub_out.findings:
+        out.findings.append(replace(f, tok=shift(f.tok)))
+    for site in sub_out.sites:
+        launch = Launch(shift(site.launch.launcher), tuple(shift(t) for t in site.launch.args), site.launch.dialect)
+        out.sites.append(replace(site, launch=launch, anchor=shift(site.anchor), partial=True,
+                                 image=shift(site.image) if site.image else None,
+                                 gpu_label=shift(site.gpu_label) if site.gpu_label else None,
+                                 model_hint=shift(site.model_hint) if site.model_hint else None))
 
 
 def _annotations(doc: _Doc, node: Node, path: str, first: int, last: int, out: Extracted) -> None:
@@ -391,42 +645,76 @@ def _annotations(doc: _Doc, node: Node, path: str, first: int, last: int, out: E
 
 
 # ----------------------------------------------------------------------------- compose
+_COMPOSE_REF = re.compile(r"\$(?:\{([A-Za-z_]\w*)(?:(:?[-?])([^}]*))?\}|([A-Za-z_]\w*))")
+
+
+def _compose_interpolate(t: Tok) -> Tok:
+    """docker compose's interpolation of one value: `${VAR:-default}` / `${VAR-default}` take the
+    default, `$$` is a literal `$`, and a variable with no default comes from the shell or `.env` at
+    `docker compose up` time, so the value is unknown."""
+    s = t.value
+    if "$" not in s:
+        return t
+    out: list[str] = []
+    unknown = False
+    i = 0
+    while i < len(s):
+        if s.startswith("$$", i):
+            out.append("$")
+            i += 2
+            continue
+        m = _COMPOSE_REF.match(s, i)
+        if m:
+            if m.group(2) in (":-", "-"):
+                out.append(m.group(3))
+            else:
+                out.append(m.group(0))
+                unknown = True
+            i = m.end()
+            continue
+        out.append(s[i])
+        i += 1
+    return replace(t, value="".join(out), unknown=unknown or t.unknown)
+
+
 def _compose(doc: _Doc, services: MappingNode, out: Extracted) -> None:
     for sk, svc in _items(services):
         path = f"services.{sk.value}"
-        image = _scalar(_mget(svc, "image")) or ""
+        inode = _mget(svc, "image")
+        image = _scalar(inode) or ""
         env: dict[str, VarValue] = {}
         ordered: list[tuple[str, VarValue]] = []
         enode = _mget(svc, "environment")
         for i, e in enumerate(_seq(enode)):
             s = _scalar(e) or ""
-            name, eq, val = s.partition("=")
+            name, eq, _ = s.partition("=")
             if eq:
-                t = doc.tok(e, f"{path}.environment[{i}]")
-                vv = VarValue(val, t.at(len(name) + 1))
+                t = _compose_interpolate(doc.tok(e, f"{path}.environment[{i}]").at(len(name) + 1))
+                vv = VarValue(t.value, t, t.unknown)
                 env[name] = vv
                 ordered.append((name, vv))
         for k, v in _items(enode):
             if isinstance(v, ScalarNode):
-                vv = VarValue(v.value, doc.tok(v, f"{path}.environment.{k.value}"))
+                t = _compose_interpolate(doc.tok(v, f"{path}.environment.{k.value}"))
+                vv = VarValue(t.value, t, t.unknown)
                 env[k.value] = vv
                 ordered.append((k.value, vv))
         items: list[_Item] = []
-        yaml_list = True
         for key in ("entrypoint", "command"):
             node = _mget(svc, key)
             if isinstance(node, ScalarNode):  # compose splits a string command shell-like (no shell)
-                yaml_list = False
                 for t in lex_resilient(node.value, doc.pos_in(node), f"{path}.{key}", out):
                     if not t.op:
-                        items.append(_Item(t))
+                        items.append(_Item(_compose_interpolate(t)))
             for i, it in enumerate(_seq(node)):
                 if isinstance(it, ScalarNode):
-                    items.append(_Item(doc.tok(it, f"{path}.{key}[{i}]"), it))
+                    t = doc.tok(it, f"{path}.{key}[{i}]")
+                    ti = _compose_interpolate(t)
+                    items.append(_Item(ti, it if ti is t else None))
         implicit = None
         if _mget(svc, "entrypoint") is None and VLLM_IMAGE.search(image):
-            implicit = doc.tok(_mget(svc, "image"), f"{path}.image")
-        launches = _launches_from_argv(doc, items, env, implicit, out, yaml_list=yaml_list)
+            implicit = doc.tok(inode, f"{path}.image")
+        launches = _launches_from_argv(doc, items, env, implicit, out, yaml_list=True, k8s=False)
         texts = [it.tok.value for it in items]
         count = None
         for dev in _seq(_mget(_mget(_mget(_mget(svc, "deploy"), "resources"), "reservations"), "devices")):
@@ -436,13 +724,15 @@ def _compose(doc: _Doc, services: MappingNode, out: Extracted) -> None:
             ids = _seq(_mget(dev, "device_ids"))
             if ids:
                 count = len(ids)
-        for launch, unresolved in launches:
+        image_tok = doc.tok(inode, f"{path}.image") if isinstance(inode, ScalarNode) else None
+        for launch in launches:
             extra: list[Tok] = []
-            for name, vv in ordered:
-                if EXTRA_ARGS_ENV.match(name) and not _referenced(name, texts):
-                    extra += split_value(vv.value, vv.tok)
+            if launch.launcher is implicit:
+                for name, vv in ordered:
+                    if EXTRA_ARGS_ENV.match(name) and not _referenced(name, texts):
+                        extra += ([replace(vv.tok, unknown=True)] if vv.unknown else split_value(vv.value, vv.tok))
             launch = Launch(launch.launcher, launch.args + tuple(extra), launch.dialect)
-            out.sites.append(Site(launch, launch.launcher, gpu_count=count, unresolved=unresolved))
+            out.sites.append(Site(launch, launch.launcher, gpu_count=count, image=image_tok))
 
 
 # ----------------------------------------------------------------------------- vLLM --config YAML
@@ -450,10 +740,16 @@ _FLAG_NAMES = {f.lstrip("-") for f in (*KNOWN_FLAGS, *REMOVED_FLAGS, *MODELLED) 
 
 
 def _is_vllm_config(node: Node) -> bool:
+    """A `vllm serve --config` file: flat keys, mostly vLLM flag names. A key that is no flag and
+    holds a mapping or a list of mappings (`modelParameters:`, `inference:`) makes it something
+    else, such as a Helm values file (a misspelt flag with a scalar or list value stays a finding)."""
     if not isinstance(node, MappingNode) or _mget(node, "apiVersion") or _mget(node, "services"):
         return False
-    keys = [k.value.replace("_", "-") for k, _ in _items(node)]
-    return bool(keys) and sum(k in _FLAG_NAMES for k in keys) >= max(1, len(keys) // 3)
+    items = [(k.value.replace("_", "-"), v) for k, v in _items(node)]
+    if any(k not in _FLAG_NAMES and (isinstance(v, MappingNode) or any(not isinstance(x, ScalarNode) for x in _seq(v)))
+           for k, v in items):
+        return False
+    return bool(items) and sum(k in _FLAG_NAMES for k, _ in items) >= max(1, len(items) // 3)
 
 
 def _vllm_config(doc: _Doc, node: MappingNode, out: Extracted) -> None:
@@ -477,32 +773,31 @@ def _vllm_config(doc: _Doc, node: MappingNode, out: Extracted) -> None:
             args += [flag, doc.tok(v, k.value, json.dumps(yaml.load(yaml.serialize(v), Loader=_Loader)))]
     if first is not None:
         launcher = Tok("vllm-config", first.line, first.col, first.yaml_path)
-        out.sites.append(Site(Launch(launcher, tuple(args)), first, unresolved=_unresolved(tuple(args))))
+        out.sites.append(Site(Launch(launcher, tuple(args)), first))
 
 
 # ----------------------------------------------------------------------------- files
+def _collect_objects(doc: _Doc, nodes: list[Node]) -> None:
+    """ConfigMap `data` and Secret `stringData` of the file, for env valueFrom / envFrom lookups."""
+    for node in nodes:
+        kind = _scalar(_mget(node, "kind"))
+        name = _scalar(_mget(_mget(node, "metadata"), "name"))
+        if kind in ("ConfigMap", "Secret") and name:
+            data = _mget(node, "data" if kind == "ConfigMap" else "stringData")
+            doc.objects[name] = {k.value: v for k, v in _items(data) if isinstance(v, ScalarNode)}
+
+
 def extract_yaml(text: str) -> Extracted:
     """A YAML file: every document; a syntax error is finding KV801 and earlier documents still count."""
     out = Extracted()
     li = LineIndex(text)
     doc = _Doc(li)
     kinds: list[str] = []
+    nodes: list[Node] = []
     try:
         for node in bounded_compose_all(text, "YAML"):  # size/depth/alias limits: InputLimitError (KV820/KV821)
-            if node is None:
-                continue
-            first, last = node.start_mark.line + 1, node.end_mark.line + 1
-            if _mget(node, "apiVersion") is not None and _mget(node, "kind") is not None:
-                kinds.append("kubernetes")
-                _walk_k8s(doc, node, "", _PodCtx(), out)
-                _annotations(doc, node, "", first, last, out)
-            elif isinstance(_mget(node, "services"), MappingNode):
-                kinds.append("compose")
-                _compose(doc, _mget(node, "services"), out)  # type: ignore[arg-type]
-                _annotations(doc, node, "", first, last, out)
-            elif _is_vllm_config(node):
-                kinds.append("vllm-config")
-                _vllm_config(doc, node, out)  # type: ignore[arg-type]
+            if node is not None:
+                nodes.append(node)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -510,9 +805,113 @@ def extract_yaml(text: str) -> Extracted:
         ctx = getattr(e, "context", None)
         out.findings.append(RawFinding("KV801", f"YAML does not parse: {problem}" + (f" ({ctx})" if ctx else "") + ".",
                                        Tok("", line, col)))
+    _collect_objects(doc, nodes)
+    for node in nodes:
+        first, last = node.start_mark.line + 1, node.end_mark.line + 1
+        if _mget(node, "apiVersion") is not None and _mget(node, "kind") is not None:
+            kind = _scalar(_mget(node, "kind")) or ""
+            kinds.append("kubernetes")
+            _walk_k8s(doc, node, "", _PodCtx(), out, kind)
+            _annotations(doc, node, "", first, last, out)
+        elif isinstance(_mget(node, "services"), MappingNode):
+            kinds.append("compose")
+            _compose(doc, _mget(node, "services"), out)  # type: ignore[arg-type]
+            _annotations(doc, node, "", first, last, out)
+        elif _is_vllm_config(node):
+            kinds.append("vllm-config")
+            _vllm_config(doc, node, out)  # type: ignore[arg-type]
+        elif isinstance(node, MappingNode) and _helm_values(doc, node, out):
+            kinds.append("helm-values")
+    if out.findings and any(f.code == "KV801" for f in out.findings):
         kinds.append(kinds[-1] if kinds else "unknown")
     out.kind = kinds[0] if kinds else "unknown"
     return out
+
+
+# ----------------------------------------------------------------------------- Helm values
+def _kebab(key: str) -> str:
+    return "--" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", key).lower().replace("_", "-")
+
+
+def _image_of(doc: _Doc, node: Node, path: str) -> Optional[Tok]:
+    """`repository` + `tag` (or `image` + `tag`, or an `image:` mapping of them) keys of a values mapping
+    -> one image token."""
+    if isinstance(_mget(node, "image"), MappingNode) and _mget(node, "repository") is None:
+        return _image_of(doc, _mget(node, "image"), f"{path}.image" if path else "image")  # type: ignore[arg-type]
+    repo = _mget(node, "repository")
+    if not isinstance(repo, ScalarNode):
+        repo = _mget(node, "image") if isinstance(_mget(node, "image"), ScalarNode) else None
+    if not isinstance(repo, ScalarNode) or not repo.value:
+        return None
+    tag = _scalar(_mget(node, "tag"))
+    return doc.tok(repo, f"{path}.{'repository' if _mget(node, 'repository') is repo else 'image'}",
+                   f"{repo.value}:{tag}" if tag and ":" not in repo.value.rsplit("/", 1)[-1] else repo.value)
+
+
+def _helm_values(doc: _Doc, root: MappingNode, out: Extracted) -> bool:
+    """Launches in a Helm chart's values: a full command/args list (`image.command: [vllm, serve, ...]`),
+    and model entries that a chart turns into `vllm serve` (`modelURL` + `vllmConfig` with camelCase
+    engine options and `extraArgs`, as in vLLM production-stack). Only keys that are vLLM flags
+    become flags; other chart settings are left alone."""
+    before = len(out.sites)
+
+    def walk(node: Node, path: str, parent: Optional[Node]) -> None:
+        if isinstance(node, SequenceNode):
+            for i, n in enumerate(node.value):
+                walk(n, f"{path}[{i}]", node)
+            return
+        if not isinstance(node, MappingNode):
+            return
+        if isinstance(_mget(node, "modelURL"), ScalarNode) or (
+                isinstance(_mget(node, "model"), ScalarNode) and any(isinstance(_mget(node, k), MappingNode)
+                                                                     for k in _ENGINE_KEYS)):
+            _values_model(doc, node, path, out)
+            return
+        for k, v in _items(node):
+            p = f"{path}.{k.value}" if path else k.value
+            if k.value in ("command", "args", "extraArgs", "extra_args", "vllmArgs", "engineArgs") \
+                    and isinstance(v, SequenceNode):
+                items = [_Item(doc.tok(x, f"{p}[{i}]"), x) for i, x in enumerate(v.value) if isinstance(x, ScalarNode)]
+                # a full launch, else a list of engine arguments the chart appends to its own command
+                implicit = doc.key_tok(k, p) if any(_ENGINE_ONLY.match(it.tok.value) for it in items) else None
+                for launch in _launches_from_argv(doc, items, {}, implicit, out, yaml_list=True):
+                    out.sites.append(Site(launch, launch.launcher, image=_image_of(doc, node, path),
+                                          partial=launch.launcher is implicit))
+            else:
+                walk(v, p, node)
+    walk(root, "", None)
+    return len(out.sites) > before
+
+
+# Values keys whose camelCase entries a chart turns into vLLM flags (production-stack, ai-on-eks).
+_ENGINE_KEYS = ("vllmConfig", "modelParameters", "engineArgs", "vllmArgs")
+
+
+def _values_model(doc: _Doc, spec: MappingNode, path: str, out: Extracted) -> None:
+    from kvplan.ingest.flags import KNOWN_FLAGS as known  # noqa: PLC0415 - the live table
+    mkey = "modelURL" if isinstance(_mget(spec, "modelURL"), ScalarNode) else "model"
+    model = _mget(spec, mkey)
+    args: list[Tok] = [doc.tok(model, f"{path}.{mkey}" if path else mkey)]
+    ckey = next((k for k in _ENGINE_KEYS if isinstance(_mget(spec, k), MappingNode)), "vllmConfig")
+    cfg = _mget(spec, ckey)
+    for k, v in _items(cfg):
+        p = f"{path}.{ckey}.{k.value}" if path else f"{ckey}.{k.value}"
+        if k.value == "extraArgs":
+            args += [doc.tok(x, f"{p}[{i}]") for i, x in enumerate(_seq(v)) if isinstance(x, ScalarNode)]
+            continue
+        flag = _kebab(k.value)
+        if flag not in known and flag not in MODELLED or not isinstance(v, ScalarNode):
+            continue
+        kt = doc.key_tok(k, p)
+        if v.tag.endswith(":bool") or (v.style is None and v.value.lower() in ("true", "false")):
+            if v.value.lower() == "true":
+                args.append(Tok(flag, kt.line, kt.col, p))
+            continue
+        args += [Tok(flag, kt.line, kt.col, p), doc.tok(v, p)]
+    gpus = _scalar(_mget(spec, "requestGPU"))
+    launcher = doc.tok(model, f"{path}.{mkey}" if path else mkey, "vllm")
+    out.sites.append(Site(Launch(launcher, tuple(args)), launcher, gpu_count=int(gpus) if gpus and gpus.isdigit() else None,
+                          image=_image_of(doc, spec, path)))
 
 
 _LAUNCH_HINT = re.compile(r"vllm\s+serve|vllm\.entrypoints|vllm-openai|huggingfaceserver")
@@ -524,6 +923,6 @@ def extract_text(text: str) -> Extracted:
     if not _LAUNCH_HINT.search(text):
         return out
     li = LineIndex(text)
-    for launch, unresolved in _launches_in_script(text, li.pos, None, {}, out):
-        out.sites.append(Site(launch, launch.launcher, unresolved=unresolved))
+    for launch in _launches_in_script(text, li.pos, None, {}, out):
+        out.sites.append(Site(launch, launch.launcher, image=launch.image))
     return out

@@ -140,7 +140,7 @@ def test_usage_errors_are_one_line_exit_2() -> None:
     the same one-line form as input errors, naming the valid values and the help to read."""
     cases = [
         (["lint", "examples/deploy", "--format", "xml"],
-         "'xml' is not one of 'text', 'json', 'sarif', 'github', 'junit'", "kvplan lint --help"),
+         "'xml' is not one of 'text', 'concise', 'json', 'sarif', 'github', 'junit'", "kvplan lint --help"),
         (["plan", GPT_OSS, "--format", "yaml"], "'yaml' is not one of", "kvplan plan --help"),
         (["plan"], "missing argument", "kvplan plan --help"),
         (["plna"], "no such command 'plna'", "kvplan --help"),

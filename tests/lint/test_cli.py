@@ -3,6 +3,7 @@ bad inputs that never traceback, rule documentation, the published report schema
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def test_cli_json_is_versioned_sorted_stable_and_matches_published_schema() -> N
     assert a.stdout == b.stdout and a.exit_code == 1
     doc = json.loads(a.stdout)
     jsonschema.validate(doc, json.loads((ROOT / "schemas" / "lint-report.schema.json").read_text()))
-    assert doc["schema_version"] == "1.0" and doc["kind"] == "kvplan.lint-report" and doc["kvplan_version"]
+    assert doc["schema_version"] == "1.1" and doc["kind"] == "kvplan.lint-report" and doc["kvplan_version"]
     assert doc["engine"] == {"name": "vllm", "version": "0.33.0"}
     keys = [(f["location"]["path"], f["location"]["line"], f["location"]["column"], f["code"]) for f in doc["findings"]]
     assert keys == sorted(keys)
@@ -113,8 +114,13 @@ def test_cli_junit_is_well_formed_xml(tmp_path: Path) -> None:
     assert r.exit_code == 1 and r.stdout == ""
     root = ET.fromstring(out.read_text())
     suites = {s.get("name"): s for s in root.iter("testsuite")}
-    assert suites["examples/deploy/clean-deployment.yaml"].get("failures") == "0"
-    assert suites["examples/deploy/k8s-deployment-typo.yaml"].get("failures") == "2"
+    clean = suites["examples/deploy/clean-deployment.yaml"]
+    assert clean.get("failures") == "0" and clean.get("tests") == "1"
+    assert clean.find("testcase").get("name").startswith("launch at ")  # the passing launch is a test case
+    typo = suites["examples/deploy/k8s-deployment-typo.yaml"]
+    (case,) = typo.findall("testcase")  # one launch, failing with both of its findings
+    assert typo.get("failures") == "1" and [f.get("message")[:5] for f in case.findall("failure")] == ["KV001", "KV002"]
+    assert int(root.get("tests")) == sum(int(s.get("tests")) for s in suites.values())
 
 
 def test_cli_malformed_binary_and_missing_inputs_are_findings_not_tracebacks(tmp_path: Path) -> None:
@@ -180,3 +186,57 @@ def test_lint_never_imports_torch_or_triton() -> None:
             "assert not heavy, heavy") % ROOT
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_cli_concise_is_one_line_per_finding_and_statistics_counts_codes() -> None:
+    full = lint(DEPLOY)
+    concise = lint(DEPLOY, "--format", "concise")
+    report = json.loads(lint(DEPLOY, "--format", "json").stdout)
+    lines = concise.stdout.splitlines()
+    assert concise.exit_code == full.exit_code == 1
+    assert len(lines) == report["summary"]["findings"] + 1 and lines[-1] == full.stdout.splitlines()[-1]
+    assert all(re.match(r"^examples/deploy/\S+:\d+:\d+: KV\d{3} \[(error|warning|info)\] ", x) for x in lines[:-1])
+    stats = lint(DEPLOY, "--statistics").stdout.splitlines()
+    counts = {m.group(2): int(m.group(1)) for m in (re.match(r"^\s*(\d+)  (KV\d{3})  \[", x) for x in stats) if m}
+    assert counts == report["summary"]["by_code"]
+    assert [int(x.split()[0]) for x in stats[:-1]] == sorted(counts.values(), reverse=True)
+    bad = lint(DEPLOY, "--statistics", "--format", "json")
+    assert bad.exit_code == 2 and "--statistics" in bad.output
+
+
+def test_cli_verbose_text_lists_the_rules_kv804_skipped(tmp_path: Path) -> None:
+    (tmp_path / "run.sh").write_text("vllm serve my-org/private-model --kv-cache-dtype fp8\n")
+    quiet = lint("run.sh", "--isolated", cwd=tmp_path).stdout
+    loud = lint("run.sh", "--isolated", "-v", cwd=tmp_path).stdout
+    assert "KV804" in quiet and "KV401" not in quiet
+    assert "    skipped: " in loud and "KV401" in loud
+
+
+def test_cli_sarif_all_rules_and_srcroot_base() -> None:
+    doc = json.loads(lint(DEPLOY, "--format", "sarif", "--sarif-all-rules").stdout)
+    jsonschema.Draft4Validator(SARIF_SCHEMA).validate(doc)
+    run = doc["runs"][0]
+    ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert ids == sorted(ids) and {"KV001", "KV401", "KV804", "KV812", "KV813"} <= set(ids)
+    assert all(ids[res["ruleIndex"]] == res["ruleId"] for res in run["results"])
+    base = run["originalUriBaseIds"]["%SRCROOT%"]["uri"]
+    assert base.startswith("file:///") and base.endswith("/") and Path(base[len("file://"):]) == ROOT.resolve()
+    assert lint(DEPLOY, "--sarif-all-rules").exit_code == 2  # only with --format sarif
+
+
+def test_cli_helm_chart_without_helm_is_one_note_per_chart(tmp_path: Path) -> None:
+    chart = tmp_path / "charts" / "llm"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: llm\nversion: 0.1.0\n")
+    for name in ("a.yaml", "b.yaml"):
+        (chart / "templates" / name).write_text(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ .Release.Name }}\n{{- if .Values.x }}\nspec: {}\n{{- end }}\n")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        r = runner.invoke(app, ["lint", "charts", "--isolated"], env={**ENV, "PATH": str(tmp_path / "no-helm")})
+    finally:
+        os.chdir(old)
+    notes = [x for x in r.stderr.splitlines() if "Helm chart charts/llm" in x]
+    assert r.exit_code == 0 and len(notes) == 1 and "`helm` is not on PATH" in notes[0]
+    assert "KV801" not in r.stdout

@@ -53,7 +53,8 @@ def test_k8s_env_substitution_is_one_argument_not_split(tmp_path: Path) -> None:
                   value: "--kv-cache-dtype fp8"
     """
     r = _lint(tmp_path, "d.yaml", text)
-    assert {c for c in _codes(r)} == {(13, 23, "KV809")}  # points at the env value that gets substituted
+    # KV809 points at the env value that gets substituted; KV813: the :latest image pins no release
+    assert {c for c in _codes(r)} == {(13, 23, "KV809"), (9, 18, "KV813")}
 
 
 def test_k8s_extra_args_env_var_is_appended(tmp_path: Path) -> None:
@@ -147,7 +148,9 @@ def test_compose_list_command_and_unknown_model(tmp_path: Path) -> None:
     got = {(f.code, f.location.line, f.location.column) for f in r.findings}
     assert ("KV804", 4, 16) in got and ("KV301", 4, 99) in got
     kv804 = next(f for f in r.findings if f.code == "KV804")
-    assert "skipped" in kv804.message and "KV401" in kv804.message and "KV502" in kv804.message
+    # one line: the model and how to map it; the skipped rules are in the JSON (and text -v)
+    assert "skipped" in kv804.message and "KV401" not in kv804.message
+    assert "KV401" in kv804.skipped_rules and "KV502" in kv804.skipped_rules and "tool.kvplan.lint.models" in kv804.fix
 
 
 def test_vllm_config_yaml_unknown_key_is_a_typo_finding(tmp_path: Path) -> None:

@@ -1,0 +1,286 @@
+"""What counts as a vLLM launch, and which vLLM release it is linted against (issue 24)."""
+from __future__ import annotations
+
+import os
+import stat
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kvplan.lint import lint_paths
+from kvplan.lint.engine import image_release
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return p
+
+
+def _lint(tmp_path: Path, name: str, text: str, **kw):
+    return lint_paths([str(_write(tmp_path, name, text))], cwd=tmp_path, isolated=True, **kw)
+
+
+def _codes(report) -> list[tuple[int, str]]:
+    return sorted((f.location.line, f.code) for f in report.findings)
+
+
+RAY = """
+apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: vllm-server}
+spec:
+  entrypoint: vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2 --kv-cache-dtype fp9 --distributed-executor-backend ray
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers:
+            - name: ray-head
+              image: vllm/vllm-openai:v0.33.0
+    workerGroupSpecs:
+      - groupName: gpu
+        template:
+          spec:
+            containers:
+              - name: ray-worker
+                image: vllm/vllm-openai:v0.33.0
+                resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def test_ray_groups_are_not_launches_but_the_rayjob_entrypoint_is(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "rayjob.yaml", RAY)
+    (launch,) = r.files[0].launches
+    assert (launch.location.line, launch.model, launch.engine) == (5, "Qwen/Qwen3-8B", "0.33.0")
+    assert _codes(r) == [(5, "KV803")]  # the fp9 in the entrypoint, nothing from the head/worker containers
+
+
+def test_eval_exec_and_nested_bash_c_are_launches(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "run.sh", """
+        #!/bin/sh
+        ARGS="--max-model-len 4096"
+        eval "exec vllm serve Qwen/Qwen3-8B $ARGS --kv-cache-dtype fp9"
+        timeout 60 bash -c "vllm serve Qwen/Qwen3-8B --kv-cache-dtype fp8_e5m3"
+        """)
+    assert [li.model for li in r.files[0].launches] == ["Qwen/Qwen3-8B", "Qwen/Qwen3-8B"]
+    assert [f.code for f in r.findings if f.code == "KV803"] == ["KV803", "KV803"]
+
+
+EXTRA = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: d}}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.33.0
+          {command}
+          args: ["Qwen/Qwen3-8B"]
+          env:
+            - name: VLLM_ADDITIONAL_ARGS
+              value: "--kv-cache-dtype fp9"
+"""
+
+
+def test_extra_args_env_is_appended_only_where_the_image_entrypoint_reads_it(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "a.yaml", EXTRA.format(command=""))
+    assert _codes(r) == [(14, "KV803")]
+    r = _lint(tmp_path, "b.yaml", EXTRA.format(command='command: ["vllm", "serve"]'))
+    assert _codes(r) == []  # an explicit command does not read the variable
+
+
+def test_kustomize_patches_are_launches_of_the_patched_container(tmp_path: Path) -> None:
+    _write(tmp_path, "overlay/patch.yaml", """
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: vllm}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: vllm
+                  args: ["--max-model-len", "8192", "--kv-cache-dtype", "fp8_e5m3"]
+        """)
+    _write(tmp_path, "overlay/kustomization.yaml", """
+        apiVersion: kustomize.config.k8s.io/v1beta1
+        kind: Kustomization
+        resources: [../base]
+        patches:
+          - target: {kind: Deployment, name: vllm}
+            patch: |-
+              - op: replace
+                path: /spec/template/spec/containers/0/args
+                value: ["--model", "Qwen/Qwen3-8B", "--kv-cache-dtype", "fp9"]
+        """)
+    r = lint_paths([str(tmp_path / "overlay")], cwd=tmp_path, isolated=True)
+    files = {f.path: f for f in r.files}
+    assert len(files["overlay/patch.yaml"].launches) == 1 and len(files["overlay/kustomization.yaml"].launches) == 1
+    got = sorted((f.location.path, f.location.line, f.location.column, f.code) for f in r.findings)
+    # the patch names no model (the base does): no KV804; the bad dtypes are found at their lines
+    assert got == [("overlay/kustomization.yaml", 9, 66, "KV803"), ("overlay/patch.yaml", 9, 66, "KV803")]
+
+
+def test_helm_values_launches(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "values.yaml", """
+        image:
+          repository: vllm/vllm-openai
+          tag: v0.33.0
+          command: ["vllm", "serve", "Qwen/Qwen3-8B", "--kv-cache-dtype", "fp9"]
+        servingEngineSpec:
+          modelSpec:
+            - name: llama
+              repository: vllm/vllm-openai
+              tag: v0.33.0
+              modelURL: Qwen/Qwen3-8B
+              requestGPU: 1
+              vllmConfig:
+                maxModelLen: 4096
+                tensorParallelSize: 2
+                enablePrefixCaching: true
+                v1: 1
+                extraArgs: ["--kv-cache-dtype", "fp8_e5m3"]
+        """)
+    assert r.files[0].kind == "helm-values" and [li.engine for li in r.files[0].launches] == ["0.33.0", "0.33.0"]
+    assert _codes(r) == [(4, "KV803"), (14, "KV808"), (17, "KV803")]  # v1 is a chart key, not a flag
+
+
+def test_helm_templates_get_one_note_per_chart_without_helm_and_are_rendered_with_it(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    chart = tmp_path / "chart"
+    _write(chart, "Chart.yaml", "apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    _write(chart, "values.yaml", "modelName: Qwen/Qwen3-8B\n")
+    tpl = """
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: {{ .Release.Name }}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: vllm
+                  image: vllm/vllm-openai:v0.33.0
+                  args: ["{{ .Values.modelName }}", "--kv-cache-dtype", "fp9"]
+        """
+    _write(chart, "templates/a.yaml", tpl)
+    _write(chart, "templates/b.yaml", tpl)
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    r = lint_paths([str(chart)], cwd=tmp_path, isolated=True)
+    notes = {f.note for f in r.files if f.kind == "helm-template"}
+    assert r.findings == [] and len(notes) == 1 and "`helm` is not on PATH" in notes.pop()
+
+    # A `helm` on PATH renders the chart once; its output is linted under the template's name.
+    bindir = tmp_path / "bin"
+    rendered = textwrap.dedent(tpl).replace("{{ .Release.Name }}", "kvplan-lint").replace("{{ .Values.modelName }}", "Qwen/Qwen3-8B")
+    _write(bindir, "helm", "#!/bin/sh\necho \"$@\" >> \"$0.calls\"\ncat <<'EOF'\n---\n# Source: c/templates/a.yaml\n"
+           + rendered + "EOF\n")
+    (bindir / "helm").chmod((bindir / "helm").stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{path}")
+    r = lint_paths([str(chart)], cwd=tmp_path, isolated=True)
+    assert [(f.location.path, f.code) for f in r.findings] == [("chart/templates/a.yaml", "KV803")]
+    assert len((bindir / "helm.calls").read_text().splitlines()) == 1  # one render for the chart
+
+
+@pytest.mark.parametrize("image, expected", [
+    ("vllm/vllm-openai:v0.10.0", ("pinned", (0, 10, 0))),
+    ("docker.io/vllm/vllm-openai:v0.25.0-ubuntu2404", ("pinned", (0, 25, 0))),
+    ("vllm/vllm-openai:v0.6.6.post1", ("pinned", (0, 6, 6))),
+    ("vllm/vllm-openai:latest", ("unpinned", "latest")),
+    ("vllm/vllm-openai", ("unpinned", None)),
+    ("lmcache/vllm-openai:latest", None),
+    ("us-docker.pkg.dev/x/pytorch-vllm-serve:20250312_0916_RC01", None),
+])
+def test_image_release_reads_only_vllm_release_tags(image: str, expected) -> None:
+    assert image_release(image) == expected
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: p}}
+spec:
+  containers:
+    - name: vllm
+      image: {image}
+      args: ["Qwen/Qwen3-8B", "--calculate-kv-scales"]
+"""
+
+
+def test_pinned_release_is_honoured_and_older_ones_get_upgrade_findings(tmp_path: Path) -> None:
+    new = _lint(tmp_path, "new.yaml", POD.format(image="vllm/vllm-openai:v0.33.0"))
+    assert [(f.code, f.severity.value) for f in new.findings if f.code == "KV002"] == [("KV002", "error")]
+
+    mid = _lint(tmp_path, "mid.yaml", POD.format(image="vllm/vllm-openai:v0.20.0"))  # still there, deprecated
+    assert mid.files[0].launches[0].engine == "0.20.0" and "KV002" not in {f.code for f in mid.findings}
+
+    old = _lint(tmp_path, "old.yaml", POD.format(image="vllm/vllm-openai:v0.10.0"))
+    (note,) = [f for f in old.findings if f.code == "KV812"]
+    assert "0.10.0" in note.message and note.severity.value == "info"
+    (up,) = [f for f in old.findings if f.code == "KV002"]
+    assert up.severity.value == "info" and up.upgrade_to == "0.33.0"
+    assert up.message.startswith("on upgrade from vLLM 0.10.0 to 0.33.0: ")
+    assert old.summary.errors == 0 and old.files[0].launches[0].pinned == "0.10.0"
+
+    latest = _lint(tmp_path, "latest.yaml", POD.format(image="vllm/vllm-openai:latest"))
+    assert {f.code for f in latest.findings} >= {"KV813", "KV002"}
+
+
+def test_sh_c_script_arguments_and_eval_of_them(tmp_path: Path) -> None:
+    # llm-d / KServe shape: the container args become "$@" of an `eval "exec vllm serve ..."` script
+    r = _lint(tmp_path, "d.yaml", """
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: d}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: main
+                  image: vllm/vllm-openai:v0.33.0
+                  command: ["/bin/sh", "-c", 'eval "exec vllm serve ${VLLM_ADDITIONAL_ARGS} $@"', "--"]
+                  args: ["Qwen/Qwen3-8B", "--kv-cache-dtype", "fp9"]
+                  env:
+                    - name: VLLM_ADDITIONAL_ARGS
+                      value: "--max-model-len 4096 --tensor-parallel-size 2"
+                  resources: {limits: {nvidia.com/gpu: 1}}
+        """)
+    (launch,) = r.files[0].launches
+    assert launch.model == "Qwen/Qwen3-8B"
+    assert sorted(f.code for f in r.findings) == ["KV803", "KV808"]  # fp9, and TP 2 on one GPU
+
+
+def test_helm_values_extra_args_list_is_a_partial_launch(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "values.yaml", """
+        vllm:
+          image: {repository: vllm/vllm-openai, tag: v0.33.0}
+          extraArgs: ["--max-model-len", "8192", "--kv-cache-dtype", "fp9"]
+        """)
+    assert [f.code for f in r.findings] == ["KV803"]  # no "names no model": the chart's template sets it
+
+
+def test_newer_release_and_docker_run_image_tags(tmp_path: Path) -> None:
+    newer = _lint(tmp_path, "newer.yaml", POD.format(image="vllm/vllm-openai:v0.40.1"))
+    (note,) = [f for f in newer.findings if f.code == "KV812"]
+    assert "newer than the releases kvplan models" in note.message and newer.files[0].launches[0].engine == "0.33.0"
+    assert [f.severity.value for f in newer.findings if f.code == "KV002"] == ["error"]  # linted as 0.33, not upgrade
+    r = _lint(tmp_path, "run.sh", """
+        docker run --gpus all vllm/vllm-openai:v0.20.0 --model Qwen/Qwen3-8B --calculate-kv-scales
+        """)
+    assert r.files[0].launches[0].pinned == "0.20.0" and "KV002" not in {f.code for f in r.findings}
+
+
+def test_latest_means_the_newest_modelled_release_whatever_engine_version_says(tmp_path: Path) -> None:
+    (tmp_path / "kvplan.toml").write_text('[lint]\nengine-version = "0.20.0"\n')
+    for name, image, engine in (("a.yaml", "vllm/vllm-openai:latest", "0.33.0"),
+                                ("b.yaml", "registry.local/vllm-build:7", "0.20.0"),  # says nothing: config
+                                ("c.yaml", "vllm/vllm-openai:v0.25.0", "0.25.0")):
+        _write(tmp_path, name, POD.format(image=image))
+        r = lint_paths([str(tmp_path / name)], cwd=tmp_path)
+        assert r.files[0].launches[0].engine == engine, name
