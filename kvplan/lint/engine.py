@@ -286,8 +286,11 @@ class Linter:
             except KvplanInputError as e:
                 fix = (f"{e.fix.rstrip('.')}; or map it in pyproject.toml: [tool.kvplan.lint.models] "
                        f'"{model}" = "path/to/config.json".') if e.fix else None
-                out.append(RawFinding("KV804", f"{e.problem.rstrip('.')}; {len(self.model_rules)} rules that need the "
-                                               "model's config.json were skipped.", model_tok or anchor,
+                n_rules = len(self.model_rules)
+                why = e.problem.rstrip(".")
+                why += (f" ({n_rules} rules)." if "skipped" in why else
+                        f"; {n_rules} rules that need the model's config.json were skipped.")
+                out.append(RawFinding("KV804", why, model_tok or anchor,
                                       fix=fix, model=model, skipped_rules=tuple(self.model_rules)))
                 src = None  # reported; the model-free rules still run
         if src is None:

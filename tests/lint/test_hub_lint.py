@@ -80,7 +80,7 @@ def test_offline_and_hub_false_turn_resolution_off_and_kv804_says_so(fake_hub: F
     r = lint_paths([str(deploy)], cwd=tmp_path, isolated=True, offline=True)
     kv804 = [f for f in r.findings if f.code == "KV804"]
     assert len(kv804) == 1 and "Hub resolution is off (kvplan lint --offline)" in kv804[0].message
-    assert "skipped" in kv804[0].message and "KV401" in kv804[0].message
+    assert "skipped" in kv804[0].message and "KV401" in kv804[0].skipped_rules  # one line; the codes in JSON / -v
     for name, text in (("kvplan.toml", "[lint]\nhub = false\n"), ("pyproject.toml", "[tool.kvplan]\nhub = false\n")):
         (tmp_path / name).write_text(text)
         r = lint_paths([str(deploy)], cwd=tmp_path)
