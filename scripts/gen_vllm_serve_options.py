@@ -157,7 +157,8 @@ def options_table(serve: Any) -> dict[str, Any]:
                 if getattr(ns, a.dest) is False:
                     negative.append(s)
         kind = value_kind(a)
-        choices = sorted(_jsonable(list(a.choices)), key=str) if a.choices is not None else None
+        # argparse names the choices in this order in its "invalid choice" message: keep it.
+        choices = _jsonable(list(a.choices)) if a.choices is not None else None
         metavar_choices = a.metavar if isinstance(a.metavar, (list, tuple)) else None
         default = a.default if isinstance(a.default, (str, int, float, bool, type(None))) else None
         if isinstance(a.default, (list, tuple)) and all(isinstance(x, (str, int, float)) for x in a.default):
@@ -174,7 +175,8 @@ def options_table(serve: Any) -> dict[str, Any]:
             "choices": choices,
             "metavar_choices": sorted(metavar_choices) if metavar_choices else None,
             "default": _jsonable(default),
-            "group": "engine" if a.dest in engine else "frontend" if a.dest in frontend else "serve",
+            "group": ("serve" if a.dest == "help" else "engine" if a.dest in engine
+                      else "frontend" if a.dest in frontend else "serve"),
             "deprecated": a in getattr(serve, "_deprecated", set()) or bool(getattr(a, "deprecated", False)),
         })
     rows.sort(key=lambda r: r["option_strings"][0])

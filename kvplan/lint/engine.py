@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 from kvplan.api import gpu_facts
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, load_model_inputs
-from kvplan.ingest.flags import _OTHER_BOOL, MODELLED, REMOVED_FLAGS, parse_flags
+from kvplan.ingest.flags import MODELLED, parse_flags, scan_argv
 from kvplan.backends.engines import resolve_engine
 from kvplan.lint.config import LoadedConfig, engine_spec
 from kvplan.lint.report import LaunchInfo, Location
@@ -26,7 +26,7 @@ from kvplan.rules.base import all_rules
 from kvplan.rules.context import FlagsOnlyContext
 
 # Flag rules that need no model: they run even when the model's config is unknown.
-MODEL_FREE = ("KV001", "KV002", "KV003", "KV301")
+MODEL_FREE = ("KV001", "KV002", "KV003", "KV006", "KV007", "KV301")
 
 # KServe huggingfaceserver's own flags (kserve/python/huggingfaceserver/__main__.py); vLLM flags pass on.
 KSERVE_HF_FLAGS: dict[str, bool] = {  # flag -> takes a value
@@ -47,6 +47,8 @@ class FlagUse:
     tok: Tok
     values: list[Tok] = field(default_factory=list)
     inline: bool = False
+    written: str = ""
+    """The flag as written (dashes for underscores); `flag` is the option it resolved to."""
 
     def tokens(self) -> list[Tok]:
         return [self.tok] if self.inline else [self.tok, *self.values]
@@ -57,43 +59,31 @@ def _norm(flag: str) -> str:
 
 
 def index_flags(args: Sequence[Tok]) -> tuple[list[FlagUse], list[Tok]]:
-    """Split engine arguments the way `kvplan.ingest.flags.parse_flags` consumes them."""
+    """Split engine arguments with vLLM's own option table, as `kvplan.ingest.flags.parse_flags` reads them.
+
+    `flag` is the option a prefix or alias resolved to (`--max-model` -> `--max-model-len`, `-tp` ->
+    `--tensor-parallel-size`); unknown and ambiguous flags keep their written form.
+    """
+    scan = scan_argv([t.value for t in args])
     uses: list[FlagUse] = []
-    positionals: list[Tok] = []
-    i = 0
-    while i < len(args):
-        t = args[i]
-        if not t.value.startswith("-") or _is_number(t.value):
-            positionals.append(t)
-            i += 1
+    seen: set[int] = set()
+    for u in scan.uses:
+        if u.index in seen and not u.synthetic:
             continue
-        raw, eq, _ = t.value.partition("=")
-        flag = _norm(raw)
-        if eq:
-            uses.append(FlagUse(flag, t, [t.at(len(raw) + 1)], inline=True))
-            i += 1
+        t = args[u.index]
+        if u.synthetic:  # --attention-config.backend X: the dotted tokens themselves
+            vals = [args[k] for k in u.value_indices if k != u.index]
+            uses.append(FlagUse(u.flag, t, vals, inline=not vals, written=u.written))
             continue
-        use = FlagUse(flag, t)
-        i += 1
-        if flag in MODELLED and MODELLED[flag][1] == "list":
-            while i < len(args) and not args[i].value.startswith("--"):
-                use.values.append(args[i])
-                i += 1
-        elif flag in _OTHER_BOOL or (flag in REMOVED_FLAGS and not REMOVED_FLAGS[flag][1]):
-            pass
-        elif i < len(args) and (not args[i].value.startswith("-") or _is_number(args[i].value)):
-            use.values.append(args[i])
-            i += 1
-        uses.append(use)
+        seen.add(u.index)
+        if u.inline:
+            eq = t.value.find("=")
+            off = eq + 1 if eq >= 0 else min(2, len(t.value))  # -O3
+            uses.append(FlagUse(u.flag, t, [t.at(off)], inline=True, written=u.written))
+        else:
+            uses.append(FlagUse(u.flag, t, [args[k] for k in u.value_indices], written=u.written))
+    positionals = [args[i] for i in scan.positionals]
     return uses, positionals
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False
 
 
 def _argv(uses: list[FlagUse], positionals: list[Tok]) -> list[str]:
@@ -290,10 +280,10 @@ _KV_FLAG = ("--kv-cache-dtype",)
 
 def _anchor(code: str, message: str, uses: list[FlagUse]) -> Optional[Tok]:
     """The token a planner finding is about: the flag it names, else --kv-cache-dtype, else None."""
-    if code == "KV001":
-        m = re.search(r"unknown flag (\S+?)(?:;|\.?$)", message)
+    if code in ("KV001", "KV006", "KV007"):
+        m = re.match(r"(?:unknown flag|ambiguous flag|invalid value for) (\S+?):", message)
         flag = _norm(m.group(1)) if m else None
-        hits = [u for u in uses if u.flag == flag]
+        hits = [u for u in uses if flag in (u.written, u.flag)]
         return hits[0].tok if hits else None
     if code in ("KV002", "KV003"):
         u = _last(uses, "--calculate-kv-scales")

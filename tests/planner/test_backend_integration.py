@@ -12,7 +12,9 @@ LLAMA = EXAMPLES / "Meta-Llama-3.1-8B" / "config.json"
 
 def test_h100_fp8_uses_fa3_and_skipped_layers_their_own_backend() -> None:
     plan = kvplan.api.compile(LLAMA, "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 0", "h100")
-    assert plan.layers[1].backend.startswith("FLASH_ATTN") and "FA3" in plan.layers[1].backend
+    # `backend` is vLLM's enum name exactly; the FlashAttention version has its own field.
+    assert plan.layers[1].backend == "FLASH_ATTN" and plan.layers[1].flash_attn_version == 3
+    assert all(lp.flash_attn_version is None for lp in plan.layers if lp.backend != "FLASH_ATTN")
     assert plan.layers[1].query_dtype == "float8_e4m3fn"
     assert plan.layers[0].query_dtype != "float8_e4m3fn"  # skipped layer: model-dtype query (#39002)
     assert "KV140" in plan.layers[1].decided_by
