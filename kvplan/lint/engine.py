@@ -212,7 +212,7 @@ class Linter:
         # Consequences of problems already reported: a flag and value in one argv entry (KV809) is not
         # also an unknown flag, and a skip list is not "without quantization" when the dtype was invalid.
         bad_dtype = any(f.code == "KV803" and "--kv-cache-dtype " in f.message for f in out)
-        out = [f for f in out if not (f.code == "KV001" and re.match(r"unknown flag [^\s;]+\s+[^;.\s]", f.message))
+        out = [f for f in out if not (f.code == "KV001" and re.match(r"unknown flag [^\s:;]+\s+[^\s:;]+:", f.message))
                and not (bad_dtype and f.code in ("KV305", "KV306"))]
         info = LaunchInfo(location=Location(path=display, line=anchor.line, column=anchor.col, yaml_path=anchor.yaml_path),
                           model=model, config=src.label if src else None, gpu=info_gpu,

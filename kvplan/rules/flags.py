@@ -13,7 +13,7 @@ _OPTIONS_REF = "kvplan/data/vllm/serve_options-0.33.0.json (scripts/gen_vllm_ser
 
 
 def _exits(message: str) -> str:
-    return f"vLLM's parser exits with status 2: {message!r}"
+    return f'vLLM\'s parser exits with status 2: "{message}"'
 
 
 @declare(code="KV001", name="unknown-flag", severity="error", family="flags",
@@ -62,7 +62,7 @@ def ambiguous_flag(ctx):
                        "Write the full option name.")
 
 
-@declare(code="KV007", name="invalid-flag-value", severity="error", family="flags",
+@declare(code="KV007", name="flag-value-rejected", severity="error", family="flags",
          summary="A flag value vLLM's parser rejects: wrong type, not one of the choices, or missing.",
          why="vLLM's parser converts every value with the option's type (int, float, human-readable "
              "integers such as 32k, JSON) and checks its choices; a value it cannot convert, an invalid "

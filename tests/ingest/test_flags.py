@@ -24,16 +24,44 @@ def test_parse_flags_pasted_launch_line() -> None:
     assert f.unknown_flags == ()
 
 
-def test_parse_flags_commas_and_python_module_launcher() -> None:
+def test_parse_flags_comma_is_one_token_as_in_vllm_and_python_module_launcher() -> None:
+    # vLLM 0.33: nargs='+' without comma splitting, so '0,2,sliding_window' is one token (KV301 says so).
     f = parse_flags(["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
                      "--kv-cache-dtype-skip-layers", "0,2,sliding_window", "--kv_cache_dtype", "int8_per_token_head"])
-    assert f.kv_cache_dtype_skip_layers == ("0", "2", "sliding_window")
-    assert f.kv_cache_dtype == "int8_per_token_head"
+    assert f.kv_cache_dtype_skip_layers == ("0,2,sliding_window",)
+    assert f.kv_cache_dtype == "int8_per_token_head" and f.model == "m"
 
 
 def test_parse_flags_unknown_and_removed_are_recorded() -> None:
     f = parse_flags(["--kv-cache-type", "fp8", "--calculate-kv-scales"])
     assert f.unknown_flags == ("--kv-cache-type",) and f.calculate_kv_scales
+    assert [(e.kind, e.message, e.suggestion) for e in f.flag_errors] == [
+        ("unknown", "unrecognized arguments: --kv-cache-type fp8", "--kv-cache-dtype")]
+
+
+def test_parse_flags_last_occurrence_wins_and_json_replaces() -> None:
+    f = parse_flags(["-ac", '{"backend": "FLASHINFER"}', "--attention-config", '{"use_prefill_query_quantization": true}',
+                     "-tp", "2", "--tensor-parallel-size=4"])
+    assert f.attention_config == {"use_prefill_query_quantization": True} and f.tensor_parallel_size == 4
+
+
+def test_parse_flags_dotted_json_keys_and_optimization_level() -> None:
+    f = parse_flags(["--attention-config.use_prefill_query_quantization", "true", "-O3"])
+    assert f.attention_config == {"use_prefill_query_quantization": True} and f.flag_errors == ()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dtype", "bf16"], "argument --dtype: invalid choice: 'bf16' (choose from 'auto', 'bfloat16', 'float', "
+                          "'float16', 'float32', 'half')"),
+    (["--max-model-len", "1.5K"], "argument --max-model-len: Decimals are not allowed with binary suffixes like K. "
+                                  "Did you mean to use 1.5k instead?"),
+    (["-tp", "two"], "argument --tensor-parallel-size/-tp: invalid int value: 'two'"),
+    (["--kv-cache-dtype"], "argument --kv-cache-dtype: expected one argument"),
+    (["--enforce-eager=true"], "argument --enforce-eager/--no-enforce-eager: ignored explicit argument 'true'"),
+])
+def test_parse_flags_invalid_values_are_recorded_with_vllm_wording(argv: list[str], message: str) -> None:
+    f = parse_flags(argv)
+    assert [(e.kind, e.message) for e in f.flag_errors] == [("invalid_value", message)]
 
 
 def test_all_22_vllm_dtypes_accepted() -> None:
