@@ -14,9 +14,12 @@ vLLM's `vllm serve` parser is argparse with `allow_abbrev` (`FlexibleArgumentPar
   and converted with the option's type (int, float, human_readable_int `32k`/`1M`, JSON) and choices;
   the last occurrence wins.
 
-Everything vLLM's parser exits on (status 2) becomes a `FlagError` (KV001 unknown, KV006 ambiguous,
-KV007 invalid value: error findings); values kvplan cannot plan with although the parser takes them
-(an unknown --kv-cache-dtype, a tensor-parallel size of 0) are input errors with the valid values listed.
+Everything vLLM's parser exits on (status 2) is recorded with argparse's own wording. Unknown and
+ambiguous flags and rejected values of options kvplan does not model become `FlagError`s (KV001,
+KV006, KV007: error findings; the plan is made without them). A rejected value of an option kvplan
+plans with (`--tensor-parallel-size two`, `--dtype bf16`, `--kv-cache-dtype` without a value) is an
+input error (exit 2, like vLLM), as are values the parser takes but vLLM's config validation refuses
+(an unknown --kv-cache-dtype, a tensor-parallel size of 0), with the valid values listed.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from kvplan.errors import KvplanInputError
 from kvplan.model.flags import FlagError, ServingFlags
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
-__all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScannedArgv", "ServeOption",
+__all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScanError", "ScannedArgv", "ServeOption",
            "ServeOptions", "parse_flags", "scan_argv", "serve_options", "split_launch_line",
            "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
 
@@ -304,6 +307,18 @@ class FlagUse:
         return [self.index] if self.inline else [self.index, *self.value_indices]
 
 
+@dataclass(frozen=True)
+class ScanError:
+    """What vLLM's parser exits on (status 2), with argparse's wording."""
+
+    kind: str                          # unknown | ambiguous | invalid_value
+    flag: str                          # as written (dashes for underscores), or the stray word
+    message: str                       # vLLM's text after 'vllm serve: error: '
+    position: int                      # argv index
+    suggestion: Optional[str] = None   # closest real option
+    dest: Optional[str] = None         # the option's dest, for invalid values
+
+
 @dataclass
 class ScannedArgv:
     """argv as vLLM's parser reads it: options, positionals, converted values, and what it exits on."""
@@ -313,7 +328,7 @@ class ScannedArgv:
     model_index: Optional[int]         # argv index of the positional vLLM takes as model_tag
     model: Optional[str]               # that positional's value
     values: dict[str, Any]             # dest -> converted value (last occurrence wins)
-    errors: list[FlagError]
+    errors: list[ScanError]
     launcher: int = 0                  # leading launcher words skipped
 
 
@@ -428,8 +443,10 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
     after_dd = False
     j = 0
 
-    def add_error(kind: str, flag: str, message: str, index: int, suggestion: Optional[str] = None) -> None:
-        errors.append(FlagError(kind=kind, flag=flag, message=message, position=index, suggestion=suggestion))
+    def add_error(kind: str, flag: str, message: str, index: int, suggestion: Optional[str] = None,
+                  dest: Optional[str] = None) -> None:
+        errors.append(ScanError(kind=kind, flag=flag, message=message, position=index, suggestion=suggestion,
+                                dest=dest))
 
     while j < len(kept):
         tok, i, inl = kept[j]
@@ -491,7 +508,7 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
             use.values, use.value_indices = [inline_value], [i]
             if opt.nargs == 0:
                 add_error("invalid_value", written,
-                          f"argument {opt.name}: ignored explicit argument {inline_value!r}", i)
+                          f"argument {opt.name}: ignored explicit argument {inline_value!r}", i, dest=opt.dest)
                 use.option = None
                 continue
         elif opt.nargs == 0:
@@ -501,7 +518,7 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
                 use.values, use.value_indices = [kept[j][0]], [kept[j][1]]
                 j += 1
             else:
-                add_error("invalid_value", written, f"argument {opt.name}: expected one argument", i)
+                add_error("invalid_value", written, f"argument {opt.name}: expected one argument", i, dest=opt.dest)
                 use.option = None
                 continue
         elif opt.nargs == "?":
@@ -514,7 +531,8 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
                 use.value_indices.append(kept[j][1])
                 j += 1
             if not use.values:
-                add_error("invalid_value", written, f"argument {opt.name}: expected at least one argument", i)
+                add_error("invalid_value", written, f"argument {opt.name}: expected at least one argument", i,
+                          dest=opt.dest)
                 use.option = None
                 continue
 
@@ -551,7 +569,7 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
             else:
                 v = convert_value(opt, use.values[0])
         except _TypeError_ as e:
-            add_error("invalid_value", use.written, f"argument {opt.name}: {e}", use.index)
+            add_error("invalid_value", use.written, f"argument {opt.name}: {e}", use.index, dest=opt.dest)
             use.option = None
             continue
         values[opt.dest] = v
@@ -575,6 +593,9 @@ def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
 def parse_flags(argv: Sequence[str]) -> ServingFlags:
     """Parse engine flags as vLLM 0.33 does; the leading `vllm serve` / `python -m vllm...` part is skipped."""
     scan = scan_argv(argv)
+    for e in scan.errors:  # a value kvplan needs to plan with, which vLLM's parser rejects: exit 2 like vLLM
+        if e.kind == "invalid_value" and e.dest in MODELLED_DESTS:
+            raise KvplanInputError(f"{e.message}.", _value_fix(serve_options().by_dest[e.dest]))
     fields: dict[str, Any] = {}
     v = scan.values
     if scan.model:
@@ -605,5 +626,20 @@ def parse_flags(argv: Sequence[str]) -> ServingFlags:
         fields["calculate_kv_scales"] = True
     errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS)]
     fields["unknown_flags"] = tuple(e.flag for e in errors if e.kind == "unknown")
-    fields["flag_errors"] = tuple(errors)
+    fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message, suggestion=e.suggestion,
+                                            position=e.position) for e in errors)
     return ServingFlags(**fields)
+
+
+_EXAMPLES = {"kv_cache_dtype": "fp8", "kv_cache_dtype_skip_layers": "sliding_window 0", "dtype": "bfloat16",
+             "tensor_parallel_size": "2", "pipeline_parallel_size": "2", "max_model_len": "32768 (or 32k)",
+             "block_size": "16", "gpu_memory_utilization": "0.9", "max_num_batched_tokens": "8192 (or 8k)",
+             "max_num_seqs": "256", "attention_backend": "FLASHINFER",
+             "attention_config": """'{"use_prefill_query_quantization": true}' (quoted for the shell)""",
+             "quantization": "fp8"}
+
+
+def _value_fix(opt: ServeOption) -> str:
+    if opt.choices is not None:
+        return f"Valid values (vLLM {OPTIONS_VERSION}): " + ", ".join(map(str, opt.choices)) + "."
+    return f"Pass e.g. {opt.canonical} {_EXAMPLES.get(opt.dest, '<value>')}."

@@ -57,9 +57,21 @@ def test_parse_flags_dotted_json_keys_and_optimization_level() -> None:
                                   "Did you mean to use 1.5k instead?"),
     (["-tp", "two"], "argument --tensor-parallel-size/-tp: invalid int value: 'two'"),
     (["--kv-cache-dtype"], "argument --kv-cache-dtype: expected one argument"),
-    (["--enforce-eager=true"], "argument --enforce-eager/--no-enforce-eager: ignored explicit argument 'true'"),
 ])
-def test_parse_flags_invalid_values_are_recorded_with_vllm_wording(argv: list[str], message: str) -> None:
+def test_parse_flags_rejected_values_of_planned_options_exit_2_with_vllm_wording(argv: list[str], message: str) -> None:
+    with pytest.raises(KvplanInputError) as e:
+        parse_flags(argv)
+    assert e.value.problem == message + "."
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tokenizer-mode", "auto", "--enforce-eager=true"],
+     "argument --enforce-eager/--no-enforce-eager: ignored explicit argument 'true'"),
+    (["--port", "http"], "argument --port: invalid int value: 'http'"),
+    (["--uvicorn-log-level", "loud"], "argument --uvicorn-log-level: invalid choice: 'loud' (choose from 'critical', "
+                                      "'debug', 'error', 'info', 'trace', 'warning')"),
+])
+def test_parse_flags_rejected_values_of_other_options_are_recorded(argv: list[str], message: str) -> None:
     f = parse_flags(argv)
     assert [(e.kind, e.message) for e in f.flag_errors] == [("invalid_value", message)]
 
