@@ -595,7 +595,8 @@ def parse_flags(argv: Sequence[str]) -> ServingFlags:
     scan = scan_argv(argv)
     for e in scan.errors:  # a value kvplan needs to plan with, which vLLM's parser rejects: exit 2 like vLLM
         if e.kind == "invalid_value" and e.dest in MODELLED_DESTS:
-            raise KvplanInputError(f"{e.message}.", _value_fix(serve_options().by_dest[e.dest]))
+            raise KvplanInputError(e.message if e.message.endswith((".", "?")) else e.message + ".",
+                                   _value_fix(serve_options().by_dest[e.dest]))
     fields: dict[str, Any] = {}
     v = scan.values
     if scan.model:
@@ -626,8 +627,8 @@ def parse_flags(argv: Sequence[str]) -> ServingFlags:
         fields["calculate_kv_scales"] = True
     errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS)]
     fields["unknown_flags"] = tuple(e.flag for e in errors if e.kind == "unknown")
-    fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message, suggestion=e.suggestion,
-                                            position=e.position) for e in errors)
+    fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message, suggestion=e.suggestion)
+                                  for e in errors)
     return ServingFlags(**fields)
 
 

@@ -27,8 +27,6 @@ class FlagError(Frozen):
     """vLLM's own error text (argparse wording), without the `vllm serve: error:` prefix."""
     suggestion: Optional[str] = None
     """The closest real option, for unknown and ambiguous flags."""
-    position: int = 0
-    """Index of the flag's token in the argv that was parsed."""
 
 
 class ServingFlags(Frozen):

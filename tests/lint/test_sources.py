@@ -154,12 +154,23 @@ def test_vllm_config_yaml_unknown_key_is_a_typo_finding(tmp_path: Path) -> None:
     text = """
     model: meta-llama/Meta-Llama-3.1-8B
     kv_cache_dtype: fp8
-    kv-cache-dtype-skip-layer: [0, 1]
+    kv-cache-skip-layers: [0, 1]
     max-model-len: 8192
     """
     r = _lint(tmp_path, "serve.yaml", text, gpu="h100")
     assert {(c, l, col) for l, col, c in _codes(r)} >= {("KV001", 3, 1), ("KV401", 2, 1)}
     assert "did you mean --kv-cache-dtype-skip-layers" in next(f.message for f in r.findings if f.code == "KV001")
+
+
+def test_vllm_config_yaml_key_prefix_is_the_option_as_in_vllm(tmp_path: Path) -> None:
+    # vLLM turns keys into --flags and argparse resolves unique prefixes: this is --kv-cache-dtype-skip-layers.
+    text = """
+    model: meta-llama/Meta-Llama-3.1-8B
+    kv_cache_dtype: fp8
+    kv-cache-dtype-skip-layer: [0, 1]
+    """
+    r = _lint(tmp_path, "serve.yaml", text, gpu="h100")
+    assert not [f for f in r.findings if f.code in ("KV001", "KV006")]
 
 
 def test_plain_text_launch_lines_and_python_module(tmp_path: Path) -> None:
