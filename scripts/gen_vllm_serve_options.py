@@ -14,6 +14,8 @@ It builds the parser exactly as `vllm serve` does (a top-level `FlexibleArgument
   an ambiguous prefix in.
 * `tests/data/vllm_serve_argv_cases-<version>.json`: what the real parser does with ~50 argv cases
   (the namespace values that differ from the defaults, or the exit-2 message), for kvplan's tests.
+* `tests/data/vllm_attention_backend_enum-<version>.json`: the names of vLLM's AttentionBackendEnum,
+  which a plan's per-layer `backend` must be one of.
 
 `vllm.entrypoints.cli.serve` itself is not imported (it pulls the HTTP server stack); the sub-parser is
 built the way its `subparser_init` builds it.
@@ -27,6 +29,7 @@ import enum
 import io
 import json
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -107,8 +110,10 @@ def value_kind(action: argparse.Action) -> dict[str, Any]:
     else:
         raise SystemExit(f"unclassified type {t!r} ({base!r}) on {action.option_strings}")
     base_name = getattr(base, "__name__", None) if base is not None else None
+    # A function's repr carries its address, which changes per run (vLLM prints it too): drop it.
+    type_repr = re.sub(r" at 0x[0-9a-f]+", "", repr(base)) if wrapper else None
     return {"kind": kind, "type_name": name, "type_wrapper": wrapper,
-            "type_repr": repr(base) if wrapper else None, "base_type_name": base_name}
+            "type_repr": type_repr, "base_type_name": base_name}
 
 
 def _jsonable(v: Any) -> Any:
@@ -290,6 +295,11 @@ def main() -> None:
              "python": table["python"], "cases": [run_case(top, serve, c) for c in CASES]}
     tout = ROOT / "tests" / "data" / f"vllm_serve_argv_cases-{version}.json"
     tout.write_text(json.dumps(cases, indent=1, sort_keys=True) + "\n")
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+    eout = ROOT / "tests" / "data" / f"vllm_attention_backend_enum-{version}.json"
+    eout.write_text(json.dumps({"engine": "vllm", "engine_version": version, "generator": table["generator"],
+                                "source": "vllm.v1.attention.backends.registry.AttentionBackendEnum",
+                                "names": sorted(e.name for e in AttentionBackendEnum)}, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out.relative_to(ROOT)} ({table['num_options']} options) and "
           f"{tout.relative_to(ROOT)} ({len(CASES)} cases)", file=sys.stderr)
 

@@ -8,7 +8,7 @@ from pydantic import Field
 from kvplan.model.base import Frozen
 from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 class Decision(Frozen):

@@ -59,3 +59,23 @@ def test_older_release_backends_and_query_dtypes_follow_the_release() -> None:
     assert old.layers[0].backend == new.layers[0].backend == "FLASHINFER"
     assert old.layers[0].query_dtype == "float8_e4m3fn"  # before PR #39002: the global dtype's query
     assert new.layers[0].query_dtype == "bfloat16"        # since: the group's own dtype
+
+
+def test_backend_is_exactly_a_vllm_enum_name_in_every_gpu_golden() -> None:
+    """`backend` is vLLM 0.33's AttentionBackendEnum name (tests/data, generated from vLLM), never decorated."""
+    import json
+
+    from tests.conftest import DATA, ROOT
+    names = set(json.loads((DATA / "vllm_attention_backend_enum-0.33.0.json").read_text())["names"])
+    seen: set[str] = set()
+    versions: set[tuple[str, int]] = set()
+    for path in (ROOT / "tests" / "golden_gpu").glob("*.json"):
+        for per_gpu in json.loads(path.read_text())["gpus"].values():
+            for g in (g for entry in per_gpu.values() for g in entry["groups"]):
+                if g["backend"] is not None:
+                    seen.add(g["backend"])
+                if g.get("flash_attn_version") is not None:
+                    versions.add((g["backend"], g["flash_attn_version"]))
+    assert seen and seen <= names, seen - names
+    assert versions and {b for b, _ in versions} <= {"FLASH_ATTN", "FLASH_ATTN_MLA"}
+    assert {v for _, v in versions} <= {2, 3, 4}
