@@ -37,7 +37,7 @@ from kvplan.model.flags import FlagError, ServingFlags
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
 __all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScanError", "ScannedArgv", "ServeOption",
-           "ServeOptions", "parse_flags", "scan_argv", "serve_options", "split_launch_line",
+           "ServeOptions", "expand_config_file", "parse_flags", "scan_argv", "serve_options", "split_launch_line",
            "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
 
 OPTIONS_VERSION = "0.33.0"
@@ -587,6 +587,61 @@ def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
             original[k] += v
         else:
             original[k] = v
+
+
+# ----------------------------------------------------------------------------- --config YAML
+def expand_config_file(argv: Sequence[str], base: Optional[Path] = None) -> list[str]:
+    """`--config serve.yaml` in argv -> the file's options in its place, as FlexibleArgumentParser does.
+
+    Keys become `--key` (true -> the bare flag, false -> `--no-key` when that exact spelling exists,
+    lists -> the flag and each item, objects -> JSON); they go right after the launcher and the
+    positional model, so the command line's own flags, read later, win. Only the kvplan CLI calls this
+    (the library and the service never open files named inside flags).
+    """
+    args = list(argv)
+    if "--config" not in args:
+        return args
+    if args.count("--config") > 1:
+        raise KvplanInputError("more than one --config file in the launch line.", "Keep one --config (vLLM refuses more).")
+    i = args.index("--config")
+    if i == len(args) - 1:
+        raise KvplanInputError("--config names no file.", "Pass --config serve.yaml.")
+    name = args[i + 1]
+    if name.split(".")[-1] not in ("yaml", "yml"):
+        raise KvplanInputError(f"--config {name}: vLLM reads only YAML config files (.yaml/.yml).",
+                               "Convert the file to YAML or pass the options on the command line.")
+    path = (base or Path.cwd()) / name
+    try:
+        import yaml  # noqa: PLC0415
+        config = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise KvplanInputError(f"--config file not found: {path}.", "Pass the path of the vLLM YAML config.") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise KvplanInputError(f"cannot read --config file {path}: {e}.", "Check the file.") from None
+    except yaml.YAMLError as e:
+        raise KvplanInputError(f"malformed YAML in --config file {path}: {str(e).splitlines()[0]}.",
+                               "Fix the YAML (vLLM would fail to load it too).") from None
+    if not isinstance(config, dict):
+        raise KvplanInputError(f"--config file {path} holds no mapping of options.",
+                               "Write one `option: value` per line, e.g. `kv-cache-dtype: fp8`.")
+    extra: list[str] = []
+    for key, value in config.items():
+        if isinstance(value, bool):
+            if value:
+                extra.append(f"--{key}")
+            elif f"--no-{key}" in KNOWN_FLAGS:
+                extra.append(f"--no-{key}")
+        elif isinstance(value, list):
+            if value:
+                extra += [f"--{key}", *map(str, value)]
+        elif isinstance(value, dict):
+            extra += [f"--{key}", json.dumps(value)]
+        else:
+            extra += [f"--{key}", str(value)]
+    rest = args[:i] + args[i + 2:]
+    skip, _ = strip_launcher(rest)
+    at = skip + 1 if len(rest) > skip and not rest[skip].startswith("-") else skip
+    return rest[:at] + extra + rest[at:]
 
 
 # ----------------------------------------------------------------------------- ServingFlags

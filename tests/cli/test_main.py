@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -153,3 +154,16 @@ def test_usage_errors_are_one_line_exit_2() -> None:
         assert len(lines) == 1 and lines[0].startswith("kvplan: error: "), r.stderr
         assert expect in lines[0] and f"(see '{helps}')" in lines[0], lines[0]
         assert "Usage:" not in r.stderr and "Value error" not in r.stderr and r.stdout == ""
+
+
+def test_plan_reads_vllm_config_yaml_like_vllm(tmp_path: Path) -> None:
+    (tmp_path / "serve.yaml").write_text("kv-cache-dtype: fp8\nkv-cache-dtype-skip-layers: [sliding_window]\n")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        r = runner.invoke(app, ["plan", GPT_OSS, "--config", "serve.yaml", "--max-model", "4096", "--format", "json"], env=ENV)
+    finally:
+        os.chdir(old)
+    doc = json.loads(r.stdout)
+    assert doc["flags"]["kv_cache_dtype"] == "fp8" and doc["flags"]["max_model_len"] == 4096
+    assert doc["layers"][0]["kv_cache_dtype"] == "auto" and doc["layers"][1]["kv_cache_dtype"] == "fp8"

@@ -94,3 +94,35 @@ def test_parse_flags_never_crashes(argv: list[str]) -> None:
         parse_flags(argv)
     except KvplanInputError:
         pass
+
+
+def test_config_yaml_expands_like_vllm_and_command_line_wins(tmp_path) -> None:
+    from kvplan.ingest.flags import expand_config_file
+    (tmp_path / "serve.yaml").write_text("kv_cache_dtype: fp8\ntensor-parallel-size: 4\nkv-cache-dtype-skip-layers: [0, 1]\n"
+                                         "enable-prefix-caching: false\nattention-config: {use_prefill_query_quantization: true}\n")
+    argv = expand_config_file(["vllm", "serve", "m", "--config", "serve.yaml", "-tp", "2"], base=tmp_path)
+    assert argv[:3] == ["vllm", "serve", "m"] and "--config" not in argv
+    f = parse_flags(argv)
+    assert f.kv_cache_dtype == "fp8" and f.tensor_parallel_size == 2 and f.kv_cache_dtype_skip_layers == ("0", "1")
+    assert f.attention_config == {"use_prefill_query_quantization": True} and f.flag_errors == () and f.model == "m"
+    with pytest.raises(KvplanInputError, match="not found"):
+        expand_config_file(["--config", "missing.yaml"], base=tmp_path)
+    with pytest.raises(KvplanInputError, match="only YAML"):
+        expand_config_file(["--config", "serve.json"], base=tmp_path)
+
+
+def test_library_dict_flags_turn_booleans_off_with_no_form() -> None:
+    from kvplan.api import flags_from
+    f = flags_from({"kv_cache_dtype": "fp8", "enable_prefix_caching": False, "kv_cache_dtype_skip_layers": [0, 1],
+                    "max_model_len": None})
+    assert f.flag_errors == () and f.kv_cache_dtype_skip_layers == ("0", "1") and f.max_model_len is None
+
+
+@given(st.lists(st.sampled_from(["--kv-cache", "--kv-cache-dtype", "fp8", "-tp", "2", "--x.y", "-O3", "--", "0,1",
+                                 "--max-model", "32k", "=", "--enforce-eager=1", "-ac", "{}", "--model", "m",
+                                 "--attention-config.backend", "--kv-cache-dtype-skip-layers"]), max_size=10))
+def test_parse_flags_never_crashes_on_flag_soup(argv: list[str]) -> None:
+    try:
+        parse_flags(argv)
+    except KvplanInputError:
+        pass
