@@ -256,6 +256,16 @@ CASES: list[list[str]] = [
     ["m", "--trust-remote-code", "--enforce-eager", "--max-model-len=8192"],
     ["m", "--served-model-name", "a", "b"],
     ["m", "--gpu-memory-utilization", "0.95", "--swap", "4"],
+    # unique among engine options, ambiguous among all serve options (frontend ones included)
+    ["m", "--trust-re"],
+    ["m", "--max-log", "10"],
+    ["m", "--trust-rem"],
+    ["m", "-tp=2"],
+    ["m", "--no-enable-prefix"],
+    ["m", "--kv-cache-dtype-skip-layers=0", "1"],
+    ["m", "-O", "3"],
+    ["m", "--compilation-config.cudagraph_capture_sizes+", "1,2"],
+    ["m", "--max-model-len", "-1"],
 ]
 
 

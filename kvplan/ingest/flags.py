@@ -293,6 +293,7 @@ class FlagUse:
     written: str                       # the flag part as written after vLLM's preprocessing (dashes)
     index: int                         # argv index of the flag token
     option: Optional[ServeOption] = None
+    spelling: Optional[str] = None     # the option spelling the flag resolved to (`--no-enable-prefix-caching`)
     values: list[str] = field(default_factory=list)
     value_indices: list[int] = field(default_factory=list)
     inline: bool = False               # --flag=value / -tp=4 / -O3: the value sits in the flag's token
@@ -467,18 +468,18 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
             j += 1
             continue
         written, eq, inline_value = tok.partition("=") if "=" in tok else (tok, "", "")
-        opt, _, ambiguous = table.resolve(tok)
+        opt, spelling, ambiguous = table.resolve(tok)
         if opt is None and eq:
-            opt, _, ambiguous = table.resolve(written)
+            opt, spelling, ambiguous = table.resolve(written)
         elif opt is not None:
             written, eq, inline_value = tok, "", ""
         if opt is None and not ambiguous and len(written) > 2 and not written.startswith("--"):
             # single dash: '-tp4' is '-t' + '4' only when '-t' exists (it does not in vLLM 0.33)
             short = table.by_spelling.get(written[:2])
             if short is not None:
-                opt, eq, inline_value = short, "=", written[2:]
+                opt, spelling, eq, inline_value = short, written[:2], "=", written[2:]
                 written = written[:2]
-        use = FlagUse(written=written, index=i, inline=bool(eq) or inl)
+        use = FlagUse(written=written, index=i, inline=bool(eq) or inl, spelling=spelling)
         uses.append(use)
         j += 1
         if opt is None:
@@ -538,9 +539,9 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
 
     # Dotted keys come last, as vLLM appends them after everything else.
     for key, (obj, i, vidx) in dotted.items():
-        opt, _, ambiguous = table.resolve(_norm_token(key))
+        opt, spelling, ambiguous = table.resolve(_norm_token(key))
         use = FlagUse(written=_norm_token(key), index=i, values=[json.dumps(obj)], value_indices=vidx,
-                      synthetic=True)
+                      synthetic=True, spelling=spelling)
         uses.append(use)
         if opt is None:
             if len(ambiguous) > 1:
@@ -559,7 +560,7 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
             continue
         try:
             if opt.nargs == 0:
-                v: Any = use.written not in opt.negative if opt.action == "boolean_optional" else True
+                v: Any = use.spelling not in opt.negative if opt.action == "boolean_optional" else True
             elif opt.nargs == "?" and not use.values:
                 v = opt.const
             elif opt.nargs == "+":
