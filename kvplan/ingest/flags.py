@@ -374,7 +374,7 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
         tok = args[i]
         if tok.startswith("--"):
             items.append((_norm_token(tok), i, False))
-        elif tok.startswith("-O") and tok != "-O" and not tok.startswith("-O."):
+        elif tok.startswith("-O") and tok != "-O":
             level = tok[3:] if tok[2:3] == "=" else tok[2:]
             items.append(("--optimization-level=" + level, i, True))
         elif tok == "-O" and i + 1 < len(args) and args[i + 1] in ("0", "1", "2", "3"):
@@ -436,7 +436,7 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
 
     uses: list[FlagUse] = []
     positionals: list[int] = []
-    errors: list[FlagError] = []
+    errors: list[ScanError] = []
     stray: list[tuple[int, str]] = []        # positional words vLLM does not take (after the model)
     model_index: Optional[int] = None
     model: Optional[str] = None
@@ -495,13 +495,11 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
                 # argparse files the flag and the words after it (until the next option) as unrecognized
                 # (kvplan keeps those words as the unknown flag's values, never as the model).
                 extra = [tok]
-                k = j
-                while k < len(kept) and pattern[k] == "A":
-                    extra.append(kept[k][0])
-                    use.values.append(kept[k][0])
-                    use.value_indices.append(kept[k][1])
-                    k += 1
-                j = k
+                while j < len(kept) and pattern[j] == "A":
+                    extra.append(kept[j][0])
+                    use.values.append(kept[j][0])
+                    use.value_indices.append(kept[j][1])
+                    j += 1
                 add_error("unknown", written, "unrecognized arguments: " + " ".join(extra), i, suggest_flag(written))
             continue
         use.option = opt
@@ -683,8 +681,8 @@ def parse_flags(argv: Sequence[str]) -> ServingFlags:
         fields["calculate_kv_scales"] = True
     errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS)]
     fields["unknown_flags"] = tuple(e.flag for e in errors if e.kind == "unknown")
-    fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message, suggestion=e.suggestion)
-                                  for e in errors)
+    fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message,  # type: ignore[arg-type]
+                                            suggestion=e.suggestion) for e in errors)
     return ServingFlags(**fields)
 
 
