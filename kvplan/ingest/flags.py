@@ -113,10 +113,8 @@ class ServeOptions:
             return self.by_spelling[written], written, []
         if len(written) < 2:
             return None, None, []
-        if written.startswith("--"):
-            hits = [s for s in self.order if s.startswith(written)]
-        else:  # single dash: '-tp' exactly, else a prefix of the single-dash spellings
-            hits = [s for s in self.order if s.startswith(written)]
+        # allow_abbrev: every spelling the flag is a prefix of (for '-x' too: '-d' is a prefix of '-dp', '-dcp', ...)
+        hits = [s for s in self.order if s.startswith(written)]
         if len(hits) == 1:
             return self.by_spelling[hits[0]], hits[0], []
         return None, None, hits
