@@ -194,12 +194,15 @@ def split_launch_line(line: str) -> list[str]:
 def strip_launcher(argv: Sequence[str]) -> tuple[int, bool]:
     """(how many leading words are the launcher, whether it is `vllm serve`).
 
-    `vllm serve ...` and `python -m vllm.entrypoints.openai.api_server ...` (or any `vllm.` module).
+    `vllm serve ...` (also `/path/to/vllm serve`), `python -m vllm.entrypoints.openai.api_server ...`
+    (or any `vllm.` module), `python -m vllm.entrypoints.cli.main serve ...`.
     """
     args = list(argv)
-    if args[:2] == ["vllm", "serve"]:
+    if len(args) >= 2 and args[0].rsplit("/", 1)[-1] == "vllm" and args[1] == "serve":
         return 2, True
     if len(args) >= 3 and args[1] == "-m" and args[2].startswith("vllm."):
+        if args[3:4] == ["serve"]:  # python -m vllm.entrypoints.cli.main serve ...
+            return 4, True
         return 3, False
     return 0, False
 

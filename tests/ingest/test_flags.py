@@ -126,3 +126,10 @@ def test_parse_flags_never_crashes_on_flag_soup(argv: list[str]) -> None:
         parse_flags(argv)
     except KvplanInputError:
         pass
+
+
+@pytest.mark.parametrize("launcher", [["vllm", "serve"], ["/opt/venv/bin/vllm", "serve"],
+                                      ["python3", "-m", "vllm.entrypoints.cli.main", "serve"]])
+def test_launchers_are_skipped_and_model_is_the_positional(launcher: list[str]) -> None:
+    f = parse_flags([*launcher, "org/model", "--kv-cache-dtype", "fp8"])
+    assert f.model == "org/model" and f.kv_cache_dtype == "fp8" and f.flag_errors == ()
