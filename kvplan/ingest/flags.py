@@ -273,7 +273,9 @@ def convert_value(opt: ServeOption, v: str) -> Any:
         out = _base_convert(opt, v)
     except _TypeError_:
         raise
-    except (ValueError, TypeError, json.JSONDecodeError) as e:
+    except RecursionError:
+        raise _TypeError_(f"invalid JSON for {opt.canonical}: the input nests too deeply to read") from None
+    except (ValueError, TypeError, OverflowError, json.JSONDecodeError) as e:
         if opt.type_name == "parse_dataclass":  # pydantic validation of the config class
             raise _TypeError_(f"invalid JSON for {opt.canonical} ({getattr(e, 'msg', e)}): {v!r}") from None
         if opt.type_wrapper is not None:

@@ -133,3 +133,11 @@ def test_parse_flags_never_crashes_on_flag_soup(argv: list[str]) -> None:
 def test_launchers_are_skipped_and_model_is_the_positional(launcher: list[str]) -> None:
     f = parse_flags([*launcher, "org/model", "--kv-cache-dtype", "fp8"])
     assert f.model == "org/model" and f.kv_cache_dtype == "fp8" and f.flag_errors == ()
+
+
+def test_deeply_nested_json_value_is_an_input_error_not_a_crash() -> None:
+    from kvplan.ingest.flags import scan_argv
+    deep = "[" * 5000 + "]" * 5000
+    assert "nests too deeply" in scan_argv(["--media-io-kwargs", deep]).errors[0].message
+    with pytest.raises(KvplanInputError, match="nests too deeply"):
+        parse_flags(["--attention-config", deep])
