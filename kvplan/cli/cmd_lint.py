@@ -49,10 +49,13 @@ def lint(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     list_models: bool = typer.Option(False, "--list-models", help="List the model ids whose configs are bundled, and exit."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each skipped file to stderr."),
+    file_timeout: Optional[float] = typer.Option(None, "--file-timeout", min=0,
+                                                 help="Seconds one file may take (default 5, or the config's file-timeout; 0: no limit). A file over it is finding KV822."),
 ) -> None:
     """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""
     try:
-        _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose)
+        _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose,
+             file_timeout)
     except KvplanInputError as e:
         typer.echo(f"kvplan: error: {e}", err=True)
         sys.exit(2)
@@ -60,7 +63,8 @@ def lint(
 
 def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Optional[str],
          fail_level: Optional[LintFailLevel], exit_zero: bool, gpu: Optional[str], config: Optional[Path],
-         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool) -> None:
+         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool,
+         file_timeout: Optional[float] = None) -> None:
     if list_models:
         from kvplan.lint.resolve import bundled_ids  # noqa: PLC0415
         typer.echo("\n".join(bundled_ids()))
@@ -70,7 +74,8 @@ def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Op
     from kvplan.lint.formats import render  # noqa: PLC0415
     from kvplan.lint.run import exit_code, lint_paths  # noqa: PLC0415
     report = lint_paths(paths, select=_codes(select), ignore=_codes(ignore) or (), gpu=gpu, config=config,
-                        fail_level=fail_level.value if fail_level else None, isolated=isolated)
+                        fail_level=fail_level.value if fail_level else None, isolated=isolated,
+                        file_timeout=file_timeout)
     for fr in report.files:
         explicit = fr.path in {Path(p).as_posix() for p in paths}
         if fr.status == "skipped" and (verbose or explicit):

@@ -26,7 +26,7 @@ def serve(
         "--allow-path", help="Directory requests may read config.json / checkpoints from via config_path "
                              "(repeatable; default: none, configs come inline).")] = None,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Largest request body; bigger ones get 413.")] = 1 << 20,
-    max_layers: Annotated[int, typer.Option("--max-layers", help="Largest num_hidden_layers accepted in an inline config.")] = 1024,
+    max_layers: Annotated[int, typer.Option("--max-layers", help="Largest num_hidden_layers accepted (at most kvplan's own limit, 4096; docs/limits.md).")] = 1024,
     threads: Annotated[int, typer.Option("--threads", help="Planner threads per worker.")] = 4,
     workers: Annotated[int, typer.Option("--workers", help="Worker processes (the planner is CPU-bound; use one per core).")] = 1,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level: critical, error, warning, info, debug.")] = "info",

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import InputLimitError, check_json_depth, loads_json, read_bounded
 from kvplan.model.plan import SCHEMA_VERSION, Plan
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
@@ -35,6 +36,7 @@ def plan_from_data(data: Any, source: str = "<request>") -> Plan:
     """
     if not isinstance(data, dict):
         raise KvplanInputError(f"{source} holds a JSON {type(data).__name__}, not a kvplan plan object.", REGENERATE)
+    check_json_depth(data, source)  # before json.dumps recurses over a hostile request body
     kind = data.get("kind")
     if kind != "kvplan.plan":
         what = f"a {kind} document" if isinstance(kind, str) and kind else "not a kvplan plan (no \"kind\": \"kvplan.plan\")"
@@ -63,7 +65,7 @@ def read_json(path: str | Path, what: str = "plan") -> Any:
     """Read a JSON file; every failure is one KvplanInputError line."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_bounded(p, f"{what} file").decode("utf-8")
     except FileNotFoundError:
         raise KvplanInputError(f"{what} file not found: {p}.", "Pass the path of a PLAN.json (kvplan plan ... --out PLAN.json).") from None
     except IsADirectoryError:
@@ -72,9 +74,11 @@ def read_json(path: str | Path, what: str = "plan") -> Any:
         raise KvplanInputError(f"cannot read {what} file {p}: {e.__class__.__name__}.",
                                "Check the file exists, is readable and is UTF-8 JSON.") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise KvplanInputError(f"malformed JSON in {p} at line {e.lineno} column {e.colno}: {e.msg}.", REGENERATE) from None
+        return loads_json(text, str(p))
+    except InputLimitError:
+        raise
+    except KvplanInputError as e:
+        raise KvplanInputError(e.problem, REGENERATE) from None
 
 
 def load_plan(path: str | Path) -> Plan:

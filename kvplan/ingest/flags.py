@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import check_argv, check_launch_line, input_boundary
 from kvplan.model.flags import FlagError, ServingFlags
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
@@ -185,6 +186,7 @@ def validate_kv_cache_dtype(value: str) -> str:
 
 def split_launch_line(line: str) -> list[str]:
     """Shell-split a pasted launch line (backslash-newline continuations allowed)."""
+    check_launch_line(line)
     try:
         return shlex.split(line.replace("\\\n", " "), comments=True)
     except ValueError as e:
@@ -647,8 +649,10 @@ def expand_config_file(argv: Sequence[str], base: Optional[Path] = None) -> list
 
 
 # ----------------------------------------------------------------------------- ServingFlags
+@input_boundary(fix="Pass a plausible value (limits: docs/limits.md).")
 def parse_flags(argv: Sequence[str]) -> ServingFlags:
     """Parse engine flags as vLLM 0.33 does; the leading `vllm serve` / `python -m vllm...` part is skipped."""
+    check_argv(argv)  # argument count and size, before anything is parsed
     scan = scan_argv(argv)
     for e in scan.errors:  # a value kvplan needs to plan with, which vLLM's parser rejects: exit 2 like vLLM
         if e.kind == "invalid_value" and e.dest in MODELLED_DESTS:

@@ -8,7 +8,6 @@ caches, hybrid Mamba/linear-attention stacks, cross-attention layers, and per-ki
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -17,28 +16,13 @@ from kvplan.errors import KvplanInputError
 from kvplan.ingest.families import (
     FAMILY_DEFAULTS, SINK_TYPES, STANDARD_DECODER_TYPES, WRAPPER_TYPES,
 )
+from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
 
 
 def load_json(path: Path, what: str = "config") -> dict[str, Any]:
-    """Read a JSON object file; every failure is one clear KvplanInputError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvplanInputError(f"{what} file not found: {path}.",
-                               "Pass the path of a config.json or a checkpoint folder.") from None
-    except IsADirectoryError:
-        raise KvplanInputError(f"{path} is a directory, not a {what} file.",
-                               "Pass the folder itself or the config.json inside it.") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise KvplanInputError(f"cannot read {what} file {path}: {e.__class__.__name__}.",
-                               "Check the file exists, is readable and is UTF-8 JSON.") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise KvplanInputError(
-            f"malformed JSON in {path} at line {e.lineno} column {e.colno}: {e.msg}.",
-            "Fix the JSON syntax (a config.json from the model repository parses as-is).") from None
+    """Read a JSON object file under the size and depth limits; every failure is one clear KvplanInputError."""
+    data = load_json_file(path, what)
     if not isinstance(data, dict):
         raise KvplanInputError(f"{path} holds a JSON {type(data).__name__}, not an object.",
                                "A model config.json is a JSON object.")
@@ -118,8 +102,10 @@ def _int(v: Any, what: str, path: Path) -> int:
     return v
 
 
+@input_boundary(source_arg="path", fix="Fix the value in config.json.")
 def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     """Turn a loaded config.json into ModelArch; unknown model types are input errors."""
+    check_config_values(cfg, str(path))  # types, signs and plausibility limits (docs/limits.md)
     notes: list[str] = []
     model_type = cfg.get("model_type")
     text_raw, text_key = _pick_text_config(cfg)
@@ -159,7 +145,8 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     if num_layers is None:
         raise KvplanInputError(f"{path}: cannot find the number of layers (num_hidden_layers).",
                                "Pass the model's full config.json.")
-    num_layers = _int(num_layers, "num_hidden_layers", path)
+    num_layers = check_count(str(path), "num_hidden_layers", _int(num_layers, "num_hidden_layers", path),
+                             limits().max_layers)
     hidden = c.get("hidden_size", "n_embd", "d_model", "dim")
     num_kv_heads = c.get("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
     if num_kv_heads is None and c.raw.get("multi_query") is True:

@@ -1,12 +1,12 @@
 """Read a `kvplan calibrate` k/v scales file (--kv-scales) into planner facts."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import InputLimitError, loads_json, read_bounded
 from kvplan.model.kv_scales import KvScales
 from kvplan.model.quant import QuantMetadata
 
@@ -19,8 +19,12 @@ def load_kv_scales(path: str | Path) -> KvScales:
     if not p.is_file():
         raise KvplanInputError(f"--kv-scales {path}: no such file.", FIX)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = loads_json(read_bounded(p, "--kv-scales file").decode("utf-8"), f"--kv-scales {path}")
+    except InputLimitError:
+        raise
+    except KvplanInputError as e:
+        raise KvplanInputError(f"--kv-scales {path}: not JSON ({e.problem.rstrip('.')}).", FIX) from None
+    except (OSError, UnicodeDecodeError) as e:
         raise KvplanInputError(f"--kv-scales {path}: not JSON ({e}).", FIX) from None
     if not isinstance(data, dict) or data.get("kind") != "kvplan.kv-scales":
         raise KvplanInputError(f"--kv-scales {path}: not a kvplan k/v scales file (no \"kind\": \"kvplan.kv-scales\").", FIX)

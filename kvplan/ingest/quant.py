@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from kvplan.ingest.limits import input_boundary
 from kvplan.model.quant import QuantMetadata, ScaleTensor
 
 # Quant configs whose get_quant_method attaches a KV-cache method to every Attention layer
@@ -36,6 +37,7 @@ def normalize_hf_quant_config(hq: dict[str, Any]) -> dict[str, Any]:
     """Give a legacy hf_quant_config.json the quant_method vLLM injects."""
     q = dict(hq)
     producer = (q.get("producer") or {}).get("name", "") if isinstance(q.get("producer"), dict) else ""
+    producer = producer if isinstance(producer, str) else ""
     algo = str((q.get("quantization") or {}).get("quant_algo", "") if isinstance(q.get("quantization"), dict)
                else q.get("quant_algo", "")).upper()
     if "quant_method" not in q and producer.lower() == "modelopt":
@@ -48,6 +50,7 @@ def normalize_hf_quant_config(hq: dict[str, Any]) -> dict[str, Any]:
     return q
 
 
+@input_boundary(fix="Fix the checkpoint's quantization config (config.json quantization_config / hf_quant_config.json).")
 def parse_quant_metadata(config: dict[str, Any], hf_quant_config: Optional[dict[str, Any]],
                          scales: tuple[ScaleTensor, ...] = (), files: tuple[str, ...] = (),
                          quantization_flag: Optional[str] = None) -> QuantMetadata:

@@ -7,7 +7,6 @@ at most 4096 elements), so their values can be checked before launch.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import struct
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import InputLimitError, input_boundary, loads_json
 from kvplan.model.quant import ScaleTensor
 
 _MAX_HEADER = 100 * 1024 * 1024  # the format's own limit is 100 MB
@@ -54,8 +54,10 @@ def _read_header(path: Path) -> tuple[dict[str, Any], int]:
         raise KvplanInputError(f"corrupt safetensors header in {path}: truncated ({len(raw)} of {n} bytes).",
                                "Re-download the file (it was cut short).")
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = loads_json(raw.decode("utf-8"), f"the safetensors header of {path}")
+    except InputLimitError:
+        raise
+    except (UnicodeDecodeError, KvplanInputError):
         raise KvplanInputError(f"corrupt safetensors header in {path}: not valid JSON.",
                                "Re-download the file or remove it from the folder.") from None
     if not isinstance(header, dict):
@@ -96,6 +98,7 @@ def _scale_values(path: Path, base: int, name: str, meta: dict[str, Any],
     return float(min(vals)), float(max(vals))
 
 
+@input_boundary(source_arg="folder", what="safetensors header: ", fix="Re-download the checkpoint.")
 def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...], int]:
     """k/v/q scale tensors, files read, and total tensor bytes (the weights' size) of a folder."""
     files = sorted(p for p in folder.glob("*.safetensors") if p.is_file())

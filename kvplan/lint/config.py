@@ -15,6 +15,7 @@ wins over the top table):
     exclude = ["charts/*/tests/*"]
     per-file-ignores = { "deploy/legacy/*.yaml" = ["KV401"] }
     kv-budget-gib = 40                 # KV memory per GPU, instead of estimating it from weights
+    file-timeout = 5                   # seconds per file (KV822 when over; 0 = no limit)
     [tool.kvplan.lint.models]
     "meta-llama/Meta-Llama-3.1-8B" = "models/llama-3.1-8b/config.json"
     "/models/qwen*" = { config = "models/qwen3-8b", weight-gib = 15.3 }
@@ -29,6 +30,8 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import read_toml
+from kvplan.model.limits import LINT_FILE_TIMEOUT_S
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,7 +60,7 @@ class ModelEntry(_Cfg):
 
     config: str
     """config.json, or a checkpoint folder holding one (relative to the config file)."""
-    weight_gib: Optional[float] = None
+    weight_gib: Optional[float] = Field(default=None, ge=0, le=1 << 20)
     """Checkpoint weight size in GiB (all ranks together); else read from *.safetensors or the bundled index."""
 
 
@@ -80,8 +83,10 @@ class LintConfig(_Cfg):
     """Glob pattern -> code prefixes ignored in matching files."""
     models: dict[str, Union[str, ModelEntry]] = Field(default_factory=dict)
     """Served model (id, path or glob) -> config.json / checkpoint folder, or a table with config and weight-gib."""
-    kv_budget_gib: Optional[float] = None
+    kv_budget_gib: Optional[float] = Field(default=None, gt=0, le=1 << 20)
     """KV cache memory per GPU in GiB; when unset it is estimated from GPU memory and weight size."""
+    file_timeout: float = Field(default=LINT_FILE_TIMEOUT_S, ge=0)
+    """Seconds one file may take to lint (0: no limit); a file over it is finding KV822 and the next file goes on."""
 
 
 _TOP_KEYS = {_kebab(n) for n in LintConfig.model_fields} | set(LintConfig.model_fields)
@@ -107,7 +112,7 @@ def find_config(start: Path) -> Optional[Path]:
         pp = folder / "pyproject.toml"
         if pp.is_file():
             try:
-                if "kvplan" in tomllib.loads(pp.read_text(encoding="utf-8")).get("tool", {}):
+                if "kvplan" in read_toml(pp).get("tool", {}):
                     return pp
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
                 continue
@@ -119,7 +124,7 @@ def load_config(path: Optional[Path]) -> LoadedConfig:
     if path is None:
         return LoadedConfig(LintConfig(), None)
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = read_toml(path)  # size and nesting limits (docs/limits.md)
     except FileNotFoundError:
         raise KvplanInputError(f"config file not found: {path}.", "Pass an existing kvplan.toml or pyproject.toml to --config.") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -117,4 +117,30 @@ unresolved_value = declare(
     references=(_LINT_DOC,))(_lint_only)
 
 
+input_too_large = declare(
+    code="KV820", name="input-too-large", severity="error", family=LINT_FAMILY,
+    summary="A file is over kvplan's input limits (size, script lines or words), so it was not checked.",
+    why="Lint runs in CI on pull requests, so anyone who opens one controls its input; the limits keep "
+        "one file from taking unbounded time or memory. A deployment file is far below them (docs/limits.md).",
+    fix="Split the file, or exclude generated files ([tool.kvplan.lint] exclude).",
+    references=("docs/limits.md", _LINT_DOC))(_lint_only)
+
+yaml_too_complex = declare(
+    code="KV821", name="yaml-over-limits", severity="error", family=LINT_FAMILY,
+    summary="A YAML file's aliases expand past kvplan's budget (alias bomb) or it nests too deeply; not checked.",
+    why="PyYAML shares aliased nodes, but every walk over the document pays for each alias again: nine "
+        "levels of nine aliases are 387 million nodes. A recursive alias (a node containing itself) is "
+        "refused too. kubectl's YAML decoder limits alias expansion as well.",
+    fix="Write the repeated parts out (or template them), flatten the nesting, or split the file.",
+    references=("docs/limits.md", _LINT_DOC))(_lint_only)
+
+file_timeout = declare(
+    code="KV822", name="file-time-budget-exceeded", severity="error", family=LINT_FAMILY,
+    summary="Linting one file took longer than its time budget (--file-timeout, default 5 s); it was not checked.",
+    why="One pathological file must not stall CI; the other files are still linted.",
+    fix="Find what makes the file slow (a huge script, thousands of launches), split it, or raise "
+        "file-timeout in [tool.kvplan.lint].",
+    references=("docs/limits.md", _LINT_DOC))(_lint_only)
+
+
 LINT_CODES: tuple[str, ...] = tuple(sorted(c for c, r in REGISTRY.items() if r.family == LINT_FAMILY))

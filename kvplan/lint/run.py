@@ -9,6 +9,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from kvplan import __version__
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import InputLimitError, TimeBudgetExceeded, check_text, limits, read_bounded, time_budget
 from kvplan.lint import rules as lint_rules
 from kvplan.lint.config import LoadedConfig, find_config, load_config
 from kvplan.lint.engine import Linter
@@ -141,7 +142,7 @@ def _read(c: _Candidate) -> tuple[Optional[str], Optional[str], bool]:
     """(text, problem, is_finding): problem set when unreadable; is_finding when it must be reported."""
     deploy_like = c.path.suffix.lower() in YAML_SUFFIXES + TEXT_SUFFIXES
     try:
-        data = c.path.read_bytes()
+        data = read_bounded(c.path, "file", limits().max_lint_file_bytes, c.display)  # InputLimitError: KV820
     except OSError as e:
         return None, f"cannot read {c.display}: {e.strerror or e}.", True
     if b"\0" in data[:8192]:
@@ -162,6 +163,7 @@ def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[st
             return extract_yaml(text), None
         return None, "JSON file that is not a Kubernetes manifest or compose file (model configs are not linted)"
     if suffix in TEXT_SUFFIXES or not suffix or text.startswith("#!") or c.explicit:
+        check_text(text, c.display)  # line and word limits: InputLimitError (KV820)
         ex = extract_text(text)
         if ex.sites or ex.findings or suffix in TEXT_SUFFIXES or c.explicit:
             return ex, None
@@ -172,8 +174,11 @@ def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[st
 def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
                gpu: Optional[str] = None, config: Optional[Path] = None, fail_level: Optional[str] = None,
                cwd: Optional[Path] = None, isolated: bool = False,
-               on_file: Optional[Callable[[str], None]] = None) -> LintReport:
-    """Lint deployment files and folders. Input errors (bad config, unknown --gpu) raise KvplanInputError."""
+               on_file: Optional[Callable[[str], None]] = None, file_timeout: Optional[float] = None) -> LintReport:
+    """Lint deployment files and folders. Input errors (bad config, unknown --gpu) raise KvplanInputError.
+
+    `file_timeout`: seconds one file may take (default: the configuration's `file-timeout`, 5 s;
+    0 = none); a file over it, or over a size/alias limit, is a finding and the next file goes on."""
     cwd = cwd or Path.cwd()
     if not paths:
         raise KvplanInputError("no path to lint.", "Pass files or folders, e.g. `kvplan lint deploy/`.")
@@ -260,21 +265,17 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         files.append(FileResult(path=disp, kind="unknown", status="error", note=problem))
         finish(disp, None, [RawFinding("KV800", f"cannot lint {disp}: {problem}.", Tok("", 1, 1))], [])
 
-    for cand in candidates:
-        if on_file:
-            on_file(cand.display)
+    def lint_one(cand: _Candidate) -> tuple[FileResult, list[RawFinding], list[Suppression]]:
+        """One file: read, extract, lint (under the file's time budget; nothing is recorded until it is done)."""
         text, problem, is_finding = _read(cand)
         if text is None:
             if is_finding:
-                files.append(FileResult(path=cand.display, kind="unknown", status="error", note=problem))
-                finish(cand.display, cand.path, [RawFinding("KV800", problem or "unreadable", Tok("", 1, 1))], [])
-            else:
-                files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=problem))
-            continue
+                return (FileResult(path=cand.display, kind="unknown", status="error", note=problem),
+                        [RawFinding("KV800", problem or "unreadable", Tok("", 1, 1))], [])
+            return FileResult(path=cand.display, kind="unknown", status="skipped", note=problem), [], []
         ex, note = _extract(cand, text)
         if ex is None:
-            files.append(FileResult(path=cand.display, kind="unknown", status="skipped", note=note))
-            continue
+            return FileResult(path=cand.display, kind="unknown", status="skipped", note=note), [], []
         raw_findings: list[RawFinding] = list(ex.findings)
         launches: list[LaunchInfo] = []
         for site in ex.sites:
@@ -291,8 +292,26 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         else:
             status, fnote = "skipped", ex.note or ("no vLLM launch found" if ex.kind != "unknown" else
                                                     "not a Kubernetes manifest, compose file, vLLM config or launch script")
-        files.append(FileResult(path=cand.display, kind=ex.kind, status=status, note=fnote, launches=launches))
-        finish(cand.display, cand.path, raw_findings, sups + ann_sups)
+        return (FileResult(path=cand.display, kind=ex.kind, status=status, note=fnote, launches=launches),
+                raw_findings, sups + ann_sups)
+
+    for cand in candidates:
+        if on_file:
+            on_file(cand.display)
+        budget = file_timeout if file_timeout is not None else scope_for(cand.path).cfg.config.file_timeout
+        try:
+            with time_budget(budget):
+                result, raw_findings, sups = lint_one(cand)
+        except InputLimitError as e:  # a size / depth / alias limit: KV820 / KV821, and the next file goes on
+            result = FileResult(path=cand.display, kind="unknown", status="error", note="over an input limit")
+            raw_findings, sups = [RawFinding(e.code, e.detail, Tok("", e.line, e.column), fix=e.fix)], []
+        except TimeBudgetExceeded:
+            result = FileResult(path=cand.display, kind="unknown", status="error", note="over the time budget")
+            raw_findings = [RawFinding("KV822", f"linting {cand.display} took longer than its time budget of "
+                                       f"{budget:g} s; it was not checked.", Tok("", 1, 1))]
+            sups = []
+        files.append(result)
+        finish(cand.display, cand.path, raw_findings, sups)
 
     reported.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.code, f.message))
     suppressed.sort(key=lambda s: (s.location.path, s.location.line, s.location.column, s.code))

@@ -16,6 +16,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, REMOVED_FLAGS
+from kvplan.ingest.limits import compose_all as bounded_compose_all
 from kvplan.lint.shell import (
     VLLM_IMAGE, Launch, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, find_launch, lex,
     split_value, var_name,
@@ -487,7 +488,7 @@ def extract_yaml(text: str) -> Extracted:
     doc = _Doc(li)
     kinds: list[str] = []
     try:
-        for node in yaml.compose_all(text, Loader=_Loader):
+        for node in bounded_compose_all(text, "YAML"):  # size/depth/alias limits: InputLimitError (KV820/KV821)
             if node is None:
                 continue
             first, last = node.start_mark.line + 1, node.end_mark.line + 1

@@ -1,45 +1,56 @@
 """Model architecture facts, as read from a config.json (no I/O here)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
+
+from pydantic import Field
 
 from kvplan.model.base import Frozen
+from kvplan.model.limits import MAX_HEAD_SIZE, MAX_HEADS, MAX_LAYERS, MAX_TOKENS
 from kvplan.model.vocab import LayerKind
+
+
+# Constrained integers (limits: kvplan/model/limits.py, docs/limits.md). Every geometry fact is
+# checked where it enters, so no rule sees a zero head count or a negative head size.
+HeadCount = Annotated[int, Field(ge=1, le=MAX_HEADS)]
+HeadSize = Annotated[int, Field(ge=1, le=MAX_HEAD_SIZE)]
+HeadSizeOrZero = Annotated[int, Field(ge=0, le=MAX_HEAD_SIZE)]
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 
 
 class MlaDims(Frozen):
     """Multi-head latent attention dimensions (DeepSeek-V2/V3 style)."""
 
-    kv_lora_rank: int
+    kv_lora_rank: HeadSize
     """Rank of the compressed KV latent (512 on DeepSeek-V3)."""
-    qk_rope_head_dim: int
+    qk_rope_head_dim: HeadSizeOrZero
     """Decoupled RoPE key dimension stored next to the latent (64 on DeepSeek-V3)."""
-    qk_nope_head_dim: int
+    qk_nope_head_dim: HeadSizeOrZero
     """Non-RoPE query/key head dimension (128 on DeepSeek-V3)."""
-    v_head_dim: int
+    v_head_dim: HeadSizeOrZero
     """Value head dimension (128 on DeepSeek-V3)."""
-    index_topk: Optional[int] = None
+    index_topk: Optional[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = None
     """Sparse-attention indexer top-k (DeepSeek-V3.2 style sparse MLA); None for dense MLA."""
 
 
 class LayerArch(Frozen):
     """One decoder layer as the engine builds it."""
 
-    index: int
+    index: Annotated[int, Field(ge=0, le=MAX_LAYERS)]
     """Layer number as it appears in the engine's module prefix (model.layers.<index>...)."""
     kind: LayerKind
     """Attention kind of the layer; kinds without per-token KV are linear_attention, mamba, encoder_only, none."""
-    sliding_window: Optional[int] = None
+    sliding_window: Optional[Tokens] = None
     """Sliding-window size in tokens for sliding_attention layers, else None."""
-    attention_chunk_size: Optional[int] = None
+    attention_chunk_size: Optional[Tokens] = None
     """Chunk size for chunked local attention layers (Llama 4), else None."""
-    num_heads: Optional[int] = None
+    num_heads: Optional[HeadCount] = None
     """Query heads of the layer (total, before tensor parallelism)."""
-    num_kv_heads: Optional[int] = None
+    num_kv_heads: Optional[HeadCount] = None
     """KV heads of the layer (total, before tensor parallelism); 1 for MLA latent caches."""
-    head_size: Optional[int] = None
+    head_size: Optional[HeadSize] = None
     """Key head size in elements (MLA: kv_lora_rank + qk_rope_head_dim)."""
-    head_size_v: Optional[int] = None
+    head_size_v: Optional[HeadSizeOrZero] = None
     """Value head size in elements (MLA: 0, the latent is stored once)."""
     has_sinks: bool = False
     """The layer uses attention sinks (gpt-oss); restricts backends."""
@@ -58,11 +69,11 @@ class ModelArch(Frozen):
     """model_type of the language model part (text_config's, or the top level's)."""
     architecture: Optional[str] = None
     """First entry of config.json 'architectures'."""
-    num_layers: int
+    num_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)]
     """Decoder layers (num_hidden_layers or its per-family spelling)."""
     config_dtype: Optional[str] = None
     """torch_dtype / dtype as written in the config (None when absent)."""
-    max_position_embeddings: Optional[int] = None
+    max_position_embeddings: Optional[Tokens] = None
     """The model's maximum context (vLLM's default --max-model-len)."""
     is_encoder_decoder: bool = False
     """Encoder-decoder model (T5, Whisper, BART): only decoder layers are planned."""

@@ -1,9 +1,16 @@
 """Serving flags as the engine receives them (vLLM spelling)."""
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import Field, field_validator
 
 from kvplan.model.base import Frozen
+from kvplan.model.limits import MAX_BLOCK_SIZE, MAX_JSON_DEPTH, MAX_PARALLEL, MAX_SEQS, MAX_TOKENS, json_depth
+
+# Ranges of the numeric flags (limits: kvplan/model/limits.py, docs/limits.md).
+_Parallel = Annotated[int, Field(ge=1, le=MAX_PARALLEL)]
+_Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 
 
 class FlagSpan(Frozen):
@@ -40,19 +47,19 @@ class ServingFlags(Frozen):
     """--kv-cache-dtype-skip-layers tokens: 'sliding_window' and decimal layer indices."""
     dtype: str = "auto"
     """--dtype (model dtype): auto, bfloat16, float16, float32, half, float."""
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: _Parallel = 1
     """--tensor-parallel-size."""
-    pipeline_parallel_size: int = 1
+    pipeline_parallel_size: _Parallel = 1
     """--pipeline-parallel-size."""
-    max_model_len: Optional[int] = None
+    max_model_len: Optional[_Tokens] = None
     """--max-model-len (None: the model's max_position_embeddings)."""
-    block_size: Optional[int] = None
+    block_size: Optional[Annotated[int, Field(ge=1, le=MAX_BLOCK_SIZE)]] = None
     """--block-size (None: chosen by the backend)."""
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
     """--gpu-memory-utilization (fraction of GPU memory vLLM may use)."""
-    max_num_batched_tokens: Optional[int] = None
+    max_num_batched_tokens: Optional[_Tokens] = None
     """--max-num-batched-tokens."""
-    max_num_seqs: Optional[int] = None
+    max_num_seqs: Optional[Annotated[int, Field(ge=1, le=MAX_SEQS)]] = None
     """--max-num-seqs."""
     attention_backend: Optional[str] = None
     """--attention-backend."""
@@ -68,3 +75,10 @@ class ServingFlags(Frozen):
     """Everything vLLM's parser would stop on: unknown, ambiguous or invalid flags (KV001, KV006, KV007)."""
     model: Optional[str] = None
     """Positional model path / --model, when present in a pasted launch line."""
+
+    @field_validator("attention_config", mode="before")
+    @classmethod
+    def _bounded_json(cls, v: Any) -> Any:
+        if json_depth(v) > MAX_JSON_DEPTH:
+            raise ValueError(f"nests deeper than {MAX_JSON_DEPTH} levels")
+        return v

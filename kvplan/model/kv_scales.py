@@ -10,6 +10,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from kvplan.model.base import Frozen
+from kvplan.model.limits import MAX_HEADS, MAX_LAYERS
 
 KV_SCALES_SCHEMA_VERSION = "1.0"
 
@@ -17,7 +18,7 @@ KV_SCALES_SCHEMA_VERSION = "1.0"
 class LayerScales(Frozen):
     """Calibrated scales of one attention layer."""
 
-    index: int
+    index: int = Field(ge=0, le=MAX_LAYERS)
     """Decoder layer index (the engine's module prefix number)."""
     k_scale: float
     """Per-tensor K scale: amax(|K|) / fp8_max over the calibration tokens (vLLM's k_scale)."""
@@ -52,7 +53,7 @@ class KvScales(Frozen):
     """FP8 format the scales target."""
     fp8_max: float
     """Largest finite value of that format (448 for e4m3fn)."""
-    num_kv_heads: int
+    num_kv_heads: int = Field(ge=1, le=MAX_HEADS)
     """KV heads per layer (length of the per-head lists)."""
     layers: list[LayerScales]
     """One entry per attention layer, by index."""

@@ -1,9 +1,12 @@
 """Checkpoint quantization metadata relevant to the KV cache (no I/O here)."""
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import Field
 
 from kvplan.model.base import Frozen
+from kvplan.model.limits import MAX_LAYERS
 
 
 class ScaleTensor(Frozen):
@@ -13,9 +16,9 @@ class ScaleTensor(Frozen):
     """Full tensor name in the checkpoint."""
     kind: Literal["k_scale", "v_scale", "q_scale", "kv_scale", "prob_scale"]
     """Which scale it is; kv_scale is the deprecated single-scale spelling."""
-    layer: int
+    layer: Annotated[int, Field(ge=0, le=MAX_LAYERS)]
     """Layer index parsed from the tensor name."""
-    shape: tuple[int, ...]
+    shape: tuple[Annotated[int, Field(ge=0)], ...]
     """Tensor shape: () or (1,) is per-tensor; (num_kv_heads,) or (num_heads,1,1) is per-head."""
     dtype: str
     """safetensors dtype string (F32, BF16, F16, ...)."""

@@ -15,6 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import check_yaml, limits, read_bounded, read_toml
 from kvplan.policy.model import Constraint, IntRange, LayerCondition, Policy, PolicyRule, Selector, Setting
 
 FIX = "See the policy format in docs/api.md (schema: schemas/policy.schema.json)."
@@ -77,6 +78,7 @@ _KEYS = _all_keys()
 
 def policy_from_text(text: str, source: str = "<policy>") -> Policy:
     """Parse and validate policy YAML text; KvplanInputError carries `source:line` on one line."""
+    check_yaml(text, source)  # size, depth and alias-expansion limits before composing (docs/limits.md)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -126,7 +128,7 @@ def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy YAML file (errors name the file and line)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_bounded(p, "policy file", limits().max_lint_file_bytes).decode("utf-8")
     except FileNotFoundError:
         raise KvplanInputError(f"policy file not found: {p}.", "Pass --policy PATH to an existing YAML file.") from None
     except IsADirectoryError:
@@ -157,7 +159,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
             raise KvplanInputError(f"cannot read {path}: Python 3.10 needs the 'tomli' package for pyproject.toml.",
                                    "pip install tomli, or pass --policy explicitly.") from None
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return read_toml(path)  # size and nesting limits (docs/limits.md)
     except (OSError, UnicodeDecodeError) as e:
         raise KvplanInputError(f"cannot read {path}: {e.__class__.__name__}.", "Check the file is readable.") from None
     except tomllib.TOMLDecodeError as e:

@@ -34,14 +34,15 @@ from kvplan.emit import emit as emit_plan
 from kvplan.emit.load import plan_from_data
 from kvplan.emit.model import EmitResult
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.limits import InputLimitError, active_limits, loads_json
+from kvplan.model.limits import MAX_LAYERS
 from kvplan.model.plan import Plan
 from kvplan.service.models import EmitRequest, ErrorResponse, Health, LintRequest, ModelRequest, PlanRequest
 
 log = logging.getLogger("kvplan.service")
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20          # 1 MiB: a config.json is a few KiB, a 128-layer plan ~300 KiB
-DEFAULT_MAX_LAYERS = 1024                 # refuse configs that would make the planner build millions of layers
-_LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "num_decoder_layers")
+DEFAULT_MAX_LAYERS = 1024                 # below kvplan's own limit (4096): the layer check is the CLI's, narrowed
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,15 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        if b"json" in headers.get(b"content-type", b""):
+            try:  # the CLI's JSON depth limit, before FastAPI's parser recurses (docs/limits.md)
+                loads_json(body, "request body")
+            except InputLimitError as e:
+                await self._send(send, 400, {"error": {"type": "input_error", "message": str(e),
+                                                       "problem": e.problem, "fix": e.fix}})
+                return
+            except KvplanInputError:
+                pass  # malformed JSON: FastAPI answers 422 request_invalid
         sent = False
 
         async def replay() -> dict:
@@ -136,20 +146,15 @@ class BodyLimit:
     async def _too_large(self, send: Callable, size: int) -> None:
         msg = (f"request body is {size:,} bytes, over this server's limit of {self.limit:,}. "
                "Send only config.json (and hf_quant_config.json), or start the server with a larger --max-body-bytes.")
-        body = json.dumps({"error": {"type": "request_too_large", "message": msg, "problem": None, "fix": None}}).encode()
-        await send({"type": "http.response.start", "status": 413,
+        await self._send(send, 413, {"error": {"type": "request_too_large", "message": msg, "problem": None, "fix": None}})
+
+    @staticmethod
+    async def _send(send: Callable, status: int, doc: dict) -> None:
+        body = json.dumps(doc).encode()
+        await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
-
-
-def _check_layers(cfg: dict[str, Any], limit: int) -> None:
-    for obj in (cfg, cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}):
-        for key in _LAYER_KEYS:
-            v = obj.get(key)
-            if isinstance(v, int) and not isinstance(v, bool) and v > limit:
-                raise KvplanInputError(f"config {key} is {v}; this server plans at most {limit} layers.",
-                                       "Check the config, or start the server with a larger --max-layers.")
 
 
 def _check_gpu(gpu: Optional[str]) -> None:
@@ -184,10 +189,17 @@ class Service:
         if req.config is None:
             raise KvplanInputError("no model: the request has neither config nor config_path.",
                                    'Send {"config": {...config.json...}, "flags": [...]}.')
-        _check_layers(req.config, self.settings.max_layers)
         return req.config, None
 
+    def limits(self) -> Any:
+        """The CLI's input limits (kvplan.ingest.limits), with this server's --max-layers."""
+        return active_limits(max_layers=min(self.settings.max_layers, MAX_LAYERS))
+
     def plan(self, req: ModelRequest) -> Plan:
+        with self.limits():
+            return self._plan(req)
+
+    def _plan(self, req: ModelRequest) -> Plan:
         from kvplan.policy import compile_with_policy, policy_from_text  # noqa: PLC0415
         _check_gpu(req.gpu)
         source, label = self._model_source(req)
@@ -203,7 +215,8 @@ class Service:
             if given:
                 raise KvplanInputError(f"a plan was sent together with {', '.join(given)}; the plan already fixes them.",
                                        "Send either plan, or the model inputs to plan first.")
-            plan = plan_from_data(req.plan, "<request plan>")
+            with self.limits():
+                plan = plan_from_data(req.plan, "<request plan>")
         else:
             plan = self.plan(req)
         return emit_plan(plan, req.to, per_layer=req.per_layer)
@@ -227,8 +240,9 @@ class Service:
                 f = root / name
                 f.parent.mkdir(parents=True, exist_ok=True)
                 f.write_text(req.files[name], encoding="utf-8")
-            report = lint_paths(names, select=req.select, ignore=req.ignore, gpu=req.gpu, fail_level=req.fail_level,
-                                cwd=root, isolated=True)
+            with self.limits():  # per-file size, YAML alias and time limits: findings, as in the CLI
+                report = lint_paths(names, select=req.select, ignore=req.ignore, gpu=req.gpu,
+                                    fail_level=req.fail_level, cwd=root, isolated=True)
             text = report.model_dump_json() if hasattr(report, "model_dump_json") else json.dumps(report)
             # Paths are reported relative to the scratch folder; never leak its location.
             text = text.replace(json.dumps(str(root) + "/")[1:-1], "").replace(json.dumps(str(root))[1:-1], ".")
