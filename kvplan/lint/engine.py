@@ -147,6 +147,10 @@ class Linter:
                 continue
             kept.append(u)
         uses = kept
+        # A word only known at run time ($EXTRA_ARGS, "$@") may expand to any flags, taking the words after it
+        # as their values: then no word past the model is a stray argument vLLM would reject.
+        if any((p.line, p.col) in unresolved or "$" in p.value for p in positionals[1:]):
+            positionals = positionals[:1]
 
         sf = self._parse(uses, positionals, out)
         model = sf.model
@@ -199,7 +203,8 @@ class Linter:
                 if not self.engine.satisfies(r.versions):
                     continue
                 for e in r.fn(ctx):
-                    out.append(self._anchored(code, e.message, e.fix or r.fix, (), uses, model_tok, anchor, model))
+                    out.append(self._anchored(code, e.message, e.fix or r.fix, (), uses, model_tok, anchor, model,
+                                              positionals=positionals))
         else:
             plan = self._plan(src, sf, gpu_name)
             if isinstance(plan, KvplanInputError):
@@ -208,7 +213,7 @@ class Linter:
             else:
                 for f in plan.findings:
                     out.append(self._anchored(f.code, f.message, f.fix, tuple(f.layers), uses, model_tok, anchor, model,
-                                              f.severity.value))
+                                              f.severity.value, positionals=positionals))
         # Consequences of problems already reported: a flag and value in one argv entry (KV809) is not
         # also an unknown flag, and a skip list is not "without quantization" when the dtype was invalid.
         bad_dtype = any(f.code == "KV803" and "--kv-cache-dtype " in f.message for f in out)
@@ -243,8 +248,8 @@ class Linter:
     # ------------------------------------------------------------------ anchoring
     def _anchored(self, code: str, message: str, fix: Optional[str], layers: tuple[int, ...], uses: list[FlagUse],
                   model_tok: Optional[Tok], anchor: Tok, model: Optional[str],
-                  severity: Optional[str] = None) -> RawFinding:
-        tok = _anchor(code, message, uses) or model_tok or anchor
+                  severity: Optional[str] = None, positionals: Sequence[Tok] = ()) -> RawFinding:
+        tok = _anchor(code, message, uses, positionals) or model_tok or anchor
         return RawFinding(code, message, tok, fix=fix, model=model, layers=layers, severity=severity)
 
     # ------------------------------------------------------------------ plans
@@ -278,8 +283,11 @@ class Linter:
 _KV_FLAG = ("--kv-cache-dtype",)
 
 
-def _anchor(code: str, message: str, uses: list[FlagUse]) -> Optional[Tok]:
+def _anchor(code: str, message: str, uses: list[FlagUse], positionals: Sequence[Tok] = ()) -> Optional[Tok]:
     """The token a planner finding is about: the flag it names, else --kv-cache-dtype, else None."""
+    if code == "KV001" and message.startswith("unexpected argument '"):  # a stray positional word
+        word = message[len("unexpected argument '"):].split("':", 1)[0]
+        return next((t for t in reversed(positionals) if t.value == word), None)
     if code in ("KV001", "KV006", "KV007"):
         m = re.match(r"(?:unknown flag|ambiguous flag|invalid value for) (\S+?):", message)
         flag = _norm(m.group(1)) if m else None

@@ -192,3 +192,18 @@ def test_local_model_path_next_to_the_manifest(tmp_path: Path) -> None:
     r = _lint(tmp_path, "run.sh", "#!/bin/sh\nvllm serve ./ckpt --kv-cache-dtype-skip-layers 5 --kv-cache-dtype fp8\n")
     assert (2, 48, "KV302") in _codes(r)
     assert r.files[0].launches[0].config == "./ckpt"
+
+
+def test_script_flags_read_as_vllm_reads_them_and_runtime_words_are_not_strays(tmp_path: Path) -> None:
+    text = """
+    #!/bin/sh
+    vllm serve meta-llama/Meta-Llama-3.1-8B --kv-cache-dtype fp8 --max-model 4096 $EXTRA_ARGS
+    vllm serve meta-llama/Meta-Llama-3.1-8B --kv-cache fp8 "$@"
+    vllm serve meta-llama/Meta-Llama-3.1-8B extra --chat-template t.jinja --code-revision main
+    vllm serve meta-llama/Meta-Llama-3.1-8B $KV_FLAG fp8
+    """
+    r = _lint(tmp_path, "serve.sh", text)
+    got = {(f.location.line, f.location.column, f.code) for f in r.findings if f.code in ("KV001", "KV006", "KV007")}
+    assert got == {(3, 41, "KV006"), (4, 41, "KV001")}
+    kv001 = next(f for f in r.findings if f.code == "KV001")
+    assert kv001.message.startswith("unexpected argument 'extra'") and kv001.severity == "error"
