@@ -140,7 +140,8 @@ class Linter:
         unresolved = {(t.line, t.col) for t in site.unresolved}
         kept = []
         for u in uses:
-            if any((v.line, v.col) in unresolved for v in u.values):
+            if any((v.line, v.col) in unresolved or "$" in v.value for v in u.values) \
+                    or (u.inline and (u.tok.line, u.tok.col) in unresolved):  # --port=$PORT
                 if u.flag in MODELLED:
                     out.append(RawFinding("KV811", f"{u.flag} {u.values[0].value} is set from a variable kvplan cannot "
                                                    "resolve, so its value was not checked.", u.values[0]))

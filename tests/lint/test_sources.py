@@ -201,9 +201,11 @@ def test_script_flags_read_as_vllm_reads_them_and_runtime_words_are_not_strays(t
     vllm serve meta-llama/Meta-Llama-3.1-8B --kv-cache fp8 "$@"
     vllm serve meta-llama/Meta-Llama-3.1-8B extra --chat-template t.jinja --code-revision main
     vllm serve meta-llama/Meta-Llama-3.1-8B $KV_FLAG fp8
+    vllm serve meta-llama/Meta-Llama-3.1-8B --port=$PORT --gpu-memory-utilization=${GMU:-0.9} --uvicorn-log-level loud
     """
     r = _lint(tmp_path, "serve.sh", text)
-    got = {(f.location.line, f.location.column, f.code) for f in r.findings if f.code in ("KV001", "KV006", "KV007")}
-    assert got == {(3, 41, "KV006"), (4, 41, "KV001")}
+    got = {(f.location.line, f.location.column, f.code) for f in r.findings
+           if f.code in ("KV001", "KV006", "KV007", "KV803")}
+    assert got == {(3, 41, "KV006"), (4, 41, "KV001"), (6, 91, "KV007")}
     kv001 = next(f for f in r.findings if f.code == "KV001")
     assert kv001.message.startswith("unexpected argument 'extra'") and kv001.severity == "error"
