@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 from kvplan.api import gpu_facts
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, load_model_inputs
-from kvplan.ingest.flags import MODELLED, parse_flags, scan_argv
+from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, parse_flags, scan_argv
 from kvplan.backends.engines import resolve_engine
 from kvplan.lint.config import LoadedConfig, engine_spec
 from kvplan.lint.report import LaunchInfo, Location
@@ -140,8 +140,9 @@ class Linter:
         unresolved = {(t.line, t.col) for t in site.unresolved}
         kept = []
         for u in uses:
-            if any((v.line, v.col) in unresolved or "$" in v.value for v in u.values) \
-                    or (u.inline and (u.tok.line, u.tok.col) in unresolved):  # --port=$PORT
+            # (an unknown or ambiguous flag is wrong whatever its value: it stays)
+            if u.flag in KNOWN_FLAGS and (any((v.line, v.col) in unresolved or "$" in v.value for v in u.values)
+                                          or (u.inline and (u.tok.line, u.tok.col) in unresolved)):  # --port=$PORT
                 if u.flag in MODELLED:
                     out.append(RawFinding("KV811", f"{u.flag} {u.values[0].value} is set from a variable kvplan cannot "
                                                    "resolve, so its value was not checked.", u.values[0]))
