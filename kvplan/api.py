@@ -33,6 +33,12 @@ def flags_from(flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None
                 argv += [flag, json.dumps(v)]
             elif v is True:
                 argv.append(flag)
+            elif v is False:  # a boolean option turned off: its --no- form, as vLLM's config files do
+                from kvplan.ingest.flags import KNOWN_FLAGS  # noqa: PLC0415
+                if "--no-" + flag[2:] in KNOWN_FLAGS:
+                    argv.append("--no-" + flag[2:])
+            elif v is None:
+                continue
             else:
                 argv += [flag, str(v)]
         return parse_flags(argv)

@@ -71,7 +71,8 @@ def emit(
         raise KvplanInputError(f"unknown --format {format!r}.", "Use --format args, yaml or json.")
     if fail_level not in _SEVERITIES:
         raise KvplanInputError(f"unknown --fail-level {fail_level!r}.", "Use error, warning, info or never.")
-    engine_flags = list(ctx.args)
+    from kvplan.ingest.flags import expand_config_file  # noqa: PLC0415
+    engine_flags = expand_config_file(ctx.args)  # vLLM's --config serve.yaml, read as vLLM reads it
     if _is_plan_file(source):
         if engine_flags:
             raise KvplanInputError(f"engine flags ({' '.join(engine_flags)}) were given with a PLAN.json; the plan "

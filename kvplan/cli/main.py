@@ -95,6 +95,8 @@ def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: O
     if offline:  # read at resolution time by kvplan.ingest.hub (huggingface_hub is not imported yet)
         os.environ["HF_HUB_OFFLINE"] = "1"
     budget = int(kv_budget_gib * 2**30) if kv_budget_gib is not None else None
+    from kvplan.ingest.flags import expand_config_file  # noqa: PLC0415
+    argv = expand_config_file(ctx.args)  # vLLM's --config serve.yaml, read as vLLM reads it
     if policy is not None and no_policy:
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
     pol = policy if policy is not None else (None if no_policy else _configured_policy())
@@ -103,10 +105,10 @@ def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: O
         if policy is None:
             err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
                                 markup=False, highlight=False)
-        return compile_with_policy(path, list(ctx.args), gpu, policy=pol, kv_budget_bytes=budget, engine=engine,
+        return compile_with_policy(path, argv, gpu, policy=pol, kv_budget_bytes=budget, engine=engine,
                                    kv_scales=kv_scales)
     from kvplan.api import compile as compile_plan  # noqa: PLC0415
-    return compile_plan(path, list(ctx.args), gpu, kv_budget_bytes=budget, engine=engine, kv_scales=kv_scales)
+    return compile_plan(path, argv, gpu, kv_budget_bytes=budget, engine=engine, kv_scales=kv_scales)
 
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}

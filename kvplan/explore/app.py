@@ -213,7 +213,7 @@ class ExploreApp(App[ExploreResult]):
                 dtype.append(" skipped", style="bold")
             scales = _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-"
             rows[key] = (idx, (label, Text(kind), Text(geom), dtype, Text(lp.dtype or "-", style=style), Text(scales),
-                               Text(f"{lp.bytes_per_token:,}", justify="right"), Text(lp.backend or "-")))
+                               Text(f"{lp.bytes_per_token:,}", justify="right"), Text((lp.backend or "-") + (f" FA{lp.flash_attn_version}" if lp.backend and lp.flash_attn_version else ""))))
         self._write_rows(table, rows)
         if table.row_count and table.cursor_row != target_row:
             table.move_cursor(row=target_row, scroll=True)

@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 
 from kvplan.backends.engines import DEFAULT_ENGINE, ENGINE_VERSIONS
 from kvplan.errors import KvplanInputError
-from kvplan.ingest.flags import MODELLED, parse_flags, validate_kv_cache_dtype
+from kvplan.ingest.flags import MODELLED, parse_flags, scan_argv, validate_kv_cache_dtype
 from kvplan.model.plan import Finding, LayerPlan, Plan
 from kvplan.model.vocab import NO_KV_KINDS, VLLM_033_KV_CACHE_DTYPES
 
@@ -39,27 +39,12 @@ def engine_versions(current: Optional[str] = None) -> tuple[str, ...]:
 
 
 def strip_flags(argv: Sequence[str], flags: frozenset[str] = _CONTROLLED_FLAGS) -> list[str]:
-    """argv without `flags` and their values, tokenised the way `kvplan.ingest.flags.parse_flags` reads them."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        flag, eq, _ = tok.partition("=")
-        if flag.startswith("--"):
-            flag = flag.replace("_", "-")
-        if not tok.startswith("-") or flag not in flags:
-            out.append(tok)
-            i += 1
-            continue
-        i += 1
-        if eq:
-            continue
-        if MODELLED[flag][1] == "list":  # consumes up to the next --flag
-            while i < len(argv) and not argv[i].startswith("--"):
-                i += 1
-        elif i < len(argv) and not argv[i].startswith("-"):
-            i += 1
-    return out
+    """argv without `flags` and their values, read as vLLM's parser reads them (prefixes, aliases, `=`)."""
+    drop: set[int] = set()
+    for u in scan_argv(argv).uses:
+        if u.option is not None and not u.synthetic and set(u.option.spellings) & flags:
+            drop.update(u.indices())
+    return [tok for i, tok in enumerate(argv) if i not in drop]
 
 
 @dataclass(frozen=True)

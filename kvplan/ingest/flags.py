@@ -1,89 +1,178 @@
-"""Engine flags, verbatim from a launch line -> ServingFlags.
+"""Engine flags, verbatim from a launch line -> ServingFlags, read the way vLLM 0.33's parser reads them.
 
-Accepts what users paste: `vllm serve MODEL --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 0 2`,
-`--flag=value`, `python -m vllm.entrypoints.openai.api_server --model M ...`. Flags kvplan does not
-model are kept as `unknown_flags` (a finding, never a crash); invalid values of modelled flags are
-input errors with the valid values listed.
+vLLM's `vllm serve` parser is argparse with `allow_abbrev` (`FlexibleArgumentParser` around
+`make_arg_parser`). kvplan reads argv against the full option table generated from that parser
+(`kvplan/data/vllm/serve_options-0.33.0.json`, `scripts/gen_vllm_serve_options.py`):
+
+* FlexibleArgumentParser's preprocessing: `--flag_name` -> `--flag-name` (up to the first '.'),
+  `-O3` -> `--optimization-level 3`, dotted JSON keys (`--attention-config.backend X`, `key+` lists)
+  gathered into one JSON value appended at the end, `vllm serve --model M` -> positional model;
+* argparse's matching: exact spellings (including the hidden `--no-<name>` forms), unambiguous prefixes
+  (`--max-model 4096`, `--kv-cache-dtype-s sliding_window`), `--flag=value`, `-tp=4`; a prefix of several
+  options is an error ("ambiguous option"), an option nobody has is "unrecognized arguments";
+* values consumed by nargs (one value, `+` = one or more up to the next option, `?`, flags take none)
+  and converted with the option's type (int, float, human_readable_int `32k`/`1M`, JSON) and choices;
+  the last occurrence wins.
+
+Everything vLLM's parser exits on (status 2) is recorded with argparse's own wording. Unknown and
+ambiguous flags and rejected values of options kvplan does not model become `FlagError`s (KV001,
+KV006, KV007: error findings; the plan is made without them). A rejected value of an option kvplan
+plans with (`--tensor-parallel-size two`, `--dtype bf16`, `--kv-cache-dtype` without a value) is an
+input error (exit 2, like vLLM), as are values the parser takes but vLLM's config validation refuses
+(an unknown --kv-cache-dtype, a tensor-parallel size of 0), with the valid values listed.
 """
 from __future__ import annotations
 
 import difflib
 import json
+import re
 import shlex
-from typing import Any, Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
 
 from kvplan.errors import KvplanInputError
-from kvplan.ingest.families import DTYPE_ALIASES
 from kvplan.ingest.limits import check_argv, check_launch_line, input_boundary
-from kvplan.model.flags import ServingFlags
+from kvplan.model.flags import FlagError, ServingFlags
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
-# Flags kvplan models: flag -> (ServingFlags field, kind).
-MODELLED: dict[str, tuple[str, str]] = {
-    "--kv-cache-dtype": ("kv_cache_dtype", "str"),
-    "--kv-cache-dtype-skip-layers": ("kv_cache_dtype_skip_layers", "list"),
-    "--dtype": ("dtype", "str"),
-    "--tensor-parallel-size": ("tensor_parallel_size", "int"),
-    "-tp": ("tensor_parallel_size", "int"),
-    "--pipeline-parallel-size": ("pipeline_parallel_size", "int"),
-    "-pp": ("pipeline_parallel_size", "int"),
-    "--max-model-len": ("max_model_len", "len"),
-    "--block-size": ("block_size", "int"),
-    "--gpu-memory-utilization": ("gpu_memory_utilization", "float"),
-    "--max-num-batched-tokens": ("max_num_batched_tokens", "int"),
-    "--max-num-seqs": ("max_num_seqs", "int"),
-    "--attention-backend": ("attention_backend", "str"),
-    "--attention-config": ("attention_config", "json"),
-    "-ac": ("attention_config", "json"),
-    "--quantization": ("quantization", "str"),
-    "-q": ("quantization", "str"),
-    "--model": ("model", "str"),
-    "--revision": ("revision", "str"),
-    "--hf-overrides": ("hf_overrides", "json"),
+__all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScanError", "ScannedArgv", "ServeOption",
+           "ServeOptions", "expand_config_file", "parse_flags", "scan_argv", "serve_options", "split_launch_line",
+           "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
+
+OPTIONS_VERSION = "0.33.0"
+OPTIONS_DIR = Path(__file__).resolve().parents[1] / "data" / "vllm"
+
+# Options kvplan models: dest -> ServingFlags field (the option table knows spellings, nargs and types).
+MODELLED_DESTS: dict[str, str] = {
+    "kv_cache_dtype": "kv_cache_dtype",
+    "kv_cache_dtype_skip_layers": "kv_cache_dtype_skip_layers",
+    "dtype": "dtype",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
+    "max_model_len": "max_model_len",
+    "block_size": "block_size",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "max_num_seqs": "max_num_seqs",
+    "attention_backend": "attention_backend",
+    "attention_config": "attention_config",
+    "quantization": "quantization",
+    "revision": "revision",          # the Hub revision of a model id (not --code-revision / --tokenizer-revision)
+    "hf_overrides": "hf_overrides",  # applied to config.json before planning, as vLLM does
 }
 
-_JSON_EXAMPLE = {"hf_overrides": '{"max_position_embeddings": 65536}'}
-
-# vLLM 0.33 flags that exist but do not change the KV plan (accepted silently).
-# Boolean flags take no value; the others consume the next token.
-_OTHER_BOOL = frozenset({
-    "--trust-remote-code", "--enforce-eager", "--enable-prefix-caching", "--no-enable-prefix-caching",
-    "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--disable-log-requests",
-    "--disable-log-stats", "--enable-log-requests", "--enable-auto-tool-choice",
-    "--disable-hybrid-kv-cache-manager", "--enable-expert-parallel", "--enable-lora",
-    "--disable-custom-all-reduce", "--skip-tokenizer-init", "--enable-sleep-mode",
-    "--disable-frontend-multiprocessing", "--enable-prompt-tokens-details", "--headless",
-    "--async-scheduling", "--no-async-scheduling", "--enable-eplb", "--enable-dbo",
-})
-_OTHER_VALUED = frozenset({
-    "--host", "--port", "--served-model-name", "--tokenizer", "--tokenizer-mode",
-    "--tokenizer-revision", "--code-revision",
-    "--download-dir", "--load-format", "--seed", "--swap-space", "--cpu-offload-gb",
-    "--max-logprobs", "--chat-template", "--tool-call-parser", "--reasoning-parser",
-    "--api-key", "--uvicorn-log-level", "--data-parallel-size", "-dp", "--distributed-executor-backend",
-    "--speculative-config", "--compilation-config", "-O", "--kv-transfer-config", "--max-loras",
-    "--max-lora-rank", "--lora-modules", "--limit-mm-per-prompt", "--mm-processor-kwargs",
-    "--override-generation-config", "--generation-config", "--mamba-ssm-cache-dtype",
-    "--mamba-cache-dtype", "--num-gpu-blocks-override", "--kv-cache-memory-bytes", "--config",
-    "--rope-scaling", "--rope-theta", "--max-seq-len-to-capture", "--scheduling-policy",
-    "--long-prefill-token-threshold", "--max-num-partial-prefills", "--prefix-caching-hash-algo",
-    "--kv-offloading-size", "--kv-offloading-backend", "--model-impl", "--task", "--runner",
-    "--convert", "--response-role", "--ssl-keyfile", "--ssl-certfile", "--root-path",
-    "--middleware", "--gpu-memory-utilization-bytes", "--kv-sharing-fast-prefill",
-    "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-size-local",
-    "--data-parallel-start-rank", "--api-server-count", "--quantization-param-path",
-    "--prefill-context-parallel-size", "--decode-context-parallel-size", "-dcp",
-})
-# Flags removed before 0.33: name -> (release note, takes a value).
+# Flags removed before 0.33: name -> (release note, takes a value). vLLM 0.33's parser calls them
+# unrecognized; kvplan reports them as KV002 (removed) instead of KV001 (unknown).
 REMOVED_FLAGS = {
     "--calculate-kv-scales": ("removed in vLLM 0.33 (PR #49389); scales now come from the checkpoint, else 1.0", False),
 }
-KNOWN_FLAGS = frozenset(MODELLED) | _OTHER_BOOL | _OTHER_VALUED
 
 
-def suggest_flag(flag: str) -> str | None:
-    """Closest known vLLM flag, for typo findings."""
-    m = difflib.get_close_matches(flag, sorted(KNOWN_FLAGS | frozenset(REMOVED_FLAGS)), n=1, cutoff=0.75)
+# ----------------------------------------------------------------------------- the option table
+@dataclass(frozen=True)
+class ServeOption:
+    """One `vllm serve` option, as vLLM's parser declares it."""
+
+    dest: str
+    option_strings: tuple[str, ...]      # the visible spellings (argparse names the option by these)
+    spellings: tuple[str, ...]           # every spelling the parser matches, hidden --no-<name> forms included
+    negative: frozenset[str]             # spellings that set a boolean option to False
+    nargs: Any                           # None (one value), 0 (a flag), '?', '+'
+    kind: str                            # flag | str | str_lower | int | float | human_readable_int[_or_auto] | json | json_or_str | csv_int_or_str
+    type_name: Optional[str]             # argparse's name of the type function ("invalid <type_name> value")
+    type_wrapper: Optional[str]          # vLLM's optional_type / parse_type wrapper, which words errors itself
+    type_repr: Optional[str]             # repr of the wrapped type, as those wrappers print it
+    choices: Optional[tuple[Any, ...]]
+    group: str                           # engine | frontend | serve
+    action: str
+    const: Any = None
+
+    @property
+    def name(self) -> str:
+        """argparse's name of the option in error messages: the visible spellings joined by '/'."""
+        return "/".join(self.option_strings)
+
+    @property
+    def canonical(self) -> str:
+        """The long spelling kvplan reports the option by (e.g. '--tensor-parallel-size' for '-tp')."""
+        return next((s for s in self.option_strings if s.startswith("--")), self.option_strings[0])
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """vLLM's `vllm serve` option table for one release."""
+
+    engine_version: str
+    options: tuple[ServeOption, ...]
+    by_spelling: dict[str, ServeOption]
+    order: tuple[str, ...]               # spellings in registration order (argparse lists ambiguous matches so)
+    by_dest: dict[str, ServeOption]
+
+    def resolve(self, written: str) -> tuple[Optional[ServeOption], Optional[str], list[str]]:
+        """(option, spelling matched, ambiguous candidates) for a flag as argparse matches it."""
+        if written in self.by_spelling:
+            return self.by_spelling[written], written, []
+        if len(written) < 2:
+            return None, None, []
+        # allow_abbrev: every spelling the flag is a prefix of (for '-x' too: '-d' is a prefix of '-dp', '-dcp', ...)
+        hits = [s for s in self.order if s.startswith(written)]
+        if len(hits) == 1:
+            return self.by_spelling[hits[0]], hits[0], []
+        return None, None, hits
+
+    def spellings_for(self, dest: str) -> tuple[str, ...]:
+        o = self.by_dest.get(dest)
+        return o.spellings if o else ()
+
+
+@lru_cache(maxsize=2)
+def serve_options(version: str = OPTIONS_VERSION) -> ServeOptions:
+    """The option table generated from vLLM's parser (scripts/gen_vllm_serve_options.py)."""
+    path = OPTIONS_DIR / f"serve_options-{version}.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise KvplanInputError(f"no `vllm serve` option table for vLLM {version}.",
+                               f"Generate it with scripts/gen_vllm_serve_options.py (have: {OPTIONS_VERSION}).") from None
+    options = []
+    for row in data["options"]:
+        spellings = tuple(row["option_strings"]) + tuple(row["hidden_option_strings"])
+        options.append(ServeOption(
+            dest=row["dest"], option_strings=tuple(row["option_strings"]), spellings=spellings,
+            negative=frozenset(row["negative_option_strings"]), nargs=row["nargs"], kind=row["kind"],
+            type_name=row["type_name"], type_wrapper=row["type_wrapper"], type_repr=row["type_repr"],
+            choices=tuple(row["choices"]) if row["choices"] is not None else None, group=row["group"],
+            action=row["action"], const=row.get("const")))
+    by_spelling = {s: o for o in options for s in o.spellings}
+    return ServeOptions(engine_version=data["engine_version"], options=tuple(options), by_spelling=by_spelling,
+                        order=tuple(data["registration_order"]), by_dest={o.dest: o for o in options})
+
+
+def _modelled() -> dict[str, tuple[str, str]]:
+    table = serve_options()
+    out: dict[str, tuple[str, str]] = {}
+    for dest, fld in MODELLED_DESTS.items():
+        o = table.by_dest[dest]
+        kind = "list" if o.nargs == "+" else o.kind
+        for s in o.spellings:
+            out[s] = (fld, kind)
+    out["--model"] = ("model", "str")
+    return out
+
+
+# Every exact spelling of the options kvplan models: spelling -> (ServingFlags field, value kind).
+MODELLED: dict[str, tuple[str, str]] = _modelled()
+# Every spelling vLLM 0.33's `vllm serve` parser accepts exactly (prefixes of them resolve too).
+KNOWN_FLAGS = frozenset(serve_options().by_spelling)
+
+
+def suggest_flag(flag: str, candidates: Optional[Iterable[str]] = None) -> Optional[str]:
+    """Closest real vLLM flag, for typo findings."""
+    pool = sorted(candidates) if candidates is not None else sorted(
+        {s for s in KNOWN_FLAGS if s.startswith("--")} | set(REMOVED_FLAGS))
+    m = difflib.get_close_matches(flag, pool, n=1, cutoff=0.6 if candidates is not None else 0.75)
     return m[0] if m else None
 
 
@@ -97,39 +186,6 @@ def validate_kv_cache_dtype(value: str) -> str:
     return value
 
 
-def _skip_tokens(values: Iterable[str]) -> tuple[str, ...]:
-    out: list[str] = []
-    for v in values:
-        out.extend(t.strip() for t in v.split(",") if t.strip())
-    return tuple(out)
-
-
-def _to_int(flag: str, v: str, minimum: int = 1) -> int:
-    try:
-        n = int(v)
-    except ValueError:
-        raise KvplanInputError(f"{flag} expects an integer, got {v!r}.", f"Pass e.g. {flag} 2.") from None
-    if n < minimum:
-        raise KvplanInputError(f"{flag} must be at least {minimum}, got {n}.", f"Pass a positive {flag}.")
-    return n
-
-
-def _to_len(flag: str, v: str) -> int:
-    """vLLM accepts human-readable lengths: 32k, 1M (binary k = 1024 for 'K', 1000 for 'k')."""
-    s = v.strip()
-    mult = {"k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}.get(s[-1:], 1)
-    if mult != 1:
-        s = s[:-1]
-    try:
-        n = int(float(s) * mult)
-    except (ValueError, OverflowError):  # OverflowError: inf
-        raise KvplanInputError(f"{flag} expects a length like 8192 or 32k, got {v!r}.",
-                               f"Pass e.g. {flag} 32768.") from None
-    if n < 1:
-        raise KvplanInputError(f"{flag} must be positive, got {v!r}.", f"Pass e.g. {flag} 32768.")
-    return n
-
-
 def split_launch_line(line: str) -> list[str]:
     """Shell-split a pasted launch line (backslash-newline continuations allowed)."""
     check_launch_line(line)
@@ -139,97 +195,518 @@ def split_launch_line(line: str) -> list[str]:
         raise KvplanInputError(f"cannot parse the launch line: {e}.", "Check the quotes.") from None
 
 
-@input_boundary(fix="Pass a plausible value (limits: docs/limits.md).")
-def parse_flags(argv: list[str]) -> ServingFlags:
-    """Parse engine flags; the leading `vllm serve MODEL` / python -m ... part is skipped."""
-    check_argv(argv)  # argument count and size, before anything is parsed
+def strip_launcher(argv: Sequence[str]) -> tuple[int, bool]:
+    """(how many leading words are the launcher, whether it is `vllm serve`).
+
+    `vllm serve ...` (also `/path/to/vllm serve`), `python -m vllm.entrypoints.openai.api_server ...`
+    (or any `vllm.` module), `python -m vllm.entrypoints.cli.main serve ...`.
+    """
     args = list(argv)
-    # Drop a launcher prefix: vllm serve [MODEL] | python -m vllm.entrypoints.openai.api_server
-    if args[:2] == ["vllm", "serve"]:
-        args = args[2:]
-        if args and not args[0].startswith("-"):
-            args = ["--model", *args]
-    elif len(args) >= 3 and args[1] == "-m" and args[2].startswith("vllm."):
-        args = args[3:]
-    fields: dict[str, Any] = {}
-    unknown: list[str] = []
-    i = 0
-    while i < len(args):
+    if len(args) >= 2 and args[0].rsplit("/", 1)[-1] == "vllm" and args[1] == "serve":
+        return 2, True
+    if len(args) >= 3 and args[1] == "-m" and args[2].startswith("vllm."):
+        if args[3:4] == ["serve"]:  # python -m vllm.entrypoints.cli.main serve ...
+            return 4, True
+        return 3, False
+    return 0, False
+
+
+# ----------------------------------------------------------------------------- value types
+class _TypeError_(Exception):
+    """A value the option's type rejects; the message is argparse's text after 'argument NAME: '."""
+
+
+_HR = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BIN = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def human_readable_int(value: str) -> int:
+    """vLLM's human_readable_int: '32k' = 32,000, '1M' = 1,048,576, '25.6k' = 25,600 (no decimals with K/M/G/T)."""
+    v = value.strip()
+    m = _HR.fullmatch(v)
+    if m:
+        number, suffix = m.groups()
+        if suffix in _DEC:
+            return int(float(number) * _DEC[suffix])
+        try:
+            return int(number) * _BIN[suffix]
+        except ValueError:
+            raise _TypeError_(f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean to "
+                              f"use {number}{suffix.lower()} instead?") from None
+    return int(v)
+
+
+def _expand_json_numbers(val: str) -> str:
+    """vLLM expands bare 80m / 1k tokens inside JSON config values (not inside strings)."""
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', val)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b", lambda m: str(human_readable_int(m.group())), parts[i])
+    return "".join(parts)
+
+
+def _base_convert(opt: ServeOption, v: str) -> Any:
+    k = opt.kind
+    if k in ("str",):
+        return v
+    if k == "str_lower":
+        return v.lower().replace("-", "_")
+    if k == "int":
+        return int(v)
+    if k == "float":
+        return float(v)
+    if k == "human_readable_int":
+        return human_readable_int(v)
+    if k == "human_readable_int_or_auto":
+        s = v.strip()
+        return -1 if s == "-1" or s.lower() == "auto" else human_readable_int(s)
+    if k == "json":
+        return json.loads(_expand_json_numbers(v) if opt.type_name == "parse_dataclass" else v)
+    if k == "json_or_str":
+        return json.loads(v) if re.match(r"(?s)^\s*{.*}\s*$", v) else v
+    if k == "csv_int_or_str":
+        return [int(p) if p.isdigit() else p for p in (q.strip() for q in v.split(","))]
+    return v
+
+
+def convert_value(opt: ServeOption, v: str) -> Any:
+    """One value through the option's type, worded as argparse/vLLM words a rejection."""
+    if opt.type_wrapper == "optional" and v in ("", "None"):
+        return None
+    try:
+        out = _base_convert(opt, v)
+    except _TypeError_:
+        raise
+    except RecursionError:
+        raise _TypeError_(f"invalid JSON for {opt.canonical}: the input nests too deeply to read") from None
+    except (ValueError, TypeError, OverflowError, json.JSONDecodeError) as e:
+        if opt.type_name == "parse_dataclass":  # pydantic validation of the config class
+            raise _TypeError_(f"invalid JSON for {opt.canonical} ({getattr(e, 'msg', e)}): {v!r}") from None
+        if opt.type_wrapper is not None:
+            raise _TypeError_(f"Value {v} cannot be converted to {opt.type_repr}.") from None
+        raise _TypeError_(f"invalid {opt.type_name} value: {v!r}") from None
+    if opt.type_name == "parse_dataclass" and not isinstance(out, dict):
+        raise _TypeError_(f"invalid JSON for {opt.canonical}: expected an object, got {v!r}")
+    if opt.choices is not None and out not in opt.choices:
+        raise _TypeError_(f"invalid choice: {out!r} (choose from {', '.join(map(repr, opt.choices))})")
+    return out
+
+
+# ----------------------------------------------------------------------------- scanning argv
+@dataclass
+class FlagUse:
+    """One option occurrence: as written, what it resolved to, and the argv indices it spans."""
+
+    written: str                       # the flag part as written after vLLM's preprocessing (dashes)
+    index: int                         # argv index of the flag token
+    option: Optional[ServeOption] = None
+    spelling: Optional[str] = None     # the option spelling the flag resolved to (`--no-enable-prefix-caching`)
+    values: list[str] = field(default_factory=list)
+    value_indices: list[int] = field(default_factory=list)
+    inline: bool = False               # --flag=value / -tp=4 / -O3: the value sits in the flag's token
+    synthetic: bool = False            # gathered from dotted keys (--attention-config.backend X)
+
+    @property
+    def flag(self) -> str:
+        """The option's long spelling when it resolved, else the flag as written."""
+        return self.option.canonical if self.option is not None else self.written
+
+    def indices(self) -> list[int]:
+        return [self.index] if self.inline else [self.index, *self.value_indices]
+
+
+@dataclass(frozen=True)
+class ScanError:
+    """What vLLM's parser exits on (status 2), with argparse's wording."""
+
+    kind: str                          # unknown | ambiguous | invalid_value
+    flag: str                          # as written (dashes for underscores), or the stray word
+    message: str                       # vLLM's text after 'vllm serve: error: '
+    position: int                      # argv index
+    suggestion: Optional[str] = None   # closest real option
+    dest: Optional[str] = None         # the option's dest, for invalid values
+
+
+@dataclass
+class ScannedArgv:
+    """argv as vLLM's parser reads it: options, positionals, converted values, and what it exits on."""
+
+    uses: list[FlagUse]
+    positionals: list[int]             # argv indices of positional words (the model, strays)
+    model_index: Optional[int]         # argv index of the positional vLLM takes as model_tag
+    model: Optional[str]               # that positional's value
+    values: dict[str, Any]             # dest -> converted value (last occurrence wins)
+    errors: list[ScanError]
+    launcher: int = 0                  # leading launcher words skipped
+
+
+_NEG_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+_DOTTED_PREFIX = re.compile(r"(?<=--)[^.]*")
+
+
+def _norm_token(tok: str) -> str:
+    """FlexibleArgumentParser: underscores -> dashes in a --long name, up to the first '.' (and '=')."""
+    if not tok.startswith("--"):
+        return tok
+    key, eq, value = tok.partition("=")
+    key = _DOTTED_PREFIX.sub(lambda m: m.group(0).replace("_", "-"), key, count=1)
+    return key + eq + value
+
+
+def _classify(table: ServeOptions, tok: str) -> str:
+    """'O' when argparse takes the token for an option, else 'A' (a value / positional)."""
+    if not tok or tok[0] != "-" or len(tok) == 1:
+        return "A"
+    if tok in table.by_spelling:
+        return "O"
+    if "=" in tok and tok.split("=", 1)[0] in table.by_spelling:
+        return "O"
+    key = tok.split("=", 1)[0] if tok.startswith("--") else tok
+    if any(s.startswith(key) for s in table.order):
+        return "O"
+    if _NEG_NUMBER.match(tok):
+        return "A"
+    if " " in tok:
+        return "A"
+    return "O"
+
+
+def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArgv:
+    """Read argv (launcher words allowed) as vLLM 0.33's `vllm serve` parser does, keeping argv indices."""
+    table = serve_options(version)
+    skip, is_serve = strip_launcher(argv)
+    items: list[tuple[str, int, bool]] = []   # (processed token, argv index, inline value follows in token)
+    args = list(argv)
+    for i in range(skip, len(args)):
         tok = args[i]
-        if not tok.startswith("-"):
-            if "model" not in fields:
-                fields["model"] = tok
-            i += 1
-            continue
-        flag, eq, inline = tok.partition("=")
-        if flag.startswith("--") and "_" in flag:
-            flag = flag.replace("_", "-")  # vLLM accepts underscores too
-        values: list[str] = []
-        if eq:
-            values = [inline]
-            i += 1
-        elif flag in MODELLED and MODELLED[flag][1] == "list":
-            i += 1
-            while i < len(args) and not args[i].startswith("--"):
-                values.append(args[i])
-                i += 1
-        elif flag in _OTHER_BOOL or (flag in REMOVED_FLAGS and not REMOVED_FLAGS[flag][1]):
-            i += 1
+        if tok.startswith("--"):
+            items.append((_norm_token(tok), i, False))
+        elif tok.startswith("-O") and tok != "-O":
+            level = tok[3:] if tok[2:3] == "=" else tok[2:]
+            items.append(("--optimization-level=" + level, i, True))
+        elif tok == "-O" and i + 1 < len(args) and args[i + 1] in ("0", "1", "2", "3"):
+            items.append(("--optimization-level", i, False))
         else:
-            i += 1
-            if i < len(args) and (not args[i].startswith("-") or _looks_negative_number(args[i])):
-                values = [args[i]]
-                i += 1
-        if flag in REMOVED_FLAGS:
-            if flag == "--calculate-kv-scales":
-                fields["calculate_kv_scales"] = True
-            continue
-        if flag not in MODELLED:
-            if flag not in KNOWN_FLAGS:
-                unknown.append(flag)
-            continue
-        field, kind = MODELLED[flag]
-        if kind != "list" and not values:
-            raise KvplanInputError(f"{flag} needs a value.", f"Pass e.g. {flag} <value>.")
-        v = values[0] if values else ""
-        if kind == "str":
-            fields[field] = v
-        elif kind == "int":
-            fields[field] = _to_int(flag, v)
-        elif kind == "len":
-            fields[field] = _to_len(flag, v)
-        elif kind == "float":
+            items.append((tok, i, False))
+    # `vllm serve ... --model M ...` -> M is the positional model (FlexibleArgumentParser moves it first).
+    if is_serve:
+        for j, (tok, i, _) in enumerate(items):
+            if tok == "--model" and j + 1 < len(items):
+                items = [items[j + 1], *items[:j], *items[j + 2:]]
+                break
+            if tok.startswith("--model="):
+                items = [(tok.removeprefix("--model="), i, True), *items[:j], *items[j + 1:]]
+                break
+
+    # Dotted JSON keys: --attention-config.backend X, -ac.backend=X, --x.list+ a,b -> one JSON value at the end.
+    dotted: dict[str, tuple[dict[str, Any], int, list[int]]] = {}
+    kept: list[tuple[str, int, bool]] = []
+    j = 0
+    while j < len(items):
+        tok, i, inl = items[j]
+        if tok.startswith("-") and "." in tok and not _NEG_NUMBER.match(tok):
+            key_part, eq, value_str = tok.partition("=")
+            if eq and "." not in key_part:
+                kept.append(items[j])
+                j += 1
+                continue
+            vidx = [i]
+            if not eq:
+                if j + 1 >= len(items):
+                    kept.append(items[j])  # vLLM itself fails here (IndexError); let argparse matching report it
+                    j += 1
+                    continue
+                value_str = items[j + 1][0]
+                vidx = [items[j + 1][1]]
+                j += 1
+            if key_part.endswith("+"):
+                key_part = key_part[:-1]
+                value_str = json.dumps(value_str.split(","))
+            key, *keys = key_part.split(".")
             try:
-                fields[field] = float(v)
-            except ValueError:
-                raise KvplanInputError(f"{flag} expects a number, got {v!r}.", f"Pass e.g. {flag} 0.9.") from None
-            if not 0 < fields[field] <= 1:
-                raise KvplanInputError(f"{flag} must be in (0, 1], got {v}.", f"Pass e.g. {flag} 0.9.")
-        elif kind == "json":
-            try:
-                obj = json.loads(v)
-            except json.JSONDecodeError as e:
-                raise KvplanInputError(f"{flag} is not valid JSON ({e.msg}): {v!r}.",
-                                       f"""Quote it for the shell, e.g. {flag} '{_JSON_EXAMPLE.get(field, '{"use_prefill_query_quantization": true}')}'.""") from None
-            if not isinstance(obj, dict):
-                raise KvplanInputError(f"{flag} must be a JSON object, got {v!r}.",
-                                       f"""Pass e.g. {flag} '{_JSON_EXAMPLE.get(field, '{"backend": "FLASHINFER"}')}'.""")
-            fields[field] = {**fields.get(field, {}), **obj}
-        elif kind == "list":
-            fields[field] = tuple(fields.get(field, ())) + _skip_tokens(values)
+                value: Any = json.loads(value_str)
+            except json.JSONDecodeError:
+                try:
+                    value = human_readable_int(value_str)
+                except (ValueError, _TypeError_):
+                    value = value_str
+            for k in reversed(keys):
+                value = {k: value}
+            if key not in dotted:
+                dotted[key] = ({}, i, [])
+            _merge(dotted[key][0], value)
+            dotted[key][2].extend(vidx)
+            j += 1
+            continue
+        kept.append(items[j])
+        j += 1
+
+    uses: list[FlagUse] = []
+    positionals: list[int] = []
+    errors: list[ScanError] = []
+    stray: list[tuple[int, str]] = []        # positional words vLLM does not take (after the model)
+    model_index: Optional[int] = None
+    model: Optional[str] = None
+    pattern = [_classify(table, t) for t, _, _ in kept]
+    after_dd = False
+    j = 0
+
+    def add_error(kind: str, flag: str, message: str, index: int, suggestion: Optional[str] = None,
+                  dest: Optional[str] = None) -> None:
+        errors.append(ScanError(kind=kind, flag=flag, message=message, position=index, suggestion=suggestion,
+                                dest=dest))
+
+    while j < len(kept):
+        tok, i, inl = kept[j]
+        if after_dd or pattern[j] == "A":
+            if tok == "--" and not after_dd:
+                after_dd = True
+                j += 1
+                continue
+            positionals.append(i)
+            if model_index is None:
+                model_index, model = i, tok
+            else:
+                stray.append((i, tok))
+            j += 1
+            continue
+        if tok == "--":
+            after_dd = True
+            j += 1
+            continue
+        written, eq, inline_value = tok.partition("=") if "=" in tok else (tok, "", "")
+        opt, spelling, ambiguous = table.resolve(tok)
+        if opt is None and eq:
+            opt, spelling, ambiguous = table.resolve(written)
+        elif opt is not None:
+            written, eq, inline_value = tok, "", ""
+        if opt is None and not ambiguous and len(written) > 2 and not written.startswith("--"):
+            # single dash: '-tp4' is '-t' + '4' only when '-t' exists (it does not in vLLM 0.33)
+            short = table.by_spelling.get(written[:2])
+            if short is not None:
+                opt, spelling, eq, inline_value = short, written[:2], "=", written[2:]
+                written = written[:2]
+        use = FlagUse(written=written, index=i, inline=bool(eq) or inl, spelling=spelling)
+        uses.append(use)
+        j += 1
+        if opt is None:
+            if len(ambiguous) > 1:
+                while j < len(kept) and pattern[j] == "A":  # its would-be values: not the model, not strays
+                    use.values.append(kept[j][0])
+                    use.value_indices.append(kept[j][1])
+                    j += 1
+                add_error("ambiguous", written,
+                          f"ambiguous option: {tok if not eq else written + '=' + inline_value} could match "
+                          f"{', '.join(ambiguous)}", i, suggest_flag(written, ambiguous))
+            else:  # (a removed flag is KV002's, see parse_flags)
+                # argparse files the flag and the words after it (until the next option) as unrecognized
+                # (kvplan keeps those words as the unknown flag's values, never as the model).
+                extra = [tok]
+                while j < len(kept) and pattern[j] == "A":
+                    extra.append(kept[j][0])
+                    use.values.append(kept[j][0])
+                    use.value_indices.append(kept[j][1])
+                    j += 1
+                add_error("unknown", written, "unrecognized arguments: " + " ".join(extra), i, suggest_flag(written))
+            continue
+        use.option = opt
+        if eq:
+            use.values, use.value_indices = [inline_value], [i]
+            if opt.nargs == 0:
+                add_error("invalid_value", written,
+                          f"argument {opt.name}: ignored explicit argument {inline_value!r}", i, dest=opt.dest)
+                use.option = None
+                continue
+        elif opt.nargs == 0:
+            pass
+        elif opt.nargs in (None, 1):
+            if j < len(kept) and pattern[j] == "A":
+                use.values, use.value_indices = [kept[j][0]], [kept[j][1]]
+                j += 1
+            else:
+                add_error("invalid_value", written, f"argument {opt.name}: expected one argument", i, dest=opt.dest)
+                use.option = None
+                continue
+        elif opt.nargs == "?":
+            if j < len(kept) and pattern[j] == "A":
+                use.values, use.value_indices = [kept[j][0]], [kept[j][1]]
+                j += 1
+        elif opt.nargs == "+":
+            while j < len(kept) and pattern[j] == "A":
+                use.values.append(kept[j][0])
+                use.value_indices.append(kept[j][1])
+                j += 1
+            if not use.values:
+                add_error("invalid_value", written, f"argument {opt.name}: expected at least one argument", i,
+                          dest=opt.dest)
+                use.option = None
+                continue
+
+    # Dotted keys come last, as vLLM appends them after everything else.
+    for key, (obj, i, vidx) in dotted.items():
+        opt, spelling, ambiguous = table.resolve(_norm_token(key))
+        use = FlagUse(written=_norm_token(key), index=i, values=[json.dumps(obj)], value_indices=vidx,
+                      synthetic=True, spelling=spelling)
+        uses.append(use)
+        if opt is None:
+            if len(ambiguous) > 1:
+                add_error("ambiguous", use.written, f"ambiguous option: {use.written} could match "
+                          f"{', '.join(ambiguous)}", i, suggest_flag(use.written, ambiguous))
+            else:
+                add_error("unknown", use.written, f"unrecognized arguments: {use.written} {json.dumps(obj)}", i,
+                          suggest_flag(use.written))
+            continue
+        use.option = opt
+
+    values: dict[str, Any] = {}
+    for use in uses:
+        opt = use.option
+        if opt is None:
+            continue
+        try:
+            if opt.nargs == 0:
+                v: Any = use.spelling not in opt.negative if opt.action == "boolean_optional" else True
+            elif opt.nargs == "?" and not use.values:
+                v = opt.const
+            elif opt.nargs == "+":
+                v = [convert_value(opt, x) for x in use.values]
+            elif opt.action == "append":
+                v = [*values.get(opt.dest, []), convert_value(opt, use.values[0])]
+            else:
+                v = convert_value(opt, use.values[0])
+        except _TypeError_ as e:
+            add_error("invalid_value", use.written, f"argument {opt.name}: {e}", use.index, dest=opt.dest)
+            use.option = None
+            continue
+        values[opt.dest] = v
+    for i, tok in stray:
+        add_error("unknown", tok, f"unrecognized arguments: {tok}", i)
+    return ScannedArgv(uses=uses, positionals=positionals, model_index=model_index, model=model, values=values,
+                       errors=errors, launcher=skip)
+
+
+def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(original.get(k), dict):
+            _merge(original[k], v)
+        elif isinstance(v, list) and isinstance(original.get(k), list):
+            original[k] += v
+        else:
+            original[k] = v
+
+
+# ----------------------------------------------------------------------------- --config YAML
+def expand_config_file(argv: Sequence[str], base: Optional[Path] = None) -> list[str]:
+    """`--config serve.yaml` in argv -> the file's options in its place, as FlexibleArgumentParser does.
+
+    Keys become `--key` (true -> the bare flag, false -> `--no-key` when that exact spelling exists,
+    lists -> the flag and each item, objects -> JSON); they go right after the launcher and the
+    positional model, so the command line's own flags, read later, win. Only the kvplan CLI calls this
+    (the library and the service never open files named inside flags).
+    """
+    args = list(argv)
+    if "--config" not in args:
+        return args
+    if args.count("--config") > 1:
+        raise KvplanInputError("more than one --config file in the launch line.", "Keep one --config (vLLM refuses more).")
+    i = args.index("--config")
+    if i == len(args) - 1:
+        raise KvplanInputError("--config names no file.", "Pass --config serve.yaml.")
+    name = args[i + 1]
+    if name.split(".")[-1] not in ("yaml", "yml"):
+        raise KvplanInputError(f"--config {name}: vLLM reads only YAML config files (.yaml/.yml).",
+                               "Convert the file to YAML or pass the options on the command line.")
+    path = (base or Path.cwd()) / name
+    try:
+        import yaml  # noqa: PLC0415
+        config = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise KvplanInputError(f"--config file not found: {path}.", "Pass the path of the vLLM YAML config.") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise KvplanInputError(f"cannot read --config file {path}: {e}.", "Check the file.") from None
+    except yaml.YAMLError as e:
+        raise KvplanInputError(f"malformed YAML in --config file {path}: {str(e).splitlines()[0]}.",
+                               "Fix the YAML (vLLM would fail to load it too).") from None
+    if not isinstance(config, dict):
+        raise KvplanInputError(f"--config file {path} holds no mapping of options.",
+                               "Write one `option: value` per line, e.g. `kv-cache-dtype: fp8`.")
+    extra: list[str] = []
+    for key, value in config.items():
+        if isinstance(value, bool):
+            if value:
+                extra.append(f"--{key}")
+            elif f"--no-{key}" in KNOWN_FLAGS:
+                extra.append(f"--no-{key}")
+        elif isinstance(value, list):
+            if value:
+                extra += [f"--{key}", *map(str, value)]
+        elif isinstance(value, dict):
+            extra += [f"--{key}", json.dumps(value)]
+        else:
+            extra += [f"--{key}", str(value)]
+    rest = args[:i] + args[i + 2:]
+    skip, _ = strip_launcher(rest)
+    at = skip + 1 if len(rest) > skip and not rest[skip].startswith("-") else skip
+    return rest[:at] + extra + rest[at:]
+
+
+# ----------------------------------------------------------------------------- ServingFlags
+@input_boundary(fix="Pass a plausible value (limits: docs/limits.md).")
+def parse_flags(argv: Sequence[str]) -> ServingFlags:
+    """Parse engine flags as vLLM 0.33 does; the leading `vllm serve` / `python -m vllm...` part is skipped."""
+    check_argv(argv)  # argument count and size, before anything is parsed
+    scan = scan_argv(argv)
+    for e in scan.errors:  # a value kvplan needs to plan with, which vLLM's parser rejects: exit 2 like vLLM
+        if e.kind == "invalid_value" and e.dest in MODELLED_DESTS:
+            raise KvplanInputError(e.message if e.message.endswith((".", "?")) else e.message + ".",
+                                   _value_fix(serve_options().by_dest[e.dest]))
+    fields: dict[str, Any] = {}
+    v = scan.values
+    if scan.model:
+        fields["model"] = scan.model
+    if v.get("model") is not None and "model" not in fields:
+        fields["model"] = v["model"]
+    for dest, fld in MODELLED_DESTS.items():
+        if dest in v and v[dest] is not None:
+            fields[fld] = v[dest]
+    if "kv_cache_dtype_skip_layers" in fields:
+        fields["kv_cache_dtype_skip_layers"] = tuple(fields["kv_cache_dtype_skip_layers"])
+    if "hf_overrides" in fields and not isinstance(fields["hf_overrides"], dict):
+        raise KvplanInputError(f"--hf-overrides must be a JSON object, got {fields['hf_overrides']!r}.",
+                               """Pass e.g. --hf-overrides '{"max_position_embeddings": 65536}'.""")
+    if fields.get("max_model_len") == -1:  # 'auto' / -1: vLLM picks the largest length that fits
+        del fields["max_model_len"]
     if "kv_cache_dtype" in fields:
         validate_kv_cache_dtype(fields["kv_cache_dtype"])
         fields["kv_cache_dtype_explicit"] = True
-    if "dtype" in fields and fields["dtype"] != "auto" and fields["dtype"] not in DTYPE_ALIASES:
-        raise KvplanInputError(f"invalid --dtype {fields['dtype']!r}.",
-                               "Valid values: auto, bfloat16, float16, half, float32, float.")
-    fields["unknown_flags"] = tuple(unknown)
+    for dest, flag, minimum in (("tensor_parallel_size", "--tensor-parallel-size", 1),
+                                ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
+                                ("block_size", "--block-size", 1), ("max_num_batched_tokens", "--max-num-batched-tokens", 1),
+                                ("max_num_seqs", "--max-num-seqs", 1), ("max_model_len", "--max-model-len", 1)):
+        if dest in fields and fields[dest] < minimum:
+            raise KvplanInputError(f"{flag} must be at least {minimum}, got {fields[dest]}.", f"Pass a positive {flag}.")
+    if "gpu_memory_utilization" in fields and not 0 < fields["gpu_memory_utilization"] <= 1:
+        raise KvplanInputError(f"--gpu-memory-utilization must be in (0, 1], got {fields['gpu_memory_utilization']}.",
+                               "Pass e.g. --gpu-memory-utilization 0.9.")
+    removed = {u.written for u in scan.uses if u.option is None and u.written in REMOVED_FLAGS}
+    if "--calculate-kv-scales" in removed:
+        fields["calculate_kv_scales"] = True
+    errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS)]
+    fields["unknown_flags"] = tuple(e.flag for e in errors if e.kind == "unknown")
+    fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message,  # type: ignore[arg-type]
+                                            suggestion=e.suggestion) for e in errors)
     return ServingFlags(**fields)
 
 
-def _looks_negative_number(tok: str) -> bool:
-    try:
-        float(tok)
-        return True
-    except ValueError:
-        return False
+_EXAMPLES = {"kv_cache_dtype": "fp8", "kv_cache_dtype_skip_layers": "sliding_window 0", "dtype": "bfloat16",
+             "tensor_parallel_size": "2", "pipeline_parallel_size": "2", "max_model_len": "32768 (or 32k)",
+             "block_size": "16", "gpu_memory_utilization": "0.9", "max_num_batched_tokens": "8192 (or 8k)",
+             "max_num_seqs": "256", "attention_backend": "FLASHINFER",
+             "attention_config": """'{"use_prefill_query_quantization": true}' (quoted for the shell)""",
+             "quantization": "fp8"}
+
+
+def _value_fix(opt: ServeOption) -> str:
+    if opt.choices is not None:
+        return f"Valid values (vLLM {OPTIONS_VERSION}): " + ", ".join(map(str, opt.choices)) + "."
+    return f"Pass e.g. {opt.canonical} {_EXAMPLES.get(opt.dest, '<value>')}."

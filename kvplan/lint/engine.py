@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 from kvplan.api import gpu_facts
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, load_model_inputs
-from kvplan.ingest.flags import _OTHER_BOOL, MODELLED, REMOVED_FLAGS, parse_flags
+from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, parse_flags, scan_argv
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.engines import SUPPORTED_ENGINES, resolve_engine
 from kvplan.lint.config import LoadedConfig, engine_spec
@@ -28,7 +28,7 @@ from kvplan.rules.base import all_rules
 from kvplan.rules.context import FlagsOnlyContext
 
 # Flag rules that need no model: they run even when the model's config is unknown.
-MODEL_FREE = ("KV001", "KV002", "KV003", "KV301")
+MODEL_FREE = ("KV001", "KV002", "KV003", "KV006", "KV007", "KV301")
 
 # Findings about the file, the pod or the variables, true whichever vLLM release runs: never upgrade findings.
 RELEASE_INDEPENDENT = frozenset({"KV802", "KV804", "KV807", "KV808", "KV809", "KV811", "KV812", "KV813"})
@@ -84,6 +84,8 @@ class FlagUse:
     tok: Tok
     values: list[Tok] = field(default_factory=list)
     inline: bool = False
+    written: str = ""
+    """The flag as written (dashes for underscores); `flag` is the option it resolved to."""
 
     def tokens(self) -> list[Tok]:
         return [self.tok] if self.inline else [self.tok, *self.values]
@@ -94,43 +96,31 @@ def _norm(flag: str) -> str:
 
 
 def index_flags(args: Sequence[Tok]) -> tuple[list[FlagUse], list[Tok]]:
-    """Split engine arguments the way `kvplan.ingest.flags.parse_flags` consumes them."""
+    """Split engine arguments with vLLM's own option table, as `kvplan.ingest.flags.parse_flags` reads them.
+
+    `flag` is the option a prefix or alias resolved to (`--max-model` -> `--max-model-len`, `-tp` ->
+    `--tensor-parallel-size`); unknown and ambiguous flags keep their written form.
+    """
+    scan = scan_argv([t.value for t in args])
     uses: list[FlagUse] = []
-    positionals: list[Tok] = []
-    i = 0
-    while i < len(args):
-        t = args[i]
-        if not t.value.startswith("-") or _is_number(t.value):
-            positionals.append(t)
-            i += 1
+    seen: set[int] = set()
+    for u in scan.uses:
+        if u.index in seen and not u.synthetic:
             continue
-        raw, eq, _ = t.value.partition("=")
-        flag = _norm(raw)
-        if eq:
-            uses.append(FlagUse(flag, t, [t.at(len(raw) + 1)], inline=True))
-            i += 1
+        t = args[u.index]
+        if u.synthetic:  # --attention-config.backend X: the dotted tokens themselves
+            vals = [args[k] for k in u.value_indices if k != u.index]
+            uses.append(FlagUse(u.flag, t, vals, inline=not vals, written=u.written))
             continue
-        use = FlagUse(flag, t)
-        i += 1
-        if flag in MODELLED and MODELLED[flag][1] == "list":
-            while i < len(args) and not args[i].value.startswith("--"):
-                use.values.append(args[i])
-                i += 1
-        elif flag in _OTHER_BOOL or (flag in REMOVED_FLAGS and not REMOVED_FLAGS[flag][1]):
-            pass
-        elif i < len(args) and (not args[i].value.startswith("-") or _is_number(args[i].value)):
-            use.values.append(args[i])
-            i += 1
-        uses.append(use)
+        seen.add(u.index)
+        if u.inline:
+            eq = t.value.find("=")
+            off = eq + 1 if eq >= 0 else min(2, len(t.value))  # -O3
+            uses.append(FlagUse(u.flag, t, [t.at(off)], inline=True, written=u.written))
+        else:
+            uses.append(FlagUse(u.flag, t, [args[k] for k in u.value_indices], written=u.written))
+    positionals = [args[i] for i in scan.positionals]
     return uses, positionals
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False
 
 
 def _argv(uses: list[FlagUse], positionals: list[Tok], order: Sequence[Tok] = ()) -> list[str]:
@@ -231,7 +221,8 @@ class Linter:
             if u.tok.unknown and "$" in u.tok.value.split("=", 1)[0]:
                 continue  # the flag's own name is a variable
             bad = next((v for v in u.values if v.unknown), None)
-            if bad is not None:
+            # (an unknown or ambiguous flag is wrong whatever its value: it stays, and vLLM exits on it)
+            if bad is not None and (u.flag in KNOWN_FLAGS or u.flag == "--model"):
                 if u.flag == "--model":
                     unknown_model = bad
                 elif u.flag in MODELLED:
@@ -243,8 +234,10 @@ class Linter:
         if positionals and positionals[0].unknown:
             unknown_model = unknown_model or positionals[0]
             positionals = []
-        else:
-            positionals = [p for p in positionals if not p.unknown]
+        elif any(p.unknown for p in positionals[1:]):
+            # A word only known at run time ($EXTRA_ARGS, "$@") may expand to any flags, taking the words after
+            # it as their values: then no word past the model is a stray argument vLLM would reject.
+            positionals = positionals[:1]
 
         sf = self._parse(uses, positionals, out, site.launch.args)
         model = sf.model
@@ -322,7 +315,8 @@ class Linter:
                 if not engine.satisfies(r.versions):
                     continue
                 for em in r.fn(ctx):
-                    out.append(self._anchored(code, em.message, em.fix or r.fix, (), uses, model_tok, anchor, model))
+                    out.append(self._anchored(code, em.message, em.fix or r.fix, (), uses, model_tok, anchor, model,
+                                              positionals=positionals))
         else:
             plan = self._plan(src, sf, gpu_name, engine)
             if isinstance(plan, KvplanInputError):
@@ -331,11 +325,11 @@ class Linter:
             else:
                 for f in plan.findings:
                     out.append(self._anchored(f.code, f.message, f.fix, tuple(f.layers), uses, model_tok, anchor, model,
-                                              f.severity.value))
+                                              f.severity.value, positionals=positionals))
         # Consequences of problems already reported: a flag and value in one argv entry (KV809) is not
         # also an unknown flag, and a skip list is not "without quantization" when the dtype was invalid.
         bad_dtype = any(f.code == "KV803" and "--kv-cache-dtype " in f.message for f in out)
-        out = [f for f in out if not (f.code == "KV001" and re.match(r"unknown flag [^\s;]+\s+[^;.\s]", f.message))
+        out = [f for f in out if not (f.code == "KV001" and re.match(r"unknown flag [^\s:;]+\s+[^\s:;]+:", f.message))
                and not (bad_dtype and f.code in ("KV305", "KV306"))]
         if pinned_old is not None:  # what the modelled release would reject: upgrade findings, not errors today
             out = [f if f.code in RELEASE_INDEPENDENT else replace(
@@ -376,8 +370,8 @@ class Linter:
     # ------------------------------------------------------------------ anchoring
     def _anchored(self, code: str, message: str, fix: Optional[str], layers: tuple[int, ...], uses: list[FlagUse],
                   model_tok: Optional[Tok], anchor: Tok, model: Optional[str],
-                  severity: Optional[str] = None) -> RawFinding:
-        tok = _anchor(code, message, uses) or model_tok or anchor
+                  severity: Optional[str] = None, positionals: Sequence[Tok] = ()) -> RawFinding:
+        tok = _anchor(code, message, uses, positionals) or model_tok or anchor
         return RawFinding(code, message, tok, fix=fix, model=model, layers=layers, severity=severity)
 
     # ------------------------------------------------------------------ plans
@@ -414,12 +408,15 @@ class Linter:
 _KV_FLAG = ("--kv-cache-dtype",)
 
 
-def _anchor(code: str, message: str, uses: list[FlagUse]) -> Optional[Tok]:
+def _anchor(code: str, message: str, uses: list[FlagUse], positionals: Sequence[Tok] = ()) -> Optional[Tok]:
     """The token a planner finding is about: the flag it names, else --kv-cache-dtype, else None."""
-    if code == "KV001":
-        m = re.search(r"unknown flag (\S+?)(?:;|\.?$)", message)
+    if code == "KV001" and message.startswith("unexpected argument '"):  # a stray positional word
+        word = message[len("unexpected argument '"):].split("':", 1)[0]
+        return next((t for t in reversed(positionals) if t.value == word), None)
+    if code in ("KV001", "KV006", "KV007"):
+        m = re.match(r"(?:unknown flag|ambiguous flag|invalid value for) (\S+?):", message)
         flag = _norm(m.group(1)) if m else None
-        hits = [u for u in uses if u.flag == flag]
+        hits = [u for u in uses if flag in (u.written, u.flag)]
         return hits[0].tok if hits else None
     if code in ("KV002", "KV003"):
         u = _last(uses, "--calculate-kv-scales")

@@ -1,7 +1,7 @@
 """Serving flags as the engine receives them (vLLM spelling)."""
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
@@ -20,6 +20,20 @@ class FlagSpan(Frozen):
     """The flag as written (e.g. '--kv-cache-dtype')."""
     position: int
     """Index of the token in argv."""
+
+
+class FlagError(Frozen):
+    """A launch-line problem that makes vLLM's argument parser exit with status 2."""
+
+    kind: Literal["unknown", "ambiguous", "invalid_value"]
+    """unknown: an option (or stray argument) vLLM does not know; ambiguous: a prefix of several
+    options; invalid_value: a value the option's type or choices reject, or a missing value."""
+    flag: str
+    """The flag as written (underscores turned into dashes, as vLLM does), or the stray argument."""
+    message: str
+    """vLLM's own error text (argparse wording), without the `vllm serve: error:` prefix."""
+    suggestion: Optional[str] = None
+    """The closest real option, for unknown and ambiguous flags."""
 
 
 class ServingFlags(Frozen):
@@ -56,7 +70,9 @@ class ServingFlags(Frozen):
     calculate_kv_scales: bool = False
     """--calculate-kv-scales was passed (removed in vLLM 0.33)."""
     unknown_flags: tuple[str, ...] = ()
-    """Flags kvplan does not model (reported as findings, never a crash)."""
+    """Options vLLM 0.33's `vllm serve` parser does not know (KV001; vLLM exits with status 2)."""
+    flag_errors: tuple[FlagError, ...] = ()
+    """Everything vLLM's parser would stop on: unknown, ambiguous or invalid flags (KV001, KV006, KV007)."""
     model: Optional[str] = None
     """Positional model path / --model, when present in a pasted launch line."""
     revision: Optional[str] = None

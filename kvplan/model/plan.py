@@ -8,7 +8,7 @@ from pydantic import Field, model_serializer
 from kvplan.model.base import Frozen
 from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 class Decision(Frozen):
@@ -73,7 +73,9 @@ class LayerPlan(Frozen):
     max_bytes_per_request: Optional[int] = None
     """Upper bound of this layer's KV bytes for one request at --max-model-len (window/chunk-limited layers are smaller)."""
     backend: Optional[str] = None
-    """Attention backend the engine would select for this layer (needs --gpu)."""
+    """Attention backend the engine would select for this layer (needs --gpu): vLLM's backend enum name exactly (FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, ...)."""
+    flash_attn_version: Optional[Literal[2, 3, 4]] = None
+    """FlashAttention version the FLASH_ATTN / FLASH_ATTN_MLA backend runs for this layer (2, 3 or 4); null for other backends or without --gpu."""
     query_dtype: Optional[str] = None
     """Query dtype the backend uses for this layer (e.g. float8_e4m3fn when the query is quantized)."""
     decided_by: list[str] = Field(default_factory=list)

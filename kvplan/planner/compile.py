@@ -83,7 +83,8 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
             quant_mode=st.get("quant_mode", QuantMode.none),
             scale_source=st.get("scale_source", ScaleSource.none),
             skipped=bool(st.get("skipped", False)), bytes_per_token=st.get("bytes_per_token", 0),
-            backend=st.get("backend"), query_dtype=st.get("query_dtype"),
+            backend=st.get("backend"), flash_attn_version=st.get("flash_attn_version"),
+            query_dtype=st.get("query_dtype"),
             decided_by=decided_by, decisions=decisions))
 
     layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes)

@@ -50,7 +50,7 @@ def compress_indices(idx: list[int]) -> str:
 def _signature(lp: LayerPlan) -> tuple:
     return (lp.kind, lp.sliding_window, lp.attention_chunk_size, lp.num_kv_heads, lp.head_size,
             lp.head_size_v, lp.kv_cache_dtype, lp.dtype, lp.quant_mode, lp.scale_source, lp.skipped,
-            lp.bytes_per_token, lp.backend, lp.query_dtype, tuple(lp.decided_by))
+            lp.bytes_per_token, lp.backend, lp.flash_attn_version, lp.query_dtype, tuple(lp.decided_by))
 
 
 def group_layers(layers: Iterable[LayerPlan], expand: bool = False) -> list[list[LayerPlan]]:
@@ -112,7 +112,8 @@ def _layer_table(plan: Plan, title: str, expand: bool, show_backend: bool,
                lp.kv_cache_dtype or "-", lp.dtype or "-", Text(mode, style=_MODE_STYLE.get(mode, "")),
                _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-", f"{lp.bytes_per_token:,}"]
         if show_backend:
-            row += [lp.backend or "-", lp.query_dtype or "-"]
+            fa = f" FA{lp.flash_attn_version}" if lp.backend and lp.flash_attn_version else ""
+            row += [(lp.backend or "-") + fa, lp.query_dtype or "-"]
         if with_rules:
             row.append(", ".join(c.removeprefix("KV") if i else c for i, c in enumerate(lp.decided_by)))
         t.add_row(*row)

@@ -71,8 +71,12 @@ def backend_selection(ctx, la, st):
         return
     ch = _choice(ctx, la, st["kv_cache_dtype"])
     if ch.backend:
-        fa = f" (FA{ch.flash_attn_version})" if ch.flash_attn_version else ""
-        yield Set("backend", ch.backend + fa, f"first valid backend on {ctx.gpu.name} for kv dtype {st['kv_cache_dtype']!r}")
+        # `backend` is vLLM's enum name exactly; the FlashAttention version is a field of its own.
+        yield Set("backend", ch.backend, f"first valid backend on {ctx.gpu.name} for kv dtype {st['kv_cache_dtype']!r}")
+        if ch.flash_attn_version:
+            yield Set("flash_attn_version", ch.flash_attn_version,
+                      f"get_flash_attn_version() on {ctx.gpu.name} for head size {la.head_size} and kv dtype "
+                      f"{st['kv_cache_dtype']!r}")
     q = ch.decode_query_dtype or ("float8_e4m3fn" if ch.query_quant else None)
     if ch.backend == "FLASHINFER" and ctx.engine_has("flashinfer_skip_layer_query_dtype_crash") \
             and not ch.query_quant and ctx.kv_cache_dtype != st["kv_cache_dtype"]:

@@ -24,7 +24,7 @@ def _engine_has(feature: str, engine: EngineVersion) -> bool:
 
 @dataclass(frozen=True)
 class FlagsOnlyContext:
-    """What a flag-only rule (KV001/KV002/KV003/KV301) needs when no model is known (the linter's
+    """What a flag-only rule (KV001/KV002/KV003/KV006/KV007/KV301) needs when no model is known (the linter's
     launches of models it cannot find): the serving flags and the release modelled."""
 
     flags: ServingFlags

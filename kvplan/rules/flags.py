@@ -1,21 +1,79 @@
-"""Launch-line problems: unknown and removed flags."""
+"""Launch-line problems: flags vLLM's parser stops on (unknown, ambiguous, invalid) and removed flags.
+
+The parsing itself lives in `kvplan.ingest.flags` (vLLM 0.33's own option table); these rules turn
+what it recorded into findings that carry vLLM's wording.
+"""
 from __future__ import annotations
 
 from kvplan.ingest.flags import REMOVED_FLAGS, suggest_flag
 from kvplan.rules.base import Emit, declare
 
+_PARSER_REF = "vllm/utils/argparse_utils.py::FlexibleArgumentParser"
+_OPTIONS_REF = "kvplan/data/vllm/serve_options-0.33.0.json (scripts/gen_vllm_serve_options.py)"
 
-@declare(code="KV001", name="unknown-flag", severity="warning", family="flags",
-         summary="A flag that vLLM 0.33 does not know (often a typo of a KV flag).",
-         why="vLLM's argument parser rejects unknown flags at startup; a typo such as "
-             "--kv-cache-type never reaches the KV cache.",
+
+def _exits(message: str) -> str:
+    return f'vLLM exits with "{message}"'
+
+
+@declare(code="KV001", name="unknown-flag", severity="error", family="flags",
+         summary="An option vLLM 0.33's `vllm serve` parser does not know (often a typo of a KV flag).",
+         why="vLLM's argument parser rejects unrecognized arguments and exits with status 2 before "
+             "loading anything: a typo such as --kv-cache-type or --tensor_paralel_size stops the launch. "
+             "kvplan checks every flag against the 321 options of vLLM 0.33's parser (engine and "
+             "frontend), generated from the parser itself.",
          fix="Use the flag's exact vLLM spelling (the message suggests the closest one).",
-         references=("vllm/engine/arg_utils.py::EngineArgs.add_cli_args",))
+         references=("vllm/engine/arg_utils.py::EngineArgs.add_cli_args", _PARSER_REF, _OPTIONS_REF))
 def unknown_flag(ctx):
-    for flag in ctx.flags.unknown_flags:
+    seen = set()
+    for e in ctx.flags.flag_errors:
+        if e.kind != "unknown":
+            continue
+        seen.add(e.flag)
+        what = f"unknown flag {e.flag}" if e.flag.startswith("-") else f"unexpected argument {e.flag!r}"
+        hint = f"; did you mean {e.suggestion}?" if e.suggestion else "."
+        yield Emit(f"{what}: {_exits(e.message)}{hint}",
+                   fix=f"Replace it with {e.suggestion}." if e.suggestion else
+                   ("Remove it or check `vllm serve --help=all`." if e.flag.startswith("-") else
+                    "Remove it: `vllm serve` takes one positional argument, the model."))
+    for flag in ctx.flags.unknown_flags:  # ServingFlags built directly (library callers)
+        if flag in seen:
+            continue
         s = suggest_flag(flag)
-        yield Emit(f"unknown flag {flag}" + (f"; did you mean {s}?" if s else "."),
-                   fix=f"Replace it with {s}." if s else "Remove it or check `vllm serve --help`.")
+        yield Emit(f"unknown flag {flag}: {_exits('unrecognized arguments: ' + flag)}"
+                   + (f"; did you mean {s}?" if s else "."),
+                   fix=f"Replace it with {s}." if s else "Remove it or check `vllm serve --help=all`.")
+
+
+@declare(code="KV006", name="ambiguous-flag", severity="error", family="flags",
+         summary="A flag that is a prefix of several vLLM options (e.g. --kv-cache, --kv-cache-dtyp).",
+         why="vLLM's parser accepts unambiguous prefixes of its options (argparse allow_abbrev: "
+             "--max-model 4096 is --max-model-len 4096), but a prefix of two or more options makes it exit "
+             "with status 2 ('ambiguous option'); a prefix unique among the engine options can still be "
+             "ambiguous among all `vllm serve` options.",
+         fix="Spell the option out in full (the message lists the candidates).",
+         references=(_PARSER_REF, _OPTIONS_REF))
+def ambiguous_flag(ctx):
+    for e in ctx.flags.flag_errors:
+        if e.kind == "ambiguous":
+            hint = f"; did you mean {e.suggestion}?" if e.suggestion else "."
+            yield Emit(f"ambiguous flag {e.flag}: {_exits(e.message)}{hint}",
+                       fix=f"Write the full option, e.g. {e.suggestion}." if e.suggestion else
+                       "Write the full option name.")
+
+
+@declare(code="KV007", name="flag-value-rejected", severity="error", family="flags",
+         summary="A flag value vLLM's parser rejects: wrong type, not one of the choices, or missing.",
+         why="vLLM's parser converts every value with the option's type (int, float, human-readable "
+             "integers such as 32k, JSON) and checks its choices; a value it cannot convert, an invalid "
+             "choice, a missing value or a value given to a flag that takes none makes it exit with status 2. "
+             "kvplan plans without that value.",
+         fix="Pass a value of the option's type (the message quotes vLLM's reason and the choices).",
+         references=(_PARSER_REF, _OPTIONS_REF))
+def invalid_flag_value(ctx):
+    for e in ctx.flags.flag_errors:
+        if e.kind == "invalid_value":
+            yield Emit(f"invalid value for {e.flag}: {_exits(e.message)}.")
 
 
 @declare(code="KV002", name="removed-flag", severity="error", family="flags",

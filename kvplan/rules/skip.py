@@ -42,7 +42,13 @@ def skip_layers(ctx, la, st):
 def skip_unknown(ctx):
     for tok in ctx.flags.kv_cache_dtype_skip_layers:
         if tok != "sliding_window" and not is_index_token(tok):
-            yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing; vLLM ignores it silently.")
+            parts = [p.strip() for p in tok.split(",") if p.strip()]
+            if len(parts) > 1:  # nargs='+': vLLM 0.33 does not split on commas
+                yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing in vLLM; did you mean "
+                           f"`{' '.join(parts)}`? (vLLM takes space-separated tokens and ignores this one silently.)",
+                           fix=f"Pass the tokens separated by spaces: --kv-cache-dtype-skip-layers {' '.join(parts)}.")
+            else:
+                yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing; vLLM ignores it silently.")
 
 
 @declare(code="KV302", name="skip-index-out-of-range", severity="warning", family="skip",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ def test_plan_json_validates_against_published_schema() -> None:
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, schema_dict("plan"))
-    assert doc["schema_version"] == "1.0" and doc["engine"] == {"name": "vllm", "version": "0.33.0"}
+    assert doc["schema_version"] == "1.1" and doc["engine"] == {"name": "vllm", "version": "0.33.0"}
     assert [l["kv_cache_dtype"] for l in doc["layers"][:2]] == ["auto", "fp8"]
 
 
@@ -80,8 +81,8 @@ def test_bad_inputs_one_line_exit_2(tmp_path: Path) -> None:
         ([str(bad_json)], "malformed JSON"),
         ([str(unknown)], "unknown model_type"),
         ([GPT_OSS, "--kv-cache-dtype", "fp8_e4m3fn"], "invalid --kv-cache-dtype 'fp8_e4m3fn'"),
-        ([GPT_OSS, "--tensor-parallel-size", "two"], "expects an integer"),
-        ([GPT_OSS, "--attention-config", "{not json"], "not valid JSON"),
+        ([GPT_OSS, "--tensor-parallel-size", "two"], "argument --tensor-parallel-size/-tp: invalid int value: 'two'"),
+        ([GPT_OSS, "--attention-config", "{not json"], "invalid JSON for --attention-config"),
     ]
     for args, expect in cases:
         r = kvplan("plan", *args)
@@ -103,11 +104,12 @@ def test_out_not_written_on_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and not out.exists()
 
 
-def test_unknown_flag_is_a_finding_not_a_crash() -> None:
-    r = runner.invoke(app, ["plan", GPT_OSS, "--kv-cache-type", "fp8"], env=ENV)
-    assert r.exit_code == 0
+def test_unknown_flag_is_an_error_finding_not_a_crash() -> None:
+    # vLLM exits with status 2 on it, so the plan carries an error finding (exit 1 at the default fail level).
+    r = runner.invoke(app, ["plan", GPT_OSS, "--kv-cache-type", "fp8", "--format", "json"], env=ENV)
+    assert r.exit_code == 1
     f = [f for f in json.loads(r.stdout)["findings"] if f["code"] == "KV001"]
-    assert f and "--kv-cache-dtype" in f[0]["message"]
+    assert f and f[0]["severity"] == "error" and "did you mean --kv-cache-dtype?" in f[0]["message"]
 
 
 def test_rule_prints_documentation() -> None:
@@ -152,3 +154,16 @@ def test_usage_errors_are_one_line_exit_2() -> None:
         assert len(lines) == 1 and lines[0].startswith("kvplan: error: "), r.stderr
         assert expect in lines[0] and f"(see '{helps}')" in lines[0], lines[0]
         assert "Usage:" not in r.stderr and "Value error" not in r.stderr and r.stdout == ""
+
+
+def test_plan_reads_vllm_config_yaml_like_vllm(tmp_path: Path) -> None:
+    (tmp_path / "serve.yaml").write_text("kv-cache-dtype: fp8\nkv-cache-dtype-skip-layers: [sliding_window]\n")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        r = runner.invoke(app, ["plan", GPT_OSS, "--config", "serve.yaml", "--max-model", "4096", "--format", "json"], env=ENV)
+    finally:
+        os.chdir(old)
+    doc = json.loads(r.stdout)
+    assert doc["flags"]["kv_cache_dtype"] == "fp8" and doc["flags"]["max_model_len"] == 4096
+    assert doc["layers"][0]["kv_cache_dtype"] == "auto" and doc["layers"][1]["kv_cache_dtype"] == "fp8"

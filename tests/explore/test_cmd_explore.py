@@ -36,7 +36,7 @@ def test_explore_without_a_terminal_prints_explain_with_a_note() -> None:
 @pytest.mark.parametrize("args, message", [
     ([str(ROOT / "no" / "such" / "config.json")], "kvplan: error: path not found: "),
     ([str(GPT_OSS), "--kv-cache-dtype", "fp9"], "kvplan: error: invalid --kv-cache-dtype 'fp9'. Did you mean 'fp8'?"),
-    ([str(GPT_OSS), "--tensor-parallel-size", "zero"], "kvplan: error: --tensor-parallel-size expects an integer"),
+    ([str(GPT_OSS), "--tensor-parallel-size", "zero"], "kvplan: error: argument --tensor-parallel-size/-tp: invalid int value: 'zero'"),
     ([str(GPT_OSS), "--gpu", "h1000"], "kvplan: error: "),
     ([str(GPT_OSS), "--engine", "vllm==0.17.0"], "kvplan: error: --engine vllm==0.17.0: vLLM 0.17.0 is not modelled"),
     ([str(GPT_OSS), "--policy", "p.yaml", "--no-policy"], "kvplan: error: --policy and --no-policy contradict"),

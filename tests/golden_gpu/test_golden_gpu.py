@@ -57,7 +57,7 @@ def golden_entry(plan: Any) -> tuple[dict[str, Any], list[str]]:
     for lp in plan.layers:
         if lp.kv_cache_dtype is None:
             continue
-        key = (lp.kind, lp.kv_cache_dtype, lp.dtype, lp.backend, lp.query_dtype)
+        key = (lp.kind, lp.kv_cache_dtype, lp.dtype, lp.backend, lp.flash_attn_version, lp.query_dtype)
         groups.setdefault(key, []).append(lp.index)
     errors = [f for f in plan.findings if f.severity.value == "error"]
     explained = {i for f in errors for i in f.layers}
@@ -66,7 +66,7 @@ def golden_entry(plan: Any) -> tuple[dict[str, Any], list[str]]:
                and not lp.backend and lp.index not in explained and not engine_refuses]
     entry = {
         "groups": [{"layers": layer_ranges(ix), "kind": k[0], "kv_cache_dtype": k[1], "dtype": k[2],
-                    "backend": k[3], "query_dtype": k[4]} for k, ix in sorted(groups.items(), key=lambda kv: kv[1][0])],
+                    "backend": k[3], "flash_attn_version": k[4], "query_dtype": k[5]} for k, ix in sorted(groups.items(), key=lambda kv: kv[1][0])],
         "errors": [f"{f.code}: {f.message}" for f in errors],
         "warnings": [f"{f.code}: {f.message[:WARNING_CHARS]}" for f in plan.findings if f.severity.value == "warning"],
     }

@@ -169,8 +169,9 @@ def test_service_layer_limit_narrows_the_same_check() -> None:
 
 # ----------------------------------------------------------------------------- flags and argv
 @pytest.mark.parametrize(("argv", "words"), [
-    (["--max-model-len", "inf"], "--max-model-len expects a length like 8192 or 32k, got 'inf'"),
-    (["--max-model-len", "1e300"], "--max-model-len is 1000000000000000052504760255204420248704468581108159154"),
+    (["--max-model-len", "inf"], "argument --max-model-len: invalid human_readable_int_or_auto value: 'inf'"),
+    (["--max-model-len", "1e300"], "argument --max-model-len: invalid human_readable_int_or_auto value: '1e300'"),
+    (["--max-model-len", "1" + "0" * 300], "--max-model-len is 1000000000000000000000000000000000000000000000000000"),
     (["--tensor-parallel-size", "100000"], "--tensor-parallel-size is 100000; it must be at most 4,096"),
     (["--block-size", str(2**20)], "--block-size is 1048576; it must be at most 65,536"),
     (["--attention-config", "[" * 5000 + "]" * 5000], "the input nests too deeply to read"),

@@ -37,10 +37,11 @@ def test_cli_text_format_points_at_file_line_column() -> None:
     r = lint(f"{DEPLOY}/k8s-deployment-typo.yaml")
     assert r.exit_code == 1, r.output  # KV002 is an error
     lines = r.stdout.splitlines()
-    assert lines[0] == ("examples/deploy/k8s-deployment-typo.yaml:27:15: KV001 [warning] unknown flag --kv-cache-type; "
-                        "did you mean --kv-cache-dtype? (spec.template.spec.containers[0].args[1])")
+    assert lines[0] == ("examples/deploy/k8s-deployment-typo.yaml:27:15: KV001 [error] unknown flag --kv-cache-type: "
+                        'vLLM exits with "unrecognized arguments: --kv-cache-type=fp8"; did you mean --kv-cache-dtype? '
+                        "(spec.template.spec.containers[0].args[1])")
     assert lines[1] == "    fix: Replace it with --kv-cache-dtype."
-    assert lines[-1].startswith("Found 2 findings (1 error, 1 warning, 0 info) in 1 file")
+    assert lines[-1].startswith("Found 2 findings (2 error, 0 warning, 0 info) in 1 file")
     assert "\x1b[" not in r.stdout
 
 
@@ -52,7 +53,8 @@ def test_cli_exit_codes_fail_level_and_exit_zero() -> None:
     assert lint(warn_only).exit_code == 0
     assert lint(warn_only, "--fail-level", "warning").exit_code == 1
     assert lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--exit-zero").exit_code == 0
-    assert lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--ignore", "KV002").exit_code == 0
+    assert lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--ignore", "KV002").exit_code == 1  # KV001: vLLM exits 2
+    assert lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--ignore", "KV001,KV002").exit_code == 0
     assert lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--select", "KV001", "--fail-level", "warning").exit_code == 1
 
 
@@ -101,8 +103,8 @@ def test_cli_sarif_with_no_findings_is_valid() -> None:
 
 def test_cli_github_annotations_are_escaped_workflow_commands() -> None:
     out = lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--format", "github").stdout.splitlines()
-    assert out[0].startswith("::warning file=examples/deploy/k8s-deployment-typo.yaml,line=27,col=15,title=KV001 unknown-flag::"
-                             "unknown flag --kv-cache-type; did you mean --kv-cache-dtype?")
+    assert out[0].startswith("::error file=examples/deploy/k8s-deployment-typo.yaml,line=27,col=15,title=KV001 unknown-flag::"
+                             "unknown flag --kv-cache-type: vLLM exits with ")
     assert out[1].startswith("::error file=examples/deploy/k8s-deployment-typo.yaml,line=30,col=15,title=KV002 removed-flag::")
     info = lint(f"{DEPLOY}/leaderworkerset.yaml", "--format", "github", "--select", "KV105").stdout
     assert info.startswith("::notice ")

@@ -12,7 +12,9 @@ LLAMA = EXAMPLES / "Meta-Llama-3.1-8B" / "config.json"
 
 def test_h100_fp8_uses_fa3_and_skipped_layers_their_own_backend() -> None:
     plan = kvplan.api.compile(LLAMA, "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 0", "h100")
-    assert plan.layers[1].backend.startswith("FLASH_ATTN") and "FA3" in plan.layers[1].backend
+    # `backend` is vLLM's enum name exactly; the FlashAttention version has its own field.
+    assert plan.layers[1].backend == "FLASH_ATTN" and plan.layers[1].flash_attn_version == 3
+    assert all(lp.flash_attn_version is None for lp in plan.layers if lp.backend != "FLASH_ATTN")
     assert plan.layers[1].query_dtype == "float8_e4m3fn"
     assert plan.layers[0].query_dtype != "float8_e4m3fn"  # skipped layer: model-dtype query (#39002)
     assert "KV140" in plan.layers[1].decided_by
@@ -57,3 +59,23 @@ def test_older_release_backends_and_query_dtypes_follow_the_release() -> None:
     assert old.layers[0].backend == new.layers[0].backend == "FLASHINFER"
     assert old.layers[0].query_dtype == "float8_e4m3fn"  # before PR #39002: the global dtype's query
     assert new.layers[0].query_dtype == "bfloat16"        # since: the group's own dtype
+
+
+def test_backend_is_exactly_a_vllm_enum_name_in_every_gpu_golden() -> None:
+    """`backend` is vLLM 0.33's AttentionBackendEnum name (tests/data, generated from vLLM), never decorated."""
+    import json
+
+    from tests.conftest import DATA, ROOT
+    names = set(json.loads((DATA / "vllm_attention_backend_enum-0.33.0.json").read_text())["names"])
+    seen: set[str] = set()
+    versions: set[tuple[str, int]] = set()
+    for path in (ROOT / "tests" / "golden_gpu").glob("*.json"):
+        for per_gpu in json.loads(path.read_text())["gpus"].values():
+            for g in (g for entry in per_gpu.values() for g in entry["groups"]):
+                if g["backend"] is not None:
+                    seen.add(g["backend"])
+                if g.get("flash_attn_version") is not None:
+                    versions.add((g["backend"], g["flash_attn_version"]))
+    assert seen and seen <= names, seen - names
+    assert versions and {b for b, _ in versions} <= {"FLASH_ATTN", "FLASH_ATTN_MLA"}
+    assert {v for _, v in versions} <= {2, 3, 4}

@@ -59,6 +59,18 @@ def test_plan_inline_config_equals_the_library(client: httpx.Client) -> None:
     assert doc["totals"] == want.totals.model_dump(mode="json")
 
 
+def test_plan_flags_read_as_vllm_parser_reads_them(client: httpx.Client) -> None:
+    r = client.post("/v1/plan", json={"config": GPT_OSS_CFG,
+                                      "flags": "--kv-cache-dtype fp8 --kv-cache-dtype-s sliding_window --kv-cache-mem 1G "
+                                               "--config /etc/serve.yaml"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["layers"][0]["kv_cache_dtype"] == "auto" and doc["layers"][1]["kv_cache_dtype"] == "fp8"
+    assert [f["code"] for f in doc["findings"] if f["severity"] == "error"] == []  # --config is not opened
+    bad = client.post("/v1/plan", json={"config": GPT_OSS_CFG, "flags": ["--kv-cache", "fp8"]}).json()
+    assert [(f["code"], f["severity"]) for f in bad["findings"] if f["code"] == "KV006"] == [("KV006", "error")]
+
+
 def test_plan_flags_as_argv_list_and_hf_quant_config(client: httpx.Client) -> None:
     model = "nvidia-Llama-3.1-70B-Instruct-FP8"
     hq = json.loads((CORPUS / model / "hf_quant_config.json").read_text())
