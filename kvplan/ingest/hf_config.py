@@ -296,6 +296,15 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
         kinds, srcs = ["mamba"] * n, [f"{architecture}: attention-free (state-space) model"] * n
     elif mla is not None:
         kinds, srcs = ["mla"] * n, ["kv_lora_rank present: MLA latent cache"] * n
+    elif module.endswith(".mimo_v2") and isinstance(raw.get("hybrid_layer_pattern"), list):
+        # MiMo-V2-Flash: hybrid_layer_pattern[i] == 1 is a sliding layer (vLLM's is_sliding).
+        hlp = raw["hybrid_layer_pattern"]
+        if len(hlp) < n:
+            raise KvplanInputError(f"{path}: hybrid_layer_pattern has {len(hlp)} entries for {n} layers.",
+                                   "Fix hybrid_layer_pattern or num_hidden_layers.")
+        kinds = ["sliding_attention" if v == 1 else "full_attention" for v in hlp[:n]]
+        srcs = [f"hybrid_layer_pattern[{i}] = {v!r} (1 = sliding, MiMo-V2)" for i, v in enumerate(hlp[:n])]
+        window = raw.get("sliding_window_size") if isinstance(raw.get("sliding_window_size"), int) else window
     elif isinstance(pattern, str) and pattern:
         if len(pattern) != n:
             raise KvplanInputError(
@@ -325,6 +334,12 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
         per, off = raw["attn_layer_period"], raw["attn_layer_offset"]
         kinds = ["full_attention" if i % per == off else "mamba" for i in range(n)]
         srcs = [f"attn_layer_period {per}, attn_layer_offset {off}: attention where i % {per} == {off}"] * n
+    elif (not (isinstance(layer_types, list) and layer_types) and isinstance(raw.get("full_attention_interval"), int)
+          and raw["full_attention_interval"] > 0):
+        # Qwen3-Next / Qwen3.5 config classes: layer_types from full_attention_interval.
+        iv = raw["full_attention_interval"]
+        kinds = ["linear_attention" if (i + 1) % iv else "full_attention" for i in range(n)]
+        srcs = [f"full_attention_interval {iv}: every {iv}th layer is full attention, the rest linear"] * n
     elif isinstance(layer_types, list) and layer_types:
         if len(layer_types) < n:
             raise KvplanInputError(f"{path}: layer_types has {len(layer_types)} entries for {n} layers.",
@@ -391,15 +406,27 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
             if str(k).isdigit() and isinstance(v, dict):
                 per_layer[int(k)] = {kk: vv for kk, vv in v.items()
                                      if kk in ("head_dim", "num_key_value_heads") and isinstance(vv, int)}
-    elif text_type.startswith("gemma4") and global_hd is None and "global_head_dim" not in raw:
-        global_hd = 512
-        notes.append("global_head_dim absent from the config: using 512, the Gemma 4 config class default")
+    elif text_type.startswith("gemma4"):
+        # transformers' Gemma4TextConfig builds that map from global_head_dim (default 512) and,
+        # only when attention_k_eq_v is true, num_global_key_value_heads.
+        if global_hd is None and "global_head_dim" not in raw:
+            global_hd = 512
+            notes.append("global_head_dim absent from the config: using 512, the Gemma 4 config class default")
+        if global_kv and not raw.get("attention_k_eq_v"):
+            notes.append("num_global_key_value_heads ignored: attention_k_eq_v is not true (Gemma 4 config class)")
+            global_kv = None
     if (module.endswith(".commandr") or text_type.startswith("cohere2")) and window is not None:
         # vLLM's Cohere 2 attention (commandr; the MoE and vision models' language models too)
         # sees [pos - sliding_window, pos]: its sliding layers get window + 1.
         notes.append(f"{architecture}: vLLM gives sliding layers sliding_window + 1 = {window + 1} "
                      "(the window includes the current token)")
         window += 1
+    # vLLM's Falcon attention passes no cache config to Attention in its rotary and ALiBi
+    # branches (rotary = not alibi, so always): the layer's KV stays in the model dtype.
+    no_cache_cfg = architecture == "FalconForCausalLM"
+    if no_cache_cfg:
+        notes.append("FalconForCausalLM: vLLM builds Falcon's attention without the cache config; "
+                     "--kv-cache-dtype does not reach its layers")
     indexer = mla.index_head_dim if (mla is not None and mla.index_head_dim
                                      and any(module.endswith(m) for m in INDEXER_MODULES)) else None
     chunk = raw.get("attention_chunk_size") or FAMILY_DEFAULTS.get(text_type, {}).get("attention_chunk_size")
@@ -416,6 +443,14 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
                                  indexer_bytes_per_token=(indexer + indexer // 128 * 4) if indexer else 0))
             continue
         kvh, hd = num_kv_heads, head_dim
+        hv = hd
+        if module.endswith(".mimo_v2"):
+            # Per-layer-type geometry under its own keys: swa_* for sliding layers.
+            pre = "swa_" if kind == "sliding_attention" else ""
+            kvh = raw.get(f"{pre}num_key_value_heads", kvh)
+            hd = raw.get(f"{pre}head_dim", hd)
+            hv = raw.get(f"{pre}v_head_dim") or hd
+            src += f" ({pre or 'full-layer '}num_key_value_heads / {pre}head_dim / {pre}v_head_dim)"
         over = per_layer.get(i)
         if over is not None:
             kvh = over.get("num_key_value_heads", kvh)
@@ -429,11 +464,13 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
             raise KvplanInputError(f"{path}: cannot determine KV heads / head size of layer {i}.",
                                    "Pass the model's full config.json.")
         out.append(LayerArch(
-            index=i, kind=kind,
+            index=i, kind=kind, kv_cache_dtype_ignored=no_cache_cfg,
             sliding_window=window if kind == "sliding_attention" else None,
             attention_chunk_size=chunk if kind == "chunked_attention" else None,
-            num_heads=num_heads, num_kv_heads=int(kvh), head_size=int(hd), head_size_v=int(hd),
-            has_sinks=sinks, source=src))
+            num_heads=num_heads, num_kv_heads=int(kvh), head_size=int(hd),
+            head_size_v=int(hv if module.endswith(".mimo_v2") else hd),
+            has_sinks=sinks or (module.endswith(".mimo_v2") and kind == "sliding_attention"
+                                and bool(raw.get("add_swa_attention_sink_bias"))), source=src))
     if kinds.count("sliding_attention") and window is None:
         raise KvplanInputError(f"{path}: layers are sliding_attention but sliding_window is not set.",
                                "Set sliding_window in config.json.")

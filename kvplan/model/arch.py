@@ -49,6 +49,9 @@ class LayerArch(Frozen):
     """MLA dimensions for kind == 'mla'."""
     source: str = ""
     """The config fact that decided this layer's kind and geometry (for explain)."""
+    kv_cache_dtype_ignored: bool = False
+    """vLLM's model class builds this layer's attention without the cache config (Falcon): its KV
+    cache stays in the model dtype whatever --kv-cache-dtype says."""
     indexer_bytes_per_token: int = 0
     """Bytes per token of the layer's sparse-attention indexer key cache (uint8 keys + fp32 scales,
     DeepSeek-V3.2 / GLM-5: 128 + 4); vLLM allocates it next to the MLA latent, whatever --kv-cache-dtype."""

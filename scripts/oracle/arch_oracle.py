@@ -36,6 +36,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      falls back to the CPU backend (no kernel ever runs here).
   7. Compiled ops (`torch.ops._C.*`, vllm._C) do not load with the CPU torch of the venv; layers
      that look an op up while being built (activations) get a placeholder callable.
+  8. `torch.cuda.Event` (created by a few model classes at build time for stream overlap) is a
+     no-op class instead of torch's CUDA-less dummy that raises.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case.
 """
 from __future__ import annotations
@@ -85,6 +87,16 @@ def _install_patches() -> None:
     type(current_platform).get_attn_backend_cls = classmethod(get_attn_backend_cls)
     reg._run_in_subprocess = lambda fn: fn()
     _stub_torchvision()
+    import torch
+
+    class _Event:  # patch 8: torch.cuda.Event is a dummy class that refuses to exist without CUDA
+        def __init__(self, *a, **k):
+            pass
+
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
+    torch.cuda.Event = _Event
     from vllm.model_executor.layers.fused_moe import config as moe_cfg
 
     orig_post = moe_cfg.FusedMoEConfig.__post_init__
@@ -137,7 +149,21 @@ def _stub_torchvision() -> None:
     import importlib.machinery
     import types
 
-    class _Placeholder:
+    class _Meta(type):
+        def __getattr__(cls, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return cls
+
+        def __or__(cls, other):
+            return cls
+
+        __ror__ = __or__
+
+        def __getitem__(cls, item):
+            return cls
+
+    class _Placeholder(metaclass=_Meta):
         def __init__(self, *a, **k):
             pass
 
@@ -298,7 +324,8 @@ def run_case(case: dict, base: Path) -> dict:
         ea = EngineArgs(model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
                         kv_cache_dtype_skip_layers=list(res["flags"]["kv_cache_dtype_skip_layers"]),
                         dtype=res["flags"]["dtype"], skip_tokenizer_init=True,
-                        trust_remote_code=True, enforce_eager=True, load_format="dummy")
+                        trust_remote_code=True, enforce_eager=True, load_format="dummy",
+                        **({"enable_prefix_caching": True} if case.get("enable_prefix_caching") else {}))
         vc = ea.create_engine_config()
         mc = vc.model_config
         res["engine"] = {"architecture": mc.architecture, "model_dtype": _dtype_name(mc.dtype),

@@ -89,7 +89,64 @@ VARIANTS: list[tuple[str, str, dict]] = [
     ("Phi3ForCausalLM", "swa", {"sliding_window": 2047}),
     ("Starcoder2ForCausalLM", "swa", {"sliding_window": 4096}),
     ("MixtralForCausalLM", "swa", {"sliding_window": 4096}),
+    ("JambaForCausalLM", "period4-offset1", {"attn_layer_period": 4, "attn_layer_offset": 1}),
+    ("Gemma4ForCausalLM", "global-keys", {"per_layer_config": None, "global_head_dim": 384,
+                                           "num_global_key_value_heads": 2, "attention_k_eq_v": True}),
+    ("Gemma4ForCausalLM", "global-keys-no-keqv", {"per_layer_config": None, "global_head_dim": 384,
+                                                   "num_global_key_value_heads": 2,
+                                                   "attention_k_eq_v": False}),
+    ("Qwen3NextForCausalLM", "interval2", {"layer_types": None, "full_attention_interval": 2}),
+    ("NemotronHForCausalLM", "hybrid-override-pattern", {"layers_block_type": None, "num_hidden_layers": 6,
+                                                         "hybrid_override_pattern": "M*M-E*"}),
+    ("NemotronHForCausalLM", "layers-block-type", {"num_hidden_layers": 6, "layers_block_type": [
+        "mamba", "attention", "mamba", "mlp", "moe", "attention"]}),
+    ("DeepseekV32ForCausalLM", "index-head-256", {"index_head_dim": 256}),
+    # MiMo-V2-Flash as its checkpoints publish it: a 0/1 hybrid_layer_pattern (1 = sliding) with
+    # per-layer-type heads / head sizes / value head sizes under swa_* keys.
+    ("MiMoV2FlashForCausalLM", "published-keys", {
+        "layer_types": None, "sliding_window": None, "sliding_window_size": 128,
+        "hybrid_layer_pattern": [0 if i % 6 == 0 or i == 47 else 1 for i in range(48)],
+        "swa_num_attention_heads": 64, "swa_num_key_value_heads": 8, "swa_head_dim": 192,
+        "swa_v_head_dim": 128, "add_swa_attention_sink_bias": True, "layernorm_epsilon": 1e-5}),
 ]
+
+
+# Keys the default config of a config class leaves out but that vLLM's model class reads (values
+# as in the architecture's published checkpoints); "text_config.<key>" sets a nested key.
+OVERRIDES: dict[str, dict] = {
+    "Glm4MoeForCausalLM": {"head_dim": 128},
+    "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": 1},
+    "HYV3ForCausalLM": {"first_k_dense_replace": 1},
+    "MiniMaxM2ForCausalLM": {"rotary_dim": 64, "scoring_func": "sigmoid"},
+    "Qwen3VLMoeForConditionalGeneration": {"text_config.norm_topk_prob": True},
+    "Step3p5ForCausalLM": {"use_moe_router_bias": True},
+    "AfmoeForCausalLM": {"score_func": "sigmoid", "route_norm": True},
+    "LongcatFlashForCausalLM": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True,
+                                "zero_expert_type": "identity"},
+    "Glm4vMoeForConditionalGeneration": {"text_config.head_dim": 128, "text_config.use_qk_norm": False},
+    "HYV3ForCausalLM": {"first_k_dense_replace": 1, "expert_hidden_dim": 1536, "num_shared_experts": 1},
+}
+# Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
+CASE_OPTIONS: dict[str, dict] = {
+    "Glm5NextForCausalLM": {"enable_prefix_caching": True},
+    "Glm5NextForConditionalGeneration": {"enable_prefix_caching": True},
+    "KimiLinearForCausalLM": {"enable_prefix_caching": True},
+}
+
+
+def _apply(d: dict, over: dict) -> dict:
+    d = copy.deepcopy(d)
+    for k, v in over.items():
+        tgt = d
+        if k.startswith("text_config."):
+            tgt = d.setdefault("text_config", {}) or {}
+            d["text_config"] = tgt
+            k = k.split(".", 1)[1]
+        if v is None:
+            tgt.pop(k, None)
+        else:
+            tgt[k] = v
+    return d
 
 
 def _jsonable(d):
@@ -101,6 +158,8 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
     from vllm.transformers_utils import config as vcfg
 
     types = list(entry.get("transformers_model_types") or [])
+    if entry.get("category") == "text":  # a text architecture's config is its text config class
+        types.sort(key=lambda t: not t.endswith("_text"))
     if arch in VLLM_CONFIG_TYPES:
         types = [VLLM_CONFIG_TYPES[arch]] + types
     for mt in types:
@@ -118,6 +177,9 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
             continue
         d["model_type"] = d.get("model_type") or mt
         d["architectures"] = [arch]
+        if arch in OVERRIDES:
+            d = _apply(d, OVERRIDES[arch])
+            source += f" + published keys {sorted(OVERRIDES[arch])}"
         d.pop("transformers_version", None)
         return d, source
     if arch in REMOTE:
@@ -148,6 +210,30 @@ def main() -> int:
             configs[f"{arch}__default"] = d
             sources[f"{arch}__default"] = source
             refused_cases.add(f"{arch}__default")
+    # The repository's corpus of real configs (tests/data/corpus), quantization_config removed
+    # (the CPU oracle cannot build FP8/NVFP4 weight layers; the dtype decisions those configs
+    # imply are checked by tests/planner/test_vllm_parity.py): real-world spellings of each key.
+    for cfg_path in sorted((ROOT / "tests" / "data" / "corpus").glob("*/config.json")):
+        d = json.loads(cfg_path.read_text())
+        d.pop("quantization_config", None)
+        d.pop("auto_map", None)  # remote code is not here; vLLM / transformers ship the config class
+        if isinstance(d.get("text_config"), dict):
+            d["text_config"].pop("quantization_config", None)
+        archs = d.get("architectures") or []
+        if not archs:
+            continue
+        name = f"{archs[0]}__corpus-{cfg_path.parent.name}"
+        configs[name] = d
+        if isinstance(d.get("hybrid_override_pattern"), str):
+            # The newer spelling of the same layer map (what transformers writes out now).
+            v = {k: x for k, x in d.items() if k != "hybrid_override_pattern"}
+            v["layers_block_type"] = [{"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}[ch]
+                                      for ch in d["hybrid_override_pattern"]]
+            configs[name + "-layers_block_type"] = v
+            sources[name + "-layers_block_type"] = (f"tests/data/corpus/{cfg_path.parent.name}/config.json, "
+                                                    "hybrid_override_pattern written as layers_block_type")
+        sources[name] = (f"tests/data/corpus/{cfg_path.parent.name}/config.json without "
+                         "quantization_config and auto_map")
     for arch, variant, over in VARIANTS:
         base = configs.get(f"{arch}__default")
         if base is None:
@@ -164,7 +250,7 @@ def main() -> int:
         (DATA / "configs" / f"{name}.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
         for flag in (("auto",) if name in refused_cases else ("auto", "fp8")):
             cases.append({"name": f"{name}__{flag}", "config": f"configs/{name}.json",
-                          "kv_cache_dtype": flag})
+                          "kv_cache_dtype": flag, **CASE_OPTIONS.get(name.split("__")[0], {})})
     doc = {"kind": "kvplan.vllm_oracle_cases", "vllm_version": reg["vllm_version"],
            "generated_by": "scripts/oracle/make_arch_cases.py", "config_sources": sources,
            "no_config": skipped, "cases": cases}
