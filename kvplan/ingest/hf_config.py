@@ -236,6 +236,11 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     raw_keys = set(text_plain) | (set() if text_key else set(cfg))
     read = set(text_raw.read) | {"model_type", "architectures"}
     unused = sorted(k for k in raw_keys if k not in read and vreg.geometry_like(k))
+    arch_status = vreg.status(architecture)
+    if arch_status == vreg.VERIFIED:
+        # Keys the verified configs of this architecture had too were part of what was checked.
+        seen = vreg.verified_keys(architecture)
+        unused = [k for k in unused if k not in seen]
     return ModelArch(
         model_type=model_type, text_model_type=text_type or model_type, architecture=architecture,
         num_layers=num_layers, config_dtype=_model_dtype(text_raw, cfg),
@@ -243,7 +248,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         is_encoder_decoder=is_enc_dec, layers=tuple(layers), uses_mla=mla is not None,
         mamba_ssm_cache_dtype=text_raw.get("mamba_ssm_cache_dtype") or text_raw.get("mamba_ssm_dtype"),
         notes=tuple(dict.fromkeys(notes)),
-        architecture_status=vreg.status(architecture),
+        architecture_status=arch_status,
         refused_reason=vreg.refusal(architecture) if architecture else None,
         keys_read=tuple(sorted(k for k in read if k in raw_keys)),
         unused_geometry_keys=tuple(unused),

@@ -26,9 +26,16 @@ def load_answer(name: str) -> Optional[dict[str, Any]]:
 
 
 def refused_by_vllm(answer: dict[str, Any]) -> bool:
+    """vLLM refuses the architecture: its registry says so, or (for an architecture the registry
+    lists as no longer supported) its Transformers-backend fallback fails to build it."""
+    from kvplan.ingest.architectures import registry
+
     err = answer.get("error") or {}
     msg = err.get("message", "") + " ".join(err.get("traceback_tail", []))
-    return "not supported for now" in msg or "not supported anymore" in msg or "in-tree anymore" in msg
+    if "not supported for now" in msg or "not supported anymore" in msg or "in-tree anymore" in msg:
+        return True
+    arch = answer["case"].split("__")[0]
+    return bool(err) and arch in registry()["refused"] and "Can't load" not in msg
 
 
 def oracle_layers(answer: dict[str, Any]) -> dict[int, dict[str, Any]]:
