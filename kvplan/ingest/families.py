@@ -61,10 +61,13 @@ WRAPPER_TYPES = frozenset({
 # Architectures vLLM builds without attention (state-space models): every layer keeps a state.
 ATTENTION_FREE_ARCHS = frozenset({"MambaForCausalLM", "Mamba2ForCausalLM", "FalconMambaForCausalLM"})
 
-# vLLM model modules whose MLA layers also register a sparse-attention indexer key cache when the
-# config has `index_topk` (DeepSeek-V3.2 style: uint8, index_head_dim + index_head_dim/128 * 4
-# scale bytes per token and layer).
-INDEXER_MODULES = (".deepseek_v2", ".deepseek_v32")
+# vLLM model modules whose MLA layers also register a sparse-attention indexer key cache
+# (DeepSeek-V3.2 style: uint8, index_head_dim + index_head_dim/128 * 4 scale bytes per token and
+# layer): always (the DSA module: DeepSeek-V3.2, GLM-5), or when the config has `index_topk`.
+# Layers that reuse another layer's top-k (index_topk_freq / index_topk_pattern 'S' /
+# indexer_types 'shared') build no indexer.
+INDEXER_ALWAYS_MODULES = (".deepseek_v32",)
+INDEXER_IF_TOPK_MODULES = (".deepseek_v2", ".hy_v4")
 
 # Families that always use attention sinks (vLLM passes sinks to the backend).
 SINK_TYPES = frozenset({"gpt_oss"})

@@ -16,8 +16,8 @@ from typing import Any, Optional
 from kvplan.errors import KvplanInputError
 from kvplan.ingest import architectures as vreg
 from kvplan.ingest.families import (
-    ATTENTION_FREE_ARCHS, FAMILY_DEFAULTS, INDEXER_MODULES, SINK_TYPES, STANDARD_DECODER_TYPES,
-    WRAPPER_TYPES,
+    ATTENTION_FREE_ARCHS, FAMILY_DEFAULTS, INDEXER_ALWAYS_MODULES, INDEXER_IF_TOPK_MODULES, SINK_TYPES,
+    STANDARD_DECODER_TYPES, WRAPPER_TYPES,
 )
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
 
@@ -432,8 +432,9 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
     if no_cache_cfg:
         notes.append("FalconForCausalLM: vLLM builds Falcon's attention without the cache config; "
                      "--kv-cache-dtype does not reach its layers")
-    indexer = mla.index_head_dim if (mla is not None and mla.index_head_dim
-                                     and any(module.endswith(m) for m in INDEXER_MODULES)) else None
+    indexer_layers = _indexer_layers(raw, n, module) if mla is not None else set()
+    ihd = raw.get("index_head_dim")
+    indexer = (ihd if isinstance(ihd, int) and not isinstance(ihd, bool) and ihd > 0 else 128) if indexer_layers else None
     chunk = raw.get("attention_chunk_size") or FAMILY_DEFAULTS.get(text_type, {}).get("attention_chunk_size")
     out = []
     for i, (kind, src) in enumerate(zip(kinds, srcs)):
@@ -445,7 +446,8 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
             out.append(LayerArch(index=i, kind="mla", num_heads=num_heads, num_kv_heads=1,
                                  head_size=mla.kv_lora_rank + mla.qk_rope_head_dim, head_size_v=0,
                                  mla=mla, source=src,
-                                 indexer_bytes_per_token=(indexer + indexer // 128 * 4) if indexer else 0))
+                                 indexer_bytes_per_token=(indexer + indexer // 128 * 4)
+                                 if indexer and i in indexer_layers else 0))
             continue
         kvh, hd = num_kv_heads, head_dim
         hv = hd
@@ -479,6 +481,31 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
     if kinds.count("sliding_attention") and window is None:
         raise KvplanInputError(f"{path}: layers are sliding_attention but sliding_window is not set.",
                                "Set sliding_window in config.json.")
+    return out
+
+
+def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
+    """Layers whose MLA attention builds a sparse-attention indexer key cache (vLLM's rule)."""
+    if any(module.endswith(m) for m in INDEXER_ALWAYS_MODULES):
+        pass
+    elif not (any(module.endswith(m) for m in INDEXER_IF_TOPK_MODULES) and "index_topk" in raw):
+        return set()
+    types = raw.get("indexer_types")
+    if isinstance(types, list) and len(types) == n:
+        return {i for i, t in enumerate(types) if t != "shared"}
+    freq = raw.get("index_topk_freq", 1)
+    freq = freq if isinstance(freq, int) and not isinstance(freq, bool) and freq > 0 else 1
+    pattern = raw.get("index_topk_pattern")
+    offset = raw.get("index_skip_topk_offset", 2)
+    offset = offset if isinstance(offset, int) and not isinstance(offset, bool) else 2
+    out = set()
+    for i in range(n):
+        if pattern is None:
+            skip = max(i - offset + 1, 0) % freq != 0
+        else:
+            skip = 0 <= i < len(pattern) and pattern[i] == "S"
+        if not skip:
+            out.add(i)
     return out
 
 

@@ -117,6 +117,8 @@ OVERRIDES: dict[str, dict] = {
     "Glm4MoeForCausalLM": {"head_dim": 128},
     "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": 1},
     "HYV3ForCausalLM": {"first_k_dense_replace": 1},
+    "ChatGLMModel": {"original_rope": True},
+    "ChatGLMForConditionalGeneration": {"original_rope": True},
     "MiniMaxM2ForCausalLM": {"rotary_dim": 64, "scoring_func": "sigmoid"},
     "Qwen3VLMoeForConditionalGeneration": {"text_config.norm_topk_prob": True},
     "Step3p5ForCausalLM": {"use_moe_router_bias": True},
@@ -149,6 +151,21 @@ def _apply(d: dict, over: dict) -> dict:
     return d
 
 
+def _vllm_config_class(mt: str):
+    """The config class vLLM ships for a model_type (its registry names them lazily)."""
+    import importlib
+
+    from vllm.transformers_utils import config as vcfg
+
+    cls = vcfg._CONFIG_REGISTRY.get(mt)
+    if isinstance(cls, str):
+        try:
+            cls = getattr(importlib.import_module("vllm.transformers_utils.configs"), cls)
+        except Exception:  # noqa: BLE001
+            return None
+    return cls
+
+
 def _jsonable(d):
     return json.loads(json.dumps(d, default=lambda o: None))
 
@@ -163,9 +180,9 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
     if arch in VLLM_CONFIG_TYPES:
         types = [VLLM_CONFIG_TYPES[arch]] + types
     for mt in types:
-        cls = vcfg._CONFIG_REGISTRY.get(mt)
+        cls = _vllm_config_class(mt)
         source = f"vLLM config class {getattr(cls, '__name__', cls)} ({mt})"
-        if cls is None or isinstance(cls, str):
+        if cls is None:
             cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None
             source = f"transformers config class {getattr(cls, '__name__', '?')} ({mt})"
         if cls is None:

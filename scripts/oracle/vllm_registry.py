@@ -34,7 +34,7 @@ OUT = ROOT / "kvplan" / "data" / "vllm_architectures.json"
 def vcfg_types() -> list[str]:
     from vllm.transformers_utils import config as vcfg
 
-    return [k for k, v in vcfg._CONFIG_REGISTRY.items() if not isinstance(v, str)]
+    return list(vcfg._CONFIG_REGISTRY)
 
 
 def _transformers_arch_to_types() -> dict[str, list[str]]:
@@ -60,6 +60,21 @@ DEFAULT_KEYS = (
     "index_topk", "attn_layer_period", "attn_layer_offset", "use_sliding_window", "max_window_layers",
     "attention_head_dim", "hybrid_override_pattern", "full_attention_interval",
 )
+
+
+def _vllm_config_class(mt: str):
+    """The config class vLLM ships for a model_type (its registry names them lazily)."""
+    import importlib
+
+    from vllm.transformers_utils import config as vcfg
+
+    cls = vcfg._CONFIG_REGISTRY.get(mt)
+    if isinstance(cls, str):
+        try:
+            cls = getattr(importlib.import_module("vllm.transformers_utils.configs"), cls)
+        except Exception:  # noqa: BLE001
+            return None
+    return cls
 
 
 def _signature_defaults(cls) -> dict:
@@ -91,8 +106,8 @@ def _config_defaults(model_types: set[str]) -> dict[str, dict]:
         if mt in seen:
             continue
         seen.add(mt)
-        cls = vcfg._CONFIG_REGISTRY.get(mt)
-        if cls is None or isinstance(cls, str):
+        cls = _vllm_config_class(mt)
+        if cls is None:
             cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None
         if cls is None:
             continue
