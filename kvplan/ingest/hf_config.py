@@ -205,6 +205,11 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         mq = c.raw.get("multi_query", True)
         num_kv_heads = 1 if mq else num_heads
         notes.append(f"Falcon without new_decoder_architecture: multi_query {mq} -> {num_kv_heads} KV head(s)")
+    if module.endswith(".chatglm"):
+        # vLLM's ChatGLM: multi_query_group_num KV heads only with multi_query_attention.
+        mqa = bool(c.raw.get("multi_query_attention"))
+        num_kv_heads = c.raw.get("multi_query_group_num") if mqa else num_heads
+        notes.append(f"ChatGLM: multi_query_attention {mqa} -> {num_kv_heads} KV heads")
     if num_kv_heads is None and c.raw.get("multi_query") is True:
         num_kv_heads = 1
         notes.append("multi_query: true: one KV head (MQA)")
@@ -272,6 +277,8 @@ _LAYER_TYPE_KINDS = {
     "sliding_attention": "sliding_attention", "local": "sliding_attention",
     "chunked_attention": "chunked_attention", "linear_attention": "linear_attention",
     "mamba": "mamba", "mamba2": "mamba", "conv": "mamba", "short_conv": "mamba",
+    # Layers without attention in interleaved maps (Dory: attention, mlp, attention, ...).
+    "mlp": "none", "moe": "none", "ffn": "none",
 }
 
 

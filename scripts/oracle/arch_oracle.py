@@ -38,6 +38,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      that look an op up while being built (activations) get a placeholder callable.
   8. `torch.cuda.Event` (created by a few model classes at build time for stream overlap) is a
      no-op class instead of torch's CUDA-less dummy that raises.
+  9. `triton.set_allocator` (newer Triton API some model classes call at build time) is a no-op
+     when the venv's Triton lacks it.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case.
 """
 from __future__ import annotations
@@ -97,6 +99,13 @@ def _install_patches() -> None:
             return lambda *a, **k: None
 
     torch.cuda.Event = _Event
+    import triton
+
+    from vllm import triton_utils
+
+    for t in {id(triton): triton, id(triton_utils.triton): triton_utils.triton}.values():
+        if not hasattr(t, "set_allocator"):  # patch 9: newer Triton API, called at build time
+            t.set_allocator = lambda *a, **k: None
     from vllm.model_executor.layers.fused_moe import config as moe_cfg
 
     orig_post = moe_cfg.FusedMoEConfig.__post_init__
