@@ -118,6 +118,9 @@ def _pick_text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
         sub = cfg.get(key)
         if isinstance(sub, dict) and sub:
             return sub, key
+    thinker = cfg.get("thinker_config")  # Qwen omni / ASR models: the thinker holds the LM
+    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict) and thinker["text_config"]:
+        return thinker["text_config"], "thinker_config.text_config"
     return cfg, ""
 
 
@@ -199,6 +202,9 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     num_layers = _int(num_layers, "num_hidden_layers", path)
     hidden = c.get("hidden_size", "n_embd", "d_model", "dim")
     num_kv_heads = c.get("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
+    if num_kv_heads is None and not c.raw.get("multi_query"):
+        # The config class's own default when it declares one (None means "= heads", below).
+        num_kv_heads = c.get("num_key_value_heads", hf=True)
     if architecture == "FalconForCausalLM" and not c.raw.get("new_decoder_architecture"):
         # vLLM's Falcon: num_kv_heads only with new_decoder_architecture; else multi_query
         # (the config class default: true) means one KV head, and without it KV heads = heads.
@@ -217,6 +223,8 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         num_kv_heads = num_heads
         notes.append("num_key_value_heads absent: multi-head attention, KV heads = query heads")
     head_dim = c.get("head_dim", "d_kv", "kv_channels", "attention_head_dim")
+    if head_dim is None:  # the config class's own default when it declares one
+        head_dim = c.get("head_dim", hf=True)
     if head_dim is None and not hidden:
         hidden = c.get("hidden_size", "d_model", hf=True)
     if head_dim is None and hidden and num_heads:

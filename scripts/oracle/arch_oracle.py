@@ -366,9 +366,14 @@ def run_case(case: dict, base: Path) -> dict:
         res["engine"]["cache_dtype_after_build"] = vc.cache_config.cache_dtype
         del model
     except Exception as e:  # noqa: BLE001
+        def scrub(text: str) -> str:  # no machine-specific paths in checked-in answers
+            import sysconfig
+            text = text.replace(tmp, "<model dir>")
+            return text.replace(sysconfig.get_paths()["purelib"], "<site-packages>")
+
         res["error"] = {"stage": stage, "type": type(e).__name__,
-                        "message": str(e).splitlines()[0][:400] if str(e) else "",
-                        "traceback_tail": [ln.strip()[:300] for ln in
+                        "message": scrub(str(e).splitlines()[0][:400]) if str(e) else "",
+                        "traceback_tail": [scrub(ln.strip())[:300] for ln in
                                            traceback.format_exc().splitlines()[-4:]]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -70,6 +70,7 @@ def measure() -> dict:
             continue
         bad = [r for r in results if r[1] not in ("exact", "refused-ok")]
         name, status, details = bad[0]
+        details = [d.replace(str(ROOT) + "/", "") for d in details]  # no machine paths in the data
         out[arch] = {"category": entry["category"], "status": status, "case": name,
                      "why": "; ".join(details[:3])[:300]}
     return out
