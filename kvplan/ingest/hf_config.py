@@ -314,6 +314,11 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
     block_types = raw.get("layers_block_type")
     if architecture in ATTENTION_FREE_ARCHS:
         kinds, srcs = ["mamba"] * n, [f"{architecture}: attention-free (state-space) model"] * n
+    elif module.endswith(".gpt_oss") and window is not None:
+        # vLLM's GptOss attention slides on even layers (layer_idx % 2 == 0), whatever layer_types says.
+        kinds = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+        srcs = [f"vLLM's GptOss: layer {i} {'even: sliding' if i % 2 == 0 else 'odd: full'} "
+                "(layer_types is not read)" for i in range(n)]
     elif mla is not None:
         kinds, srcs = ["mla"] * n, ["kv_lora_rank present: MLA latent cache"] * n
     elif module.endswith(".mimo_v2") and isinstance(raw.get("hybrid_layer_pattern"), list):
@@ -506,7 +511,8 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
     elif not (any(module.endswith(m) for m in INDEXER_IF_TOPK_MODULES) and "index_topk" in raw):
         return set()
     types = raw.get("indexer_types")
-    if isinstance(types, list) and len(types) == n:
+    if module.endswith(".hy_v4") and isinstance(types, list) and len(types) == n:
+        # Only HY-V4 reads indexer_types; the DSA module reads the pattern / frequency keys.
         return {i for i, t in enumerate(types) if t != "shared"}
     freq = raw.get("index_topk_freq", 1)
     freq = freq if isinstance(freq, int) and not isinstance(freq, bool) and freq > 0 else 1

@@ -101,6 +101,16 @@ VARIANTS: list[tuple[str, str, dict]] = [
     ("NemotronHForCausalLM", "layers-block-type", {"num_hidden_layers": 6, "layers_block_type": [
         "mamba", "attention", "mamba", "mlp", "moe", "attention"]}),
     ("DeepseekV32ForCausalLM", "index-head-256", {"index_head_dim": 256}),
+    ("DeepseekV32ForCausalLM", "index-topk-freq2", {"index_topk_freq": 2}),
+    ("GlmMoeDsaForCausalLM", "index-topk-pattern", {"index_topk_pattern": "FSSF" * 20}),
+    ("Exaone4ForCausalLM", "pattern-no-layer-types", {"layer_types": None, "sliding_window_pattern": 4}),
+    ("Gemma2ForCausalLM", "no-layer-types", {"layer_types": None}),
+    ("Llama4ForCausalLM", "no-layer-types", {"layer_types": None}),
+    ("Llama4ForCausalLM", "no-rope-interval2", {"layer_types": None, "no_rope_layers": None,
+                                                 "no_rope_layer_interval": 2}),
+    ("GptOssForCausalLM", "all-full", {"layer_types": ["full_attention"] * 36}),
+    ("Qwen3_5ForConditionalGeneration", "interval2", {"text_config.layer_types": None,
+                                                       "text_config.full_attention_interval": 2}),
     # MiMo-V2-Flash as its checkpoints publish it: a 0/1 hybrid_layer_pattern (1 = sliding) with
     # per-layer-type heads / head sizes / value head sizes under swa_* keys.
     ("MiMoV2FlashForCausalLM", "published-keys", {
@@ -264,13 +274,7 @@ def main() -> int:
         base = configs.get(f"{arch}__default")
         if base is None:
             continue
-        d = copy.deepcopy(base)
-        for k, v in over.items():
-            if v is None:
-                d.pop(k, None)
-            else:
-                d[k] = v
-        configs[f"{arch}__{variant}"] = d
+        configs[f"{arch}__{variant}"] = _apply(base, over)
         sources[f"{arch}__{variant}"] = sources[f"{arch}__default"] + f"; variant {over}"
     for name, d in sorted(configs.items()):
         (DATA / "configs" / f"{name}.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
