@@ -312,6 +312,11 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
     layer_types = raw.get("layer_types")
     pattern = raw.get("hybrid_override_pattern")
     block_types = raw.get("layers_block_type")
+    if isinstance(layer_types, list) and layer_types and len(layer_types) < n:
+        # transformers' config classes reject it when vLLM loads the config (whether or not the
+        # model class reads layer_types afterwards).
+        raise KvplanInputError(f"{path}: layer_types has {len(layer_types)} entries for {n} layers.",
+                               "Fix layer_types or num_hidden_layers.")
     if architecture in ATTENTION_FREE_ARCHS:
         kinds, srcs = ["mamba"] * n, [f"{architecture}: attention-free (state-space) model"] * n
     elif module.endswith(".gpt_oss") and window is not None:
