@@ -79,8 +79,7 @@ def status(arch: Optional[str]) -> str:
     """'verified', or why not (coverage status, 'not measured'), or 'unregistered'."""
     got = coverage()["architectures"].get(arch or "")
     if got is not None:
-        why = got.get("why")
-        return str(got["status"]) + (f": {why[:160]}" if why and got["status"] != "verified" else "")
+        return str(got["status"])  # why: docs/architectures.md
     if arch is not None and arch in registry()["refused"]:
         return "not measured; vLLM 0.33 lists it as no longer supported in-tree"
     if arch is None or not is_registered(arch):

@@ -65,7 +65,8 @@ def not_verified(ctx):
         head = (f"{name} is not in vLLM 0.33.0's model registry (vLLM runs it only through its "
                 "Transformers backend or remote code); its geometry is kvplan's reading, unverified")
     else:
-        head = f"{name} is not verified against vLLM 0.33.0 ({a.architecture_status}); its geometry is kvplan's reading"
+        head = (f"{name} is not verified against vLLM 0.33.0 ({a.architecture_status}; docs/architectures.md "
+                "says why); its geometry is kvplan's reading")
     parts = [head]
     if a.keys_read:
         parts.append("keys read: " + ", ".join(a.keys_read))
