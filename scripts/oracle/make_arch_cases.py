@@ -75,6 +75,22 @@ REMOTE: dict[str, tuple[str, dict]] = {
                                          "norm_topk_prob": False}),
     "PhiMoEForCausalLM": ("phimoe", {"num_local_experts": 16, "num_experts_per_tok": 2,
                                      "sliding_window": None}),
+    # Fitted against vLLM's model class (the keys its module reads; values illustrative, 8 layers).
+    'BailingMoeForCausalLM': ('bailing_moe', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    'BailingMoeV2ForCausalLM': ('bailing_moe_v2', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    'SarvamMoEForCausalLM': ('sarvam_moe', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    'BailingMoeV2_5ForCausalLM': ('bailing_moe_v2_5', {"num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1, "moe_intermediate_size": 1408, "use_bias": False, "num_hidden_layers": 8, "head_dim": 128}),
+    'IQuestLoopCoderForCausalLM': ('iquestloopcoder', {"num_hidden_layers": 8, "head_dim": 128}),
+    'MistralLarge3ForCausalLM': ('mistral_large3', {"n_routed_experts": 8, "first_k_dense_replace": 1, "n_shared_experts": 1, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
+    'PanguEmbeddedForCausalLM': ('pangu_embedded', {"num_hidden_layers": 8, "head_dim": 128}),
+    'PanguProMoEV2ForCausalLM': ('pangu_pro_moe_v2', {"first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
+    'PanguUltraMoEForCausalLM': ('pangu_ultra_moe', {"first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
+    'Param2MoEForCausalLM': ('param2moe', {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    'TeleChat3ForCausalLM': ('telechat3', {"num_hidden_layers": 8, "head_dim": 128}),
+    'TeleFLMForCausalLM': ('teleflm', {"use_mup": False, "num_hidden_layers": 8, "head_dim": 128}),
+    'SarvamMLAForCausalLM': ('sarvam_mla', {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "kv_lora_rank": 512, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "num_hidden_layers": 8, "head_dim": 128}),
+    'MiMoV2ForCausalLM': ('mimo_v2', {"hybrid_layer_pattern": [0, 1, 1, 1, 0, 1, 1, 1], "layernorm_epsilon": 1e-05, "swa_num_attention_heads": 32, "swa_num_key_value_heads": 4, "swa_head_dim": 128, "sliding_window_size": 1024, "num_hidden_layers": 8, "head_dim": 128}),
+    'ExaoneMoEForCausalLM': ('exaone_moe', {"layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 1024, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse"], "routed_scaling_factor": 1.0, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
 }
 
 # Variants exercising layer-type keys: (arch, variant name, overrides applied to the default).
