@@ -23,7 +23,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      process instead (the subprocess fails for multimodal classes in the CPU venv).
   3. A model_type that neither transformers nor vLLM knows (remote code) gets a plain
      `PretrainedConfig` subclass registered under that name for the run, which keeps every key
-     of config.json as an attribute (what the remote config class would publish).
+     of config.json as an attribute (what the remote config class would publish); its
+     `*_config` sub-dicts become config objects (the known model_type's class, else a plain one).
   4. One gloo process group (world size 1) is initialised once for all cases.
   5. torchvision cannot be installed next to the CPU torch of the oracle venv, and a few other
      packages that only multimodal processors use are not installed (STUB_MODULES); multimodal
@@ -226,7 +227,21 @@ def _register_unknown_model_type(cfg: dict) -> str | None:
     mt = cfg.get("model_type")
     if not isinstance(mt, str) or mt in CONFIG_MAPPING or mt in getattr(vcfg, "_CONFIG_REGISTRY", {}):
         return None
-    cls = type(f"Oracle_{mt}_Config", (PretrainedConfig,), {"model_type": mt})
+    def __init__(self, **kwargs):
+        # Sub-configs (vision_config, llm_config, ...) become config objects, as the remote
+        # config class builds them: the known model_type's class, else a plain config.
+        for k, v in list(kwargs.items()):
+            if k.endswith("_config") and isinstance(v, dict) and k != "quantization_config":
+                sub_mt = v.get("model_type")
+                sub = dict(v)
+                if sub_mt in CONFIG_MAPPING:
+                    sub.pop("model_type", None)
+                    kwargs[k] = CONFIG_MAPPING[sub_mt](**sub)
+                else:
+                    kwargs[k] = PretrainedConfig(**sub)
+        PretrainedConfig.__init__(self, **kwargs)
+
+    cls = type(f"Oracle_{mt}_Config", (PretrainedConfig,), {"model_type": mt, "__init__": __init__})
     AutoConfig.register(mt, cls, exist_ok=True)
     return mt
 

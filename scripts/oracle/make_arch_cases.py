@@ -93,6 +93,14 @@ REMOTE: dict[str, tuple[str, dict]] = {
     'ExaoneMoEForCausalLM': ('exaone_moe', {"layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 1024, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse"], "routed_scaling_factor": 1.0, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
 }
 
+# InternVL-style multimodal remote configs: llm_config (the language model) + an InternViT.
+INTERNVL_FAMILY = {"H2OVLChatModel": "h2ovl_chat", "NVLM_D": "NVLM_D", "SkyworkR1VChatModel": "skywork_chat"}
+_INTERN_VIT = {"model_type": "intern_vit_6b", "hidden_size": 1024, "num_attention_heads": 16,
+               "num_hidden_layers": 4, "image_size": 448, "patch_size": 14, "intermediate_size": 4096,
+               "qkv_bias": True, "norm_type": "layer_norm", "layer_norm_eps": 1e-6, "drop_path_rate": 0.0,
+               "use_flash_attn": False, "qk_normalization": False, "hidden_act": "gelu", "num_channels": 3,
+               "initializer_factor": 1.0, "attention_dropout": 0.0, "dropout": 0.0}
+
 # Variants exercising layer-type keys: (arch, variant name, overrides applied to the default).
 VARIANTS: list[tuple[str, str, dict]] = [
     ("MistralForCausalLM", "swa", {"sliding_window": 4096}),
@@ -234,6 +242,18 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
             source += f" + published keys {sorted(OVERRIDES[arch])}"
         d.pop("transformers_version", None)
         return d, source
+    if arch in INTERNVL_FAMILY:
+        from transformers import Qwen2Config
+
+        llm = _jsonable(Qwen2Config(num_hidden_layers=8).to_dict())
+        llm.pop("transformers_version", None)
+        llm["architectures"] = ["Qwen2ForCausalLM"]
+        d = {"architectures": [arch], "model_type": INTERNVL_FAMILY[arch], "llm_config": llm,
+             "vision_config": dict(_INTERN_VIT), "select_layer": -1, "downsample_ratio": 0.5,
+             "template": "internvl2_5", "force_image_size": 448, "ps_version": "v2",
+             "dynamic_image_size": True, "use_thumbnail": True, "max_dynamic_patch": 12,
+             "min_dynamic_patch": 1, "torch_dtype": "bfloat16"}
+        return d, "published keys of the InternVL-style remote config (llm_config: Qwen2, 8 layers)"
     if arch in REMOTE:
         mt, extra = REMOTE[arch]
         d = dict(_LLAMA_BASE, **extra, model_type=mt, architectures=[arch])
