@@ -154,6 +154,16 @@ OVERRIDES: dict[str, dict] = {
     "ChatGLMModel": {"original_rope": True, "tie_word_embeddings": False},
     "ChatGLMForConditionalGeneration": {"original_rope": True, "tie_word_embeddings": False},
     "NemotronForCausalLM": {"num_key_value_heads": 8},
+    "QianfanOCRForConditionalGeneration": {"force_image_size": 448, "ps_version": "v2", "downsample_ratio": 0.5,
+                                           "select_layer": -1, "template": "internvl2_5",
+                                           "dynamic_image_size": True, "use_thumbnail": True,
+                                           "max_dynamic_patch": 12, "min_dynamic_patch": 1},
+    "UltravoxModel": {"vocab_size": 128256},
+    "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4},
+    "Ernie4_5_VLMoeForConditionalGeneration": {"vision_config.embed_dim": 1280, "vision_config.mlp_ratio": 4},
+    "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16},
+    "Qwen3OmniMoeForConditionalGeneration": {"thinker_config.vision_config.image_size": 768,
+                                             "thinker_config.vision_config.apply_vit_abs_pos_embed": True},
     "Lfm2VlForConditionalGeneration": {"text_config.block_dim": 2048, "text_config.block_ff_dim": 12288,
                                        "text_config.block_multiple_of": 256,
                                        "text_config.block_ffn_dim_multiplier": 1.0,
@@ -180,13 +190,15 @@ CASE_OPTIONS: dict[str, dict] = {
 
 
 def _apply(d: dict, over: dict) -> dict:
+    """Overrides; a dotted key ("audio_config.downsample_factor") sets a nested key."""
     d = copy.deepcopy(d)
     for k, v in over.items():
         tgt = d
-        if k.startswith("text_config."):
-            tgt = d.setdefault("text_config", {}) or {}
-            d["text_config"] = tgt
-            k = k.split(".", 1)[1]
+        *path, k = k.split(".")
+        for part in path:
+            if not isinstance(tgt.get(part), dict):
+                tgt[part] = {}
+            tgt = tgt[part]
         if v is None:
             tgt.pop(k, None)
         else:
