@@ -115,7 +115,9 @@ def _doc(cov: dict, reg: dict) -> str:
         f"**{n_t} of {reg['counts']['text']} text-generation and {n_m} of {reg['counts']['multimodal']} "
         f"multimodal architectures verified exact against vLLM {reg['vllm_version']}** (per layer: "
         "kv_cache_dtype, quant mode, sliding window, KV heads, head sizes, bytes per token including "
-        "indexer caches; every checked-in case of the architecture, under `--kv-cache-dtype auto` and `fp8`).",
+        "indexer caches; on every checked-in case of the architecture that vLLM's model class built on the "
+        "CPU oracle, under `--kv-cache-dtype auto` and `fp8`; cases it could not build are listed as "
+        "`unanswered` in kvplan/data/vllm_arch_coverage.json).",
         "",
         "An architecture that is not verified still plans, with finding KV604 (`--strict`: an error).",
         "Architectures vLLM 0.33 refuses (no longer supported, or moved to a plugin) are refused with",
