@@ -68,11 +68,14 @@ def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[s
             gpu: Any = None, *, kv_budget_bytes: Optional[int] = None,
             read_safetensors: bool = True, extra_checks: Iterable[Any] = (),
             engine: str | None = None, kv_scales: str | Path | None = None,
-            offline: Optional[bool] = None) -> Plan:  # noqa: A001
+            offline: Optional[bool] = None, strict: bool = False) -> Plan:  # noqa: A001
     """Compile the KV plan for a config.json, a checkpoint folder or a Hugging Face model id
     (``org/name``: resolved at the flags' ``--revision`` through the Hugging Face cache and Hub,
     see docs/hub.md; ``offline=True`` reads the cache only, like HF_HUB_OFFLINE=1) under vLLM
     serving flags. ``--hf-overrides`` in the flags is applied to config.json first, as vLLM does.
+
+    `strict=True` (CLI `--strict`) makes finding KV604 an error: an architecture not verified
+    against vLLM 0.33.0, or config keys that look like layer geometry but were not used.
 
     `kv_scales` is a `kvplan calibrate` scales file: per-tensor FP8 layers it covers get
     ``scale_source: calibrated`` (unless the checkpoint's own scales are loaded).
@@ -83,9 +86,13 @@ def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[s
     >>> plan.layers[0].kv_cache_dtype, plan.layers[1].kv_cache_dtype
     ('auto', 'fp8')
     """
-    return compile_with_quant(path, flags, gpu, kv_budget_bytes=kv_budget_bytes,
+    plan = compile_with_quant(path, flags, gpu, kv_budget_bytes=kv_budget_bytes,
                               read_safetensors=read_safetensors, extra_checks=extra_checks,
                               engine=engine, kv_scales=kv_scales, offline=offline)[0]
+    if strict:
+        from kvplan.planner.compile import apply_strict  # noqa: PLC0415
+        plan = apply_strict(plan)
+    return plan
 
 
 def compile_with_quant(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None = None,

@@ -124,6 +124,15 @@ KvScalesOpt = typer.Option(None, "--kv-scales", help="k/v scales from `kvplan ca
 PolicyOpt = typer.Option(None, "--policy", help="Policy YAML: your rules (selector -> setting) and constraints "
                          "(default: `policy` in the nearest kvplan.toml or pyproject.toml [tool.kvplan]).")
 NoPolicyOpt = typer.Option(False, "--no-policy", help="Ignore the policy named by the project configuration.")
+StrictOpt = typer.Option(False, "--strict", help="An architecture not verified against vLLM, or config keys "
+                         "that look like layer geometry but were not used (KV604), is an error.")
+
+
+def _strict(p, strict: bool):
+    if not strict:
+        return p
+    from kvplan.planner.compile import apply_strict  # noqa: PLC0415
+    return apply_strict(p)
 
 
 @app.command(context_settings=_EXTRA, epilog=ENGINE_FLAGS_HELP)
@@ -134,9 +143,9 @@ def plan(ctx: typer.Context, path: str = PathArg,
          all_layers: bool = typer.Option(False, "--all-layers", help="text format: one row per layer."),
          fail_level: FailLevel = FailOpt, policy: Optional[Path] = PolicyOpt,
          no_policy: bool = NoPolicyOpt, kv_scales: Optional[Path] = KvScalesOpt,
-         offline: bool = OfflineOpt) -> None:
+         offline: bool = OfflineOpt, strict: bool = StrictOpt) -> None:
     """Compile the per-layer KV plan and print it (JSON by default)."""
-    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales, offline)
+    p = _strict(_compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales, offline), strict)
     if format is PlanFormat.json:
         from kvplan.report.json_report import dumps  # noqa: PLC0415
         text = dumps(p)
@@ -157,9 +166,10 @@ def explain(ctx: typer.Context, path: str = PathArg, gpu: Optional[str] = GpuOpt
             fail_level: FailLevel = typer.Option(FailLevel.never, "--fail-level",
                                                  help="Exit 1 when a finding is at or above this severity."),
             policy: Optional[Path] = PolicyOpt, no_policy: bool = NoPolicyOpt,
-            kv_scales: Optional[Path] = KvScalesOpt, offline: bool = OfflineOpt) -> None:
+            kv_scales: Optional[Path] = KvScalesOpt, offline: bool = OfflineOpt,
+            strict: bool = StrictOpt) -> None:
     """Explain the plan: per-layer table, which rule decided what and why, totals, findings."""
-    p = _compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales, offline)
+    p = _strict(_compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales, offline), strict)
     from kvplan.report.table import render_plan  # noqa: PLC0415
     render_plan(p, out_console(), expand=all_layers)
     raise typer.Exit(_fail_code(p, fail_level))

@@ -4,7 +4,9 @@ When a config.json omits a value, the model's transformers config class supplies
 the engine reads that default. kvplan carries those defaults for the families whose configs are
 commonly minimal, so planning never needs transformers; `tests/ingest/test_families.py` checks
 this table against transformers' own config classes whenever transformers is installed
-(drift test). For model types not listed here, `hf_config` asks transformers lazily.
+(drift test). For model types not listed here, `hf_config` reads the defaults generated from the
+config classes into kvplan/data/vllm_architectures.json (`config_defaults`), so the base install
+(no transformers) plans every architecture vLLM builds.
 """
 from __future__ import annotations
 
@@ -55,6 +57,17 @@ WRAPPER_TYPES = frozenset({
     "qwen3_vl", "qwen3_vl_moe", "llava", "llava_next", "mistral3", "pixtral", "idefics3",
     "internvl", "kimi_vl", "glm4v", "glm4v_moe", "paligemma", "aya_vision", "smolvlm",
 })
+
+# Architectures vLLM builds without attention (state-space models): every layer keeps a state.
+ATTENTION_FREE_ARCHS = frozenset({"MambaForCausalLM", "Mamba2ForCausalLM", "FalconMambaForCausalLM"})
+
+# vLLM model modules whose MLA layers also register a sparse-attention indexer key cache
+# (DeepSeek-V3.2 style: uint8, index_head_dim + index_head_dim/128 * 4 scale bytes per token and
+# layer): always (the DSA module: DeepSeek-V3.2, GLM-5), or when the config has `index_topk`.
+# Layers that reuse another layer's top-k (index_topk_freq / index_topk_pattern 'S' /
+# indexer_types 'shared') build no indexer.
+INDEXER_ALWAYS_MODULES = (".deepseek_v32",)
+INDEXER_IF_TOPK_MODULES = (".deepseek_v2", ".hy_v4")
 
 # Families that always use attention sinks (vLLM passes sinks to the backend).
 SINK_TYPES = frozenset({"gpt_oss"})

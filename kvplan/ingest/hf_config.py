@@ -13,11 +13,34 @@ from pathlib import Path
 from typing import Any, Optional
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest import architectures as vreg
 from kvplan.ingest.families import (
-    FAMILY_DEFAULTS, SINK_TYPES, STANDARD_DECODER_TYPES, WRAPPER_TYPES,
+    ATTENTION_FREE_ARCHS, FAMILY_DEFAULTS, INDEXER_ALWAYS_MODULES, INDEXER_IF_TOPK_MODULES, SINK_TYPES,
+    STANDARD_DECODER_TYPES, WRAPPER_TYPES,
 )
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
+
+
+class _Reads(dict):  # type: ignore[type-arg]
+    """A config dict that records which keys were looked up (for KV604's 'keys read')."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        self.read: set[str] = set()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return super().__contains__(key)
 
 
 def load_json(path: Path, what: str = "config") -> dict[str, Any]:
@@ -57,24 +80,20 @@ class _Cfg:
         hfd = self._transformers_defaults()
         for k in keys:
             if k in hfd and hfd[k] is not None:
-                self.notes.append(f"{k} absent from the config: using {hfd[k]!r} from "
-                                  f"transformers' {self.model_type} config class")
+                self.notes.append(f"{k} absent from the config: using {hfd[k]!r}, the default of "
+                                  f"the {self.model_type} config class")
                 return hfd[k]
         return default
 
     def _transformers_defaults(self) -> dict[str, Any]:
-        """Ask transformers (lazily, only for families kvplan has no table for)."""
-        if self._hf_defaults is not None:
-            return self._hf_defaults
-        self._hf_defaults = {}
-        if self.model_type in FAMILY_DEFAULTS:
-            return self._hf_defaults
-        try:  # pragma: no cover - depends on the optional transformers install
-            from transformers import AutoConfig  # noqa: PLC0415 (lazy by design)
-            cfg = AutoConfig.for_model(self.model_type)
-            self._hf_defaults = cfg.to_dict()
-        except Exception:  # transformers absent or the type unknown to it
-            self._hf_defaults = {}
+        """The config class's declared defaults, as generated into data (no transformers import).
+
+        kvplan/data/vllm_architectures.json `config_defaults` holds, per model_type, the defaults
+        the transformers (or vLLM-shipped) config class declares for the geometry keys kvplan
+        reads (scripts/oracle/vllm_registry.py writes it from the installed packages).
+        """
+        if self._hf_defaults is None:
+            self._hf_defaults = vreg.config_defaults(self.model_type)
         return self._hf_defaults
 
 
@@ -83,6 +102,9 @@ def _pick_text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
         sub = cfg.get(key)
         if isinstance(sub, dict) and sub:
             return sub, key
+    thinker = cfg.get("thinker_config")  # Qwen omni / ASR models: the thinker holds the LM
+    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict) and thinker["text_config"]:
+        return thinker["text_config"], "thinker_config.text_config"
     return cfg, ""
 
 
@@ -108,7 +130,8 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     check_config_values(cfg, str(path))  # types, signs and plausibility limits (docs/limits.md)
     notes: list[str] = []
     model_type = cfg.get("model_type")
-    text_raw, text_key = _pick_text_config(cfg)
+    text_plain, text_key = _pick_text_config(cfg)
+    text_raw = _Reads(text_plain)
     text_type = text_raw.get("model_type") if text_key else model_type
     if not isinstance(model_type, str) or not model_type:
         raise KvplanInputError(f"{path} has no model_type.",
@@ -118,18 +141,27 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         text_type = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "llama4": "llama4_text",
                      "mllama": "mllama_text_model", "qwen3_5": "qwen3_5_text"}.get(model_type, model_type)
         notes.append(f"{text_key}.model_type absent: assuming {text_type}")
+    arch_list = cfg.get("architectures") or text_plain.get("architectures") or []
+    architecture = arch_list[0] if isinstance(arch_list, list) and arch_list and isinstance(arch_list[0], str) else None
+    if architecture is None:
+        architecture = vreg.arch_for_model_type(model_type)
+        if architecture is not None:
+            notes.append(f"architectures absent: model_type {model_type!r} is vLLM's {architecture}")
     known = (model_type in STANDARD_DECODER_TYPES or model_type in WRAPPER_TYPES
-             or model_type in FAMILY_DEFAULTS or text_type in STANDARD_DECODER_TYPES)
-    if not known and not _transformers_knows(model_type):
+             or model_type in FAMILY_DEFAULTS or text_type in STANDARD_DECODER_TYPES
+             or (architecture is not None and (vreg.is_registered(architecture)
+                                               or architecture in vreg.registry()["refused"]))
+             or vreg.known_model_type(model_type))
+    if not known:
         raise KvplanInputError(
             f"unknown model_type {model_type!r} in {path}.",
-            "kvplan plans the model types vLLM builds (llama, qwen3, gemma3, deepseek_v3, ...); "
-            "check the spelling or install transformers so kvplan can read its config class.")
+            f"kvplan plans the architectures vLLM {vreg.vllm_version()} builds (llama, qwen3, gemma3, "
+            "deepseek_v3, ...); check the spelling, or pass the config.json whose `architectures` "
+            "names the vLLM architecture.")
     c = _Cfg(text_raw, text_type, notes)
     if text_key:
         notes.append(f"language model read from {text_key} ({text_type})")
-    arch_list = cfg.get("architectures") or text_raw.get("architectures") or []
-    architecture = arch_list[0] if isinstance(arch_list, list) and arch_list else None
+    module = (vreg.registry()["architectures"].get(architecture or "") or {}).get("vllm_module", "")
 
     is_enc_dec = bool(cfg.get("is_encoder_decoder")) or text_type in ("t5", "mt5", "bart", "whisper")
     if is_enc_dec:
@@ -140,6 +172,14 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         num_heads = c.get("num_attention_heads", "n_head", "num_heads", "n_heads")
     if num_layers is None:
         num_layers = c.get("num_hidden_layers", "num_layers", hf=True)
+    if num_layers is None:
+        # Hybrid configs whose config class derives the layer count from the layer map.
+        for k in ("layers_block_type", "hybrid_override_pattern", "layer_types"):
+            v = c.raw.get(k)
+            if isinstance(v, (list, str)) and v:
+                num_layers = len(v)
+                notes.append(f"num_hidden_layers absent: {len(v)} layers, the length of {k}")
+                break
     if num_heads is None:
         num_heads = c.get("num_attention_heads", "num_heads", hf=True)
     if num_layers is None:
@@ -149,6 +189,20 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
                              limits().max_layers)
     hidden = c.get("hidden_size", "n_embd", "d_model", "dim")
     num_kv_heads = c.get("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
+    if num_kv_heads is None and not c.raw.get("multi_query"):
+        # The config class's own default when it declares one (None means "= heads", below).
+        num_kv_heads = c.get("num_key_value_heads", hf=True)
+    if architecture == "FalconForCausalLM" and not c.raw.get("new_decoder_architecture"):
+        # vLLM's Falcon: num_kv_heads only with new_decoder_architecture; else multi_query
+        # (the config class default: true) means one KV head, and without it KV heads = heads.
+        mq = c.raw.get("multi_query", True)
+        num_kv_heads = 1 if mq else num_heads
+        notes.append(f"Falcon without new_decoder_architecture: multi_query {mq} -> {num_kv_heads} KV head(s)")
+    if module.endswith(".chatglm"):
+        # vLLM's ChatGLM: multi_query_group_num KV heads only with multi_query_attention.
+        mqa = bool(c.raw.get("multi_query_attention"))
+        num_kv_heads = c.raw.get("multi_query_group_num") if mqa else num_heads
+        notes.append(f"ChatGLM: multi_query_attention {mqa} -> {num_kv_heads} KV heads")
     if num_kv_heads is None and c.raw.get("multi_query") is True:
         num_kv_heads = 1
         notes.append("multi_query: true: one KV head (MQA)")
@@ -156,6 +210,8 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         num_kv_heads = num_heads
         notes.append("num_key_value_heads absent: multi-head attention, KV heads = query heads")
     head_dim = c.get("head_dim", "d_kv", "kv_channels", "attention_head_dim")
+    if head_dim is None:  # the config class's own default when it declares one
+        head_dim = c.get("head_dim", hf=True)
     if head_dim is None and not hidden:
         hidden = c.get("hidden_size", "d_model", hf=True)
     if head_dim is None and hidden and num_heads:
@@ -166,8 +222,25 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         max_pos = cfg.get("max_position_embeddings")
 
     mla = _mla_dims(text_raw)
+    if mla is not None and module.endswith(".minicpm3"):
+        # MiniCPM3's vLLM class builds dense attention from the MLA-style keys: KV heads = query
+        # heads, head size qk_nope_head_dim + qk_rope_head_dim for K and V.
+        num_kv_heads = num_heads
+        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+        notes.append(f"{architecture}: dense attention, head size qk_nope_head_dim + qk_rope_head_dim "
+                     f"= {head_dim}, KV heads = query heads")
+        mla = None
+    unknown_types: list[str] = []
     layers = _layers(c, text_type, model_type, num_layers, num_heads, num_kv_heads, head_dim,
-                     mla, path, notes)
+                     mla, path, notes, architecture, module, unknown_types)
+    raw_keys = set(text_plain) | (set() if text_key else set(cfg))
+    read = set(text_raw.read) | {"model_type", "architectures"}
+    unused = sorted(k for k in raw_keys if k not in read and vreg.geometry_like(k))
+    arch_status = vreg.status(architecture)
+    if arch_status == vreg.VERIFIED:
+        # Keys the verified configs of this architecture had too were part of what was checked.
+        seen = vreg.verified_keys(architecture)
+        unused = [k for k in unused if k not in seen]
     return ModelArch(
         model_type=model_type, text_model_type=text_type or model_type, architecture=architecture,
         num_layers=num_layers, config_dtype=_model_dtype(text_raw, cfg),
@@ -175,23 +248,23 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         is_encoder_decoder=is_enc_dec, layers=tuple(layers), uses_mla=mla is not None,
         mamba_ssm_cache_dtype=text_raw.get("mamba_ssm_cache_dtype") or text_raw.get("mamba_ssm_dtype"),
         notes=tuple(dict.fromkeys(notes)),
+        architecture_status=arch_status,
+        refused_reason=vreg.refusal(architecture) if architecture else None,
+        keys_read=tuple(sorted(k for k in read if k in raw_keys)),
+        unused_geometry_keys=tuple(unused),
+        unknown_layer_types=tuple(dict.fromkeys(unknown_types)),
     )
-
-
-def _transformers_knows(model_type: str) -> bool:
-    try:  # pragma: no cover - optional dependency
-        from transformers import CONFIG_MAPPING  # noqa: PLC0415
-        return model_type in CONFIG_MAPPING
-    except Exception:
-        return False
 
 
 def _mla_dims(t: dict[str, Any]) -> Optional[MlaDims]:
     if t.get("kv_lora_rank") in (None, 0) or t.get("qk_rope_head_dim") is None:
         return None
+    ihd = t.get("index_head_dim") if "index_topk" in t else None
     return MlaDims(kv_lora_rank=t["kv_lora_rank"], qk_rope_head_dim=t["qk_rope_head_dim"],
                    qk_nope_head_dim=t.get("qk_nope_head_dim") or 0,
-                   v_head_dim=t.get("v_head_dim") or 0, index_topk=t.get("index_topk"))
+                   v_head_dim=t.get("v_head_dim") or 0, index_topk=t.get("index_topk"),
+                   index_head_dim=ihd if isinstance(ihd, int) and not isinstance(ihd, bool) and ihd > 0
+                   else (128 if "index_topk" in t else None))
 
 
 _LAYER_TYPE_KINDS = {
@@ -199,12 +272,24 @@ _LAYER_TYPE_KINDS = {
     "sliding_attention": "sliding_attention", "local": "sliding_attention",
     "chunked_attention": "chunked_attention", "linear_attention": "linear_attention",
     "mamba": "mamba", "mamba2": "mamba", "conv": "mamba", "short_conv": "mamba",
+    # Layers without attention in interleaved maps (Dory: attention, mlp, attention, ...).
+    "mlp": "none", "moe": "none", "ffn": "none",
+}
+
+
+_BLOCK_TYPE_KINDS = {
+    "attention": "full_attention", "full_attention": "full_attention", "sliding_attention": "sliding_attention",
+    "mamba": "mamba", "mamba2": "mamba", "linear_attention": "linear_attention",
+    "moe": "none", "mlp": "none", "ffn": "none",
 }
 
 
 def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, num_kv_heads: Any,
-            head_dim: Any, mla: Optional[MlaDims], path: Path, notes: list[str]) -> list[LayerArch]:
+            head_dim: Any, mla: Optional[MlaDims], path: Path, notes: list[str],
+            architecture: Optional[str] = None, module: str = "",
+            unknown_types: Optional[list[str]] = None) -> list[LayerArch]:
     raw = c.raw
+    unknown_types = unknown_types if unknown_types is not None else []
     window = c.get("sliding_window")
     window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
     sinks = text_type in SINK_TYPES or model_type in SINK_TYPES
@@ -213,8 +298,30 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
 
     layer_types = raw.get("layer_types")
     pattern = raw.get("hybrid_override_pattern")
-    if mla is not None:
+    block_types = raw.get("layers_block_type")
+    if isinstance(layer_types, list) and layer_types and len(layer_types) < n:
+        # transformers' config classes reject it when vLLM loads the config (whether or not the
+        # model class reads layer_types afterwards).
+        raise KvplanInputError(f"{path}: layer_types has {len(layer_types)} entries for {n} layers.",
+                               "Fix layer_types or num_hidden_layers.")
+    if architecture in ATTENTION_FREE_ARCHS:
+        kinds, srcs = ["mamba"] * n, [f"{architecture}: attention-free (state-space) model"] * n
+    elif module.endswith(".gpt_oss") and window is not None:
+        # vLLM's GptOss attention slides on even layers (layer_idx % 2 == 0), whatever layer_types says.
+        kinds = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+        srcs = [f"vLLM's GptOss: layer {i} {'even: sliding' if i % 2 == 0 else 'odd: full'} "
+                "(layer_types is not read)" for i in range(n)]
+    elif mla is not None:
         kinds, srcs = ["mla"] * n, ["kv_lora_rank present: MLA latent cache"] * n
+    elif module.endswith(".mimo_v2") and isinstance(raw.get("hybrid_layer_pattern"), list):
+        # MiMo-V2-Flash: hybrid_layer_pattern[i] == 1 is a sliding layer (vLLM's is_sliding).
+        hlp = raw["hybrid_layer_pattern"]
+        if len(hlp) < n:
+            raise KvplanInputError(f"{path}: hybrid_layer_pattern has {len(hlp)} entries for {n} layers.",
+                                   "Fix hybrid_layer_pattern or num_hidden_layers.")
+        kinds = ["sliding_attention" if v == 1 else "full_attention" for v in hlp[:n]]
+        srcs = [f"hybrid_layer_pattern[{i}] = {v!r} (1 = sliding, MiMo-V2)" for i, v in enumerate(hlp[:n])]
+        window = raw.get("sliding_window_size") if isinstance(raw.get("sliding_window_size"), int) else window
     elif isinstance(pattern, str) and pattern:
         if len(pattern) != n:
             raise KvplanInputError(
@@ -223,6 +330,33 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
         m = {"M": "mamba", "*": "full_attention", "E": "none", "-": "none"}
         kinds = [m.get(ch, "none") for ch in pattern]
         srcs = [f"hybrid_override_pattern[{i}] = {ch!r}" for i, ch in enumerate(pattern)]
+    elif isinstance(block_types, list) and block_types and not (isinstance(layer_types, list) and layer_types):
+        # The newer spelling of a hybrid layer map (transformers writes it from
+        # hybrid_override_pattern / attn_layer_period; vLLM's model classes read it).
+        if len(block_types) < n:
+            raise KvplanInputError(f"{path}: layers_block_type has {len(block_types)} entries for {n} layers.",
+                                   "Fix layers_block_type or num_hidden_layers.")
+        kinds, srcs = [], []
+        for i, bt in enumerate(block_types[:n]):
+            k = _BLOCK_TYPE_KINDS.get(str(bt))
+            if k is None:
+                unknown_types.append(f"layers_block_type[{i}] = {bt!r}")
+                k = "full_attention"
+                notes.append(f"layers_block_type value {bt!r} unknown to kvplan: planned as full attention "
+                             "(an upper bound)")
+            kinds.append(k)
+            srcs.append(f"layers_block_type[{i}] = {bt!r}")
+    elif (isinstance(raw.get("attn_layer_period"), int) and isinstance(raw.get("attn_layer_offset"), int)
+          and not (isinstance(layer_types, list) and layer_types) and raw["attn_layer_period"] > 0):
+        per, off = raw["attn_layer_period"], raw["attn_layer_offset"]
+        kinds = ["full_attention" if i % per == off else "mamba" for i in range(n)]
+        srcs = [f"attn_layer_period {per}, attn_layer_offset {off}: attention where i % {per} == {off}"] * n
+    elif (not (isinstance(layer_types, list) and layer_types) and isinstance(raw.get("full_attention_interval"), int)
+          and raw["full_attention_interval"] > 0):
+        # Qwen3-Next / Qwen3.5 config classes: layer_types from full_attention_interval.
+        iv = raw["full_attention_interval"]
+        kinds = ["linear_attention" if (i + 1) % iv else "full_attention" for i in range(n)]
+        srcs = [f"full_attention_interval {iv}: every {iv}th layer is full attention, the rest linear"] * n
     elif isinstance(layer_types, list) and layer_types:
         if len(layer_types) < n:
             raise KvplanInputError(f"{path}: layer_types has {len(layer_types)} entries for {n} layers.",
@@ -231,9 +365,12 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
         for i, lt in enumerate(layer_types[:n]):
             k = _LAYER_TYPE_KINDS.get(str(lt))
             if k is None:
-                raise KvplanInputError(f"{path}: unknown layer_types[{i}] value {lt!r}.",
-                                       "Use full_attention, sliding_attention, chunked_attention, "
-                                       "linear_attention or mamba.")
+                # Said out loud (KV604), never silently mapped: planned as full attention, the
+                # largest per-token KV a layer of this geometry can hold.
+                unknown_types.append(f"layer_types[{i}] = {lt!r}")
+                notes.append(f"layer_types value {lt!r} unknown to kvplan: planned as full attention "
+                             "(an upper bound)")
+                k = "full_attention"
             kinds.append(k)
             srcs.append(f"layer_types[{i}] = {lt!r}")
     elif text_type == "gemma2":
@@ -275,8 +412,41 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
                 kinds[i] = "cross_attention"
                 srcs[i] = f"cross_attention_layers contains {i}"
 
-    global_kv = raw.get("num_global_key_value_heads")
-    global_hd = raw.get("global_head_dim")
+    global_kv = c.get("num_global_key_value_heads", hf=True)
+    global_hd = c.get("global_head_dim", hf=True)
+    per_layer: dict[int, dict[str, int]] = {}
+    plc = raw.get("per_layer_config")
+    if isinstance(plc, dict):
+        # transformers' Gemma 4 writes the global layers' geometry per layer (it pops
+        # global_head_dim / num_global_key_value_heads into this map); vLLM reads it per layer.
+        for k, v in plc.items():
+            if str(k).isdigit() and isinstance(v, dict):
+                per_layer[int(k)] = {kk: vv for kk, vv in v.items()
+                                     if kk in ("head_dim", "num_key_value_heads") and isinstance(vv, int)}
+    elif text_type.startswith("gemma4"):
+        # transformers' Gemma4TextConfig builds that map from global_head_dim (default 512) and,
+        # only when attention_k_eq_v is true, num_global_key_value_heads.
+        if global_hd is None and "global_head_dim" not in raw:
+            global_hd = 512
+            notes.append("global_head_dim absent from the config: using 512, the Gemma 4 config class default")
+        if global_kv and not raw.get("attention_k_eq_v"):
+            notes.append("num_global_key_value_heads ignored: attention_k_eq_v is not true (Gemma 4 config class)")
+            global_kv = None
+    if (module.endswith(".commandr") or text_type.startswith("cohere2")) and window is not None:
+        # vLLM's Cohere 2 attention (commandr; the MoE and vision models' language models too)
+        # sees [pos - sliding_window, pos]: its sliding layers get window + 1.
+        notes.append(f"{architecture}: vLLM gives sliding layers sliding_window + 1 = {window + 1} "
+                     "(the window includes the current token)")
+        window += 1
+    # vLLM's Falcon attention passes no cache config to Attention in its rotary and ALiBi
+    # branches (rotary = not alibi, so always): the layer's KV stays in the model dtype.
+    no_cache_cfg = architecture == "FalconForCausalLM"
+    if no_cache_cfg:
+        notes.append("FalconForCausalLM: vLLM builds Falcon's attention without the cache config; "
+                     "--kv-cache-dtype does not reach its layers")
+    indexer_layers = _indexer_layers(raw, n, module) if mla is not None else set()
+    ihd = raw.get("index_head_dim")
+    indexer = (ihd if isinstance(ihd, int) and not isinstance(ihd, bool) and ihd > 0 else 128) if indexer_layers else None
     chunk = raw.get("attention_chunk_size") or FAMILY_DEFAULTS.get(text_type, {}).get("attention_chunk_size")
     out = []
     for i, (kind, src) in enumerate(zip(kinds, srcs)):
@@ -287,10 +457,25 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
             assert mla is not None
             out.append(LayerArch(index=i, kind="mla", num_heads=num_heads, num_kv_heads=1,
                                  head_size=mla.kv_lora_rank + mla.qk_rope_head_dim, head_size_v=0,
-                                 mla=mla, source=src))
+                                 mla=mla, source=src,
+                                 indexer_bytes_per_token=(indexer + indexer // 128 * 4)
+                                 if indexer and i in indexer_layers else 0))
             continue
         kvh, hd = num_kv_heads, head_dim
-        if kind == "full_attention" and (global_kv or global_hd):
+        hv = hd
+        if module.endswith(".mimo_v2"):
+            # Per-layer-type geometry under its own keys: swa_* for sliding layers.
+            pre = "swa_" if kind == "sliding_attention" else ""
+            kvh = raw.get(f"{pre}num_key_value_heads", kvh)
+            hd = raw.get(f"{pre}head_dim", hd)
+            hv = raw.get(f"{pre}v_head_dim") or hd
+            src += f" ({pre or 'full-layer '}num_key_value_heads / {pre}head_dim / {pre}v_head_dim)"
+        over = per_layer.get(i)
+        if over is not None:
+            kvh = over.get("num_key_value_heads", kvh)
+            hd = over.get("head_dim", hd)
+            src += f" (per_layer_config[{i}]: {over})"
+        elif kind == "full_attention" and (global_kv or global_hd):
             kvh = global_kv or kvh
             hd = global_hd or hd
             src += " (global layer geometry: num_global_key_value_heads / global_head_dim)"
@@ -298,14 +483,42 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
             raise KvplanInputError(f"{path}: cannot determine KV heads / head size of layer {i}.",
                                    "Pass the model's full config.json.")
         out.append(LayerArch(
-            index=i, kind=kind,
+            index=i, kind=kind, kv_cache_dtype_ignored=no_cache_cfg,
             sliding_window=window if kind == "sliding_attention" else None,
             attention_chunk_size=chunk if kind == "chunked_attention" else None,
-            num_heads=num_heads, num_kv_heads=int(kvh), head_size=int(hd), head_size_v=int(hd),
-            has_sinks=sinks, source=src))
+            num_heads=num_heads, num_kv_heads=int(kvh), head_size=int(hd),
+            head_size_v=int(hv if module.endswith(".mimo_v2") else hd),
+            has_sinks=sinks or (module.endswith(".mimo_v2") and kind == "sliding_attention"
+                                and bool(raw.get("add_swa_attention_sink_bias"))), source=src))
     if kinds.count("sliding_attention") and window is None:
         raise KvplanInputError(f"{path}: layers are sliding_attention but sliding_window is not set.",
                                "Set sliding_window in config.json.")
+    return out
+
+
+def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
+    """Layers whose MLA attention builds a sparse-attention indexer key cache (vLLM's rule)."""
+    if any(module.endswith(m) for m in INDEXER_ALWAYS_MODULES):
+        pass
+    elif not (any(module.endswith(m) for m in INDEXER_IF_TOPK_MODULES) and "index_topk" in raw):
+        return set()
+    types = raw.get("indexer_types")
+    if module.endswith(".hy_v4") and isinstance(types, list) and len(types) == n:
+        # Only HY-V4 reads indexer_types; the DSA module reads the pattern / frequency keys.
+        return {i for i, t in enumerate(types) if t != "shared"}
+    freq = raw.get("index_topk_freq", 1)
+    freq = freq if isinstance(freq, int) and not isinstance(freq, bool) and freq > 0 else 1
+    pattern = raw.get("index_topk_pattern")
+    offset = raw.get("index_skip_topk_offset", 2)
+    offset = offset if isinstance(offset, int) and not isinstance(offset, bool) else 2
+    out = set()
+    for i in range(n):
+        if pattern is None:
+            skip = max(i - offset + 1, 0) % freq != 0
+        else:
+            skip = 0 <= i < len(pattern) and pattern[i] == "S"
+        if not skip:
+            out.add(i)
     return out
 
 

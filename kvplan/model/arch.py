@@ -31,6 +31,8 @@ class MlaDims(Frozen):
     """Value head dimension (128 on DeepSeek-V3)."""
     index_topk: Optional[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = None
     """Sparse-attention indexer top-k (DeepSeek-V3.2 style sparse MLA); None for dense MLA."""
+    index_head_dim: Optional[int] = None
+    """Sparse-attention indexer key head size (128 on DeepSeek-V3.2); None without an indexer."""
 
 
 class LayerArch(Frozen):
@@ -58,6 +60,12 @@ class LayerArch(Frozen):
     """MLA dimensions for kind == 'mla'."""
     source: str = ""
     """The config fact that decided this layer's kind and geometry (for explain)."""
+    kv_cache_dtype_ignored: bool = False
+    """vLLM's model class builds this layer's attention without the cache config (Falcon): its KV
+    cache stays in the model dtype whatever --kv-cache-dtype says."""
+    indexer_bytes_per_token: int = 0
+    """Bytes per token of the layer's sparse-attention indexer key cache (uint8 keys + fp32 scales,
+    DeepSeek-V3.2 / GLM-5: 128 + 4); vLLM allocates it next to the MLA latent, whatever --kv-cache-dtype."""
 
 
 class ModelArch(Frozen):
@@ -85,3 +93,14 @@ class ModelArch(Frozen):
     """Declared SSM state dtype for hybrid models (governed by --mamba-ssm-cache-dtype, not KV flags)."""
     notes: tuple[str, ...] = ()
     """How defaults were filled in (e.g. 'num_key_value_heads absent: MHA, = num_attention_heads')."""
+    architecture_status: str = "unregistered"
+    """'verified' when kvplan matches vLLM's own model class for this architecture on every checked-in
+    oracle case; else why not (kvplan/data/vllm_arch_coverage.json), or 'unregistered'."""
+    refused_reason: Optional[str] = None
+    """vLLM's reason when its registry refuses the architecture (no longer supported, moved to a plugin)."""
+    keys_read: tuple[str, ...] = ()
+    """Config keys (of the language model's config) kvplan read to build the layers."""
+    unused_geometry_keys: tuple[str, ...] = ()
+    """Config keys that look like layer geometry but that kvplan did not read."""
+    unknown_layer_types: tuple[str, ...] = ()
+    """Layer-type entries kvplan does not know (planned as full attention, said by KV604)."""

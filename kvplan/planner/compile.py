@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import math
+import re
 from types import MappingProxyType
 from typing import Any, Iterable, Optional
 
 from kvplan import __version__
 from kvplan.backends.capabilities import EngineVersion
+from kvplan.errors import KvplanInputError
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
@@ -28,6 +30,31 @@ def _rules() -> dict[str, Rule]:
     return {r.code: r for r in all_rules()}
 
 
+STRICT_CODES = ("KV604",)
+
+
+def apply_strict(plan: Plan) -> Plan:
+    """`--strict`: an unverified architecture or unused geometry key (KV604) becomes an error."""
+    if not any(f.code in STRICT_CODES for f in plan.findings):
+        return plan
+    fs = [f.model_copy(update={"severity": Severity.error}) if f.code in STRICT_CODES else f for f in plan.findings]
+    fs.sort(key=lambda f: (-f.severity.rank, f.code, f.layers[:1], f.message))
+    return plan.model_copy(update={"findings": fs})
+
+
+def _refuse_unsupported(arch: ModelArch, engine: EngineVersion) -> None:
+    """vLLM's registry refuses the architecture in the release modelled: one input error, its reason."""
+    reason = arch.refused_reason
+    if not reason or engine.engine != "vllm":
+        return
+    m = re.search(r"until v(\d+)\.(\d+)\.(\d+)", reason)
+    if m and engine.version is not None and tuple(engine.version) <= tuple(int(x) for x in m.groups()):
+        return  # the modelled release still builds it
+    raise KvplanInputError(f"vLLM {engine.version_str or ''} refuses architecture {arch.architecture}: {reason}".replace("  ", " "),
+                           "Serve it with the vLLM release that still supports it (--engine vllm==X) or use a "
+                           "supported architecture.")
+
+
 def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
                  gpu: Optional[GpuFacts] = None, *, source: Optional[str] = None,
                  weight_bytes: Optional[int] = None, kv_budget_bytes: Optional[int] = None,
@@ -41,6 +68,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     """
     rules = _rules()
     engine = engine or EngineVersion()
+    _refuse_unsupported(arch, engine)
     ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                       engine=engine, engine_version=engine.version_str or ENGINE_VERSION)
     globals_: dict[str, Any] = {}
@@ -189,7 +217,8 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: Optional[GpuFacts], 
         mbr = _request_bytes(lp, mml, bs, mbt) if mml else None
         sized.append(lp.model_copy(update={"max_bytes_per_request": mbr if lp.bytes_per_token else None}))
     bpt = sum(lp.bytes_per_token for lp in sized)
-    base = sum(_bf16_bytes(lp) for lp in sized)
+    indexer = {la.index: la.indexer_bytes_per_token for la in arch.layers if la.kind == "mla"}
+    base = sum(_bf16_bytes(lp) + (indexer.get(lp.index, 0) if _bf16_bytes(lp) else 0) for lp in sized)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
     budget = kv_budget_bytes
     if budget is None and gpu is not None and gpu.memory_gib and weight_bytes is not None:

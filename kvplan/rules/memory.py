@@ -60,6 +60,11 @@ def kv_bytes(ctx, la, st):
     heads = 1 if la.kind == "mla" else kv_heads_per_rank(la.num_kv_heads or 0, tp)
     n, formula = layer_bytes_per_token(la.kind, st["kv_cache_dtype"], st["dtype"], st["quant_mode"],
                                        heads, la.head_size or 0, la.head_size_v or 0)
+    if la.kind == "mla" and la.indexer_bytes_per_token:
+        # DeepSeek-V3.2 / GLM-5 sparse MLA: vLLM registers a second, uint8 indexer key cache at the
+        # layer (DeepseekV32IndexerCache: index_head_dim + index_head_dim/128 fp32 scales).
+        n += la.indexer_bytes_per_token
+        formula += f" + indexer key cache {la.indexer_bytes_per_token} B (uint8 keys + fp32 scales)"
     if la.kind == "mla" and tp > 1:
         formula += f" (MLA latent replicated on each of {tp} ranks)"
     elif tp > 1:

@@ -40,3 +40,40 @@ def defaults_used(ctx):
     used = [n for n in ctx.arch.notes if "absent from the config" in n]
     if used:
         yield Emit("config defaults used: " + "; ".join(used) + ".")
+
+
+@declare(code="KV604", name="architecture-not-verified", severity="warning", family="model",
+         summary="The architecture's layer geometry is not verified against vLLM, or config keys were not used.",
+         why="kvplan reads each architecture's layers (kinds, windows, KV heads, head sizes, extra caches) "
+             "from config keys; vLLM's model class for the architecture may read other keys. kvplan's "
+             "coverage (docs/architectures.md) lists the architectures whose plans were checked exact "
+             "against vLLM 0.33.0's own model classes (scripts/oracle/arch_oracle.py). For any other "
+             "architecture, and for config keys that look like layer geometry but that kvplan did not "
+             "read, the plan may be wrong without another sign. --strict makes this an error.",
+         fix="Check the planned kinds, KV heads and head sizes against the model card; keys listed as "
+             "unused may change the layers. Pass --strict to refuse unverified plans.",
+         references=("docs/architectures.md", "scripts/oracle/arch_oracle.py",
+                     "vllm/model_executor/models/registry.py"))
+def not_verified(ctx):
+    a = ctx.arch
+    if a.architecture_status == "verified" and not a.unused_geometry_keys and not a.unknown_layer_types:
+        return
+    name = a.architecture or a.model_type
+    if a.architecture_status == "verified":
+        head = f"{name} is verified against vLLM, but this config differs from the verified ones"
+    elif a.architecture_status == "unregistered":
+        head = (f"{name} is not in vLLM 0.33.0's model registry (vLLM runs it only through its "
+                "Transformers backend or remote code); its geometry is kvplan's reading, unverified")
+    else:
+        head = (f"{name} is not verified against vLLM 0.33.0 ({a.architecture_status}; docs/architectures.md "
+                "says why); its geometry is kvplan's reading")
+    parts = [head]
+    if a.keys_read:
+        parts.append("keys read: " + ", ".join(a.keys_read))
+    if a.unused_geometry_keys:
+        parts.append("config keys that look like layer geometry and were NOT used: "
+                     + ", ".join(a.unused_geometry_keys))
+    if a.unknown_layer_types:
+        parts.append("layer types kvplan does not know (planned as full attention): "
+                     + ", ".join(a.unknown_layer_types[:8]) + (" ..." if len(a.unknown_layer_types) > 8 else ""))
+    yield Emit("; ".join(parts) + ".")

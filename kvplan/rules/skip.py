@@ -109,3 +109,30 @@ def skip_noop(ctx):
             and not any(lp.skipped for lp in ctx.layers if lp.kind in NO_KV_KINDS):
         if not quant_mode_of(ctx.kv_cache_dtype).is_quantized and not ctx.quant.ct_kv_cache_scheme:
             yield Emit("--kv-cache-dtype-skip-layers has no effect: no layer's KV cache is quantized.")
+
+
+@declare(code="KV111", name="model-class-ignores-kv-cache-dtype", kind="decision", scope="layer",
+         family="dtype", severity="warning",
+         summary="The model class builds this layer without the cache config: its KV stays in the model dtype.",
+         why="vLLM 0.33's Falcon attention (rotary and ALiBi variants) constructs Attention without "
+             "cache_config, so the layer's kv_cache_dtype is 'auto' whatever --kv-cache-dtype says "
+             "(measured with vLLM's own FalconForCausalLM on the meta device).",
+         fix="Expect model-dtype KV memory for this architecture; --kv-cache-dtype does not change it.",
+         references=("vllm/model_executor/models/falcon.py::FalconAttention",))
+def model_ignores_dtype(ctx, la, st):
+    if la.kv_cache_dtype_ignored and st.get("kv_cache_dtype") not in (None, "auto"):
+        yield Set("kv_cache_dtype", "auto", f"{ctx.arch.architecture}: vLLM builds this layer's attention "
+                                            "without the cache config")
+
+
+@declare(code="KV112", name="kv-cache-dtype-has-no-effect", severity="warning", family="dtype",
+         summary="--kv-cache-dtype has no effect on this architecture's layers in vLLM.",
+         why="The model class builds its attention without the cache config (KV111); vLLM starts "
+             "and silently keeps the KV cache in the model dtype.",
+         fix="Budget KV memory at the model dtype, or serve a model whose vLLM class honours --kv-cache-dtype.",
+         references=("vllm/model_executor/models/falcon.py::FalconAttention",))
+def dtype_no_effect(ctx):
+    hit = tuple(lp.index for lp in ctx.layers if "KV111" in lp.decided_by)
+    if hit:
+        yield Emit(f"--kv-cache-dtype {ctx.kv_cache_dtype} has no effect on {ctx.arch.architecture}: vLLM "
+                   f"keeps these {len(hit)} layers' KV in the model dtype.", hit)

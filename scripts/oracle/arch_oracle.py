@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""Differential oracle over many model configs in one process: what KV caches does vLLM build?
+
+Run by hand with an interpreter that has vLLM 0.33.0 installed (CPU is enough; never in CI):
+
+    VLLM_TARGET_DEVICE=cpu <venv>/bin/python scripts/oracle/arch_oracle.py \
+        --cases tests/data/vllm_oracle_arch/cases.json [--only NAME ...] [--force]
+
+For every case (a config.json plus serving flags) it runs vLLM's own code:
+  * `EngineArgs(...).create_engine_config()` (config parsing, dtype, kv-cache-dtype resolution,
+    the model's config hooks, quantization config),
+  * `initialize_model(vllm_config)` on torch's meta device: the real vLLM model class of the
+    config's architecture builds its attention, MLA, indexer, Mamba and linear-attention layers,
+  * every layer vLLM registered in `static_forward_context` that defines `get_kv_cache_spec` is
+    asked for its spec, so every KV cache vLLM would allocate per layer is reported (sparse
+    attention indexer caches included), with its per-token bytes computed from the spec
+    (`real_page_size_bytes / block_size`).
+
+What is patched for this to run on a CPU-only machine (no vLLM function body is changed):
+  1. VLLM_TARGET_DEVICE=cpu: vLLM's CpuPlatform. Its attention-backend choice is replaced by the
+     real CPU_ATTN / CPU_MLA backend classes without the CPU-only kv-dtype support check.
+  2. The model-class inspection vLLM runs in a subprocess (`_run_in_subprocess`) is run in this
+     process instead (the subprocess fails for multimodal classes in the CPU venv).
+  3. A model_type that neither transformers nor vLLM knows (remote code) gets a plain
+     `PretrainedConfig` subclass registered under that name for the run, which keeps every key
+     of config.json as an attribute (what the remote config class would publish); its
+     `*_config` sub-dicts become config objects (the known model_type's class, else a plain one).
+  4. One gloo process group (world size 1) is initialised once for all cases.
+  5. torchvision cannot be installed next to the CPU torch of the oracle venv, and a few other
+     packages that only multimodal processors use are not installed (STUB_MODULES); multimodal
+     model files import them at module level. Such an import, when the package is missing, gets
+     an empty stand-in module (any attribute is a placeholder class), so the language model and
+     its attention layers build (no processor ever runs here).
+  6. `FusedMoEConfig.__post_init__` refuses non-gated MoE activations on a CPU platform, and the
+     unquantized MoE kernel choice finds no CPU kernel for them (kernel availability, not model
+     facts): the check runs with the platform reported as CUDA-alike, and a failed kernel choice
+     falls back to the CPU backend (no kernel ever runs here).
+  7. Compiled ops (`torch.ops._C.*`, vllm._C) do not load with the CPU torch of the venv; layers
+     that look an op up while being built (activations) get a placeholder callable.
+  8. `torch.cuda.Event` (created by a few model classes at build time for stream overlap) is a
+     no-op class instead of torch's CUDA-less dummy that raises.
+  9. `triton.set_allocator` (newer Triton API some model classes call at build time) is a no-op
+     when the venv's Triton lacks it.
+Answers go to <cases dir>/answers/<name>.json (stable key order), one per case.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from fractions import Fraction
+from pathlib import Path
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+_DIST_READY = False
+STUB_MODULES = ("torchvision", "mistral_common", "timm", "open_clip", "decord", "librosa",
+                "soundfile", "av", "qwen_vl_utils", "flash_attn", "einops", "cv2", "scipy",
+                "torchaudio", "matplotlib")
+_STUBBED: set[str] = set()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _install_patches() -> None:
+    from vllm.model_executor.models import registry as reg
+    from vllm.platforms import current_platform
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
+        if getattr(attn_selector_config, "use_mla", False):
+            return AttentionBackendEnum.CPU_MLA.get_path()
+        return AttentionBackendEnum.CPU_ATTN.get_path()
+
+    type(current_platform).get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    reg._run_in_subprocess = lambda fn: fn()
+    _stub_torchvision()
+    import torch
+
+    class _Event:  # patch 8: torch.cuda.Event is a dummy class that refuses to exist without CUDA
+        def __init__(self, *a, **k):
+            pass
+
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
+    torch.cuda.Event = _Event
+    import triton
+
+    from vllm import triton_utils
+
+    for t in {id(triton): triton, id(triton_utils.triton): triton_utils.triton}.values():
+        if not hasattr(t, "set_allocator"):  # patch 9: newer Triton API, called at build time
+            t.set_allocator = lambda *a, **k: None
+    from vllm.model_executor.layers.fused_moe import config as moe_cfg
+
+    orig_post = moe_cfg.FusedMoEConfig.__post_init__
+    plat = type(current_platform)
+
+    def post_init(self):
+        saved = plat.is_cuda_alike
+        plat.is_cuda_alike = classmethod(lambda cls: True)
+        try:
+            orig_post(self)
+        finally:
+            plat.is_cuda_alike = saved
+
+    moe_cfg.FusedMoEConfig.__post_init__ = post_init
+
+    from vllm.model_executor.layers.fused_moe import unquantized_fused_moe_method as ufm
+    from vllm.model_executor.layers.fused_moe.oracle import unquantized as uq
+
+    orig_select = uq.select_unquantized_moe_backend
+
+    def select(moe_config):
+        try:
+            return orig_select(moe_config)
+        except NotImplementedError:
+            return uq.UnquantizedMoeBackend.CPU, None
+
+    uq.select_unquantized_moe_backend = select
+    ufm.select_unquantized_moe_backend = select
+
+    import torch
+
+    ns_cls = type(torch.ops._C)
+    orig_getattr = ns_cls.__getattr__
+
+    def ns_getattr(self, name):
+        try:
+            return orig_getattr(self, name)
+        except AttributeError:
+            if getattr(self, "name", None) in ("_C", "_C_cache_ops", "_moe_C") and not name.startswith("__"):
+                return lambda *a, **k: None
+            raise
+
+    ns_cls.__getattr__ = ns_getattr
+
+
+def _stub_torchvision() -> None:
+    """Patch 5: imports of missing processor-only packages resolve to placeholder modules."""
+    import importlib.abc
+    import importlib.util
+    import importlib.machinery
+    import types
+
+    class _Meta(type):
+        def __getattr__(cls, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return cls
+
+        def __or__(cls, other):
+            return cls
+
+        __ror__ = __or__
+
+        def __getitem__(cls, item):
+            return cls
+
+    class _Placeholder(metaclass=_Meta):
+        def __init__(self, *a, **k):
+            pass
+
+        def __call__(self, *a, **k):
+            return self
+
+        def __getattr__(self, name):
+            return _Placeholder()
+
+        def __mro_entries__(self, bases):
+            return (object,)
+
+    class _Module(types.ModuleType):
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return _Placeholder
+
+    class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname, path, target=None):
+            top = fullname.split(".")[0]
+            if top in _STUBBED:
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+            return None
+
+        def create_module(self, spec):
+            m = _Module(spec.name)
+            m.__path__ = []
+            m.__version__ = "0.0.0+oracle-stub"
+            return m
+
+        def exec_module(self, module):
+            pass
+
+    for name in STUB_MODULES:
+        try:
+            missing = importlib.util.find_spec(name) is None
+        except (ImportError, ValueError):
+            missing = True
+        if missing or name == "torchvision":
+            _STUBBED.add(name)
+    sys.meta_path.insert(0, _Finder())
+
+
+def _register_unknown_model_type(cfg: dict) -> str | None:
+    """Patch 3: a config class for a remote-code model_type, for this run."""
+    from transformers import AutoConfig, PretrainedConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from vllm.transformers_utils import config as vcfg
+
+    mt = cfg.get("model_type")
+    if not isinstance(mt, str) or mt in CONFIG_MAPPING or mt in getattr(vcfg, "_CONFIG_REGISTRY", {}):
+        return None
+    def __init__(self, **kwargs):
+        # Sub-configs (vision_config, llm_config, ...) become config objects, as the remote
+        # config class builds them: the known model_type's class, else a plain config.
+        for k, v in list(kwargs.items()):
+            if k.endswith("_config") and isinstance(v, dict) and k != "quantization_config":
+                sub_mt = v.get("model_type")
+                sub = dict(v)
+                if sub_mt in CONFIG_MAPPING:
+                    sub.pop("model_type", None)
+                    kwargs[k] = CONFIG_MAPPING[sub_mt](**sub)
+                else:
+                    kwargs[k] = PretrainedConfig(**sub)
+        PretrainedConfig.__init__(self, **kwargs)
+
+    cls = type(f"Oracle_{mt}_Config", (PretrainedConfig,), {"model_type": mt, "__init__": __init__})
+    AutoConfig.register(mt, cls, exist_ok=True)
+    return mt
+
+
+def _dtype_name(d) -> str | None:
+    return None if d is None else str(d).removeprefix("torch.")
+
+
+def _num(x):
+    if isinstance(x, Fraction):
+        return int(x) if x.denominator == 1 else float(x)
+    return x
+
+
+def _spec_record(spec) -> dict:
+    from vllm.v1.kv_cache_interface import AttentionSpec, MambaSpec
+
+    rec: dict = {"type": type(spec).__name__, "block_size": spec.block_size}
+    if isinstance(spec, AttentionSpec):
+        rec.update({
+            "dtype": _dtype_name(spec.dtype),
+            "kv_quant_mode": getattr(spec.kv_quant_mode, "name", None),
+            "num_kv_heads": spec.num_kv_heads,
+            "head_size": spec.head_size,
+            "head_size_v": spec.head_size_v,
+            "sliding_window": getattr(spec, "sliding_window", None),
+            "attention_chunk_size": getattr(spec, "attention_chunk_size", None),
+            "tokens_per_state": _num(Fraction(spec.tokens_per_state)),
+            "cache_dtype_str": getattr(spec, "cache_dtype_str", None),
+            "page_size_bytes": spec.page_size_bytes,
+            "real_page_size_bytes": spec.real_page_size_bytes,
+            "bytes_per_token": _num(Fraction(spec.real_page_size_bytes, spec.block_size)),
+        })
+    elif isinstance(spec, MambaSpec):
+        rec.update({
+            "shapes": [list(s) for s in spec.shapes],
+            "dtypes": [_dtype_name(d) for d in spec.dtypes],
+            "page_size_bytes": spec.page_size_bytes,
+        })
+    else:
+        with contextlib.suppress(Exception):
+            rec["page_size_bytes"] = spec.page_size_bytes
+    return rec
+
+
+def _layer_record(name: str, layer, vllm_config) -> dict:
+    from vllm.model_executor.models.utils import extract_layer_index
+    from vllm.v1.kv_cache_interface import get_kv_quant_mode
+
+    try:
+        idx = extract_layer_index(name)
+    except Exception:  # noqa: BLE001
+        idx = None
+    kv = getattr(layer, "kv_cache_dtype", None)
+    rec = {
+        "index": idx,
+        "prefix": name,
+        "layer_class": type(layer).__name__,
+        "kv_cache_dtype": kv if isinstance(kv, str) else None,
+        "kv_quant_mode": get_kv_quant_mode(kv).name if isinstance(kv, str) else None,
+        "sliding_window": getattr(layer, "sliding_window", None),
+        "kv_sharing_target_layer_name": getattr(layer, "kv_sharing_target_layer_name", None),
+        "specs": [],
+    }
+    try:
+        spec = layer.get_kv_cache_spec(vllm_config)
+    except Exception as e:  # noqa: BLE001
+        rec["spec_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return rec
+    if spec is None:
+        return rec
+    specs = spec if isinstance(spec, (list, tuple)) else [spec]
+    rec["specs"] = [_spec_record(s) for s in specs]
+    return rec
+
+
+def run_case(case: dict, base: Path) -> dict:
+    import torch
+    import vllm
+    from vllm.config import set_current_vllm_config
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.models.interfaces import supports_multimodal
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    global _DIST_READY
+    cfg_path = base / case["config"]
+    cfg = json.loads(cfg_path.read_text())
+    res: dict = {
+        "kind": "kvplan.vllm_oracle_answer",
+        "vllm_version": vllm.__version__,
+        "case": case["name"],
+        "config": case["config"],
+        "flags": {"kv_cache_dtype": case.get("kv_cache_dtype", "auto"),
+                  "kv_cache_dtype_skip_layers": case.get("skip_layers", []),
+                  "dtype": case.get("dtype", "auto")},
+        "registered_config_class_for": _register_unknown_model_type(cfg),
+        "engine": None, "layers": [], "error": None,
+    }
+    tmp = tempfile.mkdtemp(prefix="kvplan-oracle-")
+    stage = "create_engine_config"
+    try:
+        shutil.copy(cfg_path, os.path.join(tmp, "config.json"))
+        ea = EngineArgs(model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
+                        kv_cache_dtype_skip_layers=list(res["flags"]["kv_cache_dtype_skip_layers"]),
+                        dtype=res["flags"]["dtype"], skip_tokenizer_init=True,
+                        trust_remote_code=True, enforce_eager=True, load_format="dummy",
+                        **({"enable_prefix_caching": True} if case.get("enable_prefix_caching") else {}))
+        vc = ea.create_engine_config()
+        mc = vc.model_config
+        res["engine"] = {"architecture": mc.architecture, "model_dtype": _dtype_name(mc.dtype),
+                         "cache_dtype": vc.cache_config.cache_dtype,
+                         "kv_cache_dtype_skip_layers": list(vc.cache_config.kv_cache_dtype_skip_layers),
+                         "max_model_len": mc.max_model_len}
+        stage = "distributed_init"
+        from vllm.distributed.parallel_state import (
+            destroy_model_parallel, ensure_model_parallel_initialized, init_distributed_environment)
+        with set_current_vllm_config(vc):
+            if not _DIST_READY:
+                init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                             distributed_init_method=f"tcp://127.0.0.1:{_free_port()}")
+                _DIST_READY = True
+            destroy_model_parallel()  # the groups (expert parallel or not) follow each config
+            ensure_model_parallel_initialized(1, 1)
+        stage = "build_model"
+        with set_default_torch_dtype(mc.dtype), torch.device("meta"):
+            model = initialize_model(vllm_config=vc)
+        res["engine"]["model_class"] = type(model).__name__
+        res["engine"]["multimodal"] = bool(supports_multimodal(model))
+        stage = "collect"
+        ctx = vc.compilation_config.static_forward_context
+        with set_current_vllm_config(vc):
+            for name, layer in ctx.items():
+                if hasattr(layer, "get_kv_cache_spec"):
+                    res["layers"].append(_layer_record(name, layer, vc))
+        res["layers"].sort(key=lambda r: (r["index"] is None, r["index"] or 0, r["prefix"]))
+        res["engine"]["cache_dtype_after_build"] = vc.cache_config.cache_dtype
+        del model
+    except Exception as e:  # noqa: BLE001
+        def scrub(text: str) -> str:  # no machine-specific paths in checked-in answers
+            import sysconfig
+            text = text.replace(tmp, "<model dir>")
+            return text.replace(sysconfig.get_paths()["purelib"], "<site-packages>")
+
+        res["error"] = {"stage": stage, "type": type(e).__name__,
+                        "message": scrub(str(e).splitlines()[0][:400]) if str(e) else "",
+                        "traceback_tail": [scrub(ln.strip())[:300] for ln in
+                                           traceback.format_exc().splitlines()[-4:]]}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def dumps_answer(res: dict) -> str:
+    """Stable JSON, one layer per line (the answers are checked in; this keeps them small)."""
+    head = [f"{json.dumps(k)}: {json.dumps(res[k], sort_keys=True, separators=(',', ':'))}"
+            for k in sorted(res) if k != "layers"]
+    layers = ",\n".join(json.dumps(rec, sort_keys=True, separators=(",", ":")) for rec in res["layers"])
+    return "{\n" + ",\n".join(head) + ',\n"layers": [\n' + layers + "\n]}\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", required=True, type=Path)
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--force", action="store_true", help="rerun cases that have an answer")
+    args = ap.parse_args(argv)
+    base = args.cases.parent
+    cases = json.loads(args.cases.read_text())["cases"]
+    out_dir = base / "answers"
+    out_dir.mkdir(exist_ok=True)
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr  # vLLM logs to stdout
+    _install_patches()
+    n_ok = n_err = 0
+    for case in cases:
+        if args.only and case["name"] not in args.only:
+            continue
+        out = out_dir / f"{case['name']}.json"
+        if out.exists() and not args.force:
+            continue
+        t0 = time.time()
+        res = run_case(case, base)
+        out.write_text(dumps_answer(res))
+        ok = res["error"] is None
+        n_ok += ok
+        n_err += not ok
+        print(f"{case['name']}: {'ok' if ok else res['error']['type'] + ': ' + res['error']['message'][:150]}"
+              f" ({time.time() - t0:.1f}s)", file=real_stdout, flush=True)
+    print(f"{n_ok} answered, {n_err} errors", file=real_stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

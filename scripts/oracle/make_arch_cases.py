@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""Write the configs and the case list the architecture oracle answers (tests/data/vllm_oracle_arch).
+
+Run by hand with the oracle interpreter (transformers + vLLM 0.33.0; never in CI):
+
+    VLLM_TARGET_DEVICE=cpu <venv>/bin/python scripts/oracle/make_arch_cases.py
+
+For every architecture of kvplan/data/vllm_architectures.json whose config can be built without
+the network, a default config.json is written:
+  * from the transformers config class of its model_type (class defaults, `to_dict()`), or
+  * from the config class vLLM ships (vllm/transformers_utils/configs/, vLLM's config registry), or
+  * for remote-code architectures: the published keys, written out in REMOTE below (a Llama-style
+    base plus the keys the architecture's own config adds).
+`architectures` is set to the architecture. VARIANTS adds configs that exercise the layer-type
+keys of an architecture (layer patterns, windows, per-layer-type geometry).
+Every config is answered under --kv-cache-dtype auto and fp8.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "vllm_oracle_arch"
+REG = ROOT / "kvplan" / "data" / "vllm_architectures.json"
+
+# Architectures whose model_type transformers does not name, and the vLLM config registry does.
+VLLM_CONFIG_TYPES = {
+    "DeepseekV41ForCausalLM": "deepseek_v41", "DeepseekVLV2ForCausalLM": "deepseek_vl_v2",
+    "KimiVLForConditionalGeneration": "kimi_vl", "KimiK25ForConditionalGeneration": "kimi_k25",
+    "KimiK3ForConditionalGeneration": "kimi_k3", "Step3TextForCausalLM": "step3_text",
+    "Step3VLForConditionalGeneration": "step3_vl", "Step3p5ForCausalLM": "step3p5",
+    "Step5ForCausalLM": "step5", "Step5ForConditionalGeneration": "step5_vl",
+    "ChatGLMModel": "chatglm", "ChatGLMForConditionalGeneration": "chatglm",
+    "DoryForCausalLM": "dory", "FlintForCausalLM": "flint", "Dots3NoteForCausalLM": "dots3_note",
+    "UnlimitedOCRForCausalLM": "unlimited_ocr", "MiDashengLMModel": "midashenglm",
+    "Moondream3ForCausalLM": "moondream3", "OpenVLAForActionPrediction": "openvla",
+    "Ovis": "ovis", "UltravoxModel": "ultravox", "FunAudioChatForConditionalGeneration": "funaudiochat",
+    "IsaacForConditionalGeneration": "isaac", "BagelForConditionalGeneration": "bagel",
+    "BailingMoeV3VLForConditionalGeneration": "bailing_moe_v3_vl", "Alpamayo2Super": "alpamayo2_super",
+    "Glm5NextForCausalLM": "glm5_next", "KimiLinearForCausalLM": "kimi_linear",
+}
+
+_LLAMA_BASE = {
+    "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-6, "vocab_size": 32000, "rope_theta": 10000.0, "hidden_act": "silu",
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "attention_bias": False,
+    "initializer_range": 0.02, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+}
+# Remote-code architectures: model_type and the keys their published config.json files carry
+# (on top of the Llama-style base above).
+REMOTE: dict[str, tuple[str, dict]] = {
+    "InternLM2ForCausalLM": ("internlm2", {"bias": False, "rope_scaling": None}),
+    "InternLM3ForCausalLM": ("internlm3", {"bias": False, "qkv_bias": False, "head_dim": 128}),
+    "ExaoneForCausalLM": ("exaone", {"num_layers": 32, "layer_norm_epsilon": 1e-5,
+                                     "activation_function": "silu"}),
+    "MiniCPMForCausalLM": ("minicpm", {"scale_emb": 12, "dim_model_base": 256, "scale_depth": 1.4}),
+    "OrionForCausalLM": ("orion", {}),
+    "SolarForCausalLM": ("solar", {}),
+    "TeleChat2ForCausalLM": ("telechat", {"n_layer": 32, "n_head": 32, "num_key_value_heads": 8,
+                                          "layer_norm_epsilon": 1e-5, "ffn_hidden_size": 11008,
+                                          "embed_layernorm": False, "apply_residual_connection_post_layernorm": False}),
+    "IQuestCoderForCausalLM": ("iquestcoder", {}),
+    "MiMoForCausalLM": ("mimo", {"use_sliding_window": False, "max_window_layers": 28,
+                                 "sliding_window": None, "num_nextn_predict_layers": 0}),
+    "LLaMAForCausalLM": ("llama", {}),
+    "DeepseekForCausalLM": ("deepseek", {"moe_intermediate_size": 1408, "n_routed_experts": 64,
+                                         "num_experts_per_tok": 6, "n_shared_experts": 2,
+                                         "first_k_dense_replace": 1, "moe_layer_freq": 1,
+                                         "norm_topk_prob": False}),
+    "PhiMoEForCausalLM": ("phimoe", {"num_local_experts": 16, "num_experts_per_tok": 2,
+                                     "sliding_window": None}),
+    # Fitted against vLLM's model class (the keys its module reads; values illustrative, 8 layers).
+    'BailingMoeForCausalLM': ('bailing_moe', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    'BailingMoeV2ForCausalLM': ('bailing_moe_v2', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    'SarvamMoEForCausalLM': ('sarvam_moe', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    'BailingMoeV2_5ForCausalLM': ('bailing_moe_v2_5', {"num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1, "moe_intermediate_size": 1408, "use_bias": False, "num_hidden_layers": 8, "head_dim": 128}),
+    'IQuestLoopCoderForCausalLM': ('iquestloopcoder', {"num_hidden_layers": 8, "head_dim": 128}),
+    'MistralLarge3ForCausalLM': ('mistral_large3', {"n_routed_experts": 8, "first_k_dense_replace": 1, "n_shared_experts": 1, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
+    'PanguEmbeddedForCausalLM': ('pangu_embedded', {"num_hidden_layers": 8, "head_dim": 128}),
+    'PanguProMoEV2ForCausalLM': ('pangu_pro_moe_v2', {"first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
+    'PanguUltraMoEForCausalLM': ('pangu_ultra_moe', {"first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
+    'Param2MoEForCausalLM': ('param2moe', {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    'TeleChat3ForCausalLM': ('telechat3', {"num_hidden_layers": 8, "head_dim": 128}),
+    'TeleFLMForCausalLM': ('teleflm', {"use_mup": False, "num_hidden_layers": 8, "head_dim": 128}),
+    'SarvamMLAForCausalLM': ('sarvam_mla', {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "kv_lora_rank": 512, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "num_hidden_layers": 8, "head_dim": 128}),
+    'MiMoV2ForCausalLM': ('mimo_v2', {"hybrid_layer_pattern": [0, 1, 1, 1, 0, 1, 1, 1], "layernorm_epsilon": 1e-05, "swa_num_attention_heads": 32, "swa_num_key_value_heads": 4, "swa_head_dim": 128, "sliding_window_size": 1024, "num_hidden_layers": 8, "head_dim": 128}),
+    'ExaoneMoEForCausalLM': ('exaone_moe', {"layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 1024, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse"], "routed_scaling_factor": 1.0, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+}
+
+# InternVL-style multimodal remote configs: llm_config (the language model) + an InternViT.
+INTERNVL_FAMILY = {"H2OVLChatModel": "h2ovl_chat", "NVLM_D": "NVLM_D", "SkyworkR1VChatModel": "skywork_chat"}
+_INTERN_VIT = {"model_type": "intern_vit_6b", "hidden_size": 1024, "num_attention_heads": 16,
+               "num_hidden_layers": 4, "image_size": 448, "patch_size": 14, "intermediate_size": 4096,
+               "qkv_bias": True, "norm_type": "layer_norm", "layer_norm_eps": 1e-6, "drop_path_rate": 0.0,
+               "use_flash_attn": False, "qk_normalization": False, "hidden_act": "gelu", "num_channels": 3,
+               "initializer_factor": 1.0, "attention_dropout": 0.0, "dropout": 0.0}
+
+# Variants exercising layer-type keys: (arch, variant name, overrides applied to the default).
+VARIANTS: list[tuple[str, str, dict]] = [
+    ("MistralForCausalLM", "swa", {"sliding_window": 4096}),
+    ("Qwen2ForCausalLM", "swa-mwl", {"use_sliding_window": True, "sliding_window": 4096,
+                                     "max_window_layers": 20}),
+    ("Qwen3ForCausalLM", "swa-mwl", {"use_sliding_window": True, "sliding_window": 4096,
+                                     "max_window_layers": 20}),
+    ("Gemma3ForCausalLM", "pattern4", {"layer_types": None, "sliding_window_pattern": 4}),
+    ("Cohere2ForCausalLM", "pattern3", {"layer_types": None, "sliding_window_pattern": 3}),
+    ("Phi3ForCausalLM", "swa", {"sliding_window": 2047}),
+    ("Starcoder2ForCausalLM", "swa", {"sliding_window": 4096}),
+    ("MixtralForCausalLM", "swa", {"sliding_window": 4096}),
+    ("JambaForCausalLM", "period4-offset1", {"attn_layer_period": 4, "attn_layer_offset": 1}),
+    ("Gemma4ForCausalLM", "global-keys", {"per_layer_config": None, "global_head_dim": 384,
+                                           "num_global_key_value_heads": 2, "attention_k_eq_v": True}),
+    ("Gemma4ForCausalLM", "global-keys-no-keqv", {"per_layer_config": None, "global_head_dim": 384,
+                                                   "num_global_key_value_heads": 2,
+                                                   "attention_k_eq_v": False}),
+    ("Qwen3NextForCausalLM", "interval2", {"layer_types": None, "full_attention_interval": 2}),
+    ("NemotronHForCausalLM", "hybrid-override-pattern", {"layers_block_type": None, "num_hidden_layers": 6,
+                                                         "hybrid_override_pattern": "M*M-E*"}),
+    ("NemotronHForCausalLM", "layers-block-type", {"num_hidden_layers": 6, "layers_block_type": [
+        "mamba", "attention", "mamba", "mlp", "moe", "attention"]}),
+    ("DeepseekV32ForCausalLM", "index-head-256", {"index_head_dim": 256}),
+    ("DeepseekV32ForCausalLM", "index-topk-freq2", {"index_topk_freq": 2}),
+    ("GlmMoeDsaForCausalLM", "index-topk-pattern", {"index_topk_pattern": "FSSF" * 20}),
+    ("Exaone4ForCausalLM", "pattern-no-layer-types", {"layer_types": None, "sliding_window_pattern": 4}),
+    ("Gemma2ForCausalLM", "no-layer-types", {"layer_types": None}),
+    ("Llama4ForCausalLM", "no-layer-types", {"layer_types": None}),
+    ("Llama4ForCausalLM", "no-rope-interval2", {"layer_types": None, "no_rope_layers": None,
+                                                 "no_rope_layer_interval": 2}),
+    ("GptOssForCausalLM", "all-full", {"layer_types": ["full_attention"] * 36}),
+    ("Qwen3_5ForConditionalGeneration", "interval2", {"text_config.layer_types": None,
+                                                       "text_config.full_attention_interval": 2}),
+    # MiMo-V2-Flash as its checkpoints publish it: a 0/1 hybrid_layer_pattern (1 = sliding) with
+    # per-layer-type heads / head sizes / value head sizes under swa_* keys.
+    ("MiMoV2FlashForCausalLM", "published-keys", {
+        "layer_types": None, "sliding_window": None, "sliding_window_size": 128,
+        "hybrid_layer_pattern": [0 if i % 6 == 0 or i == 47 else 1 for i in range(48)],
+        "swa_num_attention_heads": 64, "swa_num_key_value_heads": 8, "swa_head_dim": 192,
+        "swa_v_head_dim": 128, "add_swa_attention_sink_bias": True, "layernorm_epsilon": 1e-5}),
+]
+
+
+# Keys the default config of a config class leaves out but that vLLM's model class reads (values
+# as in the architecture's published checkpoints); "text_config.<key>" sets a nested key.
+OVERRIDES: dict[str, dict] = {
+    "Glm4MoeForCausalLM": {"head_dim": 128},
+    "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": 1},
+    "HYV3ForCausalLM": {"first_k_dense_replace": 1},
+    "ChatGLMModel": {"original_rope": True, "tie_word_embeddings": False},
+    "ChatGLMForConditionalGeneration": {"original_rope": True, "tie_word_embeddings": False},
+    "NemotronForCausalLM": {"num_key_value_heads": 8},
+    "QianfanOCRForConditionalGeneration": {"force_image_size": 448, "ps_version": "v2", "downsample_ratio": 0.5,
+                                           "select_layer": -1, "template": "internvl2_5",
+                                           "dynamic_image_size": True, "use_thumbnail": True,
+                                           "max_dynamic_patch": 12, "min_dynamic_patch": 1},
+    "UltravoxModel": {"vocab_size": 128256},
+    "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4},
+    "Ernie4_5_VLMoeForConditionalGeneration": {"vision_config.embed_dim": 1280, "vision_config.mlp_ratio": 4},
+    "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16},
+    "Qwen3OmniMoeForConditionalGeneration": {"thinker_config.vision_config.image_size": 768,
+                                             "thinker_config.vision_config.apply_vit_abs_pos_embed": True},
+    "Lfm2VlForConditionalGeneration": {"text_config.block_dim": 2048, "text_config.block_ff_dim": 12288,
+                                       "text_config.block_multiple_of": 256,
+                                       "text_config.block_ffn_dim_multiplier": 1.0,
+                                       "text_config.block_auto_adjust_ff_dim": True},
+    "InklingForCausalLM": {"padded_vocab_size": 131072},
+    "Lfm2ForCausalLM": {"block_dim": 2048, "block_ff_dim": 12288, "block_multiple_of": 256,
+                        "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True},
+    "MiniMaxM2ForCausalLM": {"rotary_dim": 64, "scoring_func": "sigmoid"},
+    "Qwen3VLMoeForConditionalGeneration": {"text_config.norm_topk_prob": True},
+    "Step3p5ForCausalLM": {"use_moe_router_bias": True, "need_fp32_gate": True},
+    "AfmoeForCausalLM": {"score_func": "sigmoid", "route_norm": True, "n_group": 1, "topk_group": 1},
+    "LongcatFlashForCausalLM": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True,
+                                "zero_expert_type": "identity"},
+    "Glm4vMoeForConditionalGeneration": {"text_config.head_dim": 128, "text_config.use_qk_norm": False},
+    "HYV3ForCausalLM": {"first_k_dense_replace": 1, "expert_hidden_dim": 1536, "num_shared_experts": 1,
+                        "route_norm": True},
+}
+# Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
+CASE_OPTIONS: dict[str, dict] = {
+    "Glm5NextForCausalLM": {"enable_prefix_caching": True},
+    "Glm5NextForConditionalGeneration": {"enable_prefix_caching": True},
+    "KimiLinearForCausalLM": {"enable_prefix_caching": True},
+}
+
+
+def _apply(d: dict, over: dict) -> dict:
+    """Overrides; a dotted key ("audio_config.downsample_factor") sets a nested key."""
+    d = copy.deepcopy(d)
+    for k, v in over.items():
+        tgt = d
+        *path, k = k.split(".")
+        for part in path:
+            if not isinstance(tgt.get(part), dict):
+                tgt[part] = {}
+            tgt = tgt[part]
+        if v is None:
+            tgt.pop(k, None)
+        else:
+            tgt[k] = v
+    return d
+
+
+def _vllm_config_class(mt: str):
+    """The config class vLLM ships for a model_type (its registry names them lazily)."""
+    import importlib
+
+    from vllm.transformers_utils import config as vcfg
+
+    cls = vcfg._CONFIG_REGISTRY.get(mt)
+    if isinstance(cls, str):
+        try:
+            cls = getattr(importlib.import_module("vllm.transformers_utils.configs"), cls)
+        except Exception:  # noqa: BLE001
+            return None
+    return cls
+
+
+def _jsonable(d):
+    return json.loads(json.dumps(d, default=lambda o: None))
+
+
+def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from vllm.transformers_utils import config as vcfg
+
+    types = list(entry.get("transformers_model_types") or [])
+    if entry.get("category") == "text":  # a text architecture's config is its text config class
+        types.sort(key=lambda t: not t.endswith("_text"))
+    if arch in VLLM_CONFIG_TYPES:
+        types = [VLLM_CONFIG_TYPES[arch]] + types
+    for mt in types:
+        cls = _vllm_config_class(mt)
+        source = f"vLLM config class {getattr(cls, '__name__', cls)} ({mt})"
+        if cls is None:
+            cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None
+            source = f"transformers config class {getattr(cls, '__name__', '?')} ({mt})"
+        if cls is None:
+            continue
+        try:
+            d = _jsonable(cls().to_dict())
+        except Exception as e:  # noqa: BLE001
+            print(f"  {arch}: {mt} default config failed: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
+        d["model_type"] = d.get("model_type") or mt
+        d["architectures"] = [arch]
+        if arch in OVERRIDES:
+            d = _apply(d, OVERRIDES[arch])
+            source += f" + published keys {sorted(OVERRIDES[arch])}"
+        d.pop("transformers_version", None)
+        return d, source
+    if arch in INTERNVL_FAMILY:
+        from transformers import Qwen2Config
+
+        llm = _jsonable(Qwen2Config(num_hidden_layers=8).to_dict())
+        llm.pop("transformers_version", None)
+        llm["architectures"] = ["Qwen2ForCausalLM"]
+        d = {"architectures": [arch], "model_type": INTERNVL_FAMILY[arch], "llm_config": llm,
+             "vision_config": dict(_INTERN_VIT), "select_layer": -1, "downsample_ratio": 0.5,
+             "template": "internvl2_5", "force_image_size": 448, "ps_version": "v2",
+             "dynamic_image_size": True, "use_thumbnail": True, "max_dynamic_patch": 12,
+             "min_dynamic_patch": 1, "torch_dtype": "bfloat16"}
+        return d, "published keys of the InternVL-style remote config (llm_config: Qwen2, 8 layers)"
+    if arch in REMOTE:
+        mt, extra = REMOTE[arch]
+        d = dict(_LLAMA_BASE, **extra, model_type=mt, architectures=[arch])
+        return d, f"published keys of the remote-code config ({mt})"
+    return None, "no config class without network (remote code not written out)"
+
+
+def main() -> int:
+    reg = json.loads(REG.read_text())
+    (DATA / "configs").mkdir(parents=True, exist_ok=True)
+    cases, sources, skipped = [], {}, {}
+    configs: dict[str, dict] = {}
+    for arch, entry in reg["architectures"].items():
+        d, source = _default_config(arch, entry)
+        if d is None:
+            skipped[arch] = source
+            continue
+        configs[f"{arch}__default"] = d
+        sources[f"{arch}__default"] = source
+    # Architectures vLLM lists as no longer supported / moved to a plugin: does vLLM 0.33 refuse
+    # them, or run them through its Transformers backend? The oracle answers (auto flags only).
+    refused_cases = set()
+    for arch, entry in reg["refused"].items():
+        d, source = _default_config(arch, entry)
+        if d is not None:
+            configs[f"{arch}__default"] = d
+            sources[f"{arch}__default"] = source
+            refused_cases.add(f"{arch}__default")
+    # The repository's corpus of real configs (tests/data/corpus), quantization_config removed
+    # (the CPU oracle cannot build FP8/NVFP4 weight layers; the dtype decisions those configs
+    # imply are checked by tests/planner/test_vllm_parity.py): real-world spellings of each key.
+    for cfg_path in sorted((ROOT / "tests" / "data" / "corpus").glob("*/config.json")):
+        d = json.loads(cfg_path.read_text())
+        d.pop("quantization_config", None)
+        d.pop("auto_map", None)  # remote code is not here; vLLM / transformers ship the config class
+        if isinstance(d.get("text_config"), dict):
+            d["text_config"].pop("quantization_config", None)
+        archs = d.get("architectures") or []
+        if not archs:
+            continue
+        name = f"{archs[0]}__corpus-{cfg_path.parent.name}"
+        configs[name] = d
+        if isinstance(d.get("hybrid_override_pattern"), str):
+            # The newer spelling of the same layer map (what transformers writes out now).
+            v = {k: x for k, x in d.items() if k != "hybrid_override_pattern"}
+            v["layers_block_type"] = [{"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}[ch]
+                                      for ch in d["hybrid_override_pattern"]]
+            configs[name + "-layers_block_type"] = v
+            sources[name + "-layers_block_type"] = (f"tests/data/corpus/{cfg_path.parent.name}/config.json, "
+                                                    "hybrid_override_pattern written as layers_block_type")
+        sources[name] = (f"tests/data/corpus/{cfg_path.parent.name}/config.json without "
+                         "quantization_config and auto_map")
+    for arch, variant, over in VARIANTS:
+        base = configs.get(f"{arch}__default")
+        if base is None:
+            continue
+        configs[f"{arch}__{variant}"] = _apply(base, over)
+        sources[f"{arch}__{variant}"] = sources[f"{arch}__default"] + f"; variant {over}"
+    for name, d in sorted(configs.items()):
+        (DATA / "configs" / f"{name}.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
+        for flag in (("auto",) if name in refused_cases else ("auto", "fp8")):
+            cases.append({"name": f"{name}__{flag}", "config": f"configs/{name}.json",
+                          "kv_cache_dtype": flag, **CASE_OPTIONS.get(name.split("__")[0], {})})
+    doc = {"kind": "kvplan.vllm_oracle_cases", "vllm_version": reg["vllm_version"],
+           "generated_by": "scripts/oracle/make_arch_cases.py", "config_sources": sources,
+           "no_config": skipped, "cases": cases}
+    (DATA / "cases.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    print(f"{len(configs)} configs, {len(cases)} cases, {len(skipped)} architectures without a config",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

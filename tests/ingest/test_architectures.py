@@ -1,0 +1,148 @@
+"""Architectures as vLLM keys them: no silent guesses (KV604, --strict), refusals, no transformers."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kvplan.api
+from kvplan.errors import KvplanInputError
+from kvplan.ingest import architectures as vreg
+from tests.conftest import ROOT
+
+CONFIGS = ROOT / "tests" / "data" / "vllm_oracle_arch" / "configs"
+
+
+def _cfg(tmp_path: Path, name: str, **over) -> Path:
+    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
+    for k, v in over.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+def _kv604(plan):
+    return [f for f in plan.findings if f.code == "KV604"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", *args],
+                          capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "200"})
+
+
+def test_registry_counts_are_vllm_033s() -> None:
+    reg = vreg.registry()
+    assert reg["vllm_version"] == "0.33.0"
+    assert reg["counts"] == {"text": 124, "multimodal": 127}
+
+
+def test_verified_architecture_plans_without_kv604(tmp_path: Path) -> None:
+    assert vreg.status("LlamaForCausalLM") == "verified"
+    plan = kvplan.api.compile(_cfg(tmp_path, "LlamaForCausalLM__default"), "--kv-cache-dtype fp8")
+    assert plan.model.architecture == "LlamaForCausalLM" and not _kv604(plan)
+
+
+def test_unverified_architecture_warns_and_names_keys(tmp_path: Path) -> None:
+    arch = "Zamba2ForCausalLM"
+    assert vreg.status(arch) != "verified"
+    plan = kvplan.api.compile(_cfg(tmp_path, f"{arch}__default"), "--kv-cache-dtype auto")
+    (f,) = _kv604(plan)
+    assert f.severity.value == "warning"
+    assert arch in f.message and "keys read:" in f.message and "num_attention_heads" in f.message
+    strict = kvplan.api.compile(_cfg(tmp_path, f"{arch}__default"), "--kv-cache-dtype auto", strict=True)
+    assert [x.severity.value for x in _kv604(strict)] == ["error"]
+
+
+def test_unused_geometry_keys_are_named_even_for_a_verified_architecture(tmp_path: Path) -> None:
+    p = _cfg(tmp_path, "LlamaForCausalLM__default", swa_layers=[0, 2], global_attn_layer_pattern="LLG",
+             local_num_key_value_heads=2)
+    (f,) = _kv604(kvplan.api.compile(p, "--kv-cache-dtype auto"))
+    for k in ("swa_layers", "global_attn_layer_pattern", "local_num_key_value_heads"):
+        assert k in f.message
+    assert "NOT used" in f.message
+
+
+def test_unknown_layer_type_is_said_and_planned_as_full_attention(tmp_path: Path) -> None:
+    cfg = json.loads((CONFIGS / "Gemma3ForCausalLM__default.json").read_text())
+    cfg["layer_types"][1] = "hyper_attention"
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    plan = kvplan.api.compile(p, "--kv-cache-dtype auto")
+    assert plan.layers[1].kind == "full_attention"
+    (f,) = _kv604(plan)
+    assert "layer_types[1] = 'hyper_attention'" in f.message
+
+
+def test_cli_strict_makes_kv604_fail_the_run(tmp_path: Path) -> None:
+    p = str(_cfg(tmp_path, "Zamba2ForCausalLM__default"))
+    ok = _cli("plan", p, "--kv-cache-dtype", "auto")
+    assert ok.returncode == 0, ok.stderr
+    assert any(f["code"] == "KV604" and f["severity"] == "warning" for f in json.loads(ok.stdout)["findings"])
+    strict = _cli("plan", p, "--strict", "--kv-cache-dtype", "auto")
+    assert strict.returncode == 1
+    assert any(f["code"] == "KV604" and f["severity"] == "error" for f in json.loads(strict.stdout)["findings"])
+    doc = _cli("rule", "KV604")
+    assert doc.returncode == 0 and "architecture-not-verified" in doc.stdout
+
+
+def test_architecture_vllm_refuses_is_refused_with_its_reason(tmp_path: Path) -> None:
+    p = _cfg(tmp_path, "MiniMaxForCausalLM__default")
+    with pytest.raises(KvplanInputError, match="MiniMaxForCausalLM was supported in vLLM until v0.23.0"):
+        kvplan.api.compile(p, "--kv-cache-dtype auto")
+    r = _cli("plan", str(p))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "not supported anymore" in r.stderr
+    # The release that still built it plans it.
+    plan = kvplan.api.compile(p, "--kv-cache-dtype auto", engine="vllm==0.23.0")
+    assert plan.model.architecture == "MiniMaxForCausalLM"
+
+
+def test_refused_architecture_that_the_transformers_backend_builds_still_plans(tmp_path: Path) -> None:
+    assert vreg.refusal("PersimmonForCausalLM") is None  # vLLM builds it through its Transformers backend
+    plan = kvplan.api.compile(_cfg(tmp_path, "PersimmonForCausalLM__default"), "--kv-cache-dtype auto")
+    assert plan.model.architecture == "PersimmonForCausalLM"
+    # ... and the oracle measured it exact (tests/planner/test_vllm_arch_parity.py), so no KV604.
+    assert vreg.status("PersimmonForCausalLM") == "verified" and not _kv604(plan)
+
+
+def test_architecture_from_model_type_when_architectures_is_absent(tmp_path: Path) -> None:
+    plan = kvplan.api.compile(_cfg(tmp_path, "Qwen3ForCausalLM__default", architectures=None), "--kv-cache-dtype auto")
+    assert plan.model.architecture == "Qwen3ForCausalLM"
+
+
+def test_base_install_plans_without_transformers(tmp_path: Path) -> None:
+    """A config that omits keys gets its config class's defaults from data, transformers blocked."""
+    cfg = json.loads((CONFIGS / "Qwen3ForCausalLM__default.json").read_text())
+    for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim"):
+        cfg.pop(k, None)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    code = (
+        "import sys, json; sys.modules['transformers'] = None\n"
+        "import kvplan.api\n"
+        f"p = kvplan.api.compile({str(p)!r}, '--kv-cache-dtype auto')\n"
+        "print(json.dumps([p.model.num_layers, p.layers[0].num_kv_heads, p.layers[0].head_size]))\n"
+        "assert 'transformers' not in sys.modules or sys.modules['transformers'] is None\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    d = vreg.config_defaults("qwen3")
+    heads = d["num_attention_heads"]
+    assert json.loads(r.stdout) == [d["num_hidden_layers"], d.get("num_key_value_heads", heads),
+                                    d.get("head_dim", d["hidden_size"] // heads)]
+
+
+def test_every_registered_model_type_is_known_without_transformers() -> None:
+    reg = vreg.registry()
+    for entry in reg["architectures"].values():
+        for mt in entry["transformers_model_types"]:
+            assert vreg.known_model_type(mt)

@@ -1,0 +1,139 @@
+"""Compare a kvplan plan with what vLLM 0.33.0 registered for the same config and flags.
+
+The answers in tests/data/vllm_oracle_arch/answers come from scripts/oracle/arch_oracle.py (vLLM's
+own model classes built on the meta device, every KV cache spec of every layer). This module is
+shared by the parity test and by scripts/oracle/coverage.py (which writes the coverage data).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+ARCH_DATA = Path(__file__).resolve().parents[1] / "data" / "vllm_oracle_arch"
+_ATTN_SPECS = ("FullAttentionSpec", "SlidingWindowSpec", "MLAAttentionSpec", "ChunkedLocalAttentionSpec",
+               "CrossAttentionSpec", "SinkFullAttentionSpec", "SlidingWindowMLASpec", "RSWASpec",
+               "CircularBufferSpec", "EncoderOnlyAttentionSpec")
+
+
+def load_cases() -> list[dict[str, Any]]:
+    return json.loads((ARCH_DATA / "cases.json").read_text())["cases"]
+
+
+def load_answer(name: str) -> Optional[dict[str, Any]]:
+    p = ARCH_DATA / "answers" / f"{name}.json"
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def refused_by_vllm(answer: dict[str, Any]) -> bool:
+    """vLLM refuses the architecture: its registry says so, or (for an architecture the registry
+    lists as no longer supported) its Transformers-backend fallback fails to build it."""
+    from kvplan.ingest.architectures import registry
+
+    err = answer.get("error") or {}
+    msg = err.get("message", "") + " ".join(err.get("traceback_tail", []))
+    if "not supported for now" in msg or "not supported anymore" in msg or "in-tree anymore" in msg:
+        return True
+    arch = answer["case"].split("__")[0]
+    return bool(err) and arch in registry()["refused"] and "Can't load" not in msg
+
+
+def oracle_layers(answer: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Per decoder-layer index: the main attention layer record and the bytes of every KV cache."""
+    out: dict[int, dict[str, Any]] = {}
+    for rec in answer["layers"]:
+        specs = [s for s in rec.get("specs", []) if s["type"] in _ATTN_SPECS]
+        if rec["index"] is None or not specs:
+            continue
+        if specs[0]["type"] == "EncoderOnlyAttentionSpec":
+            continue
+        slot = out.setdefault(rec["index"], {"main": None, "bytes": 0, "extra": [], "shared": False})
+        shared = rec.get("kv_sharing_target_layer_name") is not None
+        if rec.get("kv_cache_dtype") is not None and slot["main"] is None:
+            slot["main"] = rec
+            slot["shared"] = shared
+        else:
+            slot["extra"].append(rec)
+        if not shared:
+            slot["bytes"] += sum(s["bytes_per_token"] for s in specs)
+    return out
+
+
+def compare(plan: Any, answer: dict[str, Any]) -> list[str]:
+    """Differences between a kvplan Plan and an oracle answer (empty when exact)."""
+    from kvplan.model.vocab import NO_KV_KINDS
+
+    diffs: list[str] = []
+    want = oracle_layers(answer)
+    if plan.model.dtype != answer["engine"]["model_dtype"]:
+        diffs.append(f"model dtype {plan.model.dtype} != vLLM {answer['engine']['model_dtype']}")
+    have = {lp.index: lp for lp in plan.layers if lp.kind not in NO_KV_KINDS}
+    for i in sorted(set(want) | set(have)):
+        w, lp = want.get(i), have.get(i)
+        if w is None:
+            diffs.append(f"L{i}: kvplan plans a {lp.kind} KV cache, vLLM builds none")
+            continue
+        if lp is None:
+            diffs.append(f"L{i}: vLLM builds a KV cache, kvplan plans none")
+            continue
+        m = w["main"]
+        if m is None:
+            diffs.append(f"L{i}: vLLM registers only caches without a kv_cache_dtype")
+            continue
+        spec = m["specs"][0]
+        if lp.kv_cache_dtype != m["kv_cache_dtype"]:
+            diffs.append(f"L{i}: kv_cache_dtype {lp.kv_cache_dtype} != vLLM {m['kv_cache_dtype']}")
+        if lp.quant_mode.value != (m["kv_quant_mode"] or "none").lower():
+            diffs.append(f"L{i}: quant_mode {lp.quant_mode.value} != vLLM {m['kv_quant_mode']}")
+        sw = m["sliding_window"] if m["sliding_window"] is not None else spec.get("sliding_window")
+        if lp.sliding_window != sw:
+            diffs.append(f"L{i}: sliding_window {lp.sliding_window} != vLLM {sw}")
+        chunk = spec.get("attention_chunk_size")
+        if spec["type"] == "ChunkedLocalAttentionSpec" and lp.attention_chunk_size != chunk:
+            diffs.append(f"L{i}: attention_chunk_size {lp.attention_chunk_size} != vLLM {chunk}")
+        if (spec["type"] == "CrossAttentionSpec") != (lp.kind == "cross_attention"):
+            diffs.append(f"L{i}: kind {lp.kind} vs vLLM {spec['type']}")
+        if (spec["type"] in ("MLAAttentionSpec", "SlidingWindowMLASpec")) != (lp.kind == "mla"):
+            diffs.append(f"L{i}: kind {lp.kind} vs vLLM {spec['type']}")
+        if lp.kind != "mla" and (lp.num_kv_heads, lp.head_size) != (spec["num_kv_heads"], spec["head_size"]):
+            diffs.append(f"L{i}: kv heads/head size {lp.num_kv_heads}/{lp.head_size} != vLLM "
+                         f"{spec['num_kv_heads']}/{spec['head_size']}")
+        if lp.kind != "mla" and lp.head_size_v != spec.get("head_size_v", spec["head_size"]):
+            diffs.append(f"L{i}: value head size {lp.head_size_v} != vLLM {spec.get('head_size_v')}")
+        if lp.kind != "cross_attention" and lp.bytes_per_token != w["bytes"]:
+            diffs.append(f"L{i}: bytes/token {lp.bytes_per_token} != vLLM {w['bytes']}"
+                         + (f" (+{len(w['extra'])} extra cache(s))" if w["extra"] else ""))
+    return diffs
+
+
+def flags_of(case: dict[str, Any]) -> list[str]:
+    out = ["--kv-cache-dtype", case.get("kv_cache_dtype", "auto")]
+    if case.get("skip_layers"):
+        out += ["--kv-cache-dtype-skip-layers", *case["skip_layers"]]
+    return out
+
+
+def check_case(case: dict[str, Any]) -> tuple[str, list[str]]:
+    """('exact' | 'mismatch' | 'refused-ok' | 'kvplan-refuses' | 'no-answer' | 'oracle-error', details)."""
+    import kvplan.api
+    from kvplan.errors import KvplanInputError
+
+    answer = load_answer(case["name"])
+    if answer is None:
+        return "no-answer", []
+    cfg = ARCH_DATA / case["config"]
+    if answer.get("error"):
+        if refused_by_vllm(answer):
+            try:
+                kvplan.api.compile(cfg, flags_of(case))
+            except KvplanInputError:
+                return "refused-ok", []
+            return "mismatch", ["vLLM refuses this architecture; kvplan plans it"]
+        e = answer["error"]
+        return "oracle-error", [f"{e['stage']}: {e['type']}: {e['message'][:200]}"]
+    try:
+        plan = kvplan.api.compile(cfg, flags_of(case))
+    except KvplanInputError as e:
+        return "kvplan-refuses", [str(e)[:300]]
+    diffs = compare(plan, answer)
+    return ("exact" if not diffs else "mismatch"), diffs

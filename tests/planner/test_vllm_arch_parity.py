@@ -1,0 +1,87 @@
+"""Differential test per architecture: kvplan's plan equals what vLLM 0.33.0's own model class builds.
+
+tests/data/vllm_oracle_arch holds configs (each architecture's default config, variants that
+exercise its layer-type keys, the corpus configs) and vLLM's answers for them
+(scripts/oracle/arch_oracle.py: the real model class on the meta device, every KV cache spec each
+layer registers, indexer caches included). Every architecture the coverage data calls verified must
+be exact on every one of its cases: per layer kv_cache_dtype, quant mode, sliding window, KV heads,
+head sizes and bytes per token.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+import kvplan.api
+from tests.conftest import ROOT
+from tests.planner.arch_parity import ARCH_DATA, check_case, load_answer, load_cases, oracle_layers
+
+COVERAGE = json.loads((ROOT / "kvplan" / "data" / "vllm_arch_coverage.json").read_text())
+VERIFIED = {a for a, v in COVERAGE["architectures"].items() if v["status"] == "verified"}
+_ANSWERED = {n for v in COVERAGE["architectures"].values() if v["status"] in ("verified", "refused, as vLLM refuses it")
+             for n in v["cases"]}
+# Every case vLLM answered for a verified (or refused-as-vLLM-refuses) architecture.
+VERIFIED_CASES = [c for c in load_cases() if c["name"] in _ANSWERED]
+
+
+@pytest.mark.parametrize("case", VERIFIED_CASES, ids=[c["name"] for c in VERIFIED_CASES])
+def test_verified_architecture_is_exact(case: dict) -> None:
+    status, diffs = check_case(case)
+    assert status in ("exact", "refused-ok"), "; ".join(diffs)
+
+
+def test_every_verified_architecture_has_answered_cases() -> None:
+    assert len(VERIFIED) >= 90
+    for arch in VERIFIED:
+        names = COVERAGE["architectures"][arch]["cases"]
+        assert any((load_answer(n) or {}).get("error") is None for n in names), arch
+
+
+def _coverage_script():
+    spec = importlib.util.spec_from_file_location("kvplan_coverage_script", ROOT / "scripts" / "oracle" / "coverage.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_coverage_data_docs_and_readme_are_current() -> None:
+    mod = _coverage_script()
+    data, doc, readme = mod.render(mod.measure(), mod.measure_refused())
+    assert data == (ROOT / "kvplan" / "data" / "vllm_arch_coverage.json").read_text(), \
+        "coverage changed: run `python scripts/oracle/coverage.py` and review"
+    assert doc == (ROOT / "docs" / "architectures.md").read_text()
+    assert readme == (ROOT / "README.md").read_text()
+    n_text = sum(1 for v in COVERAGE["architectures"].values() if v["category"] == "text" and v["status"] == "verified")
+    assert f"{n_text} of 124 text-generation" in readme
+
+
+def _vllm_total(name: str) -> int:
+    return sum(slot["bytes"] for slot in oracle_layers(load_answer(name)).values())
+
+
+@pytest.mark.parametrize("arch", ["DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"])
+def test_sparse_mla_indexer_cache_is_in_the_bytes(arch: str) -> None:
+    cfg = ARCH_DATA / "configs" / f"{arch}__default.json"
+    plan = kvplan.api.compile(cfg, ["--kv-cache-dtype", "fp8"])
+    assert plan.totals.bytes_per_token == _vllm_total(f"{arch}__default__fp8")
+    lp = plan.layers[0]
+    assert lp.bytes_per_token == 576 + 132  # fp8 latent + uint8 indexer keys (128) + fp32 scale (4)
+    assert "indexer key cache 132 B" in next(d.fact for d in lp.decisions if d.field == "bytes_per_token")
+
+
+def test_deepseek_v32_fp8_is_43188_bytes_per_token_as_vllm_computes() -> None:
+    assert _vllm_total("DeepseekV32ForCausalLM__default__fp8") == 43188
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / "DeepseekV32ForCausalLM__default.json", "--kv-cache-dtype fp8")
+    assert plan.totals.bytes_per_token == 43188
+
+
+def test_nemotron_h_layers_block_type_reads_like_hybrid_override_pattern() -> None:
+    base = "NemotronHForCausalLM__corpus-nvidia-Nemotron-3-Nano-30B-A3B-NVFP4"
+    plans = [kvplan.api.compile(ARCH_DATA / "configs" / f"{n}.json", "--kv-cache-dtype fp8")
+             for n in (base, base + "-layers_block_type")]
+    kv = [[lp.index for lp in p.layers if lp.bytes_per_token] for p in plans]
+    assert kv[0] == kv[1] and len(kv[0]) == 6
+    assert plans[0].totals.bytes_per_token == plans[1].totals.bytes_per_token == _vllm_total(base + "__fp8")
