@@ -9,6 +9,7 @@ must stay and the launches that must be found.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,9 @@ EXPECTED = json.loads((CORPUS / "EXPECTED.json").read_text())
 
 
 def _key(f: dict) -> tuple:
-    return f["file"], f["line"], f["column"], f["code"], f.get("message")
+    # "N rules ... were skipped": N grows with the rule set, the finding stays the same
+    message = re.sub(r"\b\d+ rules\b", "N rules", f["message"]) if f.get("message") else f.get("message")
+    return f["file"], f["line"], f["column"], f["code"], message
 
 
 @pytest.fixture(scope="module")
