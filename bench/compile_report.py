@@ -95,11 +95,11 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
             block_n = 32 if (head == 64 and mode != "bfloat16") else 16
             for split in (1, 2):
                 if mode == "bfloat16":
-                    pos, kw = ag._bf16_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
+                    pos, kw, _ = ag._bf16_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
                                                    1.0, 0, split, 16, 2, pdl=split > 1)
                     kernel = ag._gluon_bf16_kernel
                 else:
-                    pos, kw = ag._launch_args(q, out, out, out, args, bt, sl, 4, head, 16, 1.0,
+                    pos, kw, _ = ag._launch_args(q, out, out, out, args, bt, sl, 4, head, 16, 1.0,
                                               0, split, block_n, True, 2, True, pdl=split > 1)
                     kernel = ag._gluon_swap_kernel
                 compiled = kernel.warmup(*pos, grid=(1,), **kw)

@@ -31,7 +31,7 @@ from kvplan.runtime._common import (E4M3X4_TO_F16, E5M2X4_TO_F16, I8X4_TO_F16,
                                     KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
                                     KV_MODE_NONE, cache_args,
                                     cache_constexprs, fp8_decode, gluon_validated,
-                                    interpreting, num_sms)
+                                    interpreting, launch_cached, num_sms)
 from kvplan.runtime.cache import PagedKVCache, hadamard
 from kvplan.runtime.layout import ATTENTION_EXECUTED_KINDS
 
@@ -420,11 +420,12 @@ def _merge_splits(po: torch.Tensor, pml: torch.Tensor, out: torch.Tensor, num_sp
                   head_pad: int, pdl: bool) -> None:
     """Launch the merge of the split-K partials into ``out`` [tokens, Hq, D]."""
     num_tokens, hq, d = out.shape
-    launch = {"launch_pdl": True} if pdl else {}
-    _merge_splits_kernel[(num_tokens * hq,)](
-        po, pml, out, out.stride(0), out.stride(1), hq, HEAD_SIZE=d, HEAD_PAD=head_pad,
-        NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits), PDL=pdl,
-        num_warps=4, **launch)
+    kw = dict(HEAD_SIZE=d, HEAD_PAD=head_pad, NUM_SPLITS=num_splits,
+              SPLITS_PAD=triton.next_power_of_2(num_splits), PDL=pdl, num_warps=4)
+    if pdl:
+        kw["launch_pdl"] = True
+    launch_cached(_merge_splits_kernel, (num_tokens * hq,),
+                  (po, pml, out, out.stride(0), out.stride(1), hq), kw)
 
 
 def _pdl(cfg: "AttentionConfig", query: torch.Tensor) -> bool:
@@ -461,7 +462,8 @@ class AttentionConfig:
     #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
     v_reg: bool | None = None  # convert 8-bit V tiles in registers (no byte-wise shared reads)
     kernel: str | None = None  # "triton" or "gluon" (INT8/FP8 per-token-head decode in one-warp
-    #                            programs, kvplan.runtime.attention_gluon); None = measured default
+    #                            programs, kvplan.runtime.attention_gluon), "prefill" (the
+    #                            prefill kernel, kvplan.runtime.prefill); None = measured default
     pipe: int | None = None  # gluon only: asynchronous-copy stages 2 (default) or 4; 0 = tiles
     #                          loaded into registers (num_stages >= 2: one tile ahead)
     swap: bool | None = None  # gluon only: keys as the MMA rows, the GQA group as the columns
@@ -578,6 +580,24 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         if not is_decode:
             raise ValueError("the gluon kernel is decode-only")
         return _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale, keys_read)
+    if not is_decode and _use_prefill_kernel(cfg, query, args, d):
+        from kvplan.runtime import prefill  # noqa: PLC0415 (imports this module)
+        if max_query_len is None:
+            max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max().item())
+        pdef = prefill.default_prefill_config(d, triton.next_power_of_2(group),
+                                              args.KV_MODE != KV_MODE_NONE)
+        fp8_tensor = lay.quant_mode == "fp8_per_tensor"
+        prefill.launch_prefill(
+            query, out, args, block_tables, seq_lens, query_start_loc, group=group,
+            block_size=cache.block_size, num_kv_heads=lay.num_kv_heads, scale=scale,
+            k_scale=cache.k_scale if fp8_tensor else 1.0,
+            v_scale=cache.v_scale if fp8_tensor else 1.0,
+            sliding_window=int(lay.sliding_window or 0), max_query_len=max_query_len,
+            block_m=cfg.block_m or pdef["block_m"], block_n=cfg.block_n or pdef["block_n"],
+            num_warps=cfg.num_warps or pdef["num_warps"],
+            num_stages=cfg.num_stages or pdef["num_stages"],
+            v_reg=bool(cfg.v_reg if cfg.v_reg is not None else pdef.get("v_reg", False)))
+        return out
     group_pad = triton.next_power_of_2(group)
     head_pad = max(16, triton.next_power_of_2(d))  # tl.dot needs K >= 16
     # Tensor-core dots even for GQA groups of 4-8 (M padded to 16): measured 3-4x faster on an
@@ -635,13 +655,14 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     max_registers = cfg.max_registers or default.get("max_registers")
     launch = {"maxnreg": max_registers} if (max_registers and not interpreting()) else {}
     grid = (seq_lens.shape[0] * num_q_blocks, lay.num_kv_heads, num_splits)
-    _paged_attention_kernel[grid](
-        query, query.stride(0), query.stride(1),
-        out, out.stride(0), out.stride(1),
-        po, pml,
-        args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
-        block_tables, block_tables.stride(0), seq_lens, qsl,
-        q_scale, s_scale, out_scale, int(lay.sliding_window or 0), num_q_blocks, hq,
+    pos = (query, query.stride(0), query.stride(1),
+           out, out.stride(0), out.stride(1),
+           po, pml,
+           args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
+           block_tables, block_tables.stride(0), seq_lens, qsl,
+           float(q_scale), float(s_scale), float(out_scale), int(lay.sliding_window or 0),
+           num_q_blocks, hq)
+    kw = dict(
         GROUP=group, GROUP_PAD=group_pad, BLOCK_M=block_m, BLOCK_N=block_n, HEAD_SIZE=d,
         HEAD_PAD=head_pad, BLOCK_SIZE=cache.block_size, NUM_SPLITS=num_splits,
         IS_DECODE=is_decode, USE_DOT=use_dot, IEEE_DOT=query.dtype == torch.float32,
@@ -649,11 +670,35 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         PAGED3D=paged3d, IMMA=imma, V_REG=v_reg,
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
+    launch_cached(_paged_attention_kernel, grid, pos, kw)
     if num_splits > 1:
         _merge_splits(po, pml, out, num_splits, head_pad, _pdl(cfg, query))
     if args.KV_MODE == KV_MODE_INT4_PTH:
         out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
     return out
+
+
+# Knobs only the decode-form Triton kernel has: asking for one runs prefill on that kernel.
+_DECODE_KERNEL_KNOBS = ("use_dot", "paged3d", "max_registers", "imma", "num_splits")
+
+
+def _use_prefill_kernel(cfg: AttentionConfig, query: torch.Tensor, args, d: int) -> bool:
+    """Whether prefill runs the prefill kernel (`kvplan.runtime.prefill`): by default wherever it
+    reads the layout (bf16/fp16 queries; bf16/fp16 caches of the query's dtype, FP8 per-tensor,
+    INT8/FP8 per-token-head; power-of-two heads 16-256). ``config.kernel="triton"`` or a
+    decode-kernel-only knob runs the decode-form Triton kernel instead; INT4 always does."""
+    from kvplan.runtime.prefill import prefill_supported  # noqa: PLC0415
+    if cfg.kernel is not None:
+        if cfg.kernel == "prefill":
+            if not prefill_supported(args.KV_MODE, query.dtype, args.k.dtype, d):
+                raise ValueError("the prefill kernel reads bf16/fp16 queries over bf16/fp16 "
+                                 "(same dtype), FP8 per-tensor and INT8/FP8 per-token-head "
+                                 "caches with power-of-two heads 16-256")
+            return True
+        return False
+    if any(getattr(cfg, knob) is not None for knob in _DECODE_KERNEL_KNOBS):
+        return False
+    return prefill_supported(args.KV_MODE, query.dtype, args.k.dtype, d)
 
 
 def _gluon_available() -> bool:
@@ -685,8 +730,11 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
     context, window-limited), unless a Triton-only launch setting is given; everything else runs
     the Triton kernel."""
     if cfg.kernel is not None:
-        if cfg.kernel not in ("triton", "gluon"):
-            raise ValueError(f"unknown kernel {cfg.kernel!r}: use 'triton' or 'gluon'")
+        if cfg.kernel not in ("triton", "gluon", "prefill"):
+            raise ValueError(f"unknown kernel {cfg.kernel!r}: use 'triton', 'gluon' or "
+                             f"'prefill'")
+        if cfg.kernel == "prefill" and is_decode:
+            raise ValueError("the prefill kernel runs prefill (query_start_loc given)")
         return cfg.kernel == "gluon"
     if any(getattr(cfg, knob) is not None for knob in _TRITON_ONLY_KNOBS):
         return False  # a Triton launch setting was asked for

@@ -475,7 +475,7 @@ def test_gluon_swap_launch_checks_the_slot_layout():
         bt, lens = torch.zeros(3, 4, dtype=torch.int32), torch.ones(3, dtype=torch.int32)
         common = dict(group=4, head=head, block_size=16, q_scale=1.0, sliding_window=0,
                       num_splits=2, block_n=16, prefetch=True, pipe=2, swap=True)
-        pos, kw = attention_gluon._launch_args(q, q, q, q, args, bt, lens, **common)
+        pos, kw, _ = attention_gluon._launch_args(q, q, q, q, args, bt, lens, **common)
         assert kw["RING_BYTES"] >= 2 * 16 * (2 * head + 8) and kw["HEAD"] == head
         moved = dataclasses.replace(args, V_OFF=args.V_OFF + 4)
         with pytest.raises(ValueError, match="per-token-head slot"):
@@ -496,9 +496,9 @@ def test_gluon_swap_trace_is_an_extra_argument_only_when_asked():
     common = dict(group=4, head=128, block_size=16, q_scale=1.0, sliding_window=0, num_splits=2,
                   block_n=16, prefetch=True)
     trace = torch.zeros(3 * 2 * 2, 4, dtype=torch.int64)
-    plain, kw = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
+    plain, kw, _ = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
                                              **common)
-    traced, kw_t = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
+    traced, kw_t, _ = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
                                                 trace=trace, **common)
     assert kw["TRACE"] is False and kw_t["TRACE"] is True
     assert traced[-1] is trace and plain[-1] is q and len(plain) == len(traced)
