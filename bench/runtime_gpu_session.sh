@@ -126,6 +126,17 @@ for step in $steps; do
         --warps 1 2>&1 | tee -a "$OUT/write-gluon.log"
       timeout 200 $PY -m pytest -q -p no:cacheprovider tests/runtime/test_write.py 2>&1 \
         | tail -15 | tee "$OUT/pytest-write.log" ;;
+    round14)  # issue 22: eager launch cost, prefill kernel sweep, GPU tests of both
+      timeout 150 $PY bench/launch_cost.py --shape 8,8192,32,8,128 --shape 64,1024,32,8,128 \
+        --shape 128,2048,64,8,64 2>&1 | tee "$OUT/launch.log"
+      timeout 240 $PY bench/tune_prefill.py --shape 4,4096,0,32,8,128 \
+        --modes bf16,int8_per_token_head,fp8_per_token_head,fp8 \
+        --configs 128:64:8:3,128:128:8:3,128:64:8:4,128:64:4:3,64:64:4:3,128:32:4:3,128:64:8:3:1 \
+        2>&1 | tee "$OUT/tune-prefill.log" ;;
+    prefill)
+      timeout 300 $PY bench/tune_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
+        --shape 2,2048,16384,64,8,64 --modes bf16,fp8,int8_per_token_head,fp8_per_token_head,int4_per_token_head \
+        2>&1 | tee "$OUT/prefill.log" ;;
     write)
       timeout 120 $PY bench/bench_write.py --tokens 8192,32768 --rows 0,4,8 --warps 1,2,4 \
         2>&1 | tee "$OUT/write.log" ;;

@@ -280,6 +280,12 @@ def _arg_key(a) -> object:
     return a
 
 
+def compiled_kernels(fn) -> list:
+    """The compiled kernels `launch_cached` has launched for ``fn`` (their ``asm`` holds the
+    PTX/SASS: `bench/tune_prefill.py` checks for wgmma)."""
+    return [entry[4] for key, entry in _LAUNCHERS.items() if key[0] is fn]
+
+
 def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = None) -> None:
     """Launch ``fn[grid](*pos, **kw)``; ``key`` must determine ``kw`` (constexprs and options)
     completely (None: ``kw``'s items, when they are all plain scalars): the first call with a
@@ -306,9 +312,9 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
         kernel._init_handles()
         params = fn.params[len(pos):]
         tail = tuple(kw[p.name] if p.name in kw else p.default for p in params)
-        entry = (kernel.run, kernel.function, kernel.packed_metadata, tail)
+        entry = (kernel.run, kernel.function, kernel.packed_metadata, tail, kernel)
         _LAUNCHERS[full] = entry
-    run, function, packed, tail = entry
+    run, function, packed, tail, _ = entry
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
     run(grid[0], g1, g2, driver.active.get_current_stream(dev), function, packed, None, None,
