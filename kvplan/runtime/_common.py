@@ -261,23 +261,11 @@ def cache_constexprs(a: CacheArgs) -> dict:
 # from all of them, constexprs included; the Gluon kernels pass about 20 layout objects as
 # constexprs, whose hashing and printing cost 0.1-0.3 ms of host time per call on the benchmark
 # host. `launch_cached` compiles (or fetches) the kernel once per ``key`` (the caller's tuple that
-# fixes every constexpr and launch option) and per specialization of the runtime arguments (dtype
-# and 16-byte alignment of tensors; 1, multiples of 16 and width of integers), then launches it
+# fixes every constexpr and launch option) and per specialization of the runtime arguments (the
+# 16-byte alignment of tensors, the values of integers), then launches it
 # through the compiled kernel's launcher. Under the interpreter, or with Triton launch hooks set,
 # it takes the ordinary path.
 _LAUNCHERS: dict[tuple, tuple] = {}
-
-
-def _arg_key(a) -> object:
-    if isinstance(a, torch.Tensor):
-        return (a.dtype, a.data_ptr() & 15 == 0)
-    if isinstance(a, bool) or a is None:
-        return a
-    if isinstance(a, int):
-        return (a == 1, a & 15 == 0, -(1 << 31) <= a < (1 << 31), a < (1 << 63))
-    if isinstance(a, float):
-        return float
-    return a
 
 
 def compiled_kernels(fn) -> list:
@@ -296,14 +284,16 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
     if interpreting():
         fn[grid](*pos, **kw)
         return
-    from triton import knobs  # noqa: PLC0415
-    from triton.runtime.driver import driver  # noqa: PLC0415
-
-    if knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None:
+    runtime = _triton_runtime()
+    if runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None:
         fn[grid](*pos, **kw)
         return
     dev = torch.cuda.current_device()
-    full = (fn, key, dev, tuple(map(_arg_key, pos)))
+    # tensors by their 16-byte alignment, integers by value (strides and sizes repeat from call
+    # to call), floats not at all: at least as fine as Triton's own specialization
+    tensor = torch.Tensor
+    full = (fn, key, dev, tuple([a.data_ptr() & 15 if isinstance(a, tensor) else
+                                 (a if type(a) is int else None) for a in pos]))
     entry = _LAUNCHERS.get(full)
     if entry is None:
         kernel = fn.warmup(*pos, grid=grid, **kw)
@@ -317,5 +307,16 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
     run, function, packed, tail, _ = entry
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
-    run(grid[0], g1, g2, driver.active.get_current_stream(dev), function, packed, None, None,
-        None, *pos, *tail)
+    run(grid[0], g1, g2, _current_stream(dev), function, packed, None, None, None, *pos, *tail)
+
+
+@lru_cache(maxsize=1)
+def _triton_runtime():
+    from triton import knobs  # noqa: PLC0415
+    return knobs.runtime
+
+
+def _current_stream(dev: int) -> int:
+    """The raw handle of the current CUDA stream (what Triton's own launch passes)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(dev) if raw is not None else torch.cuda.current_stream(dev).cuda_stream

@@ -416,6 +416,25 @@ def _merge_splits_kernel(po_ptr, pml_ptr, o_ptr, stride_ot, stride_oh, num_q_hea
              mask=dmask)
 
 
+def _merge_plan(num_splits: int, head_pad: int, pdl: bool) -> Callable | None:
+    """``merge(po, pml, out)`` for ``num_splits`` partials (None without splits), its
+    constexprs bound once."""
+    if num_splits <= 1:
+        return None
+    kw = dict(HEAD_PAD=head_pad, NUM_SPLITS=num_splits,
+              SPLITS_PAD=triton.next_power_of_2(num_splits), PDL=pdl, num_warps=4)
+    if pdl:
+        kw["launch_pdl"] = True
+
+    def merge(po: torch.Tensor, pml: torch.Tensor, out: torch.Tensor) -> None:
+        num_tokens, hq, d = out.shape
+        launch_cached(_merge_splits_kernel, (num_tokens * hq,),
+                      (po, pml, out, out.stride(0), out.stride(1), hq), dict(kw, HEAD_SIZE=d),
+                      (d,) + key)
+    key = tuple(kw.items())
+    return merge
+
+
 def _merge_splits(po: torch.Tensor, pml: torch.Tensor, out: torch.Tensor, num_splits: int,
                   head_pad: int, pdl: bool) -> None:
     """Launch the merge of the split-K partials into ``out`` [tokens, Hq, D]."""
@@ -569,6 +588,43 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     if query.stride(-1) != 1:
         query = query.contiguous()
 
+    plan_key = None
+    if is_decode and args.KV_MODE != KV_MODE_INT4_PTH:
+        # Decode launches are planned once per (layout, shape, longest context, config): an
+        # eager call is then a lookup, two small buffers at most and the cached launches.
+        if max_seq_len is None:
+            max_seq_len = int(seq_lens.max().item())
+        plan_key = (lay, cache.block_size, cache.k_scale, cache.v_scale, args.k.dtype,
+                    num_tokens, hq, query.dtype, out.dtype, query.device, max_seq_len,
+                    softmax_scale, cfg)
+        fire = _DECODE_PLANS.get(plan_key)
+        if fire is not None:
+            fire(query, out, block_tables, seq_lens, seq_lens, args)
+            return out
+    fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
+                 softmax_scale, max_query_len, max_seq_len)
+    if plan_key is not None:
+        _DECODE_PLANS[plan_key] = fire
+    fire(query, out, block_tables, seq_lens,
+         seq_lens if query_start_loc is None else query_start_loc, args)
+    if args.KV_MODE == KV_MODE_INT4_PTH:
+        out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
+    return out
+
+
+# Decode plans: (layout, block size, static scales, cache dtype, tokens, query heads, dtypes,
+# device, longest context, softmax scale, config) -> the launch closure.
+_DECODE_PLANS: dict[tuple, Callable] = {}
+
+
+def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg, softmax_scale,
+          max_query_len, max_seq_len) -> Callable:
+    """Choose the kernel and its launch for this call; returns ``fire(query, out, block_tables,
+    seq_lens, query_start_loc_or_seq_lens, args)``, which launches it (the closure holds only
+    values that the plan key of `paged_attention` fixes)."""
+    num_tokens, hq, d = query.shape
+    lay = cache.layout
+    is_decode = query_start_loc is None
     group = hq // lay.num_kv_heads
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
     @functools.cache
@@ -587,9 +643,8 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         pdef = prefill.default_prefill_config(d, triton.next_power_of_2(group),
                                               args.KV_MODE != KV_MODE_NONE)
         fp8_tensor = lay.quant_mode == "fp8_per_tensor"
-        prefill.launch_prefill(
-            query, out, args, block_tables, seq_lens, query_start_loc, group=group,
-            block_size=cache.block_size, num_kv_heads=lay.num_kv_heads, scale=scale,
+        pkw = dict(
+            group=group, block_size=cache.block_size, num_kv_heads=lay.num_kv_heads, scale=scale,
             k_scale=cache.k_scale if fp8_tensor else 1.0,
             v_scale=cache.v_scale if fp8_tensor else 1.0,
             sliding_window=int(lay.sliding_window or 0), max_query_len=max_query_len,
@@ -597,7 +652,10 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
             num_warps=cfg.num_warps or pdef["num_warps"],
             num_stages=cfg.num_stages or pdef["num_stages"],
             v_reg=bool(cfg.v_reg if cfg.v_reg is not None else pdef.get("v_reg", False)))
-        return out
+
+        def fire_prefill(query, out, block_tables, seq_lens, qsl, args):
+            prefill.launch_prefill(query, out, args, block_tables, seq_lens, qsl, **pkw)
+        return fire_prefill
     group_pad = triton.next_power_of_2(group)
     head_pad = max(16, triton.next_power_of_2(d))  # tl.dot needs K >= 16
     # Tensor-core dots even for GQA groups of 4-8 (M padded to 16): measured 3-4x faster on an
@@ -649,19 +707,13 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     else:
         q_scale, s_scale = 1.0, scale * _LOG2E * k_scale
 
-    po, pml = _partials(out, num_splits)
     num_warps = cfg.num_warps or default["num_warps"]
     num_stages = cfg.num_stages or default["num_stages"]
     max_registers = cfg.max_registers or default.get("max_registers")
     launch = {"maxnreg": max_registers} if (max_registers and not interpreting()) else {}
     grid = (seq_lens.shape[0] * num_q_blocks, lay.num_kv_heads, num_splits)
-    pos = (query, query.stride(0), query.stride(1),
-           out, out.stride(0), out.stride(1),
-           po, pml,
-           args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
-           block_tables, block_tables.stride(0), seq_lens, qsl,
-           float(q_scale), float(s_scale), float(out_scale), int(lay.sliding_window or 0),
-           num_q_blocks, hq)
+    scalars = (float(q_scale), float(s_scale), float(out_scale), int(lay.sliding_window or 0),
+               num_q_blocks, hq)
     kw = dict(
         GROUP=group, GROUP_PAD=group_pad, BLOCK_M=block_m, BLOCK_N=block_n, HEAD_SIZE=d,
         HEAD_PAD=head_pad, BLOCK_SIZE=cache.block_size, NUM_SPLITS=num_splits,
@@ -670,12 +722,19 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         PAGED3D=paged3d, IMMA=imma, V_REG=v_reg,
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
-    launch_cached(_paged_attention_kernel, grid, pos, kw)
-    if num_splits > 1:
-        _merge_splits(po, pml, out, num_splits, head_pad, _pdl(cfg, query))
-    if args.KV_MODE == KV_MODE_INT4_PTH:
-        out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
-    return out
+    key = tuple(kw.items())
+    merge = _merge_plan(num_splits, head_pad, _pdl(cfg, query))
+
+    def fire_triton(query, out, block_tables, seq_lens, qsl, args):
+        po, pml = _partials(out, num_splits)
+        launch_cached(_paged_attention_kernel, grid,
+                      (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1),
+                       po, pml, args.k, args.v, args.s, args.stride_cb, args.stride_ch,
+                       args.stride_sb, args.stride_sh, block_tables, block_tables.stride(0),
+                       seq_lens, qsl) + scalars, kw, key)
+        if merge is not None:
+            merge(po, pml, out)
+    return fire_triton
 
 
 # Knobs only the decode-form Triton kernel has: asking for one runs prefill on that kernel.
@@ -796,14 +855,27 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
         seq_lens.shape[0] * lay.num_kv_heads, max(1, math.ceil(keys_read() / block_n)),
         num_sms(query.device),
         attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens, **kernel_kw))
-    po, pml = _partials(out, num_splits)
     pdl = _pdl(cfg, query)
-    attention_gluon.launch(query, out, po, pml, args, block_tables, seq_lens,
-                           q_scale=scale * _LOG2E, sliding_window=int(lay.sliding_window or 0),
-                           num_splits=num_splits, pdl=pdl, **kernel_kw)
-    if num_splits > 1:
-        _merge_splits(po, pml, out, num_splits, d, pdl)
-    return out
+    q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
+    # validated once here; the launch closure binds the constexprs
+    _, kw, key = attention_gluon._launch_args(query, out, out, out, args, block_tables, seq_lens,
+                                              q_scale=q_scale, sliding_window=window,
+                                              num_splits=num_splits, pdl=pdl, **kernel_kw)
+    fn = attention_gluon._gluon_swap_kernel if swap else attention_gluon._gluon_decode_kernel
+    key = ("swap" if swap else "r8",) + key
+    grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
+    merge = _merge_plan(num_splits, d, pdl)
+
+    def fire_gluon(query, out, block_tables, seq_lens, qsl, args):
+        po, pml = _partials(out, num_splits)
+        pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po,
+               pml, args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
+               args.stride_sh, block_tables, block_tables.stride(0), seq_lens, q_scale, window,
+               hq, num_splits)
+        launch_cached(fn, grid, pos + (query,) if swap else pos, kw, key)
+        if merge is not None:
+            merge(po, pml, out)
+    return fire_gluon
 
 
 def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, scale,
@@ -823,15 +895,27 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
         attention_gluon.bf16_programs_per_sm(query, out, args, block_tables, seq_lens, group=group,
                                              head=d, block_size=cache.block_size,
                                              block_n=block_n, pipe=pipe))
-    po, pml = _partials(out, num_splits)
     pdl = _pdl(cfg, query)
-    attention_gluon.launch_bf16(query, out, po, pml, args, block_tables, seq_lens, group=group,
-                                head=d, block_size=cache.block_size, q_scale=scale * _LOG2E,
-                                sliding_window=int(lay.sliding_window or 0),
-                                num_splits=num_splits, block_n=block_n, pipe=pipe, pdl=pdl)
-    if num_splits > 1:
-        _merge_splits(po, pml, out, num_splits, d, pdl)
-    return out
+    q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
+    _, kw, key = attention_gluon._bf16_launch_args(query, out, out, out, args, block_tables,
+                                                   seq_lens, group, d, cache.block_size, q_scale,
+                                                   window, num_splits, block_n, pipe, pdl)
+    grid = (seq_lens.shape[0], args.k.shape[2], num_splits)
+    merge = _merge_plan(num_splits, d, pdl)
+    fn = attention_gluon._gluon_bf16_kernel
+
+    def fire_gluon_bf16(query, out, block_tables, seq_lens, qsl, args):
+        po, pml = _partials(out, num_splits)
+        k = args.k
+        ks = k.stride()
+        launch_cached(fn, grid,
+                      (query, query.stride(0), query.stride(1), out, out.stride(0),
+                       out.stride(1), po, pml, k, args.v, ks[0], ks[2], ks[1], block_tables,
+                       block_tables.stride(0), seq_lens, q_scale, window, hq, num_splits),
+                      kw, key)
+        if merge is not None:
+            merge(po, pml, out)
+    return fire_gluon_bf16
 
 
 def paged_attention_decode(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,

@@ -74,18 +74,19 @@ def _prefill_tile(acc, m_i, l_i, q, start, hi, pos, win, bt_row, kv_head, sc_hea
             k_sc = tl.load(cs_ptr + KS_OFF + srow)
             v_sc = tl.load(cs_ptr + VS_OFF + srow)
         s = s * (k_sc * s_scale)[None, :]
+        col = 1.0
     else:
-        s = s * s_scale
+        col = s_scale  # one scale for every score: folded into the exp2 argument (an FMA)
     if MASK:
         visible = (n[None, :] <= pos[:, None]) & (n[None, :] > pos[:, None] - win)
         s = tl.where(visible & n_ok[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1) * col)
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
     else:
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1) * col)
         m_use = m_new
     alpha = tl.exp2(m_i - m_use)
-    p = tl.exp2(s - m_use[:, None])
+    p = tl.exp2(s * col - m_use[:, None])
     l_i = l_i * alpha + tl.sum(p, axis=1)
     if MASK:
         vx = tl.load(cv_ptr + V_OFF + row[:, None] + d[None, :], mask=n_ok[:, None], other=0)
