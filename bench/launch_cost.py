@@ -24,6 +24,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", action="append", required=True, help="B,CTX,HQ,HKV,D")
     ap.add_argument("--modes", default=",".join(m for m, _ in DECODE_MODES))
+    ap.add_argument("--profile", action="store_true",
+                    help="also print where the host time of each call goes (cProfile)")
     args = ap.parse_args()
     modes = dict(DECODE_MODES)
     print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host (us/call) |")
@@ -51,6 +53,17 @@ def main() -> None:
             host = _host_us(run, 200)
             print(f"| {shape} | {name} | {graph:.4f} | {eager:.4f} | {eager / graph:.2f}x | "
                   f"{host:.1f} |", flush=True)
+            if args.profile:
+                import cProfile  # noqa: PLC0415
+                import pstats  # noqa: PLC0415
+
+                prof = cProfile.Profile()
+                prof.enable()
+                for _ in range(300):
+                    run()
+                prof.disable()
+                torch.cuda.synchronize()
+                pstats.Stats(prof).sort_stats("tottime").print_stats(12)
             del cache, bt
             torch.cuda.empty_cache()
 

@@ -5,7 +5,8 @@
         --configs 128:64:8:3,128:128:8:3,64:64:4:3
 
 A shape is B,NEW,CACHED,HQ,HKV,D (NEW tokens per sequence after CACHED ones, causal); a config
-is BLOCK_M:BLOCK_N:WARPS:STAGES[:VREG]. Prints TFLOP/s (4 * D flops per visible query-head/key
+is BLOCK_M:BLOCK_N:WARPS:STAGES[:VREG[:DEQUANT]] (DEQUANT 1: dequantize the pages
+into a bf16 workspace first, then the bf16 kernel). Prints TFLOP/s (4 * D flops per visible query-head/key
 pair) per mode and config, SDPA bf16 causal over the whole prompt for reference, the error
 against an fp32 reference, and whether the compiled kernel issues wgmma (Hopper tensor-core
 instructions) or only mma.sync.
@@ -38,6 +39,7 @@ def main() -> None:
     ap.add_argument("--rep-ms", type=int, default=100)
     args = ap.parse_args()
     modes = dict(PREFILL_MODES)
+    modes["fp8"] = modes["fp8_per_tensor"]
     for shape in args.shape:
         b, new, cached, hq, hkv, d = (int(x) for x in shape.split(","))
         ctx = new + cached
@@ -71,7 +73,8 @@ def main() -> None:
                     f = [int(x) for x in c.split(":")]
                     cfg = AttentionConfig(block_m=f[0], block_n=f[1], num_warps=f[2],
                                           num_stages=f[3],
-                                          v_reg=bool(f[4]) if len(f) > 4 else None)
+                                          v_reg=bool(f[4]) if len(f) > 4 else None,
+                                          dequant=bool(f[5]) if len(f) > 5 else None)
                     label = c
                 out = torch.full_like(q, float("nan"))
                 try:

@@ -488,6 +488,8 @@ class AttentionConfig:
     swap: bool | None = None  # gluon only: keys as the MMA rows, the GQA group as the columns
     #                           (default where it applies: groups <= 8, tiles inside one page)
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
+    dequant: bool | None = None  # prefill kernel over a quantized cache: dequantize the pages
+    #                              into a bf16/fp16 workspace first, then the bf16/fp16 kernel
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -651,7 +653,9 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
             block_m=cfg.block_m or pdef["block_m"], block_n=cfg.block_n or pdef["block_n"],
             num_warps=cfg.num_warps or pdef["num_warps"],
             num_stages=cfg.num_stages or pdef["num_stages"],
-            v_reg=bool(cfg.v_reg if cfg.v_reg is not None else pdef.get("v_reg", False)))
+            v_reg=bool(cfg.v_reg if cfg.v_reg is not None else pdef.get("v_reg", False)),
+            dequant=bool(cfg.dequant if cfg.dequant is not None else pdef.get("dequant", False)),
+            max_seq_len=max_seq_len)
 
         def fire_prefill(query, out, block_tables, seq_lens, qsl, args):
             prefill.launch_prefill(query, out, args, block_tables, seq_lens, qsl, **pkw)

@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 
 from kvplan.runtime._common import (KV_MODE_FP8_PER_TENSOR, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH,
-                                    KV_MODE_NONE, interpreting, launch_cached)
+                                    KV_MODE_NONE, fp8_decode, interpreting, launch_cached)
 from kvplan.runtime.attention import _convert_tile, _dot
 
 _LOG2E = 1.4426950408889634
@@ -180,6 +180,79 @@ def _prefill_kernel(
                  mask=row_valid[:, None])
 
 
+@triton.jit
+def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
+                          bt_ptr, stride_bt, seq_lens_ptr, ws_ptr, stride_wkv, stride_wb,
+                          k_scale, v_scale, pages,
+                          HEAD_SIZE: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                          NUM_KV_HEADS: tl.constexpr, STRIDE_S: tl.constexpr,
+                          SCALE_STRIDE_S: tl.constexpr, K_OFF: tl.constexpr, V_OFF: tl.constexpr,
+                          KS_OFF: tl.constexpr, VS_OFF: tl.constexpr, KV_MODE: tl.constexpr,
+                          FP8_E5M2: tl.constexpr):
+    """One (sequence, page, kv head): K and V codes times their scales, rounded once to the
+    workspace dtype, into page ``seq * pages + i`` of a bf16/fp16 cache laid out like vLLM's
+    ``[2, blocks, block_size, Hkv, D]``."""
+    pid = tl.program_id(0)
+    kvh = tl.program_id(1)
+    seq = pid // pages
+    i = pid % pages
+    if i * BLOCK_SIZE < tl.load(seq_lens_ptr + seq):
+        page = tl.load(bt_ptr + seq.to(tl.int64) * stride_bt + i).to(tl.int64)
+        t = tl.arange(0, BLOCK_SIZE)
+        d = tl.arange(0, HEAD_SIZE)
+        row = page * stride_cb + kvh * stride_ch + t * STRIDE_S
+        kx = tl.load(ck_ptr + K_OFF + row[:, None] + d[None, :])
+        vx = tl.load(cv_ptr + V_OFF + row[:, None] + d[None, :])
+        if KV_MODE == 2:
+            kf = kx.to(tl.float32)
+            vf = vx.to(tl.float32)
+        else:
+            kf = fp8_decode(kx, FP8_E5M2).to(tl.float32)
+            vf = fp8_decode(vx, FP8_E5M2).to(tl.float32)
+        if KV_MODE >= 2:
+            srow = page * stride_sb + kvh * stride_sh + t * SCALE_STRIDE_S
+            kf = kf * tl.load(cs_ptr + KS_OFF + srow)[:, None]
+            vf = vf * tl.load(cs_ptr + VS_OFF + srow)[:, None]
+        else:
+            kf = kf * k_scale
+            vf = vf * v_scale
+        dst = ((seq * pages + i).to(tl.int64) * stride_wb + (t * NUM_KV_HEADS + kvh) * HEAD_SIZE)
+        off = dst[:, None] + d[None, :]
+        tl.store(ws_ptr + off, kf.to(ws_ptr.dtype.element_ty))
+        tl.store(ws_ptr + stride_wkv + off, vf.to(ws_ptr.dtype.element_ty))
+
+
+def dequantize_pages(args, block_tables, seq_lens, *, max_seq_len: int, block_size: int,
+                     num_kv_heads: int, head: int, k_scale: float, v_scale: float,
+                     dtype: torch.dtype):
+    """Dequantize the pages each sequence uses (up to its length) into a fresh bf16/fp16 cache
+    of ``[2, sequences * pages, block_size, Hkv, D]`` whose block table is the identity; returns
+    (its `CacheArgs`, that block table). K and V are the codes times their scales, rounded once
+    to ``dtype``."""
+    from kvplan.runtime._common import CacheArgs  # noqa: PLC0415
+
+    pages = max(1, math.ceil(max_seq_len / block_size))
+    num_seqs = seq_lens.shape[0]
+    ws = torch.empty(2, num_seqs * pages, block_size, num_kv_heads, head, dtype=dtype,
+                     device=block_tables.device)
+    pos = (args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
+           block_tables, block_tables.stride(0), seq_lens, ws, ws.stride(0), ws.stride(1),
+           float(k_scale), float(v_scale), pages)
+    kw = dict(HEAD_SIZE=head, BLOCK_SIZE=block_size, NUM_KV_HEADS=num_kv_heads,
+              STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
+              V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE,
+              FP8_E5M2=args.FP8_E5M2, num_warps=4)
+    launch_cached(_dequant_pages_kernel, (num_seqs * pages, num_kv_heads), pos, kw)
+    k, v = ws[0], ws[1]
+    sb, ss, sh, _ = k.stride()
+    ws_args = CacheArgs(k=k, v=v, s=k, stride_cb=sb, stride_ch=sh, stride_sb=0, stride_sh=0,
+                        STRIDE_S=ss, SCALE_STRIDE_S=0, K_OFF=0, V_OFF=0, KS_OFF=0, VS_OFF=0,
+                        KV_MODE=KV_MODE_NONE, FP8_E5M2=False, DATA_HEAD=head)
+    table = torch.arange(num_seqs * pages, dtype=torch.int32,
+                         device=block_tables.device).view(num_seqs, pages)
+    return ws_args, table
+
+
 def prefill_supported(kv_mode: int, query_dtype: torch.dtype, cache_dtype: torch.dtype,
                       head: int) -> bool:
     """Layouts and dtypes the prefill kernel reads: bf16/fp16 queries over bf16/fp16 caches of
@@ -204,9 +277,20 @@ def default_prefill_config(head: int, group_pad: int, quantized: bool) -> dict:
 def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *, group: int,
                    block_size: int, num_kv_heads: int, scale: float, k_scale: float,
                    v_scale: float, sliding_window: int, max_query_len: int, block_m: int,
-                   block_n: int, num_warps: int, num_stages: int, v_reg: bool) -> None:
-    """Launch `_prefill_kernel` (see `kvplan.runtime.attention.paged_attention`)."""
+                   block_n: int, num_warps: int, num_stages: int, v_reg: bool,
+                   dequant: bool = False, max_seq_len: int | None = None) -> None:
+    """Launch `_prefill_kernel` (see `kvplan.runtime.attention.paged_attention`). ``dequant``
+    (quantized caches): first dequantize the pages the sequences use into a bf16/fp16 workspace
+    (`dequantize_pages`), then run the bf16/fp16 form of the kernel over it."""
     _, hq, d = query.shape
+    if dequant and args.KV_MODE != KV_MODE_NONE:
+        if max_seq_len is None:
+            max_seq_len = int(seq_lens.max().item())
+        args, block_tables = dequantize_pages(
+            args, block_tables, seq_lens, max_seq_len=max_seq_len, block_size=block_size,
+            num_kv_heads=num_kv_heads, head=d, k_scale=k_scale, v_scale=v_scale,
+            dtype=query.dtype)
+        k_scale = v_scale = 1.0
     group_pad = triton.next_power_of_2(group)
     if block_m % group_pad or block_m < group_pad:
         raise ValueError(f"block_m {block_m} must be a multiple of the padded group {group_pad}")

@@ -621,18 +621,20 @@ def _prefill(layout, seq_lens, q_lens, block_size, hq, device, gen, config=None,
 
 
 @pytest.mark.parametrize("kv_cache_dtype", PREFILL_KERNEL_DTYPES)
-@pytest.mark.parametrize("hq,hkv,block_m,block_n,window", [
-    (6, 2, 16, 32, None),   # group 3 (padded to 4), 32-key tiles over two 16-slot pages
-    (2, 2, 16, 16, 9),      # MHA, a window shorter than a tile: masked lower-edge tiles
-    (8, 1, 32, 16, 24),     # group 8, window edge + full tiles + diagonal
+@pytest.mark.parametrize("hq,hkv,block_m,block_n,window,dequant", [
+    (6, 2, 16, 32, None, False),   # group 3 (padded to 4), 32-key tiles over two 16-slot pages
+    (2, 2, 16, 16, 9, False),      # MHA, a window shorter than a tile: masked lower-edge tiles
+    (8, 1, 32, 16, 24, False),     # group 8, window edge + full tiles + diagonal
+    (6, 2, 16, 32, 24, True),      # pages dequantized into a bf16 workspace first
 ])
-def test_prefill_kernel_small(device, kv_cache_dtype, hq, hkv, block_m, block_n, window):
+def test_prefill_kernel_small(device, kv_cache_dtype, hq, hkv, block_m, block_n, window,
+                              dequant):
     """The prefill kernel's three loops (window edge, unmasked full tiles, diagonal) against the
     torch reference, with sequences whose chunks start mid-tile and one with no new token."""
     gen = torch.Generator(device=device).manual_seed(hq * 7 + block_n)
     layout = LayerLayout.simple(kv_cache_dtype, hkv, 32, sliding_window=window)
     cfg = AttentionConfig(kernel="prefill", block_m=block_m, block_n=block_n, num_warps=4,
-                          num_stages=2)
+                          num_stages=2, dequant=dequant)
     out, ref = _prefill(layout, [70, 41, 5, 20], [30, 41, 5, 0], 16, hq, device, gen, cfg)
     _check(out, ref, layout.quant_mode, kv_cache_dtype)
 
@@ -687,13 +689,15 @@ def test_prefill_kernel_gpu_configs(cuda_device, kv_cache_dtype, head_size):
     """Every launch configuration the prefill sweep tries gives the reference's answer."""
     gen = torch.Generator(device="cuda").manual_seed(head_size)
     layout = LayerLayout.simple(kv_cache_dtype, 4, head_size)
-    configs = [(128, 64, 8, 3, False), (128, 128, 8, 3, False), (128, 64, 8, 4, True),
-               (64, 64, 4, 3, False), (128, 32, 4, 3, False), (64, 32, 4, 2, True)]
-    for bm, bn, warps, stages, vreg in configs:
+    configs = [(128, 64, 8, 3, False, False), (128, 128, 8, 3, False, False),
+               (128, 64, 8, 4, True, False), (64, 64, 4, 3, False, True),
+               (128, 32, 4, 3, False, False), (64, 32, 4, 2, True, False),
+               (64, 128, 4, 3, False, False), (128, 32, 4, 2, False, True)]
+    for bm, bn, warps, stages, vreg, dequant in configs:
         if head_size == 256 and bn * bm > 128 * 64:
             continue
         cfg = AttentionConfig(kernel="prefill", block_m=bm, block_n=bn, num_warps=warps,
-                              num_stages=stages, v_reg=vreg)
+                              num_stages=stages, v_reg=vreg, dequant=dequant)
         out, ref = _prefill(layout, [900, 333], [900, 200], 16, 16, "cuda", gen, cfg)
         _check(out, ref, layout.quant_mode, f"{kv_cache_dtype} {cfg}")
 
