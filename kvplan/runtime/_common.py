@@ -285,7 +285,7 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
         fn[grid](*pos, **kw)
         return
     runtime = _triton_runtime()
-    if runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None:
+    if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
         fn[grid](*pos, **kw)
         return
     dev = torch.cuda.current_device()
@@ -308,6 +308,15 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
     run(grid[0], g1, g2, _current_stream(dev), function, packed, None, None, None, *pos, *tail)
+
+
+def _hooked(hook) -> bool:
+    """Whether a Triton launch hook is set (Triton 3.6 keeps an always-present ``HookChain``
+    whose ``calls`` list is empty when nothing is registered)."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else True
 
 
 @lru_cache(maxsize=1)

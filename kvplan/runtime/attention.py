@@ -751,17 +751,19 @@ def _use_prefill_kernel(cfg: AttentionConfig, query: torch.Tensor, args, d: int)
     INT8/FP8 per-token-head; power-of-two heads 16-256). ``config.kernel="triton"`` or a
     decode-kernel-only knob runs the decode-form Triton kernel instead; INT4 always does."""
     from kvplan.runtime.prefill import prefill_supported  # noqa: PLC0415
+    dequant = cfg.dequant is not False  # the default for quantized caches
     if cfg.kernel is not None:
         if cfg.kernel == "prefill":
-            if not prefill_supported(args.KV_MODE, query.dtype, args.k.dtype, d):
+            if not prefill_supported(args.KV_MODE, query.dtype, args.k.dtype, d, dequant):
                 raise ValueError("the prefill kernel reads bf16/fp16 queries over bf16/fp16 "
                                  "(same dtype), FP8 per-tensor and INT8/FP8 per-token-head "
-                                 "caches with power-of-two heads 16-256")
+                                 "caches (INT4 per-token-head through the dequantized "
+                                 "workspace) with power-of-two heads 16-256")
             return True
         return False
     if any(getattr(cfg, knob) is not None for knob in _DECODE_KERNEL_KNOBS):
         return False
-    return prefill_supported(args.KV_MODE, query.dtype, args.k.dtype, d)
+    return prefill_supported(args.KV_MODE, query.dtype, args.k.dtype, d, dequant)
 
 
 def _gluon_available() -> bool:

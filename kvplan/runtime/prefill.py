@@ -22,8 +22,14 @@ FP8 per-tensor, INT8/FP8 per-token-head):
 * programs are ordered longest first: the query blocks at the end of each sequence (the most
   keys, under causality) are launched before the ones at its start, so the last wave is short.
 
-INT4 per-token-head caches (nibble unpacking, Hadamard-rotated heads) keep the decode kernel's
-prefill path.
+Quantized caches run, by default, in two passes (`dequantize_pages`): the pages the sequences use
+are dequantized into a bf16/fp16 workspace shaped like a bf16 cache, then the bf16/fp16 form of
+the kernel runs over it. The fused form (conversion inside the loop, ``dequant=False``) stays
+available; on an H100 it ran at 0.6x the two-pass speed (bench/NOTES-runtime.md, round 14): the
+8-bit tiles' round trip through registers and back to shared memory for the wgmma operands is not
+hidden behind the MMAs. The workspace costs 4 * D * Hkv bytes per token of the longest sequence
+(bf16 K and V), per sequence, for the duration of the call. INT4 per-token-head caches (nibbles,
+Hadamard-rotated heads, the query rotated by `paged_attention`) take the two-pass form only.
 """
 from __future__ import annotations
 
@@ -33,8 +39,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kvplan.runtime._common import (KV_MODE_FP8_PER_TENSOR, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH,
-                                    KV_MODE_NONE, fp8_decode, interpreting, launch_cached)
+from kvplan.runtime._common import (KV_MODE_FP8_PER_TENSOR, KV_MODE_FP8_PTH, KV_MODE_INT4_PTH,
+                                    KV_MODE_INT8_PTH, KV_MODE_NONE, fp8_decode, interpreting, launch_cached)
 from kvplan.runtime.attention import _convert_tile, _dot
 
 _LOG2E = 1.4426950408889634
@@ -201,19 +207,40 @@ def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_s
         t = tl.arange(0, BLOCK_SIZE)
         d = tl.arange(0, HEAD_SIZE)
         row = page * stride_cb + kvh * stride_ch + t * STRIDE_S
-        kx = tl.load(ck_ptr + K_OFF + row[:, None] + d[None, :])
-        vx = tl.load(cv_ptr + V_OFF + row[:, None] + d[None, :])
-        if KV_MODE == 2:
+        if KV_MODE == 4:
+            # two nibbles per byte (dims 2j, 2j + 1), the zero point in the scale's low bits
+            srow = page * stride_sb + kvh * stride_sh + t * SCALE_STRIDE_S
+            kb = tl.load(ck_ptr + K_OFF + row[:, None] + tl.arange(0, HEAD_SIZE // 2)[None, :])
+            vb = tl.load(cv_ptr + V_OFF + row[:, None] + tl.arange(0, HEAD_SIZE // 2)[None, :])
+            ks_bits = tl.load(cs_ptr + KS_OFF + srow).to(tl.int32, bitcast=True)
+            vs_bits = tl.load(cs_ptr + VS_OFF + srow).to(tl.int32, bitcast=True)
+            ks = (ks_bits & -16).to(tl.float32, bitcast=True)
+            vs = (vs_bits & -16).to(tl.float32, bitcast=True)
+            kzp = (ks_bits & 15).to(tl.float32)
+            vzp = (vs_bits & 15).to(tl.float32)
+            kw_ = kb.to(tl.int32)
+            vw_ = vb.to(tl.int32)
+            kf = tl.reshape(tl.join((kw_ & 15).to(tl.float32), (kw_ >> 4).to(tl.float32)),
+                            [BLOCK_SIZE, HEAD_SIZE])
+            vf = tl.reshape(tl.join((vw_ & 15).to(tl.float32), (vw_ >> 4).to(tl.float32)),
+                            [BLOCK_SIZE, HEAD_SIZE])
+            kf = (kf - kzp[:, None]) * ks[:, None]
+            vf = (vf - vzp[:, None]) * vs[:, None]
+        elif KV_MODE == 2:
+            kx = tl.load(ck_ptr + K_OFF + row[:, None] + d[None, :])
+            vx = tl.load(cv_ptr + V_OFF + row[:, None] + d[None, :])
             kf = kx.to(tl.float32)
             vf = vx.to(tl.float32)
         else:
+            kx = tl.load(ck_ptr + K_OFF + row[:, None] + d[None, :])
+            vx = tl.load(cv_ptr + V_OFF + row[:, None] + d[None, :])
             kf = fp8_decode(kx, FP8_E5M2).to(tl.float32)
             vf = fp8_decode(vx, FP8_E5M2).to(tl.float32)
-        if KV_MODE >= 2:
+        if KV_MODE == 2 or KV_MODE == 3:
             srow = page * stride_sb + kvh * stride_sh + t * SCALE_STRIDE_S
             kf = kf * tl.load(cs_ptr + KS_OFF + srow)[:, None]
             vf = vf * tl.load(cs_ptr + VS_OFF + srow)[:, None]
-        else:
+        elif KV_MODE == 1:
             kf = kf * k_scale
             vf = vf * v_scale
         dst = ((seq * pages + i).to(tl.int64) * stride_wb + (t * NUM_KV_HEADS + kvh) * HEAD_SIZE)
@@ -254,11 +281,13 @@ def dequantize_pages(args, block_tables, seq_lens, *, max_seq_len: int, block_si
 
 
 def prefill_supported(kv_mode: int, query_dtype: torch.dtype, cache_dtype: torch.dtype,
-                      head: int) -> bool:
+                      head: int, dequant: bool = False) -> bool:
     """Layouts and dtypes the prefill kernel reads: bf16/fp16 queries over bf16/fp16 caches of
-    the query's dtype, FP8 per-tensor and INT8/FP8 per-token-head caches; power-of-two heads
+    the query's dtype, FP8 per-tensor and INT8/FP8 per-token-head caches, and INT4
+    per-token-head caches through the dequantized workspace (``dequant``); power-of-two heads
     16-256 (``tl.arange`` over the head)."""
-    if query_dtype not in (torch.bfloat16, torch.float16) or kv_mode not in PREFILL_MODES:
+    modes = PREFILL_MODES + ((KV_MODE_INT4_PTH,) if dequant else ())
+    if query_dtype not in (torch.bfloat16, torch.float16) or kv_mode not in modes:
         return False
     if kv_mode == KV_MODE_NONE and cache_dtype != query_dtype:
         return False
@@ -266,12 +295,19 @@ def prefill_supported(kv_mode: int, query_dtype: torch.dtype, cache_dtype: torch
 
 
 def default_prefill_config(head: int, group_pad: int, quantized: bool) -> dict:
-    """Launch parameters measured best on an H100 (`bench/tune_prefill.py`)."""
+    """Launch parameters measured best on an H100 (`bench/tune_prefill.py`, bench/NOTES-runtime.md
+    round 14). Quantized caches take the two-pass form (``dequant``): at B4 x 4096 tokens,
+    Hq32/Hkv8, head 128, INT8 per-token-head ran at 346 TFLOP/s against 215 for the best fused
+    configuration (conversion in the loop), the bf16 cache at 358."""
     if head <= 64:
-        return dict(block_m=128, block_n=64, num_warps=4, num_stages=3)
-    if head <= 128:
-        return dict(block_m=128, block_n=64, num_warps=8, num_stages=3)
-    return dict(block_m=64, block_n=32, num_warps=4, num_stages=2)
+        cfg = dict(block_m=128, block_n=64, num_warps=8, num_stages=3)
+    elif head <= 128:
+        cfg = dict(block_m=128, block_n=32, num_warps=4, num_stages=2)
+    else:
+        cfg = dict(block_m=64, block_n=32, num_warps=4, num_stages=2)
+    if quantized:
+        cfg["dequant"] = True
+    return cfg
 
 
 def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *, group: int,
@@ -283,6 +319,9 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
     (quantized caches): first dequantize the pages the sequences use into a bf16/fp16 workspace
     (`dequantize_pages`), then run the bf16/fp16 form of the kernel over it."""
     _, hq, d = query.shape
+    if args.KV_MODE == KV_MODE_INT4_PTH and not dequant:
+        raise ValueError("the prefill kernel reads INT4 caches only through the dequantized "
+                         "workspace (dequant=True)")
     if dequant and args.KV_MODE != KV_MODE_NONE:
         if max_seq_len is None:
             max_seq_len = int(seq_lens.max().item())

@@ -620,7 +620,7 @@ def _prefill(layout, seq_lens, q_lens, block_size, hq, device, gen, config=None,
     return out, ref
 
 
-@pytest.mark.parametrize("kv_cache_dtype", PREFILL_KERNEL_DTYPES)
+@pytest.mark.parametrize("kv_cache_dtype", PREFILL_KERNEL_DTYPES + ["int4_per_token_head"])
 @pytest.mark.parametrize("hq,hkv,block_m,block_n,window,dequant", [
     (6, 2, 16, 32, None, False),   # group 3 (padded to 4), 32-key tiles over two 16-slot pages
     (2, 2, 16, 16, 9, False),      # MHA, a window shorter than a tile: masked lower-edge tiles
@@ -629,6 +629,8 @@ def _prefill(layout, seq_lens, q_lens, block_size, hq, device, gen, config=None,
 ])
 def test_prefill_kernel_small(device, kv_cache_dtype, hq, hkv, block_m, block_n, window,
                               dequant):
+    if kv_cache_dtype == "int4_per_token_head" and not dequant:
+        pytest.skip("INT4 runs the prefill kernel through the dequantized workspace only")
     """The prefill kernel's three loops (window edge, unmasked full tiles, diagonal) against the
     torch reference, with sequences whose chunks start mid-tile and one with no new token."""
     gen = torch.Generator(device=device).manual_seed(hq * 7 + block_n)
@@ -652,9 +654,12 @@ def test_prefill_kernel_selection(device):
     assert not pf.prefill_supported(KV_MODES["none"], torch.bfloat16, torch.float16, 128)
     assert not pf.prefill_supported(KV_MODES["none"], torch.bfloat16, torch.bfloat16, 96)
     gen = torch.Generator(device=device).manual_seed(5)
+    assert pf.prefill_supported(KV_MODES["int4_per_token_head"], torch.bfloat16, torch.uint8,
+                                128, dequant=True)
     layout = LayerLayout.simple("int4_per_token_head", 1, 32)
     with pytest.raises(ValueError, match="prefill kernel reads"):
-        _prefill(layout, [20], [4], 16, 2, device, gen, AttentionConfig(kernel="prefill"))
+        _prefill(layout, [20], [4], 16, 2, device, gen,
+                 AttentionConfig(kernel="prefill", dequant=False))
     layout = LayerLayout.simple("bfloat16", 1, 32)
     batch = build_paged_batch(layout, [20], 16, device, gen)
     with pytest.raises(ValueError, match="runs prefill"):
@@ -671,9 +676,9 @@ def test_prefill_kernel_selection(device):
     (32, 8, 128, 16), (64, 8, 64, 32), (16, 4, 256, 16), (8, 8, 128, 32), (24, 8, 64, 16),
     (16, 8, 256, 32)])
 def test_prefill_kernel_gpu(cuda_device, kv_cache_dtype, hq, hkv, head_size, block_size):
-    """Prefill at the default launch (the prefill kernel; INT4 the decode-form kernel): whole
-    prompts, chunks over cached context, a 1-token chunk, sliding windows; GQA groups 1-8,
-    heads 64/128/256, block sizes 16/32."""
+    """Prefill at the default launch (the prefill kernel; quantized caches through the
+    dequantized workspace): whole prompts, chunks over cached context, a 1-token chunk, sliding
+    windows; GQA groups 1-8, heads 64/128/256, block sizes 16/32."""
     gen = torch.Generator(device="cuda").manual_seed(hq + head_size + block_size)
     for window in (None, 300):
         layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size, sliding_window=window)
@@ -683,7 +688,8 @@ def test_prefill_kernel_gpu(cuda_device, kv_cache_dtype, hq, hkv, head_size, blo
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8"])
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8",
+                                            "fp8_per_token_head"])
 @pytest.mark.parametrize("head_size", [64, 128, 256])
 def test_prefill_kernel_gpu_configs(cuda_device, kv_cache_dtype, head_size):
     """Every launch configuration the prefill sweep tries gives the reference's answer."""
