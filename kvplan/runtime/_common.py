@@ -289,25 +289,46 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
         fn[grid](*pos, **kw)
         return
     dev = torch.cuda.current_device()
-    # tensors by their 16-byte alignment, integers by value (strides and sizes repeat from call
-    # to call), floats not at all: at least as fine as Triton's own specialization
+    # The specialization: tensors by their 16-byte alignment, integers by value (strides and
+    # sizes repeat from call to call), floats not at all (at least as fine as Triton's own).
+    # Tensors reach the launcher as their addresses: Triton's launcher then skips the driver's
+    # pointer query it makes per tensor argument (`paged_attention` checks devices itself).
     tensor = torch.Tensor
-    full = (fn, key, dev, tuple([a.data_ptr() & 15 if isinstance(a, tensor) else
-                                 (a if type(a) is int else None) for a in pos]))
+    args = []
+    spec = []
+    for a in pos:
+        if isinstance(a, tensor):
+            ptr = a.data_ptr()
+            args.append(ptr)
+            spec.append(ptr & 15)
+        else:
+            args.append(a)
+            spec.append(a if type(a) is int else None)
+    full = (fn, key, dev, tuple(spec))
     entry = _LAUNCHERS.get(full)
     if entry is None:
+        fn[grid](*pos, **kw)  # the first launch of a specialization: Triton's own, checked path
         kernel = fn.warmup(*pos, grid=grid, **kw)
         if hasattr(kernel, "result"):
             kernel = kernel.result()
         kernel._init_handles()
         params = fn.params[len(pos):]
         tail = tuple(kw[p.name] if p.name in kw else p.default for p in params)
-        entry = (kernel.run, kernel.function, kernel.packed_metadata, tail, kernel)
-        _LAUNCHERS[full] = entry
+        _LAUNCHERS[full] = (kernel.run, kernel.function, kernel.packed_metadata, tail, kernel)
+        return
     run, function, packed, tail, _ = entry
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
-    run(grid[0], g1, g2, _current_stream(dev), function, packed, None, None, None, *pos, *tail)
+    run(grid[0], g1, g2, _current_stream(dev), function, packed, None, None, None, *args, *tail)
+
+
+_KEY_IDS: dict[tuple, int] = {}
+
+
+def key_id(key: tuple) -> int:
+    """A small integer standing for ``key`` in `launch_cached` (hashing an int per call instead
+    of a tuple of constexprs)."""
+    return _KEY_IDS.setdefault(key, len(_KEY_IDS))
 
 
 def _hooked(hook) -> bool:

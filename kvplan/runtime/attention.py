@@ -31,7 +31,7 @@ from kvplan.runtime._common import (E4M3X4_TO_F16, E5M2X4_TO_F16, I8X4_TO_F16,
                                     KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
                                     KV_MODE_NONE, cache_args,
                                     cache_constexprs, fp8_decode, gluon_validated,
-                                    interpreting, launch_cached, num_sms)
+                                    interpreting, key_id, launch_cached, num_sms)
 from kvplan.runtime.cache import PagedKVCache, hadamard
 from kvplan.runtime.layout import ATTENTION_EXECUTED_KINDS
 
@@ -426,12 +426,16 @@ def _merge_plan(num_splits: int, head_pad: int, pdl: bool) -> Callable | None:
     if pdl:
         kw["launch_pdl"] = True
 
+    keys: dict[int, tuple[dict, int]] = {}
+
     def merge(po: torch.Tensor, pml: torch.Tensor, out: torch.Tensor) -> None:
         num_tokens, hq, d = out.shape
+        bound = keys.get(d)
+        if bound is None:
+            full = dict(kw, HEAD_SIZE=d)
+            bound = keys[d] = (full, key_id(tuple(full.items())))
         launch_cached(_merge_splits_kernel, (num_tokens * hq,),
-                      (po, pml, out, out.stride(0), out.stride(1), hq), dict(kw, HEAD_SIZE=d),
-                      (d,) + key)
-    key = tuple(kw.items())
+                      (po, pml, out, out.stride(0), out.stride(1), hq), *bound)
     return merge
 
 
@@ -554,6 +558,10 @@ def _check(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,
         raise ValueError(f"query dtype {query.dtype} unsupported")
     if block_tables.dim() != 2 or seq_lens.dim() != 1 or block_tables.shape[0] != seq_lens.shape[0]:
         raise ValueError("block_tables must be [num_seqs, max_blocks] and seq_lens [num_seqs]")
+    dev = query.device
+    if block_tables.device != dev or seq_lens.device != dev or cache.data.device != dev:
+        raise ValueError(f"query, cache, block_tables and seq_lens must be on one device, got "
+                         f"{dev}, {cache.data.device}, {block_tables.device}, {seq_lens.device}")
     return num_tokens, hq, d
 
 
@@ -726,7 +734,7 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
         PAGED3D=paged3d, IMMA=imma, V_REG=v_reg,
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
-    key = tuple(kw.items())
+    key = key_id(tuple(kw.items()))
     merge = _merge_plan(num_splits, head_pad, _pdl(cfg, query))
 
     def fire_triton(query, out, block_tables, seq_lens, qsl, args):
@@ -868,7 +876,7 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                                               q_scale=q_scale, sliding_window=window,
                                               num_splits=num_splits, pdl=pdl, **kernel_kw)
     fn = attention_gluon._gluon_swap_kernel if swap else attention_gluon._gluon_decode_kernel
-    key = ("swap" if swap else "r8",) + key
+    key = key_id(("swap" if swap else "r8",) + key)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
     merge = _merge_plan(num_splits, d, pdl)
 
@@ -909,6 +917,7 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
     grid = (seq_lens.shape[0], args.k.shape[2], num_splits)
     merge = _merge_plan(num_splits, d, pdl)
     fn = attention_gluon._gluon_bf16_kernel
+    key = key_id(key)
 
     def fire_gluon_bf16(query, out, block_tables, seq_lens, qsl, args):
         po, pml = _partials(out, num_splits)
