@@ -700,8 +700,8 @@ def test_prefill_kernel_gpu_configs(cuda_device, kv_cache_dtype, head_size):
                (128, 32, 4, 3, False, False), (64, 32, 4, 2, True, False),
                (64, 128, 4, 3, False, False), (128, 32, 4, 2, False, True)]
     for bm, bn, warps, stages, vreg, dequant in configs:
-        if head_size == 256 and bn * bm > 128 * 64:
-            continue
+        if head_size == 256 and (bm > 64 or stages > 2):
+            continue  # K/V stages of 256-wide rows: more shared memory than an H100 has
         cfg = AttentionConfig(kernel="prefill", block_m=bm, block_n=bn, num_warps=warps,
                               num_stages=stages, v_reg=vreg, dequant=dequant)
         out, ref = _prefill(layout, [900, 333], [900, 200], 16, 16, "cuda", gen, cfg)
