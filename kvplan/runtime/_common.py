@@ -262,7 +262,7 @@ def cache_constexprs(a: CacheArgs) -> dict:
 # constexprs, whose hashing and printing cost 0.1-0.3 ms of host time per call on the benchmark
 # host. `launch_cached` compiles (or fetches) the kernel once per ``key`` (the caller's tuple that
 # fixes every constexpr and launch option) and per specialization of the runtime arguments (the
-# 16-byte alignment of tensors, the values of integers), then launches it
+# dtype and 16-byte alignment of tensors, the values of integers), then launches it
 # through the compiled kernel's launcher. Under the interpreter, or with Triton launch hooks set,
 # it takes the ordinary path.
 _LAUNCHERS: dict[tuple, tuple] = {}
@@ -289,7 +289,7 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
         fn[grid](*pos, **kw)
         return
     dev = torch.cuda.current_device()
-    # The specialization: tensors by their 16-byte alignment, integers by value (strides and
+    # The specialization: tensors by dtype and 16-byte alignment, integers by value (strides and
     # sizes repeat from call to call), floats not at all (at least as fine as Triton's own).
     # Tensors reach the launcher as their addresses: Triton's launcher then skips the driver's
     # pointer query it makes per tensor argument (`paged_attention` checks devices itself).
@@ -300,7 +300,7 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
         if isinstance(a, tensor):
             ptr = a.data_ptr()
             args.append(ptr)
-            spec.append(ptr & 15)
+            spec.append((a.dtype, ptr & 15))
         else:
             args.append(a)
             spec.append(a if type(a) is int else None)

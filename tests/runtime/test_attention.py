@@ -725,3 +725,13 @@ def test_cached_launch_is_reused_and_follows_arguments(cuda_device):
             out, ref = _decode(batch, 32, gen, "cuda")
             _check(out, ref, layout.quant_mode, f"{dtype} {lens} again")
             assert len(_common._LAUNCHERS) == n
+    # the same layouts and shapes with fp16 queries (and an fp16 cache) after bf16 ones: the
+    # cached launch keys on the tensors' dtypes, not only their alignment
+    for model_dtype in (torch.bfloat16, torch.float16):
+        for head in (64, 128):
+            layout = LayerLayout.simple("float16" if model_dtype == torch.float16 else "bfloat16",
+                                        8, head)
+            batch = build_paged_batch(layout, [1500, 3000], 16, "cuda", gen,
+                                      model_dtype=model_dtype)
+            out, ref = _decode(batch, 32, gen, "cuda", dtype=model_dtype)
+            _check(out, ref, layout.quant_mode, f"{model_dtype} head {head}")
