@@ -465,8 +465,12 @@ def _partials(out: torch.Tensor, num_splits: int) -> tuple[torch.Tensor, torch.T
     if num_splits <= 1:
         return out, out
     num_tokens, hq, d = out.shape
-    return (torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=out.device),
-            torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=out.device))
+    # one allocation for both (fewer trips through the caching allocator per eager call)
+    buf = torch.empty(num_tokens * hq * num_splits * (d + 2), dtype=torch.float32,
+                      device=out.device)
+    n = num_tokens * hq * num_splits * d
+    return (buf[:n].view(num_tokens, hq, num_splits, d),
+            buf[n:].view(num_tokens, hq, num_splits, 2))
 
 
 @dataclass(frozen=True)
@@ -581,7 +585,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     """
     num_tokens, hq, d = _check(query, cache, block_tables, seq_lens)
     lay = cache.layout
-    cfg = config or AttentionConfig()
+    cfg = config or _DEFAULT_CONFIG
     if out is None:
         out = torch.empty_like(query)
     elif out.shape != query.shape or out.stride(-1) != 1:
@@ -625,6 +629,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
 # Decode plans: (layout, block size, static scales, cache dtype, tokens, query heads, dtypes,
 # device, longest context, softmax scale, config) -> the launch closure.
 _DECODE_PLANS: dict[tuple, Callable] = {}
+_DEFAULT_CONFIG = AttentionConfig()
 
 
 def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg, softmax_scale,
