@@ -701,7 +701,6 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
     paged3d = bool(cfg.paged3d) and pow2_bs  # opt-in: measured slower on an H100 (NOTES-runtime)
     if is_decode:
         num_q_blocks = 1
-        qsl = seq_lens  # unused
         if cfg.num_splits is not None:
             num_splits = cfg.num_splits
         else:
@@ -710,7 +709,6 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
             if interpreting():  # keep CPU tests fast; splitting is covered by explicit tests
                 num_splits = min(num_splits, 2)
     else:
-        qsl = query_start_loc
         if max_query_len is None:
             max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max().item())
         num_q_blocks = max(1, triton.cdiv(max_query_len, block_q))
