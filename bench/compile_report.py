@@ -95,11 +95,11 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
             block_n = 32 if (head == 64 and mode != "bfloat16") else 16
             for split in (1, 2):
                 if mode == "bfloat16":
-                    pos, kw = ag._bf16_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
+                    pos, kw, _ = ag._bf16_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
                                                    1.0, 0, split, 16, 2, pdl=split > 1)
                     kernel = ag._gluon_bf16_kernel
                 else:
-                    pos, kw = ag._launch_args(q, out, out, out, args, bt, sl, 4, head, 16, 1.0,
+                    pos, kw, _ = ag._launch_args(q, out, out, out, args, bt, sl, 4, head, 16, 1.0,
                                               0, split, block_n, True, 2, True, pdl=split > 1)
                     kernel = ag._gluon_swap_kernel
                 compiled = kernel.warmup(*pos, grid=(1,), **kw)
@@ -113,13 +113,67 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
     return rows
 
 
+def report_prefill(arch: int, configs: list[str], modes: list[str], head: int,
+                   ptx_out: Path | None) -> list[dict]:
+    """The prefill kernel (`kvplan.runtime.prefill`) at launch configurations
+    BLOCK_M:BLOCK_N:WARPS:STAGES[:VREG]: registers, spills, shared memory, and whether its PTX
+    issues wgmma (Hopper's warpgroup MMA) or only mma.sync."""
+    import torch
+
+    from kvplan.runtime import prefill as pf
+    from kvplan.runtime._common import cache_args
+    from kvplan.runtime.cache import allocate_kv_cache
+    from kvplan.runtime.layout import LayerLayout
+
+    rows = []
+    for mode in modes:
+        args = cache_args(allocate_kv_cache(LayerLayout.simple(mode, 8, head), 4, 16, "cpu"))
+        q = torch.zeros(64, 32, head, dtype=torch.bfloat16)
+        bt = torch.zeros(2, 4, dtype=torch.int32)
+        sl = torch.full((2,), 64, dtype=torch.int32)
+        for c in configs:
+            f = [int(x) for x in c.split(":")]
+            captured = {}
+            saved = pf.launch_cached
+            pf.launch_cached = lambda fn, grid, pos, kw, key=None: captured.update(pos=pos, kw=kw)
+            try:
+                pf.launch_prefill(q, q, args, bt, sl, sl, group=4, block_size=16, num_kv_heads=8,
+                                  scale=0.1, k_scale=1.0, v_scale=1.0, sliding_window=0,
+                                  max_query_len=32, block_m=f[0], block_n=f[1], num_warps=f[2],
+                                  num_stages=f[3], v_reg=bool(f[4]) if len(f) > 4 else False)
+            finally:
+                pf.launch_cached = saved
+            compiled = pf._prefill_kernel.warmup(*captured["pos"], grid=(1,), **captured["kw"])
+            ptx = compiled.asm["ptx"]
+            info = _ptxas(ptx, arch)
+            name = f"prefill_{mode}_d{head}_{c}"
+            if ptx_out:
+                ptx_out.mkdir(parents=True, exist_ok=True)
+                (ptx_out / f"{name.replace(':', '-')}.ptx").write_text(ptx)
+            rows.append({"kernel": name, "shared": compiled.metadata.shared,
+                         "wgmma": ptx.count("wgmma.mma_async"), "mma_sync": ptx.count("mma.sync"),
+                         **info})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90")
     ap.add_argument("--heads", default="64,128,256")
     ap.add_argument("--ptx-out", type=Path, default=None, help="also write each kernel's PTX here")
+    ap.add_argument("--prefill", default="", help="prefill kernel configs BM:BN:WARPS:STAGES[:VREG], "
+                    "comma-separated (then only the prefill kernel is compiled, at the first head)")
+    ap.add_argument("--modes", default="bfloat16,int8_per_token_head")
     a = ap.parse_args()
     _offline_driver(a.arch)
+    if a.prefill:
+        rows = report_prefill(a.arch, a.prefill.split(","), a.modes.split(","),
+                              int(a.heads.split(",")[0]), a.ptx_out)
+        for r in rows:
+            print(f"{r['kernel']:50} regs {r['registers']!s:>4} spills {r['spill_stores']!s:>5}/"
+                  f"{r['spill_loads']!s:<6} shared {r['shared']:>7} wgmma {r['wgmma']:>4} "
+                  f"mma.sync {r['mma_sync']:>4}")
+        return
     rows = report(a.arch, [int(h) for h in a.heads.split(",")], a.ptx_out)
     print(f"{'kernel':34} {'regs':>5} {'spill st/ld':>12} {'shared B':>9}")
     for r in rows:

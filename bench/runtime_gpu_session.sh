@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -126,6 +126,23 @@ for step in $steps; do
         --warps 1 2>&1 | tee -a "$OUT/write-gluon.log"
       timeout 200 $PY -m pytest -q -p no:cacheprovider tests/runtime/test_write.py 2>&1 \
         | tail -15 | tee "$OUT/pytest-write.log" ;;
+    round14)  # issue 22: eager launch cost, prefill kernel sweeps (fused and two-pass)
+      timeout 120 $PY bench/launch_cost.py --shape 8,8192,32,8,128 --shape 64,1024,32,8,128 \
+        --shape 128,2048,64,8,64 2>&1 | tee "$OUT/launch.log"
+      timeout 330 $PY bench/tune_prefill.py --shape 4,4096,0,32,8,128 --modes bf16,int8_per_token_head \
+        --configs 128:128:8:3,128:128:8:2,128:64:8:2,128:32:4:3,128:32:4:2,128:64:4:2,128:32:4:4,64:64:4:3,64:128:4:3,64:32:4:3,64:64:4:2,256:64:8:2 \
+        --rep-ms 60 2>&1 | tee "$OUT/tune-prefill-a.log"
+      timeout 300 $PY bench/tune_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
+        --modes int8_per_token_head,fp8_per_token_head,fp8 \
+        --configs 128:32:4:2:0:1,256:64:8:2:0:1,64:128:4:3,64:128:4:2,64:128:4:3:1,128:128:4:2 \
+        --rep-ms 60 2>&1 | tee "$OUT/tune-prefill-b.log"
+      timeout 120 $PY bench/tune_prefill.py --shape 2,2048,16384,64,8,64 --modes bf16,int8_per_token_head \
+        --configs 128:64:8:3:0:1,128:64:8:2,128:128:8:2,256:64:8:2 --rep-ms 60 2>&1 \
+        | tee "$OUT/tune-prefill-c.log" ;;
+    round14tests)  # the GPU tests of round 14 (after the suite, same machine)
+      timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
+        tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \
+        2>&1 | tee "$OUT/pytest.log" ;;
     write)
       timeout 120 $PY bench/bench_write.py --tokens 8192,32768 --rows 0,4,8 --warps 1,2,4 \
         2>&1 | tee "$OUT/write.log" ;;

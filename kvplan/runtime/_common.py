@@ -216,6 +216,17 @@ class CacheArgs:
 
 
 def cache_args(cache: PagedKVCache) -> CacheArgs:
+    """The kernels' view of ``cache`` (computed once per cache and storage tensor: views and
+    strides cost host time on every eager call otherwise)."""
+    memo = cache.__dict__.get("_kernel_args")
+    if memo is not None and memo[0] is cache.data and memo[1] is cache.layout:
+        return memo[2]
+    args = _cache_args(cache)
+    cache.__dict__["_kernel_args"] = (cache.data, cache.layout, args)
+    return args
+
+
+def _cache_args(cache: PagedKVCache) -> CacheArgs:
     lay = cache.layout
     mode = KV_MODES[lay.quant_mode]
     e5m2 = lay.fp8_format == "e5m2"
@@ -241,3 +252,101 @@ def cache_constexprs(a: CacheArgs) -> dict:
     return dict(STRIDE_S=a.STRIDE_S, SCALE_STRIDE_S=a.SCALE_STRIDE_S, K_OFF=a.K_OFF,
                 V_OFF=a.V_OFF, KS_OFF=a.KS_OFF, VS_OFF=a.VS_OFF, KV_MODE=a.KV_MODE,
                 FP8_E5M2=a.FP8_E5M2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cached launches: an eager call is a dict lookup and the compiled kernel's C launcher.
+#
+# ``JITFunction.__getitem__(grid)(...)`` binds every argument on each call and builds a cache key
+# from all of them, constexprs included; the Gluon kernels pass about 20 layout objects as
+# constexprs, whose hashing and printing cost 0.1-0.3 ms of host time per call on the benchmark
+# host. `launch_cached` compiles (or fetches) the kernel once per ``key`` (the caller's tuple that
+# fixes every constexpr and launch option) and per specialization of the runtime arguments (the
+# dtype and 16-byte alignment of tensors, the values of integers), then launches it
+# through the compiled kernel's launcher. Under the interpreter, or with Triton launch hooks set,
+# it takes the ordinary path.
+_LAUNCHERS: dict[tuple, tuple] = {}
+
+
+def compiled_kernels(fn) -> list:
+    """The compiled kernels `launch_cached` has launched for ``fn`` (their ``asm`` holds the
+    PTX/SASS: `bench/tune_prefill.py` checks for wgmma)."""
+    return [entry[4] for key, entry in _LAUNCHERS.items() if key[0] is fn]
+
+
+def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = None) -> None:
+    """Launch ``fn[grid](*pos, **kw)``; ``key`` must determine ``kw`` (constexprs and options)
+    completely (None: ``kw``'s items, when they are all plain scalars): the first call with a
+    key compiles through Triton's own path and records the compiled kernel, later ones launch it
+    directly."""
+    if key is None:
+        key = tuple(kw.items())
+    if interpreting():
+        fn[grid](*pos, **kw)
+        return
+    runtime = _triton_runtime()
+    if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
+        fn[grid](*pos, **kw)
+        return
+    dev = torch.cuda.current_device()
+    # The specialization: tensors by dtype and 16-byte alignment, integers by value (strides and
+    # sizes repeat from call to call), floats not at all (at least as fine as Triton's own).
+    # Tensors reach the launcher as their addresses: Triton's launcher then skips the driver's
+    # pointer query it makes per tensor argument (`paged_attention` checks devices itself).
+    tensor = torch.Tensor
+    args = []
+    spec = []
+    for a in pos:
+        if isinstance(a, tensor):
+            ptr = a.data_ptr()
+            args.append(ptr)
+            spec.append((a.dtype, ptr & 15))
+        else:
+            args.append(a)
+            spec.append(a if type(a) is int else None)
+    full = (fn, key, dev, tuple(spec))
+    entry = _LAUNCHERS.get(full)
+    if entry is None:
+        fn[grid](*pos, **kw)  # the first launch of a specialization: Triton's own, checked path
+        kernel = fn.warmup(*pos, grid=grid, **kw)
+        if hasattr(kernel, "result"):
+            kernel = kernel.result()
+        kernel._init_handles()
+        params = fn.params[len(pos):]
+        tail = tuple(kw[p.name] if p.name in kw else p.default for p in params)
+        _LAUNCHERS[full] = (kernel.run, kernel.function, kernel.packed_metadata, tail, kernel)
+        return
+    run, function, packed, tail, _ = entry
+    g1 = grid[1] if len(grid) > 1 else 1
+    g2 = grid[2] if len(grid) > 2 else 1
+    run(grid[0], g1, g2, _current_stream(dev), function, packed, None, None, None, *args, *tail)
+
+
+_KEY_IDS: dict[tuple, int] = {}
+
+
+def key_id(key: tuple) -> int:
+    """A small integer standing for ``key`` in `launch_cached` (hashing an int per call instead
+    of a tuple of constexprs)."""
+    return _KEY_IDS.setdefault(key, len(_KEY_IDS))
+
+
+def _hooked(hook) -> bool:
+    """Whether a Triton launch hook is set (Triton 3.6 keeps an always-present ``HookChain``
+    whose ``calls`` list is empty when nothing is registered)."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else True
+
+
+@lru_cache(maxsize=1)
+def _triton_runtime():
+    from triton import knobs  # noqa: PLC0415
+    return knobs.runtime
+
+
+def _current_stream(dev: int) -> int:
+    """The raw handle of the current CUDA stream (what Triton's own launch passes)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(dev) if raw is not None else torch.cuda.current_stream(dev).cuda_stream

@@ -31,7 +31,7 @@ from kvplan.runtime._common import (E4M3X4_TO_F16, E5M2X4_TO_F16, I8X4_TO_F16,
                                     KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
                                     KV_MODE_NONE, cache_args,
                                     cache_constexprs, fp8_decode, gluon_validated,
-                                    interpreting, num_sms)
+                                    interpreting, key_id, launch_cached, num_sms)
 from kvplan.runtime.cache import PagedKVCache, hadamard
 from kvplan.runtime.layout import ATTENTION_EXECUTED_KINDS
 
@@ -416,15 +416,39 @@ def _merge_splits_kernel(po_ptr, pml_ptr, o_ptr, stride_ot, stride_oh, num_q_hea
              mask=dmask)
 
 
+def _merge_plan(num_splits: int, head_pad: int, pdl: bool) -> Callable | None:
+    """``merge(po, pml, out)`` for ``num_splits`` partials (None without splits), its
+    constexprs bound once."""
+    if num_splits <= 1:
+        return None
+    kw = dict(HEAD_PAD=head_pad, NUM_SPLITS=num_splits,
+              SPLITS_PAD=triton.next_power_of_2(num_splits), PDL=pdl, num_warps=4)
+    if pdl:
+        kw["launch_pdl"] = True
+
+    keys: dict[int, tuple[dict, int]] = {}
+
+    def merge(po: torch.Tensor, pml: torch.Tensor, out: torch.Tensor) -> None:
+        num_tokens, hq, d = out.shape
+        bound = keys.get(d)
+        if bound is None:
+            full = dict(kw, HEAD_SIZE=d)
+            bound = keys[d] = (full, key_id(tuple(full.items())))
+        launch_cached(_merge_splits_kernel, (num_tokens * hq,),
+                      (po, pml, out, out.stride(0), out.stride(1), hq), *bound)
+    return merge
+
+
 def _merge_splits(po: torch.Tensor, pml: torch.Tensor, out: torch.Tensor, num_splits: int,
                   head_pad: int, pdl: bool) -> None:
     """Launch the merge of the split-K partials into ``out`` [tokens, Hq, D]."""
     num_tokens, hq, d = out.shape
-    launch = {"launch_pdl": True} if pdl else {}
-    _merge_splits_kernel[(num_tokens * hq,)](
-        po, pml, out, out.stride(0), out.stride(1), hq, HEAD_SIZE=d, HEAD_PAD=head_pad,
-        NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits), PDL=pdl,
-        num_warps=4, **launch)
+    kw = dict(HEAD_SIZE=d, HEAD_PAD=head_pad, NUM_SPLITS=num_splits,
+              SPLITS_PAD=triton.next_power_of_2(num_splits), PDL=pdl, num_warps=4)
+    if pdl:
+        kw["launch_pdl"] = True
+    launch_cached(_merge_splits_kernel, (num_tokens * hq,),
+                  (po, pml, out, out.stride(0), out.stride(1), hq), kw)
 
 
 def _pdl(cfg: "AttentionConfig", query: torch.Tensor) -> bool:
@@ -441,8 +465,12 @@ def _partials(out: torch.Tensor, num_splits: int) -> tuple[torch.Tensor, torch.T
     if num_splits <= 1:
         return out, out
     num_tokens, hq, d = out.shape
-    return (torch.empty(num_tokens, hq, num_splits, d, dtype=torch.float32, device=out.device),
-            torch.empty(num_tokens, hq, num_splits, 2, dtype=torch.float32, device=out.device))
+    # one allocation for both (fewer trips through the caching allocator per eager call)
+    buf = torch.empty(num_tokens * hq * num_splits * (d + 2), dtype=torch.float32,
+                      device=out.device)
+    n = num_tokens * hq * num_splits * d
+    return (buf[:n].view(num_tokens, hq, num_splits, d),
+            buf[n:].view(num_tokens, hq, num_splits, 2))
 
 
 @dataclass(frozen=True)
@@ -461,12 +489,15 @@ class AttentionConfig:
     #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
     v_reg: bool | None = None  # convert 8-bit V tiles in registers (no byte-wise shared reads)
     kernel: str | None = None  # "triton" or "gluon" (INT8/FP8 per-token-head decode in one-warp
-    #                            programs, kvplan.runtime.attention_gluon); None = measured default
+    #                            programs, kvplan.runtime.attention_gluon), "prefill" (the
+    #                            prefill kernel, kvplan.runtime.prefill); None = measured default
     pipe: int | None = None  # gluon only: asynchronous-copy stages 2 (default) or 4; 0 = tiles
     #                          loaded into registers (num_stages >= 2: one tile ahead)
     swap: bool | None = None  # gluon only: keys as the MMA rows, the GQA group as the columns
     #                           (default where it applies: groups <= 8, tiles inside one page)
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
+    dequant: bool | None = None  # prefill kernel over a quantized cache: dequantize the pages
+    #                              into a bf16/fp16 workspace first, then the bf16/fp16 kernel
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -531,6 +562,10 @@ def _check(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,
         raise ValueError(f"query dtype {query.dtype} unsupported")
     if block_tables.dim() != 2 or seq_lens.dim() != 1 or block_tables.shape[0] != seq_lens.shape[0]:
         raise ValueError("block_tables must be [num_seqs, max_blocks] and seq_lens [num_seqs]")
+    dev = query.device
+    if block_tables.device != dev or seq_lens.device != dev or cache.data.device != dev:
+        raise ValueError(f"query, cache, block_tables and seq_lens must be on one device, got "
+                         f"{dev}, {cache.data.device}, {block_tables.device}, {seq_lens.device}")
     return num_tokens, hq, d
 
 
@@ -550,7 +585,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     """
     num_tokens, hq, d = _check(query, cache, block_tables, seq_lens)
     lay = cache.layout
-    cfg = config or AttentionConfig()
+    cfg = config or _DEFAULT_CONFIG
     if out is None:
         out = torch.empty_like(query)
     elif out.shape != query.shape or out.stride(-1) != 1:
@@ -567,6 +602,44 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     if query.stride(-1) != 1:
         query = query.contiguous()
 
+    plan_key = None
+    if is_decode and args.KV_MODE != KV_MODE_INT4_PTH:
+        # Decode launches are planned once per (layout, shape, longest context, config): an
+        # eager call is then a lookup, two small buffers at most and the cached launches.
+        if max_seq_len is None:
+            max_seq_len = int(seq_lens.max().item())
+        plan_key = (lay, cache.block_size, cache.k_scale, cache.v_scale, args.k.dtype,
+                    num_tokens, hq, query.dtype, out.dtype, query.device, max_seq_len,
+                    softmax_scale, cfg)
+        fire = _DECODE_PLANS.get(plan_key)
+        if fire is not None:
+            fire(query, out, block_tables, seq_lens, seq_lens, args)
+            return out
+    fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
+                 softmax_scale, max_query_len, max_seq_len)
+    if plan_key is not None:
+        _DECODE_PLANS[plan_key] = fire
+    fire(query, out, block_tables, seq_lens,
+         seq_lens if query_start_loc is None else query_start_loc, args)
+    if args.KV_MODE == KV_MODE_INT4_PTH:
+        out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
+    return out
+
+
+# Decode plans: (layout, block size, static scales, cache dtype, tokens, query heads, dtypes,
+# device, longest context, softmax scale, config) -> the launch closure.
+_DECODE_PLANS: dict[tuple, Callable] = {}
+_DEFAULT_CONFIG = AttentionConfig()
+
+
+def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg, softmax_scale,
+          max_query_len, max_seq_len) -> Callable:
+    """Choose the kernel and its launch for this call; returns ``fire(query, out, block_tables,
+    seq_lens, query_start_loc_or_seq_lens, args)``, which launches it (the closure holds only
+    values that the plan key of `paged_attention` fixes)."""
+    num_tokens, hq, d = query.shape
+    lay = cache.layout
+    is_decode = query_start_loc is None
     group = hq // lay.num_kv_heads
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
     @functools.cache
@@ -578,6 +651,28 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         if not is_decode:
             raise ValueError("the gluon kernel is decode-only")
         return _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale, keys_read)
+    if not is_decode and _use_prefill_kernel(cfg, query, args, d):
+        from kvplan.runtime import prefill  # noqa: PLC0415 (imports this module)
+        if max_query_len is None:
+            max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max().item())
+        pdef = prefill.default_prefill_config(d, triton.next_power_of_2(group),
+                                              args.KV_MODE != KV_MODE_NONE)
+        fp8_tensor = lay.quant_mode == "fp8_per_tensor"
+        pkw = dict(
+            group=group, block_size=cache.block_size, num_kv_heads=lay.num_kv_heads, scale=scale,
+            k_scale=cache.k_scale if fp8_tensor else 1.0,
+            v_scale=cache.v_scale if fp8_tensor else 1.0,
+            sliding_window=int(lay.sliding_window or 0), max_query_len=max_query_len,
+            block_m=cfg.block_m or pdef["block_m"], block_n=cfg.block_n or pdef["block_n"],
+            num_warps=cfg.num_warps or pdef["num_warps"],
+            num_stages=cfg.num_stages or pdef["num_stages"],
+            v_reg=bool(cfg.v_reg if cfg.v_reg is not None else pdef.get("v_reg", False)),
+            dequant=bool(cfg.dequant if cfg.dequant is not None else pdef.get("dequant", False)),
+            max_seq_len=max_seq_len)
+
+        def fire_prefill(query, out, block_tables, seq_lens, qsl, args):
+            prefill.launch_prefill(query, out, args, block_tables, seq_lens, qsl, **pkw)
+        return fire_prefill
     group_pad = triton.next_power_of_2(group)
     head_pad = max(16, triton.next_power_of_2(d))  # tl.dot needs K >= 16
     # Tensor-core dots even for GQA groups of 4-8 (M padded to 16): measured 3-4x faster on an
@@ -606,7 +701,6 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     paged3d = bool(cfg.paged3d) and pow2_bs  # opt-in: measured slower on an H100 (NOTES-runtime)
     if is_decode:
         num_q_blocks = 1
-        qsl = seq_lens  # unused
         if cfg.num_splits is not None:
             num_splits = cfg.num_splits
         else:
@@ -615,7 +709,6 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
             if interpreting():  # keep CPU tests fast; splitting is covered by explicit tests
                 num_splits = min(num_splits, 2)
     else:
-        qsl = query_start_loc
         if max_query_len is None:
             max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max().item())
         num_q_blocks = max(1, triton.cdiv(max_query_len, block_q))
@@ -629,19 +722,14 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     else:
         q_scale, s_scale = 1.0, scale * _LOG2E * k_scale
 
-    po, pml = _partials(out, num_splits)
     num_warps = cfg.num_warps or default["num_warps"]
     num_stages = cfg.num_stages or default["num_stages"]
     max_registers = cfg.max_registers or default.get("max_registers")
     launch = {"maxnreg": max_registers} if (max_registers and not interpreting()) else {}
     grid = (seq_lens.shape[0] * num_q_blocks, lay.num_kv_heads, num_splits)
-    _paged_attention_kernel[grid](
-        query, query.stride(0), query.stride(1),
-        out, out.stride(0), out.stride(1),
-        po, pml,
-        args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
-        block_tables, block_tables.stride(0), seq_lens, qsl,
-        q_scale, s_scale, out_scale, int(lay.sliding_window or 0), num_q_blocks, hq,
+    scalars = (float(q_scale), float(s_scale), float(out_scale), int(lay.sliding_window or 0),
+               num_q_blocks, hq)
+    kw = dict(
         GROUP=group, GROUP_PAD=group_pad, BLOCK_M=block_m, BLOCK_N=block_n, HEAD_SIZE=d,
         HEAD_PAD=head_pad, BLOCK_SIZE=cache.block_size, NUM_SPLITS=num_splits,
         IS_DECODE=is_decode, USE_DOT=use_dot, IEEE_DOT=query.dtype == torch.float32,
@@ -649,11 +737,44 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         PAGED3D=paged3d, IMMA=imma, V_REG=v_reg,
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
-    if num_splits > 1:
-        _merge_splits(po, pml, out, num_splits, head_pad, _pdl(cfg, query))
-    if args.KV_MODE == KV_MODE_INT4_PTH:
-        out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
-    return out
+    key = key_id(tuple(kw.items()))
+    merge = _merge_plan(num_splits, head_pad, _pdl(cfg, query))
+
+    def fire_triton(query, out, block_tables, seq_lens, qsl, args):
+        po, pml = _partials(out, num_splits)
+        launch_cached(_paged_attention_kernel, grid,
+                      (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1),
+                       po, pml, args.k, args.v, args.s, args.stride_cb, args.stride_ch,
+                       args.stride_sb, args.stride_sh, block_tables, block_tables.stride(0),
+                       seq_lens, qsl) + scalars, kw, key)
+        if merge is not None:
+            merge(po, pml, out)
+    return fire_triton
+
+
+# Knobs only the decode-form Triton kernel has: asking for one runs prefill on that kernel.
+_DECODE_KERNEL_KNOBS = ("use_dot", "paged3d", "max_registers", "imma", "num_splits")
+
+
+def _use_prefill_kernel(cfg: AttentionConfig, query: torch.Tensor, args, d: int) -> bool:
+    """Whether prefill runs the prefill kernel (`kvplan.runtime.prefill`): by default wherever it
+    reads the layout (bf16/fp16 queries; bf16/fp16 caches of the query's dtype, FP8 per-tensor,
+    INT8/FP8 per-token-head; power-of-two heads 16-256). ``config.kernel="triton"`` or a
+    decode-kernel-only knob runs the decode-form Triton kernel instead; INT4 always does."""
+    from kvplan.runtime.prefill import prefill_supported  # noqa: PLC0415
+    dequant = cfg.dequant is not False  # the default for quantized caches
+    if cfg.kernel is not None:
+        if cfg.kernel == "prefill":
+            if not prefill_supported(args.KV_MODE, query.dtype, args.k.dtype, d, dequant):
+                raise ValueError("the prefill kernel reads bf16/fp16 queries over bf16/fp16 "
+                                 "(same dtype), FP8 per-tensor and INT8/FP8 per-token-head "
+                                 "caches (INT4 per-token-head through the dequantized "
+                                 "workspace) with power-of-two heads 16-256")
+            return True
+        return False
+    if any(getattr(cfg, knob) is not None for knob in _DECODE_KERNEL_KNOBS):
+        return False
+    return prefill_supported(args.KV_MODE, query.dtype, args.k.dtype, d, dequant)
 
 
 def _gluon_available() -> bool:
@@ -685,8 +806,11 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
     context, window-limited), unless a Triton-only launch setting is given; everything else runs
     the Triton kernel."""
     if cfg.kernel is not None:
-        if cfg.kernel not in ("triton", "gluon"):
-            raise ValueError(f"unknown kernel {cfg.kernel!r}: use 'triton' or 'gluon'")
+        if cfg.kernel not in ("triton", "gluon", "prefill"):
+            raise ValueError(f"unknown kernel {cfg.kernel!r}: use 'triton', 'gluon' or "
+                             f"'prefill'")
+        if cfg.kernel == "prefill" and is_decode:
+            raise ValueError("the prefill kernel runs prefill (query_start_loc given)")
         return cfg.kernel == "gluon"
     if any(getattr(cfg, knob) is not None for knob in _TRITON_ONLY_KNOBS):
         return False  # a Triton launch setting was asked for
@@ -748,14 +872,27 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
         seq_lens.shape[0] * lay.num_kv_heads, max(1, math.ceil(keys_read() / block_n)),
         num_sms(query.device),
         attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens, **kernel_kw))
-    po, pml = _partials(out, num_splits)
     pdl = _pdl(cfg, query)
-    attention_gluon.launch(query, out, po, pml, args, block_tables, seq_lens,
-                           q_scale=scale * _LOG2E, sliding_window=int(lay.sliding_window or 0),
-                           num_splits=num_splits, pdl=pdl, **kernel_kw)
-    if num_splits > 1:
-        _merge_splits(po, pml, out, num_splits, d, pdl)
-    return out
+    q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
+    # validated once here; the launch closure binds the constexprs
+    _, kw, key = attention_gluon._launch_args(query, out, out, out, args, block_tables, seq_lens,
+                                              q_scale=q_scale, sliding_window=window,
+                                              num_splits=num_splits, pdl=pdl, **kernel_kw)
+    fn = attention_gluon._gluon_swap_kernel if swap else attention_gluon._gluon_decode_kernel
+    key = key_id(("swap" if swap else "r8",) + key)
+    grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
+    merge = _merge_plan(num_splits, d, pdl)
+
+    def fire_gluon(query, out, block_tables, seq_lens, qsl, args):
+        po, pml = _partials(out, num_splits)
+        pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po,
+               pml, args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
+               args.stride_sh, block_tables, block_tables.stride(0), seq_lens, q_scale, window,
+               hq, num_splits)
+        launch_cached(fn, grid, pos + (query,) if swap else pos, kw, key)
+        if merge is not None:
+            merge(po, pml, out)
+    return fire_gluon
 
 
 def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, scale,
@@ -775,15 +912,28 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
         attention_gluon.bf16_programs_per_sm(query, out, args, block_tables, seq_lens, group=group,
                                              head=d, block_size=cache.block_size,
                                              block_n=block_n, pipe=pipe))
-    po, pml = _partials(out, num_splits)
     pdl = _pdl(cfg, query)
-    attention_gluon.launch_bf16(query, out, po, pml, args, block_tables, seq_lens, group=group,
-                                head=d, block_size=cache.block_size, q_scale=scale * _LOG2E,
-                                sliding_window=int(lay.sliding_window or 0),
-                                num_splits=num_splits, block_n=block_n, pipe=pipe, pdl=pdl)
-    if num_splits > 1:
-        _merge_splits(po, pml, out, num_splits, d, pdl)
-    return out
+    q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
+    _, kw, key = attention_gluon._bf16_launch_args(query, out, out, out, args, block_tables,
+                                                   seq_lens, group, d, cache.block_size, q_scale,
+                                                   window, num_splits, block_n, pipe, pdl)
+    grid = (seq_lens.shape[0], args.k.shape[2], num_splits)
+    merge = _merge_plan(num_splits, d, pdl)
+    fn = attention_gluon._gluon_bf16_kernel
+    key = key_id(key)
+
+    def fire_gluon_bf16(query, out, block_tables, seq_lens, qsl, args):
+        po, pml = _partials(out, num_splits)
+        k = args.k
+        ks = k.stride()
+        launch_cached(fn, grid,
+                      (query, query.stride(0), query.stride(1), out, out.stride(0),
+                       out.stride(1), po, pml, k, args.v, ks[0], ks[2], ks[1], block_tables,
+                       block_tables.stride(0), seq_lens, q_scale, window, hq, num_splits),
+                      kw, key)
+        if merge is not None:
+            merge(po, pml, out)
+    return fire_gluon_bf16
 
 
 def paged_attention_decode(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,

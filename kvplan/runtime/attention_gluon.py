@@ -38,7 +38,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp, m
 
 from kvplan.runtime._common import (E4M3X4_TO_F16, E4M3X4X2_TO_F16_PAIRS, E5M2X4_TO_F16,
                                     E5M2X4X2_TO_F16_PAIRS, I8X4_TO_F16, I8X4_TO_F16_BIASED,
-                                    I8X4X2_TO_F16_PAIRS, INT8_F16_BIAS)
+                                    I8X4X2_TO_F16_PAIRS, INT8_F16_BIAS, launch_cached)
 
 
 @gluon.jit
@@ -769,35 +769,45 @@ def bf16_supported(group: int, head: int, block_size: int, block_n: int = 32) ->
             and block_size & (block_size - 1) == 0 and block_n <= 2 * block_size)
 
 
+@functools.lru_cache(maxsize=None)
+def _bf16_kernel_kw(group: int, head: int, block_size: int, block_n: int, pipe: int, split: bool,
+                    trigger: bool) -> dict:
+    """The constexprs of one bf16/fp16 kernel configuration (built once: `launch_cached` keys on
+    the arguments)."""
+    return dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size, SPLIT=split,
+                PIPE=pipe, TRIGGER=trigger, num_warps=1, **_bf16_layouts(head))
+
+
 def _bf16_launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                       block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-                      block_n: int, pipe: int, pdl: bool = False) -> tuple[tuple, dict]:
+                      block_n: int, pipe: int, pdl: bool = False) -> tuple[tuple, dict, tuple]:
     if not bf16_supported(group, head, block_size, block_n) or pipe not in (2, 3, 4):
         raise ValueError(f"the bf16/fp16 Gluon kernel takes GQA groups of up to 8 heads, heads of "
                          f"64-256, 16/32/64-key tiles of at most two pages of a power-of-two "
                          f"block size and 2-4 stages, got group {group}, head {head}, block size "
                          f"{block_size}, block_n {block_n}, pipe {pipe}")
     k, v = args.k, args.v
-    if k.stride() != v.stride() or k.stride(-1) != 1:
+    ks = k.stride()
+    if ks != v.stride() or ks[-1] != 1:
         raise ValueError("the bf16/fp16 Gluon kernel reads K and V planes of one layout")
     pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
-           k, v, k.stride(0), k.stride(2), k.stride(1),
+           k, v, ks[0], ks[2], ks[1],
            block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],
            num_splits)
-    kw = dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size,
-              SPLIT=num_splits > 1, PIPE=pipe, TRIGGER=pdl and num_splits > 1, num_warps=1,
-              **_bf16_layouts(head))
-    return pos, kw
+    key = ("bf16", group, head, block_size, block_n, pipe, num_splits > 1, pdl and num_splits > 1)
+    return pos, _bf16_kernel_kw(*key[1:]), key
 
 
 def launch_bf16(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
                 block_size: int, q_scale: float, sliding_window: int, num_splits: int,
                 block_n: int = 32, pipe: int = 2, pdl: bool = False) -> None:
-    """Launch the bf16/fp16 decode kernel: grid (sequences, kv heads, splits), one warp each."""
-    pos, kw = _bf16_launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
-                                block_size, q_scale, sliding_window, num_splits, block_n, pipe,
-                                pdl)
-    _gluon_bf16_kernel[(seq_lens.shape[0], args.k.shape[2], num_splits)](*pos, **kw)
+    """Launch the bf16/fp16 decode kernel: grid (sequences, kv heads, splits), one warp each
+    (a cached launch: `kvplan.runtime._common.launch_cached`)."""
+    pos, kw, key = _bf16_launch_args(query, out, po, pml, args, block_tables, seq_lens, group,
+                                     head, block_size, q_scale, sliding_window, num_splits,
+                                     block_n, pipe, pdl)
+    launch_cached(_gluon_bf16_kernel, (seq_lens.shape[0], args.k.shape[2], num_splits), pos, kw,
+                  key)
 
 
 def _bits(n: int) -> int:
@@ -1002,10 +1012,32 @@ def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
     return shape, perm
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel_kw(group: int, head: int, block_size: int, block_n: int, prefetch: bool, pipe: int,
+               swap: bool, split: bool, trigger: bool, traced: bool, slot: tuple) -> dict:
+    """The constexprs of one INT8/FP8 kernel configuration (built once: `launch_cached` keys on
+    the arguments). ``slot``: the cache's (STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF,
+    KV_MODE, FP8_E5M2)."""
+    stride_s, scale_stride_s, v_off, ks_off, vs_off, kv_mode, e5m2 = slot
+    kw = dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size,
+              STRIDE_S=stride_s, SCALE_STRIDE_S=scale_stride_s, V_OFF=v_off,
+              KS_OFF=ks_off, VS_OFF=vs_off, KV_MODE=kv_mode, E5M2=e5m2,
+              SPLIT=split, PIPE=pipe, num_warps=1)
+    if swap:
+        # the ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
+        # must have power-of-two shapes)
+        ring = 1 << (pipe * block_n * stride_s - 1).bit_length()
+        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring, TRIGGER=trigger, TRACE=traced)
+    else:
+        kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
+    return kw
+
+
 def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
                  block_n: int, prefetch: bool, pipe: int, swap: bool,
-                 pdl: bool = False, trace: torch.Tensor | None = None) -> tuple[tuple, dict]:
+                 pdl: bool = False, trace: torch.Tensor | None = None
+                 ) -> tuple[tuple, dict, tuple]:
     if pipe not in ((2, 3, 4) if swap else (0, 2, 4)):
         raise ValueError(f"pipe must be 2, 3 or 4 with swapped operands, 0, 2 or 4 without, "
                          f"got {pipe}")
@@ -1027,19 +1059,11 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
         pos += (query if trace is None else trace,)
     elif trace is not None:
         raise ValueError("only the swapped-operand kernel records a trace")
-    kw = dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size,
-              STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, V_OFF=args.V_OFF,
-              KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
-              SPLIT=num_splits > 1, PIPE=pipe, num_warps=1)
-    if swap:
-        # the ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
-        # must have power-of-two shapes)
-        ring = 1 << (pipe * block_n * args.STRIDE_S - 1).bit_length()
-        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring, TRIGGER=pdl and num_splits > 1,
-                  TRACE=trace is not None)
-    else:
-        kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
-    return pos, kw
+    key = (group, head, block_size, block_n, bool(prefetch), pipe, bool(swap), num_splits > 1,
+           bool(pdl and num_splits > 1), trace is not None,
+           (args.STRIDE_S, args.SCALE_STRIDE_S, args.V_OFF, args.KS_OFF, args.VS_OFF,
+            args.KV_MODE, bool(args.FP8_E5M2)))
+    return pos, _kernel_kw(*key), key
 
 
 def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
@@ -1054,12 +1078,15 @@ def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, hea
     views. ``pdl``: the split-K merge that follows is a programmatic dependent launch, which the
     swapped-operand kernel lets start once every program has issued its first copies. ``trace``
     (swapped operands only): an int64 tensor of 4 x programs that receives each program's start,
-    first-tile and end times and multiprocessor (`_trace_store`; `bench/trace_decode.py`)."""
-    pos, kw = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
-                           block_size, q_scale, sliding_window, num_splits, block_n, prefetch, pipe,
-                           swap, pdl, trace)
+    first-tile and end times and multiprocessor (`_trace_store`; `bench/trace_decode.py`).
+    The launch is cached per configuration (`kvplan.runtime._common.launch_cached`): after the
+    first call an eager call is a dictionary lookup and the compiled kernel's launcher."""
+    pos, kw, key = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
+                                block_size, q_scale, sliding_window, num_splits, block_n, prefetch,
+                                pipe, swap, pdl, trace)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
-    (_gluon_swap_kernel if swap else _gluon_decode_kernel)[grid](*pos, **kw)
+    launch_cached(_gluon_swap_kernel if swap else _gluon_decode_kernel, grid, pos, kw,
+                  ("swap" if swap else "r8",) + key)
 
 
 _RESIDENT: dict[tuple, int] = {}
@@ -1073,8 +1100,8 @@ def programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, hea
     key = (group, head, block_size, block_n, prefetch, pipe, swap, args.KV_MODE, args.FP8_E5M2,
            query.dtype, query.device.index)
     if key not in _RESIDENT:
-        pos, kw = _launch_args(query, out, out, out, args, block_tables, seq_lens, group, head,
-                               block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap)
+        pos, kw, _ = _launch_args(query, out, out, out, args, block_tables, seq_lens, group,
+                                  head, block_size, 1.0, 0, 1, block_n, prefetch, pipe, swap)
         fn = _gluon_swap_kernel if swap else _gluon_decode_kernel
         _RESIDENT[key] = _resident(fn.warmup(*pos, grid=(1,), **kw), query.device)
     return _RESIDENT[key]
@@ -1086,8 +1113,8 @@ def bf16_programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int
     key = ("bf16", group, head, block_size, block_n, pipe, args.k.dtype, query.dtype,
            query.device.index)
     if key not in _RESIDENT:
-        pos, kw = _bf16_launch_args(query, out, out, out, args, block_tables, seq_lens, group,
-                                    head, block_size, 1.0, 0, 1, block_n, pipe)
+        pos, kw, _ = _bf16_launch_args(query, out, out, out, args, block_tables, seq_lens,
+                                       group, head, block_size, 1.0, 0, 1, block_n, pipe)
         _RESIDENT[key] = _resident(_gluon_bf16_kernel.warmup(*pos, grid=(1,), **kw),
                                    query.device)
     return _RESIDENT[key]

@@ -48,6 +48,16 @@ FULL_SHAPES: tuple[tuple[int, int, int, int, int, int | None], ...] = (
     (64, 4096, 64, 8, 64, 128),
 )
 QUICK_SHAPES = FULL_SHAPES[:1] + FULL_SHAPES[2:3]
+
+#: Prefill shapes: (batch, new tokens, cached tokens before them, q heads, kv heads, head size).
+PREFILL_SHAPES: tuple[tuple[int, int, int, int, int, int], ...] = (
+    (4, 4096, 0, 32, 8, 128),      # whole prompt
+    (4, 512, 8192, 32, 8, 128),    # chunked: 512 new tokens over an 8K cached context
+    (2, 2048, 16384, 64, 8, 64),   # chunked, head 64
+)
+QUICK_PREFILL_SHAPES = PREFILL_SHAPES[:1]
+PREFILL_MODES: tuple[tuple[str, str], ...] = DECODE_MODES + (
+    ("int4_per_token_head", "int4_per_token_head"),)
 WRITE_TOKENS_FULL = (64, 1024, 8192, 32768)
 WRITE_TOKENS_QUICK = (64, 8192)
 
@@ -104,6 +114,21 @@ def _bench(fn: Callable[[], Any], rep_ms: int = 200, warmup_ms: int = 25,
     torch.cuda.synchronize()
     times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
     return float(times[len(times) // 2])
+
+
+def _host_us(fn: Callable[[], Any], calls: int = 100) -> float:
+    """Host microseconds per eager call: ``calls`` calls back to back after a synchronize, timed
+    by the host clock without waiting for the GPU (the launches queue up asynchronously)."""
+    import time
+
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
 
 
 def _capture(fn: Callable[[], Any], calls: int = 1) -> torch.cuda.CUDAGraph:
@@ -253,9 +278,10 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
         err = _rel_err(out, ref)
         ms = _bench_replay(run)
         eager_ms = _bench(run)
+        host_us = _host_us(run)
         nbytes = batch * attended * layout.bytes_per_token
         rows.append(dict(shape, kind="decode", variant=f"paged_{name}", ms=ms, eager_ms=eager_ms,
-                         bytes=nbytes,
+                         host_us=host_us, eager_over_graph=eager_ms / ms, bytes=nbytes,
                          bytes_per_s=nbytes / (ms * 1e-3), frac_copy=nbytes / (ms * 1e-3) / copy_bps,
                          ratio_to_sdpa=ms / sdpa_ms, rel_err=err,
                          nan_outputs=int(torch.isnan(out).sum())))
@@ -269,6 +295,91 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
         del cache, block_tables
         torch.cuda.empty_cache()
     return rows
+
+
+def _visible_pairs(batch: int, new: int, cached: int, window: int | None = None) -> int:
+    """(query, key) pairs a causal prefill of ``new`` tokens after ``cached`` ones computes."""
+    if window is None:
+        return batch * (new * cached + new * (new + 1) // 2)
+    return batch * sum(min(cached + i + 1, window) for i in range(new))
+
+
+def bench_prefill_shape(batch: int, new: int, cached: int, hq: int, hkv: int, head: int, *,
+                        block_size: int = 16, device: str = "cuda", seed: int = 0,
+                        modes: tuple[tuple[str, str], ...] = PREFILL_MODES,
+                        configs: dict[str, AttentionConfig] | None = None,
+                        rep_ms: int = 100) -> list[dict]:
+    """Time causal prefill of ``new`` tokens per sequence over ``cached`` earlier tokens in a
+    paged cache, beside torch SDPA bf16 causal over the whole prompt (``cached + new`` tokens
+    per sequence, contiguous K/V with the kv heads repeated to the query heads); TFLOP/s count
+    4 * D flops per visible (query head, key) pair."""
+    import torch.nn.functional as F
+
+    ctx = cached + new
+    gen = torch.Generator(device=device).manual_seed(seed)
+    k, v = _make_kv(batch, ctx, hkv, head, device, gen)
+    shape = {"batch": batch, "new_tokens": new, "cached_tokens": cached, "num_q_heads": hq,
+             "num_kv_heads": hkv, "head_size": head, "block_size": block_size}
+    rows: list[dict] = []
+    # SDPA bf16 causal over the whole prompt: the dense ceiling for this batch and head shape
+    qf = torch.randn(batch, hq, ctx, head, device=device, dtype=torch.bfloat16, generator=gen)
+    kr = k.repeat_interleave(hq // hkv, dim=1)
+    vr = v.repeat_interleave(hq // hkv, dim=1)
+    sdpa_ms = _bench(lambda: F.scaled_dot_product_attention(qf, kr, vr, is_causal=True),
+                     rep_ms=rep_ms)
+    sdpa_flops = 4 * head * hq * _visible_pairs(batch, ctx, 0)
+    sdpa_tflops = sdpa_flops / (sdpa_ms * 1e-3) / 1e12
+    rows.append(dict(shape, kind="prefill", variant="sdpa_bf16_causal_whole_prompt", ms=sdpa_ms,
+                     flops=sdpa_flops, tflops=sdpa_tflops, ratio_to_sdpa=1.0, rel_err=None))
+    ref_q = qf[:, :, cached:].transpose(1, 2).reshape(batch * new, hq, head).contiguous()
+    ref = _causal_reference(qf[:, :, cached:], kr, vr).transpose(1, 2).reshape(batch * new, hq,
+                                                                              head)
+    del qf, kr, vr
+    qsl = torch.arange(0, batch * new + 1, new, dtype=torch.int32, device=device)
+    seq_lens = torch.full((batch,), ctx, dtype=torch.int32, device=device)
+    flops = 4 * head * hq * _visible_pairs(batch, new, cached)
+    for name, kv_dtype in modes:
+        layout = LayerLayout.simple(kv_dtype, hkv, head)
+        scales = {}
+        if layout.quant_mode == "fp8_per_tensor":
+            scales = {"k_scale": float(k.abs().max()) / 448.0, "v_scale": float(v.abs().max()) / 448.0}
+        cache, block_tables = _paged_fill(layout, k, v, block_size, gen, **scales)
+        cfg = (configs or {}).get(name)
+        out = torch.full_like(ref_q, float("nan"))
+
+        def run() -> torch.Tensor:
+            return paged_attention(ref_q, cache, block_tables, seq_lens, qsl, out=out,
+                                   max_query_len=new, max_seq_len=ctx, config=cfg)
+
+        run()
+        err = _rel_err(out, ref)
+        ms = _bench(run, rep_ms=rep_ms)
+        tflops = flops / (ms * 1e-3) / 1e12
+        rows.append(dict(shape, kind="prefill", variant=f"paged_{name}", ms=ms, flops=flops,
+                         tflops=tflops, ratio_to_sdpa=tflops / sdpa_tflops, rel_err=err,
+                         nan_outputs=int(torch.isnan(out).sum())))
+        del cache, block_tables
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _causal_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      chunk: int = 256) -> torch.Tensor:
+    """fp32 causal attention of the last ``q.shape[2]`` tokens ([B, H, Lq, D]) over ``k``/``v``
+    [B, H, Lk, D] (bottom-right aligned), computed ``chunk`` queries at a time."""
+    b, h, lq, d = q.shape
+    lk = k.shape[2]
+    out = torch.empty(b, h, lq, d, dtype=torch.float32, device=q.device)
+    keys = torch.arange(lk, device=q.device)
+    for s in range(b):
+        kf, vf = k[s].float(), v[s].float()
+        for c in range(0, lq, chunk):
+            qc = q[s, :, c:c + chunk].float()
+            scores = qc @ kf.transpose(1, 2) / math.sqrt(d)
+            pos = torch.arange(c, c + qc.shape[1], device=q.device) + (lk - lq)
+            scores.masked_fill_(keys[None, None, :] > pos[None, :, None], float("-inf"))
+            out[s, :, c:c + chunk] = torch.softmax(scores, dim=-1) @ vf
+    return out
 
 
 def bench_write(num_tokens: int, hkv: int, head: int, copy_bps: float, *, block_size: int = 16,
@@ -339,7 +450,8 @@ def run_suite(device: str = "cuda", quick: bool = False,
         raise RuntimeError("kvplan bench needs a CUDA GPU (torch.cuda.is_available() is False)")
     shapes = QUICK_SHAPES if quick else FULL_SHAPES
     write_tokens = WRITE_TOKENS_QUICK if quick else WRITE_TOKENS_FULL
-    total = 1 + len(shapes) + len(write_tokens)
+    prefill_shapes = QUICK_PREFILL_SHAPES if quick else PREFILL_SHAPES
+    total = 1 + len(shapes) + len(prefill_shapes) + len(write_tokens)
     step = 0
 
     def tick(label: str) -> None:
@@ -356,6 +468,9 @@ def run_suite(device: str = "cuda", quick: bool = False,
             tick(f"decode B={b} ctx={ctx} {hq}/{hkv}x{head}" + (f" W={window}" if window else ""))
             rows += bench_decode_shape(b, ctx, hq, hkv, head, window, copy["bytes_per_s"],
                                        device=device)
+        for (b, new, cached, hq, hkv, head) in prefill_shapes:
+            tick(f"prefill B={b} {new} new over {cached} {hq}/{hkv}x{head}")
+            rows += bench_prefill_shape(b, new, cached, hq, hkv, head, device=device)
         for n in write_tokens:
             tick(f"write {n} tokens")
             rows += bench_write(n, 8, 128, copy["bytes_per_s"], device=device)
@@ -383,18 +498,31 @@ def format_table(results: dict) -> str:
     lines = [f"Device: {results['device']} — torch {results['torch']}, triton {results['triton']}, "
              f"{results['date']}; measured copy bandwidth {copy / 1e12:.2f} TB/s", ""]
     lines += ["| shape (B, ctx, Hq, Hkv, D, W) | variant | GPU time (ms) | eager call (ms) | "
-              "bytes (MB) | GB/s | of copy BW | vs SDPA bf16 | rel err |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "eager / graph | host (us/call) | bytes (MB) | GB/s | of copy BW | vs SDPA bf16 | "
+              "rel err |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
         if r["kind"] != "decode":
             continue
         shape = (f"{r['batch']}, {r['context']}, {r['num_q_heads']}, {r['num_kv_heads']}, "
                  f"{r['head_size']}, {r['sliding_window'] or '-'}")
         err = "" if r.get("rel_err") is None else f"{r['rel_err']:.4f}"
+        eager = r.get("eager_ms", float("nan"))
+        host = "" if r.get("host_us") is None else f"{r['host_us']:.1f}"
         lines.append(f"| {shape} | {r['variant']} | {r['ms']:.4f} | "
-                     f"{r.get('eager_ms', float('nan')):.4f} | {r['bytes'] / 1e6:.1f} | "
+                     f"{eager:.4f} | {eager / r['ms']:.2f}x | {host} | {r['bytes'] / 1e6:.1f} | "
                      f"{r['bytes_per_s'] / 1e9:.0f} | {100 * r['frac_copy']:.0f}% | "
                      f"{r['ratio_to_sdpa']:.3f}x | {err} |")
+    prefill = [r for r in results["rows"] if r["kind"] == "prefill"]
+    if prefill:
+        lines += ["", "| prefill (B, new, cached, Hq, Hkv, D) | variant | time (ms) | TFLOP/s | "
+                  "vs SDPA bf16 causal | rel err |", "|---|---|---|---|---|---|"]
+        for r in prefill:
+            shape = (f"{r['batch']}, {r['new_tokens']}, {r['cached_tokens']}, "
+                     f"{r['num_q_heads']}, {r['num_kv_heads']}, {r['head_size']}")
+            err = "" if r.get("rel_err") is None else f"{r['rel_err']:.4f}"
+            lines.append(f"| {shape} | {r['variant']} | {r['ms']:.3f} | {r['tflops']:.0f} | "
+                         f"{r['ratio_to_sdpa']:.3f}x | {err} |")
     lines += ["", "| write: tokens x (Hkv, D) | variant | GPU time (ms) | eager call (ms) | bytes (MB) | "
               "GB/s | of copy BW |", "|---|---|---|---|---|---|---|"]
     for r in results["rows"]:

@@ -475,7 +475,7 @@ def test_gluon_swap_launch_checks_the_slot_layout():
         bt, lens = torch.zeros(3, 4, dtype=torch.int32), torch.ones(3, dtype=torch.int32)
         common = dict(group=4, head=head, block_size=16, q_scale=1.0, sliding_window=0,
                       num_splits=2, block_n=16, prefetch=True, pipe=2, swap=True)
-        pos, kw = attention_gluon._launch_args(q, q, q, q, args, bt, lens, **common)
+        pos, kw, _ = attention_gluon._launch_args(q, q, q, q, args, bt, lens, **common)
         assert kw["RING_BYTES"] >= 2 * 16 * (2 * head + 8) and kw["HEAD"] == head
         moved = dataclasses.replace(args, V_OFF=args.V_OFF + 4)
         with pytest.raises(ValueError, match="per-token-head slot"):
@@ -496,9 +496,9 @@ def test_gluon_swap_trace_is_an_extra_argument_only_when_asked():
     common = dict(group=4, head=128, block_size=16, q_scale=1.0, sliding_window=0, num_splits=2,
                   block_n=16, prefetch=True)
     trace = torch.zeros(3 * 2 * 2, 4, dtype=torch.int64)
-    plain, kw = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
+    plain, kw, _ = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
                                              **common)
-    traced, kw_t = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
+    traced, kw_t, _ = attention_gluon._launch_args(q, q, q, q, args, bt, lens, pipe=2, swap=True,
                                                 trace=trace, **common)
     assert kw["TRACE"] is False and kw_t["TRACE"] is True
     assert traced[-1] is trace and plain[-1] is q and len(plain) == len(traced)
@@ -599,3 +599,139 @@ def test_default_decode_kernel_choice(device):
     # and only when the query has the cache's dtype
     args = cache_args(allocate_kv_cache(LayerLayout.simple("float16", 2, 64), 4, 16, device))
     assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True)
+
+
+# ------------------------------------------------------------------------- prefill kernel
+PREFILL_KERNEL_DTYPES = ["bfloat16", "fp8", "fp8_e5m2", "int8_per_token_head",
+                         "fp8_per_token_head"]
+
+
+def _prefill(layout, seq_lens, q_lens, block_size, hq, device, gen, config=None,
+             dtype=torch.bfloat16):
+    batch = build_paged_batch(layout, seq_lens, block_size, device, gen, shared_prefix_blocks=1,
+                              k_scale=0.08, v_scale=0.01, model_dtype=dtype)
+    qsl = torch.tensor([0] + torch.tensor(q_lens).cumsum(0).tolist(), dtype=torch.int32,
+                       device=device)
+    q = torch.randn(int(qsl[-1]), hq, layout.head_size, generator=gen, device=device).to(dtype)
+    out = torch.full_like(q, float("nan"))
+    paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl, out=out,
+                    config=config)
+    ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl)
+    return out, ref
+
+
+@pytest.mark.parametrize("kv_cache_dtype", PREFILL_KERNEL_DTYPES + ["int4_per_token_head"])
+@pytest.mark.parametrize("hq,hkv,block_m,block_n,window,dequant", [
+    (6, 2, 16, 32, None, False),   # group 3 (padded to 4), 32-key tiles over two 16-slot pages
+    (2, 2, 16, 16, 9, False),      # MHA, a window shorter than a tile: masked lower-edge tiles
+    (8, 1, 32, 16, 24, False),     # group 8, window edge + full tiles + diagonal
+    (6, 2, 16, 32, 24, True),      # pages dequantized into a bf16 workspace first
+])
+def test_prefill_kernel_small(device, kv_cache_dtype, hq, hkv, block_m, block_n, window,
+                              dequant):
+    if kv_cache_dtype == "int4_per_token_head" and not dequant:
+        pytest.skip("INT4 runs the prefill kernel through the dequantized workspace only")
+    """The prefill kernel's three loops (window edge, unmasked full tiles, diagonal) against the
+    torch reference, with sequences whose chunks start mid-tile and one with no new token."""
+    gen = torch.Generator(device=device).manual_seed(hq * 7 + block_n)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, 32, sliding_window=window)
+    cfg = AttentionConfig(kernel="prefill", block_m=block_m, block_n=block_n, num_warps=4,
+                          num_stages=2, dequant=dequant)
+    out, ref = _prefill(layout, [70, 41, 5, 20], [30, 41, 5, 0], 16, hq, device, gen, cfg)
+    _check(out, ref, layout.quant_mode, kv_cache_dtype)
+
+
+def test_prefill_kernel_selection(device):
+    """Prefill runs the prefill kernel by default; kernel='triton' or a decode-kernel knob runs
+    the decode-form kernel; INT4 and fp32 queries stay there; kernel='prefill' refuses what it
+    cannot read and refuses decode."""
+    from kvplan.runtime import prefill as pf  # noqa: PLC0415
+    from kvplan.runtime._common import KV_MODES  # noqa: PLC0415
+    assert pf.prefill_supported(KV_MODES["int8_per_token_head"], torch.bfloat16, torch.int8, 128)
+    assert not pf.prefill_supported(KV_MODES["int4_per_token_head"], torch.bfloat16, torch.uint8,
+                                    128)
+    assert not pf.prefill_supported(KV_MODES["none"], torch.float32, torch.float32, 128)
+    assert not pf.prefill_supported(KV_MODES["none"], torch.bfloat16, torch.float16, 128)
+    assert not pf.prefill_supported(KV_MODES["none"], torch.bfloat16, torch.bfloat16, 96)
+    gen = torch.Generator(device=device).manual_seed(5)
+    assert pf.prefill_supported(KV_MODES["int4_per_token_head"], torch.bfloat16, torch.uint8,
+                                128, dequant=True)
+    layout = LayerLayout.simple("int4_per_token_head", 1, 32)
+    with pytest.raises(ValueError, match="prefill kernel reads"):
+        _prefill(layout, [20], [4], 16, 2, device, gen,
+                 AttentionConfig(kernel="prefill", dequant=False))
+    layout = LayerLayout.simple("bfloat16", 1, 32)
+    batch = build_paged_batch(layout, [20], 16, device, gen)
+    with pytest.raises(ValueError, match="runs prefill"):
+        paged_attention(torch.randn(1, 2, 32, device=device, dtype=torch.bfloat16), batch.cache,
+                        batch.block_tables, batch.seq_lens, config=AttentionConfig(kernel="prefill"))
+    for cfg in (AttentionConfig(kernel="triton", block_m=16), AttentionConfig(imma=0, block_m=16)):
+        out, ref = _prefill(layout, [40], [25], 16, 2, device, gen, cfg)
+        _check(out, ref, layout.quant_mode, str(cfg))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", PREFILL_KERNEL_DTYPES + ["int4_per_token_head"])
+@pytest.mark.parametrize("hq,hkv,head_size,block_size", [
+    (32, 8, 128, 16), (64, 8, 64, 32), (16, 4, 256, 16), (8, 8, 128, 32), (24, 8, 64, 16),
+    (16, 8, 256, 32)])
+def test_prefill_kernel_gpu(cuda_device, kv_cache_dtype, hq, hkv, head_size, block_size):
+    """Prefill at the default launch (the prefill kernel; quantized caches through the
+    dequantized workspace): whole prompts, chunks over cached context, a 1-token chunk, sliding
+    windows; GQA groups 1-8, heads 64/128/256, block sizes 16/32."""
+    gen = torch.Generator(device="cuda").manual_seed(hq + head_size + block_size)
+    for window in (None, 300):
+        layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size, sliding_window=window)
+        out, ref = _prefill(layout, [1500, 700, 2049, 64, 1], [1500, 513, 100, 1, 1],
+                            block_size, hq, "cuda", gen)
+        _check(out, ref, layout.quant_mode, f"{kv_cache_dtype} window={window}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8",
+                                            "fp8_per_token_head"])
+@pytest.mark.parametrize("head_size", [64, 128, 256])
+def test_prefill_kernel_gpu_configs(cuda_device, kv_cache_dtype, head_size):
+    """Every launch configuration the prefill sweep tries gives the reference's answer."""
+    gen = torch.Generator(device="cuda").manual_seed(head_size)
+    layout = LayerLayout.simple(kv_cache_dtype, 4, head_size)
+    configs = [(128, 64, 8, 3, False, False), (128, 128, 8, 3, False, False),
+               (128, 64, 8, 4, True, False), (64, 64, 4, 3, False, True),
+               (128, 32, 4, 3, False, False), (64, 32, 4, 2, True, False),
+               (64, 128, 4, 3, False, False), (128, 32, 4, 2, False, True)]
+    for bm, bn, warps, stages, vreg, dequant in configs:
+        if head_size == 256 and (bm > 64 or stages > 2):
+            continue  # K/V stages of 256-wide rows: more shared memory than an H100 has
+        cfg = AttentionConfig(kernel="prefill", block_m=bm, block_n=bn, num_warps=warps,
+                              num_stages=stages, v_reg=vreg, dequant=dequant)
+        out, ref = _prefill(layout, [900, 333], [900, 200], 16, 16, "cuda", gen, cfg)
+        _check(out, ref, layout.quant_mode, f"{kv_cache_dtype} {cfg}")
+
+
+@pytest.mark.gpu
+def test_cached_launch_is_reused_and_follows_arguments(cuda_device):
+    """An eager decode call's second launch reuses the compiled kernel (`launch_cached`), and
+    new tensors, strides and lengths still reach the kernel: results match the reference after
+    the cache is warm."""
+    from kvplan.runtime import _common  # noqa: PLC0415
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    for dtype in ("int8_per_token_head", "bfloat16", "fp8"):
+        layout = LayerLayout.simple(dtype, 8, 128)
+        for lens in ([1500, 3000], [2100, 1200, 40]):
+            batch = build_paged_batch(layout, lens, 16, "cuda", gen, k_scale=0.08, v_scale=0.01)
+            out, ref = _decode(batch, 32, gen, "cuda")
+            _check(out, ref, layout.quant_mode, f"{dtype} {lens}")
+            n = len(_common._LAUNCHERS)
+            out, ref = _decode(batch, 32, gen, "cuda")
+            _check(out, ref, layout.quant_mode, f"{dtype} {lens} again")
+            assert len(_common._LAUNCHERS) == n
+    # the same layouts and shapes with fp16 queries (and an fp16 cache) after bf16 ones: the
+    # cached launch keys on the tensors' dtypes, not only their alignment
+    for model_dtype in (torch.bfloat16, torch.float16):
+        for head in (64, 128):
+            layout = LayerLayout.simple("float16" if model_dtype == torch.float16 else "bfloat16",
+                                        8, head)
+            batch = build_paged_batch(layout, [1500, 3000], 16, "cuda", gen,
+                                      model_dtype=model_dtype)
+            out, ref = _decode(batch, 32, gen, "cuda", dtype=model_dtype)
+            _check(out, ref, layout.quant_mode, f"{model_dtype} head {head}")

@@ -21,6 +21,12 @@ FAKE = {
              num_q_heads=32, num_kv_heads=8, head_size=128, sliding_window=None, block_size=16,
              ms=0.2, eager_ms=0.31, bytes=5.5e8, bytes_per_s=2.75e12, frac_copy=0.92, ratio_to_sdpa=0.55,
              rel_err=0.01),
+        dict(kind="prefill", variant="sdpa_bf16_causal_whole_prompt", batch=4, new_tokens=4096,
+             cached_tokens=0, num_q_heads=32, num_kv_heads=8, head_size=128, block_size=16,
+             ms=0.9, flops=5.5e11, tflops=610.0, ratio_to_sdpa=1.0, rel_err=None),
+        dict(kind="prefill", variant="paged_int8_per_token_head", batch=4, new_tokens=4096,
+             cached_tokens=0, num_q_heads=32, num_kv_heads=8, head_size=128, block_size=16,
+             ms=1.6, flops=5.5e11, tflops=343.4, ratio_to_sdpa=0.563, rel_err=0.07),
         dict(kind="write", variant="write_int8_per_token_head", num_tokens=8192, num_kv_heads=8,
              head_size=128, block_size=16, ms=0.02, launch_ms=0.03, bytes=5.1e7, bytes_per_s=2.5e12,
              frac_copy=0.85),
@@ -35,7 +41,31 @@ def test_bench_format_table_lists_every_row():
     assert "| 64, 4096, 32, 8, 128, - | paged_int8_per_token_head | 0.2000 | 0.3100 |" in table
     assert "0.550x" in table and "92%" in table
     assert "| 8192 x (8, 128) | write_int8_per_token_head |" in table
+    # eager over graph time, side by side
+    assert "| 0.2000 | 0.3100 | 1.55x |" in table
+    # the prefill table: TFLOP/s and the ratio to SDPA bf16 causal
+    assert "| 4, 4096, 0, 32, 8, 128 | paged_int8_per_token_head | 1.600 | 343 | 0.563x |" in table
     json.dumps(FAKE)  # the result format is plain JSON
+
+
+def test_prefill_flop_count_and_reference():
+    """The prefill table's FLOP count (visible causal pairs, with and without cached context
+    and windows) and its fp32 bottom-right causal reference (chunked) against a dense one."""
+    import torch
+
+    from kvplan.runtime.bench import _causal_reference, _visible_pairs
+
+    assert _visible_pairs(2, 3, 0) == 2 * 6
+    assert _visible_pairs(1, 2, 5) == 6 + 7
+    assert _visible_pairs(1, 4, 0, window=2) == 1 + 2 + 2 + 2
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 3, 5, 8, generator=gen)
+    k = torch.randn(2, 3, 9, 8, generator=gen)
+    v = torch.randn(2, 3, 9, 8, generator=gen)
+    mask = torch.arange(9)[None, :] <= (torch.arange(5)[:, None] + 4)
+    dense = torch.softmax((q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(~mask, float("-inf")),
+                          -1) @ v
+    assert torch.allclose(_causal_reference(q, k, v, chunk=2), dense, atol=1e-5)
 
 
 def test_bench_plot_writes_png_or_explains(tmp_path):
@@ -88,11 +118,14 @@ def test_bench_suite_result_records_how_it_was_timed(monkeypatch):
     calls = []
     monkeypatch.setattr(bench, "bench_decode_shape", lambda *a, **k: calls.append(a) or [])
     monkeypatch.setattr(bench, "bench_write", lambda *a, **k: [])
+    prefill = []
+    monkeypatch.setattr(bench, "bench_prefill_shape", lambda *a, **k: prefill.append(a) or [])
     steps = []
     res = bench.run_suite("cuda", quick=True, progress=lambda label, d, t: steps.append(label))
     assert res["timing"]["l2_flush"].startswith("read") and res["timing"]["statistic"] == "median"
     assert res["device"] == "FakeGPU" and res["num_sms"] == 132 and res["quick"] is True
     assert len(calls) == len(bench.QUICK_SHAPES) and steps[0] == "copy bandwidth"
+    assert len(prefill) == len(bench.QUICK_PREFILL_SHAPES)
     assert steps[-1] == "done"
     json.dumps(res)  # plain JSON
 
@@ -110,6 +143,23 @@ def test_bench_decode_shape_times_graph_replays(cuda_device):
     for r in rows:
         assert r["ms"] > 0 and r["eager_ms"] > 0
         assert r.get("nan_outputs", 0) == 0
+    assert by["paged_bf16"]["rel_err"] < 0.01
+    assert by["paged_int8_per_token_head"]["rel_err"] < 0.15
+
+
+@pytest.mark.gpu
+def test_bench_prefill_shape_reports_tflops(cuda_device):
+    """The prefill rows: SDPA bf16 causal over the whole prompt first, then every cache mode
+    (INT4 included) with TFLOP/s, the ratio to SDPA and a finite error against fp32."""
+    from kvplan.runtime.bench import bench_prefill_shape
+
+    rows = bench_prefill_shape(2, 256, 300, 8, 2, 128, rep_ms=5)
+    by = {r["variant"]: r for r in rows}
+    assert rows[0]["variant"] == "sdpa_bf16_causal_whole_prompt"
+    assert {"paged_bf16", "paged_int8_per_token_head", "paged_int4_per_token_head"} <= set(by)
+    for r in rows[1:]:
+        assert r["tflops"] > 0 and r["nan_outputs"] == 0
+        assert abs(r["ratio_to_sdpa"] - r["tflops"] / rows[0]["tflops"]) < 1e-9
     assert by["paged_bf16"]["rel_err"] < 0.01
     assert by["paged_int8_per_token_head"]["rel_err"] < 0.15
 

@@ -60,7 +60,11 @@ def test_cmd_bench_writes_json_png_and_prints_table(tmp_path, monkeypatch, capsy
     assert {"device", "torch", "triton", "date", "copy_bandwidth", "rows"} <= set(data)
     assert data["copy_bandwidth"]["bytes_per_s"] == 3.0e12
     for row in data["rows"]:
-        assert row["kind"] in ("decode", "write")
+        assert row["kind"] in ("decode", "prefill", "write")
+        if row["kind"] == "prefill":
+            assert {"variant", "ms", "batch", "new_tokens", "cached_tokens", "num_q_heads",
+                    "num_kv_heads", "head_size", "flops", "tflops", "ratio_to_sdpa"} <= set(row)
+            continue
         assert {"variant", "ms", "bytes", "bytes_per_s", "frac_copy"} <= set(row)
         if row["kind"] == "decode":
             assert {"batch", "context", "num_q_heads", "num_kv_heads", "head_size",
@@ -69,6 +73,7 @@ def test_cmd_bench_writes_json_png_and_prints_table(tmp_path, monkeypatch, capsy
     table = capsys.readouterr().out
     assert "| 64, 4096, 32, 8, 128, - | paged_int8_per_token_head | 0.2000 |" in table
     assert "0.550x" in table
+    assert "| 4, 4096, 0, 32, 8, 128 | paged_int8_per_token_head | 1.600 | 343 | 0.563x |" in table
 
 
 def test_cmd_bench_missing_output_folder_is_input_error(tmp_path, monkeypatch):

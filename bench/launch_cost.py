@@ -1,0 +1,72 @@
+#!/usr/bin/env python
+"""Host cost of an eager decode call (CUDA GPU): host microseconds per call, and the eager time
+beside the CUDA-graph replay time (L2 flushed before each, as in the suite).
+
+    python bench/launch_cost.py --shape 8,8192,32,8,128 --modes int8_per_token_head,bf16
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from kvplan.runtime.attention import paged_attention  # noqa: E402
+from kvplan.runtime.bench import (DECODE_MODES, _bench, _bench_replay, _host_us,  # noqa: E402
+                                  _make_kv, _paged_fill)
+from kvplan.runtime.layout import LayerLayout  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", action="append", required=True, help="B,CTX,HQ,HKV,D")
+    ap.add_argument("--modes", default=",".join(m for m, _ in DECODE_MODES))
+    ap.add_argument("--profile", action="store_true",
+                    help="also print where the host time of each call goes (cProfile)")
+    args = ap.parse_args()
+    modes = dict(DECODE_MODES)
+    print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host (us/call) |")
+    print("|---|---|---|---|---|---|")
+    for shape in args.shape:
+        b, ctx, hq, hkv, d = (int(x) for x in shape.split(","))
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        k, v = _make_kv(b, ctx, hkv, d, "cuda", gen)
+        q = torch.randn(b, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
+        for name in args.modes.split(","):
+            layout = LayerLayout.simple(modes[name], hkv, d)
+            scales = {}
+            if layout.quant_mode == "fp8_per_tensor":
+                scales = {"k_scale": float(k.abs().max()) / 448.0,
+                          "v_scale": float(v.abs().max()) / 448.0}
+            cache, bt = _paged_fill(layout, k, v, 16, gen, **scales)
+            out = torch.empty_like(q)
+
+            def run(cache=cache, bt=bt, out=out):
+                return paged_attention(q, cache, bt, lens, max_seq_len=ctx, out=out)
+
+            graph = _bench_replay(run)
+            eager = _bench(run)
+            host = _host_us(run, 200)
+            print(f"| {shape} | {name} | {graph:.4f} | {eager:.4f} | {eager / graph:.2f}x | "
+                  f"{host:.1f} |", flush=True)
+            if args.profile:
+                import cProfile  # noqa: PLC0415
+                import pstats  # noqa: PLC0415
+
+                prof = cProfile.Profile()
+                prof.enable()
+                for _ in range(300):
+                    run()
+                prof.disable()
+                torch.cuda.synchronize()
+                pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+            del cache, bt
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+#!/usr/bin/env python
+"""Sweep the prefill kernel's launch parameters on one shape (CUDA GPU).
+
+    python bench/tune_prefill.py --shape 4,4096,0,32,8,128 --modes bf16,int8_per_token_head \\
+        --configs 128:64:8:3,128:128:8:3,64:64:4:3
+
+A shape is B,NEW,CACHED,HQ,HKV,D (NEW tokens per sequence after CACHED ones, causal); a config
+is BLOCK_M:BLOCK_N:WARPS:STAGES[:VREG[:DEQUANT]] (DEQUANT 1: dequantize the pages
+into a bf16 workspace first, then the bf16 kernel). Prints TFLOP/s (4 * D flops per visible query-head/key
+pair) per mode and config, SDPA bf16 causal over the whole prompt for reference, the error
+against an fp32 reference, and whether the compiled kernel issues wgmma (Hopper tensor-core
+instructions) or only mma.sync.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from kvplan.runtime import prefill as pf  # noqa: E402
+from kvplan.runtime._common import compiled_kernels  # noqa: E402
+from kvplan.runtime.attention import AttentionConfig, paged_attention  # noqa: E402
+from kvplan.runtime.bench import (PREFILL_MODES, _bench, _causal_reference, _make_kv,  # noqa: E402
+                                  _paged_fill, _rel_err, _visible_pairs)
+from kvplan.runtime.layout import LayerLayout  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", action="append", required=True)
+    ap.add_argument("--modes", default="bf16,int8_per_token_head")
+    ap.add_argument("--configs", default="")
+    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--rep-ms", type=int, default=100)
+    args = ap.parse_args()
+    modes = dict(PREFILL_MODES)
+    modes["fp8"] = modes["fp8_per_tensor"]
+    for shape in args.shape:
+        b, new, cached, hq, hkv, d = (int(x) for x in shape.split(","))
+        ctx = new + cached
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        k, v = _make_kv(b, ctx, hkv, d, "cuda", gen)
+        qf = torch.randn(b, hq, ctx, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        kr, vr = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
+        sdpa_ms = _bench(lambda: F.scaled_dot_product_attention(qf, kr, vr, is_causal=True),
+                         rep_ms=args.rep_ms)
+        sdpa_tf = 4 * d * hq * _visible_pairs(b, ctx, 0) / (sdpa_ms * 1e-3) / 1e12
+        print(f"shape {shape}: SDPA bf16 causal whole prompt {sdpa_ms:.3f} ms {sdpa_tf:.0f} TFLOP/s",
+              flush=True)
+        q = qf[:, :, cached:].transpose(1, 2).reshape(b * new, hq, d).contiguous()
+        ref = _causal_reference(qf[:, :, cached:], kr, vr).transpose(1, 2).reshape(b * new, hq, d)
+        del qf, kr, vr
+        qsl = torch.arange(0, b * new + 1, new, dtype=torch.int32, device="cuda")
+        lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
+        flops = 4 * d * hq * _visible_pairs(b, new, cached)
+        for name in args.modes.split(","):
+            layout = LayerLayout.simple(modes[name], hkv, d)
+            scales = {}
+            if layout.quant_mode == "fp8_per_tensor":
+                scales = {"k_scale": float(k.abs().max()) / 448.0,
+                          "v_scale": float(v.abs().max()) / 448.0}
+            cache, bt = _paged_fill(layout, k, v, args.block_size, gen, **scales)
+            cfgs = [None] + [c for c in args.configs.split(",") if c]
+            for c in cfgs:
+                if c is None:
+                    cfg, label = None, "default"
+                else:
+                    f = [int(x) for x in c.split(":")]
+                    cfg = AttentionConfig(block_m=f[0], block_n=f[1], num_warps=f[2],
+                                          num_stages=f[3],
+                                          v_reg=bool(f[4]) if len(f) > 4 else None,
+                                          dequant=bool(f[5]) if len(f) > 5 else None)
+                    label = c
+                out = torch.full_like(q, float("nan"))
+                try:
+                    paged_attention(q, cache, bt, lens, qsl, out=out, max_query_len=new,
+                                    max_seq_len=ctx, config=cfg)
+                    torch.cuda.synchronize()
+                except Exception as exc:  # noqa: BLE001 - report and go on with the sweep
+                    print(f"  {name:22s} {label:14s} failed: {str(exc).splitlines()[0][:120]}",
+                          flush=True)
+                    continue
+                err = _rel_err(out, ref)
+                ms = _bench(lambda: paged_attention(q, cache, bt, lens, qsl, out=out,
+                                                    max_query_len=new, max_seq_len=ctx,
+                                                    config=cfg), rep_ms=args.rep_ms)
+                tf = flops / (ms * 1e-3) / 1e12
+                print(f"  {name:22s} {label:14s} {ms:8.3f} ms {tf:6.0f} TFLOP/s "
+                      f"{tf / sdpa_tf:.3f}x SDPA  err {err:.4f}", flush=True)
+            del cache, bt
+            torch.cuda.empty_cache()
+    for kern in compiled_kernels(pf._prefill_kernel):
+        ptx = kern.asm.get("ptx", "")
+        c = kern.metadata
+        print(f"compiled prefill kernel: warps {c.num_warps} stages {c.num_stages} shared "
+              f"{c.shared} wgmma {'wgmma' in ptx} mma.sync {'mma.sync' in ptx} "
+              f"regs {getattr(kern, 'n_regs', '?')} spills {getattr(kern, 'n_spills', '?')}")
+
+
+if __name__ == "__main__":
+    main()
