@@ -8,7 +8,11 @@ Three different questions, three columns:
 
 * ``kernel_rel_err``: Triton attention vs the torch reference *on the same cache*. Only
   rounding differs (P and P*v_scale are rounded to the query dtype before the P.V dot, the
-  output is rounded to the query dtype), so this is small for every mode.
+  output is rounded to the query dtype), so this is small for every mode. Prefill over a
+  quantized cache runs in two passes by default (pages dequantized into a workspace of the
+  query dtype, then the bf16 kernel), which rounds K and V once more (2^-9 relative in bf16):
+  the 8-bit modes allow 1.5e-2 for that (measured: 1.04e-2 for INT8 per-token-head on
+  `kvplan validate`'s synthetic SmolLM2 layers under the CPU interpreter).
 * ``roundtrip_*``: per-element bound on ``|dequant(quant(x)) - x|`` after a write:
   ``<= roundtrip_abs_scale * scale + roundtrip_rel * |x|`` where ``scale`` is the stored
   per-token-head (or static per-tensor) scale.
@@ -43,12 +47,12 @@ TOLERANCES: dict[str, Tolerance] = {
                       quant_rel_err=1e-2),
     # e4m3: 3 mantissa bits -> half-ulp relative 2^-4; subnormal step 2^-9 * scale.
     # (e5m2 uses roundtrip_rel 2^-3, see ROUNDTRIP_REL_E5M2.)
-    "fp8_per_tensor": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=2.0 ** -10,
+    "fp8_per_tensor": Tolerance(kernel_rel_err=1.5e-2, roundtrip_abs_scale=2.0 ** -10,
                                 roundtrip_rel=2.0 ** -4, quant_rel_err=3e-1),
     # INT8 round-half-away: |err| <= scale / 2 exactly (plus fp32 rounding of x/scale).
-    "int8_per_token_head": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=0.5 + 1e-3,
+    "int8_per_token_head": Tolerance(kernel_rel_err=1.5e-2, roundtrip_abs_scale=0.5 + 1e-3,
                                      roundtrip_rel=1e-6, quant_rel_err=1.5e-1),
-    "fp8_per_token_head": Tolerance(kernel_rel_err=1e-2, roundtrip_abs_scale=2.0 ** -10,
+    "fp8_per_token_head": Tolerance(kernel_rel_err=1.5e-2, roundtrip_abs_scale=2.0 ** -10,
                                     roundtrip_rel=2.0 ** -4, quant_rel_err=1.5e-1),
     # INT4 asymmetric after a Hadamard rotation: |err| <= scale/2 in the rotated basis; the
     # round trip is checked in that basis. Attention error is large by nature of 4 bits.
