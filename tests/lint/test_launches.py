@@ -284,3 +284,40 @@ def test_latest_means_the_newest_modelled_release_whatever_engine_version_says(t
         _write(tmp_path, name, POD.format(image=image))
         r = lint_paths([str(tmp_path / name)], cwd=tmp_path)
         assert r.files[0].launches[0].engine == engine, name
+
+
+UNKNOWN_RELEASE_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+    - name: vllm
+      image: IMAGE
+      command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+      args: ["--model=Qwen/Qwen3-8B", "--swap-space=16", "--enable-chunked-prefill=false", "--kv-cache-dtype=fp9"]
+"""
+
+
+def test_image_without_a_release_tag_makes_parser_exits_warnings_unless_engine_version_is_set(tmp_path: Path) -> None:
+    vertex = "us-docker.pkg.dev/vertex-ai/vertex-vision-model-garden-dockers/pytorch-vllm-serve:20250405_1205_RC01"
+    r = _lint(tmp_path, "vertex.yaml", UNKNOWN_RELEASE_POD.replace("IMAGE", vertex))
+    sev = {f.code: f.severity.value for f in r.findings}
+    # --swap-space (older releases accept it) and an explicit value for a 0.33 boolean option: release-dependent
+    assert sev["KV001"] == "warning" and sev["KV007"] == "warning"
+    swap = next(f for f in r.findings if f.code == "KV001")
+    assert swap.message.startswith(f"image {vertex} does not name its vLLM release (linted against vLLM 0.33.0")
+    assert "--swap-space" in swap.message and "engine-version" in (swap.fix or "")
+    # an invalid KV cache dtype is invalid in every release: still an error, and the run fails on it
+    assert sev["KV803"] == "error" and r.summary.errors == 1
+
+    # the same file with a vLLM release image, or with engine-version set: vLLM's parser exits, errors
+    pinned = _lint(tmp_path, "pinned.yaml", UNKNOWN_RELEASE_POD.replace("IMAGE", "vllm/vllm-openai:v0.33.0"))
+    assert {f.code: f.severity.value for f in pinned.findings}["KV001"] == "error"
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "kvplan.toml").write_text('[lint]\nengine-version = "0.33.0"\n')
+    _write(tmp_path, "cfg/vertex.yaml", UNKNOWN_RELEASE_POD.replace("IMAGE", vertex))
+    told = lint_paths([str(tmp_path / "cfg" / "vertex.yaml")], cwd=tmp_path)
+    sev = {f.code: f.severity.value for f in told.findings}
+    assert sev["KV001"] == "error" and sev["KV007"] == "error"
+    assert not any("does not name its vLLM release" in f.message for f in told.findings)
