@@ -5,6 +5,7 @@ thousand manifests of one model compile one plan.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -209,6 +210,15 @@ class Linter:
     def lint_site(self, site: Site, file: Any, display: str) -> LaunchResult:
         engine, pinned_old, notes = self.engine_for(site)
         out: list[RawFinding] = []
+        for t in site.unknown_kwargs:  # Ray Serve LLM engine_kwargs: AsyncEngineArgs(**kwargs) takes exact names
+            close = difflib.get_close_matches(t.value, sorted(s[2:].replace("-", "_") for s in KNOWN_FLAGS
+                                                              if s.startswith("--") and not s.startswith("--no-")), n=1)
+            out.append(RawFinding(
+                "KV001", f"engine_kwargs key {t.value!r} is not a vLLM {engine.version_str} engine argument: the "
+                         f"replica fails with \"unexpected keyword argument '{t.value}'\""
+                         + (f"; did you mean {close[0]}?" if close else "."), t,
+                fix=(f"Rename it to {close[0]}" if close else "Remove it") + " (engine_kwargs keys are vLLM's "
+                    "engine arguments, `vllm serve` flags with underscores, matched exactly)."))
         uses, positionals = index_flags(site.launch.args)
         model_tok: Optional[Tok] = site.model_hint
         if site.launch.dialect == "kserve-hf":

@@ -11,9 +11,10 @@ exact token.
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -68,6 +69,8 @@ class Site:
     """The container image (its tag names the vLLM release), when the launch runs in one."""
     partial: bool = False
     """A Kustomize patch or Helm values entry: the rest of the launch (model, GPUs) lives elsewhere."""
+    unknown_kwargs: tuple[Tok, ...] = ()
+    """Ray Serve LLM `engine_kwargs` keys that are no vLLM engine argument (keyword arguments: no prefixes)."""
 
 
 @dataclass(frozen=True)
@@ -566,6 +569,8 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, ki
                 if isinstance(himage, ScalarNode) else None
             for launch in _launches_in_script(v.value, doc.pos_in(v), p, {}, out):
                 out.sites.append(Site(launch, launch.launcher, gpu_label=here.gpu_label, image=image_tok))
+        elif k.value == "serveConfigV2" and kind == "RayService" and isinstance(v, ScalarNode) and path == "spec":
+            _ray_serve(doc, v, p, node, here, out)
         elif k.value in ("patch", "patchesStrategicMerge") and kind == "Kustomization":
             for sub in ([v] if isinstance(v, ScalarNode) else _seq(v)):
                 if isinstance(sub, ScalarNode) and "\n" in sub.value:
@@ -576,25 +581,44 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, ki
             _walk_k8s(doc, v, p, here, out, kind)
 
 
-def _inline_patch(doc: _Doc, node: ScalarNode, path: str, out: Extracted) -> None:
-    """A Kustomize inline patch (`patches: [{patch: |- ...}]`): a strategic-merge object, or JSON 6902
-    operations that replace a container's command/args. Positions map into the block scalar."""
+def _embedded_yaml(doc: _Doc, node: ScalarNode, path: str, what: str):
+    """YAML inside a block scalar (a Kustomize inline patch, a RayService's serveConfigV2): its documents, a
+    _Doc for positions inside it, and the function mapping those positions back into the file."""
     raw = doc.li.text[node.start_mark.index:node.end_mark.index]
     first_nl = raw.find("\n")
     body = raw[first_nl + 1:] if first_nl >= 0 else raw
     indent = len(body) - len(body.lstrip(" "))
     line0 = node.start_mark.line + 1 + (1 if first_nl >= 0 else 0)
     try:
-        subs = [n for n in bounded_compose_all(node.value, "Kustomize patch") if n is not None]
+        subs = [n for n in bounded_compose_all(node.value, what) if n is not None]
     except yaml.YAMLError:
-        return
-    inner_text = node.value
-    inner = _Doc(LineIndex(inner_text))
+        return None
+    inner = _Doc(LineIndex(node.value))
     inner.objects = doc.objects
 
     def shift(t: Tok) -> Tok:
         return replace(t, line=line0 + t.line - 1, col=t.col + indent, yaml_path=f"{path}>{t.yaml_path}" if t.yaml_path else path)
+    return subs, inner, shift
 
+
+def _shifted_into(out: Extracted, sub_out: Extracted, shift, partial: bool) -> None:
+    for f in sub_out.findings:
+        out.findings.append(replace(f, tok=shift(f.tok)))
+    for site in sub_out.sites:
+        launch = Launch(shift(site.launch.launcher), tuple(shift(t) for t in site.launch.args), site.launch.dialect)
+        out.sites.append(replace(site, launch=launch, anchor=shift(site.anchor), partial=partial or site.partial,
+                                 image=shift(site.image) if site.image else site.image,
+                                 gpu_label=shift(site.gpu_label) if site.gpu_label else None,
+                                 model_hint=shift(site.model_hint) if site.model_hint else None))
+
+
+def _inline_patch(doc: _Doc, node: ScalarNode, path: str, out: Extracted) -> None:
+    """A Kustomize inline patch (`patches: [{patch: |- ...}]`): a strategic-merge object, or JSON 6902
+    operations that replace a container's command/args. Positions map into the block scalar."""
+    got = _embedded_yaml(doc, node, path, "Kustomize patch")
+    if got is None:
+        return
+    subs, inner, shift = got
     sub_out = Extracted()
     for sub in subs:
         if isinstance(sub, MappingNode):
@@ -609,14 +633,111 @@ def _inline_patch(doc: _Doc, node: ScalarNode, path: str, out: Extracted) -> Non
                 for launch in _launches_from_argv(inner, items, {}, implicit if any(
                         _ENGINE_ONLY.match(it.tok.value) for it in items) else None, sub_out, yaml_list=True):
                     sub_out.sites.append(Site(launch, launch.launcher, partial=True))
-    for f in sub_out.findings:
-        out.findings.append(replace(f, tok=shift(f.tok)))
-    for site in sub_out.sites:
-        launch = Launch(shift(site.launch.launcher), tuple(shift(t) for t in site.launch.args), site.launch.dialect)
-        out.sites.append(replace(site, launch=launch, anchor=shift(site.anchor), partial=True,
-                                 image=shift(site.image) if site.image else None,
-                                 gpu_label=shift(site.gpu_label) if site.gpu_label else None,
-                                 model_hint=shift(site.model_hint) if site.model_hint else None))
+    _shifted_into(out, sub_out, shift, partial=True)
+
+
+# Ray Serve LLM builders whose `args.llm_configs` entries are vLLM engines (ray.serve.llm).
+_RAY_LLM_BUILDER = re.compile(r"^ray\.serve\.llm:build_(?:openai_app|llm_deployment|vllm_deployment)$")
+
+
+# vLLM 0.33 AsyncEngineArgs fields with no `vllm serve` option: valid engine_kwargs keys, no flag to check.
+_KWARGS_WITHOUT_FLAG = frozenset({"model_weights", "enable_mm_processor_stats", "mamba_config",
+                                  "_api_process_count", "_api_process_rank"})
+
+
+def _py_value(node: Node) -> Any:
+    return yaml.constructor.SafeConstructor().construct_document(node)
+
+
+def _engine_kwargs(doc: _Doc, kwargs: Optional[Node], path: str) -> tuple[list[Tok], list[Tok]]:
+    """Ray Serve LLM `engine_kwargs` (vLLM AsyncEngineArgs keyword arguments) as the `vllm serve` flags they
+    are: a key that is no engine argument fails the replica, like an unknown flag; True is the flag, False
+    its --no- form (or nothing), mappings and lists are the JSON the flag takes."""
+    from kvplan.ingest.flags import serve_options  # noqa: PLC0415
+    table = serve_options()
+    args: list[Tok] = []
+    unknown: list[Tok] = []
+    for k, v in _items(kwargs):
+        p = f"{path}.{k.value}"
+        flag = "--" + k.value.replace("_", "-")
+        kt = replace(doc.key_tok(k, p), value=flag)
+        opt = table.by_spelling.get(flag)
+        if k.value in _KWARGS_WITHOUT_FLAG:
+            continue
+        if opt is None and flag not in REMOVED_FLAGS:
+            unknown.append(doc.key_tok(k, p))  # a keyword argument is matched exactly, never as a prefix
+            continue
+        if isinstance(v, ScalarNode):
+            val = _py_value(v)
+            if val is None:
+                continue
+            if isinstance(val, bool):
+                if val:
+                    args.append(kt)
+                elif opt is not None and f"--no-{flag[2:]}" in opt.spellings:
+                    args.append(replace(kt, value=f"--no-{flag[2:]}"))
+                continue
+            args += [kt, doc.tok(v, p)]
+        elif isinstance(v, SequenceNode) and opt is not None and opt.nargs in ("+", "*"):
+            args.append(kt)
+            args += [doc.tok(x, f"{p}[{i}]") for i, x in enumerate(v.value) if isinstance(x, ScalarNode)]
+        else:
+            try:
+                text = json.dumps(_py_value(v), default=str)
+            except (yaml.YAMLError, TypeError, ValueError):
+                continue
+            args += [kt, Tok(text, v.start_mark.line + 1, v.start_mark.column + 1, p)]
+    return args, unknown
+
+
+def _ray_serve(doc: _Doc, node: ScalarNode, path: str, spec: MappingNode, here: "_PodCtx", out: Extracted) -> None:
+    """A RayService's `serveConfigV2`: each Ray Serve LLM `llm_configs` entry of a `ray.serve.llm` builder is a
+    vLLM engine (model from `model_loading_config`, flags from `engine_kwargs`), in the cluster's image."""
+    got = _embedded_yaml(doc, node, path, "RayService serveConfigV2")
+    if got is None:
+        return
+    subs, inner, shift = got
+    cluster = _mget(spec, "rayClusterConfig")
+    image_tok: Optional[Tok] = None
+    gpu_label = here.gpu_label
+    groups = [(f"spec.rayClusterConfig.workerGroupSpecs[{i}]", g) for i, g in enumerate(_seq(_mget(cluster, "workerGroupSpecs")))]
+    groups.append(("spec.rayClusterConfig.headGroupSpec", _mget(cluster, "headGroupSpec")))
+    for gpath, g in groups:  # the engines run on the GPU workers; their image says which vLLM
+        pod = _mget(_mget(g, "template"), "spec")
+        cs = _seq(_mget(pod, "containers"))
+        img = _mget(cs[0], "image") if cs else None
+        if isinstance(img, ScalarNode) and image_tok is None:
+            image_tok = doc.tok(img, f"{gpath}.template.spec.containers[0].image")
+            if pod is not None:
+                gpu_label = _gpu_label(doc, pod, f"{gpath}.template.spec") or gpu_label
+    sub_out = Extracted()
+    for sub in subs:
+        for i, app in enumerate(_seq(_mget(sub, "applications"))):
+            if not _RAY_LLM_BUILDER.match((_scalar(_mget(app, "import_path")) or "").strip()):
+                continue  # your own Python deployment: its engine arguments are in code kvplan does not read
+            for j, cfg in enumerate(_seq(_mget(_mget(app, "args"), "llm_configs"))):
+                if not isinstance(cfg, MappingNode):
+                    continue  # a path to a separate LLMConfig file
+                p = f"applications[{i}].args.llm_configs[{j}]"
+                mlc = _mget(cfg, "model_loading_config")
+                source = _mget(mlc, "model_source")
+                if isinstance(_mget(source, "bucket_uri"), ScalarNode):
+                    source = _mget(source, "bucket_uri")
+                    mp = f"{p}.model_loading_config.model_source.bucket_uri"
+                elif isinstance(source, ScalarNode):
+                    mp = f"{p}.model_loading_config.model_source"
+                else:
+                    source, mp = _mget(mlc, "model_id"), f"{p}.model_loading_config.model_id"
+                args: list[Tok] = []
+                if isinstance(source, ScalarNode):
+                    args.append(inner.tok(source, mp))
+                flags, unknown = _engine_kwargs(inner, _mget(cfg, "engine_kwargs"), f"{p}.engine_kwargs")
+                launcher = inner.tok(source, mp, "vllm") if isinstance(source, ScalarNode) else inner.tok(cfg, p, "vllm")
+                sub_out.sites.append(Site(Launch(launcher, tuple(args + flags)), launcher, unknown_kwargs=tuple(unknown)))
+    _shifted_into(out, sub_out, shift, partial=False)
+    for site in out.sites[len(out.sites) - len(sub_out.sites):]:
+        site.image, site.gpu_label = image_tok, gpu_label
+        site.unknown_kwargs = tuple(shift(t) for t in site.unknown_kwargs)
 
 
 def _annotations(doc: _Doc, node: Node, path: str, first: int, last: int, out: Extracted) -> None:

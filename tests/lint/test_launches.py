@@ -321,3 +321,64 @@ def test_image_without_a_release_tag_makes_parser_exits_warnings_unless_engine_v
     sev = {f.code: f.severity.value for f in told.findings}
     assert sev["KV001"] == "error" and sev["KV007"] == "error"
     assert not any("does not name its vLLM release" in f.message for f in told.findings)
+
+
+RAY_SERVE_LLM = """
+apiVersion: ray.io/v1
+kind: RayService
+metadata: {name: llm}
+spec:
+  serveConfigV2: |
+    applications:
+    - name: llms
+      import_path: ray.serve.llm:build_openai_app
+      args:
+        llm_configs:
+        - model_loading_config:
+            model_id: qwen3
+            model_source: Qwen/Qwen3-8B
+          engine_kwargs:
+            tensor_parallel_size: 2
+            kv_cache_dtype: fp9
+            enable_prefix_caching: false
+            max_num_seqs: 64
+            mamba_config: {}
+            devices: auto
+        - models/other.yaml
+    - name: custom
+      import_path: my_app.serve:deployment
+      args: {model: whatever, kv_cache_dtype: fp9}
+  rayClusterConfig:
+    headGroupSpec:
+      template:
+        spec:
+          containers: [{name: ray-head, image: IMAGE}]
+    workerGroupSpecs:
+    - groupName: gpu
+      template:
+        spec:
+          nodeSelector: {cloud.google.com/gke-accelerator: nvidia-l4}
+          containers: [{name: ray-worker, image: IMAGE, resources: {limits: {nvidia.com/gpu: 1}}}]
+"""
+
+
+def test_rayservice_serve_llm_configs_are_launches_with_engine_kwargs_as_flags(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "rs.yaml", RAY_SERVE_LLM.replace("IMAGE", "vllm/vllm-openai:v0.33.0"))
+    (launch,) = r.files[0].launches  # the llm_configs entry; not the file reference, not the custom app
+    assert launch.model == "Qwen/Qwen3-8B" and launch.engine == "0.33.0" and launch.gpu == "l4"
+    assert launch.location.line == 13  # model_source, inside the block scalar, mapped to the file
+    by = {f.code: f for f in r.findings}
+    dtype = by["KV803"]  # engine_kwargs.kv_cache_dtype, at its value in the file
+    assert "fp9" in dtype.message and (dtype.location.line, dtype.location.column) == (16, 29)
+    assert dtype.location.yaml_path.startswith("spec.serveConfigV2>applications[0].args.llm_configs[0]")
+    # a keyword argument is matched exactly: no prefix resolution to --device-ids, an error of its own
+    unknown = by["KV001"]
+    assert "engine_kwargs key 'devices'" in unknown.message and unknown.severity.value == "error"
+    assert unknown.location.line == 20
+    # enable_prefix_caching: false is --no-enable-prefix-caching, mamba_config a real engine argument: no finding
+    assert sorted(f.code for f in r.findings) == ["KV001", "KV803"]
+
+    # in a Ray image (its tag names no vLLM release) the unknown key is a warning saying so
+    ray = _lint(tmp_path, "ray.yaml", RAY_SERVE_LLM.replace("IMAGE", "rayproject/ray-llm:2.50.1-py311-cu124"))
+    kv001 = next(f for f in ray.findings if f.code == "KV001")
+    assert kv001.severity.value == "warning" and "does not name its vLLM release" in kv001.message
