@@ -612,6 +612,44 @@ def _shifted_into(out: Extracted, sub_out: Extracted, shift, partial: bool) -> N
                                  model_hint=shift(site.model_hint) if site.model_hint else None))
 
 
+_PATCHED_ARGV = re.compile(r"^(.*/containers/\d+)/(args|command)(?:/(-|\d+))?$")
+
+
+def _is_json6902(node: Node) -> bool:
+    """A JSON 6902 patch (a Kustomize `patchesJson6902` / `patches: [{path: FILE}]` file): a list of operations."""
+    return (isinstance(node, SequenceNode) and bool(node.value)
+            and all(isinstance(_mget(op, "op"), ScalarNode) and isinstance(_mget(op, "path"), ScalarNode)
+                    for op in node.value))
+
+
+def _json6902(doc: _Doc, ops: SequenceNode, out: Extracted) -> None:
+    """JSON 6902 operations on a container's argv: `add`/`replace` of the whole `args` / `command` list, or
+    `add` of single arguments (`.../args/-`, in operation order). A launch of the patched container (its image
+    and model live in the base) when the arguments are vLLM engine flags: other servers' patches are not."""
+    appended: dict[str, list[_Item]] = {}
+    for i, op in enumerate(ops.value):
+        verb = _scalar(_mget(op, "op"))
+        m = _PATCHED_ARGV.match(_scalar(_mget(op, "path")) or "")
+        value = _mget(op, "value")
+        if m is None or verb not in ("add", "replace"):
+            continue
+        if m.group(3) is None and isinstance(value, SequenceNode):
+            items = [_Item(doc.tok(x, f"[{i}].value[{j}]"), x) for j, x in enumerate(value.value)
+                     if isinstance(x, ScalarNode)]
+            implicit = doc.tok(value, f"[{i}].value") if m.group(2) == "args" else None
+            for launch in _launches_from_argv(doc, items, {}, implicit if any(
+                    _ENGINE_ONLY.match(it.tok.value) for it in items) else None, out, yaml_list=True):
+                out.sites.append(Site(launch, launch.launcher, partial=True))
+        elif m.group(3) is not None and m.group(2) == "args" and isinstance(value, ScalarNode):
+            appended.setdefault(m.group(1), []).append(_Item(doc.tok(value, f"[{i}].value"), value))
+    for items in appended.values():
+        if not any(_ENGINE_ONLY.match(it.tok.value) for it in items):
+            continue  # e.g. a controller's --concurrent=10: not a vLLM launch
+        implicit = replace(items[0].tok, value="")
+        for launch in _launches_from_argv(doc, items, {}, implicit, out, yaml_list=True):
+            out.sites.append(Site(launch, launch.launcher, partial=True))
+
+
 def _inline_patch(doc: _Doc, node: ScalarNode, path: str, out: Extracted) -> None:
     """A Kustomize inline patch (`patches: [{patch: |- ...}]`): a strategic-merge object, or JSON 6902
     operations that replace a container's command/args. Positions map into the block scalar."""
@@ -623,16 +661,8 @@ def _inline_patch(doc: _Doc, node: ScalarNode, path: str, out: Extracted) -> Non
     for sub in subs:
         if isinstance(sub, MappingNode):
             _walk_k8s(inner, sub, "", _PodCtx(), sub_out, _scalar(_mget(sub, "kind")) or "")
-        for i, op in enumerate(_seq(sub)):  # JSON 6902
-            where = _scalar(_mget(op, "path")) or ""
-            value = _mget(op, "value")
-            if re.search(r"/containers/\d+/(?:args|command)$", where) and isinstance(value, SequenceNode):
-                items = [_Item(inner.tok(x, f"[{i}].value[{j}]"), x) for j, x in enumerate(value.value)
-                         if isinstance(x, ScalarNode)]
-                implicit = inner.tok(value, f"[{i}].value") if where.endswith("/args") else None
-                for launch in _launches_from_argv(inner, items, {}, implicit if any(
-                        _ENGINE_ONLY.match(it.tok.value) for it in items) else None, sub_out, yaml_list=True):
-                    sub_out.sites.append(Site(launch, launch.launcher, partial=True))
+        elif isinstance(sub, SequenceNode):
+            _json6902(inner, sub, sub_out)
     _shifted_into(out, sub_out, shift, partial=True)
 
 
@@ -941,6 +971,9 @@ def extract_yaml(text: str) -> Extracted:
         elif _is_vllm_config(node):
             kinds.append("vllm-config")
             _vllm_config(doc, node, out)  # type: ignore[arg-type]
+        elif _is_json6902(node):
+            kinds.append("kubernetes")  # a Kustomize JSON 6902 patch file
+            _json6902(doc, node, out)  # type: ignore[arg-type]
         elif isinstance(node, MappingNode) and _helm_values(doc, node, out):
             kinds.append("helm-values")
     if out.findings and any(f.code == "KV801" for f in out.findings):

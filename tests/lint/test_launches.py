@@ -382,3 +382,54 @@ def test_rayservice_serve_llm_configs_are_launches_with_engine_kwargs_as_flags(t
     ray = _lint(tmp_path, "ray.yaml", RAY_SERVE_LLM.replace("IMAGE", "rayproject/ray-llm:2.50.1-py311-cu124"))
     kv001 = next(f for f in ray.findings if f.code == "KV001")
     assert kv001.severity.value == "warning" and "does not name its vLLM release" in kv001.message
+
+
+def test_kustomize_json6902_patch_files_named_by_the_kustomization(tmp_path: Path) -> None:
+    _write(tmp_path, "overlay/kustomization.yaml", """
+        apiVersion: kustomize.config.k8s.io/v1beta1
+        kind: Kustomization
+        resources: [../base]
+        patchesJson6902:
+          - target: {group: apps, version: v1, kind: Deployment, name: vllm}
+            path: add-args.yaml
+        patches:
+          - path: replace-args.yaml
+            target: {kind: Deployment, name: vllm-big}
+          - path: controller.yaml
+            target: {kind: Deployment, name: kustomize-controller}
+        """)
+    _write(tmp_path, "overlay/add-args.yaml", """
+        - op: add
+          path: /spec/template/spec/containers/0/args/-
+          value: --kv-cache-dtype=fp9
+        - op: add
+          path: /spec/template/spec/containers/0/args/-
+          value: --max-model-len
+        - op: add
+          path: /spec/template/spec/containers/0/args/-
+          value: "8192"
+        - op: replace
+          path: /spec/replicas
+          value: 2
+        """)
+    _write(tmp_path, "overlay/replace-args.yaml", """
+        - op: replace
+          path: /spec/template/spec/containers/0/args
+          value:
+            - --tensor-parallel-size=2
+            - --kv-cache-dtyp=fp8
+        """)
+    # another server's flags appended the same way: not a vLLM launch, no finding
+    _write(tmp_path, "overlay/controller.yaml", """
+        - op: add
+          path: /spec/template/spec/containers/0/args/-
+          value: --concurrent=10
+        """)
+    r = lint_paths([str(tmp_path / "overlay")], cwd=tmp_path, isolated=True)
+    files = {f.path: f for f in r.files}
+    assert [len(files[f"overlay/{n}.yaml"].launches) for n in ("add-args", "replace-args", "controller")] == [1, 1, 0]
+    assert files["overlay/controller.yaml"].status == "skipped"
+    got = sorted((f.location.path, f.location.line, f.location.column, f.code) for f in r.findings)
+    # the appended ops are one launch in operation order (--max-model-len takes "8192" from the next op);
+    # the patches name no model (the base does): no KV804
+    assert got == [("overlay/add-args.yaml", 3, 27, "KV803"), ("overlay/replace-args.yaml", 5, 7, "KV006")]
