@@ -92,6 +92,8 @@ class Extracted:
     findings: list[RawFinding] = field(default_factory=list)
     annotations: list[Annotation] = field(default_factory=list)
     note: Optional[str] = None
+    line_map: Optional[dict[int, int]] = None
+    """A rendered Helm template: line of the `helm template` output -> line of the template, where exact."""
 
 
 class LineIndex:

@@ -1,6 +1,7 @@
 """What counts as a vLLM launch, and which vLLM release it is linted against (issue 24)."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 import textwrap
@@ -10,6 +11,7 @@ import pytest
 
 from kvplan.lint import lint_paths
 from kvplan.lint.engine import image_release
+from kvplan.lint.formats import render
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -433,3 +435,72 @@ def test_kustomize_json6902_patch_files_named_by_the_kustomization(tmp_path: Pat
     # the appended ops are one launch in operation order (--max-model-len takes "8192" from the next op);
     # the patches name no model (the base does): no KV804
     assert got == [("overlay/add-args.yaml", 3, 27, "KV803"), ("overlay/replace-args.yaml", 5, 7, "KV006")]
+
+
+HELM_TPL = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.33.0
+          args:
+            - {{ .Values.modelName }}
+            - --kv-cache-dtype=fp9
+            - --max-model-len={{ .Values.maxLen }}
+          {{- with .Values.extraArgs }}
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+"""
+
+
+def _fake_helm(tmp_path: Path, rendered: str, sleep: float = 0.0) -> Path:
+    bindir = tmp_path / "bin"
+    _write(bindir, "helm", f"#!/bin/sh\nsleep {sleep}\ncat <<'EOF'\n---\n# Source: c/templates/d.yaml\n{rendered}EOF\n")
+    (bindir / "helm").chmod((bindir / "helm").stat().st_mode | stat.S_IEXEC)
+    return bindir
+
+
+def test_helm_template_findings_point_at_template_lines_where_exact(tmp_path: Path, monkeypatch) -> None:
+    chart = tmp_path / "chart"
+    _write(chart, "Chart.yaml", "apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    _write(chart, "values.yaml", "modelName: Qwen/Qwen3-8B\nmaxLen: big\nextraArgs: [--kv-cache-dtype-skip-layers=0,1]\n")
+    _write(chart, "templates/d.yaml", HELM_TPL)
+    # what `helm template` prints for it (the `with` block's output lands after the literal lines)
+    rendered = (textwrap.dedent(HELM_TPL).lstrip("\n").replace("{{ .Release.Name }}", "kvplan-lint")
+                .replace("{{ .Values.modelName }}", "Qwen/Qwen3-8B").replace("{{ .Values.maxLen }}", "big")
+                .split("          {{- with")[0].rstrip("\n") + "\n            - --kv-cache-dtype-skip-layers=0,1\n")
+    monkeypatch.setenv("PATH", f"{_fake_helm(tmp_path, rendered)}{os.pathsep}{os.environ['PATH']}")
+    r = lint_paths([str(chart)], cwd=tmp_path, isolated=True)
+    got = [(f.code, f.location.line, f.location.column, f.location.rendered) for f in r.findings]
+    assert got == [
+        ("KV803", 13, 32, False),  # --kv-cache-dtype=fp9, a literal template line: the template's line and column
+        ("KV803", 3 + 14, 31, True),  # --max-model-len={{ .Values.maxLen }}: in the rendered output (3 header lines)
+        ("KV301", 3 + 15, 44, True),  # the skip list came from values (toYaml): rendered output too
+    ]
+    (launch,) = r.files[0 if r.files[0].path.endswith("d.yaml") else 1].launches
+    assert (launch.location.line, launch.location.rendered) == (10, False)  # the image line, literal in the template
+    text = render(r, "text")
+    assert "chart/templates/d.yaml:13:32: KV803 [error] invalid --kv-cache-dtype 'fp9'" in text
+    assert "[line 17, column 31 of the `helm template` output of this template: a template action wrote it]" in text
+    sarif = json.loads(render(r, "sarif"))
+    regions = [res["locations"][0]["physicalLocation"].get("region") for res in sarif["runs"][0]["results"]]
+    assert regions == [{"startLine": 13, "startColumn": 32}, None, None]  # rendered: the file, no line
+    gh = render(r, "github")
+    assert "file=chart/templates/d.yaml,line=13,col=32," in gh and "file=chart/templates/d.yaml,title=KV301" in gh
+
+
+def test_rendering_a_chart_does_not_count_against_the_file_time_budget(tmp_path: Path, monkeypatch) -> None:
+    chart = tmp_path / "chart"
+    _write(chart, "Chart.yaml", "apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    _write(chart, "templates/d.yaml", "kind: Pod\napiVersion: v1\nmetadata: {name: '{{ .Release.Name }}'}\n"
+                                      "spec: {containers: [{name: v, image: 'vllm/vllm-openai:v0.33.0', args: [Qwen/Qwen3-8B]}]}\n")
+    rendered = "kind: Pod\napiVersion: v1\nmetadata: {name: 'x'}\nspec: {containers: [{name: v, image: 'vllm/vllm-openai:v0.33.0', args: [Qwen/Qwen3-8B]}]}\n"
+    monkeypatch.setenv("PATH", f"{_fake_helm(tmp_path, rendered, sleep=1.5)}{os.pathsep}{os.environ['PATH']}")
+    r = lint_paths([str(chart)], cwd=tmp_path, isolated=True, file_timeout=1)
+    assert "KV822" not in {f.code for f in r.findings}
+    assert [len(f.launches) for f in r.files if f.path.endswith("d.yaml")] == [1]
