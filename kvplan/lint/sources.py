@@ -722,6 +722,39 @@ def _engine_kwargs(doc: _Doc, kwargs: Optional[Node], path: str) -> tuple[list[T
     return args, unknown
 
 
+def _ray_serve_apps(doc: _Doc, sub: Node, out: Extracted) -> None:
+    """Ray Serve config `applications`: each `args.llm_configs` entry of a `ray.serve.llm` builder is a vLLM
+    engine (model from `model_loading_config`, flags from `engine_kwargs`)."""
+    for i, app in enumerate(_seq(_mget(sub, "applications"))):
+        if not _RAY_LLM_BUILDER.match((_scalar(_mget(app, "import_path")) or "").strip()):
+            continue  # your own Python deployment: its engine arguments are in code kvplan does not read
+        for j, cfg in enumerate(_seq(_mget(_mget(app, "args"), "llm_configs"))):
+            if not isinstance(cfg, MappingNode):
+                continue  # a path to a separate LLMConfig file
+            p = f"applications[{i}].args.llm_configs[{j}]"
+            mlc = _mget(cfg, "model_loading_config")
+            source = _mget(mlc, "model_source")
+            if isinstance(_mget(source, "bucket_uri"), ScalarNode):
+                source = _mget(source, "bucket_uri")
+                mp = f"{p}.model_loading_config.model_source.bucket_uri"
+            elif isinstance(source, ScalarNode):
+                mp = f"{p}.model_loading_config.model_source"
+            else:
+                source, mp = _mget(mlc, "model_id"), f"{p}.model_loading_config.model_id"
+            args: list[Tok] = []
+            if isinstance(source, ScalarNode):
+                args.append(doc.tok(source, mp))
+            flags, unknown = _engine_kwargs(doc, _mget(cfg, "engine_kwargs"), f"{p}.engine_kwargs")
+            launcher = doc.tok(source, mp, "vllm") if isinstance(source, ScalarNode) else doc.tok(cfg, p, "vllm")
+            out.sites.append(Site(Launch(launcher, tuple(args + flags)), launcher, unknown_kwargs=tuple(unknown)))
+
+
+def _is_ray_serve_config(node: Node) -> bool:
+    """A Ray Serve config file (`serve run` / `serve deploy`) with a Ray Serve LLM application."""
+    return any(_RAY_LLM_BUILDER.match((_scalar(_mget(a, "import_path")) or "").strip())
+               for a in _seq(_mget(node, "applications")))
+
+
 def _ray_serve(doc: _Doc, node: ScalarNode, path: str, spec: MappingNode, here: "_PodCtx", out: Extracted) -> None:
     """A RayService's `serveConfigV2`: each Ray Serve LLM `llm_configs` entry of a `ray.serve.llm` builder is a
     vLLM engine (model from `model_loading_config`, flags from `engine_kwargs`), in the cluster's image."""
@@ -744,28 +777,7 @@ def _ray_serve(doc: _Doc, node: ScalarNode, path: str, spec: MappingNode, here: 
                 gpu_label = _gpu_label(doc, pod, f"{gpath}.template.spec") or gpu_label
     sub_out = Extracted()
     for sub in subs:
-        for i, app in enumerate(_seq(_mget(sub, "applications"))):
-            if not _RAY_LLM_BUILDER.match((_scalar(_mget(app, "import_path")) or "").strip()):
-                continue  # your own Python deployment: its engine arguments are in code kvplan does not read
-            for j, cfg in enumerate(_seq(_mget(_mget(app, "args"), "llm_configs"))):
-                if not isinstance(cfg, MappingNode):
-                    continue  # a path to a separate LLMConfig file
-                p = f"applications[{i}].args.llm_configs[{j}]"
-                mlc = _mget(cfg, "model_loading_config")
-                source = _mget(mlc, "model_source")
-                if isinstance(_mget(source, "bucket_uri"), ScalarNode):
-                    source = _mget(source, "bucket_uri")
-                    mp = f"{p}.model_loading_config.model_source.bucket_uri"
-                elif isinstance(source, ScalarNode):
-                    mp = f"{p}.model_loading_config.model_source"
-                else:
-                    source, mp = _mget(mlc, "model_id"), f"{p}.model_loading_config.model_id"
-                args: list[Tok] = []
-                if isinstance(source, ScalarNode):
-                    args.append(inner.tok(source, mp))
-                flags, unknown = _engine_kwargs(inner, _mget(cfg, "engine_kwargs"), f"{p}.engine_kwargs")
-                launcher = inner.tok(source, mp, "vllm") if isinstance(source, ScalarNode) else inner.tok(cfg, p, "vllm")
-                sub_out.sites.append(Site(Launch(launcher, tuple(args + flags)), launcher, unknown_kwargs=tuple(unknown)))
+        _ray_serve_apps(inner, sub, sub_out)
     _shifted_into(out, sub_out, shift, partial=False)
     for site in out.sites[len(out.sites) - len(sub_out.sites):]:
         site.image, site.gpu_label = image_tok, gpu_label
@@ -973,6 +985,9 @@ def extract_yaml(text: str) -> Extracted:
         elif _is_vllm_config(node):
             kinds.append("vllm-config")
             _vllm_config(doc, node, out)  # type: ignore[arg-type]
+        elif _is_ray_serve_config(node):
+            kinds.append("vllm-config")  # a Ray Serve config: `serve run config.yaml` starts the engines
+            _ray_serve_apps(doc, node, out)
         elif _is_json6902(node):
             kinds.append("kubernetes")  # a Kustomize JSON 6902 patch file
             _json6902(doc, node, out)  # type: ignore[arg-type]

@@ -504,3 +504,22 @@ def test_rendering_a_chart_does_not_count_against_the_file_time_budget(tmp_path:
     r = lint_paths([str(chart)], cwd=tmp_path, isolated=True, file_timeout=1)
     assert "KV822" not in {f.code for f in r.findings}
     assert [len(f.launches) for f in r.files if f.path.endswith("d.yaml")] == [1]
+
+
+def test_ray_serve_config_file_for_serve_run_is_linted_like_serve_config_v2(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "config.yaml", """
+        applications:
+        - name: llm_app
+          import_path: ray.serve.llm:build_openai_app
+          args:
+            llm_configs:
+            - model_loading_config: {model_id: q, model_source: Qwen/Qwen3-8B}
+              engine_kwargs:
+                kv_cache_dtype: fp9
+                compilation_config: {cudagraph_mode: FULL}
+        - name: mine
+          import_path: my.module:app
+        """)
+    (launch,) = r.files[0].launches
+    assert launch.model == "Qwen/Qwen3-8B" and r.files[0].kind == "vllm-config"
+    assert [(f.code, f.location.line, f.location.column) for f in r.findings] == [("KV803", 8, 25)]
