@@ -583,9 +583,10 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, ki
             _walk_k8s(doc, v, p, here, out, kind)
 
 
-def _embedded_yaml(doc: _Doc, node: ScalarNode, path: str, what: str):
+def _embedded_yaml(doc: _Doc, node: ScalarNode, path: str, what: str, errors: Optional[Extracted] = None):
     """YAML inside a block scalar (a Kustomize inline patch, a RayService's serveConfigV2): its documents, a
-    _Doc for positions inside it, and the function mapping those positions back into the file."""
+    _Doc for positions inside it, and the function mapping those positions back into the file. A syntax error
+    is KV801 in `errors` (when given) at its place in the file."""
     raw = doc.li.text[node.start_mark.index:node.end_mark.index]
     first_nl = raw.find("\n")
     body = raw[first_nl + 1:] if first_nl >= 0 else raw
@@ -593,7 +594,12 @@ def _embedded_yaml(doc: _Doc, node: ScalarNode, path: str, what: str):
     line0 = node.start_mark.line + 1 + (1 if first_nl >= 0 else 0)
     try:
         subs = [n for n in bounded_compose_all(node.value, what) if n is not None]
-    except yaml.YAMLError:
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        if errors is not None and mark is not None and node.style in ("|", ">"):
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            errors.findings.append(RawFinding("KV801", f"{what} YAML does not parse: {problem}.",
+                                              Tok("", line0 + mark.line, mark.column + 1 + indent, path)))
         return None
     inner = _Doc(LineIndex(node.value))
     inner.objects = doc.objects
@@ -758,7 +764,7 @@ def _is_ray_serve_config(node: Node) -> bool:
 def _ray_serve(doc: _Doc, node: ScalarNode, path: str, spec: MappingNode, here: "_PodCtx", out: Extracted) -> None:
     """A RayService's `serveConfigV2`: each Ray Serve LLM `llm_configs` entry of a `ray.serve.llm` builder is a
     vLLM engine (model from `model_loading_config`, flags from `engine_kwargs`), in the cluster's image."""
-    got = _embedded_yaml(doc, node, path, "RayService serveConfigV2")
+    got = _embedded_yaml(doc, node, path, "RayService serveConfigV2", errors=out)
     if got is None:
         return
     subs, inner, shift = got

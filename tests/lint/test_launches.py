@@ -523,3 +523,19 @@ def test_ray_serve_config_file_for_serve_run_is_linted_like_serve_config_v2(tmp_
     (launch,) = r.files[0].launches
     assert launch.model == "Qwen/Qwen3-8B" and r.files[0].kind == "vllm-config"
     assert [(f.code, f.location.line, f.location.column) for f in r.findings] == [("KV803", 8, 25)]
+
+
+def test_rayservice_serve_config_v2_that_does_not_parse_is_kv801_at_its_line(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "rs.yaml", """
+        apiVersion: ray.io/v1
+        kind: RayService
+        metadata: {name: llm}
+        spec:
+          serveConfigV2: |
+            applications:
+            - name: llms
+              import_path: ray.serve.llm:build_openai_app
+                args: [
+        """)
+    assert [(f.code, f.location.line) for f in r.findings] == [("KV801", 9)]
+    assert "RayService serveConfigV2 YAML does not parse" in r.findings[0].message
