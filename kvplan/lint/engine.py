@@ -5,6 +5,7 @@ thousand manifests of one model compile one plan.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,10 @@ MODEL_FREE = ("KV001", "KV002", "KV003", "KV006", "KV007", "KV301")
 
 # Findings about the file, the pod or the variables, true whichever vLLM release runs: never upgrade findings.
 RELEASE_INDEPENDENT = frozenset({"KV802", "KV804", "KV807", "KV808", "KV809", "KV811", "KV812", "KV813"})
+
+# What makes vLLM's parser exit, and differs between releases (flags come and go, prefixes become ambiguous,
+# choices change): in an image whose vLLM release kvplan cannot read, these are warnings, not errors.
+RELEASE_DEPENDENT_EXITS = frozenset({"KV001", "KV002", "KV006", "KV007"})
 
 # GKE accelerator label values whose names do not say the GPU profile (cloud.google.com/gke-accelerator).
 _GKE_ACCELERATORS = {"nvidia-tesla-a100": "a100-40gb", "nvidia-h100-mega-80gb": "h100-sxm"}
@@ -161,6 +166,12 @@ class Linter:
                                   and r.family != "lint")
 
     # ------------------------------------------------------------------ which vLLM
+    def release_unknown(self, site: Site) -> bool:
+        """The launch runs in an image whose tag names no vLLM release (a vendor's `pytorch-vllm-serve:DATE`,
+        `lmcache/vllm-openai:DATE`, your own build) and the configuration does not say which release it is."""
+        return (site.image is not None and image_release(site.image.value) is None
+                and "engine_version" not in self.cfg.config.model_fields_set)
+
     def engine_for(self, site: Site) -> tuple[EngineVersion, Optional[str], list[RawFinding]]:
         """The release to lint a launch against, the pinned release when it is older than kvplan
         models (its findings become upgrade findings), and the note saying so."""
@@ -199,6 +210,15 @@ class Linter:
     def lint_site(self, site: Site, file: Any, display: str) -> LaunchResult:
         engine, pinned_old, notes = self.engine_for(site)
         out: list[RawFinding] = []
+        for t in site.unknown_kwargs:  # Ray Serve LLM engine_kwargs: AsyncEngineArgs(**kwargs) takes exact names
+            close = difflib.get_close_matches(t.value, sorted(s[2:].replace("-", "_") for s in KNOWN_FLAGS
+                                                              if s.startswith("--") and not s.startswith("--no-")), n=1)
+            out.append(RawFinding(
+                "KV001", f"engine_kwargs key {t.value!r} is not a vLLM {engine.version_str} engine argument: the "
+                         f"replica fails with \"unexpected keyword argument '{t.value}'\""
+                         + (f"; did you mean {close[0]}?" if close else "."), t,
+                fix=(f"Rename it to {close[0]}" if close else "Remove it") + " (engine_kwargs keys are vLLM's "
+                    "engine arguments, `vllm serve` flags with underscores, matched exactly)."))
         uses, positionals = index_flags(site.launch.args)
         model_tok: Optional[Tok] = site.model_hint
         if site.launch.dialect == "kserve-hf":
@@ -335,6 +355,20 @@ class Linter:
             out = [f if f.code in RELEASE_INDEPENDENT else replace(
                 f, message=f"on upgrade from vLLM {pinned_old} to {engine.version_str}: {f.message}", severity="info",
                 upgrade=engine.version_str) for f in out]
+        elif self.release_unknown(site) and site.image is not None:
+            # The parser that runs is the image's, whose release is unknown: a flag vLLM 0.33 rejects may be one
+            # that release accepts (--swap-space in older releases). A warning, not an error that fails CI on a pod that
+            # starts; set engine-version (or pin a vllm/vllm-openai:vX.Y.Z image) to make it an error again.
+            img = site.image.value
+            out = [replace(
+                f, severity="warning",
+                message=f"image {img} does not name its vLLM release (linted against vLLM {engine.version_str}, "
+                        f"the default engine-version): {f.message}",
+                fix=(f"{f.fix.rstrip('.')}; " if f.fix else "")
+                    + "if the image runs an older vLLM that accepts it, set engine-version in the kvplan "
+                      "configuration to that release (findings are then errors or pass)."
+            ) if f.code in RELEASE_DEPENDENT_EXITS and (f.severity or self._sev(f.code)) == "error" else f
+                for f in out]
         out = notes + out
         info = LaunchInfo(location=Location(path=display, line=anchor.line, column=anchor.col, yaml_path=anchor.yaml_path),
                           model=model if model is not None else (unknown_model.value if unknown_model else None),
@@ -344,6 +378,10 @@ class Linter:
                           pinned=pinned_old or (None if site.image is None or image_release(site.image.value) is None
                                                 else _pinned_str(site.image.value)))
         return LaunchResult(out, info)
+
+    def _sev(self, code: str) -> str:
+        r = self.rules.get(code)
+        return r.severity.value if r else "warning"
 
     # ------------------------------------------------------------------ flags
     def _parse(self, uses: list[FlagUse], positionals: list[Tok], out: list[RawFinding],

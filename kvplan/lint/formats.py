@@ -38,13 +38,19 @@ def _where(f: LintFinding) -> str:
     return f"{f.location.path}:{f.location.line}:{f.location.column}"
 
 
+def _rendered(f: LintFinding) -> str:
+    """Said after the message when the position is in a Helm template's rendered output, not the template."""
+    return (f" [line {f.location.line}, column {f.location.column} of the `helm template` output of this template: "
+            "a template action wrote it]") if f.location.rendered else ""
+
+
 def text(report: LintReport, verbose: bool = False) -> str:
     """ruff-style: one line per finding (path:line:col: CODE [severity] message), the fix indented below
     (with `verbose`, the rules a KV804 skipped too)."""
     lines: list[str] = []
     for f in report.findings:
         yp = f" ({f.location.yaml_path})" if f.location.yaml_path else ""
-        lines.append(f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{yp}")
+        lines.append(f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{_rendered(f)}{yp}")
         if f.fix:
             lines.append(f"    fix: {f.fix}")
         if verbose and f.skipped_rules:
@@ -54,7 +60,7 @@ def text(report: LintReport, verbose: bool = False) -> str:
 
 def concise(report: LintReport) -> str:
     """One line per finding, nothing else but the summary (ruff --output-format concise)."""
-    lines = [f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}" for f in report.findings]
+    lines = [f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{_rendered(f)}" for f in report.findings]
     return "\n".join(lines + [_summary(report)]) + "\n"
 
 
@@ -117,14 +123,14 @@ def sarif(report: LintReport, all_rules: bool = False, srcroot: Optional[str] = 
     for f in report.findings:
         artifact = ({"uri": PurePosixPath(f.location.path).as_uri()} if f.location.path.startswith("/")
                     else {"uri": quote(f.location.path), "uriBaseId": "%SRCROOT%"})
-        loc: dict[str, Any] = {"physicalLocation": {
+        loc: dict[str, Any] = {"physicalLocation": {"artifactLocation": artifact} if f.location.rendered else {
             "artifactLocation": artifact,
-            "region": {"startLine": f.location.line, "startColumn": f.location.column}}}
+            "region": {"startLine": f.location.line, "startColumn": f.location.column}}}  # rendered: the file only
         if f.location.yaml_path:
             loc["logicalLocations"] = [{"fullyQualifiedName": f.location.yaml_path, "kind": "element"}]
         results.append({
             "ruleId": f.code, "ruleIndex": index[f.code], "level": _SARIF_LEVEL[f.severity],
-            "message": {"text": f.message + (f" Fix: {f.fix}" if f.fix else "")},
+            "message": {"text": f.message + _rendered(f) + (f" Fix: {f.fix}" if f.fix else "")},
             "locations": [loc],
             "partialFingerprints": {"kvplanFinding/v1": _fingerprint(f)},
             **({"properties": {k: v for k, v in (("model", f.model), ("upgrade_to", f.upgrade_to)) if v}}
@@ -159,9 +165,10 @@ def github(report: LintReport) -> str:
     """GitHub Actions workflow commands: ::error file=F,line=L,col=C,title=KV104 name::message."""
     out = []
     for f in report.findings:
-        msg = f.message + (f" Fix: {f.fix}" if f.fix else "")
-        out.append(f"::{_GH_LEVEL[f.severity]} file={_gh_prop(f.location.path)},line={f.location.line},"
-                   f"col={f.location.column},title={_gh_prop(f'{f.code} {f.name}')}::{_gh_data(msg)}")
+        msg = f.message + _rendered(f) + (f" Fix: {f.fix}" if f.fix else "")
+        where = "" if f.location.rendered else f",line={f.location.line},col={f.location.column}"
+        out.append(f"::{_GH_LEVEL[f.severity]} file={_gh_prop(f.location.path)}{where},"
+                   f"title={_gh_prop(f'{f.code} {f.name}')}::{_gh_data(msg)}")
     return "\n".join(out) + ("\n" if out else "")
 
 
@@ -211,4 +218,4 @@ def junit(report: LintReport) -> str:
 
 def _failure(case: ET.Element, f: LintFinding) -> None:
     fail = ET.SubElement(case, "failure", message=f"{f.code} {f.message}", type=f.severity.value)
-    fail.text = f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}" + (f"\nfix: {f.fix}" if f.fix else "")
+    fail.text = f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{_rendered(f)}" + (f"\nfix: {f.fix}" if f.fix else "")

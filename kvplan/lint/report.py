@@ -13,7 +13,7 @@ from kvplan.model.base import Frozen
 from kvplan.model.plan import EngineRef
 from kvplan.model.vocab import Severity
 
-LINT_SCHEMA_VERSION = "1.1"
+LINT_SCHEMA_VERSION = "1.2"
 
 FileKind = Literal["kubernetes", "compose", "vllm-config", "helm-values", "helm-template", "shell", "text", "unknown"]
 FileStatus = Literal["linted", "skipped", "error"]
@@ -30,6 +30,9 @@ class Location(Frozen):
     """1-based column (in characters) of that token."""
     yaml_path: Optional[str] = None
     """Dotted path of the YAML node, e.g. spec.template.spec.containers[0].args[3] (null outside YAML)."""
+    rendered: bool = False
+    """True when the file is a Helm template and line and column are in its `helm template` output: the text
+    came from a template action (values, helpers), so no line of the template holds it. False: a line of the file."""
 
 
 class LintFinding(Frozen):

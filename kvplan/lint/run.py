@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextvars
+import difflib
 import fnmatch
 import os
 import re
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import replace
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
@@ -196,10 +198,30 @@ def _render_chart(root: Path, cache: dict[Path, tuple[Optional[dict[str, str]], 
                 m = re.search(r"(?m)^# Source: [^/\n]+/(.+?)\s*$", part)
                 if m:
                     docs[m.group(1)] = docs.get(m.group(1), "") + "---\n" + part
-            result = (docs, (f"Helm chart {shown}: rendered with `helm template` (default values); finding "
-                             "lines refer to the rendered template."))
+            result = (docs, (f"Helm chart {shown}: rendered with `helm template` (default values); findings "
+                             "on literal template lines point at the template, findings in text a template "
+                             "action produced at the rendered output (marked rendered)."))
     cache[root] = result
     return result
+
+
+def _prerender(c: "_Candidate", charts: Optional[dict]) -> None:
+    """Render the chart of a template file (when it is one) into the run's chart cache."""
+    if charts is None or c.path.suffix.lower() not in YAML_SUFFIXES:
+        return
+    root = _chart_root(c.path)
+    if root is None or root in charts:
+        return
+    try:
+        rel = c.path.resolve().relative_to(root.resolve())
+        if "templates" not in rel.parts or c.path.stat().st_size > limits().max_lint_file_bytes:
+            return
+        text = c.path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return  # the file's own read reports it
+    if "{{" in text and _HELM_SYNTAX.search(text):
+        shown = c.display[:-len(rel.as_posix())].rstrip("/") if c.display.endswith(rel.as_posix()) else root.as_posix()
+        _render_chart(root, charts, shown or ".")
 
 
 # Helm charts rendered during one lint_paths() call (chart root -> rendered templates, note).
@@ -231,6 +253,7 @@ def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[st
         ex = extract_yaml(docs[rel])
         ex.kind = "helm-template"
         ex.note = note
+        ex.line_map = template_line_map(text, docs[rel])
         return ex, None
     if suffix in YAML_SUFFIXES:
         return extract_yaml(text), None
@@ -377,8 +400,18 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
             res = scope_for(cand.path).linter.lint_site(site, cand.path, cand.display)
             raw_findings += [replace(f, launch=i) for f in res.findings]
             launches.append(res.info)
+        if ex.line_map is not None:  # a rendered Helm template: template lines where exact, else marked rendered
+            m = ex.line_map
+            raw_findings = [replace(f, tok=_to_template(f.tok, m)) for f in raw_findings]
+            launches = [li.model_copy(update={"location": li.location.model_copy(update=(
+                {"line": m[li.location.line]} if li.location.line in m else {"rendered": True}))})
+                for li in launches]
         sups = from_comments(text)
         ann_sups, ann_bad = from_annotations(ex.annotations)
+        if ex.line_map is not None:  # an annotation in a template covers the template file
+            ann_sups = [replace(s, tok=_to_template(s.tok, ex.line_map), first_line=1,
+                                last_line=max(len(text.splitlines()), 1)) for s in ann_sups]
+            ann_bad = [replace(f, tok=_to_template(f.tok, ex.line_map)) for f in ann_bad]
         raw_findings += ann_bad
         if launches:
             status, fnote = "linted", ex.note if ex.kind == "helm-template" else None
@@ -406,6 +439,10 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
     def budget_of(cand: _Candidate) -> float:
         return file_timeout if file_timeout is not None else scope_for(cand.path).cfg.config.file_timeout
 
+    # Helm charts with templates are rendered first, once each, outside the files' time budgets (`helm
+    # template` has its own time limit): a slow helm is not a file taking too long.
+    for cand in candidates:
+        _prerender(cand, _CHARTS.get())
     # Pass 1: read and extract every file (each under its time budget).
     staged: list[tuple[_Candidate, Optional[Prepared], Optional[Outcome], float]] = []
     for cand in candidates:
@@ -452,7 +489,27 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
 
 
 def _loc(display: str, t: Tok) -> Location:
-    return Location(path=display, line=max(t.line, 1), column=max(t.col, 1), yaml_path=t.yaml_path or None)
+    return Location(path=display, line=max(t.line, 1), column=max(t.col, 1), yaml_path=t.yaml_path or None,
+                    rendered=t.rendered)
+
+
+def template_line_map(template: str, rendered: str) -> dict[int, int]:
+    """Lines of a Helm template's `helm template` output -> lines of the template, where that is exact: a
+    rendered line that is a literal line of the template (no `{{ }}` action, found once in the template),
+    aligned in order. Helm copies such lines byte for byte, so the column is the same too."""
+    tl, rl = template.splitlines(), rendered.splitlines()
+    count = Counter(tl)
+    m: dict[int, int] = {}
+    for a, b, n in difflib.SequenceMatcher(None, tl, rl, autojunk=False).get_matching_blocks():
+        for k in range(n):
+            line = tl[a + k]
+            if line.strip() and count[line] == 1 and "{{" not in line and "}}" not in line:
+                m[b + k + 1] = a + k + 1
+    return m
+
+
+def _to_template(t: Tok, m: dict[int, int]) -> Tok:
+    return replace(t, line=m[t.line]) if t.line in m else replace(t, rendered=True)
 
 
 def exit_code(report: LintReport, fail_level: Optional[str] = None, exit_zero: bool = False) -> int:

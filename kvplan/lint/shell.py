@@ -28,6 +28,8 @@ class Tok:
     """Part of the value is only known at run time ($(VAR) from a Secret, $(cmd), an unset ${VAR})."""
     literal: tuple[int, ...] = ()
     """Offsets of `$` characters the shell takes literally (single-quoted or backslash-escaped)."""
+    rendered: bool = False
+    """A Helm template's token whose line and column are in the `helm template` output (no template line holds it)."""
 
     def at(self, offset: int) -> "Tok":
         """A token for the text `offset` characters into this one (same line: `--flag=value`)."""

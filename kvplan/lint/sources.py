@@ -11,9 +11,10 @@ exact token.
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -68,6 +69,8 @@ class Site:
     """The container image (its tag names the vLLM release), when the launch runs in one."""
     partial: bool = False
     """A Kustomize patch or Helm values entry: the rest of the launch (model, GPUs) lives elsewhere."""
+    unknown_kwargs: tuple[Tok, ...] = ()
+    """Ray Serve LLM `engine_kwargs` keys that are no vLLM engine argument (keyword arguments: no prefixes)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,8 @@ class Extracted:
     findings: list[RawFinding] = field(default_factory=list)
     annotations: list[Annotation] = field(default_factory=list)
     note: Optional[str] = None
+    line_map: Optional[dict[int, int]] = None
+    """A rendered Helm template: line of the `helm template` output -> line of the template, where exact."""
 
 
 class LineIndex:
@@ -566,6 +571,8 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, ki
                 if isinstance(himage, ScalarNode) else None
             for launch in _launches_in_script(v.value, doc.pos_in(v), p, {}, out):
                 out.sites.append(Site(launch, launch.launcher, gpu_label=here.gpu_label, image=image_tok))
+        elif k.value == "serveConfigV2" and kind == "RayService" and isinstance(v, ScalarNode) and path == "spec":
+            _ray_serve(doc, v, p, node, here, out)
         elif k.value in ("patch", "patchesStrategicMerge") and kind == "Kustomization":
             for sub in ([v] if isinstance(v, ScalarNode) else _seq(v)):
                 if isinstance(sub, ScalarNode) and "\n" in sub.value:
@@ -576,47 +583,211 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, ki
             _walk_k8s(doc, v, p, here, out, kind)
 
 
-def _inline_patch(doc: _Doc, node: ScalarNode, path: str, out: Extracted) -> None:
-    """A Kustomize inline patch (`patches: [{patch: |- ...}]`): a strategic-merge object, or JSON 6902
-    operations that replace a container's command/args. Positions map into the block scalar."""
+def _embedded_yaml(doc: _Doc, node: ScalarNode, path: str, what: str, errors: Optional[Extracted] = None):
+    """YAML inside a block scalar (a Kustomize inline patch, a RayService's serveConfigV2): its documents, a
+    _Doc for positions inside it, and the function mapping those positions back into the file. A syntax error
+    is KV801 in `errors` (when given) at its place in the file."""
     raw = doc.li.text[node.start_mark.index:node.end_mark.index]
     first_nl = raw.find("\n")
     body = raw[first_nl + 1:] if first_nl >= 0 else raw
     indent = len(body) - len(body.lstrip(" "))
     line0 = node.start_mark.line + 1 + (1 if first_nl >= 0 else 0)
     try:
-        subs = [n for n in bounded_compose_all(node.value, "Kustomize patch") if n is not None]
-    except yaml.YAMLError:
-        return
-    inner_text = node.value
-    inner = _Doc(LineIndex(inner_text))
+        subs = [n for n in bounded_compose_all(node.value, what) if n is not None]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        if errors is not None and mark is not None and node.style in ("|", ">"):
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            errors.findings.append(RawFinding("KV801", f"{what} YAML does not parse: {problem}.",
+                                              Tok("", line0 + mark.line, mark.column + 1 + indent, path)))
+        return None
+    inner = _Doc(LineIndex(node.value))
     inner.objects = doc.objects
 
     def shift(t: Tok) -> Tok:
         return replace(t, line=line0 + t.line - 1, col=t.col + indent, yaml_path=f"{path}>{t.yaml_path}" if t.yaml_path else path)
+    return subs, inner, shift
 
-    sub_out = Extracted()
-    for sub in subs:
-        if isinstance(sub, MappingNode):
-            _walk_k8s(inner, sub, "", _PodCtx(), sub_out, _scalar(_mget(sub, "kind")) or "")
-        for i, op in enumerate(_seq(sub)):  # JSON 6902
-            where = _scalar(_mget(op, "path")) or ""
-            value = _mget(op, "value")
-            if re.search(r"/containers/\d+/(?:args|command)$", where) and isinstance(value, SequenceNode):
-                items = [_Item(inner.tok(x, f"[{i}].value[{j}]"), x) for j, x in enumerate(value.value)
-                         if isinstance(x, ScalarNode)]
-                implicit = inner.tok(value, f"[{i}].value") if where.endswith("/args") else None
-                for launch in _launches_from_argv(inner, items, {}, implicit if any(
-                        _ENGINE_ONLY.match(it.tok.value) for it in items) else None, sub_out, yaml_list=True):
-                    sub_out.sites.append(Site(launch, launch.launcher, partial=True))
+
+def _shifted_into(out: Extracted, sub_out: Extracted, shift, partial: bool) -> None:
     for f in sub_out.findings:
         out.findings.append(replace(f, tok=shift(f.tok)))
     for site in sub_out.sites:
         launch = Launch(shift(site.launch.launcher), tuple(shift(t) for t in site.launch.args), site.launch.dialect)
-        out.sites.append(replace(site, launch=launch, anchor=shift(site.anchor), partial=True,
-                                 image=shift(site.image) if site.image else None,
+        out.sites.append(replace(site, launch=launch, anchor=shift(site.anchor), partial=partial or site.partial,
+                                 image=shift(site.image) if site.image else site.image,
                                  gpu_label=shift(site.gpu_label) if site.gpu_label else None,
                                  model_hint=shift(site.model_hint) if site.model_hint else None))
+
+
+_PATCHED_ARGV = re.compile(r"^(.*/containers/\d+)/(args|command)(?:/(-|\d+))?$")
+
+
+def _is_json6902(node: Node) -> bool:
+    """A JSON 6902 patch (a Kustomize `patchesJson6902` / `patches: [{path: FILE}]` file): a list of operations."""
+    return (isinstance(node, SequenceNode) and bool(node.value)
+            and all(isinstance(_mget(op, "op"), ScalarNode) and isinstance(_mget(op, "path"), ScalarNode)
+                    for op in node.value))
+
+
+def _json6902(doc: _Doc, ops: SequenceNode, out: Extracted) -> None:
+    """JSON 6902 operations on a container's argv: `add`/`replace` of the whole `args` / `command` list, or
+    `add` of single arguments (`.../args/-`, in operation order). A launch of the patched container (its image
+    and model live in the base) when the arguments are vLLM engine flags: other servers' patches are not."""
+    appended: dict[str, list[_Item]] = {}
+    for i, op in enumerate(ops.value):
+        verb = _scalar(_mget(op, "op"))
+        m = _PATCHED_ARGV.match(_scalar(_mget(op, "path")) or "")
+        value = _mget(op, "value")
+        if m is None or verb not in ("add", "replace"):
+            continue
+        if m.group(3) is None and isinstance(value, SequenceNode):
+            items = [_Item(doc.tok(x, f"[{i}].value[{j}]"), x) for j, x in enumerate(value.value)
+                     if isinstance(x, ScalarNode)]
+            implicit = doc.tok(value, f"[{i}].value") if m.group(2) == "args" else None
+            for launch in _launches_from_argv(doc, items, {}, implicit if any(
+                    _ENGINE_ONLY.match(it.tok.value) for it in items) else None, out, yaml_list=True):
+                out.sites.append(Site(launch, launch.launcher, partial=True))
+        elif m.group(3) is not None and m.group(2) == "args" and isinstance(value, ScalarNode):
+            appended.setdefault(m.group(1), []).append(_Item(doc.tok(value, f"[{i}].value"), value))
+    for items in appended.values():
+        if not any(_ENGINE_ONLY.match(it.tok.value) for it in items):
+            continue  # e.g. a controller's --concurrent=10: not a vLLM launch
+        implicit = replace(items[0].tok, value="")
+        for launch in _launches_from_argv(doc, items, {}, implicit, out, yaml_list=True):
+            out.sites.append(Site(launch, launch.launcher, partial=True))
+
+
+def _inline_patch(doc: _Doc, node: ScalarNode, path: str, out: Extracted) -> None:
+    """A Kustomize inline patch (`patches: [{patch: |- ...}]`): a strategic-merge object, or JSON 6902
+    operations that replace a container's command/args. Positions map into the block scalar."""
+    got = _embedded_yaml(doc, node, path, "Kustomize patch")
+    if got is None:
+        return
+    subs, inner, shift = got
+    sub_out = Extracted()
+    for sub in subs:
+        if isinstance(sub, MappingNode):
+            _walk_k8s(inner, sub, "", _PodCtx(), sub_out, _scalar(_mget(sub, "kind")) or "")
+        elif isinstance(sub, SequenceNode):
+            _json6902(inner, sub, sub_out)
+    _shifted_into(out, sub_out, shift, partial=True)
+
+
+# Ray Serve LLM builders whose `args.llm_configs` entries are vLLM engines (ray.serve.llm).
+_RAY_LLM_BUILDER = re.compile(r"^ray\.serve\.llm:build_(?:openai_app|llm_deployment|vllm_deployment)$")
+
+
+# vLLM 0.33 AsyncEngineArgs fields with no `vllm serve` option: valid engine_kwargs keys, no flag to check.
+_KWARGS_WITHOUT_FLAG = frozenset({"model_weights", "enable_mm_processor_stats", "mamba_config",
+                                  "_api_process_count", "_api_process_rank"})
+
+
+def _py_value(node: Node) -> Any:
+    return yaml.constructor.SafeConstructor().construct_document(node)
+
+
+def _engine_kwargs(doc: _Doc, kwargs: Optional[Node], path: str) -> tuple[list[Tok], list[Tok]]:
+    """Ray Serve LLM `engine_kwargs` (vLLM AsyncEngineArgs keyword arguments) as the `vllm serve` flags they
+    are: a key that is no engine argument fails the replica, like an unknown flag; True is the flag, False
+    its --no- form (or nothing), mappings and lists are the JSON the flag takes."""
+    from kvplan.ingest.flags import serve_options  # noqa: PLC0415
+    table = serve_options()
+    args: list[Tok] = []
+    unknown: list[Tok] = []
+    for k, v in _items(kwargs):
+        p = f"{path}.{k.value}"
+        flag = "--" + k.value.replace("_", "-")
+        kt = replace(doc.key_tok(k, p), value=flag)
+        opt = table.by_spelling.get(flag)
+        if k.value in _KWARGS_WITHOUT_FLAG:
+            continue
+        if opt is None and flag not in REMOVED_FLAGS:
+            unknown.append(doc.key_tok(k, p))  # a keyword argument is matched exactly, never as a prefix
+            continue
+        if isinstance(v, ScalarNode):
+            val = _py_value(v)
+            if val is None:
+                continue
+            if isinstance(val, bool):
+                if val:
+                    args.append(kt)
+                elif opt is not None and f"--no-{flag[2:]}" in opt.spellings:
+                    args.append(replace(kt, value=f"--no-{flag[2:]}"))
+                continue
+            args += [kt, doc.tok(v, p)]
+        elif isinstance(v, SequenceNode) and opt is not None and opt.nargs in ("+", "*"):
+            args.append(kt)
+            args += [doc.tok(x, f"{p}[{i}]") for i, x in enumerate(v.value) if isinstance(x, ScalarNode)]
+        else:
+            try:
+                text = json.dumps(_py_value(v), default=str)
+            except (yaml.YAMLError, TypeError, ValueError):
+                continue
+            args += [kt, Tok(text, v.start_mark.line + 1, v.start_mark.column + 1, p)]
+    return args, unknown
+
+
+def _ray_serve_apps(doc: _Doc, sub: Node, out: Extracted) -> None:
+    """Ray Serve config `applications`: each `args.llm_configs` entry of a `ray.serve.llm` builder is a vLLM
+    engine (model from `model_loading_config`, flags from `engine_kwargs`)."""
+    for i, app in enumerate(_seq(_mget(sub, "applications"))):
+        if not _RAY_LLM_BUILDER.match((_scalar(_mget(app, "import_path")) or "").strip()):
+            continue  # your own Python deployment: its engine arguments are in code kvplan does not read
+        for j, cfg in enumerate(_seq(_mget(_mget(app, "args"), "llm_configs"))):
+            if not isinstance(cfg, MappingNode):
+                continue  # a path to a separate LLMConfig file
+            p = f"applications[{i}].args.llm_configs[{j}]"
+            mlc = _mget(cfg, "model_loading_config")
+            source = _mget(mlc, "model_source")
+            if isinstance(_mget(source, "bucket_uri"), ScalarNode):
+                source = _mget(source, "bucket_uri")
+                mp = f"{p}.model_loading_config.model_source.bucket_uri"
+            elif isinstance(source, ScalarNode):
+                mp = f"{p}.model_loading_config.model_source"
+            else:
+                source, mp = _mget(mlc, "model_id"), f"{p}.model_loading_config.model_id"
+            args: list[Tok] = []
+            if isinstance(source, ScalarNode):
+                args.append(doc.tok(source, mp))
+            flags, unknown = _engine_kwargs(doc, _mget(cfg, "engine_kwargs"), f"{p}.engine_kwargs")
+            launcher = doc.tok(source, mp, "vllm") if isinstance(source, ScalarNode) else doc.tok(cfg, p, "vllm")
+            out.sites.append(Site(Launch(launcher, tuple(args + flags)), launcher, unknown_kwargs=tuple(unknown)))
+
+
+def _is_ray_serve_config(node: Node) -> bool:
+    """A Ray Serve config file (`serve run` / `serve deploy`) with a Ray Serve LLM application."""
+    return any(_RAY_LLM_BUILDER.match((_scalar(_mget(a, "import_path")) or "").strip())
+               for a in _seq(_mget(node, "applications")))
+
+
+def _ray_serve(doc: _Doc, node: ScalarNode, path: str, spec: MappingNode, here: "_PodCtx", out: Extracted) -> None:
+    """A RayService's `serveConfigV2`: each Ray Serve LLM `llm_configs` entry of a `ray.serve.llm` builder is a
+    vLLM engine (model from `model_loading_config`, flags from `engine_kwargs`), in the cluster's image."""
+    got = _embedded_yaml(doc, node, path, "RayService serveConfigV2", errors=out)
+    if got is None:
+        return
+    subs, inner, shift = got
+    cluster = _mget(spec, "rayClusterConfig")
+    image_tok: Optional[Tok] = None
+    gpu_label = here.gpu_label
+    groups = [(f"spec.rayClusterConfig.workerGroupSpecs[{i}]", g) for i, g in enumerate(_seq(_mget(cluster, "workerGroupSpecs")))]
+    groups.append(("spec.rayClusterConfig.headGroupSpec", _mget(cluster, "headGroupSpec")))
+    for gpath, g in groups:  # the engines run on the GPU workers; their image says which vLLM
+        pod = _mget(_mget(g, "template"), "spec")
+        cs = _seq(_mget(pod, "containers"))
+        img = _mget(cs[0], "image") if cs else None
+        if isinstance(img, ScalarNode) and image_tok is None:
+            image_tok = doc.tok(img, f"{gpath}.template.spec.containers[0].image")
+            if pod is not None:
+                gpu_label = _gpu_label(doc, pod, f"{gpath}.template.spec") or gpu_label
+    sub_out = Extracted()
+    for sub in subs:
+        _ray_serve_apps(inner, sub, sub_out)
+    _shifted_into(out, sub_out, shift, partial=False)
+    for site in out.sites[len(out.sites) - len(sub_out.sites):]:
+        site.image, site.gpu_label = image_tok, gpu_label
+        site.unknown_kwargs = tuple(shift(t) for t in site.unknown_kwargs)
 
 
 def _annotations(doc: _Doc, node: Node, path: str, first: int, last: int, out: Extracted) -> None:
@@ -820,6 +991,12 @@ def extract_yaml(text: str) -> Extracted:
         elif _is_vllm_config(node):
             kinds.append("vllm-config")
             _vllm_config(doc, node, out)  # type: ignore[arg-type]
+        elif _is_ray_serve_config(node):
+            kinds.append("vllm-config")  # a Ray Serve config: `serve run config.yaml` starts the engines
+            _ray_serve_apps(doc, node, out)
+        elif _is_json6902(node):
+            kinds.append("kubernetes")  # a Kustomize JSON 6902 patch file
+            _json6902(doc, node, out)  # type: ignore[arg-type]
         elif isinstance(node, MappingNode) and _helm_values(doc, node, out):
             kinds.append("helm-values")
     if out.findings and any(f.code == "KV801" for f in out.findings):

@@ -1,6 +1,7 @@
 """What counts as a vLLM launch, and which vLLM release it is linted against (issue 24)."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 import textwrap
@@ -10,6 +11,7 @@ import pytest
 
 from kvplan.lint import lint_paths
 from kvplan.lint.engine import image_release
+from kvplan.lint.formats import render
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -284,3 +286,256 @@ def test_latest_means_the_newest_modelled_release_whatever_engine_version_says(t
         _write(tmp_path, name, POD.format(image=image))
         r = lint_paths([str(tmp_path / name)], cwd=tmp_path)
         assert r.files[0].launches[0].engine == engine, name
+
+
+UNKNOWN_RELEASE_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+    - name: vllm
+      image: IMAGE
+      command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+      args: ["--model=Qwen/Qwen3-8B", "--swap-space=16", "--enable-chunked-prefill=false", "--kv-cache-dtype=fp9"]
+"""
+
+
+def test_image_without_a_release_tag_makes_parser_exits_warnings_unless_engine_version_is_set(tmp_path: Path) -> None:
+    vertex = "us-docker.pkg.dev/vertex-ai/vertex-vision-model-garden-dockers/pytorch-vllm-serve:20250405_1205_RC01"
+    r = _lint(tmp_path, "vertex.yaml", UNKNOWN_RELEASE_POD.replace("IMAGE", vertex))
+    sev = {f.code: f.severity.value for f in r.findings}
+    # --swap-space (older releases accept it) and an explicit value for a 0.33 boolean option: release-dependent
+    assert sev["KV001"] == "warning" and sev["KV007"] == "warning"
+    swap = next(f for f in r.findings if f.code == "KV001")
+    assert swap.message.startswith(f"image {vertex} does not name its vLLM release (linted against vLLM 0.33.0")
+    assert "--swap-space" in swap.message and "engine-version" in (swap.fix or "")
+    # an invalid KV cache dtype is invalid in every release: still an error, and the run fails on it
+    assert sev["KV803"] == "error" and r.summary.errors == 1
+
+    # the same file with a vLLM release image, or with engine-version set: vLLM's parser exits, errors
+    pinned = _lint(tmp_path, "pinned.yaml", UNKNOWN_RELEASE_POD.replace("IMAGE", "vllm/vllm-openai:v0.33.0"))
+    assert {f.code: f.severity.value for f in pinned.findings}["KV001"] == "error"
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "kvplan.toml").write_text('[lint]\nengine-version = "0.33.0"\n')
+    _write(tmp_path, "cfg/vertex.yaml", UNKNOWN_RELEASE_POD.replace("IMAGE", vertex))
+    told = lint_paths([str(tmp_path / "cfg" / "vertex.yaml")], cwd=tmp_path)
+    sev = {f.code: f.severity.value for f in told.findings}
+    assert sev["KV001"] == "error" and sev["KV007"] == "error"
+    assert not any("does not name its vLLM release" in f.message for f in told.findings)
+
+
+RAY_SERVE_LLM = """
+apiVersion: ray.io/v1
+kind: RayService
+metadata: {name: llm}
+spec:
+  serveConfigV2: |
+    applications:
+    - name: llms
+      import_path: ray.serve.llm:build_openai_app
+      args:
+        llm_configs:
+        - model_loading_config:
+            model_id: qwen3
+            model_source: Qwen/Qwen3-8B
+          engine_kwargs:
+            tensor_parallel_size: 2
+            kv_cache_dtype: fp9
+            enable_prefix_caching: false
+            max_num_seqs: 64
+            mamba_config: {}
+            devices: auto
+        - models/other.yaml
+    - name: custom
+      import_path: my_app.serve:deployment
+      args: {model: whatever, kv_cache_dtype: fp9}
+  rayClusterConfig:
+    headGroupSpec:
+      template:
+        spec:
+          containers: [{name: ray-head, image: IMAGE}]
+    workerGroupSpecs:
+    - groupName: gpu
+      template:
+        spec:
+          nodeSelector: {cloud.google.com/gke-accelerator: nvidia-l4}
+          containers: [{name: ray-worker, image: IMAGE, resources: {limits: {nvidia.com/gpu: 1}}}]
+"""
+
+
+def test_rayservice_serve_llm_configs_are_launches_with_engine_kwargs_as_flags(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "rs.yaml", RAY_SERVE_LLM.replace("IMAGE", "vllm/vllm-openai:v0.33.0"))
+    (launch,) = r.files[0].launches  # the llm_configs entry; not the file reference, not the custom app
+    assert launch.model == "Qwen/Qwen3-8B" and launch.engine == "0.33.0" and launch.gpu == "l4"
+    assert launch.location.line == 13  # model_source, inside the block scalar, mapped to the file
+    by = {f.code: f for f in r.findings}
+    dtype = by["KV803"]  # engine_kwargs.kv_cache_dtype, at its value in the file
+    assert "fp9" in dtype.message and (dtype.location.line, dtype.location.column) == (16, 29)
+    assert dtype.location.yaml_path.startswith("spec.serveConfigV2>applications[0].args.llm_configs[0]")
+    # a keyword argument is matched exactly: no prefix resolution to --device-ids, an error of its own
+    unknown = by["KV001"]
+    assert "engine_kwargs key 'devices'" in unknown.message and unknown.severity.value == "error"
+    assert unknown.location.line == 20
+    # enable_prefix_caching: false is --no-enable-prefix-caching, mamba_config a real engine argument: no finding
+    assert sorted(f.code for f in r.findings) == ["KV001", "KV803"]
+
+    # in a Ray image (its tag names no vLLM release) the unknown key is a warning saying so
+    ray = _lint(tmp_path, "ray.yaml", RAY_SERVE_LLM.replace("IMAGE", "rayproject/ray-llm:2.50.1-py311-cu124"))
+    kv001 = next(f for f in ray.findings if f.code == "KV001")
+    assert kv001.severity.value == "warning" and "does not name its vLLM release" in kv001.message
+
+
+def test_kustomize_json6902_patch_files_named_by_the_kustomization(tmp_path: Path) -> None:
+    _write(tmp_path, "overlay/kustomization.yaml", """
+        apiVersion: kustomize.config.k8s.io/v1beta1
+        kind: Kustomization
+        resources: [../base]
+        patchesJson6902:
+          - target: {group: apps, version: v1, kind: Deployment, name: vllm}
+            path: add-args.yaml
+        patches:
+          - path: replace-args.yaml
+            target: {kind: Deployment, name: vllm-big}
+          - path: controller.yaml
+            target: {kind: Deployment, name: kustomize-controller}
+        """)
+    _write(tmp_path, "overlay/add-args.yaml", """
+        - op: add
+          path: /spec/template/spec/containers/0/args/-
+          value: --kv-cache-dtype=fp9
+        - op: add
+          path: /spec/template/spec/containers/0/args/-
+          value: --max-model-len
+        - op: add
+          path: /spec/template/spec/containers/0/args/-
+          value: "8192"
+        - op: replace
+          path: /spec/replicas
+          value: 2
+        """)
+    _write(tmp_path, "overlay/replace-args.yaml", """
+        - op: replace
+          path: /spec/template/spec/containers/0/args
+          value:
+            - --tensor-parallel-size=2
+            - --kv-cache-dtyp=fp8
+        """)
+    # another server's flags appended the same way: not a vLLM launch, no finding
+    _write(tmp_path, "overlay/controller.yaml", """
+        - op: add
+          path: /spec/template/spec/containers/0/args/-
+          value: --concurrent=10
+        """)
+    r = lint_paths([str(tmp_path / "overlay")], cwd=tmp_path, isolated=True)
+    files = {f.path: f for f in r.files}
+    assert [len(files[f"overlay/{n}.yaml"].launches) for n in ("add-args", "replace-args", "controller")] == [1, 1, 0]
+    assert files["overlay/controller.yaml"].status == "skipped"
+    got = sorted((f.location.path, f.location.line, f.location.column, f.code) for f in r.findings)
+    # the appended ops are one launch in operation order (--max-model-len takes "8192" from the next op);
+    # the patches name no model (the base does): no KV804
+    assert got == [("overlay/add-args.yaml", 3, 27, "KV803"), ("overlay/replace-args.yaml", 5, 7, "KV006")]
+
+
+HELM_TPL = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.33.0
+          args:
+            - {{ .Values.modelName }}
+            - --kv-cache-dtype=fp9
+            - --max-model-len={{ .Values.maxLen }}
+          {{- with .Values.extraArgs }}
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+"""
+
+
+def _fake_helm(tmp_path: Path, rendered: str, sleep: float = 0.0) -> Path:
+    bindir = tmp_path / "bin"
+    _write(bindir, "helm", f"#!/bin/sh\nsleep {sleep}\ncat <<'EOF'\n---\n# Source: c/templates/d.yaml\n{rendered}EOF\n")
+    (bindir / "helm").chmod((bindir / "helm").stat().st_mode | stat.S_IEXEC)
+    return bindir
+
+
+def test_helm_template_findings_point_at_template_lines_where_exact(tmp_path: Path, monkeypatch) -> None:
+    chart = tmp_path / "chart"
+    _write(chart, "Chart.yaml", "apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    _write(chart, "values.yaml", "modelName: Qwen/Qwen3-8B\nmaxLen: big\nextraArgs: [--kv-cache-dtype-skip-layers=0,1]\n")
+    _write(chart, "templates/d.yaml", HELM_TPL)
+    # what `helm template` prints for it (the `with` block's output lands after the literal lines)
+    rendered = (textwrap.dedent(HELM_TPL).lstrip("\n").replace("{{ .Release.Name }}", "kvplan-lint")
+                .replace("{{ .Values.modelName }}", "Qwen/Qwen3-8B").replace("{{ .Values.maxLen }}", "big")
+                .split("          {{- with")[0].rstrip("\n") + "\n            - --kv-cache-dtype-skip-layers=0,1\n")
+    monkeypatch.setenv("PATH", f"{_fake_helm(tmp_path, rendered)}{os.pathsep}{os.environ['PATH']}")
+    r = lint_paths([str(chart)], cwd=tmp_path, isolated=True)
+    got = [(f.code, f.location.line, f.location.column, f.location.rendered) for f in r.findings]
+    assert got == [
+        ("KV803", 13, 32, False),  # --kv-cache-dtype=fp9, a literal template line: the template's line and column
+        ("KV803", 3 + 14, 31, True),  # --max-model-len={{ .Values.maxLen }}: in the rendered output (3 header lines)
+        ("KV301", 3 + 15, 44, True),  # the skip list came from values (toYaml): rendered output too
+    ]
+    (launch,) = r.files[0 if r.files[0].path.endswith("d.yaml") else 1].launches
+    assert (launch.location.line, launch.location.rendered) == (10, False)  # the image line, literal in the template
+    text = render(r, "text")
+    assert "chart/templates/d.yaml:13:32: KV803 [error] invalid --kv-cache-dtype 'fp9'" in text
+    assert "[line 17, column 31 of the `helm template` output of this template: a template action wrote it]" in text
+    sarif = json.loads(render(r, "sarif"))
+    regions = [res["locations"][0]["physicalLocation"].get("region") for res in sarif["runs"][0]["results"]]
+    assert regions == [{"startLine": 13, "startColumn": 32}, None, None]  # rendered: the file, no line
+    gh = render(r, "github")
+    assert "file=chart/templates/d.yaml,line=13,col=32," in gh and "file=chart/templates/d.yaml,title=KV301" in gh
+
+
+def test_rendering_a_chart_does_not_count_against_the_file_time_budget(tmp_path: Path, monkeypatch) -> None:
+    chart = tmp_path / "chart"
+    _write(chart, "Chart.yaml", "apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    _write(chart, "templates/d.yaml", "kind: Pod\napiVersion: v1\nmetadata: {name: '{{ .Release.Name }}'}\n"
+                                      "spec: {containers: [{name: v, image: 'vllm/vllm-openai:v0.33.0', args: [Qwen/Qwen3-8B]}]}\n")
+    rendered = "kind: Pod\napiVersion: v1\nmetadata: {name: 'x'}\nspec: {containers: [{name: v, image: 'vllm/vllm-openai:v0.33.0', args: [Qwen/Qwen3-8B]}]}\n"
+    monkeypatch.setenv("PATH", f"{_fake_helm(tmp_path, rendered, sleep=1.5)}{os.pathsep}{os.environ['PATH']}")
+    r = lint_paths([str(chart)], cwd=tmp_path, isolated=True, file_timeout=1)
+    assert "KV822" not in {f.code for f in r.findings}
+    assert [len(f.launches) for f in r.files if f.path.endswith("d.yaml")] == [1]
+
+
+def test_ray_serve_config_file_for_serve_run_is_linted_like_serve_config_v2(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "config.yaml", """
+        applications:
+        - name: llm_app
+          import_path: ray.serve.llm:build_openai_app
+          args:
+            llm_configs:
+            - model_loading_config: {model_id: q, model_source: Qwen/Qwen3-8B}
+              engine_kwargs:
+                kv_cache_dtype: fp9
+                compilation_config: {cudagraph_mode: FULL}
+        - name: mine
+          import_path: my.module:app
+        """)
+    (launch,) = r.files[0].launches
+    assert launch.model == "Qwen/Qwen3-8B" and r.files[0].kind == "vllm-config"
+    assert [(f.code, f.location.line, f.location.column) for f in r.findings] == [("KV803", 8, 25)]
+
+
+def test_rayservice_serve_config_v2_that_does_not_parse_is_kv801_at_its_line(tmp_path: Path) -> None:
+    r = _lint(tmp_path, "rs.yaml", """
+        apiVersion: ray.io/v1
+        kind: RayService
+        metadata: {name: llm}
+        spec:
+          serveConfigV2: |
+            applications:
+            - name: llms
+              import_path: ray.serve.llm:build_openai_app
+                args: [
+        """)
+    assert [(f.code, f.location.line) for f in r.findings] == [("KV801", 9)]
+    assert "RayService serveConfigV2 YAML does not parse" in r.findings[0].message
