@@ -13,7 +13,7 @@ from kvplan.model.base import Frozen
 from kvplan.model.plan import EngineRef
 from kvplan.model.vocab import Severity
 
-LINT_SCHEMA_VERSION = "1.1"
+LINT_SCHEMA_VERSION = "1.2"
 
 FileKind = Literal["kubernetes", "compose", "vllm-config", "helm-values", "helm-template", "shell", "text", "unknown"]
 FileStatus = Literal["linted", "skipped", "error"]
@@ -147,6 +147,8 @@ class Settings(Frozen):
     """Code prefixes ignored."""
     gpu: Optional[str] = None
     """Default GPU for launches whose manifest names none."""
+    strict: bool = False
+    """`--strict` / `strict = true`: KV604 (architecture not verified against vLLM, unused geometry keys) is an error."""
 
 
 class LintReport(Frozen):

@@ -72,7 +72,7 @@ def test_cli_json_is_versioned_sorted_stable_and_matches_published_schema() -> N
     assert a.stdout == b.stdout and a.exit_code == 1
     doc = json.loads(a.stdout)
     jsonschema.validate(doc, json.loads((ROOT / "schemas" / "lint-report.schema.json").read_text()))
-    assert doc["schema_version"] == "1.1" and doc["kind"] == "kvplan.lint-report" and doc["kvplan_version"]
+    assert doc["schema_version"] == "1.2" and doc["kind"] == "kvplan.lint-report" and doc["kvplan_version"]
     assert doc["engine"] == {"name": "vllm", "version": "0.33.0"}
     keys = [(f["location"]["path"], f["location"]["line"], f["location"]["column"], f["code"]) for f in doc["findings"]]
     assert keys == sorted(keys)
