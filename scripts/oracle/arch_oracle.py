@@ -291,8 +291,11 @@ def _layer_record(name: str, layer, vllm_config) -> dict:
     from vllm.model_executor.models.utils import extract_layer_index
     from vllm.v1.kv_cache_interface import get_kv_quant_mode
 
+    # vLLM's model runner binds caches by this index; LongCat-Flash has two attention modules per
+    # decoder layer (self_attn.0/.1), which it numbers 2 * layer + module (gpu_model_runner).
+    n_attn = 2 if getattr(vllm_config.model_config.hf_config, "model_type", None) == "longcat_flash" else 1
     try:
-        idx = extract_layer_index(name)
+        idx = extract_layer_index(name, n_attn)
     except Exception:  # noqa: BLE001
         idx = None
     kv = getattr(layer, "kv_cache_dtype", None)
