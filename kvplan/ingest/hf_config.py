@@ -568,10 +568,15 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
         pass
     elif not (any(module.endswith(m) for m in INDEXER_IF_TOPK_MODULES) and "index_topk" in raw):
         return set()
+    sparse = set(range(n))
+    if module.endswith(".hy_v4"):
+        # HY-V4 builds an indexer only on layers whose layer_types entry is a sparse type.
+        lt = raw.get("layer_types")
+        sparse = {i for i in range(n) if isinstance(lt, list) and i < len(lt) and lt[i] in _HYV4_SPARSE_TYPES}
     types = raw.get("indexer_types")
     if module.endswith(".hy_v4") and isinstance(types, list) and len(types) == n:
         # Only HY-V4 reads indexer_types; the DSA module reads the pattern / frequency keys.
-        return {i for i, t in enumerate(types) if t != "shared"}
+        return {i for i, t in enumerate(types) if t != "shared"} & sparse
     freq = raw.get("index_topk_freq", 1)
     freq = freq if isinstance(freq, int) and not isinstance(freq, bool) and freq > 0 else 1
     pattern = raw.get("index_topk_pattern")
@@ -585,7 +590,11 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
             skip = 0 <= i < len(pattern) and pattern[i] == "S"
         if not skip:
             out.add(i)
-    return out
+    return out & sparse
+
+
+# vLLM's HY-V4 attention: layer_types values that make a layer sparse (it then builds an indexer).
+_HYV4_SPARSE_TYPES = ("sparse_attention", "sparse", "indexed_attention", "deepseek_sparse_attention")
 
 
 def head_size_math_ok(num_heads: int, hidden: int) -> bool:
