@@ -179,7 +179,7 @@ def test_engine_version_reaches_the_planner(tmp_path: Path) -> None:
 
 def _kv604_project(tmp_path: Path, strict_line: str = "") -> Path:
     """A launch of a Llama config carrying layer-geometry keys kvplan does not use (KV604)."""
-    import json  # noqa: PLC0415
+    import json
     cfg = json.loads((Path(__file__).resolve().parents[2] / "kvplan" / "data" / "models"
                       / "meta-llama--Meta-Llama-3.1-8B" / "config.json").read_text())
     cfg.update(swa_layers=[0, 2], local_num_key_value_heads=2)
@@ -198,10 +198,10 @@ def _kv604(report) -> list[str]:
 
 
 def test_strict_makes_kv604_an_error_from_the_cli_option_or_the_config(tmp_path: Path) -> None:
-    from typer.testing import CliRunner  # noqa: PLC0415
+    from typer.testing import CliRunner
 
-    from kvplan.cli.main import app  # noqa: PLC0415
-    from kvplan.lint.run import exit_code  # noqa: PLC0415
+    from kvplan.cli.main import app
+    from kvplan.lint.run import exit_code
     run = _kv604_project(tmp_path)
     plain = lint_paths([str(run)], cwd=tmp_path)
     assert _kv604(plain) == ["warning"] and exit_code(plain) == 0 and plain.settings.strict is False
@@ -213,7 +213,7 @@ def test_strict_makes_kv604_an_error_from_the_cli_option_or_the_config(tmp_path:
     configured = lint_paths([str(_kv604_project(tmp_path / "b", "strict = true"))], cwd=tmp_path / "b")
     assert _kv604(configured) == ["error"] and configured.settings.strict is True
     # the CLI: exit 0 with the warning, 1 with --strict
-    import os  # noqa: PLC0415
+    import os
     old = os.getcwd()
     os.chdir(tmp_path)
     try:
