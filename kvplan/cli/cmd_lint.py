@@ -56,11 +56,13 @@ def lint(
                                  "launches get KV804 saying so. Same as `hub = false` in the configuration."),
     file_timeout: Optional[float] = typer.Option(None, "--file-timeout", min=0,
                                                  help="Seconds one file may take (default 5, or the config's file-timeout; 0: no limit). A file over it is finding KV822."),
+    strict: bool = typer.Option(False, "--strict", help="An architecture not verified against vLLM, or config keys that look "
+                                "like layer geometry but were not used (KV604), is an error. Same as `strict = true` in the configuration."),
 ) -> None:
     """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""
     try:
         _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose,
-             statistics, sarif_all_rules, file_timeout, offline)
+             statistics, sarif_all_rules, file_timeout, offline, strict)
     except KvplanInputError as e:
         typer.echo(f"kvplan: error: {e}", err=True)
         sys.exit(2)
@@ -69,7 +71,8 @@ def lint(
 def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Optional[str],
          fail_level: Optional[LintFailLevel], exit_zero: bool, gpu: Optional[str], config: Optional[Path],
          isolated: bool, output: Optional[Path], list_models: bool, verbose: bool, statistics: bool = False,
-         sarif_all_rules: bool = False, file_timeout: Optional[float] = None, offline: bool = False) -> None:
+         sarif_all_rules: bool = False, file_timeout: Optional[float] = None, offline: bool = False,
+         strict: bool = False) -> None:
     if list_models:
         from kvplan.lint.resolve import bundled_ids  # noqa: PLC0415
         typer.echo("\n".join(bundled_ids()))
@@ -85,7 +88,7 @@ def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Op
     from kvplan.lint.run import exit_code, lint_paths  # noqa: PLC0415
     report = lint_paths(paths, select=_codes(select), ignore=_codes(ignore) or (), gpu=gpu, config=config,
                         fail_level=fail_level.value if fail_level else None, isolated=isolated,
-                        file_timeout=file_timeout, offline=offline)
+                        file_timeout=file_timeout, offline=offline, strict=strict)
     chart_notes: list[str] = []
     for fr in report.files:
         explicit = fr.path in {Path(p).as_posix() for p in paths}

@@ -222,6 +222,15 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         max_pos = cfg.get("max_position_embeddings")
 
     mla = _mla_dims(text_raw)
+    if module.endswith(".bailing_moe_linear"):
+        # Ling/Ring 2.5 (BailingMoeV2.5): full-attention layers are MLA, with vLLM's defaults for the
+        # MLA keys the config omits (kv_lora_rank 512, qk_rope_head_dim 64, qk_nope / v 128).
+        mla = MlaDims(kv_lora_rank=_int(text_raw.get("kv_lora_rank", 512), "kv_lora_rank", path),
+                      qk_rope_head_dim=_int(text_raw.get("qk_rope_head_dim", 64), "qk_rope_head_dim", path),
+                      qk_nope_head_dim=_int(text_raw.get("qk_nope_head_dim", 128), "qk_nope_head_dim", path),
+                      v_head_dim=_int(text_raw.get("v_head_dim", 128), "v_head_dim", path))
+        notes.append(f"{architecture}: full-attention layers are MLA (kv_lora_rank {mla.kv_lora_rank}, "
+                     f"qk_rope_head_dim {mla.qk_rope_head_dim})")
     if mla is not None and module.endswith(".minicpm3"):
         # MiniCPM3's vLLM class builds dense attention from the MLA-style keys: KV heads = query
         # heads, head size qk_nope_head_dim + qk_rope_head_dim for K and V.
@@ -233,6 +242,38 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     unknown_types: list[str] = []
     layers = _layers(c, text_type, model_type, num_layers, num_heads, num_kv_heads, head_dim,
                      mla, path, notes, architecture, module, unknown_types)
+    if module.endswith(".iquest_loopcoder"):
+        layers, num_layers = _loop_layers(text_raw, layers, num_layers, path, notes)
+    elif module.endswith(".bailing_moe_linear"):
+        # vLLM's is_linear_layer: layer i is linear attention when layer_group_size > 0 and
+        # (i + 1) % layer_group_size != 0; the others are MLA.
+        lgs = _int(text_raw.get("layer_group_size", 1), "layer_group_size", path)
+        layers = [LayerArch(index=la.index, kind="linear_attention",
+                            source=f"layer_group_size {lgs}: ({la.index} + 1) % {lgs} != 0, linear attention")
+                  if lgs > 0 and (la.index + 1) % lgs else
+                  la.model_copy(update={"source": f"layer_group_size {lgs}: full attention (MLA)"})
+                  for la in layers]
+    elif module.endswith(".longcat_flash"):
+        # LongCat-Flash: two MLA attention modules per decoder layer (self_attn.0 / .1); vLLM's model
+        # runner numbers their caches 2 * layer + module.
+        check_count(str(path), "2 * num_layers", 2 * num_layers, limits().max_layers)
+        layers = [la.model_copy(update={"index": 2 * la.index + j,
+                                        "source": la.source + f" (LongCat-Flash attention module {j} of layer {la.index})"})
+                  for la in layers for j in (0, 1)]
+        num_layers *= 2
+        notes.append("LongCat-Flash: two attention modules per decoder layer, numbered 2 * layer + module as vLLM does")
+    elif module.endswith(".cosmos3_edge"):
+        # vLLM's Cosmos3 Edge runs its dense text model as Nemotron-H blocks: layers_block_type
+        # ["full_attention", "mlp"] * num_hidden_layers, so decoder layer i's attention is layer 2i.
+        check_count(str(path), "2 * num_hidden_layers", 2 * num_layers, limits().max_layers)
+        layers = [x for la in layers for x in (
+            la.model_copy(update={"index": 2 * la.index,
+                                  "source": la.source + f" (Cosmos3 Edge: Nemotron-H block {2 * la.index})"}),
+            LayerArch(index=2 * la.index + 1, kind="none",
+                      source=f"Cosmos3 Edge: Nemotron-H MLP block {2 * la.index + 1} (no KV cache)"))]
+        num_layers *= 2
+        notes.append("Cosmos3 Edge: vLLM builds the text model as Nemotron-H attention/MLP block pairs "
+                     "(attention at even layer indices)")
     raw_keys = set(text_plain) | (set() if text_key else set(cfg))
     read = set(text_raw.read) | {"model_type", "architectures"}
     unused = sorted(k for k in raw_keys if k not in read and vreg.geometry_like(k))
@@ -254,6 +295,31 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         unused_geometry_keys=tuple(unused),
         unknown_layer_types=tuple(dict.fromkeys(unknown_types)),
     )
+
+
+def _loop_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
+                 notes: list[str]) -> tuple[list[LayerArch], int]:
+    """IQuest-LoopCoder: vLLM's model class runs the decoder stack `loop_num` times (default 2) and
+    builds one attention per layer and loop: loop 0 is the layer itself, loop k > 0 is layer
+    k * num_hidden_layers + i, a sliding layer with window `loop_window_size` (default 64)."""
+    loops = raw.get("loop_num", 2)
+    window = raw.get("loop_window_size", 64)
+    for key, v in (("loop_num", loops), ("loop_window_size", window)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise KvplanInputError(f"{path}: {key} must be a positive integer, got {v!r}.",
+                                   f"Fix {key} in config.json (IQuest-LoopCoder).")
+    check_count(str(path), "num_hidden_layers * loop_num", n * loops, limits().max_layers)
+    out = list(layers)
+    for k in range(1, loops):
+        for la in layers:
+            if la.kind in ("mamba", "linear_attention", "none"):
+                continue
+            out.append(la.model_copy(update={
+                "index": k * n + la.index, "kind": "sliding_attention", "sliding_window": window,
+                "source": f"IQuest-LoopCoder loop {k} of layer {la.index}: loop_window_size {window} "
+                          f"(loop_num {loops})"}))
+    notes.append(f"IQuest-LoopCoder: {loops} loops over {n} layers, loop 1+ sliding with window {window}")
+    return out, n * loops
 
 
 def _mla_dims(t: dict[str, Any]) -> Optional[MlaDims]:
@@ -502,10 +568,15 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
         pass
     elif not (any(module.endswith(m) for m in INDEXER_IF_TOPK_MODULES) and "index_topk" in raw):
         return set()
+    sparse = set(range(n))
+    if module.endswith(".hy_v4"):
+        # HY-V4 builds an indexer only on layers whose layer_types entry is a sparse type.
+        lt = raw.get("layer_types")
+        sparse = {i for i in range(n) if isinstance(lt, list) and i < len(lt) and lt[i] in _HYV4_SPARSE_TYPES}
     types = raw.get("indexer_types")
     if module.endswith(".hy_v4") and isinstance(types, list) and len(types) == n:
         # Only HY-V4 reads indexer_types; the DSA module reads the pattern / frequency keys.
-        return {i for i, t in enumerate(types) if t != "shared"}
+        return {i for i, t in enumerate(types) if t != "shared"} & sparse
     freq = raw.get("index_topk_freq", 1)
     freq = freq if isinstance(freq, int) and not isinstance(freq, bool) and freq > 0 else 1
     pattern = raw.get("index_topk_pattern")
@@ -519,7 +590,11 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
             skip = 0 <= i < len(pattern) and pattern[i] == "S"
         if not skip:
             out.add(i)
-    return out
+    return out & sparse
+
+
+# vLLM's HY-V4 attention: layer_types values that make a layer sparse (it then builds an indexer).
+_HYV4_SPARSE_TYPES = ("sparse_attention", "sparse", "indexed_attention", "deepseek_sparse_attention")
 
 
 def head_size_math_ok(num_heads: int, hidden: int) -> bool:

@@ -90,6 +90,9 @@ class LintConfig(_Cfg):
     """Resolve Hugging Face model ids through the Hugging Face cache and Hub (false: air-gapped; KV804 says so)."""
     file_timeout: float = Field(default=LINT_FILE_TIMEOUT_S, ge=0)
     """Seconds one file may take to lint (0: no limit); a file over it is finding KV822 and the next file goes on."""
+    strict: bool = False
+    """An architecture not verified against vLLM 0.33, or config keys that look like layer geometry but
+    were not used (KV604), is an error (as `kvplan lint --strict`, `kvplan plan --strict`)."""
 
 
 _TOP_KEYS = {_kebab(n) for n in LintConfig.model_fields} | set(LintConfig.model_fields)
@@ -104,6 +107,8 @@ class LoadedConfig:
         self.root = path.parent if path else Path.cwd()
         self.offline = False
         """`kvplan lint --offline`: no Hub resolution for this run (set by the runner)."""
+        self.strict = config.strict
+        """`kvplan lint --strict` or `strict = true`: KV604 is an error (the runner ORs the CLI option in)."""
 
 
 def find_config(start: Path) -> Optional[Path]:

@@ -24,7 +24,7 @@ from kvplan.lint.shell import Tok
 from kvplan.lint.sources import RawFinding, Site
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import Plan
-from kvplan.planner.compile import compile_plan
+from kvplan.planner.compile import apply_strict, compile_plan
 from kvplan.rules.base import all_rules
 from kvplan.rules.context import FlagsOnlyContext
 
@@ -343,6 +343,8 @@ class Linter:
                 out.append(RawFinding("KV804", f"the config for model {model!r} ({src.label}) cannot be read: {plan}",
                                       model_tok or anchor, model=model, skipped_rules=tuple(self.model_rules)))
             else:
+                if self.cfg.strict:  # KV604 (unverified architecture, unused geometry keys) is an error
+                    plan = apply_strict(plan)
                 for f in plan.findings:
                     out.append(self._anchored(f.code, f.message, f.fix, tuple(f.layers), uses, model_tok, anchor, model,
                                               f.severity.value, positionals=positionals))

@@ -150,6 +150,8 @@ class Settings(Frozen):
     """Code prefixes ignored."""
     gpu: Optional[str] = None
     """Default GPU for launches whose manifest names none."""
+    strict: bool = False
+    """`--strict` / `strict = true`: KV604 (architecture not verified against vLLM, unused geometry keys) is an error."""
 
 
 class LintReport(Frozen):

@@ -274,13 +274,14 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
                gpu: Optional[str] = None, config: Optional[Path] = None, fail_level: Optional[str] = None,
                cwd: Optional[Path] = None, isolated: bool = False,
                on_file: Optional[Callable[[str], None]] = None, file_timeout: Optional[float] = None,
-               offline: bool = False) -> LintReport:
+               offline: bool = False, strict: bool = False) -> LintReport:
     """Lint deployment files and folders. Input errors (bad config, unknown --gpu) raise KvplanInputError.
 
     `file_timeout`: seconds one file may take (default: the configuration's `file-timeout`, 5 s;
     0 = none); a file over it, or over a size/alias limit, is a finding and the next file goes on.
     `offline` turns Hugging Face id resolution off (as `hub = false` does); launches naming an id
-    then get KV804 saying so."""
+    then get KV804 saying so. `strict` makes KV604 (an architecture not verified against vLLM, or
+    geometry keys not used) an error, as `strict = true` in a configuration does."""
     cwd = cwd or Path.cwd()
     if not paths:
         raise KvplanInputError("no path to lint.", "Pass files or folders, e.g. `kvplan lint deploy/`.")
@@ -299,6 +300,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
 
     def scope_of(loaded: LoadedConfig) -> _Scope:
         loaded.offline = offline
+        loaded.strict = loaded.strict or strict
         if loaded.path not in configs:
             configs[loaded.path] = _Scope(loaded, gpu, select, ignore, plan_cache, input_cache)
         return configs[loaded.path]
@@ -481,7 +483,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
                       infos=sum(f.severity is Severity.info for f in reported),
                       suppressed=len(suppressed), by_code=dict(sorted(by_code.items())))
     settings = Settings(config_file=_display(base_cfg.path, cwd) if base_cfg.path else None, fail_level=level,
-                        select=base.select, ignore=base.ignore, gpu=base.default_gpu)
+                        select=base.select, ignore=base.ignore, gpu=base.default_gpu, strict=base_cfg.strict)
     engine_version = resolve_engine(engine_spec(base_cfg.config.engine_version)).version_str or ENGINE_VERSION
     _CHARTS.reset(charts_token)
     return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=engine_version),

@@ -55,8 +55,9 @@ class ServingFlags(Frozen):
     """--max-model-len (None: the model's max_position_embeddings)."""
     block_size: Optional[Annotated[int, Field(ge=1, le=MAX_BLOCK_SIZE)]] = None
     """--block-size (None: chosen by the backend)."""
-    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
-    """--gpu-memory-utilization (fraction of GPU memory vLLM may use)."""
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.92
+    """--gpu-memory-utilization (fraction of GPU memory vLLM may use); 0.92 when not passed, as in
+    vLLM 0.33.0 (`CacheConfig.gpu_memory_utilization`, the `vllm serve` default)."""
     max_num_batched_tokens: Optional[_Tokens] = None
     """--max-num-batched-tokens."""
     max_num_seqs: Optional[Annotated[int, Field(ge=1, le=MAX_SEQS)]] = None

@@ -41,12 +41,15 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      no-op class instead of torch's CUDA-less dummy that raises.
   9. `triton.set_allocator` (newer Triton API some model classes call at build time) is a no-op
      when the venv's Triton lacks it.
-Answers go to <cases dir>/answers/<name>.json (stable key order), one per case.
+Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
+the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
+re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -291,8 +294,11 @@ def _layer_record(name: str, layer, vllm_config) -> dict:
     from vllm.model_executor.models.utils import extract_layer_index
     from vllm.v1.kv_cache_interface import get_kv_quant_mode
 
+    # vLLM's model runner binds caches by this index; LongCat-Flash has two attention modules per
+    # decoder layer (self_attn.0/.1), which it numbers 2 * layer + module (gpu_model_runner).
+    n_attn = 2 if getattr(vllm_config.model_config.hf_config, "model_type", None) == "longcat_flash" else 1
     try:
-        idx = extract_layer_index(name)
+        idx = extract_layer_index(name, n_attn)
     except Exception:  # noqa: BLE001
         idx = None
     kv = getattr(layer, "kv_cache_dtype", None)
@@ -338,6 +344,7 @@ def run_case(case: dict, base: Path) -> dict:
         "flags": {"kv_cache_dtype": case.get("kv_cache_dtype", "auto"),
                   "kv_cache_dtype_skip_layers": case.get("skip_layers", []),
                   "dtype": case.get("dtype", "auto")},
+        "config_sha256": config_sha256(cfg_path),
         "registered_config_class_for": _register_unknown_model_type(cfg),
         "engine": None, "layers": [], "error": None,
     }
@@ -395,6 +402,18 @@ def run_case(case: dict, base: Path) -> dict:
     return res
 
 
+def config_sha256(path: Path) -> str:
+    """The answered config's hash: an answer whose config changed since is stale and re-run."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _stale(out: Path, cfg_path: Path) -> bool:
+    try:
+        return json.loads(out.read_text()).get("config_sha256") != config_sha256(cfg_path)
+    except (OSError, ValueError):
+        return True
+
+
 def dumps_answer(res: dict) -> str:
     """Stable JSON, one layer per line (the answers are checked in; this keeps them small)."""
     head = [f"{json.dumps(k)}: {json.dumps(res[k], sort_keys=True, separators=(',', ':'))}"
@@ -421,8 +440,8 @@ def main(argv=None) -> int:
         if args.only and case["name"] not in args.only:
             continue
         out = out_dir / f"{case['name']}.json"
-        if out.exists() and not args.force:
-            continue
+        if out.exists() and not args.force and not _stale(out, base / case["config"]):
+            continue  # answered for this very config
         t0 = time.time()
         res = run_case(case, base)
         out.write_text(dumps_answer(res))

@@ -142,12 +142,27 @@ VARIANTS: list[tuple[str, str, dict]] = [
         "hybrid_layer_pattern": [0 if i % 6 == 0 or i == 47 else 1 for i in range(48)],
         "swa_num_attention_heads": 64, "swa_num_key_value_heads": 8, "swa_head_dim": 192,
         "swa_v_head_dim": 128, "add_swa_attention_sink_bias": True, "layernorm_epsilon": 1e-5}),
+    # Ling/Ring 2.5: linear attention except every layer_group_size-th layer (MLA there).
+    # (use_qkv_bias / use_linear_silu / linear_silu / partial_rotary_factor: read by vLLM's linear
+    # attention layer, not KV geometry.)
+    ("BailingMoeV2_5ForCausalLM", "group4", {"layer_group_size": 4, "use_qkv_bias": False, "use_linear_silu": False,
+                                             "linear_silu": False, "partial_rotary_factor": 0.5}),
+    # IQuest-LoopCoder: loop_num passes over the stack, loops 1+ sliding with loop_window_size.
+    ("IQuestLoopCoderForCausalLM", "loop3-window128", {"loop_num": 3, "loop_window_size": 128}),
+    # HY-V4: an indexer only on layers whose layer_types entry is sparse (then indexer_types 'shared'
+    # layers reuse another layer's top-k and build none).
+    ("HYV4ForCausalLM", "sparse-layer-types", {"layer_types": ["indexed_attention"] * 34}),
+    ("HYV4ForCausalLM", "sparse-some-layers", {"layer_types": ["indexed_attention", "full_attention"] * 17}),
 ]
 
 
 # Keys the default config of a config class leaves out but that vLLM's model class reads (values
 # as in the architecture's published checkpoints); "text_config.<key>" sets a nested key.
 OVERRIDES: dict[str, dict] = {
+    # DeepSeek-V3.2(-Exp) as published: its own model_type and the sparse-attention indexer keys (the
+    # deepseek_v3 config class default has neither).
+    "DeepseekV32ForCausalLM": {"model_type": "deepseek_v32", "index_topk": 2048, "index_head_dim": 128,
+                               "index_n_heads": 64, "max_position_embeddings": 163840},
     "Glm4MoeForCausalLM": {"head_dim": 128},
     "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": 1},
     "HYV3ForCausalLM": {"first_k_dense_replace": 1},

@@ -175,3 +175,55 @@ def test_engine_version_reaches_the_planner(tmp_path: Path) -> None:
     assert "KV004" in codes
     _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.33.0'\n")
     assert "KV004" not in {f.code for f in lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path).findings}
+
+
+def _kv604_project(tmp_path: Path, strict_line: str = "") -> Path:
+    """A launch of a Llama config carrying layer-geometry keys kvplan does not use (KV604)."""
+    import json
+    cfg = json.loads((Path(__file__).resolve().parents[2] / "kvplan" / "data" / "models"
+                      / "meta-llama--Meta-Llama-3.1-8B" / "config.json").read_text())
+    cfg.update(swa_layers=[0, 2], local_num_key_value_heads=2)
+    _write(tmp_path, "models/odd/config.json", json.dumps(cfg))
+    _write(tmp_path, "pyproject.toml", f"""
+    [tool.kvplan.lint]
+    {strict_line}
+    [tool.kvplan.lint.models]
+    "/models/odd" = "models/odd"
+    """)
+    return _write(tmp_path, "run.sh", "vllm serve /models/odd --kv-cache-dtype fp8\n")
+
+
+def _kv604(report) -> list[str]:
+    return [f.severity.value for f in report.findings if f.code == "KV604"]
+
+
+def test_strict_makes_kv604_an_error_from_the_cli_option_or_the_config(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.main import app
+    from kvplan.lint.run import exit_code
+    run = _kv604_project(tmp_path)
+    plain = lint_paths([str(run)], cwd=tmp_path)
+    assert _kv604(plain) == ["warning"] and exit_code(plain) == 0 and plain.settings.strict is False
+    strict = lint_paths([str(run)], cwd=tmp_path, strict=True)
+    assert _kv604(strict) == ["error"] and exit_code(strict) == 1 and strict.settings.strict is True
+    msg = next(f.message for f in strict.findings if f.code == "KV604")
+    assert "swa_layers" in msg and "local_num_key_value_heads" in msg
+    # `strict = true` in [tool.kvplan.lint] does the same
+    configured = lint_paths([str(_kv604_project(tmp_path / "b", "strict = true"))], cwd=tmp_path / "b")
+    assert _kv604(configured) == ["error"] and configured.settings.strict is True
+    # the CLI: exit 0 with the warning, 1 with --strict
+    import os
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        r0 = CliRunner().invoke(app, ["lint", "run.sh"], env={"NO_COLOR": "1"})
+        r1 = CliRunner().invoke(app, ["lint", "run.sh", "--strict"], env={"NO_COLOR": "1"})
+    finally:
+        os.chdir(old)
+    assert r0.exit_code == 0 and "KV604 [warning]" in r0.stdout, r0.output
+    assert r1.exit_code == 1 and "KV604 [error]" in r1.stdout, r1.output
+    # a bad value is one input error naming the key
+    _write(tmp_path / "c", "pyproject.toml", '[tool.kvplan.lint]\nstrict = "yes please"\n')
+    with pytest.raises(KvplanInputError, match="strict"):
+        lint_paths([str(_write(tmp_path / "c", "run.sh", LAUNCH + "\n"))], cwd=tmp_path / "c")

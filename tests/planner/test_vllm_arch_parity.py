@@ -32,6 +32,23 @@ def test_verified_architecture_is_exact(case: dict) -> None:
     assert status in ("exact", "refused-ok"), "; ".join(diffs)
 
 
+def test_every_answer_is_for_the_checked_in_config() -> None:
+    """An answer vLLM gave for an older version of a config proves nothing about this one: each
+    answer carries the sha256 of the config it answered (scripts/oracle/arch_oracle.py re-runs
+    a case whose config changed)."""
+    import hashlib
+
+    stale = []
+    for case in load_cases():
+        answer = load_answer(case["name"])
+        if answer is None:
+            continue
+        digest = hashlib.sha256((ARCH_DATA / case["config"]).read_bytes()).hexdigest()
+        if answer.get("config_sha256") != digest:
+            stale.append(case["name"])
+    assert not stale, f"answers for configs that changed since (re-run scripts/oracle/arch_oracle.py): {stale[:10]}"
+
+
 def test_every_verified_architecture_has_answered_cases() -> None:
     assert len(VERIFIED) >= 90
     for arch in VERIFIED:
