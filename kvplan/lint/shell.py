@@ -233,6 +233,21 @@ def expand_k8s(value: str, env: Mapping[str, VarValue]) -> tuple[str, bool, Opti
     m = _K8S_REF.fullmatch(value)
     if m and m.group(1) in env and not env[m.group(1)].unknown:
         return env[m.group(1)].value, False, env[m.group(1)]
+    def known(m: re.Match[str]) -> Optional[str]:
+        vv = env.get(m.group(1))
+        return vv.value if vv is not None and not vv.unknown else None
+
+    result, unknown = interpolate(value, _K8S_REF, known)
+    return result, unknown, None
+
+
+def interpolate(value: str, ref: re.Pattern[str], resolve: Callable[[re.Match[str]], Optional[str]]) -> tuple[str, bool]:
+    """Substitute the `ref` matches of `value` (`$$` is a literal `$`): (result, unknown).
+
+    `resolve` gives a match's value, or None when it is only known at run time: the reference then
+    stays as written and the result is unknown. Kubernetes' `$(VAR)` and compose's `${VAR:-x}` both
+    scan this way.
+    """
     out: list[str] = []
     unknown = False
     i = 0
@@ -241,19 +256,19 @@ def expand_k8s(value: str, env: Mapping[str, VarValue]) -> tuple[str, bool, Opti
             out.append("$")
             i += 2
             continue
-        m = _K8S_REF.match(value, i)
+        m = ref.match(value, i)
         if m:
-            vv = env.get(m.group(1))
-            if vv is not None and not vv.unknown:
-                out.append(vv.value)
-            else:
+            got = resolve(m)
+            if got is None:
                 out.append(m.group(0))
                 unknown = True
+            else:
+                out.append(got)
             i = m.end()
             continue
         out.append(value[i])
         i += 1
-    return "".join(out), unknown, None
+    return "".join(out), unknown
 
 
 def expand_k8s_tok(t: Tok, env: Mapping[str, VarValue]) -> Tok:

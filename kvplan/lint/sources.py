@@ -22,7 +22,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, REMOVED_FLAGS
 from kvplan.ingest.limits import compose_all as bounded_compose_all
 from kvplan.lint.shell import (
-    VLLM_IMAGE, Launch, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, expand_k8s, find_launch, lex,
+    VLLM_IMAGE, Launch, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, expand_k8s, find_launch, interpolate, lex,
     split_value,
 )
 
@@ -823,29 +823,11 @@ def _compose_interpolate(t: Tok) -> Tok:
     """docker compose's interpolation of one value: `${VAR:-default}` / `${VAR-default}` take the
     default, `$$` is a literal `$`, and a variable with no default comes from the shell or `.env` at
     `docker compose up` time, so the value is unknown."""
-    s = t.value
-    if "$" not in s:
+    if "$" not in t.value:
         return t
-    out: list[str] = []
-    unknown = False
-    i = 0
-    while i < len(s):
-        if s.startswith("$$", i):
-            out.append("$")
-            i += 2
-            continue
-        m = _COMPOSE_REF.match(s, i)
-        if m:
-            if m.group(2) in (":-", "-"):
-                out.append(m.group(3))
-            else:
-                out.append(m.group(0))
-                unknown = True
-            i = m.end()
-            continue
-        out.append(s[i])
-        i += 1
-    return replace(t, value="".join(out), unknown=unknown or t.unknown)
+    value, unknown = interpolate(t.value, _COMPOSE_REF,
+                                 lambda m: m.group(3) if m.group(2) in (":-", "-") else None)
+    return replace(t, value=value, unknown=unknown or t.unknown)
 
 
 def _compose(doc: _Doc, services: MappingNode, out: Extracted) -> None:
