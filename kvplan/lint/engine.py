@@ -38,9 +38,6 @@ RELEASE_INDEPENDENT = frozenset({"KV802", "KV804", "KV807", "KV808", "KV809", "K
 # choices change): in an image whose vLLM release kvplan cannot read, these are warnings, not errors.
 RELEASE_DEPENDENT_EXITS = frozenset({"KV001", "KV002", "KV006", "KV007"})
 
-# GKE accelerator label values whose names do not say the GPU profile (cloud.google.com/gke-accelerator).
-_GKE_ACCELERATORS = {"nvidia-tesla-a100": "a100-40gb", "nvidia-h100-mega-80gb": "h100-sxm"}
-
 MODELLED_FIRST = (0, 18, 0)
 _MODELLED = "vLLM 0.18 to 0.33"
 
@@ -272,7 +269,7 @@ class Linter:
         gpu_name = self.default_gpu
         if site.gpu_label is not None:
             label = site.gpu_label.value.strip().lower()
-            named = gpu_from_label(_GKE_ACCELERATORS.get(label, label))
+            named = gpu_from_label(label)
             if named is None:
                 out.append(RawFinding("KV807", f"GPU label {site.gpu_label.value!r} names no GPU kvplan models; "
                                                + (f"using the default GPU {self.default_gpu}." if self.default_gpu

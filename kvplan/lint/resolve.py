@@ -162,13 +162,20 @@ def _resolve_local(model: str, lint_file: Optional[Path], cfg: LoadedConfig) -> 
     return None
 
 
+# GKE accelerator label values whose names do not say the GPU profile (cloud.google.com/gke-accelerator;
+# GKE's GPU table: nvidia-tesla-a100 is the A100 40GB, nvidia-h100-mega-80gb the H100 Mega SXM,
+# https://cloud.google.com/kubernetes-engine/docs/how-to/gpus).
+_GKE_ACCELERATORS = {"nvidia-tesla-a100": "a100-40gb", "nvidia-h100-mega-80gb": "h100-sxm"}
+
+
 def gpu_from_label(label: str) -> Optional[str]:
     """A kvplan GPU name for a node label value, or None (unknown, or no GPU table available)."""
     try:
         from kvplan.backends.gpus import resolve_gpu  # noqa: PLC0415
     except ImportError:  # pragma: no cover - the GPU table is optional
         return None
-    s = label.strip().lower().replace("_", "-").replace(" ", "-")
+    s = label.strip().lower()
+    s = _GKE_ACCELERATORS.get(s, s).replace("_", "-").replace(" ", "-")
     s = re.sub(r"^(nvidia-|amd-instinct-|amd-)", "", s)
     parts = s.split("-")
     for n in range(len(parts), 0, -1):
