@@ -126,7 +126,7 @@ unmodelled_release = declare(
         "against the newest modelled release, and its findings are reported as upgrade findings ('on "
         "upgrade from vLLM 0.10.0 to 0.33.0: ...', severity info), not as errors of the release it runs.",
     fix="Upgrade the image to a modelled release and fix the upgrade findings, or suppress KV812 with a reason.",
-    references=(_LINT_DOC,))(_lint_only)
+    references=("https://hub.docker.com/r/vllm/vllm-openai/tags (tags are vLLM release versions)", _LINT_DOC))(_lint_only)
 
 unpinned_image = declare(
     code="KV813", name="unpinned-vllm-image", severity="info", family=LINT_FAMILY,
@@ -134,7 +134,7 @@ unpinned_image = declare(
     why="`latest` moves: the flags a pod accepts change under it. kvplan lints such launches against the "
         "newest release it models and says so.",
     fix="Pin the image to a release tag, e.g. vllm/vllm-openai:v0.33.0.",
-    references=(_LINT_DOC,))(_lint_only)
+    references=("https://hub.docker.com/r/vllm/vllm-openai/tags (tags are vLLM release versions)", _LINT_DOC))(_lint_only)
 
 
 input_too_large = declare(
