@@ -22,8 +22,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, REMOVED_FLAGS
 from kvplan.ingest.limits import compose_all as bounded_compose_all
 from kvplan.lint.shell import (
-    VLLM_IMAGE, Launch, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, expand_k8s, find_launch, interpolate, lex,
-    split_value,
+    VLLM_IMAGE, Launch, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, expand_k8s, find_launch, interpolate,
+    lex, split_value,
 )
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
