@@ -122,10 +122,6 @@ class ServeOptions:
             return self.by_spelling[hits[0]], hits[0], []
         return None, None, hits
 
-    def spellings_for(self, dest: str) -> tuple[str, ...]:
-        o = self.by_dest.get(dest)
-        return o.spellings if o else ()
-
 
 @lru_cache(maxsize=2)
 def serve_options(version: str = OPTIONS_VERSION) -> ServeOptions:
