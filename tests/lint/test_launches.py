@@ -12,17 +12,8 @@ import pytest
 from kvplan.lint import lint_paths
 from kvplan.lint.engine import image_release
 from kvplan.lint.formats import render
-
-
-def _write(tmp_path: Path, name: str, text: str) -> Path:
-    p = tmp_path / name
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(textwrap.dedent(text).lstrip("\n"))
-    return p
-
-
-def _lint(tmp_path: Path, name: str, text: str, **kw):
-    return lint_paths([str(_write(tmp_path, name, text))], cwd=tmp_path, isolated=True, **kw)
+from tests.lint.helpers import lint_text as _lint
+from tests.lint.helpers import write_file as _write
 
 
 def _codes(report) -> list[tuple[int, str]]:

@@ -1,16 +1,9 @@
 """Deployment shapes -> launches with exact positions (Kubernetes, KServe, LWS, compose, vLLM config, scripts)."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-from kvplan.lint import lint_paths
-
-
-def _lint(tmp_path: Path, name: str, text: str, **kw):
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(text).lstrip("\n"))
-    return lint_paths([str(p)], cwd=tmp_path, isolated=True, **kw)
+from tests.lint.helpers import lint_text as _lint
 
 
 def _codes(report) -> set[tuple[int, int, str]]:

@@ -2,19 +2,11 @@
 substituted the way Kubernetes, docker compose and the shell do it (issue 24)."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-from kvplan.lint import lint_paths
 from kvplan.lint.shell import Tok, VarValue, expand, expand_k8s, lex
 from kvplan.lint.sources import LineIndex
-
-
-def _lint(tmp_path: Path, name: str, text: str, **kw):
-    p = tmp_path / name
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(textwrap.dedent(text).lstrip("\n"))
-    return lint_paths([str(p)], cwd=tmp_path, isolated=True, **kw)
+from tests.lint.helpers import lint_text as _lint
 
 
 def _by_code(report) -> dict[str, list]:
