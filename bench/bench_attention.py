@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvplan.runtime.bench import format_table, plot, run_suite  # noqa: E402
+from kvplan.runtime.bench import format_table, plot, run_suite
 
 
 def main() -> None:

@@ -16,8 +16,8 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 # Llama-3.1-405B: 126 layers, 128 query heads, 8 KV heads, head size 128.
@@ -64,8 +64,8 @@ def bench_session(config: Path, runs: int) -> None:
     print("recompile (ExploreSession setter -> kvplan.api.compile), 126 layers")
     print(HEADER)
     for name, fn in steps.items():
-        print(f"  {name:50s} {'%8.1f  %8.1f' % ms(fn, runs)}")
-    print(f"  {'ingest only (config.json -> ModelArch)':50s} {'%8.1f  %8.1f' % ms(lambda: load_model_inputs(config), runs)}")
+        print(f"  {name:50s} {'{:8.1f}  {:8.1f}'.format(*ms(fn, runs))}")
+    print(f"  {'ingest only (config.json -> ModelArch)':50s} {'{:8.1f}  {:8.1f}'.format(*ms(lambda: load_model_inputs(config), runs))}")
 
 
 def bench_app(config: Path, runs: int) -> None:

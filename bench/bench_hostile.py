@@ -16,8 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -26,6 +26,7 @@ from kvplan.errors import KvplanInputError  # noqa: E402
 from kvplan.ingest.hf_config import load_json, parse_hf_config  # noqa: E402
 from kvplan.ingest.limits import check_config_values, check_yaml  # noqa: E402
 from kvplan.lint.run import lint_paths  # noqa: E402
+import contextlib
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
@@ -42,10 +43,8 @@ def timed(fn: Callable[[], object], runs: int) -> float:
     out = []
     for i in range(runs + 1):
         t0 = time.perf_counter()
-        try:
+        with contextlib.suppress(KvplanInputError):
             fn()
-        except KvplanInputError:
-            pass
         if i:
             out.append((time.perf_counter() - t0) * 1000)
     return statistics.median(out)

@@ -61,7 +61,7 @@ def build_repos(hub: FakeHub, tmp: Path) -> list[str]:
     return ids
 
 
-def manifests(folder: Path, ids: list[str], n: int, names: "list[str] | None" = None) -> None:
+def manifests(folder: Path, ids: list[str], n: int, names: list[str] | None = None) -> None:
     """N Deployments serving ids[i % 20] (or names[i % 20]: the same models as local paths)."""
     folder.mkdir(parents=True)
     flags = [["--kv-cache-dtype", "fp8"], ["--kv-cache-dtype", "auto"]]

@@ -52,7 +52,7 @@ class _Picker:
         return _Team(self.rng) if self.distinct else self.teams[i % 20]
 
 
-def _deployment(i: int, rng: random.Random, t: "_Team") -> str:
+def _deployment(i: int, rng: random.Random, t: _Team) -> str:
     model, flags, gpu, tp = t.model, rng.choice(t.flags), t.gpu, t.tp
     args = "\n".join(f"            - \"{a}\"" for a in [model, *flags, "--tensor-parallel-size", str(tp),
                                                         "--max-model-len", str(t.mml)])

@@ -116,7 +116,7 @@ def run_load(url: str, reqs: list[tuple[str, dict[str, Any]]], clients: int, dur
     lat = sorted(x for per in latencies for x in per)
 
     def pct(p: float) -> float:
-        return lat[min(len(lat) - 1, int(round(p / 100 * (len(lat) - 1))))] * 1000 if lat else float("nan")
+        return lat[min(len(lat) - 1, round(p / 100 * (len(lat) - 1)))] * 1000 if lat else float("nan")
 
     return {"requests": len(lat), "errors": sum(errors), "seconds": round(elapsed, 2),
             "rps": round(len(lat) / elapsed, 1), "p50_ms": round(pct(50), 1), "p90_ms": round(pct(90), 1),

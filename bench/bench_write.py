@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvplan.runtime.bench import DECODE_MODES, bench_write, copy_bandwidth  # noqa: E402
+from kvplan.runtime.bench import DECODE_MODES, bench_write, copy_bandwidth
 
 
 def main() -> None:

@@ -12,12 +12,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from kvplan.runtime.attention import paged_attention  # noqa: E402
-from kvplan.runtime.bench import (DECODE_MODES, _bench, _bench_replay, _host_us,  # noqa: E402
-                                  _make_kv, _paged_fill)
-from kvplan.runtime.layout import LayerLayout  # noqa: E402
+from kvplan.runtime.attention import paged_attention
+from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _host_us, _make_kv, _paged_fill
+from kvplan.runtime.layout import LayerLayout
 
 
 def main() -> None:
@@ -54,8 +53,8 @@ def main() -> None:
             print(f"| {shape} | {name} | {graph:.4f} | {eager:.4f} | {eager / graph:.2f}x | "
                   f"{host:.1f} |", flush=True)
             if args.profile:
-                import cProfile  # noqa: PLC0415
-                import pstats  # noqa: PLC0415
+                import cProfile
+                import pstats
 
                 prof = cProfile.Profile()
                 prof.enable()

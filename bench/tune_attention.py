@@ -13,12 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from kvplan.runtime.attention import AttentionConfig, paged_attention  # noqa: E402
-from kvplan.runtime.bench import _bench_replay, _make_kv, _paged_fill, _rel_err  # noqa: E402
-from kvplan.runtime.layout import LayerLayout  # noqa: E402
+from kvplan.runtime.attention import AttentionConfig, paged_attention
+from kvplan.runtime.bench import _bench_replay, _make_kv, _paged_fill, _rel_err
+from kvplan.runtime.layout import LayerLayout
 
 
 def main() -> None:
@@ -90,7 +90,7 @@ def main() -> None:
                 err = _rel_err(out, ref)
                 ms = _bench_replay(lambda: paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx,
                                                     out=out, config=cfg), rep_ms=100)
-            except Exception as exc:  # noqa: BLE001 - a config may not compile (resources)
+            except Exception as exc:
                 print(f"  {mode} {cfg}: FAILED {type(exc).__name__}: {str(exc)[:120]}", flush=True)
                 continue
             row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud,

@@ -19,15 +19,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from kvplan.runtime import prefill as pf  # noqa: E402
-from kvplan.runtime._common import compiled_kernels  # noqa: E402
-from kvplan.runtime.attention import AttentionConfig, paged_attention  # noqa: E402
-from kvplan.runtime.bench import (PREFILL_MODES, _bench, _causal_reference, _make_kv,  # noqa: E402
-                                  _paged_fill, _rel_err, _visible_pairs)
-from kvplan.runtime.layout import LayerLayout  # noqa: E402
+from kvplan.runtime import prefill as pf
+from kvplan.runtime._common import compiled_kernels
+from kvplan.runtime.attention import AttentionConfig, paged_attention
+from kvplan.runtime.bench import (
+    PREFILL_MODES,
+    _bench,
+    _causal_reference,
+    _make_kv,
+    _paged_fill,
+    _rel_err,
+    _visible_pairs,
+)
+from kvplan.runtime.layout import LayerLayout
 
 
 def main() -> None:
@@ -81,7 +88,7 @@ def main() -> None:
                     paged_attention(q, cache, bt, lens, qsl, out=out, max_query_len=new,
                                     max_seq_len=ctx, config=cfg)
                     torch.cuda.synchronize()
-                except Exception as exc:  # noqa: BLE001 - report and go on with the sweep
+                except Exception as exc:
                     print(f"  {name:22s} {label:14s} failed: {str(exc).splitlines()[0][:120]}",
                           flush=True)
                     continue

@@ -1,8 +1,9 @@
 """Library entry points: compile a plan from a path and flags (what the CLI calls)."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 from kvplan.backends.engines import resolve_engine
 from kvplan.ingest.checkpoint import load_model_inputs
@@ -29,12 +30,12 @@ def flags_from(flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None
             if isinstance(v, (list, tuple)):
                 argv += [flag, *map(str, v)]
             elif isinstance(v, dict):
-                import json  # noqa: PLC0415
+                import json
                 argv += [flag, json.dumps(v)]
             elif v is True:
                 argv.append(flag)
             elif v is False:  # a boolean option turned off: its --no- form, as vLLM's config files do
-                from kvplan.ingest.flags import KNOWN_FLAGS  # noqa: PLC0415
+                from kvplan.ingest.flags import KNOWN_FLAGS
                 if "--no-" + flag[2:] in KNOWN_FLAGS:
                     argv.append("--no-" + flag[2:])
             elif v is None:
@@ -45,7 +46,7 @@ def flags_from(flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None
     return parse_flags(list(flags))
 
 
-def gpu_facts(gpu: Any) -> Optional[GpuFacts]:
+def gpu_facts(gpu: Any) -> GpuFacts | None:
     """Resolve --gpu (a name, a compute capability, 'auto', or a GpuProfile) to planner facts."""
     if gpu is None:
         return None
@@ -53,7 +54,7 @@ def gpu_facts(gpu: Any) -> Optional[GpuFacts]:
         return gpu
     profile = gpu
     if isinstance(gpu, str):
-        from kvplan.backends.gpus import resolve_gpu  # noqa: PLC0415
+        from kvplan.backends.gpus import resolve_gpu
         profile = resolve_gpu(gpu)
     cc = getattr(profile, "compute_capability", None)
     fp8 = getattr(profile, "fp8", "e4m3fn")
@@ -65,10 +66,10 @@ def gpu_facts(gpu: Any) -> Optional[GpuFacts]:
 
 
 def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None = None,
-            gpu: Any = None, *, kv_budget_bytes: Optional[int] = None,
+            gpu: Any = None, *, kv_budget_bytes: int | None = None,
             read_safetensors: bool = True, extra_checks: Iterable[Any] = (),
             engine: str | None = None, kv_scales: str | Path | None = None,
-            offline: Optional[bool] = None, strict: bool = False) -> Plan:  # noqa: A001
+            offline: bool | None = None, strict: bool = False) -> Plan:
     """Compile the KV plan for a config.json, a checkpoint folder or a Hugging Face model id
     (``org/name``: resolved at the flags' ``--revision`` through the Hugging Face cache and Hub,
     see docs/hub.md; ``offline=True`` reads the cache only, like HF_HUB_OFFLINE=1) under vLLM
@@ -90,17 +91,17 @@ def compile(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[s
                               read_safetensors=read_safetensors, extra_checks=extra_checks,
                               engine=engine, kv_scales=kv_scales, offline=offline)[0]
     if strict:
-        from kvplan.planner.compile import apply_strict  # noqa: PLC0415
+        from kvplan.planner.compile import apply_strict
         plan = apply_strict(plan)
     return plan
 
 
 def compile_with_quant(path: str | Path, flags: ServingFlags | Sequence[str] | str | dict[str, Any] | None = None,
-                       gpu: Any = None, *, kv_budget_bytes: Optional[int] = None,
+                       gpu: Any = None, *, kv_budget_bytes: int | None = None,
                        read_safetensors: bool = True, extra_checks: Iterable[Any] = (),
                        engine: str | None = None,
                        kv_scales: str | Path | None = None,
-                       offline: Optional[bool] = None) -> tuple[Plan, QuantMetadata]:
+                       offline: bool | None = None) -> tuple[Plan, QuantMetadata]:
     """`compile`, also returning the checkpoint's quantization metadata (scale tensors with the
     values read from its safetensors), for callers that need more than the plan records."""
     ev = resolve_engine(engine)
@@ -109,7 +110,7 @@ def compile_with_quant(path: str | Path, flags: ServingFlags | Sequence[str] | s
                                revision=sf.revision, hf_overrides=sf.hf_overrides, offline=offline)
     quant = inputs.quant
     if kv_scales is not None:  # `kvplan calibrate` output: per-tensor FP8 layers become scale_source calibrated
-        from kvplan.ingest.kv_scales import with_kv_scales  # noqa: PLC0415
+        from kvplan.ingest.kv_scales import with_kv_scales
         quant = with_kv_scales(quant, kv_scales)
     plan = compile_plan(inputs.arch, quant, sf, gpu_facts(gpu), source=inputs.source or str(path),
                         weight_bytes=inputs.weight_bytes, kv_budget_bytes=kv_budget_bytes,

@@ -6,11 +6,12 @@ zero-argument function so that only the requested document's models are imported
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def _plan() -> dict[str, Any]:
-    from kvplan.model.plan import SCHEMA_VERSION, Plan  # noqa: PLC0415
+    from kvplan.model.plan import SCHEMA_VERSION, Plan
     s = Plan.model_json_schema(mode="serialization")
     s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     s["$id"] = f"https://kvplan.dev/schemas/plan-{SCHEMA_VERSION}.json"
@@ -18,27 +19,27 @@ def _plan() -> dict[str, Any]:
 
 
 def _lint_report() -> dict[str, Any]:
-    from kvplan.lint.report import lint_report_schema  # noqa: PLC0415
+    from kvplan.lint.report import lint_report_schema
     return lint_report_schema()
 
 
 def _emit_result() -> dict[str, Any]:
-    from kvplan.emit.model import emit_schema  # noqa: PLC0415
+    from kvplan.emit.model import emit_schema
     return emit_schema()
 
 
 def _policy() -> dict[str, Any]:
-    from kvplan.policy.model import policy_schema  # noqa: PLC0415
+    from kvplan.policy.model import policy_schema
     return policy_schema()
 
 
 def _validate_report() -> dict[str, Any]:
-    from kvplan.runtime.validate_model import validate_report_schema  # noqa: PLC0415
+    from kvplan.runtime.validate_model import validate_report_schema
     return validate_report_schema()
 
 
 def _kv_scales() -> dict[str, Any]:
-    from kvplan.model.kv_scales import kv_scales_schema  # noqa: PLC0415
+    from kvplan.model.kv_scales import kv_scales_schema
     return kv_scales_schema()
 
 

@@ -23,7 +23,6 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Optional
 from urllib.parse import unquote, urlsplit
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".gguf")
@@ -61,8 +60,8 @@ class FakeHub:
         self.bytes_served = 0
         self._lock = threading.Lock()
         self._etags: dict[Path, str] = {}
-        self.server: Optional[ThreadingHTTPServer] = None
-        self.thread: Optional[threading.Thread] = None
+        self.server: ThreadingHTTPServer | None = None
+        self.thread: threading.Thread | None = None
 
     # ---- building repos
     def add(self, repo_id: str, folder: Path, *, branch: str = "main", tags: tuple[str, ...] = (),
@@ -83,7 +82,7 @@ class FakeHub:
             self.requests.clear()
             self.bytes_served = 0
 
-    def count(self, method: Optional[str] = None, contains: str = "") -> int:
+    def count(self, method: str | None = None, contains: str = "") -> int:
         return sum(1 for m, p, _ in self.requests if (method is None or m == method) and contains in p)
 
     # ---- serving
@@ -97,10 +96,10 @@ class FakeHub:
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
-            def do_HEAD(self) -> None:  # noqa: N802
+            def do_HEAD(self) -> None:
                 hub._handle(self, head=True)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 hub._handle(self, head=False)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -123,7 +122,7 @@ class FakeHub:
                 self._etags[p] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
         return self._etags[p]
 
-    def _send(self, h: BaseHTTPRequestHandler, status: int, body: bytes = b"", headers: Optional[dict] = None,
+    def _send(self, h: BaseHTTPRequestHandler, status: int, body: bytes = b"", headers: dict | None = None,
               head: bool = False, content_type: str = "application/json") -> None:
         h.send_response(status)
         h.send_header("Content-Type", content_type)
@@ -139,14 +138,14 @@ class FakeHub:
         with self._lock:
             self.requests.append((h.command, h.path, status))
 
-    def _error(self, h: BaseHTTPRequestHandler, status: int, code: Optional[str], message: str, head: bool,
-               extra: Optional[dict] = None) -> None:
+    def _error(self, h: BaseHTTPRequestHandler, status: int, code: str | None, message: str, head: bool,
+               extra: dict | None = None) -> None:
         headers = {"X-Error-Message": message, **(extra or {})}
         if code:
             headers["X-Error-Code"] = code
         self._send(h, status, json.dumps({"error": message}).encode(), headers, head)
 
-    def _auth(self, h: BaseHTTPRequestHandler, repo: Repo) -> Optional[str]:
+    def _auth(self, h: BaseHTTPRequestHandler, repo: Repo) -> str | None:
         auth = h.headers.get("Authorization", "")
         token = auth[len("Bearer "):] if auth.startswith("Bearer ") else None
         return token
@@ -162,7 +161,7 @@ class FakeHub:
         self._error(h, 404, None, "Not found", head)
 
     def _repo_rev(self, h: BaseHTTPRequestHandler, repo_id: str, rev: str, head: bool,
-                  files: bool) -> Optional[tuple[Repo, str]]:
+                  files: bool) -> tuple[Repo, str] | None:
         repo = self.repos.get(repo_id)
         token = self._auth(h, repo) if repo else None
         if repo is None or (repo.private and token not in repo.granted):
@@ -179,7 +178,7 @@ class FakeHub:
             return None
         return repo, sha
 
-    def _api(self, h: BaseHTTPRequestHandler, repo_id: str, kind: Optional[str], rev: str, sub: str, head: bool) -> None:
+    def _api(self, h: BaseHTTPRequestHandler, repo_id: str, kind: str | None, rev: str, sub: str, head: bool) -> None:
         got = self._repo_rev(h, repo_id, rev or "main", head, files=False)
         if got is None:
             return
@@ -237,7 +236,7 @@ class FakeHub:
 
 
 # ---------------------------------------------------------------------------------- test checkpoints
-def write_safetensors(path: Path, tensors: list[tuple[str, str, list[int], Optional[list[float]]]]) -> None:
+def write_safetensors(path: Path, tensors: list[tuple[str, str, list[int], list[float] | None]]) -> None:
     """A real safetensors file: (name, dtype, shape, values) in data order. Tensors without values are
     zeros left as a hole in a sparse file, so a many-GB dummy weight costs no disk and no time."""
     size = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "I8": 1, "U8": 1}
@@ -264,7 +263,7 @@ def write_safetensors(path: Path, tensors: list[tuple[str, str, list[int], Optio
         f.truncate(base + off)
 
 
-def fp8_checkpoint(folder: Path, config_dir: Path, *, layers: Optional[int] = None, weight_bytes: int = 1 << 30,
+def fp8_checkpoint(folder: Path, config_dir: Path, *, layers: int | None = None, weight_bytes: int = 1 << 30,
                    shards: int = 1) -> Path:
     """A ModelOpt FP8 checkpoint from a config folder that has config.json + hf_quant_config.json:
     calibrated k/v scales per layer (0.02 + layer / 1000), and a `weight_bytes` dummy weight in every
@@ -281,7 +280,7 @@ def fp8_checkpoint(folder: Path, config_dir: Path, *, layers: Optional[int] = No
     for s in range(shards):
         name = "model.safetensors" if shards == 1 else f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
         idx = list(range(s * per, min(n, (s + 1) * per)))
-        ts: list[tuple[str, str, list[int], Optional[list[float]]]] = []
+        ts: list[tuple[str, str, list[int], list[float] | None]] = []
         for i in idx[:-1]:
             ts += [(f"model.layers.{i}.self_attn.k_proj.k_scale", "F32", [], [0.02 + i / 1000]),
                    (f"model.layers.{i}.self_attn.v_proj.v_scale", "F32", [], [0.03 + i / 1000])]
@@ -306,7 +305,7 @@ except ImportError:  # pragma: no cover - bench/bench_hub.py imports this module
 
 if pytest is not None:
     @pytest.fixture(name="fake_hub")
-    def fake_hub_fixture(tmp_path: Path, monkeypatch: "pytest.MonkeyPatch"):
+    def fake_hub_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         """A FakeHub on a loopback port with HF_ENDPOINT and HF_HOME (an empty cache) pointed at it,
         online (HF_HUB_OFFLINE=0) and without a token. Use `go_offline` to flip HF_HUB_OFFLINE=1."""
         hub = FakeHub()
@@ -324,7 +323,7 @@ def _clear_memo() -> None:
     hub_mod._MEMO.clear()
 
 
-def point_env_at(monkeypatch: "pytest.MonkeyPatch", url: str, home: Path, offline: bool) -> None:
+def point_env_at(monkeypatch: pytest.MonkeyPatch, url: str, home: Path, offline: bool) -> None:
     """HF_* for this test (kvplan.ingest.hub reads them when it resolves; huggingface_hub's
     import-time copy of HF_HUB_OFFLINE follows too)."""
     monkeypatch.setenv("HF_ENDPOINT", url)
@@ -334,7 +333,7 @@ def point_env_at(monkeypatch: "pytest.MonkeyPatch", url: str, home: Path, offlin
     go_offline(monkeypatch, offline)
 
 
-def go_offline(monkeypatch: "pytest.MonkeyPatch", offline: bool = True) -> None:
+def go_offline(monkeypatch: pytest.MonkeyPatch, offline: bool = True) -> None:
     from huggingface_hub import constants
     monkeypatch.setenv("HF_HUB_OFFLINE", "1" if offline else "0")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)

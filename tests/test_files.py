@@ -19,10 +19,9 @@ def test_write_atomic_replaces_the_file(tmp_path: Path) -> None:
 def test_a_failing_writer_leaves_the_old_file_and_no_temp(tmp_path: Path) -> None:
     out = tmp_path / "chart.png"
     out.write_text("old")
-    with pytest.raises(ZeroDivisionError):
-        with atomic_output(out, suffix=".png") as tmp:
-            tmp.write_text("half")
-            1 / 0
+    with pytest.raises(ZeroDivisionError), atomic_output(out, suffix=".png") as tmp:
+        tmp.write_text("half")
+        1 / 0
     assert out.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["chart.png"]
 
 

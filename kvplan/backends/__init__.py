@@ -22,13 +22,13 @@ from kvplan.backends.vllm_033 import BACKENDS, ENGINE_FEATURES
 
 __all__ = [
     "BACKENDS",
+    "ENGINE_FEATURES",
+    "GPU_PROFILES",
     "BackendCapability",
     "BackendChoice",
     "BackendRequest",
-    "ENGINE_FEATURES",
     "EngineFeature",
     "EngineVersion",
-    "GPU_PROFILES",
     "MlaDims",
     "PrefillQueryAdvice",
     "flashinfer_group_query_dtype_crash",

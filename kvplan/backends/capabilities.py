@@ -15,12 +15,12 @@ from pydantic import BaseModel, ConfigDict
 from kvplan.errors import KvplanInputError
 
 __all__ = [
+    "DEFAULT_ENGINE",
+    "KNOWN_ENGINES",
     "AttnType",
     "BackendCapability",
-    "DEFAULT_ENGINE",
     "EngineFeature",
     "EngineVersion",
-    "KNOWN_ENGINES",
     "PlatformName",
     "Version",
     "parse_version",

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.model.gpu import GpuProfile
 
 __all__ = [
-    "GPU_PROFILES",
     "GENERIC_CC_REPRESENTATIVES",
     "GENERIC_ROCM_ARCH_REPRESENTATIVES",
+    "GPU_PROFILES",
     "all_gpu_names",
     "detect_gpu",
     "get_gpu",
@@ -318,7 +319,7 @@ def resolve_gpu(spec: str) -> GpuProfile:
 def detect_gpu() -> GpuProfile:
     """`--gpu auto`: ask torch for device 0 and match it to the table (lazy torch import)."""
     try:
-        import torch  # noqa: PLC0415 - lazy by design, kvplan must not need torch
+        import torch
     except ImportError:
         raise KvplanInputError("cannot auto-detect the GPU: torch is not installed.", _FIX) from None
     if not torch.cuda.is_available():

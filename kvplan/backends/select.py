@@ -14,7 +14,8 @@ No torch import.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Literal, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -48,11 +49,11 @@ __all__ = [
     "flash_attn_version",
     "flashinfer_group_query_dtype_crash",
     "flashinfer_query_dtypes",
+    "hardware_reasons",
     "mla_prefill_backend",
     "prefill_query_advice",
     "rocm_fp8_notes",
     "select_backend",
-    "hardware_reasons",
     "validate_backend",
 ]
 
@@ -606,9 +607,7 @@ def flashinfer_query_dtypes(gpu: GpuProfile, kv_cache_dtype: str, model_dtype: s
     dname = "trtllm-gen" if major == 10 else "xqa"
     if trt is False or not trt_decode_arch or (dname == "xqa" and not xqa_head_ok):
         dk = native
-    elif dq.startswith("float8") or has_sinks or trt:
-        dk = dname
-    elif xqa_arch and mode is QuantMode.fp8_per_tensor:
+    elif dq.startswith("float8") or has_sinks or trt or (xqa_arch and mode is QuantMode.fp8_per_tensor):
         dk = dname
     elif mode is QuantMode.nvfp4:
         dk = "xqa" if major == 12 else "native (fa2)"
@@ -649,9 +648,7 @@ def _query_quant(name: str, req: BackendRequest, gpu: GpuProfile, ac: Mapping[st
 
 def _canonical_kv(name: str, kv: str) -> tuple[str, list[str]]:
     """`_canonicalize_sparse_mla_kv_cache_dtype` (§6.1)."""
-    if name == "FLASHMLA_SPARSE" and quant_mode_of(kv).is_quantized and kv != "nvfp4_ds_mla":
-        new = "fp8_ds_mla"
-    elif name == "FLASHINFER_MLA_SPARSE_SM120" and kv in ("auto", "fp8", "fp8_e4m3"):
+    if (name == "FLASHMLA_SPARSE" and quant_mode_of(kv).is_quantized and kv != "nvfp4_ds_mla") or (name == "FLASHINFER_MLA_SPARSE_SM120" and kv in ("auto", "fp8", "fp8_e4m3")):
         new = "fp8_ds_mla"
     else:
         if name == "FLASHINFER_MLA_SPARSE" and kv in ("fp8", "fp8_e4m3"):
@@ -677,7 +674,7 @@ def _forced_name(req: BackendRequest, forced: str | None, ac: Mapping[str, Any])
     if name.startswith("ATTENTIONBACKENDENUM."):
         name = name.split(".", 1)[1]
     if name not in BACKENDS:
-        import difflib  # noqa: PLC0415
+        import difflib
 
         close = difflib.get_close_matches(name, list(BACKENDS), n=3, cutoff=0.5)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""

@@ -6,8 +6,9 @@ Paths are package-relative (`vllm/...`); `backends/x.py` means `vllm/v1/attentio
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from kvplan.backends.capabilities import BackendCapability, EngineFeature
 
@@ -19,8 +20,8 @@ __all__ = [
     "MLA_PREFILL_FP8_QUERY_BACKENDS",
     "PRIORITY_ORDERS",
     "RELEASE_DATES",
-    "cuda_priority",
     "cpu_priority",
+    "cuda_priority",
     "engine_feature",
     "rocm_priority",
 ]
@@ -113,13 +114,13 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/flex_attention.py FlexAttentionBackend (reference §5.2, §9.7)"),
     _row(name="TRITON_ATTN_DIFFKV", platforms=("cuda", "rocm"), explicit_only=True,
          file="vllm/v1/attention/backends/triton_attn_diffkv.py",
-         kv_cache_dtypes=("auto", "bfloat16") + _FP8, min_head_size=32,
+         kv_cache_dtypes=("auto", "bfloat16", *_FP8), min_head_size=32,
          block_size_multiple_of=16, attn_types=("decoder",),
          notes=("For models whose K and V head sizes differ; not in the automatic priority lists.",),
          source="backends/triton_attn_diffkv.py (reference §5.2; priority lists §5.1 do not name it)"),
     _row(name="B12X", platforms=("cuda",), explicit_only=True,
          file="vllm/v1/attention/backends/b12x.py", model_dtypes=("bfloat16",),
-         kv_cache_dtypes=("auto", "bfloat16") + _FP8, cc_majors=(12,),
+         kv_cache_dtypes=("auto", "bfloat16", *_FP8), cc_majors=(12,),
          head_sizes=(64, 128, 192, 256), supports_sliding_window=True, attn_types=("decoder",),
          notes=("SM120/SM121 only; bf16 queries only; no float16 KV.",),
          source="backends/b12x.py (reference §5.2, §4.5)"),
@@ -246,7 +247,7 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/mla/flashinfer_mla_sparse.py (reference §6.1)"),
     _row(name="FLASHINFER_MLA_SPARSE_SM120", platforms=("cuda",), use_mla=True, sparse=True,
          file="vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm120.py",
-         model_dtypes=("bfloat16",), kv_cache_dtypes=("auto",) + _FP8 + ("fp8_ds_mla",),
+         model_dtypes=("bfloat16",), kv_cache_dtypes=("auto", *_FP8, "fp8_ds_mla"),
          cc_majors=(12,), head_sizes=(512, 576), block_size_multiple_of=64,
          notes=("bf16 models only; index_topk 2048.",
                 "auto/fp8/fp8_e4m3 are canonicalized to fp8_ds_mla (even auto)."),
@@ -254,7 +255,7 @@ _ROWS: tuple[BackendCapability, ...] = (
                 "_canonicalize_sparse_mla_kv_cache_dtype (reference §6.1)"),
     _row(name="FLASHINFER_MLA_SPARSE_SM90", platforms=("cuda",), use_mla=True, sparse=True,
          file="vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm90.py",
-         kv_cache_dtypes=("auto", "bfloat16") + _FP8, cc_majors=(9,), head_sizes=(512, 576),
+         kv_cache_dtypes=("auto", "bfloat16", *_FP8), cc_majors=(9,), head_sizes=(512, 576),
          block_size_multiple_of=64,
          notes=("kv_lora_rank 512, qk_rope_head_dim 0 or 64. First among SM90 sparse backends when "
                 "head_size is 512.",),

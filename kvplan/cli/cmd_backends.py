@@ -14,8 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.backends.capabilities import BackendCapability
-from kvplan.backends.document import (_DEFAULT_ENGINE, SCHEMA_VERSION, _engine, _kind, backends_document,
-                                      gpus_document)
+from kvplan.backends.document import _DEFAULT_ENGINE, SCHEMA_VERSION, _engine, _kind, backends_document, gpus_document
 from kvplan.backends.gpus import GPU_PROFILES
 from kvplan.backends.vllm_033 import BACKENDS
 from kvplan.errors import KvplanInputError
@@ -66,7 +65,7 @@ def _num(x: float | None) -> str:
 
 
 def gpus(
-    format: Annotated[str, typer.Option(  # noqa: A002 - the flag is --format
+    format: Annotated[str, typer.Option(
         "--format", help="Output format: text (table), json or markdown.")] = "text",
 ) -> None:
     """List the GPU profiles kvplan knows (`--gpu` accepts these names, aliases or an SM like sm90)."""
@@ -153,7 +152,7 @@ def backends(
                       "(name, alias or compute capability such as h100, sm90, mi300x).")] = None,
     engine: Annotated[str, typer.Option(
         "--engine", help="Engine and version whose backend table to show.")] = _DEFAULT_ENGINE,
-    format: Annotated[str, typer.Option(  # noqa: A002 - the flag is --format
+    format: Annotated[str, typer.Option(
         "--format", help="Output format: text (table), json or markdown.")] = "text",
 ) -> None:
     """Print the attention-backend capability matrix (optionally evaluated on one GPU)."""

@@ -6,7 +6,6 @@ Exit codes: 0 done, 2 no usable GPU / runtime extra missing / unwritable output.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -16,8 +15,8 @@ from kvplan.errors import KvplanInputError
 def _require_cuda() -> None:
     """One clear line when this machine cannot run the suite."""
     try:
-        import torch  # noqa: PLC0415
-        import triton  # noqa: F401, PLC0415
+        import torch
+        import triton  # noqa: F401
     except ImportError as exc:
         raise KvplanInputError(f"kvplan bench needs torch and triton ({exc.name} is not installed).",
                                "Install the runtime extra: pip install 'kvplan[runtime]'.") from None
@@ -29,7 +28,7 @@ def _require_cuda() -> None:
 def bench(
     out: Path = typer.Option(Path("kvplan-bench.json"), "--out", "-o",
                              help="Where to write the results as JSON."),
-    plot: Optional[Path] = typer.Option(None, "--plot",
+    plot: Path | None = typer.Option(None, "--plot",
                                         help="PNG chart path (default: --out with .png)."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Do not draw the PNG chart."),
     quick: bool = typer.Option(False, "--quick", help="Two decode shapes, one prefill shape and two write sizes (about 20 s)."),
@@ -39,7 +38,7 @@ def bench(
     png = None if no_plot else (plot or out.with_suffix(".png"))
     if png is not None:
         try:
-            import matplotlib  # noqa: F401, PLC0415
+            import matplotlib  # noqa: F401
         except ImportError:
             raise KvplanInputError("--plot needs matplotlib, which is not installed.",
                                    "pip install matplotlib, or pass --no-plot.") from None
@@ -47,7 +46,7 @@ def bench(
         if path is not None and path.parent and not path.parent.exists():
             raise KvplanInputError(f"output folder '{path.parent}' does not exist.",
                                    "Create it or pick another --out/--plot path.")
-    from kvplan.runtime.bench_cli import bench_command  # noqa: PLC0415
+    from kvplan.runtime.bench_cli import bench_command
 
     bench_command(out, png, quick=quick)
     typer.echo(f"wrote {out}" + (f" and {png}" if png else ""), err=True)

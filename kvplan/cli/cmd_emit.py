@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -30,7 +30,7 @@ def _is_plan_file(source: str) -> bool:
     p = Path(source)
     if not p.is_file() or p.suffix.lower() != ".json" or p.name == "config.json":
         return False
-    from kvplan.emit.load import looks_like_plan, read_json  # noqa: PLC0415
+    from kvplan.emit.load import looks_like_plan, read_json
     try:
         data = read_json(p)
     except KvplanInputError:
@@ -44,26 +44,27 @@ def emit(
         help="PLAN.json from `kvplan plan --format json`, or a config.json / checkpoint folder to plan first "
              "(vLLM flags may follow it).")],
     to: Annotated[str, typer.Option("--to", help="Target engine: vllm, sglang or trtllm.")] = "vllm",
-    format: Annotated[str, typer.Option(  # noqa: A002 - the flag is --format
+    format: Annotated[str, typer.Option(
         "--format", "-f", help="args (flags on one line), yaml (the engine's config file) or json (everything).")] = "args",
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write here instead of stdout (all or nothing).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout (all or nothing).")] = None,
     per_layer: Annotated[bool, typer.Option(
         "--per-layer", help="SGLang / TensorRT-LLM: use the per-layer KV dtype syntax of unreleased engine pull "
                             "requests (finding KV983).")] = False,
-    policy: Annotated[Optional[Path], typer.Option(
+    policy: Annotated[Path | None, typer.Option(
         "--policy", help="Policy YAML applied when planning from a config (default: [tool.kvplan] policy in "
                          "pyproject.toml).")] = None,
     no_policy: Annotated[bool, typer.Option("--no-policy", help="Ignore [tool.kvplan] policy.")] = False,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU profile when planning from a config.")] = None,
-    kv_budget_gib: Annotated[Optional[float], typer.Option(
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU profile when planning from a config.")] = None,
+    kv_budget_gib: Annotated[float | None, typer.Option(
         "--kv-budget-gib", help="KV memory per GPU in GiB when planning from a config.")] = None,
     fail_level: Annotated[str, typer.Option(
         "--fail-level", help="Exit 1 when an emitter finding is at or above this: error, warning, info, never.")] = "error",
 ) -> None:
     """Emit the launch flags and config file that realise a plan in vLLM, SGLang or TensorRT-LLM."""
-    from kvplan.emit import FORMATS, TARGETS, emit as emit_plan, render  # noqa: PLC0415
-    from kvplan.emit.load import load_plan  # noqa: PLC0415
-    from kvplan.model.vocab import Severity  # noqa: PLC0415
+    from kvplan.emit import FORMATS, TARGETS, render
+    from kvplan.emit import emit as emit_plan
+    from kvplan.emit.load import load_plan
+    from kvplan.model.vocab import Severity
 
     if to not in TARGETS:
         raise KvplanInputError(f"unknown --to {to!r}.", "Use --to vllm, sglang or trtllm.")
@@ -71,7 +72,7 @@ def emit(
         raise KvplanInputError(f"unknown --format {format!r}.", "Use --format args, yaml or json.")
     if fail_level not in _SEVERITIES:
         raise KvplanInputError(f"unknown --fail-level {fail_level!r}.", "Use error, warning, info or never.")
-    from kvplan.ingest.flags import expand_config_file  # noqa: PLC0415
+    from kvplan.ingest.flags import expand_config_file
     engine_flags = expand_config_file(ctx.args)  # vLLM's --config serve.yaml, read as vLLM reads it
     if _is_plan_file(source):
         if engine_flags:
@@ -82,14 +83,14 @@ def emit(
                                    "Pass the model config instead (kvplan emit CONFIG --policy P ...).")
         plan = load_plan(source)
     else:
-        from kvplan.policy import compile_with_policy, find_pyproject_policy  # noqa: PLC0415
+        from kvplan.policy import compile_with_policy, find_pyproject_policy
         pol = policy if policy is not None else (None if no_policy else find_pyproject_policy())
         budget = int(kv_budget_gib * 2**30) if kv_budget_gib is not None else None
         plan = compile_with_policy(source, engine_flags, gpu, policy=pol, kv_budget_bytes=budget)
     result = emit_plan(plan, to, per_layer=per_layer)
     text = render(result, format)
     if out is not None:
-        from kvplan.cli.main import write_atomic  # noqa: PLC0415
+        from kvplan.cli.main import write_atomic
         write_atomic(out, text)
     else:
         sys.stdout.write(text)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,22 +25,22 @@ def explore(
     ctx: typer.Context,
     path: Annotated[str, typer.Argument(
         help="config.json or a checkpoint folder; vLLM flags may follow it, as in a launch line.")],
-    gpu: Annotated[Optional[str], typer.Option(
+    gpu: Annotated[str | None, typer.Option(
         "--gpu", help="GPU profile to start with: a name (h100), a compute capability (sm90) or auto.")] = None,
     engine: Annotated[str, typer.Option(
         "--engine", help="Engine release to start with: vllm==0.33.0 (default) or an older vLLM down to "
                          "vllm==0.18.0.")] = "vllm==0.33.0",
-    kv_budget_gib: Annotated[Optional[float], typer.Option(
+    kv_budget_gib: Annotated[float | None, typer.Option(
         "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the weights).")] = None,
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Where the x key exports the plan JSON.")] = Path("kvplan-plan.json"),
-    policy: Annotated[Optional[Path], typer.Option(
+    policy: Annotated[Path | None, typer.Option(
         "--policy", help="Policy YAML (default: `policy` in the nearest kvplan.toml / pyproject.toml).")] = None,
     no_policy: Annotated[bool, typer.Option("--no-policy", help="Ignore the project's configured policy.")] = False,
 ) -> None:
     """Explore a plan interactively: change dtype, skips, GPU, TP, max-model-len and watch it recompile."""
-    from kvplan.cli.main import _configured_policy, err_console, out_console  # noqa: PLC0415
-    from kvplan.explore.state import ExploreSession  # noqa: PLC0415
+    from kvplan.cli.main import _configured_policy, err_console, out_console
+    from kvplan.explore.state import ExploreSession
 
     if policy is not None and no_policy:
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
@@ -51,11 +51,11 @@ def explore(
     if not sys.stdout.isatty():
         err_console().print("kvplan: explore needs a terminal (stdout is not one); printing the static "
                             "`kvplan explain` output instead.", markup=False, highlight=False, soft_wrap=True)
-        from kvplan.report.table import render_plan  # noqa: PLC0415
+        from kvplan.report.table import render_plan
         render_plan(session.plan, out_console())
         return
     try:
-        from kvplan.explore.app import ExploreApp  # noqa: PLC0415
+        from kvplan.explore.app import ExploreApp
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] != "textual":
             raise

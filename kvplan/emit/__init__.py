@@ -27,12 +27,12 @@ def emit(plan: Plan, to: str = "vllm", *, per_layer: bool = False) -> EmitResult
     (a KV983 finding says so); vLLM 0.33 has none, so it is ignored there.
     """
     if to == "vllm":
-        from kvplan.emit.vllm import emit_vllm  # noqa: PLC0415
+        from kvplan.emit.vllm import emit_vllm
         return emit_vllm(plan, per_layer=per_layer)
     if to == "sglang":
-        from kvplan.emit.sglang import emit_sglang  # noqa: PLC0415
+        from kvplan.emit.sglang import emit_sglang
         return emit_sglang(plan, per_layer=per_layer)
     if to == "trtllm":
-        from kvplan.emit.trtllm import emit_trtllm  # noqa: PLC0415
+        from kvplan.emit.trtllm import emit_trtllm
         return emit_trtllm(plan, per_layer=per_layer)
     raise KvplanInputError(f"unknown engine {to!r} for emit.", "Use --to vllm, sglang or trtllm.")

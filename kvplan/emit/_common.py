@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
 
 from kvplan.model.plan import LayerPlan, Plan
 from kvplan.model.vocab import NO_KV_KINDS
@@ -40,7 +40,7 @@ def map_layers(plan: Plan, to_target: Callable[[str, str], tuple[str, bool, str]
     return out
 
 
-def choose_global(mapped: Sequence[Mapped], preferred: Optional[str]) -> str:
+def choose_global(mapped: Sequence[Mapped], preferred: str | None) -> str:
     """The value most layers need; ties go to the plan's own global dtype, then the earliest layer."""
     if not mapped:
         return preferred or "auto"

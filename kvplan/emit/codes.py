@@ -10,7 +10,7 @@ KV990-KV999 the policy engine (`kvplan.policy.codes`).
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from kvplan.model.plan import Finding
 from kvplan.model.vocab import Severity
@@ -107,8 +107,8 @@ EMIT_RULES: dict[str, Rule] = {r.code: r for r in (
 )}
 
 
-def finding(code: str, message: str, layers: Iterable[int] = (), *, fix: Optional[str] = None,
-            severity: Optional[Severity | str] = None) -> Finding:
+def finding(code: str, message: str, layers: Iterable[int] = (), *, fix: str | None = None,
+            severity: Severity | str | None = None) -> Finding:
     """A Finding for one of the KV98x codes (rule defaults for severity and fix)."""
     r = EMIT_RULES[code]
     return Finding(code=r.code, name=r.name, severity=Severity(severity) if severity else r.severity,

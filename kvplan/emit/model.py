@@ -1,7 +1,7 @@
 """What an emitter returns: the engine's launch flags and config file for a plan, and what differs."""
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -39,7 +39,7 @@ class EmitResult(Frozen):
     """Engine (and version or version range) the flags are written for."""
     plan_engine: EngineRef
     """Engine the plan was compiled for."""
-    model_source: Optional[str] = None
+    model_source: str | None = None
     """Config path the plan was compiled from, when known."""
     args: list[str] = Field(default_factory=list)
     """Launch flags, one token per item, in a fixed order (append to `vllm serve MODEL` etc.)."""

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import shlex
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 from kvplan import __version__
 from kvplan.emit._common import compact, has_kv
@@ -56,9 +57,9 @@ class LayerTarget:
 
     index: int
     kind: str
-    sliding_window: Optional[int]
+    sliding_window: int | None
     target: str
-    auto_value: Optional[str] = None
+    auto_value: str | None = None
     """kv_cache_dtype this layer ends with under `--kv-cache-dtype auto` and no skips (None: unknown)."""
 
     @property
@@ -122,7 +123,7 @@ def _skip_tokens(layers: Sequence[LayerTarget], skip: set[int], emitted: dict[in
     # The keyword may only be used when every layer it matches ends as 'auto' anyway.
     if not sliding or not sliding & skip or any(emitted[i] != "auto" for i in sliding):
         return tuple(by_index)
-    keyword = ("sliding_window",) + tuple(str(i) for i in sorted(skip - sliding))
+    keyword = ("sliding_window", *tuple(str(i) for i in sorted(skip - sliding)))
     if sliding <= skip and len(keyword) <= len(by_index):
         return keyword
     return keyword if len(keyword) < len(by_index) else tuple(by_index)
@@ -182,7 +183,7 @@ def realise(layers: Sequence[LayerTarget], candidates: Iterable[str] = ()) -> Re
                        mixed_quantized=distinct_q if len(distinct_q) > 1 else ())
 
 
-def auto_values(plan: Plan) -> Optional[dict[int, str]]:
+def auto_values(plan: Plan) -> dict[int, str] | None:
     """Per layer, what `--kv-cache-dtype auto` (no skips) gives, if the plan was made under 'auto'."""
     if plan.flags.get("kv_cache_dtype", "auto") != "auto":
         return None
@@ -273,7 +274,7 @@ def difference_findings(r: Realisation, engine: str = "vLLM 0.33") -> list[Findi
     return out
 
 
-def emit_vllm(plan: Plan, *, per_layer: bool = False) -> EmitResult:  # noqa: ARG001 - vLLM has no per-layer syntax
+def emit_vllm(plan: Plan, *, per_layer: bool = False) -> EmitResult:
     """Realise a plan as vLLM 0.33 flags and `--config` YAML."""
     r = realise(layer_targets(plan), candidates=(plan.kv_cache_dtype, plan.flags.get("kv_cache_dtype", "")))
     others = {k: v for k, v in plan.flags.items() if k not in ("kv_cache_dtype", "kv_cache_dtype_skip_layers")}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from rich.console import Group
 from rich.text import Text
@@ -17,9 +16,8 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Sta
 
 from kvplan.backends.gpus import GPU_PROFILES
 from kvplan.errors import KvplanInputError
+from kvplan.explore.state import KV_CACHE_DTYPES, SORTS, ExploreSession, engine_versions, findings_sorted, layer_fields
 from kvplan.files import write_atomic
-from kvplan.explore.state import (KV_CACHE_DTYPES, SORTS, ExploreSession, engine_versions, findings_sorted,
-                                  layer_fields)
 from kvplan.model.plan import Finding, LayerPlan
 from kvplan.model.vocab import Severity
 from kvplan.report.table import compress_indices, group_layers
@@ -110,7 +108,7 @@ class ExploreApp(App[ExploreResult]):
         self._selected: list[int] = []
         self._syncing = False
         self._findings: list[Finding] = []
-        self._detail_shown: Optional[tuple] = None
+        self._detail_shown: tuple | None = None
         self._body_for: list[int] = []
 
     # ---- layout --------------------------------------------------------------------------
@@ -320,7 +318,7 @@ class ExploreApp(App[ExploreResult]):
             line.append(f"\n  fix: {f.fix}", style="dim")
         return line
 
-    def _show_detail(self, finding: Optional[Finding] = None) -> None:
+    def _show_detail(self, finding: Finding | None = None) -> None:
         panel = self.query_one("#detail", VerticalScroll)
         key = (finding.code if finding else None, tuple(self._selected))
         if self._detail_shown is not None and self._detail_shown[0] is self.session.plan and self._detail_shown[1] == key:
@@ -379,7 +377,7 @@ class ExploreApp(App[ExploreResult]):
             self._syncing = False
 
     # ---- changes -------------------------------------------------------------------------
-    def _after(self, error: Optional[str]) -> None:
+    def _after(self, error: str | None) -> None:
         if error:
             self.notify(error, title="not applied", severity="error", markup=False)
         self.refresh_all()
@@ -437,7 +435,7 @@ class ExploreApp(App[ExploreResult]):
             self.sort = "layer"
         self._fill_findings()
 
-    def on_descendant_focus(self, event) -> None:  # noqa: ANN001 - textual event
+    def on_descendant_focus(self, event) -> None:
         wid = getattr(event.widget, "id", None)
         if wid == "layers":
             self._show_detail()

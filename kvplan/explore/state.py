@@ -13,9 +13,10 @@ leaves the session unchanged and returns the one-line error.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from kvplan.backends.engines import DEFAULT_ENGINE, ENGINE_VERSIONS
 from kvplan.errors import KvplanInputError
@@ -32,7 +33,7 @@ _CONTROLLED_FLAGS = frozenset(f for f, (field, _) in MODELLED.items() if field i
 SLIDING = "sliding_window"
 
 
-def engine_versions(current: Optional[str] = None) -> tuple[str, ...]:
+def engine_versions(current: str | None = None) -> tuple[str, ...]:
     """The engine control's values: every modelled vLLM minor release, newest first (plus `current`)."""
     versions = tuple(ENGINE_VERSIONS)
     return versions if current is None or current in versions else (current, *versions)
@@ -59,11 +60,11 @@ class Controls:
     """--kv-cache-dtype-skip-layers tokens, in the user's order ('sliding_window' and layer indices)."""
     tensor_parallel_size: int = 1
     """--tensor-parallel-size."""
-    max_model_len: Optional[int] = None
+    max_model_len: int | None = None
     """--max-model-len (None: the model's maximum)."""
-    gpu: Optional[str] = None
+    gpu: str | None = None
     """kvplan's --gpu (None: no GPU, so no backends and no estimated budget)."""
-    kv_budget_gib: Optional[float] = None
+    kv_budget_gib: float | None = None
     """kvplan's --kv-budget-gib."""
     engine: str = DEFAULT_ENGINE
     """kvplan's --engine (a modelled vLLM release)."""
@@ -87,8 +88,8 @@ class TotalsChange:
     """One number of the totals bar: its value now, at the start, and the change as text."""
 
     label: str
-    now: Optional[float]
-    start: Optional[float]
+    now: float | None
+    start: float | None
     text: str
     """Formatted value now."""
     delta: str
@@ -114,11 +115,11 @@ def findings_sorted(findings: Sequence[Finding], order: str = "severity") -> lis
     raise ValueError(f"unknown findings order {order!r}")
 
 
-def _fmt_int(n: Optional[float]) -> str:
+def _fmt_int(n: float | None) -> str:
     return "-" if n is None else f"{int(n):,}"
 
 
-def _delta(now: Optional[float], start: Optional[float], *, integer: bool) -> str:
+def _delta(now: float | None, start: float | None, *, integer: bool) -> str:
     if now is None or start is None or now == start:
         return ""
     diff = now - start
@@ -131,9 +132,9 @@ def _delta(now: Optional[float], start: Optional[float], *, integer: bool) -> st
 class ExploreSession:
     """The explorer's model: controls -> plan, with the starting plan kept for comparison."""
 
-    def __init__(self, path: str | Path, argv: Sequence[str] = (), *, gpu: Optional[str] = None,
-                 kv_budget_gib: Optional[float] = None, policy: Optional[Path] = None,
-                 engine: Optional[str] = None) -> None:
+    def __init__(self, path: str | Path, argv: Sequence[str] = (), *, gpu: str | None = None,
+                 kv_budget_gib: float | None = None, policy: Path | None = None,
+                 engine: str | None = None) -> None:
         self.path = str(path)
         self.policy = policy
         sf = parse_flags(list(argv))  # bad flags fail here, as in `kvplan plan`
@@ -149,7 +150,7 @@ class ExploreSession:
         self.compiles = 1
 
     # ---- compiling -------------------------------------------------------------------------
-    def argv(self, controls: Optional[Controls] = None) -> list[str]:
+    def argv(self, controls: Controls | None = None) -> list[str]:
         """Engine flags for the current (or given) controls, as `kvplan plan` takes them after the path."""
         return [*self.passthrough, *(controls or self.controls).engine_argv()]
 
@@ -157,12 +158,12 @@ class ExploreSession:
         budget = int(c.kv_budget_gib * 2**30) if c.kv_budget_gib is not None else None
         kwargs: dict[str, Any] = {"kv_budget_bytes": budget, "engine": c.engine}
         if self.policy is not None:
-            from kvplan.policy import compile_with_policy  # noqa: PLC0415
+            from kvplan.policy import compile_with_policy
             return compile_with_policy(self.path, self.argv(c), c.gpu, policy=self.policy, **kwargs)
-        from kvplan.api import compile as compile_plan  # noqa: PLC0415
+        from kvplan.api import compile as compile_plan
         return compile_plan(self.path, self.argv(c), c.gpu, **kwargs)
 
-    def apply(self, **changes: Any) -> Optional[str]:
+    def apply(self, **changes: Any) -> str | None:
         """Change controls and recompile; on bad input keep the current plan and return the error line."""
         new = replace(self.controls, **changes)
         if new == self.controls:
@@ -171,7 +172,7 @@ class ExploreSession:
             plan = self._compile(new)
         except KvplanInputError as e:
             return str(e)
-        except Exception as e:  # noqa: BLE001 - a planner bug must not end the session; `kvplan plan` shows it too
+        except Exception as e:
             return (f"kvplan failed to plan this ({type(e).__name__}: {e}); the plan is unchanged. "
                     f"`{self.plan_command(new)}` reproduces it: please report it.")
         self.controls, self.plan = new, plan
@@ -183,21 +184,21 @@ class ExploreSession:
         self.controls, self.plan = self.start_controls, self.start
 
     # ---- setters: one per control ---------------------------------------------------------
-    def set_kv_cache_dtype(self, value: str) -> Optional[str]:
+    def set_kv_cache_dtype(self, value: str) -> str | None:
         try:
             validate_kv_cache_dtype(value)
         except KvplanInputError as e:
             return str(e)
         return self.apply(kv_cache_dtype=value, kv_cache_dtype_explicit=True)
 
-    def set_tensor_parallel_size(self, value: str | int) -> Optional[str]:
+    def set_tensor_parallel_size(self, value: str | int) -> str | None:
         try:
             n = parse_flags(["--tensor-parallel-size", str(value).strip()]).tensor_parallel_size
         except KvplanInputError as e:
             return str(e)
         return self.apply(tensor_parallel_size=n)
 
-    def set_max_model_len(self, value: str | int | None) -> Optional[str]:
+    def set_max_model_len(self, value: str | int | None) -> str | None:
         """'32k', '131072', or '' / None for the model's own maximum."""
         text = "" if value is None else str(value).strip()
         if not text or text == "auto":
@@ -208,10 +209,10 @@ class ExploreSession:
             return str(e)
         return self.apply(max_model_len=n)
 
-    def set_gpu(self, value: Optional[str]) -> Optional[str]:
+    def set_gpu(self, value: str | None) -> str | None:
         return self.apply(gpu=value or None)
 
-    def set_kv_budget_gib(self, value: str | float | None) -> Optional[str]:
+    def set_kv_budget_gib(self, value: str | float | None) -> str | None:
         text = "" if value is None else str(value).strip()
         if not text:
             return self.apply(kv_budget_gib=None)
@@ -223,7 +224,7 @@ class ExploreSession:
             return f"KV budget must be positive, got {text}. Pass e.g. 40."
         return self.apply(kv_budget_gib=gib)
 
-    def set_engine(self, value: str) -> Optional[str]:
+    def set_engine(self, value: str) -> str | None:
         """A vLLM release such as vllm==0.19.0 (the planner refuses what it does not model)."""
         return self.apply(engine=value.strip())
 
@@ -241,7 +242,7 @@ class ExploreSession:
             covered |= set(self.sliding_layers())
         return covered
 
-    def toggle_sliding_window(self) -> Optional[str]:
+    def toggle_sliding_window(self) -> str | None:
         """Skip every sliding-window layer, or stop skipping them all if they all are skipped."""
         sliding = set(self.sliding_layers())
         if not sliding:
@@ -252,7 +253,7 @@ class ExploreSession:
             tokens.insert(0, SLIDING)
         return self.apply(skip_layers=tuple(tokens))
 
-    def toggle_layers(self, indices: Sequence[int]) -> Optional[str]:
+    def toggle_layers(self, indices: Sequence[int]) -> str | None:
         """Skip these layers, or stop skipping them if all are (a covering keyword is expanded to indices)."""
         want = set(indices)
         covered = self._covered()
@@ -308,7 +309,7 @@ class ExploreSession:
                 out.append(f"{label} {x if x is not None else '-'} → {y if y is not None else '-'}")
         return out
 
-    def options(self, controls: Optional[Controls] = None) -> list[str]:
+    def options(self, controls: Controls | None = None) -> list[str]:
         """kvplan's own options for the current (or given) controls (after the engine flags)."""
         c, out = controls or self.controls, []
         if c.gpu:
@@ -321,19 +322,19 @@ class ExploreSession:
             out += ["--policy", str(self.policy)]
         return out
 
-    def plan_command(self, controls: Optional[Controls] = None) -> str:
+    def plan_command(self, controls: Controls | None = None) -> str:
         """The `kvplan plan` command line that prints `export_json()` (for the current or given controls)."""
         return shlex.join(["kvplan", "plan", self.path, *self.argv(controls), *self.options(controls),
                            "--format", "json"])
 
     def export_json(self) -> str:
         """The current plan, byte-equal to `kvplan plan ... --format json` for the same flags."""
-        from kvplan.report.json_report import dumps  # noqa: PLC0415
+        from kvplan.report.json_report import dumps
         return dumps(self.plan)
 
     def vllm_flags(self) -> tuple[str, list[Finding]]:
         """The vLLM launch flags that realise the current plan, and the emitter's findings."""
-        from kvplan.emit import emit  # noqa: PLC0415
+        from kvplan.emit import emit
         result = emit(self.plan, "vllm")
         return result.command, list(result.findings)
 

@@ -13,7 +13,7 @@ import json
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Optional
+from typing import Any
 
 VERIFIED = "verified"
 UNREGISTERED = "unregistered"
@@ -43,7 +43,7 @@ def is_registered(arch: str) -> bool:
 
 
 @lru_cache(maxsize=256)
-def arch_for_model_type(model_type: str) -> Optional[str]:
+def arch_for_model_type(model_type: str) -> str | None:
     """The architecture vLLM builds for a config with this model_type and no `architectures`."""
     hits = [a for a, e in registry()["architectures"].items() if model_type in e["transformers_model_types"]]
     text = sorted(a for a in hits if registry()["architectures"][a]["category"] == "text")
@@ -56,7 +56,7 @@ def known_model_type(model_type: str) -> bool:
         model_type in e["transformers_model_types"] for e in (*reg["architectures"].values(), *reg["refused"].values()))
 
 
-def refusal(arch: str) -> Optional[str]:
+def refusal(arch: str) -> str | None:
     """vLLM's reason when it refuses this architecture, else None.
 
     vLLM lists architectures it no longer supports (or that moved to a plugin); it still runs one
@@ -75,7 +75,7 @@ def refusal(arch: str) -> Optional[str]:
     return entry["reason"] if not entry["transformers_model_types"] else None
 
 
-def status(arch: Optional[str]) -> str:
+def status(arch: str | None) -> str:
     """'verified', or why not (coverage status, 'not measured'), or 'unregistered'."""
     got = coverage()["architectures"].get(arch or "")
     if got is not None:
@@ -87,7 +87,7 @@ def status(arch: Optional[str]) -> str:
     return "not measured"
 
 
-def verified_keys(arch: Optional[str]) -> frozenset[str]:
+def verified_keys(arch: str | None) -> frozenset[str]:
     """Config keys of the checked-in configs the architecture was verified on."""
     got = coverage()["architectures"].get(arch or "")
     return frozenset(got.get("keys", ())) if got else frozenset()

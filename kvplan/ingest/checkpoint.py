@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.hf_config import load_json, parse_hf_config
@@ -26,10 +27,10 @@ class ModelInputs:
     quant: QuantMetadata
     config_path: Path
     raw_config: dict[str, Any]
-    weight_bytes: Optional[int] = None
-    hub: Optional[HubSource] = None
+    weight_bytes: int | None = None
+    hub: HubSource | None = None
     """Where a Hub id's files came from (repo, commit, files read); None for a local path."""
-    source: Optional[str] = None
+    source: str | None = None
     """What the plan calls the model: the path as given, or the Hub id."""
 
 
@@ -62,10 +63,10 @@ def apply_hf_overrides(config: dict[str, Any], overrides: Mapping[str, Any]) -> 
     return out
 
 
-def load_model_inputs(path: "str | Path | HubModel", quantization_flag: Optional[str] = None,
-                      read_safetensors: bool = True, *, revision: Optional[str] = None,
-                      hf_overrides: Optional[Mapping[str, Any]] = None,
-                      offline: Optional[bool] = None) -> ModelInputs:
+def load_model_inputs(path: str | Path | HubModel, quantization_flag: str | None = None,
+                      read_safetensors: bool = True, *, revision: str | None = None,
+                      hf_overrides: Mapping[str, Any] | None = None,
+                      offline: bool | None = None) -> ModelInputs:
     """Read config.json (+ hf_quant_config.json, + safetensors headers for a folder).
 
     `path` is a config.json, a checkpoint folder, or (when no such path exists) a Hugging Face
@@ -77,10 +78,10 @@ def load_model_inputs(path: "str | Path | HubModel", quantization_flag: Optional
         return _load_hub(path, quantization_flag, read_safetensors, hf_overrides)
     p = Path(path)
     if not p.exists():
-        from kvplan.ingest.hub import hub_id  # noqa: PLC0415 - no huggingface_hub import for local paths
+        from kvplan.ingest.hub import hub_id
         repo = hub_id(str(path)) if isinstance(path, str) else None
         if repo is not None:
-            from kvplan.ingest.hub import resolve  # noqa: PLC0415
+            from kvplan.ingest.hub import resolve
             return _load_hub(resolve(repo, revision, offline=offline), quantization_flag, read_safetensors,
                              hf_overrides)
         raise KvplanInputError(f"path not found: {p}.",
@@ -98,7 +99,7 @@ def load_model_inputs(path: "str | Path | HubModel", quantization_flag: Optional
     hq = load_hf_quant_config(folder)
     scales: tuple[ScaleTensor, ...] = ()
     files: tuple[str, ...] = ()
-    weight_bytes: Optional[int] = None
+    weight_bytes: int | None = None
     if read_safetensors and (p.is_dir() or any(folder.glob("*.safetensors"))):
         scales, files, weight_bytes = find_scales(folder)
     quant = parse_quant_metadata(raw, hq, scales, files, quantization_flag)
@@ -106,8 +107,8 @@ def load_model_inputs(path: "str | Path | HubModel", quantization_flag: Optional
                        weight_bytes=weight_bytes or None, source=str(path))
 
 
-def _load_hub(m: "HubModel", quantization_flag: Optional[str], read_safetensors: bool,
-              hf_overrides: Optional[Mapping[str, Any]]) -> ModelInputs:
+def _load_hub(m: HubModel, quantization_flag: str | None, read_safetensors: bool,
+              hf_overrides: Mapping[str, Any] | None) -> ModelInputs:
     """The same reading as for a local checkpoint folder, from the cache and range requests."""
     cfg_path = m.folder / "config.json"
     raw = apply_hf_overrides(load_json(cfg_path, "config"), hf_overrides or {})
@@ -115,7 +116,7 @@ def _load_hub(m: "HubModel", quantization_flag: Optional[str], read_safetensors:
     hq = load_hf_quant_config(m.folder)
     scales: tuple[ScaleTensor, ...] = ()
     files: tuple[str, ...] = ()
-    weight_bytes: Optional[int] = None
+    weight_bytes: int | None = None
     if read_safetensors and m.safetensors:
         scales, files, weight_bytes = scales_from_sources(m.sources())
     quant = parse_quant_metadata(raw, hq, scales, files, quantization_flag)

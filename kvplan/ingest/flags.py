@@ -27,10 +27,11 @@ import difflib
 import json
 import re
 import shlex
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import check_argv, check_launch_line, input_boundary
@@ -81,10 +82,10 @@ class ServeOption:
     negative: frozenset[str]             # spellings that set a boolean option to False
     nargs: Any                           # None (one value), 0 (a flag), '?', '+'
     kind: str                            # flag | str | str_lower | int | float | human_readable_int[_or_auto] | json | json_or_str | csv_int_or_str
-    type_name: Optional[str]             # argparse's name of the type function ("invalid <type_name> value")
-    type_wrapper: Optional[str]          # vLLM's optional_type / parse_type wrapper, which words errors itself
-    type_repr: Optional[str]             # repr of the wrapped type, as those wrappers print it
-    choices: Optional[tuple[Any, ...]]
+    type_name: str | None             # argparse's name of the type function ("invalid <type_name> value")
+    type_wrapper: str | None          # vLLM's optional_type / parse_type wrapper, which words errors itself
+    type_repr: str | None             # repr of the wrapped type, as those wrappers print it
+    choices: tuple[Any, ...] | None
     group: str                           # engine | frontend | serve
     action: str
     const: Any = None
@@ -110,7 +111,7 @@ class ServeOptions:
     order: tuple[str, ...]               # spellings in registration order (argparse lists ambiguous matches so)
     by_dest: dict[str, ServeOption]
 
-    def resolve(self, written: str) -> tuple[Optional[ServeOption], Optional[str], list[str]]:
+    def resolve(self, written: str) -> tuple[ServeOption | None, str | None, list[str]]:
         """(option, spelling matched, ambiguous candidates) for a flag as argparse matches it."""
         if written in self.by_spelling:
             return self.by_spelling[written], written, []
@@ -164,7 +165,7 @@ MODELLED: dict[str, tuple[str, str]] = _modelled()
 KNOWN_FLAGS = frozenset(serve_options().by_spelling)
 
 
-def suggest_flag(flag: str, candidates: Optional[Iterable[str]] = None) -> Optional[str]:
+def suggest_flag(flag: str, candidates: Iterable[str] | None = None) -> str | None:
     """Closest real vLLM flag, for typo findings."""
     pool = sorted(candidates) if candidates is not None else sorted(
         {s for s in KNOWN_FLAGS if s.startswith("--")} | set(REMOVED_FLAGS))
@@ -295,8 +296,8 @@ class FlagUse:
 
     written: str                       # the flag part as written after vLLM's preprocessing (dashes)
     index: int                         # argv index of the flag token
-    option: Optional[ServeOption] = None
-    spelling: Optional[str] = None     # the option spelling the flag resolved to (`--no-enable-prefix-caching`)
+    option: ServeOption | None = None
+    spelling: str | None = None     # the option spelling the flag resolved to (`--no-enable-prefix-caching`)
     values: list[str] = field(default_factory=list)
     value_indices: list[int] = field(default_factory=list)
     inline: bool = False               # --flag=value / -tp=4 / -O3: the value sits in the flag's token
@@ -319,8 +320,8 @@ class ScanError:
     flag: str                          # as written (dashes for underscores), or the stray word
     message: str                       # vLLM's text after 'vllm serve: error: '
     position: int                      # argv index
-    suggestion: Optional[str] = None   # closest real option
-    dest: Optional[str] = None         # the option's dest, for invalid values
+    suggestion: str | None = None   # closest real option
+    dest: str | None = None         # the option's dest, for invalid values
 
 
 @dataclass
@@ -329,8 +330,8 @@ class ScannedArgv:
 
     uses: list[FlagUse]
     positionals: list[int]             # argv indices of positional words (the model, strays)
-    model_index: Optional[int]         # argv index of the positional vLLM takes as model_tag
-    model: Optional[str]               # that positional's value
+    model_index: int | None         # argv index of the positional vLLM takes as model_tag
+    model: str | None               # that positional's value
     values: dict[str, Any]             # dest -> converted value (last occurrence wins)
     errors: list[ScanError]
     launcher: int = 0                  # leading launcher words skipped
@@ -441,14 +442,14 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
     positionals: list[int] = []
     errors: list[ScanError] = []
     stray: list[tuple[int, str]] = []        # positional words vLLM does not take (after the model)
-    model_index: Optional[int] = None
-    model: Optional[str] = None
+    model_index: int | None = None
+    model: str | None = None
     pattern = [_classify(table, t) for t, _, _ in kept]
     after_dd = False
     j = 0
 
-    def add_error(kind: str, flag: str, message: str, index: int, suggestion: Optional[str] = None,
-                  dest: Optional[str] = None) -> None:
+    def add_error(kind: str, flag: str, message: str, index: int, suggestion: str | None = None,
+                  dest: str | None = None) -> None:
         errors.append(ScanError(kind=kind, flag=flag, message=message, position=index, suggestion=suggestion,
                                 dest=dest))
 
@@ -592,7 +593,7 @@ def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
 
 
 # ----------------------------------------------------------------------------- --config YAML
-def expand_config_file(argv: Sequence[str], base: Optional[Path] = None) -> list[str]:
+def expand_config_file(argv: Sequence[str], base: Path | None = None) -> list[str]:
     """`--config serve.yaml` in argv -> the file's options in its place, as FlexibleArgumentParser does.
 
     Keys become `--key` (true -> the bare flag, false -> `--no-key` when that exact spelling exists,
@@ -614,7 +615,7 @@ def expand_config_file(argv: Sequence[str], base: Optional[Path] = None) -> list
                                "Convert the file to YAML or pass the options on the command line.")
     path = (base or Path.cwd()) / name
     try:
-        import yaml  # noqa: PLC0415
+        import yaml
         config = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise KvplanInputError(f"--config file not found: {path}.", "Pass the path of the vLLM YAML config.") from None

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest import architectures as vreg
 from kvplan.ingest.families import (
-    ATTENTION_FREE_ARCHS, FAMILY_DEFAULTS, INDEXER_ALWAYS_MODULES, INDEXER_IF_TOPK_MODULES, SINK_TYPES,
-    STANDARD_DECODER_TYPES, WRAPPER_TYPES,
+    ATTENTION_FREE_ARCHS,
+    FAMILY_DEFAULTS,
+    INDEXER_ALWAYS_MODULES,
+    INDEXER_IF_TOPK_MODULES,
+    SINK_TYPES,
+    STANDARD_DECODER_TYPES,
+    WRAPPER_TYPES,
 )
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
@@ -60,7 +65,7 @@ class _Cfg:
         self.model_type = model_type
         self.notes = notes
         self._defaults = dict(FAMILY_DEFAULTS.get(model_type, {}))
-        self._hf_defaults: Optional[dict[str, Any]] = None
+        self._hf_defaults: dict[str, Any] | None = None
 
     def has(self, key: str) -> bool:
         return key in self.raw
@@ -108,7 +113,7 @@ def _pick_text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return cfg, ""
 
 
-def _model_dtype(text: dict[str, Any], top: dict[str, Any]) -> Optional[str]:
+def _model_dtype(text: dict[str, Any], top: dict[str, Any]) -> str | None:
     for d in (text, top):
         for k in ("dtype", "torch_dtype"):
             v = d.get(k)
@@ -322,7 +327,7 @@ def _loop_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Pat
     return out, n * loops
 
 
-def _mla_dims(t: dict[str, Any]) -> Optional[MlaDims]:
+def _mla_dims(t: dict[str, Any]) -> MlaDims | None:
     if t.get("kv_lora_rank") in (None, 0) or t.get("qk_rope_head_dim") is None:
         return None
     ihd = t.get("index_head_dim") if "index_topk" in t else None
@@ -351,9 +356,9 @@ _BLOCK_TYPE_KINDS = {
 
 
 def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, num_kv_heads: Any,
-            head_dim: Any, mla: Optional[MlaDims], path: Path, notes: list[str],
-            architecture: Optional[str] = None, module: str = "",
-            unknown_types: Optional[list[str]] = None) -> list[LayerArch]:
+            head_dim: Any, mla: MlaDims | None, path: Path, notes: list[str],
+            architecture: str | None = None, module: str = "",
+            unknown_types: list[str] | None = None) -> list[LayerArch]:
     raw = c.raw
     unknown_types = unknown_types if unknown_types is not None else []
     window = c.get("sliding_window")

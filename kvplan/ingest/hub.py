@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.safetensors import ByteSource
@@ -49,11 +49,11 @@ _PATH_SUFFIXES = (".json", ".safetensors", ".yaml", ".yml", ".toml", ".gguf", ".
 ID_RULES = "an id is org/name: letters, digits, '-', '_' and '.', no '--' or '..', at most 96 characters"
 
 
-def _truthy(v: Optional[str]) -> bool:
+def _truthy(v: str | None) -> bool:
     return (v or "").strip().upper() in {"1", "ON", "YES", "TRUE"}
 
 
-def hub_id(text: str) -> Optional[str]:
+def hub_id(text: str) -> str | None:
     """The repo id `text` names, None when it reads as a file path; a malformed id is an input error.
 
     Call only when `text` is not an existing local path. ``hf://org/name`` is always an id;
@@ -93,10 +93,10 @@ class HubSettings:
     offline: bool
 
 
-def settings(offline: Optional[bool] = None) -> HubSettings:
+def settings(offline: bool | None = None) -> HubSettings:
     """HF_ENDPOINT, HF_HUB_CACHE / HF_HOME and HF_HUB_OFFLINE as they are now (the library reads
     them once at import; a long-lived process may have changed them since)."""
-    from huggingface_hub import constants  # noqa: PLC0415
+    from huggingface_hub import constants
     env = os.environ
     endpoint = (env.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
     if env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE"):
@@ -117,14 +117,14 @@ class HubModel:
     """A Hub repo at one commit: the small files in the cache, the safetensors files by name."""
 
     repo_id: str
-    revision: Optional[str]
+    revision: str | None
     commit: str
     folder: Path
     """The cache snapshot folder holding the small files."""
     small_files: tuple[str, ...]
     safetensors: tuple[str, ...]
     settings: HubSettings
-    _files: dict[str, "RemoteFile"] = field(default_factory=dict, repr=False)
+    _files: dict[str, RemoteFile] = field(default_factory=dict, repr=False)
 
     def __str__(self) -> str:
         return f"hf://{self.repo_id}@{self.commit}"
@@ -171,7 +171,7 @@ def _write_json(path: Path, doc: Any) -> None:
         pass
 
 
-def _read_json(path: Path) -> Optional[Any]:
+def _read_json(path: Path) -> Any | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -181,7 +181,7 @@ def _read_json(path: Path) -> Optional[Any]:
 class RemoteFile(ByteSource):
     """A Hub safetensors file read by HTTP range requests; the bytes read are cached per commit."""
 
-    def __init__(self, model: HubModel, name: str):  # noqa: D107 - no local path
+    def __init__(self, model: HubModel, name: str):
         self.model = model
         self.name = name
         self.label = f"hf://{model.repo_id}/{name} (commit {model.commit[:12]})"
@@ -193,10 +193,10 @@ class RemoteFile(ByteSource):
                 self._chunks = [(int(a), base64.b64decode(b)) for a, b in doc["chunks"]]
             except (TypeError, ValueError):
                 self._chunks = []
-        self._eof: Optional[int] = doc.get("size") if isinstance(doc, dict) and isinstance(doc.get("size"), int) else None
+        self._eof: int | None = doc.get("size") if isinstance(doc, dict) and isinstance(doc.get("size"), int) else None
 
     # cached bytes
-    def _covered(self, offset: int, n: int) -> Optional[bytes]:
+    def _covered(self, offset: int, n: int) -> bytes | None:
         end = offset + n
         if self._eof is not None:
             end = min(end, self._eof)
@@ -240,13 +240,13 @@ class RemoteFile(ByteSource):
         _write_json(self._store, {"size": self._eof, "chunks": [[a, base64.b64encode(b).decode()] for a, b in self._chunks]})
 
 
-def _range_get(m: HubModel, name: str, offset: int, n: int) -> tuple[bytes, Optional[int]]:
+def _range_get(m: HubModel, name: str, offset: int, n: int) -> tuple[bytes, int | None]:
     """`n` bytes from `offset` of a repo file (fewer at its end), and the file's size when known.
 
     Uses the library's HTTP session, headers (token) and error mapping. A server that ignores the
     Range header is read no further than the bytes asked for."""
-    from huggingface_hub import hf_hub_url  # noqa: PLC0415
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status  # noqa: PLC0415
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
     url = hf_hub_url(m.repo_id, name, revision=m.commit, endpoint=m.settings.endpoint)
     headers = build_hf_headers()
     headers["Range"] = f"bytes={offset}-{offset + n - 1}"
@@ -274,7 +274,7 @@ def _range_get(m: HubModel, name: str, offset: int, n: int) -> tuple[bytes, Opti
             elif r.status_code == 200 and str(r.headers.get("Content-Length", "")).isdigit():
                 size = int(r.headers["Content-Length"])
             return bytes(buf[:n]), size
-    except Exception as e:  # noqa: BLE001 - mapped to one input-error line
+    except Exception as e:
         raise _hub_error(e, m.repo_id, m.revision, m.settings, filename=name) from None
 
 
@@ -286,12 +286,12 @@ def _is_network_error(e: BaseException) -> bool:
         or isinstance(e, (ConnectionError, TimeoutError))
 
 
-def _hub_error(e: BaseException, repo_id: str, revision: Optional[str], s: HubSettings,
-               filename: Optional[str] = None) -> KvplanInputError:
+def _hub_error(e: BaseException, repo_id: str, revision: str | None, s: HubSettings,
+               filename: str | None = None) -> KvplanInputError:
     """One line naming the id and the fix, for what huggingface_hub raised."""
     if isinstance(e, KvplanInputError):
         return e
-    from huggingface_hub import errors as he  # noqa: PLC0415
+    from huggingface_hub import errors as he
     rev = f" at revision {revision!r}" if revision else ""
     page = f"{s.endpoint}/{repo_id}"
     if isinstance(e, he.GatedRepoError):
@@ -328,29 +328,29 @@ def _hub_error(e: BaseException, repo_id: str, revision: Optional[str], s: HubSe
 def _token_id() -> str:
     """Which credentials requests go out with (a login or HF_TOKEN change resolves anew)."""
     try:
-        from huggingface_hub import get_token  # noqa: PLC0415
+        from huggingface_hub import get_token
         tok = get_token()
-    except Exception:  # noqa: BLE001
+    except Exception:
         tok = None
-    import hashlib  # noqa: PLC0415
+    import hashlib
     return hashlib.sha256(tok.encode()).hexdigest()[:16] if tok else ""
 
 
 def _has_token() -> bool:
     try:
-        from huggingface_hub import get_token  # noqa: PLC0415
+        from huggingface_hub import get_token
         return bool(get_token())
-    except Exception:  # noqa: BLE001 - a token lookup problem is "no token"
+    except Exception:
         return False
 
 
 # ---------------------------------------------------------------------------------- resolving
 _LOCK = threading.Lock()
-_MEMO: dict[tuple[Any, ...], tuple[float, "HubModel | KvplanInputError"]] = {}
+_MEMO: dict[tuple[Any, ...], tuple[float, HubModel | KvplanInputError]] = {}
 _KEY_LOCKS: dict[tuple[Any, ...], threading.Lock] = {}
 
 
-def resolve(repo_id: str, revision: Optional[str] = None, *, offline: Optional[bool] = None) -> HubModel:
+def resolve(repo_id: str, revision: str | None = None, *, offline: bool | None = None) -> HubModel:
     """The repo at `revision` (None: its default branch), with its small files in the cache.
 
     Each (id, revision) is resolved once per process (for a branch or tag, for 5 minutes; a
@@ -378,7 +378,7 @@ def resolve(repo_id: str, revision: Optional[str] = None, *, offline: Optional[b
         return model
 
 
-def _resolve(repo_id: str, revision: Optional[str], s: HubSettings) -> HubModel:
+def _resolve(repo_id: str, revision: str | None, s: HubSettings) -> HubModel:
     if s.offline:
         return _from_cache(repo_id, revision, s, why="HF_HUB_OFFLINE=1")
     if revision is not None and _COMMIT_RE.match(revision):  # a commit never changes: a complete cache answers
@@ -386,10 +386,10 @@ def _resolve(repo_id: str, revision: Optional[str], s: HubSettings) -> HubModel:
             return _from_cache(repo_id, revision, s, why="pinned commit", need_manifest=True)
         except KvplanInputError:
             pass
-    from huggingface_hub import HfApi  # noqa: PLC0415
+    from huggingface_hub import HfApi
     try:
         info = HfApi(endpoint=s.endpoint).model_info(repo_id, revision=revision)
-    except Exception as e:  # noqa: BLE001 - mapped below
+    except Exception as e:
         if _is_network_error(e):
             try:
                 return _from_cache(repo_id, revision, s, why="the Hub is unreachable")
@@ -408,7 +408,7 @@ def _resolve(repo_id: str, revision: Optional[str], s: HubSettings) -> HubModel:
     return _model(repo_id, revision, commit, folder, manifest["files"], s)
 
 
-def _check_config(repo_id: str, revision: Optional[str], names: list[str]) -> None:
+def _check_config(repo_id: str, revision: str | None, names: list[str]) -> None:
     if "config.json" in names:
         return
     rev = f" at revision {revision!r}" if revision else ""
@@ -421,18 +421,18 @@ def _check_config(repo_id: str, revision: Optional[str], names: list[str]) -> No
         "or a local config.json.")
 
 
-def _download(repo_id: str, revision: Optional[str], commit: str, small: list[str], s: HubSettings) -> Path:
+def _download(repo_id: str, revision: str | None, commit: str, small: list[str], s: HubSettings) -> Path:
     """Fetch the small files into the library's cache. config.json goes through the revision the
     user named, so the cache's refs map it to this commit (what offline runs resolve it by)."""
-    from huggingface_hub import hf_hub_download  # noqa: PLC0415
-    folder: Optional[Path] = None
+    from huggingface_hub import hf_hub_download
+    folder: Path | None = None
     for name in small:
-        rev: Optional[str] = revision if (name == "config.json" and revision is not None) else commit
+        rev: str | None = revision if (name == "config.json" and revision is not None) else commit
         if name == "config.json" and revision is None:
             rev = None  # the default branch: the library records refs/main
         try:
             p = Path(hf_hub_download(repo_id, name, revision=rev, cache_dir=s.cache_dir, endpoint=s.endpoint))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise _hub_error(e, repo_id, revision, s, filename=name) from None
         if name == "config.json":
             folder = p.parent
@@ -443,14 +443,14 @@ def _download(repo_id: str, revision: Optional[str], commit: str, small: list[st
     return folder
 
 
-def _from_cache(repo_id: str, revision: Optional[str], s: HubSettings, why: str,
+def _from_cache(repo_id: str, revision: str | None, s: HubSettings, why: str,
                 need_manifest: bool = False) -> HubModel:
     """Resolve from the cache alone (refs for a branch/tag, the snapshot folder for the files)."""
-    from huggingface_hub import hf_hub_download  # noqa: PLC0415
+    from huggingface_hub import hf_hub_download
     try:
         p = Path(hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=s.cache_dir,
                                  endpoint=s.endpoint, local_files_only=True))
-    except Exception:  # noqa: BLE001 - LocalEntryNotFoundError and friends: not cached
+    except Exception:
         rev = f" at revision {revision!r}" if revision else ""
         if why == "HF_HUB_OFFLINE=1":
             raise KvplanInputError(
@@ -476,12 +476,12 @@ def _from_cache(repo_id: str, revision: Optional[str], s: HubSettings, why: str,
     return _model(repo_id, revision, commit, folder, names, s)
 
 
-def _model(repo_id: str, revision: Optional[str], commit: str, folder: Path, names: list[str],
+def _model(repo_id: str, revision: str | None, commit: str, folder: Path, names: list[str],
            s: HubSettings) -> HubModel:
     small = tuple(n for n in SMALL_FILES if n in names and (folder / n).is_file())
     shards = set(n for n in names if n.endswith(".safetensors") and "/" not in n)
     if INDEX in small:
-        from kvplan.ingest.hf_config import load_json  # noqa: PLC0415
+        from kvplan.ingest.hf_config import load_json
         wm = load_json(folder / INDEX, "safetensors index").get("weight_map", {})
         if not isinstance(wm, dict):
             raise KvplanInputError(f"{repo_id}: {INDEX} weight_map is not an object.", "Fix the index file in the repo.")
@@ -495,20 +495,20 @@ def _model(repo_id: str, revision: Optional[str], commit: str, folder: Path, nam
                     safetensors=tuple(sorted(shards)), settings=s)
 
 
-def prefetch(ids: list[tuple[str, Optional[str]]], offline: Optional[bool] = None, workers: int = 8) -> None:
+def prefetch(ids: list[tuple[str, str | None]], offline: bool | None = None, workers: int = 8) -> None:
     """Resolve several (id, revision) pairs concurrently (lint); errors surface again when each is used."""
     todo = sorted(set(ids), key=lambda x: (x[0], x[1] or ""))
     if not todo:
         return
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor
 
-    def one(item: tuple[str, Optional[str]]) -> None:
+    def one(item: tuple[str, str | None]) -> None:
         try:
             m = resolve(item[0], item[1], offline=offline)
             for src in m.sources():  # headers and scales too: they are most of the requests
-                from kvplan.ingest.safetensors import scales_from_sources  # noqa: PLC0415
+                from kvplan.ingest.safetensors import scales_from_sources
                 scales_from_sources([src])
-        except Exception:  # noqa: BLE001 - reported when the launch is linted
+        except Exception:
             pass
 
     with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as ex:

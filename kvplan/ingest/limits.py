@@ -24,22 +24,27 @@ from __future__ import annotations
 
 import contextvars
 import ctypes
-import functools
 import errno
+import functools
 import json
 import stat
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
 from yaml.events import (
-    AliasEvent, CollectionEndEvent, CollectionStartEvent, DocumentStartEvent, ScalarEvent,
+    AliasEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    DocumentStartEvent,
+    ScalarEvent,
 )
 
 from kvplan.errors import KvplanInputError
@@ -69,7 +74,7 @@ class Limits:
 
 
 _LIMITS: contextvars.ContextVar[Limits] = contextvars.ContextVar("kvplan_limits", default=Limits())
-_DEADLINE: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("kvplan_deadline", default=None)
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("kvplan_deadline", default=None)
 
 
 def limits() -> Limits:
@@ -90,8 +95,8 @@ def active_limits(**changes: int) -> Iterator[Limits]:
 class InputLimitError(KvplanInputError):
     """Input refused by a size/depth/count limit; `code` is the lint finding it becomes, with its position."""
 
-    def __init__(self, problem: str, fix: Optional[str] = None, *, code: str = "KV820", line: int = 1,
-                 column: int = 1, detail: Optional[str] = None):
+    def __init__(self, problem: str, fix: str | None = None, *, code: str = "KV820", line: int = 1,
+                 column: int = 1, detail: str | None = None):
         super().__init__(problem, fix)
         self.code, self.line, self.column = code, line, column
         self.detail = detail or problem
@@ -103,7 +108,7 @@ def _mib(n: int) -> str:
 
 
 # ----------------------------------------------------------------------------- files and JSON
-def read_bounded(path: Path, what: str, max_bytes: Optional[int] = None, name: Optional[str] = None) -> bytes:
+def read_bounded(path: Path, what: str, max_bytes: int | None = None, name: str | None = None) -> bytes:
     """The bytes of a file, refused by size before reading (and read at most limit + 1 bytes,
     so a growing file or a device cannot stream forever). OSErrors propagate to the caller."""
     limit = max_bytes if max_bytes is not None else limits().max_config_bytes
@@ -123,7 +128,7 @@ def read_bounded(path: Path, what: str, max_bytes: Optional[int] = None, name: O
     return data
 
 
-def check_json_depth(value: Any, source: str, max_depth: Optional[int] = None) -> None:
+def check_json_depth(value: Any, source: str, max_depth: int | None = None) -> None:
     """Refuse parsed JSON that nests deeper than the limit (before anything recurses over it)."""
     limit = max_depth if max_depth is not None else limits().max_json_depth
     if json_depth(value) > limit:
@@ -131,7 +136,7 @@ def check_json_depth(value: Any, source: str, max_depth: Optional[int] = None) -
                               f"Pass the real file (limits: {DOCS}).")
 
 
-def loads_json(text: str | bytes, source: str, max_depth: Optional[int] = None) -> Any:
+def loads_json(text: str | bytes, source: str, max_depth: int | None = None) -> Any:
     """json.loads with a depth limit; malformed JSON is one KvplanInputError line."""
     limit = max_depth if max_depth is not None else limits().max_json_depth
     try:
@@ -148,7 +153,7 @@ def loads_json(text: str | bytes, source: str, max_depth: Optional[int] = None) 
     return data
 
 
-def load_json_file(path: Path, what: str, max_bytes: Optional[int] = None) -> Any:
+def load_json_file(path: Path, what: str, max_bytes: int | None = None) -> Any:
     """Read a JSON file under the size and depth limits; every failure is one KvplanInputError."""
     try:
         raw = read_bounded(path, f"{what} file", max_bytes)
@@ -173,9 +178,9 @@ def read_toml(path: Path, what: str = "configuration file") -> dict[str, Any]:
     """A TOML file (kvplan.toml, pyproject.toml) under the size limit; nesting too deep for the
     parser is an InputLimitError. OSError, UnicodeDecodeError and TOMLDecodeError propagate."""
     if sys.version_info >= (3, 11):
-        import tomllib  # noqa: PLC0415
+        import tomllib
     else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]  # noqa: PLC0415
+        import tomli as tomllib  # type: ignore[no-redef]
     text = read_bounded(path, what).decode("utf-8")
     try:
         return tomllib.loads(text)
@@ -208,7 +213,7 @@ def check_config_values(cfg: Mapping[str, Any], source: str) -> None:
                 _check_int(source, prefix + key, obj[key], None, hi)
 
 
-def _check_int(source: str, key: str, v: Any, lo: Optional[int], hi: int) -> None:
+def _check_int(source: str, key: str, v: Any, lo: int | None, hi: int) -> None:
     if v is None:
         return
     if isinstance(v, bool) or not isinstance(v, int):
@@ -277,7 +282,7 @@ def validation_message(e: ValidationError) -> str:
     return f"{name} is {value}{layer}; {need}"
 
 
-def input_boundary(source_arg: Optional[str] = None, fix: str = "Fix the value.",
+def input_boundary(source_arg: str | None = None, fix: str = "Fix the value.",
                    what: str = "") -> Callable[[F], F]:
     """Decorate a reader that builds model objects: their constraint errors become one
     KvplanInputError line naming the key, the value and the limit (`source_arg`: the argument
@@ -290,7 +295,7 @@ def input_boundary(source_arg: Optional[str] = None, fix: str = "Fix the value."
             except (ValidationError, RecursionError) as e:
                 src = kwargs.get(source_arg) if source_arg else None
                 if src is None and source_arg:
-                    import inspect  # noqa: PLC0415
+                    import inspect
                     try:
                         src = inspect.signature(fn).bind_partial(*args, **kwargs).arguments.get(source_arg)
                     except TypeError:
@@ -436,7 +441,7 @@ def check_deadline() -> None:
         raise TimeBudgetExceeded()
 
 
-def _async_raise(tid: int, exc: Optional[type[BaseException]]) -> None:
+def _async_raise(tid: int, exc: type[BaseException] | None) -> None:
     try:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(exc) if exc else None)
     except (AttributeError, OSError):  # pragma: no cover - not CPython: the cooperative checks remain
@@ -444,7 +449,7 @@ def _async_raise(tid: int, exc: Optional[type[BaseException]]) -> None:
 
 
 @contextmanager
-def time_budget(seconds: Optional[float]) -> Iterator[None]:
+def time_budget(seconds: float | None) -> Iterator[None]:
     """Bound the wall time of a block: `TimeBudgetExceeded` is raised in it after `seconds`.
 
     A watchdog timer raises the exception asynchronously in the calling thread (any thread, not

@@ -8,7 +8,7 @@ Reads `quantization_config` from config.json, or a ModelOpt `hf_quant_config.jso
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from kvplan.ingest.limits import input_boundary
 from kvplan.model.quant import QuantMetadata, ScaleTensor
@@ -18,7 +18,7 @@ from kvplan.model.quant import QuantMetadata, ScaleTensor
 _ALWAYS_KV_METHOD = ("fp8", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "quark")
 
 
-def _modelopt_kv(q: dict[str, Any]) -> tuple[Any, Optional[str]]:
+def _modelopt_kv(q: dict[str, Any]) -> tuple[Any, str | None]:
     """First truthy of the four places vLLM looks (nested wins over top level)."""
     inner = q.get("quantization") if isinstance(q.get("quantization"), dict) else q
     for obj, key, path in ((inner, "kv_cache_scheme", "quantization.kv_cache_scheme"),
@@ -51,9 +51,9 @@ def normalize_hf_quant_config(hq: dict[str, Any]) -> dict[str, Any]:
 
 
 @input_boundary(fix="Fix the checkpoint's quantization config (config.json quantization_config / hf_quant_config.json).")
-def parse_quant_metadata(config: dict[str, Any], hf_quant_config: Optional[dict[str, Any]],
+def parse_quant_metadata(config: dict[str, Any], hf_quant_config: dict[str, Any] | None,
                          scales: tuple[ScaleTensor, ...] = (), files: tuple[str, ...] = (),
-                         quantization_flag: Optional[str] = None) -> QuantMetadata:
+                         quantization_flag: str | None = None) -> QuantMetadata:
     """Collect the KV-relevant facts; never decides anything."""
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
     q = config.get("quantization_config")
@@ -87,7 +87,7 @@ def parse_quant_metadata(config: dict[str, Any], hf_quant_config: Optional[dict[
         scales=scales, safetensors_files=files)
 
 
-def load_hf_quant_config(folder: Path) -> Optional[dict[str, Any]]:
-    from kvplan.ingest.hf_config import load_json  # noqa: PLC0415 (avoid cycle at import)
+def load_hf_quant_config(folder: Path) -> dict[str, Any] | None:
+    from kvplan.ingest.hf_config import load_json
     p = folder / "hf_quant_config.json"
     return load_json(p, "hf_quant_config") if p.is_file() else None

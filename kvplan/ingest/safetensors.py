@@ -11,7 +11,7 @@ import math
 import re
 import struct
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, input_boundary, loads_json
@@ -85,7 +85,7 @@ def _read_header(src: ByteSource) -> tuple[dict[str, Any], int]:
     return header, 8 + n
 
 
-def _scale_spec(meta: dict[str, Any], numel: int) -> Optional[tuple[str, int, list[int]]]:
+def _scale_spec(meta: dict[str, Any], numel: int) -> tuple[str, int, list[int]] | None:
     """(struct code, element size, data_offsets) of a scale tensor kvplan reads, else None."""
     dec = _DECODE.get(str(meta.get("dtype")))
     offs = meta.get("data_offsets")
@@ -126,7 +126,7 @@ def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...],
     files = sorted(p for p in folder.glob("*.safetensors") if p.is_file())
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        from kvplan.ingest.hf_config import load_json  # noqa: PLC0415
+        from kvplan.ingest.hf_config import load_json
         weight_map = load_json(index, "safetensors index").get("weight_map", {})
         if not isinstance(weight_map, dict):
             raise KvplanInputError(f"{index}: weight_map is not an object.", "Re-download the index file.")
@@ -139,7 +139,7 @@ def find_scales(folder: Path) -> tuple[tuple[ScaleTensor, ...], tuple[str, ...],
     return _scales_from_sources([ByteSource(p) for p in files])
 
 
-def _numel(shape: Any) -> Optional[int]:
+def _numel(shape: Any) -> int | None:
     if not isinstance(shape, list) or not all(isinstance(s, int) for s in shape):
         return None
     return math.prod(shape)

@@ -22,10 +22,10 @@ __all__ = ["LintFinding", "LintReport", "exit_code", "lint_paths"]
 
 def __getattr__(name: str) -> Any:
     if name in ("lint_paths", "exit_code"):
-        from kvplan.lint import run  # noqa: PLC0415
+        from kvplan.lint import run
         return getattr(run, name)
     if name in ("LintFinding", "LintReport"):
-        from kvplan.lint import report  # noqa: PLC0415
+        from kvplan.lint import report
         return getattr(report, name)
     raise AttributeError(name)
 
@@ -43,7 +43,7 @@ def _as_paths(paths: tuple[Any, ...]) -> list[str]:
 
 def lint(*paths: Any, **kwargs: Any) -> Any:
     """Lint files and folders; keyword arguments as for :func:`lint_paths`. Returns the LintReport."""
-    from kvplan.lint.run import lint_paths  # noqa: PLC0415
+    from kvplan.lint.run import lint_paths
     return lint_paths(_as_paths(paths), **kwargs)
 
 

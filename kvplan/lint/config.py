@@ -26,7 +26,7 @@ from __future__ import annotations
 import difflib
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -61,7 +61,7 @@ class ModelEntry(_Cfg):
 
     config: str
     """config.json, or a checkpoint folder holding one (relative to the config file)."""
-    weight_gib: Optional[float] = Field(default=None, ge=0, le=1 << 20)
+    weight_gib: float | None = Field(default=None, ge=0, le=1 << 20)
     """Checkpoint weight size in GiB (all ranks together); else read from *.safetensors or the bundled index."""
 
 
@@ -70,7 +70,7 @@ class LintConfig(_Cfg):
 
     engine_version: str = "0.33.0"
     """vLLM release the deployment runs (kvplan models 0.18 to 0.33; see `kvplan plan --engine`)."""
-    gpu: Optional[str] = None
+    gpu: str | None = None
     """Default GPU profile for launches whose manifest does not say (node selectors win)."""
     fail_level: Literal["error", "warning", "info"] = "error"
     """Exit 1 when a finding is at or above this severity."""
@@ -82,9 +82,9 @@ class LintConfig(_Cfg):
     """Glob patterns (relative to the config file) of files and folders to skip when walking."""
     per_file_ignores: dict[str, list[str]] = Field(default_factory=dict)
     """Glob pattern -> code prefixes ignored in matching files."""
-    models: dict[str, Union[str, ModelEntry]] = Field(default_factory=dict)
+    models: dict[str, str | ModelEntry] = Field(default_factory=dict)
     """Served model (id, path or glob) -> config.json / checkpoint folder, or a table with config and weight-gib."""
-    kv_budget_gib: Optional[float] = Field(default=None, gt=0, le=1 << 20)
+    kv_budget_gib: float | None = Field(default=None, gt=0, le=1 << 20)
     """KV cache memory per GPU in GiB; when unset it is estimated from GPU memory and weight size."""
     hub: bool = True
     """Resolve Hugging Face model ids through the Hugging Face cache and Hub (false: air-gapped; KV804 says so)."""
@@ -101,7 +101,7 @@ _TOP_KEYS = {_kebab(n) for n in LintConfig.model_fields} | set(LintConfig.model_
 class LoadedConfig:
     """A LintConfig plus where it came from (mapping paths resolve against `root`)."""
 
-    def __init__(self, config: LintConfig, path: Optional[Path]):
+    def __init__(self, config: LintConfig, path: Path | None):
         self.config = config
         self.path = path
         self.root = path.parent if path else Path.cwd()
@@ -111,7 +111,7 @@ class LoadedConfig:
         """`kvplan lint --strict` or `strict = true`: KV604 is an error (the runner ORs the CLI option in)."""
 
 
-def find_config(start: Path) -> Optional[Path]:
+def find_config(start: Path) -> Path | None:
     """The nearest kvplan.toml, or pyproject.toml with [tool.kvplan], from `start` upwards."""
     d = start if start.is_dir() else start.parent
     d = d.resolve()
@@ -129,7 +129,7 @@ def find_config(start: Path) -> Optional[Path]:
     return None
 
 
-def load_config(path: Optional[Path]) -> LoadedConfig:
+def load_config(path: Path | None) -> LoadedConfig:
     """Read and validate; every problem is a KvplanInputError (exit 2) naming the file and key."""
     if path is None:
         return LoadedConfig(LintConfig(), None)
@@ -165,7 +165,7 @@ def load_config(path: Optional[Path]) -> LoadedConfig:
         loc = ".".join(str(x) for x in err["loc"])
         raise KvplanInputError(f"invalid {where} setting {loc!r} in {path}: {err['msg']}.",
                                "See docs/lint.md for the keys and their types.") from None
-    from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, resolve_engine  # noqa: PLC0415
+    from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, resolve_engine
     try:
         resolve_engine(engine_spec(cfg.engine_version))
     except KvplanInputError:

@@ -8,15 +8,16 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from kvplan.api import gpu_facts
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.engines import SUPPORTED_ENGINES, resolve_engine
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, load_model_inputs
 from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, parse_flags, scan_argv
-from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.engines import SUPPORTED_ENGINES, resolve_engine
 from kvplan.lint.config import LoadedConfig, engine_spec
 from kvplan.lint.report import LaunchInfo, Location
 from kvplan.lint.resolve import ModelSource, gpu_from_label, resolve_model
@@ -46,7 +47,7 @@ _VLLM_RELEASE_REPO = re.compile(r"(?:^|/)vllm/vllm-openai(?:-[a-z0-9]+)?$", re.I
 _RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:\.post\d+)|(?:[-+.][\w.-]*))?$")
 
 
-def image_release(image: str) -> Optional[tuple[str, Optional[tuple[int, int, int] | str]]]:
+def image_release(image: str) -> tuple[str, tuple[int, int, int] | str | None] | None:
     """("pinned", (0, 10, 0)) for vllm/vllm-openai:v0.10.0, ("unpinned", "latest"|"nightly"|None) for a
     vLLM image without a release tag, None for other images (their tag says nothing about vLLM)."""
     ref = image.strip()
@@ -61,7 +62,7 @@ def image_release(image: str) -> Optional[tuple[str, Optional[tuple[int, int, in
     return "unpinned", tag
 
 
-def _pinned_str(image: str) -> Optional[str]:
+def _pinned_str(image: str) -> str | None:
     rel = image_release(image)
     if rel and rel[0] == "pinned" and isinstance(rel[1], tuple):
         return ".".join(str(x) for x in rel[1])
@@ -133,7 +134,7 @@ def _argv(uses: list[FlagUse], positionals: list[Tok], order: Sequence[Tok] = ()
     return [t.value for t in toks]
 
 
-def _last(uses: list[FlagUse], *flags: str) -> Optional[FlagUse]:
+def _last(uses: list[FlagUse], *flags: str) -> FlagUse | None:
     for u in reversed(uses):
         if u.flag in flags:
             return u
@@ -149,11 +150,11 @@ class LaunchResult:
 class Linter:
     """Checks launches; holds the per-run caches."""
 
-    def __init__(self, cfg: LoadedConfig, default_gpu: Optional[str]):
+    def __init__(self, cfg: LoadedConfig, default_gpu: str | None):
         self.cfg = cfg
         self.default_gpu = default_gpu
         self.plans: dict[tuple[Any, ...], Plan | KvplanInputError] = {}
-        self.inputs: dict[tuple[str, Optional[str]], ModelInputs | KvplanInputError] = {}
+        self.inputs: dict[tuple[str, str | None], ModelInputs | KvplanInputError] = {}
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
         self.engine = resolve_engine(engine_spec(cfg.config.engine_version))
         self.newest = resolve_engine(SUPPORTED_ENGINES[0])  # what :latest and upgrades mean
@@ -169,7 +170,7 @@ class Linter:
         return (site.image is not None and image_release(site.image.value) is None
                 and "engine_version" not in self.cfg.config.model_fields_set)
 
-    def engine_for(self, site: Site) -> tuple[EngineVersion, Optional[str], list[RawFinding]]:
+    def engine_for(self, site: Site) -> tuple[EngineVersion, str | None, list[RawFinding]]:
         """The release to lint a launch against, the pinned release when it is older than kvplan
         models (its findings become upgrade findings), and the note saying so."""
         if site.image is None:
@@ -217,7 +218,7 @@ class Linter:
                 fix=(f"Rename it to {close[0]}" if close else "Remove it") + " (engine_kwargs keys are vLLM's "
                     "engine arguments, `vllm serve` flags with underscores, matched exactly)."))
         uses, positionals = index_flags(site.launch.args)
-        model_tok: Optional[Tok] = site.model_hint
+        model_tok: Tok | None = site.model_hint
         if site.launch.dialect == "kserve-hf":
             kept = []
             for u in uses:
@@ -232,7 +233,7 @@ class Linter:
             uses = kept
         # Values only known at run time ($(VAR) from a Secret, ${VAR} in a script, $(cmd)): never checked,
         # never shifting the arguments around them; KV811 says so for the flags kvplan models.
-        unknown_model: Optional[Tok] = None
+        unknown_model: Tok | None = None
         kept = []
         for u in uses:
             if u.tok.unknown and "$" in u.tok.value.split("=", 1)[0]:
@@ -289,7 +290,7 @@ class Linter:
                 use.tok if use else anchor))
 
         info_gpu = gpu_name
-        src: Optional[ModelSource] = None
+        src: ModelSource | None = None
         if model is not None:
             try:
                 src = resolve_model(model, file, self.cfg, revision=sf.revision)
@@ -405,15 +406,15 @@ class Linter:
         return ServingFlags()
 
     # ------------------------------------------------------------------ anchoring
-    def _anchored(self, code: str, message: str, fix: Optional[str], layers: tuple[int, ...], uses: list[FlagUse],
-                  model_tok: Optional[Tok], anchor: Tok, model: Optional[str],
-                  severity: Optional[str] = None, positionals: Sequence[Tok] = ()) -> RawFinding:
+    def _anchored(self, code: str, message: str, fix: str | None, layers: tuple[int, ...], uses: list[FlagUse],
+                  model_tok: Tok | None, anchor: Tok, model: str | None,
+                  severity: str | None = None, positionals: Sequence[Tok] = ()) -> RawFinding:
         tok = _anchor(code, message, uses, positionals) or model_tok or anchor
         return RawFinding(code, message, tok, fix=fix, model=model, layers=layers, severity=severity)
 
     # ------------------------------------------------------------------ plans
-    def _plan(self, src: ModelSource, sf: ServingFlags, gpu_name: Optional[str],
-              engine: Optional[EngineVersion] = None) -> Plan | KvplanInputError:
+    def _plan(self, src: ModelSource, sf: ServingFlags, gpu_name: str | None,
+              engine: EngineVersion | None = None) -> Plan | KvplanInputError:
         engine = engine or self.engine
         key = (str(src.path), src.weight_bytes, sf.model_dump_json(exclude={"model"}), gpu_name, self.budget,
                engine.version_str)
@@ -428,7 +429,7 @@ class Linter:
                 self.plans[key] = e
         return self.plans[key]
 
-    def _inputs(self, src: ModelSource, quantization: Optional[str], hf_overrides: Any = None) -> ModelInputs:
+    def _inputs(self, src: ModelSource, quantization: str | None, hf_overrides: Any = None) -> ModelInputs:
         key = (str(src.path), quantization, json.dumps(hf_overrides or {}, sort_keys=True))
         if key not in self.inputs:
             try:
@@ -445,7 +446,7 @@ class Linter:
 _KV_FLAG = ("--kv-cache-dtype",)
 
 
-def _anchor(code: str, message: str, uses: list[FlagUse], positionals: Sequence[Tok] = ()) -> Optional[Tok]:
+def _anchor(code: str, message: str, uses: list[FlagUse], positionals: Sequence[Tok] = ()) -> Tok | None:
     """The token a planner finding is about: the flag it names, else --kv-cache-dtype, else None."""
     if code == "KV001" and message.startswith("unexpected argument '"):  # a stray positional word
         word = message[len("unexpected argument '"):].split("':", 1)[0]
@@ -491,6 +492,6 @@ def _anchor(code: str, message: str, uses: list[FlagUse], positionals: Sequence[
     return None
 
 
-def _kv(uses: list[FlagUse]) -> Optional[Tok]:
+def _kv(uses: list[FlagUse]) -> Tok | None:
     u = _last(uses, *_KV_FLAG)
     return u.tok if u else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import PurePosixPath
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import quote
 from xml.etree import ElementTree as ET
 
@@ -22,7 +22,7 @@ _GH_LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info
 
 
 def render(report: LintReport, fmt: str, *, verbose: bool = False, all_rules: bool = False,
-           srcroot: Optional[str] = None) -> str:
+           srcroot: str | None = None) -> str:
     """The report in one format. `verbose`: text lists the rules KV804 skipped; `all_rules`: SARIF
     lists every kvplan rule, not only those with results; `srcroot`: the file:// URI that relative
     paths are relative to (SARIF originalUriBaseIds %SRCROOT%)."""
@@ -55,13 +55,13 @@ def text(report: LintReport, verbose: bool = False) -> str:
             lines.append(f"    fix: {f.fix}")
         if verbose and f.skipped_rules:
             lines.append(f"    skipped: {', '.join(f.skipped_rules)}")
-    return "\n".join(lines + [_summary(report)]) + "\n"
+    return "\n".join([*lines, _summary(report)]) + "\n"
 
 
 def concise(report: LintReport) -> str:
     """One line per finding, nothing else but the summary (ruff --output-format concise)."""
     lines = [f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{_rendered(f)}" for f in report.findings]
-    return "\n".join(lines + [_summary(report)]) + "\n"
+    return "\n".join([*lines, _summary(report)]) + "\n"
 
 
 def statistics(report: LintReport) -> str:
@@ -73,7 +73,7 @@ def statistics(report: LintReport) -> str:
         if f.severity.rank > Severity(row[2]).rank:
             row[2] = f.severity.value
     out = [f"{n:>5}  {code}  [{sev}] {name}" for n, code, sev, name in sorted(rows.values(), key=lambda r: (-r[0], r[1]))]
-    return "\n".join(out + [_summary(report)]) + "\n"
+    return "\n".join([*out, _summary(report)]) + "\n"
 
 
 def _summary(report: LintReport) -> str:
@@ -97,7 +97,7 @@ def _fingerprint(f: LintFinding) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def sarif(report: LintReport, all_rules: bool = False, srcroot: Optional[str] = None) -> str:
+def sarif(report: LintReport, all_rules: bool = False, srcroot: str | None = None) -> str:
     """SARIF 2.1.0 with one run; rules are those the results reference (every kvplan rule with
     `all_rules`), sorted by code; relative paths are relative to %SRCROOT% (`srcroot` when given)."""
     codes = sorted(REGISTRY) if all_rules else sorted({f.code for f in report.findings})

@@ -5,7 +5,7 @@ so that two runs over the same tree print the same bytes.
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -28,7 +28,7 @@ class Location(Frozen):
     """1-based line of the token the finding is about."""
     column: int = 1
     """1-based column (in characters) of that token."""
-    yaml_path: Optional[str] = None
+    yaml_path: str | None = None
     """Dotted path of the YAML node, e.g. spec.template.spec.containers[0].args[3] (null outside YAML)."""
     rendered: bool = False
     """True when the file is a Helm template and line and column are in its `helm template` output: the text
@@ -46,17 +46,17 @@ class LintFinding(Frozen):
     """error: vLLM would refuse to start or crash; warning: works but likely not what you want; info: advice."""
     message: str
     """What is wrong, in one sentence."""
-    fix: Optional[str] = None
+    fix: str | None = None
     """How to fix it."""
     location: Location
     """Where it is."""
-    model: Optional[str] = None
+    model: str | None = None
     """The served model the launch names (as written), when the finding belongs to a launch."""
     layers: list[int] = Field(default_factory=list)
     """Layer indices the finding names (planner findings), else empty."""
-    launch: Optional[int] = None
+    launch: int | None = None
     """Index (in the file's `launches`) of the launch the finding belongs to; null for file-level findings."""
-    upgrade_to: Optional[str] = None
+    upgrade_to: str | None = None
     """Set when the image pins a vLLM release older than kvplan models: the modelled release this finding
     is about ("on upgrade to ..."); such findings are info, not errors of the pinned release."""
     skipped_rules: list[str] = Field(default_factory=list)
@@ -70,7 +70,7 @@ class Suppressed(Frozen):
     """Code of the suppressed finding."""
     location: Location
     """Where the suppressed finding pointed."""
-    reason: Optional[str] = None
+    reason: str | None = None
     """The reason the suppression gave (null when it gave none, which is itself finding KV806)."""
     via: Literal["comment", "annotation", "per-file-ignores"]
     """What suppressed it."""
@@ -81,19 +81,19 @@ class LaunchInfo(Frozen):
 
     location: Location
     """Where the launch starts (the `vllm` word, the container, or the first key of a vLLM config)."""
-    model: Optional[str] = None
+    model: str | None = None
     """Model as written in the launch (positional, --model, --model_id or storageUri), if any."""
-    config: Optional[str] = None
+    config: str | None = None
     """config.json used for the plan rules: a local path, a mapped path or `bundled:<hf id>`; null when none was found."""
-    gpu: Optional[str] = None
+    gpu: str | None = None
     """GPU profile the plan was made for (from node selectors, else --gpu / the configured default)."""
-    gpu_count: Optional[int] = None
+    gpu_count: int | None = None
     """GPUs the pod (LeaderWorkerSet: the group) requests, when the file says."""
-    image: Optional[str] = None
+    image: str | None = None
     """Container image of the launch (as written), when it runs in one."""
-    pinned: Optional[str] = None
+    pinned: str | None = None
     """vLLM release the image tag pins (vllm/vllm-openai:v0.10.0 -> 0.10.0), when it is a vLLM release image."""
-    engine: Optional[str] = None
+    engine: str | None = None
     """vLLM release the launch was linted against (the pinned one when modelled, else the configured one)."""
 
 
@@ -106,7 +106,7 @@ class FileResult(Frozen):
     """What the file was recognised as."""
     status: FileStatus
     """linted (at least one vLLM launch checked), skipped (not a deployment config), error (could not be read or parsed)."""
-    note: Optional[str] = None
+    note: str | None = None
     """Why it was skipped, or what went wrong."""
     launches: list[LaunchInfo] = Field(default_factory=list)
     """vLLM launches found in the file."""
@@ -140,7 +140,7 @@ class Summary(Frozen):
 class Settings(Frozen):
     """The settings the run used (after config file and command line)."""
 
-    config_file: Optional[str] = None
+    config_file: str | None = None
     """The pyproject.toml / kvplan.toml read, if any."""
     fail_level: Literal["error", "warning", "info"] = "error"
     """Exit 1 when a reported finding is at or above this severity."""
@@ -148,7 +148,7 @@ class Settings(Frozen):
     """Code prefixes selected (empty: all)."""
     ignore: list[str] = Field(default_factory=list)
     """Code prefixes ignored."""
-    gpu: Optional[str] = None
+    gpu: str | None = None
     """Default GPU for launches whose manifest names none."""
     strict: bool = False
     """`--strict` / `strict = true`: KV604 (architecture not verified against vLLM, unused geometry keys) is an error."""
@@ -186,10 +186,10 @@ def lint_report_schema() -> dict:
 
 
 def lint_report_schema_text() -> str:
-    import json  # noqa: PLC0415
+    import json
     return json.dumps(lint_report_schema(), indent=2, sort_keys=True) + "\n"
 
 
 if __name__ == "__main__":  # python -m kvplan.lint.report > schemas/lint-report.schema.json
-    import sys  # noqa: PLC0415
+    import sys
     sys.stdout.write(lint_report_schema_text())

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.lint.config import LoadedConfig, ModelEntry
@@ -31,7 +31,7 @@ class ModelSource:
     """A config.json / checkpoint folder (Path), or a resolved Hub id (kvplan.ingest.hub.HubModel,
     which `load_model_inputs` reads and whose str() is its hf://id@commit)."""
     label: str
-    weight_bytes: Optional[int] = None
+    weight_bytes: int | None = None
 
 
 @lru_cache(maxsize=1)
@@ -70,7 +70,7 @@ def hub_enabled(cfg: LoadedConfig) -> bool:
     return cfg.config.hub and not cfg.offline
 
 
-def hub_candidate(model: str, lint_file: Optional[Path], cfg: LoadedConfig) -> Optional[str]:
+def hub_candidate(model: str, lint_file: Path | None, cfg: LoadedConfig) -> str | None:
     """The Hub id `model` would be resolved as (not mapped, not a local path, not bundled), else None."""
     try:
         src = _resolve_local(model, lint_file, cfg)
@@ -79,16 +79,16 @@ def hub_candidate(model: str, lint_file: Optional[Path], cfg: LoadedConfig) -> O
     return None if src is not None else _hub_id(model)
 
 
-def _hub_id(model: str) -> Optional[str]:
-    from kvplan.ingest.hub import hub_id  # noqa: PLC0415 - no huggingface_hub import here
+def _hub_id(model: str) -> str | None:
+    from kvplan.ingest.hub import hub_id
     try:
         return hub_id(model)
     except KvplanInputError:
         return None  # not an id: "no config.json kvplan can find"
 
 
-def resolve_model(model: str, lint_file: Optional[Path], cfg: LoadedConfig,
-                  revision: Optional[str] = None) -> Optional[ModelSource]:
+def resolve_model(model: str, lint_file: Path | None, cfg: LoadedConfig,
+                  revision: str | None = None) -> ModelSource | None:
     """The config for a served model string, or None when kvplan cannot find one.
 
     A Hub id that cannot be resolved (not found, gated, network down, resolution off) raises
@@ -104,18 +104,18 @@ def resolve_model(model: str, lint_file: Optional[Path], cfg: LoadedConfig,
         raise KvplanInputError(f"model {model!r} is a Hugging Face id and Hub resolution is off ({why}), so its "
                                "config.json was not read and the rules that need the model were skipped.",
                                "Map the id to a config.json in [tool.kvplan.lint.models], or lint with the Hub on.")
-    from kvplan.ingest.hub import resolve  # noqa: PLC0415
+    from kvplan.ingest.hub import resolve
     m = resolve(repo, revision)
     return ModelSource(m, f"hf:{repo}@{m.commit[:12]}")
 
 
-def prefetch_hub_models(items: list[tuple[Optional[Path], LoadedConfig, Any]]) -> None:
+def prefetch_hub_models(items: list[tuple[Path | None, LoadedConfig, Any]]) -> None:
     """Resolve the Hub ids that the launch sites (file, configuration, Site) name, concurrently, so
     that linting them later finds each one resolved; problems are reported when a launch is linted."""
-    from kvplan.ingest.flags import parse_flags  # noqa: PLC0415
-    from kvplan.lint.engine import _argv, index_flags  # noqa: PLC0415 - the engine imports this module
-    want: set[tuple[str, Optional[str]]] = set()
-    seen: dict[tuple[str, Optional[Path], Optional[Path]], Optional[str]] = {}
+    from kvplan.ingest.flags import parse_flags
+    from kvplan.lint.engine import _argv, index_flags
+    want: set[tuple[str, str | None]] = set()
+    seen: dict[tuple[str, Path | None, Path | None], str | None] = {}
     for path, cfg, site in items:
         if not hub_enabled(cfg):
             continue
@@ -123,7 +123,7 @@ def prefetch_hub_models(items: list[tuple[Optional[Path], LoadedConfig, Any]]) -
             uses, positionals = index_flags(site.launch.args)
             sf = parse_flags(_argv(uses, positionals))
             model, revision = sf.model, sf.revision
-        except Exception:  # noqa: BLE001 - the launch's own lint reports it
+        except Exception:
             model, revision = None, None
         if model is None and getattr(site, "model_hint", None) is not None:
             model = site.model_hint.value
@@ -136,11 +136,11 @@ def prefetch_hub_models(items: list[tuple[Optional[Path], LoadedConfig, Any]]) -
         if repo is not None:
             want.add((repo, revision))
     if want:
-        from kvplan.ingest.hub import prefetch  # noqa: PLC0415
+        from kvplan.ingest.hub import prefetch
         prefetch(sorted(want, key=lambda w: (w[0], w[1] or "")))
 
 
-def _resolve_local(model: str, lint_file: Optional[Path], cfg: LoadedConfig) -> Optional[ModelSource]:
+def _resolve_local(model: str, lint_file: Path | None, cfg: LoadedConfig) -> ModelSource | None:
     """Mapping, local path or bundled config, without touching the Hub."""
     models = cfg.config.models
     if model in models:
@@ -168,10 +168,10 @@ def _resolve_local(model: str, lint_file: Optional[Path], cfg: LoadedConfig) -> 
 _GKE_ACCELERATORS = {"nvidia-tesla-a100": "a100-40gb", "nvidia-h100-mega-80gb": "h100-sxm"}
 
 
-def gpu_from_label(label: str) -> Optional[str]:
+def gpu_from_label(label: str) -> str | None:
     """A kvplan GPU name for a node label value, or None (unknown, or no GPU table available)."""
     try:
-        from kvplan.backends.gpus import resolve_gpu  # noqa: PLC0415
+        from kvplan.backends.gpus import resolve_gpu
     except ImportError:  # pragma: no cover - the GPU table is optional
         return None
     s = label.strip().lower()

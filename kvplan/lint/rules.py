@@ -8,7 +8,7 @@ runs them. (The FP8 prefill-query advice is the backend rule KV703; lint anchors
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kvplan.rules.base import REGISTRY, Emit, declare
 
@@ -16,7 +16,7 @@ LINT_FAMILY = "lint"
 _LINT_DOC = "docs/lint.md"
 
 
-def _lint_only(ctx) -> Iterable[Emit]:  # noqa: ARG001 - the linter emits these with positions
+def _lint_only(ctx) -> Iterable[Emit]:
     return ()
 
 

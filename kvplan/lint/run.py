@@ -9,20 +9,27 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import replace
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
 
 from kvplan import __version__
+from kvplan.backends.engines import resolve_engine
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, TimeBudgetExceeded, check_text, limits, read_bounded, time_budget
 from kvplan.lint import rules as lint_rules
-from kvplan.lint.config import LoadedConfig, find_config, load_config
+from kvplan.lint.config import LoadedConfig, engine_spec, find_config, load_config
 from kvplan.lint.engine import Linter
 from kvplan.lint.report import (
-    FileResult, LaunchInfo, LintFinding, LintReport, Location, Settings, Summary, Suppressed,
+    FileResult,
+    LaunchInfo,
+    LintFinding,
+    LintReport,
+    Location,
+    Settings,
+    Summary,
+    Suppressed,
 )
 from kvplan.lint.resolve import gpu_from_label, prefetch_hub_models
 from kvplan.lint.shell import Tok
@@ -30,10 +37,9 @@ from kvplan.lint.sources import Extracted, RawFinding, extract_text, extract_yam
 from kvplan.lint.suppress import Suppression, from_annotations, from_comments
 from kvplan.model.plan import EngineRef
 from kvplan.model.vocab import Severity
-from kvplan.backends.engines import resolve_engine
-from kvplan.lint.config import engine_spec
 from kvplan.planner.context import ENGINE_NAME, ENGINE_VERSION
 from kvplan.rules.base import REGISTRY, all_rules
+import contextlib
 
 YAML_SUFFIXES = (".yaml", ".yml")
 TEXT_SUFFIXES = (".sh", ".bash", ".zsh", ".txt", ".cmd", ".env")
@@ -73,14 +79,14 @@ def _excluded(p: Path, cfg: LoadedConfig) -> bool:
 class _Scope:
     """Settings for the files under one configuration file (CLI options applied on top)."""
 
-    def __init__(self, cfg: LoadedConfig, gpu: Optional[str], select: Optional[Sequence[str]], ignore: Sequence[str],
+    def __init__(self, cfg: LoadedConfig, gpu: str | None, select: Sequence[str] | None, ignore: Sequence[str],
                  plan_cache: dict, input_cache: dict):
         c = cfg.config
         self.cfg = cfg
         self.default_gpu = gpu or c.gpu
         if self.default_gpu:
             try:
-                from kvplan.backends.gpus import resolve_gpu  # noqa: PLC0415
+                from kvplan.backends.gpus import resolve_gpu
                 self.default_gpu = resolve_gpu(self.default_gpu).name
             except ImportError:  # pragma: no cover - GPU table not available
                 self.default_gpu = None
@@ -100,7 +106,7 @@ class _Scope:
             return False
         return not _matches(self.ignore, code)
 
-    def per_file(self, code: str, path: Optional[Path], display: str) -> bool:
+    def per_file(self, code: str, path: Path | None, display: str) -> bool:
         pfi = self.cfg.config.per_file_ignores
         if not pfi:
             return False
@@ -108,17 +114,15 @@ class _Scope:
         if rel is None:
             rel = display
             if path is not None:
-                try:
+                with contextlib.suppress(ValueError):
                     rel = path.resolve().relative_to(self.root).as_posix()
-                except ValueError:
-                    pass
             self._rel[display] = rel
         return any(_matches(codes, code) and (fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(display, pat))
                    for pat, codes in pfi.items())
 
 
 def _walk(paths: Sequence[str], cwd: Path, cfg: LoadedConfig, missing: list[tuple[str, str]],
-          scope_for: Callable[[Optional[Path]], "_Scope"]) -> list[_Candidate]:
+          scope_for: Callable[[Path | None], _Scope]) -> list[_Candidate]:
     seen: set[str] = set()
     out: list[_Candidate] = []
     for raw in paths:
@@ -146,7 +150,7 @@ def _walk(paths: Sequence[str], cwd: Path, cfg: LoadedConfig, missing: list[tupl
     return out
 
 
-def _read(c: _Candidate) -> tuple[Optional[str], Optional[str], bool]:
+def _read(c: _Candidate) -> tuple[str | None, str | None, bool]:
     """(text, problem, is_finding): problem set when unreadable; is_finding when it must be reported."""
     deploy_like = c.path.suffix.lower() in YAML_SUFFIXES + TEXT_SUFFIXES
     try:
@@ -164,7 +168,7 @@ def _read(c: _Candidate) -> tuple[Optional[str], Optional[str], bool]:
 _HELM_SYNTAX = re.compile(r"\{\{-?\s*(?:\.Values|\.Release|\.Chart|include\b|template\b|toYaml\b|if\b|with\b|range\b|end\b|/\*)")
 
 
-def _chart_root(path: Path) -> Optional[Path]:
+def _chart_root(path: Path) -> Path | None:
     """The Helm chart a template file belongs to (the nearest folder above with a Chart.yaml)."""
     for parent in list(path.parents)[:4]:
         if (parent / "Chart.yaml").is_file():
@@ -172,14 +176,14 @@ def _chart_root(path: Path) -> Optional[Path]:
     return None
 
 
-def _render_chart(root: Path, cache: dict[Path, tuple[Optional[dict[str, str]], str]],
-                  shown: str) -> tuple[Optional[dict[str, str]], str]:
+def _render_chart(root: Path, cache: dict[Path, tuple[dict[str, str] | None, str]],
+                  shown: str) -> tuple[dict[str, str] | None, str]:
     """`helm template` of a chart: ({template path relative to the chart: rendered YAML}, note)."""
     if root in cache:
         return cache[root]
     helm = shutil.which("helm")
     if helm is None:
-        result: tuple[Optional[dict[str, str]], str] = (None, (
+        result: tuple[dict[str, str] | None, str] = (None, (
             f"Helm chart {shown}: its templates need rendering and `helm` is not on PATH; lint the output "
             f"of `helm template release {shown}` instead (launches in its values files are linted)."))
     else:
@@ -205,7 +209,7 @@ def _render_chart(root: Path, cache: dict[Path, tuple[Optional[dict[str, str]], 
     return result
 
 
-def _prerender(c: "_Candidate", charts: Optional[dict]) -> None:
+def _prerender(c: _Candidate, charts: dict | None) -> None:
     """Render the chart of a template file (when it is one) into the run's chart cache."""
     if charts is None or c.path.suffix.lower() not in YAML_SUFFIXES:
         return
@@ -225,14 +229,14 @@ def _prerender(c: "_Candidate", charts: Optional[dict]) -> None:
 
 
 # Helm charts rendered during one lint_paths() call (chart root -> rendered templates, note).
-_CHARTS: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("kvplan_lint_charts", default=None)
+_CHARTS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("kvplan_lint_charts", default=None)
 
 
-def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[str]]:
+def _extract(c: _Candidate, text: str) -> tuple[Extracted | None, str | None]:
     """Extracted launches, or (None, note) when the file is not a deployment config."""
     charts = _CHARTS.get()
     suffix = c.path.suffix.lower()
-    if suffix in YAML_SUFFIXES + (".tpl",) and "{{" in text and _HELM_SYNTAX.search(text):
+    if suffix in (*YAML_SUFFIXES, ".tpl") and "{{" in text and _HELM_SYNTAX.search(text):
         root = _chart_root(c.path)
         if root is None or suffix == ".tpl" or "templates" not in c.path.resolve().relative_to(root.resolve()).parts:
             # Go template actions inside values (a controller fills them in) parse as YAML and are
@@ -270,10 +274,10 @@ def _extract(c: _Candidate, text: str) -> tuple[Optional[Extracted], Optional[st
     return None, f"not a deployment config ({suffix})"
 
 
-def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
-               gpu: Optional[str] = None, config: Optional[Path] = None, fail_level: Optional[str] = None,
-               cwd: Optional[Path] = None, isolated: bool = False,
-               on_file: Optional[Callable[[str], None]] = None, file_timeout: Optional[float] = None,
+def lint_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ignore: Sequence[str] = (),
+               gpu: str | None = None, config: Path | None = None, fail_level: str | None = None,
+               cwd: Path | None = None, isolated: bool = False,
+               on_file: Callable[[str], None] | None = None, file_timeout: float | None = None,
                offline: bool = False, strict: bool = False) -> LintReport:
     """Lint deployment files and folders. Input errors (bad config, unknown --gpu) raise KvplanInputError.
 
@@ -289,10 +293,10 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         if not code.strip().upper().startswith("KV"):
             raise KvplanInputError(f"--select/--ignore value {code!r} is not a code prefix.", "Use codes like KV401 or prefixes like KV4.")
     # One configuration for the run (--config, --isolated), else the nearest one above each file (like ruff).
-    fixed: Optional[LoadedConfig] = load_config(None) if isolated else (load_config(config) if config is not None else None)
+    fixed: LoadedConfig | None = load_config(None) if isolated else (load_config(config) if config is not None else None)
     first = Path(paths[0]) if Path(paths[0]).is_absolute() else cwd / paths[0]
     base_cfg = fixed or load_config(find_config(first if first.exists() else cwd))
-    configs: dict[Optional[Path], _Scope] = {}
+    configs: dict[Path | None, _Scope] = {}
     dir_cfg: dict[str, _Scope] = {}
     plan_cache: dict = {}
     input_cache: dict = {}
@@ -307,7 +311,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
 
     base = scope_of(base_cfg)
 
-    def scope_for(path: Optional[Path]) -> _Scope:
+    def scope_for(path: Path | None) -> _Scope:
         if fixed is not None or path is None:
             return base
         d = os.path.dirname(os.path.abspath(path))
@@ -325,13 +329,13 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
     reported: list[LintFinding] = []
     suppressed: list[Suppressed] = []
 
-    def enabled(code: str, display: str, path: Optional[Path]) -> bool:
+    def enabled(code: str, display: str, path: Path | None) -> bool:
         return scope_for(path).enabled(code)
 
-    def per_file(code: str, path: Optional[Path], display: str) -> bool:
+    def per_file(code: str, path: Path | None, display: str) -> bool:
         return scope_for(path).per_file(code, path, display)
 
-    def finish(display: str, path: Optional[Path], raw: Iterable[RawFinding], sups: list[Suppression]) -> None:
+    def finish(display: str, path: Path | None, raw: Iterable[RawFinding], sups: list[Suppression]) -> None:
         raw = list(raw)
         extra: list[RawFinding] = []
         kept: list[RawFinding] = []
@@ -377,7 +381,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         files.append(FileResult(path=disp, kind="unknown", status="error", note=problem))
         finish(disp, None, [RawFinding("KV800", f"cannot lint {disp}: {problem}.", Tok("", 1, 1))], [])
 
-    Prepared = tuple[Optional[str], Optional[str], bool, Optional[Extracted], Optional[str]]
+    Prepared = tuple[str | None, str | None, bool, Extracted | None, str | None]
     Outcome = tuple[FileResult, list[RawFinding], list[Suppression]]
 
     def prepare(cand: _Candidate) -> Prepared:
@@ -425,7 +429,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
         return (FileResult(path=cand.display, kind=ex.kind, status=status, note=fnote, launches=launches),
                 raw_findings, sups + ann_sups)
 
-    def guarded(cand: _Candidate, budget: float, step: Callable[[], "Prepared | Outcome"]) -> tuple[object, Optional[Outcome]]:
+    def guarded(cand: _Candidate, budget: float, step: Callable[[], Prepared | Outcome]) -> tuple[object, Outcome | None]:
         """Run one step under the file's time budget: (its value, None), or (None, the outcome of a limit)."""
         try:
             with time_budget(budget):
@@ -446,7 +450,7 @@ def lint_paths(paths: Sequence[str], *, select: Optional[Sequence[str]] = None, 
     for cand in candidates:
         _prerender(cand, _CHARTS.get())
     # Pass 1: read and extract every file (each under its time budget).
-    staged: list[tuple[_Candidate, Optional[Prepared], Optional[Outcome], float]] = []
+    staged: list[tuple[_Candidate, Prepared | None, Outcome | None, float]] = []
     for cand in candidates:
         t0 = time.monotonic()
         value, failed = guarded(cand, budget_of(cand), lambda: prepare(cand))
@@ -514,7 +518,7 @@ def _to_template(t: Tok, m: dict[int, int]) -> Tok:
     return replace(t, line=m[t.line]) if t.line in m else replace(t, rendered=True)
 
 
-def exit_code(report: LintReport, fail_level: Optional[str] = None, exit_zero: bool = False) -> int:
+def exit_code(report: LintReport, fail_level: str | None = None, exit_zero: bool = False) -> int:
     """0 clean, 1 when a reported finding is at or above the fail level."""
     if exit_zero:
         return 0
@@ -522,4 +526,4 @@ def exit_code(report: LintReport, fail_level: Optional[str] = None, exit_zero: b
     return 1 if any(f.severity.rank >= floor for f in report.findings) else 0
 
 
-__all__ = ["lint_paths", "exit_code", "gpu_from_label"]
+__all__ = ["exit_code", "gpu_from_label", "lint_paths"]

@@ -8,8 +8,8 @@ launch scripts use: quotes, backslash escapes and line continuations, comments, 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Optional, Sequence
 
 Pos = Callable[[int], tuple[int, int]]
 
@@ -21,7 +21,7 @@ class Tok:
     value: str
     line: int
     col: int
-    yaml_path: Optional[str] = None
+    yaml_path: str | None = None
     quoted: bool = False
     op: bool = False
     unknown: bool = False
@@ -31,7 +31,7 @@ class Tok:
     rendered: bool = False
     """A Helm template's token whose line and column are in the `helm template` output (no template line holds it)."""
 
-    def at(self, offset: int) -> "Tok":
+    def at(self, offset: int) -> Tok:
         """A token for the text `offset` characters into this one (same line: `--flag=value`)."""
         return replace(self, value=self.value[offset:], col=self.col + offset,
                        literal=tuple(o - offset for o in self.literal if o >= offset))
@@ -49,12 +49,12 @@ _CONTROL = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def lex(s: str, pos: Pos, yaml_path: Optional[str] = None) -> list[Tok]:
+def lex(s: str, pos: Pos, yaml_path: str | None = None) -> list[Tok]:
     """Split shell text into words and operators, each with its position (via `pos(offset)`)."""
     toks: list[Tok] = []
     buf: list[str] = []
     lit: list[int] = []
-    start: Optional[int] = None
+    start: int | None = None
     quoted = False
     i, n = 0, len(s)
 
@@ -219,7 +219,7 @@ def _closing(s: str, i: int, open_: str, close: str) -> int:
     return len(s)
 
 
-def expand_k8s(value: str, env: Mapping[str, VarValue]) -> tuple[str, bool, Optional[VarValue]]:
+def expand_k8s(value: str, env: Mapping[str, VarValue]) -> tuple[str, bool, VarValue | None]:
     """Kubernetes' expansion of one command/args/env string: (result, unknown, whole).
 
     `$(NAME)` takes the value of an env entry defined in the container (earlier entries only, for
@@ -233,7 +233,7 @@ def expand_k8s(value: str, env: Mapping[str, VarValue]) -> tuple[str, bool, Opti
     m = _K8S_REF.fullmatch(value)
     if m and m.group(1) in env and not env[m.group(1)].unknown:
         return env[m.group(1)].value, False, env[m.group(1)]
-    def known(m: re.Match[str]) -> Optional[str]:
+    def known(m: re.Match[str]) -> str | None:
         vv = env.get(m.group(1))
         return vv.value if vv is not None and not vv.unknown else None
 
@@ -241,7 +241,7 @@ def expand_k8s(value: str, env: Mapping[str, VarValue]) -> tuple[str, bool, Opti
     return result, unknown, None
 
 
-def interpolate(value: str, ref: re.Pattern[str], resolve: Callable[[re.Match[str]], Optional[str]]) -> tuple[str, bool]:
+def interpolate(value: str, ref: re.Pattern[str], resolve: Callable[[re.Match[str]], str | None]) -> tuple[str, bool]:
     """Substitute the `ref` matches of `value` (`$$` is a literal `$`): (result, unknown).
 
     `resolve` gives a match's value, or None when it is only known at run time: the reference then
@@ -390,10 +390,10 @@ class Launch:
     launcher: Tok
     args: tuple[Tok, ...]
     dialect: str = "vllm"  # vllm | kserve-hf (KServe's huggingfaceserver: own flags, vLLM flags passed on)
-    image: Optional[Tok] = None  # `docker run IMAGE ...`: the image (its tag names the vLLM release)
+    image: Tok | None = None  # `docker run IMAGE ...`: the image (its tag names the vLLM release)
 
 
-def find_launch(words: Sequence[Tok], implicit_vllm: bool = False) -> Optional[Launch]:
+def find_launch(words: Sequence[Tok], implicit_vllm: bool = False) -> Launch | None:
     """The vLLM launch in one simple command, if it is one.
 
     Recognises `vllm serve`, `python -m vllm.entrypoints.openai.api_server`, `python -m

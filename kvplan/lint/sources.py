@@ -14,7 +14,7 @@ import bisect
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -22,9 +22,21 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, REMOVED_FLAGS
 from kvplan.ingest.limits import compose_all as bounded_compose_all
 from kvplan.lint.shell import (
-    VLLM_IMAGE, Launch, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, expand_k8s, find_launch, interpolate,
-    lex, split_value,
+    VLLM_IMAGE,
+    Launch,
+    Pos,
+    ShellSyntaxError,
+    Tok,
+    VarValue,
+    commands,
+    expand,
+    expand_k8s,
+    find_launch,
+    interpolate,
+    lex,
+    split_value,
 )
+import contextlib
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -46,13 +58,13 @@ class RawFinding:
     code: str
     message: str
     tok: Tok
-    fix: Optional[str] = None
-    model: Optional[str] = None
+    fix: str | None = None
+    model: str | None = None
     layers: tuple[int, ...] = ()
-    severity: Optional[str] = None  # a planner finding's own severity when it differs from its rule's
+    severity: str | None = None  # a planner finding's own severity when it differs from its rule's
     skipped_rules: tuple[str, ...] = ()  # KV804: the rules that need the model (listed in JSON and -v)
-    upgrade: Optional[str] = None  # the modelled release a finding is about when the image pins an older one
-    launch: Optional[int] = None  # index of the launch (in the file) the finding belongs to
+    upgrade: str | None = None  # the modelled release a finding is about when the image pins an older one
+    launch: int | None = None  # index of the launch (in the file) the finding belongs to
 
 
 @dataclass
@@ -61,11 +73,11 @@ class Site:
 
     launch: Launch
     anchor: Tok
-    model_hint: Optional[Tok] = None
-    gpu_label: Optional[Tok] = None
-    gpu_count: Optional[int] = None
+    model_hint: Tok | None = None
+    gpu_label: Tok | None = None
+    gpu_count: int | None = None
     group_size: int = 1
-    image: Optional[Tok] = None
+    image: Tok | None = None
     """The container image (its tag names the vLLM release), when the launch runs in one."""
     partial: bool = False
     """A Kustomize patch or Helm values entry: the rest of the launch (model, GPUs) lives elsewhere."""
@@ -91,8 +103,8 @@ class Extracted:
     sites: list[Site] = field(default_factory=list)
     findings: list[RawFinding] = field(default_factory=list)
     annotations: list[Annotation] = field(default_factory=list)
-    note: Optional[str] = None
-    line_map: Optional[dict[int, int]] = None
+    note: str | None = None
+    line_map: dict[int, int] | None = None
     """A rendered Helm template: line of the `helm template` output -> line of the template, where exact."""
 
 
@@ -109,7 +121,7 @@ class LineIndex:
 
 
 # ----------------------------------------------------------------------------- YAML node helpers
-def _mget(node: Optional[Node], key: str) -> Optional[Node]:
+def _mget(node: Node | None, key: str) -> Node | None:
     if isinstance(node, MappingNode):
         for k, v in node.value:
             if isinstance(k, ScalarNode) and k.value == key:
@@ -117,17 +129,17 @@ def _mget(node: Optional[Node], key: str) -> Optional[Node]:
     return None
 
 
-def _items(node: Optional[Node]) -> list[tuple[ScalarNode, Node]]:
+def _items(node: Node | None) -> list[tuple[ScalarNode, Node]]:
     if isinstance(node, MappingNode):
         return [(k, v) for k, v in node.value if isinstance(k, ScalarNode)]
     return []
 
 
-def _seq(node: Optional[Node]) -> list[Node]:
+def _seq(node: Node | None) -> list[Node]:
     return list(node.value) if isinstance(node, SequenceNode) else []
 
 
-def _scalar(node: Optional[Node]) -> Optional[str]:
+def _scalar(node: Node | None) -> str | None:
     return node.value if isinstance(node, ScalarNode) else None
 
 
@@ -161,7 +173,7 @@ class _Doc:
             return self.li.pos(start + (mapping[k] if k < len(mapping) else last))
         return pos
 
-    def tok(self, node: Node, path: str, value: Optional[str] = None) -> Tok:
+    def tok(self, node: Node, path: str, value: str | None = None) -> Tok:
         if isinstance(node, ScalarNode):
             line, col = self.pos_in(node)(0) if node.value else self.li.pos(node.start_mark.index)
             v = node.value if value is None else value
@@ -176,7 +188,7 @@ class _Doc:
 @dataclass
 class _Item:
     tok: Tok
-    node: Optional[ScalarNode] = None  # YAML scalar the item came from (for `sh -c` scripts)
+    node: ScalarNode | None = None  # YAML scalar the item came from (for `sh -c` scripts)
 
 
 _SHELLS = {"sh", "bash", "ash", "dash", "zsh"}
@@ -189,7 +201,7 @@ def _word_pos(t: Tok) -> Pos:
     return lambda k: (t.line, t.col + k)
 
 
-def _shell_script_arg(words: list[Tok]) -> Optional[int]:
+def _shell_script_arg(words: list[Tok]) -> int | None:
     """Index of the script in `sh -c SCRIPT` / `bash -lc SCRIPT` (wrappers before the shell allowed)."""
     i = 0
     while i < len(words) and (words[i].value in ("exec", "env", "nohup", "timeout") or _ASSIGN_WORD.match(words[i].value)
@@ -206,7 +218,7 @@ def _shell_script_arg(words: list[Tok]) -> Optional[int]:
     return None
 
 
-def _launches_from_argv(doc: Optional[_Doc], items: list[_Item], env: dict[str, VarValue], implicit: Optional[Tok],
+def _launches_from_argv(doc: _Doc | None, items: list[_Item], env: dict[str, VarValue], implicit: Tok | None,
                         out: Extracted, yaml_list: bool, k8s: bool = True, more_args: bool = False) -> list[Launch]:
     """Launches in one container/service argv (command + args), including `sh -c 'script'`.
 
@@ -331,7 +343,7 @@ _ALL_ARGS = ("$@", "${@}", "$*", "${*}")
 _NTH_ARG = re.compile(r"^\$(?:(\d)|\{(\d+)\})$")
 
 
-def _positional(words: list[Tok], positional: Optional[list[Tok]]) -> list[Tok]:
+def _positional(words: list[Tok], positional: list[Tok] | None) -> list[Tok]:
     """`"$@"` / `$1` words -> the script's arguments when they are known (`sh -c SCRIPT NAME ARGS...`)."""
     if positional is None:
         return words
@@ -348,8 +360,8 @@ def _positional(words: list[Tok], positional: Optional[list[Tok]]) -> list[Tok]:
     return out
 
 
-def _launches_in_script(script: str, pos: Pos, yaml_path: Optional[str], env: dict[str, VarValue],
-                        out: Extracted, depth: int = 0, positional: Optional[list[Tok]] = None) -> list[Launch]:
+def _launches_in_script(script: str, pos: Pos, yaml_path: str | None, env: dict[str, VarValue],
+                        out: Extracted, depth: int = 0, positional: list[Tok] | None = None) -> list[Launch]:
     """Launches in a shell script. `positional`: the script's arguments ($@), None when unknown."""
     env = dict(env)
     found: list[Launch] = []
@@ -378,7 +390,7 @@ def _launches_in_script(script: str, pos: Pos, yaml_path: Optional[str], env: di
     return found
 
 
-def lex_resilient(s: str, pos: Pos, yaml_path: Optional[str], out: Extracted, base: int = 0) -> list[Tok]:
+def lex_resilient(s: str, pos: Pos, yaml_path: str | None, out: Extracted, base: int = 0) -> list[Tok]:
     """lex(), but an unterminated quote becomes finding KV802 and lexing resumes on the next line."""
     toks: list[Tok] = []
     for _ in range(1000):
@@ -393,10 +405,8 @@ def lex_resilient(s: str, pos: Pos, yaml_path: Optional[str], out: Extracted, ba
                 Tok("", line, col, yaml_path)))
             line_start = s.rfind("\n", 0, at) + 1
             if line_start > base:
-                try:
+                with contextlib.suppress(ShellSyntaxError):
                     toks += lex(s[base:line_start], lambda k, b=base: pos(b + k), yaml_path)
-                except ShellSyntaxError:
-                    pass
             nl = s.find("\n", at)
             if nl < 0:
                 return toks
@@ -408,12 +418,12 @@ def lex_resilient(s: str, pos: Pos, yaml_path: Optional[str], out: Extracted, ba
 # ----------------------------------------------------------------------------- Kubernetes
 @dataclass(frozen=True)
 class _PodCtx:
-    gpu_label: Optional[Tok] = None
+    gpu_label: Tok | None = None
     group_size: int = 1
     ray: bool = False  # a KubeRay head/worker group: the operator runs `ray start`, not the image's entrypoint
 
 
-def _gpu_label(doc: _Doc, spec: Node, path: str) -> Optional[Tok]:
+def _gpu_label(doc: _Doc, spec: Node, path: str) -> Tok | None:
     for k, v in _items(_mget(spec, "nodeSelector")):
         if k.value in GPU_LABEL_KEYS and isinstance(v, ScalarNode):
             return doc.tok(v, f"{path}.nodeSelector.{k.value}")
@@ -429,7 +439,7 @@ def _gpu_label(doc: _Doc, spec: Node, path: str) -> Optional[Tok]:
     return None
 
 
-def _gpu_count(resources: Optional[Node]) -> Optional[int]:
+def _gpu_count(resources: Node | None) -> int | None:
     for section in ("limits", "requests"):
         for key in GPU_RESOURCES:
             v = _scalar(_mget(_mget(resources, section), key))
@@ -489,7 +499,7 @@ _RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime", "LLMInferenceServic
 
 
 def _container(doc: _Doc, c: Node, path: str, pod: _PodCtx, out: Extracted, dialect: str = "vllm",
-               model_hint: Optional[Tok] = None, kind: str = "") -> None:
+               model_hint: Tok | None = None, kind: str = "") -> None:
     inode = _mget(c, "image")
     image = _scalar(inode) or ""
     env, ordered = _env(doc, c, path)
@@ -583,7 +593,7 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, ki
             _walk_k8s(doc, v, p, here, out, kind)
 
 
-def _embedded_yaml(doc: _Doc, node: ScalarNode, path: str, what: str, errors: Optional[Extracted] = None):
+def _embedded_yaml(doc: _Doc, node: ScalarNode, path: str, what: str, errors: Extracted | None = None):
     """YAML inside a block scalar (a Kustomize inline patch, a RayService's serveConfigV2): its documents, a
     _Doc for positions inside it, and the function mapping those positions back into the file. A syntax error
     is KV801 in `errors` (when given) at its place in the file."""
@@ -687,11 +697,11 @@ def _py_value(node: Node) -> Any:
     return yaml.constructor.SafeConstructor().construct_document(node)
 
 
-def _engine_kwargs(doc: _Doc, kwargs: Optional[Node], path: str) -> tuple[list[Tok], list[Tok]]:
+def _engine_kwargs(doc: _Doc, kwargs: Node | None, path: str) -> tuple[list[Tok], list[Tok]]:
     """Ray Serve LLM `engine_kwargs` (vLLM AsyncEngineArgs keyword arguments) as the `vllm serve` flags they
     are: a key that is no engine argument fails the replica, like an unknown flag; True is the flag, False
     its --no- form (or nothing), mappings and lists are the JSON the flag takes."""
-    from kvplan.ingest.flags import serve_options  # noqa: PLC0415
+    from kvplan.ingest.flags import serve_options
     table = serve_options()
     args: list[Tok] = []
     unknown: list[Tok] = []
@@ -761,7 +771,7 @@ def _is_ray_serve_config(node: Node) -> bool:
                for a in _seq(_mget(node, "applications")))
 
 
-def _ray_serve(doc: _Doc, node: ScalarNode, path: str, spec: MappingNode, here: "_PodCtx", out: Extracted) -> None:
+def _ray_serve(doc: _Doc, node: ScalarNode, path: str, spec: MappingNode, here: _PodCtx, out: Extracted) -> None:
     """A RayService's `serveConfigV2`: each Ray Serve LLM `llm_configs` entry of a `ray.serve.llm` builder is a
     vLLM engine (model from `model_loading_config`, flags from `engine_kwargs`), in the cluster's image."""
     got = _embedded_yaml(doc, node, path, "RayService serveConfigV2", errors=out)
@@ -769,7 +779,7 @@ def _ray_serve(doc: _Doc, node: ScalarNode, path: str, spec: MappingNode, here: 
         return
     subs, inner, shift = got
     cluster = _mget(spec, "rayClusterConfig")
-    image_tok: Optional[Tok] = None
+    image_tok: Tok | None = None
     gpu_label = here.gpu_label
     groups = [(f"spec.rayClusterConfig.workerGroupSpecs[{i}]", g) for i, g in enumerate(_seq(_mget(cluster, "workerGroupSpecs")))]
     groups.append(("spec.rayClusterConfig.headGroupSpec", _mget(cluster, "headGroupSpec")))
@@ -907,13 +917,13 @@ def _is_vllm_config(node: Node) -> bool:
 
 def _vllm_config(doc: _Doc, node: MappingNode, out: Extracted) -> None:
     args: list[Tok] = []
-    first: Optional[Tok] = None
+    first: Tok | None = None
     for k, v in _items(node):
         kt = doc.key_tok(k, k.value)
         first = first or kt
         flag = Tok("--" + k.value, kt.line, kt.col, kt.yaml_path)
         if isinstance(v, ScalarNode):
-            if v.tag.endswith(":bool") or v.value.lower() in ("true", "false") and v.style is None:
+            if v.tag.endswith(":bool") or (v.value.lower() in ("true", "false") and v.style is None):
                 if v.value.lower() == "true":
                     args.append(flag)
                 continue
@@ -922,7 +932,7 @@ def _vllm_config(doc: _Doc, node: MappingNode, out: Extracted) -> None:
             args.append(flag)
             args += [doc.tok(x, f"{k.value}[{i}]") for i, x in enumerate(v.value) if isinstance(x, ScalarNode)]
         elif isinstance(v, MappingNode):
-            import json  # noqa: PLC0415
+            import json
             args += [flag, doc.tok(v, k.value, json.dumps(yaml.load(yaml.serialize(v), Loader=_Loader)))]
     if first is not None:
         launcher = Tok("vllm-config", first.line, first.col, first.yaml_path)
@@ -992,7 +1002,7 @@ def _kebab(key: str) -> str:
     return "--" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", key).lower().replace("_", "-")
 
 
-def _image_of(doc: _Doc, node: Node, path: str) -> Optional[Tok]:
+def _image_of(doc: _Doc, node: Node, path: str) -> Tok | None:
     """`repository` + `tag` (or `image` + `tag`, or an `image:` mapping of them) keys of a values mapping
     -> one image token."""
     if isinstance(_mget(node, "image"), MappingNode) and _mget(node, "repository") is None:
@@ -1014,7 +1024,7 @@ def _helm_values(doc: _Doc, root: MappingNode, out: Extracted) -> bool:
     become flags; other chart settings are left alone."""
     before = len(out.sites)
 
-    def walk(node: Node, path: str, parent: Optional[Node]) -> None:
+    def walk(node: Node, path: str, parent: Node | None) -> None:
         if isinstance(node, SequenceNode):
             for i, n in enumerate(node.value):
                 walk(n, f"{path}[{i}]", node)
@@ -1047,7 +1057,7 @@ _ENGINE_KEYS = ("vllmConfig", "modelParameters", "engineArgs", "vllmArgs")
 
 
 def _values_model(doc: _Doc, spec: MappingNode, path: str, out: Extracted) -> None:
-    from kvplan.ingest.flags import KNOWN_FLAGS as known  # noqa: PLC0415 - the live table
+    from kvplan.ingest.flags import KNOWN_FLAGS as known
     mkey = "modelURL" if isinstance(_mget(spec, "modelURL"), ScalarNode) else "model"
     model = _mget(spec, mkey)
     args: list[Tok] = [doc.tok(model, f"{path}.{mkey}" if path else mkey)]
@@ -1059,7 +1069,7 @@ def _values_model(doc: _Doc, spec: MappingNode, path: str, out: Extracted) -> No
             args += [doc.tok(x, f"{p}[{i}]") for i, x in enumerate(_seq(v)) if isinstance(x, ScalarNode)]
             continue
         flag = _kebab(k.value)
-        if flag not in known and flag not in MODELLED or not isinstance(v, ScalarNode):
+        if (flag not in known and flag not in MODELLED) or not isinstance(v, ScalarNode):
             continue
         kt = doc.key_tok(k, p)
         if v.tag.endswith(":bool") or (v.style is None and v.value.lower() in ("true", "false")):

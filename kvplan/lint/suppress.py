@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 from kvplan.lint.shell import Tok
 from kvplan.lint.sources import Annotation, RawFinding
@@ -27,7 +26,7 @@ class Suppression:
     """One suppression: the codes it names, its reason, where it is, and what it covers."""
 
     codes: list[str]
-    reason: Optional[str]
+    reason: str | None
     tok: Tok
     via: str  # comment | annotation
     lines: frozenset[int] = frozenset()
@@ -43,7 +42,7 @@ class Suppression:
         return self.first_line <= f.tok.line <= self.last_line
 
 
-def _clean_reason(text: str) -> Optional[str]:
+def _clean_reason(text: str) -> str | None:
     r = text.strip().lstrip(":-—=").strip()
     return r or None
 

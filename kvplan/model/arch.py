@@ -1,14 +1,13 @@
 """Model architecture facts, as read from a config.json (no I/O here)."""
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 from pydantic import Field
 
 from kvplan.model.base import Frozen
 from kvplan.model.limits import MAX_HEAD_SIZE, MAX_HEADS, MAX_LAYERS, MAX_TOKENS
 from kvplan.model.vocab import LayerKind
-
 
 # Constrained integers (limits: kvplan/model/limits.py, docs/limits.md). Every geometry fact is
 # checked where it enters, so no rule sees a zero head count or a negative head size.
@@ -29,9 +28,9 @@ class MlaDims(Frozen):
     """Non-RoPE query/key head dimension (128 on DeepSeek-V3)."""
     v_head_dim: HeadSizeOrZero
     """Value head dimension (128 on DeepSeek-V3)."""
-    index_topk: Optional[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = None
+    index_topk: Annotated[int, Field(ge=0, le=MAX_TOKENS)] | None = None
     """Sparse-attention indexer top-k (DeepSeek-V3.2 style sparse MLA); None for dense MLA."""
-    index_head_dim: Optional[int] = None
+    index_head_dim: int | None = None
     """Sparse-attention indexer key head size (128 on DeepSeek-V3.2); None without an indexer."""
 
 
@@ -42,21 +41,21 @@ class LayerArch(Frozen):
     """Layer number as it appears in the engine's module prefix (model.layers.<index>...)."""
     kind: LayerKind
     """Attention kind of the layer; kinds without per-token KV are linear_attention, mamba, encoder_only, none."""
-    sliding_window: Optional[Tokens] = None
+    sliding_window: Tokens | None = None
     """Sliding-window size in tokens for sliding_attention layers, else None."""
-    attention_chunk_size: Optional[Tokens] = None
+    attention_chunk_size: Tokens | None = None
     """Chunk size for chunked local attention layers (Llama 4), else None."""
-    num_heads: Optional[HeadCount] = None
+    num_heads: HeadCount | None = None
     """Query heads of the layer (total, before tensor parallelism)."""
-    num_kv_heads: Optional[HeadCount] = None
+    num_kv_heads: HeadCount | None = None
     """KV heads of the layer (total, before tensor parallelism); 1 for MLA latent caches."""
-    head_size: Optional[HeadSize] = None
+    head_size: HeadSize | None = None
     """Key head size in elements (MLA: kv_lora_rank + qk_rope_head_dim)."""
-    head_size_v: Optional[HeadSizeOrZero] = None
+    head_size_v: HeadSizeOrZero | None = None
     """Value head size in elements (MLA: 0, the latent is stored once)."""
     has_sinks: bool = False
     """The layer uses attention sinks (gpt-oss); restricts backends."""
-    mla: Optional[MlaDims] = None
+    mla: MlaDims | None = None
     """MLA dimensions for kind == 'mla'."""
     source: str = ""
     """The config fact that decided this layer's kind and geometry (for explain)."""
@@ -75,13 +74,13 @@ class ModelArch(Frozen):
     """config.json model_type of the top level (e.g. 'gemma3', 'llama')."""
     text_model_type: str
     """model_type of the language model part (text_config's, or the top level's)."""
-    architecture: Optional[str] = None
+    architecture: str | None = None
     """First entry of config.json 'architectures'."""
     num_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)]
     """Decoder layers (num_hidden_layers or its per-family spelling)."""
-    config_dtype: Optional[str] = None
+    config_dtype: str | None = None
     """torch_dtype / dtype as written in the config (None when absent)."""
-    max_position_embeddings: Optional[Tokens] = None
+    max_position_embeddings: Tokens | None = None
     """The model's maximum context (vLLM's default --max-model-len)."""
     is_encoder_decoder: bool = False
     """Encoder-decoder model (T5, Whisper, BART): only decoder layers are planned."""
@@ -89,14 +88,14 @@ class ModelArch(Frozen):
     """Decoder layers in order."""
     uses_mla: bool = False
     """Any layer is MLA."""
-    mamba_ssm_cache_dtype: Optional[str] = None
+    mamba_ssm_cache_dtype: str | None = None
     """Declared SSM state dtype for hybrid models (governed by --mamba-ssm-cache-dtype, not KV flags)."""
     notes: tuple[str, ...] = ()
     """How defaults were filled in (e.g. 'num_key_value_heads absent: MHA, = num_attention_heads')."""
     architecture_status: str = "unregistered"
     """'verified' when kvplan matches vLLM's own model class for this architecture on every checked-in
     oracle case; else why not (kvplan/data/vllm_arch_coverage.json), or 'unregistered'."""
-    refused_reason: Optional[str] = None
+    refused_reason: str | None = None
     """vLLM's reason when its registry refuses the architecture (no longer supported, moved to a plugin)."""
     keys_read: tuple[str, ...] = ()
     """Config keys (of the language model's config) kvplan read to build the layers."""

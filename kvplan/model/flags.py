@@ -1,7 +1,7 @@
 """Serving flags as the engine receives them (vLLM spelling)."""
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -32,7 +32,7 @@ class FlagError(Frozen):
     """The flag as written (underscores turned into dashes, as vLLM does), or the stray argument."""
     message: str
     """vLLM's own error text (argparse wording), without the `vllm serve: error:` prefix."""
-    suggestion: Optional[str] = None
+    suggestion: str | None = None
     """The closest real option, for unknown and ambiguous flags."""
 
 
@@ -51,22 +51,22 @@ class ServingFlags(Frozen):
     """--tensor-parallel-size."""
     pipeline_parallel_size: _Parallel = 1
     """--pipeline-parallel-size."""
-    max_model_len: Optional[_Tokens] = None
+    max_model_len: _Tokens | None = None
     """--max-model-len (None: the model's max_position_embeddings)."""
-    block_size: Optional[Annotated[int, Field(ge=1, le=MAX_BLOCK_SIZE)]] = None
+    block_size: Annotated[int, Field(ge=1, le=MAX_BLOCK_SIZE)] | None = None
     """--block-size (None: chosen by the backend)."""
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.92
     """--gpu-memory-utilization (fraction of GPU memory vLLM may use); 0.92 when not passed, as in
     vLLM 0.33.0 (`CacheConfig.gpu_memory_utilization`, the `vllm serve` default)."""
-    max_num_batched_tokens: Optional[_Tokens] = None
+    max_num_batched_tokens: _Tokens | None = None
     """--max-num-batched-tokens."""
-    max_num_seqs: Optional[Annotated[int, Field(ge=1, le=MAX_SEQS)]] = None
+    max_num_seqs: Annotated[int, Field(ge=1, le=MAX_SEQS)] | None = None
     """--max-num-seqs."""
-    attention_backend: Optional[str] = None
+    attention_backend: str | None = None
     """--attention-backend."""
     attention_config: dict[str, Any] = {}
     """--attention-config JSON (e.g. {"use_prefill_query_quantization": true})."""
-    quantization: Optional[str] = None
+    quantization: str | None = None
     """--quantization (e.g. fp8 for online FP8 weights)."""
     calculate_kv_scales: bool = False
     """--calculate-kv-scales was passed (removed in vLLM 0.33)."""
@@ -74,9 +74,9 @@ class ServingFlags(Frozen):
     """Options vLLM 0.33's `vllm serve` parser does not know (KV001; vLLM exits with status 2)."""
     flag_errors: tuple[FlagError, ...] = ()
     """Everything vLLM's parser would stop on: unknown, ambiguous or invalid flags (KV001, KV006, KV007)."""
-    model: Optional[str] = None
+    model: str | None = None
     """Positional model path / --model, when present in a pasted launch line."""
-    revision: Optional[str] = None
+    revision: str | None = None
     """--revision: the branch, tag or commit of a Hugging Face model id (ignored for a local path)."""
     hf_overrides: dict[str, Any] = {}
     """--hf-overrides JSON, applied to config.json before planning (as vLLM does)."""

@@ -5,7 +5,7 @@ maps the largest calibrated |K| to the top of the FP8 range) and dequantizes by 
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -28,9 +28,9 @@ class LayerScales(Frozen):
     """Largest |K| seen during calibration (post-RoPE, as the cache stores it)."""
     v_amax: float
     """Largest |V| seen during calibration."""
-    k_scale_per_head: Optional[list[float]] = None
+    k_scale_per_head: list[float] | None = None
     """Per-KV-head K scales (amax per head / fp8_max), with --per-head; null otherwise."""
-    v_scale_per_head: Optional[list[float]] = None
+    v_scale_per_head: list[float] | None = None
     """Per-KV-head V scales, with --per-head; null otherwise."""
 
 

@@ -1,7 +1,7 @@
 """The plan kvplan emits: per-layer KV decisions with provenance, totals and findings."""
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, model_serializer
 
@@ -35,7 +35,7 @@ class Finding(Frozen):
     """error: vLLM would refuse or crash; warning: works but likely not what you want; info: advice."""
     message: str
     """What is wrong, in one sentence."""
-    fix: Optional[str] = None
+    fix: str | None = None
     """How to fix it."""
     layers: list[int] = Field(default_factory=list)
     """Layer indices the finding names (may be empty)."""
@@ -48,9 +48,9 @@ class LayerPlan(Frozen):
     """Layer number as it appears in the engine's module prefix."""
     kind: LayerKind
     """Attention kind."""
-    sliding_window: Optional[int] = None
+    sliding_window: int | None = None
     """Sliding window in tokens (sliding_attention layers), else null."""
-    attention_chunk_size: Optional[int] = None
+    attention_chunk_size: int | None = None
     """Chunk size of chunked local attention layers, else null."""
     num_kv_heads: int = 0
     """KV heads stored per tensor-parallel rank (replicated when KV heads < TP; 1 for MLA)."""
@@ -58,9 +58,9 @@ class LayerPlan(Frozen):
     """Key head size in elements."""
     head_size_v: int = 0
     """Value head size in elements (0 for MLA)."""
-    kv_cache_dtype: Optional[str] = None
+    kv_cache_dtype: str | None = None
     """The kv_cache_dtype string the engine's layer ends with ("auto" = model dtype); null without KV."""
-    dtype: Optional[str] = None
+    dtype: str | None = None
     """Stored element type: bfloat16, float16, float32, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, int8, int4, fp4_e2m1, packed; null without KV."""
     quant_mode: QuantMode = QuantMode.none
     """KV quantization mode."""
@@ -70,13 +70,13 @@ class LayerPlan(Frozen):
     """--kv-cache-dtype-skip-layers kept this layer in the model dtype."""
     bytes_per_token: int = 0
     """KV bytes per token for this layer on one tensor-parallel rank, K+V, scales included; 0 without per-token KV."""
-    max_bytes_per_request: Optional[int] = None
+    max_bytes_per_request: int | None = None
     """Upper bound of this layer's KV bytes for one request at --max-model-len (window/chunk-limited layers are smaller)."""
-    backend: Optional[str] = None
+    backend: str | None = None
     """Attention backend the engine would select for this layer (needs --gpu): vLLM's backend enum name exactly (FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, ...)."""
-    flash_attn_version: Optional[Literal[2, 3, 4]] = None
+    flash_attn_version: Literal[2, 3, 4] | None = None
     """FlashAttention version the FLASH_ATTN / FLASH_ATTN_MLA backend runs for this layer (2, 3 or 4); null for other backends or without --gpu."""
-    query_dtype: Optional[str] = None
+    query_dtype: str | None = None
     """Query dtype the backend uses for this layer (e.g. float8_e4m3fn when the query is quantized)."""
     decided_by: list[str] = Field(default_factory=list)
     """Codes of the rules that decided this layer's fields, in precedence order."""
@@ -98,7 +98,7 @@ class HubSource(Frozen):
 
     repo_id: str
     """The repository id, e.g. meta-llama/Llama-3.1-8B-Instruct."""
-    revision: Optional[str] = None
+    revision: str | None = None
     """The revision asked for (--revision: branch, tag or commit); null for the default branch."""
     commit: str
     """The commit sha the revision resolved to: every file read is from this commit."""
@@ -112,15 +112,15 @@ class ModelRef(Frozen):
 
     model_type: str
     """config.json model_type (text model's, for multimodal wrappers)."""
-    architecture: Optional[str] = None
+    architecture: str | None = None
     """config.json architectures[0]."""
     num_layers: int
     """Decoder layers."""
     dtype: str
     """Model dtype the engine will run in (what 'auto' KV means)."""
-    source: Optional[str] = None
+    source: str | None = None
     """Path the config came from (the model id for a Hugging Face id)."""
-    hub: Optional[HubSource] = None
+    hub: HubSource | None = None
     """For a Hugging Face model id: repository, resolved commit and files read (absent for a local path)."""
 
     @model_serializer(mode="wrap")
@@ -136,9 +136,9 @@ class GpuRef(Frozen):
 
     name: str
     """GPU profile name."""
-    memory_gib: Optional[float] = None
+    memory_gib: float | None = None
     """Total memory per GPU."""
-    compute_capability: Optional[str] = None
+    compute_capability: str | None = None
     """CUDA compute capability, e.g. '9.0'."""
 
 
@@ -155,15 +155,15 @@ class Totals(Frozen):
     """Layers holding per-token KV."""
     quantized_layers: int
     """Layers whose KV is quantized."""
-    max_model_len: Optional[int] = None
+    max_model_len: int | None = None
     """Context length used for per-request numbers."""
-    bytes_per_request: Optional[int] = None
+    bytes_per_request: int | None = None
     """KV bytes one request at max_model_len needs (window- and chunk-limited layers counted as such)."""
-    kv_budget_bytes: Optional[int] = None
+    kv_budget_bytes: int | None = None
     """KV memory available per GPU, estimated from GPU memory, --gpu-memory-utilization and weight size (null without a GPU)."""
-    tokens_capacity: Optional[int] = None
+    tokens_capacity: int | None = None
     """Tokens of full-attention context that fit in the KV budget (null without a GPU)."""
-    max_concurrency: Optional[float] = None
+    max_concurrency: float | None = None
     """Requests of max_model_len that fit at once (null without a GPU)."""
 
 
@@ -178,7 +178,7 @@ class Plan(Frozen):
     """Engine and version modelled."""
     model: ModelRef
     """Model facts."""
-    gpu: Optional[GpuRef] = None
+    gpu: GpuRef | None = None
     """GPU the plan was made for, when given."""
     flags: dict[str, Any] = Field(default_factory=dict)
     """The serving flags the plan was made for (vLLM names, only those that matter)."""

@@ -1,7 +1,7 @@
 """Checkpoint quantization metadata relevant to the KV cache (no I/O here)."""
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -24,10 +24,10 @@ class ScaleTensor(Frozen):
     """safetensors dtype string (F32, BF16, F16, ...)."""
     file: str
     """The .safetensors file that holds it."""
-    vmin: Optional[float] = None
+    vmin: float | None = None
     """Smallest value, read from the tensor data (None when not read: over 4096 elements, or a
     dtype kvplan does not decode). NaN when any element is NaN."""
-    vmax: Optional[float] = None
+    vmax: float | None = None
     """Largest value, read from the tensor data (None when not read)."""
 
     @property
@@ -45,19 +45,19 @@ class ScaleTensor(Frozen):
 class QuantMetadata(Frozen):
     """KV-relevant facts of a checkpoint's quantization config."""
 
-    source: Optional[str] = None
+    source: str | None = None
     """Where the quantization config came from: 'config.json:quantization_config' or 'hf_quant_config.json'."""
-    quant_method: Optional[str] = None
+    quant_method: str | None = None
     """quant_method as vLLM sees it (hf_quant_config.json gets modelopt / modelopt_fp4 injected)."""
-    producer: Optional[str] = None
+    producer: str | None = None
     """producer.name (e.g. 'modelopt')."""
     declares_kv_quant: bool = False
     """The metadata mentions KV-cache quantization in any form (even one vLLM ignores)."""
     modelopt_kv_value: Any = None
     """First truthy of quantization.kv_cache_scheme, kv_cache_scheme, quantization.kv_cache_quant_algo, kv_cache_quant_algo."""
-    modelopt_kv_field: Optional[str] = None
+    modelopt_kv_field: str | None = None
     """Dotted path of modelopt_kv_value inside the quantization config."""
-    ct_kv_cache_scheme: Optional[dict[str, Any]] = None
+    ct_kv_cache_scheme: dict[str, Any] | None = None
     """compressed-tensors kv_cache_scheme dict (type, num_bits, strategy, symmetric, dynamic)."""
     weight_quant_supplies_kv_method: bool = False
     """The quant config attaches a KV-cache method to attention layers (fp8, modelopt, compressed-tensors with a kv scheme, quark)."""
@@ -67,13 +67,13 @@ class QuantMetadata(Frozen):
     """k/v/q scale tensors found in safetensors headers."""
     safetensors_files: tuple[str, ...] = ()
     """safetensors files whose headers were read."""
-    kv_scales_file: Optional[str] = None
+    kv_scales_file: str | None = None
     """A `kvplan calibrate` k/v scales file given with --kv-scales (calibrated per-tensor FP8 scales)."""
     calibrated_layers: tuple[int, ...] = ()
     """Layers that file holds k/v scales for."""
 
 
-def layer_kv_scales(quant: "QuantMetadata", layer: int) -> dict[str, ScaleTensor]:
+def layer_kv_scales(quant: QuantMetadata, layer: int) -> dict[str, ScaleTensor]:
     """A layer's k/v scale tensors by role, ``k_scale`` / ``v_scale`` (a deprecated ``kv_scale``
     is the k scale, as vLLM remaps it)."""
     found: dict[str, ScaleTensor] = {}
@@ -83,7 +83,7 @@ def layer_kv_scales(quant: "QuantMetadata", layer: int) -> dict[str, ScaleTensor
     return found
 
 
-def loaded_kv_scale_values(quant: "QuantMetadata", layer: int) -> Optional[tuple[float, float]]:
+def loaded_kv_scale_values(quant: QuantMetadata, layer: int) -> tuple[float, float] | None:
     """The (k_scale, v_scale) floats vLLM 0.33 ends with for a per-tensor FP8 layer that loads this
     checkpoint's scales, from the values kvplan read; None when no k/v scale tensor of the layer
     was read, or when vLLM would refuse them (its ``assert k_scale > 0``).

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from kvplan import __version__
 from kvplan.backends.capabilities import EngineVersion
@@ -12,13 +13,21 @@ from kvplan.errors import KvplanInputError
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
-    Decision, EngineRef, Finding, GpuRef, HubSource, LayerPlan, ModelRef, Plan, Totals,
+    Decision,
+    EngineRef,
+    Finding,
+    GpuRef,
+    HubSource,
+    LayerPlan,
+    ModelRef,
+    Plan,
+    Totals,
 )
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
-from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, LayerState, RuleContext
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.rules.base import Emit, Rule, all_rules
+from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, LayerState, RuleContext
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default for online serving on datacenter GPUs
@@ -56,10 +65,10 @@ def _refuse_unsupported(arch: ModelArch, engine: EngineVersion) -> None:
 
 
 def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
-                 gpu: Optional[GpuFacts] = None, *, source: Optional[str] = None,
-                 weight_bytes: Optional[int] = None, kv_budget_bytes: Optional[int] = None,
-                 extra_checks: Iterable[Rule] = (), engine: Optional[EngineVersion] = None,
-                 hub: Optional[HubSource] = None) -> Plan:
+                 gpu: GpuFacts | None = None, *, source: str | None = None,
+                 weight_bytes: int | None = None, kv_budget_bytes: int | None = None,
+                 extra_checks: Iterable[Rule] = (), engine: EngineVersion | None = None,
+                 hub: HubSource | None = None) -> Plan:
     """Compile the per-layer KV plan. No I/O, no printing; deterministic for equal inputs.
 
     `hub` records where a Hugging Face id's files came from (plan.model.hub).
@@ -207,8 +216,8 @@ def _request_bytes(lp: LayerPlan, mml: int, bs: int, mbt: int) -> int:
     return math.ceil(mml / bs) * page
 
 
-def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: Optional[GpuFacts], layers: list[LayerPlan],
-                 weight_bytes: Optional[int], kv_budget_bytes: Optional[int]) -> tuple[list[LayerPlan], Totals]:
+def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
+                 weight_bytes: int | None, kv_budget_bytes: int | None) -> tuple[list[LayerPlan], Totals]:
     bs = flags.block_size or DEFAULT_BLOCK_SIZE
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings

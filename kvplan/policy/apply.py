@@ -16,8 +16,9 @@ For vLLM 0.33 a setting can only choose the global --kv-cache-dtype and which la
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 from kvplan.api import flags_from, gpu_facts
 from kvplan.backends.engines import resolve_engine
@@ -47,14 +48,14 @@ _CANONICAL = {QuantMode.fp8_per_tensor: "fp8", QuantMode.none: "auto"}
 class ModelInputs:
     """What the planner needs about one model, from a path or from an inline config.json object."""
 
-    def __init__(self, arch: ModelArch, quant: QuantMetadata, source: Optional[str], weight_bytes: Optional[int],
-                 hub: Optional[HubSource] = None):
+    def __init__(self, arch: ModelArch, quant: QuantMetadata, source: str | None, weight_bytes: int | None,
+                 hub: HubSource | None = None):
         self.arch, self.quant, self.source, self.weight_bytes, self.hub = arch, quant, source, weight_bytes, hub
 
 
-def model_inputs(path_or_config: str | Path | dict[str, Any], *, hf_quant_config: Optional[dict[str, Any]] = None,
-                 quantization_flag: Optional[str] = None, read_safetensors: bool = True,
-                 source: Optional[str] = None, flags: Optional[ServingFlags] = None) -> ModelInputs:
+def model_inputs(path_or_config: str | Path | dict[str, Any], *, hf_quant_config: dict[str, Any] | None = None,
+                 quantization_flag: str | None = None, read_safetensors: bool = True,
+                 source: str | None = None, flags: ServingFlags | None = None) -> ModelInputs:
     """A config.json path / checkpoint folder / Hugging Face id, or a config.json object (plus
     hf_quant_config.json object). `flags` supplies --revision and --hf-overrides."""
     overrides = flags.hf_overrides if flags is not None else {}
@@ -75,13 +76,13 @@ def model_inputs(path_or_config: str | Path | dict[str, Any], *, hf_quant_config
     return ModelInputs(mi.arch, mi.quant, source or mi.source or str(path_or_config), mi.weight_bytes, mi.hub)
 
 
-def _as_policy(policy: Policy | str | Path | None) -> Optional[Policy]:
+def _as_policy(policy: Policy | str | Path | None) -> Policy | None:
     if policy is None or isinstance(policy, Policy):
         return policy
     return load_policy(policy)
 
 
-def _layer_facts(arch: ModelArch, index: int, kind: str, sliding_window: Optional[int]) -> dict[str, Any]:
+def _layer_facts(arch: ModelArch, index: int, kind: str, sliding_window: int | None) -> dict[str, Any]:
     la = next((a for a in arch.layers if a.index == index), None)
     return dict(index=index, kind=kind, sliding_window=sliding_window,
                 head_size=la.head_size if la else None, num_kv_heads=la.num_kv_heads if la else None,
@@ -101,7 +102,7 @@ def _label(policy: Policy) -> str:
     return f"policy {policy.name!r}" if policy.name else "policy"
 
 
-def setting_target(rule: PolicyRule, current: str, auto_value: Optional[str]) -> str:
+def setting_target(rule: PolicyRule, current: str, auto_value: str | None) -> str:
     """The kv_cache_dtype a rule asks for on a layer whose dtype is now `current`."""
     s = rule.setting
     if s.kv_cache_dtype is not None:
@@ -172,9 +173,9 @@ def _flag_text(kv_cache_dtype: str, skip: Sequence[str]) -> str:
 
 def compile_with_policy(path_or_config: str | Path | dict[str, Any], flags: Any = None, gpu: Any = None, *,
                         policy: Policy | str | Path | None = None,
-                        hf_quant_config: Optional[dict[str, Any]] = None, kv_budget_bytes: Optional[int] = None,
+                        hf_quant_config: dict[str, Any] | None = None, kv_budget_bytes: int | None = None,
                         read_safetensors: bool = True, extra_checks: Iterable[Rule] = (),
-                        source: Optional[str] = None, engine: Optional[str] = None,
+                        source: str | None = None, engine: str | None = None,
                         kv_scales: str | Path | None = None) -> Plan:
     """`kvplan.api.compile` plus an optional policy; also plans from an inline config.json object.
 
@@ -186,7 +187,7 @@ def compile_with_policy(path_or_config: str | Path | dict[str, Any], flags: Any 
     mi = model_inputs(path_or_config, hf_quant_config=hf_quant_config, quantization_flag=sf.quantization,
                       read_safetensors=read_safetensors, source=source, flags=sf)
     if kv_scales is not None:
-        from kvplan.ingest.kv_scales import with_kv_scales  # noqa: PLC0415
+        from kvplan.ingest.kv_scales import with_kv_scales
         mi = ModelInputs(mi.arch, with_kv_scales(mi.quant, kv_scales), mi.source, mi.weight_bytes, mi.hub)
     gf = gpu_facts(gpu)
     ev = resolve_engine(engine)
@@ -208,7 +209,7 @@ def compile_with_policy(path_or_config: str | Path | dict[str, Any], flags: Any 
                     matched[lp.index] = (i, rule)  # a later rule overrides an earlier one
     findings: list[Finding] = []
     targets: dict[int, str] = {}
-    realisation: Optional[Realisation] = None
+    realisation: Realisation | None = None
     final_flags = sf
     if matched:
         auto_plan = baseline if sf.kv_cache_dtype == "auto" else plan_for(sf.model_copy(update={

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -33,12 +33,12 @@ def _walk(node: yaml.Node, path: tuple[Any, ...], marks: Marks, source: str) -> 
                 raise KvplanInputError(f"{source}:{line}: duplicate key {key!r} (first at line {seen[key]}).",
                                        "Keep one of them.")
             seen[key] = line
-            marks[path + (key,)] = line
-            _walk(value_node, path + (key,), marks, source)
-            marks[path + (key,)] = line  # errors about a key point at the key's line
+            marks[(*path, key)] = line
+            _walk(value_node, (*path, key), marks, source)
+            marks[(*path, key)] = line  # errors about a key point at the key's line
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _walk(item, path + (i,), marks, source)
+            _walk(item, (*path, i), marks, source)
 
 
 def _where(loc: tuple[Any, ...]) -> str:
@@ -143,18 +143,18 @@ def policy_source(policy: Policy) -> str:
     return getattr(policy, "__kvplan_source__", "<policy>")
 
 
-def policy_line(policy: Policy, path: tuple[Any, ...]) -> Optional[int]:
+def policy_line(policy: Policy, path: tuple[Any, ...]) -> int | None:
     """Line of a document path in the policy file (None for policies built in Python)."""
-    marks: Optional[Marks] = getattr(policy, "__kvplan_marks__", None)
+    marks: Marks | None = getattr(policy, "__kvplan_marks__", None)
     return _line(path, marks) if marks else None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
-        import tomllib  # noqa: PLC0415
+        import tomllib
     else:  # pragma: no cover - Python 3.10
         try:
-            import tomli as tomllib  # type: ignore[no-redef]  # noqa: PLC0415
+            import tomli as tomllib  # type: ignore[no-redef]
         except ModuleNotFoundError:
             raise KvplanInputError(f"cannot read {path}: Python 3.10 needs the 'tomli' package for pyproject.toml.",
                                    "pip install tomli, or pass --policy explicitly.") from None
@@ -166,7 +166,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise KvplanInputError(f"malformed TOML in {path}: {e}.", "Fix pyproject.toml.") from None
 
 
-def find_pyproject_policy(start: str | Path | None = None) -> Optional[Path]:
+def find_pyproject_policy(start: str | Path | None = None) -> Path | None:
     """The policy named by the nearest kvplan configuration at or above `start` (default: cwd).
 
     Like `kvplan lint`, the nearest folder with a `kvplan.toml` (top-level `policy = "..."`) or a

@@ -27,7 +27,7 @@ A policy is YAML (`policy.schema.json` is generated from these models):
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Union
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -56,13 +56,13 @@ def _as_list(v: Any) -> Any:
 class IntRange(PolicyModel):
     """An inclusive range; either bound may be left out."""
 
-    min: Optional[int] = None
+    min: int | None = None
     """Smallest value that matches."""
-    max: Optional[int] = None
+    max: int | None = None
     """Largest value that matches."""
 
     @model_validator(mode="after")
-    def _order(self) -> "IntRange":
+    def _order(self) -> IntRange:
         if self.min is None and self.max is None:
             raise ValueError("a range needs min and/or max")
         if self.min is not None and self.max is not None and self.min > self.max:
@@ -76,7 +76,7 @@ class IntRange(PolicyModel):
 IntMatch = Union[int, list[int], IntRange]  # an int is stored as [int]
 
 
-def _int_match(v: Optional[IntMatch], n: Optional[int]) -> bool:
+def _int_match(v: IntMatch | None, n: int | None) -> bool:
     if v is None:
         return True
     if n is None:
@@ -87,17 +87,17 @@ def _int_match(v: Optional[IntMatch], n: Optional[int]) -> bool:
 class Selector(PolicyModel):
     """Which layers a rule or constraint applies to. All given conditions must hold; a list matches any of its items."""
 
-    kind: Optional[Union[str, list[str]]] = None
+    kind: str | list[str] | None = None
     """Layer kinds: full_attention, sliding_attention, chunked_attention, mla, cross_attention, ..."""
-    index: Optional[Union[int, str, list[Union[int, str]]]] = None
+    index: int | str | list[int | str] | None = None
     """Decoder-layer indices (vLLM numbering): integers, 'a-b' ranges, negative integers count from the end (-1 = last layer)."""
-    sliding_window: Optional[Union[bool, IntRange]] = None
+    sliding_window: bool | IntRange | None = None
     """true: the layer has a sliding window; false: it has none; {min, max}: its window is in range."""
-    head_size: Optional[IntMatch] = None
+    head_size: IntMatch | None = None
     """Key head size: a value, a list, or {min, max}."""
-    num_kv_heads: Optional[IntMatch] = None
+    num_kv_heads: IntMatch | None = None
     """KV heads of the layer as in config.json (before tensor parallelism): a value, a list, or {min, max}."""
-    model_type: Optional[Union[str, list[str]]] = None
+    model_type: str | list[str] | None = None
     """config.json model_type (top level or text model's), e.g. gpt_oss, gemma3, llama."""
 
     @field_validator("kind", "index", "model_type", mode="before")
@@ -130,7 +130,7 @@ class Selector(PolicyModel):
                     raise ValueError(f"index range {item!r} runs backwards")
         return v
 
-    def indices(self, num_layers: int) -> Optional[set[int]]:
+    def indices(self, num_layers: int) -> set[int] | None:
         """The selected indices for a model with `num_layers` layers (None: any)."""
         if self.index is None:
             return None
@@ -143,8 +143,8 @@ class Selector(PolicyModel):
                 out.update(range(a, b + 1))
         return out
 
-    def matches(self, *, index: int, kind: str, sliding_window: Optional[int], head_size: Optional[int],
-                num_kv_heads: Optional[int], model_types: tuple[str, ...], num_layers: int) -> bool:
+    def matches(self, *, index: int, kind: str, sliding_window: int | None, head_size: int | None,
+                num_kv_heads: int | None, model_types: tuple[str, ...], num_layers: int) -> bool:
         """Whether a layer with these facts is selected."""
         if self.kind is not None and kind not in self.kind:
             return False
@@ -176,7 +176,7 @@ class Selector(PolicyModel):
         return ", ".join(parts) or "all layers"
 
 
-def _check_kv_dtype(v: Optional[str], allow_model: bool) -> Optional[str]:
+def _check_kv_dtype(v: str | None, allow_model: bool) -> str | None:
     if v is None:
         return v
     if allow_model and v in MODEL_DTYPE_WORDS:
@@ -191,18 +191,18 @@ def _check_kv_dtype(v: Optional[str], allow_model: bool) -> Optional[str]:
 class Setting(PolicyModel):
     """What a rule sets on the layers it selects: exactly one of kv_cache_dtype or quant_mode."""
 
-    kv_cache_dtype: Optional[str] = None
+    kv_cache_dtype: str | None = None
     """A vLLM 0.33 --kv-cache-dtype value, or 'model' to keep the layer in the model dtype (a skip)."""
-    quant_mode: Optional[QuantMode] = None
+    quant_mode: QuantMode | None = None
     """A quant mode (none, fp8_per_tensor, int8_per_token_head, nvfp4, ...); the checkpoint's own dtype is kept when its mode matches."""
 
     @field_validator("kv_cache_dtype")
     @classmethod
-    def _dtype(cls, v: Optional[str]) -> Optional[str]:
+    def _dtype(cls, v: str | None) -> str | None:
         return _check_kv_dtype(v, allow_model=True)
 
     @model_validator(mode="after")
-    def _one(self) -> "Setting":
+    def _one(self) -> Setting:
         if (self.kv_cache_dtype is None) == (self.quant_mode is None):
             raise ValueError("set exactly one of kv_cache_dtype or quant_mode")
         return self
@@ -219,7 +219,7 @@ class _Coded(PolicyModel):
     """kebab-case name, unique in the policy."""
     reason: str
     """Why the rule exists, one line; it is recorded with every decision or finding."""
-    fix: Optional[str] = None
+    fix: str | None = None
     """How to fix a violation (constraints; default: a generic hint)."""
     select: Selector = Field(default_factory=Selector)
     """Which layers (default: every layer with a KV cache)."""
@@ -257,13 +257,13 @@ class PolicyRule(_Coded):
 class LayerCondition(PolicyModel):
     """Layer facts a constraint forbids or requires; a list matches any of its items."""
 
-    kv_cache_dtype: Optional[Union[str, list[str]]] = None
+    kv_cache_dtype: str | list[str] | None = None
     """kv_cache_dtype strings."""
-    quant_mode: Optional[Union[QuantMode, list[QuantMode]]] = None
+    quant_mode: QuantMode | list[QuantMode] | None = None
     """Quant modes."""
-    quantized: Optional[bool] = None
+    quantized: bool | None = None
     """The layer's KV is quantized (true) or 16-bit (false)."""
-    skipped: Optional[bool] = None
+    skipped: bool | None = None
     """The layer is in --kv-cache-dtype-skip-layers."""
 
     @field_validator("kv_cache_dtype", "quant_mode", mode="before")
@@ -279,7 +279,7 @@ class LayerCondition(PolicyModel):
         return v
 
     @model_validator(mode="after")
-    def _some(self) -> "LayerCondition":
+    def _some(self) -> LayerCondition:
         if all(getattr(self, f) is None for f in type(self).model_fields):
             raise ValueError("name at least one of kv_cache_dtype, quant_mode, quantized, skipped")
         return self
@@ -328,19 +328,19 @@ class Constraint(_Coded):
 
     severity: Severity = Severity.error
     """Severity of a violation (error, warning, info)."""
-    forbid: Optional[LayerCondition] = None
+    forbid: LayerCondition | None = None
     """Selected layers must not have any of these facts."""
-    require: Optional[LayerCondition] = None
+    require: LayerCondition | None = None
     """Selected layers must have all of these facts."""
-    min_tokens: Optional[int] = Field(default=None, ge=1)
+    min_tokens: int | None = Field(default=None, ge=1)
     """At least this many tokens of KV capacity at --max-model-len (needs --gpu or a KV budget)."""
-    min_concurrency: Optional[float] = Field(default=None, gt=0)
+    min_concurrency: float | None = Field(default=None, gt=0)
     """At least this many concurrent requests of --max-model-len (needs --gpu or a KV budget)."""
-    max_bytes_per_token: Optional[int] = Field(default=None, ge=1)
+    max_bytes_per_token: int | None = Field(default=None, ge=1)
     """At most this many KV bytes per token (per TP rank)."""
 
     @model_validator(mode="after")
-    def _one(self) -> "Constraint":
+    def _one(self) -> Constraint:
         given = [f for f in ("forbid", "require", "min_tokens", "min_concurrency", "max_bytes_per_token")
                  if getattr(self, f) is not None]
         if len(given) != 1:
@@ -358,9 +358,9 @@ class Policy(PolicyModel):
 
     version: Literal[1]
     """Policy file format version (1)."""
-    name: Optional[str] = None
+    name: str | None = None
     """Policy name, shown in facts and findings."""
-    description: Optional[str] = None
+    description: str | None = None
     """What the policy is for."""
     rules: list[PolicyRule] = Field(default_factory=list)
     """Settings, applied in order: a later rule overrides an earlier one on the same layer."""
@@ -368,7 +368,7 @@ class Policy(PolicyModel):
     """Checks on the compiled plan."""
 
     @model_validator(mode="after")
-    def _unique(self) -> "Policy":
+    def _unique(self) -> Policy:
         # "@<path>:" tells the YAML loader which line to point at (a model validator has no loc).
         seen_codes: dict[str, str] = {}
         seen_names: set[str] = set()

@@ -1,11 +1,11 @@
 """Plan -> rich terminal output: grouped per-layer table, totals, findings panel by severity."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from rich.console import Console, Group
-from rich.panel import Panel
 from rich.measure import Measurement
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
@@ -35,7 +35,7 @@ def compress_indices(idx: list[int]) -> str:
         if len(idx) > 2:
             return f"{idx[0]},{idx[1]}..{idx[-1]}"
     parts, start, prev = [], idx[0], idx[0]
-    for i in idx[1:] + [None]:  # type: ignore[list-item]
+    for i in [*idx[1:], None]:  # type: ignore[list-item]
         if i is not None and i == prev + 1:
             prev = i
             continue

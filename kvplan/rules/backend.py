@@ -12,7 +12,7 @@ _ATTN_TYPE = {"cross_attention": "encoder_decoder", "encoder_only": "encoder_onl
 
 
 def _request(ctx, la, kv_cache_dtype: str):
-    from kvplan.backends.select import BackendRequest  # noqa: PLC0415
+    from kvplan.backends.select import BackendRequest
     mla = la.mla
     per_head = (ctx.quant.ct_kv_cache_scheme or {}).get("strategy") == "attn_head"
     return BackendRequest(
@@ -46,7 +46,7 @@ def _choice(ctx, la, kv_cache_dtype: str):
            if mla else None, kv_cache_dtype)
     hit = memo.get(key)
     if hit is None:
-        from kvplan.backends.select import select_backend  # noqa: PLC0415
+        from kvplan.backends.select import select_backend
         hit = memo[key] = select_backend(_request(ctx, la, kv_cache_dtype), ctx.gpu.profile, ctx.engine,
                                          ctx.flags.attention_backend, ctx.flags.attention_config)
     return hit
@@ -81,7 +81,7 @@ def backend_selection(ctx, la, st):
     if ch.backend == "FLASHINFER" and ctx.engine_has("flashinfer_skip_layer_query_dtype_crash") \
             and not ch.query_quant and ctx.kv_cache_dtype != st["kv_cache_dtype"]:
         # Before PR #39002 the FlashInfer builder took the query dtype from the GLOBAL cache dtype.
-        from kvplan.backends.select import flashinfer_query_dtypes  # noqa: PLC0415
+        from kvplan.backends.select import flashinfer_query_dtypes
         g = flashinfer_query_dtypes(ctx.gpu.profile, ctx.kv_cache_dtype, ch.decode_query_dtype or ctx.model_dtype,
                                     la.head_size or 128, ctx.flags.attention_config, has_sinks=la.has_sinks)
         if g.decode_query_dtype != q:
@@ -152,7 +152,7 @@ def backend_notes(ctx):
 def prefill_advice(ctx):
     if ctx.gpu is None or ctx.gpu.profile is None or not ctx.arch.uses_mla:
         return
-    from kvplan.backends.select import MlaDims, prefill_query_advice  # noqa: PLC0415
+    from kvplan.backends.select import MlaDims, prefill_query_advice
     la = next(la for la in ctx.arch.layers if la.kind == "mla")
     m = la.mla
     dims = MlaDims(qk_nope_head_dim=m.qk_nope_head_dim, qk_rope_head_dim=m.qk_rope_head_dim,

@@ -7,13 +7,14 @@ The order decision rules run in is not import order: it is `kvplan.planner.prece
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal
 
 from kvplan.model.vocab import Severity
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvplan.rules.context import LayerState, RuleContext
+    pass
 
 _CODE = re.compile(r"^KV\d{3}$")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -35,8 +36,8 @@ class Emit:
 
     message: str
     layers: tuple[int, ...] = ()
-    fix: Optional[str] = None
-    severity: Optional[Severity] = None
+    fix: str | None = None
+    severity: Severity | None = None
 
 
 @dataclass(frozen=True)
@@ -102,11 +103,11 @@ def declare(*, code: str, name: str, severity: str | Severity = Severity.warning
 
 def all_rules() -> list[Rule]:
     """Every declared rule, sorted by code (imports the rule families)."""
-    import kvplan.rules.catalog  # noqa: F401,PLC0415 (registers the built-in rules)
+    import kvplan.rules.catalog  # noqa: F401 (registers the built-in rules)
     return [REGISTRY[c] for c in sorted(REGISTRY)]
 
 
-def get_rule(code_or_name: str) -> Optional[Rule]:
+def get_rule(code_or_name: str) -> Rule | None:
     for r in all_rules():
         if r.code == code_or_name.upper() or r.name == code_or_name:
             return r

@@ -1,10 +1,11 @@
 """The immutable context rules read: model facts, metadata, flags, GPU, engine, plan so far."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.model.arch import LayerArch, ModelArch
@@ -18,7 +19,7 @@ ENGINE_VERSION = "0.33.0"
 
 @lru_cache(maxsize=512)
 def _engine_has(feature: str, engine: EngineVersion) -> bool:
-    from kvplan.backends.vllm_033 import engine_feature  # noqa: PLC0415
+    from kvplan.backends.vllm_033 import engine_feature
     return engine_feature(feature).holds_for(engine)
 
 
@@ -39,8 +40,8 @@ class GpuFacts:
     """The GPU facts the planner itself needs (backend rules use the full profile)."""
 
     name: str
-    memory_gib: Optional[float] = None
-    compute_capability: Optional[tuple[int, int]] = None
+    memory_gib: float | None = None
+    compute_capability: tuple[int, int] | None = None
     fp8: str = "e4m3fn"           # none | e4m3fn | e4m3fnuz
     supports_bf16: bool = True
     profile: Any = None           # kvplan.model.gpu.GpuProfile when available
@@ -53,12 +54,12 @@ class RuleContext:
     arch: ModelArch
     quant: QuantMetadata
     flags: ServingFlags
-    gpu: Optional[GpuFacts] = None
+    gpu: GpuFacts | None = None
     engine_version: str = ENGINE_VERSION
     engine: EngineVersion = field(default_factory=EngineVersion)  # the release modelled (--engine)
     globals: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     layers: tuple[LayerPlan, ...] = ()
-    weight_bytes: Optional[int] = None
+    weight_bytes: int | None = None
 
     @property
     def model_dtype(self) -> str:
@@ -72,7 +73,7 @@ class RuleContext:
         """True if the modelled release has this ENGINE_FEATURES entry (feature present / bug present)."""
         return _engine_has(feature, self.engine)
 
-    def arch_layer(self, index: int) -> Optional[LayerArch]:
+    def arch_layer(self, index: int) -> LayerArch | None:
         return self._arch_by_index.get(index)
 
     @cached_property

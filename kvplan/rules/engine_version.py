@@ -47,7 +47,7 @@ _VERSIONED_FLAGS = {"--kv-cache-dtype-skip-layers": "kv_cache_dtype_skip_layers"
          fix="Upgrade vLLM to the release named in the message, or drop the flag.",
          references=(_PR + "33695",), versions="<0.19")
 def flag_not_in_release(ctx):
-    from kvplan.backends.vllm_033 import engine_feature  # noqa: PLC0415
+    from kvplan.backends.vllm_033 import engine_feature
     if ctx.flags.kv_cache_dtype_skip_layers and not ctx.engine_has("kv_cache_dtype_skip_layers"):
         feat = engine_feature(_VERSIONED_FLAGS["--kv-cache-dtype-skip-layers"])
         first = feat.versions.lstrip(">=")
@@ -64,7 +64,7 @@ def flag_not_in_release(ctx):
          fix="Upgrade vLLM, or pick a dtype the release has (fp8, fp8_e4m3, fp8_e5m2, auto, ...).",
          references=(_PR + "38378", "vllm/config/cache.py::CacheConfig._validate_cache_dtype"), versions="<0.20")
 def kv_dtype_not_in_release(ctx):
-    from kvplan.backends.engines import kv_cache_dtypes_for  # noqa: PLC0415
+    from kvplan.backends.engines import kv_cache_dtypes_for
     valid = kv_cache_dtypes_for(ctx.engine)
     kv = ctx.flags.kv_cache_dtype
     if valid is not None and kv not in valid:
@@ -83,7 +83,7 @@ def kv_dtype_not_in_release(ctx):
          fix="Plan for vllm==0.33.0 for an exact answer, or check the listed differences.",
          references=("kvplan/backends/vllm_033.py::ENGINE_FEATURES",), versions="<0.33")
 def tables_from_033(ctx):
-    from kvplan.backends.engines import tables_exact  # noqa: PLC0415
+    from kvplan.backends.engines import tables_exact
     if not tables_exact(ctx.engine):
         yield Emit(f"{_release(ctx)} is planned with vLLM 0.33.0's backend tables and dtype rules plus "
                    "the dated differences kvplan models (see `kvplan rule KV009`); other changes "
@@ -121,7 +121,7 @@ def checkpoint_overrides_explicit(ctx):
 def flashinfer_skip_crash(ctx):
     if ctx.gpu is None or ctx.gpu.profile is None or not ctx.engine_has("flashinfer_skip_layer_query_dtype_crash"):
         return
-    from kvplan.backends.select import flashinfer_group_query_dtype_crash  # noqa: PLC0415
+    from kvplan.backends.select import flashinfer_group_query_dtype_crash
     fi = [lp for lp in ctx.layers if lp.kind not in NO_KV_KINDS and (lp.backend or "").startswith("FLASHINFER")
           and not (lp.backend or "").startswith("FLASHINFER_MLA")]
     msg = flashinfer_group_query_dtype_crash(

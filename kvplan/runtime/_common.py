@@ -174,12 +174,12 @@ E5M2X4X2_TO_F16_PAIRS = _fp8x4x2_to_f16_pairs("e5m2")
 
 
 def _fp8x4_to_f16(fmt: str) -> tl.constexpr:
-    return tl.constexpr("""{
+    return tl.constexpr("""{{
     .reg .b16 lo, hi;
-    mov.b32 {lo, hi}, $2;
-    cvt.rn.f16x2.%sx2 $0, lo;
-    cvt.rn.f16x2.%sx2 $1, hi;
-    }""" % (fmt, fmt))
+    mov.b32 {{lo, hi}}, $2;
+    cvt.rn.f16x2.{}x2 $0, lo;
+    cvt.rn.f16x2.{}x2 $1, hi;
+    }}""".format(fmt, fmt))
 
 
 E4M3X4_TO_F16 = _fp8x4_to_f16("e4m3")
@@ -342,7 +342,7 @@ def _hooked(hook) -> bool:
 
 @lru_cache(maxsize=1)
 def _triton_runtime():
-    from triton import knobs  # noqa: PLC0415
+    from triton import knobs
     return knobs.runtime
 
 

@@ -27,11 +27,23 @@ import torch
 import triton
 import triton.language as tl
 
-from kvplan.runtime._common import (E4M3X4_TO_F16, E5M2X4_TO_F16, I8X4_TO_F16,
-                                    KV_MODE_FP8_PTH, KV_MODE_INT4_PTH, KV_MODE_INT8_PTH,
-                                    KV_MODE_NONE, cache_args,
-                                    cache_constexprs, fp8_decode, gluon_validated,
-                                    interpreting, key_id, launch_cached, num_sms)
+from kvplan.runtime._common import (
+    E4M3X4_TO_F16,
+    E5M2X4_TO_F16,
+    I8X4_TO_F16,
+    KV_MODE_FP8_PTH,
+    KV_MODE_INT4_PTH,
+    KV_MODE_INT8_PTH,
+    KV_MODE_NONE,
+    cache_args,
+    cache_constexprs,
+    fp8_decode,
+    gluon_validated,
+    interpreting,
+    key_id,
+    launch_cached,
+    num_sms,
+)
 from kvplan.runtime.cache import PagedKVCache, hadamard
 from kvplan.runtime.layout import ATTENTION_EXECUTED_KINDS
 
@@ -451,7 +463,7 @@ def _merge_splits(po: torch.Tensor, pml: torch.Tensor, out: torch.Tensor, num_sp
                   (po, pml, out, out.stride(0), out.stride(1), hq), kw)
 
 
-def _pdl(cfg: "AttentionConfig", query: torch.Tensor) -> bool:
+def _pdl(cfg: AttentionConfig, query: torch.Tensor) -> bool:
     """Whether the merge runs as a programmatic dependent launch: CUDA GPUs of compute
     capability 9.0 and up (Hopper), not the interpreter; ``config.pdl`` decides when given."""
     if cfg.pdl is False or interpreting() or query.device.type != "cuda":
@@ -637,7 +649,7 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
     """Choose the kernel and its launch for this call; returns ``fire(query, out, block_tables,
     seq_lens, query_start_loc_or_seq_lens, args)``, which launches it (the closure holds only
     values that the plan key of `paged_attention` fixes)."""
-    num_tokens, hq, d = query.shape
+    _num_tokens, hq, d = query.shape
     lay = cache.layout
     is_decode = query_start_loc is None
     group = hq // lay.num_kv_heads
@@ -652,7 +664,7 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
             raise ValueError("the gluon kernel is decode-only")
         return _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale, keys_read)
     if not is_decode and _use_prefill_kernel(cfg, query, args, d):
-        from kvplan.runtime import prefill  # noqa: PLC0415 (imports this module)
+        from kvplan.runtime import prefill
         if max_query_len is None:
             max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max().item())
         pdef = prefill.default_prefill_config(d, triton.next_power_of_2(group),
@@ -743,10 +755,7 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
     def fire_triton(query, out, block_tables, seq_lens, qsl, args):
         po, pml = _partials(out, num_splits)
         launch_cached(_paged_attention_kernel, grid,
-                      (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1),
-                       po, pml, args.k, args.v, args.s, args.stride_cb, args.stride_ch,
-                       args.stride_sb, args.stride_sh, block_tables, block_tables.stride(0),
-                       seq_lens, qsl) + scalars, kw, key)
+                      (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml, args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh, block_tables, block_tables.stride(0), seq_lens, qsl, *scalars), kw, key)
         if merge is not None:
             merge(po, pml, out)
     return fire_triton
@@ -761,7 +770,7 @@ def _use_prefill_kernel(cfg: AttentionConfig, query: torch.Tensor, args, d: int)
     reads the layout (bf16/fp16 queries; bf16/fp16 caches of the query's dtype, FP8 per-tensor,
     INT8/FP8 per-token-head; power-of-two heads 16-256). ``config.kernel="triton"`` or a
     decode-kernel-only knob runs the decode-form Triton kernel instead; INT4 always does."""
-    from kvplan.runtime.prefill import prefill_supported  # noqa: PLC0415
+    from kvplan.runtime.prefill import prefill_supported
     dequant = cfg.dequant is not False  # the default for quantized caches
     if cfg.kernel is not None:
         if cfg.kernel == "prefill":
@@ -783,7 +792,7 @@ def _gluon_available() -> bool:
     if not gluon_validated():
         return False
     try:
-        from kvplan.runtime import attention_gluon  # noqa: F401, PLC0415
+        from kvplan.runtime import attention_gluon  # noqa: F401
     except ImportError:  # a Triton without Gluon (before 3.5)
         return False
     return True
@@ -818,7 +827,7 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
         return False
     if query.dtype == torch.float32 or keys() < _GLUON_MIN_KEYS or not _gluon_available():
         return False
-    from kvplan.runtime import attention_gluon  # noqa: PLC0415 (triton.experimental.gluon)
+    from kvplan.runtime import attention_gluon
     if args.KV_MODE == KV_MODE_NONE:
         # bf16/fp16 caches: head 64 only (measured: bench/NOTES-runtime.md, round 11)
         return (d in _GLUON_BF16_HEADS and args.k.dtype == query.dtype
@@ -852,7 +861,7 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                                                 and args.k.dtype == torch.float32)):
         raise ValueError("the gluon kernel reads bf16/fp16 and INT8/FP8 per-token-head caches "
                          "with bf16/fp16 queries")
-    from kvplan.runtime import attention_gluon  # noqa: PLC0415 (triton.experimental.gluon)
+    from kvplan.runtime import attention_gluon
     if args.KV_MODE == KV_MODE_NONE:
         return _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                                   keys_read, attention_gluon)
@@ -879,7 +888,7 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                                               q_scale=q_scale, sliding_window=window,
                                               num_splits=num_splits, pdl=pdl, **kernel_kw)
     fn = attention_gluon._gluon_swap_kernel if swap else attention_gluon._gluon_decode_kernel
-    key = key_id(("swap" if swap else "r8",) + key)
+    key = key_id(("swap" if swap else "r8", *key))
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
     merge = _merge_plan(num_splits, d, pdl)
 
@@ -889,7 +898,7 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                pml, args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
                args.stride_sh, block_tables, block_tables.stride(0), seq_lens, q_scale, window,
                hq, num_splits)
-        launch_cached(fn, grid, pos + (query,) if swap else pos, kw, key)
+        launch_cached(fn, grid, (*pos, query) if swap else pos, kw, key)
         if merge is not None:
             merge(po, pml, out)
     return fire_gluon

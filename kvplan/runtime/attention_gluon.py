@@ -34,11 +34,20 @@ import torch
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp, mma_v2
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
-from kvplan.runtime._common import (E4M3X4_TO_F16, E4M3X4X2_TO_F16_PAIRS, E5M2X4_TO_F16,
-                                    E5M2X4X2_TO_F16_PAIRS, I8X4_TO_F16, I8X4_TO_F16_BIASED,
-                                    I8X4X2_TO_F16_PAIRS, INT8_F16_BIAS, launch_cached)
+from kvplan.runtime._common import (
+    E4M3X4_TO_F16,
+    E4M3X4X2_TO_F16_PAIRS,
+    E5M2X4_TO_F16,
+    E5M2X4X2_TO_F16_PAIRS,
+    I8X4_TO_F16,
+    I8X4_TO_F16_BIASED,
+    I8X4X2_TO_F16_PAIRS,
+    INT8_F16_BIAS,
+    launch_cached,
+)
 
 
 @gluon.jit
@@ -215,8 +224,7 @@ def _ring(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl
     bufs = (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS),
             _stage(dtype, HEAD, BLOCK_N, SK, SV, SS))
     if PIPE == 4:
-        bufs = bufs + (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS),
-                       _stage(dtype, HEAD, BLOCK_N, SK, SV, SS))
+        bufs = (*bufs, _stage(dtype, HEAD, BLOCK_N, SK, SV, SS), _stage(dtype, HEAD, BLOCK_N, SK, SV, SS))
     return bufs
 
 
@@ -570,7 +578,7 @@ def _gluon_swap_kernel(
     PV_BITS: gl.constexpr, RING_BYTES: gl.constexpr, TRIGGER: gl.constexpr,
 ):
     t_start = _trace_now(TRACE)
-    seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, sc_base = _program_range(
+    seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, _sc_base = _program_range(
         seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
         stride_sh, BLOCK_N)
 
@@ -748,7 +756,7 @@ def _gluon_bf16_kernel(
                    po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bf16_layouts(head: int) -> dict:
     """Layouts of the bf16/fp16 kernel (one warp): the mma.sync m16n8k16 operand layouts; 16-byte
     rows chunks for the copies; a 128-byte swizzle (16-byte vectors, 8 phases), which keeps the
@@ -769,7 +777,7 @@ def bf16_supported(group: int, head: int, block_size: int, block_n: int = 32) ->
             and block_size & (block_size - 1) == 0 and block_n <= 2 * block_size)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bf16_kernel_kw(group: int, head: int, block_size: int, block_n: int, pipe: int, split: bool,
                     trigger: bool) -> dict:
     """The constexprs of one bf16/fp16 kernel configuration (built once: `launch_cached` keys on
@@ -820,7 +828,7 @@ def _pack(order: list[int]) -> int:
     return sum(a << (4 * i) for i, a in enumerate(order))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _layouts(head: int, block_n: int, pipe: int = 0) -> dict:
     """Layouts (one warp) and the d bit permutations of the three operands.
 
@@ -876,11 +884,11 @@ def _layouts(head: int, block_n: int, pipe: int = 0) -> dict:
     ss = ring([[1 << j] for j in range(NB)], [], [])
     return dict(MMA=mma, AOP=aop, BOP=bop, LQ=lq, LK=lk, LV_LOAD=lv_load, LV=lv,
                 SK=sk, SV=sv, SS=ss, LS=gl.BlockedLayout([1], [32], [1], [0]),
-                Q_SHAPE=tuple([16] + qs), Q_ORDER=_pack(qo), K_SHAPE=tuple(ks + [block_n]),
-                K_ORDER=_pack(ko), V_SHAPE=tuple([block_n] + vs), V_ORDER=_pack(vo), RANK=L + 1)
+                Q_SHAPE=tuple([16, *qs]), Q_ORDER=_pack(qo), K_SHAPE=tuple([*ks, block_n]),
+                K_ORDER=_pack(ko), V_SHAPE=tuple([block_n, *vs]), V_ORDER=_pack(vo), RANK=L + 1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _swap_layouts(head: int, block_n: int) -> dict:
     """Layouts of the swapped-operand kernel (one warp; lane = 4g + t; coordinates physical d).
 
@@ -937,8 +945,8 @@ def _swap_layouts(head: int, block_n: int) -> dict:
         lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]], warp_bases=[], block_bases=[],
         shape=[block_n, 2])
     return dict(MMA=base["MMA"], AOP=base["AOP"], BOP=base["BOP"], LQ=lq, LK=lk,
-                LV_LOAD=lv_load, LVT=lvt, Q_SHAPE=tuple(qs + [8]), Q_ORDER=_pack(qo),
-                K_SHAPE=tuple([block_n] + ks), K_ORDER=_pack(ko), V_SHAPE=tuple(vs + [block_n]),
+                LV_LOAD=lv_load, LVT=lvt, Q_SHAPE=tuple([*qs, 8]), Q_ORDER=_pack(qo),
+                K_SHAPE=tuple([block_n, *ks]), K_ORDER=_pack(ko), V_SHAPE=tuple([*vs, block_n]),
                 V_ORDER=_pack(vo), RANK=L + 1,
                 LC=gl.BlockedLayout([1, 16], [32, 1], [1, 1], [1, 0]),
                 RAW=gl.SwizzledSharedLayout(1, 1, 1, [1, 0]),
@@ -968,7 +976,7 @@ def _wavefronts(addresses: list[int], width: int) -> int:
     return max(len(words) for words in banks.values())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _flat_lane_bits(head: int) -> tuple[tuple[int, int], tuple[int, int, int]]:
     """Physical d bits on the lanes (K: lanes t0, t1; V: lanes g0..g2) that read raw slots of
     pitch 2 * head + 8 bytes in the fewest wavefronts, over every register of a 16-key tile.
@@ -1012,7 +1020,7 @@ def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
     return shape, perm
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernel_kw(group: int, head: int, block_size: int, block_n: int, prefetch: bool, pipe: int,
                swap: bool, split: bool, trigger: bool, traced: bool, slot: tuple) -> dict:
     """The constexprs of one INT8/FP8 kernel configuration (built once: `launch_cached` keys on
@@ -1086,7 +1094,7 @@ def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, hea
                                 pipe, swap, pdl, trace)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
     launch_cached(_gluon_swap_kernel if swap else _gluon_decode_kernel, grid, pos, kw,
-                  ("swap" if swap else "r8",) + key)
+                  ("swap" if swap else "r8", *key))
 
 
 _RESIDENT: dict[tuple, int] = {}
@@ -1145,5 +1153,5 @@ def swap_supported(group: int, block_size: int, block_n: int = 16, head: int = 1
     at least 16 slots (16 slots of any head are whole 128-byte lines, so every tile is 16-byte
     aligned for the copies)."""
     return (1 <= group <= 8 and head in (64, 128, 256) and block_n in (16, 32)
-            and 16 <= block_size and block_n <= 2 * block_size)
+            and block_size >= 16 and block_n <= 2 * block_size)
 

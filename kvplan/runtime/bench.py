@@ -18,7 +18,8 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import platform
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -56,8 +57,7 @@ PREFILL_SHAPES: tuple[tuple[int, int, int, int, int, int], ...] = (
     (2, 2048, 16384, 64, 8, 64),   # chunked, head 64
 )
 QUICK_PREFILL_SHAPES = PREFILL_SHAPES[:1]
-PREFILL_MODES: tuple[tuple[str, str], ...] = DECODE_MODES + (
-    ("int4_per_token_head", "int4_per_token_head"),)
+PREFILL_MODES: tuple[tuple[str, str], ...] = (*DECODE_MODES, ("int4_per_token_head", "int4_per_token_head"))
 WRITE_TOKENS_FULL = (64, 1024, 8192, 32768)
 WRITE_TOKENS_QUICK = (64, 8192)
 
@@ -196,7 +196,7 @@ def _paged_fill(layout: LayerLayout, k: torch.Tensor, v: torch.Tensor, block_siz
                 **scales: float) -> tuple[PagedKVCache, torch.Tensor]:
     """Write contiguous K/V into a paged cache with a randomly permuted block table (``permute``;
     else each sequence's pages lie in order, one sequence after the other)."""
-    batch, hkv, ctx, head = k.shape
+    batch, _hkv, ctx, _head = k.shape
     blocks_per_seq = math.ceil(ctx / block_size)
     num_blocks = batch * blocks_per_seq
     cache = allocate_kv_cache(layout, num_blocks, block_size, k.device, **scales)

@@ -6,8 +6,6 @@ FP8 range. Scales are taken over the post-RoPE K/V a cache actually stores.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from kvplan import __version__
@@ -21,7 +19,7 @@ _FLOOR = 1e-6  # vLLM clamps scales away from zero the same way the per-token-he
 
 def compute_scales(source: KVSource, num_layers: int, num_kv_heads: int, head_size: int, *,
                    model: str, per_head: bool = False, fp8_format: str = "e4m3fn",
-                   layers: Optional[list[int]] = None) -> KvScales:
+                   layers: list[int] | None = None) -> KvScales:
     """Scales of every layer in ``layers`` (default 0..num_layers-1) from ``source``'s K/V."""
     fmax = FP8_MAX[fp8_format]
     out: list[LayerScales] = []
@@ -53,7 +51,7 @@ def compute_scales(source: KVSource, num_layers: int, num_kv_heads: int, head_si
 def write_safetensors(path, scales: KvScales, per_head: bool = False) -> None:
     """The scale tensors as a .safetensors file (fp32; scalars, or [num_kv_heads] with per_head),
     written by hand (the format is a JSON header + raw little-endian data) to need no extra package."""
-    import json  # noqa: PLC0415
+    import json
     header: dict = {"__metadata__": {"producer": f"kvplan {__version__} calibrate"}}
     blobs: list[bytes] = []
     offset = 0

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvplan.runtime.validate_model import ValidateReport
 from kvplan.files import atomic_output
+from kvplan.runtime.validate_model import ValidateReport
 
 _COLORS = {"none": "#4c72b0", "fp8_per_tensor": "#dd8452", "int8_per_token_head": "#55a868",
            "fp8_per_token_head": "#c44e52", "int4_per_token_head": "#8172b3"}
@@ -12,9 +12,9 @@ _COLORS = {"none": "#4c72b0", "fp8_per_tensor": "#dd8452", "int8_per_token_head"
 
 def plot_report(report: ValidateReport, path: str | Path) -> None:
     """Write the chart atomically (temp file + rename)."""
-    import matplotlib  # noqa: PLC0415
+    import matplotlib
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
     panels = 2 if report.model_eval is not None else 1
     fig, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 4.2), squeeze=False)

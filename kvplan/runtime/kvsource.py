@@ -17,9 +17,10 @@ import json
 import math
 import os
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -63,12 +64,12 @@ class KVSource:
     description: str
     num_tokens: int
     meta: dict[str, Any] = field(default_factory=dict)
-    path: Optional[str] = None
+    path: str | None = None
     _layers: dict[int, LayerKV] = field(default_factory=dict)
-    _make: Optional[Callable[[int, int, int], LayerKV]] = None
+    _make: Callable[[int, int, int], LayerKV] | None = None
 
     @property
-    def num_layers(self) -> Optional[int]:
+    def num_layers(self) -> int | None:
         return len(self._layers) if self.kind == "captured" else None
 
     def has_layer(self, index: int) -> bool:
@@ -264,10 +265,10 @@ class SmolLM2:
     def __init__(self, device: str = "cpu"):
         _need_real_deps()
         self.gguf = smollm2_gguf()
-        import torch  # noqa: PLC0415
-        import transformers  # noqa: PLC0415
-        from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: PLC0415
+        import torch
+        import transformers
+        from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
@@ -282,8 +283,8 @@ class SmolLM2:
         self.num_kv_heads = int(model.config.num_key_value_heads)
         self.head_size = int(getattr(model.config, "head_dim", None)
                              or model.config.hidden_size // self.num_heads)
-        self._hook: Optional[Callable[[int, Any, Any, Any], tuple[Any, Any]]] = None
-        self._override: Optional[Callable[..., Any]] = None
+        self._hook: Callable[[int, Any, Any, Any], tuple[Any, Any]] | None = None
+        self._override: Callable[..., Any] | None = None
         self._sdpa = sdpa_attention_forward
 
         def attention(module, query, key, value, attention_mask, **kwargs):
@@ -298,14 +299,14 @@ class SmolLM2:
         self.model.set_attn_implementation(self.ATTN_NAME)
 
     def encode(self, text: str, max_tokens: int):
-        import torch  # noqa: PLC0415
+        import torch
         ids = self.tokenizer(text, return_tensors="pt").input_ids[:, :max_tokens]
         return ids.to(self.device) if isinstance(ids, torch.Tensor) else ids
 
     def logits(self, ids, hook=None, override=None):
         """Forward pass with ``hook(layer, q, k, v) -> (k, v)`` applied inside every attention, or
         ``override(layer, module, q, k, v, scaling) -> out [1, T, Hq, D]`` replacing it."""
-        import torch  # noqa: PLC0415
+        import torch
         self._hook, self._override = hook, override
         try:
             with torch.no_grad():
@@ -345,7 +346,7 @@ def smollm2_capture_key(gguf_sha256: str, text: str, num_tokens: int, query_toke
                           ).hexdigest()[:20]
 
 
-def smollm2_source(cache_dir: Optional[Path] = None, *, text_path: Path = CALIBRATION_TEXT,
+def smollm2_source(cache_dir: Path | None = None, *, text_path: Path = CALIBRATION_TEXT,
                    num_tokens: int = DEFAULT_TOKENS, query_tokens: int = DEFAULT_QUERY_TOKENS,
                    device: str = "cpu", log: Callable[[str], None] = lambda s: None) -> KVSource:
     """Captured SmolLM2 activations: from the cache when present, else run the model once and cache."""
@@ -372,7 +373,7 @@ def smollm2_source(cache_dir: Optional[Path] = None, *, text_path: Path = CALIBR
     return load_capture(path)
 
 
-def open_source(spec: str, *, cache_dir: Optional[Path] = None, device: str = "cpu", seed: int = 0,
+def open_source(spec: str, *, cache_dir: Path | None = None, device: str = "cpu", seed: int = 0,
                 synthetic_tokens: int = 64, log: Callable[[str], None] = lambda s: None) -> KVSource:
     """--kv-source: ``synthetic``, ``smollm2``, or a path to a captured .npz."""
     if spec == "synthetic":

@@ -18,8 +18,9 @@ runtime):
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 # kv_cache_dtype -> quant mode, for the strings the runtime executes (vLLM 0.33 get_kv_quant_mode).
 _EXECUTED_DTYPES: dict[str, str] = {
@@ -133,7 +134,7 @@ class LayerLayout:
 
     # ----------------------------------------------------------------------------- construction
     @classmethod
-    def from_plan_layer(cls, layer: Mapping[str, Any]) -> "LayerLayout":
+    def from_plan_layer(cls, layer: Mapping[str, Any]) -> LayerLayout:
         """Build the layout of one plan layer dict; ValueError for what the runtime cannot execute.
 
         Reads ``kv_cache_dtype``, ``num_kv_heads``, ``head_size`` (required), ``dtype``,
@@ -239,7 +240,7 @@ class LayerLayout:
 
     @classmethod
     def simple(cls, kv_cache_dtype: str, num_kv_heads: int, head_size: int,
-               model_dtype: str = "bfloat16", sliding_window: int | None = None) -> "LayerLayout":
+               model_dtype: str = "bfloat16", sliding_window: int | None = None) -> LayerLayout:
         """Convenience constructor for tests and benchmarks (no plan at hand)."""
         return cls.from_plan_layer({
             "kv_cache_dtype": kv_cache_dtype, "num_kv_heads": num_kv_heads,

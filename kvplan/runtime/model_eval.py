@@ -13,9 +13,10 @@ derived from the *calibration* text, never the eval text.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from kvplan.runtime.layout import LayerLayout
 from kvplan.runtime.validate_model import EvalRow, ModelEval
@@ -99,7 +100,7 @@ def plan_config(plan: Any, kv_scales: Any, calibrated: dict[int, tuple[float, fl
         elif mode in ("none", "int8_per_token_head", "fp8_per_token_head", "int4_per_token_head"):
             modes.append(LayerKVMode(mode))
         else:
-            from kvplan.errors import KvplanInputError  # noqa: PLC0415
+            from kvplan.errors import KvplanInputError
             raise KvplanInputError(f"layer {lp.index}: quant_mode {mode} is not executed by the kvplan runtime, "
                                    "so the end-to-end run cannot apply the plan.", "Validate without --e2e.")
     return KVConfig("plan", f"the plan given ({plan.kv_cache_dtype})", tuple(modes))
@@ -109,10 +110,10 @@ def plan_config(plan: Any, kv_scales: Any, calibrated: dict[int, tuple[float, fl
 def fake_quant(x, mode: LayerKVMode, side: str):
     """x [T, H, D] fp32 -> the values the cache returns after storing x (torch reference, bit-exact
     to the write kernel). K/V enter in bf16 (the engine's model dtype)."""
-    import torch  # noqa: PLC0415
+    import torch
 
-    from kvplan.runtime import reference as R  # noqa: PLC0415
-    from kvplan.runtime.cache import hadamard  # noqa: PLC0415
+    from kvplan.runtime import reference as R
+    from kvplan.runtime.cache import hadamard
     xb = x.to(torch.bfloat16)
     if mode.quant_mode == "none":
         return xb.float()
@@ -146,13 +147,13 @@ def _reference_hook(cfg: KVConfig):
 
 def _kernel_attention(cfg: KVConfig, block_size: int = 16):
     """CUDA: write K/V through the Triton write kernel, attend with the paged prefill kernel."""
-    import math  # noqa: PLC0415
+    import math
 
-    import torch  # noqa: PLC0415
+    import torch
 
-    from kvplan.runtime.attention import paged_attention  # noqa: PLC0415
-    from kvplan.runtime.cache import allocate_kv_cache  # noqa: PLC0415
-    from kvplan.runtime.write import write_kv_cache  # noqa: PLC0415
+    from kvplan.runtime.attention import paged_attention
+    from kvplan.runtime.cache import allocate_kv_cache
+    from kvplan.runtime.write import write_kv_cache
 
     def attend(layer: int, module, q, k, v, scaling):
         mode = cfg.layers[layer]
@@ -171,7 +172,7 @@ def _kernel_attention(cfg: KVConfig, block_size: int = 16):
 
 
 def _scores(ref_logits, logits, ids) -> tuple[float, float, float, float]:
-    import torch  # noqa: PLC0415
+    import torch
     lp_ref = torch.log_softmax(ref_logits.double(), -1)
     lp = torch.log_softmax(logits.double(), -1)
     kl = (lp_ref.exp() * (lp_ref - lp)).sum(-1)
@@ -180,14 +181,14 @@ def _scores(ref_logits, logits, ids) -> tuple[float, float, float, float]:
     return float(kl.mean()), float(kl.max()), float(top1), float(torch.exp(nll))
 
 
-def evaluate_plan(plan: Any, *, device: str = "cpu", kv_scales: Any = None, cache_dir: Optional[str | Path] = None,
-                  skip_layers: Optional[list[int]] = None, tokens: int = EVAL_TOKENS,
+def evaluate_plan(plan: Any, *, device: str = "cpu", kv_scales: Any = None, cache_dir: str | Path | None = None,
+                  skip_layers: list[int] | None = None, tokens: int = EVAL_TOKENS,
                   progress: Callable[[str, int, int], None] = lambda *a: None,
                   log: Callable[[str], None] = lambda s: None) -> ModelEval:
     """Run SmolLM2 with the plan's KV storage and the comparison configurations."""
-    from kvplan.errors import KvplanInputError  # noqa: PLC0415
-    from kvplan.runtime.calibrate import compute_scales  # noqa: PLC0415
-    from kvplan.runtime.kvsource import EVAL_TEXT, load_smollm2, smollm2_source  # noqa: PLC0415
+    from kvplan.errors import KvplanInputError
+    from kvplan.runtime.calibrate import compute_scales
+    from kvplan.runtime.kvsource import EVAL_TEXT, load_smollm2, smollm2_source
 
     calib_src = smollm2_source(Path(cache_dir) if cache_dir else None, log=log)
     m = load_smollm2(device)
@@ -201,7 +202,7 @@ def evaluate_plan(plan: Any, *, device: str = "cpu", kv_scales: Any = None, cach
     cal = compute_scales(calib_src, m.num_layers, m.num_kv_heads, m.head_size, model="SmolLM2-135M-Instruct")
     calibrated = {ls.index: (ls.k_scale, ls.v_scale) for ls in cal.layers}
     skip = tuple(sorted(set(skip_layers))) if skip_layers else (0, m.num_layers - 1)
-    configs = [plan_config(plan, kv_scales, calibrated)] + comparison_configs(m.num_layers, calibrated, skip)
+    configs = [plan_config(plan, kv_scales, calibrated), *comparison_configs(m.num_layers, calibrated, skip)]
     ids = m.encode(EVAL_TEXT.read_text(encoding="utf-8"), tokens)
     use_kernels = device.startswith("cuda")
     ref = m.logits(ids)

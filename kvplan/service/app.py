@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import Any
 
 import anyio
 from fastapi import FastAPI, Query, Request
@@ -65,7 +66,7 @@ class ServiceSettings:
                            "threads": self.threads, "max_layers": self.max_layers, "hub": self.hub})
 
     @classmethod
-    def from_json(cls, text: str) -> "ServiceSettings":
+    def from_json(cls, text: str) -> ServiceSettings:
         d = json.loads(text)
         return cls(allow_paths=tuple(Path(p) for p in d.get("allow_paths", ())),
                    max_body_bytes=int(d.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)),
@@ -76,14 +77,14 @@ class ServiceSettings:
 class ServiceError(Exception):
     """An HTTP error with the service's error body."""
 
-    def __init__(self, status: int, type_: str, message: str, problem: Optional[str] = None,
-                 fix: Optional[str] = None):
+    def __init__(self, status: int, type_: str, message: str, problem: str | None = None,
+                 fix: str | None = None):
         super().__init__(message)
         self.status, self.type, self.message, self.problem, self.fix = status, type_, message, problem, fix
 
 
-def _error_response(status: int, type_: str, message: str, problem: Optional[str] = None,
-                    fix: Optional[str] = None) -> JSONResponse:
+def _error_response(status: int, type_: str, message: str, problem: str | None = None,
+                    fix: str | None = None) -> JSONResponse:
     body = {"error": {"type": type_, "message": message, "problem": problem, "fix": fix}}
     return JSONResponse(body, status_code=status)
 
@@ -160,7 +161,7 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def _check_gpu(gpu: Optional[str]) -> None:
+def _check_gpu(gpu: str | None) -> None:
     if gpu is not None and gpu.strip().lower() == "auto":
         # resolve_gpu("auto") imports torch and probes this server's own GPU: not what a client means.
         raise KvplanInputError("gpu 'auto' would detect the server's own GPU.",
@@ -174,7 +175,7 @@ class Service:
         self.settings = settings
         self.allowed = tuple(p.resolve() for p in settings.allow_paths)
 
-    def _model_source(self, req: ModelRequest) -> tuple[Any, Optional[str]]:
+    def _model_source(self, req: ModelRequest) -> tuple[Any, str | None]:
         if sum(x is not None for x in (req.config, req.config_path, req.model)) > 1:
             raise KvplanInputError("give one of config, config_path and model, not several.",
                                    "Send the config.json object inline, or a Hugging Face id as model.")
@@ -182,8 +183,8 @@ class Service:
             if not self.settings.hub:
                 raise ServiceError(403, "hub_disabled", "this server resolves no Hugging Face ids (started with "
                                    "--no-hub). Send the config.json object as `config`.")
-            from kvplan.api import flags_from  # noqa: PLC0415
-            from kvplan.ingest.hub import hub_id, resolve  # noqa: PLC0415
+            from kvplan.api import flags_from
+            from kvplan.ingest.hub import hub_id, resolve
             repo = hub_id(req.model) if "/" in req.model else None
             if repo is None:  # never a server-side path: those go through config_path and --allow-path
                 raise KvplanInputError(f"model {req.model!r} is not a Hugging Face model id.",
@@ -215,7 +216,7 @@ class Service:
             return self._plan(req)
 
     def _plan(self, req: ModelRequest) -> Plan:
-        from kvplan.policy import compile_with_policy, policy_from_text  # noqa: PLC0415
+        from kvplan.policy import compile_with_policy, policy_from_text
         _check_gpu(req.gpu)
         source, label = self._model_source(req)
         policy = policy_from_text(req.policy, "<request policy>") if req.policy is not None else None
@@ -238,7 +239,7 @@ class Service:
 
     def lint(self, req: LintRequest) -> dict[str, Any]:
         try:
-            from kvplan.lint import lint_paths  # noqa: PLC0415
+            from kvplan.lint import lint_paths
         except (ImportError, AttributeError):
             raise ServiceError(501, "not_implemented", "linting is not available in this kvplan build "
                                "(kvplan.lint is not importable).") from None
@@ -265,19 +266,19 @@ class Service:
 
     @staticmethod
     def rules() -> dict[str, Any]:
-        from kvplan.emit.codes import EMIT_RULES  # noqa: PLC0415
-        from kvplan.planner.precedence import DECISION_ORDER  # noqa: PLC0415
-        from kvplan.policy.codes import POLICY_RULES  # noqa: PLC0415
-        import kvplan.lint.rules  # noqa: F401,PLC0415 (registers the linter's KV8xx)
-        from kvplan.rules.base import all_rules  # noqa: PLC0415
+        import kvplan.lint.rules  # noqa: F401 (registers the linter's KV8xx)
+        from kvplan.emit.codes import EMIT_RULES
+        from kvplan.planner.precedence import DECISION_ORDER
+        from kvplan.policy.codes import POLICY_RULES
+        from kvplan.rules.base import all_rules
         return {"schema_version": "1.0", "kvplan_version": __version__, "decision_order": list(DECISION_ORDER),
                 "rules": [r.doc() for r in all_rules()],
                 "emit_and_policy_rules": [r.doc() for _, r in sorted({**EMIT_RULES, **POLICY_RULES}.items())]}
 
     @staticmethod
-    def backends(gpu: Optional[str], engine: Optional[str]) -> dict[str, Any]:
+    def backends(gpu: str | None, engine: str | None) -> dict[str, Any]:
         try:
-            from kvplan.backends.document import backends_document  # noqa: PLC0415
+            from kvplan.backends.document import backends_document
         except ImportError:
             raise ServiceError(501, "not_implemented", "the backend tables are not available in this kvplan build.") from None
         _check_gpu(gpu)
@@ -290,7 +291,7 @@ _RESPONSES = {400: {"model": ErrorResponse, "description": "Bad input (the CLI's
               422: {"model": ErrorResponse, "description": "Malformed request body."}}
 
 
-def create_app(settings: Optional[ServiceSettings] = None) -> FastAPI:
+def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     """The FastAPI application (uvicorn serves it; tests start it on loopback)."""
     settings = settings or ServiceSettings()
     service = Service(settings)
@@ -356,8 +357,8 @@ def create_app(settings: Optional[ServiceSettings] = None) -> FastAPI:
         return _json(await run(service.rules))
 
     @app.get("/v1/backends", responses={400: _RESPONSES[400]})
-    async def backends(gpu: Optional[str] = Query(None, description="GPU name or compute capability (h100, sm90)."),
-                       engine: Optional[str] = Query(None, description="Engine and version, e.g. vllm==0.33.0.")) -> Response:
+    async def backends(gpu: str | None = Query(None, description="GPU name or compute capability (h100, sm90)."),
+                       engine: str | None = Query(None, description="Engine and version, e.g. vllm==0.33.0.")) -> Response:
         """The attention-backend capability table, optionally evaluated on one GPU."""
         return _json(await run(service.backends, gpu, engine))
 
@@ -366,5 +367,5 @@ def create_app(settings: Optional[ServiceSettings] = None) -> FastAPI:
 
 def create_app_from_env() -> Any:
     """uvicorn factory for multi-worker runs: settings come from KVPLAN_SERVE_SETTINGS (JSON)."""
-    import os  # noqa: PLC0415
+    import os
     return create_app(ServiceSettings.from_json(os.environ.get("KVPLAN_SERVE_SETTINGS", "{}")))

@@ -1,7 +1,7 @@
 """Request and response bodies of the HTTP service (pydantic only; the OpenAPI document comes from these)."""
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,24 +19,24 @@ class _Request(BaseModel):
 class ModelRequest(_Request):
     """A model and serving flags to plan for: an inline config.json object, or a path the server allows."""
 
-    config: Optional[dict[str, Any]] = None
+    config: dict[str, Any] | None = None
     """The model's config.json object."""
-    hf_quant_config: Optional[dict[str, Any]] = None
+    hf_quant_config: dict[str, Any] | None = None
     """The checkpoint's hf_quant_config.json object (ModelOpt), if it has one."""
-    config_path: Optional[str] = None
+    config_path: str | None = None
     """Instead of `config`: a config.json or checkpoint folder on the server, under a `--allow-path` directory."""
-    model: Optional[str] = None
+    model: str | None = None
     """Instead of `config`: a Hugging Face model id (org/name) the server resolves through its Hugging Face
     cache and Hub (`--revision` in `flags` picks a branch, tag or commit; servers started with --no-hub refuse it)."""
-    flags: Union[list[str], str] = Field(default_factory=list)
+    flags: list[str] | str = Field(default_factory=list)
     """vLLM serving flags: an argv list or a pasted launch line (`vllm serve M --kv-cache-dtype fp8 ...`)."""
-    gpu: Optional[str] = None
+    gpu: str | None = None
     """GPU profile: a name (h100), a compute capability (sm90)."""
-    kv_budget_gib: Optional[float] = Field(default=None, gt=0)
+    kv_budget_gib: float | None = Field(default=None, gt=0)
     """KV cache memory per GPU in GiB (else estimated from the GPU and the checkpoint's weights)."""
-    policy: Optional[str] = None
+    policy: str | None = None
     """A kvplan policy as YAML text (errors name its lines)."""
-    engine: Optional[str] = None
+    engine: str | None = None
     """Engine release to model, as `kvplan plan --engine`: vllm==0.33.0 (default) back to vllm==0.18.0."""
 
 
@@ -47,7 +47,7 @@ class PlanRequest(ModelRequest):
 class EmitRequest(ModelRequest):
     """POST /v1/emit: a PLAN.json object, or a model to plan first."""
 
-    plan: Optional[dict[str, Any]] = None
+    plan: dict[str, Any] | None = None
     """A PLAN.json object (from /v1/plan or `kvplan plan`); the model fields must then be empty."""
     to: Literal["vllm", "sglang", "trtllm"] = "vllm"
     """Target engine."""
@@ -60,13 +60,13 @@ class LintRequest(_Request):
 
     files: dict[str, str] = Field(min_length=1)
     """Relative file name -> file text (Kubernetes YAML, vLLM --config YAML, shell scripts, ...)."""
-    select: Optional[list[str]] = None
+    select: list[str] | None = None
     """Code prefixes to report (default: all)."""
     ignore: list[str] = Field(default_factory=list)
     """Code prefixes to drop."""
-    gpu: Optional[str] = None
+    gpu: str | None = None
     """Default GPU for launches whose manifest names none."""
-    fail_level: Optional[Literal["error", "warning", "info"]] = None
+    fail_level: Literal["error", "warning", "info"] | None = None
     """Severity that makes the report fail (summary only; the HTTP status stays 200)."""
 
 
@@ -77,9 +77,9 @@ class ErrorDetail(Frozen):
     """input_error | request_invalid | path_not_allowed | request_too_large | not_implemented | internal_error."""
     message: str
     """One line: the problem and the fix (the CLI prints the same text after `kvplan: error:`)."""
-    problem: Optional[str] = None
+    problem: str | None = None
     """The problem part alone."""
-    fix: Optional[str] = None
+    fix: str | None = None
     """The fix part alone."""
 
 

@@ -104,7 +104,6 @@ def _install_patches() -> None:
 
     torch.cuda.Event = _Event
     import triton
-
     from vllm import triton_utils
 
     for t in {id(triton): triton, id(triton_utils.triton): triton_utils.triton}.values():
@@ -158,8 +157,8 @@ def _install_patches() -> None:
 def _stub_torchvision() -> None:
     """Patch 5: imports of missing processor-only packages resolve to placeholder modules."""
     import importlib.abc
-    import importlib.util
     import importlib.machinery
+    import importlib.util
     import types
 
     class _Meta(type):
@@ -299,7 +298,7 @@ def _layer_record(name: str, layer, vllm_config) -> dict:
     n_attn = 2 if getattr(vllm_config.model_config.hf_config, "model_type", None) == "longcat_flash" else 1
     try:
         idx = extract_layer_index(name, n_attn)
-    except Exception:  # noqa: BLE001
+    except Exception:
         idx = None
     kv = getattr(layer, "kv_cache_dtype", None)
     rec = {
@@ -314,7 +313,7 @@ def _layer_record(name: str, layer, vllm_config) -> dict:
     }
     try:
         spec = layer.get_kv_cache_spec(vllm_config)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         rec["spec_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         return rec
     if spec is None:
@@ -329,8 +328,8 @@ def run_case(case: dict, base: Path) -> dict:
     import vllm
     from vllm.config import set_current_vllm_config
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.model_executor.models.interfaces import supports_multimodal
     from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.model_executor.models.interfaces import supports_multimodal
     from vllm.utils.torch_utils import set_default_torch_dtype
 
     global _DIST_READY
@@ -365,7 +364,10 @@ def run_case(case: dict, base: Path) -> dict:
                          "max_model_len": mc.max_model_len}
         stage = "distributed_init"
         from vllm.distributed.parallel_state import (
-            destroy_model_parallel, ensure_model_parallel_initialized, init_distributed_environment)
+            destroy_model_parallel,
+            ensure_model_parallel_initialized,
+            init_distributed_environment,
+        )
         with set_current_vllm_config(vc):
             if not _DIST_READY:
                 init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
@@ -387,7 +389,7 @@ def run_case(case: dict, base: Path) -> dict:
         res["layers"].sort(key=lambda r: (r["index"] is None, r["index"] or 0, r["prefix"]))
         res["engine"]["cache_dtype_after_build"] = vc.cache_config.cache_dtype
         del model
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         def scrub(text: str) -> str:  # no machine-specific paths in checked-in answers
             import sysconfig
             text = text.replace(tmp, "<model dir>")

@@ -231,7 +231,7 @@ def _vllm_config_class(mt: str):
     if isinstance(cls, str):
         try:
             cls = getattr(importlib.import_module("vllm.transformers_utils.configs"), cls)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
     return cls
 
@@ -242,13 +242,12 @@ def _jsonable(d):
 
 def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    from vllm.transformers_utils import config as vcfg
 
     types = list(entry.get("transformers_model_types") or [])
     if entry.get("category") == "text":  # a text architecture's config is its text config class
         types.sort(key=lambda t: not t.endswith("_text"))
     if arch in VLLM_CONFIG_TYPES:
-        types = [VLLM_CONFIG_TYPES[arch]] + types
+        types = [VLLM_CONFIG_TYPES[arch], *types]
     for mt in types:
         cls = _vllm_config_class(mt)
         source = f"vLLM config class {getattr(cls, '__name__', cls)} ({mt})"
@@ -259,7 +258,7 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
             continue
         try:
             d = _jsonable(cls().to_dict())
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             print(f"  {arch}: {mt} default config failed: {type(e).__name__}: {e}", file=sys.stderr)
             continue
         d["model_type"] = d.get("model_type") or mt

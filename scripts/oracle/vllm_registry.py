@@ -72,7 +72,7 @@ def _vllm_config_class(mt: str):
     if isinstance(cls, str):
         try:
             cls = getattr(importlib.import_module("vllm.transformers_utils.configs"), cls)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
     return cls
 
@@ -96,7 +96,6 @@ def _signature_defaults(cls) -> dict:
 
 def _config_defaults(model_types: set[str]) -> dict[str, dict]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    from vllm.transformers_utils import config as vcfg
 
     out: dict[str, dict] = {}
     todo = sorted(model_types)

@@ -12,7 +12,10 @@ from typer.testing import CliRunner
 import kvplan.api
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.engines import (
-    SUPPORTED_ENGINES, kv_cache_dtypes_for, resolve_engine, tables_exact,
+    SUPPORTED_ENGINES,
+    kv_cache_dtypes_for,
+    resolve_engine,
+    tables_exact,
 )
 from kvplan.backends.vllm_033 import ENGINE_FEATURES
 from kvplan.cli.main import app

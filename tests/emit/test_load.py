@@ -25,12 +25,12 @@ def _paths(doc, prefix=()):
     """Every (path, value) in the document (dict keys and list indices)."""
     if isinstance(doc, dict):
         for k, v in doc.items():
-            yield prefix + (k,), v
-            yield from _paths(v, prefix + (k,))
+            yield (*prefix, k), v
+            yield from _paths(v, (*prefix, k))
     elif isinstance(doc, list):
         for i, v in enumerate(doc[:2]):
-            yield prefix + (i,), v
-            yield from _paths(v, prefix + (i,))
+            yield (*prefix, i), v
+            yield from _paths(v, (*prefix, i))
 
 
 PATHS = [p for p, _ in _paths(VALID)]
@@ -53,7 +53,7 @@ def test_loader_is_as_strict_as_the_published_schema(path, how, wrong) -> None:
     if how == "delete" and isinstance(path[-1], str):
         _set(doc, path, delete=True)
     elif how == "extra" and isinstance(path[-1], str):
-        _set(doc, path[:-1] + ("no_such_field",), wrong)
+        _set(doc, (*path[:-1], "no_such_field"), wrong)
     else:
         _set(doc, path, wrong)
     try:

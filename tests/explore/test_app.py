@@ -2,21 +2,21 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable
 
 import pytest
 from typer.testing import CliRunner
 
 pytest.importorskip("textual")
 
-from textual.pilot import Pilot  # noqa: E402
-from textual.widgets import DataTable, Input, Select  # noqa: E402
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, Select
 
-from kvplan.cli.main import app as cli  # noqa: E402
-from kvplan.explore.app import ExploreApp  # noqa: E402
-from kvplan.explore.state import ExploreSession, findings_sorted  # noqa: E402
-from tests.conftest import EXAMPLES  # noqa: E402
+from kvplan.cli.main import app as cli
+from kvplan.explore.app import ExploreApp
+from kvplan.explore.state import ExploreSession, findings_sorted
+from tests.conftest import EXAMPLES
 
 GPT_OSS = EXAMPLES / "gpt-oss-20b" / "config.json"
 ENV = {"COLUMNS": "160", "NO_COLOR": "1"}

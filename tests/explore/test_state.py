@@ -5,8 +5,14 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli.main import app
-from kvplan.explore.state import (DEFAULT_ENGINE, ExploreSession, engine_versions, findings_sorted, layer_fields,
-                                  strip_flags)
+from kvplan.explore.state import (
+    DEFAULT_ENGINE,
+    ExploreSession,
+    engine_versions,
+    findings_sorted,
+    layer_fields,
+    strip_flags,
+)
 from kvplan.ingest.flags import parse_flags
 from kvplan.model.vocab import Severity
 from tests.conftest import CASES, EXAMPLES

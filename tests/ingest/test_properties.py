@@ -81,7 +81,7 @@ def config_like(draw: st.DrawFn) -> dict[str, Any]:
             "num_key_value_heads": draw(st.sampled_from([1, 4, 8])), "head_dim": draw(st.sampled_from([64, 128])),
             "hidden_size": 4096}
     cfg.update(base)
-    int_keys = sorted(CONFIG_INT_KEYS) + ["sliding_window"]
+    int_keys = [*sorted(CONFIG_INT_KEYS), "sliding_window"]
     cfg.update(draw(st.dictionaries(st.sampled_from(int_keys), st.one_of(HOSTILE_INTS, JSON_SCALARS), max_size=3)))
     cfg.update(draw(st.fixed_dictionaries({}, optional=EXTRA_KEYS)))
     cfg.update(draw(st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=3)))
@@ -123,8 +123,7 @@ def test_random_configs_give_an_input_error_or_a_sound_plan(cfg: dict[str, Any])
     assert_sound(plan)
 
 
-FLAG_NAMES = sorted(MODELLED) + ["--kv-cache-dtype-skip-layers", "--calculate-kv-scales", "--enforce-eager",
-                                 "--no-such-flag", "--kv_cache_dtype", "-tp", "vllm", "serve"]
+FLAG_NAMES = [*sorted(MODELLED), "--kv-cache-dtype-skip-layers", "--calculate-kv-scales", "--enforce-eager", "--no-such-flag", "--kv_cache_dtype", "-tp", "vllm", "serve"]
 FLAG_VALUES = st.one_of(
     st.sampled_from(["fp8", "auto", "bfloat16", "fp8_e5m2", "int8_per_token_head", "nvfp4", "fp9", "sliding_window",
                      "0", "1", "-1", "2", "8", "32k", "1M", "inf", "nan", "1e300", "-0.5", "0.9", "1.5", "",
@@ -208,9 +207,9 @@ TENSOR_META = st.one_of(st.fixed_dictionaries({
 @given(header=st.dictionaries(SCALE_NAMES, TENSOR_META, max_size=4), data=st.binary(max_size=64),
        cut=st.integers(0, 12))
 def test_random_safetensors_headers_give_an_input_error_or_scales(header: dict, data: bytes, cut: int) -> None:
-    import struct  # noqa: PLC0415
+    import struct
 
-    from kvplan.ingest.safetensors import find_scales  # noqa: PLC0415
+    from kvplan.ingest.safetensors import find_scales
     raw = json.dumps(header).encode()
     blob = struct.pack("<Q", len(raw)) + raw + data
     with tempfile.TemporaryDirectory() as tmp:

@@ -3,8 +3,8 @@ bad inputs that never traceback, rule documentation, the published report schema
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -181,11 +181,11 @@ def test_lint_report_schema_checked_in_matches_models() -> None:
 
 
 def test_lint_never_imports_torch_or_triton() -> None:
-    code = ("import sys, os; os.chdir(r'%s'); from kvplan.cli.main import app; from typer.testing import CliRunner; "
+    code = ("import sys, os; os.chdir(r'{}'); from kvplan.cli.main import app; from typer.testing import CliRunner; "
             "r = CliRunner().invoke(app, ['lint', 'examples/deploy', '--format', 'sarif']); "
             "assert r.exit_code == 1, r.output; "
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'transformers', 'numpy')); "
-            "assert not heavy, heavy") % ROOT
+            "assert not heavy, heavy").format(ROOT)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 

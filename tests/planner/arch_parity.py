@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 ARCH_DATA = Path(__file__).resolve().parents[1] / "data" / "vllm_oracle_arch"
 _ATTN_SPECS = ("FullAttentionSpec", "SlidingWindowSpec", "MLAAttentionSpec", "ChunkedLocalAttentionSpec",
@@ -20,7 +20,7 @@ def load_cases() -> list[dict[str, Any]]:
     return json.loads((ARCH_DATA / "cases.json").read_text())["cases"]
 
 
-def load_answer(name: str) -> Optional[dict[str, Any]]:
+def load_answer(name: str) -> dict[str, Any] | None:
     p = ARCH_DATA / "answers" / f"{name}.json"
     return json.loads(p.read_text()) if p.is_file() else None
 

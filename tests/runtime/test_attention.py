@@ -1,18 +1,18 @@
 """Paged attention kernel (decode + chunked prefill) vs the torch reference, every layout."""
 from __future__ import annotations
 
-
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
+
+from rt_helpers import ALL_KV_CACHE_DTYPES, build_paged_batch, rel_err  # noqa: E402
 
 from kvplan.runtime.attention import AttentionConfig, paged_attention  # noqa: E402
 from kvplan.runtime.cache import allocate_kv_cache  # noqa: E402
 from kvplan.runtime.layout import LayerLayout  # noqa: E402
 from kvplan.runtime.reference import reference_paged_attention  # noqa: E402
 from kvplan.runtime.tolerances import TOLERANCES  # noqa: E402
-from rt_helpers import ALL_KV_CACHE_DTYPES, build_paged_batch, rel_err  # noqa: E402
 
 # (Hq, Hkv, head_size, block_size, seq_lens): GQA, MHA, MQA; odd lengths; block sizes 16/32/64
 DECODE_SHAPES = [
@@ -114,7 +114,7 @@ def test_attention_prefill_matches_reference(device, kv_cache_dtype, hq, hkv, he
     layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size, sliding_window=window)
     batch = build_paged_batch(layout, seq_lens, block_size, device, gen, shared_prefix_blocks=1,
                               k_scale=0.08, v_scale=0.01)
-    qsl = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0).tolist()), dtype=torch.int32,
+    qsl = torch.tensor([0, *list(torch.tensor(q_lens).cumsum(0).tolist())], dtype=torch.int32,
                        device=device)
     q = torch.randn(int(qsl[-1]), hq, head_size, generator=gen, device=device).to(torch.bfloat16)
     out = torch.full_like(q, float("nan"))
@@ -219,7 +219,7 @@ def test_attention_gpu_decode_and_prefill_large(cuda_device, kv_cache_dtype, hq,
     batch = build_paged_batch(layout, seq_lens, block_size, "cuda", gen, shared_prefix_blocks=3,
                               k_scale=0.08, v_scale=0.01)
     q_lens = [1, 100, 1000, 7, 31, 64]
-    qsl = torch.tensor([0] + torch.tensor(q_lens).cumsum(0).tolist(), dtype=torch.int32,
+    qsl = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32,
                        device="cuda")
     q = torch.randn(int(qsl[-1]), hq, head_size, generator=gen, device="cuda").to(torch.bfloat16)
     out = torch.full_like(q, float("nan"))
@@ -423,8 +423,7 @@ def test_gluon_flat_lane_bits_are_conflict_free():
     of a tile in the minimum number of shared-memory wavefronts; head 64 (136-byte pitch) needs
     two per read at best."""
     pytest.importorskip("triton.experimental.gluon")
-    from kvplan.runtime.attention_gluon import (_flat_lane_bits, _swap_layouts,  # noqa: PLC0415
-                                                _wavefronts)
+    from kvplan.runtime.attention_gluon import _flat_lane_bits, _swap_layouts, _wavefronts
     assert _wavefronts([4 * i for i in range(32)], 4) == 1  # 32 banks, one word each
     assert _wavefronts([128 * i for i in range(32)], 4) == 32  # one bank, 32 words
     assert _wavefronts([8 * i for i in range(32)], 8) == 2  # 256 bytes: two wavefronts
@@ -448,13 +447,13 @@ def test_gluon_swap_refuses_what_it_does_not_run():
     """Swapped operands take groups of up to 8 heads, heads of 64-256 and tiles of at most two
     pages (of at least 16 slots: whole 128-byte lines per 16 keys)."""
     pytest.importorskip("triton.experimental.gluon")
-    from kvplan.runtime.attention_gluon import swap_supported  # noqa: PLC0415
+    from kvplan.runtime.attention_gluon import swap_supported
     assert swap_supported(8, 16) and swap_supported(1, 64, 32)
     assert not swap_supported(16, 16)  # 16 heads do not fit the 8 columns
     assert swap_supported(4, 16, 32)  # a 32-key tile spans two 16-slot pages
     assert not swap_supported(4, 8) and not swap_supported(4, 8, 32)  # pages under 16 slots
     assert not swap_supported(4, 16, 16, 32)  # a 32-byte row
-    from kvplan.runtime.attention_gluon import _swap_layouts  # noqa: PLC0415
+    from kvplan.runtime.attention_gluon import _swap_layouts
     for head in (64, 128, 256):
         for block_n in (16, 32):
             assert swap_supported(4, 16, block_n, head)
@@ -466,16 +465,17 @@ def test_gluon_swap_launch_checks_the_slot_layout():
     per-token-head slot; its launch arguments for a real cache pass, and a slot laid out any
     other way is refused rather than read wrongly (checked without a GPU: no launch)."""
     pytest.importorskip("triton.experimental.gluon")
-    import dataclasses  # noqa: PLC0415
-    from kvplan.runtime import attention_gluon  # noqa: PLC0415
-    from kvplan.runtime._common import cache_args  # noqa: PLC0415
+    import dataclasses
+
+    from kvplan.runtime import attention_gluon
+    from kvplan.runtime._common import cache_args
     for dtype, head in (("int8_per_token_head", 128), ("fp8_per_token_head", 64)):
         args = cache_args(allocate_kv_cache(LayerLayout.simple(dtype, 2, head), 4, 16, "cpu"))
         q = torch.zeros(3, 8, head, dtype=torch.bfloat16)
         bt, lens = torch.zeros(3, 4, dtype=torch.int32), torch.ones(3, dtype=torch.int32)
         common = dict(group=4, head=head, block_size=16, q_scale=1.0, sliding_window=0,
                       num_splits=2, block_n=16, prefetch=True, pipe=2, swap=True)
-        pos, kw, _ = attention_gluon._launch_args(q, q, q, q, args, bt, lens, **common)
+        _pos, kw, _ = attention_gluon._launch_args(q, q, q, q, args, bt, lens, **common)
         assert kw["RING_BYTES"] >= 2 * 16 * (2 * head + 8) and kw["HEAD"] == head
         moved = dataclasses.replace(args, V_OFF=args.V_OFF + 4)
         with pytest.raises(ValueError, match="per-token-head slot"):
@@ -487,8 +487,8 @@ def test_gluon_swap_trace_is_an_extra_argument_only_when_asked():
     without one the swapped-operand launch passes a placeholder and TRACE=False; the round-8
     kernel refuses a trace instead of ignoring it (checked without a GPU: no launch)."""
     pytest.importorskip("triton.experimental.gluon")
-    from kvplan.runtime import attention_gluon  # noqa: PLC0415
-    from kvplan.runtime._common import cache_args  # noqa: PLC0415
+    from kvplan.runtime import attention_gluon
+    from kvplan.runtime._common import cache_args
     args = cache_args(allocate_kv_cache(LayerLayout.simple("int8_per_token_head", 2, 128), 4, 16,
                                         "cpu"))
     q = torch.zeros(3, 8, 128, dtype=torch.bfloat16)
@@ -512,9 +512,9 @@ def test_gluon_swap_trace_records_every_program(cuda_device):
     """A traced launch writes the same output bits as an untraced one and one ordered
     (start <= first tile <= end) record per program on a real multiprocessor."""
     pytest.importorskip("triton.experimental.gluon")
-    from kvplan.runtime import attention_gluon  # noqa: PLC0415
-    from kvplan.runtime._common import cache_args, num_sms  # noqa: PLC0415
-    from kvplan.runtime.attention import _merge_splits, _partials  # noqa: PLC0415
+    from kvplan.runtime import attention_gluon
+    from kvplan.runtime._common import cache_args, num_sms
+    from kvplan.runtime.attention import _merge_splits, _partials
     gen = torch.Generator(device="cuda").manual_seed(23)
     layout = LayerLayout.simple("int8_per_token_head", 8, 128)
     batch = build_paged_batch(layout, [1000, 4096, 333], 16, "cuda", gen)
@@ -560,8 +560,8 @@ def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, 
     sliding-window layers, where only the last W keys may be read: the keys before the window
     are poisoned with huge values."""
     pytest.importorskip("triton.experimental.gluon")
-    from kvplan.runtime.attention import _use_gluon  # noqa: PLC0415
-    from kvplan.runtime._common import cache_args  # noqa: PLC0415
+    from kvplan.runtime._common import cache_args
+    from kvplan.runtime.attention import _use_gluon
     gen = torch.Generator(device="cuda").manual_seed(3)
     layout = LayerLayout.simple(kv_cache_dtype, 4, head, sliding_window=window)
     batch = build_paged_batch(layout, [700, 1, 129, 2048], block_size, "cuda", gen,
@@ -579,8 +579,8 @@ def test_default_decode_kernel_choice(device):
     for INT4 caches, for bf16/fp16 caches at heads other than 64 or with a query of another
     dtype, for prefill, for short contexts and windows (under 1024 keys), and when a Triton-only
     launch setting is given."""
-    from kvplan.runtime.attention import _use_gluon  # noqa: PLC0415
-    from kvplan.runtime._common import cache_args  # noqa: PLC0415
+    from kvplan.runtime._common import cache_args
+    from kvplan.runtime.attention import _use_gluon
     gen = torch.Generator(device=device).manual_seed(2)
     q = torch.randn(2, 8, 64, device=device, dtype=torch.bfloat16, generator=gen)
     for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head"):
@@ -610,7 +610,7 @@ def _prefill(layout, seq_lens, q_lens, block_size, hq, device, gen, config=None,
              dtype=torch.bfloat16):
     batch = build_paged_batch(layout, seq_lens, block_size, device, gen, shared_prefix_blocks=1,
                               k_scale=0.08, v_scale=0.01, model_dtype=dtype)
-    qsl = torch.tensor([0] + torch.tensor(q_lens).cumsum(0).tolist(), dtype=torch.int32,
+    qsl = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32,
                        device=device)
     q = torch.randn(int(qsl[-1]), hq, layout.head_size, generator=gen, device=device).to(dtype)
     out = torch.full_like(q, float("nan"))
@@ -620,7 +620,7 @@ def _prefill(layout, seq_lens, q_lens, block_size, hq, device, gen, config=None,
     return out, ref
 
 
-@pytest.mark.parametrize("kv_cache_dtype", PREFILL_KERNEL_DTYPES + ["int4_per_token_head"])
+@pytest.mark.parametrize("kv_cache_dtype", [*PREFILL_KERNEL_DTYPES, "int4_per_token_head"])
 @pytest.mark.parametrize("hq,hkv,block_m,block_n,window,dequant", [
     (6, 2, 16, 32, None, False),   # group 3 (padded to 4), 32-key tiles over two 16-slot pages
     (2, 2, 16, 16, 9, False),      # MHA, a window shorter than a tile: masked lower-edge tiles
@@ -645,8 +645,8 @@ def test_prefill_kernel_selection(device):
     """Prefill runs the prefill kernel by default; kernel='triton' or a decode-kernel knob runs
     the decode-form kernel; INT4 and fp32 queries stay there; kernel='prefill' refuses what it
     cannot read and refuses decode."""
-    from kvplan.runtime import prefill as pf  # noqa: PLC0415
-    from kvplan.runtime._common import KV_MODES  # noqa: PLC0415
+    from kvplan.runtime import prefill as pf
+    from kvplan.runtime._common import KV_MODES
     assert pf.prefill_supported(KV_MODES["int8_per_token_head"], torch.bfloat16, torch.int8, 128)
     assert not pf.prefill_supported(KV_MODES["int4_per_token_head"], torch.bfloat16, torch.uint8,
                                     128)
@@ -671,7 +671,7 @@ def test_prefill_kernel_selection(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kv_cache_dtype", PREFILL_KERNEL_DTYPES + ["int4_per_token_head"])
+@pytest.mark.parametrize("kv_cache_dtype", [*PREFILL_KERNEL_DTYPES, "int4_per_token_head"])
 @pytest.mark.parametrize("hq,hkv,head_size,block_size", [
     (32, 8, 128, 16), (64, 8, 64, 32), (16, 4, 256, 16), (8, 8, 128, 32), (24, 8, 64, 16),
     (16, 8, 256, 32)])
@@ -713,7 +713,7 @@ def test_cached_launch_is_reused_and_follows_arguments(cuda_device):
     """An eager decode call's second launch reuses the compiled kernel (`launch_cached`), and
     new tensors, strides and lengths still reach the kernel: results match the reference after
     the cache is warm."""
-    from kvplan.runtime import _common  # noqa: PLC0415
+    from kvplan.runtime import _common
     gen = torch.Generator(device="cuda").manual_seed(11)
     for dtype in ("int8_per_token_head", "bfloat16", "fp8"):
         layout = LayerLayout.simple(dtype, 8, 128)

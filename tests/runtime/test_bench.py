@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from kvplan.runtime.bench import format_table, plot  # noqa: E402
+from kvplan.runtime.bench import format_table, plot
 
 FAKE = {
     "device": "FakeGPU", "torch": "0", "triton": "0", "date": "2026-11-23",
@@ -100,13 +100,12 @@ def test_bench_suite_result_records_how_it_was_timed(monkeypatch):
     """The suite's JSON says how its timings were taken (L2 flush, statistic, graph replays), so
     results from different rounds can be compared knowingly; the progress callback sees every
     step and 'done'. The GPU work itself is stubbed: this checks the assembly, on any machine."""
+    import contextlib
     import types
 
     import torch
 
     from kvplan.runtime import bench
-
-    import contextlib
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())

@@ -6,13 +6,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from rt_helpers import ALL_KV_CACHE_DTYPES, random_kv  # noqa: E402
+
 from kvplan.runtime.cache import allocate_kv_cache, hadamard  # noqa: E402
 from kvplan.runtime.layout import LayerLayout  # noqa: E402
-from kvplan.runtime.reference import (dequantize_kv_cache, reference_write_kv_cache,  # noqa: E402
-                                      split_int4_scale)
+from kvplan.runtime.reference import dequantize_kv_cache, reference_write_kv_cache, split_int4_scale  # noqa: E402
 from kvplan.runtime.tolerances import ROUNDTRIP_REL_E5M2, TOLERANCES  # noqa: E402
 from kvplan.runtime.write import write_kv_cache  # noqa: E402
-from rt_helpers import ALL_KV_CACHE_DTYPES, random_kv  # noqa: E402
 
 
 def _poisoned_pair(layout, num_blocks, block_size, device, gen, **scales):
@@ -26,7 +26,7 @@ def _poisoned_pair(layout, num_blocks, block_size, device, gen, **scales):
     return a, b
 
 
-@pytest.mark.parametrize("kv_cache_dtype", ALL_KV_CACHE_DTYPES + ("float16",))
+@pytest.mark.parametrize("kv_cache_dtype", (*ALL_KV_CACHE_DTYPES, "float16"))
 @pytest.mark.parametrize("hkv,head_size,block_size,num_tokens", [
     (2, 64, 16, 37),
     (1, 128, 32, 9),
@@ -127,7 +127,7 @@ def test_write_kernel_choice_is_checked(device):
 def test_gluon_defaults_only_on_validated_triton_releases():
     """Gluon's API moves between Triton releases, so the Gluon kernels are a default only on the
     releases they were tested with; a dev or local version string parses, junk does not."""
-    from kvplan.runtime._common import GLUON_VALIDATED, gluon_validated  # noqa: PLC0415
+    from kvplan.runtime._common import GLUON_VALIDATED, gluon_validated
     major, minor = GLUON_VALIDATED[0]
     assert gluon_validated(f"{major}.{minor}.0") and gluon_validated(f"{major}.{minor}.1+git1a2b")
     assert not gluon_validated("3.9.0") and not gluon_validated("2.3.1")
