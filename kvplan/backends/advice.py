@@ -331,6 +331,7 @@ def mla_prefill_backend(gpu: GpuProfile, mla_dims: MlaDims,
                                    "use FLASH_ATTN, TRTLLM_RAGGED, FLASHINFER or TOKENSPEED_MLA")
         reasons = tuple(_prefill_reasons(name, gpu, mla_dims))
         return (None if reasons else name), ((name, reasons),)
+    order: tuple[str, ...]
     if gpu.platform == "cuda" and gpu.is_family(100):
         order = _SM100_ORDER_DSV3_WIDE if mla_dims.triple == (192, 64, 256) else _SM100_ORDER
     else:
