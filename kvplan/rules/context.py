@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.gpus import GpuFacts
 from kvplan.model.arch import LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
@@ -33,18 +34,6 @@ class FlagsOnlyContext:
 
     def engine_has(self, feature: str) -> bool:
         return _engine_has(feature, self.engine)
-
-
-@dataclass(frozen=True)
-class GpuFacts:
-    """The GPU facts the planner itself needs (backend rules use the full profile)."""
-
-    name: str
-    memory_gib: float | None = None
-    compute_capability: tuple[int, int] | None = None
-    fp8: str = "e4m3fn"           # none | e4m3fn | e4m3fnuz
-    supports_bf16: bool = True
-    profile: Any = None           # kvplan.model.gpu.GpuProfile when available
 
 
 @dataclass(frozen=True)
