@@ -16,6 +16,7 @@ from rich.console import Console
 from kvplan import __version__
 from kvplan.errors import KvplanInputError
 from kvplan.files import write_atomic
+from kvplan.model.engine import DEFAULT_ENGINE
 
 ENGINE_FLAGS_HELP = ("Engine flags are accepted verbatim after the path, as in a vLLM launch line: "
                      "--kv-cache-dtype, --kv-cache-dtype-skip-layers, --dtype, --tensor-parallel-size, "
@@ -115,7 +116,7 @@ PathArg = typer.Argument(..., help="config.json, a checkpoint folder (config.jso
                          "or a Hugging Face model id (org/name; --revision picks a branch, tag or commit).")
 OfflineOpt = typer.Option(False, "--offline", help="Hugging Face ids from the local cache only (as HF_HUB_OFFLINE=1).")
 GpuOpt = typer.Option(None, "--gpu", help="GPU profile: a name (h100), a compute capability (sm90) or auto.")
-EngineOpt = typer.Option("vllm==0.33.0", "--engine", help="Engine release to model: vllm==0.33.0 (default) "
+EngineOpt = typer.Option(DEFAULT_ENGINE, "--engine", help=f"Engine release to model: {DEFAULT_ENGINE} (default) "
                          "or an older vLLM down to vllm==0.18.0 (its flags, KV rules and known bugs).")
 BudgetOpt = typer.Option(None, "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the checkpoint's weights).")
 FailOpt = typer.Option(FailLevel.error, "--fail-level", help="Exit 1 when a finding is at or above this severity.")

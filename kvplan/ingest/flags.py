@@ -35,6 +35,7 @@ from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import check_argv, check_launch_line, input_boundary
+from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.flags import FlagError, ServingFlags
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
@@ -42,7 +43,7 @@ __all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScanError", "
            "ServeOptions", "expand_config_file", "parse_flags", "scan_argv", "serve_options", "split_launch_line",
            "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
 
-OPTIONS_VERSION = "0.33.0"
+OPTIONS_VERSION = DEFAULT_ENGINE_VERSION
 OPTIONS_DIR = Path(__file__).resolve().parents[1] / "data" / "vllm"
 
 # Options kvplan models: dest -> ServingFlags field (the option table knows spellings, nargs and types).

@@ -10,12 +10,13 @@ from typing import Any
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.gpus import GpuFacts
 from kvplan.model.arch import LayerArch, ModelArch
+from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
 from kvplan.model.quant import QuantMetadata
 
 ENGINE_NAME = "vllm"
-ENGINE_VERSION = "0.33.0"
+ENGINE_VERSION = DEFAULT_ENGINE_VERSION
 
 
 @lru_cache(maxsize=512)

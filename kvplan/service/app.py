@@ -36,6 +36,7 @@ from kvplan.emit.load import plan_from_data
 from kvplan.emit.model import EmitResult
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, active_limits, loads_json
+from kvplan.model.engine import DEFAULT_ENGINE_NAME, DEFAULT_ENGINE_VERSION
 from kvplan.model.limits import MAX_LAYERS
 from kvplan.model.plan import Plan
 from kvplan.service.models import EmitRequest, ErrorResponse, Health, LintRequest, ModelRequest, PlanRequest
@@ -334,7 +335,8 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
 
     @app.get("/healthz", response_model=Health)
     async def healthz() -> Response:
-        return _json(Health(kvplan_version=__version__, engine={"name": "vllm", "version": "0.33.0"}))
+        return _json(Health(kvplan_version=__version__,
+                            engine={"name": DEFAULT_ENGINE_NAME, "version": DEFAULT_ENGINE_VERSION}))
 
     @app.post("/v1/plan", response_model=Plan, responses=_RESPONSES)
     async def plan(req: PlanRequest) -> Response:
