@@ -36,7 +36,8 @@ from kvplan.rules.state import (
     LayerDecision,
     LayerState,
     RuleContractError,
-    Set,
+    apply_set,
+    check_declared,
 )
 
 DEFAULT_BLOCK_SIZE = 16
@@ -166,8 +167,10 @@ def _decide_globals(ctx: RuleContext, rules: dict[str, Rule]) -> tuple[GlobalSta
     state = GlobalState()
     decided: dict[str, tuple[str, str]] = {}
     for code in GLOBAL_ORDER:
-        for s in _global_decision(rules[code])(_with(ctx, state)):
-            state = state.with_set(s)
+        decide = _global_decision(rules[code])
+        for s in decide(_with(ctx, state)):
+            check_declared(code, decide.fields, s)
+            apply_set(state, s)
             decided[s.field] = (code, s.fact)
     return state, decided
 
@@ -181,18 +184,19 @@ def _decide_layers(gctx: RuleContext, layer_rules: list[tuple[str, LayerDecision
     layers: list[LayerPlan] = []
     carried = LayerState(cache_config_dtype=gctx.kv_cache_dtype)  # cache_config before the first layer
     for la in gctx.arch.layers:
-        st = LayerState(**{f: getattr(carried, f) for f in CARRIED_FIELDS})
+        has_kv = la.kind not in NO_KV_KINDS
+        st = LayerState(kv_cache_dtype=gctx.kv_cache_dtype if has_kv else None,
+                        **{f: getattr(carried, f) for f in CARRIED_FIELDS})
         decisions: list[Decision] = []
         decided_by: list[str] = []
-        has_kv = la.kind not in NO_KV_KINDS
         if has_kv:
             code, fact = kv_decision
-            st = st.with_set(Set("kv_cache_dtype", gctx.kv_cache_dtype, fact))
             decisions.append(_decision("kv_cache_dtype", gctx.kv_cache_dtype, code, fact))
             decided_by.append(code)
         for code, decide in layer_rules:
-            for s in decide(gctx, la, st):
-                st = st.with_set(s)
+            for s in decide.body(gctx, la, st):
+                check_declared(code, decide.fields, s)
+                apply_set(st, s)
                 if s.field in CARRIED_FIELDS:
                     continue  # engine state the next layers read, not a field of this layer's plan
                 decisions.append(_decision(s.field, _jsonable(s.value), code, s.fact))

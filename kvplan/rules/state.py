@@ -13,13 +13,14 @@ state itself. The fields form a closed set (the `Literal`s below), each with one
 `Set`'s overloads let mypy reject an unknown field or a value of the wrong type; the same checks run
 when a `Set` is built, so a rule that slips past the type checker fails loudly instead of setting
 nothing. A decision rule declares the fields it may set with `@decides_global(...)` or
-`@decides_layer(...)` under its `@declare(...)`; setting any other field raises `RuleContractError`.
+`@decides_layer(...)` under its `@declare(...)`; when the planner runs it, setting any other field
+raises `RuleContractError`.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args, overload
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args, overload
 
 from kvplan.model.vocab import QuantMode, ScaleSource
 
@@ -53,6 +54,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "skipped": (bool,),
 }
 assert set(_TYPES) == GLOBAL_FIELDS | LAYER_FIELDS  # every field has exactly one value type
+_EXACT: dict[str, frozenset[type]] = {f: frozenset(ts) for f, ts in _TYPES.items()}  # the fast path of _check
 
 
 class RuleContractError(TypeError):
@@ -60,6 +62,8 @@ class RuleContractError(TypeError):
 
 
 def _check(field: str, value: object) -> None:
+    if type(value) in _EXACT.get(field, ()):
+        return
     types = _TYPES.get(field)
     if types is None:
         raise RuleContractError(f"unknown field {field!r}: a rule can set only {', '.join(sorted(_TYPES))}")
@@ -104,18 +108,12 @@ class GlobalState:
     model_dtype: str | None = None
     kv_cache_dtype: str | None = None
 
-    def with_set(self, s: Set) -> GlobalState:
-        if s.field not in GLOBAL_FIELDS:
-            raise RuleContractError(f"field {s.field!r} is not a global field ({', '.join(sorted(GLOBAL_FIELDS))})")
-        change: dict[str, Any] = {s.field: s.value}  # the value's type was checked when the Set was made
-        return replace(self, **change)
-
 
 @dataclass(frozen=True, slots=True)
 class LayerState:
     """One layer's fields while its decision rules run, in precedence order (None: not decided yet).
 
-    Rules read it; the planner alone makes the next state from the `Set`s a rule yields (`with_set`).
+    Frozen: rules read it and cannot assign to it; the planner applies the `Set`s they yield (`apply_set`).
     """
 
     kv_cache_dtype: str | None = None
@@ -136,11 +134,22 @@ class LayerState:
     unless an earlier Attention layer's compressed-tensors override rewrote it to 'fp8' (KV103). Carried
     from layer to layer by the planner."""
 
-    def with_set(self, s: Set) -> LayerState:
-        if s.field not in LAYER_FIELDS:
-            raise RuleContractError(f"field {s.field!r} is not a layer field ({', '.join(sorted(LAYER_FIELDS))})")
-        change: dict[str, Any] = {s.field: s.value}  # the value's type was checked when the Set was made
-        return replace(self, **change)
+
+
+def apply_set(state: GlobalState | LayerState, s: Set) -> None:
+    """The planner's one write path: apply a rule's `Set` to the state of its scope.
+
+    The field must belong to the state (a layer rule cannot set model_dtype); its value's type was
+    checked when the Set was made. The states are frozen to rules, so this writes in place with
+    `object.__setattr__` (as a frozen dataclass's own __init__ does) instead of copying the state
+    for every decision."""
+    if s.field not in _FIELDS_OF[type(state)]:
+        scope, fields = ("global", GLOBAL_FIELDS) if isinstance(state, GlobalState) else ("layer", LAYER_FIELDS)
+        raise RuleContractError(f"field {s.field!r} is not a {scope} field ({', '.join(sorted(fields))})")
+    object.__setattr__(state, s.field, s.value)
+
+
+_FIELDS_OF: dict[type, frozenset[str]] = {GlobalState: GLOBAL_FIELDS, LayerState: LAYER_FIELDS}
 
 
 GlobalBody = Callable[["RuleContext"], Iterable[Set]]
@@ -157,12 +166,11 @@ def _declared(fields: tuple[str, ...], allowed: frozenset[str], scope: str) -> f
     return frozenset(fields)
 
 
-def _only_declared(body: Callable[..., Iterable[Set]], fields: frozenset[str], sets: Iterable[Set]) -> Iterator[Set]:
-    for s in sets:
-        if s.field not in fields:
-            raise RuleContractError(f"{body.__module__}.{body.__qualname__} set {s.field!r}, which it does not "
-                                    f"declare (it declares {', '.join(sorted(fields))})")
-        yield s
+def check_declared(code: str, fields: frozenset[str], s: Set) -> None:
+    """Refuse a Set of a field the rule did not declare (the planner calls this for every decision)."""
+    if s.field not in fields:
+        raise RuleContractError(f"rule {code} set {s.field!r}, which it does not declare "
+                                f"(it declares {', '.join(sorted(fields))})")
 
 
 @dataclass(frozen=True)
@@ -172,8 +180,8 @@ class GlobalDecision:
     fields: frozenset[str]
     body: GlobalBody
 
-    def __call__(self, ctx: RuleContext) -> Iterator[Set]:
-        return _only_declared(self.body, self.fields, self.body(ctx))
+    def __call__(self, ctx: RuleContext) -> Iterable[Set]:
+        return self.body(ctx)
 
 
 @dataclass(frozen=True)
@@ -183,8 +191,8 @@ class LayerDecision:
     fields: frozenset[str]
     body: LayerBody
 
-    def __call__(self, ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
-        return _only_declared(self.body, self.fields, self.body(ctx, la, st))
+    def __call__(self, ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterable[Set]:
+        return self.body(ctx, la, st)
 
 
 def decides_global(*fields: GlobalField) -> Callable[[GlobalBody], GlobalDecision]:
