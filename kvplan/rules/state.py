@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Literal, get_args, overload
 
 from kvplan.model.vocab import QuantMode, ScaleSource
@@ -67,8 +68,9 @@ def _check(field: str, value: object) -> None:
     types = _TYPES.get(field)
     if types is None:
         raise RuleContractError(f"unknown field {field!r}: a rule can set only {', '.join(sorted(_TYPES))}")
-    # bool is an int in Python; an int field never takes True/False, and the bool field takes only those
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+    # bool is an int and QuantMode/ScaleSource are str in Python: an int field takes no True/False, a
+    # string field no enum member (mypy cannot tell those apart, so this check is the one that does)
+    if not isinstance(value, types) or (isinstance(value, (bool, Enum)) and type(value) not in types):
         want = " or ".join("None" if t is type(None) else t.__name__ for t in types)
         raise RuleContractError(f"field {field!r} takes {want}, not {type(value).__name__} ({value!r})")
 

@@ -40,6 +40,7 @@ def test_set_unknown_field_fails_loudly() -> None:
     ("bytes_per_token", True),               # bool is an int in Python, not here
     ("skipped", 1),                          # int for bool
     ("kv_cache_dtype", None),                # only query_dtype may be None
+    ("kv_cache_dtype", QuantMode.fp8_per_tensor),  # a str enum is a str to Python and mypy, not here
 ])
 def test_set_value_of_wrong_type_fails(field: str, value: object) -> None:
     with pytest.raises(RuleContractError, match=f"field '{field}' takes"):
