@@ -125,9 +125,11 @@ def constraint_rule(c: Constraint, policy: Policy, where: str) -> Rule:
         if c.forbid is not None or c.require is not None:
             groups: dict[str, list[int]] = {}
             for lp in ctx.layers:
-                if not has_kv(lp) or not c.select.matches(**_layer_facts(ctx.arch, lp.index, lp.kind, lp.sliding_window)):
+                if not has_kv(lp) or not c.select.matches(
+                        **_layer_facts(ctx.arch, lp.index, lp.kind, lp.sliding_window)):
                     continue
-                facts = dict(kv_cache_dtype=lp.kv_cache_dtype or "auto", quant_mode=lp.quant_mode, skipped=lp.skipped)
+                facts: dict[str, Any] = dict(kv_cache_dtype=lp.kv_cache_dtype or "auto", quant_mode=lp.quant_mode,
+                                             skipped=lp.skipped)
                 bad = c.forbid.hits(**facts) if c.forbid is not None else c.require.misses(**facts)  # type: ignore[union-attr]
                 if bad:
                     groups.setdefault(" and ".join(bad), []).append(lp.index)

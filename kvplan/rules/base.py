@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from kvplan.model.vocab import Severity
+from kvplan.rules.state import Set  # noqa: F401 (the decision type, typed in kvplan.rules.state)
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -19,15 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
 _CODE = re.compile(r"^KV\d{3}$")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _VERSIONS = re.compile(r"^(?:>=|<=|==|!=|>|<)\d+(?:\.\d+){0,2}(?:,(?:>=|<=|==|!=|>|<)\d+(?:\.\d+){0,2})*$")
-
-
-@dataclass(frozen=True)
-class Set:
-    """A decision: set `field` to `value` because of `fact`."""
-
-    field: str
-    value: Any
-    fact: str
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from kvplan.backends.gpus import GpuFacts
 from kvplan.model.arch import LayerArch, ModelArch
 from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.flags import ServingFlags
-from kvplan.model.plan import LayerPlan
+from kvplan.model.plan import LayerPlan, Totals
 from kvplan.model.quant import QuantMetadata
 
 ENGINE_NAME = "vllm"
@@ -53,11 +53,18 @@ class RuleContext:
 
     @property
     def model_dtype(self) -> str:
-        return self.globals.get("model_dtype", "bfloat16")
+        return str(self.globals.get("model_dtype", "bfloat16"))
 
     @property
     def kv_cache_dtype(self) -> str:
-        return self.globals.get("kv_cache_dtype", self.flags.kv_cache_dtype)
+        """The global (config-time) KV cache dtype, after KV101/KV102."""
+        return str(self.globals.get("kv_cache_dtype", self.flags.kv_cache_dtype))
+
+    @property
+    def totals(self) -> Totals | None:
+        """The plan's totals, for check rules (set once memory is sized)."""
+        t = self.globals.get("totals")
+        return t if isinstance(t, Totals) else None
 
     def engine_has(self, feature: str) -> bool:
         """True if the modelled release has this ENGINE_FEATURES entry (feature present / bug present)."""
@@ -74,5 +81,5 @@ class RuleContext:
         return out
 
 
-class LayerState(dict):
-    """Per-layer fields while decision rules run (a plain dict; rules read it, the planner writes)."""
+FlagsContext = RuleContext | FlagsOnlyContext
+"""What a rule that reads only the flags and the release accepts (the linter runs those without a model)."""

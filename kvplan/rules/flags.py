@@ -5,8 +5,11 @@ what it recorded into findings that carry vLLM's wording.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kvplan.ingest.flags import REMOVED_FLAGS, suggest_flag
 from kvplan.rules.base import Emit, declare
+from kvplan.rules.context import FlagsContext
 
 _PARSER_REF = "vllm/utils/argparse_utils.py::FlexibleArgumentParser"
 _OPTIONS_REF = "kvplan/data/vllm/serve_options-0.33.0.json (scripts/gen_vllm_serve_options.py)"
@@ -24,7 +27,7 @@ def _exits(message: str) -> str:
              "frontend), generated from the parser itself.",
          fix="Use the flag's exact vLLM spelling (the message suggests the closest one).",
          references=("vllm/engine/arg_utils.py::EngineArgs.add_cli_args", _PARSER_REF, _OPTIONS_REF))
-def unknown_flag(ctx):
+def unknown_flag(ctx: FlagsContext) -> Iterator[Emit]:
     seen = set()
     for e in ctx.flags.flag_errors:
         if e.kind != "unknown":
@@ -53,7 +56,7 @@ def unknown_flag(ctx):
              "ambiguous among all `vllm serve` options.",
          fix="Spell the option out in full (the message lists the candidates).",
          references=(_PARSER_REF, _OPTIONS_REF))
-def ambiguous_flag(ctx):
+def ambiguous_flag(ctx: FlagsContext) -> Iterator[Emit]:
     for e in ctx.flags.flag_errors:
         if e.kind == "ambiguous":
             hint = f"; did you mean {e.suggestion}?" if e.suggestion else "."
@@ -70,7 +73,7 @@ def ambiguous_flag(ctx):
              "kvplan plans without that value.",
          fix="Pass a value of the option's type (the message quotes vLLM's reason and the choices).",
          references=(_PARSER_REF, _OPTIONS_REF))
-def invalid_flag_value(ctx):
+def invalid_flag_value(ctx: FlagsContext) -> Iterator[Emit]:
     for e in ctx.flags.flag_errors:
         if e.kind == "invalid_value":
             yield Emit(f"invalid value for {e.flag}: {_exits(e.message)}.")
@@ -83,7 +86,7 @@ def invalid_flag_value(ctx):
          fix="Drop the flag; use a checkpoint with calibrated k/v scales, `kvplan calibrate`, or a "
              "per-token-head KV dtype.",
          references=("https://github.com/vllm-project/vllm/pull/49389",), versions=">=0.27")
-def removed_flag(ctx):
+def removed_flag(ctx: FlagsContext) -> Iterator[Emit]:
     if ctx.flags.calculate_kv_scales and not ctx.engine_has("calculate_kv_scales"):
         note, _ = REMOVED_FLAGS["--calculate-kv-scales"]
         if ctx.engine.version is not None and ctx.engine.version[:2] == (0, 33):
