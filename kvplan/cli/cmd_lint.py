@@ -10,7 +10,6 @@ from pathlib import Path
 
 import typer
 
-import kvplan.lint.rules  # noqa: F401 - registers the KV8xx rules for `kvplan rule` / `kvplan rules`
 from kvplan.errors import KvplanInputError
 
 

@@ -26,7 +26,7 @@ from kvplan.lint.sources import RawFinding, Site
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import Plan
 from kvplan.planner.compile import apply_strict, compile_plan
-from kvplan.rules.base import all_rules
+from kvplan.rules.base import PLANNER_SCOPES, rules_in
 from kvplan.rules.context import FlagsOnlyContext
 
 # Flag rules that need no model: they run even when the model's config is unknown.
@@ -158,10 +158,9 @@ class Linter:
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
         self.engine = resolve_engine(engine_spec(cfg.config.engine_version))
         self.newest = resolve_engine(SUPPORTED_ENGINES[0])  # what :latest and upgrades mean
-        rules = all_rules()
+        rules = rules_in(*PLANNER_SCOPES)
         self.rules = {r.code: r for r in rules}
-        self.model_rules = sorted(r.code for r in rules if r.kind == "check" and r.code not in MODEL_FREE
-                                  and r.family != "lint")
+        self.model_rules = sorted(r.code for r in rules if r.kind == "check" and r.code not in MODEL_FREE)
 
     # ------------------------------------------------------------------ which vLLM
     def release_unknown(self, site: Site) -> bool:

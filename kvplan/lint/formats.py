@@ -13,7 +13,7 @@ from xml.etree import ElementTree as ET
 
 from kvplan.lint.report import LintFinding, LintReport
 from kvplan.model.vocab import Severity
-from kvplan.rules.base import REGISTRY
+from kvplan.rules.base import LINT_SCOPES, PLANNER_SCOPES, rules_in
 
 FORMATS = ("text", "concise", "json", "sarif", "github", "junit")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -100,11 +100,12 @@ def _fingerprint(f: LintFinding) -> str:
 def sarif(report: LintReport, all_rules: bool = False, srcroot: str | None = None) -> str:
     """SARIF 2.1.0 with one run; rules are those the results reference (every kvplan rule with
     `all_rules`), sorted by code; relative paths are relative to %SRCROOT% (`srcroot` when given)."""
-    codes = sorted(REGISTRY) if all_rules else sorted({f.code for f in report.findings})
+    lintable = {r.code: r for r in rules_in(*PLANNER_SCOPES, *LINT_SCOPES)}  # what `kvplan lint` can report
+    codes = list(lintable) if all_rules else sorted({f.code for f in report.findings})
     index = {c: i for i, c in enumerate(codes)}
     rules: list[dict[str, Any]] = []
     for c in codes:
-        r = REGISTRY.get(c)
+        r = lintable.get(c)
         if r is None:  # pragma: no cover - every reported code is declared
             rules.append({"id": c})
             continue

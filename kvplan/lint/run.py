@@ -18,7 +18,6 @@ from kvplan import __version__
 from kvplan.backends.engines import resolve_engine
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, TimeBudgetExceeded, check_text, limits, read_bounded, time_budget
-from kvplan.lint import rules as lint_rules
 from kvplan.lint.config import LoadedConfig, engine_spec, find_config, load_config
 from kvplan.lint.engine import Linter
 from kvplan.lint.report import (
@@ -38,14 +37,13 @@ from kvplan.lint.suppress import Suppression, from_annotations, from_comments
 from kvplan.model.plan import EngineRef
 from kvplan.model.vocab import Severity
 from kvplan.planner.context import ENGINE_NAME, ENGINE_VERSION
-from kvplan.rules.base import REGISTRY, all_rules
+from kvplan.rules.base import LINT_SCOPES, PLANNER_SCOPES, rules_in
 import contextlib
 
 YAML_SUFFIXES = (".yaml", ".yml")
 TEXT_SUFFIXES = (".sh", ".bash", ".zsh", ".txt", ".cmd", ".env")
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache",
              ".ruff_cache", ".pytest_cache"}
-_ = lint_rules  # the KV8xx rules register on import
 
 
 @dataclass(frozen=True)
@@ -321,7 +319,8 @@ def lint_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ign
         return dir_cfg[d]
 
     level = fail_level or base_cfg.config.fail_level
-    known = {r.code for r in all_rules()}
+    declared = {r.code: r for r in rules_in(*PLANNER_SCOPES, *LINT_SCOPES)}  # the codes `kvplan lint` reports
+    known = set(declared)
     missing: list[tuple[str, str]] = []
     candidates = _walk(paths, cwd, base_cfg, missing, scope_for)
 
@@ -369,7 +368,7 @@ def lint_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ign
             if key in seen:  # two launches of one script sharing the line a finding is about: say it once
                 continue
             seen.add(key)
-            r = REGISTRY.get(f.code)
+            r = declared.get(f.code)
             sev = Severity(f.severity) if f.severity else (r.severity if r else Severity.warning)
             reported.append(LintFinding(code=f.code, name=r.name if r else f.code.lower(), severity=sev, message=f.message,
                                         fix=f.fix or (r.fix if r else None), location=_loc(display, f.tok),

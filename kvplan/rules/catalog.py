@@ -1,6 +1,20 @@
-"""Imports every built-in rule family so that declaring them registers them.
+"""The catalogue: imports every rule family so that each declared rule is in the one registry.
 
-Rule families that live above `rules` in the layer order (the linter's KV8xx) register
-themselves when their package is imported; the CLI and the service import them before listing.
+Every code kvplan reports is declared in a module of `kvplan.rules`, the planner's rules and the
+deployment families alike (the linter's KV8xx in `lint_rules`, the emitters' and policy engine's
+KV98x/KV99x in `deploy_rules`), so `kvplan rules` is complete whatever else was imported.
 """
-from kvplan.rules import backend, config_errors, dtype, engine_version, flags, memory, model, scales, skip, startup  # noqa: F401
+from kvplan.rules import (  # noqa: F401
+    backend,
+    config_errors,
+    deploy_rules,
+    dtype,
+    engine_version,
+    flags,
+    lint_rules,
+    memory,
+    model,
+    scales,
+    skip,
+    startup,
+)
