@@ -176,7 +176,7 @@ def _jsonable(v: Any) -> Any:
 def _finding(r: Rule, e: Emit) -> Finding:
     sev = Severity(e.severity) if e.severity is not None else r.severity
     return Finding(code=r.code, name=r.name, severity=sev, message=e.message,
-                   fix=e.fix or r.fix, layers=sorted(set(e.layers)))
+                   fix=e.fix or r.fix, layers=sorted(set(e.layers)), subject=e.subject)
 
 
 def _flag_summary(f: ServingFlags) -> dict[str, Any]:

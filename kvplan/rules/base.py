@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kvplan.model.plan import Subject
 from kvplan.model.vocab import Severity
 
 _CODE = re.compile(r"^KV\d{3}$")
@@ -44,19 +45,6 @@ class Set:
 
 
 @dataclass(frozen=True)
-class Subject:
-    """What a finding is about, as data: the linter maps it to a file position (never the message).
-
-    `flag`: the option as written or as it resolved (`--kv-cache-dtype`, `--max-model`); `value`: one
-    word of that flag's value (a skip-layer token `'7'`); `argument`: a positional word vLLM rejects.
-    A finding without a subject is about its rule's `subject_flags`, else the served model."""
-
-    flag: str | None = None
-    value: str | None = None
-    argument: str | None = None
-
-
-@dataclass(frozen=True)
 class Emit:
     """A finding a check rule raises; severity/fix default to the rule's own."""
 
@@ -65,6 +53,8 @@ class Emit:
     fix: str | None = None
     severity: Severity | None = None
     subject: Subject | None = None
+    """What the finding is about (`kvplan.model.plan.Subject`); without one it is about the rule's
+    `subject_flags`, else the served model."""
 
 
 @dataclass(frozen=True)

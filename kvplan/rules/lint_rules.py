@@ -8,7 +8,16 @@ launch facts are the bodies below. (The FP8 prefill-query advice is the backend 
 """
 from __future__ import annotations
 
-from kvplan.rules.base import define
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.engines import SUPPORTED_ENGINES, resolve_engine
+from kvplan.errors import KvplanInputError
+from kvplan.model.flags import ServingFlags
+from kvplan.model.plan import Subject
+from kvplan.rules.base import Emit, declare, define
 
 LINT_FAMILY = "lint"
 _LINT_DOC = "docs/lint.md"
@@ -73,21 +82,6 @@ suppression_without_reason = define(
         "`kvplan.dev/ignore: \"KV401: scales calibrated offline\"`.",
     references=(_LINT_DOC,))
 
-unknown_gpu = define(
-    code="KV807", scope="launch", name="unknown-gpu", severity="info", family=LINT_FAMILY,
-    summary="A GPU node selector or configured GPU names no GPU kvplan models, so GPU rules were skipped.",
-    why="Backend, FP8 support and KV memory findings need the GPU's compute capability and memory.",
-    fix="Set gpu = \"h100\" in [tool.kvplan.lint] or pass --gpu (see `kvplan gpus`).",
-    references=(_LINT_DOC,))
-
-tp_exceeds_gpus = define(
-    code="KV808", scope="launch", name="parallelism-exceeds-gpus", severity="error", family=LINT_FAMILY,
-    summary="--tensor-parallel-size x --pipeline-parallel-size is larger than the GPUs the pod (group) requests.",
-    why="vLLM needs one GPU per rank; with fewer visible GPUs it fails at startup (Ray placement group "
-        "or CUDA device count check).",
-    fix="Request as many nvidia.com/gpu as TP x PP (per LeaderWorkerSet group: size x GPUs per pod), "
-        "or lower the parallel sizes.",
-    references=("vllm/config/parallel.py::ParallelConfig", _LINT_DOC))
 
 flag_and_value_in_one_arg = define(
     code="KV809", scope="flags", name="flag-and-value-in-one-argument", severity="error", family=LINT_FAMILY,
@@ -103,32 +97,6 @@ unknown_suppression_code = define(
     why="A mistyped code suppresses nothing, and the finding it was meant for still fires.",
     fix="Use a code from `kvplan rules` (e.g. KV401).",
     references=(_LINT_DOC,))
-
-unresolved_value = define(
-    code="KV811", scope="flags", name="unresolved-flag-value", severity="info", family=LINT_FAMILY,
-    summary="A KV flag's value comes from a variable the linter cannot resolve, so it was not checked.",
-    why="Values like $(KV_DTYPE) or ${KV_DTYPE} are filled in at run time from a Secret, ConfigMap or "
-        "the shell environment the linter does not see.",
-    fix="Give the variable a literal value in the same manifest (env: value:) or script, or suppress "
-        "with a reason.",
-    references=(_LINT_DOC,))
-
-unmodelled_release = define(
-    code="KV812", scope="launch", name="unmodelled-engine-release", severity="info", family=LINT_FAMILY,
-    summary="The image pins a vLLM release outside the ones kvplan models (0.18 to 0.33).",
-    why="Flags and KV rules change between releases: a launch pinned to vllm/vllm-openai:v0.10.0 is linted "
-        "against the newest modelled release, and its findings are reported as upgrade findings ('on "
-        "upgrade from vLLM 0.10.0 to 0.33.0: ...', severity info), not as errors of the release it runs.",
-    fix="Upgrade the image to a modelled release and fix the upgrade findings, or suppress KV812 with a reason.",
-    references=("https://hub.docker.com/r/vllm/vllm-openai/tags (tags are vLLM release versions)", _LINT_DOC))
-
-unpinned_image = define(
-    code="KV813", scope="launch", name="unpinned-vllm-image", severity="info", family=LINT_FAMILY,
-    summary="A vLLM image without a release tag (:latest, :nightly, none), so the release is not pinned.",
-    why="`latest` moves: the flags a pod accepts change under it. kvplan lints such launches against the "
-        "newest release it models and says so.",
-    fix="Pin the image to a release tag, e.g. vllm/vllm-openai:v0.33.0.",
-    references=("https://hub.docker.com/r/vllm/vllm-openai/tags (tags are vLLM release versions)", _LINT_DOC))
 
 
 input_too_large = define(
@@ -156,3 +124,154 @@ file_timeout = define(
         "file-timeout in [tool.kvplan.lint].",
     references=("docs/limits.md", _LINT_DOC))
 
+
+# ---------------------------------------------------------------------------------------------------------
+# Launch-scope checks. The linter gathers these facts from the file (kvplan.lint.engine) and maps each
+# finding's subject to the token it is about.
+
+MODELLED_FIRST = (0, 18, 0)
+_MODELLED = "vLLM 0.18 to 0.33"
+# vLLM's own release images: their tag is the vLLM version (v0.10.0, v0.25.0-ubuntu2404, 0.11.0).
+_VLLM_RELEASE_REPO = re.compile(r"(?:^|/)vllm/vllm-openai(?:-[a-z0-9]+)?$", re.I)
+_RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:\.post\d+)|(?:[-+.][\w.-]*))?$")
+_IMAGE = Subject(launch_fact="image")
+
+
+def image_release(image: str) -> tuple[str, tuple[int, int, int] | str | None] | None:
+    """("pinned", (0, 10, 0)) for vllm/vllm-openai:v0.10.0, ("unpinned", "latest"|"nightly"|None) for a
+    vLLM image without a release tag, None for other images (their tag says nothing about vLLM)."""
+    ref = image.strip()
+    name = ref.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    repo, tag = (name.rsplit(":", 1) if ":" in last else (name, None))
+    if not _VLLM_RELEASE_REPO.search(repo):
+        return None
+    m = _RELEASE_TAG.match(tag or "")
+    if m:
+        return "pinned", (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    return "unpinned", tag
+
+
+def pinned_version(image: str) -> str | None:
+    """The vLLM release a vllm/vllm-openai image tag pins ("0.10.0"), else None."""
+    rel = image_release(image)
+    if rel and rel[0] == "pinned" and isinstance(rel[1], tuple):
+        return ".".join(str(x) for x in rel[1])
+    return None
+
+
+def modelled_engine(version: str) -> EngineVersion | None:
+    """The modelled vLLM release `version` names, or None when kvplan does not model it."""
+    try:
+        return resolve_engine(f"vllm=={version}")
+    except KvplanInputError:
+        return None
+
+
+def newest_engine() -> EngineVersion:
+    """What `:latest` and upgrades mean: the newest release kvplan models."""
+    return resolve_engine(SUPPORTED_ENGINES[0])
+
+
+@dataclass(frozen=True)
+class LaunchFacts:
+    """What the launch-scope rules read: a launch's flags and the pod around it, as plain values."""
+
+    flags: ServingFlags
+    image: str | None = None
+    """The container image as written."""
+    gpu_label: str | None = None
+    """The GPU node selector / label value as written."""
+    gpu_from_label: str | None = None
+    """The kvplan GPU that label names (None: it names none kvplan models)."""
+    default_gpu: str | None = None
+    gpu_count: int | None = None
+    """GPUs one pod requests."""
+    group_size: int = 1
+    """Pods per LeaderWorkerSet group."""
+    unresolved: tuple[tuple[str, str], ...] = ()
+    """(flag, value) of modelled flags whose value is only known at run time."""
+
+
+@declare(code="KV807", scope="launch", name="unknown-gpu", severity="info", family=LINT_FAMILY,
+         summary="A GPU node selector or configured GPU names no GPU kvplan models, so GPU rules were skipped.",
+         why="Backend, FP8 support and KV memory findings need the GPU's compute capability and memory.",
+         fix="Set gpu = \"h100\" in [tool.kvplan.lint] or pass --gpu (see `kvplan gpus`).",
+         references=(_LINT_DOC,))
+def unknown_gpu(ctx: LaunchFacts) -> Iterator[Emit]:
+    if ctx.gpu_label is not None and ctx.gpu_from_label is None:
+        yield Emit(f"GPU label {ctx.gpu_label!r} names no GPU kvplan models; "
+                   + (f"using the default GPU {ctx.default_gpu}." if ctx.default_gpu
+                      else "GPU-dependent rules were skipped."), subject=Subject(launch_fact="gpu_label"))
+
+
+@declare(code="KV808", scope="launch", name="parallelism-exceeds-gpus", severity="error", family=LINT_FAMILY,
+         summary="--tensor-parallel-size x --pipeline-parallel-size is larger than the GPUs the pod (group) requests.",
+         why="vLLM needs one GPU per rank; with fewer visible GPUs it fails at startup (Ray placement group "
+             "or CUDA device count check).",
+         fix="Request as many nvidia.com/gpu as TP x PP (per LeaderWorkerSet group: size x GPUs per pod), "
+             "or lower the parallel sizes.",
+         references=("vllm/config/parallel.py::ParallelConfig", _LINT_DOC),
+         subject_flags=("--tensor-parallel-size", "--pipeline-parallel-size"))
+def tp_exceeds_gpus(ctx: LaunchFacts) -> Iterator[Emit]:
+    tp, pp = ctx.flags.tensor_parallel_size, ctx.flags.pipeline_parallel_size
+    if ctx.gpu_count is None or tp * pp <= ctx.gpu_count * ctx.group_size:
+        return
+    have = ctx.gpu_count * ctx.group_size
+    where = f"{ctx.group_size} pods x {ctx.gpu_count} = {have}" if ctx.group_size > 1 else f"{have}"
+    yield Emit(f"TP {tp} x PP {pp} needs {tp * pp} GPUs but the {'group' if ctx.group_size > 1 else 'pod'} "
+               f"requests {where}.")
+
+
+@declare(code="KV811", scope="flags", name="unresolved-flag-value", severity="info", family=LINT_FAMILY,
+         summary="A KV flag's value comes from a variable the linter cannot resolve, so it was not checked.",
+         why="Values like $(KV_DTYPE) or ${KV_DTYPE} are filled in at run time from a Secret, ConfigMap or "
+             "the shell environment the linter does not see.",
+         fix="Give the variable a literal value in the same manifest (env: value:) or script, or suppress "
+             "with a reason.",
+         references=(_LINT_DOC,))
+def unresolved_value(ctx: LaunchFacts) -> Iterator[Emit]:
+    for flag, value in ctx.unresolved:
+        yield Emit(f"{flag} {value} is set from a value kvplan cannot resolve statically, so it was not checked.",
+                   subject=Subject(flag=flag, value=value))
+
+
+@declare(code="KV812", scope="launch", name="unmodelled-engine-release", severity="info", family=LINT_FAMILY,
+         summary="The image pins a vLLM release outside the ones kvplan models (0.18 to 0.33).",
+         why="Flags and KV rules change between releases: a launch pinned to vllm/vllm-openai:v0.10.0 is linted "
+             "against the newest modelled release, and its findings are reported as upgrade findings ('on "
+             "upgrade from vLLM 0.10.0 to 0.33.0: ...', severity info), not as errors of the release it runs.",
+         fix="Upgrade the image to a modelled release and fix the upgrade findings, or suppress KV812 with a reason.",
+         references=("https://hub.docker.com/r/vllm/vllm-openai/tags (tags are vLLM release versions)", _LINT_DOC))
+def unmodelled_release(ctx: LaunchFacts) -> Iterator[Emit]:
+    v = pinned_version(ctx.image) if ctx.image else None
+    if v is None or modelled_engine(v) is not None:
+        return
+    newest = newest_engine().version_str
+    if tuple(int(x) for x in v.split(".")) < MODELLED_FIRST:
+        yield Emit(f"image {ctx.image} runs vLLM {v}, older than the releases kvplan models ({_MODELLED}); "
+                   f"findings marked 'on upgrade' are what vLLM {newest} would reject or change, not errors of "
+                   "the pinned release.", subject=_IMAGE,
+                   fix=f"Upgrade the image to a modelled release (vllm/vllm-openai:v{newest}) and fix the upgrade "
+                       "findings, or suppress KV812 with a reason.")
+    else:
+        yield Emit(f"image {ctx.image} runs vLLM {v}, newer than the releases kvplan models ({_MODELLED}); "
+                   f"linted against vLLM {newest}, the newest one.", subject=_IMAGE,
+                   fix="Upgrade kvplan to a release that models it, or suppress KV812 with a reason.")
+
+
+@declare(code="KV813", scope="launch", name="unpinned-vllm-image", severity="info", family=LINT_FAMILY,
+         summary="A vLLM image without a release tag (:latest, :nightly, none), so the release is not pinned.",
+         why="`latest` moves: the flags a pod accepts change under it. kvplan lints such launches against the "
+             "newest release it models and says so.",
+         fix="Pin the image to a release tag, e.g. vllm/vllm-openai:v0.33.0.",
+         references=("https://hub.docker.com/r/vllm/vllm-openai/tags (tags are vLLM release versions)", _LINT_DOC))
+def unpinned_image(ctx: LaunchFacts) -> Iterator[Emit]:
+    rel = image_release(ctx.image) if ctx.image else None
+    if rel is None or rel[0] != "unpinned":
+        return
+    newest = newest_engine().version_str
+    what = f"tag {rel[1]!r}" if rel[1] else "no release tag"
+    yield Emit(f"image {ctx.image} has {what}, so the vLLM release is not pinned; linted against "
+               f"vLLM {newest}, the newest release kvplan models.", subject=_IMAGE,
+               fix=f"Pin the image to a release (vllm/vllm-openai:v{newest}) so deployments are reproducible.")
