@@ -25,7 +25,7 @@ from kvplan.lint.sources import RawFinding, Site
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import Plan, Subject
 from kvplan.planner.compile import apply_strict, compile_plan
-from kvplan.rules.base import LINT_SCOPES, PLANNER_SCOPES, Emit, Rule, rules_in
+from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import FlagsOnlyContext
 from kvplan.rules.lint_rules import (
     MODELLED_FIRST,
@@ -260,13 +260,13 @@ class Linter:
         self.cfg = cfg
         self.default_gpu = default_gpu
         self.plans: dict[tuple[Any, ...], Plan | KvplanInputError] = {}
-        self.inputs: dict[tuple[str, str | None], ModelInputs | KvplanInputError] = {}
+        self.inputs: dict[tuple[str, str | None, str], ModelInputs | KvplanInputError] = {}
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
         self.engine = resolve_engine(engine_spec(cfg.config.engine_version))
         self.newest = newest_engine()  # what :latest and upgrades mean
         rules = rules_in(*PLANNER_SCOPES)
         self.rules = {r.code: r for r in rules}
-        self.launch_rules = rules_in(*LINT_SCOPES)
+        self.launch_rules = rules_in("flags", "launch")  # bodies read LaunchFacts (kvplan.rules.lint_rules)
         self.model_rules = sorted(r.code for r in rules if r.kind == "check" and r.code not in MODEL_FREE)
 
     # ------------------------------------------------------------------ which vLLM

@@ -56,7 +56,7 @@ class Finding(Frozen):
     """The flag, value or argument the finding is about, when the rule names one (absent otherwise)."""
 
     @model_serializer(mode="wrap")
-    def _drop_absent_subject(self, handler):  # type: ignore[no-untyped-def] - no return type: the schema stays the model's
+    def _drop_absent_subject(self, handler):  # no return type: the schema stays the model's
         data = handler(self)
         if isinstance(data, dict) and data.get("subject") is None:
             data.pop("subject", None)
@@ -146,7 +146,7 @@ class ModelRef(Frozen):
     """For a Hugging Face model id: repository, resolved commit and files read (absent for a local path)."""
 
     @model_serializer(mode="wrap")
-    def _drop_absent_hub(self, handler):  # type: ignore[no-untyped-def] - no return type: the schema stays the model's
+    def _drop_absent_hub(self, handler):  # no return type: the schema stays the model's
         data = handler(self)
         if isinstance(data, dict) and data.get("hub") is None:
             data.pop("hub", None)

@@ -66,22 +66,6 @@ model_config_not_found = define(
         "Hugging Face Hub or cache (HF_TOKEN / `hf auth login` for gated repos; see docs/hub.md).",
     references=(_LINT_DOC,))
 
-unused_suppression = define(
-    code="KV805", scope="file", name="unused-suppression", severity="warning", family=LINT_FAMILY,
-    summary="A `# kvplan: ignore[...]` comment or kvplan.dev/ignore annotation suppresses nothing.",
-    why="Stale suppressions hide the next real finding of that code (ruff RUF100, mypy unused-ignore).",
-    fix="Remove the code from the suppression, or the whole suppression.",
-    references=(_LINT_DOC,))
-
-suppression_without_reason = define(
-    code="KV806", scope="file", name="suppression-without-reason", severity="warning", family=LINT_FAMILY,
-    summary="A suppression gives no reason.",
-    why="A reviewer cannot tell a deliberate exception from a silenced bug; kube-linter and checkov "
-        "document the annotation value as the reason.",
-    fix="Write the reason after the codes: `# kvplan: ignore[KV401] scales calibrated offline` or "
-        "`kvplan.dev/ignore: \"KV401: scales calibrated offline\"`.",
-    references=(_LINT_DOC,))
-
 
 flag_and_value_in_one_arg = define(
     code="KV809", scope="flags", name="flag-and-value-in-one-argument", severity="error", family=LINT_FAMILY,
@@ -90,13 +74,6 @@ flag_and_value_in_one_arg = define(
         "an entry with a space as a positional and vLLM exits with 'unrecognized arguments'.",
     fix="Write `--kv-cache-dtype=fp8` or two list items: `- --kv-cache-dtype` and `- fp8`.",
     references=("https://docs.python.org/3/library/argparse.html", _LINT_DOC))
-
-unknown_suppression_code = define(
-    code="KV810", scope="file", name="unknown-suppression-code", severity="warning", family=LINT_FAMILY,
-    summary="A suppression names a code that is not a kvplan rule.",
-    why="A mistyped code suppresses nothing, and the finding it was meant for still fires.",
-    fix="Use a code from `kvplan rules` (e.g. KV401).",
-    references=(_LINT_DOC,))
 
 
 input_too_large = define(
@@ -275,3 +252,61 @@ def unpinned_image(ctx: LaunchFacts) -> Iterator[Emit]:
     yield Emit(f"image {ctx.image} has {what}, so the vLLM release is not pinned; linted against "
                f"vLLM {newest}, the newest release kvplan models.", subject=_IMAGE,
                fix=f"Pin the image to a release (vllm/vllm-openai:v{newest}) so deployments are reproducible.")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Suppression checks: one suppression (`# kvplan: ignore[...]` or a kvplan.dev/ignore annotation) at a time.
+# The finding is about the suppression itself (the linter points at it).
+
+@dataclass(frozen=True)
+class SuppressionFacts:
+    """One suppression after the file's findings were matched against it."""
+
+    codes: tuple[str, ...]
+    """The codes it names, upper-cased."""
+    reason: str | None
+    used: frozenset[str]
+    """Codes it hid a finding of."""
+    known: frozenset[str]
+    """Codes `kvplan lint` can report."""
+    active: frozenset[str]
+    """Codes selected for this file (not ignored, not in per-file-ignores): only those can be unused."""
+
+
+@declare(code="KV805", scope="file", name="unused-suppression", severity="warning", family=LINT_FAMILY,
+         summary="A `# kvplan: ignore[...]` comment or kvplan.dev/ignore annotation suppresses nothing.",
+         why="Stale suppressions hide the next real finding of that code (ruff RUF100, mypy unused-ignore).",
+         fix="Remove the code from the suppression, or the whole suppression.",
+         references=(_LINT_DOC,))
+def unused_suppression(ctx: SuppressionFacts) -> Iterator[Emit]:
+    for code in ctx.codes:
+        if code in ctx.known and code not in ctx.used and code in ctx.active:
+            yield Emit(f"suppression of {code} is unused: no {code} finding here.",
+                       fix=f"Remove {code} from the suppression.")
+
+
+@declare(code="KV806", scope="file", name="suppression-without-reason", severity="warning", family=LINT_FAMILY,
+         summary="A suppression gives no reason.",
+         why="A reviewer cannot tell a deliberate exception from a silenced bug; kube-linter and checkov "
+             "document the annotation value as the reason.",
+         fix="Write the reason after the codes: `# kvplan: ignore[KV401] scales calibrated offline` or "
+             "`kvplan.dev/ignore: \"KV401: scales calibrated offline\"`.",
+         references=(_LINT_DOC,))
+def suppression_without_reason(ctx: SuppressionFacts) -> Iterator[Emit]:
+    if ctx.reason is None:
+        yield Emit(f"suppression of {', '.join(ctx.codes)} gives no reason.")
+
+
+@declare(code="KV810", scope="file", name="unknown-suppression-code", severity="warning", family=LINT_FAMILY,
+         summary="A suppression names a code that is not a kvplan rule.",
+         why="A mistyped code suppresses nothing, and the finding it was meant for still fires.",
+         fix="Use a code from `kvplan rules` (e.g. KV401).",
+         references=(_LINT_DOC,))
+def unknown_suppression_code(ctx: SuppressionFacts) -> Iterator[Emit]:
+    for code in ctx.codes:
+        if code not in ctx.known:
+            yield Emit(f"suppression names {code}, which is not a kvplan rule.")
+
+
+SUPPRESSION_RULES = (suppression_without_reason, unknown_suppression_code, unused_suppression)
+"""The rules the linter runs on each suppression (in this order)."""
