@@ -3,8 +3,13 @@
 Declared here, in the one catalogue, so `kvplan rule KV803` and `kvplan rules` list them whatever was
 imported. Scopes: `file` (the file as a whole: unreadable, unparsable, over a limit, suppressions),
 `launch` (one vLLM launch and its pod: model, GPUs, image) and `flags` (one flag's value as written).
-The linter (`kvplan.lint`) reads the files and positions the findings; the checks that need only
-launch facts are the bodies below. (The FP8 prefill-query advice is the backend rule KV703.)
+
+The checks that need only facts are rule bodies here: the `launch`/`flags` bodies read `LaunchFacts`
+(KV807, KV808, KV811, KV812, KV813), the suppression bodies read `SuppressionFacts` (KV805, KV806,
+KV810). The linter (`kvplan.lint`) gathers those facts from the file and points each finding at its
+subject. The rest are raised where the file is read or parsed (KV800-KV802, KV809, KV820-KV822), the
+flags parsed (KV803) or the model resolved (KV804), and have no body. (The FP8 prefill-query advice is
+the backend rule KV703.)
 """
 from __future__ import annotations
 

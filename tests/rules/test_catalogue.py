@@ -81,3 +81,10 @@ def test_declare_validates_metadata() -> None:
         declare(code="KV899", scope="nowhere", **ok)(lambda ctx: ())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="kebab-case"):
         define(code="KV898", **{**ok, "name": "Not_Kebab"})
+
+
+def test_docs_rules_md_carries_the_generated_catalogue() -> None:
+    from kvplan.rules.catalog import catalogue_markdown
+    doc = (ROOT / "docs" / "rules.md").read_text()
+    assert catalogue_markdown() in doc, "docs/rules.md catalogue drifted: run `python -m kvplan.rules.catalog`"
+    assert all(f"| {r.code} | {r.name} |" in doc for r in all_rules())
