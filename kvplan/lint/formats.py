@@ -72,7 +72,8 @@ def statistics(report: LintReport) -> str:
         row[0] += 1
         if f.severity.rank > Severity(row[2]).rank:
             row[2] = f.severity.value
-    out = [f"{n:>5}  {code}  [{sev}] {name}" for n, code, sev, name in sorted(rows.values(), key=lambda r: (-r[0], r[1]))]
+    ranked = sorted(rows.values(), key=lambda r: (-r[0], r[1]))
+    out = [f"{n:>5}  {code}  [{sev}] {name}" for n, code, sev, name in ranked]
     return "\n".join([*out, _summary(report)]) + "\n"
 
 
@@ -114,7 +115,8 @@ def sarif(report: LintReport, all_rules: bool = False, srcroot: str | None = Non
             "id": r.code, "name": r.name,
             "shortDescription": {"text": r.summary},
             "fullDescription": {"text": r.why},
-            "help": {"text": f"{r.summary}\n\nWhy: {r.why}\n\nFix: {r.fix}" + (f"\n\nReferences:{refs}" if refs else ""),
+            "help": {"text": f"{r.summary}\n\nWhy: {r.why}\n\nFix: {r.fix}"
+                             + (f"\n\nReferences:{refs}" if refs else ""),
                      "markdown": f"**{r.code} {r.name}**: {r.summary}\n\n**Why:** {r.why}\n\n**Fix:** {r.fix}"
                                  + (f"\n\n**References:**{refs}" if refs else "")},
             "defaultConfiguration": {"level": _SARIF_LEVEL[r.severity]},
@@ -219,4 +221,5 @@ def junit(report: LintReport) -> str:
 
 def _failure(case: ET.Element, f: LintFinding) -> None:
     fail = ET.SubElement(case, "failure", message=f"{f.code} {f.message}", type=f.severity.value)
-    fail.text = f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{_rendered(f)}" + (f"\nfix: {f.fix}" if f.fix else "")
+    fail.text = (f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{_rendered(f)}"
+                 + (f"\nfix: {f.fix}" if f.fix else ""))
