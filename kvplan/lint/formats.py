@@ -24,7 +24,7 @@ _GH_LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info
 def render(report: LintReport, fmt: str, *, verbose: bool = False, all_rules: bool = False,
            srcroot: str | None = None) -> str:
     """The report in one format. `verbose`: text lists the rules KV804 skipped; `all_rules`: SARIF
-    lists every kvplan rule, not only those with results; `srcroot`: the file:// URI that relative
+    lists every rule lint can report, not only those with results; `srcroot`: the file:// URI that relative
     paths are relative to (SARIF originalUriBaseIds %SRCROOT%)."""
     if fmt == "text":
         return text(report, verbose=verbose)
@@ -99,8 +99,8 @@ def _fingerprint(f: LintFinding) -> str:
 
 
 def sarif(report: LintReport, all_rules: bool = False, srcroot: str | None = None) -> str:
-    """SARIF 2.1.0 with one run; rules are those the results reference (every kvplan rule with
-    `all_rules`), sorted by code; relative paths are relative to %SRCROOT% (`srcroot` when given)."""
+    """SARIF 2.1.0 with one run; rules are those the results reference (with `all_rules`, every rule
+    `kvplan lint` can report: the planner's and the KV8xx), sorted by code; relative paths are relative to %SRCROOT% (`srcroot` when given)."""
     lintable = {r.code: r for r in rules_in(*PLANNER_SCOPES, *LINT_SCOPES)}  # what `kvplan lint` can report
     codes = list(lintable) if all_rules else sorted({f.code for f in report.findings})
     index = {c: i for i, c in enumerate(codes)}
