@@ -100,7 +100,8 @@ def _fingerprint(f: LintFinding) -> str:
 
 def sarif(report: LintReport, all_rules: bool = False, srcroot: str | None = None) -> str:
     """SARIF 2.1.0 with one run; rules are those the results reference (with `all_rules`, every rule
-    `kvplan lint` can report: the planner's and the KV8xx), sorted by code; relative paths are relative to %SRCROOT% (`srcroot` when given)."""
+    `kvplan lint` can report: the planner's and the KV8xx), sorted by code; relative paths are relative
+    to %SRCROOT% (`srcroot` when given)."""
     lintable = {r.code: r for r in rules_in(*PLANNER_SCOPES, *LINT_SCOPES)}  # what `kvplan lint` can report
     codes = list(lintable) if all_rules else sorted({f.code for f in report.findings})
     index = {c: i for i, c in enumerate(codes)}
