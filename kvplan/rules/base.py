@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kvplan.model.plan import Subject
+from kvplan.model.plan import Subject as Subject  # re-exported: rule bodies import it with Emit
 from kvplan.model.vocab import Severity
 
 _CODE = re.compile(r"^KV\d{3}$")
