@@ -695,7 +695,8 @@ def parse_flags(argv: Sequence[str]) -> ServingFlags:
                                 ("block_size", "--block-size", 1), ("max_num_batched_tokens", "--max-num-batched-tokens", 1),
                                 ("max_num_seqs", "--max-num-seqs", 1), ("max_model_len", "--max-model-len", 1)):
         if dest in fields and fields[dest] < minimum:
-            raise FlagValueError(flag, f"{flag} must be at least {minimum}, got {fields[dest]}.", f"Pass a positive {flag}.")
+            raise FlagValueError(flag, f"{flag} must be at least {minimum}, got {fields[dest]}.",
+                                 f"Pass a positive {flag}.")
     if "gpu_memory_utilization" in fields and not 0 < fields["gpu_memory_utilization"] <= 1:
         raise FlagValueError("--gpu-memory-utilization",
                              f"--gpu-memory-utilization must be in (0, 1], got {fields['gpu_memory_utilization']}.",
