@@ -18,6 +18,12 @@ from kvplan.errors import KvplanInputError
 from kvplan.files import write_atomic
 from kvplan.model.engine import DEFAULT_ENGINE
 
+# `kvplan rules --format json`: 1.1 added every lint/emit/policy code, `scope` values for them and `reserved`.
+RULES_SCHEMA_VERSION = "1.1"
+SCOPE_RUNNERS = {"global": "planner, once per plan", "layer": "planner, per layer", "plan": "planner, on the plan",
+                 "flags": "kvplan lint, a flag's value", "launch": "kvplan lint, a launch and its pod",
+                 "file": "kvplan lint, a deployment file", "emit": "kvplan emit", "policy": "policy engine"}
+
 ENGINE_FLAGS_HELP = ("Engine flags are accepted verbatim after the path, as in a vLLM launch line: "
                      "--kv-cache-dtype, --kv-cache-dtype-skip-layers, --dtype, --tensor-parallel-size, "
                      "--max-model-len, --block-size, --gpu-memory-utilization, --max-num-batched-tokens, "
@@ -175,30 +181,27 @@ def explain(ctx: typer.Context, path: str = PathArg, gpu: str | None = GpuOpt,
     raise typer.Exit(_fail_code(p, fail_level))
 
 
-def _load_rule_families() -> None:
-    """Register the rule families that live above `kvplan.rules` (the linter's KV8xx)."""
-    import kvplan.lint.rules  # noqa: F401
-
-
 @app.command("rules")
 def rules_cmd(format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="text or json.")) -> None:
-    """List every rule: code, name, severity, summary."""
+    """List every rule: code, name, scope, severity, summary (planner, lint, emit and policy codes)."""
     from kvplan.planner.precedence import DECISION_ORDER
-    from kvplan.rules.base import all_rules
-    _load_rule_families()
+    from kvplan.rules.base import RESERVED, all_rules
     rs = all_rules()
     if format is PlanFormat.json:
-        doc = {"schema_version": "1.0", "kvplan_version": __version__, "decision_order": list(DECISION_ORDER),
-               "rules": [r.doc() for r in rs]}
+        doc = {"schema_version": RULES_SCHEMA_VERSION, "kvplan_version": __version__,
+               "decision_order": list(DECISION_ORDER), "rules": [r.doc() for r in rs],
+               "reserved": [rng.doc() for rng in RESERVED]}
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         return
     from rich.table import Table
     t = Table(title="kvplan rules (decision rules run in this order: " + " > ".join(DECISION_ORDER) + ")",
               title_justify="left")
-    for c in ("code", "name", "kind", "severity", "summary"):
+    for c in ("code", "name", "kind", "scope", "severity", "summary"):
         t.add_column(c, overflow="fold")
     for r in rs:
-        t.add_row(r.code, r.name, r.kind, r.severity.value, r.summary)
+        t.add_row(r.code, r.name, r.kind, r.scope, r.severity.value, r.summary)
+    for rng in RESERVED:
+        t.add_row(f"{rng.first}-{rng.last}", rng.name, "check", rng.scope, "(yours)", rng.summary)
     out_console().print(t)
 
 
@@ -207,7 +210,6 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (sk
              format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f")) -> None:
     """Print one rule's documentation."""
     from kvplan.rules.base import get_rule
-    _load_rule_families()
     r = get_rule(code)
     if r is None:
         raise KvplanInputError(f"no rule {code!r}.", "Run `kvplan rules` to list the codes.")
@@ -216,7 +218,7 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (sk
         return
     d = r.doc()
     lines = [f"{d['code']} {d['name']} ({d['kind']}, {d['severity']})", "", d["summary"], "",
-             "Why: " + d["why"], "", "Fix: " + d["fix"]]
+             f"Scope: {d['scope']} ({SCOPE_RUNNERS[d['scope']]})", "", "Why: " + d["why"], "", "Fix: " + d["fix"]]
     if d["references"]:
         lines += ["", "References:"] + [f"  - {ref}" for ref in d["references"]]
     typer.echo("\n".join(lines))

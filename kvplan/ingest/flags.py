@@ -649,6 +649,16 @@ def expand_config_file(argv: Sequence[str], base: Path | None = None) -> list[st
 
 
 # ----------------------------------------------------------------------------- ServingFlags
+class FlagValueError(KvplanInputError):
+    """A value of one engine flag kvplan cannot plan with (vLLM rejects it too); `flag` is the option's
+    canonical spelling, so a caller can point at it without reading the message."""
+
+    def __init__(self, flag: str, problem: str, fix: str | None = None, value: str | None = None):
+        super().__init__(problem, fix)
+        self.flag = flag
+        self.value = value  # the value given, when one was given and is what vLLM rejects
+
+
 @input_boundary(fix="Pass a plausible value (limits: docs/limits.md).")
 def parse_flags(argv: Sequence[str]) -> ServingFlags:
     """Parse engine flags as vLLM 0.33 does; the leading `vllm serve` / `python -m vllm...` part is skipped."""
@@ -656,8 +666,9 @@ def parse_flags(argv: Sequence[str]) -> ServingFlags:
     scan = scan_argv(argv)
     for e in scan.errors:  # a value kvplan needs to plan with, which vLLM's parser rejects: exit 2 like vLLM
         if e.kind == "invalid_value" and e.dest in MODELLED_DESTS:
-            raise KvplanInputError(e.message if e.message.endswith((".", "?")) else e.message + ".",
-                                   _value_fix(serve_options().by_dest[e.dest]))
+            opt = serve_options().by_dest[e.dest]
+            raise FlagValueError(opt.canonical, e.message if e.message.endswith((".", "?")) else e.message + ".",
+                                 _value_fix(opt))
     fields: dict[str, Any] = {}
     v = scan.values
     if scan.model:
@@ -670,22 +681,27 @@ def parse_flags(argv: Sequence[str]) -> ServingFlags:
     if "kv_cache_dtype_skip_layers" in fields:
         fields["kv_cache_dtype_skip_layers"] = tuple(fields["kv_cache_dtype_skip_layers"])
     if "hf_overrides" in fields and not isinstance(fields["hf_overrides"], dict):
-        raise KvplanInputError(f"--hf-overrides must be a JSON object, got {fields['hf_overrides']!r}.",
-                               """Pass e.g. --hf-overrides '{"max_position_embeddings": 65536}'.""")
+        raise FlagValueError("--hf-overrides", f"--hf-overrides must be a JSON object, got {fields['hf_overrides']!r}.",
+                             """Pass e.g. --hf-overrides '{"max_position_embeddings": 65536}'.""")
     if fields.get("max_model_len") == -1:  # 'auto' / -1: vLLM picks the largest length that fits
         del fields["max_model_len"]
     if "kv_cache_dtype" in fields:
-        validate_kv_cache_dtype(fields["kv_cache_dtype"])
+        try:
+            validate_kv_cache_dtype(fields["kv_cache_dtype"])
+        except KvplanInputError as e:
+            raise FlagValueError("--kv-cache-dtype", e.problem, e.fix, value=fields["kv_cache_dtype"]) from None
         fields["kv_cache_dtype_explicit"] = True
     for dest, flag, minimum in (("tensor_parallel_size", "--tensor-parallel-size", 1),
                                 ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
                                 ("block_size", "--block-size", 1), ("max_num_batched_tokens", "--max-num-batched-tokens", 1),
                                 ("max_num_seqs", "--max-num-seqs", 1), ("max_model_len", "--max-model-len", 1)):
         if dest in fields and fields[dest] < minimum:
-            raise KvplanInputError(f"{flag} must be at least {minimum}, got {fields[dest]}.", f"Pass a positive {flag}.")
+            raise FlagValueError(flag, f"{flag} must be at least {minimum}, got {fields[dest]}.",
+                                 f"Pass a positive {flag}.")
     if "gpu_memory_utilization" in fields and not 0 < fields["gpu_memory_utilization"] <= 1:
-        raise KvplanInputError(f"--gpu-memory-utilization must be in (0, 1], got {fields['gpu_memory_utilization']}.",
-                               "Pass e.g. --gpu-memory-utilization 0.9.")
+        raise FlagValueError("--gpu-memory-utilization",
+                             f"--gpu-memory-utilization must be in (0, 1], got {fields['gpu_memory_utilization']}.",
+                             "Pass e.g. --gpu-memory-utilization 0.9.")
     removed = {u.written for u in scan.uses if u.option is None and u.written in REMOVED_FLAGS}
     if "--calculate-kv-scales" in removed:
         fields["calculate_kv_scales"] = True

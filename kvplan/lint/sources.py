@@ -21,6 +21,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, REMOVED_FLAGS
 from kvplan.ingest.limits import compose_all as bounded_compose_all
+from kvplan.model.plan import Subject
 from kvplan.lint.shell import (
     VLLM_IMAGE,
     Launch,
@@ -65,6 +66,7 @@ class RawFinding:
     skipped_rules: tuple[str, ...] = ()  # KV804: the rules that need the model (listed in JSON and -v)
     upgrade: str | None = None  # the modelled release a finding is about when the image pins an older one
     launch: int | None = None  # index of the launch (in the file) the finding belongs to
+    subject: Subject | None = None  # what the finding is about (kvplan.model.plan.Subject), as data
 
 
 @dataclass

@@ -26,7 +26,7 @@ from kvplan.model.plan import (
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
-from kvplan.rules.base import Emit, Rule, all_rules
+from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
 from kvplan.rules.state import (
     CARRIED_FIELDS,
@@ -47,7 +47,7 @@ RUNTIME_OVERHEAD_BYTES = int(2.0 * 2**30)
 
 
 def _rules() -> dict[str, Rule]:
-    return {r.code: r for r in all_rules()}
+    return {r.code: r for r in rules_in(*PLANNER_SCOPES)}  # lint, emit and policy rules run elsewhere
 
 
 STRICT_CODES = ("KV604",)
@@ -241,7 +241,7 @@ def _jsonable(v: Any) -> Any:
 def _finding(r: Rule, e: Emit) -> Finding:
     sev = Severity(e.severity) if e.severity is not None else r.severity
     return Finding(code=r.code, name=r.name, severity=sev, message=e.message,
-                   fix=e.fix or r.fix, layers=sorted(set(e.layers)))
+                   fix=e.fix or r.fix, layers=sorted(set(e.layers)), subject=e.subject)
 
 
 def _flag_summary(f: ServingFlags) -> dict[str, Any]:

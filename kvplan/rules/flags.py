@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kvplan.ingest.flags import REMOVED_FLAGS, suggest_flag
-from kvplan.rules.base import Emit, declare
+from kvplan.rules.base import Emit, Subject, declare
 from kvplan.rules.context import FlagsContext
 
 _PARSER_REF = "vllm/utils/argparse_utils.py::FlexibleArgumentParser"
@@ -38,14 +38,16 @@ def unknown_flag(ctx: FlagsContext) -> Iterator[Emit]:
         yield Emit(f"{what}: {_exits(e.message)}{hint}",
                    fix=f"Replace it with {e.suggestion}." if e.suggestion else
                    ("Remove it or check `vllm serve --help=all`." if e.flag.startswith("-") else
-                    "Remove it: `vllm serve` takes one positional argument, the model."))
+                    "Remove it: `vllm serve` takes one positional argument, the model."),
+                   subject=Subject(flag=e.flag) if e.flag.startswith("-") else Subject(argument=e.flag))
     for flag in ctx.flags.unknown_flags:  # ServingFlags built directly (library callers)
         if flag in seen:
             continue
         s = suggest_flag(flag)
         yield Emit(f"unknown flag {flag}: {_exits('unrecognized arguments: ' + flag)}"
                    + (f"; did you mean {s}?" if s else "."),
-                   fix=f"Replace it with {s}." if s else "Remove it or check `vllm serve --help=all`.")
+                   fix=f"Replace it with {s}." if s else "Remove it or check `vllm serve --help=all`.",
+                   subject=Subject(flag=flag))
 
 
 @declare(code="KV006", name="ambiguous-flag", severity="error", family="flags",
@@ -62,7 +64,7 @@ def ambiguous_flag(ctx: FlagsContext) -> Iterator[Emit]:
             hint = f"; did you mean {e.suggestion}?" if e.suggestion else "."
             yield Emit(f"ambiguous flag {e.flag}: {_exits(e.message)}{hint}",
                        fix=f"Write the full option, e.g. {e.suggestion}." if e.suggestion else
-                       "Write the full option name.")
+                       "Write the full option name.", subject=Subject(flag=e.flag))
 
 
 @declare(code="KV007", name="flag-value-rejected", severity="error", family="flags",
@@ -76,7 +78,7 @@ def ambiguous_flag(ctx: FlagsContext) -> Iterator[Emit]:
 def invalid_flag_value(ctx: FlagsContext) -> Iterator[Emit]:
     for e in ctx.flags.flag_errors:
         if e.kind == "invalid_value":
-            yield Emit(f"invalid value for {e.flag}: {_exits(e.message)}.")
+            yield Emit(f"invalid value for {e.flag}: {_exits(e.message)}.", subject=Subject(flag=e.flag))
 
 
 @declare(code="KV002", name="removed-flag", severity="error", family="flags",

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 from kvplan.model.arch import LayerArch
 from kvplan.model.vocab import NO_KV_KINDS, quant_mode_of
-from kvplan.rules.base import Emit, declare
+from kvplan.rules.base import Emit, Subject, declare
 from kvplan.rules.context import FlagsContext, RuleContext
 from kvplan.rules.state import LayerState, Set, decides_layer
 
@@ -40,6 +40,10 @@ def skip_layers(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set
         yield Set("skipped", True, "; ".join(reasons))
 
 
+def _skip_token(tok: str) -> Subject:
+    return Subject(flag="--kv-cache-dtype-skip-layers", value=tok)
+
+
 @declare(code="KV301", name="skip-token-unknown", severity="warning", family="skip",
          summary="A --kv-cache-dtype-skip-layers token is neither 'sliding_window' nor a layer index.",
          why="vLLM accepts only 'sliding_window' and plain decimal indices and silently ignores "
@@ -53,9 +57,11 @@ def skip_unknown(ctx: FlagsContext) -> Iterator[Emit]:
             if len(parts) > 1:  # nargs='+': vLLM 0.33 does not split on commas
                 yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing in vLLM; did you mean "
                            f"`{' '.join(parts)}`? (vLLM takes space-separated tokens and ignores this one silently.)",
-                           fix=f"Pass the tokens separated by spaces: --kv-cache-dtype-skip-layers {' '.join(parts)}.")
+                           fix=f"Pass the tokens separated by spaces: --kv-cache-dtype-skip-layers {' '.join(parts)}.",
+                           subject=_skip_token(tok))
             else:
-                yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing; vLLM ignores it silently.")
+                yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing; vLLM ignores it silently.",
+                           subject=_skip_token(tok))
 
 
 @declare(code="KV302", name="skip-index-out-of-range", severity="warning", family="skip",
@@ -66,7 +72,8 @@ def skip_out_of_range(ctx: RuleContext) -> Iterator[Emit]:
     n = ctx.arch.num_layers
     for tok in ctx.flags.kv_cache_dtype_skip_layers:
         if is_index_token(tok) and int(tok) >= n:
-            yield Emit(f"skip-layer index {tok} is out of range: the model has layers 0..{n - 1}.")
+            yield Emit(f"skip-layer index {tok} is out of range: the model has layers 0..{n - 1}.",
+                       subject=_skip_token(tok))
 
 
 @declare(code="KV303", name="skip-index-without-kv", severity="warning", family="skip",
@@ -79,7 +86,8 @@ def skip_without_kv(ctx: RuleContext) -> Iterator[Emit]:
     for tok in ctx.flags.kv_cache_dtype_skip_layers:
         if is_index_token(tok) and int(tok) in by_index and by_index[int(tok)].kind in NO_KV_KINDS:
             la = by_index[int(tok)]
-            yield Emit(f"skip-layer index {tok} names a {la.kind} layer, which has no KV cache.", (la.index,))
+            yield Emit(f"skip-layer index {tok} names a {la.kind} layer, which has no KV cache.", (la.index,),
+                       subject=_skip_token(tok))
 
 
 @declare(code="KV304", name="skip-sliding-window-matches-nothing", severity="warning", family="skip",

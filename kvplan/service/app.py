@@ -267,14 +267,11 @@ class Service:
 
     @staticmethod
     def rules() -> dict[str, Any]:
-        import kvplan.lint.rules  # noqa: F401 (registers the linter's KV8xx)
-        from kvplan.emit.codes import EMIT_RULES
         from kvplan.planner.precedence import DECISION_ORDER
-        from kvplan.policy.codes import POLICY_RULES
-        from kvplan.rules.base import all_rules
+        from kvplan.rules.base import LINT_SCOPES, PLANNER_SCOPES, rules_in
         return {"schema_version": "1.0", "kvplan_version": __version__, "decision_order": list(DECISION_ORDER),
-                "rules": [r.doc() for r in all_rules()],
-                "emit_and_policy_rules": [r.doc() for _, r in sorted({**EMIT_RULES, **POLICY_RULES}.items())]}
+                "rules": [r.doc() for r in rules_in(*PLANNER_SCOPES, *LINT_SCOPES)],
+                "emit_and_policy_rules": [r.doc() for r in rules_in("emit", "policy")]}
 
     @staticmethod
     def backends(gpu: str | None, engine: str | None) -> dict[str, Any]:
