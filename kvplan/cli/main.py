@@ -99,15 +99,11 @@ def _compile(ctx: typer.Context, path: str, gpu: str | None, kv_budget_gib: floa
     if policy is not None and no_policy:
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
     pol = policy if policy is not None else (None if no_policy else _configured_policy())
-    if pol is not None:
-        from kvplan.policy import compile_with_policy
-        if policy is None:
-            err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
-                                markup=False, highlight=False)
-        return compile_with_policy(path, argv, gpu, policy=pol, kv_budget_bytes=budget, engine=engine,
-                                   kv_scales=kv_scales)
-    from kvplan.api import compile as compile_plan
-    return compile_plan(path, argv, gpu, kv_budget_bytes=budget, engine=engine, kv_scales=kv_scales)
+    if pol is not None and policy is None:
+        err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
+                            markup=False, highlight=False)
+    from kvplan.pipeline import compile as compile_plan
+    return compile_plan(path, argv, gpu, policy=pol, kv_budget_bytes=budget, engine=engine, kv_scales=kv_scales)
 
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}

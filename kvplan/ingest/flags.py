@@ -27,7 +27,7 @@ import difflib
 import json
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -39,8 +39,8 @@ from kvplan.model.flags import FlagError, ServingFlags
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
 __all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScanError", "ScannedArgv", "ServeOption",
-           "ServeOptions", "expand_config_file", "parse_flags", "scan_argv", "serve_options", "split_launch_line",
-           "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
+           "ServeOptions", "expand_config_file", "flags_from", "parse_flags", "scan_argv", "serve_options",
+           "split_launch_line", "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
 
 OPTIONS_VERSION = "0.33.0"
 OPTIONS_DIR = Path(__file__).resolve().parents[1] / "data" / "vllm"
@@ -707,3 +707,40 @@ def _value_fix(opt: ServeOption) -> str:
     if opt.choices is not None:
         return f"Valid values (vLLM {OPTIONS_VERSION}): " + ", ".join(map(str, opt.choices)) + "."
     return f"Pass e.g. {opt.canonical} {_EXAMPLES.get(opt.dest, '<value>')}."
+
+
+# ----------------------------------------------------------------------------- every form of flags
+FlagsInput = ServingFlags | Sequence[str] | str | Mapping[str, Any] | None
+"""What `kvplan.compile` takes as flags: ServingFlags, an argv list, a launch line, or vLLM field names."""
+
+
+def flags_from(flags: FlagsInput) -> ServingFlags:
+    """Accept ServingFlags, an argv list, a pasted launch line, or a dict of vLLM field names."""
+    if flags is None:
+        return ServingFlags()
+    if isinstance(flags, ServingFlags):
+        return flags
+    if isinstance(flags, str):
+        return parse_flags(split_launch_line(flags))
+    if isinstance(flags, Mapping):
+        return parse_flags(_argv_of_fields(flags))
+    return parse_flags(list(flags))
+
+
+def _argv_of_fields(fields: Mapping[str, Any]) -> list[str]:
+    """vLLM field names -> argv: lists spread, objects as JSON, True the bare flag, False its --no- form."""
+    argv: list[str] = []
+    for k, v in fields.items():
+        flag = "--" + k.replace("_", "-")
+        if isinstance(v, (list, tuple)):
+            argv += [flag, *map(str, v)]
+        elif isinstance(v, dict):
+            argv += [flag, json.dumps(v)]
+        elif v is True:
+            argv.append(flag)
+        elif v is False:  # a boolean option turned off: its --no- form, as vLLM's config files do
+            if "--no-" + flag[2:] in KNOWN_FLAGS:
+                argv.append("--no-" + flag[2:])
+        elif v is not None:
+            argv += [flag, str(v)]
+    return argv

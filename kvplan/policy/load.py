@@ -139,6 +139,11 @@ def load_policy(path: str | Path) -> Policy:
     return policy_from_text(text, str(p))
 
 
+def as_policy(policy: Policy | str | Path) -> Policy:
+    """A Policy as given, or the one loaded from a policy YAML path."""
+    return policy if isinstance(policy, Policy) else load_policy(policy)
+
+
 def policy_source(policy: Policy) -> str:
     return getattr(policy, "__kvplan_source__", "<policy>")
 
