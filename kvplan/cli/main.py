@@ -10,8 +10,10 @@ import sys
 from enum import Enum
 from pathlib import Path
 
+import click
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from kvplan import __version__
 from kvplan.errors import KvplanInputError
@@ -23,7 +25,57 @@ ENGINE_FLAGS_HELP = ("Engine flags are accepted verbatim after the path, as in a
                      "--attention-backend, --attention-config, --quantization, --hf-overrides, and --revision "
                      "(the branch, tag or commit of a Hugging Face model id).")
 
-app = typer.Typer(name="kvplan", add_completion=False, no_args_is_help=True,
+
+def _register_optional(target: typer.Typer) -> None:
+    """Command modules register here: each `kvplan/cli/cmd_*.py` exposes COMMANDS = {name: function}.
+
+    Their heavy imports (torch, triton, textual, fastapi) stay inside the command functions.
+    """
+    import importlib
+    for mod in ("cmd_backends", "cmd_lint", "cmd_emit", "cmd_serve", "cmd_validate", "cmd_bench", "cmd_explore"):
+        try:
+            m = importlib.import_module(f"kvplan.cli.{mod}")
+        except ModuleNotFoundError as e:
+            if e.name == f"kvplan.cli.{mod}":
+                continue
+            raise
+        commands = getattr(m, "COMMANDS", None)
+        if commands is None and mod == "cmd_backends":
+            commands = {n: getattr(m, n) for n in ("gpus", "backends") if hasattr(m, n)}
+        for name, fn in (commands or {}).items():
+            ctx = getattr(fn, "context_settings", None)
+            target.command(name, context_settings=ctx)(fn) if ctx else target.command(name)(fn)
+
+
+class _LazyCommands(TyperGroup):
+    """The verbs outside the core (lint, emit, validate, ...) are loaded when first looked up or listed,
+    so `kvplan plan` starts without importing their modules (and importing this module reads no argv)."""
+
+    _optional_loaded = False
+
+    def _load_optional(self) -> None:
+        if self._optional_loaded:
+            return
+        self._optional_loaded = True
+        optional = typer.Typer()
+        _register_optional(optional)
+        for name, command in typer.main.get_group(optional).commands.items():
+            if name not in self.commands:
+                self.add_command(command, name)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            self._load_optional()
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_optional()
+        return super().list_commands(ctx)
+
+
+app = typer.Typer(name="kvplan", cls=_LazyCommands, add_completion=False, no_args_is_help=True,
                   help="Decide, explain and prove per-layer KV cache plans before launch.",
                   context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -224,41 +276,6 @@ def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan, lint
     if name not in SCHEMAS:
         raise KvplanInputError(f"no schema {name!r}.", "Available: " + ", ".join(sorted(SCHEMAS)) + ".")
     sys.stdout.write(schema_text(name))
-
-
-def _register_optional() -> None:
-    """Command modules register here: each `kvplan/cli/cmd_*.py` exposes COMMANDS = {name: function}.
-
-    Their heavy imports (torch, triton, textual, fastapi) stay inside the command functions.
-    """
-    import importlib
-    for mod in ("cmd_backends", "cmd_lint", "cmd_emit", "cmd_serve", "cmd_validate", "cmd_bench", "cmd_explore"):
-        try:
-            m = importlib.import_module(f"kvplan.cli.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name == f"kvplan.cli.{mod}":
-                continue
-            raise
-        commands = getattr(m, "COMMANDS", None)
-        if commands is None and mod == "cmd_backends":
-            commands = {n: getattr(m, n) for n in ("gpus", "backends") if hasattr(m, n)}
-        for name, fn in (commands or {}).items():
-            ctx = getattr(fn, "context_settings", None)
-            app.command(name, context_settings=ctx)(fn) if ctx else app.command(name)(fn)
-
-
-_CORE = {"plan", "explain", "rules", "rule", "schema"}
-
-
-def _invoked_command() -> str | None:
-    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if prog not in ("kvplan", "-c", "__main__.py", "main.py"):
-        return None  # imported as a library / under a test runner: register everything
-    return next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-
-
-if _invoked_command() not in _CORE:  # keep `kvplan plan` cold start free of optional imports
-    _register_optional()
 
 
 def _usage_line(e: Exception) -> str:
