@@ -9,8 +9,8 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
-import click
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
@@ -63,14 +63,15 @@ class _LazyCommands(TyperGroup):
             if name not in self.commands:
                 self.add_command(command, name)
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    # (Any: the context and command classes are typer's vendored click, whose names are private.)
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is None:
             self._load_optional()
             command = super().get_command(ctx, cmd_name)
         return command
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:
         self._load_optional()
         return super().list_commands(ctx)
 
