@@ -42,7 +42,7 @@ def lint(*paths: Any, **kwargs: Any):
 def validate(*args: Any, **kwargs: Any):
     """Execute a plan on real or synthetic K/V and report accuracy (see kvplan.validate)."""
     from kvplan.runtime import validate as _v
-    return _v.validate(*args, **kwargs)  # type: ignore[attr-defined]
+    return _v.validate(*args, **kwargs)
 
 
 def __getattr__(name: str) -> Any:

@@ -79,14 +79,17 @@ def constraint_rule(c: Constraint, policy: Policy, where: str) -> Rule:
         if c.forbid is not None or c.require is not None:
             groups: dict[str, list[int]] = {}
             for lp in ctx.layers:
-                if not has_kv(lp) or not c.select.matches(**_layer_facts(ctx.arch, lp.index, lp.kind, lp.sliding_window)):
+                if not has_kv(lp) or not _selects(c.select, ctx.arch, lp):
                     continue
-                facts = dict(kv_cache_dtype=lp.kv_cache_dtype or "auto", quant_mode=lp.quant_mode, skipped=lp.skipped)
-                bad = c.forbid.hits(**facts) if c.forbid is not None else c.require.misses(**facts)  # type: ignore[union-attr]
+                dtype = lp.kv_cache_dtype or "auto"
+                bad = (c.forbid.hits(kv_cache_dtype=dtype, quant_mode=lp.quant_mode, skipped=lp.skipped)
+                       if c.forbid is not None else
+                       c.require.misses(kv_cache_dtype=dtype, quant_mode=lp.quant_mode, skipped=lp.skipped)
+                       if c.require is not None else [])
                 if bad:
                     groups.setdefault(" and ".join(bad), []).append(lp.index)
             rule_text = (f"forbids {c.forbid.describe()}" if c.forbid is not None
-                         else f"requires {c.require.describe()}")  # type: ignore[union-attr]
+                         else f"requires {c.require.describe() if c.require is not None else ''}")
             for what, layers in sorted(groups.items(), key=lambda kv: kv[1][0]):
                 yield Emit(f"layer(s) {compact(layers)}: {what}; {label} {rule_text}: {c.reason}", tuple(layers))
             return
@@ -117,7 +120,8 @@ def constraint_rules(policy: Policy) -> list[Rule]:
 
 def _finding(code: str, message: str, layers: Iterable[int] = ()) -> Finding:
     r = POLICY_RULES[code]
-    return Finding(code=r.code, name=r.name, severity=r.severity, message=message, fix=r.fix, layers=sorted(set(layers)))
+    return Finding(code=r.code, name=r.name, severity=r.severity, message=message, fix=r.fix,
+                   layers=sorted(set(layers)))
 
 
 def _flag_text(kv_cache_dtype: str, skip: Sequence[str]) -> str:
