@@ -89,7 +89,8 @@ def compile(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
     the modelled range); another engine or a release outside it raises KvplanInputError.
     `label` is what the plan calls the model (default: the path as given or the Hub id).
 
-    >>> plan = compile("examples/gpt-oss-20b/config.json", "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window")
+    >>> plan = compile("examples/gpt-oss-20b/config.json",
+    ...                "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window")
     >>> plan.layers[0].kv_cache_dtype, plan.layers[1].kv_cache_dtype
     ('auto', 'fp8')
     """

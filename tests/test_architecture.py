@@ -90,7 +90,8 @@ def test_plan_path_never_imports_torch_or_triton() -> None:
             f"r = CliRunner().invoke(app, ['plan', r'{EXAMPLES / 'gpt-oss-20b'}', '--kv-cache-dtype', 'fp8']); "
             "r2 = CliRunner().invoke(app, ['explain', r'" + str(EXAMPLES / 'DeepSeek-V3') + "']); "
             "assert r.exit_code == 0 and r2.exit_code == 0, (r.output, r2.output); "
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'transformers', 'numpy', 'huggingface_hub', 'httpx', 'httpx2')); "
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'triton', 'transformers', 'numpy', 'huggingface_hub', 'httpx', 'httpx2')); "
             "print(heavy); assert not heavy")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -160,15 +160,18 @@ def _compile(ctx: typer.Context, path: str, gpu: str | None, kv_budget_gib: floa
 
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
-PathArg = typer.Argument(..., help="config.json, a checkpoint folder (config.json, hf_quant_config.json, *.safetensors), "
-                         "or a Hugging Face model id (org/name; --revision picks a branch, tag or commit).")
+PathArg = typer.Argument(..., help="config.json, a checkpoint folder (config.json, hf_quant_config.json, "
+                         "*.safetensors), or a Hugging Face model id (org/name; --revision picks a branch, tag "
+                         "or commit).")
 OfflineOpt = typer.Option(False, "--offline", help="Hugging Face ids from the local cache only (as HF_HUB_OFFLINE=1).")
 GpuOpt = typer.Option(None, "--gpu", help="GPU profile: a name (h100), a compute capability (sm90) or auto.")
 EngineOpt = typer.Option("vllm==0.33.0", "--engine", help="Engine release to model: vllm==0.33.0 (default) "
                          "or an older vLLM down to vllm==0.18.0 (its flags, KV rules and known bugs).")
-BudgetOpt = typer.Option(None, "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the checkpoint's weights).")
+BudgetOpt = typer.Option(None, "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu "
+                         "and the checkpoint's weights).")
 FailOpt = typer.Option(FailLevel.error, "--fail-level", help="Exit 1 when a finding is at or above this severity.")
-KvScalesOpt = typer.Option(None, "--kv-scales", help="k/v scales from `kvplan calibrate`: per-tensor FP8 layers get scale_source calibrated.")
+KvScalesOpt = typer.Option(None, "--kv-scales", help="k/v scales from `kvplan calibrate`: per-tensor FP8 layers "
+                           "get scale_source calibrated.")
 PolicyOpt = typer.Option(None, "--policy", help="Policy YAML: your rules (selector -> setting) and constraints "
                          "(default: `policy` in the nearest kvplan.toml or pyproject.toml [tool.kvplan]).")
 NoPolicyOpt = typer.Option(False, "--no-policy", help="Ignore the policy named by the project configuration.")
@@ -271,7 +274,8 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (sk
 
 
 @app.command("schema")
-def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan, lint-report, emit-result, policy.")) -> None:
+def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan, lint-report, emit-result, policy."),
+               ) -> None:
     """Print a published JSON Schema (generated from the models)."""
     from kvplan.schemas import SCHEMAS, schema_text
     if name not in SCHEMAS:

@@ -20,7 +20,8 @@ version: 1
 name: edges
 rules:
   - {code: KV901, name: fp8-kv, reason: halve KV memory, set: {kv_cache_dtype: fp8}}
-  - {code: KV902, name: edges-16bit, reason: edge layers are sensitive, select: {index: [0, -1]}, set: {kv_cache_dtype: model}}
+  - {code: KV902, name: edges-16bit, reason: edge layers are sensitive, select: {index: [0, -1]},
+     set: {kv_cache_dtype: model}}
 """, "edges.yaml")
 
 

@@ -61,7 +61,7 @@ def test_layout_from_plan_layer_reads_fields():
     "ultraquant_4bit", "nvfp4_ds_mla", "fp8_ds_mla",
 ])
 def test_layout_from_plan_layer_rejects_unexecuted_modes(kv_cache_dtype):
-    with pytest.raises(ValueError, match="not executed|MLA"):
+    with pytest.raises(ValueError, match=r"not executed|MLA"):
         LayerLayout.from_plan_layer(_layer(kv_cache_dtype=kv_cache_dtype, dtype="uint8"))
 
 
