@@ -35,6 +35,7 @@ from kvplan.backends.vllm_033 import (
     rocm_priority,
 )
 from kvplan.errors import KvplanInputError
+from kvplan.model.arch import MlaDims
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES, QuantMode, quant_mode_of
 
@@ -63,26 +64,6 @@ ModelDtype = Literal["bfloat16", "float16", "float32"]
 
 
 # ============================================================================ request / result types
-class MlaDims(BaseModel):
-    """MLA head dimensions (DeepSeek-R1: qk_nope 128, rope 64, v 128, kv_lora_rank 512)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-    qk_nope_head_dim: int
-    """Non-RoPE part of the query/key head (`qk_nope_head_dim`)."""
-    qk_rope_head_dim: int
-    """RoPE part of the query/key head (`qk_rope_head_dim`)."""
-    v_head_dim: int
-    """Value head dim (`v_head_dim`)."""
-    kv_lora_rank: int | None = None
-    """Latent (compressed KV) rank (`kv_lora_rank`); the cache head size is kv_lora_rank + rope."""
-
-    @property
-    def triple(self) -> tuple[int, int, int]:
-        """(qk_nope, rope, v) as vLLM's prefill selection compares them."""
-        return self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim
-
-
 class BackendRequest(BaseModel):
     """What one attention layer asks of backend selection (vLLM `AttentionSelectorConfig`).
 
@@ -133,12 +114,11 @@ class BackendRequest(BaseModel):
     @property
     def mla_dims(self) -> MlaDims | None:
         """MLA dims if the three head dims are known."""
-        if None in (self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim):
+        if (self.qk_nope_head_dim is None or self.qk_rope_head_dim is None or self.v_head_dim is None
+                or self.kv_lora_rank is None):
             return None
-        return MlaDims(qk_nope_head_dim=self.qk_nope_head_dim,  # type: ignore[arg-type]
-                       qk_rope_head_dim=self.qk_rope_head_dim,  # type: ignore[arg-type]
-                       v_head_dim=self.v_head_dim,  # type: ignore[arg-type]
-                       kv_lora_rank=self.kv_lora_rank)
+        return MlaDims(qk_nope_head_dim=self.qk_nope_head_dim, qk_rope_head_dim=self.qk_rope_head_dim,
+                       v_head_dim=self.v_head_dim, kv_lora_rank=self.kv_lora_rank)
 
     @property
     def quant_mode(self) -> QuantMode:
