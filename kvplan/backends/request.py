@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from kvplan.backends.capabilities import AttnType
+from kvplan.model.arch import MlaDims
 from kvplan.model.vocab import QuantMode, quant_mode_of
 
 __all__ = ["BackendChoice", "BackendRequest", "ErrorStage", "MlaDims", "ModelDtype"]
@@ -17,24 +18,6 @@ __all__ = ["BackendChoice", "BackendRequest", "ErrorStage", "MlaDims", "ModelDty
 ModelDtype = Literal["bfloat16", "float16", "float32"]
 
 
-class MlaDims(BaseModel):
-    """MLA head dimensions (DeepSeek-R1: qk_nope 128, rope 64, v 128, kv_lora_rank 512)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-    qk_nope_head_dim: int
-    """Non-RoPE part of the query/key head (`qk_nope_head_dim`)."""
-    qk_rope_head_dim: int
-    """RoPE part of the query/key head (`qk_rope_head_dim`)."""
-    v_head_dim: int
-    """Value head dim (`v_head_dim`)."""
-    kv_lora_rank: int | None = None
-    """Latent (compressed KV) rank (`kv_lora_rank`); the cache head size is kv_lora_rank + rope."""
-
-    @property
-    def triple(self) -> tuple[int, int, int]:
-        """(qk_nope, rope, v) as vLLM's prefill selection compares them."""
-        return self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim
 
 
 class BackendRequest(BaseModel):
@@ -87,12 +70,11 @@ class BackendRequest(BaseModel):
     @property
     def mla_dims(self) -> MlaDims | None:
         """MLA dims if the three head dims are known."""
-        if None in (self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim):
+        if (self.qk_nope_head_dim is None or self.qk_rope_head_dim is None or self.v_head_dim is None
+                or self.kv_lora_rank is None):
             return None
-        return MlaDims(qk_nope_head_dim=self.qk_nope_head_dim,  # type: ignore[arg-type]
-                       qk_rope_head_dim=self.qk_rope_head_dim,  # type: ignore[arg-type]
-                       v_head_dim=self.v_head_dim,  # type: ignore[arg-type]
-                       kv_lora_rank=self.kv_lora_rank)
+        return MlaDims(qk_nope_head_dim=self.qk_nope_head_dim, qk_rope_head_dim=self.qk_rope_head_dim,
+                       v_head_dim=self.v_head_dim, kv_lora_rank=self.kv_lora_rank)
 
     @property
     def quant_mode(self) -> QuantMode:

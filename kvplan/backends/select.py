@@ -33,9 +33,10 @@ from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, kv_cache_dtypes_for
 from kvplan.backends.impl import hooks_for
 from kvplan.backends.impl.base import BackendHooks, Site, rocm_arch
 from kvplan.backends.impl.flash_attn import flash_attn_version
-from kvplan.backends.request import BackendChoice, BackendRequest, ErrorStage, MlaDims
+from kvplan.backends.request import BackendChoice, BackendRequest, ErrorStage
 from kvplan.backends.vllm_033 import BACKENDS, cpu_priority, cuda_priority, rocm_priority
 from kvplan.errors import KvplanInputError
+from kvplan.model.arch import MlaDims
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES, QuantMode
 

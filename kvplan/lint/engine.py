@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvplan.api import gpu_facts
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.engines import resolve_engine
 from kvplan.errors import KvplanInputError
@@ -24,6 +23,7 @@ from kvplan.lint.shell import Tok
 from kvplan.lint.sources import RawFinding, Site
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import Plan, Subject
+from kvplan.pipeline import gpu_facts
 from kvplan.planner.compile import apply_strict, compile_plan
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import FlagsOnlyContext

@@ -184,7 +184,7 @@ class Service:
             if not self.settings.hub:
                 raise ServiceError(403, "hub_disabled", "this server resolves no Hugging Face ids (started with "
                                    "--no-hub). Send the config.json object as `config`.")
-            from kvplan.api import flags_from
+            from kvplan.ingest.flags import flags_from
             from kvplan.ingest.hub import hub_id, resolve
             repo = hub_id(req.model) if "/" in req.model else None
             if repo is None:  # never a server-side path: those go through config_path and --allow-path
@@ -217,13 +217,14 @@ class Service:
             return self._plan(req)
 
     def _plan(self, req: ModelRequest) -> Plan:
-        from kvplan.policy import compile_with_policy, policy_from_text
+        from kvplan.pipeline import compile as compile_plan
+        from kvplan.policy import policy_from_text
         _check_gpu(req.gpu)
         source, label = self._model_source(req)
         policy = policy_from_text(req.policy, "<request policy>") if req.policy is not None else None
         budget = int(req.kv_budget_gib * 2**30) if req.kv_budget_gib is not None else None
-        return compile_with_policy(source, req.flags, req.gpu, policy=policy, hf_quant_config=req.hf_quant_config,
-                                   kv_budget_bytes=budget, source=label, engine=req.engine)
+        return compile_plan(source, req.flags, req.gpu, policy=policy, hf_quant_config=req.hf_quant_config,
+                            kv_budget_bytes=budget, label=label, engine=req.engine)
 
     def emit(self, req: EmitRequest) -> EmitResult:
         if req.plan is not None:

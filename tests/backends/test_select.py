@@ -362,7 +362,8 @@ def test_mla_prefill_backend_default_is_flash_attn_for_r1_dims_on_b200() -> None
     name, tried = mla_prefill_backend(resolve_gpu("b200"), R1_DIMS, {})
     assert name == "FLASH_ATTN" and tried == (("FLASH_ATTN", ()),)
     name2, _ = mla_prefill_backend(resolve_gpu("b200"),
-                                   MlaDims(qk_nope_head_dim=192, qk_rope_head_dim=64, v_head_dim=256), {})
+                                   MlaDims(qk_nope_head_dim=192, qk_rope_head_dim=64, v_head_dim=256,
+                                           kv_lora_rank=512), {})
     assert name2 == "TRTLLM_RAGGED"
 
 

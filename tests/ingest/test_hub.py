@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import kvplan
-from kvplan.api import compile_with_quant
+from kvplan.pipeline import run as compile_with_quant
 from kvplan.errors import KvplanInputError
 from kvplan.report.json_report import dumps
 from tests.conftest import EXAMPLES, ROOT
