@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest import architectures as vreg
@@ -26,9 +26,10 @@ from kvplan.ingest.families import (
 )
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
+from kvplan.model.vocab import LayerKind
 
 
-class _Reads(dict):  # type: ignore[type-arg]
+class _Reads(dict[Any, Any]):
     """A config dict that records which keys were looked up (for KV604's 'keys read')."""
 
     def __init__(self, *a: Any, **k: Any) -> None:
@@ -151,7 +152,7 @@ def _resolve_types(cfg: dict[str, Any], path: Path,
         architecture = vreg.arch_for_model_type(model_type)
         if architecture is not None:
             notes.append(f"architectures absent: model_type {model_type!r} is vLLM's {architecture}")
-    return model_type, text_plain, text_key, text_raw, text_type, architecture
+    return model_type, text_plain, text_key, text_raw, str(text_type), architecture
 
 
 def _check_known(model_type: str, text_type: str, architecture: str | None, path: Path) -> None:
@@ -691,7 +692,7 @@ def _layer_arch(s: _Stack, i: int, kind: str, src: str, geo: dict[str, Any]) -> 
         raise KvplanInputError(f"{s.path}: cannot determine KV heads / head size of layer {i}.",
                                "Pass the model's full config.json.")
     return LayerArch(
-        index=i, kind=kind, kv_cache_dtype_ignored=geo["no_cache_cfg"],
+        index=i, kind=cast(LayerKind, kind), kv_cache_dtype_ignored=geo["no_cache_cfg"],
         sliding_window=s.window if kind == "sliding_attention" else None,
         attention_chunk_size=geo["chunk"] if kind == "chunked_attention" else None,
         num_heads=geo["num_heads"], num_kv_heads=int(kvh), head_size=int(hd),
@@ -753,7 +754,7 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
     out = []
     for i, (kind, src) in enumerate(zip(kinds, srcs, strict=True)):
         if kind in ("mamba", "linear_attention", "none"):
-            out.append(LayerArch(index=i, kind=kind, source=src))
+            out.append(LayerArch(index=i, kind=cast(LayerKind, kind), source=src))
         elif kind == "mla":
             out.append(_mla_layer(s, i, src, num_heads, indexer, indexer_layers))
         else:

@@ -24,7 +24,9 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
   3. A model_type that neither transformers nor vLLM knows (remote code) gets a plain
      `PretrainedConfig` subclass registered under that name for the run, which keeps every key
      of config.json as an attribute (what the remote config class would publish); its
-     `*_config` sub-dicts become config objects (the known model_type's class, else a plain one).
+     `*_config` sub-dicts become config objects (the known model_type's class, else a plain one),
+     lists of per-layer records (DeciLM's block_configs) read by attribute as the remote class
+     parses them.
   4. One gloo process group (world size 1) is initialised once for all cases.
   5. torchvision cannot be installed next to the CPU torch of the oracle venv, and a few other
      packages that only multimodal processors use are not installed (STUB_MODULES); multimodal
@@ -41,6 +43,11 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      no-op class instead of torch's CUDA-less dummy that raises.
   9. `triton.set_allocator` (newer Triton API some model classes call at build time) is a no-op
      when the venv's Triton lacks it.
+ 10. A model class that cannot be built on the meta device (it reads a tensor's value at build
+     time: "Cannot copy out of meta tensor", ".item() on meta tensors") is built again on the
+     CPU device (weights are allocated with torch.empty, never written).
+ 11. The CPU attention backend reports ALiBi-sqrt support (Step1 refuses a backend without it; a
+     kernel capability, not a KV cache fact).
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -91,6 +98,11 @@ def _install_patches() -> None:
         return AttentionBackendEnum.CPU_ATTN.get_path()
 
     type(current_platform).get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    # Patch 11: Step1's ALiBi variant asks the backend for a capability the CPU backend lacks
+    # (a kernel feature; the KV cache spec does not depend on it).
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    CPUAttentionBackend.supports_alibi_sqrt = classmethod(lambda cls: True)
     reg._run_in_subprocess = lambda fn: fn()
     _stub_torchvision()
     import torch
@@ -220,6 +232,20 @@ def _stub_torchvision() -> None:
     sys.meta_path.insert(0, _Finder())
 
 
+class _AttrDict(dict):
+    """A dict whose keys read as attributes too (a remote config class's parsed sub-records)."""
+
+    @classmethod
+    def of(cls, d: dict) -> _AttrDict:
+        return cls({k: cls.of(v) if isinstance(v, dict) else v for k, v in d.items()})
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 def _register_unknown_model_type(cfg: dict) -> str | None:
     """Patch 3: a config class for a remote-code model_type, for this run."""
     from transformers import AutoConfig, PretrainedConfig
@@ -241,6 +267,14 @@ def _register_unknown_model_type(cfg: dict) -> str | None:
                     kwargs[k] = CONFIG_MAPPING[sub_mt](**sub)
                 else:
                     kwargs[k] = PretrainedConfig(**sub)
+            elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+                # Per-layer records (DeciLM's block_configs): the remote class parses them into
+                # objects read by attribute (block_config.attention.no_op).
+                kwargs[k] = [_AttrDict.of(x) for x in v]
+        for k in ("max_position_embeddings", "hidden_size", "num_attention_heads"):
+            # transformers' rope standardisation reads these before __init__ sets them.
+            if k in kwargs:
+                object.__setattr__(self, k, kwargs[k])
         PretrainedConfig.__init__(self, **kwargs)
 
     cls = type(f"Oracle_{mt}_Config", (PretrainedConfig,), {"model_type": mt, "__init__": __init__})
@@ -376,8 +410,19 @@ def run_case(case: dict, base: Path) -> dict:
             destroy_model_parallel()  # the groups (expert parallel or not) follow each config
             ensure_model_parallel_initialized(1, 1)
         stage = "build_model"
-        with set_default_torch_dtype(mc.dtype), torch.device("meta"):
-            model = initialize_model(vllm_config=vc)
+        try:
+            with set_default_torch_dtype(mc.dtype), torch.device("meta"):
+                model = initialize_model(vllm_config=vc)
+        except (NotImplementedError, RuntimeError) as e:
+            if "meta tensor" not in str(e):
+                raise
+            # Patch 10: a model class that computes a buffer from a tensor at build time (ALiBi
+            # slopes, rotary caches: .item() / a copy) cannot be built on the meta device; it is
+            # built again on the CPU (torch.empty: weights are reserved, never written).
+            vc.compilation_config.static_forward_context.clear()
+            with set_default_torch_dtype(mc.dtype), torch.device("cpu"):
+                model = initialize_model(vllm_config=vc)
+            res["engine"]["build_device"] = "cpu"
         res["engine"]["model_class"] = type(model).__name__
         res["engine"]["multimodal"] = bool(supports_multimodal(model))
         stage = "collect"

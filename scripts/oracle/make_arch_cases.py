@@ -10,7 +10,8 @@ the network, a default config.json is written:
   * from the transformers config class of its model_type (class defaults, `to_dict()`), or
   * from the config class vLLM ships (vllm/transformers_utils/configs/, vLLM's config registry), or
   * for remote-code architectures: the published keys, written out in REMOTE below (a Llama-style
-    base plus the keys the architecture's own config adds).
+    base plus the keys the architecture's own config adds) or in published_configs.py (the
+    config.json keys of a named published checkpoint, with that provenance in cases.json).
 `architectures` is set to the architecture. VARIANTS adds configs that exercise the layer-type
 keys of an architecture (layer patterns, windows, per-layer-type geometry).
 Every config is answered under --kv-cache-dtype auto and fp8.
@@ -25,6 +26,9 @@ from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from published_configs import PUBLISHED  # noqa: E402  (remote-code configs written out)
+
 DATA = ROOT / "tests" / "data" / "vllm_oracle_arch"
 REG = ROOT / "kvplan" / "data" / "vllm_architectures.json"
 
@@ -43,6 +47,16 @@ VLLM_CONFIG_TYPES = {
     "IsaacForConditionalGeneration": "isaac", "BagelForConditionalGeneration": "bagel",
     "BailingMoeV3VLForConditionalGeneration": "bailing_moe_v3_vl", "Alpamayo2Super": "alpamayo2_super",
     "Glm5NextForCausalLM": "glm5_next", "KimiLinearForCausalLM": "kimi_linear",
+    # Remote-code architectures whose config class transformers ships under another model_type.
+    "HCXVisionV2ForCausalLM": "hyperclovax_vision_v2", "MuseGlimmerForCausalLM": "muse_glimmer",
+    "DeepseekOCR2ForCausalLM": "deepseek_ocr2", "Ovis2_5": "ovis2", "Ovis2_6ForCausalLM": "ovis2",
+    "Ovis2_6_MoeForCausalLM": "ovis2", "Phi4MMForCausalLM": "phi4_multimodal",
+    "VoxtralRealtimeGeneration": "voxtral_realtime", "Qwen2_5OmniModel": "qwen2_5_omni",
+    "Qwen3ASRRealtimeGeneration": "qwen3_asr", "MiniMaxM3SparseForCausalLM": "minimax_m3_vl_text",
+    "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
+    "NemotronH_Nano_Omni_Reasoning_V3": "nemotron_h_omni", "NemotronH_Super_Omni_Reasoning_V3": "nemotron_h_omni",
+    "MiniCPMV": "minicpmv4_6", "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
+    "LlavaOnevision2ForConditionalGeneration": "llava_onevision", "BailingMoeV3ForCausalLM": "bailing_hybrid",
 }
 
 _LLAMA_BASE = {
@@ -94,7 +108,8 @@ REMOTE: dict[str, tuple[str, dict]] = {
 }
 
 # InternVL-style multimodal remote configs: llm_config (the language model) + an InternViT.
-INTERNVL_FAMILY = {"H2OVLChatModel": "h2ovl_chat", "NVLM_D": "NVLM_D", "SkyworkR1VChatModel": "skywork_chat"}
+INTERNVL_FAMILY = {"H2OVLChatModel": "h2ovl_chat", "NVLM_D": "NVLM_D", "SkyworkR1VChatModel": "skywork_chat",
+                   "InternVLChatModel": "internvl_chat"}
 _INTERN_VIT = {"model_type": "intern_vit_6b", "hidden_size": 1024, "num_attention_heads": 16,
                "num_hidden_layers": 4, "image_size": 448, "patch_size": 14, "intermediate_size": 4096,
                "qkv_bias": True, "norm_type": "layer_norm", "layer_norm_eps": 1e-6, "drop_path_rate": 0.0,
@@ -280,6 +295,11 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
              "dynamic_image_size": True, "use_thumbnail": True, "max_dynamic_patch": 12,
              "min_dynamic_patch": 1, "torch_dtype": "bfloat16"}
         return d, "published keys of the InternVL-style remote config (llm_config: Qwen2, 8 layers)"
+    if arch in PUBLISHED:
+        mt, source, published = PUBLISHED[arch]
+        d = copy.deepcopy(published)
+        d["model_type"], d["architectures"] = mt, [arch]
+        return d, f"published keys: {source} (scripts/oracle/published_configs.py)"
     if arch in REMOTE:
         mt, extra = REMOTE[arch]
         d = dict(_LLAMA_BASE, **extra, model_type=mt, architectures=[arch])
