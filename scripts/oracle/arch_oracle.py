@@ -103,6 +103,13 @@ def _install_patches() -> None:
     from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 
     CPUAttentionBackend.supports_alibi_sqrt = classmethod(lambda cls: True)
+    impl_cls = CPUAttentionBackend.get_impl_cls()
+    impl_init = impl_cls.__init__
+
+    def impl_init_no_alibi_sqrt(self, *a, use_alibi_sqrt=False, **k):
+        impl_init(self, *a, **k)
+
+    impl_cls.__init__ = impl_init_no_alibi_sqrt
     reg._run_in_subprocess = lambda fn: fn()
     _stub_torchvision()
     import torch

@@ -53,7 +53,6 @@ def measure() -> dict:
                          "why": no_config.get(arch, "no case")}
             continue
         results = [(c["name"], *check_case(c)) for c in cs]
-        statuses = {r[1] for r in results}
         answered = [r for r in results if r[1] in ("exact", "mismatch", "kvplan-refuses", "refused-ok")]
         # Cases vLLM could not build on the CPU oracle (an incomplete default config) have no
         # answer to compare with; the architecture is verified on the answered ones, all exact.

@@ -90,21 +90,53 @@ REMOTE: dict[str, tuple[str, dict]] = {
     "PhiMoEForCausalLM": ("phimoe", {"num_local_experts": 16, "num_experts_per_tok": 2,
                                      "sliding_window": None}),
     # Fitted against vLLM's model class (the keys its module reads; values illustrative, 8 layers).
-    'BailingMoeForCausalLM': ('bailing_moe', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
-    'BailingMoeV2ForCausalLM': ('bailing_moe_v2', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
-    'SarvamMoEForCausalLM': ('sarvam_moe', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
-    'BailingMoeV2_5ForCausalLM': ('bailing_moe_v2_5', {"num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1, "moe_intermediate_size": 1408, "use_bias": False, "num_hidden_layers": 8, "head_dim": 128}),
+    "BailingMoeForCausalLM": ("bailing_moe", {
+        "embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts":
+        8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "BailingMoeV2ForCausalLM": ("bailing_moe_v2", {
+        "embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts":
+        8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "SarvamMoEForCausalLM": ("sarvam_moe", {
+        "embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts":
+        8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "BailingMoeV2_5ForCausalLM": ("bailing_moe_v2_5", {
+        "num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1, "moe_intermediate_size": 1408, "use_bias":
+        False, "num_hidden_layers": 8, "head_dim": 128}),
     'IQuestLoopCoderForCausalLM': ('iquestloopcoder', {"num_hidden_layers": 8, "head_dim": 128}),
-    'MistralLarge3ForCausalLM': ('mistral_large3', {"n_routed_experts": 8, "first_k_dense_replace": 1, "n_shared_experts": 1, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
+    "MistralLarge3ForCausalLM": ("mistral_large3", {
+        "n_routed_experts": 8, "first_k_dense_replace": 1, "n_shared_experts": 1, "moe_intermediate_size": 1408,
+        "num_experts_per_tok": 2, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
     'PanguEmbeddedForCausalLM': ('pangu_embedded', {"num_hidden_layers": 8, "head_dim": 128}),
-    'PanguProMoEV2ForCausalLM': ('pangu_pro_moe_v2', {"first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
-    'PanguUltraMoEForCausalLM': ('pangu_ultra_moe', {"first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
-    'Param2MoEForCausalLM': ('param2moe', {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    "PanguProMoEV2ForCausalLM": ("pangu_pro_moe_v2", {
+        "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408,
+        "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "PanguUltraMoEForCausalLM": ("pangu_ultra_moe", {
+        "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408,
+        "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "Param2MoEForCausalLM": ("param2moe", {
+        "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim":
+        128}),
     'TeleChat3ForCausalLM': ('telechat3', {"num_hidden_layers": 8, "head_dim": 128}),
     'TeleFLMForCausalLM': ('teleflm', {"use_mup": False, "num_hidden_layers": 8, "head_dim": 128}),
-    'SarvamMLAForCausalLM': ('sarvam_mla', {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "kv_lora_rank": 512, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "num_hidden_layers": 8, "head_dim": 128}),
-    'MiMoV2ForCausalLM': ('mimo_v2', {"hybrid_layer_pattern": [0, 1, 1, 1, 0, 1, 1, 1], "layernorm_epsilon": 1e-05, "swa_num_attention_heads": 32, "swa_num_key_value_heads": 4, "swa_head_dim": 128, "sliding_window_size": 1024, "num_hidden_layers": 8, "head_dim": 128}),
-    'ExaoneMoEForCausalLM': ('exaone_moe', {"layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 1024, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse"], "routed_scaling_factor": 1.0, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    "SarvamMLAForCausalLM": ("sarvam_mla", {
+        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "kv_lora_rank": 512, "n_routed_experts": 8,
+        "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "MiMoV2ForCausalLM": ("mimo_v2", {
+        "hybrid_layer_pattern": [0, 1, 1, 1, 0, 1, 1, 1], "layernorm_epsilon": 1e-05, "swa_num_attention_heads": 32,
+        "swa_num_key_value_heads": 4, "swa_head_dim": 128, "sliding_window_size": 1024, "num_hidden_layers": 8,
+        "head_dim": 128}),
+    "ExaoneMoEForCausalLM": ("exaone_moe", {
+        "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention",
+        "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 1024,
+        "mlp_layer_types": ["dense", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse"],
+        "routed_scaling_factor": 1.0, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408,
+        "num_hidden_layers": 8, "head_dim": 128}),
 }
 
 # InternVL-style multimodal remote configs: llm_config (the language model) + an InternViT.
@@ -180,7 +212,6 @@ OVERRIDES: dict[str, dict] = {
                                "index_n_heads": 64, "max_position_embeddings": 163840},
     "Glm4MoeForCausalLM": {"head_dim": 128},
     "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": 1},
-    "HYV3ForCausalLM": {"first_k_dense_replace": 1},
     "ChatGLMModel": {"original_rope": True, "tie_word_embeddings": False},
     "ChatGLMForConditionalGeneration": {"original_rope": True, "tie_word_embeddings": False},
     "NemotronForCausalLM": {"num_key_value_heads": 8},
@@ -210,6 +241,13 @@ OVERRIDES: dict[str, dict] = {
     "Glm4vMoeForConditionalGeneration": {"text_config.head_dim": 128, "text_config.use_qk_norm": False},
     "HYV3ForCausalLM": {"first_k_dense_replace": 1, "expert_hidden_dim": 1536, "num_shared_experts": 1,
                         "route_norm": True},
+    "MiniMaxM3SparseForCausalLM": {"rope_theta": 5000000.0},
+    "VoxtralRealtimeGeneration": {"audio_config.downsample_factor": 4},
+    "LlavaOnevision2ForConditionalGeneration": {"vision_config.spatial_merge_size": 2},
+    "MiniCPMV": {"hidden_size": 4096},
+    "NemotronH_Nano_VL_V2": {"patch_size": 16, "force_image_size": 512},
+    "NemotronH_Nano_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512},
+    "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512},
 }
 # Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
 CASE_OPTIONS: dict[str, dict] = {
@@ -267,7 +305,7 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
         cls = _vllm_config_class(mt)
         source = f"vLLM config class {getattr(cls, '__name__', cls)} ({mt})"
         if cls is None:
-            cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None
+            cls = CONFIG_MAPPING.get(mt)
             source = f"transformers config class {getattr(cls, '__name__', '?')} ({mt})"
         if cls is None:
             continue
