@@ -243,6 +243,11 @@ def _attention_geometry(text_raw: _Reads, module: str, architecture: str | None,
                         notes: list[str]) -> tuple[MlaDims | None, Any, Any]:
     """MLA dims (or none), KV heads and head size after the per-module MLA readings."""
     mla = _mla_dims(text_raw)
+    if module.endswith(".zamba2") and isinstance(text_raw.get("attention_head_dim"), int):
+        # vLLM's Zamba2 attention: attention_head_dim (its shared block attends over the
+        # concatenated [hidden, embedding] input), not kv_channels.
+        head_dim = text_raw["attention_head_dim"]
+        notes.append(f"{architecture}: head size attention_head_dim {head_dim}")
     if module.endswith(".bailing_moe_linear"):
         # Ling/Ring 2.5 (BailingMoeV2.5): full-attention layers are MLA, with vLLM's defaults for the
         # MLA keys the config omits (kv_lora_rank 512, qk_rope_head_dim 64, qk_nope / v 128).
@@ -302,11 +307,30 @@ def _cosmos3_edge_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, p
     return out, 2 * n
 
 
+def _zamba2_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
+                  notes: list[str]) -> tuple[list[LayerArch], int]:
+    """vLLM's Zamba2: every decoder layer is a Mamba2 layer; a 'hybrid' layer also applies the shared
+    attention block, whose caches vLLM numbers first (model.attn.<j>, j-th hybrid layer), the Mamba
+    layers after them (num_hybrid + i)."""
+    attn = [la for la in layers if la.kind not in ("mamba", "linear_attention", "none")]
+    out = [la.model_copy(update={"index": j, "source": la.source + f" (Zamba2 shared attention block {j}, "
+                                 f"applied at layer {la.index}; vLLM numbers it {j})"})
+           for j, la in enumerate(attn)]
+    out += [LayerArch(index=len(attn) + la.index, kind="mamba",
+                      source=f"Zamba2 Mamba2 layer {la.index} (vLLM numbers it {len(attn) + la.index})")
+            for la in layers]
+    check_count(str(path), "num_hidden_layers + hybrid layers", len(out), limits().max_layers)
+    notes.append(f"Zamba2: {len(attn)} shared-attention applications numbered 0..{len(attn) - 1}, then the "
+                 f"{n} Mamba2 layers, as vLLM numbers their caches")
+    return out, len(out)
+
+
 def _restack(module: str, raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
              notes: list[str]) -> tuple[list[LayerArch], int]:
     """vLLM modules whose model class renumbers or re-kinds the decoder stack's layers."""
     for suffix, fn in ((".iquest_loopcoder", _loop_layers), (".bailing_moe_linear", _bailing_linear_layers),
-                       (".longcat_flash", _longcat_layers), (".cosmos3_edge", _cosmos3_edge_layers)):
+                       (".longcat_flash", _longcat_layers), (".cosmos3_edge", _cosmos3_edge_layers),
+                       (".zamba2", _zamba2_layers)):
         if module.endswith(suffix):
             return fn(raw, layers, n, path, notes)
     return layers, n
@@ -532,7 +556,10 @@ def _kinds_block_types(s: _Stack) -> _Kinds | None:
     if len(block_types) < s.n:
         raise KvplanInputError(f"{s.path}: layers_block_type has {len(block_types)} entries for {s.n} layers.",
                                "Fix layers_block_type or num_hidden_layers.")
-    return _kinds_from_names(s, "layers_block_type", block_types, _BLOCK_TYPE_KINDS)
+    table = _BLOCK_TYPE_KINDS
+    if s.module.endswith(".zamba2"):  # a Mamba2 layer that also applies the shared attention block
+        table = {**table, "hybrid": "full_attention"}
+    return _kinds_from_names(s, "layers_block_type", block_types, table)
 
 
 def _kinds_attn_period(s: _Stack) -> _Kinds | None:

@@ -223,13 +223,10 @@ OVERRIDES: dict[str, dict] = {
     "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4},
     "Ernie4_5_VLMoeForConditionalGeneration": {"vision_config.embed_dim": 1280, "vision_config.mlp_ratio": 4},
     "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16},
-    "Qwen3OmniMoeForConditionalGeneration": {"thinker_config.vision_config.image_size": 768,
-                                             "thinker_config.vision_config.apply_vit_abs_pos_embed": True},
     "Lfm2VlForConditionalGeneration": {"text_config.block_dim": 2048, "text_config.block_ff_dim": 12288,
                                        "text_config.block_multiple_of": 256,
                                        "text_config.block_ffn_dim_multiplier": 1.0,
                                        "text_config.block_auto_adjust_ff_dim": True},
-    "InklingForCausalLM": {"padded_vocab_size": 131072},
     "Lfm2ForCausalLM": {"block_dim": 2048, "block_ff_dim": 12288, "block_multiple_of": 256,
                         "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True},
     "MiniMaxM2ForCausalLM": {"rotary_dim": 64, "scoring_func": "sigmoid"},
@@ -241,13 +238,15 @@ OVERRIDES: dict[str, dict] = {
     "Glm4vMoeForConditionalGeneration": {"text_config.head_dim": 128, "text_config.use_qk_norm": False},
     "HYV3ForCausalLM": {"first_k_dense_replace": 1, "expert_hidden_dim": 1536, "num_shared_experts": 1,
                         "route_norm": True},
-    "MiniMaxM3SparseForCausalLM": {"rope_theta": 5000000.0},
     "VoxtralRealtimeGeneration": {"audio_config.downsample_factor": 4},
-    "LlavaOnevision2ForConditionalGeneration": {"vision_config.spatial_merge_size": 2},
-    "MiniCPMV": {"hidden_size": 4096},
-    "NemotronH_Nano_VL_V2": {"patch_size": 16, "force_image_size": 512},
-    "NemotronH_Nano_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512},
-    "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512},
+    "DbrxForCausalLM": {"attn_config.rope_theta": 500000.0},
+    "InklingForCausalLM": {"padded_vocab_size": 131072, "use_embed_norm": False},
+    "Qwen3OmniMoeForConditionalGeneration": {"thinker_config.vision_config.image_size": 768,
+                                             "thinker_config.vision_config.apply_vit_abs_pos_embed": True,
+                                             "thinker_config.text_config.tie_word_embeddings": False},
+    "NemotronH_Nano_VL_V2": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h"},
+    "NemotronH_Nano_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h"},
+    "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h"},
 }
 # Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
 CASE_OPTIONS: dict[str, dict] = {
@@ -305,7 +304,7 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
         cls = _vllm_config_class(mt)
         source = f"vLLM config class {getattr(cls, '__name__', cls)} ({mt})"
         if cls is None:
-            cls = CONFIG_MAPPING.get(mt)
+            cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None  # noqa: SIM401 (lazy mapping: .get skips loading)
             source = f"transformers config class {getattr(cls, '__name__', '?')} ({mt})"
         if cls is None:
             continue

@@ -115,3 +115,66 @@ PUBLISHED: dict[str, tuple[str, str, dict[str, Any]]] = {
         "vision_feature_select_strategy": "default", "image_token_id": 152957, "image_seq_length": 256,
         "torch_dtype": "bfloat16"}),
 }
+
+
+def _llama(layers: int = 8, **kw: Any) -> dict[str, Any]:
+    d = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+         "intermediate_size": 14336, "num_hidden_layers": layers, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
+         "rope_theta": 500000.0, "vocab_size": 128256, "hidden_act": "silu", "tie_word_embeddings": False,
+         "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16", "bos_token_id": 128000,
+         "eos_token_id": 128009}
+    d.update(kw)
+    return d
+
+
+PUBLISHED.update({
+    "Phi3VForCausalLM": ("phi3_v", "microsoft/Phi-3-vision-128k-instruct config.json keys (its long-context "
+                         "rope_scaling factor lists left out)", {
+        "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "embd_pdrop": 0.0,
+        "embd_layer": {"embedding_cls": "image", "hd_transform_order": "sub_glb", "projection_cls": "mlp",
+                       "use_hd_transform": True, "with_learnable_separator": True},
+        "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02,
+        "img_processor": {"image_dim_out": 1024, "model_name": "openai/clip-vit-large-patch14-336",
+                          "name": "clip_vision_model", "num_img_tokens": 144},
+        "intermediate_size": 8192, "max_position_embeddings": 131072, "num_attention_heads": 32,
+        "num_hidden_layers": 32, "num_key_value_heads": 32, "original_max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 131072, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 32064}),
+    "GLM4VForCausalLM": ("chatglm", "THUDM/glm-4v-9b config.json keys (vision tower cut to 4 layers)", {
+        "add_bias_linear": False, "add_qkv_bias": True, "apply_query_key_layer_scaling": True,
+        "apply_residual_connection_post_layernorm": False, "attention_dropout": 0.0, "attention_softmax_in_fp32": True,
+        "bias_dropout_fusion": True, "boi_token_id": 151339, "eoi_token_id": 151340,
+        "eos_token_id": [151329, 151336, 151338], "ffn_hidden_size": 13696, "fp32_residual_connection": False,
+        "hidden_dropout": 0.0, "hidden_size": 4096, "kv_channels": 128, "layernorm_epsilon": 1.5625e-07,
+        "multi_query_attention": True, "multi_query_group_num": 2, "num_attention_heads": 32, "num_layers": 40,
+        "original_rope": True, "pad_token_id": 151329, "padded_vocab_size": 151552, "post_layer_norm": True,
+        "rmsnorm": True, "rope_ratio": 1, "seq_length": 8192, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "vision_config": {
+            "dropout_prob": 0.0, "hidden_act": "gelu", "in_channels": 3, "num_hidden_layers": 4,
+            "hidden_size": 1792, "patch_size": 14, "num_heads": 16, "intermediate_size": 15360,
+            "layer_norm_eps": 1e-06, "num_positions": 6401, "image_size": 1120, "scaling_factor": 8}}),
+    "MolmoForCausalLM": ("molmo", "allenai/Molmo-7B-D-0924 config.json keys", {
+        "attention_layer_norm": False, "clip_qkv": None, "embedding_size": 152064, "hidden_size": 3584,
+        "initializer_range": 0.02, "intermediate_size": 37888, "layer_norm_eps": 1e-06,
+        "layer_norm_type": "rms", "max_position_embeddings": 4096, "norm_after": False,
+        "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "qkv_bias": True,
+        "rope_theta": 1000000.0, "tie_word_embeddings": False, "torch_dtype": "float32",
+        "use_cache": True, "use_position_ids": True, "vocab_size": 152064, "weight_tying": False}),
+    "Llama_Nemotron_Nano_VL": ("Llama_Nemotron_Nano_VL", "nvidia/Llama-3.1-Nemotron-Nano-VL-8B-V1 config.json "
+                               "keys (llm_config Llama-3.1-8B cut to 8 layers, RADIO vision defaults)", {
+        "llm_config": _llama(8), "vision_config": {"model_type": "radio"}, "downsample_ratio": 0.5,
+        "force_image_size": 512, "patch_size": 16, "projector_hidden_size": 4096, "vit_hidden_size": 1280,
+        "ps_version": "v2", "template": "llama3", "select_layer": -1, "image_tag_type": "internvl",
+        "img_context_token_id": 128258, "torch_dtype": "bfloat16"}),
+    "K2HorizonForCausalLM": ("k2_horizon", "keys vLLM's K2-Horizon model class reads (values illustrative, 8 "
+                             "layers; dense attention, mova_num_experts 0)", {
+        "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "rope_head_dim": 64, "rope_theta": 10000.0,
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "vocab_size": 32000, "hidden_act": "silu",
+        "attention_bias": False, "attention_gate_func": None, "query_key_norm": True, "layernorm_num_groups": 1,
+        "decoder_sparse_step": 1, "mlp_only_layers": [0], "num_experts": 8, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 1408, "num_shared_experts": 1, "norm_topk_prob": True, "moe_gate_bias": False,
+        "router_score_func": "softmax", "router_scaling_factor": 1.0, "mova_num_experts": 0,
+        "mova_num_experts_per_tok": 0, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
+})
