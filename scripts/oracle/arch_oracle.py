@@ -77,7 +77,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 _DIST_READY = False
 STUB_MODULES = ("torchvision", "mistral_common", "timm", "open_clip", "decord", "librosa",
                 "soundfile", "av", "qwen_vl_utils", "flash_attn", "einops", "cv2", "scipy",
-                "torchaudio", "matplotlib", "flashinfer", "cutlass")
+                "torchaudio", "matplotlib", "flashinfer", "cutlass", "cuda")
 _STUBBED: set[str] = set()
 
 

@@ -52,12 +52,15 @@ VLLM_CONFIG_TYPES = {
     "DeepseekOCR2ForCausalLM": "deepseek_ocr2", "Ovis2_5": "ovis2", "Ovis2_6ForCausalLM": "ovis2",
     "Ovis2_6_MoeForCausalLM": "ovis2", "Phi4MMForCausalLM": "phi4_multimodal",
     "VoxtralRealtimeGeneration": "voxtral_realtime", "Qwen2_5OmniModel": "qwen2_5_omni",
-    "Qwen3ASRRealtimeGeneration": "qwen3_asr", "MiniMaxM3SparseForCausalLM": "minimax_m3_vl_text",
+    "Qwen3ASRRealtimeGeneration": "qwen3_asr",
     "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
     "NemotronH_Nano_Omni_Reasoning_V3": "nemotron_h_omni", "NemotronH_Super_Omni_Reasoning_V3": "nemotron_h_omni",
     "MiniCPMV": "minicpmv4_6", "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
-    "LlavaOnevision2ForConditionalGeneration": "llava_onevision", "BailingMoeV3ForCausalLM": "bailing_hybrid",
+    "LlavaOnevision2ForConditionalGeneration": "llava_onevision",
 }
+# Config classes vLLM ships (vllm/transformers_utils/configs/) without naming them in its registry.
+VLLM_CONFIG_CLASSES = {"DotsOCRForCausalLM": "DotsOCRConfig", "MiniMaxM3SparseForCausalLM": "MiniMaxM3TextConfig",
+                       "BailingMoeV3ForCausalLM": "BailingMoeV3TextConfig"}
 
 _LLAMA_BASE = {
     "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
@@ -244,9 +247,12 @@ OVERRIDES: dict[str, dict] = {
     "Qwen3OmniMoeForConditionalGeneration": {"thinker_config.vision_config.image_size": 768,
                                              "thinker_config.vision_config.apply_vit_abs_pos_embed": True,
                                              "thinker_config.text_config.tie_word_embeddings": False},
-    "NemotronH_Nano_VL_V2": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h"},
-    "NemotronH_Nano_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h"},
-    "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h"},
+    "NemotronH_Nano_VL_V2": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
+                                          "ps_version": "v2"},
+    "NemotronH_Nano_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
+                                          "ps_version": "v2"},
+    "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
+                                          "ps_version": "v2"},
 }
 # Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
 CASE_OPTIONS: dict[str, dict] = {
@@ -300,8 +306,14 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
         types.sort(key=lambda t: not t.endswith("_text"))
     if arch in VLLM_CONFIG_TYPES:
         types = [VLLM_CONFIG_TYPES[arch], *types]
+    if arch in VLLM_CONFIG_CLASSES:
+        import importlib
+
+        shipped = getattr(importlib.import_module("vllm.transformers_utils.configs"), VLLM_CONFIG_CLASSES[arch])
+        types = [f"class:{VLLM_CONFIG_CLASSES[arch]}", *types]
     for mt in types:
-        cls = _vllm_config_class(mt)
+        cls = shipped if mt.startswith("class:") else _vllm_config_class(mt)
+        mt = getattr(cls, "model_type", mt) if mt.startswith("class:") else mt
         source = f"vLLM config class {getattr(cls, '__name__', cls)} ({mt})"
         if cls is None:
             cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None  # noqa: SIM401 (lazy mapping: .get skips loading)
