@@ -202,6 +202,10 @@ def _kv_heads(c: _Cfg, architecture: str | None, module: str, num_heads: Any, no
         num_kv_heads = c.raw.get("num_attention_groups", c.raw.get("num_key_value_heads", 1))
         notes.append(f"{architecture}: num_attention_groups -> {num_kv_heads} KV heads")
         return num_kv_heads
+    if module.endswith(".step3_text"):
+        # vLLM's Step3 text attention is built with one KV head (num_attention_groups is not read).
+        notes.append(f"{architecture}: vLLM builds its attention with 1 KV head (multi-query)")
+        return 1
     num_kv_heads = c.get("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
     if num_kv_heads is None and not c.raw.get("multi_query"):
         # The config class's own default when it declares one (None means "= heads", below).
@@ -375,6 +379,12 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     layers = _layers(c, text_type, model_type, num_layers, num_heads, num_kv_heads, head_dim,
                      mla, path, notes, architecture, module, unknown_types)
     layers, num_layers = _restack(module, text_raw, layers, num_layers, path, notes)
+    pooling = vreg.pooling_without_kv(architecture)
+    if pooling:
+        layers = [LayerArch(index=la.index, kind="encoder_only",
+                            source=f"{architecture}: vLLM runs it as a pooling model (encoder-only attention, "
+                                   "no KV cache)") for la in layers]
+        notes.append(f"{architecture}: a pooling model in vLLM {vreg.vllm_version()}: no KV cache")
     arch_status = vreg.status(architecture)
     raw_keys, read, unused = _unused_geometry_keys(text_plain, text_key, cfg, text_raw, arch_status, architecture)
     return ModelArch(
@@ -389,6 +399,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         keys_read=tuple(sorted(k for k in read if k in raw_keys)),
         unused_geometry_keys=tuple(unused),
         unknown_layer_types=tuple(dict.fromkeys(unknown_types)),
+        pooling=pooling,
     )
 
 
@@ -483,6 +494,18 @@ def _kinds_gpt_oss(s: _Stack) -> _Kinds | None:
     return (["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(s.n)],
             [f"vLLM's GptOss: layer {i} {'even: sliding' if i % 2 == 0 else 'odd: full'} "
              "(layer_types is not read)" for i in range(s.n)])
+
+
+def _kinds_kda(s: _Stack) -> _Kinds | None:
+    """Kimi-Linear / Kimi-K3 (vLLM's kimi_k3 module): layer i is KDA linear attention when i + 1 is in
+    linear_attn_config.kda_layers (1-based), else MLA."""
+    lac = s.raw.get("linear_attn_config") if s.module.endswith(".kimi_k3") else None
+    kda = lac.get("kda_layers") if isinstance(lac, dict) else None
+    if not isinstance(kda, list) or s.mla is None:
+        return None
+    return (["linear_attention" if i + 1 in kda else "mla" for i in range(s.n)],
+            [f"linear_attn_config.kda_layers {'contains' if i + 1 in kda else 'lacks'} {i + 1}: "
+             f"{'KDA linear attention' if i + 1 in kda else 'MLA latent cache'}" for i in range(s.n)])
 
 
 def _kinds_mla(s: _Stack) -> _Kinds | None:
@@ -630,7 +653,7 @@ def _kinds_window(s: _Stack) -> _Kinds:
 
 
 # First reader that recognises the config decides every layer's kind (vLLM's precedence).
-_KIND_READERS = (_kinds_attention_free, _kinds_gpt_oss, _kinds_mla, _kinds_mimo_v2, _kinds_nas_blocks,
+_KIND_READERS = (_kinds_attention_free, _kinds_gpt_oss, _kinds_kda, _kinds_mla, _kinds_mimo_v2, _kinds_nas_blocks,
                  _kinds_override_pattern, _kinds_block_types, _kinds_attn_period, _kinds_interval,
                  _kinds_layer_types, _kinds_gemma_patterns, _kinds_llama4)
 

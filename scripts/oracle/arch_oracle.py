@@ -39,8 +39,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      falls back to the CPU backend (no kernel ever runs here).
   7. Compiled ops (`torch.ops._C.*`, vllm._C) do not load with the CPU torch of the venv; layers
      that look an op up while being built (activations) get a placeholder callable.
-  8. `torch.cuda.Event` (created by a few model classes at build time for stream overlap) is a
-     no-op class instead of torch's CUDA-less dummy that raises.
+  8. `torch.cuda.Event` and `torch.cuda.Stream` (created by a few model classes at build time for
+     stream overlap) are a no-op class instead of torch's CUDA-less dummies that raise.
   9. `triton.set_allocator` (newer Triton API some model classes call at build time) is a no-op
      when the venv's Triton lacks it.
  10. A model class that cannot be built on the meta device (it reads a tensor's value at build
@@ -122,6 +122,7 @@ def _install_patches() -> None:
             return lambda *a, **k: None
 
     torch.cuda.Event = _Event
+    torch.cuda.Stream = _Event  # created at build time for overlap too (Kimi-Linear, Kimi-K3)
     import triton
     from vllm import triton_utils
 

@@ -89,7 +89,10 @@ def measure_refused() -> dict:
         if a is None:
             continue
         if a["error"] is None:
-            out[arch] = {"vllm": "builds", "how": a["engine"].get("model_class", "")}
+            how = a["engine"].get("model_class", "")
+            out[arch] = {"vllm": "builds", "how": how,
+                         "pooling": any(w in how for w in ("Embedding", "Classification", "Pooling", "Reward")),
+                         "kv_cache": any(rec.get("specs") for rec in a["layers"])}
         elif "Can't load" in a["error"]["message"]:
             out[arch] = {"vllm": "unknown", "reason": "the oracle lacks the processor files to build it"}
         else:

@@ -206,6 +206,11 @@ VARIANTS: list[tuple[str, str, dict]] = [
 ]
 
 
+# Nemotron-H VL / Omni (nvidia Nemotron Nano VL 12B V2 published keys the transformers class leaves out).
+_NEMOTRON_VL_KEYS = {"text_config.dtype": "bfloat16", "dtype": "bfloat16",
+                     "ps_version": "v2", "image_tag_type": "internvl", "select_layer": -1, "use_thumbnail": True,
+                     "max_dynamic_patch": 12, "min_dynamic_patch": 1, "dynamic_image_size": True}
+
 # Keys the default config of a config class leaves out but that vLLM's model class reads (values
 # as in the architecture's published checkpoints); "text_config.<key>" sets a nested key.
 OVERRIDES: dict[str, dict] = {
@@ -234,7 +239,19 @@ OVERRIDES: dict[str, dict] = {
                         "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True},
     "MiniMaxM2ForCausalLM": {"rotary_dim": 64, "scoring_func": "sigmoid"},
     "Qwen3VLMoeForConditionalGeneration": {"text_config.norm_topk_prob": True},
-    "Step3p5ForCausalLM": {"use_moe_router_bias": True, "need_fp32_gate": True},
+    "Step3p5ForCausalLM": {"use_moe_router_bias": True, "need_fp32_gate": True, "norm_expert_weight": True},
+    # Step3 as published: moe_layers_enum is a comma-separated string.
+    "Step3TextForCausalLM": {"moe_layers_enum": ",".join(str(i) for i in range(4, 60))},
+    # LFM2-8B-A1B's layer map (24 layers, attention at 2, 6, 10, 14, 18, 21; short convolutions elsewhere).
+    "Lfm2MoeForCausalLM": {"num_hidden_layers": 24, "layer_types": [
+        "full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)]},
+    "Qwen4ExpForCausalLM": {"output_gate_type": "sigmoid"},
+    # Kimi-Linear-48B-A3B as published: MLA (NoPE) every 4th layer, KDA linear attention elsewhere.
+    "KimiLinearForCausalLM": {"num_hidden_layers": 27, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+                              "qk_rope_head_dim": 64, "v_head_dim": 128, "mla_use_nope": True, "linear_attn_config": {
+                                  "full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
+                                  "kda_layers": [i for i in range(1, 28) if i not in (4, 8, 12, 16, 20, 24, 27)],
+                                  "head_dim": 128, "num_heads": 32, "short_conv_kernel_size": 4}},
     "AfmoeForCausalLM": {"score_func": "sigmoid", "route_norm": True, "n_group": 1, "topk_group": 1},
     "LongcatFlashForCausalLM": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True,
                                 "zero_expert_type": "identity"},
@@ -248,11 +265,11 @@ OVERRIDES: dict[str, dict] = {
                                              "thinker_config.vision_config.apply_vit_abs_pos_embed": True,
                                              "thinker_config.text_config.tie_word_embeddings": False},
     "NemotronH_Nano_VL_V2": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
-                                          "ps_version": "v2"},
+                                          **_NEMOTRON_VL_KEYS},
     "NemotronH_Nano_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
-                                          "ps_version": "v2"},
+                                          **_NEMOTRON_VL_KEYS},
     "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
-                                          "ps_version": "v2"},
+                                          **_NEMOTRON_VL_KEYS},
 }
 # Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
 CASE_OPTIONS: dict[str, dict] = {
