@@ -202,7 +202,7 @@ def _kv_heads(c: _Cfg, architecture: str | None, module: str, num_heads: Any, no
         num_kv_heads = c.raw.get("num_attention_groups", c.raw.get("num_key_value_heads", 1))
         notes.append(f"{architecture}: num_attention_groups -> {num_kv_heads} KV heads")
         return num_kv_heads
-    if module.endswith(".step3_text"):
+    if module.endswith(".step3_text") or c.model_type == "step3_text":
         # vLLM's Step3 text attention is built with one KV head (num_attention_groups is not read).
         notes.append(f"{architecture}: vLLM builds its attention with 1 KV head (multi-query)")
         return 1

@@ -230,6 +230,8 @@ OVERRIDES: dict[str, dict] = {
     "UltravoxModel": {"vocab_size": 128256},
     "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4},
     "Ernie4_5_VLMoeForConditionalGeneration": {"vision_config.embed_dim": 1280, "vision_config.mlp_ratio": 4},
+    "Qwen4ExpForConditionalGeneration": {"vision_config.deepstack_visual_indexes": [8, 16, 24],
+                                         "text_config.output_gate_type": "sigmoid"},
     "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16},
     "Lfm2VlForConditionalGeneration": {"text_config.block_dim": 2048, "text_config.block_ff_dim": 12288,
                                        "text_config.block_multiple_of": 256,
@@ -246,6 +248,8 @@ OVERRIDES: dict[str, dict] = {
     "Lfm2MoeForCausalLM": {"num_hidden_layers": 24, "layer_types": [
         "full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)]},
     "Qwen4ExpForCausalLM": {"output_gate_type": "sigmoid"},
+    "Step3VLForConditionalGeneration": {"text_config.architectures": ["Step3TextForCausalLM"],
+                                        "text_config.moe_layers_enum": ",".join(str(i) for i in range(4, 60))},
     # Kimi-Linear-48B-A3B as published: MLA (NoPE) every 4th layer, KDA linear attention elsewhere.
     "KimiLinearForCausalLM": {"num_hidden_layers": 27, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
                               "qk_rope_head_dim": 64, "v_head_dim": 128, "mla_use_nope": True, "linear_attn_config": {
