@@ -333,7 +333,7 @@ def _restack(module: str, raw: dict[str, Any], layers: list[LayerArch], n: int, 
              notes: list[str]) -> tuple[list[LayerArch], int]:
     """vLLM modules whose model class renumbers or re-kinds the decoder stack's layers."""
     for suffix, fn in ((".iquest_loopcoder", _loop_layers), (".bailing_moe_linear", _bailing_linear_layers),
-                       (".longcat_flash", _longcat_layers), (".cosmos3_edge", _cosmos3_edge_layers),
+                       (".longcat_flash", _longcat_layers), (".longcat_flash_ngram", _longcat_layers), (".cosmos3_edge", _cosmos3_edge_layers),
                        (".zamba2", _zamba2_layers)):
         if module.endswith(suffix):
             return fn(raw, layers, n, path, notes)
@@ -608,7 +608,11 @@ def _kinds_interval(s: _Stack) -> _Kinds | None:
 def _kinds_layer_types(s: _Stack) -> _Kinds | None:
     if not s.has_layer_types:
         return None
-    return _kinds_from_names(s, "layer_types", s.layer_types, _LAYER_TYPE_KINDS)
+    table = _LAYER_TYPE_KINDS
+    if s.module.endswith(".rnj1"):
+        # vLLM's Rnj1 passes a window only to chunked_attention layers: any other entry is full attention.
+        table = {**table, "sliding_attention": "full_attention"}
+    return _kinds_from_names(s, "layer_types", s.layer_types, table)
 
 
 def _kinds_gemma_patterns(s: _Stack) -> _Kinds | None:

@@ -47,7 +47,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      time: "Cannot copy out of meta tensor", ".item() on meta tensors") is built again on the
      CPU device (weights are allocated with torch.empty, never written).
  11. The CPU attention backend reports ALiBi-sqrt support (Step1 refuses a backend without it; a
-     kernel capability, not a KV cache fact).
+     kernel capability, not a KV cache fact); kernel options its impl lacks (use_alibi_sqrt,
+     chunk_lookback) are dropped when it is built.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -106,10 +107,15 @@ def _install_patches() -> None:
     impl_cls = CPUAttentionBackend.get_impl_cls()
     impl_init = impl_cls.__init__
 
-    def impl_init_no_alibi_sqrt(self, *a, use_alibi_sqrt=False, **k):
-        impl_init(self, *a, **k)
+    import inspect
 
-    impl_cls.__init__ = impl_init_no_alibi_sqrt
+    accepted = set(inspect.signature(impl_init).parameters)
+
+    def impl_init_cpu_args(self, *a, **k):
+        # Kernel options the CPU impl lacks (use_alibi_sqrt, chunk_lookback) are dropped.
+        impl_init(self, *a, **{n: v for n, v in k.items() if n in accepted})
+
+    impl_cls.__init__ = impl_init_cpu_args
     reg._run_in_subprocess = lambda fn: fn()
     _stub_torchvision()
     import torch

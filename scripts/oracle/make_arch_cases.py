@@ -57,6 +57,9 @@ VLLM_CONFIG_TYPES = {
     "NemotronH_Nano_Omni_Reasoning_V3": "nemotron_h_omni", "NemotronH_Super_Omni_Reasoning_V3": "nemotron_h_omni",
     "MiniCPMV": "minicpmv4_6", "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
     "LlavaOnevision2ForConditionalGeneration": "llava_onevision",
+    # Remote-code text models whose model class reads the config of a transformers family.
+    "LongcatFlashNgramForCausalLM": "longcat_flash", "AliceAIForCausalLM": "qwen3_next",
+    "Rnj1ForCausalLM": "gemma3_text",
 }
 # Config classes vLLM ships (vllm/transformers_utils/configs/) without naming them in its registry.
 VLLM_CONFIG_CLASSES = {"DotsOCRForCausalLM": "DotsOCRConfig", "MiniMaxM3SparseForCausalLM": "MiniMaxM3TextConfig",
@@ -248,6 +251,10 @@ OVERRIDES: dict[str, dict] = {
     "Lfm2MoeForCausalLM": {"num_hidden_layers": 24, "layer_types": [
         "full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)]},
     "Qwen4ExpForCausalLM": {"output_gate_type": "sigmoid"},
+    "AliceAIForCausalLM": {"kda_allow_negative_eigenvalues": False},
+    "LongcatFlashNgramForCausalLM": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True,
+                                     "zero_expert_type": "identity", "emb_neighbor_num": 4, "emb_split_num": 4,
+                                     "ngram_vocab_size_ratio": 4},
     "Step3VLForConditionalGeneration": {"text_config.architectures": ["Step3TextForCausalLM"],
                                         "text_config.moe_layers_enum": ",".join(str(i) for i in range(4, 60))},
     # Kimi-Linear-48B-A3B as published: MLA (NoPE) every 4th layer, KDA linear attention elsewhere.
