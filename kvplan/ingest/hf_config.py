@@ -333,7 +333,8 @@ def _restack(module: str, raw: dict[str, Any], layers: list[LayerArch], n: int, 
              notes: list[str]) -> tuple[list[LayerArch], int]:
     """vLLM modules whose model class renumbers or re-kinds the decoder stack's layers."""
     for suffix, fn in ((".iquest_loopcoder", _loop_layers), (".bailing_moe_linear", _bailing_linear_layers),
-                       (".longcat_flash", _longcat_layers), (".longcat_flash_ngram", _longcat_layers), (".cosmos3_edge", _cosmos3_edge_layers),
+                       (".longcat_flash", _longcat_layers), (".longcat_flash_ngram", _longcat_layers),
+                       (".cosmos3_edge", _cosmos3_edge_layers),
                        (".zamba2", _zamba2_layers)):
         if module.endswith(suffix):
             return fn(raw, layers, n, path, notes)
