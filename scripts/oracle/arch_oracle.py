@@ -49,6 +49,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
  11. The CPU attention backend reports ALiBi-sqrt support (Step1 refuses a backend without it; a
      kernel capability, not a KV cache fact); kernel options its impl lacks (use_alibi_sqrt,
      chunk_lookback) are dropped when it is built.
+ 12. A case marked `v2_model_runner` (a model class that requires Model Runner V2, which vLLM
+     selects on GPUs) runs with VLLM_USE_V2_MODEL_RUNNER=1.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -397,6 +399,11 @@ def run_case(case: dict, base: Path) -> dict:
     }
     tmp = tempfile.mkdtemp(prefix="kvplan-oracle-")
     stage = "create_engine_config"
+    saved_v2 = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+    if case.get("v2_model_runner"):
+        # Patch 12: model classes that need Model Runner V2 (vLLM selects it on GPUs; the CPU
+        # platform falls back to V1): the run selects it as a GPU deployment does.
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     try:
         shutil.copy(cfg_path, os.path.join(tmp, "config.json"))
         ea = EngineArgs(model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
@@ -460,6 +467,10 @@ def run_case(case: dict, base: Path) -> dict:
                                            traceback.format_exc().splitlines()[-4:]]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if saved_v2 is None:
+            os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
+        else:
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved_v2
     return res
 
 

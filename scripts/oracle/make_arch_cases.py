@@ -287,6 +287,8 @@ CASE_OPTIONS: dict[str, dict] = {
     "Glm5NextForCausalLM": {"enable_prefix_caching": True},
     "Glm5NextForConditionalGeneration": {"enable_prefix_caching": True},
     "KimiLinearForCausalLM": {"enable_prefix_caching": True},
+    "Step5ForCausalLM": {"v2_model_runner": True}, "Step5ForConditionalGeneration": {"v2_model_runner": True},
+    "LongcatFlashNgramForCausalLM": {"v2_model_runner": True},
 }
 
 
