@@ -51,6 +51,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      chunk_lookback) are dropped when it is built.
  12. A case marked `v2_model_runner` (a model class that requires Model Runner V2, which vLLM
      selects on GPUs) runs with VLLM_USE_V2_MODEL_RUNNER=1.
+ 13. The CPU platform's switching prefix caching off for MLA models is undone (a CPU scheduling
+     choice that makes hybrid MLA + Mamba models fail vLLM's mamba-block-size check).
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -101,6 +103,17 @@ def _install_patches() -> None:
         return AttentionBackendEnum.CPU_ATTN.get_path()
 
     type(current_platform).get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    # Patch 13: the CPU platform turns prefix caching off for MLA models (a CPU scheduling choice);
+    # hybrid MLA + Mamba models then fail vLLM's own mamba-block-size check. The run keeps the
+    # prefix-caching setting the case asked for, as a GPU deployment has it.
+    orig_update = type(current_platform).check_and_update_config
+
+    def check_and_update_config(cls, vllm_config):
+        keep = vllm_config.cache_config.enable_prefix_caching
+        orig_update(vllm_config)
+        vllm_config.cache_config.enable_prefix_caching = keep
+
+    type(current_platform).check_and_update_config = classmethod(check_and_update_config)
     # Patch 11: Step1's ALiBi variant asks the backend for a capability the CPU backend lacks
     # (a kernel feature; the KV cache spec does not depend on it).
     from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
