@@ -75,6 +75,14 @@ def refusal(arch: str) -> str | None:
     return entry["reason"] if not entry["transformers_model_types"] else None
 
 
+def pooling_without_kv(arch: str | None) -> bool:
+    """True when vLLM 0.33 builds this architecture as a pooling model whose attention keeps no KV
+    cache (measured by the oracle: coverage data `refused`, e.g. ErnieModel through vLLM's
+    Transformers embedding / classification classes)."""
+    measured = (coverage().get("refused") or {}).get(arch or "") or {}
+    return measured.get("vllm") == "builds" and measured.get("pooling") is True and measured.get("kv_cache") is False
+
+
 def status(arch: str | None) -> str:
     """'verified', or why not (coverage status, 'not measured'), or 'unregistered'."""
     got = coverage()["architectures"].get(arch or "")

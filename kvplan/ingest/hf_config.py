@@ -9,8 +9,9 @@ caches, hybrid Mamba/linear-attention stacks, cross-attention layers, and per-ki
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest import architectures as vreg
@@ -25,9 +26,10 @@ from kvplan.ingest.families import (
 )
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
+from kvplan.model.vocab import LayerKind
 
 
-class _Reads(dict):  # type: ignore[type-arg]
+class _Reads(dict[Any, Any]):
     """A config dict that records which keys were looked up (for KV604's 'keys read')."""
 
     def __init__(self, *a: Any, **k: Any) -> None:
@@ -129,11 +131,9 @@ def _int(v: Any, what: str, path: Path) -> int:
     return v
 
 
-@input_boundary(source_arg="path", fix="Fix the value in config.json.")
-def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
-    """Turn a loaded config.json into ModelArch; unknown model types are input errors."""
-    check_config_values(cfg, str(path))  # types, signs and plausibility limits (docs/limits.md)
-    notes: list[str] = []
+def _resolve_types(cfg: dict[str, Any], path: Path,
+                   notes: list[str]) -> tuple[str, dict[str, Any], str, _Reads, str, str | None]:
+    """model_type, the language model's config (and where it sits), its model_type, the architecture."""
     model_type = cfg.get("model_type")
     text_plain, text_key = _pick_text_config(cfg)
     text_raw = _Reads(text_plain)
@@ -152,6 +152,10 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         architecture = vreg.arch_for_model_type(model_type)
         if architecture is not None:
             notes.append(f"architectures absent: model_type {model_type!r} is vLLM's {architecture}")
+    return model_type, text_plain, text_key, text_raw, str(text_type), architecture
+
+
+def _check_known(model_type: str, text_type: str, architecture: str | None, path: Path) -> None:
     known = (model_type in STANDARD_DECODER_TYPES or model_type in WRAPPER_TYPES
              or model_type in FAMILY_DEFAULTS or text_type in STANDARD_DECODER_TYPES
              or (architecture is not None and (vreg.is_registered(architecture)
@@ -163,12 +167,9 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
             f"kvplan plans the architectures vLLM {vreg.vllm_version()} builds (llama, qwen3, gemma3, "
             "deepseek_v3, ...); check the spelling, or pass the config.json whose `architectures` "
             "names the vLLM architecture.")
-    c = _Cfg(text_raw, text_type, notes)
-    if text_key:
-        notes.append(f"language model read from {text_key} ({text_type})")
-    module = (vreg.registry()["architectures"].get(architecture or "") or {}).get("vllm_module", "")
 
-    is_enc_dec = bool(cfg.get("is_encoder_decoder")) or text_type in ("t5", "mt5", "bart", "whisper")
+
+def _layer_and_head_counts(c: _Cfg, is_enc_dec: bool, path: Path, notes: list[str]) -> tuple[int, Any]:
     if is_enc_dec:
         num_layers = c.get("num_decoder_layers", "decoder_layers", "num_layers", "num_hidden_layers")
         num_heads = c.get("decoder_attention_heads", "num_heads", "num_attention_heads")
@@ -190,9 +191,21 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     if num_layers is None:
         raise KvplanInputError(f"{path}: cannot find the number of layers (num_hidden_layers).",
                                "Pass the model's full config.json.")
-    num_layers = check_count(str(path), "num_hidden_layers", _int(num_layers, "num_hidden_layers", path),
-                             limits().max_layers)
-    hidden = c.get("hidden_size", "n_embd", "d_model", "dim")
+    return check_count(str(path), "num_hidden_layers", _int(num_layers, "num_hidden_layers", path),
+                       limits().max_layers), num_heads
+
+
+def _kv_heads(c: _Cfg, architecture: str | None, module: str, num_heads: Any, notes: list[str]) -> Any:
+    """KV heads as vLLM's model class reads them (per-architecture spellings and MQA flags)."""
+    if module.endswith(".step1"):
+        # vLLM's Step1: num_attention_groups, else num_key_value_heads, else one KV head.
+        num_kv_heads = c.raw.get("num_attention_groups", c.raw.get("num_key_value_heads", 1))
+        notes.append(f"{architecture}: num_attention_groups -> {num_kv_heads} KV heads")
+        return num_kv_heads
+    if module.endswith(".step3_text") or c.model_type == "step3_text":
+        # vLLM's Step3 text attention is built with one KV head (num_attention_groups is not read).
+        notes.append(f"{architecture}: vLLM builds its attention with 1 KV head (multi-query)")
+        return 1
     num_kv_heads = c.get("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
     if num_kv_heads is None and not c.raw.get("multi_query"):
         # The config class's own default when it declares one (None means "= heads", below).
@@ -214,6 +227,10 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     if num_kv_heads is None and num_heads is not None:
         num_kv_heads = num_heads
         notes.append("num_key_value_heads absent: multi-head attention, KV heads = query heads")
+    return num_kv_heads
+
+
+def _head_dim(c: _Cfg, hidden: Any, num_heads: Any, notes: list[str]) -> Any:
     head_dim = c.get("head_dim", "d_kv", "kv_channels", "attention_head_dim")
     if head_dim is None:  # the config class's own default when it declares one
         head_dim = c.get("head_dim", hf=True)
@@ -222,11 +239,19 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     if head_dim is None and hidden and num_heads:
         head_dim = hidden // num_heads
         notes.append(f"head_dim absent: hidden_size {hidden} / heads {num_heads} = {head_dim}")
-    max_pos = c.get("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
-    if max_pos is None and text_key:
-        max_pos = cfg.get("max_position_embeddings")
+    return head_dim
 
+
+def _attention_geometry(text_raw: _Reads, module: str, architecture: str | None, num_heads: Any,
+                        num_kv_heads: Any, head_dim: Any, path: Path,
+                        notes: list[str]) -> tuple[MlaDims | None, Any, Any]:
+    """MLA dims (or none), KV heads and head size after the per-module MLA readings."""
     mla = _mla_dims(text_raw)
+    if module.endswith(".zamba2") and isinstance(text_raw.get("attention_head_dim"), int):
+        # vLLM's Zamba2 attention: attention_head_dim (its shared block attends over the
+        # concatenated [hidden, embedding] input), not kv_channels.
+        head_dim = text_raw["attention_head_dim"]
+        notes.append(f"{architecture}: head size attention_head_dim {head_dim}")
     if module.endswith(".bailing_moe_linear"):
         # Ling/Ring 2.5 (BailingMoeV2.5): full-attention layers are MLA, with vLLM's defaults for the
         # MLA keys the config omits (kv_lora_rank 512, qk_rope_head_dim 64, qk_nope / v 128).
@@ -244,49 +269,125 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         notes.append(f"{architecture}: dense attention, head size qk_nope_head_dim + qk_rope_head_dim "
                      f"= {head_dim}, KV heads = query heads")
         mla = None
-    unknown_types: list[str] = []
-    layers = _layers(c, text_type, model_type, num_layers, num_heads, num_kv_heads, head_dim,
-                     mla, path, notes, architecture, module, unknown_types)
-    if module.endswith(".iquest_loopcoder"):
-        layers, num_layers = _loop_layers(text_raw, layers, num_layers, path, notes)
-    elif module.endswith(".bailing_moe_linear"):
-        # vLLM's is_linear_layer: layer i is linear attention when layer_group_size > 0 and
-        # (i + 1) % layer_group_size != 0; the others are MLA.
-        lgs = _int(text_raw.get("layer_group_size", 1), "layer_group_size", path)
-        layers = [LayerArch(index=la.index, kind="linear_attention",
-                            source=f"layer_group_size {lgs}: ({la.index} + 1) % {lgs} != 0, linear attention")
-                  if lgs > 0 and (la.index + 1) % lgs else
-                  la.model_copy(update={"source": f"layer_group_size {lgs}: full attention (MLA)"})
-                  for la in layers]
-    elif module.endswith(".longcat_flash"):
-        # LongCat-Flash: two MLA attention modules per decoder layer (self_attn.0 / .1); vLLM's model
-        # runner numbers their caches 2 * layer + module.
-        check_count(str(path), "2 * num_layers", 2 * num_layers, limits().max_layers)
-        layers = [la.model_copy(update={"index": 2 * la.index + j,
-                                        "source": la.source + f" (LongCat-Flash attention module {j} of layer {la.index})"})
-                  for la in layers for j in (0, 1)]
-        num_layers *= 2
-        notes.append("LongCat-Flash: two attention modules per decoder layer, numbered 2 * layer + module as vLLM does")
-    elif module.endswith(".cosmos3_edge"):
-        # vLLM's Cosmos3 Edge runs its dense text model as Nemotron-H blocks: layers_block_type
-        # ["full_attention", "mlp"] * num_hidden_layers, so decoder layer i's attention is layer 2i.
-        check_count(str(path), "2 * num_hidden_layers", 2 * num_layers, limits().max_layers)
-        layers = [x for la in layers for x in (
-            la.model_copy(update={"index": 2 * la.index,
-                                  "source": la.source + f" (Cosmos3 Edge: Nemotron-H block {2 * la.index})"}),
-            LayerArch(index=2 * la.index + 1, kind="none",
-                      source=f"Cosmos3 Edge: Nemotron-H MLP block {2 * la.index + 1} (no KV cache)"))]
-        num_layers *= 2
-        notes.append("Cosmos3 Edge: vLLM builds the text model as Nemotron-H attention/MLP block pairs "
-                     "(attention at even layer indices)")
+    return mla, num_kv_heads, head_dim
+
+
+def _bailing_linear_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
+                           notes: list[str]) -> tuple[list[LayerArch], int]:
+    # vLLM's is_linear_layer: layer i is linear attention when layer_group_size > 0 and
+    # (i + 1) % layer_group_size != 0; the others are MLA.
+    lgs = _int(raw.get("layer_group_size", 1), "layer_group_size", path)
+    return [LayerArch(index=la.index, kind="linear_attention",
+                      source=f"layer_group_size {lgs}: ({la.index} + 1) % {lgs} != 0, linear attention")
+            if lgs > 0 and (la.index + 1) % lgs else
+            la.model_copy(update={"source": f"layer_group_size {lgs}: full attention (MLA)"})
+            for la in layers], n
+
+
+def _longcat_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
+                    notes: list[str]) -> tuple[list[LayerArch], int]:
+    # LongCat-Flash: two MLA attention modules per decoder layer (self_attn.0 / .1); vLLM's model
+    # runner numbers their caches 2 * layer + module.
+    check_count(str(path), "2 * num_layers", 2 * n, limits().max_layers)
+    out = [la.model_copy(update={"index": 2 * la.index + j,
+                                 "source": la.source + f" (LongCat-Flash attention module {j} of layer {la.index})"})
+           for la in layers for j in (0, 1)]
+    notes.append("LongCat-Flash: two attention modules per decoder layer, numbered 2 * layer + module as vLLM does")
+    return out, 2 * n
+
+
+def _cosmos3_edge_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
+                         notes: list[str]) -> tuple[list[LayerArch], int]:
+    # vLLM's Cosmos3 Edge runs its dense text model as Nemotron-H blocks: layers_block_type
+    # ["full_attention", "mlp"] * num_hidden_layers, so decoder layer i's attention is layer 2i.
+    check_count(str(path), "2 * num_hidden_layers", 2 * n, limits().max_layers)
+    out = [x for la in layers for x in (
+        la.model_copy(update={"index": 2 * la.index,
+                              "source": la.source + f" (Cosmos3 Edge: Nemotron-H block {2 * la.index})"}),
+        LayerArch(index=2 * la.index + 1, kind="none",
+                  source=f"Cosmos3 Edge: Nemotron-H MLP block {2 * la.index + 1} (no KV cache)"))]
+    notes.append("Cosmos3 Edge: vLLM builds the text model as Nemotron-H attention/MLP block pairs "
+                 "(attention at even layer indices)")
+    return out, 2 * n
+
+
+def _zamba2_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
+                  notes: list[str]) -> tuple[list[LayerArch], int]:
+    """vLLM's Zamba2: every decoder layer is a Mamba2 layer; a 'hybrid' layer also applies the shared
+    attention block, whose caches vLLM numbers first (model.attn.<j>, j-th hybrid layer), the Mamba
+    layers after them (num_hybrid + i)."""
+    attn = [la for la in layers if la.kind not in ("mamba", "linear_attention", "none")]
+    out = [la.model_copy(update={"index": j, "source": la.source + f" (Zamba2 shared attention block {j}, "
+                                 f"applied at layer {la.index}; vLLM numbers it {j})"})
+           for j, la in enumerate(attn)]
+    out += [LayerArch(index=len(attn) + la.index, kind="mamba",
+                      source=f"Zamba2 Mamba2 layer {la.index} (vLLM numbers it {len(attn) + la.index})")
+            for la in layers]
+    check_count(str(path), "num_hidden_layers + hybrid layers", len(out), limits().max_layers)
+    notes.append(f"Zamba2: {len(attn)} shared-attention applications numbered 0..{len(attn) - 1}, then the "
+                 f"{n} Mamba2 layers, as vLLM numbers their caches")
+    return out, len(out)
+
+
+def _restack(module: str, raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
+             notes: list[str]) -> tuple[list[LayerArch], int]:
+    """vLLM modules whose model class renumbers or re-kinds the decoder stack's layers."""
+    for suffix, fn in ((".iquest_loopcoder", _loop_layers), (".bailing_moe_linear", _bailing_linear_layers),
+                       (".longcat_flash", _longcat_layers), (".longcat_flash_ngram", _longcat_layers),
+                       (".cosmos3_edge", _cosmos3_edge_layers),
+                       (".zamba2", _zamba2_layers)):
+        if module.endswith(suffix):
+            return fn(raw, layers, n, path, notes)
+    return layers, n
+
+
+def _unused_geometry_keys(text_plain: dict[str, Any], text_key: str, cfg: dict[str, Any], text_raw: _Reads,
+                          arch_status: str, architecture: str | None) -> tuple[set[str], set[str], list[str]]:
     raw_keys = set(text_plain) | (set() if text_key else set(cfg))
     read = set(text_raw.read) | {"model_type", "architectures"}
     unused = sorted(k for k in raw_keys if k not in read and vreg.geometry_like(k))
-    arch_status = vreg.status(architecture)
     if arch_status == vreg.VERIFIED:
         # Keys the verified configs of this architecture had too were part of what was checked.
         seen = vreg.verified_keys(architecture)
         unused = [k for k in unused if k not in seen]
+    return raw_keys, read, unused
+
+
+@input_boundary(source_arg="path", fix="Fix the value in config.json.")
+def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
+    """Turn a loaded config.json into ModelArch; unknown model types are input errors."""
+    check_config_values(cfg, str(path))  # types, signs and plausibility limits (docs/limits.md)
+    notes: list[str] = []
+    model_type, text_plain, text_key, text_raw, text_type, architecture = _resolve_types(cfg, path, notes)
+    _check_known(model_type, text_type, architecture, path)
+    c = _Cfg(text_raw, text_type, notes)
+    if text_key:
+        notes.append(f"language model read from {text_key} ({text_type})")
+    module = (vreg.registry()["architectures"].get(architecture or "") or {}).get("vllm_module", "")
+
+    is_enc_dec = bool(cfg.get("is_encoder_decoder")) or text_type in ("t5", "mt5", "bart", "whisper")
+    num_layers, num_heads = _layer_and_head_counts(c, is_enc_dec, path, notes)
+    hidden = c.get("hidden_size", "n_embd", "d_model", "dim")
+    num_kv_heads = _kv_heads(c, architecture, module, num_heads, notes)
+    head_dim = _head_dim(c, hidden, num_heads, notes)
+    max_pos = c.get("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+    if max_pos is None and text_key:
+        max_pos = cfg.get("max_position_embeddings")
+
+    mla, num_kv_heads, head_dim = _attention_geometry(text_raw, module, architecture, num_heads,
+                                                      num_kv_heads, head_dim, path, notes)
+    unknown_types: list[str] = []
+    layers = _layers(c, text_type, model_type, num_layers, num_heads, num_kv_heads, head_dim,
+                     mla, path, notes, architecture, module, unknown_types)
+    layers, num_layers = _restack(module, text_raw, layers, num_layers, path, notes)
+    pooling = vreg.pooling_without_kv(architecture)
+    if pooling:
+        layers = [LayerArch(index=la.index, kind="encoder_only",
+                            source=f"{architecture}: vLLM runs it as a pooling model (encoder-only attention, "
+                                   "no KV cache)") for la in layers]
+        notes.append(f"{architecture}: a pooling model in vLLM {vreg.vllm_version()}: no KV cache")
+    arch_status = vreg.status(architecture)
+    raw_keys, read, unused = _unused_geometry_keys(text_plain, text_key, cfg, text_raw, arch_status, architecture)
     return ModelArch(
         model_type=model_type, text_model_type=text_type or model_type, architecture=architecture,
         num_layers=num_layers, config_dtype=_model_dtype(text_raw, cfg),
@@ -299,6 +400,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         keys_read=tuple(sorted(k for k in read if k in raw_keys)),
         unused_geometry_keys=tuple(unused),
         unknown_layer_types=tuple(dict.fromkeys(unknown_types)),
+        pooling=pooling,
     )
 
 
@@ -355,134 +457,232 @@ _BLOCK_TYPE_KINDS = {
 }
 
 
-def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, num_kv_heads: Any,
-            head_dim: Any, mla: MlaDims | None, path: Path, notes: list[str],
-            architecture: str | None = None, module: str = "",
-            unknown_types: list[str] | None = None) -> list[LayerArch]:
-    raw = c.raw
-    unknown_types = unknown_types if unknown_types is not None else []
-    window = c.get("sliding_window")
-    window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
-    sinks = text_type in SINK_TYPES or model_type in SINK_TYPES
-    kinds: list[str]
-    srcs: list[str]
+@dataclass
+class _Stack:
+    """What the layer-kind readers of `_layers` share."""
 
-    layer_types = raw.get("layer_types")
-    pattern = raw.get("hybrid_override_pattern")
-    block_types = raw.get("layers_block_type")
-    if isinstance(layer_types, list) and layer_types and len(layer_types) < n:
-        # transformers' config classes reject it when vLLM loads the config (whether or not the
-        # model class reads layer_types afterwards).
-        raise KvplanInputError(f"{path}: layer_types has {len(layer_types)} entries for {n} layers.",
-                               "Fix layer_types or num_hidden_layers.")
-    if architecture in ATTENTION_FREE_ARCHS:
-        kinds, srcs = ["mamba"] * n, [f"{architecture}: attention-free (state-space) model"] * n
-    elif module.endswith(".gpt_oss") and window is not None:
-        # vLLM's GptOss attention slides on even layers (layer_idx % 2 == 0), whatever layer_types says.
-        kinds = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
-        srcs = [f"vLLM's GptOss: layer {i} {'even: sliding' if i % 2 == 0 else 'odd: full'} "
-                "(layer_types is not read)" for i in range(n)]
-    elif mla is not None:
-        kinds, srcs = ["mla"] * n, ["kv_lora_rank present: MLA latent cache"] * n
-    elif module.endswith(".mimo_v2") and isinstance(raw.get("hybrid_layer_pattern"), list):
-        # MiMo-V2-Flash: hybrid_layer_pattern[i] == 1 is a sliding layer (vLLM's is_sliding).
-        hlp = raw["hybrid_layer_pattern"]
-        if len(hlp) < n:
-            raise KvplanInputError(f"{path}: hybrid_layer_pattern has {len(hlp)} entries for {n} layers.",
-                                   "Fix hybrid_layer_pattern or num_hidden_layers.")
-        kinds = ["sliding_attention" if v == 1 else "full_attention" for v in hlp[:n]]
-        srcs = [f"hybrid_layer_pattern[{i}] = {v!r} (1 = sliding, MiMo-V2)" for i, v in enumerate(hlp[:n])]
-        window = raw.get("sliding_window_size") if isinstance(raw.get("sliding_window_size"), int) else window
-    elif isinstance(pattern, str) and pattern:
-        if len(pattern) != n:
-            raise KvplanInputError(
-                f"{path}: hybrid_override_pattern has {len(pattern)} entries for {n} layers.",
-                "Fix hybrid_override_pattern or num_hidden_layers.")
-        m = {"M": "mamba", "*": "full_attention", "E": "none", "-": "none"}
-        kinds = [m.get(ch, "none") for ch in pattern]
-        srcs = [f"hybrid_override_pattern[{i}] = {ch!r}" for i, ch in enumerate(pattern)]
-    elif isinstance(block_types, list) and block_types and not (isinstance(layer_types, list) and layer_types):
-        # The newer spelling of a hybrid layer map (transformers writes it from
-        # hybrid_override_pattern / attn_layer_period; vLLM's model classes read it).
-        if len(block_types) < n:
-            raise KvplanInputError(f"{path}: layers_block_type has {len(block_types)} entries for {n} layers.",
-                                   "Fix layers_block_type or num_hidden_layers.")
-        kinds, srcs = [], []
-        for i, bt in enumerate(block_types[:n]):
-            k = _BLOCK_TYPE_KINDS.get(str(bt))
-            if k is None:
-                unknown_types.append(f"layers_block_type[{i}] = {bt!r}")
-                k = "full_attention"
-                notes.append(f"layers_block_type value {bt!r} unknown to kvplan: planned as full attention "
-                             "(an upper bound)")
-            kinds.append(k)
-            srcs.append(f"layers_block_type[{i}] = {bt!r}")
-    elif (isinstance(raw.get("attn_layer_period"), int) and isinstance(raw.get("attn_layer_offset"), int)
-          and not (isinstance(layer_types, list) and layer_types) and raw["attn_layer_period"] > 0):
-        per, off = raw["attn_layer_period"], raw["attn_layer_offset"]
-        kinds = ["full_attention" if i % per == off else "mamba" for i in range(n)]
-        srcs = [f"attn_layer_period {per}, attn_layer_offset {off}: attention where i % {per} == {off}"] * n
-    elif (not (isinstance(layer_types, list) and layer_types) and isinstance(raw.get("full_attention_interval"), int)
-          and raw["full_attention_interval"] > 0):
-        # Qwen3-Next / Qwen3.5 config classes: layer_types from full_attention_interval.
-        iv = raw["full_attention_interval"]
-        kinds = ["linear_attention" if (i + 1) % iv else "full_attention" for i in range(n)]
-        srcs = [f"full_attention_interval {iv}: every {iv}th layer is full attention, the rest linear"] * n
-    elif isinstance(layer_types, list) and layer_types:
-        if len(layer_types) < n:
-            raise KvplanInputError(f"{path}: layer_types has {len(layer_types)} entries for {n} layers.",
-                                   "Fix layer_types or num_hidden_layers.")
-        kinds, srcs = [], []
-        for i, lt in enumerate(layer_types[:n]):
-            k = _LAYER_TYPE_KINDS.get(str(lt))
-            if k is None:
-                # Said out loud (KV604), never silently mapped: planned as full attention, the
-                # largest per-token KV a layer of this geometry can hold.
-                unknown_types.append(f"layer_types[{i}] = {lt!r}")
-                notes.append(f"layer_types value {lt!r} unknown to kvplan: planned as full attention "
-                             "(an upper bound)")
-                k = "full_attention"
-            kinds.append(k)
-            srcs.append(f"layer_types[{i}] = {lt!r}")
-    elif text_type == "gemma2":
+    c: _Cfg
+    raw: dict[str, Any]
+    text_type: str
+    n: int
+    path: Path
+    notes: list[str]
+    architecture: str | None
+    module: str
+    mla: MlaDims | None
+    window: int | None
+    layer_types: Any
+    unknown_types: list[str]
+
+    @property
+    def has_layer_types(self) -> bool:
+        return isinstance(self.layer_types, list) and bool(self.layer_types)
+
+
+_Kinds = tuple[list[str], list[str]]
+
+
+def _kinds_attention_free(s: _Stack) -> _Kinds | None:
+    if s.architecture not in ATTENTION_FREE_ARCHS:
+        return None
+    return ["mamba"] * s.n, [f"{s.architecture}: attention-free (state-space) model"] * s.n
+
+
+def _kinds_gpt_oss(s: _Stack) -> _Kinds | None:
+    if not (s.module.endswith(".gpt_oss") and s.window is not None):
+        return None
+    # vLLM's GptOss attention slides on even layers (layer_idx % 2 == 0), whatever layer_types says.
+    return (["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(s.n)],
+            [f"vLLM's GptOss: layer {i} {'even: sliding' if i % 2 == 0 else 'odd: full'} "
+             "(layer_types is not read)" for i in range(s.n)])
+
+
+def _kinds_kda(s: _Stack) -> _Kinds | None:
+    """Kimi-Linear / Kimi-K3 (vLLM's kimi_k3 module): layer i is KDA linear attention when i + 1 is in
+    linear_attn_config.kda_layers (1-based), else MLA."""
+    lac = s.raw.get("linear_attn_config") if s.module.endswith(".kimi_k3") else None
+    kda = lac.get("kda_layers") if isinstance(lac, dict) else None
+    if not isinstance(kda, list) or s.mla is None:
+        return None
+    return (["linear_attention" if i + 1 in kda else "mla" for i in range(s.n)],
+            [f"linear_attn_config.kda_layers {'contains' if i + 1 in kda else 'lacks'} {i + 1}: "
+             f"{'KDA linear attention' if i + 1 in kda else 'MLA latent cache'}" for i in range(s.n)])
+
+
+def _kinds_mla(s: _Stack) -> _Kinds | None:
+    if s.mla is None:
+        return None
+    return ["mla"] * s.n, ["kv_lora_rank present: MLA latent cache"] * s.n
+
+
+def _kinds_mimo_v2(s: _Stack) -> _Kinds | None:
+    if not (s.module.endswith(".mimo_v2") and isinstance(s.raw.get("hybrid_layer_pattern"), list)):
+        return None
+    # MiMo-V2-Flash: hybrid_layer_pattern[i] == 1 is a sliding layer (vLLM's is_sliding).
+    hlp = s.raw["hybrid_layer_pattern"]
+    if len(hlp) < s.n:
+        raise KvplanInputError(f"{s.path}: hybrid_layer_pattern has {len(hlp)} entries for {s.n} layers.",
+                               "Fix hybrid_layer_pattern or num_hidden_layers.")
+    if isinstance(s.raw.get("sliding_window_size"), int):
+        s.window = s.raw.get("sliding_window_size")
+    return (["sliding_attention" if v == 1 else "full_attention" for v in hlp[:s.n]],
+            [f"hybrid_layer_pattern[{i}] = {v!r} (1 = sliding, MiMo-V2)" for i, v in enumerate(hlp[:s.n])])
+
+
+def _kinds_nas_blocks(s: _Stack) -> _Kinds | None:
+    blocks = s.raw.get("block_configs") if s.module.endswith(".nemotron_nas") else None
+    if not isinstance(blocks, list) or not blocks:
+        return None
+    # vLLM's DeciLM (Nemotron-NAS): block_configs[i].attention.no_op removes layer i's attention.
+    if len(blocks) < s.n:
+        raise KvplanInputError(f"{s.path}: block_configs has {len(blocks)} entries for {s.n} layers.",
+                               "Fix block_configs or num_hidden_layers.")
+    no_op = [bool(((b or {}).get("attention") or {}).get("no_op")) if isinstance(b, dict) else False
+             for b in blocks[:s.n]]
+    return (["none" if x else "full_attention" for x in no_op],
+            [f"block_configs[{i}].attention.no_op = {str(x).lower()}" for i, x in enumerate(no_op)])
+
+
+def _kinds_override_pattern(s: _Stack) -> _Kinds | None:
+    pattern = s.raw.get("hybrid_override_pattern")
+    if not (isinstance(pattern, str) and pattern):
+        return None
+    if len(pattern) != s.n:
+        raise KvplanInputError(
+            f"{s.path}: hybrid_override_pattern has {len(pattern)} entries for {s.n} layers.",
+            "Fix hybrid_override_pattern or num_hidden_layers.")
+    m = {"M": "mamba", "*": "full_attention", "E": "none", "-": "none"}
+    return ([m.get(ch, "none") for ch in pattern],
+            [f"hybrid_override_pattern[{i}] = {ch!r}" for i, ch in enumerate(pattern)])
+
+
+def _kinds_from_names(s: _Stack, key: str, values: list[Any], table: dict[str, str]) -> _Kinds:
+    kinds, srcs = [], []
+    for i, v in enumerate(values[:s.n]):
+        k = table.get(str(v))
+        if k is None:
+            # Said out loud (KV604), never silently mapped: planned as full attention, the
+            # largest per-token KV a layer of this geometry can hold.
+            s.unknown_types.append(f"{key}[{i}] = {v!r}")
+            s.notes.append(f"{key} value {v!r} unknown to kvplan: planned as full attention (an upper bound)")
+            k = "full_attention"
+        kinds.append(k)
+        srcs.append(f"{key}[{i}] = {v!r}")
+    return kinds, srcs
+
+
+def _kinds_block_types(s: _Stack) -> _Kinds | None:
+    block_types = s.raw.get("layers_block_type")
+    if not (isinstance(block_types, list) and block_types and not s.has_layer_types):
+        return None
+    # The newer spelling of a hybrid layer map (transformers writes it from
+    # hybrid_override_pattern / attn_layer_period; vLLM's model classes read it).
+    if len(block_types) < s.n:
+        raise KvplanInputError(f"{s.path}: layers_block_type has {len(block_types)} entries for {s.n} layers.",
+                               "Fix layers_block_type or num_hidden_layers.")
+    table = _BLOCK_TYPE_KINDS
+    if s.module.endswith(".zamba2"):  # a Mamba2 layer that also applies the shared attention block
+        table = {**table, "hybrid": "full_attention"}
+    return _kinds_from_names(s, "layers_block_type", block_types, table)
+
+
+def _kinds_attn_period(s: _Stack) -> _Kinds | None:
+    per = s.raw.get("attn_layer_period")
+    off = s.raw.get("attn_layer_offset") if isinstance(per, int) else None
+    if not (isinstance(per, int) and isinstance(off, int) and not s.has_layer_types and per > 0):
+        return None
+    return (["full_attention" if i % per == off else "mamba" for i in range(s.n)],
+            [f"attn_layer_period {per}, attn_layer_offset {off}: attention where i % {per} == {off}"] * s.n)
+
+
+def _kinds_interval(s: _Stack) -> _Kinds | None:
+    if s.has_layer_types:
+        return None
+    iv = s.raw.get("full_attention_interval")
+    if not (isinstance(iv, int) and iv > 0):
+        return None
+    # Qwen3-Next / Qwen3.5 config classes: layer_types from full_attention_interval.
+    return (["linear_attention" if (i + 1) % iv else "full_attention" for i in range(s.n)],
+            [f"full_attention_interval {iv}: every {iv}th layer is full attention, the rest linear"] * s.n)
+
+
+def _kinds_layer_types(s: _Stack) -> _Kinds | None:
+    if not s.has_layer_types:
+        return None
+    table = _LAYER_TYPE_KINDS
+    if s.module.endswith(".rnj1"):
+        # vLLM's Rnj1 passes a window only to chunked_attention layers: any other entry is full attention.
+        table = {**table, "sliding_attention": "full_attention"}
+    return _kinds_from_names(s, "layer_types", s.layer_types, table)
+
+
+def _kinds_gemma_patterns(s: _Stack) -> _Kinds | None:
+    if s.text_type == "gemma2":
         # transformers Gemma2Config: even layers slide (sliding if (i + 1) % 2).
-        kinds = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
-        srcs = ["Gemma 2 default pattern: even layers slide, odd layers are global"] * n
-    elif text_type in ("gemma3_text", "cohere2") or raw.get("sliding_window_pattern"):
-        p = c.get("sliding_window_pattern", "_sliding_window_pattern") or 6
-        kinds = ["sliding_attention" if (i + 1) % p else "full_attention" for i in range(n)]
-        srcs = [f"sliding_window_pattern {p}: every {p}th layer is global"] * n
-    elif text_type == "llama4_text":
-        nope = raw.get("no_rope_layers")
-        chunk = c.get("attention_chunk_size")
-        if isinstance(nope, list) and len(nope) >= n:
-            uses_rope = [bool(x) for x in nope[:n]]
-            src = "no_rope_layers[{i}] = {v}"
-        else:
-            interval = c.get("no_rope_layer_interval") or 4
-            uses_rope = [bool((i + 1) % interval) for i in range(n)]
-            src = f"no_rope_layers absent: every {interval}th layer is a global NoPE layer" + " (layer {i})"
-        kinds = ["chunked_attention" if (r and chunk) else "full_attention" for r in uses_rope]
-        srcs = [src.format(i=i, v=int(r)) for i, r in enumerate(uses_rope)]
-    elif raw.get("use_sliding_window") is False or window is None:
+        return (["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(s.n)],
+                ["Gemma 2 default pattern: even layers slide, odd layers are global"] * s.n)
+    if s.text_type in ("gemma3_text", "cohere2") or s.raw.get("sliding_window_pattern"):
+        p = s.c.get("sliding_window_pattern", "_sliding_window_pattern") or 6
+        return (["sliding_attention" if (i + 1) % p else "full_attention" for i in range(s.n)],
+                [f"sliding_window_pattern {p}: every {p}th layer is global"] * s.n)
+    return None
+
+
+def _kinds_llama4(s: _Stack) -> _Kinds | None:
+    if s.text_type != "llama4_text":
+        return None
+    nope = s.raw.get("no_rope_layers")
+    chunk = s.c.get("attention_chunk_size")
+    if isinstance(nope, list) and len(nope) >= s.n:
+        uses_rope = [bool(x) for x in nope[:s.n]]
+        src = "no_rope_layers[{i}] = {v}"
+    else:
+        interval = s.c.get("no_rope_layer_interval") or 4
+        uses_rope = [bool((i + 1) % interval) for i in range(s.n)]
+        src = f"no_rope_layers absent: every {interval}th layer is a global NoPE layer" + " (layer {i})"
+    return (["chunked_attention" if (r and chunk) else "full_attention" for r in uses_rope],
+            [src.format(i=i, v=int(r)) for i, r in enumerate(uses_rope)])
+
+
+def _kinds_window(s: _Stack) -> _Kinds:
+    raw, n = s.raw, s.n
+    if raw.get("use_sliding_window") is False or s.window is None:
         why = ("use_sliding_window: false" if raw.get("use_sliding_window") is False
                else "no sliding_window")
-        kinds, srcs = ["full_attention"] * n, [f"{why}: full attention"] * n
-    elif raw.get("use_sliding_window") is True and isinstance(raw.get("max_window_layers"), int):
+        return ["full_attention"] * n, [f"{why}: full attention"] * n
+    if raw.get("use_sliding_window") is True and isinstance(raw.get("max_window_layers"), int):
         mwl = raw["max_window_layers"]
-        kinds = ["sliding_attention" if i >= mwl else "full_attention" for i in range(n)]
-        srcs = [f"use_sliding_window with max_window_layers {mwl}"] * n
-    else:
-        kinds = ["sliding_attention"] * n
-        srcs = [f"sliding_window {window} without layer_types: every layer slides"] * n
+        return (["sliding_attention" if i >= mwl else "full_attention" for i in range(n)],
+                [f"use_sliding_window with max_window_layers {mwl}"] * n)
+    return ["sliding_attention"] * n, [f"sliding_window {s.window} without layer_types: every layer slides"] * n
 
-    cross = raw.get("cross_attention_layers")
+
+# First reader that recognises the config decides every layer's kind (vLLM's precedence).
+_KIND_READERS = (_kinds_attention_free, _kinds_gpt_oss, _kinds_kda, _kinds_mla, _kinds_mimo_v2, _kinds_nas_blocks,
+                 _kinds_override_pattern, _kinds_block_types, _kinds_attn_period, _kinds_interval,
+                 _kinds_layer_types, _kinds_gemma_patterns, _kinds_llama4)
+
+
+def _layer_kinds(s: _Stack) -> _Kinds:
+    for reader in _KIND_READERS:
+        got = reader(s)
+        if got is not None:
+            kinds, srcs = got
+            break
+    else:
+        kinds, srcs = _kinds_window(s)
+    cross = s.raw.get("cross_attention_layers")
     if isinstance(cross, list):
         for i in cross:
-            if isinstance(i, int) and 0 <= i < n:
+            if isinstance(i, int) and 0 <= i < s.n:
                 kinds[i] = "cross_attention"
                 srcs[i] = f"cross_attention_layers contains {i}"
+    return kinds, srcs
 
+
+def _per_layer_geometry(s: _Stack, num_heads: Any) -> tuple[dict[int, dict[str, int]], Any, Any]:
+    """Per-layer KV heads / head size overrides, and the global layers' geometry keys."""
+    c, raw, notes = s.c, s.raw, s.notes
     global_kv = c.get("num_global_key_value_heads", hf=True)
     global_hd = c.get("global_head_dim", hf=True)
     per_layer: dict[int, dict[str, int]] = {}
@@ -494,7 +694,7 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
             if str(k).isdigit() and isinstance(v, dict):
                 per_layer[int(k)] = {kk: vv for kk, vv in v.items()
                                      if kk in ("head_dim", "num_key_value_heads") and isinstance(vv, int)}
-    elif text_type.startswith("gemma4"):
+    elif s.text_type.startswith("gemma4"):
         # transformers' Gemma4TextConfig builds that map from global_head_dim (default 512) and,
         # only when attention_k_eq_v is true, num_global_key_value_heads.
         if global_hd is None and "global_head_dim" not in raw:
@@ -503,12 +703,96 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
         if global_kv and not raw.get("attention_k_eq_v"):
             notes.append("num_global_key_value_heads ignored: attention_k_eq_v is not true (Gemma 4 config class)")
             global_kv = None
-    if (module.endswith(".commandr") or text_type.startswith("cohere2")) and window is not None:
+    per_layer.update(_nas_kv_heads(s, num_heads))
+    return per_layer, global_kv, global_hd
+
+
+def _nas_kv_heads(s: _Stack, num_heads: Any) -> dict[int, dict[str, int]]:
+    """vLLM's DeciLM: layer i has num_attention_heads // block_configs[i].attention.n_heads_in_group KV heads."""
+    blocks = s.raw.get("block_configs") if s.module.endswith(".nemotron_nas") else None
+    out: dict[int, dict[str, int]] = {}
+    if not isinstance(blocks, list) or not isinstance(num_heads, int):
+        return out
+    for i, b in enumerate(blocks[:s.n]):
+        att = b.get("attention") if isinstance(b, dict) else None
+        g = att.get("n_heads_in_group") if isinstance(att, dict) and not att.get("no_op") else None
+        if isinstance(g, int) and not isinstance(g, bool) and g > 0:
+            out[i] = {"num_key_value_heads": num_heads // g}
+    return out
+
+
+def _layer_arch(s: _Stack, i: int, kind: str, src: str, geo: dict[str, Any]) -> LayerArch:
+    """One attention layer's LayerArch from its kind and the stack's geometry."""
+    raw, module = s.raw, s.module
+    kvh, hd = geo["num_kv_heads"], geo["head_dim"]
+    hv = hd
+    if module.endswith(".mimo_v2"):
+        # Per-layer-type geometry under its own keys: swa_* for sliding layers.
+        pre = "swa_" if kind == "sliding_attention" else ""
+        kvh = raw.get(f"{pre}num_key_value_heads", kvh)
+        hd = raw.get(f"{pre}head_dim", hd)
+        hv = raw.get(f"{pre}v_head_dim") or hd
+        src += f" ({pre or 'full-layer '}num_key_value_heads / {pre}head_dim / {pre}v_head_dim)"
+    over = geo["per_layer"].get(i)
+    if over is not None:
+        kvh = over.get("num_key_value_heads", kvh)
+        hd = over.get("head_dim", hd)
+        src += f" (per_layer_config[{i}]: {over})" if not module.endswith(".nemotron_nas") else \
+            f" (block_configs[{i}].attention.n_heads_in_group: {kvh} KV heads)"
+    elif kind == "full_attention" and (geo["global_kv"] or geo["global_hd"]):
+        kvh = geo["global_kv"] or kvh
+        hd = geo["global_hd"] or hd
+        src += " (global layer geometry: num_global_key_value_heads / global_head_dim)"
+    if kvh is None or hd is None:
+        raise KvplanInputError(f"{s.path}: cannot determine KV heads / head size of layer {i}.",
+                               "Pass the model's full config.json.")
+    return LayerArch(
+        index=i, kind=cast(LayerKind, kind), kv_cache_dtype_ignored=geo["no_cache_cfg"],
+        sliding_window=s.window if kind == "sliding_attention" else None,
+        attention_chunk_size=geo["chunk"] if kind == "chunked_attention" else None,
+        num_heads=geo["num_heads"], num_kv_heads=int(kvh), head_size=int(hd),
+        head_size_v=int(hv if module.endswith(".mimo_v2") else hd),
+        has_sinks=geo["sinks"] or (module.endswith(".mimo_v2") and kind == "sliding_attention"
+                                   and bool(raw.get("add_swa_attention_sink_bias"))), source=src)
+
+
+def _mla_layer(s: _Stack, i: int, src: str, num_heads: Any, indexer: int | None,
+               indexer_layers: set[int]) -> LayerArch:
+    mla = s.mla
+    assert mla is not None
+    return LayerArch(index=i, kind="mla", num_heads=num_heads, num_kv_heads=1,
+                     head_size=mla.kv_lora_rank + mla.qk_rope_head_dim, head_size_v=0,
+                     mla=mla, source=src,
+                     indexer_bytes_per_token=(indexer + indexer // 128 * 4)
+                     if indexer and i in indexer_layers else 0)
+
+
+def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, num_kv_heads: Any,
+            head_dim: Any, mla: MlaDims | None, path: Path, notes: list[str],
+            architecture: str | None = None, module: str = "",
+            unknown_types: list[str] | None = None) -> list[LayerArch]:
+    raw = c.raw
+    window = c.get("sliding_window")
+    window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+    s = _Stack(c=c, raw=raw, text_type=text_type, n=n, path=path, notes=notes, architecture=architecture,
+               module=module, mla=mla, window=window, layer_types=raw.get("layer_types"),
+               unknown_types=unknown_types if unknown_types is not None else [])
+    sinks = text_type in SINK_TYPES or model_type in SINK_TYPES
+    raw.get("hybrid_override_pattern")  # read by every config (KV604's keys read)
+    raw.get("layers_block_type")
+    if s.has_layer_types and len(s.layer_types) < n:
+        # transformers' config classes reject it when vLLM loads the config (whether or not the
+        # model class reads layer_types afterwards).
+        raise KvplanInputError(f"{path}: layer_types has {len(s.layer_types)} entries for {n} layers.",
+                               "Fix layer_types or num_hidden_layers.")
+    kinds, srcs = _layer_kinds(s)
+    per_layer, global_kv, global_hd = _per_layer_geometry(s, num_heads)
+    if (module.endswith(".commandr") or text_type.startswith("cohere2")) and s.window is not None:
         # vLLM's Cohere 2 attention (commandr; the MoE and vision models' language models too)
         # sees [pos - sliding_window, pos]: its sliding layers get window + 1.
-        notes.append(f"{architecture}: vLLM gives sliding layers sliding_window + 1 = {window + 1} "
+        notes.append(f"{architecture}: vLLM gives sliding layers sliding_window + 1 = {s.window + 1} "
                      "(the window includes the current token)")
-        window += 1
+        s.window += 1
     # vLLM's Falcon attention passes no cache config to Attention in its rotary and ALiBi
     # branches (rotary = not alibi, so always): the layer's KV stays in the model dtype.
     no_cache_cfg = architecture == "FalconForCausalLM"
@@ -517,51 +801,20 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
                      "--kv-cache-dtype does not reach its layers")
     indexer_layers = _indexer_layers(raw, n, module) if mla is not None else set()
     ihd = raw.get("index_head_dim")
-    indexer = (ihd if isinstance(ihd, int) and not isinstance(ihd, bool) and ihd > 0 else 128) if indexer_layers else None
-    chunk = raw.get("attention_chunk_size") or FAMILY_DEFAULTS.get(text_type, {}).get("attention_chunk_size")
+    indexer = ((ihd if isinstance(ihd, int) and not isinstance(ihd, bool) and ihd > 0 else 128)
+               if indexer_layers else None)
+    geo = {"num_kv_heads": num_kv_heads, "head_dim": head_dim, "num_heads": num_heads, "per_layer": per_layer,
+           "global_kv": global_kv, "global_hd": global_hd, "no_cache_cfg": no_cache_cfg, "sinks": sinks,
+           "chunk": raw.get("attention_chunk_size") or FAMILY_DEFAULTS.get(text_type, {}).get("attention_chunk_size")}
     out = []
-    for i, (kind, src) in enumerate(zip(kinds, srcs)):
+    for i, (kind, src) in enumerate(zip(kinds, srcs, strict=True)):
         if kind in ("mamba", "linear_attention", "none"):
-            out.append(LayerArch(index=i, kind=kind, source=src))
-            continue
-        if kind == "mla":
-            assert mla is not None
-            out.append(LayerArch(index=i, kind="mla", num_heads=num_heads, num_kv_heads=1,
-                                 head_size=mla.kv_lora_rank + mla.qk_rope_head_dim, head_size_v=0,
-                                 mla=mla, source=src,
-                                 indexer_bytes_per_token=(indexer + indexer // 128 * 4)
-                                 if indexer and i in indexer_layers else 0))
-            continue
-        kvh, hd = num_kv_heads, head_dim
-        hv = hd
-        if module.endswith(".mimo_v2"):
-            # Per-layer-type geometry under its own keys: swa_* for sliding layers.
-            pre = "swa_" if kind == "sliding_attention" else ""
-            kvh = raw.get(f"{pre}num_key_value_heads", kvh)
-            hd = raw.get(f"{pre}head_dim", hd)
-            hv = raw.get(f"{pre}v_head_dim") or hd
-            src += f" ({pre or 'full-layer '}num_key_value_heads / {pre}head_dim / {pre}v_head_dim)"
-        over = per_layer.get(i)
-        if over is not None:
-            kvh = over.get("num_key_value_heads", kvh)
-            hd = over.get("head_dim", hd)
-            src += f" (per_layer_config[{i}]: {over})"
-        elif kind == "full_attention" and (global_kv or global_hd):
-            kvh = global_kv or kvh
-            hd = global_hd or hd
-            src += " (global layer geometry: num_global_key_value_heads / global_head_dim)"
-        if kvh is None or hd is None:
-            raise KvplanInputError(f"{path}: cannot determine KV heads / head size of layer {i}.",
-                                   "Pass the model's full config.json.")
-        out.append(LayerArch(
-            index=i, kind=kind, kv_cache_dtype_ignored=no_cache_cfg,
-            sliding_window=window if kind == "sliding_attention" else None,
-            attention_chunk_size=chunk if kind == "chunked_attention" else None,
-            num_heads=num_heads, num_kv_heads=int(kvh), head_size=int(hd),
-            head_size_v=int(hv if module.endswith(".mimo_v2") else hd),
-            has_sinks=sinks or (module.endswith(".mimo_v2") and kind == "sliding_attention"
-                                and bool(raw.get("add_swa_attention_sink_bias"))), source=src))
-    if kinds.count("sliding_attention") and window is None:
+            out.append(LayerArch(index=i, kind=cast(LayerKind, kind), source=src))
+        elif kind == "mla":
+            out.append(_mla_layer(s, i, src, num_heads, indexer, indexer_layers))
+        else:
+            out.append(_layer_arch(s, i, kind, src, geo))
+    if kinds.count("sliding_attention") and s.window is None:
         raise KvplanInputError(f"{path}: layers are sliding_attention but sliding_window is not set.",
                                "Set sliding_window in config.json.")
     return out
@@ -589,10 +842,8 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
     offset = offset if isinstance(offset, int) and not isinstance(offset, bool) else 2
     out = set()
     for i in range(n):
-        if pattern is None:
-            skip = max(i - offset + 1, 0) % freq != 0
-        else:
-            skip = 0 <= i < len(pattern) and pattern[i] == "S"
+        skip = (max(i - offset + 1, 0) % freq != 0 if pattern is None
+                else 0 <= i < len(pattern) and pattern[i] == "S")
         if not skip:
             out.add(i)
     return out & sparse

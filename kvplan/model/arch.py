@@ -108,3 +108,6 @@ class ModelArch(Frozen):
     """Config keys that look like layer geometry but that kvplan did not read."""
     unknown_layer_types: tuple[str, ...] = ()
     """Layer-type entries kvplan does not know (planned as full attention, said by KV604)."""
+    pooling: bool = False
+    """vLLM runs the model as a pooling (embedding / classification) model: encoder-only attention,
+    no KV cache, and a float32 config runs in float16."""

@@ -24,7 +24,9 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
   3. A model_type that neither transformers nor vLLM knows (remote code) gets a plain
      `PretrainedConfig` subclass registered under that name for the run, which keeps every key
      of config.json as an attribute (what the remote config class would publish); its
-     `*_config` sub-dicts become config objects (the known model_type's class, else a plain one).
+     `*_config` sub-dicts become config objects (the known model_type's class, else a plain one),
+     lists of per-layer records (DeciLM's block_configs) read by attribute as the remote class
+     parses them.
   4. One gloo process group (world size 1) is initialised once for all cases.
   5. torchvision cannot be installed next to the CPU torch of the oracle venv, and a few other
      packages that only multimodal processors use are not installed (STUB_MODULES); multimodal
@@ -37,10 +39,20 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      falls back to the CPU backend (no kernel ever runs here).
   7. Compiled ops (`torch.ops._C.*`, vllm._C) do not load with the CPU torch of the venv; layers
      that look an op up while being built (activations) get a placeholder callable.
-  8. `torch.cuda.Event` (created by a few model classes at build time for stream overlap) is a
-     no-op class instead of torch's CUDA-less dummy that raises.
+  8. `torch.cuda.Event` and `torch.cuda.Stream` (created by a few model classes at build time for
+     stream overlap) are a no-op class instead of torch's CUDA-less dummies that raise.
   9. `triton.set_allocator` (newer Triton API some model classes call at build time) is a no-op
      when the venv's Triton lacks it.
+ 10. A model class that cannot be built on the meta device (it reads a tensor's value at build
+     time: "Cannot copy out of meta tensor", ".item() on meta tensors") is built again on the
+     CPU device (weights are allocated with torch.empty, never written).
+ 11. The CPU attention backend reports ALiBi-sqrt support (Step1 refuses a backend without it; a
+     kernel capability, not a KV cache fact); kernel options its impl lacks (use_alibi_sqrt,
+     chunk_lookback) are dropped when it is built.
+ 12. A case marked `v2_model_runner` (a model class that requires Model Runner V2, which vLLM
+     selects on GPUs) runs with VLLM_USE_V2_MODEL_RUNNER=1.
+ 13. The CPU platform's switching prefix caching off for MLA models is undone (a CPU scheduling
+     choice that makes hybrid MLA + Mamba models fail vLLM's mamba-block-size check).
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -70,7 +82,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 _DIST_READY = False
 STUB_MODULES = ("torchvision", "mistral_common", "timm", "open_clip", "decord", "librosa",
                 "soundfile", "av", "qwen_vl_utils", "flash_attn", "einops", "cv2", "scipy",
-                "torchaudio", "matplotlib")
+                "torchaudio", "matplotlib", "flashinfer", "cutlass", "cuda")
 _STUBBED: set[str] = set()
 
 
@@ -91,6 +103,34 @@ def _install_patches() -> None:
         return AttentionBackendEnum.CPU_ATTN.get_path()
 
     type(current_platform).get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    # Patch 13: the CPU platform turns prefix caching off for MLA models (a CPU scheduling choice);
+    # hybrid MLA + Mamba models then fail vLLM's own mamba-block-size check. The run keeps the
+    # prefix-caching setting the case asked for, as a GPU deployment has it.
+    orig_update = type(current_platform).check_and_update_config
+
+    def check_and_update_config(cls, vllm_config):
+        keep = vllm_config.cache_config.enable_prefix_caching
+        orig_update(vllm_config)
+        vllm_config.cache_config.enable_prefix_caching = keep
+
+    type(current_platform).check_and_update_config = classmethod(check_and_update_config)
+    # Patch 11: Step1's ALiBi variant asks the backend for a capability the CPU backend lacks
+    # (a kernel feature; the KV cache spec does not depend on it).
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    CPUAttentionBackend.supports_alibi_sqrt = classmethod(lambda cls: True)
+    impl_cls = CPUAttentionBackend.get_impl_cls()
+    impl_init = impl_cls.__init__
+
+    import inspect
+
+    accepted = set(inspect.signature(impl_init).parameters)
+
+    def impl_init_cpu_args(self, *a, **k):
+        # Kernel options the CPU impl lacks (use_alibi_sqrt, chunk_lookback) are dropped.
+        impl_init(self, *a, **{n: v for n, v in k.items() if n in accepted})
+
+    impl_cls.__init__ = impl_init_cpu_args
     reg._run_in_subprocess = lambda fn: fn()
     _stub_torchvision()
     import torch
@@ -103,6 +143,7 @@ def _install_patches() -> None:
             return lambda *a, **k: None
 
     torch.cuda.Event = _Event
+    torch.cuda.Stream = _Event  # created at build time for overlap too (Kimi-Linear, Kimi-K3)
     import triton
     from vllm import triton_utils
 
@@ -220,6 +261,20 @@ def _stub_torchvision() -> None:
     sys.meta_path.insert(0, _Finder())
 
 
+class _AttrDict(dict):
+    """A dict whose keys read as attributes too (a remote config class's parsed sub-records)."""
+
+    @classmethod
+    def of(cls, d: dict) -> _AttrDict:
+        return cls({k: cls.of(v) if isinstance(v, dict) else v for k, v in d.items()})
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 def _register_unknown_model_type(cfg: dict) -> str | None:
     """Patch 3: a config class for a remote-code model_type, for this run."""
     from transformers import AutoConfig, PretrainedConfig
@@ -241,6 +296,14 @@ def _register_unknown_model_type(cfg: dict) -> str | None:
                     kwargs[k] = CONFIG_MAPPING[sub_mt](**sub)
                 else:
                     kwargs[k] = PretrainedConfig(**sub)
+            elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+                # Per-layer records (DeciLM's block_configs): the remote class parses them into
+                # objects read by attribute (block_config.attention.no_op).
+                kwargs[k] = [_AttrDict.of(x) for x in v]
+        for k in ("max_position_embeddings", "hidden_size", "num_attention_heads"):
+            # transformers' rope standardisation reads these before __init__ sets them.
+            if k in kwargs:
+                object.__setattr__(self, k, kwargs[k])
         PretrainedConfig.__init__(self, **kwargs)
 
     cls = type(f"Oracle_{mt}_Config", (PretrainedConfig,), {"model_type": mt, "__init__": __init__})
@@ -349,6 +412,11 @@ def run_case(case: dict, base: Path) -> dict:
     }
     tmp = tempfile.mkdtemp(prefix="kvplan-oracle-")
     stage = "create_engine_config"
+    saved_v2 = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+    if case.get("v2_model_runner"):
+        # Patch 12: model classes that need Model Runner V2 (vLLM selects it on GPUs; the CPU
+        # platform falls back to V1): the run selects it as a GPU deployment does.
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     try:
         shutil.copy(cfg_path, os.path.join(tmp, "config.json"))
         ea = EngineArgs(model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
@@ -376,8 +444,19 @@ def run_case(case: dict, base: Path) -> dict:
             destroy_model_parallel()  # the groups (expert parallel or not) follow each config
             ensure_model_parallel_initialized(1, 1)
         stage = "build_model"
-        with set_default_torch_dtype(mc.dtype), torch.device("meta"):
-            model = initialize_model(vllm_config=vc)
+        try:
+            with set_default_torch_dtype(mc.dtype), torch.device("meta"):
+                model = initialize_model(vllm_config=vc)
+        except (NotImplementedError, RuntimeError) as e:
+            if "meta tensor" not in str(e):
+                raise
+            # Patch 10: a model class that computes a buffer from a tensor at build time (ALiBi
+            # slopes, rotary caches: .item() / a copy) cannot be built on the meta device; it is
+            # built again on the CPU (torch.empty: weights are reserved, never written).
+            vc.compilation_config.static_forward_context.clear()
+            with set_default_torch_dtype(mc.dtype), torch.device("cpu"):
+                model = initialize_model(vllm_config=vc)
+            res["engine"]["build_device"] = "cpu"
         res["engine"]["model_class"] = type(model).__name__
         res["engine"]["multimodal"] = bool(supports_multimodal(model))
         stage = "collect"
@@ -401,6 +480,10 @@ def run_case(case: dict, base: Path) -> dict:
                                            traceback.format_exc().splitlines()[-4:]]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if saved_v2 is None:
+            os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
+        else:
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved_v2
     return res
 
 

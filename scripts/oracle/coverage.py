@@ -53,7 +53,6 @@ def measure() -> dict:
                          "why": no_config.get(arch, "no case")}
             continue
         results = [(c["name"], *check_case(c)) for c in cs]
-        statuses = {r[1] for r in results}
         answered = [r for r in results if r[1] in ("exact", "mismatch", "kvplan-refuses", "refused-ok")]
         # Cases vLLM could not build on the CPU oracle (an incomplete default config) have no
         # answer to compare with; the architecture is verified on the answered ones, all exact.
@@ -90,7 +89,10 @@ def measure_refused() -> dict:
         if a is None:
             continue
         if a["error"] is None:
-            out[arch] = {"vllm": "builds", "how": a["engine"].get("model_class", "")}
+            how = a["engine"].get("model_class", "")
+            out[arch] = {"vllm": "builds", "how": how,
+                         "pooling": any(w in how for w in ("Embedding", "Classification", "Pooling", "Reward")),
+                         "kv_cache": any(rec.get("specs") for rec in a["layers"])}
         elif "Can't load" in a["error"]["message"]:
             out[arch] = {"vllm": "unknown", "reason": "the oracle lacks the processor files to build it"}
         else:

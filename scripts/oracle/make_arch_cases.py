@@ -10,7 +10,8 @@ the network, a default config.json is written:
   * from the transformers config class of its model_type (class defaults, `to_dict()`), or
   * from the config class vLLM ships (vllm/transformers_utils/configs/, vLLM's config registry), or
   * for remote-code architectures: the published keys, written out in REMOTE below (a Llama-style
-    base plus the keys the architecture's own config adds).
+    base plus the keys the architecture's own config adds) or in published_configs.py (the
+    config.json keys of a named published checkpoint, with that provenance in cases.json).
 `architectures` is set to the architecture. VARIANTS adds configs that exercise the layer-type
 keys of an architecture (layer patterns, windows, per-layer-type geometry).
 Every config is answered under --kv-cache-dtype auto and fp8.
@@ -25,6 +26,9 @@ from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from published_configs import PUBLISHED  # noqa: E402  (remote-code configs written out)
+
 DATA = ROOT / "tests" / "data" / "vllm_oracle_arch"
 REG = ROOT / "kvplan" / "data" / "vllm_architectures.json"
 
@@ -43,7 +47,23 @@ VLLM_CONFIG_TYPES = {
     "IsaacForConditionalGeneration": "isaac", "BagelForConditionalGeneration": "bagel",
     "BailingMoeV3VLForConditionalGeneration": "bailing_moe_v3_vl", "Alpamayo2Super": "alpamayo2_super",
     "Glm5NextForCausalLM": "glm5_next", "KimiLinearForCausalLM": "kimi_linear",
+    # Remote-code architectures whose config class transformers ships under another model_type.
+    "HCXVisionV2ForCausalLM": "hyperclovax_vision_v2", "MuseGlimmerForCausalLM": "muse_glimmer",
+    "DeepseekOCR2ForCausalLM": "deepseek_ocr2", "Ovis2_5": "ovis2", "Ovis2_6ForCausalLM": "ovis2",
+    "Ovis2_6_MoeForCausalLM": "ovis2", "Phi4MMForCausalLM": "phi4_multimodal",
+    "VoxtralRealtimeGeneration": "voxtral_realtime", "Qwen2_5OmniModel": "qwen2_5_omni",
+    "Qwen3ASRRealtimeGeneration": "qwen3_asr",
+    "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
+    "NemotronH_Nano_Omni_Reasoning_V3": "nemotron_h_omni", "NemotronH_Super_Omni_Reasoning_V3": "nemotron_h_omni",
+    "MiniCPMV": "minicpmv4_6", "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
+    "LlavaOnevision2ForConditionalGeneration": "llava_onevision",
+    # Remote-code text models whose model class reads the config of a transformers family.
+    "LongcatFlashNgramForCausalLM": "longcat_flash", "AliceAIForCausalLM": "qwen3_next",
+    "Rnj1ForCausalLM": "gemma3_text",
 }
+# Config classes vLLM ships (vllm/transformers_utils/configs/) without naming them in its registry.
+VLLM_CONFIG_CLASSES = {"DotsOCRForCausalLM": "DotsOCRConfig", "MiniMaxM3SparseForCausalLM": "MiniMaxM3TextConfig",
+                       "BailingMoeV3ForCausalLM": "BailingMoeV3TextConfig"}
 
 _LLAMA_BASE = {
     "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
@@ -76,25 +96,58 @@ REMOTE: dict[str, tuple[str, dict]] = {
     "PhiMoEForCausalLM": ("phimoe", {"num_local_experts": 16, "num_experts_per_tok": 2,
                                      "sliding_window": None}),
     # Fitted against vLLM's model class (the keys its module reads; values illustrative, 8 layers).
-    'BailingMoeForCausalLM': ('bailing_moe', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
-    'BailingMoeV2ForCausalLM': ('bailing_moe_v2', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
-    'SarvamMoEForCausalLM': ('sarvam_moe', {"embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
-    'BailingMoeV2_5ForCausalLM': ('bailing_moe_v2_5', {"num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1, "moe_intermediate_size": 1408, "use_bias": False, "num_hidden_layers": 8, "head_dim": 128}),
+    "BailingMoeForCausalLM": ("bailing_moe", {
+        "embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts":
+        8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "BailingMoeV2ForCausalLM": ("bailing_moe_v2", {
+        "embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts":
+        8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "SarvamMoEForCausalLM": ("sarvam_moe", {
+        "embedding_dropout": 0.0, "use_bias": False, "use_qkv_bias": False, "first_k_dense_replace": 1, "num_experts":
+        8, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_shared_experts": 1, "moe_intermediate_size": 1408,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "BailingMoeV2_5ForCausalLM": ("bailing_moe_v2_5", {
+        "num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1, "moe_intermediate_size": 1408, "use_bias":
+        False, "num_hidden_layers": 8, "head_dim": 128}),
     'IQuestLoopCoderForCausalLM': ('iquestloopcoder', {"num_hidden_layers": 8, "head_dim": 128}),
-    'MistralLarge3ForCausalLM': ('mistral_large3', {"n_routed_experts": 8, "first_k_dense_replace": 1, "n_shared_experts": 1, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
+    "MistralLarge3ForCausalLM": ("mistral_large3", {
+        "n_routed_experts": 8, "first_k_dense_replace": 1, "n_shared_experts": 1, "moe_intermediate_size": 1408,
+        "num_experts_per_tok": 2, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
     'PanguEmbeddedForCausalLM': ('pangu_embedded', {"num_hidden_layers": 8, "head_dim": 128}),
-    'PanguProMoEV2ForCausalLM': ('pangu_pro_moe_v2', {"first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
-    'PanguUltraMoEForCausalLM': ('pangu_ultra_moe', {"first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True, "num_hidden_layers": 8, "head_dim": 128}),
-    'Param2MoEForCausalLM': ('param2moe', {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    "PanguProMoEV2ForCausalLM": ("pangu_pro_moe_v2", {
+        "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408,
+        "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "PanguUltraMoEForCausalLM": ("pangu_ultra_moe", {
+        "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408,
+        "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_shared_experts": 1, "norm_topk_prob": True,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "Param2MoEForCausalLM": ("param2moe", {
+        "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim":
+        128}),
     'TeleChat3ForCausalLM': ('telechat3', {"num_hidden_layers": 8, "head_dim": 128}),
     'TeleFLMForCausalLM': ('teleflm', {"use_mup": False, "num_hidden_layers": 8, "head_dim": 128}),
-    'SarvamMLAForCausalLM': ('sarvam_mla', {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "kv_lora_rank": 512, "n_routed_experts": 8, "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "num_hidden_layers": 8, "head_dim": 128}),
-    'MiMoV2ForCausalLM': ('mimo_v2', {"hybrid_layer_pattern": [0, 1, 1, 1, 0, 1, 1, 1], "layernorm_epsilon": 1e-05, "swa_num_attention_heads": 32, "swa_num_key_value_heads": 4, "swa_head_dim": 128, "sliding_window_size": 1024, "num_hidden_layers": 8, "head_dim": 128}),
-    'ExaoneMoEForCausalLM': ('exaone_moe', {"layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 1024, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse"], "routed_scaling_factor": 1.0, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408, "num_hidden_layers": 8, "head_dim": 128}),
+    "SarvamMLAForCausalLM": ("sarvam_mla", {
+        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "kv_lora_rank": 512, "n_routed_experts": 8,
+        "num_experts": 8, "moe_intermediate_size": 1408, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+        "num_hidden_layers": 8, "head_dim": 128}),
+    "MiMoV2ForCausalLM": ("mimo_v2", {
+        "hybrid_layer_pattern": [0, 1, 1, 1, 0, 1, 1, 1], "layernorm_epsilon": 1e-05, "swa_num_attention_heads": 32,
+        "swa_num_key_value_heads": 4, "swa_head_dim": 128, "sliding_window_size": 1024, "num_hidden_layers": 8,
+        "head_dim": 128}),
+    "ExaoneMoEForCausalLM": ("exaone_moe", {
+        "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention",
+        "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 1024,
+        "mlp_layer_types": ["dense", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse"],
+        "routed_scaling_factor": 1.0, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 1408,
+        "num_hidden_layers": 8, "head_dim": 128}),
 }
 
 # InternVL-style multimodal remote configs: llm_config (the language model) + an InternViT.
-INTERNVL_FAMILY = {"H2OVLChatModel": "h2ovl_chat", "NVLM_D": "NVLM_D", "SkyworkR1VChatModel": "skywork_chat"}
+INTERNVL_FAMILY = {"H2OVLChatModel": "h2ovl_chat", "NVLM_D": "NVLM_D", "SkyworkR1VChatModel": "skywork_chat",
+                   "InternVLChatModel": "internvl_chat"}
 _INTERN_VIT = {"model_type": "intern_vit_6b", "hidden_size": 1024, "num_attention_heads": 16,
                "num_hidden_layers": 4, "image_size": 448, "patch_size": 14, "intermediate_size": 4096,
                "qkv_bias": True, "norm_type": "layer_norm", "layer_norm_eps": 1e-6, "drop_path_rate": 0.0,
@@ -156,6 +209,11 @@ VARIANTS: list[tuple[str, str, dict]] = [
 ]
 
 
+# Nemotron-H VL / Omni (nvidia Nemotron Nano VL 12B V2 published keys the transformers class leaves out).
+_NEMOTRON_VL_KEYS = {"text_config.dtype": "bfloat16", "dtype": "bfloat16",
+                     "ps_version": "v2", "image_tag_type": "internvl", "select_layer": -1, "use_thumbnail": True,
+                     "max_dynamic_patch": 12, "min_dynamic_patch": 1, "dynamic_image_size": True}
+
 # Keys the default config of a config class leaves out but that vLLM's model class reads (values
 # as in the architecture's published checkpoints); "text_config.<key>" sets a nested key.
 OVERRIDES: dict[str, dict] = {
@@ -165,7 +223,6 @@ OVERRIDES: dict[str, dict] = {
                                "index_n_heads": 64, "max_position_embeddings": 163840},
     "Glm4MoeForCausalLM": {"head_dim": 128},
     "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": 1},
-    "HYV3ForCausalLM": {"first_k_dense_replace": 1},
     "ChatGLMModel": {"original_rope": True, "tie_word_embeddings": False},
     "ChatGLMForConditionalGeneration": {"original_rope": True, "tie_word_embeddings": False},
     "NemotronForCausalLM": {"num_key_value_heads": 8},
@@ -176,31 +233,62 @@ OVERRIDES: dict[str, dict] = {
     "UltravoxModel": {"vocab_size": 128256},
     "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4},
     "Ernie4_5_VLMoeForConditionalGeneration": {"vision_config.embed_dim": 1280, "vision_config.mlp_ratio": 4},
+    "Qwen4ExpForConditionalGeneration": {"vision_config.deepstack_visual_indexes": [8, 16, 24],
+                                         "text_config.output_gate_type": "sigmoid"},
     "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16},
-    "Qwen3OmniMoeForConditionalGeneration": {"thinker_config.vision_config.image_size": 768,
-                                             "thinker_config.vision_config.apply_vit_abs_pos_embed": True},
     "Lfm2VlForConditionalGeneration": {"text_config.block_dim": 2048, "text_config.block_ff_dim": 12288,
                                        "text_config.block_multiple_of": 256,
                                        "text_config.block_ffn_dim_multiplier": 1.0,
                                        "text_config.block_auto_adjust_ff_dim": True},
-    "InklingForCausalLM": {"padded_vocab_size": 131072},
     "Lfm2ForCausalLM": {"block_dim": 2048, "block_ff_dim": 12288, "block_multiple_of": 256,
                         "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True},
     "MiniMaxM2ForCausalLM": {"rotary_dim": 64, "scoring_func": "sigmoid"},
     "Qwen3VLMoeForConditionalGeneration": {"text_config.norm_topk_prob": True},
-    "Step3p5ForCausalLM": {"use_moe_router_bias": True, "need_fp32_gate": True},
+    "Step3p5ForCausalLM": {"use_moe_router_bias": True, "need_fp32_gate": True, "norm_expert_weight": True},
+    # Step3 as published: moe_layers_enum is a comma-separated string.
+    "Step3TextForCausalLM": {"moe_layers_enum": ",".join(str(i) for i in range(4, 60))},
+    # LFM2-8B-A1B's layer map (24 layers, attention at 2, 6, 10, 14, 18, 21; short convolutions elsewhere).
+    "Lfm2MoeForCausalLM": {"num_hidden_layers": 24, "layer_types": [
+        "full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)]},
+    "Qwen4ExpForCausalLM": {"output_gate_type": "sigmoid"},
+    "AliceAIForCausalLM": {"kda_allow_negative_eigenvalues": False},
+    "LongcatFlashNgramForCausalLM": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True,
+                                     "zero_expert_type": "identity", "emb_neighbor_num": 4, "emb_split_num": 4,
+                                     "ngram_vocab_size_ratio": 4},
+    "Step3VLForConditionalGeneration": {"text_config.architectures": ["Step3TextForCausalLM"],
+                                        "text_config.moe_layers_enum": ",".join(str(i) for i in range(4, 60))},
+    # Kimi-Linear-48B-A3B as published: MLA (NoPE) every 4th layer, KDA linear attention elsewhere.
+    "KimiLinearForCausalLM": {"num_hidden_layers": 27, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+                              "qk_rope_head_dim": 64, "v_head_dim": 128, "mla_use_nope": True, "linear_attn_config": {
+                                  "full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
+                                  "kda_layers": [i for i in range(1, 28) if i not in (4, 8, 12, 16, 20, 24, 27)],
+                                  "head_dim": 128, "num_heads": 32, "short_conv_kernel_size": 4}},
     "AfmoeForCausalLM": {"score_func": "sigmoid", "route_norm": True, "n_group": 1, "topk_group": 1},
     "LongcatFlashForCausalLM": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True,
                                 "zero_expert_type": "identity"},
     "Glm4vMoeForConditionalGeneration": {"text_config.head_dim": 128, "text_config.use_qk_norm": False},
     "HYV3ForCausalLM": {"first_k_dense_replace": 1, "expert_hidden_dim": 1536, "num_shared_experts": 1,
                         "route_norm": True},
+    "VoxtralRealtimeGeneration": {"audio_config.downsample_factor": 4},
+    "DbrxForCausalLM": {"attn_config.rope_theta": 500000.0},
+    "InklingForCausalLM": {"padded_vocab_size": 131072, "use_embed_norm": False},
+    "Qwen3OmniMoeForConditionalGeneration": {"thinker_config.vision_config.image_size": 768,
+                                             "thinker_config.vision_config.apply_vit_abs_pos_embed": True,
+                                             "thinker_config.text_config.tie_word_embeddings": False},
+    "NemotronH_Nano_VL_V2": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
+                                          **_NEMOTRON_VL_KEYS},
+    "NemotronH_Nano_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
+                                          **_NEMOTRON_VL_KEYS},
+    "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
+                                          **_NEMOTRON_VL_KEYS},
 }
 # Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
 CASE_OPTIONS: dict[str, dict] = {
     "Glm5NextForCausalLM": {"enable_prefix_caching": True},
     "Glm5NextForConditionalGeneration": {"enable_prefix_caching": True},
     "KimiLinearForCausalLM": {"enable_prefix_caching": True},
+    "Step5ForCausalLM": {"v2_model_runner": True}, "Step5ForConditionalGeneration": {"v2_model_runner": True},
+    "LongcatFlashNgramForCausalLM": {"v2_model_runner": True},
 }
 
 
@@ -248,11 +336,17 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
         types.sort(key=lambda t: not t.endswith("_text"))
     if arch in VLLM_CONFIG_TYPES:
         types = [VLLM_CONFIG_TYPES[arch], *types]
+    if arch in VLLM_CONFIG_CLASSES:
+        import importlib
+
+        shipped = getattr(importlib.import_module("vllm.transformers_utils.configs"), VLLM_CONFIG_CLASSES[arch])
+        types = [f"class:{VLLM_CONFIG_CLASSES[arch]}", *types]
     for mt in types:
-        cls = _vllm_config_class(mt)
+        cls = shipped if mt.startswith("class:") else _vllm_config_class(mt)
+        mt = getattr(cls, "model_type", mt) if mt.startswith("class:") else mt
         source = f"vLLM config class {getattr(cls, '__name__', cls)} ({mt})"
         if cls is None:
-            cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None
+            cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None  # noqa: SIM401 (lazy mapping: .get skips loading)
             source = f"transformers config class {getattr(cls, '__name__', '?')} ({mt})"
         if cls is None:
             continue
@@ -280,6 +374,11 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
              "dynamic_image_size": True, "use_thumbnail": True, "max_dynamic_patch": 12,
              "min_dynamic_patch": 1, "torch_dtype": "bfloat16"}
         return d, "published keys of the InternVL-style remote config (llm_config: Qwen2, 8 layers)"
+    if arch in PUBLISHED:
+        mt, source, published = PUBLISHED[arch]
+        d = copy.deepcopy(published)
+        d["model_type"], d["architectures"] = mt, [arch]
+        return d, f"published keys: {source} (scripts/oracle/published_configs.py)"
     if arch in REMOTE:
         mt, extra = REMOTE[arch]
         d = dict(_LLAMA_BASE, **extra, model_type=mt, architectures=[arch])

@@ -107,7 +107,7 @@ def _config_defaults(model_types: set[str]) -> dict[str, dict]:
         seen.add(mt)
         cls = _vllm_config_class(mt)
         if cls is None:
-            cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None
+            cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None  # noqa: SIM401 (lazy mapping: .get skips loading)
         if cls is None:
             continue
         out[mt] = _signature_defaults(cls)

@@ -102,3 +102,31 @@ def test_nemotron_h_layers_block_type_reads_like_hybrid_override_pattern() -> No
     kv = [[lp.index for lp in p.layers if lp.bytes_per_token] for p in plans]
     assert kv[0] == kv[1] and len(kv[0]) == 6
     assert plans[0].totals.bytes_per_token == plans[1].totals.bytes_per_token == _vllm_total(base + "__fp8")
+
+
+def test_pooling_model_vllm_builds_without_kv_cache_plans_none_in_float16() -> None:
+    """ErnieModel: vLLM 0.33 runs it through its Transformers embedding class (encoder-only attention,
+    no KV cache) and a float32 pooling model in float16."""
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / "ErnieModel__default.json", "--kv-cache-dtype auto")
+    assert load_answer("ErnieModel__default__auto")["engine"]["model_dtype"] == "float16"
+    assert plan.model.dtype == "float16"
+    assert plan.totals.bytes_per_token == 0
+    assert {lp.kind for lp in plan.layers} == {"encoder_only"}
+
+
+def test_zamba2_shared_attention_caches_are_numbered_as_vllm_binds_them() -> None:
+    """vLLM numbers Zamba2's shared-attention caches 0..h-1 and the Mamba2 layers after them."""
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / "Zamba2ForCausalLM__default.json", "--kv-cache-dtype auto")
+    want = oracle_layers(load_answer("Zamba2ForCausalLM__default__auto"))
+    assert sorted(want) == list(range(9))
+    assert [lp.index for lp in plan.layers if lp.bytes_per_token] == sorted(want)
+    assert plan.totals.bytes_per_token == _vllm_total("Zamba2ForCausalLM__default__auto") == 9 * 20480
+
+
+def test_decilm_block_configs_drive_kv_heads_and_no_op_attention() -> None:
+    """Nemotron-NAS (DeciLM): per-layer GQA groups and attention blocks removed by no_op."""
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / "DeciLMForCausalLM__default.json", "--kv-cache-dtype auto")
+    kv = {lp.index: lp for lp in plan.layers if lp.bytes_per_token}
+    assert sorted(kv) == [0, 1, 3, 5, 6, 7]  # layers 2 and 4: attention no_op
+    assert [kv[i].num_kv_heads for i in (0, 3, 5)] == [8, 4, 2]  # 64 heads // n_heads_in_group 8/16/32
+    assert plan.totals.bytes_per_token == _vllm_total("DeciLMForCausalLM__default__auto")

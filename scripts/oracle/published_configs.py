@@ -1,0 +1,180 @@
+"""Remote-code architectures: config.json files written out from their published keys.
+
+Each entry is (model_type, provenance, config): the keys and values of the named published
+checkpoint's config.json that vLLM's model class reads (geometry as published; where a stack is
+long, the layer count is cut to 8 with the published per-layer keys kept in their pattern, and
+the provenance says so). make_arch_cases.py writes them out as `<arch>__default` configs;
+the oracle registers a config class for a model_type transformers does not know (arch_oracle.py).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def _qwen2(layers: int = 8, **kw: Any) -> dict[str, Any]:
+    d = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+         "intermediate_size": 18944, "num_hidden_layers": layers, "num_attention_heads": 28,
+         "num_key_value_heads": 4, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+         "rope_theta": 1000000.0, "vocab_size": 152064, "hidden_act": "silu", "tie_word_embeddings": False,
+         "use_sliding_window": False, "sliding_window": 32768, "max_window_layers": 28,
+         "torch_dtype": "bfloat16", "bos_token_id": 151643, "eos_token_id": 151645}
+    d.update(kw)
+    return d
+
+
+def _qwen3(layers: int = 8, **kw: Any) -> dict[str, Any]:
+    d = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+         "intermediate_size": 12288, "num_hidden_layers": layers, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6,
+         "rope_theta": 1000000.0, "vocab_size": 151936, "hidden_act": "silu", "tie_word_embeddings": False,
+         "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
+         "max_window_layers": 36, "torch_dtype": "bfloat16", "bos_token_id": 151643, "eos_token_id": 151645}
+    d.update(kw)
+    return d
+
+
+_SIGLIP = {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+           "num_attention_heads": 16, "num_hidden_layers": 4, "image_size": 448, "patch_size": 14,
+           "num_channels": 3, "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6}
+
+# Llama-3.3-Nemotron-Super-49B style NAS blocks: GQA groups vary per layer, some attention
+# blocks are removed (no_op) or replaced by a linear layer.
+_NAS_BLOCKS = [
+    {"attention": {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False, "sparsify": None},
+     "ffn": {"ffn_mult": 5.25, "no_op": False, "replace_with_linear": False, "sparsify": None}},
+    {"attention": {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False, "sparsify": None},
+     "ffn": {"ffn_mult": 5.25, "no_op": False, "replace_with_linear": False, "sparsify": None}},
+    {"attention": {"n_heads_in_group": None, "no_op": True, "replace_with_linear": False, "sparsify": None},
+     "ffn": {"ffn_mult": 2.625, "no_op": False, "replace_with_linear": False, "sparsify": None}},
+    {"attention": {"n_heads_in_group": 16, "no_op": False, "replace_with_linear": False, "sparsify": None},
+     "ffn": {"ffn_mult": 5.25, "no_op": False, "replace_with_linear": False, "sparsify": None}},
+    {"attention": {"n_heads_in_group": None, "no_op": True, "replace_with_linear": False, "sparsify": None},
+     "ffn": {"ffn_mult": 1.3125, "no_op": False, "replace_with_linear": False, "sparsify": None}},
+    {"attention": {"n_heads_in_group": 32, "no_op": False, "replace_with_linear": False, "sparsify": None},
+     "ffn": {"ffn_mult": 5.25, "no_op": False, "replace_with_linear": False, "sparsify": None}},
+    {"attention": {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False, "sparsify": None},
+     "ffn": {"ffn_mult": None, "no_op": True, "replace_with_linear": False, "sparsify": None}},
+    {"attention": {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False, "sparsify": None},
+     "ffn": {"ffn_mult": 5.25, "no_op": False, "replace_with_linear": False, "sparsify": None}},
+]
+
+PUBLISHED: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "Step1ForCausalLM": ("step1", "stepfun-ai Step-Audio-EditX config.json keys (Step1 LM: 48 heads, "
+                         "num_attention_groups 4, hidden 3072, 32 layers)", {
+        "hidden_size": 3072, "intermediate_size": 8192, "num_attention_heads": 48, "num_attention_groups": 4,
+        "num_hidden_layers": 32, "vocab_size": 74752, "rms_norm_eps": 1e-5, "bos_token_id": 1,
+        "pad_token_id": 0, "eos_token_id": 3, "tie_word_embeddings": False, "use_cache": True,
+        "max_seq_len": 32768, "torch_dtype": "bfloat16"}),
+    "DeciLMForCausalLM": ("nemotron-nas", "nvidia/Llama-3_3-Nemotron-Super-49B-v1 config.json keys "
+                          "(block_configs: 8 of its per-layer NAS blocks, kinds as published: GQA groups "
+                          "8/16/32, no_op attention, no_op FFN)", {
+        "hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 8, "vocab_size": 128256,
+        "rms_norm_eps": 1e-5, "hidden_act": "silu", "max_position_embeddings": 131072,
+        "rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0,
+                                                 "low_freq_factor": 1.0,
+                                                 "original_max_position_embeddings": 8192,
+                                                 "rope_type": "llama3"},
+        "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
+        "position_embedding_type": "rope", "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009],
+        "torch_dtype": "bfloat16", "block_configs": _NAS_BLOCKS}),
+    "Eagle2_5_VLForConditionalGeneration": ("eagle_2_5_vl", "nvidia/Eagle2.5-8B config.json keys "
+                                            "(text_config Qwen2.5-7B cut to 8 layers, SigLIP vision)", {
+        "text_config": _qwen2(8), "vision_config": dict(_SIGLIP), "downsample_ratio": 0.5,
+        "dynamic_image_size": True, "force_image_size": 448, "max_dynamic_patch": 12, "min_dynamic_patch": 1,
+        "use_thumbnail": True, "select_layer": -1, "template": "qwen2-chat", "mlp_connector_layers": 2,
+        "use_pixel_shuffle": True, "image_token_index": 151667, "torch_dtype": "bfloat16"}),
+    "LightOnOCRForConditionalGeneration": ("lighton_ocr", "lightonai/LightOnOCR-2-1B config.json keys "
+                                           "(text_config Qwen3 1024/28 layers cut to 8, Pixtral vision)", {
+        "text_config": _qwen3(8, hidden_size=1024, intermediate_size=3072, num_attention_heads=16,
+                              num_key_value_heads=8, tie_word_embeddings=True),
+        "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096,
+                          "num_attention_heads": 16, "num_hidden_layers": 4, "patch_size": 14,
+                          "image_size": 1540, "num_channels": 3, "head_dim": 64, "hidden_act": "silu",
+                          "rope_theta": 10000.0},
+        "spatial_merge_size": 2, "image_token_index": 151655, "projector_hidden_act": "gelu",
+        "multimodal_projector_bias": False, "vision_feature_layer": -1, "torch_dtype": "bfloat16"}),
+    "OpenCUAForConditionalGeneration": ("opencua", "xlangai/OpenCUA-7B config.json keys (text_config "
+                                        "Qwen2.5-7B cut to 8 layers, Qwen2.5-VL vision)", {
+        "text_config": _qwen2(8), "vision_config": {"model_type": "qwen2_5_vl_vision", "depth": 4, "hidden_size": 1280,
+                                                    "out_hidden_size": 3584, "intermediate_size": 3420,
+                                                    "num_heads": 16, "patch_size": 14, "spatial_merge_size": 2,
+                                                    "temporal_patch_size": 2, "window_size": 112,
+                                                    "fullatt_block_indexes": [1, 3], "hidden_act": "silu",
+                                                    "in_chans": 3, "tokens_per_second": 2},
+        "media_placeholder_token_id": 151664, "torch_dtype": "bfloat16"}),
+    "InternS1ForConditionalGeneration": ("interns1", "internlm/Intern-S1-mini config.json keys (text_config "
+                                         "Qwen3-8B cut to 8 layers, InternViT vision)", {
+        "text_config": _qwen3(8), "vision_config": {
+            "model_type": "internvl_vision", "hidden_size": 1024, "intermediate_size": 4096,
+            "num_attention_heads": 16, "num_hidden_layers": 4, "image_size": [448, 448], "patch_size": [14, 14],
+            "num_channels": 3, "hidden_act": "gelu", "layer_norm_eps": 1e-6, "norm_type": "layer_norm",
+            "attention_bias": True, "use_qk_norm": False, "use_mean_pooling": True, "layer_scale_init_value": 0.1,
+            "projection_dropout": 0.0, "attention_dropout": 0.0, "drop_path_rate": 0.0,
+            "use_absolute_position_embeddings": True},
+        "downsample_ratio": 0.5, "projector_hidden_act": "gelu", "vision_feature_layer": -1,
+        "vision_feature_select_strategy": "default", "image_token_id": 152957, "image_seq_length": 256,
+        "torch_dtype": "bfloat16"}),
+}
+
+
+def _llama(layers: int = 8, **kw: Any) -> dict[str, Any]:
+    d = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+         "intermediate_size": 14336, "num_hidden_layers": layers, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
+         "rope_theta": 500000.0, "vocab_size": 128256, "hidden_act": "silu", "tie_word_embeddings": False,
+         "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16", "bos_token_id": 128000,
+         "eos_token_id": 128009}
+    d.update(kw)
+    return d
+
+
+PUBLISHED.update({
+    "Phi3VForCausalLM": ("phi3_v", "microsoft/Phi-3-vision-128k-instruct config.json keys (its long-context "
+                         "rope_scaling factor lists left out)", {
+        "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "embd_pdrop": 0.0,
+        "embd_layer": {"embedding_cls": "image", "hd_transform_order": "sub_glb", "projection_cls": "mlp",
+                       "use_hd_transform": True, "with_learnable_separator": True},
+        "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02,
+        "img_processor": {"image_dim_out": 1024, "model_name": "openai/clip-vit-large-patch14-336",
+                          "name": "clip_vision_model", "num_img_tokens": 144},
+        "intermediate_size": 8192, "max_position_embeddings": 131072, "num_attention_heads": 32,
+        "num_hidden_layers": 32, "num_key_value_heads": 32, "original_max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 131072, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 32064}),
+    "GLM4VForCausalLM": ("chatglm", "THUDM/glm-4v-9b config.json keys (vision tower cut to 4 layers)", {
+        "add_bias_linear": False, "add_qkv_bias": True, "apply_query_key_layer_scaling": True,
+        "apply_residual_connection_post_layernorm": False, "attention_dropout": 0.0, "attention_softmax_in_fp32": True,
+        "bias_dropout_fusion": True, "boi_token_id": 151339, "eoi_token_id": 151340,
+        "eos_token_id": [151329, 151336, 151338], "ffn_hidden_size": 13696, "fp32_residual_connection": False,
+        "hidden_dropout": 0.0, "hidden_size": 4096, "kv_channels": 128, "layernorm_epsilon": 1.5625e-07,
+        "multi_query_attention": True, "multi_query_group_num": 2, "num_attention_heads": 32, "num_layers": 40,
+        "original_rope": True, "pad_token_id": 151329, "padded_vocab_size": 151552, "post_layer_norm": True,
+        "rmsnorm": True, "rope_ratio": 1, "seq_length": 8192, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "vision_config": {
+            "dropout_prob": 0.0, "hidden_act": "gelu", "in_channels": 3, "num_hidden_layers": 4,
+            "hidden_size": 1792, "patch_size": 14, "num_heads": 16, "intermediate_size": 15360,
+            "layer_norm_eps": 1e-06, "num_positions": 6401, "image_size": 1120, "scaling_factor": 8}}),
+    "MolmoForCausalLM": ("molmo", "allenai/Molmo-7B-D-0924 config.json keys", {
+        "attention_layer_norm": False, "clip_qkv": None, "embedding_size": 152064, "hidden_size": 3584,
+        "initializer_range": 0.02, "intermediate_size": 37888, "layer_norm_eps": 1e-06,
+        "layer_norm_type": "rms", "max_position_embeddings": 4096, "norm_after": False,
+        "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "qkv_bias": True,
+        "rope_theta": 1000000.0, "tie_word_embeddings": False, "torch_dtype": "float32",
+        "use_cache": True, "use_position_ids": True, "vocab_size": 152064, "weight_tying": False}),
+    "Llama_Nemotron_Nano_VL": ("Llama_Nemotron_Nano_VL", "nvidia/Llama-3.1-Nemotron-Nano-VL-8B-V1 config.json "
+                               "keys (llm_config Llama-3.1-8B cut to 8 layers, RADIO vision defaults)", {
+        "llm_config": _llama(8), "vision_config": {"model_type": "radio"}, "downsample_ratio": 0.5,
+        "force_image_size": 512, "patch_size": 16, "projector_hidden_size": 4096, "vit_hidden_size": 1280,
+        "ps_version": "v2", "template": "llama3", "select_layer": -1, "image_tag_type": "internvl",
+        "img_context_token_id": 128258, "torch_dtype": "bfloat16"}),
+    "K2HorizonForCausalLM": ("k2_horizon", "keys vLLM's K2-Horizon model class reads (values illustrative, 8 "
+                             "layers; dense attention, mova_num_experts 0)", {
+        "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "rope_head_dim": 64, "rope_theta": 10000.0,
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "vocab_size": 32000, "hidden_act": "silu",
+        "attention_bias": False, "attention_gate_func": None, "query_key_norm": True, "layernorm_num_groups": 1,
+        "decoder_sparse_step": 1, "mlp_only_layers": [0], "num_experts": 8, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 1408, "num_shared_experts": 1, "norm_topk_prob": True, "moe_gate_bias": False,
+        "router_score_func": "softmax", "router_scaling_factor": 1.0, "mova_num_experts": 0,
+        "mova_num_experts_per_tok": 0, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
+})
