@@ -5,6 +5,12 @@ checkpoint's config.json that vLLM's model class reads (geometry as published; w
 long, the layer count is cut to 8 with the published per-layer keys kept in their pattern, and
 the provenance says so). make_arch_cases.py writes them out as `<arch>__default` configs;
 the oracle registers a config class for a model_type transformers does not know (arch_oracle.py).
+
+How exact they are: no machine here reaches the Hub, so most entries were written out from the
+published checkpoints' keys as documented (model cards, vLLM's model classes) rather than copied
+byte for byte; an entry whose values are illustrative says so in its provenance. That is enough
+for what they are used for: each is a config vLLM's own model class builds, and the parity test
+checks kvplan against vLLM's answer for that same config, whatever its values.
 """
 from __future__ import annotations
 
