@@ -2,6 +2,10 @@
 """Host cost of an eager decode call (CUDA GPU): host microseconds per call, and the eager time
 beside the CUDA-graph replay time (L2 flushed before each, as in the suite).
 
+Two host measures: ``idle`` is one call issued to an idle GPU (synchronized before each call,
+median of 200), the suite's column; ``queued N`` is N calls back to back, which waits on the
+GPU once its launch queue is full (so it tends to the GPU time for long calls).
+
     python bench/launch_cost.py --shape 8,8192,32,8,128 --modes int8_per_token_head,bf16
 """
 from __future__ import annotations
@@ -15,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from kvplan.runtime.attention import paged_attention
-from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _host_us, _make_kv, _paged_fill
+from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _host_us, _host_us_idle, _make_kv, _paged_fill
 from kvplan.runtime.layout import LayerLayout
 
 
@@ -27,8 +31,9 @@ def main() -> None:
                     help="also print where the host time of each call goes (cProfile)")
     args = ap.parse_args()
     modes = dict(DECODE_MODES)
-    print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host (us/call) |")
-    print("|---|---|---|---|---|---|")
+    print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host idle (us) | "
+          "host queued 10 / 100 / 400 (us/call) |")
+    print("|---|---|---|---|---|---|---|")
     for shape in args.shape:
         b, ctx, hq, hkv, d = (int(x) for x in shape.split(","))
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -44,25 +49,27 @@ def main() -> None:
             cache, bt = _paged_fill(layout, k, v, 16, gen, **scales)
             out = torch.empty_like(q)
 
-            def run(cache=cache, bt=bt, out=out):
+            def run(cache=cache, bt=bt, out=out, q=q, lens=lens, ctx=ctx):
                 return paged_attention(q, cache, bt, lens, max_seq_len=ctx, out=out)
 
             graph = _bench_replay(run)
             eager = _bench(run)
-            host = _host_us(run, 200)
+            idle = _host_us_idle(run)
+            queued = [_host_us(run, n) for n in (10, 100, 400)]
             print(f"| {shape} | {name} | {graph:.4f} | {eager:.4f} | {eager / graph:.2f}x | "
-                  f"{host:.1f} |", flush=True)
+                  f"{idle:.1f} | {' / '.join(f'{x:.1f}' for x in queued)} |", flush=True)
             if args.profile:
                 import cProfile
                 import pstats
 
                 prof = cProfile.Profile()
-                prof.enable()
                 for _ in range(300):
+                    torch.cuda.synchronize()
+                    prof.enable()
                     run()
-                prof.disable()
+                    prof.disable()
                 torch.cuda.synchronize()
-                pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+                pstats.Stats(prof).sort_stats("tottime").print_stats(18)
             del cache, bt
             torch.cuda.empty_cache()
 
