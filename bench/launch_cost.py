@@ -17,7 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
+import triton
+import triton.language as tl
 
+from kvplan.runtime._common import launch_cached
 from kvplan.runtime.attention import paged_attention
 from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _host_us, _host_us_idle, _make_kv, _paged_fill
 from kvplan.runtime.layout import LayerLayout
@@ -27,10 +30,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", action="append", required=True, help="B,CTX,HQ,HKV,D")
     ap.add_argument("--modes", default=",".join(m for m, _ in DECODE_MODES))
+    ap.add_argument("--floor", action="store_true",
+                    help="first print the host time of one minimal launch on this host: torch's "
+                         "own add_, and a 3-argument Triton kernel through launch_cached")
     ap.add_argument("--profile", action="store_true",
                     help="also print where the host time of each call goes (cProfile)")
     args = ap.parse_args()
     modes = dict(DECODE_MODES)
+    if args.floor:
+        _floor()
     print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host idle (us) | "
           "host queued 10 / 100 / 400 (us/call) |")
     print("|---|---|---|---|---|---|---|")
@@ -72,6 +80,25 @@ def main() -> None:
                 pstats.Stats(prof).sort_stats("tottime").print_stats(18)
             del cache, bt
             torch.cuda.empty_cache()
+
+
+@triton.jit
+def _add_one(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+
+
+def _floor() -> None:
+    """Host microseconds of a minimal launch (idle GPU before each call, median of 200)."""
+    x = torch.zeros(4096, device="cuda")
+    kw = {"BLOCK": 1024}
+    for name, fn in (("torch add_", lambda: x.add_(1)),
+                     ("triton kernel via launch_cached", lambda: launch_cached(_add_one, (4,), (x, 4096), kw)),
+                     ("triton kernel via fn[grid]", lambda: _add_one[(4,)](x, 4096, **kw))):
+        print(f"floor: {name}: idle {_host_us_idle(fn):.1f} us, queued 100 {_host_us(fn, 100):.1f} "
+              "us/call", flush=True)
+    torch.cuda.synchronize()
+    assert int(x[0]) > 0
 
 
 if __name__ == "__main__":
