@@ -187,9 +187,9 @@ for step in $steps; do
     round15tests)  # every GPU test of tests/runtime but the prefill ones (round15prefill)
       timeout 570 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime -k "not prefill" 2>&1 \
         | tee "$OUT/pytest.log" ;;
-    round15prefill)
-      timeout 570 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime -k "prefill" 2>&1 \
-        | tee "$OUT/pytest-prefill.log" ;;
+    round15prefill)  # the prefill GPU tests, and the Gluon decode tests again (after the ring fix)
+      timeout 570 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime \
+        -k "prefill or test_gluon_decode_matches_reference" 2>&1 | tee "$OUT/pytest-prefill.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \
