@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -190,6 +190,12 @@ for step in $steps; do
     round15prefill)  # the prefill GPU tests, and the Gluon decode tests again (after the ring fix)
       timeout 570 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime \
         -k "prefill or test_gluon_decode_matches_reference" 2>&1 | tee "$OUT/pytest-prefill.log" ;;
+    round15c)  # B1 ctx32K: more programs than 7.75 per SM (explicit split counts)
+      timeout 150 $PY bench/tune_attention.py --shape 1,32768,32,8,128 \
+        --modes int8_per_token_head,fp8_per_token_head --kernel gluon --pipe 2 \
+        --configs 16:1:2:0,16:1:2:160,16:1:2:192,16:1:2:256,16:1:2:128 2>&1 | tee "$OUT/b1c.log"
+      timeout 60 $PY bench/tune_attention.py --shape 2,32768,32,8,128 --modes int8_per_token_head \
+        --kernel gluon --pipe 2 --configs 16:1:2:0,16:1:2:96,16:1:2:128 2>&1 | tee -a "$OUT/b1c.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \
