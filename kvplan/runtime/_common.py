@@ -290,6 +290,9 @@ def arg_spec(a):
         return _SPEC_BOOL
     if a is None:
         return _SPEC_NONE
+    index = getattr(a, "__index__", None)  # other integers (IntEnum, numpy): by their value
+    if index is not None:
+        return _int_spec(index())
     return None
 
 

@@ -761,6 +761,14 @@ def test_launch_cache_specializes_arguments_like_triton():
     assert len(by_spec) == len({native(BaseBackend, v, False, True, True) for v in values})
     # the 16 values of a random range of sizes share at most two keys (divisible by 16 or not)
     assert len({arg_spec(v) for v in range(1000, 1016)}) == 2
+    # integers of other types are keyed by value like ints, not lumped together with floats
+    import enum
+
+    class Size(enum.IntEnum):
+        ONE, SIXTEEN, SEVENTEEN = 1, 16, 17
+
+    assert [arg_spec(s) for s in Size] == [arg_spec(1), arg_spec(16), arg_spec(17)]
+    assert arg_spec(Size.SEVENTEEN) != arg_spec(2.5)
 
 
 @pytest.mark.gpu
