@@ -2,6 +2,10 @@
 """Host cost of an eager decode call (CUDA GPU): host microseconds per call, and the eager time
 beside the CUDA-graph replay time (L2 flushed before each, as in the suite).
 
+Two host measures: ``idle`` is one call issued to an idle GPU (synchronized before each call,
+median of 200), the suite's column; ``queued N`` is N calls back to back, which waits on the
+GPU once its launch queue is full (so it tends to the GPU time for long calls).
+
     python bench/launch_cost.py --shape 8,8192,32,8,128 --modes int8_per_token_head,bf16
 """
 from __future__ import annotations
@@ -13,9 +17,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
+import triton
+import triton.language as tl
 
+from kvplan.runtime._common import launch_cached
 from kvplan.runtime.attention import paged_attention
-from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _host_us, _make_kv, _paged_fill
+from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _host_us, _host_us_idle, _make_kv, _paged_fill
 from kvplan.runtime.layout import LayerLayout
 
 
@@ -23,12 +30,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", action="append", required=True, help="B,CTX,HQ,HKV,D")
     ap.add_argument("--modes", default=",".join(m for m, _ in DECODE_MODES))
+    ap.add_argument("--floor", action="store_true",
+                    help="first print the host time of one minimal launch on this host: torch's "
+                         "own add_, and a 3-argument Triton kernel through launch_cached")
     ap.add_argument("--profile", action="store_true",
                     help="also print where the host time of each call goes (cProfile)")
     args = ap.parse_args()
     modes = dict(DECODE_MODES)
-    print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host (us/call) |")
-    print("|---|---|---|---|---|---|")
+    if args.floor:
+        _floor()
+    print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host idle (us) | "
+          "host queued 10 / 100 / 400 (us/call) |")
+    print("|---|---|---|---|---|---|---|")
     for shape in args.shape:
         b, ctx, hq, hkv, d = (int(x) for x in shape.split(","))
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -44,27 +57,48 @@ def main() -> None:
             cache, bt = _paged_fill(layout, k, v, 16, gen, **scales)
             out = torch.empty_like(q)
 
-            def run(cache=cache, bt=bt, out=out):
+            def run(cache=cache, bt=bt, out=out, q=q, lens=lens, ctx=ctx):
                 return paged_attention(q, cache, bt, lens, max_seq_len=ctx, out=out)
 
             graph = _bench_replay(run)
             eager = _bench(run)
-            host = _host_us(run, 200)
+            idle = _host_us_idle(run)
+            queued = [_host_us(run, n) for n in (10, 100, 400)]
             print(f"| {shape} | {name} | {graph:.4f} | {eager:.4f} | {eager / graph:.2f}x | "
-                  f"{host:.1f} |", flush=True)
+                  f"{idle:.1f} | {' / '.join(f'{x:.1f}' for x in queued)} |", flush=True)
             if args.profile:
                 import cProfile
                 import pstats
 
                 prof = cProfile.Profile()
-                prof.enable()
                 for _ in range(300):
+                    torch.cuda.synchronize()
+                    prof.enable()
                     run()
-                prof.disable()
+                    prof.disable()
                 torch.cuda.synchronize()
-                pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+                pstats.Stats(prof).sort_stats("tottime").print_stats(18)
             del cache, bt
             torch.cuda.empty_cache()
+
+
+@triton.jit
+def _add_one(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+
+
+def _floor() -> None:
+    """Host microseconds of a minimal launch (idle GPU before each call, median of 200)."""
+    x = torch.zeros(4096, device="cuda")
+    kw = {"BLOCK": 1024}
+    for name, fn in (("torch add_", lambda: x.add_(1)),
+                     ("triton kernel via launch_cached", lambda: launch_cached(_add_one, (4,), (x, 4096), kw)),
+                     ("triton kernel via fn[grid]", lambda: _add_one[(4,)](x, 4096, **kw))):
+        print(f"floor: {name}: idle {_host_us_idle(fn):.1f} us, queued 100 {_host_us(fn, 100):.1f} "
+              "us/call", flush=True)
+    torch.cuda.synchronize()
+    assert int(x[0]) > 0
 
 
 if __name__ == "__main__":

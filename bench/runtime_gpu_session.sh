@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -139,6 +139,63 @@ for step in $steps; do
       timeout 120 $PY bench/tune_prefill.py --shape 2,2048,16384,64,8,64 --modes bf16,int8_per_token_head \
         --configs 128:64:8:3:0:1,128:64:8:2,128:128:8:2,256:64:8:2 --rep-ms 60 2>&1 \
         | tee "$OUT/tune-prefill-c.log" ;;
+    round15)  # issue 22: host time per eager call (idle vs queued, profile), B1 ctx32K split
+      #          counts, FP8 per-tensor launch settings at the suite shapes, launch-cache tests
+      timeout 150 $PY bench/launch_cost.py --shape 64,4096,32,8,128 --shape 16,16384,32,8,128 \
+        --shape 1,32768,32,8,128 --shape 128,2048,64,8,64 2>&1 | tee "$OUT/launch.log"
+      timeout 60 $PY bench/launch_cost.py --shape 16,16384,32,8,128 --modes int8_per_token_head,bf16 \
+        --profile 2>&1 | tee "$OUT/launch-profile.log"
+      timeout 100 $PY bench/tune_attention.py --shape 1,32768,32,8,128 \
+        --modes int8_per_token_head,fp8_per_token_head --kernel gluon --pipe 2 \
+        --configs 16:1:2:0,16:1:2:32,16:1:2:48,16:1:2:64,16:1:2:96,16:1:2:128 2>&1 | tee "$OUT/b1.log"
+      for sh in 16,16384,32,8,128 4,32768,32,8,128; do
+        timeout 90 $PY bench/tune_attention.py --shape $sh --modes fp8 --vreg 1 \
+          --configs 64:2:5:0,64:2:5:2,64:2:5:4,64:2:5:6,64:2:5:8,64:2:3:0,64:4:3:0,64:2:3:8,32:2:5:8,64:4:3:8 \
+          2>&1 | tee -a "$OUT/fp8t.log"
+      done
+      timeout 60 $PY bench/tune_attention.py --shape 64,2048,32,8,128 --modes fp8 --vreg 1 \
+        --configs 64:2:5:0,64:2:5:1,64:2:5:2,64:2:5:3,64:2:3:0,64:4:3:0,64:4:3:2 2>&1 | tee -a "$OUT/fp8t.log"
+      timeout 90 $PY bench/tune_attention.py --shape 128,2048,64,8,64 --modes fp8 --vreg 1,0 \
+        --configs 128:2:2:0,64:2:3:0,64:2:5:0,128:4:2:0,64:4:3:0,128:2:3:0,32:2:5:0 2>&1 | tee -a "$OUT/fp8t.log"
+      timeout 90 $PY bench/tune_attention.py --shape 32,4096,16,4,256 --modes fp8 --vreg 1,0 \
+        --configs 32:2:3:0,32:2:5:0,32:4:3:0,64:4:3:0,32:2:4:0,16:2:5:0 2>&1 | tee -a "$OUT/fp8t.log"
+      timeout 200 $PY -m pytest -q -p no:cacheprovider -rfE tests/runtime/test_attention.py \
+        -k "cached_launch or specializes or split or dependent" 2>&1 | tail -15 | tee "$OUT/pytest.log" ;;
+    round15b)  # host time before/after (.old: a copy of the package with the previous commit's
+      #           attention.py and _common.py, and bench/launch_cost.py), B1 ctx32K
+      #           variants, B16 ctx16K split counts for the Triton kernel
+      for v in old new; do
+        if [ $v = old ]; then P=.old; else P=.; fi
+        echo "== $v" | tee -a "$OUT/launch.log"
+        PYTHONPATH=$P timeout 120 $PY $P/bench/launch_cost.py --shape 64,4096,32,8,128 --shape 16,16384,32,8,128 \
+          --shape 1,32768,32,8,128 2>&1 | tee -a "$OUT/launch.log"
+      done
+      timeout 100 $PY bench/tune_attention.py --shape 1,32768,32,8,128 \
+        --modes int8_per_token_head --kernel gluon --pipe 2,3,4 \
+        --configs 16:1:2:0,16:1:2:96,32:1:2:64,32:1:2:128 2>&1 | tee "$OUT/b1.log"
+      timeout 60 $PY bench/tune_attention.py --shape 1,32768,32,8,128 --modes fp8_per_token_head \
+        --kernel gluon --pipe 2 --configs 16:1:2:0 2>&1 | tee -a "$OUT/b1.log"
+      timeout 100 $PY bench/tune_attention.py --shape 16,16384,32,8,128 --modes bfloat16,fp8 --vreg 1 \
+        --configs 64:4:3:0,64:4:3:37,64:4:3:4,64:2:5:0,64:2:5:37 2>&1 | tee "$OUT/b16.log"
+      timeout 200 $PY -m pytest -q -p no:cacheprovider -rfE tests/runtime/test_attention.py \
+        -k "cached_launch or specializes or split or dependent or merge or swap" 2>&1 | tail -15 | tee "$OUT/pytest.log" ;;
+    round15suite)  # round 15's suite run, after the launch floor of this host
+      timeout 40 $PY bench/launch_cost.py --floor --shape 1,32768,32,8,128 --modes int8_per_token_head \
+        2>&1 | tee "$OUT/floor.log"
+      timeout 540 $PY bench/bench_attention.py --out "$OUT/h100-runtime-r15-2026-11-25.json" \
+        --plot "$OUT/h100-runtime-r15-2026-11-25.png" 2>&1 | tee "$OUT/h100-runtime-r15-2026-11-25.log" ;;
+    round15tests)  # every GPU test of tests/runtime but the prefill ones (round15prefill)
+      timeout 570 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime -k "not prefill" 2>&1 \
+        | tee "$OUT/pytest.log" ;;
+    round15prefill)  # the prefill GPU tests, and the Gluon decode tests again (after the ring fix)
+      timeout 570 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime \
+        -k "prefill or test_gluon_decode_matches_reference" 2>&1 | tee "$OUT/pytest-prefill.log" ;;
+    round15c)  # B1 ctx32K: more programs than 7.75 per SM (explicit split counts)
+      timeout 150 $PY bench/tune_attention.py --shape 1,32768,32,8,128 \
+        --modes int8_per_token_head,fp8_per_token_head --kernel gluon --pipe 2 \
+        --configs 16:1:2:0,16:1:2:160,16:1:2:192,16:1:2:256,16:1:2:128 2>&1 | tee "$OUT/b1c.log"
+      timeout 60 $PY bench/tune_attention.py --shape 2,32768,32,8,128 --modes int8_per_token_head \
+        --kernel gluon --pipe 2 --configs 16:1:2:0,16:1:2:96,16:1:2:128 2>&1 | tee -a "$OUT/b1c.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -174,12 +174,12 @@ E5M2X4X2_TO_F16_PAIRS = _fp8x4x2_to_f16_pairs("e5m2")
 
 
 def _fp8x4_to_f16(fmt: str) -> tl.constexpr:
-    return tl.constexpr("""{{
+    return tl.constexpr(f"""{{
     .reg .b16 lo, hi;
     mov.b32 {{lo, hi}}, $2;
-    cvt.rn.f16x2.{}x2 $0, lo;
-    cvt.rn.f16x2.{}x2 $1, hi;
-    }}""".format(fmt, fmt))
+    cvt.rn.f16x2.{fmt}x2 $0, lo;
+    cvt.rn.f16x2.{fmt}x2 $1, hi;
+    }}""")
 
 
 E4M3X4_TO_F16 = _fp8x4_to_f16("e4m3")
@@ -261,24 +261,65 @@ def cache_constexprs(a: CacheArgs) -> dict:
 # from all of them, constexprs included; the Gluon kernels pass about 20 layout objects as
 # constexprs, whose hashing and printing cost 0.1-0.3 ms of host time per call on the benchmark
 # host. `launch_cached` compiles (or fetches) the kernel once per ``key`` (the caller's tuple that
-# fixes every constexpr and launch option) and per specialization of the runtime arguments (the
-# dtype and 16-byte alignment of tensors, the values of integers), then launches it
-# through the compiled kernel's launcher. Under the interpreter, or with Triton launch hooks set,
-# it takes the ordinary path.
+# fixes every constexpr and launch option) and per specialization of the runtime arguments, the
+# same one Triton's own launch computes (`arg_spec`), then launches it through the compiled
+# kernel's launcher. Under the interpreter, or with Triton launch hooks set, it takes the
+# ordinary path.
 _LAUNCHERS: dict[tuple, tuple] = {}
+
+# Integer specialization codes (`arg_spec`): Triton compiles an int argument as the constant 1, or
+# as i32 / i64 / u64 by its range, marked divisible by 16 or not.
+_I32_MIN, _I32_MAX, _I64_MIN, _I64_MAX = -(1 << 31), (1 << 31) - 1, -(1 << 63), (1 << 63) - 1
+_SPEC_ONE, _SPEC_NONE, _SPEC_BOOL = 1, "none", "bool"
+
+
+def arg_spec(a):
+    """What Triton's specialization of a runtime argument depends on (triton 3.6's
+    ``native_specialize_impl`` with value and alignment specialization on), as a small hashable:
+    tensors by dtype and whether their address is 16-byte aligned; integers by ``== 1`` (compiled
+    as a constant), range (i32 / i64 / u64) and divisibility by 16; booleans and None by kind;
+    floats not at all (fp32). Two arguments with equal specs compile to the same kernel, so the
+    launch cache stays bounded however many distinct sizes, strides and lengths a caller passes
+    (each new value used to add an entry and take Triton's slow path once)."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, not a.data_ptr() & 15)
+    t = type(a)
+    if t is int:
+        return _int_spec(a)
+    if t is bool:
+        return _SPEC_BOOL
+    if a is None:
+        return _SPEC_NONE
+    index = getattr(a, "__index__", None)  # other integers (IntEnum, numpy): by their value
+    if index is not None:
+        return _int_spec(index())
+    return None
+
+
+def _int_spec(a: int) -> int:
+    """`arg_spec` of an int: 1, or 2 + 2 * range class (i32, i64, u64) + (divisible by 16)."""
+    if a == 1:
+        return _SPEC_ONE
+    if _I32_MIN <= a <= _I32_MAX:
+        rng = 0
+    elif _I64_MIN <= a <= _I64_MAX:
+        rng = 1
+    else:
+        rng = 2
+    return 2 + 2 * rng + (not a & 15)
 
 
 def compiled_kernels(fn) -> list:
     """The compiled kernels `launch_cached` has launched for ``fn`` (their ``asm`` holds the
     PTX/SASS: `bench/tune_prefill.py` checks for wgmma)."""
-    return [entry[4] for key, entry in _LAUNCHERS.items() if key[0] is fn]
+    return [entry[4] for entry in _LAUNCHERS.values() if entry[5] is fn]
 
 
 def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = None) -> None:
     """Launch ``fn[grid](*pos, **kw)``; ``key`` must determine ``kw`` (constexprs and options)
     completely (None: ``kw``'s items, when they are all plain scalars): the first call with a
-    key compiles through Triton's own path and records the compiled kernel, later ones launch it
-    directly."""
+    key and argument specialization (`arg_spec`) compiles through Triton's own path and records
+    the compiled kernel, later ones launch it directly."""
     if key is None:
         key = tuple(kw.items())
     if interpreting():
@@ -288,23 +329,28 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
     if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
         fn[grid](*pos, **kw)
         return
-    dev = torch.cuda.current_device()
-    # The specialization: tensors by dtype and 16-byte alignment, integers by value (strides and
-    # sizes repeat from call to call), floats not at all (at least as fine as Triton's own).
+    dev = _current_device()
     # Tensors reach the launcher as their addresses: Triton's launcher then skips the driver's
     # pointer query it makes per tensor argument (`paged_attention` checks devices itself).
+    # The kernel is keyed by ``id(fn)`` (a JITFunction hashes its source-derived cache key).
     tensor = torch.Tensor
-    args = []
-    spec = []
+    int_spec = _int_spec
+    args: list = []
+    spec: list = []
+    add_arg = args.append
+    add_spec = spec.append
     for a in pos:
-        if isinstance(a, tensor):
+        if type(a) is int:
+            add_arg(a)
+            add_spec(int_spec(a))
+        elif isinstance(a, tensor):
             ptr = a.data_ptr()
-            args.append(ptr)
-            spec.append((a.dtype, ptr & 15))
+            add_arg(ptr)
+            add_spec((a.dtype, not ptr & 15))
         else:
-            args.append(a)
-            spec.append(a if type(a) is int else None)
-    full = (fn, key, dev, tuple(spec))
+            add_arg(a)
+            add_spec(arg_spec(a))
+    full = (id(fn), key, dev, tuple(spec))
     entry = _LAUNCHERS.get(full)
     if entry is None:
         fn[grid](*pos, **kw)  # the first launch of a specialization: Triton's own, checked path
@@ -313,13 +359,13 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
             kernel = kernel.result()
         kernel._init_handles()
         params = fn.params[len(pos):]
-        tail = tuple(kw[p.name] if p.name in kw else p.default for p in params)
-        _LAUNCHERS[full] = (kernel.run, kernel.function, kernel.packed_metadata, tail, kernel)
+        tail = tuple(kw.get(p.name, p.default) for p in params)
+        _LAUNCHERS[full] = (kernel.run, kernel.function, kernel.packed_metadata, tail, kernel, fn)
         return
-    run, function, packed, tail, _ = entry
+    run, function, packed, tail = entry[:4]
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
-    run(grid[0], g1, g2, _current_stream(dev), function, packed, None, None, None, *args, *tail)
+    run(grid[0], g1, g2, _raw_stream(dev), function, packed, None, None, None, *args, *tail)
 
 
 _KEY_IDS: dict[tuple, int] = {}
@@ -350,3 +396,9 @@ def _current_stream(dev: int) -> int:
     """The raw handle of the current CUDA stream (what Triton's own launch passes)."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     return raw(dev) if raw is not None else torch.cuda.current_stream(dev).cuda_stream
+
+
+# The fast path's device and stream queries: torch's private bindings where they exist (what
+# `torch.cuda.current_device` and Triton's own launch call underneath), else the public API.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _current_stream
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device

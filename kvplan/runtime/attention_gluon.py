@@ -77,7 +77,7 @@ def _to_f16_biased(x, KV_MODE: gl.constexpr, E5M2: gl.constexpr):
 
 
 @gluon.jit
-def _permute(y, O: gl.constexpr, R: gl.constexpr):
+def _permute(y, O: gl.constexpr, R: gl.constexpr):  # noqa: E741
     """gl.permute with the order packed as base-16 digits (axis i of the result = digit i of O):
     one integer constexpr passes through every Triton release, where a tuple argument does not."""
     if R == 6:
@@ -224,7 +224,9 @@ def _ring(dtype: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl
     bufs = (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS),
             _stage(dtype, HEAD, BLOCK_N, SK, SV, SS))
     if PIPE == 4:
-        bufs = (*bufs, _stage(dtype, HEAD, BLOCK_N, SK, SV, SS), _stage(dtype, HEAD, BLOCK_N, SK, SV, SS))
+        # tuple concatenation, not unpacking: Gluon's frontend rejects starred expressions
+        bufs = bufs + (_stage(dtype, HEAD, BLOCK_N, SK, SV, SS),  # noqa: RUF005
+                       _stage(dtype, HEAD, BLOCK_N, SK, SV, SS))
     return bufs
 
 
@@ -491,7 +493,7 @@ def _flat_read(ring, rel, span, vn, sn, AT: gl.constexpr, V_OFF: gl.constexpr,
     kx = kv.slice(0, HEAD, dim=1).load(LK)
     vv = ring.slice(AT + V_OFF, 4)._reinterpret(ring.dtype, [BLOCK_N, 2 * HEAD], PKV)
     vx = vv.slice(0, HEAD, dim=1).load(LV_LOAD)
-    if KV_MODE == 3:
+    if KV_MODE == 3:  # noqa: SIM102 (a constexpr branch around a runtime one)
         if rel < 0:
             vx = gl.where(((vn + rel).to(gl.uint32) < span)[:, None], vx, 0)
     sc = ring.slice(AT + 4 * KS_OFF, 4)._reinterpret(gl.float32, [BLOCK_N, 2], PSC).load(LSC)
@@ -633,7 +635,7 @@ def _gluon_swap_kernel(
             cp.commit_group()
             pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
             cp.wait_group(PIPE - 1)
-            if TRACE:
+            if TRACE:  # noqa: SIM102 (a constexpr branch around a runtime one)
                 if start == s_lo:
                     t_first = _trace_now(TRACE)
             kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE, V_OFF,
@@ -963,7 +965,7 @@ def _bit_map(fixed: dict[int, int], bits: int) -> dict[int, int]:
     other physical bits in order."""
     free = [b for b in range(bits) if b not in fixed.values()]
     rest = [i for i in range(bits) if i not in fixed]
-    return {**fixed, **dict(zip(rest, free))}
+    return {**fixed, **dict(zip(rest, free, strict=False))}
 
 
 def _wavefronts(addresses: list[int], width: int) -> int:

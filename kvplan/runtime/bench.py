@@ -16,6 +16,7 @@ naive dequantize-then-SDPA path is eager only. Bytes counted:
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import platform
 from collections.abc import Callable
@@ -47,6 +48,7 @@ FULL_SHAPES: tuple[tuple[int, int, int, int, int, int | None], ...] = (
     (4, 32768, 32, 8, 128, None),
     (32, 4096, 16, 4, 256, None),
     (64, 4096, 64, 8, 64, 128),
+    (1, 32768, 32, 8, 128, None),  # small batch, long context: one sequence's keys over all SMs
 )
 QUICK_SHAPES = FULL_SHAPES[:1] + FULL_SHAPES[2:3]
 
@@ -106,19 +108,21 @@ def _bench(fn: Callable[[], Any], rep_ms: int = 200, warmup_ms: int = 25,
     reps = max(1, int(rep_ms / estimate))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         flush()
         s.record()
         fn()
         e.record()
     torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
     return float(times[len(times) // 2])
 
 
 def _host_us(fn: Callable[[], Any], calls: int = 100) -> float:
     """Host microseconds per eager call: ``calls`` calls back to back after a synchronize, timed
-    by the host clock without waiting for the GPU (the launches queue up asynchronously)."""
+    by the host clock without waiting for the GPU (the launches queue up asynchronously). Once
+    the GPU's launch queue is full, a launch waits for the GPU, so this reads the GPU's pace for
+    calls whose GPU work outlasts their host work (see `_host_us_idle`)."""
     import time
 
     fn()
@@ -129,6 +133,24 @@ def _host_us(fn: Callable[[], Any], calls: int = 100) -> float:
     t1 = time.perf_counter()
     torch.cuda.synchronize()
     return (t1 - t0) / calls * 1e6
+
+
+def _host_us_idle(fn: Callable[[], Any], calls: int = 200) -> float:
+    """Host microseconds of one eager call issued to an idle GPU (synchronized before each call),
+    median over ``calls``: what the call itself costs the host (Python, allocations, launches),
+    without waiting behind earlier calls' queued work."""
+    import time
+
+    fn()
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    times.sort()
+    return times[len(times) // 2] * 1e6
 
 
 def _capture(fn: Callable[[], Any], calls: int = 1) -> torch.cuda.CUDAGraph:
@@ -176,7 +198,7 @@ def copy_bandwidth(device: str = "cuda", nbytes: int = 2 << 30) -> dict:
     """Measured device-to-device copy bandwidth: bytes read + written per second."""
     src = torch.empty(nbytes // 2, dtype=torch.uint8, device=device).random_()
     dst = torch.empty_like(src)
-    ms = _bench(lambda: dst.copy_(src))
+    ms = _bench(functools.partial(dst.copy_, src))
     moved = 2 * src.numel()
     del src, dst
     return {"bytes": moved, "ms": ms, "bytes_per_s": moved / (ms * 1e-3)}
@@ -192,7 +214,7 @@ def _make_kv(batch: int, ctx: int, hkv: int, head: int, device: str, gen: torch.
 
 
 def _paged_fill(layout: LayerLayout, k: torch.Tensor, v: torch.Tensor, block_size: int,
-                gen: torch.Generator, permute: bool = True,
+                gen: torch.Generator, *, permute: bool = True,
                 **scales: float) -> tuple[PagedKVCache, torch.Tensor]:
     """Write contiguous K/V into a paged cache with a randomly permuted block table (``permute``;
     else each sequence's pages lie in order, one sequence after the other)."""
@@ -263,14 +285,14 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
     seq_lens = torch.full((batch,), ctx, dtype=torch.int32, device=device)
     for name, kv_dtype in modes:
         layout = LayerLayout.simple(kv_dtype, hkv, head, sliding_window=window)
-        scales = {}
+        scales: dict[str, Any] = {}
         if layout.quant_mode == "fp8_per_tensor":  # calibrated static scales (amax / 448)
             scales = {"k_scale": float(k.abs().max()) / 448.0, "v_scale": float(v.abs().max()) / 448.0}
         cache, block_tables = _paged_fill(layout, k, v, block_size, gen, **scales)
         cfg = (configs or {}).get(name)
         out = torch.full_like(q, float("nan"))
 
-        def run() -> torch.Tensor:
+        def run(cache=cache, block_tables=block_tables, out=out, cfg=cfg) -> torch.Tensor:
             return paged_attention(q, cache, block_tables, seq_lens, max_seq_len=ctx, out=out,
                                    config=cfg)
 
@@ -278,15 +300,17 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
         err = _rel_err(out, ref)
         ms = _bench_replay(run)
         eager_ms = _bench(run)
-        host_us = _host_us(run)
+        host_us = _host_us_idle(run)
+        host_queued = _host_us(run)
         nbytes = batch * attended * layout.bytes_per_token
         rows.append(dict(shape, kind="decode", variant=f"paged_{name}", ms=ms, eager_ms=eager_ms,
-                         host_us=host_us, eager_over_graph=eager_ms / ms, bytes=nbytes,
+                         host_us=host_us, host_us_queued=host_queued,
+                         eager_over_graph=eager_ms / ms, bytes=nbytes,
                          bytes_per_s=nbytes / (ms * 1e-3), frac_copy=nbytes / (ms * 1e-3) / copy_bps,
                          ratio_to_sdpa=ms / sdpa_ms, rel_err=err,
                          nan_outputs=int(torch.isnan(out).sum())))
         if naive and name != "bf16" and window is None:
-            nms = _bench(lambda: _naive_decode(cache, block_tables, q4, ctx), rep_ms=100)
+            nms = _bench(functools.partial(_naive_decode, cache, block_tables, q4, ctx), rep_ms=100)
             rows.append(dict(shape, kind="decode", variant=f"naive_dequant_sdpa_{name}", ms=nms,
                              eager_ms=nms,
                              bytes=nbytes, bytes_per_s=nbytes / (nms * 1e-3),
@@ -325,7 +349,7 @@ def bench_prefill_shape(batch: int, new: int, cached: int, hq: int, hkv: int, he
     qf = torch.randn(batch, hq, ctx, head, device=device, dtype=torch.bfloat16, generator=gen)
     kr = k.repeat_interleave(hq // hkv, dim=1)
     vr = v.repeat_interleave(hq // hkv, dim=1)
-    sdpa_ms = _bench(lambda: F.scaled_dot_product_attention(qf, kr, vr, is_causal=True),
+    sdpa_ms = _bench(functools.partial(F.scaled_dot_product_attention, qf, kr, vr, is_causal=True),
                      rep_ms=rep_ms)
     sdpa_flops = 4 * head * hq * _visible_pairs(batch, ctx, 0)
     sdpa_tflops = sdpa_flops / (sdpa_ms * 1e-3) / 1e12
@@ -340,14 +364,14 @@ def bench_prefill_shape(batch: int, new: int, cached: int, hq: int, hkv: int, he
     flops = 4 * head * hq * _visible_pairs(batch, new, cached)
     for name, kv_dtype in modes:
         layout = LayerLayout.simple(kv_dtype, hkv, head)
-        scales = {}
+        scales: dict[str, Any] = {}
         if layout.quant_mode == "fp8_per_tensor":
             scales = {"k_scale": float(k.abs().max()) / 448.0, "v_scale": float(v.abs().max()) / 448.0}
         cache, block_tables = _paged_fill(layout, k, v, block_size, gen, **scales)
         cfg = (configs or {}).get(name)
         out = torch.full_like(ref_q, float("nan"))
 
-        def run() -> torch.Tensor:
+        def run(cache=cache, block_tables=block_tables, out=out, cfg=cfg) -> torch.Tensor:
             return paged_attention(ref_q, cache, block_tables, seq_lens, qsl, out=out,
                                    max_query_len=new, max_seq_len=ctx, config=cfg)
 
@@ -420,13 +444,13 @@ def bench_write(num_tokens: int, hkv: int, head: int, copy_bps: float, *, block_
             slots = blocks[j // block_size] * block_size + j % block_size
             work.append((cache, key, value, slots))
 
-        def run_all() -> None:
+        def run_all(work=work) -> None:
             for cache, key, value, slots in work:
                 write_kv_cache(cache, key, value, slots, **kw)
 
         ms = _bench_graph(run_all, replays=max(1, 64 // sets)) / sets
         c0, k0, v0, s0 = work[0]
-        launch_ms = _bench(lambda: write_kv_cache(c0, k0, v0, s0, **kw))
+        launch_ms = _bench(functools.partial(write_kv_cache, c0, k0, v0, s0, **kw))
         nbytes = (2 * k0.numel() * k0.element_size() + num_tokens * layout.bytes_per_token
                   + s0.numel() * s0.element_size())
         rows.append(dict(kind="write", variant=f"write_{name}", num_tokens=num_tokens,

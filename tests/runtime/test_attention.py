@@ -735,3 +735,57 @@ def test_cached_launch_is_reused_and_follows_arguments(cuda_device):
                                       model_dtype=model_dtype)
             out, ref = _decode(batch, 32, gen, "cuda", dtype=model_dtype)
             _check(out, ref, layout.quant_mode, f"{model_dtype} head {head}")
+
+
+def test_launch_cache_specializes_arguments_like_triton():
+    """`launch_cached` keys runtime arguments by what Triton's own specialization depends on:
+    two integers (or booleans, None, floats) share a key only where Triton compiles them the
+    same way (the constant 1; i32, i64 or u64; divisible by 16 or not), so a cached launch never
+    runs a kernel compiled for a different specialization, and new sizes do not add entries."""
+    native = pytest.importorskip("triton._C.libtriton").native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    from kvplan.runtime._common import arg_spec
+
+    gen = torch.Generator().manual_seed(5)
+    values = [0, 1, 2, 15, 16, 17, 31, 32, -1, -16, -17, 2**31 - 16, 2**31 - 1, 2**31, 2**31 + 16,
+              2**32 + 3, 2**63 - 16, 2**63 - 1, 2**63, 2**63 + 16, 2**64 - 1, -(2**31),
+              -(2**31) - 1, -(2**31) - 16, -(2**63), True, False, None, 0.0, 1.0, 2.5]
+    values += torch.randint(-(2**40), 2**40, (300,), generator=gen).tolist()
+    values += (torch.randint(0, 2**20, (100,), generator=gen) * 16).tolist()
+    by_spec: dict = {}
+    for v in values:
+        by_spec.setdefault(arg_spec(v), set()).add(native(BaseBackend, v, False, True, True))
+    assert all(len(triton_specs) == 1 for triton_specs in by_spec.values()), by_spec
+    # and no coarser than needed: one key per distinct Triton specialization of these values
+    assert len(by_spec) == len({native(BaseBackend, v, False, True, True) for v in values})
+    # the 16 values of a random range of sizes share at most two keys (divisible by 16 or not)
+    assert len({arg_spec(v) for v in range(1000, 1016)}) == 2
+    # integers of other types are keyed by value like ints, not lumped together with floats
+    import enum
+
+    class Size(enum.IntEnum):
+        ONE, SIXTEEN, SEVENTEEN = 1, 16, 17
+
+    assert [arg_spec(s) for s in Size] == [arg_spec(1), arg_spec(16), arg_spec(17)]
+    assert arg_spec(Size.SEVENTEEN) != arg_spec(2.5)
+
+
+@pytest.mark.gpu
+def test_cached_launch_entries_stay_bounded_over_new_sizes(cuda_device):
+    """Prefill calls over new prompt lengths and batch sizes pass new integer arguments (query
+    blocks, sequences) every time: the launch cache gains an entry per specialization, not per
+    value, and every call still matches the reference."""
+    from kvplan.runtime import _common, prefill
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    for dtype in ("bfloat16", "int8_per_token_head"):
+        layout = LayerLayout.simple(dtype, 8, 128)
+        counts = []
+        for q_lens in ([300], [300, 77], [451, 200, 99], [700, 5], [900, 333, 17], [1200, 40]):
+            out, ref = _prefill(layout, [q + 300 for q in q_lens], q_lens, 16, 32, "cuda", gen)
+            _check(out, ref, layout.quant_mode, f"{dtype} {q_lens}")
+            counts.append(sum(1 for k in _common._LAUNCHERS
+                              if k[0] in (prefill._prefill_kernel, prefill._dequant_pages_kernel)))
+        # six calls, eleven distinct integer values of the query-block and sequence counts;
+        # the specializations they fall into: not one entry per call
+        assert counts[-1] - counts[0] <= 3, counts
