@@ -26,7 +26,7 @@ from kvplan.ingest.families import (
 )
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
-from kvplan.model.vocab import LayerKind
+from kvplan.model.vocab import NO_KV_KINDS, LayerKind
 
 
 class _Reads(dict[Any, Any]):
@@ -817,6 +817,48 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
     if kinds.count("sliding_attention") and s.window is None:
         raise KvplanInputError(f"{path}: layers are sliding_attention but sliding_window is not set.",
                                "Set sliding_window in config.json.")
+    return _kv_sharing(s, out)
+
+
+def _kv_sharing(s: _Stack, layers: list[LayerArch]) -> list[LayerArch]:
+    """Gemma 3n / Gemma 4: the last `num_kv_shared_layers` layers read the KV cache of an earlier
+    layer (vLLM's kv_sharing_target_layer_name) and register none of their own.
+
+    vLLM's Gemma 3n attention picks the layer 2 (sliding) or 1 (full) before the first shared
+    one; its Gemma 4 attention picks the last non-shared layer of the same layer type."""
+    gemma3n, gemma4 = s.text_type.startswith("gemma3n"), s.text_type.startswith("gemma4")
+    if not (gemma3n or gemma4):
+        return layers
+    shared = s.c.get("num_kv_shared_layers", hf=True)
+    if not shared:
+        return layers
+    if not isinstance(shared, int) or isinstance(shared, bool) or not 0 <= shared <= s.n:
+        raise KvplanInputError(f"{s.path}: num_kv_shared_layers must be an integer from 0 to num_hidden_layers "
+                               f"({s.n}), got {shared!r}.", "Fix num_kv_shared_layers in config.json.")
+    first = s.n - shared
+    types = [str(t) for t in s.layer_types] if s.has_layer_types else [la.kind for la in layers]
+    out = list(layers)
+    for i in range(first, s.n):
+        la = out[i]
+        if la.kind in NO_KV_KINDS:
+            continue
+        if gemma3n:
+            target = first - (2 if la.kind == "sliding_attention" else 1)
+        else:
+            prev = types[:first]
+            if types[i] not in prev:
+                raise KvplanInputError(
+                    f"{s.path}: layer {i} shares its KV cache (num_kv_shared_layers {shared}) but no earlier "
+                    f"layer has its type {types[i]!r}; vLLM's Gemma 4 attention cannot build it.",
+                    "Fix num_kv_shared_layers or layer_types in config.json.")
+            target = len(prev) - 1 - prev[::-1].index(types[i])
+        if target < 0:
+            continue
+        out[i] = la.model_copy(update={
+            "kv_shared_with": target,
+            "source": la.source + f" (num_kv_shared_layers {shared}: reads layer {target}'s KV cache)"})
+    s.notes.append(f"num_kv_shared_layers {shared}: layers {first}..{s.n - 1} read an earlier layer's KV cache "
+                   "and allocate none")
     return out
 
 

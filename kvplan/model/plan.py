@@ -8,7 +8,7 @@ from pydantic import Field, model_serializer
 from kvplan.model.base import Frozen
 from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
-SCHEMA_VERSION = "1.2"  # 1.2: findings may carry a `subject`
+SCHEMA_VERSION = "1.3"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`
 
 
 class Decision(Frozen):
@@ -92,6 +92,9 @@ class LayerPlan(Frozen):
     """--kv-cache-dtype-skip-layers kept this layer in the model dtype."""
     bytes_per_token: int = 0
     """KV bytes per token for this layer on one tensor-parallel rank, K+V, scales included; 0 without per-token KV."""
+    kv_shared_with: int | None = None
+    """Index of the earlier layer whose KV cache this layer reads (vLLM's kv_sharing_target_layer_name); the
+    layer allocates no KV cache (bytes_per_token 0). Absent for a layer with its own cache."""
     max_bytes_per_request: int | None = None
     """Upper bound of this layer's KV bytes for one request at --max-model-len (window/chunk-limited layers are smaller)."""
     backend: str | None = None
@@ -104,6 +107,13 @@ class LayerPlan(Frozen):
     """Codes of the rules that decided this layer's fields, in precedence order."""
     decisions: list[Decision] = Field(default_factory=list)
     """Per-field provenance: rule and input fact."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_sharing(self, handler):  # no return type: the schema stays the model's
+        data = handler(self)
+        if isinstance(data, dict) and data.get("kv_shared_with") is None:
+            data.pop("kv_shared_with", None)
+        return data
 
 
 class EngineRef(Frozen):

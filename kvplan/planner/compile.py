@@ -218,7 +218,7 @@ def _layer_plan(la: LayerArch, st: LayerState, has_kv: bool, decided_by: list[st
         kv_cache_dtype=st.kv_cache_dtype, dtype=st.dtype,
         quant_mode=st.quant_mode if st.quant_mode is not None else QuantMode.none,
         scale_source=st.scale_source if st.scale_source is not None else ScaleSource.none,
-        skipped=st.skipped, bytes_per_token=st.bytes_per_token or 0,
+        skipped=st.skipped, bytes_per_token=st.bytes_per_token or 0, kv_shared_with=la.kv_shared_with,
         backend=st.backend,
         flash_attn_version=cast("Literal[2, 3, 4] | None", st.flash_attn_version),  # pydantic checks the value
         query_dtype=st.query_dtype, decided_by=decided_by, decisions=decisions)
@@ -262,7 +262,7 @@ def _flag_summary(f: ServingFlags) -> dict[str, Any]:
 
 
 def _bf16_bytes(lp: LayerPlan) -> int:
-    if lp.kind in NO_KV_KINDS or lp.kv_cache_dtype is None:
+    if lp.kind in NO_KV_KINDS or lp.kv_cache_dtype is None or lp.kv_shared_with is not None:
         return 0
     if lp.kind == "mla":
         return lp.head_size * 2

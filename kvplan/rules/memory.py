@@ -78,6 +78,12 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     elif tp > 1:
         formula += f" ({la.num_kv_heads} KV heads / TP {tp})"
     yield Set("num_kv_heads", heads, f"{la.num_kv_heads} KV heads, TP {tp}")
+    if la.kv_shared_with is not None:
+        # vLLM registers no KV cache spec for a layer with a kv_sharing_target_layer_name: it reads
+        # the target layer's cache (which holds the bytes).
+        yield Set("bytes_per_token", 0, f"reads layer {la.kv_shared_with}'s KV cache (KV sharing): no cache "
+                                        f"of its own ({n} B/token counted at layer {la.kv_shared_with})")
+        return
     if la.kind == "cross_attention":
         # CrossAttentionSpec: sized by encoder tokens (image/audio), not by decoded tokens.
         yield Set("bytes_per_token", 0, f"cross-attention KV is {n} B per encoder token ({formula}), "

@@ -178,6 +178,9 @@ VARIANTS: list[tuple[str, str, dict]] = [
     ("NemotronHForCausalLM", "layers-block-type", {"num_hidden_layers": 6, "layers_block_type": [
         "mamba", "attention", "mamba", "mlp", "moe", "attention"]}),
     ("DeepseekV32ForCausalLM", "index-head-256", {"index_head_dim": 256}),
+    # KV sharing: the last num_kv_shared_layers layers read an earlier layer's cache.
+    ("Gemma4ForCausalLM", "kv-shared", {"num_kv_shared_layers": 10}),
+    ("Gemma3nForCausalLM", "kv-shared-10", {"num_kv_shared_layers": 10}),
     ("DeepseekV32ForCausalLM", "index-topk-freq2", {"index_topk_freq": 2}),
     ("GlmMoeDsaForCausalLM", "index-topk-pattern", {"index_topk_pattern": "FSSF" * 20}),
     ("Exaone4ForCausalLM", "pattern-no-layer-types", {"layer_types": None, "sliding_window_pattern": 4}),

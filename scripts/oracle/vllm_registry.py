@@ -58,7 +58,7 @@ DEFAULT_KEYS = (
     "attention_chunk_size", "no_rope_layer_interval", "global_head_dim", "num_global_key_value_heads",
     "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "index_head_dim",
     "index_topk", "attn_layer_period", "attn_layer_offset", "use_sliding_window", "max_window_layers",
-    "attention_head_dim", "hybrid_override_pattern", "full_attention_interval",
+    "attention_head_dim", "hybrid_override_pattern", "full_attention_interval", "num_kv_shared_layers",
 )
 
 

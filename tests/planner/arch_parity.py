@@ -81,6 +81,10 @@ def compare(plan: Any, answer: dict[str, Any]) -> list[str]:
             diffs.append(f"L{i}: vLLM registers only caches without a kv_cache_dtype")
             continue
         spec = m["specs"][0]
+        target = m.get("kv_sharing_target_layer_name")
+        target_index = int(target.split(".layers.")[1].split(".")[0]) if target else None
+        if getattr(lp, "kv_shared_with", None) != target_index:
+            diffs.append(f"L{i}: reads the KV cache of layer {lp.kv_shared_with} != vLLM {target_index}")
         if lp.kv_cache_dtype != m["kv_cache_dtype"]:
             diffs.append(f"L{i}: kv_cache_dtype {lp.kv_cache_dtype} != vLLM {m['kv_cache_dtype']}")
         if lp.quant_mode.value != (m["kv_quant_mode"] or "none").lower():

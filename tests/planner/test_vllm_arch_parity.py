@@ -130,3 +130,22 @@ def test_decilm_block_configs_drive_kv_heads_and_no_op_attention() -> None:
     assert sorted(kv) == [0, 1, 3, 5, 6, 7]  # layers 2 and 4: attention no_op
     assert [kv[i].num_kv_heads for i in (0, 3, 5)] == [8, 4, 2]  # 64 heads // n_heads_in_group 8/16/32
     assert plan.totals.bytes_per_token == _vllm_total("DeciLMForCausalLM__default__auto")
+
+
+@pytest.mark.parametrize("name", ["Gemma3nForCausalLM__default", "Gemma4ForCausalLM__kv-shared"])
+def test_kv_shared_layers_read_an_earlier_layers_cache_and_cost_nothing(name: str) -> None:
+    """Gemma 3n / Gemma 4: the last num_kv_shared_layers layers reuse the cache of an earlier layer of
+    the same type (vLLM's kv_sharing_target_layer_name) and register none of their own."""
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / f"{name}.json", "--kv-cache-dtype fp8")
+    answer = load_answer(f"{name}__fp8")
+    want = {rec["index"]: int(rec["kv_sharing_target_layer_name"].split(".layers.")[1].split(".")[0])
+            for rec in answer["layers"] if rec["kv_sharing_target_layer_name"]}
+    assert want  # the config does share
+    have = {lp.index: lp.kv_shared_with for lp in plan.layers if lp.kv_shared_with is not None}
+    assert have == want
+    assert all(lp.bytes_per_token == 0 for lp in plan.layers if lp.index in want)
+    assert plan.totals.bytes_per_token == _vllm_total(f"{name}__fp8")
+    assert plan.totals.kv_layers == plan.model.num_layers - len(want)
+    shared = next(lp for lp in plan.layers if lp.index in want)
+    assert "reads layer" in next(d.fact for d in shared.decisions if d.field == "bytes_per_token")
+    assert "kv_shared_with" not in plan.layers[0].model_dump()  # absent for a layer with its own cache
