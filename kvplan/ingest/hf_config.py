@@ -836,7 +836,7 @@ def _kv_sharing(s: _Stack, layers: list[LayerArch]) -> list[LayerArch]:
         raise KvplanInputError(f"{s.path}: num_kv_shared_layers must be an integer from 0 to num_hidden_layers "
                                f"({s.n}), got {shared!r}.", "Fix num_kv_shared_layers in config.json.")
     first = s.n - shared
-    types = [str(t) for t in s.layer_types] if s.has_layer_types else [la.kind for la in layers]
+    types: list[str] = [str(t) for t in s.layer_types] if s.has_layer_types else [la.kind for la in layers]
     out = list(layers)
     for i in range(first, s.n):
         la = out[i]
