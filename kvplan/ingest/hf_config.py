@@ -26,6 +26,7 @@ from kvplan.ingest.families import (
 )
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
+from kvplan.model.limits import MAX_TOKENS
 from kvplan.model.vocab import NO_KV_KINDS, LayerKind
 
 
@@ -370,7 +371,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     hidden = c.get("hidden_size", "n_embd", "d_model", "dim")
     num_kv_heads = _kv_heads(c, architecture, module, num_heads, notes)
     head_dim = _head_dim(c, hidden, num_heads, notes)
-    max_pos = c.get("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+    max_pos = c.get("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_target_positions")
     if max_pos is None and text_key:
         max_pos = cfg.get("max_position_embeddings")
 
@@ -380,6 +381,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     layers = _layers(c, text_type, model_type, num_layers, num_heads, num_kv_heads, head_dim,
                      mla, path, notes, architecture, module, unknown_types)
     layers, num_layers = _restack(module, text_raw, layers, num_layers, path, notes)
+    layers = _cross_attention(c, module, layers, path, notes)
     pooling = vreg.pooling_without_kv(architecture)
     if pooling:
         layers = [LayerArch(index=la.index, kind="encoder_only",
@@ -402,6 +404,22 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         unknown_layer_types=tuple(dict.fromkeys(unknown_types)),
         pooling=pooling,
     )
+
+
+def _cross_attention(c: _Cfg, module: str, layers: list[LayerArch], path: Path,
+                     notes: list[str]) -> list[LayerArch]:
+    """Whisper: vLLM's decoder layer builds a cross-attention (CrossAttentionSpec) cache next to its
+    self-attention one, filled once per request with the audio encoder's max_source_positions tokens."""
+    if not module.endswith(".whisper"):
+        return layers
+    enc = c.get("max_source_positions", hf=True)
+    if not isinstance(enc, int) or isinstance(enc, bool) or not 1 <= enc <= MAX_TOKENS:
+        raise KvplanInputError(f"{path}: max_source_positions must be a positive integer, got {enc!r}.",
+                               "Fix max_source_positions in config.json (the audio encoder's length).")
+    notes.append(f"each decoder layer also caches cross-attention K/V for {enc} encoder tokens per request "
+                 "(max_source_positions)")
+    return [la.model_copy(update={"cross_attention_tokens": enc}) if la.kind not in NO_KV_KINDS else la
+            for la in layers]
 
 
 def _loop_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,

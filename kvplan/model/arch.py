@@ -70,6 +70,9 @@ class LayerArch(Frozen):
     indexer_bytes_per_token: int = 0
     """Bytes per token of the layer's sparse-attention indexer key cache (uint8 keys + fp32 scales,
     DeepSeek-V3.2 / GLM-5: 128 + 4); vLLM allocates it next to the MLA latent, whatever --kv-cache-dtype."""
+    cross_attention_tokens: Tokens | None = None
+    """The decoder layer also builds a cross-attention KV cache (vLLM's CrossAttentionSpec: same dtype and
+    geometry as its self-attention) over this many encoder tokens per request (Whisper: max_source_positions)."""
     kv_shared_with: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
     """Index of the earlier layer whose KV cache this layer reads (vLLM's kv_sharing_target_layer_name:
     Gemma 3n / Gemma 4 `num_kv_shared_layers`); the layer allocates no KV cache of its own."""

@@ -8,7 +8,8 @@ from pydantic import Field, model_serializer
 from kvplan.model.base import Frozen
 from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
-SCHEMA_VERSION = "1.3"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`
+SCHEMA_VERSION = "1.3"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
+# `cross_attention_bytes_per_token`
 
 
 class Decision(Frozen):
@@ -92,6 +93,9 @@ class LayerPlan(Frozen):
     """--kv-cache-dtype-skip-layers kept this layer in the model dtype."""
     bytes_per_token: int = 0
     """KV bytes per token for this layer on one tensor-parallel rank, K+V, scales included; 0 without per-token KV."""
+    cross_attention_bytes_per_token: int | None = None
+    """Bytes per encoder token of the layer's cross-attention KV cache (encoder-decoder models: vLLM allocates it
+    for every request's encoder tokens, next to the self-attention cache); absent for a layer without one."""
     kv_shared_with: int | None = None
     """Index of the earlier layer whose KV cache this layer reads (vLLM's kv_sharing_target_layer_name); the
     layer allocates no KV cache (bytes_per_token 0). Absent for a layer with its own cache."""
@@ -111,8 +115,10 @@ class LayerPlan(Frozen):
     @model_serializer(mode="wrap")
     def _drop_absent_sharing(self, handler):  # no return type: the schema stays the model's
         data = handler(self)
-        if isinstance(data, dict) and data.get("kv_shared_with") is None:
-            data.pop("kv_shared_with", None)
+        if isinstance(data, dict):
+            for key in ("kv_shared_with", "cross_attention_bytes_per_token"):
+                if data.get(key) is None:
+                    data.pop(key, None)
         return data
 
 

@@ -219,6 +219,7 @@ def _layer_plan(la: LayerArch, st: LayerState, has_kv: bool, decided_by: list[st
         quant_mode=st.quant_mode if st.quant_mode is not None else QuantMode.none,
         scale_source=st.scale_source if st.scale_source is not None else ScaleSource.none,
         skipped=st.skipped, bytes_per_token=st.bytes_per_token or 0, kv_shared_with=la.kv_shared_with,
+        cross_attention_bytes_per_token=st.cross_attention_bytes_per_token,
         backend=st.backend,
         flash_attn_version=cast("Literal[2, 3, 4] | None", st.flash_attn_version),  # pydantic checks the value
         query_dtype=st.query_dtype, decided_by=decided_by, decisions=decisions)
@@ -287,8 +288,12 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     sized = []
+    encoder_tokens = {la.index: la.cross_attention_tokens for la in arch.layers if la.cross_attention_tokens}
     for lp in layers:
         mbr = _request_bytes(lp, mml, bs, mbt) if mml else None
+        if mbr is not None and lp.cross_attention_bytes_per_token:
+            # CrossAttentionSpec: the request's encoder tokens, in blocks (vLLM's CrossAttentionManager).
+            mbr += math.ceil(encoder_tokens[lp.index] / bs) * bs * lp.cross_attention_bytes_per_token
         sized.append(lp.model_copy(update={"max_bytes_per_request": mbr if lp.bytes_per_token else None}))
     bpt = sum(lp.bytes_per_token for lp in sized)
     indexer = {la.index: la.indexer_bytes_per_token for la in arch.layers if la.kind == "mla"}

@@ -57,7 +57,7 @@ def layer_bytes_per_token(kind: str, kv_cache_dtype: str, dtype: str, quant_mode
              "split over tensor-parallel ranks and replicated when fewer than TP.",
          fix="Quantize the KV cache or skip fewer layers to reduce bytes per token.",
          references=(SPEC, "vllm/v1/attention/backends/triton_attn.py::TritonAttentionBackend.customize_spec"))
-@decides_layer("bytes_per_token", "num_kv_heads")
+@decides_layer("bytes_per_token", "num_kv_heads", "cross_attention_bytes_per_token")
 def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     if la.kind in NO_KV_KINDS or st.kv_cache_dtype is None:
         yield Set("bytes_per_token", 0, f"{la.kind} layer: no per-token KV cache")
@@ -84,6 +84,12 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
         yield Set("bytes_per_token", 0, f"reads layer {la.kv_shared_with}'s KV cache (KV sharing): no cache "
                                         f"of its own ({n} B/token counted at layer {la.kv_shared_with})")
         return
+    if la.cross_attention_tokens:
+        # Whisper: each decoder layer also registers a CrossAttentionSpec cache (same dtype, heads and
+        # head size), filled once per request with the encoder's tokens.
+        yield Set("cross_attention_bytes_per_token", n,
+                  f"cross-attention cache: {formula} per encoder token, {la.cross_attention_tokens} encoder "
+                  "tokens per request")
     if la.kind == "cross_attention":
         # CrossAttentionSpec: sized by encoder tokens (image/audio), not by decoded tokens.
         yield Set("bytes_per_token", 0, f"cross-attention KV is {n} B per encoder token ({formula}), "

@@ -8,15 +8,22 @@ from kvplan.rules.context import RuleContext
 
 
 @declare(code="KV601", name="encoder-decoder-model", severity="warning", family="model",
-         summary="Encoder-decoder model: only the decoder's self-attention KV is planned.",
+         summary="Encoder-decoder model: the decoder's KV is planned; cross-attention KV is per encoder token.",
          why="vLLM 0.33 (V1 engine) runs few encoder-decoder architectures; T5-style models may not "
-             "load at all, and cross-attention KV is sized by encoder length, not decoded tokens.",
+             "load at all, and cross-attention KV is sized by encoder length, not decoded tokens: Whisper's "
+             "decoder layers each hold a CrossAttentionSpec cache for the request's encoder tokens "
+             "(max_source_positions), planned as cross_attention_bytes_per_token and counted in "
+             "bytes_per_request, not in bytes_per_token.",
          fix="Check the architecture is in vLLM's supported-models list before deploying.",
          references=("https://docs.vllm.ai/en/latest/models/supported_models.html",))
 def enc_dec(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.arch.is_encoder_decoder:
+        enc = next((la.cross_attention_tokens for la in ctx.arch.layers if la.cross_attention_tokens), None)
+        covers = (f"self-attention KV per decoded token, and their cross-attention KV for {enc} encoder tokens "
+                  "per request (cross_attention_bytes_per_token; in bytes_per_request)") if enc else \
+            "self-attention KV"
         yield Emit(f"{ctx.arch.architecture or ctx.arch.model_type} is an encoder-decoder model; "
-                   f"the plan covers its {ctx.arch.num_layers} decoder layers' self-attention KV.")
+                   f"the plan covers its {ctx.arch.num_layers} decoder layers' {covers}.")
 
 
 @declare(code="KV602", name="state-layers-not-governed", severity="info", family="model",

@@ -31,14 +31,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 GlobalField = Literal["model_dtype", "kv_cache_dtype"]
 PlanField = Literal["kv_cache_dtype", "dtype", "quant_mode", "scale_source", "skipped", "bytes_per_token",
-                    "num_kv_heads", "backend", "flash_attn_version", "query_dtype"]
+                    "cross_attention_bytes_per_token", "num_kv_heads", "backend", "flash_attn_version",
+                    "query_dtype"]
 CarriedField = Literal["cache_config_dtype"]
 LayerField = Literal[PlanField, CarriedField]
 Field = Literal[GlobalField, LayerField]
 
 # Grouped by value type, for Set's overloads.
 _StrField = Literal["model_dtype", "kv_cache_dtype", "dtype", "backend", "cache_config_dtype"]
-_IntField = Literal["bytes_per_token", "num_kv_heads", "flash_attn_version"]
+_IntField = Literal["bytes_per_token", "cross_attention_bytes_per_token", "num_kv_heads", "flash_attn_version"]
 FieldValue = str | int | bool | QuantMode | ScaleSource | None
 
 GLOBAL_FIELDS: frozenset[str] = frozenset(get_args(GlobalField))
@@ -126,6 +127,8 @@ class LayerState:
     scale_source: ScaleSource | None = None
     skipped: bool = False
     bytes_per_token: int | None = None
+    cross_attention_bytes_per_token: int | None = None
+    """Bytes per encoder token of the layer's cross-attention cache (KV130; Whisper)."""
     num_kv_heads: int | None = None
     """KV heads on one tensor-parallel rank (KV130)."""
     backend: str | None = None

@@ -59,6 +59,7 @@ DEFAULT_KEYS = (
     "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "index_head_dim",
     "index_topk", "attn_layer_period", "attn_layer_offset", "use_sliding_window", "max_window_layers",
     "attention_head_dim", "hybrid_override_pattern", "full_attention_interval", "num_kv_shared_layers",
+    "max_source_positions",
 )
 
 

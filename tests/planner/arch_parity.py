@@ -47,8 +47,11 @@ def oracle_layers(answer: dict[str, Any]) -> dict[int, dict[str, Any]]:
             continue
         if specs[0]["type"] == "EncoderOnlyAttentionSpec":
             continue
-        slot = out.setdefault(rec["index"], {"main": None, "bytes": 0, "extra": [], "shared": False})
+        slot = out.setdefault(rec["index"], {"main": None, "bytes": 0, "extra": [], "shared": False,
+                                             "cross": None})
         shared = rec.get("kv_sharing_target_layer_name") is not None
+        if specs[0]["type"] == "CrossAttentionSpec" and rec.get("kv_cache_dtype") is not None:
+            slot["cross"] = rec  # compared on its own; the main record is the self-attention one if any
         if rec.get("kv_cache_dtype") is not None and slot["main"] is None:
             slot["main"] = rec
             slot["shared"] = shared
@@ -56,6 +59,16 @@ def oracle_layers(answer: dict[str, Any]) -> dict[int, dict[str, Any]]:
             slot["extra"].append(rec)
         if not shared:
             slot["bytes"] += sum(s["bytes_per_token"] for s in specs)
+    for slot in out.values():
+        # A decoder layer with self- and cross-attention (Whisper): its main record is the self-attention
+        # cache (per decoded token), the cross-attention cache (per encoder token) is compared apart.
+        selfs = [r for r in slot["extra"] if r.get("kv_cache_dtype") is not None
+                 and r["specs"][0]["type"] != "CrossAttentionSpec"]
+        if slot["main"] is slot["cross"] and slot["cross"] is not None and selfs:
+            slot["extra"] = [r for r in slot["extra"] if r is not selfs[0]] + [slot["main"]]
+            slot["main"] = selfs[0]
+        elif slot["main"] is slot["cross"]:
+            slot["cross"] = None  # a cross-attention layer of its own (kvplan kind cross_attention)
     return out
 
 
@@ -104,7 +117,22 @@ def compare(plan: Any, answer: dict[str, Any]) -> list[str]:
                          f"{spec['num_kv_heads']}/{spec['head_size']}")
         if lp.kind != "mla" and lp.head_size_v != spec.get("head_size_v", spec["head_size"]):
             diffs.append(f"L{i}: value head size {lp.head_size_v} != vLLM {spec.get('head_size_v')}")
-        if lp.kind != "cross_attention" and lp.bytes_per_token != w["bytes"]:
+        cross = w.get("cross")
+        cross_bytes = getattr(lp, "cross_attention_bytes_per_token", None)
+        if cross is not None:
+            cspec = cross["specs"][0]
+            if cross_bytes != cspec["bytes_per_token"]:
+                diffs.append(f"L{i}: cross-attention bytes/encoder token {cross_bytes} != vLLM "
+                             f"{cspec['bytes_per_token']}")
+            if lp.kv_cache_dtype != cross["kv_cache_dtype"]:
+                diffs.append(f"L{i}: cross-attention kv_cache_dtype {lp.kv_cache_dtype} != vLLM "
+                             f"{cross['kv_cache_dtype']}")
+            if (lp.num_kv_heads, lp.head_size) != (cspec["num_kv_heads"], cspec["head_size"]):
+                diffs.append(f"L{i}: cross-attention kv heads/head size != vLLM "
+                             f"{cspec['num_kv_heads']}/{cspec['head_size']}")
+        elif cross_bytes is not None:
+            diffs.append(f"L{i}: kvplan plans a cross-attention cache, vLLM builds none")
+        if lp.kind != "cross_attention" and lp.bytes_per_token + (cross_bytes or 0) != w["bytes"]:
             diffs.append(f"L{i}: bytes/token {lp.bytes_per_token} != vLLM {w['bytes']}"
                          + (f" (+{len(w['extra'])} extra cache(s))" if w["extra"] else ""))
     return diffs

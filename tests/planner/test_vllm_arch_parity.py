@@ -149,3 +149,25 @@ def test_kv_shared_layers_read_an_earlier_layers_cache_and_cost_nothing(name: st
     shared = next(lp for lp in plan.layers if lp.index in want)
     assert "reads layer" in next(d.fact for d in shared.decisions if d.field == "bytes_per_token")
     assert "kv_shared_with" not in plan.layers[0].model_dump()  # absent for a layer with its own cache
+
+
+@pytest.mark.parametrize("flag", ["auto", "fp8"])
+def test_whisper_decoder_layers_hold_self_and_cross_attention_caches(flag: str) -> None:
+    """vLLM's Whisper decoder layer registers a FullAttentionSpec (per decoded token) and a
+    CrossAttentionSpec (per encoder token, max_source_positions of them per request)."""
+    name = "WhisperForConditionalGeneration__default"
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / f"{name}.json", ["--kv-cache-dtype", flag])
+    answer = load_answer(f"{name}__{flag}")
+    self_b = {r["index"]: r["specs"][0]["bytes_per_token"] for r in answer["layers"]
+              if r["specs"] and r["specs"][0]["type"] == "FullAttentionSpec"}
+    cross_b = {r["index"]: r["specs"][0]["bytes_per_token"] for r in answer["layers"]
+               if r["specs"] and r["specs"][0]["type"] == "CrossAttentionSpec"}
+    assert {lp.index: lp.bytes_per_token for lp in plan.layers} == self_b
+    assert {lp.index: lp.cross_attention_bytes_per_token for lp in plan.layers} == cross_b
+    assert plan.totals.bytes_per_token == sum(self_b.values())  # per decoded token
+    assert plan.totals.max_model_len == answer["engine"]["max_model_len"] == 448  # max_target_positions
+    # One request: 448 decoded tokens and the 1500 encoder tokens, each in blocks of 16.
+    per_layer = -(-448 // 16) * 16 * self_b[0] + -(-1500 // 16) * 16 * cross_b[0]
+    assert plan.totals.bytes_per_request == len(self_b) * per_layer
+    kv601 = next(f for f in plan.findings if f.code == "KV601")
+    assert "cross-attention KV for 1500 encoder tokens" in kv601.message
