@@ -50,7 +50,18 @@ def compress_indices(idx: list[int]) -> str:
 def _signature(lp: LayerPlan) -> tuple:
     return (lp.kind, lp.sliding_window, lp.attention_chunk_size, lp.num_kv_heads, lp.head_size,
             lp.head_size_v, lp.kv_cache_dtype, lp.dtype, lp.quant_mode, lp.scale_source, lp.skipped,
-            lp.bytes_per_token, lp.backend, lp.flash_attn_version, lp.query_dtype, tuple(lp.decided_by))
+            lp.bytes_per_token, lp.kv_shared_with, lp.cross_attention_bytes_per_token, lp.backend,
+            lp.flash_attn_version, lp.query_dtype, tuple(lp.decided_by))
+
+
+def _bytes_cell(lp: LayerPlan) -> str:
+    """B/token; a KV-sharing layer names the layer whose cache it reads, a cross-attention cache is per
+    encoder token."""
+    if lp.kv_shared_with is not None:
+        return f"0 (L{lp.kv_shared_with}'s)"
+    if lp.cross_attention_bytes_per_token:
+        return f"{lp.bytes_per_token:,} +{lp.cross_attention_bytes_per_token:,}/enc"
+    return f"{lp.bytes_per_token:,}"
 
 
 def group_layers(layers: Iterable[LayerPlan], expand: bool = False) -> list[list[LayerPlan]]:
@@ -104,13 +115,14 @@ def _layer_table(plan: Plan, title: str, expand: bool, show_backend: bool,
         idx = [x.index for x in g]
         mark = " ⚑" if flagged & set(idx) else ""
         window = str(lp.sliding_window or lp.attention_chunk_size or "-")
-        geom = f"{lp.num_kv_heads}×{lp.head_size}" if lp.bytes_per_token else "-"
+        geom = f"{lp.num_kv_heads}×{lp.head_size}" if lp.bytes_per_token or lp.kv_shared_with is not None else "-"
         if lp.kind == "mla" and lp.bytes_per_token:
             geom = f"latent {lp.head_size}"
         mode = lp.quant_mode.value
         row = [compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else "") + mark, _KIND_SHORT.get(lp.kind, lp.kind), window, geom,
                lp.kv_cache_dtype or "-", lp.dtype or "-", Text(mode, style=_MODE_STYLE.get(mode, "")),
-               _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-", f"{lp.bytes_per_token:,}"]
+               _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-",
+               _bytes_cell(lp)]
         if show_backend:
             fa = f" FA{lp.flash_attn_version}" if lp.backend and lp.flash_attn_version else ""
             row += [(lp.backend or "-") + fa, lp.query_dtype or "-"]
