@@ -382,6 +382,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
                      mla, path, notes, architecture, module, unknown_types)
     layers, num_layers = _restack(module, text_raw, layers, num_layers, path, notes)
     layers = _cross_attention(c, module, layers, path, notes)
+    layers = _deepseek_v4_layers(c, module, layers, num_heads, path, notes)
     pooling = vreg.pooling_without_kv(architecture)
     if pooling:
         layers = [LayerArch(index=la.index, kind="encoder_only",
@@ -420,6 +421,40 @@ def _cross_attention(c: _Cfg, module: str, layers: list[LayerArch], path: Path,
                  "(max_source_positions)")
     return [la.model_copy(update={"cross_attention_tokens": enc}) if la.kind not in NO_KV_KINDS else la
             for la in layers]
+
+
+def _deepseek_v4_layers(c: _Cfg, module: str, layers: list[LayerArch], num_heads: Any, path: Path,
+                        notes: list[str]) -> list[LayerArch]:
+    """DeepSeek-V4: every layer is compressed MLA (one latent of head_dim, stored per
+    compress_rates[layer_types[i]] tokens) with a sliding-window cache, as vLLM's DeepseekV4Attention
+    builds it."""
+    if not module.endswith(".deepseek_v4"):
+        return layers
+    raw = c.raw
+    head = _int(c.get("head_dim", hf=True), "head_dim", path)
+    rope = _int(c.get("qk_rope_head_dim", hf=True), "qk_rope_head_dim", path)
+    rates = raw.get("compress_rates") or {}
+    types = raw.get("layer_types") or []
+    if not isinstance(rates, dict) or not isinstance(types, list) or len(types) < len(layers) or rope >= head:
+        raise KvplanInputError(f"{path}: DeepSeek-V4 needs compress_rates (a map), layer_types (one per layer) "
+                               "and qk_rope_head_dim < head_dim.", "Pass the model's full config.json.")
+    ihd = c.get("index_head_dim", hf=True) or 128
+    topk = raw.get("index_topk")
+    window = _int(c.get("sliding_window", hf=True) or 128, "sliding_window", path)
+    out = []
+    for la in layers:
+        r = rates.get(types[la.index], 0)
+        r = max(1, r if isinstance(r, int) and not isinstance(r, bool) else 0)
+        mla = MlaDims(kv_lora_rank=head - rope, qk_rope_head_dim=rope, qk_nope_head_dim=head - rope,
+                      v_head_dim=head, index_topk=topk if isinstance(topk, int) else None,
+                      index_head_dim=_int(ihd, "index_head_dim", path) if r == 4 else None)
+        out.append(LayerArch(index=la.index, kind="mla", num_heads=num_heads, num_kv_heads=1, head_size=head,
+                             head_size_v=0, mla=mla, dsv4_compress_ratio=r, dsv4_window=window,
+                             source=f"DeepSeek-V4 layer_types[{la.index}] {types[la.index]!r}: compress ratio {r} "
+                                    "(compress_rates), sliding-window cache of sliding_window tokens"))
+    notes.append("DeepSeek-V4: compressed MLA latent per compress_rates of each layer type, plus sliding-window, "
+                 "compressor-state and indexer caches")
+    return out
 
 
 def _loop_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,

@@ -70,6 +70,12 @@ class LayerArch(Frozen):
     indexer_bytes_per_token: int = 0
     """Bytes per token of the layer's sparse-attention indexer key cache (uint8 keys + fp32 scales,
     DeepSeek-V3.2 / GLM-5: 128 + 4); vLLM allocates it next to the MLA latent, whatever --kv-cache-dtype."""
+    dsv4_compress_ratio: Annotated[int, Field(ge=1, le=MAX_TOKENS)] | None = None
+    """DeepSeek-V4 attention: tokens one stored state of the compressed MLA latent covers (the config's
+    compress_rates of the layer type: 4 compressed sparse, 128 heavily compressed, 1 none); the layer also
+    holds a sliding-window cache, compressor states and (ratio 4) an indexer. None for other layers."""
+    dsv4_window: Tokens | None = None
+    """DeepSeek-V4: tokens its sliding-window cache keeps (config sliding_window)."""
     cross_attention_tokens: Tokens | None = None
     """The decoder layer also builds a cross-attention KV cache (vLLM's CrossAttentionSpec: same dtype and
     geometry as its self-attention) over this many encoder tokens per request (Whisper: max_source_positions)."""

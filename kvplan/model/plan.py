@@ -9,7 +9,7 @@ from kvplan.model.base import Frozen
 from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
 SCHEMA_VERSION = "1.3"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
-# `cross_attention_bytes_per_token`
+# `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals)
 
 
 class Decision(Frozen):
@@ -93,6 +93,9 @@ class LayerPlan(Frozen):
     """--kv-cache-dtype-skip-layers kept this layer in the model dtype."""
     bytes_per_token: int = 0
     """KV bytes per token for this layer on one tensor-parallel rank, K+V, scales included; 0 without per-token KV."""
+    bytes_per_token_exact: float | None = None
+    """Exact KV bytes per token when they are not a whole number (caches that store one state per several tokens:
+    DeepSeek-V4's compressed MLA, 584 B per 128 tokens); bytes_per_token is then its ceiling. Absent otherwise."""
     cross_attention_bytes_per_token: int | None = None
     """Bytes per encoder token of the layer's cross-attention KV cache (encoder-decoder models: vLLM allocates it
     for every request's encoder tokens, next to the self-attention cache); absent for a layer without one."""
@@ -116,7 +119,7 @@ class LayerPlan(Frozen):
     def _drop_absent_sharing(self, handler):  # no return type: the schema stays the model's
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("kv_shared_with", "cross_attention_bytes_per_token"):
+            for key in ("kv_shared_with", "cross_attention_bytes_per_token", "bytes_per_token_exact"):
                 if data.get(key) is None:
                     data.pop(key, None)
         return data
@@ -185,6 +188,9 @@ class Totals(Frozen):
 
     bytes_per_token: int
     """KV bytes per token summed over layers (per TP rank)."""
+    bytes_per_token_exact: float | None = None
+    """Exact sum of the layers' bytes per token when some layer's is not a whole number (bytes_per_token is then
+    its ceiling, and tokens_capacity uses it); absent otherwise."""
     bytes_per_token_bf16: int
     """The same model with every KV layer in 16-bit (the all-bf16 plan)."""
     saving_vs_bf16: float
@@ -203,6 +209,13 @@ class Totals(Frozen):
     """Tokens of full-attention context that fit in the KV budget (null without a GPU)."""
     max_concurrency: float | None = None
     """Requests of max_model_len that fit at once (null without a GPU)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_exact(self, handler):  # no return type: the schema stays the model's
+        data = handler(self)
+        if isinstance(data, dict) and data.get("bytes_per_token_exact") is None:
+            data.pop("bytes_per_token_exact", None)
+        return data
 
 
 class Plan(Frozen):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
@@ -28,6 +29,7 @@ from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
+from kvplan.rules.memory import dsv4_bytes_per_token, dsv4_caches
 from kvplan.rules.state import (
     CARRIED_FIELDS,
     GLOBAL_FIELDS,
@@ -220,6 +222,7 @@ def _layer_plan(la: LayerArch, st: LayerState, has_kv: bool, decided_by: list[st
         scale_source=st.scale_source if st.scale_source is not None else ScaleSource.none,
         skipped=st.skipped, bytes_per_token=st.bytes_per_token or 0, kv_shared_with=la.kv_shared_with,
         cross_attention_bytes_per_token=st.cross_attention_bytes_per_token,
+        bytes_per_token_exact=st.bytes_per_token_exact,
         backend=st.backend,
         flash_attn_version=cast("Literal[2, 3, 4] | None", st.flash_attn_version),  # pydantic checks the value
         query_dtype=st.query_dtype, decided_by=decided_by, decisions=decisions)
@@ -282,6 +285,13 @@ def _request_bytes(lp: LayerPlan, mml: int, bs: int, mbt: int) -> int:
     return math.ceil(mml / bs) * page
 
 
+def _dsv4_request_bytes(la: LayerArch, kv_cache_dtype: str, dtype: str, mml: int, mbt: int) -> int:
+    """DeepSeek-V4, one request: the latent and indexer keys grow with the context, the sliding-window
+    cache and the compressor states keep their window (+ one prefill chunk), as vLLM's windowed specs do."""
+    parts = dsv4_caches(la, kv_cache_dtype, dtype)
+    return math.ceil(sum((b * (mml if w is None else min(w - 1 + mbt, mml)) for b, w, _ in parts), Fraction(0)))
+
+
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None) -> tuple[list[LayerPlan], Totals]:
     bs = flags.block_size or DEFAULT_BLOCK_SIZE
@@ -289,15 +299,23 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     mml = flags.max_model_len or arch.max_position_embeddings
     sized = []
     encoder_tokens = {la.index: la.cross_attention_tokens for la in arch.layers if la.cross_attention_tokens}
+    dsv4 = {la.index: la for la in arch.layers if la.dsv4_compress_ratio is not None}
     for lp in layers:
         mbr = _request_bytes(lp, mml, bs, mbt) if mml else None
+        if mml and lp.index in dsv4 and lp.bytes_per_token and lp.kv_cache_dtype and lp.dtype:
+            mbr = _dsv4_request_bytes(dsv4[lp.index], lp.kv_cache_dtype, lp.dtype, mml, mbt)
         if mbr is not None and lp.cross_attention_bytes_per_token:
             # CrossAttentionSpec: the request's encoder tokens, in blocks (vLLM's CrossAttentionManager).
             mbr += math.ceil(encoder_tokens[lp.index] / bs) * bs * lp.cross_attention_bytes_per_token
         sized.append(lp.model_copy(update={"max_bytes_per_request": mbr if lp.bytes_per_token else None}))
-    bpt = sum(lp.bytes_per_token for lp in sized)
+    exact = sum(Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
+                else Fraction(lp.bytes_per_token) for lp in sized)
+    fractional = any(lp.bytes_per_token_exact is not None for lp in sized)
+    bpt = math.ceil(exact)
     indexer = {la.index: la.indexer_bytes_per_token for la in arch.layers if la.kind == "mla"}
-    base = sum(_bf16_bytes(lp) + (indexer.get(lp.index, 0) if _bf16_bytes(lp) else 0) for lp in sized)
+    base = sum(math.ceil(dsv4_bytes_per_token(dsv4[lp.index], "bfloat16", "bfloat16")[0])
+               if lp.index in dsv4 and lp.bytes_per_token else
+               _bf16_bytes(lp) + (indexer.get(lp.index, 0) if _bf16_bytes(lp) else 0) for lp in sized)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
     budget = kv_budget_bytes
     if budget is None and gpu is not None and gpu.memory_gib and weight_bytes is not None:
@@ -306,11 +324,12 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
                      - RUNTIME_OVERHEAD_BYTES)
         budget = max(budget, 0)
     totals = Totals(
-        bytes_per_token=bpt, bytes_per_token_bf16=base,
+        bytes_per_token=bpt, bytes_per_token_exact=float(exact) if fractional else None,
+        bytes_per_token_bf16=base,
         saving_vs_bf16=round(1 - bpt / base, 4) if base else 0.0,
         kv_layers=sum(1 for lp in sized if lp.bytes_per_token > 0),
         quantized_layers=sum(1 for lp in sized if lp.quant_mode.is_quantized),
         max_model_len=mml, bytes_per_request=per_request, kv_budget_bytes=budget,
-        tokens_capacity=(budget // bpt) if budget is not None and bpt else None,
+        tokens_capacity=math.floor(budget / exact) if budget is not None and exact else None,
         max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None)
     return sized, totals

@@ -248,3 +248,37 @@ def storage_dtype(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[S
         yield Set("dtype", stored, f"kv_cache_dtype {d!r}")
     mode = quant_mode_of(d)
     yield Set("quant_mode", mode, f"get_kv_quant_mode({d!r}) = {mode.value}")
+
+
+DSV4_REF = "vllm/models/deepseek_v4/attention.py::_resolve_dsv4_kv_cache_dtype"
+
+
+@declare(code="KV114", name="deepseek-v4-fp8-ds-mla", kind="decision", scope="layer", family="dtype",
+         severity="info",
+         summary="DeepSeek-V4 layers store their KV in DeepSeek's fp8_ds_mla format whatever fp8 spelling is asked.",
+         why="vLLM 0.33's DeepseekV4Attention (FlashMLA layout, the CUDA default) resolves the global "
+             "--kv-cache-dtype itself: 'auto' becomes fp8, any fp8 becomes fp8_ds_mla (UE8M0 block-scaled fp8 "
+             "packed as uint8: 448 fp8 NoPE + 64 bf16 RoPE + 8 B scales = 584 B per stored state); it reads the "
+             "cache config, not --kv-cache-dtype-skip-layers (measured with vLLM's own model class).",
+         fix="Nothing to do: budget the fp8_ds_mla sizes; --kv-cache-dtype-skip-layers does not change them.",
+         references=(DSV4_REF,))
+@decides_layer("kv_cache_dtype")
+def dsv4_fp8_ds_mla(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
+    g = ctx.kv_cache_dtype
+    fp8 = g == "auto" or g.startswith("fp8")
+    if la.dsv4_compress_ratio is not None and fp8 and st.kv_cache_dtype != "fp8_ds_mla":
+        yield Set("kv_cache_dtype", "fp8_ds_mla", f"DeepSeek-V4 attention resolves cache dtype {g!r} to fp8_ds_mla")
+
+
+@declare(code="KV115", name="deepseek-v4-needs-fp8", severity="error", family="dtype",
+         summary="DeepSeek-V4's fp8_ds_mla layout only supports an fp8 KV cache: vLLM refuses other dtypes.",
+         why="vLLM 0.33's DeepseekV4Attention raises 'DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache' "
+             "while building the model when --kv-cache-dtype is neither auto nor an fp8 spelling.",
+         fix="Use --kv-cache-dtype fp8 (or auto), or a backend that supports a bfloat16 KV cache.",
+         references=(DSV4_REF,))
+def dsv4_needs_fp8(ctx: RuleContext) -> Iterator[Emit]:
+    g = ctx.kv_cache_dtype
+    layers = tuple(la.index for la in ctx.arch.layers if la.dsv4_compress_ratio is not None)
+    if layers and g != "auto" and not g.startswith("fp8"):
+        yield Emit(f"DeepSeek-V4 fp8_ds_mla layout only supports fp8 kv-cache, got {g}: vLLM stops while "
+                   "building the model.", layers)

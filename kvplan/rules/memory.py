@@ -1,7 +1,9 @@
 """KV bytes per token (vLLM 0.33 KV cache spec formulas) and capacity checks."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from fractions import Fraction
 
 from kvplan.model.arch import LayerArch
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode
@@ -18,6 +20,38 @@ MLA_FIXED = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
 PACKED_BITS = {"turboquant_k8v4": (8, 4), "turboquant_4bit_nc": (4, 4), "turboquant_k3v4_nc": (3, 4),
                "turboquant_3bit_nc": (3, 3), "octave_k3v4": (3, 4), "octave_k3v3": (3, 3),
                "octave_k3v3_compact": (3, 3), "ultraquant_4bit": (4, 4)}
+
+
+def dsv4_bytes_per_token(la: LayerArch, kv_cache_dtype: str, dtype: str) -> tuple[Fraction, str]:
+    """(bytes per token, formula) of a DeepSeek-V4 layer: the sum of `dsv4_caches`."""
+    parts = dsv4_caches(la, kv_cache_dtype, dtype)
+    return sum((p for p, _, _ in parts), Fraction(0)), " + ".join(f for _, _, f in parts)
+
+
+def dsv4_caches(la: LayerArch, kv_cache_dtype: str, dtype: str) -> list[tuple[Fraction, int | None, str]]:
+    """DeepSeek-V4 layer (vLLM 0.33 DeepseekV4Attention, its caches' real page sizes per token): the
+    compressed latent (one state per `ratio` tokens), the sliding-window cache, the compressor state
+    (fp32, 2 x coff x head_dim; coff 2 with overlap at ratio 4) and, at ratio 4, the indexer's key
+    cache (index_head_dim fp8 + fp32 scale per 128, per state) and its compressor state."""
+    assert la.mla is not None and la.dsv4_compress_ratio is not None and la.head_size is not None
+    r, head, rope = la.dsv4_compress_ratio, la.head_size, la.mla.qk_rope_head_dim
+    if kv_cache_dtype == "fp8_ds_mla":
+        state, layout = head - rope + 2 * rope + 8, f"fp8_ds_mla {head - rope} fp8 + {rope} bf16 + 8 B scales"
+    else:
+        state, layout = head * DTYPE_BYTES.get(dtype, 2), f"{head} x {DTYPE_BYTES.get(dtype, 2)} B"
+    # (bytes per token, tokens kept per request: None = the whole context, else a sliding window, formula)
+    parts: list[tuple[Fraction, int | None, str]] = [
+        (Fraction(state), la.dsv4_window, f"sliding-window cache {state} B ({layout})")]
+    if r > 1:
+        coff = 2 if r == 4 else 1
+        parts.append((Fraction(state, r), None, f"latent {state}/{r} B"))
+        parts.append((Fraction(2 * coff * head * 4), coff * r, f"compressor state {2 * coff * head * 4} B (fp32)"))
+    if r == 4 and la.mla.index_head_dim:
+        ihd = la.mla.index_head_dim
+        k = ihd + ihd // 128 * 4
+        parts.append((Fraction(k, r), None, f"indexer keys {k}/{r} B"))
+        parts.append((Fraction(2 * 2 * ihd * 4), 2 * r, f"indexer compressor state {2 * 2 * ihd * 4} B (fp32)"))
+    return parts
 
 
 def kv_heads_per_rank(total: int, tp: int) -> int:
@@ -57,7 +91,7 @@ def layer_bytes_per_token(kind: str, kv_cache_dtype: str, dtype: str, quant_mode
              "split over tensor-parallel ranks and replicated when fewer than TP.",
          fix="Quantize the KV cache or skip fewer layers to reduce bytes per token.",
          references=(SPEC, "vllm/v1/attention/backends/triton_attn.py::TritonAttentionBackend.customize_spec"))
-@decides_layer("bytes_per_token", "num_kv_heads", "cross_attention_bytes_per_token")
+@decides_layer("bytes_per_token", "bytes_per_token_exact", "num_kv_heads", "cross_attention_bytes_per_token")
 def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     if la.kind in NO_KV_KINDS or st.kv_cache_dtype is None:
         yield Set("bytes_per_token", 0, f"{la.kind} layer: no per-token KV cache")
@@ -68,6 +102,13 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     heads = 1 if la.kind == "mla" else kv_heads_per_rank(la.num_kv_heads or 0, tp)
     n, formula = layer_bytes_per_token(la.kind, st.kv_cache_dtype, st.dtype, st.quant_mode,
                                        heads, la.head_size or 0, la.head_size_v or 0)
+    if la.dsv4_compress_ratio is not None:
+        exact, formula = dsv4_bytes_per_token(la, st.kv_cache_dtype, st.dtype)
+        yield Set("num_kv_heads", 1, "DeepSeek-V4 latent: one per rank")
+        if exact.denominator != 1:
+            yield Set("bytes_per_token_exact", float(exact), f"{formula} = {float(exact)} B per token")
+        yield Set("bytes_per_token", math.ceil(exact), formula + (" (rounded up)" if exact.denominator != 1 else ""))
+        return
     if la.kind == "mla" and la.indexer_bytes_per_token:
         # DeepSeek-V3.2 / GLM-5 sparse MLA: vLLM registers a second, uint8 indexer key cache at the
         # layer (DeepseekV32IndexerCache: index_head_dim + index_head_dim/128 fp32 scales).

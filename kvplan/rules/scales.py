@@ -42,6 +42,10 @@ def scale_source(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Se
     if mode is not QuantMode.fp8_per_tensor:
         yield Set("scale_source", ScaleSource.block_scales, f"{mode.value} stores its own scales")
         return
+    if la.dsv4_compress_ratio is not None and st.kv_cache_dtype == "fp8_ds_mla":
+        yield Set("scale_source", ScaleSource.block_scales,
+                  "DeepSeek-V4 fp8_ds_mla stores UE8M0 block scales with each state (8 B)")
+        return
     q = ctx.quant
     found = [s for s in _layer_scales(ctx, la.index) if s.kind in ("k_scale", "v_scale", "kv_scale")]
     is_mla = la.kind == "mla"

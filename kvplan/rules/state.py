@@ -31,16 +31,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 GlobalField = Literal["model_dtype", "kv_cache_dtype"]
 PlanField = Literal["kv_cache_dtype", "dtype", "quant_mode", "scale_source", "skipped", "bytes_per_token",
-                    "cross_attention_bytes_per_token", "num_kv_heads", "backend", "flash_attn_version",
-                    "query_dtype"]
+                    "bytes_per_token_exact", "cross_attention_bytes_per_token", "num_kv_heads", "backend",
+                    "flash_attn_version", "query_dtype"]
 CarriedField = Literal["cache_config_dtype"]
 LayerField = Literal[PlanField, CarriedField]
 Field = Literal[GlobalField, LayerField]
 
 # Grouped by value type, for Set's overloads.
 _StrField = Literal["model_dtype", "kv_cache_dtype", "dtype", "backend", "cache_config_dtype"]
-_IntField = Literal["bytes_per_token", "cross_attention_bytes_per_token", "num_kv_heads", "flash_attn_version"]
-FieldValue = str | int | bool | QuantMode | ScaleSource | None
+_IntField = Literal["bytes_per_token", "cross_attention_bytes_per_token", "num_kv_heads",
+                    "flash_attn_version"]
+_FloatField = Literal["bytes_per_token_exact"]
+FieldValue = str | int | float | bool | QuantMode | ScaleSource | None
 
 GLOBAL_FIELDS: frozenset[str] = frozenset(get_args(GlobalField))
 PLAN_FIELDS: frozenset[str] = frozenset(get_args(PlanField))
@@ -50,6 +52,7 @@ LAYER_FIELDS: frozenset[str] = PLAN_FIELDS | CARRIED_FIELDS
 _TYPES: dict[str, tuple[type, ...]] = {
     **{f: (str,) for f in get_args(_StrField)},
     **{f: (int,) for f in get_args(_IntField)},
+    **{f: (float,) for f in get_args(_FloatField)},
     "query_dtype": (str, type(None)),
     "quant_mode": (QuantMode,),
     "scale_source": (ScaleSource,),
@@ -89,6 +92,8 @@ class Set:
     @overload
     def __init__(self, field: _IntField, value: int, fact: str) -> None: ...
     @overload
+    def __init__(self, field: _FloatField, value: float, fact: str) -> None: ...
+    @overload
     def __init__(self, field: Literal["query_dtype"], value: str | None, fact: str) -> None: ...
     @overload
     def __init__(self, field: Literal["quant_mode"], value: QuantMode, fact: str) -> None: ...
@@ -127,6 +132,8 @@ class LayerState:
     scale_source: ScaleSource | None = None
     skipped: bool = False
     bytes_per_token: int | None = None
+    bytes_per_token_exact: float | None = None
+    """Bytes per token when not a whole number (compressed caches: DeepSeek-V4); bytes_per_token is its ceiling."""
     cross_attention_bytes_per_token: int | None = None
     """Bytes per encoder token of the layer's cross-attention cache (KV130; Whisper)."""
     num_kv_heads: int | None = None

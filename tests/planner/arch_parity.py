@@ -132,8 +132,10 @@ def compare(plan: Any, answer: dict[str, Any]) -> list[str]:
                              f"{cspec['num_kv_heads']}/{cspec['head_size']}")
         elif cross_bytes is not None:
             diffs.append(f"L{i}: kvplan plans a cross-attention cache, vLLM builds none")
-        if lp.kind != "cross_attention" and lp.bytes_per_token + (cross_bytes or 0) != w["bytes"]:
-            diffs.append(f"L{i}: bytes/token {lp.bytes_per_token} != vLLM {w['bytes']}"
+        exact = getattr(lp, "bytes_per_token_exact", None)
+        mine = exact if exact is not None else lp.bytes_per_token
+        if lp.kind != "cross_attention" and mine + (cross_bytes or 0) != w["bytes"]:
+            diffs.append(f"L{i}: bytes/token {mine} != vLLM {w['bytes']}"
                          + (f" (+{len(w['extra'])} extra cache(s))" if w["extra"] else ""))
     return diffs
 

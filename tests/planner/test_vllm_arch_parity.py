@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 
 import pytest
 
@@ -171,3 +172,23 @@ def test_whisper_decoder_layers_hold_self_and_cross_attention_caches(flag: str) 
     assert plan.totals.bytes_per_request == len(self_b) * per_layer
     kv601 = next(f for f in plan.findings if f.code == "KV601")
     assert "cross-attention KV for 1500 encoder tokens" in kv601.message
+
+
+@pytest.mark.parametrize("flag", ["auto", "fp8"])
+def test_deepseek_v4_compressed_caches_total_exactly_as_vllm(flag: str) -> None:
+    """DeepSeek-V4: the compressed latent stores one 584 B state per 4 or 128 tokens, so a layer's
+    bytes per token are fractional (4684.5625 on a heavily compressed layer); the plan carries them
+    exactly (bytes_per_token_exact) and rounds bytes_per_token up."""
+    name = "DeepseekV4ForCausalLM__default"
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / f"{name}.json", ["--kv-cache-dtype", flag])
+    want = {i: slot["bytes"] for i, slot in oracle_layers(load_answer(f"{name}__{flag}")).items()}
+    have = {lp.index: (lp.bytes_per_token_exact if lp.bytes_per_token_exact is not None else lp.bytes_per_token)
+            for lp in plan.layers}
+    assert have == want
+    assert want[0] == 4684.5625 and plan.layers[0].bytes_per_token == 4685
+    assert plan.totals.bytes_per_token_exact == sum(want.values())
+    assert plan.totals.bytes_per_token == math.ceil(sum(want.values()))
+    assert {lp.kv_cache_dtype for lp in plan.layers} == {"fp8_ds_mla"}  # vLLM resolves auto and fp8 alike
+    assert "kv_cache_dtype" in [d.field for d in plan.layers[0].decisions if d.rule == "KV114"]
+    assert "bytes_per_token_exact" not in kvplan.api.compile(
+        ARCH_DATA / "configs" / "DeepseekV3ForCausalLM__default.json", "--kv-cache-dtype fp8").model_dump()["totals"]
