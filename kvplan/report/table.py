@@ -50,8 +50,8 @@ def compress_indices(idx: list[int]) -> str:
 def _signature(lp: LayerPlan) -> tuple:
     return (lp.kind, lp.sliding_window, lp.attention_chunk_size, lp.num_kv_heads, lp.head_size,
             lp.head_size_v, lp.kv_cache_dtype, lp.dtype, lp.quant_mode, lp.scale_source, lp.skipped,
-            lp.bytes_per_token, lp.kv_shared_with, lp.cross_attention_bytes_per_token, lp.backend,
-            lp.flash_attn_version, lp.query_dtype, tuple(lp.decided_by))
+            lp.bytes_per_token, lp.bytes_per_token_exact, lp.kv_shared_with, lp.cross_attention_bytes_per_token,
+            lp.backend, lp.flash_attn_version, lp.query_dtype, tuple(lp.decided_by))
 
 
 def _bytes_cell(lp: LayerPlan) -> str:
@@ -61,6 +61,8 @@ def _bytes_cell(lp: LayerPlan) -> str:
         return f"0 (L{lp.kv_shared_with}'s)"
     if lp.cross_attention_bytes_per_token:
         return f"{lp.bytes_per_token:,} +{lp.cross_attention_bytes_per_token:,}/enc"
+    if lp.bytes_per_token_exact is not None:
+        return f"{lp.bytes_per_token_exact:,}"
     return f"{lp.bytes_per_token:,}"
 
 
@@ -153,7 +155,8 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
         console.print(Panel("\n".join(f"layers {i}: {w}" for i, w in whys), title="why (kv_cache_dtype)",
                             title_align="left"))
     tot = plan.totals
-    lines = [f"KV bytes/token (per TP rank): {tot.bytes_per_token:,}  ·  all-bf16 plan: {tot.bytes_per_token_bf16:,}"
+    bpt = f"{tot.bytes_per_token_exact:,}" if tot.bytes_per_token_exact is not None else f"{tot.bytes_per_token:,}"
+    lines = [f"KV bytes/token (per TP rank): {bpt}  ·  all-bf16 plan: {tot.bytes_per_token_bf16:,}"
              f"  ·  saving: {tot.saving_vs_bf16:.1%}  ·  KV layers {tot.kv_layers}, quantized {tot.quantized_layers}"]
     if tot.max_model_len:
         lines.append(f"one request at max-model-len {tot.max_model_len:,}: {_gib(tot.bytes_per_request)}")
