@@ -292,37 +292,60 @@ def _dsv4_request_bytes(la: LayerArch, kv_cache_dtype: str, dtype: str, mml: int
     return math.ceil(sum((b * (mml if w is None else min(w - 1 + mbt, mml)) for b, w, _ in parts), Fraction(0)))
 
 
+def _sized_layer(lp: LayerPlan, arch_layer: LayerArch | None, mml: int | None, bs: int, mbt: int) -> LayerPlan:
+    """The layer with its bytes for one request at --max-model-len (None without KV or context)."""
+    if not lp.bytes_per_token or not mml:
+        return lp.model_copy(update={"max_bytes_per_request": None})
+    la = arch_layer
+    if la is not None and la.dsv4_compress_ratio is not None and lp.kv_cache_dtype and lp.dtype:
+        mbr = _dsv4_request_bytes(la, lp.kv_cache_dtype, lp.dtype, mml, mbt)
+    else:
+        mbr = _request_bytes(lp, mml, bs, mbt)
+    if la is not None and la.cross_attention_tokens and lp.cross_attention_bytes_per_token:
+        # CrossAttentionSpec: the request's encoder tokens, in blocks (vLLM's CrossAttentionManager).
+        mbr += math.ceil(la.cross_attention_tokens / bs) * bs * lp.cross_attention_bytes_per_token
+    return lp.model_copy(update={"max_bytes_per_request": mbr})
+
+
+def _bf16_total(arch: ModelArch, sized: list[LayerPlan]) -> int:
+    """Bytes per token of the same model with every KV layer in 16-bit (indexer caches as they are)."""
+    by_index = {la.index: la for la in arch.layers}
+    total = 0
+    for lp in sized:
+        la = by_index.get(lp.index)
+        if la is not None and la.dsv4_compress_ratio is not None and lp.bytes_per_token:
+            total += math.ceil(dsv4_bytes_per_token(la, "bfloat16", "bfloat16")[0])
+        elif _bf16_bytes(lp):
+            total += _bf16_bytes(lp) + (la.indexer_bytes_per_token if la is not None and la.kind == "mla" else 0)
+    return total
+
+
+def _budget(flags: ServingFlags, gpu: GpuFacts | None, weight_bytes: int | None,
+            kv_budget_bytes: int | None) -> int | None:
+    """KV memory per GPU: given, or GPU memory x utilization - weights per rank - runtime overhead."""
+    if kv_budget_bytes is not None or gpu is None or not gpu.memory_gib or weight_bytes is None:
+        return kv_budget_bytes
+    ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
+    budget = int(gpu.memory_gib * 2**30 * flags.gpu_memory_utilization - weight_bytes / ranks
+                 - RUNTIME_OVERHEAD_BYTES)
+    return max(budget, 0)
+
+
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None) -> tuple[list[LayerPlan], Totals]:
     bs = flags.block_size or DEFAULT_BLOCK_SIZE
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
-    sized = []
-    encoder_tokens = {la.index: la.cross_attention_tokens for la in arch.layers if la.cross_attention_tokens}
-    dsv4 = {la.index: la for la in arch.layers if la.dsv4_compress_ratio is not None}
-    for lp in layers:
-        mbr = _request_bytes(lp, mml, bs, mbt) if mml else None
-        if mml and lp.index in dsv4 and lp.bytes_per_token and lp.kv_cache_dtype and lp.dtype:
-            mbr = _dsv4_request_bytes(dsv4[lp.index], lp.kv_cache_dtype, lp.dtype, mml, mbt)
-        if mbr is not None and lp.cross_attention_bytes_per_token:
-            # CrossAttentionSpec: the request's encoder tokens, in blocks (vLLM's CrossAttentionManager).
-            mbr += math.ceil(encoder_tokens[lp.index] / bs) * bs * lp.cross_attention_bytes_per_token
-        sized.append(lp.model_copy(update={"max_bytes_per_request": mbr if lp.bytes_per_token else None}))
-    exact = sum(Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
-                else Fraction(lp.bytes_per_token) for lp in sized)
+    by_index = {la.index: la for la in arch.layers}
+    sized = [_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt) for lp in layers]
+    # Exact sum: compressed caches (DeepSeek-V4) have fractional bytes per token.
+    exact = sum((Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
+                 else Fraction(lp.bytes_per_token) for lp in sized), Fraction(0))
     fractional = any(lp.bytes_per_token_exact is not None for lp in sized)
     bpt = math.ceil(exact)
-    indexer = {la.index: la.indexer_bytes_per_token for la in arch.layers if la.kind == "mla"}
-    base = sum(math.ceil(dsv4_bytes_per_token(dsv4[lp.index], "bfloat16", "bfloat16")[0])
-               if lp.index in dsv4 and lp.bytes_per_token else
-               _bf16_bytes(lp) + (indexer.get(lp.index, 0) if _bf16_bytes(lp) else 0) for lp in sized)
+    base = _bf16_total(arch, sized)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
-    budget = kv_budget_bytes
-    if budget is None and gpu is not None and gpu.memory_gib and weight_bytes is not None:
-        ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
-        budget = int(gpu.memory_gib * 2**30 * flags.gpu_memory_utilization - weight_bytes / ranks
-                     - RUNTIME_OVERHEAD_BYTES)
-        budget = max(budget, 0)
+    budget = _budget(flags, gpu, weight_bytes, kv_budget_bytes)
     totals = Totals(
         bytes_per_token=bpt, bytes_per_token_exact=float(exact) if fractional else None,
         bytes_per_token_bf16=base,
