@@ -53,6 +53,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      selects on GPUs) runs with VLLM_USE_V2_MODEL_RUNNER=1.
  13. The CPU platform's switching prefix caching off for MLA models is undone (a CPU scheduling
      choice that makes hybrid MLA + Mamba models fail vLLM's mamba-block-size check).
+ 14. Without timm, transformers' TimmWrapperModel (a vision tower AutoModel builds, e.g. Gemma 3n's)
+     is an empty module holding its config: a vision tower holds no KV cache.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -259,6 +261,27 @@ def _stub_torchvision() -> None:
         if missing or name == "torchvision":
             _STUBBED.add(name)
     sys.meta_path.insert(0, _Finder())
+    if "timm" in _STUBBED:
+        _stand_in_timm_wrapper()
+
+
+def _stand_in_timm_wrapper() -> None:
+    """Without timm, transformers' TimmWrapperModel (Gemma 3n's vision tower, built by
+    AutoModel.from_config) refuses to build: it becomes an empty module holding its config (a vision
+    tower holds no KV cache; its forward never runs here)."""
+    import torch
+    from transformers.models.timm_wrapper import modeling_timm_wrapper as mtw
+
+    class _TimmWrapperStandIn(torch.nn.Module):
+        def __init__(self, config, *args, **kwargs):
+            super().__init__()
+            self.config = config
+
+        @classmethod
+        def _from_config(cls, config, **kwargs):
+            return cls(config)
+
+    mtw.TimmWrapperModel = _TimmWrapperStandIn
 
 
 class _AttrDict(dict):

@@ -51,7 +51,7 @@ def test_verified_architecture_plans_without_kv604(tmp_path: Path) -> None:
 
 
 def test_unverified_architecture_warns_and_names_keys(tmp_path: Path) -> None:
-    arch = "Gemma3nForConditionalGeneration"  # vLLM could not build it on the CPU oracle: not verified
+    arch = "FlintForCausalLM"  # vLLM could not build it on the CPU oracle (needs FlashInfer): not verified
     assert vreg.status(arch) != "verified"
     plan = kvplan.api.compile(_cfg(tmp_path, f"{arch}__default"), "--kv-cache-dtype auto")
     (f,) = _kv604(plan)
@@ -82,7 +82,7 @@ def test_unknown_layer_type_is_said_and_planned_as_full_attention(tmp_path: Path
 
 
 def test_cli_strict_makes_kv604_fail_the_run(tmp_path: Path) -> None:
-    p = str(_cfg(tmp_path, "Gemma3nForConditionalGeneration__default"))  # not verified (no oracle answer)
+    p = str(_cfg(tmp_path, "FlintForCausalLM__default"))  # not verified (no oracle answer)
     ok = _cli("plan", p, "--kv-cache-dtype", "auto")
     assert ok.returncode == 0, ok.stderr
     assert any(f["code"] == "KV604" and f["severity"] == "warning" for f in json.loads(ok.stdout)["findings"])

@@ -133,7 +133,8 @@ def test_decilm_block_configs_drive_kv_heads_and_no_op_attention() -> None:
     assert plan.totals.bytes_per_token == _vllm_total("DeciLMForCausalLM__default__auto")
 
 
-@pytest.mark.parametrize("name", ["Gemma3nForCausalLM__default", "Gemma4ForCausalLM__kv-shared"])
+@pytest.mark.parametrize("name", ["Gemma3nForCausalLM__default", "Gemma3nForConditionalGeneration__default",
+                                  "Gemma4ForCausalLM__kv-shared"])
 def test_kv_shared_layers_read_an_earlier_layers_cache_and_cost_nothing(name: str) -> None:
     """Gemma 3n / Gemma 4: the last num_kv_shared_layers layers reuse the cache of an earlier layer of
     the same type (vLLM's kv_sharing_target_layer_name) and register none of their own."""
