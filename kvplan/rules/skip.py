@@ -153,3 +153,25 @@ def dtype_no_effect(ctx: RuleContext) -> Iterator[Emit]:
     if hit:
         yield Emit(f"--kv-cache-dtype {ctx.kv_cache_dtype} has no effect on {ctx.arch.architecture}: vLLM "
                    f"keeps these {len(hit)} layers' KV in the model dtype.", hit)
+
+
+@declare(code="KV116", name="kv-shared-dtype-mismatch", severity="warning", family="skip",
+         summary="A KV-sharing layer and the layer whose cache it reads end with different KV cache dtypes.",
+         why="Gemma 3n / Gemma 4's last num_kv_shared_layers layers read an earlier layer's KV cache "
+             "(kv_sharing_target_layer_name). vLLM 0.33 checks only that both layers have the same attention "
+             "type, not the same kv_cache_dtype: when --kv-cache-dtype-skip-layers lists one of them and not "
+             "the other, the sharing layer's attention is built for one dtype and reads a cache stored in "
+             "another.",
+         fix="List a KV-sharing layer and the layer whose cache it reads together in "
+             "--kv-cache-dtype-skip-layers, or neither ('sliding_window' keeps same-type layers together).",
+         references=("vllm/model_executor/layers/attention/attention.py::validate_kv_sharing_target",))
+def kv_shared_dtype_mismatch(ctx: RuleContext) -> Iterator[Emit]:
+    by_index = {lp.index: lp for lp in ctx.layers}
+    pairs: dict[tuple[int, str, str], list[int]] = {}
+    for lp in ctx.layers:
+        target = by_index.get(lp.kv_shared_with) if lp.kv_shared_with is not None else None
+        if target is not None and target.kv_cache_dtype and lp.kv_cache_dtype != target.kv_cache_dtype:
+            pairs.setdefault((target.index, target.kv_cache_dtype, lp.kv_cache_dtype or "-"), []).append(lp.index)
+    for (t, stored, built), readers in sorted(pairs.items()):
+        yield Emit(f"layers {', '.join(map(str, readers))} read layer {t}'s KV cache, stored as {stored}, but are "
+                   f"built for {built}: vLLM does not check it.", (t, *readers))
