@@ -98,7 +98,8 @@ def invalid_ct(ctx: RuleContext) -> Iterator[Emit]:
          fix="Skip the cross-attention layer indices with --kv-cache-dtype-skip-layers.",
          references=("vllm/model_executor/layers/attention/cross_attention.py",))
 def quantized_cross(ctx: RuleContext) -> Iterator[Emit]:
-    layers = tuple(lp.index for lp in ctx.layers if lp.kind == "cross_attention" and lp.quant_mode.is_quantized)
+    layers = tuple(lp.index for lp in ctx.layers if lp.quant_mode.is_quantized
+                   and (lp.kind == "cross_attention" or lp.cross_attention_bytes_per_token))
     if layers:
         yield Emit(f"{len(layers)} cross-attention layer(s) would store {ctx.kv_cache_dtype} KV.", layers,
                    fix="Add them to the skip list: --kv-cache-dtype-skip-layers " + " ".join(map(str, layers)))

@@ -173,6 +173,8 @@ def test_whisper_decoder_layers_hold_self_and_cross_attention_caches(flag: str) 
     assert plan.totals.bytes_per_request == len(self_b) * per_layer
     kv601 = next(f for f in plan.findings if f.code == "KV601")
     assert "cross-attention KV for 1500 encoder tokens" in kv601.message
+    # vLLM quantizes the cross-attention caches too (the oracle's CrossAttentionSpec is uint8 under fp8)
+    assert [f.layers for f in plan.findings if f.code == "KV205"] == ([sorted(cross_b)] if flag == "fp8" else [])
 
 
 @pytest.mark.parametrize("flag", ["auto", "fp8"])
