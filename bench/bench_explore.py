@@ -65,7 +65,8 @@ def bench_session(config: Path, runs: int) -> None:
     print(HEADER)
     for name, fn in steps.items():
         print(f"  {name:50s} {'{:8.1f}  {:8.1f}'.format(*ms(fn, runs))}")
-    print(f"  {'ingest only (config.json -> ModelArch)':50s} {'{:8.1f}  {:8.1f}'.format(*ms(lambda: load_model_inputs(config), runs))}")
+    print(f"  {'ingest only (config.json -> ModelArch)':50s} "
+          f"{'{:8.1f}  {:8.1f}'.format(*ms(lambda: load_model_inputs(config), runs))}")
 
 
 def bench_app(config: Path, runs: int) -> None:

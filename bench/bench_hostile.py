@@ -104,7 +104,8 @@ def main() -> None:
         print()
         print("| check on ordinary input | median ms |")
         print("|---|---:|")
-        print(f"| check_config_values, Llama-3.1-8B config.json | {timed(lambda: check_config_values(llama, 'c'), runs * 20):.3f} |")
+        print("| check_config_values, Llama-3.1-8B config.json | "
+              f"{timed(lambda: check_config_values(llama, 'c'), runs * 20):.3f} |")
         print(f"| check_yaml, all {len(examples)} example manifests | "
               f"{timed(lambda: [check_yaml(x, 'm') for x in examples], runs * 20):.3f} |")
 

@@ -187,7 +187,8 @@ def main() -> None:
                           max(lworst[i])))
         print(f"### `kvplan lint` of {a.files} manifests naming {len(ids)} ids ({a.lint_runs} runs each; "
               f"{report['summary']['launches']} launches, KV804: {kv804})\n")
-        print("| cache | median s | min s | max s | requests per run | bytes served per run | most requests for one id |")
+        print("| cache | median s | min s | max s | requests per run | bytes served per run | most requests for one id "
+              "|")
         print("|---|---:|---:|---:|---:|---:|---:|")
         for label, med, lo, hi, req, by, worst in lrows:
             print(f"| {label} | {med:.2f} | {lo:.2f} | {hi:.2f} | {req:g} | {by:,.0f} | {worst:g} |")

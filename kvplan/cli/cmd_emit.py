@@ -77,7 +77,8 @@ def emit(
     if _is_plan_file(source):
         if engine_flags:
             raise KvplanInputError(f"engine flags ({' '.join(engine_flags)}) were given with a PLAN.json; the plan "
-                                   "already fixes them.", "Pass the model config instead of PLAN.json to plan with flags.")
+                                   "already fixes them.", "Pass the model config instead of PLAN.json to plan with "
+                                                          "flags.")
         if policy is not None:
             raise KvplanInputError("--policy applies when planning; a PLAN.json is already planned.",
                                    "Pass the model config instead (kvplan emit CONFIG --policy P ...).")

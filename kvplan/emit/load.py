@@ -67,7 +67,8 @@ def read_json(path: str | Path, what: str = "plan") -> Any:
     try:
         text = read_bounded(p, f"{what} file").decode("utf-8")
     except FileNotFoundError:
-        raise KvplanInputError(f"{what} file not found: {p}.", "Pass the path of a PLAN.json (kvplan plan ... --out PLAN.json).") from None
+        raise KvplanInputError(f"{what} file not found: {p}.",
+                               "Pass the path of a PLAN.json (kvplan plan ... --out PLAN.json).") from None
     except IsADirectoryError:
         raise KvplanInputError(f"{p} is a directory, not a {what} file.", "Pass a PLAN.json file.") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -69,7 +69,8 @@ def hub_id(text: str) -> str | None:
     ok = bool(_ID_RE.match(s)) and "--" not in s and ".." not in s and not s.endswith(".git") and len(s) <= 96
     if not ok:
         raise KvplanInputError(f"{text!r} is neither an existing path nor a valid Hugging Face model id ({ID_RULES}).",
-                               "Pass a config.json, a checkpoint folder, or an id such as meta-llama/Llama-3.1-8B-Instruct.")
+                               "Pass a config.json, a checkpoint folder, or an id such as "
+                               "meta-llama/Llama-3.1-8B-Instruct.")
     return s
 
 
@@ -489,7 +490,8 @@ def _model(repo_id: str, revision: str | None, commit: str, folder: Path, names:
         missing = sorted(named - shards)
         if missing:
             raise KvplanInputError(f"{repo_id}: {INDEX} names shard(s) the repository does not hold: "
-                                   f"{', '.join(missing[:3])}.", "Check --revision, or report the broken index upstream.")
+                                   f"{', '.join(missing[:3])}.", "Check --revision, or report the broken index "
+                                                                 "upstream.")
         shards |= named
     return HubModel(repo_id=repo_id, revision=revision, commit=commit, folder=folder, small_files=small,
                     safetensors=tuple(sorted(shards)), settings=s)

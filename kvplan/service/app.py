@@ -188,7 +188,8 @@ class Service:
             repo = hub_id(req.model) if "/" in req.model else None
             if repo is None:  # never a server-side path: those go through config_path and --allow-path
                 raise KvplanInputError(f"model {req.model!r} is not a Hugging Face model id.",
-                                       "Send an id such as meta-llama/Llama-3.1-8B-Instruct, or the config.json as `config`.")
+                                       "Send an id such as meta-llama/Llama-3.1-8B-Instruct, or the config.json as "
+                                       "`config`.")
             return resolve(repo, flags_from(req.flags).revision), req.model
         if req.config_path is not None:
             if not self.allowed:
@@ -226,7 +227,8 @@ class Service:
 
     def emit(self, req: EmitRequest) -> EmitResult:
         if req.plan is not None:
-            given = [f for f in ("config", "config_path", "model", "hf_quant_config", "gpu", "kv_budget_gib", "policy", "engine")
+            given = [f for f in ("config", "config_path", "model", "hf_quant_config", "gpu", "kv_budget_gib", "policy",
+                                 "engine")
                      if getattr(req, f) is not None] + (["flags"] if req.flags else [])
             if given:
                 raise KvplanInputError(f"a plan was sent together with {', '.join(given)}; the plan already fixes them.",

@@ -63,7 +63,8 @@ def test_explore_gpt_oss_session_skip_sliding_then_int8_per_token_head(tmp_path:
 
     async def script(pilot: Pilot, app: ExploreApp) -> None:
         # start: every layer FP8 with scale 1.0 -> one group, flagged, and the KV401 warning with its fix
-        assert [r[:5] for r in rows(app, "layers")] == [["▸ 0,2..22 (12) ⚑", "sliding 128", "8×64", "fp8", "float8_e4m3fn"],
+        assert [r[:5] for r in rows(app, "layers")] == [["▸ 0,2..22 (12) ⚑", "sliding 128", "8×64", "fp8",
+                                                         "float8_e4m3fn"],
                                                          ["▸ 1,3..23 (12) ⚑", "full", "8×64", "fp8", "float8_e4m3fn"]]
         findings = rows(app, "findings")
         assert [r[1] for r in findings] == [f.code for f in findings_sorted(session.plan.findings)]

@@ -34,7 +34,8 @@ def test_gemma3_minimal_config_uses_family_defaults() -> None:
 
 
 def test_gemma2_even_layers_slide() -> None:
-    assert kinds("gemma-2-2b-it-finetune-gemma2-poem")[:3] == ["sliding_attention", "full_attention", "sliding_attention"]
+    assert kinds("gemma-2-2b-it-finetune-gemma2-poem")[:3] == ["sliding_attention", "full_attention",
+                                                               "sliding_attention"]
 
 
 def test_gemma4_global_layers_have_their_own_geometry() -> None:

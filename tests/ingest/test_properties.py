@@ -123,7 +123,8 @@ def test_random_configs_give_an_input_error_or_a_sound_plan(cfg: dict[str, Any])
     assert_sound(plan)
 
 
-FLAG_NAMES = [*sorted(MODELLED), "--kv-cache-dtype-skip-layers", "--calculate-kv-scales", "--enforce-eager", "--no-such-flag", "--kv_cache_dtype", "-tp", "vllm", "serve"]
+FLAG_NAMES = [*sorted(MODELLED), "--kv-cache-dtype-skip-layers", "--calculate-kv-scales", "--enforce-eager",
+              "--no-such-flag", "--kv_cache_dtype", "-tp", "vllm", "serve"]
 FLAG_VALUES = st.one_of(
     st.sampled_from(["fp8", "auto", "bfloat16", "fp8_e5m2", "int8_per_token_head", "nvfp4", "fp9", "sliding_window",
                      "0", "1", "-1", "2", "8", "32k", "1M", "inf", "nan", "1e300", "-0.5", "0.9", "1.5", "",

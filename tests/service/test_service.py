@@ -61,7 +61,8 @@ def test_plan_inline_config_equals_the_library(client: httpx.Client) -> None:
 
 def test_plan_flags_read_as_vllm_parser_reads_them(client: httpx.Client) -> None:
     r = client.post("/v1/plan", json={"config": GPT_OSS_CFG,
-                                      "flags": "--kv-cache-dtype fp8 --kv-cache-dtype-s sliding_window --kv-cache-mem 1G "
+                                      "flags": "--kv-cache-dtype fp8 --kv-cache-dtype-s sliding_window --kv-cache-mem "
+                                               "1G "
                                                "--config /etc/serve.yaml"})
     assert r.status_code == 200, r.text
     doc = r.json()
@@ -96,7 +97,8 @@ def test_plan_for_an_older_engine_release(client: httpx.Client) -> None:
 
 def test_plan_with_inline_policy(client: httpx.Client) -> None:
     policy = ("version: 1\nrules:\n  - {code: KV901, name: fp8, reason: halve it, set: {kv_cache_dtype: fp8}}\n"
-              "  - {code: KV902, name: sw, reason: small, select: {kind: sliding_attention}, set: {kv_cache_dtype: model}}\n")
+              "  - {code: KV902, name: sw, reason: small, select: {kind: sliding_attention}, set: {kv_cache_dtype: "
+              "model}}\n")
     r = client.post("/v1/plan", json={"config": GPT_OSS_CFG, "policy": policy})
     assert r.status_code == 200, r.text
     doc = r.json()
@@ -124,7 +126,8 @@ def test_emit_from_config_and_from_plan(client: httpx.Client) -> None:
     broken = dict(plan, layers=[dict(plan["layers"][0], quant_mode="fp9")])
     r3 = client.post("/v1/emit", json={"plan": broken})
     assert r3.status_code == 400
-    assert r3.json()["error"]["message"].startswith("<request plan> does not match the plan schema: layers[0].quant_mode")
+    assert r3.json()["error"]["message"].startswith("<request plan> does not match the plan schema: "
+                                                    "layers[0].quant_mode")
 
 
 def test_input_errors_carry_the_cli_message(client: httpx.Client) -> None:
@@ -219,7 +222,8 @@ def test_lint_unavailable_is_501(client: httpx.Client, monkeypatch: pytest.Monke
     r = client.post("/v1/lint", json={"files": {"run.sh": "vllm serve m\n"}})
     assert r.status_code == 501
     assert r.json()["error"] == {"type": "not_implemented", "problem": None, "fix": None,
-                                 "message": "linting is not available in this kvplan build (kvplan.lint is not importable)."}
+                                 "message": "linting is not available in this kvplan build (kvplan.lint is not "
+                                            "importable)."}
 
 
 def test_concurrent_requests_are_correct_and_bounded(base_url: str) -> None:
