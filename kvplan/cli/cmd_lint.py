@@ -64,7 +64,8 @@ def lint(
     verbose: bool = typer.Option(False, "--verbose", "-v",
                                  help="Log each skipped file to stderr; text output lists the rules KV804 skipped."),
     statistics: bool = typer.Option(False, "--statistics",
-                                    help="Print the number of findings per code instead of the findings (text formats)."),
+                                    help="Print the number of findings per code instead of the findings "
+                                         "(text formats)."),
     sarif_all_rules: bool = typer.Option(False, "--sarif-all-rules",
                                          help="SARIF: list every kvplan rule in the tool driver, not only those with "
                                               "results."),
@@ -78,10 +79,10 @@ def lint(
                                 "like layer geometry but were not used (KV604), is an error. Same as `strict = true` "
                                 "in the configuration."),
 ) -> None:
-    """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""
+    """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""  # noqa: E501 - `kvplan --help` keeps a docstring's line breaks
     try:
-        _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose,
-             statistics, sarif_all_rules, file_timeout, offline, strict)
+        _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models,
+             verbose, statistics, sarif_all_rules, file_timeout, offline, strict)
     except KvplanInputError as e:
         typer.echo(f"kvplan: error: {e}", err=True)
         sys.exit(2)

@@ -25,7 +25,8 @@ def serve(
     allow_path: Annotated[list[Path] | None, typer.Option(
         "--allow-path", help="Directory requests may read config.json / checkpoints from via config_path "
                              "(repeatable; default: none, configs come inline).")] = None,
-    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Largest request body; bigger ones get 413.")] = 1 << 20,
+    max_body_bytes: Annotated[int, typer.Option(
+        "--max-body-bytes", help="Largest request body; bigger ones get 413.")] = 1 << 20,
     max_layers: Annotated[int, typer.Option("--max-layers",
                                             help="Largest num_hidden_layers accepted (at most kvplan's own limit, "
                                                  "4096; docs/limits.md).")] = 1024,

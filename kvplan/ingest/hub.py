@@ -238,7 +238,8 @@ class RemoteFile(ByteSource):
             self._eof = size
         self._chunks.append((offset, data))
         self._chunks.sort(key=lambda c: c[0])
-        _write_json(self._store, {"size": self._eof, "chunks": [[a, base64.b64encode(b).decode()] for a, b in self._chunks]})
+        chunks = [[a, base64.b64encode(b).decode()] for a, b in self._chunks]
+        _write_json(self._store, {"size": self._eof, "chunks": chunks})
 
 
 def _range_get(m: HubModel, name: str, offset: int, n: int) -> tuple[bytes, int | None]:
@@ -485,7 +486,8 @@ def _model(repo_id: str, revision: str | None, commit: str, folder: Path, names:
         from kvplan.ingest.hf_config import load_json
         wm = load_json(folder / INDEX, "safetensors index").get("weight_map", {})
         if not isinstance(wm, dict):
-            raise KvplanInputError(f"{repo_id}: {INDEX} weight_map is not an object.", "Fix the index file in the repo.")
+            raise KvplanInputError(f"{repo_id}: {INDEX} weight_map is not an object.",
+                                   "Fix the index file in the repo.")
         named = {str(v) for v in wm.values()}
         missing = sorted(named - shards)
         if missing:
