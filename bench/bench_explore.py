@@ -80,7 +80,7 @@ def bench_app(config: Path, runs: int) -> None:
         app = ExploreApp(session)
         results: dict[str, tuple[list[float], list[float]]] = {"z": ([], []), "s": ([], [])}
 
-        async def run() -> None:
+        async def run(app: ExploreApp, view: str, results: dict[str, tuple[list[float], list[float]]]) -> None:
             async with app.run_test(size=(180, 50)) as pilot:
                 await pilot.pause()
                 if view == "all":
@@ -94,7 +94,7 @@ def bench_app(config: Path, runs: int) -> None:
                         results[key][0].append((time.perf_counter() - t) * 1000)
                         results[key][1].append((time.process_time() - c) * 1000)
 
-        asyncio.run(run())
+        asyncio.run(run(app, view, results))
         for key, label in (("z", "unbound key (pilot baseline)"), ("s", "s: skip/unskip the selected layer")):
             wall, cpu = results[key]
             name = f"{label}, {view} view"

@@ -10,6 +10,7 @@ Also the cost of the checks on ordinary input: `check_config_values` on a real c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -26,7 +27,6 @@ from kvplan.errors import KvplanInputError  # noqa: E402
 from kvplan.ingest.hf_config import load_json, parse_hf_config  # noqa: E402
 from kvplan.ingest.limits import check_config_values, check_yaml  # noqa: E402
 from kvplan.lint.run import lint_paths  # noqa: E402
-import contextlib
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:

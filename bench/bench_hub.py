@@ -163,7 +163,8 @@ def main() -> None:
         lint = ["lint", str(deploy), "--format", "json", "-o", str(tmp / "report.json"), "--exit-zero"]
         local_deploy = tmp / "deploy-local"
         manifests(local_deploy, ids, a.files, names=[str(repo_dirs[rid]) for rid in ids])
-        lint_local = ["lint", str(local_deploy), "--format", "json", "-o", str(tmp / "report-local.json"), "--exit-zero"]
+        lint_local = ["lint", str(local_deploy), "--format", "json", "-o", str(tmp / "report-local.json"),
+                      "--exit-zero"]
         lrows = []
         labels = ("the same models as local folders (baseline, no Hub)", "cold cache (emptied before each run), online",
                   "warm cache, online", "warm cache, HF_HUB_OFFLINE=1")

@@ -32,7 +32,7 @@ def test_plan_json_validates_against_published_schema() -> None:
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, schema_dict("plan"))
     assert doc["schema_version"] == "1.1" and doc["engine"] == {"name": "vllm", "version": "0.33.0"}
-    assert [l["kv_cache_dtype"] for l in doc["layers"][:2]] == ["auto", "fp8"]
+    assert [lp["kv_cache_dtype"] for lp in doc["layers"][:2]] == ["auto", "fp8"]
 
 
 def test_plan_json_is_byte_stable() -> None:
@@ -161,7 +161,8 @@ def test_plan_reads_vllm_config_yaml_like_vllm(tmp_path: Path) -> None:
     old = os.getcwd()
     os.chdir(tmp_path)
     try:
-        r = runner.invoke(app, ["plan", GPT_OSS, "--config", "serve.yaml", "--max-model", "4096", "--format", "json"], env=ENV)
+        r = runner.invoke(app, ["plan", GPT_OSS, "--config", "serve.yaml", "--max-model", "4096", "--format", "json"],
+                          env=ENV)
     finally:
         os.chdir(old)
     doc = json.loads(r.stdout)

@@ -205,7 +205,7 @@ def test_explore_findings_sort_by_severity_and_fix_text() -> None:
         shown = rows(app, "findings")
         assert [(r[0], r[1]) for r in shown][:2] == [("error", "KV701"), ("warning", "KV401")]
         assert [r[0] for r in shown] == sorted((r[0] for r in shown), key=["error", "warning", "info"].index)
-        assert all(r[5] == (f.fix or "-") for r, f in zip(shown, findings_sorted(session.plan.findings)))
+        assert all(r[5] == (f.fix or "-") for r, f in zip(shown, findings_sorted(session.plan.findings), strict=True))
         await pilot.press("o")
         shown = rows(app, "findings")
         assert [r[0] for r in shown] == sorted((r[0] for r in shown), key=["info", "warning", "error"].index)

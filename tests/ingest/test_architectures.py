@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,7 +96,7 @@ def test_cli_strict_makes_kv604_fail_the_run(tmp_path: Path) -> None:
 
 def test_architecture_vllm_refuses_is_refused_with_its_reason(tmp_path: Path) -> None:
     p = _cfg(tmp_path, "MiniMaxForCausalLM__default")
-    with pytest.raises(KvplanInputError, match="MiniMaxForCausalLM was supported in vLLM until v0.23.0"):
+    with pytest.raises(KvplanInputError, match=re.escape("MiniMaxForCausalLM was supported in vLLM until v0.23.0")):
         kvplan.api.compile(p, "--kv-cache-dtype auto")
     r = _cli("plan", str(p))
     assert r.returncode == 2 and "Traceback" not in r.stderr

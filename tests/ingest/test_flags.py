@@ -1,6 +1,8 @@
 """Engine flags are accepted verbatim from pasted launch lines."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -8,7 +10,6 @@ from hypothesis import strategies as st
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.flags import parse_flags, split_launch_line
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
-import contextlib
 
 
 def test_parse_flags_pasted_launch_line() -> None:

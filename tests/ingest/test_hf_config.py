@@ -61,7 +61,8 @@ def test_mla_latent_geometry() -> None:
 
 
 def test_hybrid_patterns() -> None:
-    assert [i for i, k in enumerate(kinds("nvidia-Nemotron-3-Nano-30B-A3B-NVFP4")) if k == "full_attention"] == [5, 12, 19, 26, 33, 42]
+    full = [i for i, k in enumerate(kinds("nvidia-Nemotron-3-Nano-30B-A3B-NVFP4")) if k == "full_attention"]
+    assert full == [5, 12, 19, 26, 33, 42]
     q = kinds("Qwen3.5-27B")
     assert q.count("linear_attention") == 48 and q.count("full_attention") == 16
 

@@ -41,7 +41,8 @@ def test_openapi_is_generated_from_the_models(client: httpx.Client) -> None:
     doc = client.get("/openapi.json").json()
     assert set(doc["paths"]) == {"/healthz", "/v1/plan", "/v1/emit", "/v1/lint", "/v1/rules", "/v1/backends"}
     schemas = doc["components"]["schemas"]
-    assert {"Plan", "LayerPlan", "EmitResult", "PlanRequest", "EmitRequest", "LintRequest", "ErrorResponse"} <= set(schemas)
+    expected = {"Plan", "LayerPlan", "EmitResult", "PlanRequest", "EmitRequest", "LintRequest", "ErrorResponse"}
+    assert expected <= set(schemas)
     assert schemas["PlanRequest"]["properties"]["flags"]["description"].startswith("vLLM serving flags")
     plan_ok = doc["paths"]["/v1/plan"]["post"]["responses"]
     assert plan_ok["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Plan"}
@@ -136,7 +137,8 @@ def test_input_errors_carry_the_cli_message(client: httpx.Client) -> None:
     err = r.json()["error"]
     cli = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "plan",
                           str(EXAMPLES / "gpt-oss-20b"), "--kv-cache-dtype", "fp9"],
-                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "10000"})
+                         capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "NO_COLOR": "1", "COLUMNS": "10000"})
     assert cli.returncode == 2
     assert cli.stderr.strip() == f"kvplan: error: {err['message']}"
     assert err["type"] == "input_error" and err["problem"] == "invalid --kv-cache-dtype 'fp9'. Did you mean 'fp8'?"
@@ -276,12 +278,14 @@ def test_kvplan_serve_cli_starts_a_real_server(tmp_path: Path) -> None:
                 break
             except httpx.TransportError:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    raise AssertionError(proc.stderr.read().decode() if proc.poll() is not None else "timeout")
+                    why = proc.stderr.read().decode() if proc.poll() is not None else "timeout"
+                    raise AssertionError(why) from None
                 time.sleep(0.1)
         assert r.status_code == 200
         small = httpx.post(f"http://127.0.0.1:{port}/v1/plan", json={"config": GPT_OSS_CFG}, timeout=10)
         assert small.status_code == 200
-        big = httpx.post(f"http://127.0.0.1:{port}/v1/plan", json={"config": {**GPT_OSS_CFG, "pad": "x" * 4096}}, timeout=10)
+        big = httpx.post(f"http://127.0.0.1:{port}/v1/plan", json={"config": {**GPT_OSS_CFG, "pad": "x" * 4096}},
+                         timeout=10)
         assert big.status_code == 413  # --max-body-bytes 2048 reached the server
     finally:
         proc.terminate()
