@@ -53,7 +53,7 @@ def test_mypy_is_clean() -> None:
     assert result.returncode == 0, f"mypy found problems:\n{result.stdout}{result.stderr}"
 
 
-def test_kernel_modules_match_the_mypy_exemption() -> None:
+def test_kernel_modules_match_the_mypy_and_radon_exemptions() -> None:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
@@ -66,6 +66,7 @@ def test_kernel_modules_match_the_mypy_exemption() -> None:
         for module in override["module"]
     }
     assert {f"{m.replace('.', '/')}.py" for m in exempt} == KERNEL_MODULES
+    assert set(config["tool"]["radon"]["exclude"].split(",")) == KERNEL_MODULES
     for path in KERNEL_MODULES:
         assert (ROOT / path).is_file(), f"{path} is named as a kernel module but does not exist"
 
