@@ -92,12 +92,12 @@ def run(shape: tuple[int, ...], mode: str, splits: list[int], seed: int = 0) -> 
                   pdl=ns > 1)
 
         def call(tr=None):
-            ag.launch(q, out, po, pml, args, block_tables, seq_lens, trace=tr, **kw)  # noqa: B023 - called within this iteration
-            if ns > 1:  # noqa: B023 - called within this iteration
-                _merge_splits(po, pml, out, ns, head, True)  # noqa: B023 - called within this iteration
+            ag.launch(q, out, po, pml, args, block_tables, seq_lens, trace=tr, **kw)
+            if ns > 1:
+                _merge_splits(po, pml, out, ns, head, True)
 
         ms = _bench_replay(call)
-        ms_traced = _bench_replay(lambda: call(trace))  # noqa: B023 - called within this iteration
+        ms_traced = _bench_replay(lambda: call(trace))
         spans = []
         summaries = []
         for _ in range(5):  # five cold-L2 traces; report the median-span one

@@ -88,8 +88,8 @@ def main() -> None:
                 paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx, out=out, config=cfg)
                 torch.cuda.synchronize()
                 err = _rel_err(out, ref)
-                ms = _bench_replay(lambda: paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx,  # noqa: B023
-                                                    out=out, config=cfg), rep_ms=100)  # noqa: B023 - replayed now
+                ms = _bench_replay(lambda: paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx,
+                                                    out=out, config=cfg), rep_ms=100)
             except Exception as exc:
                 print(f"  {mode} {cfg}: FAILED {type(exc).__name__}: {str(exc)[:120]}", flush=True)
                 continue
