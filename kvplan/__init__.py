@@ -7,16 +7,13 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvplan.pipeline import compile
 
 __version__ = "0.1.0"
 __all__ = ["KvplanInputError", "Plan", "__version__", "compile", "explain", "lint", "validate"]
-
-
-def compile(path: Any, flags: Any = None, gpu: Any = None, **kwargs: Any):
-    """Compile a per-layer KV plan (see kvplan.api.compile)."""
-    from kvplan.api import compile as _compile
-    return _compile(path, flags, gpu, **kwargs)
 
 
 def explain(path: Any, flags: Any = None, gpu: Any = None, *, all_layers: bool = False, width: int = 180) -> str:
@@ -27,7 +24,8 @@ def explain(path: Any, flags: Any = None, gpu: Any = None, *, all_layers: bool =
 
     from kvplan.report.table import render_plan
     buf = StringIO()
-    render_plan(compile(path, flags, gpu), Console(file=buf, width=width, no_color=True), expand=all_layers)
+    from kvplan.pipeline import compile as compile_plan
+    render_plan(compile_plan(path, flags, gpu), Console(file=buf, width=width, no_color=True), expand=all_layers)
     return buf.getvalue()
 
 
@@ -44,10 +42,15 @@ def lint(*paths: Any, **kwargs: Any):
 def validate(*args: Any, **kwargs: Any):
     """Execute a plan on real or synthetic K/V and report accuracy (see kvplan.validate)."""
     from kvplan.runtime import validate as _v
-    return _v.validate(*args, **kwargs)  # type: ignore[attr-defined]
+    return _v.validate(*args, **kwargs)
 
 
 def __getattr__(name: str) -> Any:
+    # Resolved on first use, so `import kvplan` (which every module does for __version__) stays cheap.
+    if name == "compile":  # the one compile entry: kvplan.compile is kvplan.pipeline.compile
+        from kvplan.pipeline import compile as compile_
+        globals()["compile"] = compile_
+        return compile_
     if name == "KvplanInputError":
         from kvplan.errors import KvplanInputError
         return KvplanInputError

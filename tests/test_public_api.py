@@ -55,3 +55,33 @@ def test_validate_executes_a_plan_and_checks_its_bytes() -> None:
     for lr in ran.values():
         assert lr.status == "pass" and lr.quant_mode == "int8_per_token_head"
         assert lr.bytes_allocated == lr.bytes_expected and lr.bytes_per_token_plan == 3 * (2 * 64 + 8)
+
+
+def test_one_compile_entry() -> None:
+    """kvplan.compile, kvplan.api.compile and kvplan.pipeline.compile are one function; the old names are gone
+    or a deprecated alias of the same pipeline."""
+    import warnings
+
+    import kvplan.api
+    import kvplan.pipeline
+    import kvplan.policy
+    assert kvplan.compile is kvplan.api.compile is kvplan.pipeline.compile
+    assert not hasattr(kvplan.policy, "compile_with_policy") and not hasattr(kvplan.policy, "apply_policy")
+    path, flags = EXAMPLES / "gpt-oss-20b", "--kv-cache-dtype fp8"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan, quant = kvplan.api.compile_with_quant(path, flags)
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+    assert (plan, quant) == tuple(kvplan.pipeline.run(path, flags)) and plan == kvplan.compile(path, flags)
+
+
+def test_compile_takes_a_policy_and_an_inline_config() -> None:
+    import json
+
+    from kvplan.policy import load_policy
+    cfg = json.loads((EXAMPLES / "Meta-Llama-3.1-8B" / "config.json").read_text())
+    policy = load_policy(EXAMPLES / "policies" / "protect-edges.yaml")
+    from_dict = kvplan.compile(cfg, policy=policy, label="llama")
+    from_path = kvplan.compile(EXAMPLES / "Meta-Llama-3.1-8B", policy=policy)
+    assert from_dict.model.source == "llama" and from_dict.flags["kv_cache_dtype_skip_layers"] == ["0", "1", "31"]
+    assert [lp.decided_by for lp in from_dict.layers] == [lp.decided_by for lp in from_path.layers]

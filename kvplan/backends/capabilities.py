@@ -1,8 +1,9 @@
 """Types for engine versions, attention-backend capability rows and engine feature history.
 
-The data lives in per-engine modules (:mod:`kvplan.backends.vllm_033`); selection logic in
-:mod:`kvplan.backends.select`. Version ranges are small PEP 440-like strings (`">=0.33,<0.34"`)
-compared on (major, minor, patch) tuples; pre-release/dev suffixes are ignored.
+The data lives in per-engine modules (:mod:`kvplan.backends.vllm_033`); the selection walk in
+:mod:`kvplan.backends.select`, each backend's quirks in :mod:`kvplan.backends.impl`. Version ranges are
+small PEP 440-like strings (`">=0.33,<0.34"`) compared on (major, minor, patch) tuples; pre-release/dev
+suffixes are ignored.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from kvplan.errors import KvplanInputError
+from kvplan.model.engine import DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION
 
 __all__ = [
     "DEFAULT_ENGINE",
@@ -39,9 +41,6 @@ KNOWN_ENGINES: dict[str, str] = {
     "tensorrtllm": "trtllm",
     "lmdeploy": "lmdeploy",
 }
-DEFAULT_VLLM_VERSION: Version = (0, 33, 0)
-DEFAULT_ENGINE = "vllm==0.33.0"
-
 _VERSION_RE = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:(?:[.+\-_]|rc|a|b|dev|post).*)?$")
 
 
@@ -51,6 +50,10 @@ def parse_version(text: str) -> Version | None:
     if not m:
         return None
     return int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0)
+
+
+DEFAULT_VLLM_VERSION: Version = parse_version(DEFAULT_ENGINE_VERSION) or (0, 0, 0)
+"""(major, minor, patch) of `DEFAULT_ENGINE`."""
 
 
 _CLAUSE_RE = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([0-9][0-9.]*)\s*$")
@@ -151,8 +154,8 @@ class BackendCapability(BaseModel):
 
     Mirrors the backend class attributes read by vLLM's `validate_configuration`
     (`vllm/v1/attention/backend.py`). Rules that are code rather than data in vLLM (FlashAttention
-    version, FlashInfer NVFP4 paths, MLA dimension checks) live in `kvplan.backends.select`, keyed by
-    `name`, and are described in `notes`.
+    version, FlashInfer NVFP4 paths, MLA dimension checks) are hooks of the backend's family module in
+    :mod:`kvplan.backends.impl`, and are described in `notes`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)

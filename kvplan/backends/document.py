@@ -5,21 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import kvplan
-from kvplan.backends.capabilities import BackendCapability, EngineVersion
+from kvplan.backends.capabilities import DEFAULT_VLLM_VERSION, BackendCapability, EngineVersion
 from kvplan.backends.gpus import GPU_PROFILES, resolve_gpu
-from kvplan.backends.select import BackendRequest, hardware_reasons, select_backend
+from kvplan.backends.request import BackendRequest, ModelDtype
+from kvplan.backends.select import hardware_reasons, select_backend
 from kvplan.backends.vllm_033 import BACKENDS, ENGINE_VERSIONS
 from kvplan.errors import KvplanInputError
+from kvplan.model.engine import DEFAULT_ENGINE
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
 __all__ = ["SCHEMA_VERSION", "backends_document", "gpus_document"]
 
 SCHEMA_VERSION = "1.0"
-_DEFAULT_ENGINE = "vllm==0.33.0"
 # Representative layers for the per-GPU matrix: Llama-style dense head 128, DeepSeek-R1 MLA.
-_DENSE = {"head_size": 128, "num_heads": 32, "num_kv_heads": 8}
-_MLA = {"head_size": 576, "use_mla": True, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+_DENSE: dict[str, Any] = {"head_size": 128, "num_heads": 32, "num_kv_heads": 8}
+_MLA: dict[str, Any] = {"head_size": 576, "use_mla": True, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
         "qk_nope_head_dim": 128, "v_head_dim": 128, "num_heads": 128, "num_kv_heads": 1}
 def _engine_ref(ev: EngineVersion) -> dict[str, str | None]:
     return {"name": ev.engine, "version": ev.version_str}
@@ -38,12 +39,12 @@ def gpus_document() -> dict[str, Any]:
 def _engine(engine: str) -> EngineVersion:
     ev = EngineVersion.parse(engine)
     if ev.engine != "vllm" or not ev.satisfies(ENGINE_VERSIONS):
-        older = ev.engine == "vllm" and ev.version is not None and ev.version < (0, 33, 0)
+        older = ev.engine == "vllm" and ev.version is not None and ev.version < DEFAULT_VLLM_VERSION
         raise KvplanInputError(
             f"the attention-backend table for {ev} is not modelled yet (kvplan's table was read from vllm "
             f"{ENGINE_VERSIONS}" + ("; `kvplan plan --engine` plans older releases with it plus the dated "
                                     "differences, see `kvplan rule KV009`" if older else "") + ").",
-            f"pass --engine {_DEFAULT_ENGINE}")
+            f"pass --engine {DEFAULT_ENGINE}")
     return ev
 
 
@@ -63,7 +64,7 @@ def _request_for(row: BackendCapability, kv: str) -> BackendRequest:
     return BackendRequest(kv_cache_dtype=kv, **base)
 
 
-def _model_dtype_for(kv: str) -> str:
+def _model_dtype_for(kv: str) -> ModelDtype:
     # An explicit float16 cache needs a float16 model (_reject_mismatched_float_kv_cache).
     return "float16" if kv == "float16" else "bfloat16"
 
@@ -109,7 +110,7 @@ def _defaults(gpu: GpuProfile, ev: EngineVersion) -> dict[str, dict[str, Any]]:
     return result
 
 
-def backends_document(gpu: str | None = None, engine: str = _DEFAULT_ENGINE) -> dict[str, Any]:
+def backends_document(gpu: str | None = None, engine: str = DEFAULT_ENGINE) -> dict[str, Any]:
     """The `kvplan backends --format json` document (sorted, stable)."""
     ev = _engine(engine)
     doc: dict[str, Any] = {

@@ -1,4 +1,5 @@
-"""GPU profiles (data) and `resolve_gpu` (name / alias / compute capability / auto-detect).
+"""GPU profiles (data), `resolve_gpu` (name / alias / compute capability / auto-detect) and `GpuFacts`,
+the one GPU type the planner and the rules read.
 
 Numbers are nominal datasheet values (memory capacity and peak memory bandwidth as the vendor
 publishes them); compute capabilities follow NVIDIA's CUDA GPU table
@@ -12,6 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -22,9 +24,11 @@ __all__ = [
     "GENERIC_CC_REPRESENTATIVES",
     "GENERIC_ROCM_ARCH_REPRESENTATIVES",
     "GPU_PROFILES",
+    "GpuFacts",
     "all_gpu_names",
     "detect_gpu",
     "get_gpu",
+    "gpu_facts",
     "resolve_gpu",
 ]
 
@@ -358,3 +362,44 @@ def _match_device(device_name: str, cc: tuple[int, int] | None, gcn_arch: str | 
     if total_gib:
         update["memory_gib"] = round(total_gib, 2)
     return prof.model_copy(update=update)
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """The GPU a plan is made for: the facts the planner reads, and the profile backend rules read.
+
+    Built from a profile by `GpuFacts.from_profile` (or `gpu_facts(--gpu value)`); a hand-built one
+    without a profile sizes memory but leaves backend selection silent.
+    """
+
+    name: str
+    """Profile name (`h100-sxm`, `sm90`, ...)."""
+    memory_gib: float | None = None
+    """Memory per GPU (GiB), None if unknown."""
+    compute_capability: tuple[int, int] | None = None
+    """CUDA compute capability, None off CUDA."""
+    fp8: str = "e4m3fn"
+    """FP8 KV format on the device: `none`, `e4m3fn` or `e4m3fnuz` (`GpuProfile.fp8`)."""
+    supports_bf16: bool = True
+    """False on NVIDIA below SM80 (vLLM refuses a bfloat16 model there)."""
+    profile: GpuProfile | None = None
+    """The full profile (backend selection reads it); None for hand-built facts."""
+
+    @classmethod
+    def from_profile(cls, profile: GpuProfile) -> GpuFacts:
+        """The facts of a profile."""
+        cc = profile.compute_capability
+        return cls(name=profile.name, memory_gib=profile.memory_gib, compute_capability=cc, fp8=profile.fp8,
+                   supports_bf16=profile.vendor != "nvidia" or not (cc and cc < (8, 0)), profile=profile)
+
+    @property
+    def cc_str(self) -> str | None:
+        """Compute capability as vLLM prints it, e.g. `9.0`."""
+        return ".".join(map(str, self.compute_capability)) if self.compute_capability else None
+
+
+def gpu_facts(gpu: str | GpuProfile | GpuFacts | None) -> GpuFacts | None:
+    """`--gpu` (a name, alias, compute capability or `auto`), a profile, or facts -> GpuFacts (None stays None)."""
+    if gpu is None or isinstance(gpu, GpuFacts):
+        return gpu
+    return GpuFacts.from_profile(resolve_gpu(gpu) if isinstance(gpu, str) else gpu)

@@ -1,7 +1,8 @@
 """vLLM 0.33 attention-backend capability rows, priority orders and KV feature history (data).
 
-Read from the `vllm==0.33.0` wheel (its attention selector and backend classes; sections of the team's vLLM 0.33 KV-rules notes:
-§5.1 selection and priorities, §5.2 dense backends, §6.1 MLA backends, §4.5 query quantization).
+Read from the `vllm==0.33.0` wheel (its attention selector and backend classes; sections of the team's
+vLLM 0.33 KV-rules notes: §5.1 selection and priorities, §5.2 dense backends, §6.1 MLA backends, §4.5 query
+quantization).
 Paths are package-relative (`vllm/...`); `backends/x.py` means `vllm/v1/attention/backends/x.py`.
 """
 from __future__ import annotations

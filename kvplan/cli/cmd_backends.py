@@ -14,10 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.backends.capabilities import BackendCapability
-from kvplan.backends.document import _DEFAULT_ENGINE, SCHEMA_VERSION, _engine, _kind, backends_document, gpus_document
+from kvplan.backends.document import SCHEMA_VERSION, _engine, _kind, backends_document, gpus_document
 from kvplan.backends.gpus import GPU_PROFILES
 from kvplan.backends.vllm_033 import BACKENDS
 from kvplan.errors import KvplanInputError
+from kvplan.model.engine import DEFAULT_ENGINE
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
 __all__ = ["COMMANDS", "SCHEMA_VERSION", "backends", "backends_document", "gpus", "gpus_document"]
@@ -151,7 +152,7 @@ def backends(
         "--gpu", help="Show which backends are eligible on this GPU and for which kv dtypes "
                       "(name, alias or compute capability such as h100, sm90, mi300x).")] = None,
     engine: Annotated[str, typer.Option(
-        "--engine", help="Engine and version whose backend table to show.")] = _DEFAULT_ENGINE,
+        "--engine", help="Engine and version whose backend table to show.")] = DEFAULT_ENGINE,
     format: Annotated[str, typer.Option(
         "--format", help="Output format: text (table), json or markdown.")] = "text",
 ) -> None:

@@ -87,10 +87,11 @@ def emit(
                                    "Pass the model config instead (kvplan emit CONFIG --policy P ...).")
         plan = load_plan(source)
     else:
-        from kvplan.policy import compile_with_policy, find_pyproject_policy
+        from kvplan.pipeline import compile as compile_plan
+        from kvplan.policy import find_pyproject_policy
         pol = policy if policy is not None else (None if no_policy else find_pyproject_policy())
         budget = int(kv_budget_gib * 2**30) if kv_budget_gib is not None else None
-        plan = compile_with_policy(source, engine_flags, gpu, policy=pol, kv_budget_bytes=budget)
+        plan = compile_plan(source, engine_flags, gpu, policy=pol, kv_budget_bytes=budget)
     result = emit_plan(plan, to, per_layer=per_layer)
     text = render(result, format)
     if out is not None:

@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from kvplan.errors import KvplanInputError
+from kvplan.model.engine import DEFAULT_ENGINE
 
 __all__ = ["COMMANDS", "explore"]
 
@@ -28,8 +29,8 @@ def explore(
     gpu: Annotated[str | None, typer.Option(
         "--gpu", help="GPU profile to start with: a name (h100), a compute capability (sm90) or auto.")] = None,
     engine: Annotated[str, typer.Option(
-        "--engine", help="Engine release to start with: vllm==0.33.0 (default) or an older vLLM down to "
-                         "vllm==0.18.0.")] = "vllm==0.33.0",
+        "--engine", help=f"Engine release to start with: {DEFAULT_ENGINE} (default) or an older vLLM down to "
+                         "vllm==0.18.0.")] = DEFAULT_ENGINE,
     kv_budget_gib: Annotated[float | None, typer.Option(
         "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the weights).")] = None,
     out: Annotated[Path, typer.Option(

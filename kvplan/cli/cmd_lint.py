@@ -10,7 +10,6 @@ from pathlib import Path
 
 import typer
 
-import kvplan.lint.rules  # noqa: F401 - registers the KV8xx rules for `kvplan rule` / `kvplan rules`
 from kvplan.errors import KvplanInputError
 
 
@@ -67,8 +66,8 @@ def lint(
                                     help="Print the number of findings per code instead of the findings "
                                          "(text formats)."),
     sarif_all_rules: bool = typer.Option(False, "--sarif-all-rules",
-                                         help="SARIF: list every kvplan rule in the tool driver, not only those with "
-                                              "results."),
+                                         help="SARIF: list every rule kvplan lint can report in the tool driver, not "
+                                              "only those with results."),
     offline: bool = typer.Option(False, "--offline", help="Resolve no Hugging Face ids (air-gapped CI): their "
                                  "launches get KV804 saying so. Same as `hub = false` in the configuration."),
     file_timeout: float | None = typer.Option(None, "--file-timeout", min=0,

@@ -180,7 +180,7 @@ def calibrate(
     """Derive per-tensor (and per-head) FP8 k/v scales (amax / 448) from captured activations."""
     _check_out(out, "--out")
     _check_out(safetensors, "--safetensors")
-    from kvplan.api import compile as compile_plan
+    from kvplan.pipeline import compile as compile_plan
     plan = compile_plan(source, list(ctx.args))
     attn = [lp for lp in plan.layers if lp.num_kv_heads and lp.kind in ("full_attention", "sliding_attention",
                                                                           "chunked_attention")]

@@ -9,13 +9,22 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from kvplan import __version__
 from kvplan.errors import KvplanInputError
 from kvplan.files import write_atomic
+from kvplan.model.engine import DEFAULT_ENGINE
+
+# `kvplan rules --format json`: 1.1 added every lint/emit/policy code, `scope` values for them and `reserved`.
+RULES_SCHEMA_VERSION = "1.1"
+SCOPE_RUNNERS = {"global": "planner, once per plan", "layer": "planner, per layer", "plan": "planner, on the plan",
+                 "flags": "kvplan lint, a flag's value", "launch": "kvplan lint, a launch and its pod",
+                 "file": "kvplan lint, a deployment file", "emit": "kvplan emit", "policy": "policy engine"}
 
 ENGINE_FLAGS_HELP = ("Engine flags are accepted verbatim after the path, as in a vLLM launch line: "
                      "--kv-cache-dtype, --kv-cache-dtype-skip-layers, --dtype, --tensor-parallel-size, "
@@ -23,7 +32,58 @@ ENGINE_FLAGS_HELP = ("Engine flags are accepted verbatim after the path, as in a
                      "--attention-backend, --attention-config, --quantization, --hf-overrides, and --revision "
                      "(the branch, tag or commit of a Hugging Face model id).")
 
-app = typer.Typer(name="kvplan", add_completion=False, no_args_is_help=True,
+
+def _register_optional(target: typer.Typer) -> None:
+    """Command modules register here: each `kvplan/cli/cmd_*.py` exposes COMMANDS = {name: function}.
+
+    Their heavy imports (torch, triton, textual, fastapi) stay inside the command functions.
+    """
+    import importlib
+    for mod in ("cmd_backends", "cmd_lint", "cmd_emit", "cmd_serve", "cmd_validate", "cmd_bench", "cmd_explore"):
+        try:
+            m = importlib.import_module(f"kvplan.cli.{mod}")
+        except ModuleNotFoundError as e:
+            if e.name == f"kvplan.cli.{mod}":
+                continue
+            raise
+        commands = getattr(m, "COMMANDS", None)
+        if commands is None and mod == "cmd_backends":
+            commands = {n: getattr(m, n) for n in ("gpus", "backends") if hasattr(m, n)}
+        for name, fn in (commands or {}).items():
+            ctx = getattr(fn, "context_settings", None)
+            target.command(name, context_settings=ctx)(fn) if ctx else target.command(name)(fn)
+
+
+class _LazyCommands(TyperGroup):
+    """The verbs outside the core (lint, emit, validate, ...) are loaded when first looked up or listed,
+    so `kvplan plan` starts without importing their modules (and importing this module reads no argv)."""
+
+    _optional_loaded = False
+
+    def _load_optional(self) -> None:
+        if self._optional_loaded:
+            return
+        self._optional_loaded = True
+        optional = typer.Typer()
+        _register_optional(optional)
+        for name, command in typer.main.get_group(optional).commands.items():
+            if name not in self.commands:
+                self.add_command(command, name)
+
+    # (Any: the context and command classes are typer's vendored click, whose names are private.)
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            self._load_optional()
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        self._load_optional()
+        return super().list_commands(ctx)
+
+
+app = typer.Typer(name="kvplan", cls=_LazyCommands, add_completion=False, no_args_is_help=True,
                   help="Decide, explain and prove per-layer KV cache plans before launch.",
                   context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -99,27 +159,26 @@ def _compile(ctx: typer.Context, path: str, gpu: str | None, kv_budget_gib: floa
     if policy is not None and no_policy:
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
     pol = policy if policy is not None else (None if no_policy else _configured_policy())
-    if pol is not None:
-        from kvplan.policy import compile_with_policy
-        if policy is None:
-            err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
-                                markup=False, highlight=False)
-        return compile_with_policy(path, argv, gpu, policy=pol, kv_budget_bytes=budget, engine=engine,
-                                   kv_scales=kv_scales)
-    from kvplan.api import compile as compile_plan
-    return compile_plan(path, argv, gpu, kv_budget_bytes=budget, engine=engine, kv_scales=kv_scales)
+    if pol is not None and policy is None:
+        err_console().print(f"kvplan: using policy {pol} (from the project configuration; --no-policy ignores it)",
+                            markup=False, highlight=False)
+    from kvplan.pipeline import compile as compile_plan
+    return compile_plan(path, argv, gpu, policy=pol, kv_budget_bytes=budget, engine=engine, kv_scales=kv_scales)
 
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
-PathArg = typer.Argument(..., help="config.json, a checkpoint folder (config.json, hf_quant_config.json, *.safetensors), "
-                         "or a Hugging Face model id (org/name; --revision picks a branch, tag or commit).")
+PathArg = typer.Argument(..., help="config.json, a checkpoint folder (config.json, hf_quant_config.json, "
+                         "*.safetensors), or a Hugging Face model id (org/name; --revision picks a branch, tag "
+                         "or commit).")
 OfflineOpt = typer.Option(False, "--offline", help="Hugging Face ids from the local cache only (as HF_HUB_OFFLINE=1).")
 GpuOpt = typer.Option(None, "--gpu", help="GPU profile: a name (h100), a compute capability (sm90) or auto.")
-EngineOpt = typer.Option("vllm==0.33.0", "--engine", help="Engine release to model: vllm==0.33.0 (default) "
+EngineOpt = typer.Option(DEFAULT_ENGINE, "--engine", help=f"Engine release to model: {DEFAULT_ENGINE} (default) "
                          "or an older vLLM down to vllm==0.18.0 (its flags, KV rules and known bugs).")
-BudgetOpt = typer.Option(None, "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu and the checkpoint's weights).")
+BudgetOpt = typer.Option(None, "--kv-budget-gib", help="KV cache memory per GPU in GiB (else estimated from --gpu "
+                         "and the checkpoint's weights).")
 FailOpt = typer.Option(FailLevel.error, "--fail-level", help="Exit 1 when a finding is at or above this severity.")
-KvScalesOpt = typer.Option(None, "--kv-scales", help="k/v scales from `kvplan calibrate`: per-tensor FP8 layers get scale_source calibrated.")
+KvScalesOpt = typer.Option(None, "--kv-scales", help="k/v scales from `kvplan calibrate`: per-tensor FP8 layers "
+                           "get scale_source calibrated.")
 PolicyOpt = typer.Option(None, "--policy", help="Policy YAML: your rules (selector -> setting) and constraints "
                          "(default: `policy` in the nearest kvplan.toml or pyproject.toml [tool.kvplan]).")
 NoPolicyOpt = typer.Option(False, "--no-policy", help="Ignore the policy named by the project configuration.")
@@ -174,30 +233,27 @@ def explain(ctx: typer.Context, path: str = PathArg, gpu: str | None = GpuOpt,
     raise typer.Exit(_fail_code(p, fail_level))
 
 
-def _load_rule_families() -> None:
-    """Register the rule families that live above `kvplan.rules` (the linter's KV8xx)."""
-    import kvplan.lint.rules  # noqa: F401
-
-
 @app.command("rules")
 def rules_cmd(format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="text or json.")) -> None:
-    """List every rule: code, name, severity, summary."""
+    """List every rule: code, name, scope, severity, summary (planner, lint, emit and policy codes)."""
     from kvplan.planner.precedence import DECISION_ORDER
-    from kvplan.rules.base import all_rules
-    _load_rule_families()
+    from kvplan.rules.base import RESERVED, all_rules
     rs = all_rules()
     if format is PlanFormat.json:
-        doc = {"schema_version": "1.0", "kvplan_version": __version__, "decision_order": list(DECISION_ORDER),
-               "rules": [r.doc() for r in rs]}
+        doc = {"schema_version": RULES_SCHEMA_VERSION, "kvplan_version": __version__,
+               "decision_order": list(DECISION_ORDER), "rules": [r.doc() for r in rs],
+               "reserved": [rng.doc() for rng in RESERVED]}
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         return
     from rich.table import Table
     t = Table(title="kvplan rules (decision rules run in this order: " + " > ".join(DECISION_ORDER) + ")",
               title_justify="left")
-    for c in ("code", "name", "kind", "severity", "summary"):
+    for c in ("code", "name", "kind", "scope", "severity", "summary"):
         t.add_column(c, overflow="fold")
     for r in rs:
-        t.add_row(r.code, r.name, r.kind, r.severity.value, r.summary)
+        t.add_row(r.code, r.name, r.kind, r.scope, r.severity.value, r.summary)
+    for rng in RESERVED:
+        t.add_row(f"{rng.first}-{rng.last}", rng.name, "check", rng.scope, "(yours)", rng.summary)
     out_console().print(t)
 
 
@@ -206,7 +262,6 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (sk
              format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f")) -> None:
     """Print one rule's documentation."""
     from kvplan.rules.base import get_rule
-    _load_rule_families()
     r = get_rule(code)
     if r is None:
         raise KvplanInputError(f"no rule {code!r}.", "Run `kvplan rules` to list the codes.")
@@ -215,54 +270,20 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (sk
         return
     d = r.doc()
     lines = [f"{d['code']} {d['name']} ({d['kind']}, {d['severity']})", "", d["summary"], "",
-             "Why: " + d["why"], "", "Fix: " + d["fix"]]
+             f"Scope: {d['scope']} ({SCOPE_RUNNERS[d['scope']]})", "", "Why: " + d["why"], "", "Fix: " + d["fix"]]
     if d["references"]:
         lines += ["", "References:"] + [f"  - {ref}" for ref in d["references"]]
     typer.echo("\n".join(lines))
 
 
 @app.command("schema")
-def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan, lint-report, emit-result, policy.")) -> None:
+def schema_cmd(name: str = typer.Argument("plan", help="Which schema: plan, lint-report, emit-result, policy."),
+               ) -> None:
     """Print a published JSON Schema (generated from the models)."""
     from kvplan.schemas import SCHEMAS, schema_text
     if name not in SCHEMAS:
         raise KvplanInputError(f"no schema {name!r}.", "Available: " + ", ".join(sorted(SCHEMAS)) + ".")
     sys.stdout.write(schema_text(name))
-
-
-def _register_optional() -> None:
-    """Command modules register here: each `kvplan/cli/cmd_*.py` exposes COMMANDS = {name: function}.
-
-    Their heavy imports (torch, triton, textual, fastapi) stay inside the command functions.
-    """
-    import importlib
-    for mod in ("cmd_backends", "cmd_lint", "cmd_emit", "cmd_serve", "cmd_validate", "cmd_bench", "cmd_explore"):
-        try:
-            m = importlib.import_module(f"kvplan.cli.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name == f"kvplan.cli.{mod}":
-                continue
-            raise
-        commands = getattr(m, "COMMANDS", None)
-        if commands is None and mod == "cmd_backends":
-            commands = {n: getattr(m, n) for n in ("gpus", "backends") if hasattr(m, n)}
-        for name, fn in (commands or {}).items():
-            ctx = getattr(fn, "context_settings", None)
-            app.command(name, context_settings=ctx)(fn) if ctx else app.command(name)(fn)
-
-
-_CORE = {"plan", "explain", "rules", "rule", "schema"}
-
-
-def _invoked_command() -> str | None:
-    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if prog not in ("kvplan", "-c", "__main__.py", "main.py"):
-        return None  # imported as a library / under a test runner: register everything
-    return next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-
-
-if _invoked_command() not in _CORE:  # keep `kvplan plan` cold start free of optional imports
-    _register_optional()
 
 
 def _usage_line(e: Exception) -> str:

@@ -8,7 +8,7 @@ from pydantic import Field
 from kvplan.model.base import Frozen
 from kvplan.model.plan import EngineRef, Finding
 
-EMIT_SCHEMA_VERSION = "1.0"
+EMIT_SCHEMA_VERSION = "1.1"  # 1.1: findings may carry a `subject` (kvplan.model.plan.Finding)
 Target = Literal["vllm", "sglang", "trtllm"]
 TARGETS: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 

@@ -23,6 +23,7 @@ from kvplan import __version__
 from kvplan.emit._common import compact, has_kv
 from kvplan.emit.codes import finding, sort_findings
 from kvplan.emit.model import EmitResult, LayerDifference
+from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.plan import EngineRef, Finding, Plan
 from kvplan.model.vocab import Severity, quant_mode_of
 
@@ -298,7 +299,7 @@ def emit_vllm(plan: Plan, *, per_layer: bool = False) -> EmitResult:
     findings = difference_findings(r) + plan_error_findings(plan)
     diffs = [LayerDifference(index=i, planned=p, emitted=e, reason=why) for i, p, e, why in r.differences]
     return EmitResult(
-        kvplan_version=__version__, target=EngineRef(name="vllm", version="0.33.0"),
+        kvplan_version=__version__, target=EngineRef(name="vllm", version=DEFAULT_ENGINE_VERSION),
         plan_engine=plan.engine, model_source=plan.model.source, args=argv, command=shlex.join(argv),
         config=cfg, config_usage="vllm serve MODEL --config kvplan-vllm.yaml",
         exact=not diffs, differences=diffs, findings=sort_findings(findings))

@@ -6,8 +6,8 @@
 are re-rendered from the controls, so `session.argv()` is always a launch-line fragment that
 `kvplan plan PATH ARGV` turns into the same plan, byte for byte (`session.plan_command()`).
 
-Every setter recompiles through `kvplan.api.compile` (or `kvplan.policy.compile_with_policy` with a
-policy), exactly as `kvplan plan` does; a change that is bad input (TP 0, max-model-len 'abc')
+Every setter recompiles through `kvplan.compile` (the one pipeline; the session's policy is one of its
+inputs), exactly as `kvplan plan` does; a change that is bad input (TP 0, max-model-len 'abc')
 leaves the session unchanged and returns the one-line error.
 """
 from __future__ import annotations
@@ -156,12 +156,9 @@ class ExploreSession:
 
     def _compile(self, c: Controls) -> Plan:
         budget = int(c.kv_budget_gib * 2**30) if c.kv_budget_gib is not None else None
-        kwargs: dict[str, Any] = {"kv_budget_bytes": budget, "engine": c.engine}
-        if self.policy is not None:
-            from kvplan.policy import compile_with_policy
-            return compile_with_policy(self.path, self.argv(c), c.gpu, policy=self.policy, **kwargs)
-        from kvplan.api import compile as compile_plan
-        return compile_plan(self.path, self.argv(c), c.gpu, **kwargs)
+        from kvplan.pipeline import compile as compile_plan
+        return compile_plan(self.path, self.argv(c), c.gpu, policy=self.policy, kv_budget_bytes=budget,
+                            engine=c.engine)
 
     def apply(self, **changes: Any) -> str | None:
         """Change controls and recompile; on bad input keep the current plan and return the error line."""

@@ -1,9 +1,10 @@
-"""A config.json path, a checkpoint folder or a Hugging Face model id -> (ModelArch, QuantMetadata)."""
+"""A config.json path, a checkpoint folder, a Hugging Face model id or an inline config.json object
+-> ModelInputs (ModelArch, QuantMetadata, where they came from)."""
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from kvplan.ingest.hf_config import load_json, parse_hf_config
 from kvplan.ingest.quant import load_hf_quant_config, parse_quant_metadata
 from kvplan.ingest.safetensors import find_scales, scales_from_sources
 from kvplan.model.arch import ModelArch
+from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import HubSource
 from kvplan.model.quant import QuantMetadata, ScaleTensor
 
@@ -124,3 +126,37 @@ def _load_hub(m: HubModel, quantization_flag: str | None, read_safetensors: bool
                     files=m.files_read(read_safetensors))
     return ModelInputs(arch=arch, quant=quant, config_path=cfg_path, raw_config=raw,
                        weight_bytes=weight_bytes or None, hub=hub, source=m.repo_id)
+
+
+def model_inputs(source: str | Path | Mapping[str, Any], flags: ServingFlags | None = None, *,
+                 hf_quant_config: Mapping[str, Any] | None = None, read_safetensors: bool = True,
+                 offline: bool | None = None, label: str | None = None) -> ModelInputs:
+    """What the planner needs about one model, from any source `kvplan.compile` takes.
+
+    `source` is a config.json path, a checkpoint folder, a Hugging Face id, or a config.json object
+    (with `hf_quant_config`, the hf_quant_config.json object, beside it). `flags` supplies
+    --quantization, --revision and --hf-overrides. `label` is what the plan calls the model
+    (default: the path as given, the Hub id, or nothing for an inline object).
+    """
+    sf = flags if flags is not None else ServingFlags()
+    if isinstance(source, Mapping):
+        return _inline_inputs(source, hf_quant_config, sf, label)
+    if hf_quant_config is not None:
+        raise KvplanInputError("hf_quant_config is only taken with an inline config object.",
+                               "Put hf_quant_config.json next to config.json instead.")
+    mi = load_model_inputs(source, quantization_flag=sf.quantization, read_safetensors=read_safetensors,
+                           revision=sf.revision, hf_overrides=sf.hf_overrides, offline=offline)
+    return replace(mi, source=label or mi.source or str(source))
+
+
+def _inline_inputs(config: Mapping[str, Any], hf_quant_config: Any, flags: ServingFlags,
+                   label: str | None) -> ModelInputs:
+    where = label or "<request>"
+    if hf_quant_config is not None and not isinstance(hf_quant_config, Mapping):
+        raise KvplanInputError(f"{where}: hf_quant_config must be a JSON object.",
+                               "Pass the hf_quant_config.json object, or leave it out.")
+    raw = apply_hf_overrides(dict(config), flags.hf_overrides)
+    arch = parse_hf_config(raw, Path(where))
+    hq = dict(hf_quant_config) if hf_quant_config is not None else None
+    quant = parse_quant_metadata(raw, hq, quantization_flag=flags.quantization)
+    return ModelInputs(arch=arch, quant=quant, config_path=Path(where), raw_config=raw, source=label)

@@ -27,7 +27,7 @@ import difflib
 import json
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -35,14 +35,15 @@ from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import check_argv, check_launch_line, input_boundary
+from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.flags import FlagError, ServingFlags
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
 __all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScanError", "ScannedArgv", "ServeOption",
-           "ServeOptions", "expand_config_file", "parse_flags", "scan_argv", "serve_options", "split_launch_line",
-           "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
+           "ServeOptions", "expand_config_file", "flags_from", "parse_flags", "scan_argv", "serve_options",
+           "split_launch_line", "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
 
-OPTIONS_VERSION = "0.33.0"
+OPTIONS_VERSION = DEFAULT_ENGINE_VERSION
 OPTIONS_DIR = Path(__file__).resolve().parents[1] / "data" / "vllm"
 
 # Options kvplan models: dest -> ServingFlags field (the option table knows spellings, nargs and types).
@@ -81,7 +82,8 @@ class ServeOption:
     spellings: tuple[str, ...]           # every spelling the parser matches, hidden --no-<name> forms included
     negative: frozenset[str]             # spellings that set a boolean option to False
     nargs: Any                           # None (one value), 0 (a flag), '?', '+'
-    kind: str                            # flag | str | str_lower | int | float | human_readable_int[_or_auto] | json | json_or_str | csv_int_or_str
+    # flag | str | str_lower | int | float | human_readable_int[_or_auto] | json | json_or_str | csv_int_or_str
+    kind: str
     type_name: str | None             # argparse's name of the type function ("invalid <type_name> value")
     type_wrapper: str | None          # vLLM's optional_type / parse_type wrapper, which words errors itself
     type_repr: str | None             # repr of the wrapped type, as those wrappers print it
@@ -132,7 +134,8 @@ def serve_options(version: str = OPTIONS_VERSION) -> ServeOptions:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise KvplanInputError(f"no `vllm serve` option table for vLLM {version}.",
-                               f"Generate it with scripts/gen_vllm_serve_options.py (have: {OPTIONS_VERSION}).") from None
+                               f"Generate it with scripts/gen_vllm_serve_options.py (have: {OPTIONS_VERSION}).",
+                               ) from None
     options = []
     for row in data["options"]:
         spellings = tuple(row["option_strings"]) + tuple(row["hidden_option_strings"])
@@ -368,11 +371,30 @@ def _classify(table: ServeOptions, tok: str) -> str:
     return "O"
 
 
+Item = tuple[str, int, bool]
+"""A preprocessed token: (token, argv index, the value sits inline in the token)."""
+Dotted = dict[str, tuple[dict[str, Any], int, list[int]]]
+"""Dotted JSON keys gathered per option: key -> (JSON object, argv index of the first, value indices)."""
+
+
 def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArgv:
     """Read argv (launcher words allowed) as vLLM 0.33's `vllm serve` parser does, keeping argv indices."""
     table = serve_options(version)
     skip, is_serve = strip_launcher(argv)
-    items: list[tuple[str, int, bool]] = []   # (processed token, argv index, inline value follows in token)
+    kept, dotted = _gather_dotted(_preprocess(argv, skip, is_serve))
+    scan = _Scanner(table, kept)
+    scan.run()
+    scan.add_dotted(dotted)  # dotted keys come last, as vLLM appends them after everything else
+    values = scan.convert_values()
+    for i, tok in scan.stray:
+        scan.error("unknown", tok, f"unrecognized arguments: {tok}", i)
+    return ScannedArgv(uses=scan.uses, positionals=scan.positionals, model_index=scan.model_index, model=scan.model,
+                       values=values, errors=scan.errors, launcher=skip)
+
+
+def _preprocess(argv: Sequence[str], skip: int, is_serve: bool) -> list[Item]:
+    """FlexibleArgumentParser's rewriting: `--flag_name` dashes, `-O3`, and `vllm serve --model M` -> M first."""
+    items: list[Item] = []
     args = list(argv)
     for i in range(skip, len(args)):
         tok = args[i]
@@ -385,92 +407,111 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
             items.append(("--optimization-level", i, False))
         else:
             items.append((tok, i, False))
-    # `vllm serve ... --model M ...` -> M is the positional model (FlexibleArgumentParser moves it first).
-    if is_serve:
-        for j, (tok, i, _) in enumerate(items):
-            if tok == "--model" and j + 1 < len(items):
-                items = [items[j + 1], *items[:j], *items[j + 2:]]
-                break
-            if tok.startswith("--model="):
-                items = [(tok.removeprefix("--model="), i, True), *items[:j], *items[j + 1:]]
-                break
+    if not is_serve:
+        return items
+    for j, (tok, i, _) in enumerate(items):  # FlexibleArgumentParser moves `--model M` to the positional
+        if tok == "--model" and j + 1 < len(items):
+            return [items[j + 1], *items[:j], *items[j + 2:]]
+        if tok.startswith("--model="):
+            return [(tok.removeprefix("--model="), i, True), *items[:j], *items[j + 1:]]
+    return items
 
-    # Dotted JSON keys: --attention-config.backend X, -ac.backend=X, --x.list+ a,b -> one JSON value at the end.
-    dotted: dict[str, tuple[dict[str, Any], int, list[int]]] = {}
-    kept: list[tuple[str, int, bool]] = []
+
+def _gather_dotted(items: list[Item]) -> tuple[list[Item], Dotted]:
+    """Dotted JSON keys (--attention-config.backend X, -ac.backend=X, --x.list+ a,b) -> one JSON value each."""
+    dotted: Dotted = {}
+    kept: list[Item] = []
     j = 0
     while j < len(items):
-        tok, i, inl = items[j]
-        if tok.startswith("-") and "." in tok and not _NEG_NUMBER.match(tok):
-            key_part, eq, value_str = tok.partition("=")
-            if eq and "." not in key_part:
-                kept.append(items[j])
-                j += 1
-                continue
-            vidx = [i]
-            if not eq:
-                if j + 1 >= len(items):
-                    kept.append(items[j])  # vLLM itself fails here (IndexError); let argparse matching report it
-                    j += 1
-                    continue
-                value_str = items[j + 1][0]
-                vidx = [items[j + 1][1]]
-                j += 1
-            if key_part.endswith("+"):
-                key_part = key_part[:-1]
-                value_str = json.dumps(value_str.split(","))
-            key, *keys = key_part.split(".")
-            try:
-                value: Any = json.loads(value_str)
-            except json.JSONDecodeError:
-                try:
-                    value = human_readable_int(value_str)
-                except (ValueError, _TypeError_):
-                    value = value_str
-            for k in reversed(keys):
-                value = {k: value}
-            if key not in dotted:
-                dotted[key] = ({}, i, [])
-            _merge(dotted[key][0], value)
-            dotted[key][2].extend(vidx)
+        tok, i, _ = items[j]
+        key_part, eq, value_str = tok.partition("=")
+        if not (tok.startswith("-") and "." in tok and not _NEG_NUMBER.match(tok)) or (eq and "." not in key_part):
+            kept.append(items[j])
             j += 1
             continue
-        kept.append(items[j])
+        vidx = [i]
+        if not eq:
+            if j + 1 >= len(items):
+                kept.append(items[j])  # vLLM itself fails here (IndexError); let argparse matching report it
+                j += 1
+                continue
+            value_str, vidx = items[j + 1][0], [items[j + 1][1]]
+            j += 1
+        key, value = _dotted_value(key_part, value_str)
+        if key not in dotted:
+            dotted[key] = ({}, i, [])
+        _merge(dotted[key][0], value)
+        dotted[key][2].extend(vidx)
         j += 1
+    return kept, dotted
 
-    uses: list[FlagUse] = []
-    positionals: list[int] = []
-    errors: list[ScanError] = []
-    stray: list[tuple[int, str]] = []        # positional words vLLM does not take (after the model)
-    model_index: int | None = None
-    model: str | None = None
-    pattern = [_classify(table, t) for t, _, _ in kept]
-    after_dd = False
-    j = 0
 
-    def add_error(kind: str, flag: str, message: str, index: int, suggestion: str | None = None,
-                  dest: str | None = None) -> None:
-        errors.append(ScanError(kind=kind, flag=flag, message=message, position=index, suggestion=suggestion,
-                                dest=dest))
+def _dotted_value(key_part: str, value_str: str) -> tuple[str, Any]:
+    """`attention-config.backend`, `X` -> ('attention-config', {'backend': X}), the value read as vLLM reads it."""
+    if key_part.endswith("+"):
+        key_part = key_part[:-1]
+        value_str = json.dumps(value_str.split(","))
+    key, *keys = key_part.split(".")
+    try:
+        value: Any = json.loads(value_str)
+    except json.JSONDecodeError:
+        try:
+            value = human_readable_int(value_str)
+        except (ValueError, _TypeError_):
+            value = value_str
+    for k in reversed(keys):
+        value = {k: value}
+    return key, value
 
-    while j < len(kept):
-        tok, i, inl = kept[j]
-        if after_dd or pattern[j] == "A":
+
+class _Scanner:
+    """argparse's matching over the preprocessed tokens: options, their values, positionals, errors."""
+
+    def __init__(self, table: ServeOptions, kept: list[Item]):
+        self.table, self.kept = table, kept
+        self.pattern = [_classify(table, t) for t, _, _ in kept]
+        self.uses: list[FlagUse] = []
+        self.positionals: list[int] = []
+        self.errors: list[ScanError] = []
+        self.stray: list[tuple[int, str]] = []  # positional words vLLM does not take (after the model)
+        self.model_index: int | None = None
+        self.model: str | None = None
+        self.j = 0
+
+    def error(self, kind: str, flag: str, message: str, index: int, suggestion: str | None = None,
+              dest: str | None = None) -> None:
+        self.errors.append(ScanError(kind=kind, flag=flag, message=message, position=index, suggestion=suggestion,
+                                     dest=dest))
+
+    def run(self) -> None:
+        after_dd = False
+        while self.j < len(self.kept):
+            tok, i, inl = self.kept[self.j]
+            self.j += 1
             if tok == "--" and not after_dd:
                 after_dd = True
-                j += 1
-                continue
-            positionals.append(i)
-            if model_index is None:
-                model_index, model = i, tok
+            elif after_dd or self.pattern[self.j - 1] == "A":
+                self._positional(i, tok)
             else:
-                stray.append((i, tok))
-            j += 1
-            continue
-        if tok == "--":
-            after_dd = True
-            j += 1
-            continue
+                self._option(tok, i, inl)
+
+    def _positional(self, i: int, tok: str) -> None:
+        self.positionals.append(i)
+        if self.model_index is None:
+            self.model_index, self.model = i, tok
+        else:
+            self.stray.append((i, tok))
+
+    def _take_value_words(self, use: FlagUse, limit: int | None = None) -> None:
+        """The value words after an option (up to `limit`), until the next option."""
+        while self.j < len(self.kept) and self.pattern[self.j] == "A" and (limit is None or len(use.values) < limit):
+            use.values.append(self.kept[self.j][0])
+            use.value_indices.append(self.kept[self.j][1])
+            self.j += 1
+
+    def _resolve(self, tok: str) -> tuple[ServeOption | None, str | None, list[str], str, str, str]:
+        """(option, spelling, ambiguous candidates, flag as written, '=' if an inline value, that value)."""
+        table = self.table
         written, eq, inline_value = tok.partition("=") if "=" in tok else (tok, "", "")
         opt, spelling, ambiguous = table.resolve(tok)
         if opt is None and eq:
@@ -481,105 +522,87 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
             # single dash: '-tp4' is '-t' + '4' only when '-t' exists (it does not in vLLM 0.33)
             short = table.by_spelling.get(written[:2])
             if short is not None:
-                opt, spelling, eq, inline_value = short, written[:2], "=", written[2:]
-                written = written[:2]
+                return short, written[:2], [], written[:2], "=", written[2:]
+        return opt, spelling, ambiguous, written, eq, inline_value
+
+    def _option(self, tok: str, i: int, inl: bool) -> None:
+        opt, spelling, ambiguous, written, eq, inline_value = self._resolve(tok)
         use = FlagUse(written=written, index=i, inline=bool(eq) or inl, spelling=spelling)
-        uses.append(use)
-        j += 1
+        self.uses.append(use)
         if opt is None:
+            self._take_value_words(use)  # its would-be values: not the model, not strays
             if len(ambiguous) > 1:
-                while j < len(kept) and pattern[j] == "A":  # its would-be values: not the model, not strays
-                    use.values.append(kept[j][0])
-                    use.value_indices.append(kept[j][1])
-                    j += 1
-                add_error("ambiguous", written,
-                          f"ambiguous option: {tok if not eq else written + '=' + inline_value} could match "
-                          f"{', '.join(ambiguous)}", i, suggest_flag(written, ambiguous))
+                self.error("ambiguous", written, f"ambiguous option: {tok if not eq else written + '=' + inline_value} "
+                           f"could match {', '.join(ambiguous)}", i, suggest_flag(written, ambiguous))
             else:  # (a removed flag is KV002's, see parse_flags)
                 # argparse files the flag and the words after it (until the next option) as unrecognized
                 # (kvplan keeps those words as the unknown flag's values, never as the model).
-                extra = [tok]
-                while j < len(kept) and pattern[j] == "A":
-                    extra.append(kept[j][0])
-                    use.values.append(kept[j][0])
-                    use.value_indices.append(kept[j][1])
-                    j += 1
-                add_error("unknown", written, "unrecognized arguments: " + " ".join(extra), i, suggest_flag(written))
-            continue
+                self.error("unknown", written, "unrecognized arguments: " + " ".join([tok, *use.values]), i,
+                           suggest_flag(written))
+            return
         use.option = opt
-        if eq:
-            use.values, use.value_indices = [inline_value], [i]
-            if opt.nargs == 0:
-                add_error("invalid_value", written,
-                          f"argument {opt.name}: ignored explicit argument {inline_value!r}", i, dest=opt.dest)
-                use.option = None
-                continue
-        elif opt.nargs == 0:
-            pass
-        elif opt.nargs in (None, 1):
-            if j < len(kept) and pattern[j] == "A":
-                use.values, use.value_indices = [kept[j][0]], [kept[j][1]]
-                j += 1
-            else:
-                add_error("invalid_value", written, f"argument {opt.name}: expected one argument", i, dest=opt.dest)
-                use.option = None
-                continue
-        elif opt.nargs == "?":
-            if j < len(kept) and pattern[j] == "A":
-                use.values, use.value_indices = [kept[j][0]], [kept[j][1]]
-                j += 1
-        elif opt.nargs == "+":
-            while j < len(kept) and pattern[j] == "A":
-                use.values.append(kept[j][0])
-                use.value_indices.append(kept[j][1])
-                j += 1
-            if not use.values:
-                add_error("invalid_value", written, f"argument {opt.name}: expected at least one argument", i,
-                          dest=opt.dest)
-                use.option = None
-                continue
-
-    # Dotted keys come last, as vLLM appends them after everything else.
-    for key, (obj, i, vidx) in dotted.items():
-        opt, spelling, ambiguous = table.resolve(_norm_token(key))
-        use = FlagUse(written=_norm_token(key), index=i, values=[json.dumps(obj)], value_indices=vidx,
-                      synthetic=True, spelling=spelling)
-        uses.append(use)
-        if opt is None:
-            if len(ambiguous) > 1:
-                add_error("ambiguous", use.written, f"ambiguous option: {use.written} could match "
-                          f"{', '.join(ambiguous)}", i, suggest_flag(use.written, ambiguous))
-            else:
-                add_error("unknown", use.written, f"unrecognized arguments: {use.written} {json.dumps(obj)}", i,
-                          suggest_flag(use.written))
-            continue
-        use.option = opt
-
-    values: dict[str, Any] = {}
-    for use in uses:
-        opt = use.option
-        if opt is None:
-            continue
-        try:
-            if opt.nargs == 0:
-                v: Any = use.spelling not in opt.negative if opt.action == "boolean_optional" else True
-            elif opt.nargs == "?" and not use.values:
-                v = opt.const
-            elif opt.nargs == "+":
-                v = [convert_value(opt, x) for x in use.values]
-            elif opt.action == "append":
-                v = [*values.get(opt.dest, []), convert_value(opt, use.values[0])]
-            else:
-                v = convert_value(opt, use.values[0])
-        except _TypeError_ as e:
-            add_error("invalid_value", use.written, f"argument {opt.name}: {e}", use.index, dest=opt.dest)
+        problem = self._option_values(use, opt, eq, inline_value)
+        if problem is not None:
+            self.error("invalid_value", written, f"argument {opt.name}: {problem}", i, dest=opt.dest)
             use.option = None
-            continue
-        values[opt.dest] = v
-    for i, tok in stray:
-        add_error("unknown", tok, f"unrecognized arguments: {tok}", i)
-    return ScannedArgv(uses=uses, positionals=positionals, model_index=model_index, model=model, values=values,
-                       errors=errors, launcher=skip)
+
+    def _option_values(self, use: FlagUse, opt: ServeOption, eq: str, inline_value: str) -> str | None:
+        """Take the option's values as its nargs says; what argparse says when they are wrong."""
+        if eq:
+            use.values, use.value_indices = [inline_value], [use.index]
+            return f"ignored explicit argument {inline_value!r}" if opt.nargs == 0 else None
+        if opt.nargs == 0:
+            return None
+        if opt.nargs in (None, 1):
+            self._take_value_words(use, limit=1)
+            return None if use.values else "expected one argument"
+        if opt.nargs == "?":
+            self._take_value_words(use, limit=1)
+        elif opt.nargs == "+":
+            self._take_value_words(use)
+            return None if use.values else "expected at least one argument"
+        return None
+
+    def add_dotted(self, dotted: Dotted) -> None:
+        for key, (obj, i, vidx) in dotted.items():
+            opt, spelling, ambiguous = self.table.resolve(_norm_token(key))
+            use = FlagUse(written=_norm_token(key), index=i, values=[json.dumps(obj)], value_indices=vidx,
+                          synthetic=True, spelling=spelling)
+            self.uses.append(use)
+            if opt is not None:
+                use.option = opt
+            elif len(ambiguous) > 1:
+                self.error("ambiguous", use.written, f"ambiguous option: {use.written} could match "
+                           f"{', '.join(ambiguous)}", i, suggest_flag(use.written, ambiguous))
+            else:
+                self.error("unknown", use.written, f"unrecognized arguments: {use.written} {json.dumps(obj)}", i,
+                           suggest_flag(use.written))
+
+    def convert_values(self) -> dict[str, Any]:
+        """dest -> the value through the option's type (the last occurrence wins; `append` options collect)."""
+        values: dict[str, Any] = {}
+        for use in self.uses:
+            opt = use.option
+            if opt is None:
+                continue
+            try:
+                values[opt.dest] = _use_value(opt, use, values)
+            except _TypeError_ as e:
+                self.error("invalid_value", use.written, f"argument {opt.name}: {e}", use.index, dest=opt.dest)
+                use.option = None
+        return values
+
+
+def _use_value(opt: ServeOption, use: FlagUse, values: dict[str, Any]) -> Any:
+    if opt.nargs == 0:
+        return use.spelling not in opt.negative if opt.action == "boolean_optional" else True
+    if opt.nargs == "?" and not use.values:
+        return opt.const
+    if opt.nargs == "+":
+        return [convert_value(opt, x) for x in use.values]
+    if opt.action == "append":
+        return [*values.get(opt.dest, []), convert_value(opt, use.values[0])]
+    return convert_value(opt, use.values[0])
 
 
 def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
@@ -605,7 +628,8 @@ def expand_config_file(argv: Sequence[str], base: Path | None = None) -> list[st
     if "--config" not in args:
         return args
     if args.count("--config") > 1:
-        raise KvplanInputError("more than one --config file in the launch line.", "Keep one --config (vLLM refuses more).")
+        raise KvplanInputError("more than one --config file in the launch line.",
+                               "Keep one --config (vLLM refuses more).")
     i = args.index("--config")
     if i == len(args) - 1:
         raise KvplanInputError("--config names no file.", "Pass --config serve.yaml.")
@@ -648,6 +672,16 @@ def expand_config_file(argv: Sequence[str], base: Path | None = None) -> list[st
 
 
 # ----------------------------------------------------------------------------- ServingFlags
+class FlagValueError(KvplanInputError):
+    """A value of one engine flag kvplan cannot plan with (vLLM rejects it too); `flag` is the option's
+    canonical spelling, so a caller can point at it without reading the message."""
+
+    def __init__(self, flag: str, problem: str, fix: str | None = None, value: str | None = None):
+        super().__init__(problem, fix)
+        self.flag = flag
+        self.value = value  # the value given, when one was given and is what vLLM rejects
+
+
 @input_boundary(fix="Pass a plausible value (limits: docs/limits.md).")
 def parse_flags(argv: Sequence[str]) -> ServingFlags:
     """Parse engine flags as vLLM 0.33 does; the leading `vllm serve` / `python -m vllm...` part is skipped."""
@@ -655,36 +689,11 @@ def parse_flags(argv: Sequence[str]) -> ServingFlags:
     scan = scan_argv(argv)
     for e in scan.errors:  # a value kvplan needs to plan with, which vLLM's parser rejects: exit 2 like vLLM
         if e.kind == "invalid_value" and e.dest in MODELLED_DESTS:
-            raise KvplanInputError(e.message if e.message.endswith((".", "?")) else e.message + ".",
-                                   _value_fix(serve_options().by_dest[e.dest]))
-    fields: dict[str, Any] = {}
-    v = scan.values
-    if scan.model:
-        fields["model"] = scan.model
-    if v.get("model") is not None and "model" not in fields:
-        fields["model"] = v["model"]
-    for dest, fld in MODELLED_DESTS.items():
-        if dest in v and v[dest] is not None:
-            fields[fld] = v[dest]
-    if "kv_cache_dtype_skip_layers" in fields:
-        fields["kv_cache_dtype_skip_layers"] = tuple(fields["kv_cache_dtype_skip_layers"])
-    if "hf_overrides" in fields and not isinstance(fields["hf_overrides"], dict):
-        raise KvplanInputError(f"--hf-overrides must be a JSON object, got {fields['hf_overrides']!r}.",
-                               """Pass e.g. --hf-overrides '{"max_position_embeddings": 65536}'.""")
-    if fields.get("max_model_len") == -1:  # 'auto' / -1: vLLM picks the largest length that fits
-        del fields["max_model_len"]
-    if "kv_cache_dtype" in fields:
-        validate_kv_cache_dtype(fields["kv_cache_dtype"])
-        fields["kv_cache_dtype_explicit"] = True
-    for dest, flag, minimum in (("tensor_parallel_size", "--tensor-parallel-size", 1),
-                                ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
-                                ("block_size", "--block-size", 1), ("max_num_batched_tokens", "--max-num-batched-tokens", 1),
-                                ("max_num_seqs", "--max-num-seqs", 1), ("max_model_len", "--max-model-len", 1)):
-        if dest in fields and fields[dest] < minimum:
-            raise KvplanInputError(f"{flag} must be at least {minimum}, got {fields[dest]}.", f"Pass a positive {flag}.")
-    if "gpu_memory_utilization" in fields and not 0 < fields["gpu_memory_utilization"] <= 1:
-        raise KvplanInputError(f"--gpu-memory-utilization must be in (0, 1], got {fields['gpu_memory_utilization']}.",
-                               "Pass e.g. --gpu-memory-utilization 0.9.")
+            opt = serve_options().by_dest[e.dest]
+            raise FlagValueError(opt.canonical, e.message if e.message.endswith((".", "?")) else e.message + ".",
+                                 _value_fix(opt))
+    fields = _modelled_fields(scan)
+    _check_values(fields)
     removed = {u.written for u in scan.uses if u.option is None and u.written in REMOVED_FLAGS}
     if "--calculate-kv-scales" in removed:
         fields["calculate_kv_scales"] = True
@@ -693,6 +702,51 @@ def parse_flags(argv: Sequence[str]) -> ServingFlags:
     fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message,  # type: ignore[arg-type]
                                             suggestion=e.suggestion) for e in errors)
     return ServingFlags(**fields)
+
+
+def _modelled_fields(scan: ScannedArgv) -> dict[str, Any]:
+    """ServingFlags fields from the values of the options kvplan models."""
+    fields: dict[str, Any] = {}
+    v = scan.values
+    if scan.model:
+        fields["model"] = scan.model
+    elif v.get("model") is not None:
+        fields["model"] = v["model"]
+    for dest, fld in MODELLED_DESTS.items():
+        if dest in v and v[dest] is not None:
+            fields[fld] = v[dest]
+    if "kv_cache_dtype_skip_layers" in fields:
+        fields["kv_cache_dtype_skip_layers"] = tuple(fields["kv_cache_dtype_skip_layers"])
+    if fields.get("max_model_len") == -1:  # 'auto' / -1: vLLM picks the largest length that fits
+        del fields["max_model_len"]
+    if "kv_cache_dtype" in fields:
+        fields["kv_cache_dtype_explicit"] = True
+    return fields
+
+
+# Options vLLM's config validation requires to be at least 1: dest -> flag.
+_POSITIVE = {"tensor_parallel_size": "--tensor-parallel-size", "pipeline_parallel_size": "--pipeline-parallel-size",
+             "block_size": "--block-size", "max_num_batched_tokens": "--max-num-batched-tokens",
+             "max_num_seqs": "--max-num-seqs", "max_model_len": "--max-model-len"}
+
+
+def _check_values(fields: dict[str, Any]) -> None:
+    """What vLLM's parser takes but its config validation refuses: an input error, as vLLM exits on it."""
+    if "hf_overrides" in fields and not isinstance(fields["hf_overrides"], dict):
+        raise FlagValueError("--hf-overrides", f"--hf-overrides must be a JSON object, got {fields['hf_overrides']!r}.",
+                             """Pass e.g. --hf-overrides '{"max_position_embeddings": 65536}'.""")
+    if "kv_cache_dtype" in fields:
+        try:
+            validate_kv_cache_dtype(fields["kv_cache_dtype"])
+        except KvplanInputError as e:
+            raise FlagValueError("--kv-cache-dtype", e.problem, e.fix, value=fields["kv_cache_dtype"]) from None
+    for dest, flag in _POSITIVE.items():
+        if dest in fields and fields[dest] < 1:
+            raise FlagValueError(flag, f"{flag} must be at least 1, got {fields[dest]}.", f"Pass a positive {flag}.")
+    if "gpu_memory_utilization" in fields and not 0 < fields["gpu_memory_utilization"] <= 1:
+        raise FlagValueError("--gpu-memory-utilization",
+                             f"--gpu-memory-utilization must be in (0, 1], got {fields['gpu_memory_utilization']}.",
+                             "Pass e.g. --gpu-memory-utilization 0.9.")
 
 
 _EXAMPLES = {"kv_cache_dtype": "fp8", "kv_cache_dtype_skip_layers": "sliding_window 0", "dtype": "bfloat16",
@@ -707,3 +761,40 @@ def _value_fix(opt: ServeOption) -> str:
     if opt.choices is not None:
         return f"Valid values (vLLM {OPTIONS_VERSION}): " + ", ".join(map(str, opt.choices)) + "."
     return f"Pass e.g. {opt.canonical} {_EXAMPLES.get(opt.dest, '<value>')}."
+
+
+# ----------------------------------------------------------------------------- every form of flags
+FlagsInput = ServingFlags | Sequence[str] | str | Mapping[str, Any] | None
+"""What `kvplan.compile` takes as flags: ServingFlags, an argv list, a launch line, or vLLM field names."""
+
+
+def flags_from(flags: FlagsInput) -> ServingFlags:
+    """Accept ServingFlags, an argv list, a pasted launch line, or a dict of vLLM field names."""
+    if flags is None:
+        return ServingFlags()
+    if isinstance(flags, ServingFlags):
+        return flags
+    if isinstance(flags, str):
+        return parse_flags(split_launch_line(flags))
+    if isinstance(flags, Mapping):
+        return parse_flags(_argv_of_fields(flags))
+    return parse_flags(list(flags))
+
+
+def _argv_of_fields(fields: Mapping[str, Any]) -> list[str]:
+    """vLLM field names -> argv: lists spread, objects as JSON, True the bare flag, False its --no- form."""
+    argv: list[str] = []
+    for k, v in fields.items():
+        flag = "--" + k.replace("_", "-")
+        if isinstance(v, (list, tuple)):
+            argv += [flag, *map(str, v)]
+        elif isinstance(v, dict):
+            argv += [flag, json.dumps(v)]
+        elif v is True:
+            argv.append(flag)
+        elif v is False:  # a boolean option turned off: its --no- form, as vLLM's config files do
+            if "--no-" + flag[2:] in KNOWN_FLAGS:
+                argv.append("--no-" + flag[2:])
+        elif v is not None:
+            argv += [flag, str(v)]
+    return argv

@@ -8,7 +8,7 @@ docker-compose, vLLM --config YAML, shell launch scripts) before they fail at ru
 
 The package itself is callable, so `kvplan.lint("deploy/")` works whether or not this package
 was imported before (importing it replaces the top-level `kvplan.lint` function with the module).
-Imports are lazy: `import kvplan.lint.rules` (the CLI's rule listing) stays cheap.
+Imports are lazy: importing the package stays cheap.
 """
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import read_toml
+from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.limits import LINT_FILE_TIMEOUT_S
 
 if sys.version_info >= (3, 11):
@@ -68,7 +69,7 @@ class ModelEntry(_Cfg):
 class LintConfig(_Cfg):
     """Settings of `kvplan lint`."""
 
-    engine_version: str = "0.33.0"
+    engine_version: str = DEFAULT_ENGINE_VERSION
     """vLLM release the deployment runs (kvplan models 0.18 to 0.33; see `kvplan plan --engine`)."""
     gpu: str | None = None
     """Default GPU profile for launches whose manifest does not say (node selectors win)."""

@@ -7,27 +7,34 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvplan.api import gpu_facts
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.engines import SUPPORTED_ENGINES, resolve_engine
+from kvplan.backends.engines import resolve_engine
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, load_model_inputs
-from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, parse_flags, scan_argv
+from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, FlagValueError, parse_flags, scan_argv
 from kvplan.lint.config import LoadedConfig, engine_spec
 from kvplan.lint.report import LaunchInfo, Location
 from kvplan.lint.resolve import ModelSource, gpu_from_label, resolve_model
 from kvplan.lint.shell import Tok
 from kvplan.lint.sources import RawFinding, Site
 from kvplan.model.flags import ServingFlags
-from kvplan.model.plan import Plan
+from kvplan.model.plan import Plan, Subject
+from kvplan.pipeline import gpu_facts
 from kvplan.planner.compile import apply_strict, compile_plan
-from kvplan.rules.base import all_rules
+from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import FlagsOnlyContext
+from kvplan.rules.lint_rules import (
+    MODELLED_FIRST,
+    LaunchFacts,
+    image_release,
+    modelled_engine,
+    newest_engine,
+    pinned_version,
+)
 
 # Flag rules that need no model: they run even when the model's config is unknown.
 MODEL_FREE = ("KV001", "KV002", "KV003", "KV006", "KV007", "KV301")
@@ -39,34 +46,7 @@ RELEASE_INDEPENDENT = frozenset({"KV802", "KV804", "KV807", "KV808", "KV809", "K
 # choices change): in an image whose vLLM release kvplan cannot read, these are warnings, not errors.
 RELEASE_DEPENDENT_EXITS = frozenset({"KV001", "KV002", "KV006", "KV007"})
 
-MODELLED_FIRST = (0, 18, 0)
-_MODELLED = "vLLM 0.18 to 0.33"
-
-# vLLM's own release images: their tag is the vLLM version (v0.10.0, v0.25.0-ubuntu2404, 0.11.0).
-_VLLM_RELEASE_REPO = re.compile(r"(?:^|/)vllm/vllm-openai(?:-[a-z0-9]+)?$", re.I)
-_RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:\.post\d+)|(?:[-+.][\w.-]*))?$")
-
-
-def image_release(image: str) -> tuple[str, tuple[int, int, int] | str | None] | None:
-    """("pinned", (0, 10, 0)) for vllm/vllm-openai:v0.10.0, ("unpinned", "latest"|"nightly"|None) for a
-    vLLM image without a release tag, None for other images (their tag says nothing about vLLM)."""
-    ref = image.strip()
-    name = ref.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    repo, tag = (name.rsplit(":", 1) if ":" in last else (name, None))
-    if not _VLLM_RELEASE_REPO.search(repo):
-        return None
-    m = _RELEASE_TAG.match(tag or "")
-    if m:
-        return "pinned", (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
-    return "unpinned", tag
-
-
-def _pinned_str(image: str) -> str | None:
-    rel = image_release(image)
-    if rel and rel[0] == "pinned" and isinstance(rel[1], tuple):
-        return ".".join(str(x) for x in rel[1])
-    return None
+__all__ = ["Linter", "image_release", "index_flags"]  # image_release: kvplan.rules.lint_rules
 
 # KServe huggingfaceserver's own flags (kserve/python/huggingfaceserver/__main__.py); vLLM flags pass on.
 KSERVE_HF_FLAGS: dict[str, bool] = {  # flag -> takes a value
@@ -141,10 +121,136 @@ def _last(uses: list[FlagUse], *flags: str) -> FlagUse | None:
     return None
 
 
+
+
+# Short spellings vLLM accepts for the flags rules name (a use keeps the spelling it resolved to).
+_ALIASES = {"--quantization": ("-q",), "--attention-config": ("-ac",), "--tensor-parallel-size": ("-tp",),
+            "--pipeline-parallel-size": ("-pp",)}
+
+
+@dataclass
+class Anchors:
+    """Maps what a finding is about (its `Subject`, else its rule's `subject_flags`) to a token of the file.
+
+    Nothing here reads a finding's message: positions come from the launch's own tokens."""
+
+    uses: list[FlagUse]
+    """The flags the plan was made from."""
+    all_uses: list[FlagUse]
+    """Every flag as written, those whose value is only known at run time included."""
+    positionals: Sequence[Tok]
+    facts: dict[str, Tok | None]
+    """Tokens of launch facts outside the flags: the container image, the GPU node label."""
+
+    def flag(self, flag: str) -> FlagUse | None:
+        return _last(self.uses, flag, *_ALIASES.get(flag, ()))
+
+    def subject(self, s: Subject) -> Tok | None:
+        if s.launch_fact is not None:
+            return self.facts.get(s.launch_fact)
+        if s.argument is not None:  # a stray positional word: its last occurrence
+            return next((t for t in reversed(self.positionals) if t.value == s.argument), None)
+        if s.flag is None:
+            return None
+        if s.value is None:  # a flag as written (unknown, ambiguous, rejected): its first use
+            want = _norm(s.flag)
+            return next((u.tok for u in self.uses if want in (u.written, u.flag)), None)
+        hits = [_value_tok(pool, s.flag, s.value) for pool in (self.uses, self.all_uses)]
+        return next((hit for hit, _ in hits if hit is not None), None) or next((u.tok for _, u in hits if u), None)
+
+    def token(self, rule: Rule | None, subject: Subject | None, default: Tok) -> Tok:
+        """The finding's subject, else the first of its rule's subject flags the launch sets, else `default`."""
+        tok = self.subject(subject) if subject is not None else None
+        if tok is None and rule is not None:
+            tok = next((u.tok for u in map(self.flag, rule.subject_flags) if u is not None), None)
+        return tok or default
+
+
+def _value_tok(uses: list[FlagUse], flag: str, value: str) -> tuple[Tok | None, FlagUse | None]:
+    """The token holding `value` in the last use of `flag` that has it (a word of a comma list too), and
+    that flag's last use."""
+    last = None
+    for u in reversed(uses):
+        if u.flag != flag:
+            continue
+        last = last or u
+        for v in u.values:
+            if v.value == value:
+                return v, last
+            if value in [p.strip() for p in v.value.split(",")]:
+                return v.at(v.value.find(value)), last
+    return None, last
+
+
+@dataclass
+class Launch:
+    """One launch's arguments, split and filtered for planning."""
+
+    uses: list[FlagUse]
+    all_uses: list[FlagUse]
+    positionals: list[Tok]
+    model_tok: Tok | None
+    unknown_model: Tok | None = None
+    """The token the served model comes from when it is only known at run time."""
+    unresolved: list[tuple[str, str]] = field(default_factory=list)
+    """(flag, value) of modelled flags whose value is only known at run time."""
+
+
 @dataclass
 class LaunchResult:
     findings: list[RawFinding]
     info: LaunchInfo
+
+
+def split_launch(site: Site) -> Launch:
+    """Split a launch's arguments; drop KServe's own flags and values only known at run time (never checked,
+    never shifting the arguments around them)."""
+    uses, positionals = index_flags(site.launch.args)
+    all_uses = list(uses)
+    model_tok: Tok | None = site.model_hint
+    if site.launch.dialect == "kserve-hf":
+        kept = []
+        for u in uses:
+            raw = u.tok.value.split("=")[0]
+            if raw not in KSERVE_HF_FLAGS:
+                kept.append(u)
+                continue
+            if raw == "--model_id" and u.values:
+                model_tok = u.values[0]
+            if not KSERVE_HF_FLAGS[raw] and u.values and not u.inline:  # booleans take no value
+                positionals += u.values
+        uses = kept
+    launch = Launch(uses=[], all_uses=all_uses, positionals=positionals, model_tok=model_tok)
+    for u in uses:
+        if u.tok.unknown and "$" in u.tok.value.split("=", 1)[0]:
+            continue  # the flag's own name is a variable
+        bad = next((v for v in u.values if v.unknown), None)
+        # (an unknown or ambiguous flag is wrong whatever its value: it stays, and vLLM exits on it)
+        if bad is not None and (u.flag in KNOWN_FLAGS or u.flag == "--model"):
+            if u.flag == "--model":
+                launch.unknown_model = bad
+            elif u.flag in MODELLED:
+                launch.unresolved.append((u.flag, bad.value))
+            continue
+        launch.uses.append(u)
+    if positionals and positionals[0].unknown:
+        launch.unknown_model = launch.unknown_model or positionals[0]
+        launch.positionals = []
+    elif any(p.unknown for p in positionals[1:]):
+        # A word only known at run time ($EXTRA_ARGS, "$@") may expand to any flags, taking the words after
+        # it as their values: then no word past the model is a stray argument vLLM would reject.
+        launch.positionals = positionals[:1]
+    return launch
+
+
+def _drop_consequences(out: list[RawFinding]) -> list[RawFinding]:
+    """Consequences of problems already reported: a flag and value in one argv entry (KV809) is not also an
+    unknown flag, and a skip list is not "without quantization" when the dtype given was invalid."""
+    bad_dtype = any(f.code == "KV803" and f.subject is not None and f.subject.flag == "--kv-cache-dtype"
+                    and f.subject.value is not None for f in out)
+    return [f for f in out
+            if not (f.code == "KV001" and f.subject is not None and len((f.subject.flag or "").split()) > 1)
+            and not (bad_dtype and f.code in ("KV305", "KV306"))]
 
 
 class Linter:
@@ -154,14 +260,14 @@ class Linter:
         self.cfg = cfg
         self.default_gpu = default_gpu
         self.plans: dict[tuple[Any, ...], Plan | KvplanInputError] = {}
-        self.inputs: dict[tuple[str, str | None], ModelInputs | KvplanInputError] = {}
+        self.inputs: dict[tuple[str, str | None, str], ModelInputs | KvplanInputError] = {}
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
         self.engine = resolve_engine(engine_spec(cfg.config.engine_version))
-        self.newest = resolve_engine(SUPPORTED_ENGINES[0])  # what :latest and upgrades mean
-        rules = all_rules()
+        self.newest = newest_engine()  # what :latest and upgrades mean
+        rules = rules_in(*PLANNER_SCOPES)
         self.rules = {r.code: r for r in rules}
-        self.model_rules = sorted(r.code for r in rules if r.kind == "check" and r.code not in MODEL_FREE
-                                  and r.family != "lint")
+        self.launch_rules = rules_in("flags", "launch")  # bodies read LaunchFacts (kvplan.rules.lint_rules)
+        self.model_rules = sorted(r.code for r in rules if r.kind == "check" and r.code not in MODEL_FREE)
 
     # ------------------------------------------------------------------ which vLLM
     def release_unknown(self, site: Site) -> bool:
@@ -170,214 +276,176 @@ class Linter:
         return (site.image is not None and image_release(site.image.value) is None
                 and "engine_version" not in self.cfg.config.model_fields_set)
 
-    def engine_for(self, site: Site) -> tuple[EngineVersion, str | None, list[RawFinding]]:
-        """The release to lint a launch against, the pinned release when it is older than kvplan
-        models (its findings become upgrade findings), and the note saying so."""
-        if site.image is None:
-            return self.engine, None, []
-        rel = image_release(site.image.value)
-        if rel is None:
-            return self.engine, None, []
-        kind, version = rel
-        latest = self.newest  # the image's own release when modelled, else the newest modelled one
-        newest = latest.version_str
-        if kind == "pinned" and isinstance(version, tuple):
-            v = ".".join(str(x) for x in version)
-            try:
-                return resolve_engine(f"vllm=={v}"), None, []
-            except KvplanInputError:
-                pass
-            if version < MODELLED_FIRST:
-                return latest, v, [RawFinding(
-                    "KV812", f"image {site.image.value} runs vLLM {v}, older than the releases kvplan models "
-                             f"({_MODELLED}); findings marked 'on upgrade' are what vLLM {newest} would reject or "
-                             "change, not errors of the pinned release.", site.image,
-                    fix=f"Upgrade the image to a modelled release (vllm/vllm-openai:v{newest}) and fix the upgrade "
-                        "findings, or suppress KV812 with a reason.")]
-            return latest, None, [RawFinding(
-                "KV812", f"image {site.image.value} runs vLLM {v}, newer than the releases kvplan models "
-                         f"({_MODELLED}); linted against vLLM {newest}, the newest one.", site.image,
-                fix="Upgrade kvplan to a release that models it, or suppress KV812 with a reason.")]
-        what = f"tag {version!r}" if version else "no release tag"
-        return latest, None, [RawFinding(
-            "KV813", f"image {site.image.value} has {what}, so the vLLM release is not pinned; linted against "
-                     f"vLLM {newest}, the newest release kvplan models.", site.image,
-            fix=f"Pin the image to a release (vllm/vllm-openai:v{newest}) so deployments are reproducible.")]
+    def engine_for(self, site: Site) -> tuple[EngineVersion, str | None]:
+        """The release to lint a launch against, and the pinned release when it is one kvplan does not model
+        and older than those it does (its findings become upgrade findings). KV812/KV813 say so."""
+        v = pinned_version(site.image.value) if site.image is not None else None
+        if site.image is None or image_release(site.image.value) is None:
+            return self.engine, None
+        if v is None:  # an unpinned vLLM image: the newest modelled release
+            return self.newest, None
+        modelled = modelled_engine(v)
+        if modelled is not None:
+            return modelled, None
+        older = tuple(int(x) for x in v.split(".")) < MODELLED_FIRST
+        return self.newest, (v if older else None)
 
     # ------------------------------------------------------------------ one launch
     def lint_site(self, site: Site, file: Any, display: str) -> LaunchResult:
-        engine, pinned_old, notes = self.engine_for(site)
-        out: list[RawFinding] = []
-        for t in site.unknown_kwargs:  # Ray Serve LLM engine_kwargs: AsyncEngineArgs(**kwargs) takes exact names
-            close = difflib.get_close_matches(t.value, sorted(s[2:].replace("-", "_") for s in KNOWN_FLAGS
-                                                              if s.startswith("--") and not s.startswith("--no-")), n=1)
+        engine, pinned_old = self.engine_for(site)
+        out = self._kwarg_findings(site, engine)
+        launch = split_launch(site)
+        sf = self._parse(launch.uses, launch.positionals, out, site.launch.args)
+        model, model_tok = self._served_model(sf, launch)
+        gpu_named = gpu_from_label(site.gpu_label.value.strip().lower()) if site.gpu_label is not None else None
+        gpu_name = gpu_named or self.default_gpu  # GPU: node selector label, else the run's default
+        anchors = Anchors(launch.uses, launch.all_uses, launch.positionals,
+                          {"image": site.image, "gpu_label": site.gpu_label})
+        facts = LaunchFacts(flags=sf, image=site.image.value if site.image else None,
+                            gpu_label=site.gpu_label.value if site.gpu_label else None, gpu_from_label=gpu_named,
+                            default_gpu=self.default_gpu, gpu_count=site.gpu_count, group_size=site.group_size,
+                            unresolved=tuple(launch.unresolved))
+        for r in self.launch_rules:
+            out += [RawFinding(r.code, em.message, anchors.token(r, em.subject, site.anchor), fix=em.fix,
+                               subject=em.subject) for em in r.fn(facts)]
+        src = self._model_source(model, model_tok, launch, site, file, sf, out)
+        default = model_tok or site.anchor
+        if src is None:
+            out += self._model_free_findings(sf, engine, anchors, default, model)
+        else:
+            out += self._plan_findings(src, sf, gpu_name, engine, anchors, default, model)
+        out = self._for_release(_drop_consequences(out), site, pinned_old, engine)
+        return LaunchResult(out, self._info(site, display, model, launch, src, gpu_name, engine, pinned_old))
+
+    def _kwarg_findings(self, site: Site, engine: EngineVersion) -> list[RawFinding]:
+        """Ray Serve LLM engine_kwargs: AsyncEngineArgs(**kwargs) takes exact names (KV001)."""
+        out = []
+        names = sorted(s[2:].replace("-", "_") for s in KNOWN_FLAGS if s.startswith("--") and not s.startswith("--no-"))
+        for t in site.unknown_kwargs:
+            close = difflib.get_close_matches(t.value, names, n=1)
             out.append(RawFinding(
                 "KV001", f"engine_kwargs key {t.value!r} is not a vLLM {engine.version_str} engine argument: the "
                          f"replica fails with \"unexpected keyword argument '{t.value}'\""
                          + (f"; did you mean {close[0]}?" if close else "."), t,
                 fix=(f"Rename it to {close[0]}" if close else "Remove it") + " (engine_kwargs keys are vLLM's "
                     "engine arguments, `vllm serve` flags with underscores, matched exactly)."))
-        uses, positionals = index_flags(site.launch.args)
-        model_tok: Tok | None = site.model_hint
-        if site.launch.dialect == "kserve-hf":
-            kept = []
-            for u in uses:
-                raw = u.tok.value.split("=")[0]
-                if raw in KSERVE_HF_FLAGS:
-                    if raw == "--model_id" and u.values:
-                        model_tok = u.values[0]
-                    if not KSERVE_HF_FLAGS[raw] and u.values and not u.inline:  # booleans take no value
-                        positionals += u.values
-                    continue
-                kept.append(u)
-            uses = kept
-        # Values only known at run time ($(VAR) from a Secret, ${VAR} in a script, $(cmd)): never checked,
-        # never shifting the arguments around them; KV811 says so for the flags kvplan models.
-        unknown_model: Tok | None = None
-        kept = []
-        for u in uses:
-            if u.tok.unknown and "$" in u.tok.value.split("=", 1)[0]:
-                continue  # the flag's own name is a variable
-            bad = next((v for v in u.values if v.unknown), None)
-            # (an unknown or ambiguous flag is wrong whatever its value: it stays, and vLLM exits on it)
-            if bad is not None and (u.flag in KNOWN_FLAGS or u.flag == "--model"):
-                if u.flag == "--model":
-                    unknown_model = bad
-                elif u.flag in MODELLED:
-                    out.append(RawFinding("KV811", f"{u.flag} {bad.value} is set from a value kvplan cannot resolve "
-                                                   "statically, so it was not checked.", bad))
-                continue
-            kept.append(u)
-        uses = kept
-        if positionals and positionals[0].unknown:
-            unknown_model = unknown_model or positionals[0]
-            positionals = []
-        elif any(p.unknown for p in positionals[1:]):
-            # A word only known at run time ($EXTRA_ARGS, "$@") may expand to any flags, taking the words after
-            # it as their values: then no word past the model is a stray argument vLLM would reject.
-            positionals = positionals[:1]
+        return out
 
-        sf = self._parse(uses, positionals, out, site.launch.args)
-        model = sf.model
-        if sf.model is not None:
-            use = _last(uses, "--model")
-            model_tok = use.values[0] if use and use.values else next((p for p in positionals if p.value == sf.model), model_tok)
-        elif model_tok is not None:
-            model = model_tok.value
-        anchor = site.anchor
+    @staticmethod
+    def _served_model(sf: ServingFlags, launch: Launch) -> tuple[str | None, Tok | None]:
+        """The served model as written and its token."""
+        model_tok = launch.model_tok
+        if sf.model is None:
+            return (model_tok.value if model_tok is not None else None), model_tok
+        use = _last(launch.uses, "--model")
+        if use and use.values:
+            return sf.model, use.values[0]
+        return sf.model, next((p for p in launch.positionals if p.value == sf.model), model_tok)
 
-        # GPU: node selector label, else the run's default.
-        gpu_name = self.default_gpu
-        if site.gpu_label is not None:
-            label = site.gpu_label.value.strip().lower()
-            named = gpu_from_label(label)
-            if named is None:
-                out.append(RawFinding("KV807", f"GPU label {site.gpu_label.value!r} names no GPU kvplan models; "
-                                               + (f"using the default GPU {self.default_gpu}." if self.default_gpu
-                                                  else "GPU-dependent rules were skipped."), site.gpu_label))
-            else:
-                gpu_name = named
-
-        # Parallelism vs GPUs requested.
-        need = sf.tensor_parallel_size * sf.pipeline_parallel_size
-        if site.gpu_count is not None and need > site.gpu_count * site.group_size:
-            have = site.gpu_count * site.group_size
-            where = f"{site.group_size} pods x {site.gpu_count} = {have}" if site.group_size > 1 else f"{have}"
-            use = _last(uses, "--tensor-parallel-size", "-tp") or _last(uses, "--pipeline-parallel-size", "-pp")
-            out.append(RawFinding(
-                "KV808", f"TP {sf.tensor_parallel_size} x PP {sf.pipeline_parallel_size} needs {need} GPUs but the "
-                         f"{'group' if site.group_size > 1 else 'pod'} requests {where}.",
-                use.tok if use else anchor))
-
-        info_gpu = gpu_name
-        src: ModelSource | None = None
+    def _model_source(self, model: str | None, model_tok: Tok | None, launch: Launch, site: Site, file: Any,
+                      sf: ServingFlags, out: list[RawFinding]) -> ModelSource | None:
+        """Where the model's config.json is; None after a KV804 (or for a patch that names no model)."""
+        anchor, n = model_tok or site.anchor, len(self.model_rules)
+        skipped = tuple(self.model_rules)
         if model is not None:
             try:
                 src = resolve_model(model, file, self.cfg, revision=sf.revision)
             except KvplanInputError as e:
                 fix = (f"{e.fix.rstrip('.')}; or map it in pyproject.toml: [tool.kvplan.lint.models] "
                        f'"{model}" = "path/to/config.json".') if e.fix else None
-                n_rules = len(self.model_rules)
                 why = e.problem.rstrip(".")
-                why += (f" ({n_rules} rules)." if "skipped" in why else
-                        f"; {n_rules} rules that need the model's config.json were skipped.")
-                out.append(RawFinding("KV804", why, model_tok or anchor,
-                                      fix=fix, model=model, skipped_rules=tuple(self.model_rules)))
-                src = None  # reported; the model-free rules still run
-        if src is None:
-            n = len(self.model_rules)
-            if any(f.code == "KV804" for f in out) or (site.partial and model is None and unknown_model is None):
-                pass  # a patch or values entry: the model is set where the rest of the launch is
-            elif unknown_model is not None:
-                out.append(RawFinding(
-                    "KV804", f"the served model comes from {unknown_model.value}, which is only known at run time; "
-                             f"{n} rules that need the model's config.json were skipped.", unknown_model,
-                    fix="Give the variable a literal value in the same file (env value), or lint the rendered "
-                        "manifest; map the model in [tool.kvplan.lint.models] to check it.",
-                    skipped_rules=tuple(self.model_rules)))
-            elif model:
-                out.append(RawFinding(
-                    "KV804", f"model {model!r} has no config.json kvplan can find; {n} rules that need it were "
-                             "skipped.", model_tok or anchor, model=model,
-                    fix=f'Map it in pyproject.toml: [tool.kvplan.lint.models] "{model}" = "path/to/config.json" '
-                        "(or a checkpoint folder); `kvplan lint --list-models` lists the bundled ids.",
-                    skipped_rules=tuple(self.model_rules)))
-            else:
-                out.append(RawFinding(
-                    "KV804", f"the launch names no model (vLLM would serve its default); {n} rules that need the "
-                             "model's config.json were skipped.", anchor,
-                    fix="Pass the model (vllm serve MODEL or --model MODEL).", skipped_rules=tuple(self.model_rules)))
-            ctx = FlagsOnlyContext(flags=sf, engine=engine)
-            for code in MODEL_FREE:
-                r = self.rules[code]
-                if not engine.satisfies(r.versions):
-                    continue
-                for em in r.fn(ctx):
-                    out.append(self._anchored(code, em.message, em.fix or r.fix, (), uses, model_tok, anchor, model,
-                                              positionals=positionals))
+                why += (f" ({n} rules)." if "skipped" in why else
+                        f"; {n} rules that need the model's config.json were skipped.")
+                out.append(RawFinding("KV804", why, anchor, fix=fix, model=model, skipped_rules=skipped))
+                return None  # reported; the model-free rules still run
+            if src is not None:
+                return src
+        elif site.partial and launch.unknown_model is None:
+            return None  # a patch or values entry: the model is set where the rest of the launch is
+        if launch.unknown_model is not None:
+            out.append(RawFinding(
+                "KV804", f"the served model comes from {launch.unknown_model.value}, which is only known at run "
+                         f"time; {n} rules that need the model's config.json were skipped.", launch.unknown_model,
+                fix="Give the variable a literal value in the same file (env value), or lint the rendered "
+                    "manifest; map the model in [tool.kvplan.lint.models] to check it.", skipped_rules=skipped))
+        elif model:
+            out.append(RawFinding(
+                "KV804", f"model {model!r} has no config.json kvplan can find; {n} rules that need it were "
+                         "skipped.", anchor, model=model,
+                fix=f'Map it in pyproject.toml: [tool.kvplan.lint.models] "{model}" = "path/to/config.json" '
+                    "(or a checkpoint folder); `kvplan lint --list-models` lists the bundled ids.",
+                skipped_rules=skipped))
         else:
-            plan = self._plan(src, sf, gpu_name, engine)
-            if isinstance(plan, KvplanInputError):
-                out.append(RawFinding("KV804", f"the config for model {model!r} ({src.label}) cannot be read: {plan}",
-                                      model_tok or anchor, model=model, skipped_rules=tuple(self.model_rules)))
-            else:
-                if self.cfg.strict:  # KV604 (unverified architecture, unused geometry keys) is an error
-                    plan = apply_strict(plan)
-                for f in plan.findings:
-                    out.append(self._anchored(f.code, f.message, f.fix, tuple(f.layers), uses, model_tok, anchor, model,
-                                              f.severity.value, positionals=positionals))
-        # Consequences of problems already reported: a flag and value in one argv entry (KV809) is not
-        # also an unknown flag, and a skip list is not "without quantization" when the dtype was invalid.
-        bad_dtype = any(f.code == "KV803" and "--kv-cache-dtype " in f.message for f in out)
-        out = [f for f in out if not (f.code == "KV001" and re.match(r"unknown flag [^\s:;]+\s+[^\s:;]+:", f.message))
-               and not (bad_dtype and f.code in ("KV305", "KV306"))]
+            out.append(RawFinding(
+                "KV804", f"the launch names no model (vLLM would serve its default); {n} rules that need the "
+                         "model's config.json were skipped.", site.anchor,
+                fix="Pass the model (vllm serve MODEL or --model MODEL).", skipped_rules=skipped))
+        return None
+
+    def _model_free_findings(self, sf: ServingFlags, engine: EngineVersion, anchors: Anchors, default: Tok,
+                             model: str | None) -> list[RawFinding]:
+        """The flag rules that need no model, for a launch whose model config is unknown."""
+        ctx = FlagsOnlyContext(flags=sf, engine=engine)
+        out = []
+        for code in MODEL_FREE:
+            r = self.rules[code]
+            if engine.satisfies(r.versions):
+                out += [self._raw(r, em, anchors, default, model) for em in r.fn(ctx)]
+        return out
+
+    def _plan_findings(self, src: ModelSource, sf: ServingFlags, gpu_name: str | None, engine: EngineVersion,
+                       anchors: Anchors, default: Tok, model: str | None) -> list[RawFinding]:
+        plan = self._plan(src, sf, gpu_name, engine)
+        if isinstance(plan, KvplanInputError):
+            return [RawFinding("KV804", f"the config for model {model!r} ({src.label}) cannot be read: {plan}",
+                               default, model=model, skipped_rules=tuple(self.model_rules))]
+        if self.cfg.strict:  # KV604 (unverified architecture, unused geometry keys) is an error
+            plan = apply_strict(plan)
+        return [RawFinding(f.code, f.message, anchors.token(self.rules.get(f.code), f.subject, default), fix=f.fix,
+                           model=model, layers=tuple(f.layers), severity=f.severity.value, subject=f.subject)
+                for f in plan.findings]
+
+    def _raw(self, r: Rule, em: Emit, anchors: Anchors, default: Tok, model: str | None) -> RawFinding:
+        return RawFinding(r.code, em.message, anchors.token(r, em.subject, default), fix=em.fix or r.fix,
+                          model=model, subject=em.subject)
+
+    def _for_release(self, out: list[RawFinding], site: Site, pinned_old: str | None,
+                     engine: EngineVersion) -> list[RawFinding]:
+        """Findings of a launch whose image runs another vLLM release than the one linted against."""
         if pinned_old is not None:  # what the modelled release would reject: upgrade findings, not errors today
-            out = [f if f.code in RELEASE_INDEPENDENT else replace(
-                f, message=f"on upgrade from vLLM {pinned_old} to {engine.version_str}: {f.message}", severity="info",
-                upgrade=engine.version_str) for f in out]
-        elif self.release_unknown(site) and site.image is not None:
-            # The parser that runs is the image's, whose release is unknown: a flag vLLM 0.33 rejects may be one
-            # that release accepts (--swap-space in older releases). A warning, not an error that fails CI on a pod that
-            # starts; set engine-version (or pin a vllm/vllm-openai:vX.Y.Z image) to make it an error again.
-            img = site.image.value
-            out = [replace(
-                f, severity="warning",
-                message=f"image {img} does not name its vLLM release (linted against vLLM {engine.version_str}, "
-                        f"the default engine-version): {f.message}",
-                fix=(f"{f.fix.rstrip('.')}; " if f.fix else "")
-                    + "if the image runs an older vLLM that accepts it, set engine-version in the kvplan "
-                      "configuration to that release (findings are then errors or pass)."
-            ) if f.code in RELEASE_DEPENDENT_EXITS and (f.severity or self._sev(f.code)) == "error" else f
-                for f in out]
-        out = notes + out
-        info = LaunchInfo(location=Location(path=display, line=anchor.line, column=anchor.col, yaml_path=anchor.yaml_path),
-                          model=model if model is not None else (unknown_model.value if unknown_model else None),
-                          config=src.label if src else None, gpu=info_gpu,
+            return [f if f.code in RELEASE_INDEPENDENT else replace(
+                f, message=f"on upgrade from vLLM {pinned_old} to {engine.version_str}: {f.message}",
+                severity="info", upgrade=engine.version_str) for f in out]
+        if not (self.release_unknown(site) and site.image is not None):
+            return out
+        # The parser that runs is the image's, whose release is unknown: a flag vLLM 0.33 rejects may be one
+        # that release accepts (--swap-space in older releases). A warning, not an error that fails CI on a pod
+        # that starts; set engine-version (or pin a vllm/vllm-openai:vX.Y.Z image) to make it an error again.
+        img = site.image.value
+        return [replace(
+            f, severity="warning",
+            message=f"image {img} does not name its vLLM release (linted against vLLM {engine.version_str}, "
+                    f"the default engine-version): {f.message}",
+            fix=(f"{f.fix.rstrip('.')}; " if f.fix else "")
+                + "if the image runs an older vLLM that accepts it, set engine-version in the kvplan "
+                  "configuration to that release (findings are then errors or pass)."
+        ) if f.code in RELEASE_DEPENDENT_EXITS and (f.severity or self._sev(f.code)) == "error" else f
+            for f in out]
+
+    def _info(self, site: Site, display: str, model: str | None, launch: Launch, src: ModelSource | None,
+              gpu_name: str | None, engine: EngineVersion, pinned_old: str | None) -> LaunchInfo:
+        anchor = site.anchor
+        image = site.image.value if site.image else None
+        if model is None and launch.unknown_model is not None:
+            model = launch.unknown_model.value
+        return LaunchInfo(location=Location(path=display, line=anchor.line, column=anchor.col,
+                                            yaml_path=anchor.yaml_path),
+                          model=model,
+                          config=src.label if src else None, gpu=gpu_name,
                           gpu_count=(site.gpu_count * site.group_size) if site.gpu_count is not None else None,
-                          image=site.image.value if site.image else None, engine=engine.version_str,
-                          pinned=pinned_old or (None if site.image is None or image_release(site.image.value) is None
-                                                else _pinned_str(site.image.value)))
-        return LaunchResult(out, info)
+                          image=image, engine=engine.version_str,
+                          pinned=pinned_old or (None if image is None or image_release(image) is None
+                                                else pinned_version(image)))
 
     def _sev(self, code: str) -> str:
         r = self.rules.get(code)
@@ -386,31 +454,27 @@ class Linter:
     # ------------------------------------------------------------------ flags
     def _parse(self, uses: list[FlagUse], positionals: list[Tok], out: list[RawFinding],
                order: Sequence[Tok] = ()) -> ServingFlags:
+        """ServingFlags of the launch; each value vLLM rejects is a KV803 at its token, and planning goes on
+        without that flag."""
         for _ in range(len(uses) + 1):
             try:
                 return parse_flags(_argv(uses, positionals, order))
-            except KvplanInputError as e:
-                m = re.search(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", e.problem)
-                flag = m.group(1) if m else None
-                use = _last(uses, flag) if flag else None
-                if use is None:
-                    # The flag may be spelled with underscores or as a short alias.
-                    field_ = MODELLED.get(flag or "", ("",))[0]
+            except FlagValueError as e:
+                use = _last(uses, e.flag, *_ALIASES.get(e.flag, ()))
+                if use is None:  # spelled with underscores or a short alias
+                    field_ = MODELLED.get(e.flag, ("",))[0]
                     use = next((u for u in reversed(uses) if MODELLED.get(u.flag, ("?",))[0] == field_), None)
                 if use is None:
-                    out.append(RawFinding("KV803", e.problem, positionals[0] if positionals else Tok("", 1, 1), fix=e.fix))
+                    out.append(RawFinding("KV803", e.problem, positionals[0] if positionals else Tok("", 1, 1),
+                                          fix=e.fix, subject=Subject(flag=e.flag, value=e.value)))
                     return ServingFlags()
-                tok = use.values[0] if use.values else use.tok
-                out.append(RawFinding("KV803", e.problem, tok, fix=e.fix))
+                out.append(RawFinding("KV803", e.problem, use.values[0] if use.values else use.tok, fix=e.fix,
+                                      subject=Subject(flag=use.flag, value=e.value)))
                 uses.remove(use)
+            except KvplanInputError as e:  # a value no one flag owns (pydantic limits): at the model
+                out.append(RawFinding("KV803", e.problem, positionals[0] if positionals else Tok("", 1, 1), fix=e.fix))
+                return ServingFlags()
         return ServingFlags()
-
-    # ------------------------------------------------------------------ anchoring
-    def _anchored(self, code: str, message: str, fix: str | None, layers: tuple[int, ...], uses: list[FlagUse],
-                  model_tok: Tok | None, anchor: Tok, model: str | None,
-                  severity: str | None = None, positionals: Sequence[Tok] = ()) -> RawFinding:
-        tok = _anchor(code, message, uses, positionals) or model_tok or anchor
-        return RawFinding(code, message, tok, fix=fix, model=model, layers=layers, severity=severity)
 
     # ------------------------------------------------------------------ plans
     def _plan(self, src: ModelSource, sf: ServingFlags, gpu_name: str | None,
@@ -441,57 +505,3 @@ class Linter:
         if isinstance(v, KvplanInputError):
             raise v
         return v
-
-
-_KV_FLAG = ("--kv-cache-dtype",)
-
-
-def _anchor(code: str, message: str, uses: list[FlagUse], positionals: Sequence[Tok] = ()) -> Tok | None:
-    """The token a planner finding is about: the flag it names, else --kv-cache-dtype, else None."""
-    if code == "KV001" and message.startswith("unexpected argument '"):  # a stray positional word
-        word = message[len("unexpected argument '"):].split("':", 1)[0]
-        return next((t for t in reversed(positionals) if t.value == word), None)
-    if code in ("KV001", "KV006", "KV007"):
-        m = re.match(r"(?:unknown flag|ambiguous flag|invalid value for) (\S+?):", message)
-        flag = _norm(m.group(1)) if m else None
-        hits = [u for u in uses if flag in (u.written, u.flag)]
-        return hits[0].tok if hits else None
-    if code in ("KV002", "KV003"):
-        u = _last(uses, "--calculate-kv-scales")
-        return u.tok if u else None
-    if code.startswith("KV3"):
-        u = _last(uses, "--kv-cache-dtype-skip-layers")
-        if u is None:
-            return _kv(uses)
-        m = re.search(r"token '([^']*)'|index (\S+?) ", message)
-        want = (m.group(1) or m.group(2)) if m else None
-        for u2 in reversed(uses):
-            if u2.flag != "--kv-cache-dtype-skip-layers" or want is None:
-                continue
-            for v in u2.values:
-                if v.value == want:
-                    return v
-                if want in [p.strip() for p in v.value.split(",")]:
-                    return v.at(v.value.find(want))
-        return u.tok
-    if code in ("KV501", "KV502"):
-        u = _last(uses, "--max-model-len")
-        return u.tok if u else _kv(uses)
-    if code.startswith("KV7"):
-        u = _last(uses, "--attention-backend") or _last(uses, "--attention-config", "-ac")
-        return u.tok if u else _kv(uses)
-    if code == "KV201" and _kv(uses) is None:
-        u = _last(uses, "--dtype")
-        return u.tok if u else None
-    if code.startswith(("KV1", "KV2", "KV4")):
-        u = _last(uses, "--kv-cache-dtype")
-        if u is not None:
-            return u.tok
-        q = _last(uses, "--quantization", "-q")
-        return q.tok if q else None
-    return None
-
-
-def _kv(uses: list[FlagUse]) -> Tok | None:
-    u = _last(uses, *_KV_FLAG)
-    return u.tok if u else None

@@ -13,7 +13,7 @@ from xml.etree import ElementTree as ET
 
 from kvplan.lint.report import LintFinding, LintReport
 from kvplan.model.vocab import Severity
-from kvplan.rules.base import REGISTRY
+from kvplan.rules.base import LINT_SCOPES, PLANNER_SCOPES, rules_in
 
 FORMATS = ("text", "concise", "json", "sarif", "github", "junit")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -24,7 +24,7 @@ _GH_LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info
 def render(report: LintReport, fmt: str, *, verbose: bool = False, all_rules: bool = False,
            srcroot: str | None = None) -> str:
     """The report in one format. `verbose`: text lists the rules KV804 skipped; `all_rules`: SARIF
-    lists every kvplan rule, not only those with results; `srcroot`: the file:// URI that relative
+    lists every rule lint can report, not only those with results; `srcroot`: the file:// URI that relative
     paths are relative to (SARIF originalUriBaseIds %SRCROOT%)."""
     if fmt == "text":
         return text(report, verbose=verbose)
@@ -72,7 +72,8 @@ def statistics(report: LintReport) -> str:
         row[0] += 1
         if f.severity.rank > Severity(row[2]).rank:
             row[2] = f.severity.value
-    out = [f"{n:>5}  {code}  [{sev}] {name}" for n, code, sev, name in sorted(rows.values(), key=lambda r: (-r[0], r[1]))]
+    ranked = sorted(rows.values(), key=lambda r: (-r[0], r[1]))
+    out = [f"{n:>5}  {code}  [{sev}] {name}" for n, code, sev, name in ranked]
     return "\n".join([*out, _summary(report)]) + "\n"
 
 
@@ -98,13 +99,15 @@ def _fingerprint(f: LintFinding) -> str:
 
 
 def sarif(report: LintReport, all_rules: bool = False, srcroot: str | None = None) -> str:
-    """SARIF 2.1.0 with one run; rules are those the results reference (every kvplan rule with
-    `all_rules`), sorted by code; relative paths are relative to %SRCROOT% (`srcroot` when given)."""
-    codes = sorted(REGISTRY) if all_rules else sorted({f.code for f in report.findings})
+    """SARIF 2.1.0 with one run; rules are those the results reference (with `all_rules`, every rule
+    `kvplan lint` can report: the planner's and the KV8xx), sorted by code; relative paths are relative
+    to %SRCROOT% (`srcroot` when given)."""
+    lintable = {r.code: r for r in rules_in(*PLANNER_SCOPES, *LINT_SCOPES)}  # what `kvplan lint` can report
+    codes = list(lintable) if all_rules else sorted({f.code for f in report.findings})
     index = {c: i for i, c in enumerate(codes)}
     rules: list[dict[str, Any]] = []
     for c in codes:
-        r = REGISTRY.get(c)
+        r = lintable.get(c)
         if r is None:  # pragma: no cover - every reported code is declared
             rules.append({"id": c})
             continue
@@ -113,7 +116,8 @@ def sarif(report: LintReport, all_rules: bool = False, srcroot: str | None = Non
             "id": r.code, "name": r.name,
             "shortDescription": {"text": r.summary},
             "fullDescription": {"text": r.why},
-            "help": {"text": f"{r.summary}\n\nWhy: {r.why}\n\nFix: {r.fix}" + (f"\n\nReferences:{refs}" if refs else ""),
+            "help": {"text": f"{r.summary}\n\nWhy: {r.why}\n\nFix: {r.fix}"
+                             + (f"\n\nReferences:{refs}" if refs else ""),
                      "markdown": f"**{r.code} {r.name}**: {r.summary}\n\n**Why:** {r.why}\n\n**Fix:** {r.fix}"
                                  + (f"\n\n**References:**{refs}" if refs else "")},
             "defaultConfiguration": {"level": _SARIF_LEVEL[r.severity]},
@@ -218,4 +222,5 @@ def junit(report: LintReport) -> str:
 
 def _failure(case: ET.Element, f: LintFinding) -> None:
     fail = ET.SubElement(case, "failure", message=f"{f.code} {f.message}", type=f.severity.value)
-    fail.text = f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{_rendered(f)}" + (f"\nfix: {f.fix}" if f.fix else "")
+    fail.text = (f"{_where(f)}: {f.code} [{f.severity.value}] {f.message}{_rendered(f)}"
+                 + (f"\nfix: {f.fix}" if f.fix else ""))

@@ -1,6 +1,7 @@
 """`kvplan lint` as a library call: walk paths, extract launches, check them, filter, suppress, report."""
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import difflib
 import fnmatch
@@ -18,7 +19,6 @@ from kvplan import __version__
 from kvplan.backends.engines import resolve_engine
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, TimeBudgetExceeded, check_text, limits, read_bounded, time_budget
-from kvplan.lint import rules as lint_rules
 from kvplan.lint.config import LoadedConfig, engine_spec, find_config, load_config
 from kvplan.lint.engine import Linter
 from kvplan.lint.report import (
@@ -34,18 +34,16 @@ from kvplan.lint.report import (
 from kvplan.lint.resolve import gpu_from_label, prefetch_hub_models
 from kvplan.lint.shell import Tok
 from kvplan.lint.sources import Extracted, RawFinding, extract_text, extract_yaml
-from kvplan.lint.suppress import Suppression, from_annotations, from_comments
+from kvplan.lint.suppress import Suppression, check_suppression, from_annotations, from_comments
 from kvplan.model.plan import EngineRef
 from kvplan.model.vocab import Severity
 from kvplan.planner.context import ENGINE_NAME, ENGINE_VERSION
-from kvplan.rules.base import REGISTRY, all_rules
-import contextlib
+from kvplan.rules.base import LINT_SCOPES, PLANNER_SCOPES, rules_in
 
 YAML_SUFFIXES = (".yaml", ".yml")
 TEXT_SUFFIXES = (".sh", ".bash", ".zsh", ".txt", ".cmd", ".env")
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache",
              ".ruff_cache", ".pytest_cache"}
-_ = lint_rules  # the KV8xx rules register on import
 
 
 @dataclass(frozen=True)
@@ -165,7 +163,8 @@ def _read(c: _Candidate) -> tuple[str | None, str | None, bool]:
         return None, f"{c.display} is not UTF-8 text (byte {e.start}).", c.explicit or deploy_like
 
 
-_HELM_SYNTAX = re.compile(r"\{\{-?\s*(?:\.Values|\.Release|\.Chart|include\b|template\b|toYaml\b|if\b|with\b|range\b|end\b|/\*)")
+_HELM_SYNTAX = re.compile(
+    r"\{\{-?\s*(?:\.Values|\.Release|\.Chart|include\b|template\b|toYaml\b|if\b|with\b|range\b|end\b|/\*)")
 
 
 def _chart_root(path: Path) -> Path | None:
@@ -253,7 +252,8 @@ def _extract(c: _Candidate, text: str) -> tuple[Extracted | None, str | None]:
         if docs is None:
             return Extracted(kind="helm-template", note=note), None
         if rel not in docs:
-            return Extracted(kind="helm-template", note=f"{note} (this template renders nothing with default values)"), None
+            return Extracted(kind="helm-template",
+                             note=f"{note} (this template renders nothing with default values)"), None
         ex = extract_yaml(docs[rel])
         ex.kind = "helm-template"
         ex.note = note
@@ -274,6 +274,12 @@ def _extract(c: _Candidate, text: str) -> tuple[Extracted | None, str | None]:
     return None, f"not a deployment config ({suffix})"
 
 
+Prepared = tuple[str | None, str | None, bool, Extracted | None, str | None]
+"""One file read and extracted: (text, problem, is_finding, extracted, note)."""
+Outcome = tuple[FileResult, list[RawFinding], list[Suppression]]
+"""One file linted: its result, its raw findings and its suppressions (nothing is recorded before)."""
+
+
 def lint_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ignore: Sequence[str] = (),
                gpu: str | None = None, config: Path | None = None, fail_level: str | None = None,
                cwd: Path | None = None, isolated: bool = False,
@@ -291,106 +297,114 @@ def lint_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ign
         raise KvplanInputError("no path to lint.", "Pass files or folders, e.g. `kvplan lint deploy/`.")
     for code in [*(select or ()), *ignore]:
         if not code.strip().upper().startswith("KV"):
-            raise KvplanInputError(f"--select/--ignore value {code!r} is not a code prefix.", "Use codes like KV401 or prefixes like KV4.")
-    # One configuration for the run (--config, --isolated), else the nearest one above each file (like ruff).
-    fixed: LoadedConfig | None = load_config(None) if isolated else (load_config(config) if config is not None else None)
-    first = Path(paths[0]) if Path(paths[0]).is_absolute() else cwd / paths[0]
-    base_cfg = fixed or load_config(find_config(first if first.exists() else cwd))
-    configs: dict[Path | None, _Scope] = {}
-    dir_cfg: dict[str, _Scope] = {}
-    plan_cache: dict = {}
-    input_cache: dict = {}
+            raise KvplanInputError(f"--select/--ignore value {code!r} is not a code prefix.",
+                                   "Use codes like KV401 or prefixes like KV4.")
+    run = _Run(paths, cwd, select=select, ignore=ignore, gpu=gpu, config=config, isolated=isolated,
+               file_timeout=file_timeout, offline=offline, strict=strict)
     charts_token = _CHARTS.set({})  # `helm template` once per chart in this run
+    try:
+        run.lint_all(on_file)
+    finally:
+        _CHARTS.reset(charts_token)
+    return run.report(fail_level)
 
-    def scope_of(loaded: LoadedConfig) -> _Scope:
-        loaded.offline = offline
-        loaded.strict = loaded.strict or strict
-        if loaded.path not in configs:
-            configs[loaded.path] = _Scope(loaded, gpu, select, ignore, plan_cache, input_cache)
-        return configs[loaded.path]
 
-    base = scope_of(base_cfg)
+class _Run:
+    """One `lint_paths` call: the configurations in play, the files, and what was reported."""
 
-    def scope_for(path: Path | None) -> _Scope:
-        if fixed is not None or path is None:
-            return base
+    def __init__(self, paths: Sequence[str], cwd: Path, *, select: Sequence[str] | None, ignore: Sequence[str],
+                 gpu: str | None, config: Path | None, isolated: bool, file_timeout: float | None,
+                 offline: bool, strict: bool):
+        self.cwd, self.select, self.ignore, self.gpu = cwd, select, ignore, gpu
+        self.file_timeout, self.offline, self.strict = file_timeout, offline, strict
+        # One configuration for the run (--config, --isolated), else the nearest one above each file (like ruff).
+        self.fixed: LoadedConfig | None = (load_config(None) if isolated else
+                                           (load_config(config) if config is not None else None))
+        first = Path(paths[0]) if Path(paths[0]).is_absolute() else cwd / paths[0]
+        self.base_cfg = self.fixed or load_config(find_config(first if first.exists() else cwd))
+        self.configs: dict[Path | None, _Scope] = {}
+        self.dir_cfg: dict[str, _Scope] = {}
+        self.plan_cache: dict = {}
+        self.input_cache: dict = {}
+        self.base = self.scope_of(self.base_cfg)
+        # the codes `kvplan lint` reports (a suppression naming another is KV810)
+        self.declared = {r.code: r for r in rules_in(*PLANNER_SCOPES, *LINT_SCOPES)}
+        self.missing: list[tuple[str, str]] = []
+        self.candidates = _walk(paths, cwd, self.base_cfg, self.missing, self.scope_for)
+        self.files: list[FileResult] = []
+        self.reported: list[LintFinding] = []
+        self.suppressed: list[Suppressed] = []
+
+    # ------------------------------------------------------------------ configurations
+    def scope_of(self, loaded: LoadedConfig) -> _Scope:
+        loaded.offline = self.offline
+        loaded.strict = loaded.strict or self.strict
+        if loaded.path not in self.configs:
+            self.configs[loaded.path] = _Scope(loaded, self.gpu, self.select, self.ignore, self.plan_cache,
+                                               self.input_cache)
+        return self.configs[loaded.path]
+
+    def scope_for(self, path: Path | None) -> _Scope:
+        if self.fixed is not None or path is None:
+            return self.base
         d = os.path.dirname(os.path.abspath(path))
-        if d not in dir_cfg:
+        if d not in self.dir_cfg:
             found = find_config(Path(d))
-            dir_cfg[d] = base if found == base_cfg.path else scope_of(load_config(found))
-        return dir_cfg[d]
+            self.dir_cfg[d] = self.base if found == self.base_cfg.path else self.scope_of(load_config(found))
+        return self.dir_cfg[d]
 
-    level = fail_level or base_cfg.config.fail_level
-    known = {r.code for r in all_rules()}
-    missing: list[tuple[str, str]] = []
-    candidates = _walk(paths, cwd, base_cfg, missing, scope_for)
+    def budget_of(self, cand: _Candidate) -> float:
+        return self.file_timeout if self.file_timeout is not None else self.scope_for(cand.path).cfg.config.file_timeout
 
-    files: list[FileResult] = []
-    reported: list[LintFinding] = []
-    suppressed: list[Suppressed] = []
+    # ------------------------------------------------------------------ the files
+    def lint_all(self, on_file: Callable[[str], None] | None) -> None:
+        for raw, problem in self.missing:
+            disp = Path(raw).as_posix()
+            self.files.append(FileResult(path=disp, kind="unknown", status="error", note=problem))
+            self.finish(disp, None, [RawFinding("KV800", f"cannot lint {disp}: {problem}.", Tok("", 1, 1))], [])
+        # Helm charts with templates are rendered first, once each, outside the files' time budgets (`helm
+        # template` has its own time limit): a slow helm is not a file taking too long.
+        for cand in self.candidates:
+            _prerender(cand, _CHARTS.get())
+        # Pass 1: read and extract every file (each under its time budget).
+        staged: list[tuple[_Candidate, Prepared | None, Outcome | None, float]] = []
+        for cand in self.candidates:
+            t0 = time.monotonic()
+            value, failed = self.guarded(cand, self.budget_of(cand), lambda c=cand: _prepare(c))  # type: ignore[misc]
+            staged.append((cand, value, failed, time.monotonic() - t0))  # type: ignore[arg-type]
+        # The Hugging Face ids the launches name: resolved together, concurrently, outside the files' budgets.
+        prefetch_hub_models([(c.path, self.scope_for(c.path).cfg, site) for c, p, _, _ in staged
+                             if p is not None and p[3] is not None for site in p[3].sites])
+        # Pass 2: lint (each file gets what is left of its budget).
+        for cand, prepared, failed, spent in staged:
+            if on_file:
+                on_file(cand.display)
+            outcome = failed
+            if outcome is None:
+                budget = self.budget_of(cand)
+                left = max(budget - spent, 0.001) if budget and budget > 0 else budget
+                value, outcome = self.guarded(cand, left, lambda c=cand, p=prepared: self.lint_one(c, p))  # type: ignore[misc]
+                if outcome is None:
+                    outcome = value  # type: ignore[assignment]
+            result, raw_findings, sups = outcome  # type: ignore[misc]
+            self.files.append(result)
+            self.finish(cand.display, cand.path, raw_findings, sups)
 
-    def enabled(code: str, display: str, path: Path | None) -> bool:
-        return scope_for(path).enabled(code)
+    def guarded(self, cand: _Candidate, budget: float,
+                step: Callable[[], Prepared | Outcome]) -> tuple[object, Outcome | None]:
+        """Run one step under the file's time budget: (its value, None), or (None, the outcome of a limit)."""
+        try:
+            with time_budget(budget):
+                return step(), None
+        except InputLimitError as e:  # a size / depth / alias limit: KV820 / KV821, and the next file goes on
+            return None, (FileResult(path=cand.display, kind="unknown", status="error", note="over an input limit"),
+                          [RawFinding(e.code, e.detail, Tok("", e.line, e.column), fix=e.fix)], [])
+        except TimeBudgetExceeded:
+            return None, (FileResult(path=cand.display, kind="unknown", status="error", note="over the time budget"),
+                          [RawFinding("KV822", f"linting {cand.display} took longer than its time budget of "
+                                      f"{self.budget_of(cand):g} s; it was not checked.", Tok("", 1, 1))], [])
 
-    def per_file(code: str, path: Path | None, display: str) -> bool:
-        return scope_for(path).per_file(code, path, display)
-
-    def finish(display: str, path: Path | None, raw: Iterable[RawFinding], sups: list[Suppression]) -> None:
-        raw = list(raw)
-        extra: list[RawFinding] = []
-        kept: list[RawFinding] = []
-        for f in raw:
-            if not enabled(f.code, display, path):
-                continue
-            hit = next((s for s in sups if s.covers(f)), None)
-            if hit is not None:
-                hit.used.add(f.code)
-                suppressed.append(Suppressed(code=f.code, location=_loc(display, f.tok), reason=hit.reason, via=hit.via))
-                continue
-            if per_file(f.code, path, display):
-                suppressed.append(Suppressed(code=f.code, location=_loc(display, f.tok), reason=None, via="per-file-ignores"))
-                continue
-            kept.append(f)
-        for s in sups:
-            if s.reason is None:
-                extra.append(RawFinding("KV806", f"suppression of {', '.join(s.codes)} gives no reason.", s.tok))
-            for code in s.codes:
-                if code not in known:
-                    extra.append(RawFinding("KV810", f"suppression names {code}, which is not a kvplan rule.", s.tok))
-                elif code not in s.used and enabled(code, display, path) and not per_file(code, path, display):
-                    extra.append(RawFinding("KV805", f"suppression of {code} is unused: no {code} finding here.", s.tok,
-                                            fix=f"Remove {code} from the suppression."))
-        for f in extra:
-            if enabled(f.code, display, path) and not per_file(f.code, path, display):
-                kept.append(f)
-        seen: set[tuple] = set()
-        for f in kept:
-            key = (f.code, f.tok.line, f.tok.col, f.message)
-            if key in seen:  # two launches of one script sharing the line a finding is about: say it once
-                continue
-            seen.add(key)
-            r = REGISTRY.get(f.code)
-            sev = Severity(f.severity) if f.severity else (r.severity if r else Severity.warning)
-            reported.append(LintFinding(code=f.code, name=r.name if r else f.code.lower(), severity=sev, message=f.message,
-                                        fix=f.fix or (r.fix if r else None), location=_loc(display, f.tok),
-                                        model=f.model, layers=list(f.layers), launch=f.launch,
-                                        upgrade_to=f.upgrade, skipped_rules=list(f.skipped_rules)))
-
-    for raw, problem in missing:
-        disp = Path(raw).as_posix()
-        files.append(FileResult(path=disp, kind="unknown", status="error", note=problem))
-        finish(disp, None, [RawFinding("KV800", f"cannot lint {disp}: {problem}.", Tok("", 1, 1))], [])
-
-    Prepared = tuple[str | None, str | None, bool, Extracted | None, str | None]
-    Outcome = tuple[FileResult, list[RawFinding], list[Suppression]]
-
-    def prepare(cand: _Candidate) -> Prepared:
-        """Read and extract one file: (text, problem, is_finding, extracted, note)."""
-        text, problem, is_finding = _read(cand)
-        ex, note = _extract(cand, text) if text is not None else (None, None)
-        return text, problem, is_finding, ex, note
-
-    def lint_one(cand: _Candidate, prepared: Prepared) -> Outcome:
+    def lint_one(self, cand: _Candidate, prepared: Prepared) -> Outcome:
         """One prepared file: lint its launches (nothing is recorded until it is done)."""
         text, problem, is_finding, ex, note = prepared
         if text is None:
@@ -403,95 +417,117 @@ def lint_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ign
         raw_findings: list[RawFinding] = list(ex.findings)
         launches: list[LaunchInfo] = []
         for i, site in enumerate(ex.sites):
-            res = scope_for(cand.path).linter.lint_site(site, cand.path, cand.display)
+            res = self.scope_for(cand.path).linter.lint_site(site, cand.path, cand.display)
             raw_findings += [replace(f, launch=i) for f in res.findings]
             launches.append(res.info)
         if ex.line_map is not None:  # a rendered Helm template: template lines where exact, else marked rendered
-            m = ex.line_map
-            raw_findings = [replace(f, tok=_to_template(f.tok, m)) for f in raw_findings]
-            launches = [li.model_copy(update={"location": li.location.model_copy(update=(
-                {"line": m[li.location.line]} if li.location.line in m else {"rendered": True}))})
-                for li in launches]
-        sups = from_comments(text)
-        ann_sups, ann_bad = from_annotations(ex.annotations)
-        if ex.line_map is not None:  # an annotation in a template covers the template file
-            ann_sups = [replace(s, tok=_to_template(s.tok, ex.line_map), first_line=1,
-                                last_line=max(len(text.splitlines()), 1)) for s in ann_sups]
-            ann_bad = [replace(f, tok=_to_template(f.tok, ex.line_map)) for f in ann_bad]
+            raw_findings, launches = _on_template(ex.line_map, raw_findings, launches)
+        sups, ann_bad = _suppressions(text, ex)
         raw_findings += ann_bad
-        if launches:
-            status, fnote = "linted", ex.note if ex.kind == "helm-template" else None
-        elif any(f.code in ("KV801", "KV802") for f in raw_findings):
-            status, fnote = "error", "could not be parsed completely"
-        else:
-            status, fnote = "skipped", ex.note or ("no vLLM launch found" if ex.kind != "unknown" else
-                                                    "not a Kubernetes manifest, compose file, vLLM config or launch script")
-        return (FileResult(path=cand.display, kind=ex.kind, status=status, note=fnote, launches=launches),
-                raw_findings, sups + ann_sups)
+        status, fnote = _file_status(ex, launches, raw_findings)
+        return (FileResult(path=cand.display, kind=ex.kind, status=status, note=fnote, launches=launches),  # type: ignore[arg-type]
+                raw_findings, sups)
 
-    def guarded(cand: _Candidate, budget: float, step: Callable[[], Prepared | Outcome]) -> tuple[object, Outcome | None]:
-        """Run one step under the file's time budget: (its value, None), or (None, the outcome of a limit)."""
-        try:
-            with time_budget(budget):
-                return step(), None
-        except InputLimitError as e:  # a size / depth / alias limit: KV820 / KV821, and the next file goes on
-            return None, (FileResult(path=cand.display, kind="unknown", status="error", note="over an input limit"),
-                          [RawFinding(e.code, e.detail, Tok("", e.line, e.column), fix=e.fix)], [])
-        except TimeBudgetExceeded:
-            return None, (FileResult(path=cand.display, kind="unknown", status="error", note="over the time budget"),
-                          [RawFinding("KV822", f"linting {cand.display} took longer than its time budget of "
-                                      f"{budget_of(cand):g} s; it was not checked.", Tok("", 1, 1))], [])
+    # ------------------------------------------------------------------ filtering and suppressions
+    def active(self, code: str, display: str, path: Path | None) -> bool:
+        """Selected and not ignored for this file (by select/ignore or per-file-ignores)."""
+        scope = self.scope_for(path)
+        return scope.enabled(code) and not scope.per_file(code, path, display)
 
-    def budget_of(cand: _Candidate) -> float:
-        return file_timeout if file_timeout is not None else scope_for(cand.path).cfg.config.file_timeout
+    def finish(self, display: str, path: Path | None, raw: Iterable[RawFinding], sups: list[Suppression]) -> None:
+        scope = self.scope_for(path)
+        kept: list[RawFinding] = []
+        for f in raw:
+            if not scope.enabled(f.code):
+                continue
+            hit = next((s for s in sups if s.covers(f)), None)
+            if hit is not None:
+                hit.used.add(f.code)
+                self.suppressed.append(Suppressed(code=f.code, location=_loc(display, f.tok), reason=hit.reason,
+                                                  via=hit.via))  # type: ignore[arg-type]
+            elif scope.per_file(f.code, path, display):
+                self.suppressed.append(Suppressed(code=f.code, location=_loc(display, f.tok), reason=None,
+                                                  via="per-file-ignores"))
+            else:
+                kept.append(f)
+        known = frozenset(self.declared)
+        for s in sups:
+            kept += [f for f in check_suppression(s, known, lambda c: self.active(c, display, path))
+                     if self.active(f.code, display, path)]
+        seen: set[tuple] = set()
+        for f in kept:
+            key = (f.code, f.tok.line, f.tok.col, f.message)
+            if key in seen:  # two launches of one script sharing the line a finding is about: say it once
+                continue
+            seen.add(key)
+            self.reported.append(self._reported(display, f))
 
-    # Helm charts with templates are rendered first, once each, outside the files' time budgets (`helm
-    # template` has its own time limit): a slow helm is not a file taking too long.
-    for cand in candidates:
-        _prerender(cand, _CHARTS.get())
-    # Pass 1: read and extract every file (each under its time budget).
-    staged: list[tuple[_Candidate, Prepared | None, Outcome | None, float]] = []
-    for cand in candidates:
-        t0 = time.monotonic()
-        value, failed = guarded(cand, budget_of(cand), lambda: prepare(cand))
-        staged.append((cand, value, failed, time.monotonic() - t0))  # type: ignore[arg-type]
-    # The Hugging Face ids the launches name: resolved together, concurrently, outside the files' budgets.
-    prefetch_hub_models([(c.path, scope_for(c.path).cfg, site) for c, p, _, _ in staged
-                         if p is not None and p[3] is not None for site in p[3].sites])
-    # Pass 2: lint (each file gets what is left of its budget).
-    for cand, prepared, failed, spent in staged:
-        if on_file:
-            on_file(cand.display)
-        outcome = failed
-        if outcome is None:
-            budget = budget_of(cand)
-            left = max(budget - spent, 0.001) if budget and budget > 0 else budget
-            value, outcome = guarded(cand, left, lambda: lint_one(cand, prepared))  # type: ignore[arg-type]
-            if outcome is None:
-                outcome = value  # type: ignore[assignment]
-        result, raw_findings, sups = outcome  # type: ignore[misc]
-        files.append(result)
-        finish(cand.display, cand.path, raw_findings, sups)
+    def _reported(self, display: str, f: RawFinding) -> LintFinding:
+        r = self.declared.get(f.code)
+        sev = Severity(f.severity) if f.severity else (r.severity if r else Severity.warning)
+        return LintFinding(code=f.code, name=r.name if r else f.code.lower(), severity=sev, message=f.message,
+                           fix=f.fix or (r.fix if r else None), location=_loc(display, f.tok),
+                           model=f.model, layers=list(f.layers), launch=f.launch,
+                           upgrade_to=f.upgrade, skipped_rules=list(f.skipped_rules))
 
-    reported.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.code, f.message))
-    suppressed.sort(key=lambda s: (s.location.path, s.location.line, s.location.column, s.code))
-    files.sort(key=lambda f: f.path)
-    by_code: dict[str, int] = {}
-    for f in reported:
-        by_code[f.code] = by_code.get(f.code, 0) + 1
-    summary = Summary(files=len(files), linted=sum(f.status == "linted" for f in files),
-                      skipped=sum(f.status == "skipped" for f in files),
-                      launches=sum(len(f.launches) for f in files), findings=len(reported),
-                      errors=sum(f.severity is Severity.error for f in reported),
-                      warnings=sum(f.severity is Severity.warning for f in reported),
-                      infos=sum(f.severity is Severity.info for f in reported),
-                      suppressed=len(suppressed), by_code=dict(sorted(by_code.items())))
-    settings = Settings(config_file=_display(base_cfg.path, cwd) if base_cfg.path else None, fail_level=level,
-                        select=base.select, ignore=base.ignore, gpu=base.default_gpu, strict=base_cfg.strict)
-    engine_version = resolve_engine(engine_spec(base_cfg.config.engine_version)).version_str or ENGINE_VERSION
-    _CHARTS.reset(charts_token)
-    return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=engine_version),
-                      settings=settings, summary=summary, files=files, findings=reported, suppressed=suppressed)
+    # ------------------------------------------------------------------ the report
+    def report(self, fail_level: str | None) -> LintReport:
+        reported, suppressed, files = self.reported, self.suppressed, self.files
+        reported.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.code, f.message))
+        suppressed.sort(key=lambda s: (s.location.path, s.location.line, s.location.column, s.code))
+        files.sort(key=lambda f: f.path)
+        by_code = Counter(f.code for f in reported)
+        summary = Summary(files=len(files), linted=sum(f.status == "linted" for f in files),
+                          skipped=sum(f.status == "skipped" for f in files),
+                          launches=sum(len(f.launches) for f in files), findings=len(reported),
+                          errors=sum(f.severity is Severity.error for f in reported),
+                          warnings=sum(f.severity is Severity.warning for f in reported),
+                          infos=sum(f.severity is Severity.info for f in reported),
+                          suppressed=len(suppressed), by_code=dict(sorted(by_code.items())))
+        base_cfg = self.base_cfg
+        settings = Settings(config_file=_display(base_cfg.path, self.cwd) if base_cfg.path else None,
+                            fail_level=fail_level or base_cfg.config.fail_level,  # type: ignore[arg-type]
+                            select=self.base.select, ignore=self.base.ignore, gpu=self.base.default_gpu,
+                            strict=base_cfg.strict)
+        engine_version = resolve_engine(engine_spec(base_cfg.config.engine_version)).version_str or ENGINE_VERSION
+        return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=engine_version),
+                          settings=settings, summary=summary, files=files, findings=reported, suppressed=suppressed)
+
+
+def _prepare(cand: _Candidate) -> Prepared:
+    """Read and extract one file: (text, problem, is_finding, extracted, note)."""
+    text, problem, is_finding = _read(cand)
+    ex, note = _extract(cand, text) if text is not None else (None, None)
+    return text, problem, is_finding, ex, note
+
+
+def _on_template(m: dict[int, int], raw: list[RawFinding],
+                 launches: list[LaunchInfo]) -> tuple[list[RawFinding], list[LaunchInfo]]:
+    """Positions in a rendered Helm template moved to the template's lines where exact, else marked rendered."""
+    raw = [replace(f, tok=_to_template(f.tok, m)) for f in raw]
+    launches = [li.model_copy(update={"location": li.location.model_copy(update=(
+        {"line": m[li.location.line]} if li.location.line in m else {"rendered": True}))}) for li in launches]
+    return raw, launches
+
+
+def _suppressions(text: str, ex: Extracted) -> tuple[list[Suppression], list[RawFinding]]:
+    """A file's suppressions (comments and annotations) and the findings about malformed annotations."""
+    sups = from_comments(text)
+    ann_sups, ann_bad = from_annotations(ex.annotations)
+    if ex.line_map is not None:  # an annotation in a template covers the template file
+        ann_sups = [replace(s, tok=_to_template(s.tok, ex.line_map), first_line=1,
+                            last_line=max(len(text.splitlines()), 1)) for s in ann_sups]
+        ann_bad = [replace(f, tok=_to_template(f.tok, ex.line_map)) for f in ann_bad]
+    return sups + ann_sups, ann_bad
+
+
+def _file_status(ex: Extracted, launches: list[LaunchInfo], raw: list[RawFinding]) -> tuple[str, str | None]:
+    if launches:
+        return "linted", ex.note if ex.kind == "helm-template" else None
+    if any(f.code in ("KV801", "KV802") for f in raw):
+        return "error", "could not be parsed completely"
+    return "skipped", ex.note or ("no vLLM launch found" if ex.kind != "unknown" else
+                                  "not a Kubernetes manifest, compose file, vLLM config or launch script")
 
 
 def _loc(display: str, t: Tok) -> Location:

@@ -37,6 +37,7 @@ from kvplan.lint.shell import (
     lex,
     split_value,
 )
+from kvplan.model.plan import Subject
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -66,6 +67,7 @@ class RawFinding:
     skipped_rules: tuple[str, ...] = ()  # KV804: the rules that need the model (listed in JSON and -v)
     upgrade: str | None = None  # the modelled release a finding is about when the image pins an older one
     launch: int | None = None  # index of the launch (in the file) the finding belongs to
+    subject: Subject | None = None  # what the finding is about (kvplan.model.plan.Subject), as data
 
 
 @dataclass

@@ -9,10 +9,12 @@ one naming no rule is KV810.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kvplan.lint.shell import Tok
 from kvplan.lint.sources import Annotation, RawFinding
+from kvplan.rules.lint_rules import SUPPRESSION_RULES, SuppressionFacts
 
 _COMMENT = re.compile(r"#\s*kvplan:\s*ignore\[([^\]]*)\](.*)$")
 _CODE = re.compile(r"^KV\d{3}$")
@@ -85,3 +87,11 @@ def from_annotations(annotations: list[Annotation]) -> tuple[list[Suppression], 
             out.append(Suppression(codes, _clean_reason(m.group(2)), a.tok, "annotation",
                                    first_line=a.first_line, last_line=a.last_line))
     return out, bad
+
+
+def check_suppression(s: Suppression, known: frozenset[str], active: Callable[[str], bool]) -> list[RawFinding]:
+    """The suppression rules (KV806, KV810, KV805: `kvplan.rules.lint_rules.SUPPRESSION_RULES`) on one
+    suppression, after the file's findings were matched against it; each finding points at the suppression."""
+    facts = SuppressionFacts(codes=tuple(s.codes), reason=s.reason, used=frozenset(s.used), known=known,
+                             active=frozenset(c for c in s.codes if active(c)))
+    return [RawFinding(r.code, em.message, s.tok, fix=em.fix) for r in SUPPRESSION_RULES for em in r.fn(facts)]

@@ -33,6 +33,11 @@ class MlaDims(Frozen):
     index_head_dim: int | None = None
     """Sparse-attention indexer key head size (128 on DeepSeek-V3.2); None without an indexer."""
 
+    @property
+    def triple(self) -> tuple[int, int, int]:
+        """(qk_nope, rope, v) head dims, as vLLM's MLA prefill backend selection compares them."""
+        return self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim
+
 
 class LayerArch(Frozen):
     """One decoder layer as the engine builds it."""

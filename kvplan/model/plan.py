@@ -8,7 +8,7 @@ from pydantic import Field, model_serializer
 from kvplan.model.base import Frozen
 from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"  # 1.2: findings may carry a `subject`
 
 
 class Decision(Frozen):
@@ -22,6 +22,19 @@ class Decision(Frozen):
     """Code of the rule that set it (e.g. KV103)."""
     fact: str
     """The input fact that triggered the rule (e.g. "--kv-cache-dtype-skip-layers contains 'sliding_window' and the layer slides (window 128)")."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
+
+
+class Subject(Frozen):
+    """What a finding is about, as data (a linter maps it to a file position; nothing parses the message)."""
+
+    flag: str | None = None
+    """The engine flag, as written or as it resolved (e.g. --kv-cache-dtype-skip-layers, --kv-cache-type)."""
+    value: str | None = None
+    """One word of that flag's value (e.g. the skip-layer token '7')."""
+    argument: str | None = None
+    """A positional argument the engine's parser rejects (a stray word)."""
+    launch_fact: Literal["image", "gpu_label"] | None = None
+    """A fact of a deployment file's launch outside its flags: the container image or the GPU node label."""
 
 
 class Finding(Frozen):
@@ -39,6 +52,15 @@ class Finding(Frozen):
     """How to fix it."""
     layers: list[int] = Field(default_factory=list)
     """Layer indices the finding names (may be empty)."""
+    subject: Subject | None = None
+    """The flag, value or argument the finding is about, when the rule names one (absent otherwise)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_subject(self, handler):  # no return type: the schema stays the model's
+        data = handler(self)
+        if isinstance(data, dict) and data.get("subject") is None:
+            data.pop("subject", None)
+        return data
 
 
 class LayerPlan(Frozen):

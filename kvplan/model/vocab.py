@@ -66,6 +66,13 @@ def quant_mode_of(kv_cache_dtype: str) -> QuantMode:
     return QuantMode.none
 
 
+# Model dtype spellings vLLM accepts for --dtype (ModelConfig `_STR_DTYPE_TO_TORCH_DTYPE`) -> dtype name.
+MODEL_DTYPE_ALIASES: dict[str, str] = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16",
+                                       "float": "float32", "float32": "float32"}
+# Short names of the same dtypes (torch-style, as hand-written plans spell them).
+SHORT_DTYPE_NAMES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
 LayerKind = Literal[
     "full_attention", "sliding_attention", "chunked_attention", "mla", "linear_attention",
     "mamba", "cross_attention", "encoder_only", "none",
@@ -73,6 +80,8 @@ LayerKind = Literal[
 LAYER_KINDS: tuple[str, ...] = get_args(LayerKind)
 # Layer kinds that hold no per-token KV cache governed by --kv-cache-dtype.
 NO_KV_KINDS = frozenset({"linear_attention", "mamba", "encoder_only", "none"})
+# Layer kinds whose per-token KV is per-head K and V, laid out like full attention (MLA holds a latent).
+PER_HEAD_KV_KINDS: tuple[str, ...] = tuple(k for k in LAYER_KINDS if k not in NO_KV_KINDS and k != "mla")
 
 
 class Severity(str, Enum):

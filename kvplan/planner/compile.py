@@ -5,12 +5,12 @@ import math
 import re
 from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, cast
 
 from kvplan import __version__
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.errors import KvplanInputError
-from kvplan.model.arch import ModelArch
+from kvplan.model.arch import LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
     Decision,
@@ -26,8 +26,19 @@ from kvplan.model.plan import (
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
-from kvplan.rules.base import Emit, Rule, all_rules
-from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, LayerState, RuleContext
+from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
+from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
+from kvplan.rules.state import (
+    CARRIED_FIELDS,
+    GLOBAL_FIELDS,
+    GlobalDecision,
+    GlobalState,
+    LayerDecision,
+    LayerState,
+    RuleContractError,
+    apply_set,
+    check_declared,
+)
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default for online serving on datacenter GPUs
@@ -36,7 +47,7 @@ RUNTIME_OVERHEAD_BYTES = int(2.0 * 2**30)
 
 
 def _rules() -> dict[str, Rule]:
-    return {r.code: r for r in all_rules()}
+    return {r.code: r for r in rules_in(*PLANNER_SCOPES)}  # lint, emit and policy rules run elsewhere
 
 
 STRICT_CODES = ("KV604",)
@@ -59,7 +70,8 @@ def _refuse_unsupported(arch: ModelArch, engine: EngineVersion) -> None:
     m = re.search(r"until v(\d+)\.(\d+)\.(\d+)", reason)
     if m and engine.version is not None and tuple(engine.version) <= tuple(int(x) for x in m.groups()):
         return  # the modelled release still builds it
-    raise KvplanInputError(f"vLLM {engine.version_str or ''} refuses architecture {arch.architecture}: {reason}".replace("  ", " "),
+    raise KvplanInputError(f"vLLM {engine.version_str or ''} refuses architecture {arch.architecture}: "
+                           f"{reason}".replace("  ", " "),
                            "Serve it with the vLLM release that still supports it (--engine vllm==X) or use a "
                            "supported architecture.")
 
@@ -80,59 +92,17 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     _refuse_unsupported(arch, engine)
     ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                       engine=engine, engine_version=engine.version_str or ENGINE_VERSION)
-    globals_: dict[str, Any] = {}
-    global_decisions: dict[str, tuple[str, str]] = {}
-    for code in GLOBAL_ORDER:
-        for s in rules[code].fn(_with(ctx, globals_)):
-            globals_[s.field] = s.value
-            global_decisions[s.field] = (code, s.fact)
-    gctx = _with(ctx, globals_)
-    layer_order = [c for c in LAYER_ORDER if engine.satisfies(rules[c].versions)]  # rules of this release
-
-    layers: list[LayerPlan] = []
-    ct_mutated = False
-    for la in arch.layers:
-        st = LayerState()
-        decisions: list[Decision] = []
-        decided_by: list[str] = []
-        has_kv = la.kind not in NO_KV_KINDS
-        if has_kv:
-            code, fact = global_decisions["kv_cache_dtype"]
-            st["kv_cache_dtype"] = globals_["kv_cache_dtype"]
-            decisions.append(_decision("kv_cache_dtype", st["kv_cache_dtype"], code, fact))
-            decided_by.append(code)
-        st["_ct_mutated_before"] = ct_mutated
-        for code in layer_order:
-            for s in rules[code].fn(gctx, la, st):
-                st[s.field] = s.value
-                decisions.append(_decision(s.field, _jsonable(s.value), code, s.fact))
-                if code not in decided_by:
-                    decided_by.append(code)
-                if code == "KV103" and la.kind != "mla":
-                    ct_mutated = True
-        layers.append(LayerPlan(
-            index=la.index, kind=la.kind, sliding_window=la.sliding_window,
-            attention_chunk_size=la.attention_chunk_size,
-            num_kv_heads=st.get("num_kv_heads", 0) if has_kv else 0,
-            head_size=(la.head_size or 0) if has_kv else 0,
-            head_size_v=(la.head_size_v or 0) if has_kv else 0,
-            kv_cache_dtype=st.get("kv_cache_dtype"), dtype=st.get("dtype"),
-            quant_mode=st.get("quant_mode", QuantMode.none),
-            scale_source=st.get("scale_source", ScaleSource.none),
-            skipped=bool(st.get("skipped", False)), bytes_per_token=st.get("bytes_per_token", 0),
-            backend=st.get("backend"), flash_attn_version=st.get("flash_attn_version"),
-            query_dtype=st.get("query_dtype"),
-            decided_by=decided_by, decisions=decisions))
+    gstate, global_decisions = _decide_globals(ctx, rules)
+    globals_ = _globals_of(gstate)
+    gctx = _with(ctx, gstate)
+    layer_rules = [(c, _layer_decision(rules[c])) for c in LAYER_ORDER if engine.satisfies(rules[c].versions)]
+    layers = _decide_layers(gctx, layer_rules, global_decisions["kv_cache_dtype"])
 
     layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes)
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
-                       engine=engine, engine_version=ctx.engine_version, globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
-    findings: list[Finding] = []
-    checks = [r for r in rules.values() if r.kind == "check" and engine.satisfies(r.versions)] + list(extra_checks)
-    for r in sorted(checks, key=lambda r: r.code):
-        for e in r.fn(cctx):
-            findings.append(_finding(r, e))
-    findings.sort(key=lambda f: (-f.severity.rank, f.code, f.layers[:1], f.message))
+                       engine=engine, engine_version=ctx.engine_version,
+                       globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
+    findings = _run_checks(cctx, rules, extra_checks)
 
     return Plan(
         kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=ctx.engine_version),
@@ -163,10 +133,105 @@ def _decision(field: str, value: Any, rule: str, fact: str) -> Decision:
     return hit
 
 
-def _with(ctx: RuleContext, globals_: dict[str, Any]) -> RuleContext:
+def _globals_of(state: GlobalState) -> dict[str, Any]:
+    """The global fields decided so far, as `RuleContext.globals` holds them."""
+    return {f: v for f in sorted(GLOBAL_FIELDS) if (v := getattr(state, f)) is not None}
+
+
+def _with(ctx: RuleContext, state: GlobalState) -> RuleContext:
     return RuleContext(arch=ctx.arch, quant=ctx.quant, flags=ctx.flags, gpu=ctx.gpu,
-                       globals=MappingProxyType(dict(globals_)), weight_bytes=ctx.weight_bytes,
+                       globals=MappingProxyType(_globals_of(state)), weight_bytes=ctx.weight_bytes,
                        engine=ctx.engine, engine_version=ctx.engine_version)
+
+
+# ---------------------------------------------------------------- the rule loop
+
+
+def _global_decision(rule: Rule) -> GlobalDecision:
+    if rule.kind != "decision" or rule.scope != "global" or not isinstance(rule.fn, GlobalDecision):
+        raise RuleContractError(f"{rule.code} runs as a global decision (planner.precedence.GLOBAL_ORDER) but is "
+                                "not declared as one: kind='decision', scope='global', @decides_global(...)")
+    return rule.fn
+
+
+def _layer_decision(rule: Rule) -> LayerDecision:
+    if rule.kind != "decision" or rule.scope != "layer" or not isinstance(rule.fn, LayerDecision):
+        raise RuleContractError(f"{rule.code} runs as a layer decision (planner.precedence.LAYER_ORDER) but is "
+                                "not declared as one: kind='decision', scope='layer', @decides_layer(...)")
+    return rule.fn
+
+
+def _decide_globals(ctx: RuleContext, rules: dict[str, Rule]) -> tuple[GlobalState, dict[str, tuple[str, str]]]:
+    """Run the global decision rules in precedence order: the config-time state, and for each field the
+    (rule, fact) that set it last."""
+    state = GlobalState()
+    decided: dict[str, tuple[str, str]] = {}
+    for code in GLOBAL_ORDER:
+        decide = _global_decision(rules[code])
+        for s in decide(_with(ctx, state)):
+            check_declared(code, decide.fields, s)
+            apply_set(state, s)
+            decided[s.field] = (code, s.fact)
+    return state, decided
+
+
+def _decide_layers(gctx: RuleContext, layer_rules: list[tuple[str, LayerDecision]],
+                   kv_decision: tuple[str, str]) -> list[LayerPlan]:
+    """Run the per-layer decision rules in precedence order on every layer, in the order vLLM builds them.
+
+    Each layer starts from the global kv_cache_dtype; the carried fields (vLLM's cache_config.cache_dtype)
+    start from where the previous layer left them. Every Set of a plan field becomes a Decision."""
+    layers: list[LayerPlan] = []
+    carried = LayerState(cache_config_dtype=gctx.kv_cache_dtype)  # cache_config before the first layer
+    for la in gctx.arch.layers:
+        has_kv = la.kind not in NO_KV_KINDS
+        st = LayerState(kv_cache_dtype=gctx.kv_cache_dtype if has_kv else None,
+                        **{f: getattr(carried, f) for f in CARRIED_FIELDS})
+        decisions: list[Decision] = []
+        decided_by: list[str] = []
+        if has_kv:
+            code, fact = kv_decision
+            decisions.append(_decision("kv_cache_dtype", gctx.kv_cache_dtype, code, fact))
+            decided_by.append(code)
+        for code, decide in layer_rules:
+            for s in decide.body(gctx, la, st):
+                check_declared(code, decide.fields, s)
+                apply_set(st, s)
+                if s.field in CARRIED_FIELDS:
+                    continue  # engine state the next layers read, not a field of this layer's plan
+                decisions.append(_decision(s.field, _jsonable(s.value), code, s.fact))
+                if code not in decided_by:
+                    decided_by.append(code)
+        carried = st
+        layers.append(_layer_plan(la, st, has_kv, decided_by, decisions))
+    return layers
+
+
+def _layer_plan(la: LayerArch, st: LayerState, has_kv: bool, decided_by: list[str],
+                decisions: list[Decision]) -> LayerPlan:
+    return LayerPlan(
+        index=la.index, kind=la.kind, sliding_window=la.sliding_window,
+        attention_chunk_size=la.attention_chunk_size,
+        num_kv_heads=(st.num_kv_heads or 0) if has_kv else 0,
+        head_size=(la.head_size or 0) if has_kv else 0,
+        head_size_v=(la.head_size_v or 0) if has_kv else 0,
+        kv_cache_dtype=st.kv_cache_dtype, dtype=st.dtype,
+        quant_mode=st.quant_mode if st.quant_mode is not None else QuantMode.none,
+        scale_source=st.scale_source if st.scale_source is not None else ScaleSource.none,
+        skipped=st.skipped, bytes_per_token=st.bytes_per_token or 0,
+        backend=st.backend,
+        flash_attn_version=cast("Literal[2, 3, 4] | None", st.flash_attn_version),  # pydantic checks the value
+        query_dtype=st.query_dtype, decided_by=decided_by, decisions=decisions)
+
+
+def _run_checks(cctx: RuleContext, rules: dict[str, Rule], extra_checks: Iterable[Rule]) -> list[Finding]:
+    """Every check rule of the release modelled (plus `extra_checks`, e.g. a policy's), sorted findings."""
+    findings: list[Finding] = []
+    checks = [r for r in rules.values() if r.kind == "check" and cctx.engine.satisfies(r.versions)]
+    for r in sorted([*checks, *extra_checks], key=lambda r: r.code):
+        findings.extend(_finding(r, e) for e in r.fn(cctx))
+    findings.sort(key=lambda f: (-f.severity.rank, f.code, f.layers[:1], f.message))
+    return findings
 
 
 def _jsonable(v: Any) -> Any:
@@ -176,7 +241,7 @@ def _jsonable(v: Any) -> Any:
 def _finding(r: Rule, e: Emit) -> Finding:
     sev = Severity(e.severity) if e.severity is not None else r.severity
     return Finding(code=r.code, name=r.name, severity=sev, message=e.message,
-                   fix=e.fix or r.fix, layers=sorted(set(e.layers)))
+                   fix=e.fix or r.fix, layers=sorted(set(e.layers)), subject=e.subject)
 
 
 def _flag_summary(f: ServingFlags) -> dict[str, Any]:

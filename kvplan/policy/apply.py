@@ -16,70 +16,24 @@ For vLLM 0.33 a setting can only choose the global --kv-cache-dtype and which la
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kvplan.api import flags_from, gpu_facts
-from kvplan.backends.engines import resolve_engine
 from kvplan.emit._common import compact
 from kvplan.emit.codes import sort_findings
-from kvplan.emit.vllm import LayerTarget, Realisation, auto_values, group_differences, has_kv, realise
-from kvplan.errors import KvplanInputError
-from kvplan.ingest.checkpoint import apply_hf_overrides, load_model_inputs
-from kvplan.ingest.hf_config import parse_hf_config
-from kvplan.ingest.quant import parse_quant_metadata
+from kvplan.emit.vllm import LayerTarget, auto_values, group_differences, has_kv, realise
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
-from kvplan.model.plan import Decision, Finding, HubSource, LayerPlan, Plan
-from kvplan.model.quant import QuantMetadata
+from kvplan.model.plan import Decision, Finding, LayerPlan, Plan
 from kvplan.model.vocab import QuantMode, quant_mode_of
-from kvplan.planner.compile import compile_plan
 from kvplan.policy.codes import POLICY_RULES
-from kvplan.policy.load import load_policy, policy_line, policy_source
+from kvplan.policy.load import policy_line, policy_source
 from kvplan.policy.model import MODEL_DTYPE_WORDS, Constraint, Policy, PolicyRule, Selector
 from kvplan.rules.base import Emit, Rule
 from kvplan.rules.context import RuleContext
 
 # quant mode -> the kv_cache_dtype string a setting `quant_mode: X` means when the checkpoint has no match.
 _CANONICAL = {QuantMode.fp8_per_tensor: "fp8", QuantMode.none: "auto"}
-
-
-class ModelInputs:
-    """What the planner needs about one model, from a path or from an inline config.json object."""
-
-    def __init__(self, arch: ModelArch, quant: QuantMetadata, source: str | None, weight_bytes: int | None,
-                 hub: HubSource | None = None):
-        self.arch, self.quant, self.source, self.weight_bytes, self.hub = arch, quant, source, weight_bytes, hub
-
-
-def model_inputs(path_or_config: str | Path | dict[str, Any], *, hf_quant_config: dict[str, Any] | None = None,
-                 quantization_flag: str | None = None, read_safetensors: bool = True,
-                 source: str | None = None, flags: ServingFlags | None = None) -> ModelInputs:
-    """A config.json path / checkpoint folder / Hugging Face id, or a config.json object (plus
-    hf_quant_config.json object). `flags` supplies --revision and --hf-overrides."""
-    overrides = flags.hf_overrides if flags is not None else {}
-    if isinstance(path_or_config, dict):
-        path_or_config = apply_hf_overrides(path_or_config, overrides)
-        label = source or "<request>"
-        if hf_quant_config is not None and not isinstance(hf_quant_config, dict):
-            raise KvplanInputError(f"{label}: hf_quant_config must be a JSON object.",
-                                   "Pass the hf_quant_config.json object, or leave it out.")
-        arch = parse_hf_config(path_or_config, Path(label))
-        quant = parse_quant_metadata(path_or_config, hf_quant_config, quantization_flag=quantization_flag)
-        return ModelInputs(arch, quant, source, None)
-    if hf_quant_config is not None:
-        raise KvplanInputError("hf_quant_config is only taken with an inline config object.",
-                               "Put hf_quant_config.json next to config.json instead.")
-    mi = load_model_inputs(path_or_config, quantization_flag=quantization_flag, read_safetensors=read_safetensors,
-                           revision=flags.revision if flags is not None else None, hf_overrides=overrides)
-    return ModelInputs(mi.arch, mi.quant, source or mi.source or str(path_or_config), mi.weight_bytes, mi.hub)
-
-
-def _as_policy(policy: Policy | str | Path | None) -> Policy | None:
-    if policy is None or isinstance(policy, Policy):
-        return policy
-    return load_policy(policy)
 
 
 def _layer_facts(arch: ModelArch, index: int, kind: str, sliding_window: int | None) -> dict[str, Any]:
@@ -125,14 +79,17 @@ def constraint_rule(c: Constraint, policy: Policy, where: str) -> Rule:
         if c.forbid is not None or c.require is not None:
             groups: dict[str, list[int]] = {}
             for lp in ctx.layers:
-                if not has_kv(lp) or not c.select.matches(**_layer_facts(ctx.arch, lp.index, lp.kind, lp.sliding_window)):
+                if not has_kv(lp) or not _selects(c.select, ctx.arch, lp):
                     continue
-                facts = dict(kv_cache_dtype=lp.kv_cache_dtype or "auto", quant_mode=lp.quant_mode, skipped=lp.skipped)
-                bad = c.forbid.hits(**facts) if c.forbid is not None else c.require.misses(**facts)  # type: ignore[union-attr]
+                dtype = lp.kv_cache_dtype or "auto"
+                bad = (c.forbid.hits(kv_cache_dtype=dtype, quant_mode=lp.quant_mode, skipped=lp.skipped)
+                       if c.forbid is not None else
+                       c.require.misses(kv_cache_dtype=dtype, quant_mode=lp.quant_mode, skipped=lp.skipped)
+                       if c.require is not None else [])
                 if bad:
                     groups.setdefault(" and ".join(bad), []).append(lp.index)
             rule_text = (f"forbids {c.forbid.describe()}" if c.forbid is not None
-                         else f"requires {c.require.describe()}")  # type: ignore[union-attr]
+                         else f"requires {c.require.describe() if c.require is not None else ''}")
             for what, layers in sorted(groups.items(), key=lambda kv: kv[1][0]):
                 yield Emit(f"layer(s) {compact(layers)}: {what}; {label} {rule_text}: {c.reason}", tuple(layers))
             return
@@ -163,7 +120,8 @@ def constraint_rules(policy: Policy) -> list[Rule]:
 
 def _finding(code: str, message: str, layers: Iterable[int] = ()) -> Finding:
     r = POLICY_RULES[code]
-    return Finding(code=r.code, name=r.name, severity=r.severity, message=message, fix=r.fix, layers=sorted(set(layers)))
+    return Finding(code=r.code, name=r.name, severity=r.severity, message=message, fix=r.fix,
+                   layers=sorted(set(layers)))
 
 
 def _flag_text(kv_cache_dtype: str, skip: Sequence[str]) -> str:
@@ -171,113 +129,118 @@ def _flag_text(kv_cache_dtype: str, skip: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def compile_with_policy(path_or_config: str | Path | dict[str, Any], flags: Any = None, gpu: Any = None, *,
-                        policy: Policy | str | Path | None = None,
-                        hf_quant_config: dict[str, Any] | None = None, kv_budget_bytes: int | None = None,
-                        read_safetensors: bool = True, extra_checks: Iterable[Rule] = (),
-                        source: str | None = None, engine: str | None = None,
-                        kv_scales: str | Path | None = None) -> Plan:
-    """`kvplan.api.compile` plus an optional policy; also plans from an inline config.json object.
+PlanFor = Callable[[ServingFlags, Iterable[Rule]], Plan]
+"""Compiles the model the policy applies to under the given flags, with the given extra check rules."""
+Matched = dict[int, tuple[int, PolicyRule]]
+"""layer index -> (position in policy.rules, the rule): the last rule that selects the layer."""
 
-    `flags` is what `kvplan.api.compile` takes (argv list, launch-line string, dict, ServingFlags).
-    Without a policy this is exactly `compile_plan` on the same inputs. `kv_scales` is a
-    `kvplan calibrate` scales file, as for `kvplan.api.compile`.
+
+def plan_with_policy(policy: Policy, arch: ModelArch, flags: ServingFlags, plan_for: PlanFor,
+                     extra_checks: Iterable[Rule] = ()) -> Plan:
+    """The plan for `flags` with `policy` applied (steps 1-5 above); `kvplan.compile(..., policy=)` calls it.
+
+    `plan_for(flags, checks)` compiles the same model under other flags: the pipeline passes it, so the
+    model is read once and every compile sees the same inputs.
     """
-    sf = flags_from(flags)
-    mi = model_inputs(path_or_config, hf_quant_config=hf_quant_config, quantization_flag=sf.quantization,
-                      read_safetensors=read_safetensors, source=source, flags=sf)
-    if kv_scales is not None:
-        from kvplan.ingest.kv_scales import with_kv_scales
-        mi = ModelInputs(mi.arch, with_kv_scales(mi.quant, kv_scales), mi.source, mi.weight_bytes, mi.hub)
-    gf = gpu_facts(gpu)
-    ev = resolve_engine(engine)
-    pol = _as_policy(policy)
-
-    def plan_for(f: ServingFlags, checks: Iterable[Rule] = ()) -> Plan:
-        return compile_plan(mi.arch, mi.quant, f, gf, source=mi.source, weight_bytes=mi.weight_bytes,
-                            kv_budget_bytes=kv_budget_bytes, extra_checks=checks, engine=ev, hub=mi.hub)
-
-    if pol is None:
-        return plan_for(sf, extra_checks)
-    checks = [*extra_checks, *constraint_rules(pol)]
-    baseline = plan_for(sf)
-    matched: dict[int, tuple[int, PolicyRule]] = {}
-    for lp in baseline.layers:
-        if has_kv(lp):
-            for i, rule in enumerate(pol.rules):
-                if _selects(rule.select, mi.arch, lp):
-                    matched[lp.index] = (i, rule)  # a later rule overrides an earlier one
+    checks = [*extra_checks, *constraint_rules(policy)]
+    baseline = plan_for(flags, ())
+    matched = _matched_rules(policy, arch, baseline)
     findings: list[Finding] = []
     targets: dict[int, str] = {}
-    realisation: Realisation | None = None
-    final_flags = sf
+    final_flags = flags
     if matched:
-        auto_plan = baseline if sf.kv_cache_dtype == "auto" else plan_for(sf.model_copy(update={
-            "kv_cache_dtype": "auto", "kv_cache_dtype_explicit": False, "kv_cache_dtype_skip_layers": ()}))
-        av = auto_values(auto_plan) or {}
-        lts = []
-        for lp in baseline.layers:
-            if not has_kv(lp):
-                continue
-            current = lp.kv_cache_dtype or "auto"
-            target = setting_target(matched[lp.index][1], current, av.get(lp.index)) if lp.index in matched else current
-            targets[lp.index] = target
-            lts.append(LayerTarget(index=lp.index, kind=lp.kind, sliding_window=lp.sliding_window, target=target,
-                                   auto_value=av.get(lp.index)))
+        lts = _layer_targets(matched, baseline, flags, plan_for)
+        targets = {lt.index: lt.target for lt in lts}
         if any(targets[lp.index] != (lp.kv_cache_dtype or "auto") for lp in baseline.layers if has_kv(lp)):
-            realisation = realise(lts, candidates=(sf.kv_cache_dtype,))
-            final_flags = sf.model_copy(update={"kv_cache_dtype": realisation.kv_cache_dtype,
-                                                "kv_cache_dtype_explicit": True,
-                                                "kv_cache_dtype_skip_layers": realisation.skip_tokens})
-            before = _flag_text(sf.kv_cache_dtype, sf.kv_cache_dtype_skip_layers)
-            after = _flag_text(realisation.kv_cache_dtype, realisation.skip_tokens)
-            if before != after:
-                findings.append(_finding("KV991", f"{_label(pol)} realised its settings as `{after}` "
-                                                  f"(the launch flags had `{before}`)."))
-            if realisation.differences:
-                detail = group_differences(realisation.differences,
-                                           lambda i: matched[i][1].code if i in matched else "launch flags")
-                findings.append(_finding("KV990", f"{_label(pol)}: {len(realisation.differences)} layer(s) cannot "
-                                                  f"get their setting in vLLM 0.33: {detail}.",
-                                         [d[0] for d in realisation.differences]))
+            final_flags = _realise(policy, matched, lts, flags, findings)
     plan = plan_for(final_flags, checks)
+    findings += _selection_findings(policy, arch, baseline, plan)
+    layers = _with_policy_decisions(policy, matched, targets, final_flags, plan)
+    return plan.model_copy(update={"layers": layers, "findings": sort_findings([*plan.findings, *findings])})
 
-    for i, rule in enumerate(pol.rules):
-        if not any(has_kv(lp) and _selects(rule.select, mi.arch, lp) for lp in baseline.layers):
-            findings.append(_finding("KV993", f"{_label(pol)} rule {rule.code} {rule.name} "
-                                              f"({_where(pol, 'rules', i)}) selects no KV layer "
+
+def _matched_rules(policy: Policy, arch: ModelArch, baseline: Plan) -> Matched:
+    matched: Matched = {}
+    for lp in baseline.layers:
+        if has_kv(lp):
+            for i, rule in enumerate(policy.rules):
+                if _selects(rule.select, arch, lp):
+                    matched[lp.index] = (i, rule)  # a later rule overrides an earlier one
+    return matched
+
+
+def _layer_targets(matched: Matched, baseline: Plan, flags: ServingFlags, plan_for: PlanFor) -> list[LayerTarget]:
+    """Every KV layer's kv_cache_dtype target: its rule's setting, else its baseline dtype."""
+    auto_plan = baseline if flags.kv_cache_dtype == "auto" else plan_for(flags.model_copy(update={
+        "kv_cache_dtype": "auto", "kv_cache_dtype_explicit": False, "kv_cache_dtype_skip_layers": ()}), ())
+    av = auto_values(auto_plan) or {}
+    lts = []
+    for lp in baseline.layers:
+        if not has_kv(lp):
+            continue
+        current = lp.kv_cache_dtype or "auto"
+        target = setting_target(matched[lp.index][1], current, av.get(lp.index)) if lp.index in matched else current
+        lts.append(LayerTarget(index=lp.index, kind=lp.kind, sliding_window=lp.sliding_window, target=target,
+                               auto_value=av.get(lp.index)))
+    return lts
+
+
+def _realise(policy: Policy, matched: Matched, lts: list[LayerTarget], flags: ServingFlags,
+             findings: list[Finding]) -> ServingFlags:
+    """The flags that give the targets (the `kvplan emit` solver); KV991 / KV990 findings say what changed."""
+    realisation = realise(lts, candidates=(flags.kv_cache_dtype,))
+    final_flags = flags.model_copy(update={"kv_cache_dtype": realisation.kv_cache_dtype,
+                                           "kv_cache_dtype_explicit": True,
+                                           "kv_cache_dtype_skip_layers": realisation.skip_tokens})
+    before = _flag_text(flags.kv_cache_dtype, flags.kv_cache_dtype_skip_layers)
+    after = _flag_text(realisation.kv_cache_dtype, realisation.skip_tokens)
+    if before != after:
+        findings.append(_finding("KV991", f"{_label(policy)} realised its settings as `{after}` "
+                                          f"(the launch flags had `{before}`)."))
+    if realisation.differences:
+        detail = group_differences(realisation.differences,
+                                   lambda i: matched[i][1].code if i in matched else "launch flags")
+        findings.append(_finding("KV990", f"{_label(policy)}: {len(realisation.differences)} layer(s) cannot "
+                                          f"get their setting in vLLM 0.33: {detail}.",
+                                 [d[0] for d in realisation.differences]))
+    return final_flags
+
+
+def _selection_findings(policy: Policy, arch: ModelArch, baseline: Plan, plan: Plan) -> list[Finding]:
+    """KV993 for a rule or constraint that selects no KV layer, KV992 for a constraint without a budget."""
+    findings: list[Finding] = []
+    for i, rule in enumerate(policy.rules):
+        if not any(has_kv(lp) and _selects(rule.select, arch, lp) for lp in baseline.layers):
+            findings.append(_finding("KV993", f"{_label(policy)} rule {rule.code} {rule.name} "
+                                              f"({_where(policy, 'rules', i)}) selects no KV layer "
                                               f"({rule.select.describe()})."))
-    for i, c in enumerate(pol.constraints):
+    for i, c in enumerate(policy.constraints):
         if c.needs_budget and plan.totals.kv_budget_bytes is None:
-            findings.append(_finding("KV992", f"{_label(pol)} constraint {c.code} {c.name} "
-                                              f"({_where(pol, 'constraints', i)}) needs a KV budget; "
+            findings.append(_finding("KV992", f"{_label(policy)} constraint {c.code} {c.name} "
+                                              f"({_where(policy, 'constraints', i)}) needs a KV budget; "
                                               "pass --gpu or --kv-budget-gib."))
         elif (c.forbid is not None or c.require is not None) and not any(
-                has_kv(lp) and _selects(c.select, mi.arch, lp) for lp in plan.layers):
-            findings.append(_finding("KV993", f"{_label(pol)} constraint {c.code} {c.name} "
-                                              f"({_where(pol, 'constraints', i)}) selects no KV layer "
+                has_kv(lp) and _selects(c.select, arch, lp) for lp in plan.layers):
+            findings.append(_finding("KV993", f"{_label(policy)} constraint {c.code} {c.name} "
+                                              f"({_where(policy, 'constraints', i)}) selects no KV layer "
                                               f"({c.select.describe()})."))
+    return findings
 
+
+def _with_policy_decisions(policy: Policy, matched: Matched, targets: dict[int, str], flags: ServingFlags,
+                           plan: Plan) -> list[LayerPlan]:
+    """Each selected layer with its rule's code and reason in front of decided_by / decisions."""
     layers = []
-    flag_text = _flag_text(final_flags.kv_cache_dtype, final_flags.kv_cache_dtype_skip_layers)
+    flag_text = _flag_text(flags.kv_cache_dtype, flags.kv_cache_dtype_skip_layers)
     for lp in plan.layers:
         if lp.index not in matched or not has_kv(lp):
             layers.append(lp)
             continue
         i, rule = matched[lp.index]
-        fact = (f"{_label(pol)} rule {rule.code} {rule.name} ({_where(pol, 'rules', i)}) selects "
+        fact = (f"{_label(policy)} rule {rule.code} {rule.name} ({_where(policy, 'rules', i)}) selects "
                 f"{rule.select.describe()} and sets {rule.setting.describe()}: {rule.reason.rstrip('.')}; "
                 f"realised as {flag_text}")
         d = Decision(field="kv_cache_dtype", value=targets.get(lp.index, lp.kv_cache_dtype), rule=rule.code, fact=fact)
         layers.append(lp.model_copy(update={"decided_by": [rule.code, *(c for c in lp.decided_by if c != rule.code)],
                                             "decisions": [d, *lp.decisions]}))
-    return plan.model_copy(update={"layers": layers, "findings": sort_findings([*plan.findings, *findings])})
-
-
-def apply_policy(policy: Policy | str | Path, path_or_config: str | Path | dict[str, Any], flags: Any = None,
-                 gpu: Any = None, **kwargs: Any) -> Plan:
-    """Compile the plan for a model under `flags` with `policy` applied (see compile_with_policy)."""
-    pol = _as_policy(policy)
-    if pol is None:
-        raise KvplanInputError("apply_policy needs a policy.", "Pass a Policy or the path of a policy YAML file.")
-    return compile_with_policy(path_or_config, flags, gpu, policy=pol, **kwargs)
+    return layers

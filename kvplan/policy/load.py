@@ -33,9 +33,10 @@ def _walk(node: yaml.Node, path: tuple[Any, ...], marks: Marks, source: str) -> 
                 raise KvplanInputError(f"{source}:{line}: duplicate key {key!r} (first at line {seen[key]}).",
                                        "Keep one of them.")
             seen[key] = line
-            marks[(*path, key)] = line
-            _walk(value_node, (*path, key), marks, source)
-            marks[(*path, key)] = line  # errors about a key point at the key's line
+            child = (*path, key)
+            marks[child] = line
+            _walk(value_node, child, marks, source)
+            marks[child] = line  # errors about a key point at the key's line
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _walk(item, (*path, i), marks, source)
@@ -132,11 +133,17 @@ def load_policy(path: str | Path) -> Policy:
     except FileNotFoundError:
         raise KvplanInputError(f"policy file not found: {p}.", "Pass --policy PATH to an existing YAML file.") from None
     except IsADirectoryError:
-        raise KvplanInputError(f"{p} is a directory, not a policy file.", "Pass --policy PATH to a YAML file.") from None
+        raise KvplanInputError(f"{p} is a directory, not a policy file.",
+                               "Pass --policy PATH to a YAML file.") from None
     except (OSError, UnicodeDecodeError) as e:
         raise KvplanInputError(f"cannot read policy file {p}: {e.__class__.__name__}.",
                                "Check the file is readable UTF-8 YAML.") from None
     return policy_from_text(text, str(p))
+
+
+def as_policy(policy: Policy | str | Path) -> Policy:
+    """A Policy as given, or the one loaded from a policy YAML path."""
+    return policy if isinstance(policy, Policy) else load_policy(policy)
 
 
 def policy_source(policy: Policy) -> str:
@@ -154,7 +161,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         except ModuleNotFoundError:
             raise KvplanInputError(f"cannot read {path}: Python 3.10 needs the 'tomli' package for pyproject.toml.",
                                    "pip install tomli, or pass --policy explicitly.") from None

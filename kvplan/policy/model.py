@@ -27,12 +27,14 @@ A policy is YAML (`policy.schema.json` is generated from these models):
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from kvplan.model.base import Frozen
 from kvplan.model.vocab import LAYER_KINDS, VLLM_033_KV_CACHE_DTYPES, QuantMode, Severity
+
+T = TypeVar("T")
 
 POLICY_SCHEMA_VERSION = 1
 USER_CODE = re.compile(r"^KV9[0-7]\d$")  # KV900-KV979; KV98x emitters, KV99x the policy engine
@@ -51,6 +53,11 @@ class PolicyModel(Frozen):
 
 def _as_list(v: Any) -> Any:
     return v if v is None or isinstance(v, list) else [v]
+
+
+def _items(v: T | list[T]) -> list[T]:
+    """A field declared `X | list[X]` holds a list once validated (`_as_list`); typed as that list."""
+    return v if isinstance(v, list) else [v]
 
 
 class IntRange(PolicyModel):
@@ -73,7 +80,7 @@ class IntRange(PolicyModel):
         return (self.min is None or n >= self.min) and (self.max is None or n <= self.max)
 
 
-IntMatch = Union[int, list[int], IntRange]  # an int is stored as [int]
+IntMatch = int | list[int] | IntRange  # an int is stored as [int]
 
 
 def _int_match(v: IntMatch | None, n: int | None) -> bool:
@@ -81,7 +88,7 @@ def _int_match(v: IntMatch | None, n: int | None) -> bool:
         return True
     if n is None:
         return False
-    return v.contains(n) if isinstance(v, IntRange) else n in v
+    return v.contains(n) if isinstance(v, IntRange) else n in _items(v)
 
 
 class Selector(PolicyModel):
@@ -90,7 +97,7 @@ class Selector(PolicyModel):
     kind: str | list[str] | None = None
     """Layer kinds: full_attention, sliding_attention, chunked_attention, mla, cross_attention, ..."""
     index: int | str | list[int | str] | None = None
-    """Decoder-layer indices (vLLM numbering): integers, 'a-b' ranges, negative integers count from the end (-1 = last layer)."""
+    """Decoder-layer indices (vLLM numbering): integers, 'a-b' ranges, negative integers count from the end (-1 = last layer)."""  # noqa: E501 (the field docstring is the schema description)
     sliding_window: bool | IntRange | None = None
     """true: the layer has a sliding window; false: it has none; {min, max}: its window is in range."""
     head_size: IntMatch | None = None
@@ -135,11 +142,14 @@ class Selector(PolicyModel):
         if self.index is None:
             return None
         out: set[int] = set()
-        for item in self.index:
+        items: list[int | str] = self.index if isinstance(self.index, list) else [self.index]
+        for item in items:
             if isinstance(item, int):
                 out.add(item if item >= 0 else num_layers + item)
             else:
-                a, b = (int(x) for x in _RANGE.match(item.strip()).groups())  # type: ignore[union-attr]
+                m = _RANGE.match(item.strip())
+                assert m is not None, item  # checked by the validator
+                a, b = int(m.group(1)), int(m.group(2))
                 out.update(range(a, b + 1))
         return out
 
@@ -194,7 +204,7 @@ class Setting(PolicyModel):
     kv_cache_dtype: str | None = None
     """A vLLM 0.33 --kv-cache-dtype value, or 'model' to keep the layer in the model dtype (a skip)."""
     quant_mode: QuantMode | None = None
-    """A quant mode (none, fp8_per_tensor, int8_per_token_head, nvfp4, ...); the checkpoint's own dtype is kept when its mode matches."""
+    """A quant mode (none, fp8_per_tensor, int8_per_token_head, nvfp4, ...); the checkpoint's own dtype is kept when its mode matches."""  # noqa: E501 (the field docstring is the schema description)
 
     @field_validator("kv_cache_dtype")
     @classmethod
@@ -290,7 +300,7 @@ class LayerCondition(PolicyModel):
         if self.kv_cache_dtype is not None:
             parts.append("kv_cache_dtype " + "/".join(self.kv_cache_dtype))
         if self.quant_mode is not None:
-            parts.append("quant_mode " + "/".join(q.value for q in self.quant_mode))  # type: ignore[union-attr]
+            parts.append("quant_mode " + "/".join(q.value for q in _items(self.quant_mode)))
         for flag in ("quantized", "skipped"):
             if getattr(self, flag) is not None:
                 parts.append(f"{flag}: {str(getattr(self, flag)).lower()}")
@@ -315,7 +325,7 @@ class LayerCondition(PolicyModel):
         if self.kv_cache_dtype is not None and kv_cache_dtype not in self.kv_cache_dtype:
             out.append(f"kv_cache_dtype {kv_cache_dtype} is not {'/'.join(self.kv_cache_dtype)}")
         if self.quant_mode is not None and quant_mode not in self.quant_mode:
-            out.append(f"quant_mode {quant_mode.value} is not {'/'.join(q.value for q in self.quant_mode)}")
+            out.append(f"quant_mode {quant_mode.value} is not {'/'.join(q.value for q in _items(self.quant_mode))}")
         if self.quantized is not None and quant_mode.is_quantized != self.quantized:
             out.append("not quantized" if self.quantized else "quantized")
         if self.skipped is not None and skipped != self.skipped:

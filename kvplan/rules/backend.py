@@ -5,19 +5,32 @@ layers can land on different backends. Needs --gpu; without it these rules stay 
 """
 from __future__ import annotations
 
-from kvplan.model.vocab import NO_KV_KINDS, QuantMode
-from kvplan.rules.base import Emit, Set, declare
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Literal
 
-_ATTN_TYPE = {"cross_attention": "encoder_decoder", "encoder_only": "encoder_only"}
+from kvplan.model.arch import LayerArch
+from kvplan.model.vocab import NO_KV_KINDS, QuantMode, Severity
+from kvplan.rules.base import Emit, declare
+from kvplan.rules.context import RuleContext
+from kvplan.rules.state import LayerState, Set, decides_layer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.backends.select import BackendChoice, BackendRequest
+
+_ATTN_TYPE: dict[str, Literal["encoder_decoder", "encoder_only"]] = {
+    "cross_attention": "encoder_decoder", "encoder_only": "encoder_only"}
+_MODEL_DTYPES: dict[str, Literal["bfloat16", "float16", "float32"]] = {
+    "bfloat16": "bfloat16", "float16": "float16", "float32": "float32"}
 
 
-def _request(ctx, la, kv_cache_dtype: str):
+def _request(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendRequest:
     from kvplan.backends.select import BackendRequest
     mla = la.mla
     per_head = (ctx.quant.ct_kv_cache_scheme or {}).get("strategy") == "attn_head"
     return BackendRequest(
         head_size=la.head_size or 0, head_size_v=None if la.kind == "mla" else la.head_size_v,
-        kv_cache_dtype=kv_cache_dtype, model_dtype=ctx.model_dtype if ctx.model_dtype in ("bfloat16", "float16", "float32") else "bfloat16",
+        kv_cache_dtype=kv_cache_dtype,
+        model_dtype=_MODEL_DTYPES.get(ctx.model_dtype, "bfloat16"),
         use_mla=la.kind == "mla", use_sparse=bool(mla and mla.index_topk), has_sinks=la.has_sinks,
         has_sliding_window=la.sliding_window is not None, attn_type=_ATTN_TYPE.get(la.kind, "decoder"),
         use_per_head_quant_scales=per_head and la.kind != "mla", num_heads=la.num_heads,
@@ -27,9 +40,10 @@ def _request(ctx, la, kv_cache_dtype: str):
         index_topk=mla.index_topk if mla else None)
 
 
-def _choice(ctx, la, kv_cache_dtype: str):
+def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoice:
     """select_backend for this layer, memoised on what selection reads (layers repeat a lot)."""
     global _LAST
+    assert ctx.gpu is not None, "backend rules run only with --gpu"
     if _LAST[0] is not ctx:  # the context part of the key, computed once per rule context
         ac = ctx.flags.attention_config
         ctx_key = (ctx.model_dtype, (ctx.quant.ct_kv_cache_scheme or {}).get("strategy"), ctx.flags.block_size,
@@ -52,11 +66,12 @@ def _choice(ctx, la, kv_cache_dtype: str):
     return hit
 
 
-_CHOICES: dict = {}
+_CHOICES: dict[tuple[Any, ...], dict[tuple[Any, ...], BackendChoice]] = {}
 # Config-time errors that GPU-independent rules already report (with or without --gpu):
 # a dtype the release lacks (KV005), float16/bfloat16 != model dtype (KV201), nvfp4 with MLA (KV202).
-_CONFIG_ERRORS_OF_OTHER_RULES = ("Invalid kv_cache_dtype", 'kv_cache_dtype="', "nvfp4 KV cache is not supported with MLA")
-_LAST: tuple = (None, {})
+_CONFIG_ERRORS_OF_OTHER_RULES = ("Invalid kv_cache_dtype", 'kv_cache_dtype="',
+                                 "nvfp4 KV cache is not supported with MLA")
+_LAST: tuple[RuleContext | None, dict[tuple[Any, ...], BackendChoice]] = (None, {})
 
 
 @declare(code="KV140", name="backend-selection", kind="decision", scope="layer", family="backend",
@@ -66,20 +81,21 @@ _LAST: tuple = (None, {})
              "supported dtypes, compute capability, head sizes and features.",
          fix="Pass --attention-backend to force one (validation still applies).",
          references=("vllm/v1/attention/selector.py::get_attn_backend", "vllm/platforms/cuda.py"))
-def backend_selection(ctx, la, st):
-    if ctx.gpu is None or ctx.gpu.profile is None or la.kind in NO_KV_KINDS or st.get("kv_cache_dtype") is None:
+@decides_layer("backend", "flash_attn_version", "query_dtype")
+def backend_selection(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
+    if ctx.gpu is None or ctx.gpu.profile is None or la.kind in NO_KV_KINDS or st.kv_cache_dtype is None:
         return
-    ch = _choice(ctx, la, st["kv_cache_dtype"])
+    ch = _choice(ctx, la, st.kv_cache_dtype)
     if ch.backend:
         # `backend` is vLLM's enum name exactly; the FlashAttention version is a field of its own.
-        yield Set("backend", ch.backend, f"first valid backend on {ctx.gpu.name} for kv dtype {st['kv_cache_dtype']!r}")
+        yield Set("backend", ch.backend, f"first valid backend on {ctx.gpu.name} for kv dtype {st.kv_cache_dtype!r}")
         if ch.flash_attn_version:
             yield Set("flash_attn_version", ch.flash_attn_version,
                       f"get_flash_attn_version() on {ctx.gpu.name} for head size {la.head_size} and kv dtype "
-                      f"{st['kv_cache_dtype']!r}")
+                      f"{st.kv_cache_dtype!r}")
     q = ch.decode_query_dtype or ("float8_e4m3fn" if ch.query_quant else None)
     if ch.backend == "FLASHINFER" and ctx.engine_has("flashinfer_skip_layer_query_dtype_crash") \
-            and not ch.query_quant and ctx.kv_cache_dtype != st["kv_cache_dtype"]:
+            and not ch.query_quant and ctx.kv_cache_dtype != st.kv_cache_dtype:
         # Before PR #39002 the FlashInfer builder took the query dtype from the GLOBAL cache dtype.
         from kvplan.backends.select import flashinfer_query_dtypes
         g = flashinfer_query_dtypes(ctx.gpu.profile, ctx.kv_cache_dtype, ch.decode_query_dtype or ctx.model_dtype,
@@ -89,7 +105,8 @@ def backend_selection(ctx, la, st):
                       f"FlashInfer uses the global kv dtype {ctx.kv_cache_dtype!r} for this skipped layer's queries")
             return
     if q:
-        yield Set("query_dtype", str(q), "query quantized to FP8 for this layer" if ch.query_quant else "backend query dtype")
+        yield Set("query_dtype", str(q),
+                  "query quantized to FP8 for this layer" if ch.query_quant else "backend query dtype")
 
 
 @declare(code="KV701", name="no-valid-backend", severity="error", family="backend",
@@ -99,7 +116,7 @@ def backend_selection(ctx, la, st):
              "minutes of loading.",
          fix="Change --kv-cache-dtype, the GPU, or --attention-backend as the message says.",
          references=("vllm/v1/attention/selector.py", "vllm/v1/attention/backends/"))
-def no_backend(ctx):
+def no_backend(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.gpu is None or ctx.gpu.profile is None:
         return
     errors: dict[str, list[int]] = {}
@@ -121,7 +138,7 @@ def no_backend(ctx):
              "as e4m3 on Triton, sparse-MLA dtype canonicalisation, query-quantization assertions.",
          fix="Read the note; pick another --kv-cache-dtype or --attention-backend if it matters.",
          references=("vllm/v1/attention/backends/fa_utils.py", "vllm/v1/attention/backends/triton_attn.py"))
-def backend_notes(ctx):
+def backend_notes(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.gpu is None or ctx.gpu.profile is None:
         return
     notes: dict[str, list[int]] = {}
@@ -139,7 +156,7 @@ def backend_notes(ctx):
                     continue  # that per-group log line is PR #39002's; before it the global dtype rules
                 notes.setdefault(n, []).append(lp.index)
     for msg, layers in notes.items():
-        yield Emit(msg, tuple(layers), severity="info" if msg.startswith("FlashInfer resolved") else None)
+        yield Emit(msg, tuple(layers), severity=Severity.info if msg.startswith("FlashInfer resolved") else None)
 
 
 @declare(code="KV703", name="fp8-prefill-query", severity="info", family="backend",
@@ -149,12 +166,13 @@ def backend_notes(ctx):
              "the flag is silently ignored when the default prefill backend (FLASH_ATTN) cannot use it.",
          fix="Paste the --attention-config the message gives when your prompts are long.",
          references=("https://github.com/vllm-project/vllm/pull/39752", "https://github.com/vllm-project/vllm/pull/31195"))
-def prefill_advice(ctx):
+def prefill_advice(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.gpu is None or ctx.gpu.profile is None or not ctx.arch.uses_mla:
         return
     from kvplan.backends.select import MlaDims, prefill_query_advice
     la = next(la for la in ctx.arch.layers if la.kind == "mla")
     m = la.mla
+    assert m is not None, "an MLA layer has its MLA dimensions"
     dims = MlaDims(qk_nope_head_dim=m.qk_nope_head_dim, qk_rope_head_dim=m.qk_rope_head_dim,
                    v_head_dim=m.v_head_dim, kv_lora_rank=m.kv_lora_rank)
     quantized = any(lp.quant_mode is not QuantMode.none for lp in ctx.layers if lp.kind == "mla")
@@ -165,5 +183,5 @@ def prefill_advice(ctx):
     msg = adv.explanation
     if adv.attention_config_flag:
         msg += f" To enable: {adv.attention_config_flag}"
-    sev = "warning" if adv.flag_silently_ignored else "info"
+    sev = Severity.warning if adv.flag_silently_ignored else Severity.info
     yield Emit(msg, severity=sev, fix=adv.attention_config_flag or None)

@@ -1,7 +1,10 @@
 """Errors vLLM 0.33 raises at config time, reported before launch."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kvplan.rules.base import Emit, declare
+from kvplan.rules.context import RuleContext
 
 
 @declare(code="KV201", name="float-kv-dtype-mismatch", severity="error", family="config",
@@ -10,7 +13,7 @@ from kvplan.rules.base import Emit, declare
              "(VllmConfig._reject_mismatched_float_kv_cache); it does not convert.",
          fix="Pass --kv-cache-dtype auto, or the model dtype, or change --dtype.",
          references=("vllm/config/vllm.py::VllmConfig._reject_mismatched_float_kv_cache",))
-def float_mismatch(ctx):
+def float_mismatch(ctx: RuleContext) -> Iterator[Emit]:
     d, md = ctx.flags.kv_cache_dtype, ctx.model_dtype
     if d in ("float16", "bfloat16") and d != md:
         alt = "`auto`" if md == "float32" else f"`auto` or `{md}`"
@@ -24,7 +27,7 @@ def float_mismatch(ctx):
              "(validate_nvfp4_kv_cache_with_mla).",
          fix="Use fp8 / auto, or nvfp4_ds_mla with a sparse MLA backend (SM100).",
          references=("vllm/config/vllm.py::VllmConfig.validate_nvfp4_kv_cache_with_mla",))
-def nvfp4_mla(ctx):
+def nvfp4_mla(ctx: RuleContext) -> Iterator[Emit]:
     d = ctx.kv_cache_dtype
     if d.startswith("nvfp4") and not d.endswith("_ds_mla") and ctx.arch.uses_mla:
         yield Emit(f"--kv-cache-dtype {d} is not supported with MLA ({ctx.arch.architecture}).")
@@ -37,7 +40,7 @@ def nvfp4_mla(ctx):
          fix="Use --kv-cache-dtype fp8 (or nvfp4 on Blackwell) for dense attention models.",
          references=("vllm/v1/attention/backends/mla/flashmla_sparse.py::FlashMLASparseBackend.supported_kv_cache_dtypes",
                      "vllm/v1/attention/selector.py::get_attn_backend"))
-def ds_mla_without_mla(ctx):
+def ds_mla_without_mla(ctx: RuleContext) -> Iterator[Emit]:
     d = ctx.kv_cache_dtype
     if d in ("fp8_ds_mla", "nvfp4_ds_mla") and not ctx.arch.uses_mla:
         layers = tuple(lp.index for lp in ctx.layers if lp.kv_cache_dtype == d)
@@ -53,13 +56,13 @@ def ds_mla_without_mla(ctx):
              "(fp8, ModelOpt, compressed-tensors with a kv scheme, quark, or --quantization fp8).",
          fix="Use --kv-cache-dtype fp8 (e4m3) or auto.",
          references=("vllm/model_executor/layers/attention/attention.py::_init_kv_cache_quant",))
-def e5m2_ckpt(ctx):
+def e5m2_ckpt(ctx: RuleContext) -> Iterator[Emit]:
     layers = tuple(lp.index for lp in ctx.layers if lp.kv_cache_dtype == "fp8_e5m2")
     q = ctx.quant
     if not layers or not q.weight_quant_supplies_kv_method:
         return
     if not q.modelopt_mla_kv_method:
-        layers = tuple(i for i in layers if (ctx.arch_layer(i) or None) and ctx.arch_layer(i).kind != "mla")
+        layers = tuple(i for i in layers if (la := ctx.arch_layer(i)) is not None and la.kind != "mla")
     if layers:
         yield Emit(f"fp8_e5m2 kv-cache is not supported with fp8 checkpoints ({q.quant_method}); "
                    f"vLLM fails at model construction.", layers)
@@ -71,7 +74,7 @@ def e5m2_ckpt(ctx):
              "raises NotImplementedError otherwise (validate_kv_cache_scheme).",
          fix="Re-export with an 8-bit float symmetric tensor/attn_head scheme, or pass --kv-cache-dtype explicitly.",
          references=("vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",))
-def invalid_ct(ctx):
+def invalid_ct(ctx: RuleContext) -> Iterator[Emit]:
     s = ctx.quant.ct_kv_cache_scheme
     if s is None:
         return
@@ -94,7 +97,7 @@ def invalid_ct(ctx):
              "encoder and cross attention backends often reject quantized caches.",
          fix="Skip the cross-attention layer indices with --kv-cache-dtype-skip-layers.",
          references=("vllm/model_executor/layers/attention/cross_attention.py",))
-def quantized_cross(ctx):
+def quantized_cross(ctx: RuleContext) -> Iterator[Emit]:
     layers = tuple(lp.index for lp in ctx.layers if lp.kind == "cross_attention" and lp.quant_mode.is_quantized)
     if layers:
         yield Emit(f"{len(layers)} cross-attention layer(s) would store {ctx.kv_cache_dtype} KV.", layers,
@@ -107,7 +110,7 @@ def quantized_cross(ctx):
              "lists int8/fp8/int4_per_token_head, so backend selection fails at startup.",
          fix="Use --kv-cache-dtype fp8 (or fp8_ds_mla / nvfp4_ds_mla with a sparse MLA backend) for MLA models.",
          references=("vllm/v1/attention/backends/mla/", "https://github.com/vllm-project/vllm/pull/38378"))
-def pth_on_mla(ctx):
+def pth_on_mla(ctx: RuleContext) -> Iterator[Emit]:
     layers = tuple(lp.index for lp in ctx.layers if lp.kind == "mla" and lp.quant_mode.is_per_token_head)
     if layers:
         yield Emit(f"{len(layers)} MLA layer(s) would use {ctx.kv_cache_dtype}, which no MLA attention backend "

@@ -8,13 +8,15 @@ from types import MappingProxyType
 from typing import Any
 
 from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.gpus import GpuFacts
 from kvplan.model.arch import LayerArch, ModelArch
+from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.flags import ServingFlags
-from kvplan.model.plan import LayerPlan
+from kvplan.model.plan import LayerPlan, Totals
 from kvplan.model.quant import QuantMetadata
 
 ENGINE_NAME = "vllm"
-ENGINE_VERSION = "0.33.0"
+ENGINE_VERSION = DEFAULT_ENGINE_VERSION
 
 
 @lru_cache(maxsize=512)
@@ -36,18 +38,6 @@ class FlagsOnlyContext:
 
 
 @dataclass(frozen=True)
-class GpuFacts:
-    """The GPU facts the planner itself needs (backend rules use the full profile)."""
-
-    name: str
-    memory_gib: float | None = None
-    compute_capability: tuple[int, int] | None = None
-    fp8: str = "e4m3fn"           # none | e4m3fn | e4m3fnuz
-    supports_bf16: bool = True
-    profile: Any = None           # kvplan.model.gpu.GpuProfile when available
-
-
-@dataclass(frozen=True)
 class RuleContext:
     """What every rule sees. `globals` holds config-time decisions (model_dtype, kv_cache_dtype)."""
 
@@ -63,11 +53,18 @@ class RuleContext:
 
     @property
     def model_dtype(self) -> str:
-        return self.globals.get("model_dtype", "bfloat16")
+        return str(self.globals.get("model_dtype", "bfloat16"))
 
     @property
     def kv_cache_dtype(self) -> str:
-        return self.globals.get("kv_cache_dtype", self.flags.kv_cache_dtype)
+        """The global (config-time) KV cache dtype, after KV101/KV102."""
+        return str(self.globals.get("kv_cache_dtype", self.flags.kv_cache_dtype))
+
+    @property
+    def totals(self) -> Totals | None:
+        """The plan's totals, for check rules (set once memory is sized)."""
+        t = self.globals.get("totals")
+        return t if isinstance(t, Totals) else None
 
     def engine_has(self, feature: str) -> bool:
         """True if the modelled release has this ENGINE_FEATURES entry (feature present / bug present)."""
@@ -84,5 +81,5 @@ class RuleContext:
         return out
 
 
-class LayerState(dict):
-    """Per-layer fields while decision rules run (a plain dict; rules read it, the planner writes)."""
+FlagsContext = RuleContext | FlagsOnlyContext
+"""What a rule that reads only the flags and the release accepts (the linter runs those without a model)."""

@@ -1,9 +1,14 @@
 """Rules that decide the KV cache dtype: model dtype, explicit flag, checkpoint schemes, storage."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kvplan.ingest.families import DTYPE_ALIASES
-from kvplan.model.vocab import NO_KV_KINDS, QuantMode, quant_mode_of
-from kvplan.rules.base import Emit, Set, declare
+from kvplan.model.arch import LayerArch
+from kvplan.model.vocab import NO_KV_KINDS, QuantMode, Severity, quant_mode_of
+from kvplan.rules.base import Emit, declare
+from kvplan.rules.context import RuleContext
+from kvplan.rules.state import LayerState, Set, decides_global, decides_layer
 
 V = "vllm-0.33: "
 
@@ -14,7 +19,8 @@ V = "vllm-0.33: "
              "configs in bfloat16, and falls back to float16 on GPUs without bfloat16 (before SM80).",
          fix="Pass --dtype to choose the model dtype explicitly.",
          references=("vllm/config/model.py::_get_and_verify_dtype",))
-def model_dtype(ctx):
+@decides_global("model_dtype")
+def model_dtype(ctx: RuleContext) -> Iterator[Set]:
     f = ctx.flags
     if f.dtype != "auto":
         d = DTYPE_ALIASES[f.dtype]
@@ -38,7 +44,8 @@ def model_dtype(ctx):
          fix="Leave --kv-cache-dtype unset (auto) to use the checkpoint's KV scheme.",
          references=("https://github.com/vllm-project/vllm/pull/42782",
                      "vllm/utils/torch_utils.py::resolve_kv_cache_dtype_string"))
-def explicit_dtype_wins(ctx):
+@decides_global("kv_cache_dtype")
+def explicit_dtype_wins(ctx: RuleContext) -> Iterator[Set]:
     f = ctx.flags
     if f.kv_cache_dtype != "auto":
         yield Set("kv_cache_dtype", f.kv_cache_dtype,
@@ -51,7 +58,7 @@ def explicit_dtype_wins(ctx):
 _MODELOPT_STR = {"fp8": "fp8_e4m3", "nvfp4": "nvfp4"}
 
 
-def modelopt_resolution(value) -> tuple[str, str]:
+def modelopt_resolution(value: object) -> tuple[str, str]:
     """vLLM `get_kv_cache_quant_algo_string` + MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP: (resolved, how).
 
     A dict scheme first becomes the algorithm string ('fp8' / 'nvfp4'), which is then mapped like
@@ -76,7 +83,8 @@ def modelopt_resolution(value) -> tuple[str, str]:
              "Unknown algorithms fall back to 'auto' with only a log warning.",
          fix="Use kv_cache_quant_algo FP8 or NVFP4 (or pass --kv-cache-dtype explicitly).",
          references=("vllm/utils/torch_utils.py::get_kv_cache_quant_algo_string",))
-def modelopt_auto(ctx):
+@decides_global("kv_cache_dtype")
+def modelopt_auto(ctx: RuleContext) -> Iterator[Set]:
     q = ctx.quant
     if ctx.kv_cache_dtype != "auto" or not (q.quant_method or "").startswith("modelopt"):
         return
@@ -94,7 +102,7 @@ def modelopt_auto(ctx):
              "logs a warning and silently keeps the KV cache in the model dtype.",
          fix="Set kv_cache_quant_algo to FP8 or NVFP4, or pass --kv-cache-dtype fp8 explicitly.",
          references=("vllm/utils/torch_utils.py::get_kv_cache_quant_algo_string",))
-def modelopt_ignored(ctx):
+def modelopt_ignored(ctx: RuleContext) -> Iterator[Emit]:
     q = ctx.quant
     if ctx.flags.kv_cache_dtype != "auto" or not (q.quant_method or "").startswith("modelopt"):
         return
@@ -113,7 +121,7 @@ def modelopt_ignored(ctx):
              "quantization_config: the KV cache silently stays in the model dtype.",
          fix="Add \"quant_method\": \"modelopt\" to quantization_config, or pass --kv-cache-dtype fp8_e4m3.",
          references=("vllm/utils/torch_utils.py::get_kv_cache_quant_algo_string",))
-def kv_scheme_without_method(ctx):
+def kv_scheme_without_method(ctx: RuleContext) -> Iterator[Emit]:
     q = ctx.quant
     if q.declares_kv_quant and not q.quant_method and ctx.flags.kv_cache_dtype == "auto":
         yield Emit(f"{q.source} declares KV quantization ({q.modelopt_kv_field}: {q.modelopt_kv_value!r}) "
@@ -129,25 +137,34 @@ def kv_scheme_without_method(ctx):
          fix="Pass --kv-cache-dtype explicitly to choose another dtype.",
          references=("vllm/model_executor/layers/attention/attention.py::Attention.__init__",
                      "https://github.com/vllm-project/vllm/pull/42782"))
-def compressed_tensors_auto(ctx, la, st):
-    q = ctx.quant
-    if q.ct_kv_cache_scheme is None or la.kind in NO_KV_KINDS:
+@decides_layer("kv_cache_dtype", "cache_config_dtype")
+def compressed_tensors_auto(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
+    if ctx.quant.ct_kv_cache_scheme is None or la.kind in NO_KV_KINDS or st.kv_cache_dtype == "fp8":
         return
-    if st.get("kv_cache_dtype") != "auto":
-        # Before PR #42782 (vLLM < 0.22 by kvplan's mapping) the override ignored the explicit flag.
-        if ctx.engine_has("explicit_kv_cache_dtype_wins") or st.get("kv_cache_dtype") == "fp8" \
-                or (la.kind == "mla" and not st.get("_ct_mutated_before")):
-            return
-        yield Set("kv_cache_dtype", "fp8", f"vLLM {ctx.engine.version_str} predates PR #42782: the "
-                  "compressed-tensors kv_cache_scheme overrides the explicit --kv-cache-dtype"
-                  + (" (cache_config.cache_dtype rewritten by an earlier Attention layer)" if la.kind == "mla" else ""))
-        return
+    # Before PR #42782 (vLLM < 0.22 by kvplan's mapping) the override ignored the explicit flag.
+    predates = f"vLLM {ctx.engine.version_str} predates PR #42782: the compressed-tensors kv_cache_scheme " \
+               "overrides the explicit --kv-cache-dtype"
+    explicit_kept = ctx.engine_has("explicit_kv_cache_dtype_wins")
     if la.kind == "mla":
-        if st.get("_ct_mutated_before"):
+        # MLAAttention has no override: it reads cache_config.cache_dtype, which an earlier Attention
+        # layer's override may have rewritten to fp8.
+        if st.cache_config_dtype != "fp8":
+            return
+        if st.kv_cache_dtype == "auto":
             yield Set("kv_cache_dtype", "fp8", "an earlier Attention layer rewrote cache_config.cache_dtype "
                                                "to fp8 (compressed-tensors kv_cache_scheme)")
+        elif not explicit_kept:
+            yield Set("kv_cache_dtype", "fp8",
+                      predates + " (cache_config.cache_dtype rewritten by an earlier Attention layer)")
         return
-    yield Set("kv_cache_dtype", "fp8", "compressed-tensors kv_cache_scheme present and the layer's dtype is 'auto'")
+    if st.kv_cache_dtype == "auto":
+        yield Set("kv_cache_dtype", "fp8", "compressed-tensors kv_cache_scheme present and the layer's dtype is 'auto'")
+    elif not explicit_kept:
+        yield Set("kv_cache_dtype", "fp8", predates)
+    else:
+        return
+    # Attention.__init__ also rewrites cache_config.cache_dtype: the layers built after this one read fp8.
+    yield Set("cache_config_dtype", "fp8", "Attention.__init__ rewrote cache_config.cache_dtype to fp8")
 
 
 @declare(code="KV108", name="mla-ignores-kv-scheme", severity="warning", family="dtype",
@@ -156,7 +173,7 @@ def compressed_tensors_auto(ctx, la, st):
              "KV method to MLA layers, so the checkpoint's FP8 KV scheme and scales are unused.",
          fix="Pass --kv-cache-dtype fp8 to quantize the MLA latent cache (scales will be 1.0).",
          references=("vllm/model_executor/layers/attention/mla_attention.py::MLAAttention.__init__",))
-def mla_ignores_scheme(ctx):
+def mla_ignores_scheme(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.quant.ct_kv_cache_scheme is None or ctx.flags.kv_cache_dtype != "auto":
         return
     mla = [lp.index for lp in ctx.layers if lp.kind == "mla" and lp.quant_mode is QuantMode.none]
@@ -171,7 +188,7 @@ def mla_ignores_scheme(ctx):
              "the checkpoint was calibrated for, the checkpoint's k/v scales are ignored.",
          fix="Drop --kv-cache-dtype (auto) to use the checkpoint's scheme, or keep it deliberately.",
          references=("https://github.com/vllm-project/vllm/pull/42782",))
-def explicit_overrides(ctx):
+def explicit_overrides(ctx: RuleContext) -> Iterator[Emit]:
     q, f = ctx.quant, ctx.flags
     if f.kv_cache_dtype == "auto":
         return
@@ -190,7 +207,7 @@ def explicit_overrides(ctx):
     src = q.source or "checkpoint"
     if same:
         yield Emit(f"--kv-cache-dtype {f.kv_cache_dtype} matches the checkpoint's KV scheme ({src}: {ckpt}); "
-                   "its calibrated scales still load.", severity="info",
+                   "its calibrated scales still load.", severity=Severity.info,
                    fix="Nothing to do; 'auto' would give the same plan.")
     else:
         yield Emit(f"--kv-cache-dtype {f.kv_cache_dtype} overrides the checkpoint's KV scheme ({src}: {ckpt}); "
@@ -212,8 +229,9 @@ _STORAGE = {
              "strings store int8/fp8 with inline fp32 scales.",
          fix="Choose another --kv-cache-dtype.",
          references=("vllm/v1/kv_cache_interface.py::get_kv_quant_mode", "vllm/utils/torch_utils.py"))
-def storage_dtype(ctx, la, st):
-    d = st.get("kv_cache_dtype")
+@decides_layer("dtype", "quant_mode")
+def storage_dtype(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
+    d = st.kv_cache_dtype
     if d is None:
         return
     if d in ("auto", "float16", "bfloat16"):

@@ -6,13 +6,16 @@ except where 0.33 itself behaves so (KV002 lives in `kvplan.rules.flags`).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode
 from kvplan.rules.base import Emit, declare
+from kvplan.rules.context import FlagsContext, RuleContext
 
 _PR = "https://github.com/vllm-project/vllm/pull/"
 
 
-def _release(ctx) -> str:
+def _release(ctx: FlagsContext) -> str:
     return f"vLLM {ctx.engine.version_str}"
 
 
@@ -26,7 +29,7 @@ def _release(ctx) -> str:
          fix="Drop the flag: use a checkpoint with calibrated k/v scales (ModelOpt, llm-compressor, "
              "`kvplan calibrate`) or a per-token-head KV dtype with dynamic scales.",
          references=(_PR + "37201", _PR + "49389", _PR + "37565"), versions=">=0.18,<0.27")
-def deprecated_flag(ctx):
+def deprecated_flag(ctx: FlagsContext) -> Iterator[Emit]:
     if not ctx.flags.calculate_kv_scales or not ctx.engine_has("calculate_kv_scales"):
         return
     if ctx.engine_has("calculate_kv_scales_deprecated"):
@@ -46,7 +49,7 @@ _VERSIONED_FLAGS = {"--kv-cache-dtype-skip-layers": "kv_cache_dtype_skip_layers"
              "that release, and kvplan does not apply it to the plan.",
          fix="Upgrade vLLM to the release named in the message, or drop the flag.",
          references=(_PR + "33695",), versions="<0.19")
-def flag_not_in_release(ctx):
+def flag_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.backends.vllm_033 import engine_feature
     if ctx.flags.kv_cache_dtype_skip_layers and not ctx.engine_has("kv_cache_dtype_skip_layers"):
         feat = engine_feature(_VERSIONED_FLAGS["--kv-cache-dtype-skip-layers"])
@@ -63,7 +66,7 @@ def flag_not_in_release(ctx):
              "'Invalid kv_cache_dtype' at startup; per-token-head INT8/FP8 KV (PR #38378) came in 0.20.",
          fix="Upgrade vLLM, or pick a dtype the release has (fp8, fp8_e4m3, fp8_e5m2, auto, ...).",
          references=(_PR + "38378", "vllm/config/cache.py::CacheConfig._validate_cache_dtype"), versions="<0.20")
-def kv_dtype_not_in_release(ctx):
+def kv_dtype_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.backends.engines import kv_cache_dtypes_for
     valid = kv_cache_dtypes_for(ctx.engine)
     kv = ctx.flags.kv_cache_dtype
@@ -82,7 +85,7 @@ def kv_dtype_not_in_release(ctx):
              "assumes everything else behaved as in 0.33.",
          fix="Plan for vllm==0.33.0 for an exact answer, or check the listed differences.",
          references=("kvplan/backends/vllm_033.py::ENGINE_FEATURES",), versions="<0.33")
-def tables_from_033(ctx):
+def tables_from_033(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.backends.engines import tables_exact
     if not tables_exact(ctx.engine):
         yield Emit(f"{_release(ctx)} is planned with vLLM 0.33.0's backend tables and dtype rules plus "
@@ -97,7 +100,7 @@ def tables_from_033(ctx):
              "an explicit bfloat16 (e.g. for a draft model without an FP8 backend) was silently lost.",
          fix="Upgrade to vLLM >= 0.22 (PR #42782) to keep the explicit dtype, or accept fp8.",
          references=(_PR + "42782",), versions="<0.22")
-def checkpoint_overrides_explicit(ctx):
+def checkpoint_overrides_explicit(ctx: RuleContext) -> Iterator[Emit]:
     f = ctx.flags
     if ctx.quant.ct_kv_cache_scheme is None or f.kv_cache_dtype in ("auto", "fp8") \
             or ctx.engine_has("explicit_kv_cache_dtype_wins"):
@@ -118,7 +121,7 @@ def checkpoint_overrides_explicit(ctx):
          fix="Upgrade to vLLM >= 0.20 (PR #39002), drop --kv-cache-dtype-skip-layers, or force "
              "another backend with --attention-backend.",
          references=(_PR + "39002", _PR + "33695"), versions=">=0.19,<0.20")
-def flashinfer_skip_crash(ctx):
+def flashinfer_skip_crash(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.gpu is None or ctx.gpu.profile is None or not ctx.engine_has("flashinfer_skip_layer_query_dtype_crash"):
         return
     from kvplan.backends.select import flashinfer_group_query_dtype_crash

@@ -5,8 +5,11 @@ what it recorded into findings that carry vLLM's wording.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kvplan.ingest.flags import REMOVED_FLAGS, suggest_flag
-from kvplan.rules.base import Emit, declare
+from kvplan.rules.base import Emit, Subject, declare
+from kvplan.rules.context import FlagsContext
 
 _PARSER_REF = "vllm/utils/argparse_utils.py::FlexibleArgumentParser"
 _OPTIONS_REF = "kvplan/data/vllm/serve_options-0.33.0.json (scripts/gen_vllm_serve_options.py)"
@@ -24,7 +27,7 @@ def _exits(message: str) -> str:
              "frontend), generated from the parser itself.",
          fix="Use the flag's exact vLLM spelling (the message suggests the closest one).",
          references=("vllm/engine/arg_utils.py::EngineArgs.add_cli_args", _PARSER_REF, _OPTIONS_REF))
-def unknown_flag(ctx):
+def unknown_flag(ctx: FlagsContext) -> Iterator[Emit]:
     seen = set()
     for e in ctx.flags.flag_errors:
         if e.kind != "unknown":
@@ -35,14 +38,16 @@ def unknown_flag(ctx):
         yield Emit(f"{what}: {_exits(e.message)}{hint}",
                    fix=f"Replace it with {e.suggestion}." if e.suggestion else
                    ("Remove it or check `vllm serve --help=all`." if e.flag.startswith("-") else
-                    "Remove it: `vllm serve` takes one positional argument, the model."))
+                    "Remove it: `vllm serve` takes one positional argument, the model."),
+                   subject=Subject(flag=e.flag) if e.flag.startswith("-") else Subject(argument=e.flag))
     for flag in ctx.flags.unknown_flags:  # ServingFlags built directly (library callers)
         if flag in seen:
             continue
         s = suggest_flag(flag)
         yield Emit(f"unknown flag {flag}: {_exits('unrecognized arguments: ' + flag)}"
                    + (f"; did you mean {s}?" if s else "."),
-                   fix=f"Replace it with {s}." if s else "Remove it or check `vllm serve --help=all`.")
+                   fix=f"Replace it with {s}." if s else "Remove it or check `vllm serve --help=all`.",
+                   subject=Subject(flag=flag))
 
 
 @declare(code="KV006", name="ambiguous-flag", severity="error", family="flags",
@@ -53,13 +58,13 @@ def unknown_flag(ctx):
              "ambiguous among all `vllm serve` options.",
          fix="Spell the option out in full (the message lists the candidates).",
          references=(_PARSER_REF, _OPTIONS_REF))
-def ambiguous_flag(ctx):
+def ambiguous_flag(ctx: FlagsContext) -> Iterator[Emit]:
     for e in ctx.flags.flag_errors:
         if e.kind == "ambiguous":
             hint = f"; did you mean {e.suggestion}?" if e.suggestion else "."
             yield Emit(f"ambiguous flag {e.flag}: {_exits(e.message)}{hint}",
                        fix=f"Write the full option, e.g. {e.suggestion}." if e.suggestion else
-                       "Write the full option name.")
+                       "Write the full option name.", subject=Subject(flag=e.flag))
 
 
 @declare(code="KV007", name="flag-value-rejected", severity="error", family="flags",
@@ -70,10 +75,10 @@ def ambiguous_flag(ctx):
              "kvplan plans without that value.",
          fix="Pass a value of the option's type (the message quotes vLLM's reason and the choices).",
          references=(_PARSER_REF, _OPTIONS_REF))
-def invalid_flag_value(ctx):
+def invalid_flag_value(ctx: FlagsContext) -> Iterator[Emit]:
     for e in ctx.flags.flag_errors:
         if e.kind == "invalid_value":
-            yield Emit(f"invalid value for {e.flag}: {_exits(e.message)}.")
+            yield Emit(f"invalid value for {e.flag}: {_exits(e.message)}.", subject=Subject(flag=e.flag))
 
 
 @declare(code="KV002", name="removed-flag", severity="error", family="flags",
@@ -83,7 +88,7 @@ def invalid_flag_value(ctx):
          fix="Drop the flag; use a checkpoint with calibrated k/v scales, `kvplan calibrate`, or a "
              "per-token-head KV dtype.",
          references=("https://github.com/vllm-project/vllm/pull/49389",), versions=">=0.27")
-def removed_flag(ctx):
+def removed_flag(ctx: FlagsContext) -> Iterator[Emit]:
     if ctx.flags.calculate_kv_scales and not ctx.engine_has("calculate_kv_scales"):
         note, _ = REMOVED_FLAGS["--calculate-kv-scales"]
         if ctx.engine.version is not None and ctx.engine.version[:2] == (0, 33):

@@ -1,8 +1,13 @@
 """KV bytes per token (vLLM 0.33 KV cache spec formulas) and capacity checks."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from kvplan.model.arch import LayerArch
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode
-from kvplan.rules.base import Emit, Set, declare
+from kvplan.rules.base import Emit, declare
+from kvplan.rules.context import RuleContext
+from kvplan.rules.state import LayerState, Set, decides_layer
 
 SPEC = "vllm/v1/kv_cache_interface.py (AttentionSpec, MLAAttentionSpec)"
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e4m3fnuz": 1,
@@ -52,13 +57,16 @@ def layer_bytes_per_token(kind: str, kv_cache_dtype: str, dtype: str, quant_mode
              "split over tensor-parallel ranks and replicated when fewer than TP.",
          fix="Quantize the KV cache or skip fewer layers to reduce bytes per token.",
          references=(SPEC, "vllm/v1/attention/backends/triton_attn.py::TritonAttentionBackend.customize_spec"))
-def kv_bytes(ctx, la, st):
-    if la.kind in NO_KV_KINDS or st.get("kv_cache_dtype") is None:
+@decides_layer("bytes_per_token", "num_kv_heads")
+def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
+    if la.kind in NO_KV_KINDS or st.kv_cache_dtype is None:
         yield Set("bytes_per_token", 0, f"{la.kind} layer: no per-token KV cache")
         return
+    # KV110 decided both for every layer with a kv_cache_dtype (precedence: storage before sizing)
+    assert st.dtype is not None and st.quant_mode is not None, "KV130 runs after KV110"
     tp = ctx.flags.tensor_parallel_size
     heads = 1 if la.kind == "mla" else kv_heads_per_rank(la.num_kv_heads or 0, tp)
-    n, formula = layer_bytes_per_token(la.kind, st["kv_cache_dtype"], st["dtype"], st["quant_mode"],
+    n, formula = layer_bytes_per_token(la.kind, st.kv_cache_dtype, st.dtype, st.quant_mode,
                                        heads, la.head_size or 0, la.head_size_v or 0)
     if la.kind == "mla" and la.indexer_bytes_per_token:
         # DeepSeek-V3.2 / GLM-5 sparse MLA: vLLM registers a second, uint8 indexer key cache at the
@@ -84,7 +92,7 @@ def kv_bytes(ctx, la, st):
              "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set; beyond it outputs degrade.",
          fix="Lower --max-model-len to the model's maximum (or set rope scaling deliberately).",
          references=("vllm/config/model.py::_get_and_verify_max_len",))
-def mml_exceeds(ctx):
+def mml_exceeds(ctx: RuleContext) -> Iterator[Emit]:
     mml, mp = ctx.flags.max_model_len, ctx.arch.max_position_embeddings
     if mml and mp and mml > mp:
         yield Emit(f"--max-model-len {mml} exceeds the model's max_position_embeddings {mp}.")
@@ -96,10 +104,10 @@ def mml_exceeds(ctx):
              "('... is larger than the maximum number of tokens that can be stored in KV cache').",
          fix="Lower --max-model-len, quantize the KV cache, raise --gpu-memory-utilization or add GPUs (TP).",
          references=("vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory",))
-def too_small(ctx):
-    t = ctx.globals.get("totals")
+def too_small(ctx: RuleContext) -> Iterator[Emit]:
+    t = ctx.totals
     if t is None or t.kv_budget_bytes is None or t.bytes_per_request is None:
         return
     if t.bytes_per_request > t.kv_budget_bytes:
-        yield Emit(f"one request at --max-model-len {t.max_model_len} needs {t.bytes_per_request / 2**30:.2f} GiB of KV "
-                   f"per GPU but the budget is {t.kv_budget_bytes / 2**30:.2f} GiB.")
+        yield Emit(f"one request at --max-model-len {t.max_model_len} needs {t.bytes_per_request / 2**30:.2f} GiB "
+                   f"of KV per GPU but the budget is {t.kv_budget_bytes / 2**30:.2f} GiB.")

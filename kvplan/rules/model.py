@@ -1,7 +1,10 @@
 """Model-level facts users should know about the KV plan."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kvplan.rules.base import Emit, declare
+from kvplan.rules.context import RuleContext
 
 
 @declare(code="KV601", name="encoder-decoder-model", severity="warning", family="model",
@@ -10,7 +13,7 @@ from kvplan.rules.base import Emit, declare
              "load at all, and cross-attention KV is sized by encoder length, not decoded tokens.",
          fix="Check the architecture is in vLLM's supported-models list before deploying.",
          references=("https://docs.vllm.ai/en/latest/models/supported_models.html",))
-def enc_dec(ctx):
+def enc_dec(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.arch.is_encoder_decoder:
         yield Emit(f"{ctx.arch.architecture or ctx.arch.model_type} is an encoder-decoder model; "
                    f"the plan covers its {ctx.arch.num_layers} decoder layers' self-attention KV.")
@@ -22,12 +25,13 @@ def enc_dec(ctx):
              "--kv-cache-dtype; it does not grow with context.",
          fix="Use --mamba-ssm-cache-dtype to change the state dtype.",
          references=("vllm/v1/kv_cache_interface.py::MambaSpec",))
-def state_layers(ctx):
+def state_layers(ctx: RuleContext) -> Iterator[Emit]:
     layers = tuple(la.index for la in ctx.arch.layers if la.kind in ("mamba", "linear_attention"))
     if layers:
         sd = ctx.arch.mamba_ssm_cache_dtype
-        yield Emit(f"{len(layers)} {'/'.join(sorted({la.kind for la in ctx.arch.layers if la.index in layers}))} "
-                   f"layer(s) hold a fixed-size state{f' ({sd})' if sd else ''}, untouched by --kv-cache-dtype.", layers)
+        kinds = "/".join(sorted({la.kind for la in ctx.arch.layers if la.index in layers}))
+        yield Emit(f"{len(layers)} {kinds} layer(s) hold a fixed-size state{f' ({sd})' if sd else ''}, "
+                   "untouched by --kv-cache-dtype.", layers)
 
 
 @declare(code="KV603", name="config-defaults-used", severity="info", family="model",
@@ -36,7 +40,7 @@ def state_layers(ctx):
              "and the sliding pattern; the engine reads the same defaults.",
          fix="Nothing to do; check the listed defaults match the checkpoint.",
          references=("transformers config classes",))
-def defaults_used(ctx):
+def defaults_used(ctx: RuleContext) -> Iterator[Emit]:
     used = [n for n in ctx.arch.notes if "absent from the config" in n]
     if used:
         yield Emit("config defaults used: " + "; ".join(used) + ".")
@@ -54,7 +58,7 @@ def defaults_used(ctx):
              "unused may change the layers. Pass --strict to refuse unverified plans.",
          references=("docs/architectures.md", "scripts/oracle/arch_oracle.py",
                      "vllm/model_executor/models/registry.py"))
-def not_verified(ctx):
+def not_verified(ctx: RuleContext) -> Iterator[Emit]:
     a = ctx.arch
     if a.architecture_status == "verified" and not a.unused_geometry_keys and not a.unknown_layer_types:
         return

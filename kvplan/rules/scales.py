@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
-from kvplan.model.quant import layer_kv_scales, loaded_kv_scale_values
+from kvplan.model.arch import LayerArch
+from kvplan.model.quant import ScaleTensor, layer_kv_scales, loaded_kv_scale_values
 from kvplan.model.vocab import QuantMode, ScaleSource
-from kvplan.rules.base import Emit, Set, declare
+from kvplan.rules.base import Emit, declare
+from kvplan.rules.context import RuleContext
+from kvplan.rules.state import LayerState, Set, decides_layer
 
 KVM = "vllm/model_executor/layers/quantization/kv_cache.py::BaseKVCacheMethod.process_weights_after_loading"
 
 
-def _layer_scales(ctx, index: int):
+def _layer_scales(ctx: RuleContext, index: int) -> list[ScaleTensor]:
     return [s for s in ctx.quant.scales if s.layer == index]
 
 
@@ -20,8 +24,9 @@ def _layer_scales(ctx, index: int):
              "per-tensor FP8 uses checkpoint k/v scales when present, else 1.0 (uncalibrated).",
          fix="Use a checkpoint with calibrated k/v scales, or `kvplan calibrate`.",
          references=(KVM,))
-def scale_source(ctx, la, st):
-    mode = st.get("quant_mode")
+@decides_layer("scale_source")
+def scale_source(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
+    mode = st.quant_mode
     if mode is None:
         return
     if mode is QuantMode.none:
@@ -78,7 +83,7 @@ def scale_source(ctx, la, st):
          fix="Use a checkpoint with k/v scales (ModelOpt / llm-compressor), run `kvplan calibrate`, or "
              "use --kv-cache-dtype int8_per_token_head / fp8_per_token_head (dynamic scales).",
          references=(KVM, "https://github.com/vllm-project/vllm/issues/17014"))
-def uncalibrated(ctx):
+def uncalibrated(ctx: RuleContext) -> Iterator[Emit]:
     layers = tuple(lp.index for lp in ctx.layers if lp.scale_source is ScaleSource.default_1_0)
     if layers:
         yield Emit(f"{len(layers)} layer(s) store per-tensor FP8 KV with the default scale 1.0 (no calibrated "
@@ -91,10 +96,11 @@ def uncalibrated(ctx):
              "K and V share one scale.",
          fix="Re-export the checkpoint with separate k_scale and v_scale.",
          references=("vllm/model_executor/model_loader/weight_utils.py::maybe_remap_kv_scale_name",))
-def deprecated_kv_scale(ctx):
+def deprecated_kv_scale(ctx: RuleContext) -> Iterator[Emit]:
     layers = tuple(sorted({s.layer for s in ctx.quant.scales if s.kind == "kv_scale"}))
     if layers:
-        yield Emit(f"{len(layers)} layer(s) carry a deprecated kv_scale tensor (remapped to k_scale = v_scale).", layers)
+        yield Emit(f"{len(layers)} layer(s) carry a deprecated kv_scale tensor (remapped to k_scale = v_scale).",
+                   layers)
 
 
 @declare(code="KV403", name="v-scale-without-k-scale", severity="error", family="scales",
@@ -103,7 +109,7 @@ def deprecated_kv_scale(ctx):
              "duplicating it; a v-only checkpoint crashes the engine after minutes of loading.",
          fix="Add k_scale tensors to the checkpoint, or use an unquantized / per-token-head KV cache.",
          references=(KVM,))
-def v_only(ctx):
+def v_only(ctx: RuleContext) -> Iterator[Emit]:
     quantized = {lp.index for lp in ctx.layers if lp.quant_mode is QuantMode.fp8_per_tensor}
     by_layer: dict[int, set[str]] = {}
     for s in ctx.quant.scales:
@@ -120,14 +126,15 @@ def v_only(ctx):
              "'Only support per-tensor scaling factor for fp8 KV cache'.",
          fix="Reduce the scales to one per tensor (max over heads) or export with compressed-tensors attn_head.",
          references=(KVM,))
-def per_head_shape(ctx):
+def per_head_shape(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.quant.ct_kv_cache_scheme is not None:
         return
     quantized = {lp.index for lp in ctx.layers if lp.quant_mode is QuantMode.fp8_per_tensor}
     bad = tuple(sorted({s.layer for s in ctx.quant.scales
                         if s.kind in ("k_scale", "v_scale") and s.numel > 1 and s.layer in quantized}))
     if bad:
-        yield Emit(f"{len(bad)} layer(s) have non-scalar k/v scales; vLLM 0.33 accepts only per-tensor scales here.", bad)
+        yield Emit(f"{len(bad)} layer(s) have non-scalar k/v scales; vLLM 0.33 accepts only per-tensor scales "
+                   "here.", bad)
 
 
 @declare(code="KV405", name="checkpoint-scales-unused", severity="info", family="scales",
@@ -136,7 +143,7 @@ def per_head_shape(ctx):
              "parameters; unquantized layers ignore them.",
          fix="Nothing to do, unless you meant to use the checkpoint's per-tensor FP8 scheme (use auto).",
          references=(KVM,))
-def scales_unused(ctx):
+def scales_unused(ctx: RuleContext) -> Iterator[Emit]:
     have = {s.layer for s in ctx.quant.scales if s.kind in ("k_scale", "v_scale", "kv_scale")}
     unused = tuple(lp.index for lp in ctx.layers if lp.index in have and (
         lp.quant_mode.is_per_token_head or lp.quant_mode is QuantMode.none))
@@ -144,10 +151,10 @@ def scales_unused(ctx):
         yield Emit(f"{len(unused)} layer(s) have checkpoint k/v scales that their KV mode does not use.", unused)
 
 
-def _loaded_kv_scales(ctx):
+def _loaded_kv_scales(ctx: RuleContext) -> dict[int, dict[str, ScaleTensor]]:
     """{layer: {role: ScaleTensor}} of the k/v scales vLLM loads, for per-tensor FP8 layers whose
     scale source is the checkpoint and whose scale values were read."""
-    out = {}
+    out: dict[int, dict[str, ScaleTensor]] = {}
     for lp in ctx.layers:
         if lp.quant_mode is QuantMode.fp8_per_tensor and lp.scale_source in (
                 ScaleSource.checkpoint_per_tensor, ScaleSource.checkpoint_per_head):
@@ -157,14 +164,17 @@ def _loaded_kv_scales(ctx):
     return out
 
 
-def _bad_value(s) -> str | None:
+def _bad_value(s: ScaleTensor) -> str | None:
     """Why a scale tensor's values cannot be used as they are (zero, negative, NaN, inf), or None."""
-    if math.isnan(s.vmin) or math.isnan(s.vmax):
+    lo, hi = s.vmin, s.vmax
+    if lo is None or hi is None:
+        return None  # values not read: nothing to judge
+    if math.isnan(lo) or math.isnan(hi):
         return f"{s.name} is NaN"
-    if math.isinf(s.vmin) or math.isinf(s.vmax):
+    if math.isinf(lo) or math.isinf(hi):
         return f"{s.name} is infinite"
-    if s.vmin <= 0:
-        return f"{s.name} has a value <= 0 ({s.vmin:g})"
+    if lo <= 0:
+        return f"{s.name} has a value <= 0 ({lo:g})"
     return None
 
 
@@ -179,7 +189,7 @@ def _bad_value(s) -> str | None:
              "ignore checkpoint scales.",
          references=(KVM, "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py"
                           "::CompressedTensorsKVCacheMethod"))
-def invalid_scale_values(ctx):
+def invalid_scale_values(ctx: RuleContext) -> Iterator[Emit]:
     ct = ctx.quant.ct_kv_cache_scheme is not None
     bad: dict[int, str] = {}
     for layer, found in sorted(_loaded_kv_scales(ctx).items()):
@@ -208,13 +218,13 @@ def invalid_scale_values(ctx):
          fix="Calibrate the scales (ModelOpt / llm-compressor, or `kvplan calibrate` + --kv-scales), or "
              "use --kv-cache-dtype fp8_per_token_head / int8_per_token_head.",
          references=(KVM,))
-def placeholder_scales(ctx):
+def placeholder_scales(ctx: RuleContext) -> Iterator[Emit]:
     ct = ctx.quant.ct_kv_cache_scheme is not None
     layers = []
     for layer, found in sorted(_loaded_kv_scales(ctx).items()):
         vals = [(s.vmin, s.vmax) for s in found.values()]
         if all(lo == 1.0 and hi == 1.0 for lo, hi in vals) or (
-                not ct and len(found) == 2 and all(hi < 0 for _, hi in vals)):
+                not ct and len(found) == 2 and all(hi is not None and hi < 0 for _, hi in vals)):
             layers.append(layer)
     if layers:
         yield Emit(f"{len(layers)} layer(s) load checkpoint k/v scales that are placeholders (1.0, or the "

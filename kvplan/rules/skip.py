@@ -1,8 +1,13 @@
 """--kv-cache-dtype-skip-layers: which layers keep the model dtype, and tokens that match nothing."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from kvplan.model.arch import LayerArch
 from kvplan.model.vocab import NO_KV_KINDS, quant_mode_of
-from kvplan.rules.base import Emit, Set, declare
+from kvplan.rules.base import Emit, Subject, declare
+from kvplan.rules.context import FlagsContext, RuleContext
+from kvplan.rules.state import LayerState, Set, decides_layer
 
 SKIP_REF = "https://github.com/vllm-project/vllm/pull/33695"
 
@@ -18,12 +23,14 @@ def is_index_token(tok: str) -> bool:
              "checkpoint asked for fp8. 'sliding_window' matches layers with a sliding window (not "
              "MLA layers, not chunked-local layers); decimal tokens match the layer index.",
          fix="Remove the layer from --kv-cache-dtype-skip-layers to quantize it.",
-         references=(SKIP_REF, "vllm/model_executor/layers/attention/attention.py::Attention.__init__"), versions=">=0.19")
-def skip_layers(ctx, la, st):
+         references=(SKIP_REF, "vllm/model_executor/layers/attention/attention.py::Attention.__init__"),
+         versions=">=0.19")
+@decides_layer("kv_cache_dtype", "skipped")
+def skip_layers(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     toks = ctx.flags.kv_cache_dtype_skip_layers
-    if not toks or la.kind in NO_KV_KINDS or st.get("kv_cache_dtype") is None:
+    if not toks or la.kind in NO_KV_KINDS or st.kv_cache_dtype is None:
         return
-    reasons = []
+    reasons: list[str] = []
     if la.kind != "mla" and la.sliding_window is not None and "sliding_window" in toks:
         reasons.append(f"'sliding_window' listed and the layer slides (window {la.sliding_window})")
     if str(la.index) in toks:
@@ -33,33 +40,40 @@ def skip_layers(ctx, la, st):
         yield Set("skipped", True, "; ".join(reasons))
 
 
+def _skip_token(tok: str) -> Subject:
+    return Subject(flag="--kv-cache-dtype-skip-layers", value=tok)
+
+
 @declare(code="KV301", name="skip-token-unknown", severity="warning", family="skip",
          summary="A --kv-cache-dtype-skip-layers token is neither 'sliding_window' nor a layer index.",
          why="vLLM accepts only 'sliding_window' and plain decimal indices and silently ignores "
              "anything else ('full_attention', '-1', '0-3', '03', 'sliding').",
          fix="Use 'sliding_window' or decimal layer indices separated by spaces.",
          references=(SKIP_REF,), versions=">=0.19")
-def skip_unknown(ctx):
+def skip_unknown(ctx: FlagsContext) -> Iterator[Emit]:
     for tok in ctx.flags.kv_cache_dtype_skip_layers:
         if tok != "sliding_window" and not is_index_token(tok):
             parts = [p.strip() for p in tok.split(",") if p.strip()]
             if len(parts) > 1:  # nargs='+': vLLM 0.33 does not split on commas
                 yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing in vLLM; did you mean "
                            f"`{' '.join(parts)}`? (vLLM takes space-separated tokens and ignores this one silently.)",
-                           fix=f"Pass the tokens separated by spaces: --kv-cache-dtype-skip-layers {' '.join(parts)}.")
+                           fix=f"Pass the tokens separated by spaces: --kv-cache-dtype-skip-layers {' '.join(parts)}.",
+                           subject=_skip_token(tok))
             else:
-                yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing; vLLM ignores it silently.")
+                yield Emit(f"--kv-cache-dtype-skip-layers token {tok!r} matches nothing; vLLM ignores it silently.",
+                           subject=_skip_token(tok))
 
 
 @declare(code="KV302", name="skip-index-out-of-range", severity="warning", family="skip",
          summary="A skip-layer index is beyond the model's layers.",
          why="vLLM ignores indices that name no layer, so the layer you meant stays quantized.",
          fix="Use indices from 0 to num_layers - 1 (see `kvplan explain`).", references=(SKIP_REF,), versions=">=0.19")
-def skip_out_of_range(ctx):
+def skip_out_of_range(ctx: RuleContext) -> Iterator[Emit]:
     n = ctx.arch.num_layers
     for tok in ctx.flags.kv_cache_dtype_skip_layers:
         if is_index_token(tok) and int(tok) >= n:
-            yield Emit(f"skip-layer index {tok} is out of range: the model has layers 0..{n - 1}.")
+            yield Emit(f"skip-layer index {tok} is out of range: the model has layers 0..{n - 1}.",
+                       subject=_skip_token(tok))
 
 
 @declare(code="KV303", name="skip-index-without-kv", severity="warning", family="skip",
@@ -67,20 +81,22 @@ def skip_out_of_range(ctx):
          why="Hybrid models number every block; only attention layers have a KV cache, so the skip "
              "does nothing.",
          fix="Pick attention layer indices (`kvplan explain` lists them).", references=(SKIP_REF,), versions=">=0.19")
-def skip_without_kv(ctx):
+def skip_without_kv(ctx: RuleContext) -> Iterator[Emit]:
     by_index = {la.index: la for la in ctx.arch.layers}
     for tok in ctx.flags.kv_cache_dtype_skip_layers:
         if is_index_token(tok) and int(tok) in by_index and by_index[int(tok)].kind in NO_KV_KINDS:
             la = by_index[int(tok)]
-            yield Emit(f"skip-layer index {tok} names a {la.kind} layer, which has no KV cache.", (la.index,))
+            yield Emit(f"skip-layer index {tok} names a {la.kind} layer, which has no KV cache.", (la.index,),
+                       subject=_skip_token(tok))
 
 
 @declare(code="KV304", name="skip-sliding-window-matches-nothing", severity="warning", family="skip",
          summary="'sliding_window' is in the skip list but no layer of this model slides.",
          why="Chunked-local layers (Llama 4) and MLA layers have no sliding window, and configs with "
              "use_sliding_window: false have none either, so the token skips nothing.",
-         fix="Drop 'sliding_window' or list the layer indices you want in 16-bit.", references=(SKIP_REF,), versions=">=0.19")
-def skip_sw_nothing(ctx):
+         fix="Drop 'sliding_window' or list the layer indices you want in 16-bit.", references=(SKIP_REF,),
+         versions=">=0.19")
+def skip_sw_nothing(ctx: RuleContext) -> Iterator[Emit]:
     if "sliding_window" in ctx.flags.kv_cache_dtype_skip_layers and not any(
             la.sliding_window is not None and la.kind != "mla" for la in ctx.arch.layers):
         yield Emit("'sliding_window' is in --kv-cache-dtype-skip-layers but this model has no sliding-window layers.")
@@ -91,7 +107,7 @@ def skip_sw_nothing(ctx):
          why="A config with sliding_window and no layer_types makes every layer sliding in vLLM, so "
              "'sliding_window' skips all of them; the FP8 memory saving is gone.",
          fix="List only the layer indices you want in 16-bit.", references=(SKIP_REF,), versions=">=0.19")
-def skip_all(ctx):
+def skip_all(ctx: RuleContext) -> Iterator[Emit]:
     if not ctx.flags.kv_cache_dtype_skip_layers or not quant_mode_of(ctx.kv_cache_dtype).is_quantized:
         return
     kv = [lp for lp in ctx.layers if lp.kind not in NO_KV_KINDS and lp.kv_cache_dtype is not None]
@@ -104,11 +120,11 @@ def skip_all(ctx):
          summary="A skip list is given but the KV cache is not quantized, so it changes nothing.",
          why="Skipping keeps a layer in the model dtype, which every layer already has.",
          fix="Drop --kv-cache-dtype-skip-layers or quantize the KV cache.", references=(SKIP_REF,), versions=">=0.19")
-def skip_noop(ctx):
+def skip_noop(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.flags.kv_cache_dtype_skip_layers and not any(lp.quant_mode.is_quantized for lp in ctx.layers) \
-            and not any(lp.skipped for lp in ctx.layers if lp.kind in NO_KV_KINDS):
-        if not quant_mode_of(ctx.kv_cache_dtype).is_quantized and not ctx.quant.ct_kv_cache_scheme:
-            yield Emit("--kv-cache-dtype-skip-layers has no effect: no layer's KV cache is quantized.")
+            and not any(lp.skipped for lp in ctx.layers if lp.kind in NO_KV_KINDS) \
+            and not quant_mode_of(ctx.kv_cache_dtype).is_quantized and not ctx.quant.ct_kv_cache_scheme:
+        yield Emit("--kv-cache-dtype-skip-layers has no effect: no layer's KV cache is quantized.")
 
 
 @declare(code="KV111", name="model-class-ignores-kv-cache-dtype", kind="decision", scope="layer",
@@ -119,8 +135,9 @@ def skip_noop(ctx):
              "(measured with vLLM's own FalconForCausalLM on the meta device).",
          fix="Expect model-dtype KV memory for this architecture; --kv-cache-dtype does not change it.",
          references=("vllm/model_executor/models/falcon.py::FalconAttention",))
-def model_ignores_dtype(ctx, la, st):
-    if la.kv_cache_dtype_ignored and st.get("kv_cache_dtype") not in (None, "auto"):
+@decides_layer("kv_cache_dtype")
+def model_ignores_dtype(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
+    if la.kv_cache_dtype_ignored and st.kv_cache_dtype not in (None, "auto"):
         yield Set("kv_cache_dtype", "auto", f"{ctx.arch.architecture}: vLLM builds this layer's attention "
                                             "without the cache config")
 
@@ -131,7 +148,7 @@ def model_ignores_dtype(ctx, la, st):
              "and silently keeps the KV cache in the model dtype.",
          fix="Budget KV memory at the model dtype, or serve a model whose vLLM class honours --kv-cache-dtype.",
          references=("vllm/model_executor/models/falcon.py::FalconAttention",))
-def dtype_no_effect(ctx):
+def dtype_no_effect(ctx: RuleContext) -> Iterator[Emit]:
     hit = tuple(lp.index for lp in ctx.layers if "KV111" in lp.decided_by)
     if hit:
         yield Emit(f"--kv-cache-dtype {ctx.kv_cache_dtype} has no effect on {ctx.arch.architecture}: vLLM "

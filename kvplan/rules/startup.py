@@ -7,8 +7,12 @@ rule (the dtype INFO banner of `CacheConfig._validate_cache_dtype` is covered by
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from kvplan.model.plan import LayerPlan
 from kvplan.model.vocab import QuantMode
 from kvplan.rules.base import Emit, declare
+from kvplan.rules.context import RuleContext
 
 KVM = "vllm/model_executor/layers/quantization/kv_cache.py::BaseKVCacheMethod.process_weights_after_loading"
 
@@ -20,7 +24,7 @@ KVM = "vllm/model_executor/layers/quantization/kv_cache.py::BaseKVCacheMethod.pr
              "leaves in the model dtype (first and last two) run FA2, not FA3/FA4.",
          fix="Expect FA2 speed on the boundary layers, or use an fp8 KV dtype to keep FA3/FA4.",
          references=("vllm/engine/arg_utils.py::EngineArgs.create_engine_config",))
-def turboquant_fa2(ctx):
+def turboquant_fa2(ctx: RuleContext) -> Iterator[Emit]:
     d = ctx.kv_cache_dtype
     if not (d.startswith("turboquant_") or d == "ultraquant_4bit"):
         return
@@ -30,14 +34,14 @@ def turboquant_fa2(ctx):
                    ">= 3. Overriding flash_attn_version to 2' and runs the boundary layers on FA2.")
 
 
-def _scale_kinds(ctx) -> dict[int, set[str]]:
+def _scale_kinds(ctx: RuleContext) -> dict[int, set[str]]:
     out: dict[int, set[str]] = {}
     for s in ctx.quant.scales:
         out.setdefault(s.layer, set()).add(s.kind)
     return out
 
 
-def _base_method_layers(ctx):
+def _base_method_layers(ctx: RuleContext) -> list[LayerPlan]:
     """Per-tensor FP8 layers finalised by BaseKVCacheMethod (a checkpoint KV method that is not
     compressed-tensors', which has its own), when the safetensors headers were read."""
     q = ctx.quant
@@ -55,7 +59,7 @@ def _base_method_layers(ctx):
              "scale queries with the key's range.",
          fix="Export q_scale with the checkpoint (ModelOpt / llm-compressor calibrate it), or accept k_scale.",
          references=(KVM,))
-def q_scale_from_k(ctx):
+def q_scale_from_k(ctx: RuleContext) -> Iterator[Emit]:
     kinds = _scale_kinds(ctx)
     layers = tuple(lp.index for lp in _base_method_layers(ctx) if "q_scale" not in kinds.get(lp.index, set()))
     if layers:
@@ -71,7 +75,7 @@ def q_scale_from_k(ctx):
          fix="Export prob_scale (and q_scale) with the checkpoint, or ignore if your backend keeps "
              "attention probabilities in 16-bit.",
          references=(KVM,))
-def uncalibrated_q_prob(ctx):
+def uncalibrated_q_prob(ctx: RuleContext) -> Iterator[Emit]:
     kinds = _scale_kinds(ctx)
     layers = tuple(lp.index for lp in _base_method_layers(ctx)
                    if lp.kv_cache_dtype == "fp8" and "prob_scale" not in kinds.get(lp.index, set()))

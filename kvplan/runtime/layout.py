@@ -22,50 +22,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# kv_cache_dtype -> quant mode, for the strings the runtime executes (vLLM 0.33 get_kv_quant_mode).
-_EXECUTED_DTYPES: dict[str, str] = {
-    "auto": "none",
-    "float16": "none",
-    "bfloat16": "none",
-    "float32": "none",  # not a vLLM --kv-cache-dtype, but "auto" on an fp32 model stores fp32
-    "fp8": "fp8_per_tensor",
-    "fp8_e4m3": "fp8_per_tensor",
-    "fp8_e5m2": "fp8_per_tensor",
-    "fp8_inc": "fp8_per_tensor",
-    "int8_per_token_head": "int8_per_token_head",
-    "fp8_per_token_head": "fp8_per_token_head",
-    "int4_per_token_head": "int4_per_token_head",
-}
+# Plain-Python vocabulary (no pydantic): the runtime imports it on machines without the planner's deps.
+from kvplan.model.vocab import (
+    MODEL_DTYPE_ALIASES,
+    NO_KV_KINDS,
+    PER_HEAD_KV_KINDS,
+    SHORT_DTYPE_NAMES,
+    VLLM_033_KV_CACHE_DTYPES,
+    QuantMode,
+    quant_mode_of,
+)
 
 #: Quant modes the Triton runtime executes (write + attention).
 EXECUTED_QUANT_MODES: tuple[str, ...] = (
-    "none", "fp8_per_tensor", "int8_per_token_head", "fp8_per_token_head", "int4_per_token_head",
+    QuantMode.none.value, QuantMode.fp8_per_tensor.value, QuantMode.int8_per_token_head.value,
+    QuantMode.fp8_per_token_head.value, QuantMode.int4_per_token_head.value,
 )
-
+# The kv_cache_dtype strings it executes: vLLM's whose mode it runs (fp8_ds_mla is an MLA-only layout),
+# and float32, which is no --kv-cache-dtype but what "auto" stores for an fp32 model.
+_EXECUTED_DTYPES = frozenset(d for d in (*VLLM_033_KV_CACHE_DTYPES, "float32")
+                             if quant_mode_of(d).value in EXECUTED_QUANT_MODES and d != "fp8_ds_mla")
 _UNQUANTIZED_STORAGE = {"bfloat16": 2, "float16": 2, "float32": 4}
-_DTYPE_ALIASES = {"bf16": "bfloat16", "half": "float16", "fp16": "float16", "float": "float32",
-                  "fp32": "float32"}
-# Layer kinds whose per-token KV is laid out like full attention.
-_ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "cross_attention")
-_NO_KV_KINDS = ("linear_attention", "mamba", "encoder_only", "none")
+_DTYPE_ALIASES = {**MODEL_DTYPE_ALIASES, **SHORT_DTYPE_NAMES}
 #: Layer kinds the attention kernels execute (others may still be allocated and written).
 ATTENTION_EXECUTED_KINDS: tuple[str, ...] = ("full_attention", "sliding_attention")
-
-
-def _quant_mode_of(kv_cache_dtype: str) -> str:
-    """Same resolution order as vLLM 0.33 `get_kv_quant_mode` (prefix rules included)."""
-    d = kv_cache_dtype
-    if d in ("int4_per_token_head", "int8_per_token_head", "fp8_per_token_head"):
-        return d
-    if d == "nvfp4_ds_mla":
-        return "nvfp4_ds_mla"
-    if d.startswith("nvfp4"):
-        return "nvfp4"
-    if d.startswith(("turboquant_", "octave_")) or d == "ultraquant_4bit":
-        return d
-    if d.startswith("fp8"):
-        return "fp8_per_tensor"
-    return "none"
+# The plan layer fields the runtime reads (a dict, a LayerPlan, or any object with these attributes).
+_LAYER_FIELDS = ("index", "kind", "kv_cache_dtype", "quant_mode", "dtype", "num_kv_heads", "head_size",
+                 "head_size_v", "sliding_window", "bytes_per_token")
 
 
 @dataclass(frozen=True)
@@ -88,8 +71,7 @@ class LayerLayout:
     # ----------------------------------------------------------------------------- derived sizes
     @property
     def is_per_token_head(self) -> bool:
-        return self.quant_mode in ("int8_per_token_head", "fp8_per_token_head",
-                                   "int4_per_token_head")
+        return QuantMode(self.quant_mode).is_per_token_head
 
     @property
     def physical_layout(self) -> str:
@@ -134,104 +116,30 @@ class LayerLayout:
 
     # ----------------------------------------------------------------------------- construction
     @classmethod
-    def from_plan_layer(cls, layer: Mapping[str, Any]) -> LayerLayout:
-        """Build the layout of one plan layer dict; ValueError for what the runtime cannot execute.
+    def from_plan_layer(cls, layer: Any) -> LayerLayout:
+        """Build the layout of one plan layer; ValueError for what the runtime cannot execute.
 
-        Reads ``kv_cache_dtype``, ``num_kv_heads``, ``head_size`` (required), ``dtype``,
-        ``quant_mode``, ``sliding_window``, ``kind``, ``index`` and checks ``bytes_per_token``
-        when the plan states it, so a planner/runtime disagreement fails loudly. A typed
-        ``LayerPlan`` (``kvplan.compile(...).layers[i]``) is accepted too.
+        `layer` is a plan layer dict, a typed ``LayerPlan`` (``kvplan.compile(...).layers[i]``) or
+        any object with its attributes. Reads ``kv_cache_dtype``, ``num_kv_heads``, ``head_size``
+        (required), ``dtype``, ``quant_mode``, ``sliding_window``, ``kind``, ``index`` and checks
+        ``bytes_per_token`` when the plan states it, so a planner/runtime disagreement fails loudly.
         """
-        if hasattr(layer, "model_dump"):
-            layer = layer.model_dump(mode="json")
-        where = f"layer {layer.get('index', '?')}"
+        f = _layer_fields(layer)
+        where = f"layer {f.get('index', '?')}"
         for key in ("kv_cache_dtype", "num_kv_heads", "head_size"):
-            if key not in layer or layer[key] is None:
+            if f.get(key) is None:
                 raise ValueError(f"{where}: plan layer has no '{key}'")
-        kv_cache_dtype = str(layer["kv_cache_dtype"])
-        kind = str(layer.get("kind") or "full_attention")
-        if kind in _NO_KV_KINDS:
-            raise ValueError(f"{where}: kind '{kind}' holds no per-token KV cache; nothing to run")
-        if kind == "mla":
-            raise ValueError(
-                f"{where}: MLA latent caches are not executed by the kvplan Triton runtime "
-                "(only per-head K/V attention layers are); validate MLA layers with vLLM")
-        if kind not in _ATTENTION_KINDS:
-            raise ValueError(f"{where}: unknown layer kind '{kind}'")
-
-        derived = _EXECUTED_DTYPES.get(kv_cache_dtype)
-        plan_mode = layer.get("quant_mode")
-        mode = derived if derived is not None else _quant_mode_of(kv_cache_dtype)
-        if plan_mode is not None and str(plan_mode) != mode:
-            raise ValueError(f"{where}: quant_mode '{plan_mode}' contradicts kv_cache_dtype "
-                             f"'{kv_cache_dtype}' (vLLM 0.33 maps it to '{mode}')")
-        if derived is None:
-            raise ValueError(
-                f"{where}: kv_cache_dtype '{kv_cache_dtype}' (quant_mode '{mode}') is not executed "
-                f"by the kvplan Triton runtime; executed modes: {', '.join(EXECUTED_QUANT_MODES)}")
-        if kv_cache_dtype == "fp8_ds_mla":  # pragma: no cover - caught above (not in the table)
-            raise ValueError(f"{where}: fp8_ds_mla is an MLA-only layout")
-
-        num_kv_heads = int(layer["num_kv_heads"])
-        head_size = int(layer["head_size"])
-        if num_kv_heads <= 0 or head_size <= 0:
-            raise ValueError(f"{where}: num_kv_heads and head_size must be positive")
-        head_size_v = layer.get("head_size_v")
-        if head_size_v is not None and int(head_size_v) != head_size:
-            raise ValueError(f"{where}: head_size_v {head_size_v} != head_size {head_size} "
-                             "is not supported by the runtime")
-        if head_size % 8 != 0 or head_size > 512:
-            raise ValueError(f"{where}: head_size {head_size} unsupported (need a multiple of 8, "
-                             "at most 512)")
-
-        stored = layer.get("dtype")
-        stored = _DTYPE_ALIASES.get(str(stored), str(stored)) if stored is not None else None
-        fp8_format = None
-        if mode == "none":
-            if kv_cache_dtype in ("bfloat16", "float16", "float32"):
-                if stored is not None and stored != kv_cache_dtype:
-                    raise ValueError(f"{where}: dtype '{stored}' contradicts kv_cache_dtype "
-                                     f"'{kv_cache_dtype}'")
-                storage = kv_cache_dtype
-            else:  # "auto": the model dtype, which the plan records in `dtype`
-                if stored is None:
-                    raise ValueError(f"{where}: kv_cache_dtype 'auto' needs the plan's 'dtype' "
-                                     "(the model dtype) to know the stored element type")
-                storage = stored
-            if storage not in _UNQUANTIZED_STORAGE:
-                raise ValueError(f"{where}: unquantized storage dtype '{storage}' unsupported "
-                                 f"(one of {sorted(_UNQUANTIZED_STORAGE)})")
-        elif mode == "int8_per_token_head":
-            if stored not in (None, "int8", "uint8"):
-                raise ValueError(f"{where}: dtype '{stored}' is not an int8 storage type")
-            storage = "int8"
-        elif mode == "int4_per_token_head":
-            if stored not in (None, "uint8", "int8", "int4"):  # the plan names the logical type, int4
-                raise ValueError(f"{where}: dtype '{stored}' is not a packed int4 storage type")
-            if head_size < 32 or head_size & (head_size - 1):
-                raise ValueError(f"{where}: int4_per_token_head needs a power-of-two head_size "
-                                 ">= 32 (the runtime rotates heads with a Hadamard matrix)")
-            storage = "uint8"
-        else:  # fp8 per-tensor / per-token-head
-            fp8_format = "e5m2" if kv_cache_dtype == "fp8_e5m2" else "e4m3fn"
-            ok = {None, "uint8", "float8_e4m3fn", "float8_e5m2"}
-            if stored not in ok:
-                raise ValueError(f"{where}: dtype '{stored}' is not an fp8 storage type")
-            if stored == "float8_e5m2":
-                fp8_format = "e5m2"
-            storage = "uint8"
-
-        sliding_window = layer.get("sliding_window")
-        if sliding_window is not None:
-            sliding_window = int(sliding_window)
-            if sliding_window <= 0:
-                raise ValueError(f"{where}: sliding_window must be positive or null")
-
+        kv_cache_dtype = str(f["kv_cache_dtype"])
+        kind = str(f.get("kind") or "full_attention")
+        _check_kind(where, kind)
+        mode = _executed_mode(where, kv_cache_dtype, f.get("quant_mode"))
+        num_kv_heads, head_size = _geometry(where, f)
+        storage, fp8_format = _storage(where, mode, kv_cache_dtype, f.get("dtype"), head_size)
         out = cls(kv_cache_dtype=kv_cache_dtype, quant_mode=mode, num_kv_heads=num_kv_heads,
                   head_size=head_size, storage_dtype=storage, fp8_format=fp8_format,
-                  sliding_window=sliding_window, kind=kind,
-                  index=None if layer.get("index") is None else int(layer["index"]))
-        want = layer.get("bytes_per_token")
+                  sliding_window=_sliding_window(where, f.get("sliding_window")), kind=kind,
+                  index=None if f.get("index") is None else int(f["index"]))
+        want = f.get("bytes_per_token")
         if want is not None and int(want) != out.bytes_per_token:
             raise ValueError(f"{where}: plan bytes_per_token {want} != runtime layout "
                              f"{out.bytes_per_token} for kv_cache_dtype '{kv_cache_dtype}', "
@@ -248,3 +156,103 @@ class LayerLayout:
             "dtype": model_dtype if kv_cache_dtype == "auto" else None,
             "kind": "sliding_attention" if sliding_window else "full_attention",
         })
+
+
+# ----------------------------------------------------------------------------- reading a plan layer
+def _layer_fields(layer: Any) -> Mapping[str, Any]:
+    """The plan layer's fields, enum values as their strings (a LayerPlan's quant_mode is a QuantMode)."""
+    if isinstance(layer, Mapping):
+        fields: Mapping[str, Any] = layer
+    else:
+        fields = {k: getattr(layer, k) for k in _LAYER_FIELDS if hasattr(layer, k)}
+    return {k: getattr(v, "value", v) for k, v in fields.items()}
+
+
+def _check_kind(where: str, kind: str) -> None:
+    if kind in NO_KV_KINDS:
+        raise ValueError(f"{where}: kind '{kind}' holds no per-token KV cache; nothing to run")
+    if kind == "mla":
+        raise ValueError(
+            f"{where}: MLA latent caches are not executed by the kvplan Triton runtime "
+            "(only per-head K/V attention layers are); validate MLA layers with vLLM")
+    if kind not in PER_HEAD_KV_KINDS:
+        raise ValueError(f"{where}: unknown layer kind '{kind}'")
+
+
+def _executed_mode(where: str, kv_cache_dtype: str, plan_mode: Any) -> str:
+    """The layer's quant mode as vLLM 0.33 `get_kv_quant_mode` derives it, if the runtime executes it."""
+    try:
+        mode = quant_mode_of(kv_cache_dtype).value
+    except ValueError:  # a family prefix with a member vLLM 0.33 does not have (turboquant_x)
+        mode = kv_cache_dtype
+    if plan_mode is not None and str(plan_mode) != mode:
+        raise ValueError(f"{where}: quant_mode '{plan_mode}' contradicts kv_cache_dtype "
+                         f"'{kv_cache_dtype}' (vLLM 0.33 maps it to '{mode}')")
+    if kv_cache_dtype not in _EXECUTED_DTYPES:
+        raise ValueError(
+            f"{where}: kv_cache_dtype '{kv_cache_dtype}' (quant_mode '{mode}') is not executed "
+            f"by the kvplan Triton runtime; executed modes: {', '.join(EXECUTED_QUANT_MODES)}")
+    return mode
+
+
+def _geometry(where: str, f: Mapping[str, Any]) -> tuple[int, int]:
+    num_kv_heads = int(f["num_kv_heads"])
+    head_size = int(f["head_size"])
+    if num_kv_heads <= 0 or head_size <= 0:
+        raise ValueError(f"{where}: num_kv_heads and head_size must be positive")
+    head_size_v = f.get("head_size_v")
+    if head_size_v is not None and int(head_size_v) != head_size:
+        raise ValueError(f"{where}: head_size_v {head_size_v} != head_size {head_size} "
+                         "is not supported by the runtime")
+    if head_size % 8 != 0 or head_size > 512:
+        raise ValueError(f"{where}: head_size {head_size} unsupported (need a multiple of 8, "
+                         "at most 512)")
+    return num_kv_heads, head_size
+
+
+def _storage(where: str, mode: str, kv_cache_dtype: str, dtype: Any, head_size: int) -> tuple[str, str | None]:
+    """(storage dtype, fp8 format) of the stored elements, checked against the plan's `dtype`."""
+    stored = _DTYPE_ALIASES.get(str(dtype), str(dtype)) if dtype is not None else None
+    if mode == QuantMode.none.value:
+        return _unquantized_storage(where, kv_cache_dtype, stored), None
+    if mode == QuantMode.int8_per_token_head.value:
+        if stored not in (None, "int8", "uint8"):
+            raise ValueError(f"{where}: dtype '{stored}' is not an int8 storage type")
+        return "int8", None
+    if mode == QuantMode.int4_per_token_head.value:
+        if stored not in (None, "uint8", "int8", "int4"):  # the plan names the logical type, int4
+            raise ValueError(f"{where}: dtype '{stored}' is not a packed int4 storage type")
+        if head_size < 32 or head_size & (head_size - 1):
+            raise ValueError(f"{where}: int4_per_token_head needs a power-of-two head_size "
+                             ">= 32 (the runtime rotates heads with a Hadamard matrix)")
+        return "uint8", None
+    # fp8 per-tensor / per-token-head
+    if stored not in (None, "uint8", "float8_e4m3fn", "float8_e5m2"):
+        raise ValueError(f"{where}: dtype '{stored}' is not an fp8 storage type")
+    e5m2 = kv_cache_dtype == "fp8_e5m2" or stored == "float8_e5m2"
+    return "uint8", "e5m2" if e5m2 else "e4m3fn"
+
+
+def _unquantized_storage(where: str, kv_cache_dtype: str, stored: str | None) -> str:
+    if kv_cache_dtype in _UNQUANTIZED_STORAGE:
+        if stored is not None and stored != kv_cache_dtype:
+            raise ValueError(f"{where}: dtype '{stored}' contradicts kv_cache_dtype '{kv_cache_dtype}'")
+        storage = kv_cache_dtype
+    else:  # "auto": the model dtype, which the plan records in `dtype`
+        if stored is None:
+            raise ValueError(f"{where}: kv_cache_dtype 'auto' needs the plan's 'dtype' "
+                             "(the model dtype) to know the stored element type")
+        storage = stored
+    if storage not in _UNQUANTIZED_STORAGE:
+        raise ValueError(f"{where}: unquantized storage dtype '{storage}' unsupported "
+                         f"(one of {sorted(_UNQUANTIZED_STORAGE)})")
+    return storage
+
+
+def _sliding_window(where: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    window = int(value)
+    if window <= 0:
+        raise ValueError(f"{where}: sliding_window must be positive or null")
+    return window

@@ -280,8 +280,8 @@ def load_plan_input(plan: Any, flags: Any = None, kv_scales: str | Path | None =
     p = Path(plan)
     from kvplan.ingest.hub import looks_like_hub_id
     if not p.exists() and isinstance(plan, str) and looks_like_hub_id(plan):
-        from kvplan.api import compile_with_quant
-        plan_obj, quant = compile_with_quant(plan, flags, kv_scales=kv_scales)
+        from kvplan.pipeline import run
+        plan_obj, quant = run(plan, flags, kv_scales=kv_scales)
         return plan_obj, plan, quant
     if not p.exists():
         raise KvplanInputError(f"{plan}: no such file or folder.", "Pass a PLAN.json, a config.json or a checkpoint folder.")
@@ -292,8 +292,8 @@ def load_plan_input(plan: Any, flags: Any = None, kv_scales: str | Path | None =
                 raise KvplanInputError(f"engine flags ({' '.join(map(str, flags))}) were given with a PLAN.json; "
                                        "the plan already fixes them.", "Pass the model config to plan with flags.")
             return load_plan(p), str(p), None
-    from kvplan.api import compile_with_quant
-    plan_obj, quant = compile_with_quant(p, flags, kv_scales=kv_scales)
+    from kvplan.pipeline import run
+    plan_obj, quant = run(p, flags, kv_scales=kv_scales)
     return plan_obj, str(p), quant
 
 

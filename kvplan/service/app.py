@@ -36,6 +36,7 @@ from kvplan.emit.load import plan_from_data
 from kvplan.emit.model import EmitResult
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, active_limits, loads_json
+from kvplan.model.engine import DEFAULT_ENGINE_NAME, DEFAULT_ENGINE_VERSION
 from kvplan.model.limits import MAX_LAYERS
 from kvplan.model.plan import Plan
 from kvplan.service.models import EmitRequest, ErrorResponse, Health, LintRequest, ModelRequest, PlanRequest
@@ -184,7 +185,7 @@ class Service:
             if not self.settings.hub:
                 raise ServiceError(403, "hub_disabled", "this server resolves no Hugging Face ids (started with "
                                    "--no-hub). Send the config.json object as `config`.")
-            from kvplan.api import flags_from
+            from kvplan.ingest.flags import flags_from
             from kvplan.ingest.hub import hub_id, resolve
             repo = hub_id(req.model) if "/" in req.model else None
             if repo is None:  # never a server-side path: those go through config_path and --allow-path
@@ -219,13 +220,14 @@ class Service:
             return self._plan(req)
 
     def _plan(self, req: ModelRequest) -> Plan:
-        from kvplan.policy import compile_with_policy, policy_from_text
+        from kvplan.pipeline import compile as compile_plan
+        from kvplan.policy import policy_from_text
         _check_gpu(req.gpu)
         source, label = self._model_source(req)
         policy = policy_from_text(req.policy, "<request policy>") if req.policy is not None else None
         budget = int(req.kv_budget_gib * 2**30) if req.kv_budget_gib is not None else None
-        return compile_with_policy(source, req.flags, req.gpu, policy=policy, hf_quant_config=req.hf_quant_config,
-                                   kv_budget_bytes=budget, source=label, engine=req.engine)
+        return compile_plan(source, req.flags, req.gpu, policy=policy, hf_quant_config=req.hf_quant_config,
+                            kv_budget_bytes=budget, label=label, engine=req.engine)
 
     def emit(self, req: EmitRequest) -> EmitResult:
         if req.plan is not None:
@@ -272,14 +274,11 @@ class Service:
 
     @staticmethod
     def rules() -> dict[str, Any]:
-        import kvplan.lint.rules  # noqa: F401 (registers the linter's KV8xx)
-        from kvplan.emit.codes import EMIT_RULES
         from kvplan.planner.precedence import DECISION_ORDER
-        from kvplan.policy.codes import POLICY_RULES
-        from kvplan.rules.base import all_rules
+        from kvplan.rules.base import LINT_SCOPES, PLANNER_SCOPES, rules_in
         return {"schema_version": "1.0", "kvplan_version": __version__, "decision_order": list(DECISION_ORDER),
-                "rules": [r.doc() for r in all_rules()],
-                "emit_and_policy_rules": [r.doc() for _, r in sorted({**EMIT_RULES, **POLICY_RULES}.items())]}
+                "rules": [r.doc() for r in rules_in(*PLANNER_SCOPES, *LINT_SCOPES)],
+                "emit_and_policy_rules": [r.doc() for r in rules_in("emit", "policy")]}
 
     @staticmethod
     def backends(gpu: str | None, engine: str | None) -> dict[str, Any]:
@@ -342,7 +341,8 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
 
     @app.get("/healthz", response_model=Health)
     async def healthz() -> Response:
-        return _json(Health(kvplan_version=__version__, engine={"name": "vllm", "version": "0.33.0"}))
+        return _json(Health(kvplan_version=__version__,
+                            engine={"name": DEFAULT_ENGINE_NAME, "version": DEFAULT_ENGINE_VERSION}))
 
     @app.post("/v1/plan", response_model=Plan, responses=_RESPONSES)
     async def plan(req: PlanRequest) -> Response:

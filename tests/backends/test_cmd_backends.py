@@ -95,4 +95,5 @@ def test_backends_bad_input_raises_kvplan_input_error(args, match: str) -> None:
 
 
 def test_backends_document_is_byte_stable() -> None:
-    assert json.dumps(backends_document("b200"), sort_keys=True) == json.dumps(backends_document("b200"), sort_keys=True)
+    first = json.dumps(backends_document("b200"), sort_keys=True)
+    assert first == json.dumps(backends_document("b200"), sort_keys=True)

@@ -126,3 +126,25 @@ def test_rules_outside_their_release_do_not_run() -> None:
     p = kvplan.api.compile(GPT_OSS, SKIP_SW, engine="vllm==0.18.0")
     assert all("KV104" not in lp.decided_by and not lp.skipped for lp in p.layers)
     assert {f.code for f in p.findings} >= {"KV004", "KV009"}
+
+
+def test_default_engine_is_defined_once() -> None:
+    """Every module reads the default release from kvplan.model.engine: no other string literal spells it."""
+    import ast
+
+    from kvplan.model.engine import DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION
+    from tests.conftest import ROOT
+
+    spellings = {DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION}
+    found = []
+    for path in sorted((ROOT / "kvplan").rglob("*.py")):
+        if path.relative_to(ROOT).as_posix() == "kvplan/model/engine.py":
+            continue
+        tree = ast.parse(path.read_text())
+        # A release table's keys (RELEASE_DATES) name releases, not the default.
+        keys = {id(k) for d in ast.walk(tree) if isinstance(d, ast.Dict) for k in d.keys}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in spellings and id(node) not in keys:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not found, "\n".join(found)
+    assert EngineVersion() == EngineVersion.parse(DEFAULT_ENGINE) and str(EngineVersion()) == DEFAULT_ENGINE

@@ -6,6 +6,7 @@ import sys
 import types
 
 import pytest
+from pydantic import ValidationError
 
 from kvplan.backends.gpus import GPU_PROFILES, all_gpu_names, resolve_gpu
 from kvplan.errors import KvplanInputError
@@ -37,9 +38,9 @@ def test_gpu_profiles_native_fp8_only_from_ada_on() -> None:
 
 def test_gpu_profile_is_frozen_and_forbids_extra_fields() -> None:
     g = GPU_PROFILES["h100-sxm"]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         g.memory_gib = 1  # type: ignore[misc]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         type(g)(**g.model_dump(), warp_size=32)
 
 
@@ -96,7 +97,7 @@ def test_resolve_gpu_unknown_name_lists_suggestions_and_fix() -> None:
 
 
 def test_resolve_gpu_unmodelled_compute_capability_is_input_error() -> None:
-    with pytest.raises(KvplanInputError, match="compute capability 7.2"):
+    with pytest.raises(KvplanInputError, match=r"compute capability 7\.2"):
         resolve_gpu("sm72")
 
 
@@ -172,3 +173,27 @@ def test_resolve_gpu_any_text_resolves_or_raises_input_error(spec: str) -> None:
         assert "\n" not in str(e).strip() or "\n" in spec
     else:
         assert g.name and g.vendor in ("nvidia", "amd", "cpu")
+
+
+def test_gpu_facts_carry_the_typed_profile() -> None:
+    from kvplan.backends.gpus import GpuFacts, gpu_facts
+    from kvplan.model.gpu import GpuProfile
+
+    h100 = gpu_facts("h100")
+    assert h100 is not None and isinstance(h100.profile, GpuProfile)
+    assert h100.profile is GPU_PROFILES["h100-sxm"]
+    assert (h100.name, h100.memory_gib, h100.compute_capability, h100.cc_str, h100.fp8) == (
+        "h100-sxm", 80, (9, 0), "9.0", "e4m3fn")
+    assert gpu_facts(GPU_PROFILES["h100-sxm"]) == h100
+    assert gpu_facts(h100) is h100 and gpu_facts(None) is None
+    # vLLM refuses bfloat16 below SM80 on NVIDIA only.
+    assert not gpu_facts("v100").supports_bf16 and gpu_facts("a100").supports_bf16
+    assert gpu_facts("mi250x").supports_bf16 and gpu_facts("mi300x").fp8 == "e4m3fnuz"
+    assert GpuFacts(name="custom", memory_gib=24).profile is None
+
+
+def test_gpu_facts_is_the_type_the_rule_context_uses() -> None:
+    from kvplan.backends.gpus import GpuFacts
+    from kvplan.rules.context import GpuFacts as ContextGpuFacts
+
+    assert ContextGpuFacts is GpuFacts

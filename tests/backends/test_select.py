@@ -301,7 +301,8 @@ def test_select_backend_rocm_mi300x_fp8_notes_fnuz() -> None:
 
 def test_select_backend_rocm_no_backend_lists_supported_dtypes() -> None:
     c = select_backend(dense("nvfp4"), resolve_gpu("mi300x"))
-    assert c.error.startswith("No valid attention backend found for rocm") and "Supported kv_cache_dtype values" in c.error
+    assert c.error.startswith("No valid attention backend found for rocm")
+    assert "Supported kv_cache_dtype values" in c.error
 
 
 def test_select_backend_cpu_rules() -> None:
@@ -361,7 +362,8 @@ def test_mla_prefill_backend_default_is_flash_attn_for_r1_dims_on_b200() -> None
     name, tried = mla_prefill_backend(resolve_gpu("b200"), R1_DIMS, {})
     assert name == "FLASH_ATTN" and tried == (("FLASH_ATTN", ()),)
     name2, _ = mla_prefill_backend(resolve_gpu("b200"),
-                                   MlaDims(qk_nope_head_dim=192, qk_rope_head_dim=64, v_head_dim=256), {})
+                                   MlaDims(qk_nope_head_dim=192, qk_rope_head_dim=64, v_head_dim=256,
+                                           kv_lora_rank=512), {})
     assert name2 == "TRTLLM_RAGGED"
 
 
@@ -378,7 +380,8 @@ def test_prefill_query_advice_branch2_flag_silently_ignored_on_b200() -> None:
     a = prefill_query_advice(resolve_gpu("b200"), "fp8", R1_DIMS, {"use_prefill_query_quantization": True},
                              input_len=8192)
     assert (a.branch, a.log_level, a.prefill_query_dtype, a.prefill_backend) == (2, "INFO", "bfloat16", "FLASH_ATTN")
-    assert a.log_line.startswith("Unable to perform FP8 prefill attention when use_prefill_query_quantization is enabled.")
+    assert a.log_line.startswith(
+        "Unable to perform FP8 prefill attention when use_prefill_query_quantization is enabled.")
     assert a.flag_silently_ignored and "#50056" in a.explanation
     assert a.attention_config_flag == ("--attention-config '{\"mla_prefill_backend\": \"TRTLLM_RAGGED\", "
                                        "\"use_prefill_query_quantization\": true}'")

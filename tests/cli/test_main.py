@@ -31,8 +31,8 @@ def test_plan_json_validates_against_published_schema() -> None:
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, schema_dict("plan"))
-    assert doc["schema_version"] == "1.1" and doc["engine"] == {"name": "vllm", "version": "0.33.0"}
-    assert [lp["kv_cache_dtype"] for lp in doc["layers"][:2]] == ["auto", "fp8"]
+    assert doc["schema_version"] == "1.2" and doc["engine"] == {"name": "vllm", "version": "0.33.0"}
+    assert [layer["kv_cache_dtype"] for layer in doc["layers"][:2]] == ["auto", "fp8"]
 
 
 def test_plan_json_is_byte_stable() -> None:
@@ -168,3 +168,19 @@ def test_plan_reads_vllm_config_yaml_like_vllm(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert doc["flags"]["kv_cache_dtype"] == "fp8" and doc["flags"]["max_model_len"] == 4096
     assert doc["layers"][0]["kv_cache_dtype"] == "auto" and doc["layers"][1]["kv_cache_dtype"] == "fp8"
+
+
+def test_importing_the_cli_reads_no_argv_and_loads_verbs_on_demand() -> None:
+    """Importing kvplan.cli.main does not look at sys.argv: under a `kvplan plan` argv the optional verbs
+    are not imported, yet the same `app` runs them when asked (they load on first lookup)."""
+    code = ("import sys; sys.argv = ['kvplan', 'plan']; from kvplan.cli.main import app; "
+            "assert 'kvplan.cli.cmd_lint' not in sys.modules, 'optional verbs imported at import time'; "
+            "from typer.testing import CliRunner; "
+            "r = CliRunner().invoke(app, ['rule', 'KV104']); assert r.exit_code == 0, r.output; "
+            "assert 'kvplan.cli.cmd_lint' not in sys.modules, 'a core verb loaded the optional ones'; "
+            "r = CliRunner().invoke(app, ['lint', 'examples/deploy/clean-deployment.yaml']); "
+            "assert r.exit_code == 0, r.output; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

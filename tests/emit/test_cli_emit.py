@@ -59,7 +59,7 @@ def test_emit_json_is_versioned_sorted_and_byte_stable(plan_json: Path) -> None:
     assert a.exit_code == 0 and a.stdout == b.stdout
     doc = json.loads(a.stdout)
     assert list(doc) == sorted(doc)
-    assert doc["schema_version"] == "1.0" and doc["kind"] == "kvplan.emit" and doc["target"]["name"] == "trtllm"
+    assert doc["schema_version"] == "1.1" and doc["kind"] == "kvplan.emit" and doc["target"]["name"] == "trtllm"
     published = json.loads((ROOT / "schemas" / "emit-result.schema.json").read_text())
     jsonschema.validate(doc, published)
 

@@ -140,7 +140,7 @@ def test_render_yaml_header_is_versioned_and_lists_findings() -> None:
     r = emit(_edit(compile_plan(model, ["--kv-cache-dtype", "fp8"]), l2="nvfp4"), "vllm")
     text = render(r, "yaml")
     lines = text.splitlines()
-    assert lines[0].startswith("# kvplan 0.1.0: KV cache settings for vllm 0.33.0 (kvplan.emit schema 1.0)")
+    assert lines[0].startswith("# kvplan 0.1.0: KV cache settings for vllm 0.33.0 (kvplan.emit schema 1.1)")
     assert any(line.startswith("# NOT exact: 1 layer(s)") for line in lines)
     assert any(line.startswith("# KV981 warning:") or line.startswith("# KV980 warning:") for line in lines)
     assert render(r, "args") == "--kv-cache-dtype fp8\n"

@@ -75,7 +75,8 @@ def golden_entry(plan: Any) -> tuple[dict[str, Any], list[str]]:
 
 def model_goldens(model: str) -> tuple[str, dict[str, Any], list[str]]:
     """Compile every GPU x flag set for one model: (model, golden, invariant violations)."""
-    from kvplan.api import flags_from, gpu_facts  # noqa: PLC0415
+    from kvplan.ingest.flags import flags_from  # noqa: PLC0415
+    from kvplan.pipeline import gpu_facts  # noqa: PLC0415
     from kvplan.backends.gpus import GPU_PROFILES  # noqa: PLC0415
     from kvplan.ingest.checkpoint import load_model_inputs  # noqa: PLC0415
     from kvplan.planner.compile import compile_plan  # noqa: PLC0415

@@ -115,7 +115,7 @@ def test_config_yaml_expands_like_vllm_and_command_line_wins(tmp_path) -> None:
 
 
 def test_library_dict_flags_turn_booleans_off_with_no_form() -> None:
-    from kvplan.api import flags_from
+    from kvplan.ingest.flags import flags_from
     f = flags_from({"kv_cache_dtype": "fp8", "enable_prefix_caching": False, "kv_cache_dtype_skip_layers": [0, 1],
                     "max_model_len": None})
     assert f.flag_errors == () and f.kv_cache_dtype_skip_layers == ("0", "1") and f.max_model_len is None

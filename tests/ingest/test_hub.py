@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import kvplan
-from kvplan.api import compile_with_quant
 from kvplan.errors import KvplanInputError
+from kvplan.pipeline import run as compile_with_quant
 from kvplan.report.json_report import dumps
 from tests.conftest import EXAMPLES, ROOT
 from tests.hubserver import FakeHub, _clear_memo, fake_hub_fixture, fp8_checkpoint, go_offline  # noqa: F401 - fixture

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from kvplan.api import compile as compile_plan
+from kvplan import compile as compile_plan
 from kvplan.emit import emit
 from kvplan.errors import KvplanInputError
-from kvplan.policy import apply_policy, compile_with_policy, policy_from_text
+from kvplan.policy import load_policy, policy_from_text
 from tests.emit.helpers import EXAMPLES, config, load_config, per_layer
 
 GPT_OSS = EXAMPLES / "gpt-oss-20b"
@@ -20,7 +20,8 @@ version: 1
 name: edges
 rules:
   - {code: KV901, name: fp8-kv, reason: halve KV memory, set: {kv_cache_dtype: fp8}}
-  - {code: KV902, name: edges-16bit, reason: edge layers are sensitive, select: {index: [0, -1]}, set: {kv_cache_dtype: model}}
+  - {code: KV902, name: edges-16bit, reason: edge layers are sensitive, select: {index: [0, -1]},
+     set: {kv_cache_dtype: model}}
 """, "edges.yaml")
 
 
@@ -29,7 +30,7 @@ def _codes(plan) -> list[str]:
 
 
 def test_settings_are_realised_as_flags_and_recorded_per_layer() -> None:
-    plan = apply_policy(EDGES, LLAMA)
+    plan = compile_plan(LLAMA, policy=EDGES)
     assert plan.flags["kv_cache_dtype"] == "fp8" and plan.flags["kv_cache_dtype_skip_layers"] == ["0", "31"]
     first, mid = plan.layers[0], plan.layers[5]
     assert first.kv_cache_dtype == "auto" and mid.kv_cache_dtype == "fp8"
@@ -51,7 +52,7 @@ rules:
   - {code: KV901, name: bf16-first, reason: a, select: {index: 0}, set: {kv_cache_dtype: model}}
   - {code: KV902, name: fp8-all, reason: b, set: {kv_cache_dtype: fp8}}
 """)
-    plan = apply_policy(pol, LLAMA)
+    plan = compile_plan(LLAMA, policy=pol)
     assert plan.layers[0].kv_cache_dtype == "fp8" and plan.layers[0].decided_by[0] == "KV902"
     assert "KV901" not in plan.layers[0].decided_by
 
@@ -63,7 +64,7 @@ rules:
   - {code: KV901, name: fp8, reason: r, set: {quant_mode: fp8_per_tensor}}
   - {code: KV902, name: last-16bit, reason: r, select: {index: -1}, set: {quant_mode: none}}
 """)
-    plan = apply_policy(pol, MODELOPT)
+    plan = compile_plan(MODELOPT, policy=pol)
     # ModelOpt resolves 'auto' to fp8_e4m3 (per-tensor FP8): the policy keeps 'auto' and skips the last layer.
     assert plan.flags["kv_cache_dtype"] == "auto" and plan.flags["kv_cache_dtype_skip_layers"] == ["79"]
     assert plan.layers[0].kv_cache_dtype == "fp8_e4m3" and plan.layers[79].kv_cache_dtype == "auto"
@@ -77,7 +78,7 @@ rules:
   - {code: KV901, name: nvfp4, reason: r, set: {kv_cache_dtype: nvfp4}}
   - {code: KV902, name: fp8-edges, reason: r, select: {index: [0, 1]}, set: {kv_cache_dtype: fp8}}
 """)
-    plan = apply_policy(pol, LLAMA)
+    plan = compile_plan(LLAMA, policy=pol)
     assert plan.flags["kv_cache_dtype"] == "nvfp4"
     kv990 = [f for f in plan.findings if f.code == "KV990"]
     assert len(kv990) == 1 and kv990[0].layers == [0, 1]
@@ -89,7 +90,7 @@ rules:
 def test_policy_that_changes_nothing_keeps_the_launch_flags() -> None:
     pol = policy_from_text("version: 1\nrules:\n  - {code: KV901, name: fp8, reason: r, set: {kv_cache_dtype: fp8}}\n")
     flags = ["--kv-cache-dtype", "fp8", "--kv-cache-dtype-skip-layers", "full_attention"]
-    plan = apply_policy(pol, LLAMA, flags)
+    plan = compile_plan(LLAMA, flags, policy=pol)
     assert plan.flags["kv_cache_dtype_skip_layers"] == ["full_attention"]  # untouched, still KV301
     assert "KV301" in _codes(plan) and "KV991" not in _codes(plan)
     assert plan.layers[3].decided_by[0] == "KV901"
@@ -108,14 +109,14 @@ constraints:
     select: {model_type: gpt_oss, kind: sliding_attention}
     require: {quantized: false}
 """, "guard.yaml")
-    plan = apply_policy(pol, GPT_OSS, "--kv-cache-dtype fp8_e5m2")
+    plan = compile_plan(GPT_OSS, "--kv-cache-dtype fp8_e5m2", policy=pol)
     by_code = {f.code: f for f in plan.findings}
     assert by_code["KV910"].severity.value == "error" and by_code["KV910"].layers == list(range(24))
     assert by_code["KV910"].name == "no-e5m2" and "bad evals" in by_code["KV910"].message
     assert by_code["KV911"].severity.value == "warning" and by_code["KV911"].layers == list(range(0, 24, 2))
     assert "guard.yaml:5" in by_code["KV911"].message
     assert "requires quantized: false: sinks are sensitive" in by_code["KV911"].message
-    ok = apply_policy(pol, GPT_OSS, "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window")
+    ok = compile_plan(GPT_OSS, "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window", policy=pol)
     assert not {"KV910", "KV911"} & set(_codes(ok))
     # Findings stay sorted like the planner's: errors first, then code.
     ranks = [(-f.severity.rank, f.code) for f in plan.findings]
@@ -129,13 +130,13 @@ constraints:
   - {code: KV940, name: four-requests, reason: product needs 4, min_concurrency: 4}
   - {code: KV941, name: tokens, reason: long context, min_tokens: 300000}
 """)
-    unchecked = apply_policy(pol, LLAMA, "--max-model-len 32768")
+    unchecked = compile_plan(LLAMA, "--max-model-len 32768", policy=pol)
     assert _codes(unchecked).count("KV992") == 2 and "KV940" not in _codes(unchecked)
-    small = apply_policy(pol, LLAMA, "--max-model-len 32768", kv_budget_bytes=8 * 2**30)
+    small = compile_plan(LLAMA, "--max-model-len 32768", kv_budget_bytes=8 * 2**30, policy=pol)
     msgs = {f.code: f.message for f in small.findings}
     assert "2.00 requests of --max-model-len 32,768" in msgs["KV940"]
     assert "is 65,536 tokens (2.00 requests)" in msgs["KV941"] and "at least 300,000" in msgs["KV941"]
-    big = apply_policy(pol, LLAMA, "--max-model-len 32768 --kv-cache-dtype fp8", kv_budget_bytes=40 * 2**30)
+    big = compile_plan(LLAMA, "--max-model-len 32768 --kv-cache-dtype fp8", kv_budget_bytes=40 * 2**30, policy=pol)
     assert not {"KV940", "KV941", "KV992"} & set(_codes(big))
 
 
@@ -145,7 +146,7 @@ version: 1
 rules:
   - {code: KV901, name: oss-only, reason: r, select: {model_type: gpt_oss}, set: {kv_cache_dtype: fp8}}
 """, "p.yaml")
-    plan = apply_policy(pol, LLAMA)
+    plan = compile_plan(LLAMA, policy=pol)
     kv993 = [f for f in plan.findings if f.code == "KV993"]
     assert len(kv993) == 1 and "KV901 oss-only (p.yaml:3)" in kv993[0].message
     assert plan.flags["kv_cache_dtype"] == "auto"
@@ -154,13 +155,15 @@ rules:
 def test_inline_config_object_with_hf_quant_config() -> None:
     cfg = load_config("nvidia-Llama-3.1-70B-Instruct-FP8")
     hq = json.loads((config("nvidia-Llama-3.1-70B-Instruct-FP8").parent / "hf_quant_config.json").read_text())
-    plan = compile_with_policy(cfg, [], None, hf_quant_config=hq)
+    plan = compile_plan(cfg, [], None, hf_quant_config=hq)
     assert plan.kv_cache_dtype == "fp8_e4m3" and plan.model.source is None
     assert per_layer(plan) == per_layer(compile_plan(config("nvidia-Llama-3.1-70B-Instruct-FP8")))
     with pytest.raises(KvplanInputError, match="<request> has no model_type"):
-        compile_with_policy({"num_hidden_layers": 2})
+        compile_plan({"num_hidden_layers": 2})
 
 
-def test_without_policy_compile_with_policy_is_compile() -> None:
-    a = compile_with_policy(GPT_OSS, "--kv-cache-dtype fp8")
-    assert a == compile_plan(GPT_OSS, "--kv-cache-dtype fp8")
+def test_policy_path_and_policy_object_give_the_same_plan() -> None:
+    path = EXAMPLES / "policies" / "protect-edges.yaml"
+    by_path = compile_plan(LLAMA, "--kv-cache-dtype fp8", policy=path)
+    assert by_path == compile_plan(LLAMA, "--kv-cache-dtype fp8", policy=load_policy(path))
+    assert by_path != compile_plan(LLAMA, "--kv-cache-dtype fp8")

@@ -61,7 +61,7 @@ def test_layout_from_plan_layer_reads_fields():
     "ultraquant_4bit", "nvfp4_ds_mla", "fp8_ds_mla",
 ])
 def test_layout_from_plan_layer_rejects_unexecuted_modes(kv_cache_dtype):
-    with pytest.raises(ValueError, match="not executed|MLA"):
+    with pytest.raises(ValueError, match=r"not executed|MLA"):
         LayerLayout.from_plan_layer(_layer(kv_cache_dtype=kv_cache_dtype, dtype="uint8"))
 
 
@@ -147,3 +147,33 @@ def test_every_compiled_plan_layer_is_executable_with_the_planned_bytes(kv_cache
         assert lay.bytes_per_token == layer.bytes_per_token
         cache = allocate_for_plan_layer(layer, 3, 16, "cpu")
         assert cache.nbytes == layer.bytes_per_token * 3 * 16
+
+
+def test_layout_imports_without_pydantic_or_typer():
+    """The GPU image has torch and triton but not the planner's pydantic/typer: the runtime's plan
+    reader (layout, tolerances) reads the model vocabulary, which is plain Python."""
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('pydantic', 'pydantic_core', 'typer'):\n"
+            "            raise ImportError(f'blocked: {name}')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from kvplan.runtime.layout import LayerLayout\n"
+            "import kvplan.runtime.tolerances\n"
+            "lay = LayerLayout.from_plan_layer({'kv_cache_dtype': 'fp8', 'num_kv_heads': 8, 'head_size': 128})\n"
+            "assert lay.bytes_per_token == 2048 and lay.quant_mode == 'fp8_per_tensor'\n"
+            "assert not any(m.split('.')[0] in ('pydantic', 'typer') for m in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_layout_reads_a_typed_layer_plan_and_its_enums():
+    import kvplan
+    from tests.conftest import EXAMPLES
+    plan = kvplan.compile(EXAMPLES / "gpt-oss-20b", "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window")
+    for lp in plan.layers[:2]:
+        lay = LayerLayout.from_plan_layer(lp)  # the LayerPlan itself (quant_mode is a QuantMode enum)
+        assert lay == LayerLayout.from_plan_layer(lp.model_dump(mode="json")) == LayerLayout.from_plan_layer(
+            lp.model_dump())
+        assert (lay.kind, lay.bytes_per_token) == (lp.kind, lp.bytes_per_token)
+    assert LayerLayout.from_plan_layer(plan.layers[1]).quant_mode == "fp8_per_tensor"

@@ -1,0 +1,47 @@
+"""Triton backends: TRITON_ATTN (dense, per-token-head dtypes) and TRITON_MLA (reference §5.2, §5.3)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kvplan.backends.impl.base import BackendHooks, ConstructionError, Site, rocm_arch
+
+__all__ = ["HOOKS"]
+
+
+class _TritonFp8(BackendHooks):
+    """Both Triton impls raise on CUDA below SM89: their FP8 path needs native fp8e4nv."""
+
+    def construction_error(self, site: Site) -> ConstructionError | None:
+        gpu, kv = site.gpu, site.req.kv_cache_dtype
+        cc = gpu.compute_capability or (0, 0)
+        if gpu.platform != "cuda" or not kv.startswith("fp8") or cc >= (8, 9):
+            return None
+        rerun = "bfloat16" if cc >= (8, 0) else "float16"
+        return ConstructionError(
+            f"FP8 KV cache is not supported by the Triton attention backend on {gpu.display_name} (compute "
+            f"capability {gpu.cc_str}); native FP8 (fp8e4nv) requires SM89+. Re-run with --kv-cache-dtype "
+            f"{rerun}.", "impl", "ValueError")
+
+
+class TritonAttn(_TritonFp8):
+    """TRITON_ATTN: quantizes queries on CUDA and on ROCm outside gfx90a/gfx11; stores e5m2 as e4m3."""
+
+    def query_quant(self, site: Site) -> bool:
+        gpu = site.gpu
+        if gpu.platform == "cuda":
+            return True
+        return gpu.platform == "rocm" and not rocm_arch(gpu).startswith(("gfx90a", "gfx11"))
+
+    def notes(self, site: Site, query_quant: bool) -> list[str]:
+        if site.req.kv_cache_dtype != "fp8_e5m2":
+            return []
+        return [f"fp8_e5m2 on TRITON_ATTN is stored as e4m3 ({site.gpu.fp8_torch_dtype or 'float8_e4m3fn'}): "
+                "the Triton write/read path views the cache as current_platform.fp8_dtype()."]
+
+
+class TritonMla(_TritonFp8):
+    """TRITON_MLA: dequantizes an fp8 cache to bf16 (no FP8 queries)."""
+
+
+HOOKS: Mapping[str, type[BackendHooks]] = {"TRITON_ATTN": TritonAttn, "TRITON_MLA": TritonMla}
+"""Backends of this family with behaviour beyond their capability rows."""

@@ -1,0 +1,114 @@
+"""The one compile pipeline: a model, serving flags, a GPU and an optional policy -> Plan.
+
+    source (path, checkpoint folder, Hub id, config.json object)  -> ingest.checkpoint.model_inputs
+    flags  (launch line, argv, dict of vLLM fields, ServingFlags)  -> ingest.flags.flags_from
+    engine (vllm==X)                                               -> backends.engines.resolve_engine
+    gpu    (name, compute capability, profile)                     -> gpu_facts
+    kv_scales (a `kvplan calibrate` file)                          -> ingest.kv_scales.with_kv_scales
+    policy (Policy or YAML path)                                   -> policy.apply.plan_with_policy
+                                                                      around planner.compile.compile_plan
+    strict                                                         -> planner.compile.apply_strict
+
+`kvplan.compile` is `compile` here; the CLI verbs, the service, `kvplan explore`, `kvplan emit` and
+`kvplan validate` all call it. `run` is the same pipeline, also returning the checkpoint's
+quantization metadata (its scale tensors with the values read from the safetensors).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.engines import resolve_engine
+from kvplan.backends.gpus import GpuFacts, gpu_facts
+from kvplan.ingest.checkpoint import ModelInputs, model_inputs
+from kvplan.ingest.flags import FlagsInput, flags_from
+from kvplan.model.flags import ServingFlags
+from kvplan.model.plan import Plan
+from kvplan.model.quant import QuantMetadata
+from kvplan.planner.compile import apply_strict, compile_plan
+from kvplan.rules.base import Rule
+
+if TYPE_CHECKING:
+    from kvplan.policy.model import Policy
+
+__all__ = ["Compiled", "compile", "gpu_facts", "run"]
+
+ModelSource = str | Path | Mapping[str, Any]
+
+
+class Compiled(NamedTuple):
+    """A plan and the quantization metadata it was compiled from (unpacks as `plan, quant`)."""
+
+    plan: Plan
+    quant: QuantMetadata
+
+
+def compile(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
+            policy: Policy | str | Path | None = None, kv_budget_bytes: int | None = None,
+            read_safetensors: bool = True, extra_checks: Iterable[Rule] = (), engine: str | None = None,
+            kv_scales: str | Path | None = None, offline: bool | None = None, strict: bool = False,
+            hf_quant_config: Mapping[str, Any] | None = None, label: str | None = None) -> Plan:
+    """Compile the KV plan for a config.json, a checkpoint folder, a Hugging Face model id
+    (``org/name``: resolved at the flags' ``--revision`` through the Hugging Face cache and Hub,
+    see docs/hub.md; ``offline=True`` reads the cache only, like HF_HUB_OFFLINE=1) or a config.json
+    object (``hf_quant_config``: its hf_quant_config.json object) under vLLM serving flags.
+    ``--hf-overrides`` in the flags is applied to config.json first, as vLLM does.
+
+    `policy` is a `kvplan.policy.Policy` or a policy YAML path: its settings choose the flags, its
+    constraints become check rules (docs/api.md, "Policies").
+
+    `strict=True` (CLI `--strict`) makes finding KV604 an error: an architecture not verified
+    against vLLM 0.33.0, or config keys that look like layer geometry but were not used.
+
+    `kv_scales` is a `kvplan calibrate` scales file: per-tensor FP8 layers it covers get
+    ``scale_source: calibrated`` (unless the checkpoint's own scales are loaded).
+    `engine` is the release to model (`vllm==0.33.0` when None; `kvplan.backends.engines` lists
+    the modelled range); another engine or a release outside it raises KvplanInputError.
+    `label` is what the plan calls the model (default: the path as given or the Hub id).
+
+    >>> plan = compile("examples/gpt-oss-20b/config.json",
+    ...                "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window")
+    >>> plan.layers[0].kv_cache_dtype, plan.layers[1].kv_cache_dtype
+    ('auto', 'fp8')
+    """
+    return run(source, flags, gpu, policy=policy, kv_budget_bytes=kv_budget_bytes,
+               read_safetensors=read_safetensors, extra_checks=extra_checks, engine=engine, kv_scales=kv_scales,
+               offline=offline, strict=strict, hf_quant_config=hf_quant_config, label=label).plan
+
+
+def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
+        policy: Policy | str | Path | None = None, kv_budget_bytes: int | None = None,
+        read_safetensors: bool = True, extra_checks: Iterable[Rule] = (), engine: str | None = None,
+        kv_scales: str | Path | None = None, offline: bool | None = None, strict: bool = False,
+        hf_quant_config: Mapping[str, Any] | None = None, label: str | None = None) -> Compiled:
+    """`compile`, also returning the quantization metadata the plan was made from."""
+    ev = resolve_engine(engine)
+    sf = flags_from(flags)
+    inputs = model_inputs(source, sf, hf_quant_config=hf_quant_config, read_safetensors=read_safetensors,
+                          offline=offline, label=label)
+    if kv_scales is not None:  # `kvplan calibrate` output: per-tensor FP8 layers become scale_source calibrated
+        from kvplan.ingest.kv_scales import with_kv_scales
+        inputs = replace(inputs, quant=with_kv_scales(inputs.quant, kv_scales))
+    gf = gpu_facts(gpu)
+
+    def plan_for(f: ServingFlags, checks: Iterable[Rule] = ()) -> Plan:
+        return _compile_inputs(inputs, f, gf, kv_budget_bytes=kv_budget_bytes, checks=checks, engine=ev)
+
+    if policy is None:
+        plan = plan_for(sf, extra_checks)
+    else:
+        from kvplan.policy.apply import plan_with_policy
+        from kvplan.policy.load import as_policy
+        plan = plan_with_policy(as_policy(policy), inputs.arch, sf, plan_for, extra_checks)
+    if strict:
+        plan = apply_strict(plan)
+    return Compiled(plan, inputs.quant)
+
+
+def _compile_inputs(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | None, *, kv_budget_bytes: int | None,
+                    checks: Iterable[Rule], engine: EngineVersion) -> Plan:
+    return compile_plan(inputs.arch, inputs.quant, flags, gpu, source=inputs.source, weight_bytes=inputs.weight_bytes,
+                        kv_budget_bytes=kv_budget_bytes, extra_checks=checks, engine=engine, hub=inputs.hub)
