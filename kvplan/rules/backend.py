@@ -69,6 +69,7 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
     hit = memo.get(key)
     if hit is None:
         from kvplan.backends.select import select_backend
+        assert ctx.gpu is not None and ctx.gpu.profile is not None  # callers return early without a GPU profile
         hit = memo[key] = select_backend(_request(ctx, la, kv_cache_dtype), ctx.gpu.profile, ctx.engine,
                                          ctx.flags.attention_backend, ctx.flags.attention_config)
     return hit
