@@ -37,7 +37,10 @@ def main() -> None:
             subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
             times.append((time.perf_counter() - t) * 1000)
         print(f"{name:45s} {statistics.median(times):10.0f} {min(times):8.0f} {max(times):8.0f}")
-    probe = subprocess.run([*exe[:2], "import sys; from kvplan.api import compile; compile('examples/gpt-oss-20b/config.json', '--kv-cache-dtype fp8'); " "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch','triton','transformers','huggingface_hub')))"],
+    probe = subprocess.run([*exe[:2],
+                            "import sys; from kvplan.api import compile; compile('examples/gpt-oss-20b/config.json', "
+                            "'--kv-cache-dtype fp8'); " "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                                                        "('torch','triton','transformers','huggingface_hub')))"],
                            cwd=ROOT, capture_output=True, text=True)
     print("heavy modules imported on the plan path:", probe.stdout.strip() or probe.stderr.strip())
 

@@ -65,7 +65,8 @@ def bench_session(config: Path, runs: int) -> None:
     print(HEADER)
     for name, fn in steps.items():
         print(f"  {name:50s} {'{:8.1f}  {:8.1f}'.format(*ms(fn, runs))}")
-    print(f"  {'ingest only (config.json -> ModelArch)':50s} {'{:8.1f}  {:8.1f}'.format(*ms(lambda: load_model_inputs(config), runs))}")
+    print(f"  {'ingest only (config.json -> ModelArch)':50s} "
+          f"{'{:8.1f}  {:8.1f}'.format(*ms(lambda: load_model_inputs(config), runs))}")
 
 
 def bench_app(config: Path, runs: int) -> None:
@@ -79,7 +80,7 @@ def bench_app(config: Path, runs: int) -> None:
         app = ExploreApp(session)
         results: dict[str, tuple[list[float], list[float]]] = {"z": ([], []), "s": ([], [])}
 
-        async def run() -> None:
+        async def run(app: ExploreApp, view: str, results: dict[str, tuple[list[float], list[float]]]) -> None:
             async with app.run_test(size=(180, 50)) as pilot:
                 await pilot.pause()
                 if view == "all":
@@ -93,7 +94,7 @@ def bench_app(config: Path, runs: int) -> None:
                         results[key][0].append((time.perf_counter() - t) * 1000)
                         results[key][1].append((time.process_time() - c) * 1000)
 
-        asyncio.run(run())
+        asyncio.run(run(app, view, results))
         for key, label in (("z", "unbound key (pilot baseline)"), ("s", "s: skip/unskip the selected layer")):
             wall, cpu = results[key]
             name = f"{label}, {view} view"

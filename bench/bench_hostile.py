@@ -10,6 +10,7 @@ Also the cost of the checks on ordinary input: `check_config_values` on a real c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -26,7 +27,6 @@ from kvplan.errors import KvplanInputError  # noqa: E402
 from kvplan.ingest.hf_config import load_json, parse_hf_config  # noqa: E402
 from kvplan.ingest.limits import check_config_values, check_yaml  # noqa: E402
 from kvplan.lint.run import lint_paths  # noqa: E402
-import contextlib
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
@@ -104,7 +104,8 @@ def main() -> None:
         print()
         print("| check on ordinary input | median ms |")
         print("|---|---:|")
-        print(f"| check_config_values, Llama-3.1-8B config.json | {timed(lambda: check_config_values(llama, 'c'), runs * 20):.3f} |")
+        print("| check_config_values, Llama-3.1-8B config.json | "
+              f"{timed(lambda: check_config_values(llama, 'c'), runs * 20):.3f} |")
         print(f"| check_yaml, all {len(examples)} example manifests | "
               f"{timed(lambda: [check_yaml(x, 'm') for x in examples], runs * 20):.3f} |")
 

@@ -163,7 +163,8 @@ def main() -> None:
         lint = ["lint", str(deploy), "--format", "json", "-o", str(tmp / "report.json"), "--exit-zero"]
         local_deploy = tmp / "deploy-local"
         manifests(local_deploy, ids, a.files, names=[str(repo_dirs[rid]) for rid in ids])
-        lint_local = ["lint", str(local_deploy), "--format", "json", "-o", str(tmp / "report-local.json"), "--exit-zero"]
+        lint_local = ["lint", str(local_deploy), "--format", "json", "-o", str(tmp / "report-local.json"),
+                      "--exit-zero"]
         lrows = []
         labels = ("the same models as local folders (baseline, no Hub)", "cold cache (emptied before each run), online",
                   "warm cache, online", "warm cache, HF_HUB_OFFLINE=1")
@@ -187,7 +188,8 @@ def main() -> None:
                           max(lworst[i])))
         print(f"### `kvplan lint` of {a.files} manifests naming {len(ids)} ids ({a.lint_runs} runs each; "
               f"{report['summary']['launches']} launches, KV804: {kv804})\n")
-        print("| cache | median s | min s | max s | requests per run | bytes served per run | most requests for one id |")
+        print("| cache | median s | min s | max s | requests per run | bytes served per run | most requests for one id "
+              "|")
         print("|---|---:|---:|---:|---:|---:|---:|")
         for label, med, lo, hi, req, by, worst in lrows:
             print(f"| {label} | {med:.2f} | {lo:.2f} | {hi:.2f} | {req:g} | {by:,.0f} | {worst:g} |")

@@ -153,7 +153,8 @@ def generate(folder: Path, n: int, seed: int = 0, distinct: bool = False) -> dic
             ext = {"yaml": "yaml", "compose": "yml", "vllm": "yaml", "sh": "sh"}[kind]
             name = {"compose": f"docker-compose-{i}", "vllm": f"vllm-config-{i}"}.get(kind, f"{fn.__name__[1:]}-{i}")
             (sub / f"{name}.{ext}").write_text(fn(i, rng, pick.team(i)))
-        counts[fn.__name__[1:] if fn else "not-deployment"] = counts.get(fn.__name__[1:] if fn else "not-deployment", 0) + 1
+        kind = fn.__name__[1:] if fn else "not-deployment"
+        counts[kind] = counts.get(kind, 0) + 1
     return counts
 
 

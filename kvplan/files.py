@@ -25,7 +25,8 @@ def atomic_output(path: str | Path, suffix: str = "") -> Iterator[Path]:
         yield tmp
         os.replace(tmp, p)
     except OSError as e:
-        raise KvplanInputError(f"cannot write {p}: {e.strerror or e}.", "Check the folder exists and is writable.") from None
+        raise KvplanInputError(f"cannot write {p}: {e.strerror or e}.",
+                               "Check the folder exists and is writable.") from None
     finally:
         tmp.unlink(missing_ok=True)
 

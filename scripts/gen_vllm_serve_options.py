@@ -307,9 +307,10 @@ def main() -> None:
     tout.write_text(json.dumps(cases, indent=1, sort_keys=True) + "\n")
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     eout = ROOT / "tests" / "data" / f"vllm_attention_backend_enum-{version}.json"
-    eout.write_text(json.dumps({"engine": "vllm", "engine_version": version, "generator": table["generator"],
-                                "source": "vllm.v1.attention.backends.registry.AttentionBackendEnum",
-                                "names": sorted(e.name for e in AttentionBackendEnum)}, indent=1, sort_keys=True) + "\n")
+    enum_doc = {"engine": "vllm", "engine_version": version, "generator": table["generator"],
+                "source": "vllm.v1.attention.backends.registry.AttentionBackendEnum",
+                "names": sorted(e.name for e in AttentionBackendEnum)}
+    eout.write_text(json.dumps(enum_doc, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out.relative_to(ROOT)} ({table['num_options']} options) and "
           f"{tout.relative_to(ROOT)} ({len(CASES)} cases)", file=sys.stderr)
 

@@ -154,7 +154,8 @@ class FakeHub:
         path = urlsplit(h.path).path
         m = re.match(r"^/api/models/([^/]+/[^/]+)(?:/(revision|tree)/([^/]+)(?:/(.*))?)?$", path)
         if m:
-            return self._api(h, unquote(m.group(1)), m.group(2), unquote(m.group(3) or ""), unquote(m.group(4) or ""), head)
+            return self._api(h, unquote(m.group(1)), m.group(2), unquote(m.group(3) or ""), unquote(m.group(4) or ""),
+                             head)
         m = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
         if m:
             return self._resolve(h, unquote(m.group(1)), unquote(m.group(2)), unquote(m.group(3)), head)
@@ -292,8 +293,8 @@ def fp8_checkpoint(folder: Path, config_dir: Path, *, layers: int | None = None,
         for t in ts:
             weight_map[t[0]] = name
     if shards > 1:
-        (folder / "model.safetensors.index.json").write_text(json.dumps(
-            {"metadata": {"total_size": shards * weight_bytes}, "weight_map": dict(sorted(weight_map.items()))}, indent=2))
+        index = {"metadata": {"total_size": shards * weight_bytes}, "weight_map": dict(sorted(weight_map.items()))}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     return folder
 
 

@@ -18,7 +18,8 @@ def test_compile_returns_typed_plan() -> None:
 
 
 def test_compile_accepts_dict_flags() -> None:
-    plan = kvplan.compile(EXAMPLES / "gpt-oss-20b", {"kv_cache_dtype": "fp8", "kv_cache_dtype_skip_layers": ["sliding_window"]})
+    plan = kvplan.compile(EXAMPLES / "gpt-oss-20b",
+                          {"kv_cache_dtype": "fp8", "kv_cache_dtype_skip_layers": ["sliding_window"]})
     assert plan.layers[0].kv_cache_dtype == "auto" and plan.layers[1].kv_cache_dtype == "fp8"
 
 

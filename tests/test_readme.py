@@ -22,7 +22,8 @@ def test_readme_lint_transcript_matches_the_tool() -> None:
     m = re.search(r"\$ kvplan lint (\S+)\n(.*?)```", README, re.S)
     assert m, "README lost its lint example"
     r = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "lint", m.group(1)],
-                       capture_output=True, text=True, cwd=ROOT, env={"NO_COLOR": "1", "COLUMNS": "400", "PATH": "/usr/bin:/bin"})
+                       capture_output=True, text=True, cwd=ROOT,
+                       env={"NO_COLOR": "1", "COLUMNS": "400", "PATH": "/usr/bin:/bin"})
     assert r.returncode == 1
     assert r.stdout == m.group(2)
 
@@ -42,15 +43,16 @@ def test_readme_ci_workflow_is_valid_yaml_that_uploads_sarif() -> None:
 def test_quickstart_matches_ci() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     quick = re.search(r"```bash\n(.*?)```", README, re.S).group(1)
-    test_cmd = [l for l in quick.splitlines() if l.strip() and not l.startswith("#")][1]
-    ci_lines = [l.replace(" -q ", " ") for l in ci.splitlines()]
+    test_cmd = [line for line in quick.splitlines() if line.strip() and not line.startswith("#")][1]
+    ci_lines = [line.replace(" -q ", " ") for line in ci.splitlines()]
     assert test_cmd.strip() in ci_lines, "README quickstart command 2 and .ci/run differ"
 
 
 def test_readme_explain_transcript_matches_the_tool() -> None:
     m = re.search(r"\$ kvplan explain (examples/gpt-oss-20b/config.json [^\n]+)\n(.*?)```", README, re.S)
     assert m, "README lost its explain example"
-    r = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "explain", *m.group(1).split()],
+    argv = [sys.executable, "-c", "from kvplan.cli.main import main; main()", "explain", *m.group(1).split()]
+    r = subprocess.run(argv,
                        capture_output=True, text=True, cwd=ROOT,
                        env={"NO_COLOR": "1", "COLUMNS": "150", "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr

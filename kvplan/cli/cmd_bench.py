@@ -31,9 +31,10 @@ def bench(
     plot: Path | None = typer.Option(None, "--plot",
                                         help="PNG chart path (default: --out with .png)."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Do not draw the PNG chart."),
-    quick: bool = typer.Option(False, "--quick", help="Two decode shapes, one prefill shape and two write sizes (about 20 s)."),
+    quick: bool = typer.Option(False, "--quick",
+                               help="Two decode shapes, one prefill shape and two write sizes (about 20 s)."),
 ) -> None:
-    """Benchmark paged decode and prefill attention and quantize-on-write on this GPU beside bf16 SDPA; prints the tables."""
+    """Benchmark paged decode and prefill attention and quantize-on-write on this GPU beside bf16 SDPA; prints the tables."""  # noqa: E501 - `kvplan --help` keeps a docstring's line breaks
     _require_cuda()
     png = None if no_plot else (plot or out.with_suffix(".png"))
     if png is not None:

@@ -45,8 +45,10 @@ def emit(
              "(vLLM flags may follow it).")],
     to: Annotated[str, typer.Option("--to", help="Target engine: vllm, sglang or trtllm.")] = "vllm",
     format: Annotated[str, typer.Option(
-        "--format", "-f", help="args (flags on one line), yaml (the engine's config file) or json (everything).")] = "args",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout (all or nothing).")] = None,
+        "--format", "-f",
+        help="args (flags on one line), yaml (the engine's config file) or json (everything).")] = "args",
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Write here instead of stdout (all or nothing).")] = None,
     per_layer: Annotated[bool, typer.Option(
         "--per-layer", help="SGLang / TensorRT-LLM: use the per-layer KV dtype syntax of unreleased engine pull "
                             "requests (finding KV983).")] = False,
@@ -58,7 +60,8 @@ def emit(
     kv_budget_gib: Annotated[float | None, typer.Option(
         "--kv-budget-gib", help="KV memory per GPU in GiB when planning from a config.")] = None,
     fail_level: Annotated[str, typer.Option(
-        "--fail-level", help="Exit 1 when an emitter finding is at or above this: error, warning, info, never.")] = "error",
+        "--fail-level",
+        help="Exit 1 when an emitter finding is at or above this: error, warning, info, never.")] = "error",
 ) -> None:
     """Emit the launch flags and config file that realise a plan in vLLM, SGLang or TensorRT-LLM."""
     from kvplan.emit import FORMATS, TARGETS, render
@@ -77,7 +80,8 @@ def emit(
     if _is_plan_file(source):
         if engine_flags:
             raise KvplanInputError(f"engine flags ({' '.join(engine_flags)}) were given with a PLAN.json; the plan "
-                                   "already fixes them.", "Pass the model config instead of PLAN.json to plan with flags.")
+                                   "already fixes them.", "Pass the model config instead of PLAN.json to plan with "
+                                                          "flags.")
         if policy is not None:
             raise KvplanInputError("--policy applies when planning; a PLAN.json is already planned.",
                                    "Pass the model config instead (kvplan emit CONFIG --policy P ...).")

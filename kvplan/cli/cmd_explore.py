@@ -47,7 +47,8 @@ def explore(
         raise KvplanInputError("--policy and --no-policy contradict each other.", "Pass one of them.")
     pol = policy if policy is not None else (None if no_policy else _configured_policy())
     if kv_budget_gib is not None and kv_budget_gib <= 0:
-        raise KvplanInputError(f"--kv-budget-gib must be positive, got {kv_budget_gib:g}.", "Pass e.g. --kv-budget-gib 40.")
+        raise KvplanInputError(f"--kv-budget-gib must be positive, got {kv_budget_gib:g}.",
+                               "Pass e.g. --kv-budget-gib 40.")
     session = ExploreSession(path, list(ctx.args), gpu=gpu, kv_budget_gib=kv_budget_gib, policy=pol, engine=engine)
     if not sys.stdout.isatty():
         err_console().print("kvplan: explore needs a terminal (stdout is not one); printing the static "

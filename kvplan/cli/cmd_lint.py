@@ -37,30 +37,51 @@ def _codes(value: str | None) -> list[str] | None:
 def lint(
     paths: list[str] | None = typer.Argument(None, help="Files and folders to lint (folders are walked)."),
     format: LintFormat = typer.Option(LintFormat.text, "--format", "-f", "--output-format",
-                                      help="text, concise (one line per finding), json, sarif (GitHub code scanning), github (annotations) or junit."),
-    select: str | None = typer.Option(None, "--select", help="Comma-separated code prefixes to report (KV1,KV401); replaces the config's select."),
-    ignore: str | None = typer.Option(None, "--ignore", help="Comma-separated code prefixes never to report (added to the config's ignore)."),
-    fail_level: LintFailLevel | None = typer.Option(None, "--fail-level", help="Exit 1 when a finding is at or above this severity (default: error, or the config's)."),
-    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings (2 still means a usage or input error)."),
-    gpu: str | None = typer.Option(None, "--gpu", help="Default GPU for launches whose manifest has no GPU node selector (h100, l4, sm90)."),
-    config: Path | None = typer.Option(None, "--config", help="kvplan.toml or pyproject.toml to use instead of discovering one from the first path upwards."),
+                                      help="text, concise (one line per finding), json, sarif (GitHub code scanning), "
+                                           "github (annotations) or junit."),
+    select: str | None = typer.Option(None, "--select",
+                                      help="Comma-separated code prefixes to report (KV1,KV401); replaces the config's "
+                                           "select."),
+    ignore: str | None = typer.Option(None, "--ignore",
+                                      help="Comma-separated code prefixes never to report (added to the config's "
+                                           "ignore)."),
+    fail_level: LintFailLevel | None = typer.Option(None, "--fail-level",
+                                                    help="Exit 1 when a finding is at or above this severity (default: "
+                                                         "error, or the config's)."),
+    exit_zero: bool = typer.Option(False, "--exit-zero",
+                                   help="Exit 0 even when there are findings (2 still means a usage or input error)."),
+    gpu: str | None = typer.Option(None, "--gpu",
+                                   help="Default GPU for launches whose manifest has no GPU node selector (h100, l4, "
+                                        "sm90)."),
+    config: Path | None = typer.Option(None, "--config",
+                                       help="kvplan.toml or pyproject.toml to use instead of discovering one from the "
+                                            "first path upwards."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every configuration file."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
-    list_models: bool = typer.Option(False, "--list-models", help="List the model ids whose configs are bundled, and exit."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each skipped file to stderr; text output lists the rules KV804 skipped."),
-    statistics: bool = typer.Option(False, "--statistics", help="Print the number of findings per code instead of the findings (text formats)."),
-    sarif_all_rules: bool = typer.Option(False, "--sarif-all-rules", help="SARIF: list every rule kvplan lint can report in the tool driver, not only those with results."),
+    list_models: bool = typer.Option(False, "--list-models",
+                                     help="List the model ids whose configs are bundled, and exit."),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Log each skipped file to stderr; text output lists the rules KV804 skipped."),
+    statistics: bool = typer.Option(False, "--statistics",
+                                    help="Print the number of findings per code instead of the findings "
+                                         "(text formats)."),
+    sarif_all_rules: bool = typer.Option(False, "--sarif-all-rules",
+                                         help="SARIF: list every rule kvplan lint can report in the tool driver, not "
+                                              "only those with results."),
     offline: bool = typer.Option(False, "--offline", help="Resolve no Hugging Face ids (air-gapped CI): their "
                                  "launches get KV804 saying so. Same as `hub = false` in the configuration."),
     file_timeout: float | None = typer.Option(None, "--file-timeout", min=0,
-                                                 help="Seconds one file may take (default 5, or the config's file-timeout; 0: no limit). A file over it is finding KV822."),
-    strict: bool = typer.Option(False, "--strict", help="An architecture not verified against vLLM, or config keys that look "
-                                "like layer geometry but were not used (KV604), is an error. Same as `strict = true` in the configuration."),
+                                                 help="Seconds one file may take (default 5, or the config's "
+                                                      "file-timeout; 0: no limit). A file over it is finding KV822."),
+    strict: bool = typer.Option(False, "--strict",
+                                help="An architecture not verified against vLLM, or config keys that look "
+                                "like layer geometry but were not used (KV604), is an error. Same as `strict = true` "
+                                "in the configuration."),
 ) -> None:
-    """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""
+    """Lint deployment files (Kubernetes, KServe, LeaderWorkerSet, compose, vLLM --config YAML, launch scripts) for KV cache flag problems."""  # noqa: E501 - `kvplan --help` keeps a docstring's line breaks
     try:
-        _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models, verbose,
-             statistics, sarif_all_rules, file_timeout, offline, strict)
+        _run(paths or [], format, select, ignore, fail_level, exit_zero, gpu, config, isolated, output, list_models,
+             verbose, statistics, sarif_all_rules, file_timeout, offline, strict)
     except KvplanInputError as e:
         typer.echo(f"kvplan: error: {e}", err=True)
         sys.exit(2)

@@ -25,18 +25,24 @@ def serve(
     allow_path: Annotated[list[Path] | None, typer.Option(
         "--allow-path", help="Directory requests may read config.json / checkpoints from via config_path "
                              "(repeatable; default: none, configs come inline).")] = None,
-    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Largest request body; bigger ones get 413.")] = 1 << 20,
-    max_layers: Annotated[int, typer.Option("--max-layers", help="Largest num_hidden_layers accepted (at most kvplan's own limit, 4096; docs/limits.md).")] = 1024,
+    max_body_bytes: Annotated[int, typer.Option(
+        "--max-body-bytes", help="Largest request body; bigger ones get 413.")] = 1 << 20,
+    max_layers: Annotated[int, typer.Option("--max-layers",
+                                            help="Largest num_hidden_layers accepted (at most kvplan's own limit, "
+                                                 "4096; docs/limits.md).")] = 1024,
     threads: Annotated[int, typer.Option("--threads", help="Planner threads per worker.")] = 4,
-    workers: Annotated[int, typer.Option("--workers", help="Worker processes (the planner is CPU-bound; use one per core).")] = 1,
-    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level: critical, error, warning, info, debug.")] = "info",
+    workers: Annotated[int, typer.Option("--workers",
+                                         help="Worker processes (the planner is CPU-bound; use one per core).")] = 1,
+    log_level: Annotated[str, typer.Option("--log-level",
+                                           help="uvicorn log level: critical, error, warning, info, debug.")] = "info",
     no_hub: Annotated[bool, typer.Option("--no-hub", help="Refuse requests naming a Hugging Face id (`model`); "
                                          "by default the server resolves them through its HF cache and Hub.")] = False,
 ) -> None:
     """Serve the planner as a JSON API: /v1/plan, /v1/emit, /v1/lint, /v1/rules, /v1/backends, /healthz."""
     missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing:
-        raise KvplanInputError(f"kvplan serve needs {' and '.join(missing)} (the 'serve' extra), which is not installed.",
+        raise KvplanInputError(f"kvplan serve needs {' and '.join(missing)} (the 'serve' extra), which is not "
+                               "installed.",
                                "pip install 'kvplan[serve]'.")
     for name, value in (("--port", port), ("--threads", threads), ("--workers", workers),
                         ("--max-body-bytes", max_body_bytes), ("--max-layers", max_layers)):

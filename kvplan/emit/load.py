@@ -39,7 +39,10 @@ def plan_from_data(data: Any, source: str = "<request>") -> Plan:
     check_json_depth(data, source)  # before json.dumps recurses over a hostile request body
     kind = data.get("kind")
     if kind != "kvplan.plan":
-        what = f"a {kind} document" if isinstance(kind, str) and kind else "not a kvplan plan (no \"kind\": \"kvplan.plan\")"
+        if isinstance(kind, str) and kind:
+            what = f"a {kind} document"
+        else:
+            what = 'not a kvplan plan (no "kind": "kvplan.plan")'
         raise KvplanInputError(f"{source} is {what}.", REGENERATE)
     sv = data.get("schema_version")
     if not isinstance(sv, str) or sv.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
@@ -67,7 +70,8 @@ def read_json(path: str | Path, what: str = "plan") -> Any:
     try:
         text = read_bounded(p, f"{what} file").decode("utf-8")
     except FileNotFoundError:
-        raise KvplanInputError(f"{what} file not found: {p}.", "Pass the path of a PLAN.json (kvplan plan ... --out PLAN.json).") from None
+        raise KvplanInputError(f"{what} file not found: {p}.",
+                               "Pass the path of a PLAN.json (kvplan plan ... --out PLAN.json).") from None
     except IsADirectoryError:
         raise KvplanInputError(f"{p} is a directory, not a {what} file.", "Pass a PLAN.json file.") from None
     except (OSError, UnicodeDecodeError) as e:

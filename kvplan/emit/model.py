@@ -46,7 +46,7 @@ class EmitResult(Frozen):
     command: str
     """`args` shell-quoted on one line."""
     config: dict[str, Any] = Field(default_factory=dict)
-    """The same settings as the engine's config file takes them (vLLM/SGLang --config YAML keys; TensorRT-LLM extra_llm_api_options)."""
+    """The same settings as the engine's config file takes them (vLLM/SGLang --config YAML keys; TensorRT-LLM extra_llm_api_options)."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
     config_usage: str
     """How to pass `config` to the engine."""
     per_layer_syntax: bool = False

@@ -82,21 +82,9 @@ def emit_trtllm(plan: Plan, *, per_layer: bool = False) -> EmitResult:
     """Realise a plan as trtllm-serve flags and an extra_llm_api_options YAML."""
     model_dtype = plan.model.dtype
     mapped = map_layers(plan, to_trtllm)
-    quantized = [m for m in mapped if m.value != "auto"]
     ckpt = checkpoint_kv(plan)
     findings: list[Finding] = []
-    diffs: list[LayerDifference] = []
-    if is_quantized(plan.kv_cache_dtype):
-        preferred = to_trtllm(plan.kv_cache_dtype, model_dtype)[0]
-    else:
-        preferred = choose_global(quantized, None) if quantized else "auto"
-    g = choose_global(mapped, preferred)
-    # A checkpoint-resolved dtype is left to 'auto' (TensorRT-LLM resolves it the same way).
-    av = auto_values(plan)
-    value = g
-    if ckpt and av is not None and g != "auto" and all(
-            to_trtllm(av[m.index], model_dtype)[0] == g for m in mapped if m.value == g):
-        value = "auto"
+    g, value = _global_dtype(plan, mapped, ckpt)
     approx = [m for m in mapped if not m.exact]
     if approx:
         notes = "; ".join(sorted({f"{m.planned} -> {m.value}: {m.note}" for m in approx}))
@@ -120,32 +108,15 @@ def emit_trtllm(plan: Plan, *, per_layer: bool = False) -> EmitResult:
                                              f"layer(s) get {g} instead of their planned dtype: "
                                     + by_planned(others) + ".",
                                     [m.index for m in others]))
+    checkpoint_auto = ckpt and kv_cfg["dtype"] == "auto"
     sixteen = [m for m in mapped if m.value == "auto" and (per_layer or g == "auto")]
-    if ckpt and sixteen and kv_cfg["dtype"] == "auto":
+    if checkpoint_auto and sixteen:
         findings.append(finding("KV987", f"{len(sixteen)} layer(s) are planned in {model_dtype} but the checkpoint "
                                          "declares KV quantization, which TensorRT-LLM's 'auto' applies.",
                                 [m.index for m in sixteen]))
-    for m in mapped:
-        got = m.value if (per_layer or m.value == g) else g
-        if got == "auto" and ckpt and kv_cfg["dtype"] == "auto":
-            diffs.append(LayerDifference(index=m.index, planned=m.planned, emitted="auto (checkpoint KV algo)",
-                                         reason="KvCacheConfig.dtype cannot force 16-bit over the checkpoint"))
-        elif got != m.value:
-            diffs.append(LayerDifference(index=m.index, planned=m.planned, emitted=got,
-                                         reason="released TensorRT-LLM has one KvCacheConfig.dtype for all layers"))
-        elif not m.exact:
-            diffs.append(LayerDifference(index=m.index, planned=m.planned, emitted=got, reason=m.note))
+    diffs = _differences(mapped, g, per_layer, checkpoint_auto)
     cfg: dict[str, Any] = {"kv_cache_config": kv_cfg}
-    if "tensor_parallel_size" in plan.flags:
-        argv += ["--tp_size", str(plan.flags["tensor_parallel_size"])]
-        cfg["tensor_parallel_size"] = plan.flags["tensor_parallel_size"]
-    if "max_model_len" in plan.flags:
-        argv += ["--max_seq_len", str(plan.flags["max_model_len"])]
-        cfg["max_seq_len"] = plan.flags["max_model_len"]
-    if "dtype" in plan.flags:
-        cfg["dtype"] = plan.flags["dtype"]
-    if "block_size" in plan.flags:
-        kv_cfg["tokens_per_block"] = plan.flags["block_size"]
+    argv += _carry_flags(plan, cfg, kv_cfg)
     for name, why in sorted(_NOT_CARRIED.items()):
         if name in plan.flags:
             findings.append(finding("KV985", f"--{name.replace('_', '-')} is not carried over: {why}."))
@@ -157,3 +128,52 @@ def emit_trtllm(plan: Plan, *, per_layer: bool = False) -> EmitResult:
         per_layer_syntax=bool(per_layer and others), exact=not diffs, differences=diffs,
         findings=sort_findings(findings))
 
+
+def _global_dtype(plan: Plan, mapped: list[Mapped], ckpt: bool) -> tuple[str, str]:
+    """(the one dtype most layers get, the KvCacheConfig.dtype to write for it).
+
+    A checkpoint-resolved dtype is written as 'auto': TensorRT-LLM resolves it the same way."""
+    model_dtype = plan.model.dtype
+    quantized = [m for m in mapped if m.value != "auto"]
+    if is_quantized(plan.kv_cache_dtype):
+        preferred = to_trtllm(plan.kv_cache_dtype, model_dtype)[0]
+    else:
+        preferred = choose_global(quantized, None) if quantized else "auto"
+    g = choose_global(mapped, preferred)
+    av = auto_values(plan)
+    if ckpt and av is not None and g != "auto" and all(
+            to_trtllm(av[m.index], model_dtype)[0] == g for m in mapped if m.value == g):
+        return g, "auto"
+    return g, g
+
+
+def _differences(mapped: list[Mapped], g: str, per_layer: bool, checkpoint_auto: bool) -> list[LayerDifference]:
+    """Layers whose emitted dtype is not the planned one, and why."""
+    diffs: list[LayerDifference] = []
+    for m in mapped:
+        got = m.value if (per_layer or m.value == g) else g
+        if got == "auto" and checkpoint_auto:
+            diffs.append(LayerDifference(index=m.index, planned=m.planned, emitted="auto (checkpoint KV algo)",
+                                         reason="KvCacheConfig.dtype cannot force 16-bit over the checkpoint"))
+        elif got != m.value:
+            diffs.append(LayerDifference(index=m.index, planned=m.planned, emitted=got,
+                                         reason="released TensorRT-LLM has one KvCacheConfig.dtype for all layers"))
+        elif not m.exact:
+            diffs.append(LayerDifference(index=m.index, planned=m.planned, emitted=got, reason=m.note))
+    return diffs
+
+
+def _carry_flags(plan: Plan, cfg: dict[str, Any], kv_cfg: dict[str, Any]) -> list[str]:
+    """The serving flags TensorRT-LLM shares: added to the YAML config (in place); their trtllm-serve flags."""
+    argv: list[str] = []
+    if "tensor_parallel_size" in plan.flags:
+        argv += ["--tp_size", str(plan.flags["tensor_parallel_size"])]
+        cfg["tensor_parallel_size"] = plan.flags["tensor_parallel_size"]
+    if "max_model_len" in plan.flags:
+        argv += ["--max_seq_len", str(plan.flags["max_model_len"])]
+        cfg["max_seq_len"] = plan.flags["max_model_len"]
+    if "dtype" in plan.flags:
+        cfg["dtype"] = plan.flags["dtype"]
+    if "block_size" in plan.flags:
+        kv_cfg["tokens_per_block"] = plan.flags["block_size"]
+    return argv

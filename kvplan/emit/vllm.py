@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +98,8 @@ def _closest(target: str, base: str) -> str:
     return "auto" if is_quantized(base) or base != target else base
 
 
-def _score(layers: Sequence[LayerTarget], base_of) -> tuple[int, dict[int, str], set[int], list[tuple[int, str, str]]]:
+def _score(layers: Sequence[LayerTarget], base_of: Callable[[LayerTarget], str],
+           ) -> tuple[int, dict[int, str], set[int], list[tuple[int, str, str]]]:
     emitted: dict[int, str] = {}
     skip: set[int] = set()
     inexact: list[tuple[int, str, str]] = []
@@ -139,9 +140,37 @@ def realise(layers: Sequence[LayerTarget], candidates: Iterable[str] = ()) -> Re
     for, then the one the lowest layer asks for.
     """
     layers = list(layers)
-    quantized_targets = [lt.target for lt in layers if is_quantized(lt.target)]
+    best = None
+    for tiebreak, g, auto in _modes(layers, candidates):
+        n, emitted, skip, inexact = _score(layers, _auto_value if auto else _fixed(g))
+        key = (n, *tiebreak)
+        if best is None or key < best[0]:
+            best = (key, g, auto, emitted, skip, inexact)
+    if best is None:  # no KV layers at all
+        return Realisation(kv_cache_dtype="auto", auto_mode=False, skip_layers=(), skip_tokens=())
+    _, g, auto, emitted, skip, inexact = best
+    distinct_q = tuple(sorted({lt.target for lt in layers if is_quantized(lt.target)}))
+    diffs = [(idx, planned, got, _why_inexact(planned, got, g, auto, mixed=len(distinct_q) > 1))
+             for idx, planned, got in inexact]
+    return Realisation(kv_cache_dtype="auto" if auto else g, auto_mode=auto,
+                       skip_layers=tuple(sorted(skip)), skip_tokens=_skip_tokens(layers, skip, emitted),
+                       emitted=emitted, differences=tuple(diffs),
+                       mixed_quantized=distinct_q if len(distinct_q) > 1 else ())
+
+
+def _auto_value(lt: LayerTarget) -> str:
+    assert lt.auto_value is not None  # 'auto' mode is tried only when every layer's auto value is known
+    return lt.auto_value
+
+
+def _fixed(g: str) -> Callable[[LayerTarget], str]:
+    return lambda lt: g
+
+
+def _modes(layers: list[LayerTarget], candidates: Iterable[str]) -> list[tuple[tuple[Any, ...], str, bool]]:
+    """The modes `realise` tries, each as (tie-break key, global dtype, auto mode)."""
     counts = Counter(lt.target for lt in layers)
-    first = {}
+    first: dict[str, int] = {}
     for lt in layers:
         first.setdefault(lt.target, lt.index)
     options: list[tuple[tuple[Any, ...], str, bool]] = []
@@ -152,36 +181,23 @@ def realise(layers: Sequence[LayerTarget], candidates: Iterable[str] = ()) -> Re
         explicit = {"auto"}
     for g in sorted(explicit):
         options.append(((1, -counts.get(g, 0), first.get(g, 1 << 30), g), g, False))
-    best = None
-    for tiebreak, g, auto in options:
-        n, emitted, skip, inexact = _score(layers, (lambda lt: lt.auto_value) if auto else (lambda lt, g=g: g))
-        key = (n, *tiebreak)
-        if best is None or key < best[0]:
-            best = (key, g, auto, emitted, skip, inexact)
-    if best is None:  # no KV layers at all
-        return Realisation(kv_cache_dtype="auto", auto_mode=False, skip_layers=(), skip_tokens=())
-    _, g, auto, emitted, skip, inexact = best
-    distinct_q = tuple(sorted(set(quantized_targets)))
-    diffs = []
-    for idx, planned, got in inexact:
-        if is_quantized(planned) and len(distinct_q) > 1 and not auto and is_quantized(g):
-            why = (f"vLLM 0.33 has one global --kv-cache-dtype ({g}); a layer cannot hold {planned} beside it"
-                   + (" (kept in the model dtype: fewer bits would lose precision)" if got == "auto"
-                      else f" ({g} has at least as many bits)"))
-        elif is_quantized(planned) and not is_quantized(g if not auto else got):
-            why = ("the checkpoint's 'auto' resolution leaves this layer unquantized and vLLM 0.33 "
-                   "cannot quantize one layer alone" if auto else
-                   f"the global --kv-cache-dtype {g} is 16-bit; skip lists only remove quantization")
-        elif not is_quantized(planned):
-            why = (f"{planned} is a 16-bit dtype other than the global one; skipped layers always store "
-                   "the model dtype ('auto')")
-        else:
-            why = f"vLLM 0.33 has one global --kv-cache-dtype ({g})"
-        diffs.append((idx, planned, got, why))
-    return Realisation(kv_cache_dtype="auto" if auto else g, auto_mode=auto,
-                       skip_layers=tuple(sorted(skip)), skip_tokens=_skip_tokens(layers, skip, emitted),
-                       emitted=emitted, differences=tuple(diffs),
-                       mixed_quantized=distinct_q if len(distinct_q) > 1 else ())
+    return options
+
+
+def _why_inexact(planned: str, got: str, g: str, auto: bool, *, mixed: bool) -> str:
+    """Why a layer planned as `planned` gets `got` under global dtype `g` (or 'auto' mode)."""
+    if is_quantized(planned) and mixed and not auto and is_quantized(g):
+        return (f"vLLM 0.33 has one global --kv-cache-dtype ({g}); a layer cannot hold {planned} beside it"
+                + (" (kept in the model dtype: fewer bits would lose precision)" if got == "auto"
+                   else f" ({g} has at least as many bits)"))
+    if is_quantized(planned) and not is_quantized(g if not auto else got):
+        return ("the checkpoint's 'auto' resolution leaves this layer unquantized and vLLM 0.33 "
+                "cannot quantize one layer alone" if auto else
+                f"the global --kv-cache-dtype {g} is 16-bit; skip lists only remove quantization")
+    if not is_quantized(planned):
+        return (f"{planned} is a 16-bit dtype other than the global one; skipped layers always store "
+                "the model dtype ('auto')")
+    return f"vLLM 0.33 has one global --kv-cache-dtype ({g})"
 
 
 def auto_values(plan: Plan) -> dict[int, str] | None:

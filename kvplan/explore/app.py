@@ -4,13 +4,15 @@ Imported only by `kvplan explore` (textual is the optional `tui` extra).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from rich.console import Group
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static
 
@@ -55,6 +57,39 @@ class ExploreResult:
     """Notes: the emitter's findings, exported files."""
 
 
+def _worst_severity(findings: Iterable[Finding]) -> dict[int, Severity]:
+    """Per layer index, the most severe finding that names it."""
+    worst: dict[int, Severity] = {}
+    for f in findings:
+        for i in f.layers:
+            if i not in worst or f.severity.rank > worst[i].rank:
+                worst[i] = f.severity
+    return worst
+
+
+def _layer_cells(lp: LayerPlan, idx: list[int], marker: str, sev: Severity | None) -> tuple[Text, ...]:
+    """One row of the layer table: the layers `idx` (all planned like `lp`), in _LAYER_COLUMNS order."""
+    style = _mode_style(lp.quant_mode.value)
+    label = Text(compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else ""), style=style)
+    if marker:
+        label = Text(marker, style="dim") + label
+    if sev is not None:
+        label.append(" ⚑", style=SEV_STYLE[sev])
+    if not lp.bytes_per_token:
+        geom = "-"
+    else:
+        geom = f"latent {lp.head_size}" if lp.kind == "mla" else f"{lp.num_kv_heads}×{lp.head_size}"
+    window = lp.sliding_window or lp.attention_chunk_size
+    kind = _KIND_SHORT.get(lp.kind, lp.kind) + (f" {window}" if window else "")
+    dtype = Text(lp.kv_cache_dtype or "-", style=style)
+    if lp.skipped:
+        dtype.append(" skipped", style="bold")
+    scales = _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-"
+    fa = f" FA{lp.flash_attn_version}" if lp.backend and lp.flash_attn_version else ""
+    return (label, Text(kind), Text(geom), dtype, Text(lp.dtype or "-", style=style), Text(scales),
+            Text(f"{lp.bytes_per_token:,}", justify="right"), Text((lp.backend or "-") + fa))
+
+
 class ExploreApp(App[ExploreResult]):
     """Full-screen explorer: layers, the selected row's provenance, totals, findings, controls."""
 
@@ -76,7 +111,7 @@ class ExploreApp(App[ExploreResult]):
     #findings { height: 9; border: round $primary-darken-2; }
     #findings:focus { border: round $accent; }
     """
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "toggle_skip", "skip layer(s)"),
         Binding("w", "toggle_sliding", "skip sliding"),
         Binding("a", "all_layers", "all layers"),
@@ -179,39 +214,19 @@ class ExploreApp(App[ExploreResult]):
     def _fill_layers(self) -> None:
         table = self.query_one("#layers", DataTable)
         keep = self._selected[0] if self._selected else None
-        worst: dict[int, Severity] = {}
-        for f in self.session.plan.findings:
-            for i in f.layers:
-                if i not in worst or f.severity.rank > worst[i].rank:
-                    worst[i] = f.severity
+        worst = _worst_severity(self.session.plan.findings)
         target_row = 0
         rows: dict[str, tuple] = {}
         grouped = group_layers(self.session.plan.layers)
         group_of = {lp.index: len(g) for g in grouped for lp in g}
         for n, g in enumerate(self._groups()):
             lp, idx = g[0], [x.index for x in g]
-            key = f"row-{idx[0]}"
             if keep is not None and keep in idx:
                 target_row = n
-            style = _mode_style(lp.quant_mode.value)
-            label = Text(compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else ""), style=style)
-            if len(idx) > 1:
-                label = Text("▸ ", style="dim") + label
-            elif group_of.get(idx[0], 1) > 1 and not self.all_layers:
-                label = Text("▾ ", style="dim") + label
+            # A collapsed group shows ▸; a layer of a group shown expanded shows ▾.
+            marker = "▸ " if len(idx) > 1 else "▾ " if group_of.get(idx[0], 1) > 1 and not self.all_layers else ""
             sev = max((worst[i] for i in idx if i in worst), key=lambda s: s.rank, default=None)
-            if sev is not None:
-                label.append(" ⚑", style=SEV_STYLE[sev])
-            has_kv = bool(lp.bytes_per_token)
-            geom = (f"latent {lp.head_size}" if lp.kind == "mla" else f"{lp.num_kv_heads}×{lp.head_size}") if has_kv else "-"
-            window = lp.sliding_window or lp.attention_chunk_size
-            kind = _KIND_SHORT.get(lp.kind, lp.kind) + (f" {window}" if window else "")
-            dtype = Text(lp.kv_cache_dtype or "-", style=style)
-            if lp.skipped:
-                dtype.append(" skipped", style="bold")
-            scales = _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-"
-            rows[key] = (idx, (label, Text(kind), Text(geom), dtype, Text(lp.dtype or "-", style=style), Text(scales),
-                               Text(f"{lp.bytes_per_token:,}", justify="right"), Text((lp.backend or "-") + (f" FA{lp.flash_attn_version}" if lp.backend and lp.flash_attn_version else ""))))
+            rows[f"row-{idx[0]}"] = (idx, _layer_cells(lp, idx, marker, sev))
         self._write_rows(table, rows)
         if table.row_count and table.cursor_row != target_row:
             table.move_cursor(row=target_row, scroll=True)
@@ -225,7 +240,7 @@ class ExploreApp(App[ExploreResult]):
         if list(rows) == list(old):
             widths = {c.key.value: c.content_width for c in table.columns.values()}
             for key, (_, cells) in rows.items():
-                for col, (a, b) in zip(self._LAYER_COLUMNS, zip(old[key], cells)):
+                for col, (a, b) in zip(self._LAYER_COLUMNS, zip(old[key], cells, strict=True), strict=True):
                     if _cell_key(a) != _cell_key(b):  # re-measure the column only if the cell outgrows it
                         table.update_cell(key, col, b, update_width=b.cell_len > widths[col])
         else:
@@ -269,15 +284,16 @@ class ExploreApp(App[ExploreResult]):
         table.clear()
         for n, f in enumerate(fs):
             table.add_row(Text(f.severity.value, style=SEV_STYLE[f.severity]), Text(f.code), Text(f.name),
-                          Text(compress_indices(f.layers) if f.layers else "-"), Text(f.message), Text(f.fix or "-", style="dim"),
-                          key=f"finding-{n}", height=None)
+                          Text(compress_indices(f.layers) if f.layers else "-"), Text(f.message),
+                          Text(f.fix or "-", style="dim"), key=f"finding-{n}", height=None)
         self._findings = fs
 
     def _detail(self, idx: list[int]) -> list[Text]:
         plan = self.session.plan
         by_index = {lp.index: lp for lp in plan.layers}
         lp = by_index[idx[0]]
-        head = Text(f"layer {idx[0]}" if len(idx) == 1 else f"layers {compress_indices(idx)} ({len(idx)})", style="bold")
+        head = Text(f"layer {idx[0]}" if len(idx) == 1 else f"layers {compress_indices(idx)} ({len(idx)})",
+                    style="bold")
         if len(idx) > 1:
             head.append(f"\nidentical plans; fields and facts shown for layer {idx[0]} (enter: expand)", style="dim")
         decided: dict[str, list] = {}
@@ -321,7 +337,8 @@ class ExploreApp(App[ExploreResult]):
     def _show_detail(self, finding: Finding | None = None) -> None:
         panel = self.query_one("#detail", VerticalScroll)
         key = (finding.code if finding else None, tuple(self._selected))
-        if self._detail_shown is not None and self._detail_shown[0] is self.session.plan and self._detail_shown[1] == key:
+        shown = self._detail_shown
+        if shown is not None and shown[0] is self.session.plan and shown[1] == key:
             return
         self._detail_shown = (self.session.plan, key)
         if finding is not None:
@@ -457,7 +474,7 @@ class ExploreApp(App[ExploreResult]):
         self._fill_layers()
         self._show_detail()
 
-    def action_focus(self, widget_id: str) -> None:
+    async def action_focus(self, widget_id: str) -> None:  # textual's own action_focus is a coroutine
         self.query_one(f"#{widget_id}").focus()
 
     def action_sort_findings(self) -> None:

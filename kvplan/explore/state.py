@@ -344,7 +344,10 @@ def layer_fields(lp: LayerPlan) -> list[tuple[str, str]]:
             continue
         v = getattr(lp, name)
         v = getattr(v, "value", v)
-        out.append((name, "-" if v is None else (f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))))
+        if v is None:
+            out.append((name, "-"))
+        else:
+            out.append((name, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)))
     return out
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvplan.model.vocab import MODEL_DTYPE_ALIASES
+
 # model_type -> defaults of the transformers config class for the keys kvplan reads.
 # Source: transformers `models/<family>/configuration_<family>.py` (class __init__ defaults).
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -73,5 +75,4 @@ INDEXER_IF_TOPK_MODULES = (".deepseek_v2", ".hy_v4")
 SINK_TYPES = frozenset({"gpt_oss"})
 
 # Model dtype spellings accepted by --dtype (vLLM `_STR_DTYPE_TO_TORCH_DTYPE` of ModelConfig).
-DTYPE_ALIASES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16",
-                 "float": "float32", "float32": "float32"}
+DTYPE_ALIASES = MODEL_DTYPE_ALIASES  # `--dtype` spellings -> dtype (kvplan.model.vocab)

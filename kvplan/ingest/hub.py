@@ -69,7 +69,8 @@ def hub_id(text: str) -> str | None:
     ok = bool(_ID_RE.match(s)) and "--" not in s and ".." not in s and not s.endswith(".git") and len(s) <= 96
     if not ok:
         raise KvplanInputError(f"{text!r} is neither an existing path nor a valid Hugging Face model id ({ID_RULES}).",
-                               "Pass a config.json, a checkpoint folder, or an id such as meta-llama/Llama-3.1-8B-Instruct.")
+                               "Pass a config.json, a checkpoint folder, or an id such as "
+                               "meta-llama/Llama-3.1-8B-Instruct.")
     return s
 
 
@@ -237,7 +238,8 @@ class RemoteFile(ByteSource):
             self._eof = size
         self._chunks.append((offset, data))
         self._chunks.sort(key=lambda c: c[0])
-        _write_json(self._store, {"size": self._eof, "chunks": [[a, base64.b64encode(b).decode()] for a, b in self._chunks]})
+        chunks = [[a, base64.b64encode(b).decode()] for a, b in self._chunks]
+        _write_json(self._store, {"size": self._eof, "chunks": chunks})
 
 
 def _range_get(m: HubModel, name: str, offset: int, n: int) -> tuple[bytes, int | None]:
@@ -484,12 +486,14 @@ def _model(repo_id: str, revision: str | None, commit: str, folder: Path, names:
         from kvplan.ingest.hf_config import load_json
         wm = load_json(folder / INDEX, "safetensors index").get("weight_map", {})
         if not isinstance(wm, dict):
-            raise KvplanInputError(f"{repo_id}: {INDEX} weight_map is not an object.", "Fix the index file in the repo.")
+            raise KvplanInputError(f"{repo_id}: {INDEX} weight_map is not an object.",
+                                   "Fix the index file in the repo.")
         named = {str(v) for v in wm.values()}
         missing = sorted(named - shards)
         if missing:
             raise KvplanInputError(f"{repo_id}: {INDEX} names shard(s) the repository does not hold: "
-                                   f"{', '.join(missing[:3])}.", "Check --revision, or report the broken index upstream.")
+                                   f"{', '.join(missing[:3])}.", "Check --revision, or report the broken index "
+                                                                 "upstream.")
         shards |= named
     return HubModel(repo_id=repo_id, revision=revision, commit=commit, folder=folder, small_files=small,
                     safetensors=tuple(sorted(shards)), settings=s)

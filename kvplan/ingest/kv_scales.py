@@ -27,7 +27,8 @@ def load_kv_scales(path: str | Path) -> KvScales:
     except (OSError, UnicodeDecodeError) as e:
         raise KvplanInputError(f"--kv-scales {path}: not JSON ({e}).", FIX) from None
     if not isinstance(data, dict) or data.get("kind") != "kvplan.kv-scales":
-        raise KvplanInputError(f"--kv-scales {path}: not a kvplan k/v scales file (no \"kind\": \"kvplan.kv-scales\").", FIX)
+        raise KvplanInputError(
+            f'--kv-scales {path}: not a kvplan k/v scales file (no "kind": "kvplan.kv-scales").', FIX)
     try:
         scales = KvScales.model_validate(data)
     except ValidationError as e:

@@ -22,6 +22,7 @@ deadline itself.
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import ctypes
 import errno
@@ -73,7 +74,8 @@ class Limits:
     max_launch_line_bytes: int = L.MAX_LAUNCH_LINE_BYTES
 
 
-_LIMITS: contextvars.ContextVar[Limits] = contextvars.ContextVar("kvplan_limits", default=Limits())
+# Limits is a frozen dataclass: the shared default cannot be mutated.
+_LIMITS: contextvars.ContextVar[Limits] = contextvars.ContextVar("kvplan_limits", default=Limits())  # noqa: B039
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("kvplan_deadline", default=None)
 
 
@@ -180,7 +182,7 @@ def read_toml(path: Path, what: str = "configuration file") -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     text = read_bounded(path, what).decode("utf-8")
     try:
         return tomllib.loads(text)
@@ -330,7 +332,8 @@ def check_yaml(text: str, source: str) -> None:
 
     def refuse(problem: str, mark: Any, code: str = "KV821") -> InputLimitError:
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        return InputLimitError(f"{source}:{line}: {problem}.", f"Remove the aliases or split the file (limits: {DOCS}).",
+        return InputLimitError(f"{source}:{line}: {problem}.",
+                               f"Remove the aliases or split the file (limits: {DOCS}).",
                                code=code, line=line, column=col, detail=f"{problem}.")
 
     try:
@@ -417,7 +420,8 @@ def check_argv(argv: Any) -> None:
                                    'Pass e.g. ["--kv-cache-dtype", "fp8"].')
         if len(a) > lim.max_arg_bytes:
             raise InputLimitError(f"launch-line argument {i} ({_short(a[:40])}) is {len(a):,} characters, over "
-                                  f"kvplan's limit of {lim.max_arg_bytes:,}.", f"Check the flag value (limits: {DOCS}).")
+                                  f"kvplan's limit of {lim.max_arg_bytes:,}.",
+                                  f"Check the flag value (limits: {DOCS}).")
 
 
 def check_launch_line(line: str) -> None:
@@ -442,10 +446,9 @@ def check_deadline() -> None:
 
 
 def _async_raise(tid: int, exc: type[BaseException] | None) -> None:
-    try:
+    # Not CPython (no pythonapi): the cooperative checks remain.
+    with contextlib.suppress(AttributeError, OSError):
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(exc) if exc else None)
-    except (AttributeError, OSError):  # pragma: no cover - not CPython: the cooperative checks remain
-        pass
 
 
 @contextmanager

@@ -20,7 +20,8 @@ _ALWAYS_KV_METHOD = ("fp8", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "quark
 
 def _modelopt_kv(q: dict[str, Any]) -> tuple[Any, str | None]:
     """First truthy of the four places vLLM looks (nested wins over top level)."""
-    inner = q.get("quantization") if isinstance(q.get("quantization"), dict) else q
+    nested = q.get("quantization")
+    inner: dict[str, Any] = nested if isinstance(nested, dict) else q
     for obj, key, path in ((inner, "kv_cache_scheme", "quantization.kv_cache_scheme"),
                            (q, "kv_cache_scheme", "kv_cache_scheme"),
                            (inner, "kv_cache_quant_algo", "quantization.kv_cache_quant_algo"),
@@ -50,12 +51,14 @@ def normalize_hf_quant_config(hq: dict[str, Any]) -> dict[str, Any]:
     return q
 
 
-@input_boundary(fix="Fix the checkpoint's quantization config (config.json quantization_config / hf_quant_config.json).")
+@input_boundary(
+    fix="Fix the checkpoint's quantization config (config.json quantization_config / hf_quant_config.json).")
 def parse_quant_metadata(config: dict[str, Any], hf_quant_config: dict[str, Any] | None,
                          scales: tuple[ScaleTensor, ...] = (), files: tuple[str, ...] = (),
                          quantization_flag: str | None = None) -> QuantMetadata:
     """Collect the KV-relevant facts; never decides anything."""
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text_config = config.get("text_config")
+    text: dict[str, Any] = text_config if isinstance(text_config, dict) else {}
     q = config.get("quantization_config")
     source = "config.json:quantization_config"
     if not isinstance(q, dict) and isinstance(text.get("quantization_config"), dict):

@@ -11,11 +11,11 @@ import math
 import re
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, input_boundary, loads_json
-from kvplan.model.quant import ScaleTensor
+from kvplan.model.quant import ScaleKind, ScaleTensor
 
 _MAX_HEADER = 100 * 1024 * 1024  # the format's own limit is 100 MB
 
@@ -181,7 +181,8 @@ def _scales_from_sources(sources: list[ByteSource]) -> tuple[tuple[ScaleTensor, 
                                        "Re-download the file.")
             numel = math.prod(shape)
             vmin, vmax = _scale_values(src, base, name, meta, numel)
-            out.append(ScaleTensor(name=name, kind=m.group(1), layer=int(lm.group(1)),
+            kind = cast(ScaleKind, m.group(1))  # _SCALE_RE matches exactly these names
+            out.append(ScaleTensor(name=name, kind=kind, layer=int(lm.group(1)),
                                    shape=tuple(shape), dtype=str(meta.get("dtype", "?")), file=src.name,
                                    vmin=vmin, vmax=vmax))
     out.sort(key=lambda s: (s.layer, s.kind, s.name))

@@ -137,7 +137,8 @@ def load_config(path: Path | None) -> LoadedConfig:
     try:
         doc = read_toml(path)  # size and nesting limits (docs/limits.md)
     except FileNotFoundError:
-        raise KvplanInputError(f"config file not found: {path}.", "Pass an existing kvplan.toml or pyproject.toml to --config.") from None
+        raise KvplanInputError(f"config file not found: {path}.",
+                               "Pass an existing kvplan.toml or pyproject.toml to --config.") from None
     except (OSError, UnicodeDecodeError) as e:
         raise KvplanInputError(f"cannot read config file {path}: {e}.", "Check the path and permissions.") from None
     except tomllib.TOMLDecodeError as e:
@@ -155,9 +156,11 @@ def load_config(path: Path | None) -> LoadedConfig:
     merged: dict[str, Any] = {k: v for k, v in top.items() if k in _TOP_KEYS}
     for k in lint:
         if k not in _TOP_KEYS:
-            close = difflib.get_close_matches(k, sorted(_kebab(n) for n in LintConfig.model_fields), n=1)
-            raise KvplanInputError(f"unknown key {k!r} in {sub} of {path}." + (f" Did you mean {close[0]!r}?" if close else ""),
-                                   "Valid keys: " + ", ".join(sorted(_kebab(n) for n in LintConfig.model_fields)) + ".")
+            valid = sorted(_kebab(n) for n in LintConfig.model_fields)
+            close = difflib.get_close_matches(k, valid, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise KvplanInputError(f"unknown key {k!r} in {sub} of {path}.{hint}",
+                                   "Valid keys: " + ", ".join(valid) + ".")
     merged.update(lint)
     try:
         cfg = LintConfig.model_validate(merged)

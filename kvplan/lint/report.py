@@ -84,7 +84,7 @@ class LaunchInfo(Frozen):
     model: str | None = None
     """Model as written in the launch (positional, --model, --model_id or storageUri), if any."""
     config: str | None = None
-    """config.json used for the plan rules: a local path, a mapped path or `bundled:<hf id>`; null when none was found."""
+    """config.json used for the plan rules: a local path, a mapped path or `bundled:<hf id>`; null if none found."""
     gpu: str | None = None
     """GPU profile the plan was made for (from node selectors, else --gpu / the configured default)."""
     gpu_count: int | None = None
@@ -105,7 +105,7 @@ class FileResult(Frozen):
     kind: FileKind
     """What the file was recognised as."""
     status: FileStatus
-    """linted (at least one vLLM launch checked), skipped (not a deployment config), error (could not be read or parsed)."""
+    """linted (at least one vLLM launch checked), skipped (not a deployment config), error (unreadable/unparsable)."""
     note: str | None = None
     """Why it was skipped, or what went wrong."""
     launches: list[LaunchInfo] = Field(default_factory=list)
@@ -151,7 +151,7 @@ class Settings(Frozen):
     gpu: str | None = None
     """Default GPU for launches whose manifest names none."""
     strict: bool = False
-    """`--strict` / `strict = true`: KV604 (architecture not verified against vLLM, unused geometry keys) is an error."""
+    """`--strict` / `strict = true`: KV604 (architecture unverified against vLLM, unused geometry keys) is an error."""
 
 
 class LintReport(Frozen):

@@ -59,8 +59,8 @@ def _mapped(entry: str | ModelEntry, cfg: LoadedConfig, key: str) -> ModelSource
     p = Path(e.config).expanduser()
     p = p if p.is_absolute() else cfg.root / p
     if not _has_config(p):
-        raise KvplanInputError(f"the lint config maps {key!r} to {e.config!r}, which is not a config.json or a folder holding one"
-                               f" (looked at {p}).", f"Fix [tool.kvplan.lint.models] in {cfg.path}.")
+        raise KvplanInputError(f"the lint config maps {key!r} to {e.config!r}, which is not a config.json or a folder"
+                               f" holding one (looked at {p}).", f"Fix [tool.kvplan.lint.models] in {cfg.path}.")
     wb = int(e.weight_gib * 2**30) if e.weight_gib is not None else None
     return ModelSource(p, str(e.config), wb)
 

@@ -51,118 +51,141 @@ _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 def lex(s: str, pos: Pos, yaml_path: str | None = None) -> list[Tok]:
     """Split shell text into words and operators, each with its position (via `pos(offset)`)."""
-    toks: list[Tok] = []
-    buf: list[str] = []
-    lit: list[int] = []
-    start: int | None = None
-    quoted = False
-    i, n = 0, len(s)
+    return _Lexer(s, pos, yaml_path).run()
 
-    def flush() -> None:
-        nonlocal buf, start, quoted, lit
-        if start is not None:
-            line, col = pos(start)
-            toks.append(Tok("".join(buf), line, col, yaml_path, quoted, literal=tuple(lit)))
-        buf, start, quoted, lit = [], None, False, []
 
-    def blen() -> int:
-        return sum(len(b) for b in buf)
+class _Lexer:
+    """One `lex` call: the text, the word being built (its pieces, start and literal `$`s) and the tokens so far."""
 
-    def emit_op(value: str, at: int) -> None:
-        line, col = pos(at)
-        toks.append(Tok(value, line, col, yaml_path, op=True))
+    def __init__(self, s: str, pos: Pos, yaml_path: str | None) -> None:
+        self.s, self.n, self.pos, self.yaml_path = s, len(s), pos, yaml_path
+        self.toks: list[Tok] = []
+        self.buf: list[str] = []
+        self.lit: list[int] = []
+        self.start: int | None = None
+        self.quoted = False
 
-    while i < n:
-        c = s[i]
-        if c == "\\" and s.startswith("\n", i + 1):
-            i += 2
-            continue
+    def run(self) -> list[Tok]:
+        i = 0
+        while i < self.n:
+            i = self._step(i)
+        self._flush()
+        return self.toks
+
+    def _flush(self) -> None:
+        """End the word being built (if any) and start a new one."""
+        if self.start is not None:
+            line, col = self.pos(self.start)
+            self.toks.append(Tok("".join(self.buf), line, col, self.yaml_path, self.quoted, literal=tuple(self.lit)))
+        self.buf, self.start, self.quoted, self.lit = [], None, False, []
+
+    def _blen(self) -> int:
+        return sum(len(b) for b in self.buf)
+
+    def _emit_op(self, value: str, at: int) -> None:
+        line, col = self.pos(at)
+        self.toks.append(Tok(value, line, col, self.yaml_path, op=True))
+
+    def _step(self, i: int) -> int:
+        """Consume the text at offset `i`; the offset just after it."""
+        s, c = self.s, self.s[i]
+        if c == "\\" and s.startswith("\n", i + 1):  # line continuation
+            return i + 2
         if c == "\\" and s.startswith("\r\n", i + 1):
-            i += 3
-            continue
+            return i + 3
         if c in " \t\r":
-            flush()
-            i += 1
-            continue
-        if c == "#" and start is None:
-            while i < n and s[i] != "\n":
-                i += 1
-            continue
+            self._flush()
+            return i + 1
+        if c == "#" and self.start is None:  # a comment runs to the end of the line (the newline is an operator)
+            end = s.find("\n", i)
+            return self.n if end < 0 else end
         if c in ";&|()\n":
-            flush()
-            op = next(o for o in _CONTROL if s.startswith(o, i))
-            emit_op(op, i)
-            i += len(op)
-            continue
+            return self._control(i)
         if c in "<>":
-            if start is not None and "".join(buf).isdigit():  # 2>&1: the fd number belongs to the redirection
-                buf, start = [], None
-            flush()
-            j = i
-            while j < n and s[j] in "<>":
-                j += 1
-            if j < n and s[j] == "&":
-                j += 1
-                while j < n and (s[j].isdigit() or s[j] == "-"):
-                    j += 1
-            emit_op(s[i:j], i)
-            i = j
-            continue
-        if start is None:
-            start = i + 1 if c in "'\"" else i  # a quoted word's position is its first character
+            return self._redirection(i)
+        if self.start is None:
+            self.start = i + 1 if c in "'\"" else i  # a quoted word's position is its first character
         if c == "'":
-            j = s.find("'", i + 1)
-            if j < 0:
-                raise ShellSyntaxError("unterminated single quote", i)
-            base = blen()
-            lit += [base + k for k, ch in enumerate(s[i + 1:j]) if ch == "$"]
-            buf.append(s[i + 1:j])
-            quoted = True
-            i = j + 1
-            continue
+            return self._single_quoted(i)
         if c == '"':
-            quoted = True
-            j = i + 1
-            while j < n and s[j] != '"':
-                if s[j] == "\\" and j + 1 < n and s[j + 1] in '"\\$`\n':
-                    if s[j + 1] == "$":
-                        lit.append(blen())
-                    if s[j + 1] != "\n":
-                        buf.append(s[j + 1])
-                    j += 2
-                    continue
-                buf.append(s[j])
-                j += 1
-            if j >= n:
-                raise ShellSyntaxError("unterminated double quote", i)
-            i = j + 1
-            continue
-        if c == "\\" and i + 1 < n:
+            return self._double_quoted(i)
+        if c == "\\" and i + 1 < self.n:
             if s[i + 1] == "$":
-                lit.append(blen())
-            buf.append(s[i + 1])
-            i += 2
-            continue
-        if c == "$" and i + 1 < n and s[i + 1] in "({":
-            close = ")" if s[i + 1] == "(" else "}"
-            depth, j = 0, i + 1
-            while j < n:
-                if s[j] == s[i + 1]:
-                    depth += 1
-                elif s[j] == close:
-                    depth -= 1
-                    if depth == 0:
-                        break
+                self.lit.append(self._blen())
+            self.buf.append(s[i + 1])
+            return i + 2
+        if c == "$" and i + 1 < self.n and s[i + 1] in "({":
+            return self._substitution(i)
+        self.buf.append(c)
+        return i + 1
+
+    def _control(self, i: int) -> int:
+        self._flush()
+        op = next(o for o in _CONTROL if self.s.startswith(o, i))
+        self._emit_op(op, i)
+        return i + len(op)
+
+    def _redirection(self, i: int) -> int:
+        s = self.s
+        if self.start is not None and "".join(self.buf).isdigit():  # 2>&1: the fd number belongs to the redirection
+            self.buf, self.start = [], None
+        self._flush()
+        j = i
+        while j < self.n and s[j] in "<>":
+            j += 1
+        if j < self.n and s[j] == "&":
+            j += 1
+            while j < self.n and (s[j].isdigit() or s[j] == "-"):
                 j += 1
-            if j >= n:
-                raise ShellSyntaxError(f"unterminated ${s[i + 1]}", i)
-            buf.append(s[i:j + 1])
-            i = j + 1
-            continue
-        buf.append(c)
-        i += 1
-    flush()
-    return toks
+        self._emit_op(s[i:j], i)
+        return j
+
+    def _single_quoted(self, i: int) -> int:
+        s = self.s
+        j = s.find("'", i + 1)
+        if j < 0:
+            raise ShellSyntaxError("unterminated single quote", i)
+        base = self._blen()
+        self.lit += [base + k for k, ch in enumerate(s[i + 1:j]) if ch == "$"]
+        self.buf.append(s[i + 1:j])
+        self.quoted = True
+        return j + 1
+
+    def _double_quoted(self, i: int) -> int:
+        s = self.s
+        self.quoted = True
+        j = i + 1
+        while j < self.n and s[j] != '"':
+            if s[j] == "\\" and j + 1 < self.n and s[j + 1] in '"\\$`\n':
+                if s[j + 1] == "$":
+                    self.lit.append(self._blen())
+                if s[j + 1] != "\n":
+                    self.buf.append(s[j + 1])
+                j += 2
+                continue
+            self.buf.append(s[j])
+            j += 1
+        if j >= self.n:
+            raise ShellSyntaxError("unterminated double quote", i)
+        return j + 1
+
+    def _substitution(self, i: int) -> int:
+        """$(...) or ${...}, kept verbatim."""
+        s = self.s
+        close = ")" if s[i + 1] == "(" else "}"
+        depth, j = 0, i + 1
+        while j < self.n:
+            if s[j] == s[i + 1]:
+                depth += 1
+            elif s[j] == close:
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if j >= self.n:
+            raise ShellSyntaxError(f"unterminated ${s[i + 1]}", i)
+        self.buf.append(s[i:j + 1])
+        return j + 1
 
 
 def commands(toks: Sequence[Tok]) -> list[list[Tok]]:
@@ -286,62 +309,81 @@ def _expand_shell_word(w: Tok, env: Mapping[str, VarValue], split: bool) -> list
     """Shell parameter expansion of one word: known values substituted (a lone unquoted reference
     word-splits), anything only known at run time ($(cmd), $1, an unset or Secret-backed variable)
     kept as written and marking the word unknown."""
-    s = w.value
-    if "$" not in s:
+    if "$" not in w.value:
         return [w]
-    lit = set(w.literal)
-    whole = _SHELL_REF.fullmatch(s) if 0 not in lit else None
+    whole = _SHELL_REF.fullmatch(w.value) if 0 not in w.literal else None
     if whole is not None:
-        name, op, default = whole.group(1) or whole.group(4), whole.group(2), whole.group(3)
-        vv = env.get(name)
-        if vv is not None and not vv.unknown and not (op and op.startswith(":") and vv.value == ""):
-            if w.quoted or not split:
-                return [replace(vv.tok, value=vv.value, quoted=True, yaml_path=vv.tok.yaml_path or w.yaml_path)]
-            return split_value(vv.value, vv.tok)
-        if op is not None and (vv is None or (not vv.unknown and vv.value == "")):
-            if vv is None and default == "":  # ${VAR:-}: whatever the environment has, else nothing
-                return [replace(w, unknown=True)]
-            if w.quoted or not split:
-                return [replace(w, value=default, literal=())]
-            return split_value(default, w)
-        return [replace(w, unknown=True)]
+        return _expand_lone_reference(w, whole, env, split)
+    return [_expand_within_word(w, env)]
+
+
+def _expand_lone_reference(w: Tok, ref: re.Match[str], env: Mapping[str, VarValue], split: bool) -> list[Tok]:
+    """A word that is one reference ($NAME, ${NAME}, ${NAME:-default}): it takes the value's position."""
+    name, op, default = ref.group(1) or ref.group(4), ref.group(2), ref.group(3)
+    vv = env.get(name)
+    if vv is not None and not vv.unknown and not (op and op.startswith(":") and vv.value == ""):
+        if w.quoted or not split:
+            return [replace(vv.tok, value=vv.value, quoted=True, yaml_path=vv.tok.yaml_path or w.yaml_path)]
+        return split_value(vv.value, vv.tok)
+    if op is not None and (vv is None or (not vv.unknown and vv.value == "")):
+        if vv is None and default == "":  # ${VAR:-}: whatever the environment has, else nothing
+            return [replace(w, unknown=True)]
+        if w.quoted or not split:
+            return [replace(w, value=default, literal=())]
+        return split_value(default, w)
+    return [replace(w, unknown=True)]
+
+
+def _expand_within_word(w: Tok, env: Mapping[str, VarValue]) -> Tok:
+    """References inside a longer word: substituted in place, never split."""
+    s, lit = w.value, set(w.literal)
     out: list[str] = []
     unknown = w.unknown
     i = 0
     while i < len(s):
-        c = s[i]
-        if c != "$" or i in lit or i + 1 >= len(s):
-            out.append(c)
+        if s[i] != "$" or i in lit or i + 1 >= len(s):
+            out.append(s[i])
             i += 1
             continue
         m = _SHELL_REF.match(s, i)
         if m:
-            name, op, default = m.group(1) or m.group(4), m.group(2), m.group(3)
-            vv = env.get(name)
-            if vv is not None and not vv.unknown:
-                out.append(vv.value)
-            elif vv is None and op is not None:
-                out.append(default)
-            else:
-                out.append(m.group(0))
-                unknown = True
+            value = _reference_value(m, env)
+            out.append(m.group(0) if value is None else value)
+            unknown = unknown or value is None
             i = m.end()
             continue
-        nxt = s[i + 1]
-        if nxt == "(":
-            j = _closing(s, i + 1, "(", ")")
-        elif nxt == "{":
-            j = _closing(s, i + 1, "{", "}")
-        elif nxt.isdigit() or nxt in "@*#?$!-":
-            j = i + 2
-        else:  # a lone `$` is literal
-            out.append(c)
+        j = _runtime_only_end(s, i)
+        if j is None:  # a lone `$` is literal
+            out.append("$")
             i += 1
             continue
         out.append(s[i:j])
         unknown = True
         i = j
-    return [replace(w, value="".join(out), unknown=unknown, literal=())]
+    return replace(w, value="".join(out), unknown=unknown, literal=())
+
+
+def _reference_value(m: re.Match[str], env: Mapping[str, VarValue]) -> str | None:
+    """The value of one reference inside a word, or None when only known at run time."""
+    name, op, default = m.group(1) or m.group(4), m.group(2), m.group(3)
+    vv = env.get(name)
+    if vv is not None and not vv.unknown:
+        return vv.value
+    if vv is None and op is not None:
+        return default
+    return None
+
+
+def _runtime_only_end(s: str, i: int) -> int | None:
+    """End of the `$(cmd)`, `${...}`, `$1` or `$?` at s[i] (known only at run time); None for a lone `$`."""
+    nxt = s[i + 1]
+    if nxt == "(":
+        return _closing(s, i + 1, "(", ")")
+    if nxt == "{":
+        return _closing(s, i + 1, "{", "}")
+    if nxt.isdigit() or nxt in "@*#?$!-":
+        return i + 2
+    return None
 
 
 def expand(words: Sequence[Tok], env: Mapping[str, VarValue], split: bool = True) -> list[Tok]:
@@ -401,7 +443,23 @@ def find_launch(words: Sequence[Tok], implicit_vllm: bool = False) -> Launch | N
     env, nohup, uv run). With `implicit_vllm` (a container whose image's entrypoint is vLLM),
     plain arguments are the engine arguments.
     """
-    w = list(words)
+    w = _unwrapped(list(words))
+    if not w:
+        return None
+    head = w[0].value.rsplit("/", 1)[-1]
+    if head == "vllm" and len(w) > 1 and w[1].value == "serve":
+        return Launch(w[0], tuple(w[2:]))
+    if _PY.match(w[0].value):
+        return _python_module_launch(w)
+    if head in ("docker", "podman", "nerdctl") and len(w) > 1 and w[1].value == "run":
+        return _container_launch(w)
+    if implicit_vllm:
+        return Launch(w[0], tuple(w))
+    return None
+
+
+def _unwrapped(w: list[Tok]) -> list[Tok]:
+    """The command after its wrappers: assignments, exec/nohup/sudo/..., `env [-opts] [NAME=value]`, `uv run`."""
     i = 0
     while i < len(w):
         v = w[i].value
@@ -417,32 +475,30 @@ def find_launch(words: Sequence[Tok], implicit_vllm: bool = False) -> Launch | N
                 i += 1
         else:
             break
-    w = w[i:]
-    if not w:
-        return None
-    head = w[0].value.rsplit("/", 1)[-1]
-    if head == "vllm" and len(w) > 1 and w[1].value == "serve":
-        return Launch(w[0], tuple(w[2:]))
-    if _PY.match(w[0].value):
-        for j in range(1, len(w) - 1):
-            if w[j].value == "-m":
-                mod = w[j + 1].value
-                if mod in _OPENAI_MODULES:
-                    return Launch(w[0], tuple(w[j + 2:]))
-                if mod == "huggingfaceserver":
-                    return Launch(w[0], tuple(w[j + 2:]), "kserve-hf")
-                return None
-            if not w[j].value.startswith("-"):
-                return None
-        return None
-    if head in ("docker", "podman", "nerdctl") and len(w) > 1 and w[1].value == "run":
-        for j in range(2, len(w)):
-            if not w[j].value.startswith("-") and VLLM_IMAGE.search(w[j].value) \
-                    and not w[j - 1].value.startswith(("-e", "--env", "-v", "--volume", "--name", "-p")):
-                rest = w[j + 1:]
-                inner = find_launch(rest) if rest else None
-                return replace(inner, image=w[j]) if inner else Launch(w[j], tuple(rest), image=w[j])
-        return None
-    if implicit_vllm:
-        return Launch(w[0], tuple(w))
+    return w[i:]
+
+
+def _python_module_launch(w: list[Tok]) -> Launch | None:
+    """`python [-opts] -m MODULE ARGS`: vLLM's OpenAI server or KServe's huggingfaceserver."""
+    for j in range(1, len(w) - 1):
+        if w[j].value == "-m":
+            mod = w[j + 1].value
+            if mod in _OPENAI_MODULES:
+                return Launch(w[0], tuple(w[j + 2:]))
+            if mod == "huggingfaceserver":
+                return Launch(w[0], tuple(w[j + 2:]), "kserve-hf")
+            return None
+        if not w[j].value.startswith("-"):
+            return None
+    return None
+
+
+def _container_launch(w: list[Tok]) -> Launch | None:
+    """`docker run [-opts] IMAGE ARGS` with a vLLM image: the launch inside it, or the image's entrypoint."""
+    for j in range(2, len(w)):
+        if not w[j].value.startswith("-") and VLLM_IMAGE.search(w[j].value) \
+                and not w[j - 1].value.startswith(("-e", "--env", "-v", "--volume", "--name", "-p")):
+            rest = w[j + 1:]
+            inner = find_launch(rest) if rest else None
+            return replace(inner, image=w[j]) if inner else Launch(w[j], tuple(rest), image=w[j])
     return None

@@ -11,6 +11,7 @@ exact token.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -21,7 +22,6 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kvplan.ingest.flags import KNOWN_FLAGS, MODELLED, REMOVED_FLAGS
 from kvplan.ingest.limits import compose_all as bounded_compose_all
-from kvplan.model.plan import Subject
 from kvplan.lint.shell import (
     VLLM_IMAGE,
     Launch,
@@ -37,12 +37,13 @@ from kvplan.lint.shell import (
     lex,
     split_value,
 )
-import contextlib
+from kvplan.model.plan import Subject
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Environment variables that images and charts commonly read extra engine arguments from.
-EXTRA_ARGS_ENV = re.compile(r"^(?:VLLM_)?(?:EXTRA_|ADDITIONAL_|SERVE_|ENGINE_|SERVER_)?ARGS$|^VLLM_\w*ARGS$|\w*EXTRA_ARGS$")
+EXTRA_ARGS_ENV = re.compile(
+    r"^(?:VLLM_)?(?:EXTRA_|ADDITIONAL_|SERVE_|ENGINE_|SERVER_)?ARGS$|^VLLM_\w*ARGS$|\w*EXTRA_ARGS$")
 GPU_LABEL_KEYS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
                   "karpenter.k8s.aws/instance-gpu-name", "nvidia.com/gpu.family", "gpu.product")
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
@@ -206,7 +207,8 @@ def _word_pos(t: Tok) -> Pos:
 def _shell_script_arg(words: list[Tok]) -> int | None:
     """Index of the script in `sh -c SCRIPT` / `bash -lc SCRIPT` (wrappers before the shell allowed)."""
     i = 0
-    while i < len(words) and (words[i].value in ("exec", "env", "nohup", "timeout") or _ASSIGN_WORD.match(words[i].value)
+    while i < len(words) and (words[i].value in ("exec", "env", "nohup", "timeout")
+                              or _ASSIGN_WORD.match(words[i].value)
                               or (words[i - 1].value == "timeout" if i else False)):
         i += 1
     if i >= len(words) or words[i].value.rsplit("/", 1)[-1] not in _SHELLS:
@@ -392,12 +394,17 @@ def _launches_in_script(script: str, pos: Pos, yaml_path: str | None, env: dict[
     return found
 
 
+def _offset_pos(pos: Pos, base: int) -> Pos:
+    """`pos` for text that starts `base` characters into the text `pos` maps."""
+    return lambda k: pos(base + k)
+
+
 def lex_resilient(s: str, pos: Pos, yaml_path: str | None, out: Extracted, base: int = 0) -> list[Tok]:
     """lex(), but an unterminated quote becomes finding KV802 and lexing resumes on the next line."""
     toks: list[Tok] = []
     for _ in range(1000):
         try:
-            toks += lex(s[base:], lambda k, b=base: pos(b + k), yaml_path)
+            toks += lex(s[base:], _offset_pos(pos, base), yaml_path)
             return toks
         except ShellSyntaxError as e:
             at = base + e.offset
@@ -408,7 +415,7 @@ def lex_resilient(s: str, pos: Pos, yaml_path: str | None, out: Extracted, base:
             line_start = s.rfind("\n", 0, at) + 1
             if line_start > base:
                 with contextlib.suppress(ShellSyntaxError):
-                    toks += lex(s[base:line_start], lambda k, b=base: pos(b + k), yaml_path)
+                    toks += lex(s[base:line_start], _offset_pos(pos, base), yaml_path)
             nl = s.find("\n", at)
             if nl < 0:
                 return toks
@@ -471,9 +478,12 @@ def _env(doc: _Doc, c: Node, path: str) -> tuple[dict[str, VarValue], list[tuple
         if isinstance(vnode, ScalarNode):
             tok = doc.tok(vnode, f"{path}.env[{i}].value")
             value, unknown, whole = expand_k8s(vnode.value, env)
-            vv = (VarValue(value, whole.tok, whole.unknown) if whole is not None
-                  else VarValue(value, tok if value == vnode.value else Tok(value, tok.line, tok.col, tok.yaml_path, unknown=unknown),
-                                unknown))
+            if whole is not None:
+                vv = VarValue(value, whole.tok, whole.unknown)
+            elif value == vnode.value:
+                vv = VarValue(value, tok, unknown)
+            else:
+                vv = VarValue(value, Tok(value, tok.line, tok.col, tok.yaml_path, unknown=unknown), unknown)
         else:
             ref = _mget(_mget(e, "valueFrom"), "configMapKeyRef") or _mget(_mget(e, "valueFrom"), "secretKeyRef")
             data = doc.objects.get(_scalar(_mget(ref, "name")) or "") or {}
@@ -555,44 +565,70 @@ def _walk_k8s(doc: _Doc, node: Node, path: str, pod: _PodCtx, out: Extracted, ki
     lwt = _mget(node, "leaderWorkerTemplate")
     for k, v in _items(node):
         p = f"{path}.{k.value}" if path else k.value
-        if k.value == "containers" and isinstance(v, SequenceNode):
-            for i, c in enumerate(v.value):
-                _container(doc, c, f"{p}[{i}]", here, out, kind=kind)
-        elif k.value == "model" and isinstance(v, MappingNode) and (
-                _mget(v, "modelFormat") or _mget(v, "storageUri") or _mget(v, "runtime")):
-            fmt = (_scalar(_mget(_mget(v, "modelFormat"), "name")) or "") + (_scalar(_mget(v, "runtime")) or "")
-            dialect = "kserve-hf" if re.search(r"huggingface|vllm", fmt, re.I) or not fmt else "other"
-            if dialect == "other":
-                continue
-            uri = _mget(v, "storageUri")
-            hint = None
-            if isinstance(uri, ScalarNode) and uri.value.startswith("hf://"):
-                hint = doc.tok(uri, f"{p}.storageUri", uri.value[5:].split(":")[0])
-            _container(doc, v, p, here, out, dialect="kserve-hf", model_hint=hint, kind=kind)
-        elif k.value == "leaderWorkerTemplate" and isinstance(v, MappingNode):
-            size = _scalar(_mget(v, "size"))
-            _walk_k8s(doc, v, p, _PodCtx(here.gpu_label, int(size) if size and size.isdigit() else 1, here.ray), out, kind)
-        elif k.value in _RAY_GROUPS:
-            _walk_k8s(doc, v, p, _PodCtx(here.gpu_label, here.group_size, True), out, kind)
-        elif k.value == "entrypoint" and kind == "RayJob" and isinstance(v, ScalarNode) and path == "spec":
-            # The Ray job's command runs on the head node; a `vllm serve` there is the launch.
-            head = _seq(_mget(_mget(_mget(_mget(_mget(node, "rayClusterSpec"), "headGroupSpec"), "template"), "spec"),
-                              "containers"))
-            himage = _mget(head[0], "image") if head else None
-            image_tok = doc.tok(himage, "spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].image") \
-                if isinstance(himage, ScalarNode) else None
-            for launch in _launches_in_script(v.value, doc.pos_in(v), p, {}, out):
-                out.sites.append(Site(launch, launch.launcher, gpu_label=here.gpu_label, image=image_tok))
-        elif k.value == "serveConfigV2" and kind == "RayService" and isinstance(v, ScalarNode) and path == "spec":
-            _ray_serve(doc, v, p, node, here, out)
-        elif k.value in ("patch", "patchesStrategicMerge") and kind == "Kustomization":
-            for sub in ([v] if isinstance(v, ScalarNode) else _seq(v)):
-                if isinstance(sub, ScalarNode) and "\n" in sub.value:
-                    _inline_patch(doc, sub, p, out)
-            if isinstance(v, MappingNode):
-                _walk_k8s(doc, v, p, here, out, kind)
-        elif k.value not in ("metadata", "status") and (lwt is None or k.value != "leaderWorkerTemplate"):
+        if _k8s_field(doc, node, path, k.value, v, p, here, out, kind):
+            continue
+        if k.value not in ("metadata", "status") and (lwt is None or k.value != "leaderWorkerTemplate"):
             _walk_k8s(doc, v, p, here, out, kind)
+
+
+def _k8s_field(doc: _Doc, node: MappingNode, path: str, key: str, v: Node, p: str, here: _PodCtx,
+               out: Extracted, kind: str) -> bool:
+    """Walk the field `key` (at `p`) of the object `node` (at `path`) if it has a meaning of its own: containers,
+    a KServe model, a LeaderWorkerSet template, Ray groups and job/service commands, Kustomize patches.
+    False for any other field, which is only walked into."""
+    if key == "containers" and isinstance(v, SequenceNode):
+        for i, c in enumerate(v.value):
+            _container(doc, c, f"{p}[{i}]", here, out, kind=kind)
+    elif key == "model" and isinstance(v, MappingNode) and (
+            _mget(v, "modelFormat") or _mget(v, "storageUri") or _mget(v, "runtime")):
+        _kserve_model(doc, v, p, here, out, kind)
+    elif key == "leaderWorkerTemplate" and isinstance(v, MappingNode):
+        size = _scalar(_mget(v, "size"))
+        _walk_k8s(doc, v, p, _PodCtx(here.gpu_label, int(size) if size and size.isdigit() else 1, here.ray), out, kind)
+    elif key in _RAY_GROUPS:
+        _walk_k8s(doc, v, p, _PodCtx(here.gpu_label, here.group_size, True), out, kind)
+    elif key == "entrypoint" and kind == "RayJob" and isinstance(v, ScalarNode) and path == "spec":
+        _ray_job_entrypoint(doc, node, v, p, here, out)
+    elif key == "serveConfigV2" and kind == "RayService" and isinstance(v, ScalarNode) and path == "spec":
+        _ray_serve(doc, v, p, node, here, out)
+    elif key in ("patch", "patchesStrategicMerge") and kind == "Kustomization":
+        _kustomize_patches(doc, v, p, here, out, kind)
+    else:
+        return False
+    return True
+
+
+def _kustomize_patches(doc: _Doc, v: Node, p: str, here: _PodCtx, out: Extracted, kind: str) -> None:
+    """A Kustomization's `patch` / `patchesStrategicMerge`: inline patches (block scalars) and patch objects."""
+    for sub in ([v] if isinstance(v, ScalarNode) else _seq(v)):
+        if isinstance(sub, ScalarNode) and "\n" in sub.value:
+            _inline_patch(doc, sub, p, out)
+    if isinstance(v, MappingNode):
+        _walk_k8s(doc, v, p, here, out, kind)
+
+
+def _kserve_model(doc: _Doc, v: MappingNode, p: str, here: _PodCtx, out: Extracted, kind: str) -> None:
+    """A KServe InferenceService's `model`: served by the Hugging Face runtime (vLLM inside) unless it names
+    another format or runtime; an `hf://` storage URI names the model."""
+    fmt = (_scalar(_mget(_mget(v, "modelFormat"), "name")) or "") + (_scalar(_mget(v, "runtime")) or "")
+    if fmt and not re.search(r"huggingface|vllm", fmt, re.I):
+        return
+    uri = _mget(v, "storageUri")
+    hint = None
+    if isinstance(uri, ScalarNode) and uri.value.startswith("hf://"):
+        hint = doc.tok(uri, f"{p}.storageUri", uri.value[5:].split(":")[0])
+    _container(doc, v, p, here, out, dialect="kserve-hf", model_hint=hint, kind=kind)
+
+
+def _ray_job_entrypoint(doc: _Doc, node: MappingNode, v: ScalarNode, p: str, here: _PodCtx, out: Extracted) -> None:
+    """A RayJob's `entrypoint`: the command runs on the head node; a `vllm serve` there is the launch."""
+    head = _seq(_mget(_mget(_mget(_mget(_mget(node, "rayClusterSpec"), "headGroupSpec"), "template"), "spec"),
+                      "containers"))
+    himage = _mget(head[0], "image") if head else None
+    image_tok = doc.tok(himage, "spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].image") \
+        if isinstance(himage, ScalarNode) else None
+    for launch in _launches_in_script(v.value, doc.pos_in(v), p, {}, out):
+        out.sites.append(Site(launch, launch.launcher, gpu_label=here.gpu_label, image=image_tok))
 
 
 def _embedded_yaml(doc: _Doc, node: ScalarNode, path: str, what: str, errors: Extracted | None = None):
@@ -617,7 +653,8 @@ def _embedded_yaml(doc: _Doc, node: ScalarNode, path: str, what: str, errors: Ex
     inner.objects = doc.objects
 
     def shift(t: Tok) -> Tok:
-        return replace(t, line=line0 + t.line - 1, col=t.col + indent, yaml_path=f"{path}>{t.yaml_path}" if t.yaml_path else path)
+        return replace(t, line=line0 + t.line - 1, col=t.col + indent,
+                       yaml_path=f"{path}>{t.yaml_path}" if t.yaml_path else path)
     return subs, inner, shift
 
 
@@ -783,7 +820,8 @@ def _ray_serve(doc: _Doc, node: ScalarNode, path: str, spec: MappingNode, here: 
     cluster = _mget(spec, "rayClusterConfig")
     image_tok: Tok | None = None
     gpu_label = here.gpu_label
-    groups = [(f"spec.rayClusterConfig.workerGroupSpecs[{i}]", g) for i, g in enumerate(_seq(_mget(cluster, "workerGroupSpecs")))]
+    workers = _seq(_mget(cluster, "workerGroupSpecs"))
+    groups = [(f"spec.rayClusterConfig.workerGroupSpecs[{i}]", g) for i, g in enumerate(workers)]
     groups.append(("spec.rayClusterConfig.headGroupSpec", _mget(cluster, "headGroupSpec")))
     for gpath, g in groups:  # the engines run on the GPU workers; their image says which vLLM
         pod = _mget(_mget(g, "template"), "spec")
@@ -980,17 +1018,17 @@ def extract_yaml(text: str) -> Extracted:
             _annotations(doc, node, "", first, last, out)
         elif isinstance(_mget(node, "services"), MappingNode):
             kinds.append("compose")
-            _compose(doc, _mget(node, "services"), out)  # type: ignore[arg-type]
+            _compose(doc, _mget(node, "services"), out)
             _annotations(doc, node, "", first, last, out)
         elif _is_vllm_config(node):
             kinds.append("vllm-config")
-            _vllm_config(doc, node, out)  # type: ignore[arg-type]
+            _vllm_config(doc, node, out)
         elif _is_ray_serve_config(node):
             kinds.append("vllm-config")  # a Ray Serve config: `serve run config.yaml` starts the engines
             _ray_serve_apps(doc, node, out)
         elif _is_json6902(node):
             kinds.append("kubernetes")  # a Kustomize JSON 6902 patch file
-            _json6902(doc, node, out)  # type: ignore[arg-type]
+            _json6902(doc, node, out)
         elif isinstance(node, MappingNode) and _helm_values(doc, node, out):
             kinds.append("helm-values")
     if out.findings and any(f.code == "KV801" for f in out.findings):
@@ -1008,7 +1046,7 @@ def _image_of(doc: _Doc, node: Node, path: str) -> Tok | None:
     """`repository` + `tag` (or `image` + `tag`, or an `image:` mapping of them) keys of a values mapping
     -> one image token."""
     if isinstance(_mget(node, "image"), MappingNode) and _mget(node, "repository") is None:
-        return _image_of(doc, _mget(node, "image"), f"{path}.image" if path else "image")  # type: ignore[arg-type]
+        return _image_of(doc, _mget(node, "image"), f"{path}.image" if path else "image")
     repo = _mget(node, "repository")
     if not isinstance(repo, ScalarNode):
         repo = _mget(node, "image") if isinstance(_mget(node, "image"), ScalarNode) else None
@@ -1081,8 +1119,8 @@ def _values_model(doc: _Doc, spec: MappingNode, path: str, out: Extracted) -> No
         args += [Tok(flag, kt.line, kt.col, p), doc.tok(v, p)]
     gpus = _scalar(_mget(spec, "requestGPU"))
     launcher = doc.tok(model, f"{path}.{mkey}" if path else mkey, "vllm")
-    out.sites.append(Site(Launch(launcher, tuple(args)), launcher, gpu_count=int(gpus) if gpus and gpus.isdigit() else None,
-                          image=_image_of(doc, spec, path)))
+    out.sites.append(Site(Launch(launcher, tuple(args)), launcher,
+                          gpu_count=int(gpus) if gpus and gpus.isdigit() else None, image=_image_of(doc, spec, path)))
 
 
 _LAUNCH_HINT = re.compile(r"vllm\s+serve|vllm\.entrypoints|vllm-openai|huggingfaceserver")

@@ -64,7 +64,7 @@ class ServingFlags(Frozen):
     """--max-num-seqs."""
     attention_backend: str | None = None
     """--attention-backend."""
-    attention_config: dict[str, Any] = {}
+    attention_config: dict[str, Any] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
     """--attention-config JSON (e.g. {"use_prefill_query_quantization": true})."""
     quantization: str | None = None
     """--quantization (e.g. fp8 for online FP8 weights)."""
@@ -78,7 +78,7 @@ class ServingFlags(Frozen):
     """Positional model path / --model, when present in a pasted launch line."""
     revision: str | None = None
     """--revision: the branch, tag or commit of a Hugging Face model id (ignored for a local path)."""
-    hf_overrides: dict[str, Any] = {}
+    hf_overrides: dict[str, Any] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
     """--hf-overrides JSON, applied to config.json before planning (as vLLM does)."""
 
     @field_validator("attention_config", "hf_overrides", mode="before")

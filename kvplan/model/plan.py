@@ -22,7 +22,7 @@ class Decision(Frozen):
     rule: str
     """Code of the rule that set it (e.g. KV103)."""
     fact: str
-    """The input fact that triggered the rule (e.g. "--kv-cache-dtype-skip-layers contains 'sliding_window' and the layer slides (window 128)")."""
+    """The input fact that triggered the rule (e.g. "--kv-cache-dtype-skip-layers contains 'sliding_window' and the layer slides (window 128)")."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
 
 
 class Subject(Frozen):
@@ -84,7 +84,7 @@ class LayerPlan(Frozen):
     kv_cache_dtype: str | None = None
     """The kv_cache_dtype string the engine's layer ends with ("auto" = model dtype); null without KV."""
     dtype: str | None = None
-    """Stored element type: bfloat16, float16, float32, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, int8, int4, fp4_e2m1, packed; null without KV."""
+    """Stored element type: bfloat16, float16, float32, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, int8, int4, fp4_e2m1, packed; null without KV."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
     quant_mode: QuantMode = QuantMode.none
     """KV quantization mode."""
     scale_source: ScaleSource = ScaleSource.none
@@ -103,11 +103,11 @@ class LayerPlan(Frozen):
     """Index of the earlier layer whose KV cache this layer reads (vLLM's kv_sharing_target_layer_name); the
     layer allocates no KV cache (bytes_per_token 0). Absent for a layer with its own cache."""
     max_bytes_per_request: int | None = None
-    """Upper bound of this layer's KV bytes for one request at --max-model-len (window/chunk-limited layers are smaller)."""
+    """Upper bound of this layer's KV bytes for one request at --max-model-len (window/chunk-limited layers are smaller)."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
     backend: str | None = None
-    """Attention backend the engine would select for this layer (needs --gpu): vLLM's backend enum name exactly (FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, ...)."""
+    """Attention backend the engine would select for this layer (needs --gpu): vLLM's backend enum name exactly (FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, ...)."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
     flash_attn_version: Literal[2, 3, 4] | None = None
-    """FlashAttention version the FLASH_ATTN / FLASH_ATTN_MLA backend runs for this layer (2, 3 or 4); null for other backends or without --gpu."""
+    """FlashAttention version the FLASH_ATTN / FLASH_ATTN_MLA backend runs for this layer (2, 3 or 4); null for other backends or without --gpu."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
     query_dtype: str | None = None
     """Query dtype the backend uses for this layer (e.g. float8_e4m3fn when the query is quantized)."""
     decided_by: list[str] = Field(default_factory=list)
@@ -204,7 +204,7 @@ class Totals(Frozen):
     bytes_per_request: int | None = None
     """KV bytes one request at max_model_len needs (window- and chunk-limited layers counted as such)."""
     kv_budget_bytes: int | None = None
-    """KV memory available per GPU, estimated from GPU memory, --gpu-memory-utilization and weight size (null without a GPU)."""
+    """KV memory available per GPU, estimated from GPU memory, --gpu-memory-utilization and weight size (null without a GPU)."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
     tokens_capacity: int | None = None
     """Tokens of full-attention context that fit in the KV budget (null without a GPU)."""
     max_concurrency: float | None = None

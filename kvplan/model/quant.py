@@ -8,13 +8,15 @@ from pydantic import Field
 from kvplan.model.base import Frozen
 from kvplan.model.limits import MAX_LAYERS
 
+ScaleKind = Literal["k_scale", "v_scale", "q_scale", "kv_scale", "prob_scale"]
+
 
 class ScaleTensor(Frozen):
     """One k/v/q scale tensor found in a safetensors header (never loaded)."""
 
     name: str
     """Full tensor name in the checkpoint."""
-    kind: Literal["k_scale", "v_scale", "q_scale", "kv_scale", "prob_scale"]
+    kind: ScaleKind
     """Which scale it is; kv_scale is the deprecated single-scale spelling."""
     layer: Annotated[int, Field(ge=0, le=MAX_LAYERS)]
     """Layer index parsed from the tensor name."""
@@ -54,13 +56,13 @@ class QuantMetadata(Frozen):
     declares_kv_quant: bool = False
     """The metadata mentions KV-cache quantization in any form (even one vLLM ignores)."""
     modelopt_kv_value: Any = None
-    """First truthy of quantization.kv_cache_scheme, kv_cache_scheme, quantization.kv_cache_quant_algo, kv_cache_quant_algo."""
+    """First truthy of quantization.kv_cache_scheme, kv_cache_scheme, quantization.kv_cache_quant_algo, kv_cache_quant_algo."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
     modelopt_kv_field: str | None = None
     """Dotted path of modelopt_kv_value inside the quantization config."""
     ct_kv_cache_scheme: dict[str, Any] | None = None
     """compressed-tensors kv_cache_scheme dict (type, num_bits, strategy, symmetric, dynamic)."""
     weight_quant_supplies_kv_method: bool = False
-    """The quant config attaches a KV-cache method to attention layers (fp8, modelopt, compressed-tensors with a kv scheme, quark)."""
+    """The quant config attaches a KV-cache method to attention layers (fp8, modelopt, compressed-tensors with a kv scheme, quark)."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
     modelopt_mla_kv_method: bool = False
     """ModelOpt FP8/NVFP4 configs attach the KV method to MLA layers too."""
     scales: tuple[ScaleTensor, ...] = ()

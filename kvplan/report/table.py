@@ -1,9 +1,10 @@
 """Plan -> rich terminal output: grouped per-layer table, totals, findings panel by severity."""
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
@@ -27,7 +28,7 @@ def compress_indices(idx: list[int]) -> str:
         return "-"
     if len(idx) == 1:
         return str(idx[0])
-    steps = {b - a for a, b in zip(idx, idx[1:])}
+    steps = {b - a for a, b in itertools.pairwise(idx)}
     if len(steps) == 1:
         step = steps.pop()
         if step == 1:
@@ -35,7 +36,7 @@ def compress_indices(idx: list[int]) -> str:
         if len(idx) > 2:
             return f"{idx[0]},{idx[1]}..{idx[-1]}"
     parts, start, prev = [], idx[0], idx[0]
-    for i in [*idx[1:], None]:  # type: ignore[list-item]
+    for i in [*idx[1:], None]:
         if i is not None and i == prev + 1:
             prev = i
             continue
@@ -121,10 +122,11 @@ def _layer_table(plan: Plan, title: str, expand: bool, show_backend: bool,
         if lp.kind == "mla" and lp.bytes_per_token:
             geom = f"latent {lp.head_size}"
         mode = lp.quant_mode.value
-        row = [compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else "") + mark, _KIND_SHORT.get(lp.kind, lp.kind), window, geom,
+        label = compress_indices(idx) + (f" ({len(idx)})" if len(idx) > 1 else "") + mark
+        scales = _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-"
+        row: list[RenderableType] = [label, _KIND_SHORT.get(lp.kind, lp.kind), window, geom,
                lp.kv_cache_dtype or "-", lp.dtype or "-", Text(mode, style=_MODE_STYLE.get(mode, "")),
-               _SCALE_SHORT.get(lp.scale_source.value, lp.scale_source.value) if lp.quant_mode.is_quantized else "-",
-               _bytes_cell(lp)]
+               scales, _bytes_cell(lp)]
         if show_backend:
             fa = f" FA{lp.flash_attn_version}" if lp.backend and lp.flash_attn_version else ""
             row += [(lp.backend or "-") + fa, lp.query_dtype or "-"]

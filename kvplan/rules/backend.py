@@ -40,6 +40,14 @@ def _request(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendReq
         index_topk=mla.index_topk if mla else None)
 
 
+def _global_dtype_queries(ctx: RuleContext, backend: str | None) -> bool:
+    """The chosen backend takes a skipped layer's query dtype from the global cache dtype (pre-#39002)."""
+    if backend is None or not ctx.engine_has("flashinfer_skip_layer_query_dtype_crash"):
+        return False
+    from kvplan.backends.impl import hooks_for
+    return hooks_for(backend).global_dtype_queries_before_39002
+
+
 def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoice:
     """select_backend for this layer, memoised on what selection reads (layers repeat a lot)."""
     global _LAST
@@ -61,6 +69,7 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
     hit = memo.get(key)
     if hit is None:
         from kvplan.backends.select import select_backend
+        assert ctx.gpu is not None and ctx.gpu.profile is not None  # callers return early without a GPU profile
         hit = memo[key] = select_backend(_request(ctx, la, kv_cache_dtype), ctx.gpu.profile, ctx.engine,
                                          ctx.flags.attention_backend, ctx.flags.attention_config)
     return hit
@@ -94,8 +103,7 @@ def backend_selection(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterat
                       f"get_flash_attn_version() on {ctx.gpu.name} for head size {la.head_size} and kv dtype "
                       f"{st.kv_cache_dtype!r}")
     q = ch.decode_query_dtype or ("float8_e4m3fn" if ch.query_quant else None)
-    if ch.backend == "FLASHINFER" and ctx.engine_has("flashinfer_skip_layer_query_dtype_crash") \
-            and not ch.query_quant and ctx.kv_cache_dtype != st.kv_cache_dtype:
+    if _global_dtype_queries(ctx, ch.backend) and not ch.query_quant and ctx.kv_cache_dtype != st.kv_cache_dtype:
         # Before PR #39002 the FlashInfer builder took the query dtype from the GLOBAL cache dtype.
         from kvplan.backends.select import flashinfer_query_dtypes
         g = flashinfer_query_dtypes(ctx.gpu.profile, ctx.kv_cache_dtype, ch.decode_query_dtype or ctx.model_dtype,
@@ -147,8 +155,7 @@ def backend_notes(ctx: RuleContext) -> Iterator[Emit]:
         if la is None or lp.kv_cache_dtype is None or lp.kind in NO_KV_KINDS:
             continue
         ch = _choice(ctx, la, lp.kv_cache_dtype)
-        pre_39002 = ch.backend == "FLASHINFER" and lp.kv_cache_dtype != ctx.kv_cache_dtype \
-            and ctx.engine_has("flashinfer_skip_layer_query_dtype_crash")
+        pre_39002 = _global_dtype_queries(ctx, ch.backend) and lp.kv_cache_dtype != ctx.kv_cache_dtype
         if ch.status != "error" or ch.error_stage in ("impl", "builder", "forward"):
             # a chosen backend logs its notes before its impl/builder/forward error (e.g. FA4 -> FA2)
             for n in ch.notes:

@@ -124,9 +124,10 @@ def checkpoint_overrides_explicit(ctx: RuleContext) -> Iterator[Emit]:
 def flashinfer_skip_crash(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.gpu is None or ctx.gpu.profile is None or not ctx.engine_has("flashinfer_skip_layer_query_dtype_crash"):
         return
+    from kvplan.backends.impl import hooks_for
     from kvplan.backends.select import flashinfer_group_query_dtype_crash
-    fi = [lp for lp in ctx.layers if lp.kind not in NO_KV_KINDS and (lp.backend or "").startswith("FLASHINFER")
-          and not (lp.backend or "").startswith("FLASHINFER_MLA")]
+    fi = [lp for lp in ctx.layers if lp.kind not in NO_KV_KINDS and lp.backend is not None
+          and hooks_for(lp.backend).global_dtype_queries_before_39002]
     msg = flashinfer_group_query_dtype_crash(
         ctx.engine, {lp.quant_mode for lp in fi}, ctx.kv_cache_dtype, ctx.gpu.profile,
         model_dtype=ctx.model_dtype, flashinfer_in_use=bool(fi), attention_config=ctx.flags.attention_config)

@@ -51,8 +51,8 @@ def plot_report(report: ValidateReport, path: str | Path) -> None:
         ax2.set_title(f"end to end: {report.model_eval.model.split(' (')[0]}, {report.model_eval.tokens} tokens",
                       fontsize=9)
         ax2.grid(alpha=0.3, axis="x")
-        for y, r in enumerate(rows[::-1]):
-            ax2.text(max(r.kl_mean, 1e-7), y, f" top1 {r.top1_agreement:.3f}", va="center", fontsize=7)
+        for y, row in enumerate(rows[::-1]):
+            ax2.text(max(row.kl_mean, 1e-7), y, f" top1 {row.top1_agreement:.3f}", va="center", fontsize=7)
     fig.tight_layout()
     try:
         with atomic_output(path, suffix=".png") as tmp:

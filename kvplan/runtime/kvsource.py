@@ -170,7 +170,8 @@ def save_capture(path: Path, layers: list[LayerKV], meta: dict[str, Any]) -> Non
     arrays["meta"] = np.frombuffer(json.dumps(doc, sort_keys=True).encode(), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_output(path) as tmp, open(tmp, "wb") as f:
-        np.savez_compressed(f, **arrays)
+        # The keys are k<i>, v<i> and meta: never savez's own allow_pickle keyword, which the stub fears.
+        np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
 
 
 def load_capture(path: str | Path) -> KVSource:
@@ -276,7 +277,8 @@ class SmolLM2:
         self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
         self.device = device
-        self.model = model.to(device).eval()
+        # transformers types `to` as an unbound wrapper: mypy misreads the bound call.
+        self.model = model.to(device).eval()  # type: ignore[arg-type]
         self.config = model.config
         self.num_layers = int(model.config.num_hidden_layers)
         self.num_heads = int(model.config.num_attention_heads)

@@ -2,8 +2,8 @@
 
 Written for clarity, not speed: quantization follows the kernels' arithmetic operation by
 operation in fp32 (scale by IEEE division, then ``x * (1/scale)``, round half away from zero
-for INT8/INT4, round to nearest even for FP8) so written bytes must match *exactly*; attention dequantizes the cache to fp32
-and runs a per-sequence masked softmax.
+for INT8/INT4, round to nearest even for FP8) so written bytes must match *exactly*; attention
+dequantizes the cache to fp32 and runs a per-sequence masked softmax.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import torch
 
 from kvplan.runtime._common import FP8_MAX
 from kvplan.runtime.cache import PagedKVCache, hadamard
+from kvplan.runtime.layout import LayerLayout
 
 _FP8_TORCH = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 _SCALE_FLOOR = 1e-6
@@ -102,17 +103,24 @@ def reference_write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torc
             continue
         if lay.quant_mode == "fp8_per_tensor":
             scale = cache.k_scale if side == 0 else cache.v_scale
-            data[blk, off] = quantize_fp8(x, scale, lay.fp8_format)
+            data[blk, off] = quantize_fp8(x, scale, _fp8_format(lay))
             continue
         scales = cache.key_scales() if side == 0 else cache.value_scales()
         if lay.quant_mode == "int8_per_token_head":
             q, s = quantize_int8_per_token_head(x)
         elif lay.quant_mode == "fp8_per_token_head":
-            q, s = quantize_fp8_per_token_head(x, lay.fp8_format)
+            q, s = quantize_fp8_per_token_head(x, _fp8_format(lay))
         else:
             q, s = quantize_int4_per_token_head(x.float() @ hadamard(lay.head_size, x.device))
         data[blk, off] = q.view(data.dtype)
         scales[blk, off] = s
+
+
+def _fp8_format(lay: LayerLayout) -> str:
+    """The FP8 format of an FP8 layout (a layout without one is a bug in the layout, not in the input)."""
+    if lay.fp8_format is None:
+        raise ValueError(f"{lay.quant_mode} layout without an fp8_format")
+    return lay.fp8_format
 
 
 def dequantize_kv_cache(cache: PagedKVCache) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,13 +133,13 @@ def dequantize_kv_cache(cache: PagedKVCache) -> tuple[torch.Tensor, torch.Tensor
             out.append(data.float())
         elif lay.quant_mode == "fp8_per_tensor":
             scale = cache.k_scale if side == 0 else cache.v_scale
-            out.append(data.view(_FP8_TORCH[lay.fp8_format]).float() * scale)
+            out.append(data.view(_FP8_TORCH[_fp8_format(lay)]).float() * scale)
         else:
             scales = cache.key_scales() if side == 0 else cache.value_scales()
             if lay.quant_mode == "int8_per_token_head":
                 out.append(data.view(torch.int8).float() * scales[..., None])
             elif lay.quant_mode == "fp8_per_token_head":
-                out.append(data.view(_FP8_TORCH[lay.fp8_format]).float() * scales[..., None])
+                out.append(data.view(_FP8_TORCH[_fp8_format(lay)]).float() * scales[..., None])
             else:
                 s, zp = split_int4_scale(scales)
                 b = data.view(torch.uint8).to(torch.int32)

@@ -1,7 +1,7 @@
 """Rich text rendering of a validate report (the default `kvplan validate` output)."""
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from kvplan.runtime.validate_model import LayerResult, ValidateReport
@@ -35,9 +35,11 @@ def render_report(report: ValidateReport, console: Console) -> None:
                   f"last {report.prefill_tokens} tokens, vs fp32 attention on the unquantized K/V", highlight=False)
     t = Table(title_justify="left", show_edge=False, pad_edge=False, title="per layer (rel = relative L2 of the "
               "attention output; kernel = Triton vs torch reference on the same cache)")
-    for c, j in (("layer", "right"), ("quant mode", "left"), ("k/v scale", "left"), ("B/token", "right"),
-                 ("alloc = plan", "left"), ("decode rel", "right"), ("prefill rel", "right"), ("min cos", "right"),
-                 ("max abs", "right"), ("tol", "right"), ("kernel", "right"), ("", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("layer", "right"), ("quant mode", "left"), ("k/v scale", "left"), ("B/token", "right"),
+        ("alloc = plan", "left"), ("decode rel", "right"), ("prefill rel", "right"), ("min cos", "right"),
+        ("max abs", "right"), ("tol", "right"), ("kernel", "right"), ("", "left"))
+    for c, j in columns:
         t.add_column(c, justify=j, no_wrap=True)
     skipped: dict[str, list[int]] = {}
     for r in report.layers:
@@ -65,7 +67,8 @@ def render_report(report: ValidateReport, console: Console) -> None:
     if report.model_eval is not None:
         e = report.model_eval
         et = Table(title=f"end to end: {e.model}, {e.tokens} tokens of {e.text}; unquantized perplexity "
-                         f"{e.reference_perplexity:.3f}; quantizer: {e.quantizer}", title_justify="left", show_edge=False)
+                         f"{e.reference_perplexity:.3f}; quantizer: {e.quantizer}",
+                   title_justify="left", show_edge=False)
         for c in ("config", "quantized layers", "KV B/token", "mean KL", "max KL", "top-1 agree", "perplexity", "what"):
             et.add_column(c, justify="left" if c in ("config", "what") else "right")
         for row in e.rows:
@@ -73,14 +76,14 @@ def render_report(report: ValidateReport, console: Console) -> None:
                        f"{row.kl_max:.4f}", f"{row.top1_agreement:.4f}", f"{row.perplexity:.3f}", row.description)
         console.print(et)
     executed = sum(r.status != "skipped" for r in report.layers)
-    skipped = len(report.layers) - executed
+    n_skipped = len(report.layers) - executed
     if report.failures:
         console.print(f"[bold red]FAILED[/]: {len(report.failures)} of {executed} executed layer(s) over tolerance"
-                      + (f" ({skipped} skipped)" if skipped else ""))
+                      + (f" ({n_skipped} skipped)" if n_skipped else ""))
         for f in report.failures:
             console.print(f"  {f}", highlight=False, markup=False)
     elif executed:
         console.print(f"[green]passed[/]: {executed} layer(s) within tolerance, allocations equal to the plan"
-                      + (f" ({skipped} skipped)" if skipped else ""))
+                      + (f" ({n_skipped} skipped)" if n_skipped else ""))
     else:
-        console.print(f"[bold red]FAILED[/]: no layer could be executed ({skipped} skipped)")
+        console.print(f"[bold red]FAILED[/]: no layer could be executed ({n_skipped} skipped)")

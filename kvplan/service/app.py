@@ -151,7 +151,8 @@ class BodyLimit:
     async def _too_large(self, send: Callable, size: int) -> None:
         msg = (f"request body is {size:,} bytes, over this server's limit of {self.limit:,}. "
                "Send only config.json (and hf_quant_config.json), or start the server with a larger --max-body-bytes.")
-        await self._send(send, 413, {"error": {"type": "request_too_large", "message": msg, "problem": None, "fix": None}})
+        error = {"type": "request_too_large", "message": msg, "problem": None, "fix": None}
+        await self._send(send, 413, {"error": error})
 
     @staticmethod
     async def _send(send: Callable, status: int, doc: dict) -> None:
@@ -189,12 +190,14 @@ class Service:
             repo = hub_id(req.model) if "/" in req.model else None
             if repo is None:  # never a server-side path: those go through config_path and --allow-path
                 raise KvplanInputError(f"model {req.model!r} is not a Hugging Face model id.",
-                                       "Send an id such as meta-llama/Llama-3.1-8B-Instruct, or the config.json as `config`.")
+                                       "Send an id such as meta-llama/Llama-3.1-8B-Instruct, or the config.json as "
+                                       "`config`.")
             return resolve(repo, flags_from(req.flags).revision), req.model
         if req.config_path is not None:
             if not self.allowed:
                 raise ServiceError(403, "path_not_allowed", "this server reads no files: config_path is disabled. "
-                                   "Send the config.json object as `config`, or start the server with --allow-path DIR.")
+                                   "Send the config.json object as `config`, or start the server with "
+                                   "--allow-path DIR.")
             p = Path(req.config_path)
             if not p.is_absolute():
                 p = self.allowed[0] / p
@@ -228,10 +231,12 @@ class Service:
 
     def emit(self, req: EmitRequest) -> EmitResult:
         if req.plan is not None:
-            given = [f for f in ("config", "config_path", "model", "hf_quant_config", "gpu", "kv_budget_gib", "policy", "engine")
+            given = [f for f in ("config", "config_path", "model", "hf_quant_config", "gpu", "kv_budget_gib", "policy",
+                                 "engine")
                      if getattr(req, f) is not None] + (["flags"] if req.flags else [])
             if given:
-                raise KvplanInputError(f"a plan was sent together with {', '.join(given)}; the plan already fixes them.",
+                raise KvplanInputError(f"a plan was sent together with {', '.join(given)}; "
+                                       "the plan already fixes them.",
                                        "Send either plan, or the model inputs to plan first.")
             with self.limits():
                 plan = plan_from_data(req.plan, "<request plan>")
@@ -248,7 +253,8 @@ class Service:
         names = []
         for name in sorted(req.files):
             pp = PurePosixPath(name)
-            if not name or pp.is_absolute() or ".." in pp.parts or "\\" in name or any(p.startswith(".") for p in pp.parts):
+            hidden = any(p.startswith(".") for p in pp.parts)
+            if not name or pp.is_absolute() or ".." in pp.parts or "\\" in name or hidden:
                 raise KvplanInputError(f"file name {name!r} must be a relative path without '..' or hidden parts.",
                                        "Use names like deploy/vllm.yaml.")
             names.append(str(pp))
@@ -279,15 +285,17 @@ class Service:
         try:
             from kvplan.backends.document import backends_document
         except ImportError:
-            raise ServiceError(501, "not_implemented", "the backend tables are not available in this kvplan build.") from None
+            raise ServiceError(501, "not_implemented",
+                               "the backend tables are not available in this kvplan build.") from None
         _check_gpu(gpu)
         return backends_document(gpu, engine) if engine else backends_document(gpu)
 
 
-_RESPONSES = {400: {"model": ErrorResponse, "description": "Bad input (the CLI's one-line message)."},
-              403: {"model": ErrorResponse, "description": "config_path outside --allow-path."},
-              413: {"model": ErrorResponse, "description": "Request body too large."},
-              422: {"model": ErrorResponse, "description": "Malformed request body."}}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "Bad input (the CLI's one-line message)."},
+    403: {"model": ErrorResponse, "description": "config_path outside --allow-path."},
+    413: {"model": ErrorResponse, "description": "Request body too large."},
+    422: {"model": ErrorResponse, "description": "Malformed request body."}}
 
 
 def create_app(settings: ServiceSettings | None = None) -> FastAPI:
@@ -358,7 +366,8 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
 
     @app.get("/v1/backends", responses={400: _RESPONSES[400]})
     async def backends(gpu: str | None = Query(None, description="GPU name or compute capability (h100, sm90)."),
-                       engine: str | None = Query(None, description="Engine and version, e.g. vllm==0.33.0.")) -> Response:
+                       engine: str | None = Query(None, description="Engine and version, e.g. vllm==0.33.0."),
+                       ) -> Response:
         """The attention-backend capability table, optionally evaluated on one GPU."""
         return _json(await run(service.backends, gpu, engine))
 

@@ -15,6 +15,7 @@ from kvplan.backends.vllm_033 import BACKENDS
 from tests.conftest import ROOT
 
 BACKENDS_PKG = ROOT / "kvplan" / "backends"
+PACKAGE = ROOT / "kvplan"
 
 
 def _strings(node: ast.AST) -> list[str]:
@@ -57,8 +58,9 @@ def test_name_branches_finds_comparisons_against_backend_names() -> None:
 
 
 def test_backend_selection_has_no_branch_on_a_backend_name_outside_its_own_module() -> None:
+    # The whole package: rules and planner ask the hooks too (e.g. FlashInfer's pre-#39002 query dtype).
     bad = []
-    for path in sorted(BACKENDS_PKG.rglob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         allowed = _owned(path)
         bad += [f"{path.relative_to(ROOT)}:{line} compares against {name}"
                 for line, name in name_branches(path.read_text()) if name not in allowed]

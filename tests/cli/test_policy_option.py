@@ -22,7 +22,7 @@ def test_plan_with_policy_records_the_policy_rules() -> None:
     r = kvplan("plan", LLAMA, "--policy", EDGES)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    by_index = {l["index"]: l for l in doc["layers"]}
+    by_index = {lp["index"]: lp for lp in doc["layers"]}
     assert by_index[0]["kv_cache_dtype"] == "auto" and by_index[31]["kv_cache_dtype"] == "auto"
     assert by_index[5]["kv_cache_dtype"] == "fp8"
     assert by_index[0]["decided_by"][0] == "KV902" and by_index[5]["decided_by"][0] == "KV901"
@@ -73,8 +73,8 @@ def test_policy_constraint_violation_fails_the_plan(tmp_path: Path) -> None:
 def test_policy_with_calibrated_scales(tmp_path: Path) -> None:
     smol = str(EXAMPLES / "SmolLM2-135M-Instruct" / "config.json")
     scales = tmp_path / "scales.json"
-    cal = kvplan("calibrate", smol, "--kv-source", str(ROOT / "tests" / "data" / "smollm2" / "smollm2-135m-calibration.npz"),
-                 "--out", str(scales))
+    capture = ROOT / "tests" / "data" / "smollm2" / "smollm2-135m-calibration.npz"
+    cal = kvplan("calibrate", smol, "--kv-source", str(capture), "--out", str(scales))
     assert cal.returncode == 0, cal.stderr
     r = kvplan("plan", smol, "--policy", EDGES, "--kv-scales", str(scales))
     assert r.returncode == 0, r.stderr

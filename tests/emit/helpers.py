@@ -8,7 +8,8 @@ from typing import Any
 from kvplan.model.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = Path(__file__).resolve().parent / "corpus"  # copies of published configs (config + hf_quant_config; provenance: tests/data/corpus/PROVENANCE.md)
+# Copies of published configs (config + hf_quant_config; provenance: tests/data/corpus/PROVENANCE.md).
+CORPUS = Path(__file__).resolve().parent / "corpus"
 MODELS = sorted(p.name for p in CORPUS.iterdir() if (p / "config.json").is_file())
 SYNTHETIC_DIR = Path(__file__).resolve().parent / "synthetic"
 SYNTHETIC = sorted(p.name for p in SYNTHETIC_DIR.iterdir() if (p / "config.json").is_file())

@@ -126,8 +126,10 @@ def test_emit_bad_input_is_one_line_exit_2_nothing_written(args: list[str], need
 
 def test_emit_does_not_import_service_or_heavy_modules(plan_json: Path) -> None:
     code = ("import sys; from kvplan.cli.main import app; from typer.testing import CliRunner; "
-            f"r = CliRunner().invoke(app, ['emit', r'{plan_json}', '--to', 'sglang']); assert r.exit_code == 0, r.output; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'uvicorn', 'starlette', 'torch', 'triton')); "
+            f"r = CliRunner().invoke(app, ['emit', r'{plan_json}', '--to', 'sglang']); assert r.exit_code == 0, "
+            "r.output; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'uvicorn', 'starlette', 'torch', "
+            "'triton')); "
             "assert not bad, bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -86,7 +86,8 @@ def test_valid_plan_round_trips() -> None:
     (lambda d: d.update(schema_version="2.0"), "<request> has plan schema_version '2.0'; this kvplan reads 1.3."),
     (lambda d: d["layers"][3].update(kv_cache_dtype="fp8_e4m3fn"),
      "<request>: layers[3] (layer 3) has kv_cache_dtype 'fp8_e4m3fn', which vLLM 0.33 does not know."),
-    (lambda d: d["layers"][0].pop("index"), "<request> does not match the plan schema: layers[0].index: Field required."),
+    (lambda d: d["layers"][0].pop("index"),
+     "<request> does not match the plan schema: layers[0].index: Field required."),
     (lambda d: d["totals"].update(bytes_per_token="1"),
      "<request> does not match the plan schema: totals.bytes_per_token: Input should be a valid integer."),
 ])

@@ -63,7 +63,8 @@ def test_explore_gpt_oss_session_skip_sliding_then_int8_per_token_head(tmp_path:
 
     async def script(pilot: Pilot, app: ExploreApp) -> None:
         # start: every layer FP8 with scale 1.0 -> one group, flagged, and the KV401 warning with its fix
-        assert [r[:5] for r in rows(app, "layers")] == [["▸ 0,2..22 (12) ⚑", "sliding 128", "8×64", "fp8", "float8_e4m3fn"],
+        assert [r[:5] for r in rows(app, "layers")] == [["▸ 0,2..22 (12) ⚑", "sliding 128", "8×64", "fp8",
+                                                         "float8_e4m3fn"],
                                                          ["▸ 1,3..23 (12) ⚑", "full", "8×64", "fp8", "float8_e4m3fn"]]
         findings = rows(app, "findings")
         assert [r[1] for r in findings] == [f.code for f in findings_sorted(session.plan.findings)]
@@ -204,7 +205,7 @@ def test_explore_findings_sort_by_severity_and_fix_text() -> None:
         shown = rows(app, "findings")
         assert [(r[0], r[1]) for r in shown][:2] == [("error", "KV701"), ("warning", "KV401")]
         assert [r[0] for r in shown] == sorted((r[0] for r in shown), key=["error", "warning", "info"].index)
-        assert all(r[5] == (f.fix or "-") for r, f in zip(shown, findings_sorted(session.plan.findings)))
+        assert all(r[5] == (f.fix or "-") for r, f in zip(shown, findings_sorted(session.plan.findings), strict=True))
         await pilot.press("o")
         shown = rows(app, "findings")
         assert [r[0] for r in shown] == sorted((r[0] for r in shown), key=["info", "warning", "error"].index)

@@ -36,7 +36,8 @@ def test_explore_without_a_terminal_prints_explain_with_a_note() -> None:
 @pytest.mark.parametrize("args, message", [
     ([str(ROOT / "no" / "such" / "config.json")], "kvplan: error: path not found: "),
     ([str(GPT_OSS), "--kv-cache-dtype", "fp9"], "kvplan: error: invalid --kv-cache-dtype 'fp9'. Did you mean 'fp8'?"),
-    ([str(GPT_OSS), "--tensor-parallel-size", "zero"], "kvplan: error: argument --tensor-parallel-size/-tp: invalid int value: 'zero'"),
+    ([str(GPT_OSS), "--tensor-parallel-size", "zero"],
+     "kvplan: error: argument --tensor-parallel-size/-tp: invalid int value: 'zero'"),
     ([str(GPT_OSS), "--gpu", "h1000"], "kvplan: error: "),
     ([str(GPT_OSS), "--engine", "vllm==0.17.0"], "kvplan: error: --engine vllm==0.17.0: vLLM 0.17.0 is not modelled"),
     ([str(GPT_OSS), "--policy", "p.yaml", "--no-policy"], "kvplan: error: --policy and --no-policy contradict"),
@@ -51,7 +52,8 @@ def test_explore_bad_input_is_one_line_and_exit_2(args: list[str], message: str)
 def test_plan_explain_and_the_explore_fallback_never_import_textual() -> None:
     code = ("import sys; from kvplan.cli.main import app; from typer.testing import CliRunner; "
             f"p = r'{GPT_OSS}'; "
-            "rs = [CliRunner().invoke(app, [c, p, '--kv-cache-dtype', 'fp8']) for c in ('plan', 'explain', 'explore')]; "
+            "rs = [CliRunner().invoke(app, [c, p, '--kv-cache-dtype', 'fp8']) for c in ('plan', 'explain', "
+            "'explore')]; "
             "rs.append(CliRunner().invoke(app, ['lint', r'" + str(EXAMPLES / "deploy") + "', '--exit-zero'])); "
             "assert all(r.exit_code == 0 for r in rs), [r.output for r in rs]; "
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'textual'); print(heavy); assert not heavy")

@@ -1,6 +1,8 @@
 """Engine flags are accepted verbatim from pasted launch lines."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -8,7 +10,6 @@ from hypothesis import strategies as st
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.flags import parse_flags, split_launch_line
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
-import contextlib
 
 
 def test_parse_flags_pasted_launch_line() -> None:
@@ -41,7 +42,8 @@ def test_parse_flags_unknown_and_removed_are_recorded() -> None:
 
 
 def test_parse_flags_last_occurrence_wins_and_json_replaces() -> None:
-    f = parse_flags(["-ac", '{"backend": "FLASHINFER"}', "--attention-config", '{"use_prefill_query_quantization": true}',
+    f = parse_flags(["-ac", '{"backend": "FLASHINFER"}', "--attention-config",
+                     '{"use_prefill_query_quantization": true}',
                      "-tp", "2", "--tensor-parallel-size=4"])
     assert f.attention_config == {"use_prefill_query_quantization": True} and f.tensor_parallel_size == 4
 
@@ -97,8 +99,10 @@ def test_parse_flags_never_crashes(argv: list[str]) -> None:
 
 def test_config_yaml_expands_like_vllm_and_command_line_wins(tmp_path) -> None:
     from kvplan.ingest.flags import expand_config_file
-    (tmp_path / "serve.yaml").write_text("kv_cache_dtype: fp8\ntensor-parallel-size: 4\nkv-cache-dtype-skip-layers: [0, 1]\n"
-                                         "enable-prefix-caching: false\nattention-config: {use_prefill_query_quantization: true}\n")
+    (tmp_path / "serve.yaml").write_text("kv_cache_dtype: fp8\ntensor-parallel-size: 4\nkv-cache-dtype-skip-layers: "
+                                         "[0, 1]\n"
+                                         "enable-prefix-caching: false\nattention-config: "
+                                         "{use_prefill_query_quantization: true}\n")
     argv = expand_config_file(["vllm", "serve", "m", "--config", "serve.yaml", "-tp", "2"], base=tmp_path)
     assert argv[:3] == ["vllm", "serve", "m"] and "--config" not in argv
     f = parse_flags(argv)

@@ -34,7 +34,8 @@ def test_gemma3_minimal_config_uses_family_defaults() -> None:
 
 
 def test_gemma2_even_layers_slide() -> None:
-    assert kinds("gemma-2-2b-it-finetune-gemma2-poem")[:3] == ["sliding_attention", "full_attention", "sliding_attention"]
+    assert kinds("gemma-2-2b-it-finetune-gemma2-poem")[:3] == ["sliding_attention", "full_attention",
+                                                               "sliding_attention"]
 
 
 def test_gemma4_global_layers_have_their_own_geometry() -> None:
@@ -60,7 +61,8 @@ def test_mla_latent_geometry() -> None:
 
 
 def test_hybrid_patterns() -> None:
-    assert [i for i, k in enumerate(kinds("nvidia-Nemotron-3-Nano-30B-A3B-NVFP4")) if k == "full_attention"] == [5, 12, 19, 26, 33, 42]
+    full = [i for i, k in enumerate(kinds("nvidia-Nemotron-3-Nano-30B-A3B-NVFP4")) if k == "full_attention"]
+    assert full == [5, 12, 19, 26, 33, 42]
     q = kinds("Qwen3.5-27B")
     assert q.count("linear_attention") == 48 and q.count("full_attention") == 16
 

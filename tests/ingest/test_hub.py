@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import kvplan
-from kvplan.pipeline import run as compile_with_quant
 from kvplan.errors import KvplanInputError
+from kvplan.pipeline import run as compile_with_quant
 from kvplan.report.json_report import dumps
 from tests.conftest import EXAMPLES, ROOT
 from tests.hubserver import FakeHub, _clear_memo, fake_hub_fixture, fp8_checkpoint, go_offline  # noqa: F401 - fixture
@@ -190,7 +190,8 @@ def test_errors_are_one_line_exit_2(fake_hub: FakeHub, tmp_path: Path, case: str
     env = {"HF_HUB_OFFLINE": "0", "HF_HOME": os.environ["HF_HOME"], "HF_ENDPOINT": os.environ["HF_ENDPOINT"]}
     args, expect = {
         "missing": (["nobody/nothing"], ["'nobody/nothing' was not found", "HF_TOKEN"]),
-        "gguf-only": (["bartowski/Model-GGUF"], ["bartowski/Model-GGUF has no config.json", "model-Q4_K_M.gguf", "GGUF"]),
+        "gguf-only": (["bartowski/Model-GGUF"],
+                      ["bartowski/Model-GGUF has no config.json", "model-Q4_K_M.gguf", "GGUF"]),
         "bad-revision": (["org/cfg", "--revision", "v9"], ["org/cfg has no revision 'v9'", "--revision"]),
         "malformed": (["org/bad--id"], ["'org/bad--id' is neither an existing path nor a valid Hugging Face model id"]),
         "network-down": (["org/cfg"], ["cannot reach http://127.0.0.1:9 to resolve org/cfg", "HF_HUB_OFFLINE"]),

@@ -42,8 +42,8 @@ HOSTILE_INTS = st.one_of(SMALL_INTS, st.integers(min_value=-(2**70), max_value=2
                          st.sampled_from([0, 1, 64, 128, 4096, 4097, 2**31, 2**31 + 1, 10**9]))
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), HOSTILE_INTS, st.floats(allow_nan=False, allow_infinity=False),
                          st.text(max_size=8))
-JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                                 st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
                            max_leaves=12)
 LAYER_WORDS = st.sampled_from(["full_attention", "sliding_attention", "chunked_attention", "linear_attention",
                                "mamba", "attention", "local", "global", "conv", "bogus"])
@@ -63,12 +63,13 @@ EXTRA_KEYS: dict[str, Any] = {
     "kv_lora_rank": st.one_of(st.sampled_from([512, 0]), JSON_VALUES),
     "qk_rope_head_dim": st.one_of(st.just(64), JSON_VALUES),
     "quantization_config": st.one_of(
-        st.fixed_dictionaries({"quant_method": st.sampled_from(["fp8", "modelopt", "compressed-tensors", "awq", "x"])},
-                              optional={"kv_cache_scheme": JSON_VALUES, "kv_cache_quant_algo": JSON_VALUES,
-                                        "producer": st.one_of(st.fixed_dictionaries({"name": JSON_VALUES}), JSON_VALUES),
-                                        "quantization": st.one_of(st.fixed_dictionaries(
-                                            {}, optional={"quant_algo": JSON_VALUES, "kv_cache_quant_algo": JSON_VALUES}),
-                                            JSON_VALUES)}),
+        st.fixed_dictionaries(
+            {"quant_method": st.sampled_from(["fp8", "modelopt", "compressed-tensors", "awq", "x"])},
+            optional={"kv_cache_scheme": JSON_VALUES, "kv_cache_quant_algo": JSON_VALUES,
+                      "producer": st.one_of(st.fixed_dictionaries({"name": JSON_VALUES}), JSON_VALUES),
+                      "quantization": st.one_of(st.fixed_dictionaries(
+                          {}, optional={"quant_algo": JSON_VALUES, "kv_cache_quant_algo": JSON_VALUES}),
+                          JSON_VALUES)}),
         JSON_VALUES),
 }
 
@@ -123,7 +124,8 @@ def test_random_configs_give_an_input_error_or_a_sound_plan(cfg: dict[str, Any])
     assert_sound(plan)
 
 
-FLAG_NAMES = [*sorted(MODELLED), "--kv-cache-dtype-skip-layers", "--calculate-kv-scales", "--enforce-eager", "--no-such-flag", "--kv_cache_dtype", "-tp", "vllm", "serve"]
+FLAG_NAMES = [*sorted(MODELLED), "--kv-cache-dtype-skip-layers", "--calculate-kv-scales", "--enforce-eager",
+              "--no-such-flag", "--kv_cache_dtype", "-tp", "vllm", "serve"]
 FLAG_VALUES = st.one_of(
     st.sampled_from(["fp8", "auto", "bfloat16", "fp8_e5m2", "int8_per_token_head", "nvfp4", "fp9", "sliding_window",
                      "0", "1", "-1", "2", "8", "32k", "1M", "inf", "nan", "1e300", "-0.5", "0.9", "1.5", "",

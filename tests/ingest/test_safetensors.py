@@ -56,7 +56,8 @@ def make_checkpoint(tmp: Path, scales: dict[str, tuple[str, list[int]]], quant: 
 
 
 CT_FP8 = {"quant_method": "compressed-tensors",
-          "kv_cache_scheme": {"type": "float", "num_bits": 8, "strategy": "tensor", "symmetric": True, "dynamic": False}}
+          "kv_cache_scheme": {"type": "float", "num_bits": 8, "strategy": "tensor", "symmetric": True,
+                              "dynamic": False}}
 
 
 def test_find_scales_reads_per_tensor_and_per_head_shapes(tmp_path: Path) -> None:
@@ -67,7 +68,8 @@ def test_find_scales_reads_per_tensor_and_per_head_shapes(tmp_path: Path) -> Non
     })
     scales, files, total = find_scales(tmp_path)
     assert files == ("model.safetensors",)
-    assert [(s.layer, s.kind, s.shape) for s in scales] == [(0, "k_scale", ()), (0, "v_scale", ()), (1, "k_scale", (8,))]
+    assert [(s.layer, s.kind, s.shape) for s in scales] == [
+        (0, "k_scale", ()), (0, "v_scale", ()), (1, "k_scale", (8,))]
     assert total == 4 * 8 * 8 * 2 + 4 + 4 + 32
 
 

@@ -46,7 +46,7 @@ def _same(got: Any, want: Any, coerced: bool = False) -> bool:
     if isinstance(want, dict) and isinstance(got, dict):
         return all(_same(got.get(k), v, coerced) for k, v in want.items())
     if coerced and isinstance(want, list) and isinstance(got, list):
-        return len(got) == len(want) and all(_same(g, w, coerced) for g, w in zip(got, want))
+        return len(got) == len(want) and all(_same(g, w, coerced) for g, w in zip(got, want, strict=True))
     return got == want or (coerced and str(got) == str(want))
 
 
@@ -141,7 +141,8 @@ def test_ambiguous_and_unknown_are_error_findings_with_did_you_mean() -> None:
     plan = kvplan.api.compile(LLAMA, "--kv-cache-dtyp fp8 --tensor_paralel_size 8")
     by = {f.code: f for f in plan.findings}
     assert by["KV006"].severity.value == "error"
-    assert "ambiguous option: --kv-cache-dtyp could match --kv-cache-dtype, --kv-cache-dtype-skip-layers" in by["KV006"].message
+    assert ("ambiguous option: --kv-cache-dtyp could match --kv-cache-dtype, --kv-cache-dtype-skip-layers"
+            in by["KV006"].message)
     assert "did you mean --kv-cache-dtype?" in by["KV006"].message
     assert by["KV001"].severity.value == "error"
     assert "unrecognized arguments: --tensor-paralel-size 8" in by["KV001"].message

@@ -60,7 +60,8 @@ def test_cli_exit_codes_fail_level_and_exit_zero() -> None:
 
 def test_cli_usage_and_config_errors_exit_2_with_one_line() -> None:
     r = lint(f"{DEPLOY}/clean-deployment.yaml", "--gpu", "h1000")
-    assert r.exit_code == 2 and r.stderr.startswith("kvplan: error: unknown GPU 'h1000'") and len(r.stderr.splitlines()) == 1
+    assert r.exit_code == 2 and r.stderr.startswith("kvplan: error: unknown GPU 'h1000'")
+    assert len(r.stderr.splitlines()) == 1
     assert lint().exit_code == 2
     assert lint(f"{DEPLOY}/clean-deployment.yaml", "--format", "xml").exit_code == 2
     assert lint(f"{DEPLOY}/clean-deployment.yaml", "--config", "nope.toml").exit_code == 2
@@ -103,9 +104,11 @@ def test_cli_sarif_with_no_findings_is_valid() -> None:
 
 def test_cli_github_annotations_are_escaped_workflow_commands() -> None:
     out = lint(f"{DEPLOY}/k8s-deployment-typo.yaml", "--format", "github").stdout.splitlines()
-    assert out[0].startswith("::error file=examples/deploy/k8s-deployment-typo.yaml,line=27,col=15,title=KV001 unknown-flag::"
+    assert out[0].startswith("::error file=examples/deploy/k8s-deployment-typo.yaml,line=27,col=15,"
+                             "title=KV001 unknown-flag::"
                              "unknown flag --kv-cache-type: vLLM exits with ")
-    assert out[1].startswith("::error file=examples/deploy/k8s-deployment-typo.yaml,line=30,col=15,title=KV002 removed-flag::")
+    assert out[1].startswith("::error file=examples/deploy/k8s-deployment-typo.yaml,line=30,col=15,"
+                             "title=KV002 removed-flag::")
     info = lint(f"{DEPLOY}/leaderworkerset.yaml", "--format", "github", "--select", "KV105").stdout
     assert info.startswith("::notice ")
 
@@ -181,11 +184,13 @@ def test_lint_report_schema_checked_in_matches_models() -> None:
 
 
 def test_lint_never_imports_torch_or_triton() -> None:
-    code = ("import sys, os; os.chdir(r'{}'); from kvplan.cli.main import app; from typer.testing import CliRunner; "
+    code = (f"import sys, os; os.chdir(r'{ROOT}'); from kvplan.cli.main import app; "
+            "from typer.testing import CliRunner; "
             "r = CliRunner().invoke(app, ['lint', 'examples/deploy', '--format', 'sarif']); "
             "assert r.exit_code == 1, r.output; "
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'transformers', 'numpy')); "
-            "assert not heavy, heavy").format(ROOT)
+            "heavy = sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('torch', 'triton', 'transformers', 'numpy')); "
+            "assert not heavy, heavy")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -232,7 +237,8 @@ def test_cli_helm_chart_without_helm_is_one_note_per_chart(tmp_path: Path) -> No
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: llm\nversion: 0.1.0\n")
     for name in ("a.yaml", "b.yaml"):
         (chart / "templates" / name).write_text(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ .Release.Name }}\n{{- if .Values.x }}\nspec: {}\n{{- end }}\n")
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ .Release.Name }}\n"
+            "{{- if .Values.x }}\nspec: {}\n{{- end }}\n")
     old = os.getcwd()
     os.chdir(tmp_path)
     try:

@@ -71,7 +71,8 @@ def test_examples_messages_say_what_and_how_to_fix() -> None:
     report = lint_paths([str(DEPLOY)], cwd=ROOT)
     by = {(f.location.path.rsplit("/", 1)[-1], f.code): f for f in report.findings}
     typo = by[("k8s-deployment-typo.yaml", "KV001")]
-    assert "did you mean --kv-cache-dtype" in typo.message and typo.location.yaml_path == "spec.template.spec.containers[0].args[1]"
+    assert "did you mean --kv-cache-dtype" in typo.message
+    assert typo.location.yaml_path == "spec.template.spec.containers[0].args[1]"
     bad = by[("vllm-config.yaml", "KV803")]
     assert "Did you mean 'fp8_e5m2'" in bad.message and "fp8_e4m3" in (bad.fix or "")
     assert by[("helm-rendered.yaml", "KV502")].severity.value == "error"

@@ -171,7 +171,8 @@ def test_helm_templates_get_one_note_per_chart_without_helm_and_are_rendered_wit
 
     # A `helm` on PATH renders the chart once; its output is linted under the template's name.
     bindir = tmp_path / "bin"
-    rendered = textwrap.dedent(tpl).replace("{{ .Release.Name }}", "kvplan-lint").replace("{{ .Values.modelName }}", "Qwen/Qwen3-8B")
+    rendered = (textwrap.dedent(tpl).replace("{{ .Release.Name }}", "kvplan-lint")
+                .replace("{{ .Values.modelName }}", "Qwen/Qwen3-8B"))
     _write(bindir, "helm", "#!/bin/sh\necho \"$@\" >> \"$0.calls\"\ncat <<'EOF'\n---\n# Source: c/templates/a.yaml\n"
            + rendered + "EOF\n")
     (bindir / "helm").chmod((bindir / "helm").stat().st_mode | stat.S_IEXEC)
@@ -459,7 +460,8 @@ def _fake_helm(tmp_path: Path, rendered: str, sleep: float = 0.0) -> Path:
 def test_helm_template_findings_point_at_template_lines_where_exact(tmp_path: Path, monkeypatch) -> None:
     chart = tmp_path / "chart"
     _write(chart, "Chart.yaml", "apiVersion: v2\nname: c\nversion: 0.1.0\n")
-    _write(chart, "values.yaml", "modelName: Qwen/Qwen3-8B\nmaxLen: big\nextraArgs: [--kv-cache-dtype-skip-layers=0,1]\n")
+    _write(chart, "values.yaml",
+           "modelName: Qwen/Qwen3-8B\nmaxLen: big\nextraArgs: [--kv-cache-dtype-skip-layers=0,1]\n")
     _write(chart, "templates/d.yaml", HELM_TPL)
     # what `helm template` prints for it (the `with` block's output lands after the literal lines)
     rendered = (textwrap.dedent(HELM_TPL).lstrip("\n").replace("{{ .Release.Name }}", "kvplan-lint")
@@ -488,9 +490,9 @@ def test_helm_template_findings_point_at_template_lines_where_exact(tmp_path: Pa
 def test_rendering_a_chart_does_not_count_against_the_file_time_budget(tmp_path: Path, monkeypatch) -> None:
     chart = tmp_path / "chart"
     _write(chart, "Chart.yaml", "apiVersion: v2\nname: c\nversion: 0.1.0\n")
-    _write(chart, "templates/d.yaml", "kind: Pod\napiVersion: v1\nmetadata: {name: '{{ .Release.Name }}'}\n"
-                                      "spec: {containers: [{name: v, image: 'vllm/vllm-openai:v0.33.0', args: [Qwen/Qwen3-8B]}]}\n")
-    rendered = "kind: Pod\napiVersion: v1\nmetadata: {name: 'x'}\nspec: {containers: [{name: v, image: 'vllm/vllm-openai:v0.33.0', args: [Qwen/Qwen3-8B]}]}\n"
+    spec = "spec: {containers: [{name: v, image: 'vllm/vllm-openai:v0.33.0', args: [Qwen/Qwen3-8B]}]}\n"
+    _write(chart, "templates/d.yaml", "kind: Pod\napiVersion: v1\nmetadata: {name: '{{ .Release.Name }}'}\n" + spec)
+    rendered = "kind: Pod\napiVersion: v1\nmetadata: {name: 'x'}\n" + spec
     monkeypatch.setenv("PATH", f"{_fake_helm(tmp_path, rendered, sleep=1.5)}{os.pathsep}{os.environ['PATH']}")
     r = lint_paths([str(chart)], cwd=tmp_path, isolated=True, file_timeout=1)
     assert "KV822" not in {f.code for f in r.findings}

@@ -98,7 +98,8 @@ def test_time_budget_from_config_and_cli(tmp_path: Path, monkeypatch: pytest.Mon
     old = os.getcwd()
     os.chdir(tmp_path)
     try:
-        res = runner.invoke(app, ["lint", "a-slow.sh", "--isolated", "--file-timeout", "0.2", "--format", "json"], env=ENV)
+        res = runner.invoke(app, ["lint", "a-slow.sh", "--isolated", "--file-timeout", "0.2", "--format", "json"],
+                            env=ENV)
     finally:
         os.chdir(old)
     assert res.exit_code == 1, res.output
@@ -109,7 +110,7 @@ def test_time_budget_from_config_and_cli(tmp_path: Path, monkeypatch: pytest.Mon
 def test_invalid_file_timeout_in_config_is_an_input_error(tmp_path: Path) -> None:
     (tmp_path / "kvplan.toml").write_text("[lint]\nfile-timeout = -1\n")
     (tmp_path / "a.sh").write_text(BAD_DTYPE)
-    with pytest.raises(KvplanInputError, match="file-timeout|file_timeout"):
+    with pytest.raises(KvplanInputError, match=r"file-timeout|file_timeout"):
         lint_paths([str(tmp_path)], cwd=tmp_path)
 
 
@@ -127,7 +128,7 @@ def test_hostile_lint_configuration_is_one_input_error(tmp_path: Path) -> None:
     with pytest.raises(KvplanInputError, match="nests too deeply to read"):
         lint_paths([str(tmp_path)], cwd=tmp_path)
     (tmp_path / "kvplan.toml").write_text("[lint]\nkv-budget-gib = -4\n")
-    with pytest.raises(KvplanInputError, match="kv-budget-gib|kv_budget_gib"):
+    with pytest.raises(KvplanInputError, match=r"kv-budget-gib|kv_budget_gib"):
         lint_paths([str(tmp_path)], cwd=tmp_path)
 
 

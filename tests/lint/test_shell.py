@@ -39,7 +39,8 @@ def test_find_launch_recognises_launchers() -> None:
     assert [t.value for t in launch("exec vllm serve m --kv-cache-dtype fp8").args] == ["m", "--kv-cache-dtype", "fp8"]
     assert launch("python3 -u -m vllm.entrypoints.openai.api_server --model m").args[0].value == "--model"
     assert launch("CUDA_VISIBLE_DEVICES=0,1 nohup vllm serve m").args[0].value == "m"
-    assert launch("docker run --gpus all -v ~/.cache/vllm:/root vllm/vllm-openai:v0.33.0 --model m").args[1].value == "m"
+    docker = launch("docker run --gpus all -v ~/.cache/vllm:/root vllm/vllm-openai:v0.33.0 --model m")
+    assert docker.args[1].value == "m"
     assert launch("python -m huggingfaceserver --model_id m").dialect == "kserve-hf"
     assert launch("ray start --head") is None and launch("python train.py") is None
 

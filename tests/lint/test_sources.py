@@ -89,7 +89,8 @@ def test_k8s_unresolved_secret_value_is_reported_not_guessed(tmp_path: Path) -> 
 
 
 def test_k8s_non_vllm_containers_are_ignored_and_file_is_skipped(tmp_path: Path) -> None:
-    r = _lint(tmp_path, "nginx.yaml", POD.replace("vllm/vllm-openai:v0.33.0", "nginx:1.27").format(args='["-g", "daemon off;"]'))
+    pod = POD.replace("vllm/vllm-openai:v0.33.0", "nginx:1.27").format(args='["-g", "daemon off;"]')
+    r = _lint(tmp_path, "nginx.yaml", pod)
     assert r.findings == [] and r.files[0].status == "skipped" and r.files[0].kind == "kubernetes"
 
 
@@ -154,7 +155,7 @@ def test_vllm_config_yaml_unknown_key_is_a_typo_finding(tmp_path: Path) -> None:
     max-model-len: 8192
     """
     r = _lint(tmp_path, "serve.yaml", text, gpu="h100")
-    assert {(c, l, col) for l, col, c in _codes(r)} >= {("KV001", 3, 1), ("KV401", 2, 1)}
+    assert {(c, line, col) for line, col, c in _codes(r)} >= {("KV001", 3, 1), ("KV401", 2, 1)}
     assert "did you mean --kv-cache-dtype-skip-layers" in next(f.message for f in r.findings if f.code == "KV001")
 
 
@@ -184,7 +185,8 @@ def test_local_model_path_next_to_the_manifest(tmp_path: Path) -> None:
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "config.json").write_text(
         '{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 256,'
-        ' "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}')
+        ' "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,'
+        ' "torch_dtype": "bfloat16"}')
     r = _lint(tmp_path, "run.sh", "#!/bin/sh\nvllm serve ./ckpt --kv-cache-dtype-skip-layers 5 --kv-cache-dtype fp8\n")
     assert (2, 48, "KV302") in _codes(r)
     assert r.files[0].launches[0].config == "./ckpt"

@@ -33,7 +33,8 @@ def test_comment_suppression_same_line_and_line_above(tmp_path: Path) -> None:
     assert _codes(r) == [("KV304", 3)]  # the comment above line 3 names only KV401
     assert sorted((s.code, s.location.line, s.via) for s in r.suppressed) == [
         ("KV304", 1, "comment"), ("KV401", 1, "comment"), ("KV401", 3, "comment")]
-    assert {s.reason for s in r.suppressed} == {"scales validated offline; no SWA in Llama", "validated on our eval set"}
+    assert {s.reason for s in r.suppressed} == {"scales validated offline; no SWA in Llama",
+                                                "validated on our eval set"}
 
 
 def test_suppression_without_reason_unused_and_unknown_codes(tmp_path: Path) -> None:
@@ -78,7 +79,8 @@ def test_select_ignore_and_fail_level(tmp_path: Path) -> None:
     _write(tmp_path, "c.sh", LAUNCH + " --calculate-kv-scales\n")
     p = str(tmp_path / "c.sh")
     assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True))} == {"KV002", "KV304", "KV401"}
-    assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True, select=["KV3", "KV002"]))} == {"KV002", "KV304"}
+    selected = lint_paths([p], cwd=tmp_path, isolated=True, select=["KV3", "KV002"])
+    assert {c for c, _ in _codes(selected)} == {"KV002", "KV304"}
     assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True, ignore=["KV0"]))} == {"KV304", "KV401"}
     with pytest.raises(KvplanInputError):
         lint_paths([p], cwd=tmp_path, isolated=True, select=["E501"])
@@ -100,7 +102,8 @@ def test_config_discovered_upwards_from_pyproject(tmp_path: Path) -> None:
     """)
     _write(tmp_path, "models/llama/config.json", (Path(__file__).resolve().parents[2] / "kvplan" / "data" / "models"
                                                   / "meta-llama--Meta-Llama-3.1-8B" / "config.json").read_text())
-    _write(tmp_path, "deploy/legacy/run.sh", LAUNCH.replace("meta-llama/Meta-Llama-3.1-8B", "/models/llama-3.1-8b") + "\n")
+    _write(tmp_path, "deploy/legacy/run.sh",
+           LAUNCH.replace("meta-llama/Meta-Llama-3.1-8B", "/models/llama-3.1-8b") + "\n")
     _write(tmp_path, "deploy/vendor/run.sh", "vllm serve x --kv-cache-dtype fp9\n")
     r = lint_paths([str(tmp_path / "deploy")], cwd=tmp_path)
     assert r.settings.config_file == "pyproject.toml" and r.settings.gpu == "l4"
@@ -169,7 +172,8 @@ def test_engine_version_selects_the_release_behaviour(tmp_path: Path) -> None:
 
 def test_engine_version_reaches_the_planner(tmp_path: Path) -> None:
     """Skip layers did not exist before vLLM 0.19: a known model's launch says so (KV004)."""
-    _write(tmp_path, "run.sh", "vllm serve openai/gpt-oss-20b --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window\n")
+    _write(tmp_path, "run.sh",
+           "vllm serve openai/gpt-oss-20b --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window\n")
     _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.18.0'\n")
     codes = {f.code for f in lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path).findings}
     assert "KV004" in codes

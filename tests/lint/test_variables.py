@@ -144,7 +144,8 @@ def test_substituted_values_keep_their_place_in_the_argument_list(tmp_path: Path
           containers:
             - name: vllm
               image: vllm/vllm-openai:v0.33.0
-              command: ["sh", "-c", "vllm serve $MODEL --max-model-len $LEN --compilation-config '{\\"level\\": 3}' --kv-cache-dtype fp9"]
+              command: ["sh", "-c", "vllm serve $MODEL --max-model-len $LEN
+                        --compilation-config '{\\"level\\": 3}' --kv-cache-dtype fp9"]
               env:
                 - name: MODEL
                   value: Qwen/Qwen3-8B

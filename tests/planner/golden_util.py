@@ -19,4 +19,5 @@ def compact(plan: Plan) -> dict[str, Any]:
                        "bytes_per_request": t.bytes_per_request, "kv_layers": t.kv_layers,
                        "quantized_layers": t.quantized_layers},
             "layers": layers,
-            "findings": [f"{f.severity.value} {f.code} {f.name} layers={','.join(map(str, f.layers))}" for f in plan.findings]}
+            "findings": [f"{f.severity.value} {f.code} {f.name} layers={','.join(map(str, f.layers))}"
+                         for f in plan.findings]}

@@ -59,7 +59,8 @@ def test_seed_39752_prefill_query_advice_needs_quantized_mla() -> None:
     # Seed #39752 (FP8 prefill query for MLA) is decided per GPU by the backend rules; the
     # planner's part: DeepSeek-V3 with fp8 has a quantized MLA latent cache of 576 B/token.
     plan = kvplan.api.compile(EXAMPLES / "DeepSeek-V3" / "config.json", "--kv-cache-dtype fp8")
-    assert {(lp.kind, lp.bytes_per_token, lp.quant_mode) for lp in plan.layers} == {("mla", 576, QuantMode.fp8_per_tensor)}
+    layers = {(lp.kind, lp.bytes_per_token, lp.quant_mode) for lp in plan.layers}
+    assert layers == {("mla", 576, QuantMode.fp8_per_tensor)}
 
 
 def test_seed_42782_explicit_dtype_wins_over_checkpoint_scheme() -> None:

@@ -33,8 +33,8 @@ def test_vllm_parity_per_layer(model: str, case: str) -> None:
         assert any(f.severity.value == "error" for f in plan.findings), "vLLM rejects this; kvplan must say so"
         return
     geo = _load(ORACLE / f"{model}__geometry.json") or {}
-    geo_layers = {l["index"]: l for l in geo.get("layers", [])}
-    want_layers = {l["index"]: l for l in o["layers"]}
+    geo_layers = {layer["index"]: layer for layer in geo.get("layers", [])}
+    want_layers = {layer["index"]: layer for layer in o["layers"]}
     assert plan.model.dtype == o["engine"]["model_dtype"]
     for lp in plan.layers:
         ol = want_layers.get(lp.index)

@@ -1,6 +1,8 @@
 """The explain table: backend and query columns with --gpu, findings panel grouped by severity."""
 from __future__ import annotations
 
+import io
+
 from rich.console import Console
 
 import kvplan.api
@@ -11,7 +13,7 @@ GPT_OSS = EXAMPLES / "gpt-oss-20b" / "config.json"
 
 
 def _text(plan) -> str:
-    c = Console(width=220, no_color=True, record=True, file=open("/dev/null", "w"))
+    c = Console(width=220, no_color=True, record=True, file=io.StringIO())
     render_plan(plan, c)
     return c.export_text()
 
@@ -34,7 +36,7 @@ def test_render_findings_grouped_by_severity_errors_first() -> None:
 
 
 def _at(plan, width: int) -> str:
-    c = Console(width=width, no_color=True, record=True, file=open("/dev/null", "w"))
+    c = Console(width=width, no_color=True, record=True, file=io.StringIO())
     render_plan(plan, c)
     return c.export_text()
 

@@ -29,7 +29,7 @@ def _rows() -> list[dict[str, str]]:
     for ln in lines[2:]:
         cells = [c.strip() for c in ln.strip().strip("|").split("|")]
         assert len(cells) == len(head), f"malformed audit row: {ln}"
-        rows.append(dict(zip(head, cells)))
+        rows.append(dict(zip(head, cells, strict=False)))
     return rows
 
 
@@ -61,7 +61,8 @@ def _check_ref(ref: str, codes: set[str], fires: bool) -> str | None:
     if case is None:
         return f"{ref}: no case {name!r} in tests/rules/cases/{code}.yaml"
     if bool(case.get("fires", True)) is not fires:
-        return f"{ref}: listed as {'firing' if fires else 'not firing'} but the case says fires={case.get('fires', True)}"
+        listed = "firing" if fires else "not firing"
+        return f"{ref}: listed as {listed} but the case says fires={case.get('fires', True)}"
     return None
 
 

@@ -41,7 +41,8 @@ def test_openapi_is_generated_from_the_models(client: httpx.Client) -> None:
     doc = client.get("/openapi.json").json()
     assert set(doc["paths"]) == {"/healthz", "/v1/plan", "/v1/emit", "/v1/lint", "/v1/rules", "/v1/backends"}
     schemas = doc["components"]["schemas"]
-    assert {"Plan", "LayerPlan", "EmitResult", "PlanRequest", "EmitRequest", "LintRequest", "ErrorResponse"} <= set(schemas)
+    expected = {"Plan", "LayerPlan", "EmitResult", "PlanRequest", "EmitRequest", "LintRequest", "ErrorResponse"}
+    assert expected <= set(schemas)
     assert schemas["PlanRequest"]["properties"]["flags"]["description"].startswith("vLLM serving flags")
     plan_ok = doc["paths"]["/v1/plan"]["post"]["responses"]
     assert plan_ok["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Plan"}
@@ -61,7 +62,8 @@ def test_plan_inline_config_equals_the_library(client: httpx.Client) -> None:
 
 def test_plan_flags_read_as_vllm_parser_reads_them(client: httpx.Client) -> None:
     r = client.post("/v1/plan", json={"config": GPT_OSS_CFG,
-                                      "flags": "--kv-cache-dtype fp8 --kv-cache-dtype-s sliding_window --kv-cache-mem 1G "
+                                      "flags": "--kv-cache-dtype fp8 --kv-cache-dtype-s sliding_window --kv-cache-mem "
+                                               "1G "
                                                "--config /etc/serve.yaml"})
     assert r.status_code == 200, r.text
     doc = r.json()
@@ -96,7 +98,8 @@ def test_plan_for_an_older_engine_release(client: httpx.Client) -> None:
 
 def test_plan_with_inline_policy(client: httpx.Client) -> None:
     policy = ("version: 1\nrules:\n  - {code: KV901, name: fp8, reason: halve it, set: {kv_cache_dtype: fp8}}\n"
-              "  - {code: KV902, name: sw, reason: small, select: {kind: sliding_attention}, set: {kv_cache_dtype: model}}\n")
+              "  - {code: KV902, name: sw, reason: small, select: {kind: sliding_attention}, set: {kv_cache_dtype: "
+              "model}}\n")
     r = client.post("/v1/plan", json={"config": GPT_OSS_CFG, "policy": policy})
     assert r.status_code == 200, r.text
     doc = r.json()
@@ -124,7 +127,8 @@ def test_emit_from_config_and_from_plan(client: httpx.Client) -> None:
     broken = dict(plan, layers=[dict(plan["layers"][0], quant_mode="fp9")])
     r3 = client.post("/v1/emit", json={"plan": broken})
     assert r3.status_code == 400
-    assert r3.json()["error"]["message"].startswith("<request plan> does not match the plan schema: layers[0].quant_mode")
+    assert r3.json()["error"]["message"].startswith("<request plan> does not match the plan schema: "
+                                                    "layers[0].quant_mode")
 
 
 def test_input_errors_carry_the_cli_message(client: httpx.Client) -> None:
@@ -133,7 +137,8 @@ def test_input_errors_carry_the_cli_message(client: httpx.Client) -> None:
     err = r.json()["error"]
     cli = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "plan",
                           str(EXAMPLES / "gpt-oss-20b"), "--kv-cache-dtype", "fp9"],
-                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "10000"})
+                         capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "NO_COLOR": "1", "COLUMNS": "10000"})
     assert cli.returncode == 2
     assert cli.stderr.strip() == f"kvplan: error: {err['message']}"
     assert err["type"] == "input_error" and err["problem"] == "invalid --kv-cache-dtype 'fp9'. Did you mean 'fp8'?"
@@ -219,7 +224,8 @@ def test_lint_unavailable_is_501(client: httpx.Client, monkeypatch: pytest.Monke
     r = client.post("/v1/lint", json={"files": {"run.sh": "vllm serve m\n"}})
     assert r.status_code == 501
     assert r.json()["error"] == {"type": "not_implemented", "problem": None, "fix": None,
-                                 "message": "linting is not available in this kvplan build (kvplan.lint is not importable)."}
+                                 "message": "linting is not available in this kvplan build (kvplan.lint is not "
+                                            "importable)."}
 
 
 def test_concurrent_requests_are_correct_and_bounded(base_url: str) -> None:
@@ -272,12 +278,14 @@ def test_kvplan_serve_cli_starts_a_real_server(tmp_path: Path) -> None:
                 break
             except httpx.TransportError:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    raise AssertionError(proc.stderr.read().decode() if proc.poll() is not None else "timeout")
+                    why = proc.stderr.read().decode() if proc.poll() is not None else "timeout"
+                    raise AssertionError(why) from None
                 time.sleep(0.1)
         assert r.status_code == 200
         small = httpx.post(f"http://127.0.0.1:{port}/v1/plan", json={"config": GPT_OSS_CFG}, timeout=10)
         assert small.status_code == 200
-        big = httpx.post(f"http://127.0.0.1:{port}/v1/plan", json={"config": {**GPT_OSS_CFG, "pad": "x" * 4096}}, timeout=10)
+        big = httpx.post(f"http://127.0.0.1:{port}/v1/plan", json={"config": {**GPT_OSS_CFG, "pad": "x" * 4096}},
+                         timeout=10)
         assert big.status_code == 413  # --max-body-bytes 2048 reached the server
     finally:
         proc.terminate()

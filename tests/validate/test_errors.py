@@ -51,7 +51,8 @@ def test_out_folder_missing_and_bad_scales(tmp_path) -> None:
     bad.write_text('{"kind": "kvplan.kv-scales"}')
     r = kvplan("plan", SMOLLM2_CONFIG, "--kv-cache-dtype", "fp8", "--kv-scales", bad)
     _one_line_exit_2(r, "--kv-scales", "kvplan calibrate")
-    r = kvplan("validate", SMOLLM2_CONFIG, "--kv-cache-dtype", "fp8", "--kv-scales", tmp_path / "x.json", "--device", "cpu")
+    r = kvplan("validate", SMOLLM2_CONFIG, "--kv-cache-dtype", "fp8", "--kv-scales", tmp_path / "x.json", "--device",
+               "cpu")
     _one_line_exit_2(r, "no such file")
 
 

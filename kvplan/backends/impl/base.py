@@ -78,6 +78,9 @@ class BackendHooks:
 
     rocm_forced_fallback: ClassVar[bool] = False
     """ROCm tolerates this backend forced on layers it cannot serve and selects automatically."""
+    global_dtype_queries_before_39002: ClassVar[bool] = False
+    """Before vLLM PR #39002 the metadata builder took every KV group's query dtype from the GLOBAL
+    cache dtype, so a skipped (model-dtype) layer got the FP8 layers' queries (FlashInfer)."""
     encoder_quant_error: ClassVar[str] = "quantized KV cache is not supported for encoder attention"
     """The NotImplementedError text for a quantized KV cache on encoder attention."""
 

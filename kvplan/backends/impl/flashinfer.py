@@ -22,6 +22,8 @@ _SM100_TRTLLM_PAGES = (16, 32, 64, 128, 256, 512, 1024)
 class FlashInfer(BackendHooks):
     """FLASHINFER: sinks and NVFP4 depend on the trtllm paths of the GPU; queries per KV group."""
 
+    global_dtype_queries_before_39002 = True
+
     def block_sizes(self, gpu: GpuProfile) -> tuple[int, ...] | None:
         # trtllm-gen GQA pages up to 1024 on SM100
         return _SM100_TRTLLM_PAGES if gpu.cc_major == 10 else self.row.block_sizes
