@@ -18,6 +18,21 @@ def _layer_scales(ctx: RuleContext, index: int) -> list[ScaleTensor]:
     return [s for s in ctx.quant.scales if s.layer == index]
 
 
+def _inline_scales(la: LayerArch, st: LayerState, mode: QuantMode) -> Set | None:
+    """The scale source of a KV format that carries its own scales (none to load or default)."""
+    if mode.is_per_token_head:
+        return Set("scale_source", ScaleSource.dynamic_per_token_head,
+                   "per-token-head scales are computed at write time and stored inline (fp32)")
+    if mode in (QuantMode.nvfp4, QuantMode.nvfp4_ds_mla):
+        return Set("scale_source", ScaleSource.block_scales, "fp8 block scales per 16 values stored with the data")
+    if mode is not QuantMode.fp8_per_tensor:
+        return Set("scale_source", ScaleSource.block_scales, f"{mode.value} stores its own scales")
+    if la.dsv4_compress_ratio is not None and st.kv_cache_dtype == "fp8_ds_mla":
+        return Set("scale_source", ScaleSource.block_scales,
+                   "DeepSeek-V4 fp8_ds_mla stores UE8M0 block scales with each state (8 B)")
+    return None
+
+
 @declare(code="KV120", name="scale-source", kind="decision", scope="layer", family="scales",
          severity="info", summary="Each quantized layer's k/v scales come from the checkpoint, write time, or 1.0.",
          why="Per-token-head modes compute scales at write time and ignore checkpoint scales; "
@@ -32,19 +47,9 @@ def scale_source(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Se
     if mode is QuantMode.none:
         yield Set("scale_source", ScaleSource.none, "KV not quantized")
         return
-    if mode.is_per_token_head:
-        yield Set("scale_source", ScaleSource.dynamic_per_token_head,
-                  "per-token-head scales are computed at write time and stored inline (fp32)")
-        return
-    if mode in (QuantMode.nvfp4, QuantMode.nvfp4_ds_mla):
-        yield Set("scale_source", ScaleSource.block_scales, "fp8 block scales per 16 values stored with the data")
-        return
-    if mode is not QuantMode.fp8_per_tensor:
-        yield Set("scale_source", ScaleSource.block_scales, f"{mode.value} stores its own scales")
-        return
-    if la.dsv4_compress_ratio is not None and st.kv_cache_dtype == "fp8_ds_mla":
-        yield Set("scale_source", ScaleSource.block_scales,
-                  "DeepSeek-V4 fp8_ds_mla stores UE8M0 block scales with each state (8 B)")
+    inline = _inline_scales(la, st, mode)
+    if inline is not None:
+        yield inline
         return
     q = ctx.quant
     found = [s for s in _layer_scales(ctx, la.index) if s.kind in ("k_scale", "v_scale", "kv_scale")]
