@@ -53,6 +53,11 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      selects on GPUs) runs with VLLM_USE_V2_MODEL_RUNNER=1.
  13. The CPU platform's switching prefix caching off for MLA models is undone (a CPU scheduling
      choice that makes hybrid MLA + Mamba models fail vLLM's mamba-block-size check).
+ 14. Cases run with `skip_tokenizer_init` (the case folder holds a config.json only); a multimodal
+     processor-info class that asks for the tokenizer while vLLM validates the model config (to
+     learn which modalities the checkpoint's vocabulary supports) gets a minimal word-level
+     tokenizer (a few special tokens, no media placeholders) instead of vLLM's "You cannot pass
+     text prompts" refusal. No prompt is ever processed; the KV cache specs do not read it.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -193,6 +198,31 @@ def _install_patches() -> None:
             raise
 
     ns_cls.__getattr__ = ns_getattr
+    _patch_missing_tokenizer()
+
+
+def _patch_missing_tokenizer() -> None:
+    """Patch 14: a minimal tokenizer for processor-info classes that ask for one."""
+    from vllm.multimodal.processing import context as mm_ctx
+
+    orig = mm_ctx.InputProcessingContext.get_tokenizer
+    made: list = []
+
+    def get_tokenizer(self):
+        if self.tokenizer is not None:
+            return orig(self)
+        if not made:
+            from tokenizers import Tokenizer, models, pre_tokenizers
+            from transformers import PreTrainedTokenizerFast
+
+            vocab = {t: i for i, t in enumerate(["<unk>", "<s>", "</s>", "<pad>"])}
+            tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+            tok.pre_tokenizer = pre_tokenizers.Whitespace()
+            made.append(PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
+                                                eos_token="</s>", pad_token="<pad>"))
+        return made[0]
+
+    mm_ctx.InputProcessingContext.get_tokenizer = get_tokenizer
 
 
 def _stub_torchvision() -> None:
