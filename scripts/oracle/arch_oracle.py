@@ -53,11 +53,14 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      selects on GPUs) runs with VLLM_USE_V2_MODEL_RUNNER=1.
  13. The CPU platform's switching prefix caching off for MLA models is undone (a CPU scheduling
      choice that makes hybrid MLA + Mamba models fail vLLM's mamba-block-size check).
- 14. Cases run with `skip_tokenizer_init` (the case folder holds a config.json only); a multimodal
-     processor-info class that asks for the tokenizer while vLLM validates the model config (to
-     learn which modalities the checkpoint's vocabulary supports) gets a minimal word-level
-     tokenizer (a few special tokens, no media placeholders) instead of vLLM's "You cannot pass
-     text prompts" refusal. No prompt is ever processed; the KV cache specs do not read it.
+ 14. Cases run with `skip_tokenizer_init` (the case folder holds a config.json only), but some
+     multimodal classes read the tokenizer: processor-info classes while vLLM validates the model
+     config (which modalities the vocabulary supports), model classes at build time (the id of
+     their image placeholder token). Both get a minimal word-level tokenizer (a few special tokens
+     and the common media placeholders) instead of None and vLLM's "You cannot pass text prompts"
+     refusal. No prompt is ever processed; the KV cache specs do not read it.
+ 15. A vision tower that asks for a GPU ViT attention backend (FLASH_ATTN) by name gets the CPU
+     platform's TORCH_SDPA instead of an assertion (encoder attention registers no KV cache).
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -89,6 +92,9 @@ STUB_MODULES = ("torchvision", "mistral_common", "timm", "open_clip", "decord", 
                 "soundfile", "av", "qwen_vl_utils", "flash_attn", "einops", "cv2", "scipy",
                 "torchaudio", "matplotlib", "flashinfer", "cutlass", "cuda")
 _STUBBED: set[str] = set()
+# Media placeholder tokens model classes look up in the tokenizer at build time (patch 14).
+MEDIA_TOKENS = ("<image>", "<video>", "<audio>", "<|image_pad|>", "<|video_pad|>", "<IMG_CONTEXT>",
+                "<image_placeholder>")
 
 
 def _free_port() -> int:
@@ -199,30 +205,55 @@ def _install_patches() -> None:
 
     ns_cls.__getattr__ = ns_getattr
     _patch_missing_tokenizer()
+    orig_vit = plat.get_vit_attn_backend.__func__
+
+    def get_vit_attn_backend(cls, head_size, dtype, backend=None):
+        # Patch 15: a GPU ViT backend asked for by name runs as the CPU platform's own choice.
+        if backend is not None and backend not in cls.get_supported_vit_attn_backends():
+            backend = None
+        return orig_vit(cls, head_size, dtype, backend)
+
+    plat.get_vit_attn_backend = classmethod(get_vit_attn_backend)
 
 
 def _patch_missing_tokenizer() -> None:
-    """Patch 14: a minimal tokenizer for processor-info classes that ask for one."""
+    """Patch 14: a minimal tokenizer where a multimodal class asks for one."""
+    from vllm import tokenizers as vtok
     from vllm.multimodal.processing import context as mm_ctx
+    from vllm.tokenizers import registry as vtok_reg
 
-    orig = mm_ctx.InputProcessingContext.get_tokenizer
     made: list = []
 
-    def get_tokenizer(self):
-        if self.tokenizer is not None:
-            return orig(self)
+    def minimal():
         if not made:
             from tokenizers import Tokenizer, models, pre_tokenizers
             from transformers import PreTrainedTokenizerFast
 
-            vocab = {t: i for i, t in enumerate(["<unk>", "<s>", "</s>", "<pad>"])}
-            tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+            words = ["<unk>", "<s>", "</s>", "<pad>", *MEDIA_TOKENS]
+            tok = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(words)}, unk_token="<unk>"))
             tok.pre_tokenizer = pre_tokenizers.Whitespace()
             made.append(PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
                                                 eos_token="</s>", pad_token="<pad>"))
         return made[0]
 
+    orig_get = mm_ctx.InputProcessingContext.get_tokenizer
+
+    def get_tokenizer(self):
+        return minimal() if self.tokenizer is None else orig_get(self)
+
     mm_ctx.InputProcessingContext.get_tokenizer = get_tokenizer
+    orig_cached = vtok_reg.cached_tokenizer_from_config
+
+    def cached_tokenizer_from_config(model_config, **kwargs):
+        if model_config.skip_tokenizer_init:
+            return minimal()
+        return orig_cached(model_config, **kwargs)
+
+    for mod in list(sys.modules.values()):  # the name is imported into model modules
+        if getattr(mod, "cached_tokenizer_from_config", None) is orig_cached:
+            mod.cached_tokenizer_from_config = cached_tokenizer_from_config
+    vtok.cached_tokenizer_from_config = cached_tokenizer_from_config
+    vtok_reg.cached_tokenizer_from_config = cached_tokenizer_from_config
 
 
 def _stub_torchvision() -> None:

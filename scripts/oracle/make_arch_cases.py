@@ -49,7 +49,8 @@ VLLM_CONFIG_TYPES = {
     "Glm5NextForCausalLM": "glm5_next", "KimiLinearForCausalLM": "kimi_linear",
     # Remote-code architectures whose config class transformers ships under another model_type.
     "HCXVisionV2ForCausalLM": "hyperclovax_vision_v2", "MuseGlimmerForCausalLM": "muse_glimmer",
-    "DeepseekOCR2ForCausalLM": "deepseek_ocr2", "Ovis2_5": "ovis2", "Ovis2_6ForCausalLM": "ovis2",
+    "DeepseekOCR2ForCausalLM": "deepseek_vl_v2", "DeepseekOCRForCausalLM": "deepseek_vl_v2",
+    "Ovis2_5": "ovis2", "Ovis2_6ForCausalLM": "ovis2",
     "Ovis2_6_MoeForCausalLM": "ovis2", "Phi4MMForCausalLM": "phi4_multimodal",
     "VoxtralRealtimeGeneration": "voxtral_realtime", "Qwen2_5OmniModel": "qwen2_5_omni",
     "Qwen3ASRRealtimeGeneration": "qwen3_asr",
@@ -214,6 +215,14 @@ _NEMOTRON_VL_KEYS = {"text_config.dtype": "bfloat16", "dtype": "bfloat16",
                      "ps_version": "v2", "image_tag_type": "internvl", "select_layer": -1, "use_thumbnail": True,
                      "max_dynamic_patch": 12, "min_dynamic_patch": 1, "dynamic_image_size": True}
 
+_DEEPSEEK_OCR_LM = {
+    "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "first_k_dense_replace": 1,
+    "hidden_size": 1280, "intermediate_size": 6848, "kv_lora_rank": None, "max_position_embeddings": 8192,
+    "moe_intermediate_size": 896, "n_group": 1, "n_routed_experts": 64, "n_shared_experts": 2,
+    "num_attention_heads": 10, "num_experts_per_tok": 6, "num_hidden_layers": 12, "num_key_value_heads": 10,
+    "q_lora_rank": None, "qk_nope_head_dim": 0, "qk_rope_head_dim": 0, "v_head_dim": 0, "topk_group": 1,
+    "topk_method": "greedy", "use_mla": False, "vocab_size": 129280, "torch_dtype": "bfloat16"}
+
 # Keys the default config of a config class leaves out but that vLLM's model class reads (values
 # as in the architecture's published checkpoints); "text_config.<key>" sets a nested key.
 OVERRIDES: dict[str, dict] = {
@@ -231,6 +240,15 @@ OVERRIDES: dict[str, dict] = {
                                            "dynamic_image_size": True, "use_thumbnail": True,
                                            "max_dynamic_patch": 12, "min_dynamic_patch": 1},
     "UltravoxModel": {"vocab_size": 128256},
+    # DeepSeek-VL2 / DeepSeek-OCR(-2) / Unlimited-OCR checkpoints publish tile_tag "2D" (the config
+    # class default is the placeholder string "tile_tag", which vLLM's model classes refuse).
+    "DeepseekVLV2ForCausalLM": {"tile_tag": "2D"},
+    "DeepseekOCR2ForCausalLM": {"tile_tag": "2D", "language_config": _DEEPSEEK_OCR_LM},
+    # DeepSeek-OCR's language model as published (deepseek-ai/DeepSeek-OCR config.json language_config:
+    # DeepSeek-3B-MoE, plain multi-head attention: kv_lora_rank null, qk_*_head_dim 0); Unlimited-OCR
+    # and DeepSeek-OCR-2 use the same backbone (vLLM's unlimited_ocr.py / deepseek_ocr2.py).
+    "DeepseekOCRForCausalLM": {"tile_tag": "2D", "language_config": _DEEPSEEK_OCR_LM},
+    "UnlimitedOCRForCausalLM": {"tile_tag": "2D", "language_config": _DEEPSEEK_OCR_LM},
     "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4},
     "Ernie4_5_VLMoeForConditionalGeneration": {"vision_config.embed_dim": 1280, "vision_config.mlp_ratio": 4},
     "Qwen4ExpForConditionalGeneration": {"vision_config.deepstack_visual_indexes": [8, 16, 24],
@@ -281,6 +299,15 @@ OVERRIDES: dict[str, dict] = {
                                           **_NEMOTRON_VL_KEYS},
     "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
                                           **_NEMOTRON_VL_KEYS},
+}
+# Keys a config class's to_dict() writes under another name than its published config.json (and
+# than its own __init__ reads): DeepSeek-VL2 / OCR checkpoints carry the language model under
+# `language_config`.
+KEY_RENAMES: dict[str, dict[str, str]] = {
+    "DeepseekVLV2ForCausalLM": {"text_config": "language_config"},
+    "DeepseekOCRForCausalLM": {"text_config": "language_config"},
+    "DeepseekOCR2ForCausalLM": {"text_config": "language_config"},
+    "UnlimitedOCRForCausalLM": {"text_config": "language_config"},
 }
 # Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
 CASE_OPTIONS: dict[str, dict] = {
@@ -357,6 +384,10 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
             continue
         d["model_type"] = d.get("model_type") or mt
         d["architectures"] = [arch]
+        for old, new in KEY_RENAMES.get(arch, {}).items():
+            if old in d:
+                d[new] = d.pop(old)
+                source += f" with {old} written as {new} (the published key)"
         if arch in OVERRIDES:
             d = _apply(d, OVERRIDES[arch])
             source += f" + published keys {sorted(OVERRIDES[arch])}"
