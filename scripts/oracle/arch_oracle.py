@@ -59,7 +59,10 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      their image placeholder token). Both get a minimal word-level tokenizer (a few special tokens
      and the common media placeholders) instead of None and vLLM's "You cannot pass text prompts"
      refusal. No prompt is ever processed; the KV cache specs do not read it.
- 15. A vision tower that asks for a GPU ViT attention backend (FLASH_ATTN) by name gets the CPU
+ 15. A case may carry `files` (file name -> JSON), written next to config.json: the processor
+     files (preprocessor_config.json ...) a published checkpoint ships and that a multimodal
+     processor-info class loads while vLLM validates the model config.
+ 16. A vision tower that asks for a GPU ViT attention backend (FLASH_ATTN) by name gets the CPU
      platform's TORCH_SDPA instead of an assertion (encoder attention registers no KV cache).
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
@@ -208,7 +211,7 @@ def _install_patches() -> None:
     orig_vit = plat.get_vit_attn_backend.__func__
 
     def get_vit_attn_backend(cls, head_size, dtype, backend=None):
-        # Patch 15: a GPU ViT backend asked for by name runs as the CPU platform's own choice.
+        # Patch 16: a GPU ViT backend asked for by name runs as the CPU platform's own choice.
         if backend is not None and backend not in cls.get_supported_vit_attn_backends():
             backend = None
         return orig_vit(cls, head_size, dtype, backend)
@@ -480,6 +483,8 @@ def run_case(case: dict, base: Path) -> dict:
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     try:
         shutil.copy(cfg_path, os.path.join(tmp, "config.json"))
+        for fname, content in case.get("files", {}).items():  # patch 15: the checkpoint's processor files
+            Path(tmp, fname).write_text(json.dumps(content))
         ea = EngineArgs(model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
                         kv_cache_dtype_skip_layers=list(res["flags"]["kv_cache_dtype_skip_layers"]),
                         dtype=res["flags"]["dtype"], skip_tokenizer_init=True,

@@ -50,8 +50,7 @@ VLLM_CONFIG_TYPES = {
     # Remote-code architectures whose config class transformers ships under another model_type.
     "HCXVisionV2ForCausalLM": "hyperclovax_vision_v2", "MuseGlimmerForCausalLM": "muse_glimmer",
     "DeepseekOCR2ForCausalLM": "deepseek_vl_v2", "DeepseekOCRForCausalLM": "deepseek_vl_v2",
-    "Ovis2_5": "ovis2", "Ovis2_6ForCausalLM": "ovis2",
-    "Ovis2_6_MoeForCausalLM": "ovis2", "Phi4MMForCausalLM": "phi4_multimodal",
+    "Phi4MMForCausalLM": "phi4_multimodal",
     "VoxtralRealtimeGeneration": "voxtral_realtime", "Qwen2_5OmniModel": "qwen2_5_omni",
     "Qwen3ASRRealtimeGeneration": "qwen3_asr",
     "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
@@ -215,6 +214,12 @@ _NEMOTRON_VL_KEYS = {"text_config.dtype": "bfloat16", "dtype": "bfloat16",
                      "ps_version": "v2", "image_tag_type": "internvl", "select_layer": -1, "use_thumbnail": True,
                      "max_dynamic_patch": 12, "min_dynamic_patch": 1, "dynamic_image_size": True}
 
+_OVIS2_LLM = {
+    "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584, "intermediate_size": 18944,
+    "num_hidden_layers": 8, "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "vocab_size": 152064, "hidden_act": "silu",
+    "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 32768, "max_window_layers": 28,
+    "torch_dtype": "bfloat16"}
 _DEEPSEEK_OCR_LM = {
     "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "first_k_dense_replace": 1,
     "hidden_size": 1280, "intermediate_size": 6848, "kv_lora_rank": None, "max_position_embeddings": 8192,
@@ -240,6 +245,16 @@ OVERRIDES: dict[str, dict] = {
                                            "dynamic_image_size": True, "use_thumbnail": True,
                                            "max_dynamic_patch": 12, "min_dynamic_patch": 1},
     "UltravoxModel": {"vocab_size": 128256},
+    # AIDC-AI/Ovis2-8B as published: llm_config Qwen2.5-7B (cut to 8 layers) and an AIMv2 visual
+    # tokenizer (backbone cut to 4 layers); the OvisConfig default has neither.
+    "Ovis": {"hidden_size": 3584, "multimodal_max_length": 32768,
+             "conversation_formatter_class": "QwenConversationFormatter",
+             "llm_config": _OVIS2_LLM, "visual_tokenizer_config": {
+                 "model_type": "aimv2_visual_tokenizer", "vocab_size": 65536, "tokenize_function": "softmax",
+                 "tau": 1.0, "depths": None, "drop_cls_token": False, "hidden_stride": 2, "backbone_config": {
+                     "model_type": "aimv2", "hidden_size": 1024, "intermediate_size": 2816,
+                     "num_attention_heads": 8, "num_hidden_layers": 4, "num_channels": 3, "patch_size": 14,
+                     "image_size": 448, "rms_norm_eps": 1e-5, "qkv_bias": False, "mlp_bias": False}}},
     # DeepSeek-VL2 / DeepSeek-OCR(-2) / Unlimited-OCR checkpoints publish tile_tag "2D" (the config
     # class default is the placeholder string "tile_tag", which vLLM's model classes refuse).
     "DeepseekVLV2ForCausalLM": {"tile_tag": "2D"},
@@ -308,6 +323,16 @@ KEY_RENAMES: dict[str, dict[str, str]] = {
     "DeepseekOCRForCausalLM": {"text_config": "language_config"},
     "DeepseekOCR2ForCausalLM": {"text_config": "language_config"},
     "UnlimitedOCRForCausalLM": {"text_config": "language_config"},
+}
+# Processor files of the published checkpoint a multimodal processor-info class loads while vLLM
+# validates the model config (file name -> JSON), written next to config.json by the oracle.
+_QWEN2VL_PREPROCESSOR = {"image_processor_type": "Qwen2VLImageProcessor", "patch_size": 16,
+                         "temporal_patch_size": 1, "merge_size": 2, "min_pixels": 200704,
+                         "max_pixels": 3211264}
+CASE_FILES: dict[str, dict[str, dict]] = {
+    "Ovis2_5": {"preprocessor_config.json": _QWEN2VL_PREPROCESSOR},
+    "Ovis2_6ForCausalLM": {"preprocessor_config.json": _QWEN2VL_PREPROCESSOR},
+    "Ovis2_6_MoeForCausalLM": {"preprocessor_config.json": _QWEN2VL_PREPROCESSOR},
 }
 # Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
 CASE_OPTIONS: dict[str, dict] = {
@@ -472,7 +497,8 @@ def main() -> int:
         (DATA / "configs" / f"{name}.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
         for flag in (("auto",) if name in refused_cases else ("auto", "fp8")):
             cases.append({"name": f"{name}__{flag}", "config": f"configs/{name}.json",
-                          "kv_cache_dtype": flag, **CASE_OPTIONS.get(name.split("__")[0], {})})
+                          "kv_cache_dtype": flag, **CASE_OPTIONS.get(name.split("__")[0], {}),
+                          **({"files": CASE_FILES[a]} if (a := name.split("__")[0]) in CASE_FILES else {})})
     doc = {"kind": "kvplan.vllm_oracle_cases", "vllm_version": reg["vllm_version"],
            "generated_by": "scripts/oracle/make_arch_cases.py", "config_sources": sources,
            "no_config": skipped, "cases": cases}

@@ -184,3 +184,40 @@ PUBLISHED.update({
         "router_score_func": "softmax", "router_scaling_factor": 1.0, "mova_num_experts": 0,
         "mova_num_experts_per_tok": 0, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
 })
+
+
+# Ovis2.5 / 2.6: a SigLIP2-NaViT visual tokenizer (vit_config) and a Qwen3 language model (llm_config,
+# which vLLM reads as text_config). Keys: those vLLM's ovis2_5.py / siglip2navit.py read.
+_OVIS25_VIT = {"model_type": "siglip2_navit", "hidden_size": 1152, "intermediate_size": 4304,
+               "num_attention_heads": 16, "num_hidden_layers": 4, "num_channels": 3, "patch_size": 16,
+               "image_size": 512, "num_patches": -1, "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6,
+               "attention_dropout": 0.0, "hidden_stride": 2, "temporal_patch_size": 1, "window_size": 112,
+               "fullatt_block_indexes": None, "use_rope": False, "preserve_original_pe": True}
+
+
+def _qwen3_moe(layers: int = 8, **kw: Any) -> dict[str, Any]:
+    d = _qwen3(layers, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", hidden_size=2048,
+               intermediate_size=6144, num_attention_heads=32, num_key_value_heads=4, num_experts=128,
+               num_experts_per_tok=8, moe_intermediate_size=768, decoder_sparse_step=1, mlp_only_layers=[],
+               norm_topk_prob=True)
+    d.update(kw)
+    return d
+
+
+PUBLISHED.update({
+    "Ovis2_5": ("ovis2_5", "AIDC-AI/Ovis2.5-9B config.json keys (llm_config Qwen3-8B cut to 8 layers, "
+                "vit_config SigLIP2-NaViT cut to 4 layers; vision values illustrative where the card is silent)", {
+        "llm_config": _qwen3(8), "vit_config": dict(_OVIS25_VIT), "visual_vocab_size": 65536,
+        "hidden_size": 4096, "conversation_formatter_class": "Qwen3ConversationFormatter",
+        "torch_dtype": "bfloat16"}),
+    "Ovis2_6ForCausalLM": ("ovis2_6", "AIDC-AI/Ovis2.6 config.json keys as vLLM's ovis2_5.py reads them "
+                           "(llm_config Qwen3 dense cut to 8 layers, SigLIP2-NaViT vit_config cut to 4 "
+                           "layers; values illustrative)", {
+        "llm_config": _qwen3(8), "vit_config": dict(_OVIS25_VIT), "visual_vocab_size": 65536,
+        "hidden_size": 4096, "torch_dtype": "bfloat16"}),
+    "Ovis2_6_MoeForCausalLM": ("ovis2_6_moe", "AIDC-AI/Ovis2.6 MoE config.json keys as vLLM's ovis2_5.py "
+                               "reads them (llm_config Qwen3-30B-A3B-style MoE cut to 8 layers, "
+                               "SigLIP2-NaViT vit_config cut to 4 layers; values illustrative)", {
+        "llm_config": _qwen3_moe(8), "vit_config": dict(_OVIS25_VIT), "visual_vocab_size": 65536,
+        "hidden_size": 2048, "torch_dtype": "bfloat16"}),
+})
