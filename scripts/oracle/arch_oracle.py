@@ -23,7 +23,10 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      process instead (the subprocess fails for multimodal classes in the CPU venv).
   3. A model_type that neither transformers nor vLLM knows (remote code) gets a plain
      `PretrainedConfig` subclass registered under that name for the run, which keeps every key
-     of config.json as an attribute (what the remote config class would publish); its
+     of config.json as an attribute (what the remote config class would publish). A case marked
+     `remote_config` gets the same stand-in for a model_type transformers does know: its published
+     checkpoint ships its own config class (auto_map), which vLLM runs under trust_remote_code
+     and whose keys differ from transformers' class of that name (Molmo2's `vit_config`). Its
      `*_config` sub-dicts become config objects (the known model_type's class, else a plain one),
      lists of per-layer records (DeciLM's block_configs) read by attribute as the remote class
      parses them.
@@ -339,14 +342,16 @@ class _AttrDict(dict):
             raise AttributeError(name) from None
 
 
-def _register_unknown_model_type(cfg: dict) -> str | None:
+def _register_unknown_model_type(cfg: dict, remote: bool = False) -> str | None:
     """Patch 3: a config class for a remote-code model_type, for this run."""
     from transformers import AutoConfig, PretrainedConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from vllm.transformers_utils import config as vcfg
 
     mt = cfg.get("model_type")
-    if not isinstance(mt, str) or mt in CONFIG_MAPPING or mt in getattr(vcfg, "_CONFIG_REGISTRY", {}):
+    if not isinstance(mt, str) or mt in getattr(vcfg, "_CONFIG_REGISTRY", {}):
+        return None
+    if mt in CONFIG_MAPPING and not remote:
         return None
     def __init__(self, **kwargs):
         # Sub-configs (vision_config, llm_config, ...) become config objects, as the remote
@@ -471,7 +476,7 @@ def run_case(case: dict, base: Path) -> dict:
                   "kv_cache_dtype_skip_layers": case.get("skip_layers", []),
                   "dtype": case.get("dtype", "auto")},
         "config_sha256": config_sha256(cfg_path),
-        "registered_config_class_for": _register_unknown_model_type(cfg),
+        "registered_config_class_for": _register_unknown_model_type(cfg, bool(case.get("remote_config"))),
         "engine": None, "layers": [], "error": None,
     }
     tmp = tempfile.mkdtemp(prefix="kvplan-oracle-")
@@ -546,6 +551,10 @@ def run_case(case: dict, base: Path) -> dict:
                                            traceback.format_exc().splitlines()[-4:]]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if case.get("remote_config"):  # transformers' own class for the model_type again
+            from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+            CONFIG_MAPPING._extra_content.pop(cfg.get("model_type"), None)
         if saved_v2 is None:
             os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
         else:

@@ -336,6 +336,9 @@ CASE_FILES: dict[str, dict[str, dict]] = {
 }
 # Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
 CASE_OPTIONS: dict[str, dict] = {
+    # Published checkpoints that ship their own config class (auto_map): the oracle stands in for it
+    # (arch_oracle.py patch 3) instead of transformers' class of the same model_type.
+    "Molmo2ForConditionalGeneration": {"remote_config": True},
     "Glm5NextForCausalLM": {"enable_prefix_caching": True},
     "Glm5NextForConditionalGeneration": {"enable_prefix_caching": True},
     "KimiLinearForCausalLM": {"enable_prefix_caching": True},
@@ -384,6 +387,8 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     types = list(entry.get("transformers_model_types") or [])
+    if CASE_OPTIONS.get(arch, {}).get("remote_config"):
+        types = []  # its own config class: the published keys below, not a transformers class
     if entry.get("category") == "text":  # a text architecture's config is its text config class
         types.sort(key=lambda t: not t.endswith("_text"))
     if arch in VLLM_CONFIG_TYPES:

@@ -221,3 +221,28 @@ PUBLISHED.update({
         "llm_config": _qwen3_moe(8), "vit_config": dict(_OVIS25_VIT), "visual_vocab_size": 65536,
         "hidden_size": 2048, "torch_dtype": "bfloat16"}),
 })
+
+
+PUBLISHED.update({
+    "Molmo2ForConditionalGeneration": ("molmo2", "allenai/Molmo2-8B config.json keys of its own (remote) "
+                                       "config class: text_config Qwen3-8B-style cut to 8 layers, "
+                                       "vit_config SigLIP2 so400m, adapter_config; token ids as published "
+                                       "where known, else illustrative", {
+        "text_config": {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                        "vocab_size": 151936, "additional_vocab_size": 128, "qkv_bias": False,
+                        "num_hidden_layers": 8, "intermediate_size": 12288, "hidden_act": "silu",
+                        "max_position_embeddings": 36864, "rope_theta": 1000000.0, "use_qk_norm": True,
+                        "qk_norm_type": "qwen3", "layer_norm_eps": 1e-6, "norm_after": False,
+                        "rope_scaling_layers": None, "rope_scaling": None, "tie_word_embeddings": False},
+        "vit_config": {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                       "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 72,
+                       "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6,
+                       "image_default_input_size": [378, 378], "image_patch_size": 14, "image_num_pos": 729},
+        "adapter_config": {"vit_layers": [-3, -9], "pooling_attention_mask": True, "hidden_size": 1152,
+                           "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 72,
+                           "hidden_act": "silu", "intermediate_size": 12288, "text_hidden_size": 4096},
+        "image_start_token_id": 151936, "image_end_token_id": 151937, "image_patch_id": 151938,
+        "image_col_id": 151939, "low_res_image_start_token_id": 151940, "image_low_res_id": 151942,
+        "frame_start_token_id": 151943, "frame_end_token_id": 151944, "use_frame_special_tokens": True,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
+})
