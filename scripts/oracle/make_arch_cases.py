@@ -210,7 +210,14 @@ VARIANTS: list[tuple[str, str, dict]] = [
 
 
 # Nemotron-H VL / Omni (nvidia Nemotron Nano VL 12B V2 published keys the transformers class leaves out).
-_NEMOTRON_VL_KEYS = {"text_config.dtype": "bfloat16", "dtype": "bfloat16",
+# The RADIO vision config as the published checkpoints carry it (remote RadioConfig: the timm model
+# name and its options under `args`, which vLLM's nano_nemotron_vl.py reads; teacher list left out).
+_NEMOTRON_VL_KEYS = {"vision_config.args": {"model": "vit_huge_patch16_224", "cpe_max_size": 2048,
+                                            "register_multiple": 8, "cls_token_per_teacher": True},
+                     "vision_config.preferred_resolution": [512, 512], "vit_hidden_size": 1280,
+                     "norm_mean": [0.48145466, 0.4578275, 0.40821073],
+                     "norm_std": [0.26862954, 0.26130258, 0.27577711],
+                     "text_config.dtype": "bfloat16", "dtype": "bfloat16",
                      "ps_version": "v2", "image_tag_type": "internvl", "select_layer": -1, "use_thumbnail": True,
                      "max_dynamic_patch": 12, "min_dynamic_patch": 1, "dynamic_image_size": True}
 
@@ -312,6 +319,8 @@ OVERRIDES: dict[str, dict] = {
                                           **_NEMOTRON_VL_KEYS},
     "NemotronH_Nano_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
                                           **_NEMOTRON_VL_KEYS},
+    "NemotronH_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
+                                    **_NEMOTRON_VL_KEYS},
     "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
                                           **_NEMOTRON_VL_KEYS},
 }
@@ -339,6 +348,10 @@ CASE_OPTIONS: dict[str, dict] = {
     # Published checkpoints that ship their own config class (auto_map): the oracle stands in for it
     # (arch_oracle.py patch 3) instead of transformers' class of the same model_type.
     "Molmo2ForConditionalGeneration": {"remote_config": True},
+    # Nemotron-H VL / Omni checkpoints: their remote config keeps `vit_hidden_size` (transformers'
+    # nemotron_h_omni class renames it) and RADIO's `args`.
+    **dict.fromkeys(["NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "NemotronH_Nano_Omni_Reasoning_V3",
+                     "NemotronH_Super_Omni_Reasoning_V3"], {"remote_config": True}),
     "Glm5NextForCausalLM": {"enable_prefix_caching": True},
     "Glm5NextForConditionalGeneration": {"enable_prefix_caching": True},
     "KimiLinearForCausalLM": {"enable_prefix_caching": True},
@@ -387,7 +400,7 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     types = list(entry.get("transformers_model_types") or [])
-    if CASE_OPTIONS.get(arch, {}).get("remote_config"):
+    if CASE_OPTIONS.get(arch, {}).get("remote_config") and arch in PUBLISHED:
         types = []  # its own config class: the published keys below, not a transformers class
     if entry.get("category") == "text":  # a text architecture's config is its text config class
         types.sort(key=lambda t: not t.endswith("_text"))
