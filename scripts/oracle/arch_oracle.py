@@ -26,7 +26,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      of config.json as an attribute (what the remote config class would publish). A case marked
      `remote_config` gets the same stand-in for a model_type transformers does know: its published
      checkpoint ships its own config class (auto_map), which vLLM runs under trust_remote_code
-     and whose keys differ from transformers' class of that name (Molmo2's `vit_config`). Its
+     and whose keys differ from transformers' class of that name (Molmo2's `vit_config`). A case's
+     `remote_config_base` names the transformers model_type whose class the remote one extends. Its
      `*_config` sub-dicts become config objects (the known model_type's class, else a plain one),
      lists of per-layer records (DeciLM's block_configs) read by attribute as the remote class
      parses them.
@@ -342,7 +343,7 @@ class _AttrDict(dict):
             raise AttributeError(name) from None
 
 
-def _register_unknown_model_type(cfg: dict, remote: bool = False) -> str | None:
+def _register_unknown_model_type(cfg: dict, remote: bool = False, base: str | None = None) -> str | None:
     """Patch 3: a config class for a remote-code model_type, for this run."""
     from transformers import AutoConfig, PretrainedConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -373,9 +374,12 @@ def _register_unknown_model_type(cfg: dict, remote: bool = False) -> str | None:
             # transformers' rope standardisation reads these before __init__ sets them.
             if k in kwargs:
                 object.__setattr__(self, k, kwargs[k])
-        PretrainedConfig.__init__(self, **kwargs)
+        base_cls.__init__(self, **kwargs)
 
-    cls = type(f"Oracle_{mt}_Config", (PretrainedConfig,), {"model_type": mt, "__init__": __init__})
+    # A remote config class that extends a transformers class (MiniCPM-V's extends Qwen2Config)
+    # keeps what that class derives from the keys (Qwen2: no window unless use_sliding_window).
+    base_cls = CONFIG_MAPPING[base] if base else PretrainedConfig
+    cls = type(f"Oracle_{mt}_Config", (base_cls,), {"model_type": mt, "__init__": __init__})
     AutoConfig.register(mt, cls, exist_ok=True)
     return mt
 
@@ -476,7 +480,8 @@ def run_case(case: dict, base: Path) -> dict:
                   "kv_cache_dtype_skip_layers": case.get("skip_layers", []),
                   "dtype": case.get("dtype", "auto")},
         "config_sha256": config_sha256(cfg_path),
-        "registered_config_class_for": _register_unknown_model_type(cfg, bool(case.get("remote_config"))),
+        "registered_config_class_for": _register_unknown_model_type(
+            cfg, bool(case.get("remote_config")), case.get("remote_config_base")),
         "engine": None, "layers": [], "error": None,
     }
     tmp = tempfile.mkdtemp(prefix="kvplan-oracle-")

@@ -55,7 +55,7 @@ VLLM_CONFIG_TYPES = {
     "Qwen3ASRRealtimeGeneration": "qwen3_asr",
     "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
     "NemotronH_Nano_Omni_Reasoning_V3": "nemotron_h_omni", "NemotronH_Super_Omni_Reasoning_V3": "nemotron_h_omni",
-    "MiniCPMV": "minicpmv4_6", "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
+    "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
     "LlavaOnevision2ForConditionalGeneration": "llava_onevision",
     # Remote-code text models whose model class reads the config of a transformers family.
     "LongcatFlashNgramForCausalLM": "longcat_flash", "AliceAIForCausalLM": "qwen3_next",
@@ -348,6 +348,7 @@ CASE_OPTIONS: dict[str, dict] = {
     # Published checkpoints that ship their own config class (auto_map): the oracle stands in for it
     # (arch_oracle.py patch 3) instead of transformers' class of the same model_type.
     "Molmo2ForConditionalGeneration": {"remote_config": True},
+    "MiniCPMV": {"remote_config_base": "qwen2"},  # MiniCPM-V 2.6's MiniCPMVConfig extends Qwen2Config
     # Nemotron-H VL / Omni checkpoints: their remote config keeps `vit_hidden_size` (transformers'
     # nemotron_h_omni class renames it) and RADIO's `args`.
     **dict.fromkeys(["NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "NemotronH_Nano_Omni_Reasoning_V3",

@@ -246,3 +246,18 @@ PUBLISHED.update({
         "frame_start_token_id": 151943, "frame_end_token_id": 151944, "use_frame_special_tokens": True,
         "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
 })
+
+
+# MiniCPM-V 2.6: the language model's keys (Qwen2-7B) flat at the top level, a SigLIP vision tower
+# (published as model_type "siglip"; its remote config class builds a SiglipVisionConfig from it).
+_MINICPMV_VISION = {"model_type": "siglip_vision_model", "hidden_size": 1152, "image_size": 980,
+                    "intermediate_size": 4304, "num_attention_heads": 16, "num_hidden_layers": 4, "patch_size": 14}
+PUBLISHED.update({
+    "MiniCPMV": ("minicpmv", "openbmb/MiniCPM-V-2_6 config.json keys (Qwen2-7B language model cut to 8 "
+                 "layers, SigLIP vision tower cut to 4 layers)", {
+        **{k: v for k, v in _qwen2(8).items() if k not in ("architectures", "model_type")},
+        "version": 2.6, "query_num": 64, "batch_vision_input": True, "drop_vision_last_layer": False,
+        "image_size": 448, "patch_size": 14, "slice_mode": True, "use_image_id": True,
+        "slice_config": {"max_slice_nums": 9, "patch_size": 14, "model_type": "minicpmv"},
+        "vision_config": dict(_MINICPMV_VISION)}),
+})
