@@ -272,7 +272,6 @@ OVERRIDES: dict[str, dict] = {
     "DeepseekOCRForCausalLM": {"tile_tag": "2D", "language_config": _DEEPSEEK_OCR_LM},
     "UnlimitedOCRForCausalLM": {"tile_tag": "2D", "language_config": _DEEPSEEK_OCR_LM},
     "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4},
-    "Ernie4_5_VLMoeForConditionalGeneration": {"vision_config.embed_dim": 1280, "vision_config.mlp_ratio": 4},
     "Qwen4ExpForConditionalGeneration": {"vision_config.deepstack_visual_indexes": [8, 16, 24],
                                          "text_config.output_gate_type": "sigmoid"},
     "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16},
@@ -349,6 +348,7 @@ CASE_OPTIONS: dict[str, dict] = {
     # (arch_oracle.py patch 3) instead of transformers' class of the same model_type.
     "Molmo2ForConditionalGeneration": {"remote_config": True},
     "MiniCPMV": {"remote_config_base": "qwen2"},  # MiniCPM-V 2.6's MiniCPMVConfig extends Qwen2Config
+    "Ernie4_5_VLMoeForConditionalGeneration": {"remote_config": True},
     # Nemotron-H VL / Omni checkpoints: their remote config keeps `vit_hidden_size` (transformers'
     # nemotron_h_omni class renames it) and RADIO's `args`.
     **dict.fromkeys(["NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "NemotronH_Nano_Omni_Reasoning_V3",

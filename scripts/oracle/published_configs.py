@@ -261,3 +261,22 @@ PUBLISHED.update({
         "slice_config": {"max_slice_nums": 9, "patch_size": 14, "model_type": "minicpmv"},
         "vision_config": dict(_MINICPMV_VISION)}),
 })
+
+
+PUBLISHED.update({
+    "Ernie4_5_VLMoeForConditionalGeneration": (
+        "ernie4_5_moe_vl", "baidu/ERNIE-4.5-VL-28B-A3B-PT config.json keys of its own (remote) config class "
+        "(text keys flat at the top level, 28 layers cut to 8 with the MoE layer range cut to match; "
+        "vision tower cut to 4 layers)", {
+            "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 8, "num_attention_heads": 20,
+            "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 103424, "max_position_embeddings": 131072,
+            "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "hidden_act": "silu", "use_bias": False,
+            "tie_word_embeddings": True, "moe_num_experts": [64, 64], "moe_k": 6,
+            "moe_intermediate_size": [1536, 512], "moe_num_shared_experts": 2, "moe_layer_start_index": [1, 1],
+            "moe_layer_end_index": [7, 7], "moe_layer_interval": 1, "moe_gate": "topk",
+            "pixel_hidden_size": 1280, "spatial_conv_size": 2, "temporal_conv_size": 2, "use_temporal_conv": True,
+            "im_patch_id": 100295, "rope_3d": True, "freq_allocation": 20, "torch_dtype": "bfloat16",
+            "vision_config": {"depth": 4, "embed_dim": 1280, "hidden_size": 1280, "hidden_act": "quick_gelu",
+                              "mlp_ratio": 4, "num_heads": 16, "in_channels": 3, "patch_size": 14,
+                              "spatial_merge_size": 2}}),
+})
