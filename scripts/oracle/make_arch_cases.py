@@ -56,7 +56,6 @@ VLLM_CONFIG_TYPES = {
     "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
     "NemotronH_Nano_Omni_Reasoning_V3": "nemotron_h_omni", "NemotronH_Super_Omni_Reasoning_V3": "nemotron_h_omni",
     "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
-    "LlavaOnevision2ForConditionalGeneration": "llava_onevision",
     # Remote-code text models whose model class reads the config of a transformers family.
     "LongcatFlashNgramForCausalLM": "longcat_flash", "AliceAIForCausalLM": "qwen3_next",
     "Rnj1ForCausalLM": "gemma3_text",

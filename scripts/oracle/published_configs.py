@@ -280,3 +280,16 @@ PUBLISHED.update({
                               "mlp_ratio": 4, "num_heads": 16, "in_channels": 3, "patch_size": 14,
                               "spatial_merge_size": 2}}),
 })
+
+
+PUBLISHED.update({
+    "LlavaOnevision2ForConditionalGeneration": (
+        "llava_onevision2", "LLaVA-OneVision-2 config.json keys as vLLM's llava_onevision2.py reads them "
+        "(text_config Qwen3-8B cut to 8 layers; vision tower keys with illustrative values, 4 layers)", {
+            "text_config": _qwen3(8),
+            "vision_config": {"model_type": "llava_onevision2_vision", "hidden_size": 1024,
+                              "intermediate_size": 4096, "num_attention_heads": 16, "num_hidden_layers": 4,
+                              "patch_size": 14, "spatial_merge_size": 2},
+            "image_token_id": 151655, "video_token_id": 151656, "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16"}),
+})
