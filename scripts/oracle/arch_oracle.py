@@ -66,7 +66,11 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
  15. A case may carry `files` (file name -> JSON), written next to config.json: the processor
      files (preprocessor_config.json ...) a published checkpoint ships and that a multimodal
      processor-info class loads while vLLM validates the model config.
- 16. A vision tower that asks for a GPU ViT attention backend (FLASH_ATTN) by name gets the CPU
+ 16. flash_attn is one of the stand-in modules of patch 5, so a model class that forces
+     `flash_attention_2` on a transformers sub-module when flash_attn imports (Qwen2.5-Omni's audio
+     tower) would have transformers refuse the missing kernel package: that request falls back to
+     sdpa (encoder attention registers no KV cache).
+ 17. A vision tower that asks for a GPU ViT attention backend (FLASH_ATTN) by name gets the CPU
      platform's TORCH_SDPA instead of an assertion (encoder attention registers no KV cache).
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
@@ -215,12 +219,23 @@ def _install_patches() -> None:
     orig_vit = plat.get_vit_attn_backend.__func__
 
     def get_vit_attn_backend(cls, head_size, dtype, backend=None):
-        # Patch 16: a GPU ViT backend asked for by name runs as the CPU platform's own choice.
+        # Patch 17: a GPU ViT backend asked for by name runs as the CPU platform's own choice.
         if backend is not None and backend not in cls.get_supported_vit_attn_backends():
             backend = None
         return orig_vit(cls, head_size, dtype, backend)
 
     plat.get_vit_attn_backend = classmethod(get_vit_attn_backend)
+    from transformers import modeling_utils
+
+    orig_attn = modeling_utils.PreTrainedModel.get_correct_attn_implementation
+
+    def get_correct_attn_implementation(self, requested_attention, is_init_check=False):
+        # Patch 16: flash_attention_2 asked for because the flash_attn stand-in imports.
+        if requested_attention in ("flash_attention_2", "flash_attention_3") and "flash_attn" in _STUBBED:
+            requested_attention = "sdpa"
+        return orig_attn(self, requested_attention, is_init_check)
+
+    modeling_utils.PreTrainedModel.get_correct_attn_implementation = get_correct_attn_implementation
 
 
 def _patch_missing_tokenizer() -> None:
