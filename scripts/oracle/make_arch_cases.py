@@ -251,6 +251,12 @@ OVERRIDES: dict[str, dict] = {
                                            "dynamic_image_size": True, "use_thumbnail": True,
                                            "max_dynamic_patch": 12, "min_dynamic_patch": 1},
     "UltravoxModel": {"vocab_size": 128256},
+    # Granite 4.0 Vision's deepstack map (vision layer -> LLM layer) and downsample rate, which the
+    # config class leaves unset (values illustrative, in the published form [[-19, 9], ...]).
+    "Granite4VisionForConditionalGeneration": {"deepstack_layer_map": [[-19, 9], [-13, 6], [-7, 3], [-1, 0]],
+                                               "downsample_rate": "1/4"},
+    # Cohere Compass ties its input and output embeddings (vLLM's model class asserts it).
+    "CohereCompassForConditionalGeneration": {"tie_word_embeddings": True, "text_config.tie_word_embeddings": True},
     # AIDC-AI/Ovis2-8B as published: llm_config Qwen2.5-7B (cut to 8 layers) and an AIMv2 visual
     # tokenizer (backbone cut to 4 layers); the OvisConfig default has neither.
     "Ovis": {"hidden_size": 3584, "multimodal_max_length": 32768,
@@ -273,7 +279,17 @@ OVERRIDES: dict[str, dict] = {
     "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4},
     "Qwen4ExpForConditionalGeneration": {"vision_config.deepstack_visual_indexes": [8, 16, 24],
                                          "text_config.output_gate_type": "sigmoid"},
-    "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16},
+    # Step3.7's remote config keeps the Perception Encoder's own keys (`heads`, which transformers'
+    # step3p7_vision class renames): the vision sub-config is read as published, by attribute.
+    "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16,
+                                        "vision_config.width": 1536, "vision_config.layers": 47,
+                                        "vision_config.ls_init_value": 0.1, "vision_config.use_abs_posemb": True,
+                                        "vision_config.use_cls_token": False, "vision_config.use_ln_post": False,
+                                        "vision_config.use_ln_pre": True, "vision_config.use_rope2d": True,
+                                        "vision_config.model_type": None,
+                                        "text_config.architectures": ["Step3p5ForCausalLM"],
+                                        "text_config.use_moe_router_bias": True, "text_config.need_fp32_gate": True,
+                                        "text_config.norm_expert_weight": True},
     "Lfm2VlForConditionalGeneration": {"text_config.block_dim": 2048, "text_config.block_ff_dim": 12288,
                                        "text_config.block_multiple_of": 256,
                                        "text_config.block_ffn_dim_multiplier": 1.0,
@@ -348,6 +364,7 @@ CASE_OPTIONS: dict[str, dict] = {
     "Molmo2ForConditionalGeneration": {"remote_config": True},
     "MiniCPMV": {"remote_config_base": "qwen2"},  # MiniCPM-V 2.6's MiniCPMVConfig extends Qwen2Config
     "Ernie4_5_VLMoeForConditionalGeneration": {"remote_config": True},
+    "Step3p7ForConditionalGeneration": {"remote_config": True},
     # Nemotron-H VL / Omni checkpoints: their remote config keeps `vit_hidden_size` (transformers'
     # nemotron_h_omni class renames it) and RADIO's `args`.
     **dict.fromkeys(["NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "NemotronH_Nano_Omni_Reasoning_V3",
