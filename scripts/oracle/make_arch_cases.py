@@ -346,6 +346,9 @@ KEY_RENAMES: dict[str, dict[str, str]] = {
     "DeepseekOCRForCausalLM": {"text_config": "language_config"},
     "DeepseekOCR2ForCausalLM": {"text_config": "language_config"},
     "UnlimitedOCRForCausalLM": {"text_config": "language_config"},
+    # Ultravox's config class stores the language model as wrapped_model_config; checkpoints and its
+    # __init__ carry it as text_config.
+    "UltravoxModel": {"wrapped_model_config": "text_config"},
 }
 # Processor files of the published checkpoint a multimodal processor-info class loads while vLLM
 # validates the model config (file name -> JSON), written next to config.json by the oracle.
