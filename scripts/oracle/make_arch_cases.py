@@ -370,8 +370,9 @@ CASE_OPTIONS: dict[str, dict] = {
     "Step3p7ForConditionalGeneration": {"remote_config": True},
     # Nemotron-H VL / Omni checkpoints: their remote config keeps `vit_hidden_size` (transformers'
     # nemotron_h_omni class renames it) and RADIO's `args`.
-    **dict.fromkeys(["NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "NemotronH_Nano_Omni_Reasoning_V3",
-                     "NemotronH_Super_Omni_Reasoning_V3"], {"remote_config": True}),
+    **{arch: {"remote_config": True} for arch in ("NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3",
+                                                  "NemotronH_Nano_Omni_Reasoning_V3",
+                                                  "NemotronH_Super_Omni_Reasoning_V3")},
     "Glm5NextForCausalLM": {"enable_prefix_caching": True},
     "Glm5NextForConditionalGeneration": {"enable_prefix_caching": True},
     "KimiLinearForCausalLM": {"enable_prefix_caching": True},
