@@ -293,3 +293,25 @@ PUBLISHED.update({
             "image_token_id": 151655, "video_token_id": 151656, "tie_word_embeddings": False,
             "torch_dtype": "bfloat16"}),
 })
+
+
+# Kwai Keye-VL: the Qwen3-8B language model's keys flat at the top level (vLLM builds it as
+# Qwen3ForCausalLM from the same config), a SigLIP vision tower with a spatial merge.
+_KEYE_VISION = {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                "num_attention_heads": 16, "num_hidden_layers": 4, "patch_size": 14, "image_size": 384,
+                "num_channels": 3, "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6,
+                "spatial_merge_size": 2}
+_KEYE_LM = {k: v for k, v in _qwen3(8).items() if k not in ("architectures", "model_type")}
+_KEYE_LM["rope_scaling"] = {"type": "default", "rope_type": "default", "mrope_section": [16, 24, 24]}
+PUBLISHED.update({
+    "KeyeForConditionalGeneration": ("Keye", "Kwai-Keye/Keye-VL-8B-Preview config.json keys (Qwen3-8B "
+                                     "language model flat, cut to 8 layers; SigLIP vision cut to 4 layers; "
+                                     "token ids as published where known)", {
+        **_KEYE_LM, "vision_config": dict(_KEYE_VISION), "image_token_id": 151655, "video_token_id": 151656,
+        "vision_start_token_id": 151652}),
+    "KeyeVL1_5ForConditionalGeneration": ("KeyeVL1_5", "Kwai-Keye/Keye-VL-1_5-8B config.json keys (Qwen3-8B "
+                                          "language model flat, cut to 8 layers; SigLIP vision cut to 4 "
+                                          "layers; values illustrative where the card is silent)", {
+        **_KEYE_LM, "vision_config": dict(_KEYE_VISION), "image_token_id": 151655, "video_token_id": 151656,
+        "vision_start_token_id": 151652}),
+})
