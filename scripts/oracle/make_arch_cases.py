@@ -365,7 +365,8 @@ CASE_OPTIONS: dict[str, dict] = {
     # Published checkpoints that ship their own config class (auto_map): the oracle stands in for it
     # (arch_oracle.py patch 3) instead of transformers' class of the same model_type.
     "Molmo2ForConditionalGeneration": {"remote_config": True},
-    "MiniCPMV": {"remote_config_base": "qwen2"},  # MiniCPM-V 2.6's MiniCPMVConfig extends Qwen2Config
+    # MiniCPM-V 2.6's MiniCPMVConfig extends Qwen2Config (MiniCPM-o 2.6's MiniCPMOConfig extends it).
+    "MiniCPMV": {"remote_config_base": "qwen2"}, "MiniCPMO": {"remote_config_base": "qwen2"},
     "Ernie4_5_VLMoeForConditionalGeneration": {"remote_config": True},
     "Step3p7ForConditionalGeneration": {"remote_config": True},
     # Nemotron-H VL / Omni checkpoints: their remote config keeps `vit_hidden_size` (transformers'

@@ -315,3 +315,21 @@ PUBLISHED.update({
         **_KEYE_LM, "vision_config": dict(_KEYE_VISION), "image_token_id": 151655, "video_token_id": 151656,
         "vision_start_token_id": 151652}),
 })
+
+
+PUBLISHED.update({
+    "MiniCPMO": ("minicpmo", "openbmb/MiniCPM-o-2_6 config.json keys (Qwen2.5-7B language model flat, cut to 8 "
+                 "layers; SigLIP vision cut to 4 layers; Whisper-medium audio encoder cut to 4 layers; TTS "
+                 "keys left out)", {
+        **{k: v for k, v in _qwen2(8).items() if k not in ("architectures", "model_type")},
+        "version": 2.6, "query_num": 64, "batch_vision_input": True, "drop_vision_last_layer": False,
+        "image_size": 448, "patch_size": 14, "slice_mode": True, "use_image_id": True,
+        "slice_config": {"max_slice_nums": 9, "patch_size": 14, "model_type": "minicpmv"},
+        "vision_config": dict(_MINICPMV_VISION), "init_vision": True, "init_audio": True, "init_tts": False,
+        "audio_pool_step": 2, "audio_chunk_length": 1.0,
+        "audio_config": {"model_type": "whisper", "d_model": 1024, "encoder_layers": 4,
+                         "encoder_attention_heads": 16, "encoder_ffn_dim": 4096, "decoder_layers": 4,
+                         "decoder_attention_heads": 16, "decoder_ffn_dim": 4096, "num_mel_bins": 80,
+                         "max_source_positions": 1500, "activation_function": "gelu", "dropout": 0.0,
+                         "attention_dropout": 0.0, "activation_dropout": 0.0}}),
+})
