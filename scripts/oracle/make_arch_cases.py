@@ -56,6 +56,8 @@ VLLM_CONFIG_TYPES = {
     "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
     "NemotronH_Nano_Omni_Reasoning_V3": "nemotron_h_omni", "NemotronH_Super_Omni_Reasoning_V3": "nemotron_h_omni",
     "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
+    # Intern-S1-Pro: a Qwen3-VL-MoE layout (deepstack vision, MoE text) under its own remote class.
+    "InternS1ProForConditionalGeneration": "qwen3_vl_moe",
     # Remote-code text models whose model class reads the config of a transformers family.
     "LongcatFlashNgramForCausalLM": "longcat_flash", "AliceAIForCausalLM": "qwen3_next",
     "Rnj1ForCausalLM": "gemma3_text",
@@ -251,6 +253,10 @@ OVERRIDES: dict[str, dict] = {
                                            "dynamic_image_size": True, "use_thumbnail": True,
                                            "max_dynamic_patch": 12, "min_dynamic_patch": 1},
     "UltravoxModel": {"vocab_size": 128256},
+    # Intern-S1-Pro's rope carries its FoPE keys (vLLM's model class asserts them; values illustrative).
+    "InternS1ProForConditionalGeneration": {"text_config.rope_parameters": {
+        "rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [24, 20, 20], "mrope_interleaved": True,
+        "fope_init_factor": 0.1, "fope_sep_head": True, "num_inv_freq": None}, "text_config.norm_topk_prob": True},
     # Granite 4.0 Vision's deepstack map (vision layer -> LLM layer) and downsample rate, which the
     # config class leaves unset (values illustrative, in the published form [[-19, 9], ...]).
     "Granite4VisionForConditionalGeneration": {"deepstack_layer_map": [[-19, 9], [-13, 6], [-7, 3], [-1, 0]],
