@@ -58,6 +58,9 @@ VLLM_CONFIG_TYPES = {
     "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
     # Intern-S1-Pro: a Qwen3-VL-MoE layout (deepstack vision, MoE text) under its own remote class.
     "InternS1ProForConditionalGeneration": "qwen3_vl_moe",
+    # Intern-S2-Preview: vLLM's class is Qwen3.5-MoE's (its config is that layout; time-series tower
+    # weights dropped).
+    "InternS2PreviewForConditionalGeneration": "qwen3_5_moe",
     # Remote-code text models whose model class reads the config of a transformers family.
     "LongcatFlashNgramForCausalLM": "longcat_flash", "AliceAIForCausalLM": "qwen3_next",
     "Rnj1ForCausalLM": "gemma3_text",
