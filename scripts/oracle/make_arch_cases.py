@@ -256,6 +256,10 @@ OVERRIDES: dict[str, dict] = {
                                            "dynamic_image_size": True, "use_thumbnail": True,
                                            "max_dynamic_patch": 12, "min_dynamic_patch": 1},
     "UltravoxModel": {"vocab_size": 128256},
+    # Moondream 3 publishes its sub-configs under `config` ({"text": ..., "vision": ...}); the
+    # class's to_dict() writes them back as text_config/vision_config dicts, which its __init__
+    # would keep as plain dicts: left out, the class builds them from `config` (its defaults).
+    "Moondream3ForCausalLM": {"text_config": None, "vision_config": None},
     # Intern-S1-Pro's rope carries its FoPE keys (vLLM's model class asserts them; values illustrative).
     "InternS1ProForConditionalGeneration": {"text_config.rope_parameters": {
         "rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [24, 20, 20], "mrope_interleaved": True,
