@@ -256,6 +256,9 @@ OVERRIDES: dict[str, dict] = {
                                            "dynamic_image_size": True, "use_thumbnail": True,
                                            "max_dynamic_patch": 12, "min_dynamic_patch": 1},
     "UltravoxModel": {"vocab_size": 128256},
+    # Gemma 4 Unified checkpoints carry a vision config (the encoder-free embedder; the class default
+    # has none, which vLLM's model class refuses): transformers' Gemma4UnifiedVisionConfig defaults.
+    "Gemma4UnifiedForConditionalGeneration": {"vision_config": {"model_type": "gemma4_unified_vision"}},
     # Moondream 3 publishes its sub-configs under `config` ({"text": ..., "vision": ...}); the
     # class's to_dict() writes them back as text_config/vision_config dicts, which its __init__
     # would keep as plain dicts: left out, the class builds them from `config` (its defaults).
