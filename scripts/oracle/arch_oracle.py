@@ -23,7 +23,11 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      process instead (the subprocess fails for multimodal classes in the CPU venv).
   3. A model_type that neither transformers nor vLLM knows (remote code) gets a plain
      `PretrainedConfig` subclass registered under that name for the run, which keeps every key
-     of config.json as an attribute (what the remote config class would publish); its
+     of config.json as an attribute (what the remote config class would publish). A case marked
+     `remote_config` gets the same stand-in for a model_type transformers does know: its published
+     checkpoint ships its own config class (auto_map), which vLLM runs under trust_remote_code
+     and whose keys differ from transformers' class of that name (Molmo2's `vit_config`). A case's
+     `remote_config_base` names the transformers model_type whose class the remote one extends. Its
      `*_config` sub-dicts become config objects (the known model_type's class, else a plain one),
      lists of per-layer records (DeciLM's block_configs) read by attribute as the remote class
      parses them.
@@ -53,7 +57,22 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      selects on GPUs) runs with VLLM_USE_V2_MODEL_RUNNER=1.
  13. The CPU platform's switching prefix caching off for MLA models is undone (a CPU scheduling
      choice that makes hybrid MLA + Mamba models fail vLLM's mamba-block-size check).
- 14. Without timm, transformers' TimmWrapperModel (a vision tower AutoModel builds, e.g. Gemma 3n's)
+ 14. Cases run with `skip_tokenizer_init` (the case folder holds a config.json only), but some
+     multimodal classes read the tokenizer: processor-info classes while vLLM validates the model
+     config (which modalities the vocabulary supports), model classes at build time (the id of
+     their image placeholder token). Both get a minimal word-level tokenizer (a few special tokens
+     and the common media placeholders) instead of None and vLLM's "You cannot pass text prompts"
+     refusal. No prompt is ever processed; the KV cache specs do not read it.
+ 15. A case may carry `files` (file name -> JSON), written next to config.json: the processor
+     files (preprocessor_config.json ...) a published checkpoint ships and that a multimodal
+     processor-info class loads while vLLM validates the model config.
+ 16. flash_attn is one of the stand-in modules of patch 5, so a model class that forces
+     `flash_attention_2` on a transformers sub-module when flash_attn imports (Qwen2.5-Omni's audio
+     tower) would have transformers refuse the missing kernel package: that request falls back to
+     sdpa (encoder attention registers no KV cache).
+ 17. A vision tower that asks for a GPU ViT attention backend (FLASH_ATTN) by name gets the CPU
+     platform's TORCH_SDPA instead of an assertion (encoder attention registers no KV cache).
+ 18. Without timm, transformers' TimmWrapperModel (a vision tower AutoModel builds, e.g. Gemma 3n's)
      is an empty module holding its config: a vision tower holds no KV cache.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
@@ -86,6 +105,9 @@ STUB_MODULES = ("torchvision", "mistral_common", "timm", "open_clip", "decord", 
                 "soundfile", "av", "qwen_vl_utils", "flash_attn", "einops", "cv2", "scipy",
                 "torchaudio", "matplotlib", "flashinfer", "cutlass", "cuda")
 _STUBBED: set[str] = set()
+# Media placeholder tokens model classes look up in the tokenizer at build time (patch 14).
+MEDIA_TOKENS = ("<image>", "<video>", "<audio>", "<|image_pad|>", "<|video_pad|>", "<IMG_CONTEXT>",
+                "<image_placeholder>")
 
 
 def _free_port() -> int:
@@ -195,6 +217,67 @@ def _install_patches() -> None:
             raise
 
     ns_cls.__getattr__ = ns_getattr
+    _patch_missing_tokenizer()
+    orig_vit = plat.get_vit_attn_backend.__func__
+
+    def get_vit_attn_backend(cls, head_size, dtype, backend=None):
+        # Patch 17: a GPU ViT backend asked for by name runs as the CPU platform's own choice.
+        if backend is not None and backend not in cls.get_supported_vit_attn_backends():
+            backend = None
+        return orig_vit(cls, head_size, dtype, backend)
+
+    plat.get_vit_attn_backend = classmethod(get_vit_attn_backend)
+    from transformers import modeling_utils
+
+    orig_attn = modeling_utils.PreTrainedModel.get_correct_attn_implementation
+
+    def get_correct_attn_implementation(self, requested_attention, is_init_check=False):
+        # Patch 16: flash_attention_2 asked for because the flash_attn stand-in imports.
+        if requested_attention in ("flash_attention_2", "flash_attention_3") and "flash_attn" in _STUBBED:
+            requested_attention = "sdpa"
+        return orig_attn(self, requested_attention, is_init_check)
+
+    modeling_utils.PreTrainedModel.get_correct_attn_implementation = get_correct_attn_implementation
+
+
+def _patch_missing_tokenizer() -> None:
+    """Patch 14: a minimal tokenizer where a multimodal class asks for one."""
+    from vllm import tokenizers as vtok
+    from vllm.multimodal.processing import context as mm_ctx
+    from vllm.tokenizers import registry as vtok_reg
+
+    made: list = []
+
+    def minimal():
+        if not made:
+            from tokenizers import Tokenizer, models, pre_tokenizers
+            from transformers import PreTrainedTokenizerFast
+
+            words = ["<unk>", "<s>", "</s>", "<pad>", *MEDIA_TOKENS]
+            tok = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(words)}, unk_token="<unk>"))
+            tok.pre_tokenizer = pre_tokenizers.Whitespace()
+            made.append(PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
+                                                eos_token="</s>", pad_token="<pad>"))
+        return made[0]
+
+    orig_get = mm_ctx.InputProcessingContext.get_tokenizer
+
+    def get_tokenizer(self):
+        return minimal() if self.tokenizer is None else orig_get(self)
+
+    mm_ctx.InputProcessingContext.get_tokenizer = get_tokenizer
+    orig_cached = vtok_reg.cached_tokenizer_from_config
+
+    def cached_tokenizer_from_config(model_config, **kwargs):
+        if model_config.skip_tokenizer_init:
+            return minimal()
+        return orig_cached(model_config, **kwargs)
+
+    for mod in list(sys.modules.values()):  # the name is imported into model modules
+        if getattr(mod, "cached_tokenizer_from_config", None) is orig_cached:
+            mod.cached_tokenizer_from_config = cached_tokenizer_from_config
+    vtok.cached_tokenizer_from_config = cached_tokenizer_from_config
+    vtok_reg.cached_tokenizer_from_config = cached_tokenizer_from_config
 
 
 def _stub_torchvision() -> None:
@@ -298,14 +381,16 @@ class _AttrDict(dict):
             raise AttributeError(name) from None
 
 
-def _register_unknown_model_type(cfg: dict) -> str | None:
+def _register_unknown_model_type(cfg: dict, remote: bool = False, base: str | None = None) -> str | None:
     """Patch 3: a config class for a remote-code model_type, for this run."""
     from transformers import AutoConfig, PretrainedConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from vllm.transformers_utils import config as vcfg
 
     mt = cfg.get("model_type")
-    if not isinstance(mt, str) or mt in CONFIG_MAPPING or mt in getattr(vcfg, "_CONFIG_REGISTRY", {}):
+    if not isinstance(mt, str) or mt in getattr(vcfg, "_CONFIG_REGISTRY", {}):
+        return None
+    if mt in CONFIG_MAPPING and not remote:
         return None
     def __init__(self, **kwargs):
         # Sub-configs (vision_config, llm_config, ...) become config objects, as the remote
@@ -327,9 +412,12 @@ def _register_unknown_model_type(cfg: dict) -> str | None:
             # transformers' rope standardisation reads these before __init__ sets them.
             if k in kwargs:
                 object.__setattr__(self, k, kwargs[k])
-        PretrainedConfig.__init__(self, **kwargs)
+        base_cls.__init__(self, **kwargs)
 
-    cls = type(f"Oracle_{mt}_Config", (PretrainedConfig,), {"model_type": mt, "__init__": __init__})
+    # A remote config class that extends a transformers class (MiniCPM-V's extends Qwen2Config)
+    # keeps what that class derives from the keys (Qwen2: no window unless use_sliding_window).
+    base_cls = CONFIG_MAPPING[base] if base else PretrainedConfig
+    cls = type(f"Oracle_{mt}_Config", (base_cls,), {"model_type": mt, "__init__": __init__})
     AutoConfig.register(mt, cls, exist_ok=True)
     return mt
 
@@ -430,7 +518,8 @@ def run_case(case: dict, base: Path) -> dict:
                   "kv_cache_dtype_skip_layers": case.get("skip_layers", []),
                   "dtype": case.get("dtype", "auto")},
         "config_sha256": config_sha256(cfg_path),
-        "registered_config_class_for": _register_unknown_model_type(cfg),
+        "registered_config_class_for": _register_unknown_model_type(
+            cfg, bool(case.get("remote_config")), case.get("remote_config_base")),
         "engine": None, "layers": [], "error": None,
     }
     tmp = tempfile.mkdtemp(prefix="kvplan-oracle-")
@@ -442,6 +531,8 @@ def run_case(case: dict, base: Path) -> dict:
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     try:
         shutil.copy(cfg_path, os.path.join(tmp, "config.json"))
+        for fname, content in case.get("files", {}).items():  # patch 15: the checkpoint's processor files
+            Path(tmp, fname).write_text(json.dumps(content))
         ea = EngineArgs(model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
                         kv_cache_dtype_skip_layers=list(res["flags"]["kv_cache_dtype_skip_layers"]),
                         dtype=res["flags"]["dtype"], skip_tokenizer_init=True,
@@ -503,6 +594,10 @@ def run_case(case: dict, base: Path) -> dict:
                                            traceback.format_exc().splitlines()[-4:]]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if case.get("remote_config"):  # transformers' own class for the model_type again
+            from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+            CONFIG_MAPPING._extra_content.pop(cfg.get("model_type"), None)
         if saved_v2 is None:
             os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
         else:

@@ -49,14 +49,18 @@ VLLM_CONFIG_TYPES = {
     "Glm5NextForCausalLM": "glm5_next", "KimiLinearForCausalLM": "kimi_linear",
     # Remote-code architectures whose config class transformers ships under another model_type.
     "HCXVisionV2ForCausalLM": "hyperclovax_vision_v2", "MuseGlimmerForCausalLM": "muse_glimmer",
-    "DeepseekOCR2ForCausalLM": "deepseek_ocr2", "Ovis2_5": "ovis2", "Ovis2_6ForCausalLM": "ovis2",
-    "Ovis2_6_MoeForCausalLM": "ovis2", "Phi4MMForCausalLM": "phi4_multimodal",
+    "DeepseekOCR2ForCausalLM": "deepseek_vl_v2", "DeepseekOCRForCausalLM": "deepseek_vl_v2",
+    "Phi4MMForCausalLM": "phi4_multimodal",
     "VoxtralRealtimeGeneration": "voxtral_realtime", "Qwen2_5OmniModel": "qwen2_5_omni",
     "Qwen3ASRRealtimeGeneration": "qwen3_asr",
     "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
     "NemotronH_Nano_Omni_Reasoning_V3": "nemotron_h_omni", "NemotronH_Super_Omni_Reasoning_V3": "nemotron_h_omni",
-    "MiniCPMV": "minicpmv4_6", "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
-    "LlavaOnevision2ForConditionalGeneration": "llava_onevision",
+    "MiniCPMOcrForConditionalGeneration": "minicpmv4_7",
+    # Intern-S1-Pro: a Qwen3-VL-MoE layout (deepstack vision, MoE text) under its own remote class.
+    "InternS1ProForConditionalGeneration": "qwen3_vl_moe",
+    # Intern-S2-Preview: vLLM's class is Qwen3.5-MoE's (its config is that layout; time-series tower
+    # weights dropped).
+    "InternS2PreviewForConditionalGeneration": "qwen3_5_moe",
     # Remote-code text models whose model class reads the config of a transformers family.
     "LongcatFlashNgramForCausalLM": "longcat_flash", "AliceAIForCausalLM": "qwen3_next",
     "Rnj1ForCausalLM": "gemma3_text",
@@ -213,9 +217,30 @@ VARIANTS: list[tuple[str, str, dict]] = [
 
 
 # Nemotron-H VL / Omni (nvidia Nemotron Nano VL 12B V2 published keys the transformers class leaves out).
-_NEMOTRON_VL_KEYS = {"text_config.dtype": "bfloat16", "dtype": "bfloat16",
+# The RADIO vision config as the published checkpoints carry it (remote RadioConfig: the timm model
+# name and its options under `args`, which vLLM's nano_nemotron_vl.py reads; teacher list left out).
+_NEMOTRON_VL_KEYS = {"vision_config.args": {"model": "vit_huge_patch16_224", "cpe_max_size": 2048,
+                                            "register_multiple": 8, "cls_token_per_teacher": True},
+                     "vision_config.preferred_resolution": [512, 512], "vit_hidden_size": 1280,
+                     "norm_mean": [0.48145466, 0.4578275, 0.40821073],
+                     "norm_std": [0.26862954, 0.26130258, 0.27577711],
+                     "text_config.dtype": "bfloat16", "dtype": "bfloat16",
                      "ps_version": "v2", "image_tag_type": "internvl", "select_layer": -1, "use_thumbnail": True,
                      "max_dynamic_patch": 12, "min_dynamic_patch": 1, "dynamic_image_size": True}
+
+_OVIS2_LLM = {
+    "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584, "intermediate_size": 18944,
+    "num_hidden_layers": 8, "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "vocab_size": 152064, "hidden_act": "silu",
+    "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 32768, "max_window_layers": 28,
+    "torch_dtype": "bfloat16"}
+_DEEPSEEK_OCR_LM = {
+    "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "first_k_dense_replace": 1,
+    "hidden_size": 1280, "intermediate_size": 6848, "kv_lora_rank": None, "max_position_embeddings": 8192,
+    "moe_intermediate_size": 896, "n_group": 1, "n_routed_experts": 64, "n_shared_experts": 2,
+    "num_attention_heads": 10, "num_experts_per_tok": 6, "num_hidden_layers": 12, "num_key_value_heads": 10,
+    "q_lora_rank": None, "qk_nope_head_dim": 0, "qk_rope_head_dim": 0, "v_head_dim": 0, "topk_group": 1,
+    "topk_method": "greedy", "use_mla": False, "vocab_size": 129280, "torch_dtype": "bfloat16"}
 
 # Keys the default config of a config class leaves out but that vLLM's model class reads (values
 # as in the architecture's published checkpoints); "text_config.<key>" sets a nested key.
@@ -234,11 +259,56 @@ OVERRIDES: dict[str, dict] = {
                                            "dynamic_image_size": True, "use_thumbnail": True,
                                            "max_dynamic_patch": 12, "min_dynamic_patch": 1},
     "UltravoxModel": {"vocab_size": 128256},
+    # Gemma 4 Unified checkpoints carry a vision config (the encoder-free embedder; the class default
+    # has none, which vLLM's model class refuses): transformers' Gemma4UnifiedVisionConfig defaults.
+    "Gemma4UnifiedForConditionalGeneration": {"vision_config": {"model_type": "gemma4_unified_vision"}},
+    # Moondream 3 publishes its sub-configs under `config` ({"text": ..., "vision": ...}); the
+    # class's to_dict() writes them back as text_config/vision_config dicts, which its __init__
+    # would keep as plain dicts: left out, the class builds them from `config` (its defaults).
+    "Moondream3ForCausalLM": {"text_config": None, "vision_config": None},
+    # Intern-S1-Pro's rope carries its FoPE keys (vLLM's model class asserts them; values illustrative).
+    "InternS1ProForConditionalGeneration": {"text_config.rope_parameters": {
+        "rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [24, 20, 20], "mrope_interleaved": True,
+        "fope_init_factor": 0.1, "fope_sep_head": True, "num_inv_freq": None}, "text_config.norm_topk_prob": True},
+    # Granite 4.0 Vision's deepstack map (vision layer -> LLM layer) and downsample rate, which the
+    # config class leaves unset (values illustrative, in the published form [[-19, 9], ...]).
+    "Granite4VisionForConditionalGeneration": {"deepstack_layer_map": [[-19, 9], [-13, 6], [-7, 3], [-1, 0]],
+                                               "downsample_rate": "1/4"},
+    # Cohere Compass ties its input and output embeddings (vLLM's model class asserts it).
+    "CohereCompassForConditionalGeneration": {"tie_word_embeddings": True, "text_config.tie_word_embeddings": True},
+    # AIDC-AI/Ovis2-8B as published: llm_config Qwen2.5-7B (cut to 8 layers) and an AIMv2 visual
+    # tokenizer (backbone cut to 4 layers); the OvisConfig default has neither.
+    "Ovis": {"hidden_size": 3584, "multimodal_max_length": 32768,
+             "conversation_formatter_class": "QwenConversationFormatter",
+             "llm_config": _OVIS2_LLM, "visual_tokenizer_config": {
+                 "model_type": "aimv2_visual_tokenizer", "vocab_size": 65536, "tokenize_function": "softmax",
+                 "tau": 1.0, "depths": None, "drop_cls_token": False, "hidden_stride": 2, "backbone_config": {
+                     "model_type": "aimv2", "hidden_size": 1024, "intermediate_size": 2816,
+                     "num_attention_heads": 8, "num_hidden_layers": 4, "num_channels": 3, "patch_size": 14,
+                     "image_size": 448, "rms_norm_eps": 1e-5, "qkv_bias": False, "mlp_bias": False}}},
+    # DeepSeek-VL2 / DeepSeek-OCR(-2) / Unlimited-OCR checkpoints publish tile_tag "2D" (the config
+    # class default is the placeholder string "tile_tag", which vLLM's model classes refuse).
+    "DeepseekVLV2ForCausalLM": {"tile_tag": "2D"},
+    "DeepseekOCR2ForCausalLM": {"tile_tag": "2D", "language_config": _DEEPSEEK_OCR_LM},
+    # DeepSeek-OCR's language model as published (deepseek-ai/DeepSeek-OCR config.json language_config:
+    # DeepSeek-3B-MoE, plain multi-head attention: kv_lora_rank null, qk_*_head_dim 0); Unlimited-OCR
+    # and DeepSeek-OCR-2 use the same backbone (vLLM's unlimited_ocr.py / deepseek_ocr2.py).
+    "DeepseekOCRForCausalLM": {"tile_tag": "2D", "language_config": _DEEPSEEK_OCR_LM},
+    "UnlimitedOCRForCausalLM": {"tile_tag": "2D", "language_config": _DEEPSEEK_OCR_LM},
     "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4},
-    "Ernie4_5_VLMoeForConditionalGeneration": {"vision_config.embed_dim": 1280, "vision_config.mlp_ratio": 4},
     "Qwen4ExpForConditionalGeneration": {"vision_config.deepstack_visual_indexes": [8, 16, 24],
                                          "text_config.output_gate_type": "sigmoid"},
-    "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16},
+    # Step3.7's remote config keeps the Perception Encoder's own keys (`heads`, which transformers'
+    # step3p7_vision class renames): the vision sub-config is read as published, by attribute.
+    "Step3p7ForConditionalGeneration": {"vision_config.output_dim": 4096, "vision_config.heads": 16,
+                                        "vision_config.width": 1536, "vision_config.layers": 47,
+                                        "vision_config.ls_init_value": 0.1, "vision_config.use_abs_posemb": True,
+                                        "vision_config.use_cls_token": False, "vision_config.use_ln_post": False,
+                                        "vision_config.use_ln_pre": True, "vision_config.use_rope2d": True,
+                                        "vision_config.model_type": None,
+                                        "text_config.architectures": ["Step3p5ForCausalLM"],
+                                        "text_config.use_moe_router_bias": True, "text_config.need_fp32_gate": True,
+                                        "text_config.norm_expert_weight": True},
     "Lfm2VlForConditionalGeneration": {"text_config.block_dim": 2048, "text_config.block_ff_dim": 12288,
                                        "text_config.block_multiple_of": 256,
                                        "text_config.block_ffn_dim_multiplier": 1.0,
@@ -282,11 +352,47 @@ OVERRIDES: dict[str, dict] = {
                                           **_NEMOTRON_VL_KEYS},
     "NemotronH_Nano_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
                                           **_NEMOTRON_VL_KEYS},
+    "NemotronH_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
+                                    **_NEMOTRON_VL_KEYS},
     "NemotronH_Super_Omni_Reasoning_V3": {"patch_size": 16, "force_image_size": 512, "template": "nemotron-h",
                                           **_NEMOTRON_VL_KEYS},
 }
+# Keys a config class's to_dict() writes under another name than its published config.json (and
+# than its own __init__ reads): DeepSeek-VL2 / OCR checkpoints carry the language model under
+# `language_config`.
+KEY_RENAMES: dict[str, dict[str, str]] = {
+    "DeepseekVLV2ForCausalLM": {"text_config": "language_config"},
+    "DeepseekOCRForCausalLM": {"text_config": "language_config"},
+    "DeepseekOCR2ForCausalLM": {"text_config": "language_config"},
+    "UnlimitedOCRForCausalLM": {"text_config": "language_config"},
+    # Ultravox's config class stores the language model as wrapped_model_config; checkpoints and its
+    # __init__ carry it as text_config.
+    "UltravoxModel": {"wrapped_model_config": "text_config"},
+}
+# Processor files of the published checkpoint a multimodal processor-info class loads while vLLM
+# validates the model config (file name -> JSON), written next to config.json by the oracle.
+_QWEN2VL_PREPROCESSOR = {"image_processor_type": "Qwen2VLImageProcessor", "patch_size": 16,
+                         "temporal_patch_size": 1, "merge_size": 2, "min_pixels": 200704,
+                         "max_pixels": 3211264}
+CASE_FILES: dict[str, dict[str, dict]] = {
+    "Ovis2_5": {"preprocessor_config.json": _QWEN2VL_PREPROCESSOR},
+    "Ovis2_6ForCausalLM": {"preprocessor_config.json": _QWEN2VL_PREPROCESSOR},
+    "Ovis2_6_MoeForCausalLM": {"preprocessor_config.json": _QWEN2VL_PREPROCESSOR},
+}
 # Engine options a case needs to pass vLLM's own config validation (as a GPU deployment has them).
 CASE_OPTIONS: dict[str, dict] = {
+    # Published checkpoints that ship their own config class (auto_map): the oracle stands in for it
+    # (arch_oracle.py patch 3) instead of transformers' class of the same model_type.
+    "Molmo2ForConditionalGeneration": {"remote_config": True},
+    # MiniCPM-V 2.6's MiniCPMVConfig extends Qwen2Config (MiniCPM-o 2.6's MiniCPMOConfig extends it).
+    "MiniCPMV": {"remote_config_base": "qwen2"}, "MiniCPMO": {"remote_config_base": "qwen2"},
+    "Ernie4_5_VLMoeForConditionalGeneration": {"remote_config": True},
+    "Step3p7ForConditionalGeneration": {"remote_config": True},
+    # Nemotron-H VL / Omni checkpoints: their remote config keeps `vit_hidden_size` (transformers'
+    # nemotron_h_omni class renames it) and RADIO's `args`.
+    **{arch: {"remote_config": True} for arch in ("NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3",
+                                                  "NemotronH_Nano_Omni_Reasoning_V3",
+                                                  "NemotronH_Super_Omni_Reasoning_V3")},
     "Glm5NextForCausalLM": {"enable_prefix_caching": True},
     "Glm5NextForConditionalGeneration": {"enable_prefix_caching": True},
     "KimiLinearForCausalLM": {"enable_prefix_caching": True},
@@ -335,6 +441,8 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     types = list(entry.get("transformers_model_types") or [])
+    if CASE_OPTIONS.get(arch, {}).get("remote_config") and arch in PUBLISHED:
+        types = []  # its own config class: the published keys below, not a transformers class
     if entry.get("category") == "text":  # a text architecture's config is its text config class
         types.sort(key=lambda t: not t.endswith("_text"))
     if arch in VLLM_CONFIG_TYPES:
@@ -360,6 +468,10 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
             continue
         d["model_type"] = d.get("model_type") or mt
         d["architectures"] = [arch]
+        for old, new in KEY_RENAMES.get(arch, {}).items():
+            if old in d:
+                d[new] = d.pop(old)
+                source += f" with {old} written as {new} (the published key)"
         if arch in OVERRIDES:
             d = _apply(d, OVERRIDES[arch])
             source += f" + published keys {sorted(OVERRIDES[arch])}"
@@ -444,7 +556,8 @@ def main() -> int:
         (DATA / "configs" / f"{name}.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
         for flag in (("auto",) if name in refused_cases else ("auto", "fp8")):
             cases.append({"name": f"{name}__{flag}", "config": f"configs/{name}.json",
-                          "kv_cache_dtype": flag, **CASE_OPTIONS.get(name.split("__")[0], {})})
+                          "kv_cache_dtype": flag, **CASE_OPTIONS.get(name.split("__")[0], {}),
+                          **({"files": CASE_FILES[a]} if (a := name.split("__")[0]) in CASE_FILES else {})})
     doc = {"kind": "kvplan.vllm_oracle_cases", "vllm_version": reg["vllm_version"],
            "generated_by": "scripts/oracle/make_arch_cases.py", "config_sources": sources,
            "no_config": skipped, "cases": cases}

@@ -184,3 +184,152 @@ PUBLISHED.update({
         "router_score_func": "softmax", "router_scaling_factor": 1.0, "mova_num_experts": 0,
         "mova_num_experts_per_tok": 0, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
 })
+
+
+# Ovis2.5 / 2.6: a SigLIP2-NaViT visual tokenizer (vit_config) and a Qwen3 language model (llm_config,
+# which vLLM reads as text_config). Keys: those vLLM's ovis2_5.py / siglip2navit.py read.
+_OVIS25_VIT = {"model_type": "siglip2_navit", "hidden_size": 1152, "intermediate_size": 4304,
+               "num_attention_heads": 16, "num_hidden_layers": 4, "num_channels": 3, "patch_size": 16,
+               "image_size": 512, "num_patches": -1, "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6,
+               "attention_dropout": 0.0, "hidden_stride": 2, "temporal_patch_size": 1, "window_size": 112,
+               "fullatt_block_indexes": None, "use_rope": False, "preserve_original_pe": True}
+
+
+def _qwen3_moe(layers: int = 8, **kw: Any) -> dict[str, Any]:
+    d = _qwen3(layers, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", hidden_size=2048,
+               intermediate_size=6144, num_attention_heads=32, num_key_value_heads=4, num_experts=128,
+               num_experts_per_tok=8, moe_intermediate_size=768, decoder_sparse_step=1, mlp_only_layers=[],
+               norm_topk_prob=True)
+    d.update(kw)
+    return d
+
+
+PUBLISHED.update({
+    "Ovis2_5": ("ovis2_5", "AIDC-AI/Ovis2.5-9B config.json keys (llm_config Qwen3-8B cut to 8 layers, "
+                "vit_config SigLIP2-NaViT cut to 4 layers; vision values illustrative where the card is silent)", {
+        "llm_config": _qwen3(8), "vit_config": dict(_OVIS25_VIT), "visual_vocab_size": 65536,
+        "hidden_size": 4096, "conversation_formatter_class": "Qwen3ConversationFormatter",
+        "torch_dtype": "bfloat16"}),
+    "Ovis2_6ForCausalLM": ("ovis2_6", "AIDC-AI/Ovis2.6 config.json keys as vLLM's ovis2_5.py reads them "
+                           "(llm_config Qwen3 dense cut to 8 layers, SigLIP2-NaViT vit_config cut to 4 "
+                           "layers; values illustrative)", {
+        "llm_config": _qwen3(8), "vit_config": dict(_OVIS25_VIT), "visual_vocab_size": 65536,
+        "hidden_size": 4096, "torch_dtype": "bfloat16"}),
+    "Ovis2_6_MoeForCausalLM": ("ovis2_6_moe", "AIDC-AI/Ovis2.6 MoE config.json keys as vLLM's ovis2_5.py "
+                               "reads them (llm_config Qwen3-30B-A3B-style MoE cut to 8 layers, "
+                               "SigLIP2-NaViT vit_config cut to 4 layers; values illustrative)", {
+        "llm_config": _qwen3_moe(8), "vit_config": dict(_OVIS25_VIT), "visual_vocab_size": 65536,
+        "hidden_size": 2048, "torch_dtype": "bfloat16"}),
+})
+
+
+PUBLISHED.update({
+    "Molmo2ForConditionalGeneration": ("molmo2", "allenai/Molmo2-8B config.json keys of its own (remote) "
+                                       "config class: text_config Qwen3-8B-style cut to 8 layers, "
+                                       "vit_config SigLIP2 so400m, adapter_config; token ids as published "
+                                       "where known, else illustrative", {
+        "text_config": {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                        "vocab_size": 151936, "additional_vocab_size": 128, "qkv_bias": False,
+                        "num_hidden_layers": 8, "intermediate_size": 12288, "hidden_act": "silu",
+                        "max_position_embeddings": 36864, "rope_theta": 1000000.0, "use_qk_norm": True,
+                        "qk_norm_type": "qwen3", "layer_norm_eps": 1e-6, "norm_after": False,
+                        "rope_scaling_layers": None, "rope_scaling": None, "tie_word_embeddings": False},
+        "vit_config": {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                       "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 72,
+                       "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6,
+                       "image_default_input_size": [378, 378], "image_patch_size": 14, "image_num_pos": 729},
+        "adapter_config": {"vit_layers": [-3, -9], "pooling_attention_mask": True, "hidden_size": 1152,
+                           "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 72,
+                           "hidden_act": "silu", "intermediate_size": 12288, "text_hidden_size": 4096},
+        "image_start_token_id": 151936, "image_end_token_id": 151937, "image_patch_id": 151938,
+        "image_col_id": 151939, "low_res_image_start_token_id": 151940, "image_low_res_id": 151942,
+        "frame_start_token_id": 151943, "frame_end_token_id": 151944, "use_frame_special_tokens": True,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
+})
+
+
+# MiniCPM-V 2.6: the language model's keys (Qwen2-7B) flat at the top level, a SigLIP vision tower
+# (published as model_type "siglip"; its remote config class builds a SiglipVisionConfig from it).
+_MINICPMV_VISION = {"model_type": "siglip_vision_model", "hidden_size": 1152, "image_size": 980,
+                    "intermediate_size": 4304, "num_attention_heads": 16, "num_hidden_layers": 4, "patch_size": 14}
+PUBLISHED.update({
+    "MiniCPMV": ("minicpmv", "openbmb/MiniCPM-V-2_6 config.json keys (Qwen2-7B language model cut to 8 "
+                 "layers, SigLIP vision tower cut to 4 layers)", {
+        **{k: v for k, v in _qwen2(8).items() if k not in ("architectures", "model_type")},
+        "version": 2.6, "query_num": 64, "batch_vision_input": True, "drop_vision_last_layer": False,
+        "image_size": 448, "patch_size": 14, "slice_mode": True, "use_image_id": True,
+        "slice_config": {"max_slice_nums": 9, "patch_size": 14, "model_type": "minicpmv"},
+        "vision_config": dict(_MINICPMV_VISION)}),
+})
+
+
+PUBLISHED.update({
+    "Ernie4_5_VLMoeForConditionalGeneration": (
+        "ernie4_5_moe_vl", "baidu/ERNIE-4.5-VL-28B-A3B-PT config.json keys of its own (remote) config class "
+        "(text keys flat at the top level, 28 layers cut to 8 with the MoE layer range cut to match; "
+        "vision tower cut to 4 layers)", {
+            "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 8, "num_attention_heads": 20,
+            "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 103424, "max_position_embeddings": 131072,
+            "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "hidden_act": "silu", "use_bias": False,
+            "tie_word_embeddings": True, "moe_num_experts": [64, 64], "moe_k": 6,
+            "moe_intermediate_size": [1536, 512], "moe_num_shared_experts": 2, "moe_layer_start_index": [1, 1],
+            "moe_layer_end_index": [7, 7], "moe_layer_interval": 1, "moe_gate": "topk",
+            "pixel_hidden_size": 1280, "spatial_conv_size": 2, "temporal_conv_size": 2, "use_temporal_conv": True,
+            "im_patch_id": 100295, "rope_3d": True, "freq_allocation": 20, "torch_dtype": "bfloat16",
+            "vision_config": {"depth": 4, "embed_dim": 1280, "hidden_size": 1280, "hidden_act": "quick_gelu",
+                              "mlp_ratio": 4, "num_heads": 16, "in_channels": 3, "patch_size": 14,
+                              "spatial_merge_size": 2}}),
+})
+
+
+PUBLISHED.update({
+    "LlavaOnevision2ForConditionalGeneration": (
+        "llava_onevision2", "LLaVA-OneVision-2 config.json keys as vLLM's llava_onevision2.py reads them "
+        "(text_config Qwen3-8B cut to 8 layers; vision tower keys with illustrative values, 4 layers)", {
+            "text_config": _qwen3(8),
+            "vision_config": {"model_type": "llava_onevision2_vision", "hidden_size": 1024,
+                              "intermediate_size": 4096, "num_attention_heads": 16, "num_hidden_layers": 4,
+                              "patch_size": 14, "spatial_merge_size": 2},
+            "image_token_id": 151655, "video_token_id": 151656, "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16"}),
+})
+
+
+# Kwai Keye-VL: the Qwen3-8B language model's keys flat at the top level (vLLM builds it as
+# Qwen3ForCausalLM from the same config), a SigLIP vision tower with a spatial merge.
+_KEYE_VISION = {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                "num_attention_heads": 16, "num_hidden_layers": 4, "patch_size": 14, "image_size": 384,
+                "num_channels": 3, "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6,
+                "spatial_merge_size": 2}
+_KEYE_LM = {k: v for k, v in _qwen3(8).items() if k not in ("architectures", "model_type")}
+_KEYE_LM["rope_scaling"] = {"type": "default", "rope_type": "default", "mrope_section": [16, 24, 24]}
+PUBLISHED.update({
+    "KeyeForConditionalGeneration": ("Keye", "Kwai-Keye/Keye-VL-8B-Preview config.json keys (Qwen3-8B "
+                                     "language model flat, cut to 8 layers; SigLIP vision cut to 4 layers; "
+                                     "token ids as published where known)", {
+        **_KEYE_LM, "vision_config": dict(_KEYE_VISION), "image_token_id": 151655, "video_token_id": 151656,
+        "vision_start_token_id": 151652}),
+    "KeyeVL1_5ForConditionalGeneration": ("KeyeVL1_5", "Kwai-Keye/Keye-VL-1_5-8B config.json keys (Qwen3-8B "
+                                          "language model flat, cut to 8 layers; SigLIP vision cut to 4 "
+                                          "layers; values illustrative where the card is silent)", {
+        **_KEYE_LM, "vision_config": dict(_KEYE_VISION), "image_token_id": 151655, "video_token_id": 151656,
+        "vision_start_token_id": 151652}),
+})
+
+
+PUBLISHED.update({
+    "MiniCPMO": ("minicpmo", "openbmb/MiniCPM-o-2_6 config.json keys (Qwen2.5-7B language model flat, cut to 8 "
+                 "layers; SigLIP vision cut to 4 layers; Whisper-medium audio encoder cut to 4 layers; TTS "
+                 "keys left out)", {
+        **{k: v for k, v in _qwen2(8).items() if k not in ("architectures", "model_type")},
+        "version": 2.6, "query_num": 64, "batch_vision_input": True, "drop_vision_last_layer": False,
+        "image_size": 448, "patch_size": 14, "slice_mode": True, "use_image_id": True,
+        "slice_config": {"max_slice_nums": 9, "patch_size": 14, "model_type": "minicpmv"},
+        "vision_config": dict(_MINICPMV_VISION), "init_vision": True, "init_audio": True, "init_tts": False,
+        "audio_pool_step": 2, "audio_chunk_length": 1.0,
+        "audio_config": {"model_type": "whisper", "d_model": 1024, "encoder_layers": 4,
+                         "encoder_attention_heads": 16, "encoder_ffn_dim": 4096, "decoder_layers": 4,
+                         "decoder_attention_heads": 16, "decoder_ffn_dim": 4096, "num_mel_bins": 80,
+                         "max_source_positions": 1500, "activation_function": "gelu", "dropout": 0.0,
+                         "attention_dropout": 0.0, "activation_dropout": 0.0}}),
+})
