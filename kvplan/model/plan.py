@@ -1,7 +1,7 @@
 """The plan kvplan emits: per-layer KV decisions with provenance, totals and findings."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_serializer
 
@@ -10,6 +10,22 @@ from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
 SCHEMA_VERSION = "1.3"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
 # `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals)
+
+
+class OmitsAbsent(Frozen):
+    """A model whose optional fields named in `omit_when_none` are left out of its JSON when None
+    (fields added in a schema minor version, so older plans and consumers see the same keys)."""
+
+    omit_when_none: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler):  # no return type: the schema stays the model's
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in self.omit_when_none:
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 class Decision(Frozen):
@@ -38,7 +54,7 @@ class Subject(Frozen):
     """A fact of a deployment file's launch outside its flags: the container image or the GPU node label."""
 
 
-class Finding(Frozen):
+class Finding(OmitsAbsent):
     """Something the user should know: an error vLLM would raise, a silent behaviour, advice."""
 
     code: str
@@ -56,15 +72,10 @@ class Finding(Frozen):
     subject: Subject | None = None
     """The flag, value or argument the finding is about, when the rule names one (absent otherwise)."""
 
-    @model_serializer(mode="wrap")
-    def _drop_absent_subject(self, handler):  # no return type: the schema stays the model's
-        data = handler(self)
-        if isinstance(data, dict) and data.get("subject") is None:
-            data.pop("subject", None)
-        return data
+    omit_when_none = ("subject",)
 
 
-class LayerPlan(Frozen):
+class LayerPlan(OmitsAbsent):
     """The KV plan for one decoder layer."""
 
     index: int
@@ -115,14 +126,7 @@ class LayerPlan(Frozen):
     decisions: list[Decision] = Field(default_factory=list)
     """Per-field provenance: rule and input fact."""
 
-    @model_serializer(mode="wrap")
-    def _drop_absent_sharing(self, handler):  # no return type: the schema stays the model's
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in ("kv_shared_with", "cross_attention_bytes_per_token", "bytes_per_token_exact"):
-                if data.get(key) is None:
-                    data.pop(key, None)
-        return data
+    omit_when_none = ("kv_shared_with", "cross_attention_bytes_per_token", "bytes_per_token_exact")
 
 
 class EngineRef(Frozen):
@@ -148,7 +152,7 @@ class HubSource(Frozen):
     header and scale tensors (by HTTP range requests; weights are never downloaded)."""
 
 
-class ModelRef(Frozen):
+class ModelRef(OmitsAbsent):
     """The model a plan is for."""
 
     model_type: str
@@ -164,12 +168,7 @@ class ModelRef(Frozen):
     hub: HubSource | None = None
     """For a Hugging Face model id: repository, resolved commit and files read (absent for a local path)."""
 
-    @model_serializer(mode="wrap")
-    def _drop_absent_hub(self, handler):  # no return type: the schema stays the model's
-        data = handler(self)
-        if isinstance(data, dict) and data.get("hub") is None:
-            data.pop("hub", None)
-        return data
+    omit_when_none = ("hub",)
 
 
 class GpuRef(Frozen):
@@ -183,7 +182,7 @@ class GpuRef(Frozen):
     """CUDA compute capability, e.g. '9.0'."""
 
 
-class Totals(Frozen):
+class Totals(OmitsAbsent):
     """Whole-model numbers per tensor-parallel rank."""
 
     bytes_per_token: int
@@ -210,12 +209,7 @@ class Totals(Frozen):
     max_concurrency: float | None = None
     """Requests of max_model_len that fit at once (null without a GPU)."""
 
-    @model_serializer(mode="wrap")
-    def _drop_absent_exact(self, handler):  # no return type: the schema stays the model's
-        data = handler(self)
-        if isinstance(data, dict) and data.get("bytes_per_token_exact") is None:
-            data.pop("bytes_per_token_exact", None)
-        return data
+    omit_when_none = ("bytes_per_token_exact",)
 
 
 class Plan(Frozen):
