@@ -253,6 +253,11 @@ def storage_dtype(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[S
 DSV4_REF = "vllm/models/deepseek_v4/attention.py::_resolve_dsv4_kv_cache_dtype"
 
 
+def _dsv4_accepts(kv_cache_dtype: str) -> bool:
+    """DeepSeek-V4's fp8_ds_mla layout takes `auto` and every fp8 spelling; vLLM refuses the rest."""
+    return kv_cache_dtype == "auto" or kv_cache_dtype.startswith("fp8")
+
+
 @declare(code="KV114", name="deepseek-v4-fp8-ds-mla", kind="decision", scope="layer", family="dtype",
          severity="info",
          summary="DeepSeek-V4 layers store their KV in DeepSeek's fp8_ds_mla format whatever fp8 spelling is asked.",
@@ -265,8 +270,7 @@ DSV4_REF = "vllm/models/deepseek_v4/attention.py::_resolve_dsv4_kv_cache_dtype"
 @decides_layer("kv_cache_dtype")
 def dsv4_fp8_ds_mla(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     g = ctx.kv_cache_dtype
-    fp8 = g == "auto" or g.startswith("fp8")
-    if la.dsv4_compress_ratio is not None and fp8 and st.kv_cache_dtype != "fp8_ds_mla":
+    if la.dsv4_compress_ratio is not None and _dsv4_accepts(g) and st.kv_cache_dtype != "fp8_ds_mla":
         yield Set("kv_cache_dtype", "fp8_ds_mla", f"DeepSeek-V4 attention resolves cache dtype {g!r} to fp8_ds_mla")
 
 
@@ -279,6 +283,6 @@ def dsv4_fp8_ds_mla(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator
 def dsv4_needs_fp8(ctx: RuleContext) -> Iterator[Emit]:
     g = ctx.kv_cache_dtype
     layers = tuple(la.index for la in ctx.arch.layers if la.dsv4_compress_ratio is not None)
-    if layers and g != "auto" and not g.startswith("fp8"):
+    if layers and not _dsv4_accepts(g):
         yield Emit(f"DeepSeek-V4 fp8_ds_mla layout only supports fp8 kv-cache, got {g}: vLLM stops while "
                    "building the model.", layers)
