@@ -74,6 +74,22 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      platform's TORCH_SDPA instead of an assertion (encoder attention registers no KV cache).
  18. Without timm, transformers' TimmWrapperModel (a vision tower AutoModel builds, e.g. Gemma 3n's)
      is an empty module holding its config: a vision tower holds no KV cache.
+ 31. A case file of patch 15 may sit in a subfolder of the checkpoint (Kimi-Audio's
+     `whisper-large-v3/config.json`, which its audio tower and feature extractor load): the folder is
+     created. Only where the file is written changes.
+ 32. A case's `sub_configs` names further keys (besides `*_config`) whose dicts the remote config class
+     builds into config objects (Nemotron Parse's `encoder` / `decoder`, read by attribute): patch 3's
+     stand-in builds them too. The keys and values are the config's own.
+ 33. On the CPU platform vLLM's registry entry for DeepseekV4ForConditionalGeneration is a stub that
+     refuses the platform ("use CUDA or ROCm"); the run uses vLLM's common (CUDA / ROCm) VL class
+     instead, whose language model is the platform's own DeepseekV4ForCausalLM (the class the text
+     architecture is answered with). Which class wraps the vision tower is a platform choice; the
+     language model and its caches are the same.
+ 34. Patch 14's minimal tokenizer also knows DeepSeek-V4's image placeholder token (its processor-info
+     class looks its id up while vLLM validates the model config).
+ 35. Without timm (patch 5), the timm layers a vision projector builds from (Kanana-V's C-Abstractor:
+     RegStage, LayerNorm2d) are empty torch modules instead of placeholders torch refuses as
+     sub-modules (a projector holds no KV cache; its forward never runs here).
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -108,6 +124,9 @@ _STUBBED: set[str] = set()
 # Media placeholder tokens model classes look up in the tokenizer at build time (patch 14).
 MEDIA_TOKENS = ("<image>", "<video>", "<audio>", "<|image_pad|>", "<|video_pad|>", "<IMG_CONTEXT>",
                 "<image_placeholder>")
+MEDIA_TOKENS += ("<｜deepseek_image｜>",)  # patch 34: DeepSeek-V4 VL's image placeholder
+# Patch 32: keys besides `*_config` whose dicts the remote config class of the running case builds.
+_SUB_CONFIG_KEYS: set[str] = set()
 
 
 def _free_port() -> int:
@@ -346,6 +365,7 @@ def _stub_torchvision() -> None:
     sys.meta_path.insert(0, _Finder())
     if "timm" in _STUBBED:
         _stand_in_timm_wrapper()
+        _stand_in_timm_layers()
 
 
 def _stand_in_timm_wrapper() -> None:
@@ -365,6 +385,20 @@ def _stand_in_timm_wrapper() -> None:
             return cls(config)
 
     mtw.TimmWrapperModel = _TimmWrapperStandIn
+
+
+def _stand_in_timm_layers() -> None:
+    """Patch 35: timm's projector layers (Kanana-V) as empty modules when timm is missing."""
+    import importlib
+
+    import torch
+
+    class _EmptyLayer(torch.nn.Module):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+
+    for mod, name in (("timm.models.regnet", "RegStage"), ("timm.layers", "LayerNorm2d")):
+        setattr(importlib.import_module(mod), name, _EmptyLayer)
 
 
 class _AttrDict(dict):
@@ -396,7 +430,7 @@ def _register_unknown_model_type(cfg: dict, remote: bool = False, base: str | No
         # Sub-configs (vision_config, llm_config, ...) become config objects, as the remote
         # config class builds them: the known model_type's class, else a plain config.
         for k, v in list(kwargs.items()):
-            if k.endswith("_config") and isinstance(v, dict) and k != "quantization_config":
+            if (k.endswith("_config") or k in _SUB_CONFIG_KEYS) and isinstance(v, dict) and k != "quantization_config":
                 sub_mt = v.get("model_type")
                 sub = dict(v)
                 if sub_mt in CONFIG_MAPPING:
@@ -509,6 +543,7 @@ def run_case(case: dict, base: Path) -> dict:
     global _DIST_READY
     cfg_path = base / case["config"]
     cfg = json.loads(cfg_path.read_text())
+    _use_case_sub_configs(case)
     res: dict = {
         "kind": "kvplan.vllm_oracle_answer",
         "vllm_version": vllm.__version__,
@@ -531,8 +566,7 @@ def run_case(case: dict, base: Path) -> dict:
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     try:
         shutil.copy(cfg_path, os.path.join(tmp, "config.json"))
-        for fname, content in case.get("files", {}).items():  # patch 15: the checkpoint's processor files
-            Path(tmp, fname).write_text(json.dumps(content))
+        _write_case_files(tmp, case.get("files", {}))
         ea = EngineArgs(model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
                         kv_cache_dtype_skip_layers=list(res["flags"]["kv_cache_dtype_skip_layers"]),
                         dtype=res["flags"]["dtype"], skip_tokenizer_init=True,
@@ -605,6 +639,29 @@ def run_case(case: dict, base: Path) -> dict:
     return res
 
 
+def _write_case_files(tmp: str, files: dict) -> None:
+    """Patch 15: the checkpoint's processor files; patch 31: also in a subfolder of it."""
+    for fname, content in files.items():
+        target = Path(tmp, fname)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(content))
+
+
+def _use_case_sub_configs(case: dict) -> None:
+    """Patch 32: the case's extra sub-config keys, for patch 3's stand-in config class."""
+    _SUB_CONFIG_KEYS.clear()
+    _SUB_CONFIG_KEYS.update(case.get("sub_configs", ()))
+
+
+def _deepseek_v4_vl_on_cpu() -> None:
+    """Patch 33: vLLM's common DeepSeek-V4 VL class instead of the CPU platform's refusing stub."""
+    import importlib
+
+    pkg = importlib.import_module("vllm.models.deepseek_v4")
+    vl = importlib.import_module("vllm.models.deepseek_v4.common.vl_model")
+    pkg.DeepseekV4ForConditionalGeneration = vl.DeepseekV4ForConditionalGeneration
+
+
 def config_sha256(path: Path) -> str:
     """The answered config's hash: an answer whose config changed since is stale and re-run."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -638,6 +695,8 @@ def main(argv=None) -> int:
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # vLLM logs to stdout
     _install_patches()
+    with contextlib.suppress(ImportError):  # patch 33
+        _deepseek_v4_vl_on_cpu()
     n_ok = n_err = 0
     for case in cases:
         if args.only and case["name"] not in args.only:

@@ -400,6 +400,93 @@ CASE_OPTIONS: dict[str, dict] = {
     "LongcatFlashNgramForCausalLM": {"v2_model_runner": True},
 }
 
+# ---- issue-21n block: multimodal remote-code architectures (configs in published_configs.py) ----
+VLLM_CONFIG_TYPES.update({
+    # DeepSeek-V4 with a vision tower: the text model's config class plus the vision_* keys.
+    "DeepseekV4ForConditionalGeneration": "deepseek_v4",
+    # Moondream 3 preview checkpoints name their architecture HfMoondream (vLLM's Moondream3 class).
+    "HfMoondream": "moondream3",
+    # Intern-S2-Mobius: the Qwen3.5-MoE layout plus shared meta-MoE banks (text_config.num_blocks).
+    "InternS2MobiusForConditionalGeneration": "qwen3_5_moe",
+    # MiMo-V2-Omni: MiMo-V2-Flash's text keys plus a vision tower.
+    "MiMoV2OmniForCausalLM": "mimo_v2_flash",
+})
+# DeepSeek-V4 vision tower keys (vLLM's deepseek_v4/common/vision.py; values illustrative, 4 layers).
+_DSV4_VISION = {"vision_n_layers": 4, "vision_dim": 1024, "vision_n_heads": 16, "vision_inter_dim": 4096,
+                "vision_patch_size": 14, "vision_rope_theta": 10000.0, "vision_downsample_ratio": 2,
+                "vision_max_n_token": 1024, "vision_min_pixels": 3136, "vision_max_wh_ratio": 200.0}
+_MIMO_V2_PUBLISHED = {
+    "layer_types": None, "sliding_window": None, "sliding_window_size": 128,
+    "hybrid_layer_pattern": [0 if i % 6 == 0 or i == 47 else 1 for i in range(48)],
+    "swa_num_attention_heads": 64, "swa_num_key_value_heads": 8, "swa_head_dim": 192,
+    "swa_v_head_dim": 128, "add_swa_attention_sink_bias": True, "layernorm_epsilon": 1e-5}
+OVERRIDES.update({
+    # DeepSeek-V4-Flash-Vision-Exp publishes the text architecture; vLLM routes a config with a vision
+    # tower (vision_n_layers > 0) to DeepseekV4ForConditionalGeneration.
+    "DeepseekV4ForConditionalGeneration": {**_DSV4_VISION, "architectures": ["DeepseekV4ForCausalLM"]},
+    "HfMoondream": {"text_config": None, "vision_config": None},
+    "InternS2MobiusForConditionalGeneration": {"text_config.num_blocks": 4},
+    # MiMo-V2-Omni: its language model reads MiMo-V2's published keys (0/1 hybrid_layer_pattern, 1 =
+    # sliding; swa_* per-layer-type heads / head sizes), not transformers' layer_types.
+    "MiMoV2OmniForCausalLM": {**_MIMO_V2_PUBLISHED, "vision_config": {
+        "depth": 4, "hidden_size": 1280, "hidden_act": "silu", "intermediate_size": 4608, "num_heads": 32,
+        "in_channels": 3, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+        "tokens_per_second": 2, "window_size": 128, "out_hidden_size": 4096, "fullatt_block_indexes": [3],
+        "kv_channels": 64, "qk_channels": 64, "num_query_groups": 4, "num_key_value_heads": 8, "use_sink": False,
+        "vit_window_attn_types": None, "visual_token_window_size": 64}},
+})
+VARIANTS.extend([
+    # The architecture vLLM keys it by comes from the vision tower, not architectures[0].
+    ("DeepseekV4ForConditionalGeneration", "vl-architecture", {"architectures": ["DeepseekV4ForConditionalGeneration"]}),
+    ("MiMoV2OmniForCausalLM", "text-architecture", {"architectures": ["MiMoV2FlashForCausalLM"]}),
+    # Another layer map and sliding-layer geometry: every 4th layer full, 4 KV heads of 128 when sliding.
+    ("MiMoV2OmniForCausalLM", "pattern4-swa-heads", {
+        "hybrid_layer_pattern": [0 if i % 4 == 0 else 1 for i in range(48)], "swa_num_key_value_heads": 4,
+        "swa_head_dim": 128, "swa_v_head_dim": 128, "sliding_window_size": 512}),
+    ("InternS2MobiusForConditionalGeneration", "interval2", {"text_config.layer_types": None,
+                                                             "text_config.full_attention_interval": 2}),
+    # Mistral-format sliding windows as vLLM converts them: an int window (every layer sliding) and a
+    # per-layer list pattern (None = full attention).
+    ("PixtralForConditionalGeneration", "swa", {"text_config.sliding_window": 4096,
+                                                "text_config.layer_types": ["sliding_attention"] * 8}),
+    ("PixtralForConditionalGeneration", "swa-pattern", {
+        "text_config.sliding_window": 4096,
+        "text_config.layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                                    "sliding_attention"] * 2}),
+    ("Phi4ForCausalLMV", "swa", {"sliding_window": 2047}),
+    ("StepVLForConditionalGeneration", "swa-mwl", {"text_config.use_sliding_window": True,
+                                                   "text_config.sliding_window": 4096,
+                                                   "text_config.max_window_layers": 8}),
+    # Nemotron Parse 3.5: grouped-query self-attention (decoder.self_attention_kv_heads).
+    ("RadioMBartPrefixForCausalLM", "gqa4", {"decoder.self_attention_kv_heads": 4}),
+])
+CASE_OPTIONS.update({
+    "PixtralForConditionalGeneration": {"remote_config": True},
+    "BeeForConditionalGeneration": {"remote_config_base": "llava_onevision"},
+    "RForConditionalGeneration": {"remote_config_base": "llava_onevision"},
+    "FireRedASR2ForConditionalGeneration": {"remote_config_base": "qwen2"},
+    "FunASRForConditionalGeneration": {"remote_config_base": "qwen3"},
+    "MoonshotKimiaForCausalLM": {"remote_config_base": "qwen2"},
+    "Phi4ForCausalLMV": {"remote_config_base": "phi3"},
+    # Nemotron Parse's remote config builds its `encoder` / `decoder` sub-configs (arch_oracle patch 32).
+    "NemotronParseForConditionalGeneration": {"sub_configs": ["encoder", "decoder"]},
+    "RadioMBartPrefixForCausalLM": {"sub_configs": ["encoder", "decoder"]},
+})
+_WHISPER_LARGE_V3 = {"model_type": "whisper", "architectures": ["WhisperModel"], "d_model": 1280,
+                     "encoder_layers": 4, "encoder_attention_heads": 20, "encoder_ffn_dim": 5120,
+                     "decoder_layers": 4, "decoder_attention_heads": 20, "decoder_ffn_dim": 5120,
+                     "num_mel_bins": 128, "max_source_positions": 1500, "max_target_positions": 448,
+                     "vocab_size": 51866, "activation_function": "gelu"}
+_WHISPER_FEATURES = {"feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 128,
+                     "sampling_rate": 16000, "hop_length": 160, "chunk_length": 30, "n_fft": 400,
+                     "n_samples": 480000, "nb_max_frames": 3000, "padding_side": "right", "padding_value": 0.0,
+                     "return_attention_mask": False}
+CASE_FILES.update({
+    # Kimi-Audio keeps its Whisper encoder's config (and feature extractor) in a subfolder (patch 31).
+    "MoonshotKimiaForCausalLM": {"whisper-large-v3/config.json": _WHISPER_LARGE_V3,
+                                 "whisper-large-v3/preprocessor_config.json": _WHISPER_FEATURES},
+})
+
 
 def _apply(d: dict, over: dict) -> dict:
     """Overrides; a dotted key ("audio_config.downsample_factor") sets a nested key."""

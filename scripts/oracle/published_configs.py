@@ -333,3 +333,142 @@ PUBLISHED.update({
                          "max_source_positions": 1500, "activation_function": "gelu", "dropout": 0.0,
                          "attention_dropout": 0.0, "activation_dropout": 0.0}}),
 })
+
+
+# ---- issue-21n block: multimodal remote-code architectures written out from their published keys ----
+_SIGLIP_384 = {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+               "num_attention_heads": 16, "num_hidden_layers": 4, "image_size": 384, "patch_size": 14,
+               "num_channels": 3, "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6}
+_ANYRES_PINPOINTS = [[384, 384], [384, 768], [768, 384], [768, 768], [384, 1152], [1152, 384]]
+
+
+def _llava_onevision_like(text: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    """A LLaVA-OneVision style config (Bee, R-VL): text_config + SigLIP vision_config."""
+    d = {"text_config": text, "vision_config": dict(_SIGLIP_384), "image_grid_pinpoints": _ANYRES_PINPOINTS,
+         "vision_aspect_ratio": "anyres_max_9", "vision_feature_layer": -1,
+         "vision_feature_select_strategy": "full", "image_token_index": 151669, "video_token_index": 151670,
+         "projector_hidden_act": "gelu", "multimodal_projector_bias": True, "tie_word_embeddings": False,
+         "torch_dtype": "bfloat16"}
+    d.update(kw)
+    return d
+
+
+# Pixtral (Mistral format): vLLM converts the checkpoint's params.json into this layout
+# (vllm/transformers_utils/configs/mistral.py: text_config with the HF names of the Mistral keys,
+# vision_config = the params.json `vision_encoder` block, model_type pixtral).
+_PIXTRAL_TEXT = {"architectures": ["MistralForCausalLM"], "model_type": "transformer", "hidden_size": 5120,
+                 "num_hidden_layers": 8, "head_dim": 128, "intermediate_size": 14336, "num_attention_heads": 32,
+                 "num_key_value_heads": 8, "rope_theta": 1000000000.0, "rms_norm_eps": 1e-5, "vocab_size": 131072,
+                 "hidden_act": "silu", "tie_word_embeddings": False, "max_seq_len": 128000,
+                 "max_position_embeddings": 128000, "torch_dtype": "bfloat16"}
+_PIXTRAL_VISION = {"hidden_size": 1024, "num_channels": 3, "image_size": 1024, "patch_size": 16,
+                   "rope_theta": 10000.0, "intermediate_size": 4096, "num_hidden_layers": 4,
+                   "num_attention_heads": 16, "image_token_id": 10, "image_break_token_id": 12,
+                   "image_end_token_id": 13, "adapter_bias": True}
+
+_RADIO_ENCODER = {"model_type": "radio", "patch_size": 16, "max_resolution": 2048,
+                  "args": {"model": "vit_huge_patch16_224", "cpe_max_size": 2048, "register_multiple": 8,
+                           "cls_token_per_teacher": True, "teachers": [{"name": "a"}, {"name": "b"},
+                                                                        {"name": "c"}]}}
+_MBART_DECODER = {"model_type": "mbart", "d_model": 1024, "decoder_layers": 10, "decoder_attention_heads": 16,
+                  "decoder_ffn_dim": 4096, "encoder_ffn_dim": 4096, "encoder_layers": 0, "encoder_attention_heads": 16,
+                  "vocab_size": 52352, "activation_function": "gelu", "scale_embedding": False,
+                  "max_position_embeddings": 9000, "is_decoder": True, "add_cross_attention": True,
+                  "tie_word_embeddings": False}
+
+PUBLISHED.update({
+    "PixtralForConditionalGeneration": (
+        "pixtral", "mistralai/Pixtral-12B-2409 params.json keys as vLLM's Mistral-format loader converts them "
+        "(text_config Mistral-NeMo-12B geometry cut to 8 layers; vision_encoder cut to 4 layers)", {
+            "text_config": dict(_PIXTRAL_TEXT), "vision_config": dict(_PIXTRAL_VISION), "torch_dtype": "bfloat16"}),
+    "Phi4ForCausalLMV": (
+        "phi4_siglip", "microsoft/Phi-4-reasoning-vision-15B keys as vLLM's phi4siglip.py reads them: Phi-4 "
+        "language model keys flat (40 layers cut to 8), SigLIP2-NaFlex vision_config cut to 4 layers, "
+        "mm_hidden_size; model_type name illustrative", {
+            "hidden_size": 5120, "intermediate_size": 17920, "num_hidden_layers": 8, "num_attention_heads": 40,
+            "num_key_value_heads": 10, "max_position_embeddings": 32768, "original_max_position_embeddings": 32768,
+            "rms_norm_eps": 1e-5, "rope_theta": 250000.0, "vocab_size": 100352, "hidden_act": "silu",
+            "sliding_window": None, "tie_word_embeddings": False, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+            "attention_dropout": 0.0, "bos_token_id": 100257, "eos_token_id": 100265, "pad_token_id": 100349,
+            "torch_dtype": "bfloat16", "mm_hidden_size": 1152, "max_num_patches": 3600, "min_num_patches": 256,
+            "vision_config": {"model_type": "siglip2_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                              "num_attention_heads": 16, "num_hidden_layers": 4, "num_patches": 3600,
+                              "patch_size": 16, "num_channels": 3, "hidden_act": "gelu_pytorch_tanh",
+                              "layer_norm_eps": 1e-6}}),
+    "BeeForConditionalGeneration": (
+        "bee", "Open-Bee/Bee-8B-RL config.json keys (LLaVA-OneVision layout: text_config Qwen3-8B cut to 8 layers, "
+        "SigLIP vision cut to 4 layers; token ids illustrative)", _llava_onevision_like(_qwen3(8))),
+    "RForConditionalGeneration": (
+        "rvl", "YannQi/R-4B config.json keys (LLaVA-OneVision layout: text_config Qwen3-4B cut to 8 layers, "
+        "SigLIP vision cut to 4 layers; model_type name and token ids illustrative)",
+        _llava_onevision_like(_qwen3(8, hidden_size=2560, intermediate_size=9728, num_attention_heads=32,
+                                     num_key_value_heads=8, tie_word_embeddings=True))),
+    "StepVLForConditionalGeneration": (
+        "step_vl", "stepfun-ai/Step3-VL-10B config.json keys as vLLM's step_vl.py reads them (text_config "
+        "Qwen3-8B cut to 8 layers; Perception Encoder vision keys as published for Step3.x, 4 layers)", {
+            "text_config": _qwen3(8), "projector_bias": False, "image_token_id": 151679,
+            "vision_config": {"width": 1536, "layers": 4, "heads": 16, "hidden_act": "quick_gelu", "image_size": 728,
+                              "patch_size": 14, "mlp_ratio": 8960 / 1536, "ls_init_value": 0.1, "output_dim": 4096,
+                              "use_abs_posemb": True, "use_cls_token": False, "use_ln_post": False,
+                              "use_ln_pre": True, "use_rope2d": True, "layer_norm_eps": 1e-5, "num_channels": 3},
+            "torch_dtype": "bfloat16"}),
+    "MoonshotKimiaForCausalLM": (
+        "kimi_audio", "moonshotai/Kimi-Audio-7B-Instruct config.json keys (Qwen2.5-7B language model flat, cut to "
+        "8 layers; kimia_* keys; the Whisper encoder's whisper-large-v3/config.json beside it, cut to 4 layers)", {
+            **{k: v for k, v in _qwen2(8).items() if k not in ("architectures", "model_type")},
+            "kimia_adaptor_input_dim": 5120, "kimia_media_begin": 151661, "kimia_media_end": 151663,
+            "kimia_text_output_vocab": 152064, "kimia_mimo_layers": 6, "kimia_mimo_audiodelaytokens": 5,
+            "kimia_mimo_transformer_from_layer_index": 21, "kimia_audio_output_vocab": 16896,
+            "kimia_token_offset": 152064, "use_whisper_feature": True}),
+    "MossAudioModel": (
+        "moss_audio", "OpenMOSS MOSS-Audio config.json keys as vLLM's MossAudioConfig reads them (language_config "
+        "Qwen3-8B cut to 8 layers; audio encoder cut to 4 layers; values illustrative)", {
+            "language_config": {k: v for k, v in _qwen3(8).items() if k != "architectures"},
+            "audio_config": {"d_model": 1280, "output_dim": 1280, "num_mel_bins": 128, "encoder_layers": 4,
+                             "encoder_attention_heads": 20, "encoder_ffn_dim": 5120, "downsample_rate": 8,
+                             "downsample_hidden_size": 480, "deepstack_encoder_layer_indexes": [1, 2, 3]},
+            "adapter_hidden_size": 8192, "deepstack_num_inject_layers": 3, "torch_dtype": "bfloat16"}),
+    "FireRedASR2ForConditionalGeneration": (
+        "fireredasr2", "FireRedTeam FireRedASR2-LLM config.json keys as vLLM's fireredasr2.py reads them (Qwen2-7B "
+        "language model flat, cut to 8 layers; Conformer audio_encoder_conf cut to 4 layers; values illustrative)", {
+            **{k: v for k, v in _qwen2(8).items() if k not in ("architectures", "model_type")},
+            "audio_encoder_conf": {"idim": 80, "n_layers_enc": 4, "n_head": 20, "d_model": 1280, "kernel_size": 33,
+                                   "pe_maxlen": 5000},
+            "encoder_downsample_rate": 2}),
+    "FunASRForConditionalGeneration": (
+        "funasr", "FunAudioLLM/Fun-ASR-Nano config.json keys as vLLM's funasr.py reads them (Qwen3-0.6B language "
+        "model flat, cut to 8 layers; SenseVoice audio_encoder_conf cut to 4 blocks; values illustrative)", {
+            **{k: v for k, v in _qwen3(8, hidden_size=1024, intermediate_size=3072, num_attention_heads=16,
+                                       num_key_value_heads=8, tie_word_embeddings=True).items()
+               if k not in ("architectures", "model_type")},
+            "audio_encoder_conf": {"output_size": 512, "attention_heads": 4, "linear_units": 2048, "num_blocks": 4,
+                                   "tp_blocks": 2, "kernel_size": 11, "sanm_shift": 0, "normalize_before": True}}),
+    "KananaVForConditionalGeneration": (
+        "kanana-1.5-v", "kakaocorp/kanana-1.5-v-3b-instruct config.json keys as vLLM's kanana_v.py reads them "
+        "(text_config Llama-style cut to 8 layers, Qwen2-VL vision encoder cut to 4 layers, C-Abstractor "
+        "projector_config; values illustrative)", {
+            "text_config": _llama(8, hidden_size=2304, intermediate_size=9216, num_attention_heads=24,
+                                  num_key_value_heads=8, head_dim=96, vocab_size=128259),
+            "vision_config": {"depth": 4, "embed_dim": 1280, "hidden_size": 1280, "hidden_act": "quick_gelu",
+                              "mlp_ratio": 4, "num_heads": 16, "in_channels": 3, "patch_size": 14,
+                              "spatial_merge_size": 2, "temporal_patch_size": 2},
+            "projector_config": {"merge_size": 2, "pos_emb_size": 576, "pos_emb": True, "encoder_hidden_size": 1280,
+                                 "hidden_size": 1024, "output_hidden_size": 2304, "depth": 2, "mlp_depth": 2,
+                                 "feature_layer_index": -1},
+            "torch_dtype": "bfloat16"}),
+    "NemotronParseForConditionalGeneration": (
+        "nemotron_parse", "nvidia/NVIDIA-Nemotron-Parse-v1.1 config.json keys as vLLM's nemotron_parse.py reads "
+        "them (RADIO encoder args, MBart decoder with cross-attention, 10 layers; values illustrative where the "
+        "card is silent)", {
+            "encoder": dict(_RADIO_ENCODER), "decoder": dict(_MBART_DECODER), "image_size": [2048, 1648],
+            "is_encoder_decoder": True, "decoder_start_token_id": 2, "pad_token_id": 1, "eos_token_id": 2,
+            "vocab_size": 52352, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
+    "RadioMBartPrefixForCausalLM": (
+        "nemotron_parse", "NVIDIA Nemotron Parse 3.5 config.json keys as vLLM's nemotron_parse3_5.py reads them "
+        "(RADIO encoder, causal-prefix MBart decoder without cross-attention, 10 layers; values illustrative)", {
+            "encoder": dict(_RADIO_ENCODER),
+            "decoder": {**_MBART_DECODER, "add_cross_attention": False, "causal_vision_prefix": True},
+            "image_size": [2048, 1648], "navit_packing": True, "vision_spatial_dim": 1280,
+            "vision_summary_dim": 3840, "vocab_size": 52352, "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16"}),
+})
