@@ -110,6 +110,9 @@ def _pick_text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
         sub = cfg.get(key)
         if isinstance(sub, dict) and sub:
             return sub, key
+    dec = cfg.get("decoder")  # Nemotron Parse: an MBart decoder under `decoder` (RADIO under `encoder`)
+    if isinstance(dec, dict) and dec and isinstance(dec.get("model_type"), str) and "d_model" in dec:
+        return dec, "decoder"
     thinker = cfg.get("thinker_config")  # Qwen omni / ASR models: the thinker holds the LM
     if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict) and thinker["text_config"]:
         return thinker["text_config"], "thinker_config.text_config"
@@ -153,7 +156,34 @@ def _resolve_types(cfg: dict[str, Any], path: Path,
         architecture = vreg.arch_for_model_type(model_type)
         if architecture is not None:
             notes.append(f"architectures absent: model_type {model_type!r} is vLLM's {architecture}")
+    architecture = _routed_architecture(cfg, model_type, architecture, notes)
     return model_type, text_plain, text_key, text_raw, str(text_type), architecture
+
+
+def _routed_architecture(cfg: dict[str, Any], model_type: str, architecture: str | None,
+                         notes: list[str]) -> str | None:
+    """The architecture vLLM builds when its config convertor reroutes a text architecture.
+
+    vLLM 0.33's model-arch config convertors send a DeepSeek-V4 config that carries a vision tower
+    (vision_n_layers > 0, published under the text architecture) to DeepseekV4ForConditionalGeneration,
+    and a MiMo-V2 config with a vision_config to MiMoV2OmniForCausalLM.
+    """
+    routed = None
+    vision_layers = cfg.get("vision_n_layers")
+    if (model_type == "deepseek_v4" and architecture == "DeepseekV4ForCausalLM"
+            and isinstance(vision_layers, int) and vision_layers > 0):
+        routed = "DeepseekV4ForConditionalGeneration"
+    elif model_type in ("mimo_v2", "mimo_v2_flash") and cfg.get("vision_config"):
+        routed = "MiMoV2OmniForCausalLM"
+    if routed is None or routed == architecture:
+        return architecture
+    notes.append(f"architectures names {architecture}; vLLM builds {routed} for this config (it has a vision tower)")
+    return routed
+
+
+# Multimodal architectures whose language model is another architecture's module (geometry keys
+# are read as that module reads them).
+_LANGUAGE_MODEL_MODULE = {"MiMoV2OmniForCausalLM": "vllm.model_executor.models.mimo_v2"}
 
 
 def _check_known(model_type: str, text_type: str, architecture: str | None, path: Path) -> None:
@@ -208,6 +238,11 @@ def _kv_heads(c: _Cfg, architecture: str | None, module: str, num_heads: Any, no
         notes.append(f"{architecture}: vLLM builds its attention with 1 KV head (multi-query)")
         return 1
     num_kv_heads = c.get("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
+    if module.endswith(".nemotron_parse3_5"):
+        # vLLM's Nemotron Parse 3.5 self-attention: decoder.self_attention_kv_heads (None: = heads).
+        num_kv_heads = c.raw.get("self_attention_kv_heads")
+        if num_kv_heads is not None:
+            notes.append(f"{architecture}: decoder.self_attention_kv_heads -> {num_kv_heads} KV heads")
     if num_kv_heads is None and not c.raw.get("multi_query"):
         # The config class's own default when it declares one (None means "= heads", below).
         num_kv_heads = c.get("num_key_value_heads", hf=True)
@@ -365,9 +400,10 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     if text_key:
         notes.append(f"language model read from {text_key} ({text_type})")
     module = (vreg.registry()["architectures"].get(architecture or "") or {}).get("vllm_module", "")
+    module = _LANGUAGE_MODEL_MODULE.get(architecture or "", module)
 
     is_enc_dec = bool(cfg.get("is_encoder_decoder")) or text_type in ("t5", "mt5", "bart", "whisper")
-    num_layers, num_heads = _layer_and_head_counts(c, is_enc_dec, path, notes)
+    num_layers, num_heads = _layer_and_head_counts(c, is_enc_dec or text_key == "decoder", path, notes)
     hidden = c.get("hidden_size", "n_embd", "d_model", "dim")
     num_kv_heads = _kv_heads(c, architecture, module, num_heads, notes)
     head_dim = _head_dim(c, hidden, num_heads, notes)
@@ -382,6 +418,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
                      mla, path, notes, architecture, module, unknown_types)
     layers, num_layers = _restack(module, text_raw, layers, num_layers, path, notes)
     layers = _cross_attention(c, module, layers, path, notes)
+    layers = _nemotron_parse_cross_attention(cfg, module, layers, path, notes)
     layers = _deepseek_v4_layers(c, module, layers, num_heads, path, notes)
     pooling = vreg.pooling_without_kv(architecture)
     if pooling:
@@ -419,6 +456,31 @@ def _cross_attention(c: _Cfg, module: str, layers: list[LayerArch], path: Path,
                                "Fix max_source_positions in config.json (the audio encoder's length).")
     notes.append(f"each decoder layer also caches cross-attention K/V for {enc} encoder tokens per request "
                  "(max_source_positions)")
+    return [la.model_copy(update={"cross_attention_tokens": enc}) if la.kind not in NO_KV_KINDS else la
+            for la in layers]
+
+
+def _nemotron_parse_cross_attention(cfg: dict[str, Any], module: str, layers: list[LayerArch], path: Path,
+                                    notes: list[str]) -> list[LayerArch]:
+    """Nemotron Parse: each MBart decoder layer also registers a cross-attention (CrossAttentionSpec)
+    cache over the image's encoder tokens; vLLM's processor counts them as
+    (image_size[0] // patch) * ((image_size[1] // patch) // 4) + 1 (encoder.patch_size)."""
+    if not module.endswith(".nemotron_parse"):
+        return layers
+    size = cfg.get("image_size")
+    patch = (cfg.get("encoder") or {}).get("patch_size") if isinstance(cfg.get("encoder"), dict) else None
+    ok = (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)
+          and isinstance(patch, int) and not isinstance(patch, bool) and patch > 0)
+    if not ok:
+        raise KvplanInputError(f"{path}: Nemotron Parse needs image_size [height, width] and encoder.patch_size "
+                               f"(positive integers), got {size!r} and {patch!r}.",
+                               "Pass the model's full config.json.")
+    assert isinstance(size, list) and isinstance(patch, int)
+    enc = (size[0] // patch) * ((size[1] // patch) // 4) + 1
+    if not 1 <= enc <= MAX_TOKENS:
+        raise KvplanInputError(f"{path}: image_size {size} gives {enc} encoder tokens.", "Fix image_size.")
+    notes.append(f"each decoder layer also caches cross-attention K/V for {enc} image tokens per request "
+                 f"(image_size {size}, encoder.patch_size {patch})")
     return [la.model_copy(update={"cross_attention_tokens": enc}) if la.kind not in NO_KV_KINDS else la
             for la in layers]
 

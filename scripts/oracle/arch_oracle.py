@@ -90,6 +90,9 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
  35. Without timm (patch 5), the timm layers a vision projector builds from (Kanana-V's C-Abstractor:
      RegStage, LayerNorm2d) are empty torch modules instead of placeholders torch refuses as
      sub-modules (a projector holds no KV cache; its forward never runs here).
+ 36. openPangu-VL's vision tower refuses every ViT attention backend but FLASH_ATTN (what a CUDA GPU
+     selects; the CPU platform picks TORCH_SDPA): its module's ViT-backend lookup answers FLASH_ATTN,
+     as on a GPU. A vision-encoder kernel choice; encoder attention registers no KV cache.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -653,6 +656,14 @@ def _use_case_sub_configs(case: dict) -> None:
     _SUB_CONFIG_KEYS.update(case.get("sub_configs", ()))
 
 
+def _openpangu_vl_vit_backend() -> None:
+    """Patch 36: openPangu-VL's vision tower gets the FLASH_ATTN ViT backend a GPU gives it."""
+    from vllm.model_executor.models import openpangu_vl
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    openpangu_vl.get_vit_attn_backend = lambda *a, **k: AttentionBackendEnum.FLASH_ATTN
+
+
 def _deepseek_v4_vl_on_cpu() -> None:
     """Patch 33: vLLM's common DeepSeek-V4 VL class instead of the CPU platform's refusing stub."""
     import importlib
@@ -695,8 +706,8 @@ def main(argv=None) -> int:
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # vLLM logs to stdout
     _install_patches()
-    with contextlib.suppress(ImportError):  # patch 33
-        _deepseek_v4_vl_on_cpu()
+    _deepseek_v4_vl_on_cpu()  # patch 33
+    _openpangu_vl_vit_backend()  # patch 36
     n_ok = n_err = 0
     for case in cases:
         if args.only and case["name"] not in args.only:

@@ -481,7 +481,26 @@ _WHISPER_FEATURES = {"feature_extractor_type": "WhisperFeatureExtractor", "featu
                      "sampling_rate": 16000, "hop_length": 160, "chunk_length": 30, "n_fft": 400,
                      "n_samples": 480000, "nb_max_frames": 3000, "padding_side": "right", "padding_value": 0.0,
                      "return_attention_mask": False}
+# A word-level tokenizer (tokenizers' JSON form) with the Qwen-VL media tokens, for a processor that
+# loads its tokenizer from the checkpoint folder (the KV caches never read it).
+_WORD_TOKENIZER_FILES = {
+    "tokenizer.json": {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+                       "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+                       "model": {"type": "WordLevel", "unk_token": "<unk>", "vocab": {t: i for i, t in enumerate(
+                           ["<unk>", "<s>", "</s>", "<pad>", "<image>", "<video>", "<audio>", "<|image_pad|>",
+                            "<|video_pad|>", "<|vision_start|>", "<|vision_end|>"])}}},
+    "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "bos_token": "<s>",
+                              "eos_token": "</s>", "pad_token": "<pad>", "image_token": "<|image_pad|>",
+                              "video_token": "<|video_pad|>"}}
 CASE_FILES.update({
+    # openPangu-VL: vLLM's model class reads the image processor's rescale / normalisation at build time
+    # (its own processor is remote code: a LLaVA processor holding the Qwen2-VL image processor with those
+    # values stands in, without the video processor, which needs torchvision).
+    "OpenPanguVLForConditionalGeneration": {"preprocessor_config.json": {
+        **_QWEN2VL_PREPROCESSOR, "patch_size": 14, "temporal_patch_size": 2, "processor_class": "LlavaProcessor",
+        "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]},
+        **_WORD_TOKENIZER_FILES},
     # Kimi-Audio keeps its Whisper encoder's config (and feature extractor) in a subfolder (patch 31).
     "MoonshotKimiaForCausalLM": {"whisper-large-v3/config.json": _WHISPER_LARGE_V3,
                                  "whisper-large-v3/preprocessor_config.json": _WHISPER_FEATURES},

@@ -472,3 +472,20 @@ PUBLISHED.update({
             "vision_summary_dim": 3840, "vocab_size": 52352, "tie_word_embeddings": False,
             "torch_dtype": "bfloat16"}),
 })
+
+
+PUBLISHED.update({
+    "OpenPanguVLForConditionalGeneration": (
+        "openpangu_vl", "FreedomIntelligence/openPangu-VL-7B keys as vLLM's openpangu_vl.py reads them "
+        "(openPangu-Embedded-7B language model keys flat, cut to 8 layers; Qwen2.5-VL style vision_config cut "
+        "to 4 blocks; values illustrative where the card is silent)", {
+            "hidden_size": 4096, "intermediate_size": 12800, "num_hidden_layers": 8, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
+            "rope_theta": 16000000.0, "vocab_size": 153376, "hidden_act": "silu", "tie_word_embeddings": False,
+            "attention_bias": True, "bias": True, "torch_dtype": "bfloat16", "image_token_id": 151655,
+            "video_token_id": 151656, "vision_start_token_id": 151652,
+            "vision_config": {"depth": 4, "hidden_size": 1280, "num_heads": 16, "intermediate_size": 3456,
+                              "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                              "window_size": 112, "fullatt_block_indexes": [3], "out_hidden_size": 4096,
+                              "in_channels": 3, "hidden_act": "silu", "tokens_per_second": 2}}),
+})
