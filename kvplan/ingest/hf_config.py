@@ -728,6 +728,10 @@ def _kinds_layer_types(s: _Stack) -> _Kinds | None:
     if s.module.endswith(".rnj1"):
         # vLLM's Rnj1 passes a window only to chunked_attention layers: any other entry is full attention.
         table = {**table, "sliding_attention": "full_attention"}
+    if s.module.endswith(".deepseek_v4"):
+        # DeepSeek-V4's layer types name its compression (compress_rates); _deepseek_v4_layers plans them.
+        table = {**table, "compressed_sparse_attention": "full_attention",
+                 "heavily_compressed_attention": "full_attention"}
     return _kinds_from_names(s, "layer_types", s.layer_types, table)
 
 

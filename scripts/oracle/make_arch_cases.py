@@ -437,7 +437,8 @@ OVERRIDES.update({
 })
 VARIANTS.extend([
     # The architecture vLLM keys it by comes from the vision tower, not architectures[0].
-    ("DeepseekV4ForConditionalGeneration", "vl-architecture", {"architectures": ["DeepseekV4ForConditionalGeneration"]}),
+    ("DeepseekV4ForConditionalGeneration", "vl-architecture",
+     {"architectures": ["DeepseekV4ForConditionalGeneration"]}),
     ("MiMoV2OmniForCausalLM", "text-architecture", {"architectures": ["MiMoV2FlashForCausalLM"]}),
     # Another layer map and sliding-layer geometry: every 4th layer full, 4 KV heads of 128 when sliding.
     ("MiMoV2OmniForCausalLM", "pattern4-swa-heads", {
