@@ -84,9 +84,12 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      refuses the platform ("use CUDA or ROCm"); the run uses vLLM's common (CUDA / ROCm) VL class
      instead, whose language model is the platform's own DeepseekV4ForCausalLM (the class the text
      architecture is answered with). Which class wraps the vision tower is a platform choice; the
-     language model and its caches are the same.
- 34. Patch 14's minimal tokenizer also knows DeepSeek-V4's image placeholder token (its processor-info
-     class looks its id up while vLLM validates the model config).
+     language model and its caches are the same. Patch 14's minimal tokenizer also knows its image
+     placeholder token (its processor-info class looks the id up while vLLM validates the config).
+ 34. cutlass is one of patch 5's stand-ins, so Muse Spark's QK-norm module reports its CuTe-DSL
+     kernel available and builds it with placeholder types: the run reports it unavailable (the
+     unfused QK norm is chosen, as on a machine without cutlass). A kernel choice; the attention
+     layers and their caches are the same.
  35. Without timm (patch 5), the timm layers a vision projector builds from (Kanana-V's C-Abstractor:
      RegStage, LayerNorm2d) are empty torch modules instead of placeholders torch refuses as
      sub-modules (a projector holds no KV cache; its forward never runs here).
@@ -127,7 +130,7 @@ _STUBBED: set[str] = set()
 # Media placeholder tokens model classes look up in the tokenizer at build time (patch 14).
 MEDIA_TOKENS = ("<image>", "<video>", "<audio>", "<|image_pad|>", "<|video_pad|>", "<IMG_CONTEXT>",
                 "<image_placeholder>")
-MEDIA_TOKENS += ("<｜deepseek_image｜>",)  # patch 34: DeepSeek-V4 VL's image placeholder
+MEDIA_TOKENS += ("<｜deepseek_image｜>",)  # patch 33: DeepSeek-V4 VL's image placeholder
 # Patch 32: keys besides `*_config` whose dicts the remote config class of the running case builds.
 _SUB_CONFIG_KEYS: set[str] = set()
 
@@ -656,6 +659,15 @@ def _use_case_sub_configs(case: dict) -> None:
     _SUB_CONFIG_KEYS.update(case.get("sub_configs", ()))
 
 
+def _muse_spark_without_cute_dsl() -> None:
+    """Patch 34: Muse Spark's CuTe-DSL QK-norm kernel is unavailable when cutlass is a stand-in."""
+    if "cutlass" not in _STUBBED:
+        return
+    from vllm.models.muse_spark.nvidia.ops.cute_dsl import qk_norm
+
+    qk_norm.HAS_CUTEDSL = False
+
+
 def _openpangu_vl_vit_backend() -> None:
     """Patch 36: openPangu-VL's vision tower gets the FLASH_ATTN ViT backend a GPU gives it."""
     from vllm.model_executor.models import openpangu_vl
@@ -707,6 +719,7 @@ def main(argv=None) -> int:
     sys.stdout = sys.stderr  # vLLM logs to stdout
     _install_patches()
     _deepseek_v4_vl_on_cpu()  # patch 33
+    _muse_spark_without_cute_dsl()  # patch 34
     _openpangu_vl_vit_backend()  # patch 36
     n_ok = n_err = 0
     for case in cases:

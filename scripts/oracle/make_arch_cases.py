@@ -457,7 +457,10 @@ VARIANTS.extend([
     ("Phi4ForCausalLMV", "swa", {"sliding_window": 2047}),
     ("StepVLForConditionalGeneration", "swa-mwl", {"text_config.use_sliding_window": True,
                                                    "text_config.sliding_window": 4096,
-                                                   "text_config.max_window_layers": 8}),
+                                                   "text_config.max_window_layers": 0}),
+    # Muse Spark: another sliding / full layer map and window (text_config.layer_types, sliding_window).
+    ("MuseSparkForConditionalGeneration", "pattern2-window2048", {
+        "text_config.layer_types": ["sliding_attention", "full_attention"] * 4, "text_config.sliding_window": 2048}),
     # Nemotron Parse 3.5: grouped-query self-attention (decoder.self_attention_kv_heads).
     ("RadioMBartPrefixForCausalLM", "gqa4", {"decoder.self_attention_kv_heads": 4}),
 ])

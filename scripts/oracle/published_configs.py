@@ -489,3 +489,44 @@ PUBLISHED.update({
                               "window_size": 112, "fullatt_block_indexes": [3], "out_hidden_size": 4096,
                               "in_channels": 3, "hidden_act": "silu", "tokens_per_second": 2}}),
 })
+
+
+# Muse Spark: vLLM ships its config classes (vllm/transformers_utils/configs/muse_spark.py, which
+# require every sub-config); text / vision / audio keys as vLLM's muse_spark model reads them.
+_MUSE_LAYERS = 8
+PUBLISHED.update({
+    "MuseSparkForConditionalGeneration": (
+        "muse_spark", "keys vLLM's MuseSparkConfig and muse_spark model read (values illustrative, 8 text layers: "
+        "sliding_attention except every 4th layer, dense first layer then MoE; vision and audio towers cut to "
+        "4 layers)", {
+            "text_config": {
+                "model_type": "muse_spark_text", "hidden_size": 2048, "num_hidden_layers": _MUSE_LAYERS,
+                "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 202048,
+                "intermediate_size": 8192, "intermediate_size_mlp": 8192, "moe_intermediate_size": 1024,
+                "num_local_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 0,
+                "routed_scaling_factor": 1.0, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
+                "rms_post_norm_eps": None, "post_norm_eps": 1e-5, "hidden_act": "silu", "attention_bias": False,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "rope_theta": 500000.0,
+                "layer_rope_theta": [500000.0 if (i + 1) % 4 == 0 else 10000.0 for i in range(_MUSE_LAYERS)],
+                "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention"
+                                for i in range(_MUSE_LAYERS)],
+                "mlp_layer_types": ["dense"] + ["sparse"] * (_MUSE_LAYERS - 1), "sliding_window": 1024,
+                "use_rope": True, "every_n_layers_nope": None, "global_attn_cfg": None, "use_qk_norm": True,
+                "use_sqrt_attn_scaling": False, "qk_scale_factor": 3.87, "rope_use_fp32_in_outer_product": True,
+                "attn_temperature_tuning_floor_scale": None, "attn_temperature_tuning_q_scale_constant": None,
+                "attn_temperature_tuning_layers": None, "residual_gate_temperature": 0.3, "output_multiplier": 1.0,
+                "moe_hidden_size": 2048, "final_logit_softcapping": None, "tie_word_embeddings": False, "bos_token_id": 200000,
+                "eos_token_id": 200001, "pad_token_id": None},
+            "vision_config": {
+                "model_type": "muse_spark_vision", "hidden_size": 1024, "intermediate_size": 4096,
+                "num_attention_heads": 16, "num_hidden_layers": 4, "hidden_act": "gelu", "layer_norm_eps": 1e-6,
+                "patch_size": 14, "patch_temporal": 2, "merge_size": 2, "pos_emb_height": 32, "pos_emb_width": 32,
+                "rope_parameters": {"rope_type": "axial", "rope_theta": 10000.0},
+                "layer_types": ["window_attention", "window_attention", "window_attention", "full_attention"]},
+            "audio_config": {
+                "model_type": "muse_spark_audio", "hidden_act": "gelu", "num_hidden_layers": 2, "patch_sizes": [4, 4],
+                "depths": [1, 1], "hidden_sizes": [256, 512], "out_hidden_size": 2048, "conv_kernel_size": 7,
+                "mlp_ratio": 4.0, "rms_norm_eps": 1e-5},
+            "projector_hidden_size": 4096, "out_hidden_size": 4096, "projector_hidden_act": "gelu",
+            "torch_dtype": "bfloat16"}),
+})
