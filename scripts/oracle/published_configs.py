@@ -515,8 +515,8 @@ PUBLISHED.update({
                 "use_sqrt_attn_scaling": False, "qk_scale_factor": 3.87, "rope_use_fp32_in_outer_product": True,
                 "attn_temperature_tuning_floor_scale": None, "attn_temperature_tuning_q_scale_constant": None,
                 "attn_temperature_tuning_layers": None, "residual_gate_temperature": 0.3, "output_multiplier": 1.0,
-                "moe_hidden_size": 2048, "final_logit_softcapping": None, "tie_word_embeddings": False, "bos_token_id": 200000,
-                "eos_token_id": 200001, "pad_token_id": None},
+                "moe_hidden_size": 2048, "final_logit_softcapping": None, "tie_word_embeddings": False,
+                "bos_token_id": 200000, "eos_token_id": 200001, "pad_token_id": None},
             "vision_config": {
                 "model_type": "muse_spark_vision", "hidden_size": 1024, "intermediate_size": 4096,
                 "num_attention_heads": 16, "num_hidden_layers": 4, "hidden_act": "gelu", "layer_norm_eps": 1e-6,
