@@ -396,16 +396,18 @@ PUBLISHED.update({
                               "patch_size": 16, "num_channels": 3, "hidden_act": "gelu_pytorch_tanh",
                               "layer_norm_eps": 1e-6}}),
     "BeeForConditionalGeneration": (
-        "bee", "Open-Bee/Bee-8B-RL config.json keys (LLaVA-OneVision layout: text_config Qwen3-8B cut to 8 layers, "
-        "SigLIP vision cut to 4 layers; token ids illustrative)", _llava_onevision_like(_qwen3(8))),
+        "bee", "Open-Bee/Bee-8B keys as vLLM's bee.py reads them (LLaVA-OneVision layout: text_config Qwen3-8B cut "
+        "to 8 layers, SigLIP vision cut to 4 layers; model_type name, token ids and grid pinpoints illustrative)",
+        _llava_onevision_like(_qwen3(8))),
     "RForConditionalGeneration": (
-        "rvl", "YannQi/R-4B config.json keys (LLaVA-OneVision layout: text_config Qwen3-4B cut to 8 layers, "
-        "SigLIP vision cut to 4 layers; model_type name and token ids illustrative)",
+        "rvl", "YannQi/R-4B keys as vLLM's rvl.py reads them (LLaVA-OneVision layout: text_config Qwen3-4B cut to "
+        "8 layers, SigLIP vision cut to 4 layers; model_type name, token ids and grid pinpoints illustrative)",
         _llava_onevision_like(_qwen3(8, hidden_size=2560, intermediate_size=9728, num_attention_heads=32,
                                      num_key_value_heads=8, tie_word_embeddings=True))),
     "StepVLForConditionalGeneration": (
         "step_vl", "stepfun-ai/Step3-VL-10B config.json keys as vLLM's step_vl.py reads them (text_config "
-        "Qwen3-8B cut to 8 layers; Perception Encoder vision keys as published for Step3.x, 4 layers)", {
+        "Qwen3-8B cut to 8 layers; Perception Encoder vision keys as published for Step3.x, 4 layers; image "
+        "token id illustrative)", {
             "text_config": _qwen3(8), "projector_bias": False, "image_token_id": 151679,
             "vision_config": {"width": 1536, "layers": 4, "heads": 16, "hidden_act": "quick_gelu", "image_size": 728,
                               "patch_size": 14, "mlp_ratio": 8960 / 1536, "ls_init_value": 0.1, "output_dim": 4096,
@@ -414,7 +416,8 @@ PUBLISHED.update({
             "torch_dtype": "bfloat16"}),
     "MoonshotKimiaForCausalLM": (
         "kimi_audio", "moonshotai/Kimi-Audio-7B-Instruct config.json keys (Qwen2.5-7B language model flat, cut to "
-        "8 layers; kimia_* keys; the Whisper encoder's whisper-large-v3/config.json beside it, cut to 4 layers)", {
+        "8 layers; kimia_* values illustrative, vLLM reads only kimia_adaptor_input_dim; the Whisper encoder's "
+        "whisper-large-v3/config.json and feature extractor beside it, cut to 4 layers)", {
             **{k: v for k, v in _qwen2(8).items() if k not in ("architectures", "model_type")},
             "kimia_adaptor_input_dim": 5120, "kimia_media_begin": 151661, "kimia_media_end": 151663,
             "kimia_text_output_vocab": 152064, "kimia_mimo_layers": 6, "kimia_mimo_audiodelaytokens": 5,
