@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.hf_config import load_json, parse_hf_config
+from kvplan.ingest.mistral_params import PARAMS, config_file, hf_config_from_params
 from kvplan.ingest.quant import load_hf_quant_config, parse_quant_metadata
 from kvplan.ingest.safetensors import find_scales, scales_from_sources
 from kvplan.model.arch import ModelArch
@@ -90,14 +91,13 @@ def load_model_inputs(path: str | Path | HubModel, quantization_flag: str | None
                                "Pass a config.json file, a checkpoint folder that contains one, "
                                "or a Hugging Face model id (org/name).")
     if p.is_dir():
-        folder, cfg_path = p, p / "config.json"
+        folder, cfg_path = p, config_file(p)
         if not cfg_path.is_file():
-            raise KvplanInputError(f"no config.json in folder {p}.",
+            raise KvplanInputError(f"no config.json (or Mistral-format {PARAMS}) in folder {p}.",
                                    "Pass the checkpoint folder that holds config.json, or the file itself.")
     else:
         folder, cfg_path = p.parent, p
-    raw = apply_hf_overrides(load_json(cfg_path, "config"), hf_overrides or {})
-    arch = parse_hf_config(raw, cfg_path)
+    raw, arch = _read_config(cfg_path, hf_overrides)
     hq = load_hf_quant_config(folder)
     scales: tuple[ScaleTensor, ...] = ()
     files: tuple[str, ...] = ()
@@ -107,6 +107,20 @@ def load_model_inputs(path: str | Path | HubModel, quantization_flag: str | None
     quant = parse_quant_metadata(raw, hq, scales, files, quantization_flag)
     return ModelInputs(arch=arch, quant=quant, config_path=cfg_path, raw_config=raw,
                        weight_bytes=weight_bytes or None, source=str(path))
+
+
+def _read_config(cfg_path: Path, hf_overrides: Mapping[str, Any] | None) -> tuple[dict[str, Any], ModelArch]:
+    """config.json, or a Mistral-format params.json as vLLM converts it; --hf-overrides applied after."""
+    loaded = load_json(cfg_path, "config")
+    mistral = cfg_path.name == PARAMS
+    if mistral:
+        loaded = hf_config_from_params(loaded, cfg_path)
+    raw = apply_hf_overrides(loaded, hf_overrides or {})
+    arch = parse_hf_config(raw, cfg_path)
+    if mistral:
+        arch = arch.model_copy(update={"notes": (*arch.notes, f"Mistral-format {PARAMS} read as vLLM's Mistral "
+                                                               "config parser converts it")})
+    return raw, arch
 
 
 def _load_hub(m: HubModel, quantization_flag: str | None, read_safetensors: bool,

@@ -1,0 +1,150 @@
+"""Mistral-format checkpoints: params.json -> the config vLLM 0.33 builds from it.
+
+Mistral publishes some models only in its own format (`params.json` + `consolidated*.safetensors`,
+e.g. Pixtral-12B-2409); vLLM reads them with its Mistral config parser
+(vllm/transformers_utils/configs/mistral.py `adapt_config_dict`), which renames the keys to
+Hugging Face names and picks the architecture: Pixtral for a `vision_encoder`, Voxtral for a Whisper
+encoder, Mistral-Large-3 (a DeepSeek-V3 layout) for MoE with shared experts, Mixtral for other MoE,
+Mistral otherwise. This module makes the same dict, so the rest of kvplan reads it as any config.json.
+
+Which file vLLM reads (`--config-format auto`): params.json when the checkpoint also has
+consolidated*.safetensors, else config.json. kvplan also reads params.json from a folder without
+config.json (what `--config-format mistral` reads).
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import KvplanInputError
+
+PARAMS = "params.json"
+
+# params.json key -> Hugging Face key (vLLM's _remap_general_mistral_args).
+_RENAMES = {"dim": "hidden_size", "norm_eps": "rms_norm_eps", "n_kv_heads": "num_key_value_heads",
+            "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads", "hidden_dim": "intermediate_size"}
+# MoE block keys of Mistral-Large-3 -> DeepSeek-V3 names (vLLM's _remap_moe_args).
+_MOE_RENAMES = {"route_every_n": "moe_layer_freq", "first_k_dense_replace": "first_k_dense_replace",
+                "num_experts_per_tok": "num_experts_per_tok", "num_experts": "n_routed_experts",
+                "expert_hidden_dim": "moe_intermediate_size", "routed_scale": "routed_scaling_factor",
+                "num_shared_experts": "n_shared_experts", "num_expert_groups": "n_group",
+                "num_expert_groups_per_tok": "topk_group"}
+
+
+def config_file(folder: Path) -> Path:
+    """The config file vLLM reads in a checkpoint folder (params.json or config.json)."""
+    hf, params = folder / "config.json", folder / PARAMS
+    if params.is_file() and (not hf.is_file() or any(folder.glob("consolidated*.safetensors"))):
+        return params
+    return hf
+
+
+def _general(cfg: dict[str, Any]) -> dict[str, Any]:
+    for old, new in _RENAMES.items():
+        if old in cfg:
+            cfg[new] = cfg.pop(old)
+    max_pos = cfg.get("max_position_embeddings", 128_000)
+    cfg["model_type"] = cfg.pop("model_type", "transformer")
+    cfg["hidden_act"] = cfg.pop("activation", "silu")
+    cfg["tie_word_embeddings"] = cfg.pop("tied_embeddings", False)
+    cfg["max_seq_len"] = cfg.pop("max_seq_len", max_pos)
+    cfg["max_position_embeddings"] = max_pos
+    return cfg
+
+
+def _sliding_window(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A per-layer list (None = full attention) repeated over the layers, or one window for all."""
+    sw = cfg.get("sliding_window")
+    if not sw:
+        return cfg
+    if isinstance(sw, list):
+        n = cfg.get("num_hidden_layers")
+        windows = {w for w in sw if w is not None}
+        if not isinstance(n, int) or len(windows) > 1 or not all(isinstance(w, int) for w in windows):
+            raise KvplanInputError(f"{path}: sliding_window {sw!r} must list one window size (None = full "
+                                   "attention) and n_layers must be an integer.", "Fix params.json.")
+        pattern = sw * (n // len(sw))
+        cfg["layer_types"] = ["full_attention" if w is None else "sliding_attention" for w in pattern]
+        cfg["sliding_window"] = next(iter(windows), None)
+    elif isinstance(sw, int) and not isinstance(sw, bool):
+        if cfg.get("layer_types") is None:
+            cfg["layer_types"] = ["sliding_attention"] * int(cfg.get("num_hidden_layers") or 0)
+    else:
+        raise KvplanInputError(f"{path}: unsupported sliding_window {sw!r} (vLLM reads an integer or a "
+                               "per-layer list).", "Fix params.json.")
+    return cfg
+
+
+def _quantization(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+    q = cfg.pop("quantization", None)
+    if not q:
+        return cfg
+    if isinstance(q, dict) and q.get("qformat_weight") == "fp8_e4m3":
+        static = q.get("qscheme_act") not in ("NO_SCALES",)
+        cfg["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "static" if static else "dynamic"}
+    elif isinstance(q, dict) and str(q.get("quant_method", "")).lower().replace("_", "-") == "compressed-tensors":
+        cfg["quantization_config"] = {**q, "quant_method": "compressed-tensors"}
+    else:
+        raise KvplanInputError(f"{path}: unknown quantization {q!r} (vLLM refuses it too).",
+                               "Use a checkpoint whose params.json quantization is fp8_e4m3 or compressed-tensors.")
+    return cfg
+
+
+def _architecture(cfg: dict[str, Any]) -> dict[str, Any]:
+    moe = cfg.get("moe")
+    if cfg.get("qk_nope_head_dim") and not moe:
+        # vLLM's _remap_mistral_mla_args: a dense MLA model is a one-expert MoE of the DeepSeek layout.
+        cfg["moe"] = moe = {"num_experts": 1, "first_k_dense_replace": cfg.get("num_hidden_layers"),
+                            "route_every_n": 1, "num_shared_experts": 1, "num_experts_per_tok": 1,
+                            "expert_hidden_dim": cfg.get("intermediate_size"), "routed_scale": 1.0}
+    if cfg.get("model_type") == "mamba":
+        cfg["architectures"] = ["Mamba2ForCausalLM"]
+    elif isinstance(moe, dict) and (moe.get("num_shared_experts") or 0) > 0:
+        for old, new in _MOE_RENAMES.items():
+            if old in moe:
+                cfg[new] = moe.pop(old)
+        cfg.update(model_type="deepseek_v3", architectures=["MistralLarge3ForCausalLM"], topk_method=None,
+                   norm_topk_prob=True, scoring_func="softmax")
+    elif moe:
+        cfg["architectures"] = ["MixtralForCausalLM"]
+    else:
+        cfg["architectures"] = ["MistralForCausalLM"]
+    return cfg
+
+
+def _multimodal(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+    mm = cfg.get("multimodal") or {}
+    vision = (mm.get("vision_encoder_args") if isinstance(mm, dict) else None) or cfg.get("vision_encoder")
+    whisper = mm.get("whisper_model_args") if isinstance(mm, dict) else None
+    audio = (whisper or {}).get("encoder_args") if isinstance(whisper, dict) else None
+    if vision and audio:
+        raise KvplanInputError(f"{path}: params.json has both a vision and an audio encoder (vLLM: mutually "
+                               "exclusive).", "Pass the model's own params.json.")
+    if vision:
+        vision_cfg = cfg.pop("multimodal") if cfg.get("multimodal") else cfg.pop("vision_encoder")
+        quant = cfg.get("quantization_config")
+        out = {"model_type": "pixtral", "architectures": ["PixtralForConditionalGeneration"], "text_config": cfg,
+               "vision_config": vision_cfg}
+        return {**out, "quantization_config": quant} if quant else out
+    if audio:
+        causal = bool(audio.get("causal"))
+        quant = cfg.get("quantization_config")
+        out = {"model_type": "voxtral", "text_config": cfg,
+               "architectures": ["VoxtralRealtimeGeneration" if causal else "VoxtralForConditionalGeneration"],
+               "audio_config": {"model_type": "whisper", "d_model": audio.get("dim"),
+                                "encoder_layers": audio.get("n_layers"),
+                                "encoder_attention_heads": audio.get("n_heads"),
+                                "encoder_head_dim": audio.get("head_dim"), "is_causal": causal,
+                                "sliding_window": audio.get("sliding_window")}}
+        return {**out, "quantization_config": quant} if quant else out
+    return cfg
+
+
+def hf_config_from_params(params: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The config dict vLLM 0.33's Mistral parser builds from a params.json (geometry keys)."""
+    if not isinstance(params, dict):
+        raise KvplanInputError(f"{path}: params.json must be a JSON object.", "Pass the model's own params.json.")
+    cfg = _sliding_window(_general(copy.deepcopy(params)), path)
+    cfg = _architecture(_quantization(cfg, path))
+    return _multimodal(cfg, path)
