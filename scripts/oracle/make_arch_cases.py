@@ -461,6 +461,23 @@ VARIANTS.extend([
     # Muse Spark: another sliding / full layer map and window (text_config.layer_types, sliding_window).
     ("MuseSparkForConditionalGeneration", "pattern2-window2048", {
         "text_config.layer_types": ["sliding_attention", "full_attention"] * 4, "text_config.sliding_window": 2048}),
+    # Language models' window keys as their families spell them (Qwen2: use_sliding_window with
+    # max_window_layers, vLLM builds all layers sliding or none; Llama-style: sliding_window alone).
+    # (MOSS-Audio has none: its language_config's window reaches vLLM only through the checkpoint's
+    # remote config class, which the oracle's stand-in is not.)
+    ("FireRedASR2ForConditionalGeneration", "swa-all", {"use_sliding_window": True, "sliding_window": 4096,
+                                                        "max_window_layers": 0}),
+    ("MoonshotKimiaForCausalLM", "swa-all", {"use_sliding_window": True, "sliding_window": 4096,
+                                             "max_window_layers": 0}),
+    ("FunASRForConditionalGeneration", "swa-all", {"use_sliding_window": True, "sliding_window": 4096,
+                                                   "max_window_layers": 0}),
+    ("BeeForConditionalGeneration", "swa-all", {"text_config.use_sliding_window": True,
+                                                "text_config.sliding_window": 4096,
+                                                "text_config.max_window_layers": 0}),
+    ("KananaVForConditionalGeneration", "swa", {"text_config.sliding_window": 4096}),
+    ("OpenPanguVLForConditionalGeneration", "swa", {"sliding_window": 4096}),
+    # DeepSeek-V4 VL with every layer compressed-sparse (ratio 4, indexer everywhere).
+    ("DeepseekV4ForConditionalGeneration", "all-csa", {"layer_types": ["compressed_sparse_attention"] * 43}),
     # Nemotron Parse 3.5: grouped-query self-attention (decoder.self_attention_kv_heads).
     ("RadioMBartPrefixForCausalLM", "gqa4", {"decoder.self_attention_kv_heads": 4}),
 ])
