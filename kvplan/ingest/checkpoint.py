@@ -126,9 +126,11 @@ def _read_config(cfg_path: Path, hf_overrides: Mapping[str, Any] | None) -> tupl
 def _load_hub(m: HubModel, quantization_flag: str | None, read_safetensors: bool,
               hf_overrides: Mapping[str, Any] | None) -> ModelInputs:
     """The same reading as for a local checkpoint folder, from the cache and range requests."""
-    cfg_path = m.folder / "config.json"
-    raw = apply_hf_overrides(load_json(cfg_path, "config"), hf_overrides or {})
-    arch = parse_hf_config(raw, cfg_path)
+    # vLLM's --config-format auto: params.json when the repository has consolidated*.safetensors.
+    mistral = PARAMS in m.small_files and ("config.json" not in m.small_files
+                                           or any(n.startswith("consolidated") for n in m.safetensors))
+    cfg_path = m.folder / (PARAMS if mistral else "config.json")
+    raw, arch = _read_config(cfg_path, hf_overrides)
     hq = load_hf_quant_config(m.folder)
     scales: tuple[ScaleTensor, ...] = ()
     files: tuple[str, ...] = ()

@@ -34,7 +34,7 @@ from kvplan.errors import KvplanInputError
 from kvplan.ingest.safetensors import ByteSource
 
 # The small files kvplan reads whole (everything else is read by ranges, or not at all).
-SMALL_FILES = ("config.json", "hf_quant_config.json", "model.safetensors.index.json")
+SMALL_FILES = ("config.json", "hf_quant_config.json", "model.safetensors.index.json", "params.json")
 INDEX = "model.safetensors.index.json"
 _FIRST_READ = 100_000        # one request usually covers a safetensors header (what huggingface_hub reads first too)
 _MERGE_GAP = 64 * 1024       # scale tensors closer than this are fetched by one range request
@@ -410,8 +410,13 @@ def _resolve(repo_id: str, revision: str | None, s: HubSettings) -> HubModel:
     return _model(repo_id, revision, commit, folder, manifest["files"], s)
 
 
+def _anchor(names: list[str] | tuple[str, ...]) -> str:
+    """The config file a revision is resolved by: config.json, else a Mistral-format params.json."""
+    return "config.json" if "config.json" in names or "params.json" not in names else "params.json"
+
+
 def _check_config(repo_id: str, revision: str | None, names: list[str]) -> None:
-    if "config.json" in names:
+    if "config.json" in names or "params.json" in names:
         return
     rev = f" at revision {revision!r}" if revision else ""
     gguf = [n for n in names if n.endswith(".gguf")]
@@ -424,19 +429,21 @@ def _check_config(repo_id: str, revision: str | None, names: list[str]) -> None:
 
 
 def _download(repo_id: str, revision: str | None, commit: str, small: list[str], s: HubSettings) -> Path:
-    """Fetch the small files into the library's cache. config.json goes through the revision the
-    user named, so the cache's refs map it to this commit (what offline runs resolve it by)."""
+    """Fetch the small files into the library's cache. config.json (params.json in a Mistral-format
+    repository without one) goes through the revision the user named, so the cache's refs map it to
+    this commit (what offline runs resolve it by)."""
     from huggingface_hub import hf_hub_download
     folder: Path | None = None
+    anchor = _anchor(small)
     for name in small:
-        rev: str | None = revision if (name == "config.json" and revision is not None) else commit
-        if name == "config.json" and revision is None:
+        rev: str | None = revision if (name == anchor and revision is not None) else commit
+        if name == anchor and revision is None:
             rev = None  # the default branch: the library records refs/main
         try:
             p = Path(hf_hub_download(repo_id, name, revision=rev, cache_dir=s.cache_dir, endpoint=s.endpoint))
         except Exception as e:
             raise _hub_error(e, repo_id, revision, s, filename=name) from None
-        if name == "config.json":
+        if name == anchor:
             folder = p.parent
             if folder.name != commit:  # the branch moved between the two requests: plan what config.json says
                 raise KvplanInputError(f"{repo_id}: the revision {revision or 'main'!r} moved while kvplan read it "
@@ -448,11 +455,8 @@ def _download(repo_id: str, revision: str | None, commit: str, small: list[str],
 def _from_cache(repo_id: str, revision: str | None, s: HubSettings, why: str,
                 need_manifest: bool = False) -> HubModel:
     """Resolve from the cache alone (refs for a branch/tag, the snapshot folder for the files)."""
-    from huggingface_hub import hf_hub_download
-    try:
-        p = Path(hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=s.cache_dir,
-                                 endpoint=s.endpoint, local_files_only=True))
-    except Exception:
+    p = _cached_config(repo_id, revision, s)
+    if p is None:
         rev = f" at revision {revision!r}" if revision else ""
         if why == "HF_HUB_OFFLINE=1":
             raise KvplanInputError(
@@ -476,6 +480,18 @@ def _from_cache(repo_id: str, revision: str | None, s: HubSettings, why: str,
             except (OSError, ValueError):
                 pass
     return _model(repo_id, revision, commit, folder, names, s)
+
+
+def _cached_config(repo_id: str, revision: str | None, s: HubSettings) -> Path | None:
+    """config.json (else a Mistral-format params.json) of the revision, from the cache alone."""
+    from huggingface_hub import hf_hub_download
+    for name in ("config.json", "params.json"):
+        try:
+            return Path(hf_hub_download(repo_id, name, revision=revision, cache_dir=s.cache_dir,
+                                        endpoint=s.endpoint, local_files_only=True))
+        except Exception:
+            continue
+    return None
 
 
 def _model(repo_id: str, revision: str | None, commit: str, folder: Path, names: list[str],

@@ -17,6 +17,7 @@ import kvplan.api
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.mistral_params import config_file, hf_config_from_params
 from tests.conftest import ROOT
+from tests.hubserver import fake_hub_fixture  # noqa: F401 - fixture
 from tests.planner.arch_parity import compare, load_answer
 
 # Pixtral-12B-2409's params.json geometry, cut to the 8 layers of the oracle's Pixtral cases.
@@ -95,3 +96,48 @@ def test_bad_params_json_is_one_clear_error(tmp_path: Path, over: dict, words: s
 def test_folder_without_any_config_names_both_files(tmp_path: Path) -> None:
     with pytest.raises(KvplanInputError, match=r"no config.json \(or Mistral-format params.json\)"):
         kvplan.api.compile(tmp_path, "--kv-cache-dtype auto")
+
+
+def _without_source(plan) -> dict:
+    d = plan.model_dump(mode="json")
+    d["model"].pop("source")
+    d["model"].pop("hub", None)
+    return d
+
+
+def test_mistral_format_hub_repo_plans_like_the_folder(fake_hub, tmp_path: Path, monkeypatch) -> None:
+    """A Hub repository in Mistral format (params.json + consolidated.safetensors, no config.json, as
+    mistralai/Pixtral-12B-2409 publishes it): params.json is fetched, the plan is the folder's, and a
+    second run works offline from the cache."""
+    from tests.hubserver import go_offline, write_safetensors
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "params.json").write_text(json.dumps(PIXTRAL))
+    write_safetensors(repo / "consolidated.safetensors", [("layers.0.attention.wk.weight", "BF16", [4096], None)])
+    fake_hub.add("mistralai/Pixtral-12B-2409", repo)
+    hub_plan = kvplan.api.compile("mistralai/Pixtral-12B-2409", "--kv-cache-dtype fp8")
+    disk_plan = kvplan.api.compile(repo, "--kv-cache-dtype fp8")
+    assert _without_source(hub_plan) == _without_source(disk_plan)
+    assert hub_plan.model.architecture == "PixtralForConditionalGeneration"
+    assert hub_plan.model.hub is not None and "params.json" in hub_plan.model.hub.files
+    assert "config.json" not in hub_plan.model.hub.files
+    go_offline(monkeypatch)
+    assert _without_source(kvplan.api.compile("mistralai/Pixtral-12B-2409", "--kv-cache-dtype fp8")) == \
+        _without_source(disk_plan)
+
+
+def test_hub_repo_with_both_files_reads_what_vllm_reads(fake_hub, tmp_path: Path) -> None:
+    """config.json and params.json: vLLM reads params.json when consolidated*.safetensors are there."""
+    from tests.hubserver import write_safetensors
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "params.json").write_text(json.dumps(dict(PIXTRAL, n_kv_heads=4)))
+    (repo / "config.json").write_text(json.dumps(json.loads(
+        (ROOT / "tests/data/vllm_oracle_arch/configs/PixtralForConditionalGeneration__default.json").read_text())))
+    fake_hub.add("org/both", repo)
+    assert {lp.num_kv_heads for lp in kvplan.api.compile("org/both").layers} == {8}  # config.json
+    write_safetensors(repo / "consolidated.safetensors", [("layers.0.attention.wk.weight", "BF16", [64], None)])
+    fake_hub.add("org/both-consolidated", repo)
+    assert {lp.num_kv_heads for lp in kvplan.api.compile("org/both-consolidated").layers} == {4}  # params.json
