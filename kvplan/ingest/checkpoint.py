@@ -114,7 +114,8 @@ def _read_config(cfg_path: Path, hf_overrides: Mapping[str, Any] | None) -> tupl
     loaded = load_json(cfg_path, "config")
     mistral = cfg_path.name == PARAMS
     if mistral:
-        loaded = hf_config_from_params(loaded, cfg_path)
+        hf_path = cfg_path.parent / "config.json"
+        loaded = hf_config_from_params(loaded, cfg_path, load_json(hf_path, "config") if hf_path.is_file() else None)
     raw = apply_hf_overrides(loaded, hf_overrides or {})
     arch = parse_hf_config(raw, cfg_path)
     if mistral:

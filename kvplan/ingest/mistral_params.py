@@ -141,10 +141,23 @@ def _multimodal(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     return cfg
 
 
-def hf_config_from_params(params: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The config dict vLLM 0.33's Mistral parser builds from a params.json (geometry keys)."""
+def hf_config_from_params(params: dict[str, Any], path: Path,
+                          hf_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config dict vLLM 0.33's Mistral parser builds from a params.json (geometry keys).
+
+    `hf_config` is the checkpoint's config.json when it has one too: vLLM takes the context length
+    from it when params.json has none (else 128000) and fills every key the conversion left out
+    from it."""
     if not isinstance(params, dict):
         raise KvplanInputError(f"{path}: params.json must be a JSON object.", "Pass the model's own params.json.")
-    cfg = _sliding_window(_general(copy.deepcopy(params)), path)
-    cfg = _architecture(_quantization(cfg, path))
-    return _multimodal(cfg, path)
+    hf = hf_config if isinstance(hf_config, dict) else {}
+    params = copy.deepcopy(params)
+    if params.get("max_position_embeddings") is None:
+        sub = hf.get("text_config")
+        hf_len = (sub if isinstance(sub, dict) else hf).get("max_position_embeddings")
+        params["max_position_embeddings"] = hf_len if isinstance(hf_len, int) and hf_len > 0 else 128_000
+    cfg = _sliding_window(_general(params), path)
+    cfg = _multimodal(_architecture(_quantization(cfg, path)), path)
+    for k, v in hf.items():
+        cfg.setdefault(k, copy.deepcopy(v))
+    return cfg

@@ -141,3 +141,20 @@ def test_hub_repo_with_both_files_reads_what_vllm_reads(fake_hub, tmp_path: Path
     write_safetensors(repo / "consolidated.safetensors", [("layers.0.attention.wk.weight", "BF16", [64], None)])
     fake_hub.add("org/both-consolidated", repo)
     assert {lp.num_kv_heads for lp in kvplan.api.compile("org/both-consolidated").layers} == {4}  # params.json
+
+
+def test_config_json_beside_params_json_fills_what_params_json_lacks(tmp_path: Path) -> None:
+    """As vLLM's Mistral parser: the context length comes from config.json when params.json has none
+    (else 128000), and keys the conversion leaves out are taken from config.json."""
+    text = {k: v for k, v in PIXTRAL.items() if k != "vision_encoder"}
+    from tests.hubserver import write_safetensors
+
+    (tmp_path / "params.json").write_text(json.dumps(text))
+    write_safetensors(tmp_path / "consolidated.safetensors", [("layers.0.attention.wk.weight", "BF16", [64], None)])
+    assert kvplan.api.compile(tmp_path, "--kv-cache-dtype auto").totals.max_model_len == 128000
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+                                                      "max_position_embeddings": 32768, "torch_dtype": "float16"}))
+    plan = kvplan.api.compile(tmp_path, "--kv-cache-dtype auto")
+    assert plan.totals.max_model_len == 32768
+    assert plan.model.dtype == "float16"
+    assert plan.model.architecture == "MistralForCausalLM"
