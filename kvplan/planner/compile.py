@@ -29,7 +29,7 @@ from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
-from kvplan.rules.memory import dsv4_bytes_per_token, dsv4_caches
+from kvplan.rules.memory import dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
 from kvplan.rules.state import (
     CARRIED_FIELDS,
     GLOBAL_FIELDS,
@@ -317,6 +317,8 @@ def _bf16_total(arch: ModelArch, sized: list[LayerPlan]) -> int:
             total += math.ceil(dsv4_bytes_per_token(la, "bfloat16", "bfloat16")[0])
         elif _bf16_bytes(lp):
             total += _bf16_bytes(lp) + (la.indexer_bytes_per_token if la is not None and la.kind == "mla" else 0)
+            if la is not None and la.extra_caches and la.kv_shared_with is None:
+                total += math.ceil(extra_cache_bytes(la, _bf16_bytes(lp), "bfloat16")[0])
     return total
 
 

@@ -476,6 +476,18 @@ VARIANTS.extend([
                                                           "text_config.layer_group_size": 4}),
     # Inkling: every layer global (no local_layer_ids), and a different sliding window / SWA geometry.
     ("InklingForCausalLM", "all-global", {"local_layer_ids": []}),
+    # Flint: sliding layers by layer_types; use_sliding_window false turns their window off.
+    # (FlintConfig's default stack: 49 layers.)
+    ("FlintForCausalLM", "sliding-layers", {"layer_types": [
+        "full_attention" if i % 4 == 3 else "sliding_attention" for i in range(49)]}),
+    ("FlintForCausalLM", "sliding-layers-off", {"use_sliding_window": False, "layer_types": [
+        "full_attention" if i % 2 else "sliding_attention" for i in range(49)]}),
+    # MiniMax-M3: the sparse (indexed) layers from sparse_attention_freq (every other layer here).
+    ("MiniMaxM3SparseForCausalLM", "sparse-every-other", {"num_hidden_layers": 8, "sparse_attention_config": {
+        "use_sparse_attention": True, "sparse_index_dim": 64, "sparse_num_index_heads": 4, "sparse_topk_blocks": 16,
+        "sparse_block_size": 128, "sparse_disable_index_value": [0, 1] * 4, "sparse_score_type": "max",
+        "sparse_init_block": 0, "sparse_local_block": 1, "sparse_attention_freq": [0, 1] * 4},
+        "moe_layer_freq": [0, 1, 1, 1, 1, 1, 1, 1]}),
     ("InklingForCausalLM", "swa-geometry", {"sliding_window_size": 1024, "swa_num_key_value_heads": 2,
                                             "swa_head_dim": 64, "local_layer_ids": [0, 2, 4, 6, 8, 10, 12, 14]}),
 ])
