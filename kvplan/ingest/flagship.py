@@ -46,7 +46,8 @@ def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list
     a CSA tail ring (one page of the layer's own cache) and a uint8 region-summary cache (256 B per
     8-token region)."""
     types = raw.get("layer_types_with_mtp") or raw.get("layer_types") or []
-    other = raw.get("attention_other_setting") if isinstance(raw.get("attention_other_setting"), dict) else {}
+    aos = raw.get("attention_other_setting")
+    other: dict[str, Any] = aos if isinstance(aos, dict) else {}
     groups = _pos_int(raw, "num_attention_groups", 1, path)
     head = raw.get("head_dim")
     sparse = raw.get("sparse_config")
@@ -79,9 +80,9 @@ def _minimax_m3(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes:
     """vLLM's MiniMax-M3: a layer whose sparse_attention_config.sparse_attention_freq entry is non-zero
     also registers an index-key cache of sparse_index_dim elements (one head, model dtype)."""
     cfg = raw.get("sparse_attention_config")
-    freq = cfg.get("sparse_attention_freq") if isinstance(cfg, dict) else None
-    if not isinstance(freq, list):
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("sparse_attention_freq"), list):
         return layers
+    freq = cfg["sparse_attention_freq"]
     dim = _pos_int(cfg, "sparse_index_dim", 128, path)
     sparse = {i for i, f in enumerate(freq) if f != 0}
     notes.append(f"MiniMax-M3: sparse layers (sparse_attention_freq) keep an index-key cache of {dim} elements")

@@ -64,10 +64,18 @@ def extra_cache_bytes(la: LayerArch, main: int, model_dtype: str) -> tuple[Fract
         else:
             eb = x.element_bytes or DTYPE_BYTES.get(model_dtype, 2)
             b = Fraction(x.elements * eb, x.tokens_per_state)
-            f = f"{x.name} {x.elements} x {eb} B" + (f" / {x.tokens_per_state} tokens" if x.tokens_per_state > 1 else "")
+            per = f" / {x.tokens_per_state} tokens" if x.tokens_per_state > 1 else ""
+            f = f"{x.name} {x.elements} x {eb} B{per}"
         total += b
         parts.append(f)
     return total, " + ".join(parts)
+
+
+def _fractional(exact: Fraction, formula: str, heads: int, heads_why: str) -> Iterator[Set]:
+    """A layer whose caches store less than one element per token (pooled / compressed states)."""
+    yield Set("num_kv_heads", heads, heads_why)
+    yield Set("bytes_per_token_exact", float(exact), f"{formula} = {float(exact)} B per token")
+    yield Set("bytes_per_token", math.ceil(exact), formula + " (rounded up)")
 
 
 def kv_heads_per_rank(total: int, tp: int) -> int:
@@ -134,10 +142,7 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
         extra, extra_formula = extra_cache_bytes(la, n, ctx.model_dtype)
         formula += " + " + extra_formula
         if extra.denominator != 1:
-            yield Set("num_kv_heads", kv_heads_per_rank(la.num_kv_heads or 1, tp) if la.kind != "mla" else 1,
-                      f"{la.num_kv_heads} KV heads, TP {tp}")
-            yield Set("bytes_per_token_exact", float(n + extra), f"{formula} = {float(n + extra)} B per token")
-            yield Set("bytes_per_token", math.ceil(n + extra), formula + " (rounded up)")
+            yield from _fractional(n + extra, formula, heads, f"{la.num_kv_heads} KV heads, TP {tp}")
             return
         n += int(extra)
     if la.kind == "mla" and tp > 1:

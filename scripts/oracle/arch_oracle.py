@@ -299,10 +299,9 @@ def _device_capability(case: dict):
     if not cap:
         yield
         return
+    import torch
     from vllm.platforms import current_platform
     from vllm.platforms.interface import DeviceCapability
-
-    import torch
 
     plat = type(current_platform)
     saved = plat.__dict__.get("get_device_capability")

@@ -424,14 +424,15 @@ _INKLING_KEYS = {"local_layer_ids": [i for i in range(16) if i % 4 != 3], "slidi
 # transformers class drops (values as vLLM's glm5next model reads them).
 _GLM5_NEXT_KEYS = {"mhc": True, "topk_method": "noaux_tc", "scoring_func": "sigmoid", "mla_use_nope": True,
                    "indexer_rope_interleave": True}
-# Step 5: the checkpoint's sparse_config section (DSA indexer on full-attention layers); the
-# values vLLM's Step5SparseConfig accepts (proxy_dim 256, topk 512, 16 indexer heads over the 8 KV groups of the class default).
+# Step 5: the checkpoint's sparse_config section (DSA indexer on full-attention layers); values
+# vLLM's Step5SparseConfig accepts (proxy_dim 256, topk 512, 16 indexer heads over the 8 KV groups).
 _STEP5_SPARSE = {"enabled": True, "proxy_dim": 256, "sparse_indexer_rope_dim": 32, "sparse_indexer_num_heads": 16,
                  "sparse_indexer_num_k_heads": 1, "num_provider_groups": 8, "topk": 512,
                  "region_block_size": 8, "apply_to_layer_types": ["full_attention"]}
-# Step 5 geometry in Step-3.5-Flash's published form (64 query heads over 8 KV groups; head_dim 192, the DSA kernels' one;
-# sliding layers with their own head count under attention_other_setting, three sliding to one full;
-# cut to 8 layers): the DSA kernels take 4/8/16 query heads per KV group, the class default's 40/8 none.
+# Step 5 geometry in Step-3.5-Flash's published form (64 query heads over 8 KV groups; head_dim 192,
+# the DSA kernels' one; sliding layers with their own head count under attention_other_setting, three
+# sliding to one full; cut to 8 layers; values illustrative): the DSA kernels take 4/8/16 query heads
+# per KV group, the class default's 40/8 none.
 _STEP5_KEYS = {"sparse_config": _STEP5_SPARSE, "hidden_size": 4096, "num_attention_heads": 64,
                "num_attention_groups": 8, "head_dim": 192, "num_hidden_layers": 8, "sliding_window": 512,
                "layer_types": ["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3
