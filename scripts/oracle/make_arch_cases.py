@@ -460,6 +460,25 @@ OVERRIDES.update({
         "num_channels": 3, "patch_size": 14, "layer_norm_eps": 1e-6, "hidden_act": "gelu",
         "img_token_compression_config": {"spatial_merge_size": 2, "temporal_patch_size": 2}}},
 })
+# DeepSeek-V4.1: its config class flattens text_config onto the top level; the text keys are
+# DeepSeek-V4's (transformers' DeepseekV4Config defaults, cut to 8 layers) plus the V4.1 sparse
+# topology: compress_ratios per layer (0 sliding only, 1 full-length, 2 ratio-2 compressed) and the
+# layers owning the compressed-KV cache / the indexer (values illustrative).
+def _deepseek_v41_text() -> dict:
+    from transformers import DeepseekV4Config
+
+    t = _jsonable(DeepseekV4Config(num_hidden_layers=8).to_dict())
+    for k in ("architectures", "model_type", "transformers_version", "layer_types", "mlp_layer_types"):
+        t.pop(k, None)
+    t.update({"compress_ratios": [0, 1, 2, 2, 0, 1, 2, 2], "kv_source_layer_ids": [1, 2, 5, 6],
+              "index_source_layer_ids": [1, 5], "sliding_window": 128, "num_hash_layers": 0})
+    return t
+
+
+OVERRIDES_LAZY = {"DeepseekV41ForCausalLM": lambda: {
+    "text_config": _deepseek_v41_text(), "vision_config": {"num_hidden_layers": 2, "hidden_size": 1024,
+                                                           "num_attention_heads": 16, "intermediate_size": 2816,
+                                                           "patch_size": 14}}}
 CASE_OPTIONS.update({
     # minimax_m3_text: no registry maps it; the checkpoint's own class is the one vLLM ships (patch 19).
     "MiniMaxM3SparseForCausalLM": {"vllm_config_class": "MiniMaxM3TextConfig"},
@@ -468,6 +487,8 @@ CASE_OPTIONS.update({
     # Step 5's DSA backend builds on SM90+ only (patch 22 reports an H100's capability).
     "Step5ForCausalLM": {"v2_model_runner": True, "device_capability": [9, 0]},
     "Step5ForConditionalGeneration": {"v2_model_runner": True, "device_capability": [9, 0]},
+    # DeepSeek-V4.1's attention picks its FP8 einsum recipe by compute capability (patch 22).
+    "DeepseekV41ForCausalLM": {"device_capability": [9, 0]},
 })
 VARIANTS.extend([
     # AliceAI / Ling 3.0: the linear/full layer map from its interval keys instead of layer_types.
@@ -565,6 +586,8 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
             if old in d:
                 d[new] = d.pop(old)
                 source += f" with {old} written as {new} (the published key)"
+        if arch in OVERRIDES_LAZY:  # built with transformers (imported only by this script's run)
+            OVERRIDES[arch] = OVERRIDES_LAZY[arch]()
         if arch in OVERRIDES:
             d = _apply(d, OVERRIDES[arch])
             source += f" + published keys {sorted(OVERRIDES[arch])}"
