@@ -90,7 +90,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      head size, window, dtype) does not depend on the backend class, and no kernel runs.
  22. A case marked `device_capability` ([9, 0]: an H100's) runs with the platform reporting that
      compute capability (the CPU platform reports none): Step 5's sparse-attention (DSA) backend
-     refuses to build without SM90/SM100/SM103, and its impl sizes a kernel workspace from the
+     refuses to build without SM90/SM100/SM103 (DeepSeek-V4.1's attention picks its FP8 einsum
+     recipe by it), and its impl sizes a kernel workspace from the
      device's properties (torch.cuda's capability / SM count answer as that GPU's; the workspace goes
      to device index 0 of the CPU platform's device type). A kernel-availability
      check, not a KV cache fact: the specs its layers register are read from the config.
