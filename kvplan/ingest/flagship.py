@@ -65,7 +65,7 @@ def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list
                            else f" (num_attention_groups {kvh}, head_dim {hd})")
         extra: tuple[ExtraCache, ...] = ()
         if dsa and la.kind == "full_attention":
-            extra = (ExtraCache(name="CSA tail ring", same_as_layer=True),
+            extra = (ExtraCache(name="CSA tail ring", same_as_layer=True, ring=True),
                      ExtraCache(name="sparse region summaries", elements=256, element_bytes=1, tokens_per_state=8))
             src += " (sparse_config: DSA layer, CSA tail ring + region-summary caches)"
         out.append(la.model_copy(update={"num_kv_heads": kvh, "head_size": hd, "head_size_v": hd,
@@ -120,6 +120,7 @@ def _inkling(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: li
     swa_kvh = _pos_int(raw, "swa_num_key_value_heads", kvh, path)
     swa_hd = _pos_int(raw, "swa_head_dim", hd, path)
     window = _pos_int(raw, "sliding_window_size", 512, path)
+    kernel = _pos_int(raw, "sconv_kernel_size", raw.get("conv_kernel_size") or 4, path)
     out = []
     for la in layers:
         if la.kind in ("none", "mamba", "linear_attention"):
@@ -132,7 +133,7 @@ def _inkling(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: li
         out.append(la.model_copy(update={
             "kind": "sliding_attention" if is_local else "full_attention",
             "sliding_window": window if is_local else None, "num_kv_heads": k, "head_size": d, "head_size_v": d,
-            "extra_caches": (ExtraCache(name="short-conv state", elements=k * padded),),
+            "extra_caches": (ExtraCache(name="short-conv state", elements=k * padded, window=kernel),),
             "source": (f"local_layer_ids contains {la.index}: sliding_window_size {window}, swa geometry"
                        if is_local else f"local_layer_ids lacks {la.index}: full attention")
             + f" (+ conv state {k} x {padded})"}))
@@ -153,7 +154,7 @@ def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: 
     if topk is not None:
         extra = (ExtraCache(name="indexer keys", elements=ihd + ihd // 128 * 4, element_bytes=1,
                             tokens_per_state=kpool),
-                 ExtraCache(name="indexer tail ring", elements=2 * ihd, element_bytes=2))
+                 ExtraCache(name="indexer tail ring", elements=2 * ihd, element_bytes=2, ring=True))
     out = []
     for la in layers:
         if la.index < len(types) and types[la.index] == "linear_attention":

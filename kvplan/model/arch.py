@@ -54,6 +54,10 @@ class ExtraCache(Frozen):
     same_as_layer: bool = False
     """Its page is sized as the layer's own KV cache page (Step 5's CSA tail ring): the same bytes per
     token as the layer's main cache, whatever its dtype."""
+    window: Tokens | None = None
+    """Tokens it keeps per request when it slides (Inkling's conv state: the kernel size); None: all."""
+    ring: bool = False
+    """A circular buffer (vLLM's CircularBufferSpec): one block per request, whatever the context."""
 
 
 class LayerArch(Frozen):

@@ -143,3 +143,22 @@ def test_extra_caches_count_in_the_bf16_baseline() -> None:
     plan = kvplan.api.compile(ARCH_DATA / "configs" / "InklingForCausalLM__default.json", "--kv-cache-dtype fp8")
     auto = kvplan.api.compile(ARCH_DATA / "configs" / "InklingForCausalLM__default.json", "--kv-cache-dtype auto")
     assert plan.totals.bytes_per_token_bf16 == auto.totals.bytes_per_token
+
+
+def test_request_bytes_keep_windowed_and_ring_caches_small() -> None:
+    """One request at --max-model-len: Inkling's conv state keeps its kernel window (+ one prefill chunk),
+    GLM-5 Next's tail ring one block, while the attention caches grow with the context."""
+    from kvplan.planner.compile import DEFAULT_BLOCK_SIZE as BS
+    from kvplan.planner.compile import DEFAULT_MAX_NUM_BATCHED_TOKENS as MBT
+
+    mml = 65536
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / "InklingForCausalLM__default.json",
+                              ["--kv-cache-dtype", "fp8", "--max-model-len", str(mml)])
+    glob = next(lp for lp in plan.layers if lp.kind == "full_attention")
+    attn = glob.num_kv_heads * 2 * glob.head_size  # fp8 K and V
+    conv = glob.bytes_per_token - attn
+    assert glob.max_bytes_per_request == math.ceil(mml / BS) * BS * attn + conv * min(4 - 1 + MBT, mml)
+    glm = kvplan.api.compile(ARCH_DATA / "configs" / "Glm5NextForCausalLM__default.json",
+                             ["--kv-cache-dtype", "fp8", "--max-model-len", str(mml)])
+    mla = next(lp for lp in glm.layers if lp.kind == "mla")
+    assert mla.max_bytes_per_request == math.ceil(mml / BS) * BS * 512 + math.ceil(8.25 * mml) + 512 * BS
