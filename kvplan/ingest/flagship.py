@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanInputError
-from kvplan.model.arch import ExtraCache, LayerArch
+from kvplan.model.arch import ExtraCache, LayerArch, MlaDims
 
 _Reader = Callable[[dict[str, Any], list[LayerArch], Path, list[str]], list[LayerArch]]
 
@@ -171,10 +171,54 @@ def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: 
     return out
 
 
+def _deepseek_v41(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
+    """vLLM's DeepSeek-V4.1: every layer keeps a sliding-window fp8_ds_mla cache; compress_ratios[i]
+    (0 sliding only, 1 full-length, 2 ratio-2 compressed) applies through the layers that own the caches:
+    a kv_source_layer_ids layer stores the compressed latent (one 584 B state per ratio tokens; at ratio 2
+    with an fp32 compressor ring), an index_source_layer_ids layer the indexer keys (index_head_dim +
+    fp32 scale per 128); the other layers read the nearest source below them and store nothing more."""
+    head = _pos_int(raw, "head_dim", 512, path)
+    rope = raw.get("qk_rope_head_dim", 64)
+    ratios = raw.get("compress_ratios") or []
+    kv_src = set(raw.get("kv_source_layer_ids") or ())
+    idx_src = set(raw.get("index_source_layer_ids") or ())
+    window = _pos_int(raw, "sliding_window", 128, path)
+    ihd = _pos_int(raw, "index_head_dim", 128, path)
+    if not isinstance(rope, int) or isinstance(rope, bool) or not 0 <= rope < head or not isinstance(ratios, list):
+        raise KvplanInputError(f"{path}: DeepSeek-V4.1 needs qk_rope_head_dim < head_dim and compress_ratios "
+                               "(one per layer).", "Pass the model's full config.json.")
+    record = head - rope + 2 * rope + 8  # fp8_ds_mla: fp8 NoPE + bf16 RoPE + 8 B scales
+    mla = MlaDims(kv_lora_rank=head - rope, qk_rope_head_dim=rope, qk_nope_head_dim=head - rope, v_head_dim=head)
+    out = []
+    for la in layers:
+        r = ratios[la.index] if la.index < len(ratios) else 0
+        if r not in (0, 1, 2):
+            raise KvplanInputError(f"{path}: compress_ratios[{la.index}] is {r!r}; vLLM's DeepSeek-V4.1 takes 0, 1 "
+                                   "or 2.", "Fix compress_ratios in config.json.")
+        extra: list[ExtraCache] = []
+        if r and la.index in kv_src:
+            extra.append(ExtraCache(name="compressed latent", elements=record, element_bytes=1, tokens_per_state=r))
+            if r == 2:
+                extra.append(ExtraCache(name="compressor state (fp32)", elements=2 * head, element_bytes=4, ring=True))
+        if r and la.index in idx_src:
+            extra.append(ExtraCache(name="indexer keys", elements=ihd + ihd // 128 * 4, element_bytes=1,
+                                    tokens_per_state=r))
+        role = ("kv and index source" if la.index in kv_src and la.index in idx_src else
+                "kv source" if la.index in kv_src else "index source" if la.index in idx_src else "reader")
+        out.append(LayerArch(index=la.index, kind="mla", num_heads=la.num_heads, num_kv_heads=1, head_size=head,
+                             head_size_v=0, mla=mla, dsv4_compress_ratio=1, dsv4_window=window,
+                             extra_caches=tuple(extra) if r else (),
+                             source=f"DeepSeek-V4.1 compress_ratios[{la.index}] = {r} ({role if r else 'sliding only'})"
+                                    f": sliding-window cache of {window} tokens"))
+    notes.append("DeepSeek-V4.1: a sliding-window fp8_ds_mla cache per layer; compressed latent and indexer keys "
+                 "only on kv_source_layer_ids / index_source_layer_ids")
+    return out
+
+
 _READERS: tuple[tuple[tuple[str, ...], _Reader], ...] = (
     ((".flint",), _flint), ((".step5",), _step5), ((".minimax_m3",), _minimax_m3),
     ((".bailing_moe_v3", ".bailing_moe_v3_vl"), _bailing_v3), ((".inkling",), _inkling),
-    ((".glm5next",), _glm5_next),
+    ((".glm5next",), _glm5_next), ((".deepseek_v41",), _deepseek_v41),
 )
 
 

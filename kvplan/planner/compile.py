@@ -11,7 +11,7 @@ from typing import Any, Literal, cast
 from kvplan import __version__
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.errors import KvplanInputError
-from kvplan.model.arch import LayerArch, ModelArch
+from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
     Decision,
@@ -302,11 +302,17 @@ def _extra_request_bytes(lp: LayerPlan, la: LayerArch, mml: int, bs: int, mbt: i
         main /= 1 + sum(1 for x in la.extra_caches if x.same_as_layer)
     mbr = Fraction(_request_bytes(lp.model_copy(update={"bytes_per_token": math.ceil(main)}), mml, bs, mbt))
     for x in la.extra_caches:
-        b = main if x.same_as_layer else extra_cache_bytes(la.model_copy(update={"extra_caches": (x,)}), 0,
-                                                          model_dtype)[0]
-        tokens = bs if x.ring else (mml if x.window is None else min(x.window - 1 + mbt, mml))
-        mbr += b * tokens
+        mbr += (main if x.same_as_layer else _one_extra(x, la, model_dtype)) * _extra_tokens(x, mml, bs, mbt)
     return math.ceil(mbr)
+
+
+def _one_extra(x: ExtraCache, la: LayerArch, model_dtype: str) -> Fraction:
+    return extra_cache_bytes(la.model_copy(update={"extra_caches": (x,)}), 0, model_dtype)[0]
+
+
+def _extra_tokens(x: ExtraCache, mml: int, bs: int, mbt: int) -> int:
+    """Tokens of a further cache one request holds: one block (a ring), its window, or the context."""
+    return bs if x.ring else (mml if x.window is None else min(x.window - 1 + mbt, mml))
 
 
 def _sized_layer(lp: LayerPlan, arch_layer: LayerArch | None, mml: int | None, bs: int, mbt: int,
@@ -317,6 +323,8 @@ def _sized_layer(lp: LayerPlan, arch_layer: LayerArch | None, mml: int | None, b
     la = arch_layer
     if la is not None and la.dsv4_compress_ratio is not None and lp.kv_cache_dtype and lp.dtype:
         mbr = _dsv4_request_bytes(la, lp.kv_cache_dtype, lp.dtype, mml, mbt)
+        mbr += math.ceil(sum((_one_extra(x, la, model_dtype) * _extra_tokens(x, mml, bs, mbt)
+                              for x in la.extra_caches), Fraction(0)))
     elif la is not None and la.extra_caches and la.kv_shared_with is None:
         mbr = _extra_request_bytes(lp, la, mml, bs, mbt, model_dtype)
     else:
@@ -334,7 +342,8 @@ def _bf16_total(arch: ModelArch, sized: list[LayerPlan]) -> int:
     for lp in sized:
         la = by_index.get(lp.index)
         if la is not None and la.dsv4_compress_ratio is not None and lp.bytes_per_token:
-            total += math.ceil(dsv4_bytes_per_token(la, "bfloat16", "bfloat16")[0])
+            total += math.ceil(dsv4_bytes_per_token(la, "bfloat16", "bfloat16")[0]
+                               + extra_cache_bytes(la, 0, "bfloat16")[0])
         elif _bf16_bytes(lp):
             total += _bf16_bytes(lp) + (la.indexer_bytes_per_token if la is not None and la.kind == "mla" else 0)
             if la is not None and la.extra_caches and la.kv_shared_with is None:

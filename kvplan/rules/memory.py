@@ -128,6 +128,9 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
                                        heads, la.head_size or 0, la.head_size_v or 0)
     if la.dsv4_compress_ratio is not None:
         exact, formula = dsv4_bytes_per_token(la, st.kv_cache_dtype, st.dtype)
+        if la.extra_caches:  # DeepSeek-V4.1: the caches its source layers own
+            more, more_formula = extra_cache_bytes(la, 0, ctx.model_dtype)
+            exact, formula = exact + more, f"{formula} + {more_formula}"
         yield Set("num_kv_heads", 1, "DeepSeek-V4 latent: one per rank")
         if exact.denominator != 1:
             yield Set("bytes_per_token_exact", float(exact), f"{formula} = {float(exact)} B per token")

@@ -510,6 +510,11 @@ VARIANTS.extend([
         "sparse_block_size": 128, "sparse_disable_index_value": [0, 1] * 4, "sparse_score_type": "max",
         "sparse_init_block": 0, "sparse_local_block": 1, "sparse_attention_freq": [0, 1] * 4},
         "moe_layer_freq": [0, 1, 1, 1, 1, 1, 1, 1]}),
+    # DeepSeek-V4.1: other source layers (an index source at ratio 2) and another window.
+    ("DeepseekV41ForCausalLM", "sources-ratio2", {"text_config.compress_ratios": [2, 2, 1, 1, 2, 0, 2, 1],
+                                                   "text_config.kv_source_layer_ids": [0, 2, 4, 6],
+                                                   "text_config.index_source_layer_ids": [0, 2, 6],
+                                                   "text_config.sliding_window": 64}),
     ("InklingForCausalLM", "swa-geometry", {"sliding_window_size": 1024, "swa_num_key_value_heads": 2,
                                             "swa_head_dim": 64, "local_layer_ids": [0, 2, 4, 6, 8, 10, 12, 14]}),
 ])

@@ -162,3 +162,31 @@ def test_request_bytes_keep_windowed_and_ring_caches_small() -> None:
                              ["--kv-cache-dtype", "fp8", "--max-model-len", str(mml)])
     mla = next(lp for lp in glm.layers if lp.kind == "mla")
     assert mla.max_bytes_per_request == math.ceil(mml / BS) * BS * 512 + math.ceil(8.25 * mml) + 512 * BS
+
+
+@pytest.mark.parametrize("case", ["default", "sources-ratio2"])
+def test_deepseek_v41_source_layers_own_the_compressed_caches(case: str) -> None:
+    """DeepSeek-V4.1: every layer keeps a 584 B fp8_ds_mla sliding-window state per token; only the
+    kv_source_layer_ids add the compressed latent (584 / ratio, plus a 4096 B fp32 compressor ring at
+    ratio 2) and the index_source_layer_ids the indexer keys (132 / ratio); readers store nothing more."""
+    name = f"DeepseekV41ForCausalLM__{case}"
+    text = _config(name)["text_config"]
+    for flag in ("auto", "fp8"):
+        plan = kvplan.api.compile(ARCH_DATA / "configs" / f"{name}.json", ["--kv-cache-dtype", flag])
+        assert _have(plan) == _vllm_bytes(f"{name}__{flag}")
+        assert {lp.kv_cache_dtype for lp in plan.layers} == {"fp8_ds_mla"}
+    for lp in plan.layers:
+        r = text["compress_ratios"][lp.index]
+        want = 584.0
+        if r and lp.index in text["kv_source_layer_ids"]:
+            want += 584 / r + (4096 if r == 2 else 0)
+        if r and lp.index in text["index_source_layer_ids"]:
+            want += 132 / r
+        assert _have(plan)[lp.index] == want
+    assert plan.totals.bytes_per_token == math.ceil(sum(_have(plan).values()))
+
+
+def test_deepseek_v41_refuses_a_16_bit_kv_cache_like_v4() -> None:
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / "DeepseekV41ForCausalLM__default.json",
+                              "--kv-cache-dtype bfloat16")
+    assert [f.severity.value for f in plan.findings if f.code == "KV115"] == ["error"]
