@@ -286,3 +286,31 @@ def dsv4_needs_fp8(ctx: RuleContext) -> Iterator[Emit]:
     if layers and not _dsv4_accepts(g):
         yield Emit(f"DeepSeek-V4 fp8_ds_mla layout only supports fp8 kv-cache, got {g}: vLLM stops while "
                    "building the model.", layers)
+
+
+# Model classes of vLLM 0.33 that build only with a 16-bit KV cache (module suffix -> what they assert).
+_SIXTEEN_BIT_ONLY = {".flint": "Flint's decoder asserts its attention's kv_cache_dtype is auto or bfloat16 "
+                               "(its fused kernels write the cache in FlashInfer's bfloat16 layout)"}
+
+
+@declare(code="KV119", name="model-class-needs-16-bit-kv", severity="error", family="dtype",
+         summary="The model class builds only with a 16-bit KV cache: vLLM stops while building the model.",
+         why="vLLM 0.33's Flint decoder asserts that every attention layer's kv_cache_dtype is 'auto' or "
+             "'bfloat16' (its fused decode kernels write the KV cache in FlashInfer's bfloat16 layout): another "
+             "--kv-cache-dtype fails model construction with an AssertionError (measured with vLLM's own model "
+             "class on the architecture oracle).",
+         fix="Serve the model with --kv-cache-dtype auto (or bfloat16), or list every layer in "
+             "--kv-cache-dtype-skip-layers.",
+         references=("vllm/models/flint/model.py::FlintAttention.__init__",))
+def sixteen_bit_only(ctx: RuleContext) -> Iterator[Emit]:
+    from kvplan.ingest.architectures import registry
+
+    module = (registry()["architectures"].get(ctx.arch.architecture or "") or {}).get("vllm_module", "")
+    why = next((w for suffix, w in _SIXTEEN_BIT_ONLY.items() if module.endswith(suffix)), None)
+    if why is None:
+        return
+    bad = tuple(lp.index for lp in ctx.layers if lp.kv_cache_dtype not in (None, "auto", "bfloat16"))
+    if bad:
+        dtypes = sorted({lp.kv_cache_dtype or "" for lp in ctx.layers if lp.index in bad})
+        yield Emit(f"{ctx.arch.architecture}: {why}; kv_cache_dtype {', '.join(dtypes)} makes vLLM stop while "
+                   "building the model.", bad)

@@ -190,3 +190,15 @@ def test_deepseek_v41_refuses_a_16_bit_kv_cache_like_v4() -> None:
     plan = kvplan.api.compile(ARCH_DATA / "configs" / "DeepseekV41ForCausalLM__default.json",
                               "--kv-cache-dtype bfloat16")
     assert [f.severity.value for f in plan.findings if f.code == "KV115"] == ["error"]
+
+
+@pytest.mark.parametrize("case", ["default", "sliding-layers", "sliding-layers-off"])
+def test_flint_fp8_is_an_error_as_vllm_stops_building_it(case: str) -> None:
+    """vLLM's Flint asserts a 16-bit KV cache: the oracle's fp8 answers are that AssertionError."""
+    name = f"FlintForCausalLM__{case}"
+    err = load_answer(f"{name}__fp8")["error"]
+    assert err["type"] == "AssertionError" and any("kv_cache_dtype" in ln for ln in err["traceback_tail"])
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / f"{name}.json", "--kv-cache-dtype fp8")
+    assert [f.severity.value for f in plan.findings if f.code == "KV119"] == ["error"]
+    auto = kvplan.api.compile(ARCH_DATA / "configs" / f"{name}.json", "--kv-cache-dtype auto")
+    assert not [f for f in auto.findings if f.code == "KV119"]
