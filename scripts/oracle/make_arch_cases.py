@@ -479,6 +479,26 @@ OVERRIDES_LAZY = {"DeepseekV41ForCausalLM": lambda: {
     "text_config": _deepseek_v41_text(), "vision_config": {"num_hidden_layers": 2, "hidden_size": 1024,
                                                            "num_attention_heads": 16, "intermediate_size": 2816,
                                                            "patch_size": 14}}}
+# How exact the keys added above are (written into cases.json's config_sources).
+_ILLUSTRATIVE = "keys as vLLM's model class reads them; values illustrative, not copied from a checkpoint"
+OVERRIDE_PROVENANCE: dict[str, str] = {
+    "AliceAIForCausalLM": _ILLUSTRATIVE,
+    "InklingForCausalLM": _ILLUSTRATIVE + " (16 layers, local layers 3 of 4)",
+    "InklingForConditionalGeneration": _ILLUSTRATIVE + " (16 layers, local layers 3 of 4)",
+    "Glm5NextForCausalLM": "the GLM-5 Next config.json keys transformers' class drops (mhc, router, NoPE MLA); "
+                           "values as vLLM's model reads them",
+    "Glm5NextForConditionalGeneration": "the GLM-5 Next config.json keys transformers' class drops (mhc, router, "
+                                        "NoPE MLA); values as vLLM's model reads them",
+    "Step5ForCausalLM": "sparse_config and Step-3.5-Flash-style geometry cut to 8 layers; " + _ILLUSTRATIVE,
+    "Step5ForConditionalGeneration": "sparse_config and Step-3.5-Flash-style geometry cut to 8 layers; "
+                                     + _ILLUSTRATIVE,
+    "BailingMoeV3ForCausalLM": "Ling-3.0-flash's KDA keys (no_kda_lora, kda_safe_gate, kda_lower_bound)",
+    "BailingMoeV3VLForConditionalGeneration": "Ling-3.0-flash's KDA keys (no_kda_lora, kda_safe_gate, "
+                                              "kda_lower_bound)",
+    "MiniMaxM3SparseForConditionalGeneration": "vision tower keys: " + _ILLUSTRATIVE,
+    "DeepseekV41ForCausalLM": "DeepSeek-V4 text keys (transformers' defaults, 8 layers) + the V4.1 sparse "
+                              "topology; " + _ILLUSTRATIVE,
+}
 CASE_OPTIONS.update({
     # minimax_m3_text: no registry maps it; the checkpoint's own class is the one vLLM ships (patch 19).
     "MiniMaxM3SparseForCausalLM": {"vllm_config_class": "MiniMaxM3TextConfig"},
@@ -596,6 +616,8 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
         if arch in OVERRIDES:
             d = _apply(d, OVERRIDES[arch])
             source += f" + published keys {sorted(OVERRIDES[arch])}"
+            if arch in OVERRIDE_PROVENANCE:
+                source += f" ({OVERRIDE_PROVENANCE[arch]})"
         d.pop("transformers_version", None)
         return d, source
     if arch in INTERNVL_FAMILY:
