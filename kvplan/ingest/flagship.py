@@ -160,9 +160,9 @@ def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: 
         if la.index < len(types) and types[la.index] == "linear_attention":
             out.append(LayerArch(index=la.index, kind="linear_attention",
                                  source=f"layer_types[{la.index}] = 'linear_attention': KDA linear attention"))
-        elif la.kind == "mla" and la.mla is not None:
-            mla = la.mla.model_copy(update={"index_topk": None, "index_head_dim": None})
-            out.append(la.model_copy(update={"mla": mla, "indexer_bytes_per_token": 0, "extra_caches": extra}))
+        elif la.kind == "mla":
+            # Sparse MLA (index_topk: vLLM's is_sparse backends); its indexer caches are the extras.
+            out.append(la.model_copy(update={"indexer_bytes_per_token": 0, "extra_caches": extra}))
         else:
             out.append(la)
     if topk is not None:
