@@ -206,3 +206,12 @@ def test_flint_fp8_is_an_error_as_vllm_stops_building_it(case: str) -> None:
     assert [f.severity.value for f in plan.findings if f.code == "KV119"] == ["error"]
     auto = kvplan.api.compile(ARCH_DATA / "configs" / f"{name}.json", "--kv-cache-dtype auto")
     assert not [f for f in auto.findings if f.code == "KV119"]
+
+
+def test_glm5_next_mla_layers_take_a_sparse_mla_backend() -> None:
+    """vLLM builds GLM-5 Next's MLA with is_sparse (index_topk set): a sparse MLA backend, as DeepSeek-V3.2."""
+    plan = kvplan.api.compile(ARCH_DATA / "configs" / "Glm5NextForCausalLM__default.json", "--kv-cache-dtype auto",
+                              "H100")
+    assert {lp.backend for lp in plan.layers if lp.kind == "mla"} <= {b for b in {lp.backend for lp in plan.layers}
+                                                                     if b and "SPARSE" in b}
+    assert any(lp.kind == "mla" for lp in plan.layers)
