@@ -24,6 +24,7 @@ from kvplan.ingest.families import (
     STANDARD_DECODER_TYPES,
     WRAPPER_TYPES,
 )
+from kvplan.ingest.flagship import flagship_layers
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
 from kvplan.model.limits import MAX_TOKENS
@@ -420,6 +421,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     layers = _cross_attention(c, module, layers, path, notes)
     layers = _nemotron_parse_cross_attention(cfg, module, layers, path, notes)
     layers = _deepseek_v4_layers(c, module, layers, num_heads, path, notes)
+    layers = flagship_layers(module, text_raw, layers, path, notes)
     pooling = vreg.pooling_without_kv(architecture)
     if pooling:
         layers = [LayerArch(index=la.index, kind="encoder_only",

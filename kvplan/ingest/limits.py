@@ -208,6 +208,8 @@ def check_config_values(cfg: Mapping[str, Any], source: str) -> None:
             if isinstance(v, int) and not isinstance(v, bool) and v > layers_hi:
                 check_count(source, prefix + key, v, layers_hi)
         for key, (lo, hi) in L.CONFIG_INT_KEYS.items():
+            if key == "head_dim" and obj.get(key) == 0 and obj.get("kv_lora_rank"):
+                continue  # MLA (GLM-5 Next publishes head_dim 0): the latent's sizes are its own keys
             if key in obj:
                 _check_int(source, prefix + key, obj[key], lo, hi)
         for key, hi in L.CONFIG_WINDOW_KEYS.items():

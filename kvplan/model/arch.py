@@ -39,6 +39,27 @@ class MlaDims(Frozen):
         return self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim
 
 
+class ExtraCache(Frozen):
+    """A KV cache vLLM registers at a layer next to its main attention cache (an indexer's keys, a
+    ring of in-progress rows, a convolution state), with the per-token size of its spec."""
+
+    name: str
+    """What it holds, as vLLM's layer names it (e.g. 'indexer keys', 'conv state')."""
+    elements: Annotated[int, Field(ge=0, le=MAX_HEADS * MAX_HEAD_SIZE)] = 0
+    """Elements stored per state (all heads)."""
+    element_bytes: Annotated[int, Field(ge=1, le=8)] | None = None
+    """Bytes per element; None: the model dtype's (vLLM builds it in the model dtype)."""
+    tokens_per_state: Annotated[int, Field(ge=1, le=MAX_TOKENS)] = 1
+    """Tokens one stored state covers (vLLM's spec tokens_per_state: a pooled / compressed cache)."""
+    same_as_layer: bool = False
+    """Its page is sized as the layer's own KV cache page (Step 5's CSA tail ring): the same bytes per
+    token as the layer's main cache, whatever its dtype."""
+    window: Tokens | None = None
+    """Tokens it keeps per request when it slides (Inkling's conv state: the kernel size); None: all."""
+    ring: bool = False
+    """A circular buffer (vLLM's CircularBufferSpec): one block per request, whatever the context."""
+
+
 class LayerArch(Frozen):
     """One decoder layer as the engine builds it."""
 
@@ -82,6 +103,9 @@ class LayerArch(Frozen):
     kv_shared_with: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
     """Index of the earlier layer whose KV cache this layer reads (vLLM's kv_sharing_target_layer_name:
     Gemma 3n / Gemma 4 `num_kv_shared_layers`); the layer allocates no KV cache of its own."""
+    extra_caches: tuple[ExtraCache, ...] = ()
+    """Further KV caches vLLM registers at this layer (sparse-indexer keys and rings of GLM-5 Next,
+    MiniMax-M3 and Step 5, Inkling's convolution state); their bytes count in the layer's."""
 
 
 class ModelArch(Frozen):

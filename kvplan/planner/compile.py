@@ -11,7 +11,7 @@ from typing import Any, Literal, cast
 from kvplan import __version__
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.errors import KvplanInputError
-from kvplan.model.arch import LayerArch, ModelArch
+from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
     Decision,
@@ -29,7 +29,7 @@ from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
-from kvplan.rules.memory import dsv4_bytes_per_token, dsv4_caches
+from kvplan.rules.memory import dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
 from kvplan.rules.state import (
     CARRIED_FIELDS,
     GLOBAL_FIELDS,
@@ -100,7 +100,8 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     layer_rules = [(c, _layer_decision(rules[c])) for c in LAYER_ORDER if engine.satisfies(rules[c].versions)]
     layers = _decide_layers(gctx, layer_rules, global_decisions["kv_cache_dtype"])
 
-    layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes)
+    layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes,
+                                  model_dtype=str(globals_["model_dtype"]))
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
                        globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
@@ -292,13 +293,40 @@ def _dsv4_request_bytes(la: LayerArch, kv_cache_dtype: str, dtype: str, mml: int
     return math.ceil(sum((b * (mml if w is None else min(w - 1 + mbt, mml)) for b, w, _ in parts), Fraction(0)))
 
 
-def _sized_layer(lp: LayerPlan, arch_layer: LayerArch | None, mml: int | None, bs: int, mbt: int) -> LayerPlan:
+def _extra_request_bytes(lp: LayerPlan, la: LayerArch, mml: int, bs: int, mbt: int, model_dtype: str) -> int:
+    """A layer with further caches, one request: its main cache as its kind keeps it; each further
+    cache over the whole context, its window (+ one prefill chunk) or one block (a ring)."""
+    total = Fraction(lp.bytes_per_token_exact if lp.bytes_per_token_exact is not None else lp.bytes_per_token)
+    main = total - extra_cache_bytes(la, 0, model_dtype)[0]
+    if any(x.same_as_layer for x in la.extra_caches):
+        main /= 1 + sum(1 for x in la.extra_caches if x.same_as_layer)
+    mbr = Fraction(_request_bytes(lp.model_copy(update={"bytes_per_token": math.ceil(main)}), mml, bs, mbt))
+    for x in la.extra_caches:
+        mbr += (main if x.same_as_layer else _one_extra(x, la, model_dtype)) * _extra_tokens(x, mml, bs, mbt)
+    return math.ceil(mbr)
+
+
+def _one_extra(x: ExtraCache, la: LayerArch, model_dtype: str) -> Fraction:
+    return extra_cache_bytes(la.model_copy(update={"extra_caches": (x,)}), 0, model_dtype)[0]
+
+
+def _extra_tokens(x: ExtraCache, mml: int, bs: int, mbt: int) -> int:
+    """Tokens of a further cache one request holds: one block (a ring), its window, or the context."""
+    return bs if x.ring else (mml if x.window is None else min(x.window - 1 + mbt, mml))
+
+
+def _sized_layer(lp: LayerPlan, arch_layer: LayerArch | None, mml: int | None, bs: int, mbt: int,
+                 model_dtype: str = "bfloat16") -> LayerPlan:
     """The layer with its bytes for one request at --max-model-len (None without KV or context)."""
     if not lp.bytes_per_token or not mml:
         return lp.model_copy(update={"max_bytes_per_request": None})
     la = arch_layer
     if la is not None and la.dsv4_compress_ratio is not None and lp.kv_cache_dtype and lp.dtype:
         mbr = _dsv4_request_bytes(la, lp.kv_cache_dtype, lp.dtype, mml, mbt)
+        mbr += math.ceil(sum((_one_extra(x, la, model_dtype) * _extra_tokens(x, mml, bs, mbt)
+                              for x in la.extra_caches), Fraction(0)))
+    elif la is not None and la.extra_caches and la.kv_shared_with is None:
+        mbr = _extra_request_bytes(lp, la, mml, bs, mbt, model_dtype)
     else:
         mbr = _request_bytes(lp, mml, bs, mbt)
     if la is not None and la.cross_attention_tokens and lp.cross_attention_bytes_per_token:
@@ -314,9 +342,12 @@ def _bf16_total(arch: ModelArch, sized: list[LayerPlan]) -> int:
     for lp in sized:
         la = by_index.get(lp.index)
         if la is not None and la.dsv4_compress_ratio is not None and lp.bytes_per_token:
-            total += math.ceil(dsv4_bytes_per_token(la, "bfloat16", "bfloat16")[0])
+            total += math.ceil(dsv4_bytes_per_token(la, "bfloat16", "bfloat16")[0]
+                               + extra_cache_bytes(la, 0, "bfloat16")[0])
         elif _bf16_bytes(lp):
             total += _bf16_bytes(lp) + (la.indexer_bytes_per_token if la is not None and la.kind == "mla" else 0)
+            if la is not None and la.extra_caches and la.kv_shared_with is None:
+                total += math.ceil(extra_cache_bytes(la, _bf16_bytes(lp), "bfloat16")[0])
     return total
 
 
@@ -332,12 +363,13 @@ def _budget(flags: ServingFlags, gpu: GpuFacts | None, weight_bytes: int | None,
 
 
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
-                 weight_bytes: int | None, kv_budget_bytes: int | None) -> tuple[list[LayerPlan], Totals]:
+                 weight_bytes: int | None, kv_budget_bytes: int | None,
+                 model_dtype: str = "bfloat16") -> tuple[list[LayerPlan], Totals]:
     bs = flags.block_size or DEFAULT_BLOCK_SIZE
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     by_index = {la.index: la for la in arch.layers}
-    sized = [_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt) for lp in layers]
+    sized = [_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype) for lp in layers]
     # Exact sum: compressed caches (DeepSeek-V4) have fractional bytes per token.
     exact = sum((Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
                  else Fraction(lp.bytes_per_token) for lp in sized), Fraction(0))

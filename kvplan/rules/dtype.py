@@ -286,3 +286,45 @@ def dsv4_needs_fp8(ctx: RuleContext) -> Iterator[Emit]:
     if layers and not _dsv4_accepts(g):
         yield Emit(f"DeepSeek-V4 fp8_ds_mla layout only supports fp8 kv-cache, got {g}: vLLM stops while "
                    "building the model.", layers)
+
+
+# Model classes of vLLM 0.33 that build only with some --kv-cache-dtype values (module suffix -> the
+# values, whether vLLM checks each layer's (after skip layers) or the global one, what it asserts).
+_ACCEPTED_BY_CLASS: dict[str, tuple[tuple[str, ...], bool, str]] = {
+    ".flint": (("auto", "bfloat16"), True, "Flint's decoder asserts its attention's kv_cache_dtype is auto or "
+               "bfloat16 (its fused kernels write the cache in FlashInfer's bfloat16 layout)"),
+    ".deepseek_v41": (("auto", "fp8"), False, "DeepSeek-V4.1's packed FlashMLA KV layout (the CUDA default) takes "
+                      "--kv-cache-dtype auto or fp8 only"),
+}
+
+
+@declare(code="KV119", name="model-class-refuses-kv-cache-dtype", severity="error", family="dtype",
+         summary="The model class refuses this --kv-cache-dtype: vLLM stops while building the model.",
+         why="Some vLLM 0.33 model classes accept only some KV cache dtypes and fail model construction "
+             "otherwise (measured with vLLM's own model classes on the architecture oracle): Flint's decoder "
+             "asserts every attention layer's kv_cache_dtype is 'auto' or 'bfloat16' (its fused kernels write "
+             "the cache in FlashInfer's bfloat16 layout); DeepSeek-V4.1's packed FlashMLA layout raises for "
+             "anything but 'auto' or 'fp8' (fp8_e4m3 included; 16-bit dtypes are KV115).",
+         fix="Use a --kv-cache-dtype the model class takes (Flint: auto or bfloat16, or skip every layer; "
+             "DeepSeek-V4.1: auto or fp8).",
+         references=("vllm/models/flint/model.py::FlintAttention.__init__",
+                     "vllm/models/deepseek_v41/attention.py::_resolve_dsv4_kv_cache_dtype"))
+def refused_by_model_class(ctx: RuleContext) -> Iterator[Emit]:
+    from kvplan.ingest.architectures import registry
+
+    module = (registry()["architectures"].get(ctx.arch.architecture or "") or {}).get("vllm_module", "")
+    entry = next((e for suffix, e in _ACCEPTED_BY_CLASS.items() if module.endswith(suffix)), None)
+    if entry is None:
+        return
+    accepted, per_layer, why = entry
+    g = ctx.kv_cache_dtype
+    if per_layer:
+        bad = tuple(lp.index for lp in ctx.layers if lp.kv_cache_dtype not in (None, *accepted))
+        dtypes = ", ".join(sorted({lp.kv_cache_dtype or "" for lp in ctx.layers if lp.index in bad}))
+    else:  # the global cache dtype; one KV115 already refuses (16-bit dtypes on the packed layout)
+        refused = g not in accepted and _dsv4_accepts(g)
+        bad = tuple(la.index for la in ctx.arch.layers if la.kind not in NO_KV_KINDS) if refused else ()
+        dtypes = g
+    if bad:
+        yield Emit(f"{ctx.arch.architecture}: {why}; kv_cache_dtype {dtypes} makes vLLM stop while building "
+                   "the model.", bad)

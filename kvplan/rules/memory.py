@@ -54,6 +54,30 @@ def dsv4_caches(la: LayerArch, kv_cache_dtype: str, dtype: str) -> list[tuple[Fr
     return parts
 
 
+def extra_cache_bytes(la: LayerArch, main: int, model_dtype: str) -> tuple[Fraction, str]:
+    """(bytes per token, formula) of the caches vLLM registers at a layer next to its main one
+    (`LayerArch.extra_caches`): elements x element bytes / tokens per state, each."""
+    total, parts = Fraction(0), []
+    for x in la.extra_caches:
+        if x.same_as_layer:
+            b, f = Fraction(main), f"{x.name} {main} B (a page of the layer's cache)"
+        else:
+            eb = x.element_bytes or DTYPE_BYTES.get(model_dtype, 2)
+            b = Fraction(x.elements * eb, x.tokens_per_state)
+            per = f" / {x.tokens_per_state} tokens" if x.tokens_per_state > 1 else ""
+            f = f"{x.name} {x.elements} x {eb} B{per}"
+        total += b
+        parts.append(f)
+    return total, " + ".join(parts)
+
+
+def _fractional(exact: Fraction, formula: str, heads: int, heads_why: str) -> Iterator[Set]:
+    """A layer whose caches store less than one element per token (pooled / compressed states)."""
+    yield Set("num_kv_heads", heads, heads_why)
+    yield Set("bytes_per_token_exact", float(exact), f"{formula} = {float(exact)} B per token")
+    yield Set("bytes_per_token", math.ceil(exact), formula + " (rounded up)")
+
+
 def kv_heads_per_rank(total: int, tp: int) -> int:
     """vLLM ModelConfig.get_num_kv_heads: KV heads split over TP, replicated when fewer than TP."""
     return max(1, total // tp)
@@ -104,6 +128,9 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
                                        heads, la.head_size or 0, la.head_size_v or 0)
     if la.dsv4_compress_ratio is not None:
         exact, formula = dsv4_bytes_per_token(la, st.kv_cache_dtype, st.dtype)
+        if la.extra_caches:  # DeepSeek-V4.1: the caches its source layers own
+            more, more_formula = extra_cache_bytes(la, 0, ctx.model_dtype)
+            exact, formula = exact + more, f"{formula} + {more_formula}"
         yield Set("num_kv_heads", 1, "DeepSeek-V4 latent: one per rank")
         if exact.denominator != 1:
             yield Set("bytes_per_token_exact", float(exact), f"{formula} = {float(exact)} B per token")
@@ -114,6 +141,13 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
         # layer (DeepseekV32IndexerCache: index_head_dim + index_head_dim/128 fp32 scales).
         n += la.indexer_bytes_per_token
         formula += f" + indexer key cache {la.indexer_bytes_per_token} B (uint8 keys + fp32 scales)"
+    if la.extra_caches and la.kv_shared_with is None:
+        extra, extra_formula = extra_cache_bytes(la, n, ctx.model_dtype)
+        formula += " + " + extra_formula
+        if extra.denominator != 1:
+            yield from _fractional(n + extra, formula, heads, f"{la.num_kv_heads} KV heads, TP {tp}")
+            return
+        n += int(extra)
     if la.kind == "mla" and tp > 1:
         formula += f" (MLA latent replicated on each of {tp} ranks)"
     elif tp > 1:

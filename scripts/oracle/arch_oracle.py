@@ -74,6 +74,27 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      platform's TORCH_SDPA instead of an assertion (encoder attention registers no KV cache).
  18. Without timm, transformers' TimmWrapperModel (a vision tower AutoModel builds, e.g. Gemma 3n's)
      is an empty module holding its config: a vision tower holds no KV cache.
+ 19. A case's `vllm_config_class` names a config class vLLM ships (vllm/transformers_utils/configs)
+     for a model_type that neither vLLM's config registry nor transformers maps to it (MiniMax-M3's
+     text backbone, minimax_m3_text): that class is registered for the run, as the checkpoint's
+     own config class would be, instead of patch 3's stand-in (which would turn its settings dicts,
+     `sparse_attention_config`, into config objects the model class cannot index). The config
+     was written from that very class (make_arch_cases.py); the KV facts come from its keys.
+ 20. Without a Triton GPU driver vLLM's `tl` is its placeholder module, which lacks
+     `tl.extra` (`tl.extra.cuda.libdevice`, read at import time by Step 5's kernel modules): it gets
+     an empty namespace (any attribute is one); no kernel is compiled or run here.
+ 21. A case marked `flashinfer_impl_check` (Flint's decoder asserts its attention impl is
+     FlashInfer's: its fused kernels write the cache in FlashInfer's layout) runs with the CPU
+     attention impl registered as a virtual subclass of FlashInferImpl (abc register; cleared after
+     the case). The layer is still vLLM's Attention with the CPU backend; its KV cache spec (heads,
+     head size, window, dtype) does not depend on the backend class, and no kernel runs.
+ 22. A case marked `device_capability` ([9, 0]: an H100's) runs with the platform reporting that
+     compute capability (the CPU platform reports none): Step 5's sparse-attention (DSA) backend
+     refuses to build without SM90/SM100/SM103 (DeepSeek-V4.1's attention picks its FP8 einsum
+     recipe by it), and its impl sizes a kernel workspace from the
+     device's properties (torch.cuda's capability / SM count answer as that GPU's; the workspace goes
+     to device index 0 of the CPU platform's device type). A kernel-availability
+     check, not a KV cache fact: the specs its layers register are read from the config.
  31. A case file of patch 15 may sit in a subfolder of the checkpoint (Kimi-Audio's
      `whisper-large-v3/config.json`, which its audio tower and feature extractor load): the folder is
      created. Only where the file is written changes.
@@ -263,6 +284,88 @@ def _install_patches() -> None:
         return orig_attn(self, requested_attention, is_init_check)
 
     modeling_utils.PreTrainedModel.get_correct_attn_implementation = get_correct_attn_implementation
+    _triton_extra_placeholder()
+
+
+def _triton_extra_placeholder() -> None:
+    """Patch 20: `tl.extra.cuda.libdevice` readable on vLLM's placeholder `tl` (no kernel runs)."""
+    from vllm import triton_utils
+
+    class _Namespace:
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return self
+
+    if not hasattr(triton_utils.tl, "extra"):
+        triton_utils.tl.extra = _Namespace()
+
+
+def _register_shipped_config_class(case: dict, cfg: dict) -> str | None:
+    """Patch 19: the config class vLLM ships for this model_type, registered for the run."""
+    name = case.get("vllm_config_class")
+    if not name:
+        return None
+    import importlib
+
+    from transformers import AutoConfig
+
+    cls = getattr(importlib.import_module("vllm.transformers_utils.configs"), name)
+    mt = cfg.get("model_type")
+    if getattr(cls, "model_type", None) != mt:
+        raise ValueError(f"{name} is the config class of {cls.model_type!r}, not of {mt!r}")
+    AutoConfig.register(mt, cls, exist_ok=True)
+    return mt
+
+
+@contextlib.contextmanager
+def _device_capability(case: dict):
+    """Patch 22: the platform reports the case's GPU compute capability while the model builds."""
+    cap = case.get("device_capability")
+    if not cap:
+        yield
+        return
+    import torch
+    from vllm.platforms import current_platform
+    from vllm.platforms.interface import DeviceCapability
+
+    plat = type(current_platform)
+    saved = plat.__dict__.get("get_device_capability")
+    plat.get_device_capability = classmethod(lambda cls, device_id=0: DeviceCapability(*cap))
+    import types
+
+    saved_torch = (torch.accelerator.current_device_index, torch.cuda.get_device_capability,
+                   torch.cuda.get_device_properties)
+    torch.accelerator.current_device_index = lambda: 0  # the CPU device stands in for the GPU
+    torch.cuda.get_device_capability = lambda device=None: tuple(cap)
+    torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(
+        major=cap[0], minor=cap[1], multi_processor_count=132, name="oracle-stand-in")
+    try:
+        yield
+    finally:
+        (torch.accelerator.current_device_index, torch.cuda.get_device_capability,
+         torch.cuda.get_device_properties) = saved_torch
+        if saved is None:
+            del plat.get_device_capability
+        else:
+            plat.get_device_capability = saved
+
+
+@contextlib.contextmanager
+def _flashinfer_impl_check(case: dict):
+    """Patch 21: the CPU attention impl passes an `isinstance(impl, FlashInferImpl)` check."""
+    if not case.get("flashinfer_impl_check"):
+        yield
+        return
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+    from vllm.v1.attention.backends.flashinfer import FlashInferImpl
+
+    FlashInferImpl.register(CPUAttentionBackend.get_impl_cls())
+    try:
+        yield
+    finally:
+        FlashInferImpl._abc_registry_clear()
+        FlashInferImpl._abc_caches_clear()
 
 
 def _patch_missing_tokenizer() -> None:
@@ -559,7 +662,7 @@ def run_case(case: dict, base: Path) -> dict:
                   "kv_cache_dtype_skip_layers": case.get("skip_layers", []),
                   "dtype": case.get("dtype", "auto")},
         "config_sha256": config_sha256(cfg_path),
-        "registered_config_class_for": _register_unknown_model_type(
+        "registered_config_class_for": _register_shipped_config_class(case, cfg) or _register_unknown_model_type(
             cfg, bool(case.get("remote_config")), case.get("remote_config_base")),
         "engine": None, "layers": [], "error": None,
     }
@@ -599,7 +702,8 @@ def run_case(case: dict, base: Path) -> dict:
             ensure_model_parallel_initialized(1, 1)
         stage = "build_model"
         try:
-            with set_default_torch_dtype(mc.dtype), torch.device("meta"):
+            with set_default_torch_dtype(mc.dtype), torch.device("meta"), _flashinfer_impl_check(case), \
+                    _device_capability(case):
                 model = initialize_model(vllm_config=vc)
         except (NotImplementedError, RuntimeError) as e:
             if "meta tensor" not in str(e):
@@ -608,7 +712,8 @@ def run_case(case: dict, base: Path) -> dict:
             # slopes, rotary caches: .item() / a copy) cannot be built on the meta device; it is
             # built again on the CPU (torch.empty: weights are reserved, never written).
             vc.compilation_config.static_forward_context.clear()
-            with set_default_torch_dtype(mc.dtype), torch.device("cpu"):
+            with set_default_torch_dtype(mc.dtype), torch.device("cpu"), _flashinfer_impl_check(case), \
+                    _device_capability(case):
                 model = initialize_model(vllm_config=vc)
             res["engine"]["build_device"] = "cpu"
         res["engine"]["model_class"] = type(model).__name__
@@ -634,7 +739,7 @@ def run_case(case: dict, base: Path) -> dict:
                                            traceback.format_exc().splitlines()[-4:]]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if case.get("remote_config"):  # transformers' own class for the model_type again
+        if case.get("remote_config") or case.get("vllm_config_class"):  # the model_type's own class again
             from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
             CONFIG_MAPPING._extra_content.pop(cfg.get("model_type"), None)

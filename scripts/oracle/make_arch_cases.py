@@ -324,7 +324,12 @@ OVERRIDES: dict[str, dict] = {
     "Lfm2MoeForCausalLM": {"num_hidden_layers": 24, "layer_types": [
         "full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)]},
     "Qwen4ExpForCausalLM": {"output_gate_type": "sigmoid"},
-    "AliceAIForCausalLM": {"kda_allow_negative_eigenvalues": False},
+    # AliceAI (Qwen3-Next layout, KDA linear attention, AttnRes blocks): the keys vLLM's config hook
+    # and model class require (values illustrative; KDA needs equal key/value head counts and dims).
+    "AliceAIForCausalLM": {"kda_allow_negative_eigenvalues": False, "router_score_function": "sigmoid",
+                           "router_bias_correction": True, "block_attn_res_block_size": 4,
+                           "linear_num_key_heads": 16, "linear_num_value_heads": 16,
+                           "linear_key_head_dim": 128, "linear_value_head_dim": 128},
     "LongcatFlashNgramForCausalLM": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True,
                                      "zero_expert_type": "identity", "emb_neighbor_num": 4, "emb_split_num": 4,
                                      "ngram_vocab_size_ratio": 4},
@@ -528,6 +533,140 @@ CASE_FILES.update({
 })
 
 
+# ---- Issue 21 (session 13): keys the newest flagship model classes read, that their config
+# classes' defaults leave out (values as the published checkpoints carry them where known, else
+# illustrative: each provenance says which). -------------------------------------------------
+# Inkling's published (OG-format) checkpoint is read by vLLM's own InklingModelConfig
+# (model_type inkling_model): transformers' inkling_text class keeps the HF names vLLM does not read.
+VLLM_CONFIG_TYPES.update({"InklingForCausalLM": "inkling_model"})
+# Inkling: local (sliding, sconv) layers three of every four, sink shared experts (vLLM's MoE
+# asserts the served checkpoint's sigmoid gate + shared sink experts; values illustrative).
+_INKLING_KEYS = {"local_layer_ids": [i for i in range(16) if i % 4 != 3], "sliding_window_size": 512,
+                 "swa_num_attention_heads": 12, "swa_num_key_value_heads": 4, "swa_head_dim": 128,
+                 "head_dim": 128, "n_routed_experts": 8, "n_shared_experts": 1, "shared_expert_sink": True,
+                 "num_experts_per_tok": 2, "gate_activation": "sigmoid", "norm_after_topk": True,
+                 "dense_mlp_idx": 1, "padded_vocab_size": 201088, "use_embed_norm": True}
+# GLM-5 Next: mHC residual streams on (`mhc`, with the hc_* keys the class has), DeepSeek-style
+# sigmoid router (noaux_tc), NoPE MLA (qk_rope_head_dim 0): keys its config.json carries that the
+# transformers class drops (values as vLLM's glm5next model reads them).
+_GLM5_NEXT_KEYS = {"mhc": True, "topk_method": "noaux_tc", "scoring_func": "sigmoid", "mla_use_nope": True,
+                   "indexer_rope_interleave": True}
+# Step 5: the checkpoint's sparse_config section (DSA indexer on full-attention layers); values
+# vLLM's Step5SparseConfig accepts (proxy_dim 256, topk 512, 16 indexer heads over the 8 KV groups).
+_STEP5_SPARSE = {"enabled": True, "proxy_dim": 256, "sparse_indexer_rope_dim": 32, "sparse_indexer_num_heads": 16,
+                 "sparse_indexer_num_k_heads": 1, "num_provider_groups": 8, "topk": 512,
+                 "region_block_size": 8, "apply_to_layer_types": ["full_attention"]}
+# Step 5 geometry in Step-3.5-Flash's published form (64 query heads over 8 KV groups; head_dim 192,
+# the DSA kernels' one; sliding layers with their own head count under attention_other_setting, three
+# sliding to one full; cut to 8 layers; values illustrative): the DSA kernels take 4/8/16 query heads
+# per KV group, the class default's 40/8 none.
+_STEP5_KEYS = {"sparse_config": _STEP5_SPARSE, "hidden_size": 4096, "num_attention_heads": 64,
+               "num_attention_groups": 8, "head_dim": 192, "num_hidden_layers": 8, "sliding_window": 512,
+               "layer_types": ["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3
+               + ["full_attention"], "use_head_wise_attn_gate": True, "use_moe_router_bias": True,
+               "need_fp32_gate": True,
+               "attention_other_setting": {"attention_type": "sliding_attention", "num_attention_heads": 96,
+                                           "num_attention_groups": 8, "head_dim": 128}}
+# Ling 3.0 (BailingMoeV3): KDA without the gate LoRA (vLLM's layer only implements that) and the
+# lower bound its safe gate uses (Ling-3.0-flash config.json values).
+_BAILING_V3_KEYS = {"no_kda_lora": True, "kda_safe_gate": True, "kda_lower_bound": -5.0}
+OVERRIDES.update({
+    "InklingForCausalLM": dict(_INKLING_KEYS),
+    "InklingForConditionalGeneration": {f"text_config.{k}": v for k, v in _INKLING_KEYS.items()},
+    "Glm5NextForConditionalGeneration": {f"text_config.{k}": v for k, v in _GLM5_NEXT_KEYS.items()},
+    "Step5ForCausalLM": dict(_STEP5_KEYS),
+    "Step5ForConditionalGeneration": {**{f"text_config.{k}": v for k, v in _STEP5_KEYS.items()},
+                                      "text_config.architectures": ["Step5ForCausalLM"]},
+    "BailingMoeV3ForCausalLM": dict(_BAILING_V3_KEYS),
+    "BailingMoeV3VLForConditionalGeneration": {f"text_config.{k}": v for k, v in _BAILING_V3_KEYS.items()},
+    # GLM-5 Next's text architecture is served from the same (VL) config.json: its text_config.
+    "Glm5NextForCausalLM": {f"text_config.{k}": v for k, v in _GLM5_NEXT_KEYS.items()},
+    # MiniMax-M3 VL: the vision tower's keys (a raw dict the class keeps; values illustrative, 4 layers).
+    "MiniMaxM3SparseForConditionalGeneration": {"vision_config": {
+        "hidden_size": 1024, "intermediate_size": 4096, "num_attention_heads": 16, "num_hidden_layers": 4,
+        "num_channels": 3, "patch_size": 14, "layer_norm_eps": 1e-6, "hidden_act": "gelu",
+        "img_token_compression_config": {"spatial_merge_size": 2, "temporal_patch_size": 2}}},
+})
+# DeepSeek-V4.1: its config class flattens text_config onto the top level; the text keys are
+# DeepSeek-V4's (transformers' DeepseekV4Config defaults, cut to 8 layers) plus the V4.1 sparse
+# topology: compress_ratios per layer (0 sliding only, 1 full-length, 2 ratio-2 compressed) and the
+# layers owning the compressed-KV cache / the indexer (values illustrative).
+def _deepseek_v41_text() -> dict:
+    from transformers import DeepseekV4Config
+
+    t = _jsonable(DeepseekV4Config(num_hidden_layers=8).to_dict())
+    for k in ("architectures", "model_type", "transformers_version", "layer_types", "mlp_layer_types"):
+        t.pop(k, None)
+    t.update({"compress_ratios": [0, 1, 2, 2, 0, 1, 2, 2], "kv_source_layer_ids": [1, 2, 5, 6],
+              "index_source_layer_ids": [1, 5], "sliding_window": 128, "num_hash_layers": 0})
+    return t
+
+
+OVERRIDES_LAZY = {"DeepseekV41ForCausalLM": lambda: {
+    "text_config": _deepseek_v41_text(), "vision_config": {"num_hidden_layers": 2, "hidden_size": 1024,
+                                                           "num_attention_heads": 16, "intermediate_size": 2816,
+                                                           "patch_size": 14}}}
+# How exact the keys added above are (written into cases.json's config_sources).
+_ILLUSTRATIVE = "keys as vLLM's model class reads them; values illustrative, not copied from a checkpoint"
+OVERRIDE_PROVENANCE: dict[str, str] = {
+    "AliceAIForCausalLM": _ILLUSTRATIVE,
+    "InklingForCausalLM": _ILLUSTRATIVE + " (16 layers, local layers 3 of 4)",
+    "InklingForConditionalGeneration": _ILLUSTRATIVE + " (16 layers, local layers 3 of 4)",
+    "Glm5NextForCausalLM": "the GLM-5 Next config.json keys transformers' class drops (mhc, router, NoPE MLA); "
+                           "values as vLLM's model reads them",
+    "Glm5NextForConditionalGeneration": "the GLM-5 Next config.json keys transformers' class drops (mhc, router, "
+                                        "NoPE MLA); values as vLLM's model reads them",
+    "Step5ForCausalLM": "sparse_config and Step-3.5-Flash-style geometry cut to 8 layers; " + _ILLUSTRATIVE,
+    "Step5ForConditionalGeneration": "sparse_config and Step-3.5-Flash-style geometry cut to 8 layers; "
+                                     + _ILLUSTRATIVE,
+    "BailingMoeV3ForCausalLM": "Ling-3.0-flash's KDA keys (no_kda_lora, kda_safe_gate, kda_lower_bound)",
+    "BailingMoeV3VLForConditionalGeneration": "Ling-3.0-flash's KDA keys (no_kda_lora, kda_safe_gate, "
+                                              "kda_lower_bound)",
+    "MiniMaxM3SparseForConditionalGeneration": "vision tower keys: " + _ILLUSTRATIVE,
+    "DeepseekV41ForCausalLM": "DeepSeek-V4 text keys (transformers' defaults, 8 layers) + the V4.1 sparse "
+                              "topology; " + _ILLUSTRATIVE,
+}
+CASE_OPTIONS.update({
+    # minimax_m3_text: no registry maps it; the checkpoint's own class is the one vLLM ships (patch 19).
+    "MiniMaxM3SparseForCausalLM": {"vllm_config_class": "MiniMaxM3TextConfig"},
+    # Flint's decoder asserts FlashInfer's attention impl (arch_oracle.py patch 21).
+    "FlintForCausalLM": {"flashinfer_impl_check": True},
+    # Step 5's DSA backend builds on SM90+ only (patch 22 reports an H100's capability).
+    "Step5ForCausalLM": {"v2_model_runner": True, "device_capability": [9, 0]},
+    "Step5ForConditionalGeneration": {"v2_model_runner": True, "device_capability": [9, 0]},
+    # DeepSeek-V4.1's attention picks its FP8 einsum recipe by compute capability (patch 22).
+    "DeepseekV41ForCausalLM": {"device_capability": [9, 0]},
+})
+VARIANTS.extend([
+    # AliceAI / Ling 3.0: the linear/full layer map from its interval keys instead of layer_types.
+    ("AliceAIForCausalLM", "interval2", {"layer_types": None, "full_attention_interval": 2}),
+    ("BailingMoeV3ForCausalLM", "group4", {"layer_types": None, "layer_group_size": 4}),
+    ("BailingMoeV3VLForConditionalGeneration", "group4", {"text_config.layer_types": None,
+                                                          "text_config.layer_group_size": 4}),
+    # Inkling: every layer global (no local_layer_ids), and a different sliding window / SWA geometry.
+    ("InklingForCausalLM", "all-global", {"local_layer_ids": []}),
+    # Flint: sliding layers by layer_types; use_sliding_window false turns their window off.
+    # (FlintConfig's default stack: 49 layers.)
+    ("FlintForCausalLM", "sliding-layers", {"layer_types": [
+        "full_attention" if i % 4 == 3 else "sliding_attention" for i in range(49)]}),
+    ("FlintForCausalLM", "sliding-layers-off", {"use_sliding_window": False, "layer_types": [
+        "full_attention" if i % 2 else "sliding_attention" for i in range(49)]}),
+    # MiniMax-M3: the sparse (indexed) layers from sparse_attention_freq (every other layer here).
+    ("MiniMaxM3SparseForCausalLM", "sparse-every-other", {"num_hidden_layers": 8, "sparse_attention_config": {
+        "use_sparse_attention": True, "sparse_index_dim": 64, "sparse_num_index_heads": 4, "sparse_topk_blocks": 16,
+        "sparse_block_size": 128, "sparse_disable_index_value": [0, 1] * 4, "sparse_score_type": "max",
+        "sparse_init_block": 0, "sparse_local_block": 1, "sparse_attention_freq": [0, 1] * 4},
+        "moe_layer_freq": [0, 1, 1, 1, 1, 1, 1, 1]}),
+    # DeepSeek-V4.1: other source layers (an index source at ratio 2) and another window.
+    ("DeepseekV41ForCausalLM", "sources-ratio2", {"text_config.compress_ratios": [2, 2, 1, 1, 2, 0, 2, 1],
+                                                   "text_config.kv_source_layer_ids": [0, 2, 4, 6],
+                                                   "text_config.index_source_layer_ids": [0, 2, 6],
+                                                   "text_config.sliding_window": 64}),
+    ("InklingForCausalLM", "swa-geometry", {"sliding_window_size": 1024, "swa_num_key_value_heads": 2,
+                                            "swa_head_dim": 64, "local_layer_ids": [0, 2, 4, 6, 8, 10, 12, 14]}),
+])
+
+
 def _apply(d: dict, over: dict) -> dict:
     """Overrides; a dotted key ("audio_config.downsample_factor") sets a nested key."""
     d = copy.deepcopy(d)
@@ -599,9 +738,13 @@ def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
             if old in d:
                 d[new] = d.pop(old)
                 source += f" with {old} written as {new} (the published key)"
+        if arch in OVERRIDES_LAZY:  # built with transformers (imported only by this script's run)
+            OVERRIDES[arch] = OVERRIDES_LAZY[arch]()
         if arch in OVERRIDES:
             d = _apply(d, OVERRIDES[arch])
             source += f" + published keys {sorted(OVERRIDES[arch])}"
+            if arch in OVERRIDE_PROVENANCE:
+                source += f" ({OVERRIDE_PROVENANCE[arch]})"
         d.pop("transformers_version", None)
         return d, source
     if arch in INTERNVL_FAMILY:

@@ -41,8 +41,13 @@ def refused_by_vllm(answer: dict[str, Any]) -> bool:
 def oracle_layers(answer: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """Per decoder-layer index: the main attention layer record and the bytes of every KV cache."""
     out: dict[int, dict[str, Any]] = {}
+    specless: dict[int, dict[str, Any]] = {}
     for rec in answer["layers"]:
         specs = [s for s in rec.get("specs", []) if s["type"] in _ATTN_SPECS]
+        if rec["index"] is not None and not rec.get("specs") and rec.get("kv_cache_dtype") is not None:
+            # An attention layer whose caches its sub-modules register (DeepSeek-V4.1 layers that read
+            # another layer's compressed cache keep only their sliding-window cache): its dtype decision.
+            specless.setdefault(rec["index"], rec)
         if rec["index"] is None or not specs:
             continue
         if specs[0]["type"] == "EncoderOnlyAttentionSpec":
@@ -59,6 +64,9 @@ def oracle_layers(answer: dict[str, Any]) -> dict[int, dict[str, Any]]:
             slot["extra"].append(rec)
         if not shared:
             slot["bytes"] += sum(s["bytes_per_token"] for s in specs)
+    for i, slot in out.items():
+        if slot["main"] is None and i in specless:
+            slot["main"] = specless[i]
     for slot in out.values():
         # A decoder layer with self- and cross-attention (Whisper): its main record is the self-attention
         # cache (per decoded token), the cross-attention cache (per encoder token) is compared apart.
@@ -93,7 +101,8 @@ def compare(plan: Any, answer: dict[str, Any]) -> list[str]:
         if m is None:
             diffs.append(f"L{i}: vLLM registers only caches without a kv_cache_dtype")
             continue
-        spec = m["specs"][0]
+        # A spec-less main record: the layer's geometry is its first cache's (its sliding window its own).
+        spec = m["specs"][0] if m["specs"] else {**w["extra"][0]["specs"][0], "sliding_window": None}
         target = m.get("kv_sharing_target_layer_name")
         target_index = int(target.split(".layers.")[1].split(".")[0]) if target else None
         if getattr(lp, "kv_shared_with", None) != target_index:

@@ -1,0 +1,232 @@
+"""Layer maps of vLLM 0.33's newest flagship model classes, read from their own config keys.
+
+Each reader takes the layers the generic reader built (hf_config._layers) and rewrites them the way
+vLLM's model class of that module builds its decoder stack: which layers attend and how (GLM-5 Next,
+Ling 3.0 and Inkling layer maps, Step 5's per-layer-type heads, Flint's window switch), and which
+further KV caches a layer registers next to its main one (sparse-indexer keys and rings, convolution
+states). Verified against vLLM's own model classes (scripts/oracle, docs/architectures.md).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import KvplanInputError
+from kvplan.model.arch import ExtraCache, LayerArch, MlaDims
+
+_Reader = Callable[[dict[str, Any], list[LayerArch], Path, list[str]], list[LayerArch]]
+
+
+def _pos_int(raw: dict[str, Any], key: str, default: int, path: Path) -> int:
+    v = raw.get(key, default)
+    if v is None:
+        v = default
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise KvplanInputError(f"{path}: {key} must be a positive integer, got {v!r}.",
+                               f"Fix {key} in config.json.")
+    return v
+
+
+def _flint(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
+    """vLLM's FlintConfig: `use_sliding_window: false` clears sliding_window, so its sliding
+    layer_types entries attend over the full context."""
+    if raw.get("use_sliding_window") is not False:
+        return layers
+    notes.append("Flint: use_sliding_window false: sliding_attention layers have no window (full attention)")
+    return [la.model_copy(update={"kind": "full_attention", "sliding_window": None,
+                                  "source": la.source + " (use_sliding_window false: no window)"})
+            if la.kind == "sliding_attention" else la for la in layers]
+
+
+def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
+    """vLLM's Step 5: KV heads are num_attention_groups; a layer whose layer_types entry is
+    attention_other_setting's attention_type takes that setting's heads, KV groups and head_dim.
+    With a sparse_config section (enabled), each full-attention layer (its DSA layers) also registers
+    a CSA tail ring (one page of the layer's own cache) and a uint8 region-summary cache (256 B per
+    8-token region)."""
+    types = raw.get("layer_types_with_mtp") or raw.get("layer_types") or []
+    aos = raw.get("attention_other_setting")
+    other: dict[str, Any] = aos if isinstance(aos, dict) else {}
+    groups = _pos_int(raw, "num_attention_groups", 1, path)
+    head = raw.get("head_dim")
+    sparse = raw.get("sparse_config")
+    dsa = isinstance(sparse, dict) and sparse.get("enabled") is not False
+    out = []
+    for la in layers:
+        if la.kind not in ("full_attention", "sliding_attention"):
+            out.append(la)
+            continue
+        t = types[la.index] if la.index < len(types) else "full_attention"
+        mine = bool(other) and t == other.get("attention_type")
+        kvh = other.get("num_attention_groups") if mine else groups
+        hd = (other.get("head_dim") if mine else head) or la.head_size
+        src = la.source + (f" (attention_other_setting: {kvh} KV groups, head_dim {hd})" if mine
+                           else f" (num_attention_groups {kvh}, head_dim {hd})")
+        extra: tuple[ExtraCache, ...] = ()
+        if dsa and la.kind == "full_attention":
+            extra = (ExtraCache(name="CSA tail ring", same_as_layer=True, ring=True),
+                     ExtraCache(name="sparse region summaries", elements=256, element_bytes=1, tokens_per_state=8))
+            src += " (sparse_config: DSA layer, CSA tail ring + region-summary caches)"
+        out.append(la.model_copy(update={"num_kv_heads": kvh, "head_size": hd, "head_size_v": hd,
+                                         "extra_caches": extra, "source": src}))
+    notes.append("Step 5: KV heads = num_attention_groups (attention_other_setting's for its layer type)"
+                 + ("; full-attention layers run sparse attention (sparse_config) with two further caches"
+                    if dsa else ""))
+    return out
+
+
+def _minimax_m3(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
+    """vLLM's MiniMax-M3: a layer whose sparse_attention_config.sparse_attention_freq entry is non-zero
+    also registers an index-key cache of sparse_index_dim elements (one head, model dtype)."""
+    cfg = raw.get("sparse_attention_config")
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("sparse_attention_freq"), list):
+        return layers
+    freq = cfg["sparse_attention_freq"]
+    dim = _pos_int(cfg, "sparse_index_dim", 128, path)
+    sparse = {i for i, f in enumerate(freq) if f != 0}
+    notes.append(f"MiniMax-M3: sparse layers (sparse_attention_freq) keep an index-key cache of {dim} elements")
+    return [la.model_copy(update={
+        "extra_caches": (ExtraCache(name="index keys", elements=dim),),
+        "source": la.source + f" (sparse_attention_freq[{la.index}] != 0: index-key cache)"})
+        if la.index in sparse and la.kind not in ("none", "mamba", "linear_attention") else la for la in layers]
+
+
+def _bailing_v3(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
+    """vLLM's Ling 3.0 (BailingMoeV3TextConfig): layer i is KDA linear attention when
+    (i + 1) % layer_group_size != 0 and i lies within the whole groups; the others are MLA."""
+    lgs = _pos_int(raw, "layer_group_size", 5, path)
+    n = len(layers)
+    grouped = n // lgs * lgs
+    notes.append(f"Ling 3.0: layer_group_size {lgs}: every {lgs}th layer is MLA, the rest KDA linear attention")
+    return [LayerArch(index=la.index, kind="linear_attention",
+                      source=f"layer_group_size {lgs}: ({la.index} + 1) % {lgs} != 0, KDA linear attention")
+            if (la.index + 1) % lgs and la.index < grouped else
+            la.model_copy(update={"source": f"layer_group_size {lgs}: full attention (MLA)"}) for la in layers]
+
+
+def _inkling(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
+    """vLLM's Inkling: layers in local_layer_ids slide over sliding_window_size tokens with the swa_*
+    geometry, the others attend over everything; every layer also keeps its short-convolution state
+    as a sliding cache (K, V and two hidden-size streams per KV head, padded to a power of two)."""
+    local = raw.get("local_layer_ids") or []
+    if not isinstance(local, list):
+        raise KvplanInputError(f"{path}: local_layer_ids must be a list of layer indices.",
+                               "Fix local_layer_ids in config.json.")
+    hidden = _pos_int(raw, "hidden_size", 1536, path)
+    heads = _pos_int(raw, "num_attention_heads", 12, path)
+    kvh = _pos_int(raw, "num_key_value_heads", 4, path)
+    hd = _pos_int(raw, "head_dim", hidden // heads, path)
+    swa_kvh = _pos_int(raw, "swa_num_key_value_heads", kvh, path)
+    swa_hd = _pos_int(raw, "swa_head_dim", hd, path)
+    window = _pos_int(raw, "sliding_window_size", 512, path)
+    kernel = _pos_int(raw, "sconv_kernel_size", raw.get("conv_kernel_size") or 4, path)
+    out = []
+    for la in layers:
+        if la.kind in ("none", "mamba", "linear_attention"):
+            out.append(la)
+            continue
+        is_local = la.index in local
+        k, d = (swa_kvh, swa_hd) if is_local else (kvh, hd)
+        width = 2 * d + 2 * (hidden // k)
+        padded = 1 << (width - 1).bit_length()
+        out.append(la.model_copy(update={
+            "kind": "sliding_attention" if is_local else "full_attention",
+            "sliding_window": window if is_local else None, "num_kv_heads": k, "head_size": d, "head_size_v": d,
+            "extra_caches": (ExtraCache(name="short-conv state", elements=k * padded, window=kernel),),
+            "source": (f"local_layer_ids contains {la.index}: sliding_window_size {window}, swa geometry"
+                       if is_local else f"local_layer_ids lacks {la.index}: full attention")
+            + f" (+ conv state {k} x {padded})"}))
+    notes.append("Inkling: local_layer_ids slide (sliding_window_size, swa_* heads); every layer keeps a "
+                 "short-convolution state cache")
+    return out
+
+
+def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
+    """vLLM's GLM-5 Next: layer_types 'linear_attention' layers are KDA linear attention, the others
+    MLA; with index_topk set, each MLA layer's indexer keeps uint8 keys (index_head_dim + fp32 scale
+    per 128) pooled over index_kpool tokens, and a bf16 ring of the in-progress pool (K and gate)."""
+    types = raw.get("layer_types") or []
+    topk = raw.get("index_topk")
+    ihd = _pos_int(raw, "index_head_dim", 128, path)
+    kpool = _pos_int(raw, "index_kpool", 16, path)
+    extra: tuple[ExtraCache, ...] = ()
+    if topk is not None:
+        extra = (ExtraCache(name="indexer keys", elements=ihd + ihd // 128 * 4, element_bytes=1,
+                            tokens_per_state=kpool),
+                 ExtraCache(name="indexer tail ring", elements=2 * ihd, element_bytes=2, ring=True))
+    out = []
+    for la in layers:
+        if la.index < len(types) and types[la.index] == "linear_attention":
+            out.append(LayerArch(index=la.index, kind="linear_attention",
+                                 source=f"layer_types[{la.index}] = 'linear_attention': KDA linear attention"))
+        elif la.kind == "mla":
+            # Sparse MLA (index_topk: vLLM's is_sparse backends); its indexer caches are the extras.
+            out.append(la.model_copy(update={"indexer_bytes_per_token": 0, "extra_caches": extra}))
+        else:
+            out.append(la)
+    if topk is not None:
+        notes.append(f"GLM-5 Next: MLA layers keep indexer keys pooled over index_kpool {kpool} tokens and a "
+                     "tail ring")
+    return out
+
+
+def _deepseek_v41(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
+    """vLLM's DeepSeek-V4.1: every layer keeps a sliding-window fp8_ds_mla cache; compress_ratios[i]
+    (0 sliding only, 1 full-length, 2 ratio-2 compressed) applies through the layers that own the caches:
+    a kv_source_layer_ids layer stores the compressed latent (one 584 B state per ratio tokens; at ratio 2
+    with an fp32 compressor ring), an index_source_layer_ids layer the indexer keys (index_head_dim +
+    fp32 scale per 128); the other layers read the nearest source below them and store nothing more."""
+    head = _pos_int(raw, "head_dim", 512, path)
+    rope = raw.get("qk_rope_head_dim", 64)
+    ratios = raw.get("compress_ratios") or []
+    kv_src = set(raw.get("kv_source_layer_ids") or ())
+    idx_src = set(raw.get("index_source_layer_ids") or ())
+    window = _pos_int(raw, "sliding_window", 128, path)
+    ihd = _pos_int(raw, "index_head_dim", 128, path)
+    if not isinstance(rope, int) or isinstance(rope, bool) or not 0 <= rope < head or not isinstance(ratios, list):
+        raise KvplanInputError(f"{path}: DeepSeek-V4.1 needs qk_rope_head_dim < head_dim and compress_ratios "
+                               "(one per layer).", "Pass the model's full config.json.")
+    record = head - rope + 2 * rope + 8  # fp8_ds_mla: fp8 NoPE + bf16 RoPE + 8 B scales
+    mla = MlaDims(kv_lora_rank=head - rope, qk_rope_head_dim=rope, qk_nope_head_dim=head - rope, v_head_dim=head)
+    out = []
+    for la in layers:
+        r = ratios[la.index] if la.index < len(ratios) else 0
+        if r not in (0, 1, 2):
+            raise KvplanInputError(f"{path}: compress_ratios[{la.index}] is {r!r}; vLLM's DeepSeek-V4.1 takes 0, 1 "
+                                   "or 2.", "Fix compress_ratios in config.json.")
+        extra: list[ExtraCache] = []
+        if r and la.index in kv_src:
+            extra.append(ExtraCache(name="compressed latent", elements=record, element_bytes=1, tokens_per_state=r))
+            if r == 2:
+                extra.append(ExtraCache(name="compressor state (fp32)", elements=2 * head, element_bytes=4, ring=True))
+        if r and la.index in idx_src:
+            extra.append(ExtraCache(name="indexer keys", elements=ihd + ihd // 128 * 4, element_bytes=1,
+                                    tokens_per_state=r))
+        role = ("kv and index source" if la.index in kv_src and la.index in idx_src else
+                "kv source" if la.index in kv_src else "index source" if la.index in idx_src else "reader")
+        out.append(LayerArch(index=la.index, kind="mla", num_heads=la.num_heads, num_kv_heads=1, head_size=head,
+                             head_size_v=0, mla=mla, dsv4_compress_ratio=1, dsv4_window=window,
+                             extra_caches=tuple(extra) if r else (),
+                             source=f"DeepSeek-V4.1 compress_ratios[{la.index}] = {r} ({role if r else 'sliding only'})"
+                                    f": sliding-window cache of {window} tokens"))
+    notes.append("DeepSeek-V4.1: a sliding-window fp8_ds_mla cache per layer; compressed latent and indexer keys "
+                 "only on kv_source_layer_ids / index_source_layer_ids")
+    return out
+
+
+_READERS: tuple[tuple[tuple[str, ...], _Reader], ...] = (
+    ((".flint",), _flint), ((".step5",), _step5), ((".minimax_m3",), _minimax_m3),
+    ((".bailing_moe_v3", ".bailing_moe_v3_vl"), _bailing_v3), ((".inkling",), _inkling),
+    ((".glm5next",), _glm5_next), ((".deepseek_v41",), _deepseek_v41),
+)
+
+
+def flagship_layers(module: str, raw: dict[str, Any], layers: list[LayerArch], path: Path,
+                    notes: list[str]) -> list[LayerArch]:
+    """The decoder stack as the vLLM module's own model class builds it (unchanged for other modules)."""
+    for suffixes, reader in _READERS:
+        if module.endswith(suffixes):
+            return reader(raw, layers, path, notes)
+    return layers
+
