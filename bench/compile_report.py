@@ -84,7 +84,7 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
 
     rows = []
     for head in heads:
-        for mode in ("int8_per_token_head", "fp8_per_token_head", "bfloat16"):
+        for mode in ("int8_per_token_head", "fp8_per_token_head", "bfloat16", "fp8"):
             layout = LayerLayout.simple(mode, 8, head)
             cache = allocate_kv_cache(layout, 4, 16, "cpu")
             args = cache_args(cache)
@@ -94,7 +94,11 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
             sl = torch.full((2,), 64, dtype=torch.int32)
             block_n = 32 if (head == 64 and mode != "bfloat16") else 16
             for split in (1, 2):
-                if mode == "bfloat16":
+                if mode == "fp8":
+                    pos, kw, _ = ag._fp8t_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
+                                                   1.0, 1.0, 1.0, 0, split, 16, 2, pdl=split > 1)
+                    kernel = ag._gluon_fp8t_kernel
+                elif mode == "bfloat16":
                     pos, kw, _ = ag._bf16_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
                                                    1.0, 0, split, 16, 2, pdl=split > 1)
                     kernel = ag._gluon_bf16_kernel
@@ -108,7 +112,7 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
                 if ptx_out:
                     ptx_out.mkdir(parents=True, exist_ok=True)
                     (ptx_out / f"{name}.ptx").write_text(compiled.asm["ptx"])
-                rows.append({"kernel": name, "block_n": block_n if mode != "bfloat16" else 16,
+                rows.append({"kernel": name, "block_n": block_n if mode not in ("bfloat16", "fp8") else 16,
                              "shared": compiled.metadata.shared, **info})
     return rows
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -196,6 +196,18 @@ for step in $steps; do
         --configs 16:1:2:0,16:1:2:160,16:1:2:192,16:1:2:256,16:1:2:128 2>&1 | tee "$OUT/b1c.log"
       timeout 60 $PY bench/tune_attention.py --shape 2,32768,32,8,128 --modes int8_per_token_head \
         --kernel gluon --pipe 2 --configs 16:1:2:0,16:1:2:96,16:1:2:128 2>&1 | tee -a "$OUT/b1c.log" ;;
+    round16)  # issue 22: the FP8 per-tensor Gluon kernel against the Triton kernel (its round-15
+      #          defaults, v_reg on) at the suite shapes, 16/32-key tiles, 2/3 stages; its GPU tests
+      for shape in 64,4096,32,8,128 16,16384,32,8,128 128,2048,64,8,64 64,1024,32,8,128 \
+                   64,2048,32,8,128 4,32768,32,8,128 32,4096,16,4,256 1,32768,32,8,128; do
+        timeout 60 $PY bench/tune_attention.py --shape $shape --modes fp8 --vreg 1 \
+          --configs 0:0:0:0 2>&1 | tee -a "$OUT/fp8t.log"
+        timeout 90 $PY bench/tune_attention.py --shape $shape --modes fp8 --kernel gluon \
+          --pipe 2,3 --configs 16:1:2:0,32:1:2:0 2>&1 | tee -a "$OUT/fp8t.log"
+      done
+      timeout 300 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        -k "fp8t or test_decode_default_on_gpu or default_decode_kernel_choice" 2>&1 \
+        | tee "$OUT/pytest-fp8t.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -31,6 +31,7 @@ from kvplan.runtime._common import (
     E4M3X4_TO_F16,
     E5M2X4_TO_F16,
     I8X4_TO_F16,
+    KV_MODE_FP8_PER_TENSOR,
     KV_MODE_FP8_PTH,
     KV_MODE_INT4_PTH,
     KV_MODE_INT8_PTH,
@@ -848,6 +849,9 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
         # bf16/fp16 caches: head 64 only (measured: bench/NOTES-runtime.md, round 11)
         return (d in _GLUON_BF16_HEADS and args.k.dtype == query.dtype
                 and attention_gluon.bf16_supported(group, d, block_size, 16))
+    if args.KV_MODE == KV_MODE_FP8_PER_TENSOR:
+        # FP8 per-tensor: the Gluon row-copy kernel (bench/NOTES-runtime.md, round 16)
+        return attention_gluon.fp8t_supported(group, d, block_size, _fp8t_block_n(d, None))
     if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH):
         return False
     return attention_gluon.supported(group, d, block_size)
@@ -873,14 +877,18 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
     group = hq // lay.num_kv_heads
     if interpreting() or query.device.type != "cuda":
         raise ValueError("the gluon kernel needs a CUDA GPU (it does not run in the interpreter)")
-    if (args.KV_MODE not in (KV_MODE_NONE, KV_MODE_INT8_PTH, KV_MODE_FP8_PTH)
+    if (args.KV_MODE not in (KV_MODE_NONE, KV_MODE_FP8_PER_TENSOR, KV_MODE_INT8_PTH,
+                             KV_MODE_FP8_PTH)
             or query.dtype == torch.float32 or (args.KV_MODE == KV_MODE_NONE
                                                 and args.k.dtype == torch.float32)):
-        raise ValueError("the gluon kernel reads bf16/fp16 and INT8/FP8 per-token-head caches "
-                         "with bf16/fp16 queries")
+        raise ValueError("the gluon kernel reads bf16/fp16, FP8 per-tensor and INT8/FP8 "
+                         "per-token-head caches with bf16/fp16 queries")
     from kvplan.runtime import attention_gluon
     if args.KV_MODE == KV_MODE_NONE:
         return _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, scale,
+                                  keys_read, attention_gluon)
+    if args.KV_MODE == KV_MODE_FP8_PER_TENSOR:
+        return _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                                   keys_read, attention_gluon)
     if not attention_gluon.supported(group, d, cache.block_size):
         raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block {cache.block_size}")
@@ -960,6 +968,55 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
         if merge is not None:
             merge(po, pml, out)
     return fire_gluon_bf16
+
+
+def _fp8t_block_n(d: int, asked: int | None) -> int:
+    """Tile keys of the FP8 per-tensor Gluon kernel: ``asked``, else 16."""
+    return asked or 16
+
+
+def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, scale,
+                       keys_read: Callable[[], int], attention_gluon):
+    """The Gluon decode kernel over an FP8 per-tensor cache (`attention_gluon._gluon_fp8t_kernel`):
+    the static k scale multiplies the scores, the v scale the output."""
+    lay = cache.layout
+    _, hq, d = query.shape
+    group = hq // lay.num_kv_heads
+    block_n = _fp8t_block_n(d, cfg.block_n)
+    pipe = cfg.pipe or 2
+    if not attention_gluon.fp8t_supported(group, d, cache.block_size, block_n):
+        raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block "
+                         f"{cache.block_size}, block_n {block_n} over an FP8 per-tensor cache")
+    num_splits = cfg.num_splits if cfg.num_splits is not None else _gluon_splits(
+        seq_lens.shape[0] * lay.num_kv_heads, max(1, math.ceil(keys_read() / block_n)),
+        num_sms(query.device),
+        attention_gluon.fp8t_programs_per_sm(query, out, args, block_tables, seq_lens, group=group,
+                                             head=d, block_size=cache.block_size,
+                                             block_n=block_n, pipe=pipe))
+    pdl = _pdl(cfg, query)
+    q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
+    k_scale, v_scale = float(cache.k_scale), float(cache.v_scale)
+    _, kw, key = attention_gluon._fp8t_launch_args(query, out, out, out, args, block_tables,
+                                                   seq_lens, group, d, cache.block_size, q_scale,
+                                                   k_scale, v_scale, window, num_splits, block_n,
+                                                   pipe, pdl)
+    grid = (seq_lens.shape[0], args.k.shape[2], num_splits)
+    merge = _merge_plan(num_splits, d, pdl)
+    fn = attention_gluon._gluon_fp8t_kernel
+    key = key_id(key)
+
+    def fire_gluon_fp8t(query, out, block_tables, seq_lens, qsl, args):
+        po, pml = _partials(out, num_splits)
+        k = args.k
+        ks = k.stride()
+        launch_cached(fn, grid,
+                      (query, query.stride(0), query.stride(1), out, out.stride(0),
+                       out.stride(1), po, pml, k, args.v, ks[0], ks[2], ks[1], block_tables,
+                       block_tables.stride(0), seq_lens, q_scale, k_scale, v_scale, window, hq,
+                       num_splits), kw, key)
+        if merge is not None:
+            merge(po, pml, out)
+    return fire_gluon_fp8t
 
 
 def paged_attention_decode(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,

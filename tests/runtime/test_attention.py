@@ -394,6 +394,57 @@ def test_gluon_bf16_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "fp8_e5m2"])
+@pytest.mark.parametrize("head,hq,hkv", [(64, 64, 8), (128, 32, 8), (256, 16, 4), (128, 8, 8),
+                                         (64, 28, 4), (128, 12, 2)])
+@pytest.mark.parametrize("block_n,block_size,num_splits,pipe", [
+    (None, 16, None, None), (16, 32, 3, 2), (32, 16, 2, 3), (32, 32, 1, 2), (16, 16, 5, 4),
+    (16, 64, 2, 2)])
+def test_gluon_fp8t_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
+                                      block_size, num_splits, pipe):
+    """The FP8 per-tensor Gluon kernel (1-byte K/V rows copied into bit-ordered buffers, keys as
+    the MMA rows, static k/v scales) computes the reference function: e4m3 and e5m2, GQA groups
+    of 1-8 heads, odd lengths, a 1-token sequence, splits, 16/32-key tiles in pages of 16-64
+    slots (a tile may span two), 2-4 stages, scales other than 1 and queries scaled by 25."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device="cuda").manual_seed(head + hq + 7)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
+    batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], block_size, "cuda", gen,
+                              k_scale=0.037, v_scale=0.021)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, pipe=pipe)
+    for q_mul, dtype in ((1.0, torch.bfloat16), (25.0, torch.float16)):
+        q = (torch.randn(5, hq, head, generator=gen, device="cuda") * q_mul).to(dtype)
+        out = torch.full_like(q, float("nan"))
+        paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out, config=cfg)
+        ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
+        _check(out, ref, layout.quant_mode, f"gluon fp8 per-tensor {cfg} q*{q_mul}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (16, 64)])
+def test_gluon_fp8t_window_reads_only_the_window(cuda_device, block_n, block_size):
+    """A sliding-window layer over an FP8 per-tensor cache: pages wholly before the window are
+    poisoned, and the key right before each window (an odd start inside a tile) holds NaN codes:
+    the kernel must neither read nor weigh them."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device="cuda").manual_seed(29)
+    window = 1100
+    seq_lens = [2049, 2050, 1500]
+    layout = LayerLayout.simple("fp8", 4, 128, sliding_window=window)
+    batch = build_paged_batch(layout, seq_lens, block_size, "cuda", gen,
+                              poison_outside_window=True, k_scale=0.05, v_scale=0.04)
+    for s, n in enumerate(seq_lens):
+        before = n - window - 1
+        blk, off = int(batch.block_tables[s, before // block_size]), before % block_size
+        batch.cache.key_data()[blk, off].view(torch.uint8).fill_(0x7F)  # e4m3fn NaN
+        batch.cache.value_data()[blk, off].view(torch.uint8).fill_(0x7F)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n)
+    out, ref = _decode(batch, 16, gen, "cuda", config=cfg, poison=1e30)
+    assert torch.isfinite(out).all()
+    _check(out, ref, layout.quant_mode, f"fp8 per-tensor window {cfg}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (64, 64)])
 def test_gluon_bf16_window_reads_only_the_window(cuda_device, block_n, block_size):
     """A sliding-window layer over a bf16 cache: pages wholly before the window are NaN, and so
@@ -415,6 +466,59 @@ def test_gluon_bf16_window_reads_only_the_window(cuda_device, block_n, block_siz
     out, ref = _decode(batch, 16, gen, "cuda", config=cfg, poison=1e30)
     assert torch.isfinite(out).all()
     _check(out, ref, layout.quant_mode, f"bf16 window {cfg}")
+
+
+def test_gluon_fp8t_buffers_are_conflict_free():
+    """The FP8 per-tensor kernel's row buffers: every K read (8 bytes a lane), V read (4 bytes)
+    and 16-byte copy of a tile takes the minimum number of shared-memory wavefronts (2, 1 and 4
+    per warp instruction), and every copy writes a contiguous, 16-byte aligned chunk."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kvplan.runtime.attention_gluon import _fp8t_layouts, _wavefronts
+
+    def offsets(shared, dist, width):
+        bit_of = {tuple(b): i for i, b in enumerate(shared.offset_bases)}
+
+        def offset(coord):  # coordinates are sums of one-hot bases: map each set bit
+            off = 0
+            for axis, value in enumerate(coord):
+                for j in range(value.bit_length()):
+                    if value >> j & 1:
+                        basis = [0, 0]
+                        basis[axis] = 1 << j
+                        off |= 1 << bit_of[tuple(basis)]
+            return off
+
+        def coord(bases, idx):
+            c = [0, 0]
+            for i, b in enumerate(bases):
+                if idx >> i & 1:
+                    c = [c[0] ^ b[0], c[1] ^ b[1]]
+            return c
+
+        regs, lanes = dist.reg_bases, dist.lane_bases
+        vec = width.bit_length() - 1  # registers of one contiguous access
+        for r in range(1 << (len(regs) - vec)):
+            base = coord(regs[vec:], r)
+            addrs = []
+            for ln in range(32):
+                lc = coord(lanes, ln)
+                addrs.append(offset([base[0] ^ lc[0], base[1] ^ lc[1]]))
+            yield addrs
+
+    for head in (64, 128, 256):
+        for block_n in (16, 32):
+            lay = _fp8t_layouts(head, block_n)
+            for shared, dist, width, best in ((lay["SKR"], lay["LK"], 8, 2),
+                                              (lay["SVR"], lay["LV_LOAD"], 4, 1),
+                                              (lay["SKR"], lay["LCK"], 16, 4),
+                                              (lay["SVR"], lay["LCV"], 16, 4)):
+                for addrs in offsets(shared, dist, width):
+                    assert all(a % width == 0 for a in addrs)
+                    assert _wavefronts(addrs, width) == best, (head, block_n, width)
+            for shared, dist in ((lay["SKR"], lay["LCK"]), (lay["SVR"], lay["LCV"])):
+                # the copy's 16 bytes per thread are d0..d3, offset bits 0..3
+                assert [list(b) for b in dist.reg_bases[:4]] == [list(b) for b in
+                                                                 shared.offset_bases[:4]]
 
 
 def test_gluon_flat_lane_bits_are_conflict_free():
@@ -550,12 +654,13 @@ def test_gluon_kernel_refuses_what_it_does_not_run(device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head",
-                                            "bfloat16"])
+                                            "bfloat16", "fp8"])
 @pytest.mark.parametrize("block_size,window", [(32, None), (64, None), (16, 1500), (64, 1100)])
 @pytest.mark.parametrize("head", [128, 64])
 def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, head):
     """With no config, decode on a GPU runs the Gluon kernel where it was measured faster
-    (per-token-head caches: flat copies, 32-key tiles at head 64; bf16 caches at head 64) and the
+    (per-token-head caches: flat copies, 32-key tiles at head 64; FP8 per-tensor caches; bf16
+    caches at head 64) and the
     Triton kernel otherwise, and matches the reference at block sizes 16/32/64 and on
     sliding-window layers, where only the last W keys may be read: the keys before the window
     are poisoned with huge values."""
@@ -583,7 +688,7 @@ def test_default_decode_kernel_choice(device):
     from kvplan.runtime.attention import _use_gluon
     gen = torch.Generator(device=device).manual_seed(2)
     q = torch.randn(2, 8, 64, device=device, dtype=torch.bfloat16, generator=gen)
-    for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head"):
+    for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head", "fp8"):
         args = cache_args(allocate_kv_cache(LayerLayout.simple(dtype, 2, 64), 4, 16, device))
         on_gpu = device == "cuda" and dtype != "int4_per_token_head"
         assert _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True) == on_gpu
