@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -208,6 +208,17 @@ for step in $steps; do
       timeout 300 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
         -k "fp8t or test_decode_default_on_gpu or default_decode_kernel_choice" 2>&1 \
         | tee "$OUT/pytest-fp8t.log" ;;
+    round16b)  # the FP8 per-tensor Gluon kernel with two kv heads per program (rows of 2 x head
+      #           contiguous bytes) against one, and the Triton kernel; its GPU tests
+      for shape in 64,4096,32,8,128 16,16384,32,8,128 64,1024,32,8,128 64,2048,32,8,128 \
+                   4,32768,32,8,128 32,4096,16,4,256 1,32768,32,8,128; do
+        timeout 40 $PY bench/tune_attention.py --shape $shape --modes fp8 --vreg 1 \
+          --configs 0:0:0:0 2>&1 | tee -a "$OUT/fp8t-hp.log"
+        timeout 70 $PY bench/tune_attention.py --shape $shape --modes fp8 --kernel gluon \
+          --pipe 2 --hp 1,2 --configs 16:1:2:0,32:1:2:0 2>&1 | tee -a "$OUT/fp8t-hp.log"
+      done
+      timeout 240 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        -k "fp8t" 2>&1 | tee "$OUT/pytest-fp8t.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

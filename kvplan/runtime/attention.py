@@ -522,6 +522,9 @@ class AttentionConfig:
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
     dequant: bool | None = None  # prefill kernel over a quantized cache: dequantize the pages
     #                              into a bf16/fp16 workspace first, then the bf16/fp16 kernel
+    kv_heads_per_program: int | None = None  # gluon FP8 per-tensor decode: 1 or 2 adjacent kv
+    #                              heads per program (2: rows of 2 * head contiguous bytes; the
+    #                              default wherever GQA group x 2 <= 8)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -851,7 +854,9 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
                 and attention_gluon.bf16_supported(group, d, block_size, 16))
     if args.KV_MODE == KV_MODE_FP8_PER_TENSOR:
         # FP8 per-tensor: the Gluon row-copy kernel (bench/NOTES-runtime.md, round 16)
-        return attention_gluon.fp8t_supported(group, d, block_size, _fp8t_block_n(d, None))
+        hkv = args.k.shape[2]
+        return attention_gluon.fp8t_supported(group, d, block_size, 16,
+                                              _fp8t_heads(cfg, group, hkv), hkv)
     if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH):
         return False
     return attention_gluon.supported(group, d, block_size)
@@ -970,9 +975,12 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
     return fire_gluon_bf16
 
 
-def _fp8t_block_n(d: int, asked: int | None) -> int:
-    """Tile keys of the FP8 per-tensor Gluon kernel: ``asked``, else 16."""
-    return asked or 16
+def _fp8t_heads(cfg: AttentionConfig, group: int, num_kv_heads: int) -> int:
+    """KV heads per program of the FP8 per-tensor Gluon kernel: ``config.kv_heads_per_program``,
+    else 2 where the doubled group fits the kernel's 8 columns and the kv heads pair up."""
+    if cfg.kv_heads_per_program is not None:
+        return cfg.kv_heads_per_program
+    return 2 if group * 2 <= 8 and num_kv_heads % 2 == 0 else 1
 
 
 def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, scale,
@@ -982,25 +990,28 @@ def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, sca
     lay = cache.layout
     _, hq, d = query.shape
     group = hq // lay.num_kv_heads
-    block_n = _fp8t_block_n(d, cfg.block_n)
+    block_n = cfg.block_n or 16
     pipe = cfg.pipe or 2
-    if not attention_gluon.fp8t_supported(group, d, cache.block_size, block_n):
+    hp = _fp8t_heads(cfg, group, lay.num_kv_heads)
+    if not attention_gluon.fp8t_supported(group, d, cache.block_size, block_n, hp,
+                                          lay.num_kv_heads):
         raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block "
-                         f"{cache.block_size}, block_n {block_n} over an FP8 per-tensor cache")
+                         f"{cache.block_size}, block_n {block_n}, {hp} kv heads per program "
+                         f"over an FP8 per-tensor cache")
     num_splits = cfg.num_splits if cfg.num_splits is not None else _gluon_splits(
-        seq_lens.shape[0] * lay.num_kv_heads, max(1, math.ceil(keys_read() / block_n)),
+        seq_lens.shape[0] * lay.num_kv_heads // hp, max(1, math.ceil(keys_read() * hp / block_n)),
         num_sms(query.device),
         attention_gluon.fp8t_programs_per_sm(query, out, args, block_tables, seq_lens, group=group,
                                              head=d, block_size=cache.block_size,
-                                             block_n=block_n, pipe=pipe))
+                                             block_n=block_n, pipe=pipe, hp=hp))
     pdl = _pdl(cfg, query)
     q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
     k_scale, v_scale = float(cache.k_scale), float(cache.v_scale)
     _, kw, key = attention_gluon._fp8t_launch_args(query, out, out, out, args, block_tables,
                                                    seq_lens, group, d, cache.block_size, q_scale,
                                                    k_scale, v_scale, window, num_splits, block_n,
-                                                   pipe, pdl)
-    grid = (seq_lens.shape[0], args.k.shape[2], num_splits)
+                                                   pipe, pdl, hp)
+    grid = (seq_lens.shape[0], args.k.shape[2] // hp, num_splits)
     merge = _merge_plan(num_splits, d, pdl)
     fn = attention_gluon._gluon_fp8t_kernel
     key = key_id(key)

@@ -782,37 +782,44 @@ def _fp8t_ring(HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SKR: gl.constexpr, SVR
 
 
 @gluon.jit
-def _fp8t_issue(start, lo, s_hi, pg0, pg1, base, stride_kb, stride_kt, rn, cd, buf,
-                BLOCK_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
-    """Asynchronous 16-byte copies of the rows of keys [start, start + BLOCK_N) of one plane
-    (K or V) into ``buf``; rows outside [lo, s_hi) are zero-filled."""
-    key = start + rn
+def _fp8t_issue(start, lo, s_hi, pg0, pg1, base, stride_kb, stride_kt, stride_kh, rn, cd, buf,
+                BLOCK_SIZE: gl.constexpr, TOK: gl.constexpr, HP: gl.constexpr):
+    """Asynchronous 16-byte copies of one plane's (K or V) rows of tokens [start, start + TOK)
+    into ``buf``: row n is token n // HP of kv head n % HP of the program's HP heads (side by
+    side in the cache, so HP = 2 reads 2 * HEAD contiguous bytes per token); rows outside
+    [lo, s_hi) are zero-filled."""
+    tok = rn // HP
+    key = start + tok
     ok = (key >= lo) & (key < s_hi)
-    if BLOCK_N > BLOCK_SIZE:  # noqa: SIM108 (a constexpr branch)
-        pages = gl.where(rn < BLOCK_SIZE, pg0, pg1)
+    if TOK > BLOCK_SIZE:  # noqa: SIM108 (a constexpr branch)
+        pages = gl.where(tok < BLOCK_SIZE, pg0, pg1)
     else:
         pages = pg0
-    row = pages * stride_kb + (key % BLOCK_SIZE) * stride_kt
+    row = pages * stride_kb + (key % BLOCK_SIZE) * stride_kt + (rn % HP) * stride_kh
     cp.async_copy_global_to_shared(buf, base + row[:, None] + cd[None, :], mask=ok[:, None])
 
 
 @gluon.jit
-def _fp8t_update(q, kx, vx, k_scale, rel, span, sn, m_i, l_acc, acc,
+def _fp8t_update(q, kx, vx, k_scale, rel, span, sn, same_head, m_i, l_acc, acc,
                  E5M2: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, MMA: gl.constexpr,
                  LVT: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr,
                  V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
-                 HEAD: gl.constexpr, BLOCK_N: gl.constexpr):
+                 HEAD: gl.constexpr, BLOCK_N: gl.constexpr, HP: gl.constexpr):
     """One tile of online softmax with swapped operands over FP8 per-tensor codes: the codes
     convert exactly to fp16 (paired converts), the static k scale multiplies the fp32 scores
-    and the v scale is applied to the output once, at the end."""
+    and the v scale is applied to the output once, at the end. With HP = 2 the rows alternate
+    between two kv heads and ``same_head`` keeps each column's scores to its own head's rows."""
     k = gl.convert_layout(_relabel(_to_f16(kx, 1, E5M2), K_SHAPE, K_ORDER, RANK,
                                    [BLOCK_N, HEAD]), AOP)  # register renaming only
     v = gl.convert_layout(gl.permute(_v_pairs(vx, 1, E5M2, BLOCK_N, HEAD), (1, 0)), LVT)
     v = gl.convert_layout(_relabel(v, V_SHAPE, V_ORDER, RANK, [HEAD, BLOCK_N]), AOP,
                           assert_trivial=True)
-    ok_s = (sn + rel).to(gl.uint32) < span
+    ok_s = (sn // HP + rel).to(gl.uint32) < span
     s = mma_v2(k, q, gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA))
-    s = gl.where(ok_s[:, None], s * k_scale, float("-inf"))
+    if HP == 1:
+        s = gl.where(ok_s[:, None], s * k_scale, float("-inf"))
+    else:
+        s = gl.where(ok_s[:, None] & same_head, s * k_scale, float("-inf"))
     m_new = gl.maximum(m_i, gl.max(s, axis=0))
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = gl.exp2(m_i - m_use)
@@ -829,7 +836,8 @@ def _gluon_fp8t_kernel(
     bt_ptr, stride_bt, seq_lens_ptr, q_scale, k_scale, v_scale, sliding_window, num_q_heads,
     num_splits,
     GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
-    E5M2: gl.constexpr, SPLIT: gl.constexpr, PIPE: gl.constexpr, TRIGGER: gl.constexpr,
+    HP: gl.constexpr, E5M2: gl.constexpr, SPLIT: gl.constexpr, PIPE: gl.constexpr,
+    TRIGGER: gl.constexpr,
     MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
     LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, Q_SHAPE: gl.constexpr,
     Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
@@ -837,74 +845,79 @@ def _gluon_fp8t_kernel(
     SKR: gl.constexpr, SVR: gl.constexpr, PV_BITS: gl.constexpr,
 ):
     """Decode over an FP8 per-tensor cache (K and V planes [blocks, slots, kv heads, HEAD] of
-    1-byte codes): the swapped-operand math of `_gluon_swap_kernel` (keys as the MMA rows, the
-    GQA group as the 8 columns, d bit-permuted so that each thread's K and V bytes are
-    contiguous) fed by the row copies of `_gluon_bf16_kernel`. The row buffers keep each
+    1-byte codes): the swapped-operand math of `_gluon_swap_kernel` (BLOCK_N rows as the MMA
+    rows, up to 8 query heads as the columns, d bit-permuted so that each thread's K and V bytes
+    are contiguous) fed by row copies as in `_gluon_bf16_kernel`. A program takes HP adjacent
+    kv heads (HP * GROUP <= 8 columns): with HP = 2 its rows alternate between the two heads and
+    a tile is BLOCK_N // 2 tokens of 2 * HEAD contiguous bytes each. The row buffers keep each
     thread's 8 K bytes / 4 V bytes together and the lanes side by side (`_fp8t_layouts`)."""
+    TOK: gl.constexpr = BLOCK_N // HP  # tokens per tile
     seq, kvh, split, lo, s_lo, s_hi, bt_row, k_base, v_base = _program_range(
-        seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, k_ptr, stride_kh, v_ptr,
-        stride_kh, BLOCK_N)
-    TWO_PAGES: gl.constexpr = BLOCK_N > BLOCK_SIZE
+        seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, k_ptr, stride_kh * HP, v_ptr,
+        stride_kh * HP, TOK)
+    TWO_PAGES: gl.constexpr = TOK > BLOCK_SIZE
     kn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LCK))
     kd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LCK))
     vn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LCV))
     vd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LCV))
     bufs = _fp8t_ring(HEAD, BLOCK_N, SKR, SVR, PIPE)
     for i in gl.static_range(PIPE - 1):
-        start = s_lo + i * BLOCK_N
+        start = s_lo + i * TOK
         pg0, pg1 = _tile_pages(bt_row, start, s_hi, BLOCK_SIZE, TWO_PAGES)
-        _fp8t_issue(start, lo, s_hi, pg0, pg1, k_base, stride_kb, stride_kt, kn, kd, bufs[i][0],
-                    BLOCK_SIZE, BLOCK_N)
-        _fp8t_issue(start, lo, s_hi, pg0, pg1, v_base, stride_kb, stride_kt, vn, vd, bufs[i][1],
-                    BLOCK_SIZE, BLOCK_N)
+        _fp8t_issue(start, lo, s_hi, pg0, pg1, k_base, stride_kb, stride_kt, stride_kh, kn, kd,
+                    bufs[i][0], BLOCK_SIZE, TOK, HP)
+        _fp8t_issue(start, lo, s_hi, pg0, pg1, v_base, stride_kb, stride_kt, stride_kh, vn, vd,
+                    bufs[i][1], BLOCK_SIZE, TOK, HP)
         cp.commit_group()
-    pg0, pg1 = _tile_pages(bt_row, s_lo + (PIPE - 1) * BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
+    pg0, pg1 = _tile_pages(bt_row, s_lo + (PIPE - 1) * TOK, s_hi, BLOCK_SIZE, TWO_PAGES)
     if TRIGGER:  # the merge kernel (a programmatic dependent launch) may start now and wait
         tl.extra.cuda.gdc_launch_dependents()
 
-    # q^T [HEAD physical, 8 = heads of the group], relabelled to the B operand
+    # q^T [HEAD physical, 8 = the query heads of the program's kv heads], relabelled to the B
+    # operand
+    COLS: gl.constexpr = GROUP * HP
     qd = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LQ))
     qh = gl.arange(0, 8, layout=gl.SliceLayout(0, LQ))
-    q_row = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh) * stride_qh
-    qmask = (qd < HEAD)[:, None] & (qh < GROUP)[None, :]
+    q_row = seq.to(gl.int64) * stride_qt + (kvh * COLS + qh) * stride_qh
+    qmask = (qd < HEAD)[:, None] & (qh < COLS)[None, :]
     q = gl.load(q_ptr + q_row[None, :] + qd[:, None], mask=qmask, other=0.0).to(gl.float32)
     q = gl.minimum(gl.maximum(q * q_scale, -65504.0), 65504.0).to(gl.float16)
     q = gl.convert_layout(_relabel(q, Q_SHAPE, Q_ORDER, RANK, [HEAD, 8]), BOP, assert_trivial=True)
 
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
+    cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
+    same_head = (sn % HP)[:, None] == (cols // GROUP)[None, :]
     span = (s_hi - lo).to(gl.uint32)
     m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
     acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
-    for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
+    for t0 in range(s_lo, s_hi, PIPE * TOK):  # whole rounds of PIPE tiles (static stages)
         for j in gl.static_range(PIPE):
-            start = t0 + j * BLOCK_N
-            ahead = start + (PIPE - 1) * BLOCK_N
+            start = t0 + j * TOK
+            ahead = start + (PIPE - 1) * TOK
             wb = bufs[(j + PIPE - 1) % PIPE]
-            _fp8t_issue(ahead, lo, s_hi, pg0, pg1, k_base, stride_kb, stride_kt, kn, kd, wb[0],
-                        BLOCK_SIZE, BLOCK_N)
-            _fp8t_issue(ahead, lo, s_hi, pg0, pg1, v_base, stride_kb, stride_kt, vn, vd, wb[1],
-                        BLOCK_SIZE, BLOCK_N)
+            _fp8t_issue(ahead, lo, s_hi, pg0, pg1, k_base, stride_kb, stride_kt, stride_kh, kn,
+                        kd, wb[0], BLOCK_SIZE, TOK, HP)
+            _fp8t_issue(ahead, lo, s_hi, pg0, pg1, v_base, stride_kb, stride_kt, stride_kh, vn,
+                        vd, wb[1], BLOCK_SIZE, TOK, HP)
             cp.commit_group()
-            pg0, pg1 = _tile_pages(bt_row, ahead + BLOCK_N, s_hi, BLOCK_SIZE, TWO_PAGES)
+            pg0, pg1 = _tile_pages(bt_row, ahead + TOK, s_hi, BLOCK_SIZE, TWO_PAGES)
             cp.wait_group(PIPE - 1)
             kx = bufs[j][0].load(LK)
             vx = bufs[j][1].load(LV_LOAD)
-            m_i, l_acc, acc = _fp8t_update(q, kx, vx, k_scale, start - lo, span, sn, m_i, l_acc,
-                                           acc, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER,
-                                           V_SHAPE, V_ORDER, RANK, HEAD, BLOCK_N)
+            m_i, l_acc, acc = _fp8t_update(q, kx, vx, k_scale, start - lo, span, sn, same_head,
+                                           m_i, l_acc, acc, E5M2, AOP, BOP, MMA, LVT, K_SHAPE,
+                                           K_ORDER, V_SHAPE, V_ORDER, RANK, HEAD, BLOCK_N, HP)
     cp.wait_group(0)
 
     l_i = gl.sum(l_acc, axis=0)
     acc = acc * v_scale
     rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
-    cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
     d_out = rows * 0  # output row r (logical d) holds physical d: bit i of r -> digit i of PV_BITS
     for i in gl.static_range(RANK - 1):
         d_out += ((rows >> i) & 1) << (PV_BITS // (1 << (4 * i)) % 16)
     _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot,
-                   stride_oh, po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
-
+                   stride_oh, po_ptr, pml_ptr, num_q_heads, num_splits, COLS, HEAD, SPLIT)
 
 @functools.cache
 def _bf16_layouts(head: int) -> dict:
@@ -1008,33 +1021,39 @@ def _fp8t_layouts(head: int, block_n: int) -> dict:
                 SKR=skr, SVR=svr, PV_BITS=sw["PV_BITS"])
 
 
-def fp8t_supported(group: int, head: int, block_size: int, block_n: int = 16) -> bool:
-    """The FP8 per-tensor kernel: GQA groups of up to 8 heads, heads of 64-256, tiles of 16 or 32
-    keys spanning at most two pages of a power-of-two block size of at least 16 slots."""
-    return (1 <= group <= 8 and head in (64, 128, 256) and block_n in (16, 32)
+def fp8t_supported(group: int, head: int, block_size: int, block_n: int = 16,
+                   heads_per_program: int = 1, num_kv_heads: int = 1) -> bool:
+    """The FP8 per-tensor kernel: GQA groups of up to 8 query heads per program (``group``
+    times ``heads_per_program`` kv heads, 1 or 2, dividing ``num_kv_heads``), heads of 64-256,
+    tiles of 16 or 32 rows spanning at most two pages of a power-of-two block size of at least
+    16 slots."""
+    hp = heads_per_program
+    return (hp in (1, 2) and 1 <= group * hp <= 8 and num_kv_heads % hp == 0
+            and head in (64, 128, 256) and block_n in (16, 32)
             and block_size >= 16 and block_size & (block_size - 1) == 0
-            and block_n <= 2 * block_size)
+            and block_n // hp <= 2 * block_size)
 
 
 @functools.cache
-def _fp8t_kernel_kw(group: int, head: int, block_size: int, block_n: int, pipe: int,
+def _fp8t_kernel_kw(group: int, head: int, block_size: int, block_n: int, pipe: int, hp: int,
                     e5m2: bool, split: bool, trigger: bool) -> dict:
     """The constexprs of one FP8 per-tensor kernel configuration (built once)."""
-    return dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size, E5M2=e5m2,
-                SPLIT=split, PIPE=pipe, TRIGGER=trigger, num_warps=1,
+    return dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size, HP=hp,
+                E5M2=e5m2, SPLIT=split, PIPE=pipe, TRIGGER=trigger, num_warps=1,
                 **_fp8t_layouts(head, block_n))
 
 
 def _fp8t_launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                       block_size: int, q_scale: float, k_scale: float, v_scale: float,
                       sliding_window: int, num_splits: int, block_n: int, pipe: int,
-                      pdl: bool = False) -> tuple[tuple, dict, tuple]:
-    if not fp8t_supported(group, head, block_size, block_n) or pipe not in (2, 3, 4):
-        raise ValueError(f"the FP8 per-tensor Gluon kernel takes GQA groups of up to 8 heads, "
-                         f"heads of 64-256, 16/32-key tiles of at most two pages of a "
-                         f"power-of-two block size of 16 or more and 2-4 stages, got group "
-                         f"{group}, head {head}, block size {block_size}, block_n {block_n}, "
-                         f"pipe {pipe}")
+                      pdl: bool = False, hp: int = 1) -> tuple[tuple, dict, tuple]:
+    if (not fp8t_supported(group, head, block_size, block_n, hp, args.k.shape[2])
+            or pipe not in (2, 3, 4)):
+        raise ValueError(f"the FP8 per-tensor Gluon kernel takes up to 8 query heads per "
+                         f"program (GQA group x 1 or 2 kv heads), heads of 64-256, 16/32-row "
+                         f"tiles of at most two pages of a power-of-two block size of 16 or "
+                         f"more and 2-4 stages, got group {group}, {hp} kv heads per program, "
+                         f"head {head}, block size {block_size}, block_n {block_n}, pipe {pipe}")
     k, v = args.k, args.v
     ks = k.stride()
     if ks != v.stride() or ks[-1] != 1 or k.element_size() != 1:
@@ -1044,22 +1063,22 @@ def _fp8t_launch_args(query, out, po, pml, args, block_tables, seq_lens, group: 
            k, v, ks[0], ks[2], ks[1],
            block_tables, block_tables.stride(0), seq_lens, q_scale, k_scale, v_scale,
            sliding_window, query.shape[1], num_splits)
-    key = ("fp8t", group, head, block_size, block_n, pipe, bool(args.FP8_E5M2), num_splits > 1,
-           pdl and num_splits > 1)
+    key = ("fp8t", group, head, block_size, block_n, pipe, hp, bool(args.FP8_E5M2),
+           num_splits > 1, pdl and num_splits > 1)
     return pos, _fp8t_kernel_kw(*key[1:]), key
 
 
 def launch_fp8t(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
                 block_size: int, q_scale: float, k_scale: float, v_scale: float,
                 sliding_window: int, num_splits: int, block_n: int = 16, pipe: int = 2,
-                pdl: bool = False) -> None:
-    """Launch the FP8 per-tensor decode kernel: grid (sequences, kv heads, splits), one warp
-    each (a cached launch: `kvplan.runtime._common.launch_cached`)."""
+                pdl: bool = False, hp: int = 1) -> None:
+    """Launch the FP8 per-tensor decode kernel: grid (sequences, kv heads / ``hp``, splits),
+    one warp each (a cached launch: `kvplan.runtime._common.launch_cached`)."""
     pos, kw, key = _fp8t_launch_args(query, out, po, pml, args, block_tables, seq_lens, group,
                                      head, block_size, q_scale, k_scale, v_scale,
-                                     sliding_window, num_splits, block_n, pipe, pdl)
-    launch_cached(_gluon_fp8t_kernel, (seq_lens.shape[0], args.k.shape[2], num_splits), pos, kw,
-                  key)
+                                     sliding_window, num_splits, block_n, pipe, pdl, hp)
+    launch_cached(_gluon_fp8t_kernel, (seq_lens.shape[0], args.k.shape[2] // hp, num_splits),
+                  pos, kw, key)
 
 
 def _bits(n: int) -> int:
@@ -1374,14 +1393,14 @@ def bf16_programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int
 
 
 def fp8t_programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, head: int,
-                         block_size: int, block_n: int = 16, pipe: int = 2) -> int:
+                         block_size: int, block_n: int = 16, pipe: int = 2, hp: int = 1) -> int:
     """`programs_per_sm` for the FP8 per-tensor kernel."""
-    key = ("fp8t", group, head, block_size, block_n, pipe, args.FP8_E5M2, query.dtype,
+    key = ("fp8t", group, head, block_size, block_n, pipe, hp, args.FP8_E5M2, query.dtype,
            query.device.index)
     if key not in _RESIDENT:
         pos, kw, _ = _fp8t_launch_args(query, out, out, out, args, block_tables, seq_lens,
                                        group, head, block_size, 1.0, 1.0, 1.0, 0, 1, block_n,
-                                       pipe)
+                                       pipe, hp=hp)
         _RESIDENT[key] = _resident(_gluon_fp8t_kernel.warmup(*pos, grid=(1,), **kw),
                                    query.device)
     return _RESIDENT[key]

@@ -397,21 +397,23 @@ def test_gluon_bf16_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 @pytest.mark.parametrize("kv_cache_dtype", ["fp8", "fp8_e5m2"])
 @pytest.mark.parametrize("head,hq,hkv", [(64, 64, 8), (128, 32, 8), (256, 16, 4), (128, 8, 8),
                                          (64, 28, 4), (128, 12, 2)])
-@pytest.mark.parametrize("block_n,block_size,num_splits,pipe", [
-    (None, 16, None, None), (16, 32, 3, 2), (32, 16, 2, 3), (32, 32, 1, 2), (16, 16, 5, 4),
-    (16, 64, 2, 2)])
+@pytest.mark.parametrize("block_n,block_size,num_splits,pipe,hp", [
+    (None, 16, None, None, None), (16, 32, 3, 2, 1), (32, 16, 2, 3, None), (32, 32, 1, 2, 1),
+    (16, 16, 5, 4, None), (16, 64, 2, 2, None)])
 def test_gluon_fp8t_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
-                                      block_size, num_splits, pipe):
+                                      block_size, num_splits, pipe, hp):
     """The FP8 per-tensor Gluon kernel (1-byte K/V rows copied into bit-ordered buffers, keys as
     the MMA rows, static k/v scales) computes the reference function: e4m3 and e5m2, GQA groups
-    of 1-8 heads, odd lengths, a 1-token sequence, splits, 16/32-key tiles in pages of 16-64
-    slots (a tile may span two), 2-4 stages, scales other than 1 and queries scaled by 25."""
+    of 1-8 heads, one or (by default where the group is 4 or less) two kv heads per program,
+    odd lengths, a 1-token sequence, splits, tiles of 8-32 tokens in pages of 16-64 slots (a
+    tile may span two), 2-4 stages, scales other than 1 and queries scaled by 25."""
     pytest.importorskip("triton.experimental.gluon")
     gen = torch.Generator(device="cuda").manual_seed(head + hq + 7)
     layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
     batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], block_size, "cuda", gen,
                               k_scale=0.037, v_scale=0.021)
-    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, pipe=pipe)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, pipe=pipe,
+                          kv_heads_per_program=hp)
     for q_mul, dtype in ((1.0, torch.bfloat16), (25.0, torch.float16)):
         q = (torch.randn(5, hq, head, generator=gen, device="cuda") * q_mul).to(dtype)
         out = torch.full_like(q, float("nan"))
@@ -421,8 +423,9 @@ def test_gluon_fp8t_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (16, 64)])
-def test_gluon_fp8t_window_reads_only_the_window(cuda_device, block_n, block_size):
+@pytest.mark.parametrize("block_n,block_size,hp", [(16, 16, 1), (32, 16, 2), (16, 64, 2),
+                                                   (32, 16, 1)])
+def test_gluon_fp8t_window_reads_only_the_window(cuda_device, block_n, block_size, hp):
     """A sliding-window layer over an FP8 per-tensor cache: pages wholly before the window are
     poisoned, and the key right before each window (an odd start inside a tile) holds NaN codes:
     the kernel must neither read nor weigh them."""
@@ -438,7 +441,7 @@ def test_gluon_fp8t_window_reads_only_the_window(cuda_device, block_n, block_siz
         blk, off = int(batch.block_tables[s, before // block_size]), before % block_size
         batch.cache.key_data()[blk, off].view(torch.uint8).fill_(0x7F)  # e4m3fn NaN
         batch.cache.value_data()[blk, off].view(torch.uint8).fill_(0x7F)
-    cfg = AttentionConfig(kernel="gluon", block_n=block_n)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, kv_heads_per_program=hp)
     out, ref = _decode(batch, 16, gen, "cuda", config=cfg, poison=1e30)
     assert torch.isfinite(out).all()
     _check(out, ref, layout.quant_mode, f"fp8 per-tensor window {cfg}")
