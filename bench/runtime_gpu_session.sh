@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -219,6 +219,20 @@ for step in $steps; do
       done
       timeout 240 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
         -k "fp8t" 2>&1 | tee "$OUT/pytest-fp8t.log" ;;
+    round16c)  # Nsight Compute: the FP8 per-tensor Gluon kernel (heads 128 and 64) against the
+      #           INT8 per-token-head Gluon kernel and the Triton FP8 per-tensor kernel: DRAM and
+      #           L2 traffic, shared-memory wavefronts and bank conflicts, stall reasons
+      NCU="ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy"
+      MET=dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__inst_executed.sum,sm__cycles_active.avg,gpu__time_duration.sum
+      for spec in "_gluon_fp8t_kernel fp8 64,4096,32,8,128 gluon" "_gluon_fp8t_kernel fp8 128,2048,64,8,64 gluon" \
+                  "_gluon_swap_kernel int8_per_token_head 64,4096,32,8,128 gluon" \
+                  "_paged_attention_kernel fp8 64,4096,32,8,128 triton"; do
+        set -- $spec
+        echo "== $spec" | tee -a "$OUT/ncu-fp8t.log"
+        timeout 100 $NCU --metrics $MET -k regex:$1 --launch-skip 1 --launch-count 1 \
+          $PY bench/profile_once.py decode --mode $2 --shape $3 --kernel $4 2>&1 \
+          | grep -v "^==PROF==" | tee -a "$OUT/ncu-fp8t.log"
+      done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -522,9 +522,9 @@ class AttentionConfig:
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
     dequant: bool | None = None  # prefill kernel over a quantized cache: dequantize the pages
     #                              into a bf16/fp16 workspace first, then the bf16/fp16 kernel
-    kv_heads_per_program: int | None = None  # gluon FP8 per-tensor decode: 1 or 2 adjacent kv
-    #                              heads per program (2: rows of 2 * head contiguous bytes; the
-    #                              default wherever GQA group x 2 <= 8)
+    kv_heads_per_program: int | None = None  # gluon FP8 per-tensor decode: 1 (default) or 2
+    #                              adjacent kv heads per program (2: rows of 2 * head contiguous
+    #                              bytes; GQA groups of up to 4)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -853,10 +853,9 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
         return (d in _GLUON_BF16_HEADS and args.k.dtype == query.dtype
                 and attention_gluon.bf16_supported(group, d, block_size, 16))
     if args.KV_MODE == KV_MODE_FP8_PER_TENSOR:
-        # FP8 per-tensor: the Gluon row-copy kernel (bench/NOTES-runtime.md, round 16)
-        hkv = args.k.shape[2]
-        return attention_gluon.fp8t_supported(group, d, block_size, 16,
-                                              _fp8t_heads(cfg, group, hkv), hkv)
+        # FP8 per-tensor: the Triton kernel; the Gluon one (config.kernel="gluon") measured
+        # 5-8% slower at heads 128/256 and equal at head 64 (bench/NOTES-runtime.md, round 16)
+        return False
     if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH):
         return False
     return attention_gluon.supported(group, d, block_size)
@@ -975,14 +974,6 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
     return fire_gluon_bf16
 
 
-def _fp8t_heads(cfg: AttentionConfig, group: int, num_kv_heads: int) -> int:
-    """KV heads per program of the FP8 per-tensor Gluon kernel: ``config.kv_heads_per_program``,
-    else 2 where the doubled group fits the kernel's 8 columns and the kv heads pair up."""
-    if cfg.kv_heads_per_program is not None:
-        return cfg.kv_heads_per_program
-    return 2 if group * 2 <= 8 and num_kv_heads % 2 == 0 else 1
-
-
 def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                        keys_read: Callable[[], int], attention_gluon):
     """The Gluon decode kernel over an FP8 per-tensor cache (`attention_gluon._gluon_fp8t_kernel`):
@@ -992,7 +983,7 @@ def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, sca
     group = hq // lay.num_kv_heads
     block_n = cfg.block_n or 16
     pipe = cfg.pipe or 2
-    hp = _fp8t_heads(cfg, group, lay.num_kv_heads)
+    hp = cfg.kv_heads_per_program or 1  # 2 measured 0-7% slower (NOTES-runtime, round 16)
     if not attention_gluon.fp8t_supported(group, d, cache.block_size, block_n, hp,
                                           lay.num_kv_heads):
         raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block "

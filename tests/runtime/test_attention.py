@@ -398,13 +398,13 @@ def test_gluon_bf16_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 @pytest.mark.parametrize("head,hq,hkv", [(64, 64, 8), (128, 32, 8), (256, 16, 4), (128, 8, 8),
                                          (64, 28, 4), (128, 12, 2)])
 @pytest.mark.parametrize("block_n,block_size,num_splits,pipe,hp", [
-    (None, 16, None, None, None), (16, 32, 3, 2, 1), (32, 16, 2, 3, None), (32, 32, 1, 2, 1),
-    (16, 16, 5, 4, None), (16, 64, 2, 2, None)])
+    (None, 16, None, None, None), (16, 32, 3, 2, 2), (32, 16, 2, 3, 1), (32, 32, 1, 2, 2),
+    (16, 16, 5, 4, 2), (16, 64, 2, 2, None)])
 def test_gluon_fp8t_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
                                       block_size, num_splits, pipe, hp):
     """The FP8 per-tensor Gluon kernel (1-byte K/V rows copied into bit-ordered buffers, keys as
     the MMA rows, static k/v scales) computes the reference function: e4m3 and e5m2, GQA groups
-    of 1-8 heads, one or (by default where the group is 4 or less) two kv heads per program,
+    of 1-8 heads, one or (where the group is 4 or less) two kv heads per program,
     odd lengths, a 1-token sequence, splits, tiles of 8-32 tokens in pages of 16-64 slots (a
     tile may span two), 2-4 stages, scales other than 1 and queries scaled by 25."""
     pytest.importorskip("triton.experimental.gluon")
@@ -412,6 +412,8 @@ def test_gluon_fp8t_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
     layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
     batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], block_size, "cuda", gen,
                               k_scale=0.037, v_scale=0.021)
+    if hp == 2 and (hq // hkv) * 2 > 8:
+        hp = 1  # two kv heads need a group of 4 or less (8 query heads per program)
     cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, pipe=pipe,
                           kv_heads_per_program=hp)
     for q_mul, dtype in ((1.0, torch.bfloat16), (25.0, torch.float16)):
@@ -662,8 +664,8 @@ def test_gluon_kernel_refuses_what_it_does_not_run(device):
 @pytest.mark.parametrize("head", [128, 64])
 def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, head):
     """With no config, decode on a GPU runs the Gluon kernel where it was measured faster
-    (per-token-head caches: flat copies, 32-key tiles at head 64; FP8 per-tensor caches; bf16
-    caches at head 64) and the
+    (per-token-head caches: flat copies, 32-key tiles at head 64; bf16 caches at head 64) and
+    the
     Triton kernel otherwise, and matches the reference at block sizes 16/32/64 and on
     sliding-window layers, where only the last W keys may be read: the keys before the window
     are poisoned with huge values."""
@@ -675,7 +677,8 @@ def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, 
     batch = build_paged_batch(layout, [700, 1, 129, 2048], block_size, "cuda", gen,
                               poison_outside_window=window is not None)
     q = torch.randn(4, 16, head, device="cuda", dtype=torch.bfloat16, generator=gen)
-    gluon = kv_cache_dtype != "bfloat16" or head == 64
+    gluon = kv_cache_dtype.endswith("per_token_head") or (kv_cache_dtype == "bfloat16"
+                                                          and head == 64)
     assert _use_gluon(AttentionConfig(), q, cache_args(batch.cache), 4, head, block_size, True,
                       lambda: min(2048, window or 2048)) == gluon
     out, ref = _decode(batch, 16, gen, "cuda", poison=1e30)
@@ -684,7 +687,8 @@ def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, 
 
 def test_default_decode_kernel_choice(device):
     """The Triton kernel runs wherever the Gluon kernel does not apply: on the CPU interpreter,
-    for INT4 caches, for bf16/fp16 caches at heads other than 64 or with a query of another
+    for INT4 and FP8 per-tensor caches (the Gluon FP8 per-tensor kernel runs when asked for), for
+    bf16/fp16 caches at heads other than 64 or with a query of another
     dtype, for prefill, for short contexts and windows (under 1024 keys), and when a Triton-only
     launch setting is given."""
     from kvplan.runtime._common import cache_args
@@ -693,7 +697,7 @@ def test_default_decode_kernel_choice(device):
     q = torch.randn(2, 8, 64, device=device, dtype=torch.bfloat16, generator=gen)
     for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head", "fp8"):
         args = cache_args(allocate_kv_cache(LayerLayout.simple(dtype, 2, 64), 4, 16, device))
-        on_gpu = device == "cuda" and dtype != "int4_per_token_head"
+        on_gpu = device == "cuda" and dtype not in ("int4_per_token_head", "fp8")
         assert _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True) == on_gpu
         assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, False)
         assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True, lambda: 128)
