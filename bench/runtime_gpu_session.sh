@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -233,6 +233,18 @@ for step in $steps; do
           $PY bench/profile_once.py decode --mode $2 --shape $3 --kernel $4 2>&1 \
           | grep -v "^==PROF==" | tee -a "$OUT/ncu-fp8t.log"
       done ;;
+    round16d)  # the FP8 per-tensor Gluon kernel with whole-row copy lanes and XOR-swizzled row
+      #           buffers against the Triton kernel; its GPU tests at three head/group shapes
+      for shape in 64,4096,32,8,128 16,16384,32,8,128 128,2048,64,8,64 64,1024,32,8,128 \
+                   64,2048,32,8,128 4,32768,32,8,128 32,4096,16,4,256 1,32768,32,8,128; do
+        timeout 40 $PY bench/tune_attention.py --shape $shape --modes fp8 --vreg 1 \
+          --configs 0:0:0:0 2>&1 | tee -a "$OUT/fp8t-swz.log"
+        timeout 70 $PY bench/tune_attention.py --shape $shape --modes fp8 --kernel gluon \
+          --pipe 2 --hp 1,2 --configs 16:1:2:0,32:1:2:0 2>&1 | tee -a "$OUT/fp8t-swz.log"
+      done
+      timeout 150 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        -k "fp8t_window or (fp8t_matches and 128-32-8) or (fp8t_matches and 64-64-8) or (fp8t_matches and 256-16-4)" \
+        2>&1 | tee "$OUT/pytest-fp8t.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -984,41 +984,40 @@ def launch_bf16(query, out, po, pml, args, block_tables, seq_lens, *, group: int
 @functools.cache
 def _fp8t_layouts(head: int, block_n: int) -> dict:
     """Layouts of the FP8 per-tensor kernel (one warp): the swapped-operand operand layouts with
-    the lanes' d bits fixed (q.K: physical d3, d4; P.V: d2-d4), and row buffers [BLOCK_N, HEAD]
-    whose byte offsets run d0..d4 first, then the key bits on the lanes (K: keys 0-2, V: keys
-    1, 2, then 0), then the rest. Every read (8 K bytes or 4 V bytes per thread) covers whole
-    128-byte windows per wavefront, and every 16-byte row chunk a copy writes is contiguous. The
-    copies put d4 and two key bits on the first lanes (the read's order again), then the rest of
-    the row: 4 whole 128-byte lines per instruction at head 128."""
+    the lanes' d bits fixed, and one row buffer layout [BLOCK_N, HEAD] for K and V: rows of
+    HEAD bytes one after another, each row's 16-byte chunks XOR-swizzled by key bits (heads
+    128/256: chunk bits d4-d6 by keys 0-2; head 64: d4, d5 by keys 1, 2).
+
+    Copies put a row's consecutive chunks on consecutive lanes: every 8 lanes copy 128
+    contiguous bytes (whole 128-byte lines at heads 128/256, one L2 request of 4 sectors each;
+    Nsight Compute, round 16: lanes that jumped between rows after 32 bytes made one request per
+    sector, 4x the L2 requests, and ran at 80% of the per-token-head kernel's bandwidth), and
+    the swizzle keeps those 8 lanes' chunks on distinct banks. Reads: K (8 bytes a lane) on the
+    lanes d3 and d6 (head 64: d5) besides keys 0-2, V (4 bytes) on d2-d4 besides keys 1, 2:
+    the fewest wavefronts per instruction (V at head 64: two, a 64-byte row leaves bit 6 to key
+    0)."""
     L, NB = _bits(head), _bits(block_n)
     assert L >= 5 and NB >= 4
-    sw = _swap_layouts(head, block_n, ((3, 4), (2, 3, 4)))
+    k_lanes = (3, 6) if head >= 128 else (3, 5)
+    sw = _swap_layouts(head, block_n, (k_lanes, (2, 3, 4)))
+    flips = {0: 4, 1: 5, 2: 6} if head >= 128 else {1: 4, 2: 5}  # key bit -> d bit it flips
 
     def d(j: int) -> list[int]:
         return [0, 1 << j]
 
     def k(j: int) -> list[int]:
-        return [1 << j, 0]
+        return [1 << j, (1 << flips[j]) if j in flips else 0]
 
-    d_lo = [d(j) for j in range(5)]
-    d_hi = [d(j) for j in range(5, L)]
-
-    def buffers(keys: tuple) -> tuple:
-        others = [k(j) for j in range(NB) if j not in keys]
-        shared = gl.SharedLinearLayout(d_lo + [k(j) for j in keys] + d_hi + others)
-        rest = d_hi + [k(j) for j in range(NB) if j not in keys[:2]]
-        copy = gl.DistributedLinearLayout(
-            reg_bases=d_lo[:4] + rest[2:], lane_bases=[d(4), k(keys[0]), k(keys[1]), *rest[:2]],
-            warp_bases=[], block_bases=[], shape=[block_n, head])
-        return shared, copy
-
-    skr, lck = buffers((0, 1, 2))
-    svr, lcv = buffers((1, 2, 0))
+    shared = gl.SharedLinearLayout([d(j) for j in range(L)] + [k(j) for j in range(NB)])
+    order = [d(j) for j in range(4, L)] + [[1 << j, 0] for j in range(NB)]  # chunks, then rows
+    copy = gl.DistributedLinearLayout(
+        reg_bases=[d(j) for j in range(4)] + order[5:], lane_bases=order[:5], warp_bases=[],
+        block_bases=[], shape=[block_n, head])
     return dict(MMA=sw["MMA"], AOP=sw["AOP"], BOP=sw["BOP"], LQ=sw["LQ"], LK=sw["LK"],
                 LV_LOAD=sw["LV_LOAD"], LVT=sw["LVT"], Q_SHAPE=sw["Q_SHAPE"],
                 Q_ORDER=sw["Q_ORDER"], K_SHAPE=sw["K_SHAPE"], K_ORDER=sw["K_ORDER"],
-                V_SHAPE=sw["V_SHAPE"], V_ORDER=sw["V_ORDER"], RANK=sw["RANK"], LCK=lck, LCV=lcv,
-                SKR=skr, SVR=svr, PV_BITS=sw["PV_BITS"])
+                V_SHAPE=sw["V_SHAPE"], V_ORDER=sw["V_ORDER"], RANK=sw["RANK"], LCK=copy, LCV=copy,
+                SKR=shared, SVR=shared, PV_BITS=sw["PV_BITS"])
 
 
 def fp8t_supported(group: int, head: int, block_size: int, block_n: int = 16,

@@ -474,56 +474,54 @@ def test_gluon_bf16_window_reads_only_the_window(cuda_device, block_n, block_siz
 
 
 def test_gluon_fp8t_buffers_are_conflict_free():
-    """The FP8 per-tensor kernel's row buffers: every K read (8 bytes a lane), V read (4 bytes)
-    and 16-byte copy of a tile takes the minimum number of shared-memory wavefronts (2, 1 and 4
-    per warp instruction), and every copy writes a contiguous, 16-byte aligned chunk."""
+    """The FP8 per-tensor kernel's row buffers: every K read (8 bytes a lane) and V read (4
+    bytes) of a tile takes the fewest shared-memory wavefronts per warp instruction (2 and 1; V
+    at head 64: 2), every 16-byte copy writes a contiguous, aligned chunk in the fewest
+    wavefronts (4), and every 8 consecutive lanes of a copy read 128 contiguous bytes of one
+    cache row (whole lines from head 128 on: one L2 request each)."""
     pytest.importorskip("triton.experimental.gluon")
     from kvplan.runtime.attention_gluon import _fp8t_layouts, _wavefronts
 
-    def offsets(shared, dist, width):
-        bit_of = {tuple(b): i for i, b in enumerate(shared.offset_bases)}
-
-        def offset(coord):  # coordinates are sums of one-hot bases: map each set bit
-            off = 0
-            for axis, value in enumerate(coord):
-                for j in range(value.bit_length()):
-                    if value >> j & 1:
-                        basis = [0, 0]
-                        basis[axis] = 1 << j
-                        off |= 1 << bit_of[tuple(basis)]
-            return off
-
-        def coord(bases, idx):
-            c = [0, 0]
-            for i, b in enumerate(bases):
-                if idx >> i & 1:
-                    c = [c[0] ^ b[0], c[1] ^ b[1]]
-            return c
-
-        regs, lanes = dist.reg_bases, dist.lane_bases
-        vec = width.bit_length() - 1  # registers of one contiguous access
-        for r in range(1 << (len(regs) - vec)):
-            base = coord(regs[vec:], r)
-            addrs = []
-            for ln in range(32):
-                lc = coord(lanes, ln)
-                addrs.append(offset([base[0] ^ lc[0], base[1] ^ lc[1]]))
-            yield addrs
+    def xor(bases, idx):
+        c = [0, 0]
+        for i, b in enumerate(bases):
+            if idx >> i & 1:
+                c = [c[0] ^ b[0], c[1] ^ b[1]]
+        return tuple(c)
 
     for head in (64, 128, 256):
         for block_n in (16, 32):
             lay = _fp8t_layouts(head, block_n)
-            for shared, dist, width, best in ((lay["SKR"], lay["LK"], 8, 2),
-                                              (lay["SVR"], lay["LV_LOAD"], 4, 1),
-                                              (lay["SKR"], lay["LCK"], 16, 4),
-                                              (lay["SVR"], lay["LCV"], 16, 4)):
-                for addrs in offsets(shared, dist, width):
+            shared = lay["SKR"]
+            n_off = len(shared.offset_bases)
+            offset = {xor(shared.offset_bases, o): o for o in range(1 << n_off)}
+            assert len(offset) == block_n * head  # a bijection onto the tile
+
+            def accesses(dist, width, offset=offset):
+                vec = width.bit_length() - 1  # registers of one contiguous access
+                regs = dist.reg_bases
+                for r in range(1 << (len(regs) - vec)):
+                    base = xor(regs[vec:], r)
+                    coords = [tuple(a ^ b for a, b in zip(base, xor(dist.lane_bases, ln),
+                                                          strict=True)) for ln in range(32)]
+                    yield coords, [offset[c] for c in coords]
+
+            for dist, width, best in ((lay["LK"], 8, 2), (lay["LV_LOAD"], 4, 2 if head == 64 else 1),
+                                      (lay["LCK"], 16, 4)):
+                for coords, addrs in accesses(dist, width):
                     assert all(a % width == 0 for a in addrs)
+                    for a, c in zip(addrs, coords, strict=True):  # the access is contiguous
+                        for byte in range(width):
+                            assert offset[(c[0], c[1] + byte)] == a + byte
                     assert _wavefronts(addrs, width) == best, (head, block_n, width)
-            for shared, dist in ((lay["SKR"], lay["LCK"]), (lay["SVR"], lay["LCV"])):
-                # the copy's 16 bytes per thread are d0..d3, offset bits 0..3
-                assert [list(b) for b in dist.reg_bases[:4]] == [list(b) for b in
-                                                                 shared.offset_bases[:4]]
+            for coords, _ in accesses(lay["LCK"], 16):
+                for q in range(4):  # 8 lanes: 128 contiguous bytes of the cache (row, d)
+                    group = sorted(coords[8 * q:8 * q + 8])
+                    span = min(128, head)
+                    rows = {c[0] for c in group}
+                    assert len(rows) == 128 // span
+                    assert sorted(c[1] for c in group) == sorted(
+                        list(range(group[0][1], group[0][1] + span, 16)) * len(rows))
 
 
 def test_gluon_flat_lane_bits_are_conflict_free():
