@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -245,6 +245,14 @@ for step in $steps; do
       timeout 150 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
         -k "fp8t_window or (fp8t_matches and 128-32-8) or (fp8t_matches and 64-64-8) or (fp8t_matches and 256-16-4)" \
         2>&1 | tee "$OUT/pytest-fp8t.log" ;;
+    round16suite)  # round 16's suite run, then the GPU tests the round touches: the FP8
+      #               per-tensor Gluon tests round16d did not run, the decode defaults, the cached
+      #               launches, the split-K merges and the suite's own timing path
+      timeout 220 $PY bench/bench_attention.py --out "$OUT/h100-runtime-r16-2026-11-25.json" \
+        --plot "$OUT/h100-runtime-r16-2026-11-25.png" 2>&1 | tee "$OUT/h100-runtime-r16-2026-11-25.log"
+      timeout 360 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        tests/runtime/test_bench.py -k "(fp8t_matches and (128-8-8 or 64-28-4 or 128-12-2)) or decode_default_on_gpu or default_decode_kernel_choice or heads_per_program or cached_launch or split or dependent or bench_decode_shape" \
+        2>&1 | tee "$OUT/pytest.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

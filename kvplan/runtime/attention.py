@@ -522,9 +522,9 @@ class AttentionConfig:
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
     dequant: bool | None = None  # prefill kernel over a quantized cache: dequantize the pages
     #                              into a bf16/fp16 workspace first, then the bf16/fp16 kernel
-    kv_heads_per_program: int | None = None  # gluon FP8 per-tensor decode: 1 (default) or 2
-    #                              adjacent kv heads per program (2: rows of 2 * head contiguous
-    #                              bytes; GQA groups of up to 4)
+    kv_heads_per_program: int | None = None  # gluon FP8 per-tensor decode: 1 or 2 adjacent kv
+    #                              heads per program (2: rows of 2 * head contiguous bytes; GQA
+    #                              groups of up to 4); None = measured default (_fp8t_heads)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -853,9 +853,9 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
         return (d in _GLUON_BF16_HEADS and args.k.dtype == query.dtype
                 and attention_gluon.bf16_supported(group, d, block_size, 16))
     if args.KV_MODE == KV_MODE_FP8_PER_TENSOR:
-        # FP8 per-tensor: the Triton kernel; the Gluon one (config.kernel="gluon") measured
-        # 5-8% slower at heads 128/256 and equal at head 64 (bench/NOTES-runtime.md, round 16)
-        return False
+        # FP8 per-tensor: the Gluon row-copy kernel, 2-19% faster than the Triton kernel at
+        # every suite shape of 1024 keys or more (bench/NOTES-runtime.md, round 16)
+        return attention_gluon.fp8t_supported(group, d, block_size, 16, 1, args.k.shape[2])
     if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH):
         return False
     return attention_gluon.supported(group, d, block_size)
@@ -974,6 +974,19 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
     return fire_gluon_bf16
 
 
+def _fp8t_heads(group: int, num_kv_heads: int, d: int, keys: int, seqs: int, sms: int) -> int:
+    """KV heads per program of the FP8 per-tensor Gluon kernel by default: 2 (rows of 2 x head
+    contiguous bytes) where the doubled group fits the 8 columns, the head is 128 or less, each
+    sequence reads 4096 keys or more and the head pairs still fill the GPU within 128 splits;
+    else 1. Measured on an H100 (round 16): B64 ctx4K 0.1915 against 0.1969 ms, B16 ctx16K
+    0.1869 against 0.1923, B4 ctx32K equal; slower at 1-2K keys (B64 ctx1K 0.0588 against
+    0.0559), at head 256 (0.1053 against 0.1045) and for one sequence (0.0340 against 0.0315:
+    4 head pairs cannot fill 132 SMs with 128 splits)."""
+    pairs = seqs * num_kv_heads // 2
+    fits = group * 2 <= 8 and num_kv_heads % 2 == 0 and d <= 128
+    return 2 if fits and keys >= 4096 and pairs * 128 >= 7.75 * sms else 1
+
+
 def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                        keys_read: Callable[[], int], attention_gluon):
     """The Gluon decode kernel over an FP8 per-tensor cache (`attention_gluon._gluon_fp8t_kernel`):
@@ -983,7 +996,8 @@ def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, sca
     group = hq // lay.num_kv_heads
     block_n = cfg.block_n or 16
     pipe = cfg.pipe or 2
-    hp = cfg.kv_heads_per_program or 1  # 2 measured 0-7% slower (NOTES-runtime, round 16)
+    hp = cfg.kv_heads_per_program or _fp8t_heads(group, lay.num_kv_heads, d, keys_read(),
+                                                 seq_lens.shape[0], num_sms(query.device))
     if not attention_gluon.fp8t_supported(group, d, cache.block_size, block_n, hp,
                                           lay.num_kv_heads):
         raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block "

@@ -662,8 +662,8 @@ def test_gluon_kernel_refuses_what_it_does_not_run(device):
 @pytest.mark.parametrize("head", [128, 64])
 def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, head):
     """With no config, decode on a GPU runs the Gluon kernel where it was measured faster
-    (per-token-head caches: flat copies, 32-key tiles at head 64; bf16 caches at head 64) and
-    the
+    (per-token-head caches: flat copies, 32-key tiles at head 64; FP8 per-tensor caches; bf16
+    caches at head 64) and the
     Triton kernel otherwise, and matches the reference at block sizes 16/32/64 and on
     sliding-window layers, where only the last W keys may be read: the keys before the window
     are poisoned with huge values."""
@@ -675,18 +675,30 @@ def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, 
     batch = build_paged_batch(layout, [700, 1, 129, 2048], block_size, "cuda", gen,
                               poison_outside_window=window is not None)
     q = torch.randn(4, 16, head, device="cuda", dtype=torch.bfloat16, generator=gen)
-    gluon = kv_cache_dtype.endswith("per_token_head") or (kv_cache_dtype == "bfloat16"
-                                                          and head == 64)
+    gluon = kv_cache_dtype != "bfloat16" or head == 64
     assert _use_gluon(AttentionConfig(), q, cache_args(batch.cache), 4, head, block_size, True,
                       lambda: min(2048, window or 2048)) == gluon
     out, ref = _decode(batch, 16, gen, "cuda", poison=1e30)
     _check(out, ref, layout.quant_mode, f"default block {block_size} window {window}")
 
 
+def test_fp8t_heads_per_program_default():
+    """The FP8 per-tensor Gluon kernel takes two kv heads per program where that was measured
+    faster (groups of 4 or less, heads up to 128, 4096 keys or more, enough head pairs to fill
+    the GPU within 128 splits) and one elsewhere."""
+    from kvplan.runtime.attention import _fp8t_heads
+    assert _fp8t_heads(4, 8, 128, 4096, 64, 132) == 2  # B64 ctx4K
+    assert _fp8t_heads(4, 8, 128, 16384, 16, 132) == 2  # B16 ctx16K
+    assert _fp8t_heads(4, 8, 128, 2048, 64, 132) == 1  # short contexts
+    assert _fp8t_heads(4, 8, 128, 32768, 1, 132) == 1  # one sequence: 4 pairs x 128 splits
+    assert _fp8t_heads(8, 8, 64, 4096, 128, 132) == 1  # a group of 8 fills the 8 columns
+    assert _fp8t_heads(4, 4, 256, 4096, 32, 132) == 1  # head 256
+    assert _fp8t_heads(2, 3, 128, 4096, 64, 132) == 1  # an odd number of kv heads
+
+
 def test_default_decode_kernel_choice(device):
     """The Triton kernel runs wherever the Gluon kernel does not apply: on the CPU interpreter,
-    for INT4 and FP8 per-tensor caches (the Gluon FP8 per-tensor kernel runs when asked for), for
-    bf16/fp16 caches at heads other than 64 or with a query of another
+    for INT4 caches, for bf16/fp16 caches at heads other than 64 or with a query of another
     dtype, for prefill, for short contexts and windows (under 1024 keys), and when a Triton-only
     launch setting is given."""
     from kvplan.runtime._common import cache_args
@@ -695,7 +707,7 @@ def test_default_decode_kernel_choice(device):
     q = torch.randn(2, 8, 64, device=device, dtype=torch.bfloat16, generator=gen)
     for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head", "fp8"):
         args = cache_args(allocate_kv_cache(LayerLayout.simple(dtype, 2, 64), 4, 16, device))
-        on_gpu = device == "cuda" and dtype not in ("int4_per_token_head", "fp8")
+        on_gpu = device == "cuda" and dtype != "int4_per_token_head"
         assert _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True) == on_gpu
         assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, False)
         assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True, lambda: 128)
