@@ -21,6 +21,11 @@ so a group of 4-8 does not pad 16-row tiles. Its tiles are copied flat (each til
 lie in the page, 16-byte copies of whole 128-byte lines, `_flat_issue`) and read in place through
 padded shared views (`_flat_read`).
 
+FP8 per-tensor caches (the FlashAttention layout: K and V planes of 1-byte codes) run the same
+swapped-operand math in `_gluon_fp8t_kernel`, fed by row copies (8 lanes per 128 contiguous bytes
+of a row) into XOR-swizzled row buffers (`_fp8t_layouts`), optionally two adjacent kv heads per
+program (rows of 2 x HEAD contiguous bytes).
+
 Splits of the context are merged by the Triton kernel's merge step. Gluon kernels do not run in the
 CPU interpreter: this path is taken only on a CUDA GPU, and the GPU tests compare it with the torch
 reference like every other configuration.
