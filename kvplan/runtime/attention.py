@@ -512,8 +512,9 @@ class AttentionConfig:
     imma: int | None = None  # INT8 cache on int8 tensor cores: 1 = q.K (q -> int8 per row),
     #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
     v_reg: bool | None = None  # convert 8-bit V tiles in registers (no byte-wise shared reads)
-    kernel: str | None = None  # "triton" or "gluon" (INT8/FP8 per-token-head decode in one-warp
-    #                            programs, kvplan.runtime.attention_gluon), "prefill" (the
+    kernel: str | None = None  # "triton" or "gluon" (bf16/fp16, FP8 per-tensor and INT8/FP8
+    #                            per-token-head decode in one-warp programs,
+    #                            kvplan.runtime.attention_gluon), "prefill" (the
     #                            prefill kernel, kvplan.runtime.prefill); None = measured default
     pipe: int | None = None  # gluon only: asynchronous-copy stages 2 (default) or 4; 0 = tiles
     #                          loaded into registers (num_stages >= 2: one tile ahead)
@@ -829,7 +830,8 @@ _TRITON_ONLY_KNOBS = ("block_m", "num_warps", "use_dot", "paged3d", "max_registe
 def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: int,
                block_size: int, is_decode: bool, keys: Callable[[], int] = lambda: 1 << 30) -> bool:
     """Which decode kernel runs. ``config.kernel`` decides when given; by default INT8/FP8
-    per-token-head decode with bf16/fp16 queries runs the Gluon kernel on a CUDA GPU (measured
+    per-token-head and FP8 per-tensor decode (and bf16/fp16 decode at head 64) with bf16/fp16
+    queries runs a Gluon kernel on a CUDA GPU (measured
     faster than the Triton kernel on an H100 at head sizes 64, 128 and 256: bench/NOTES-runtime.md,
     round 8) when each sequence reads at least ``_GLUON_MIN_KEYS`` keys (``keys()``: the longest
     context, window-limited), unless a Triton-only launch setting is given; everything else runs
@@ -875,7 +877,8 @@ def _gluon_splits(programs: int, tiles: int, sms: int, resident_per_sm: int) -> 
 
 def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                   keys_read: Callable[[], int]):
-    """The Gluon decode kernel (INT8/FP8 per-token-head, GPU only), with the Triton merge step."""
+    """The Gluon decode kernels (bf16/fp16, FP8 per-tensor, INT8/FP8 per-token-head; GPU only),
+    with the Triton merge step."""
     lay = cache.layout
     _, hq, d = query.shape
     group = hq // lay.num_kv_heads
