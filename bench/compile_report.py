@@ -84,8 +84,8 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
 
     rows = []
     for head in heads:
-        for mode in ("int8_per_token_head", "fp8_per_token_head", "bfloat16"):
-            layout = LayerLayout.simple(mode, 8, head)
+        for mode in ("int8_per_token_head", "fp8_per_token_head", "bfloat16", "fp8", "fp8:hp2"):
+            layout = LayerLayout.simple(mode.split(":")[0], 8, head)
             cache = allocate_kv_cache(layout, 4, 16, "cpu")
             args = cache_args(cache)
             q = torch.zeros(2, 32, head, dtype=torch.bfloat16)
@@ -94,7 +94,12 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
             sl = torch.full((2,), 64, dtype=torch.int32)
             block_n = 32 if (head == 64 and mode != "bfloat16") else 16
             for split in (1, 2):
-                if mode == "bfloat16":
+                if mode.startswith("fp8") and not mode.startswith("fp8_"):  # FP8 per-tensor
+                    pos, kw, _ = ag._fp8t_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
+                                                   1.0, 1.0, 1.0, 0, split, 16, 2, pdl=split > 1,
+                                                   hp=2 if mode.endswith("hp2") else 1)
+                    kernel = ag._gluon_fp8t_kernel
+                elif mode == "bfloat16":
                     pos, kw, _ = ag._bf16_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
                                                    1.0, 0, split, 16, 2, pdl=split > 1)
                     kernel = ag._gluon_bf16_kernel
@@ -108,7 +113,7 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
                 if ptx_out:
                     ptx_out.mkdir(parents=True, exist_ok=True)
                     (ptx_out / f"{name}.ptx").write_text(compiled.asm["ptx"])
-                rows.append({"kernel": name, "block_n": block_n if mode != "bfloat16" else 16,
+                rows.append({"kernel": name, "block_n": 16 if mode in ("bfloat16", "fp8", "fp8:hp2") else block_n,
                              "shared": compiled.metadata.shared, **info})
     return rows
 

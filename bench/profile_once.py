@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main() -> None:
     import torch
 
-    from kvplan.runtime.attention import paged_attention
+    from kvplan.runtime.attention import AttentionConfig, paged_attention
     from kvplan.runtime.bench import _make_kv, _paged_fill
     from kvplan.runtime.cache import allocate_kv_cache
     from kvplan.runtime.layout import LayerLayout
@@ -31,6 +31,10 @@ def main() -> None:
     ap.add_argument("--head-size", type=int, default=128)
     ap.add_argument("--shape", default="64,4096,32,8,128", help="decode: B,CTX,HQ,HKV,D")
     ap.add_argument("--calls", type=int, default=4)
+    ap.add_argument("--kernel", default=None, help="decode: AttentionConfig.kernel (default: the "
+                    "default choice)")
+    ap.add_argument("--hp", type=int, default=None, help="decode, gluon FP8 per-tensor: kv heads "
+                    "per program")
     a = ap.parse_args()
     dev = "cuda"
     gen = torch.Generator(device=dev).manual_seed(0)
@@ -53,8 +57,9 @@ def main() -> None:
         del k, v
         q = torch.randn(b, hq, d, device=dev, dtype=torch.bfloat16, generator=gen)
         lens = torch.full((b,), ctx, dtype=torch.int32, device=dev)
+        cfg = AttentionConfig(kernel=a.kernel, kv_heads_per_program=a.hp)
         for _ in range(a.calls):
-            paged_attention(q, cache, tables, lens, max_seq_len=ctx)
+            paged_attention(q, cache, tables, lens, max_seq_len=ctx, config=cfg)
     torch.cuda.synchronize()
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -196,6 +196,63 @@ for step in $steps; do
         --configs 16:1:2:0,16:1:2:160,16:1:2:192,16:1:2:256,16:1:2:128 2>&1 | tee "$OUT/b1c.log"
       timeout 60 $PY bench/tune_attention.py --shape 2,32768,32,8,128 --modes int8_per_token_head \
         --kernel gluon --pipe 2 --configs 16:1:2:0,16:1:2:96,16:1:2:128 2>&1 | tee -a "$OUT/b1c.log" ;;
+    round16)  # issue 22: the FP8 per-tensor Gluon kernel against the Triton kernel (its round-15
+      #          defaults, v_reg on) at the suite shapes, 16/32-key tiles, 2/3 stages; its GPU tests
+      for shape in 64,4096,32,8,128 16,16384,32,8,128 128,2048,64,8,64 64,1024,32,8,128 \
+                   64,2048,32,8,128 4,32768,32,8,128 32,4096,16,4,256 1,32768,32,8,128; do
+        timeout 60 $PY bench/tune_attention.py --shape $shape --modes fp8 --vreg 1 \
+          --configs 0:0:0:0 2>&1 | tee -a "$OUT/fp8t.log"
+        timeout 90 $PY bench/tune_attention.py --shape $shape --modes fp8 --kernel gluon \
+          --pipe 2,3 --configs 16:1:2:0,32:1:2:0 2>&1 | tee -a "$OUT/fp8t.log"
+      done
+      timeout 300 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        -k "fp8t or test_decode_default_on_gpu or default_decode_kernel_choice" 2>&1 \
+        | tee "$OUT/pytest-fp8t.log" ;;
+    round16b)  # the FP8 per-tensor Gluon kernel with two kv heads per program (rows of 2 x head
+      #           contiguous bytes) against one, and the Triton kernel; its GPU tests
+      for shape in 64,4096,32,8,128 16,16384,32,8,128 64,1024,32,8,128 64,2048,32,8,128 \
+                   4,32768,32,8,128 32,4096,16,4,256 1,32768,32,8,128; do
+        timeout 40 $PY bench/tune_attention.py --shape $shape --modes fp8 --vreg 1 \
+          --configs 0:0:0:0 2>&1 | tee -a "$OUT/fp8t-hp.log"
+        timeout 70 $PY bench/tune_attention.py --shape $shape --modes fp8 --kernel gluon \
+          --pipe 2 --hp 1,2 --configs 16:1:2:0,32:1:2:0 2>&1 | tee -a "$OUT/fp8t-hp.log"
+      done
+      timeout 240 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        -k "fp8t" 2>&1 | tee "$OUT/pytest-fp8t.log" ;;
+    round16c)  # Nsight Compute: the FP8 per-tensor Gluon kernel (heads 128 and 64) against the
+      #           INT8 per-token-head Gluon kernel and the Triton FP8 per-tensor kernel: DRAM and
+      #           L2 traffic, shared-memory wavefronts and bank conflicts, stall reasons
+      NCU="ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy"
+      MET=dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__inst_executed.sum,sm__cycles_active.avg,gpu__time_duration.sum
+      for spec in "_gluon_fp8t_kernel fp8 64,4096,32,8,128 gluon" "_gluon_fp8t_kernel fp8 128,2048,64,8,64 gluon" \
+                  "_gluon_swap_kernel int8_per_token_head 64,4096,32,8,128 gluon" \
+                  "_paged_attention_kernel fp8 64,4096,32,8,128 triton"; do
+        set -- $spec
+        echo "== $spec" | tee -a "$OUT/ncu-fp8t.log"
+        timeout 100 $NCU --metrics $MET -k regex:$1 --launch-skip 1 --launch-count 1 \
+          $PY bench/profile_once.py decode --mode $2 --shape $3 --kernel $4 2>&1 \
+          | grep -v "^==PROF==" | tee -a "$OUT/ncu-fp8t.log"
+      done ;;
+    round16d)  # the FP8 per-tensor Gluon kernel with whole-row copy lanes and XOR-swizzled row
+      #           buffers against the Triton kernel; its GPU tests at three head/group shapes
+      for shape in 64,4096,32,8,128 16,16384,32,8,128 128,2048,64,8,64 64,1024,32,8,128 \
+                   64,2048,32,8,128 4,32768,32,8,128 32,4096,16,4,256 1,32768,32,8,128; do
+        timeout 40 $PY bench/tune_attention.py --shape $shape --modes fp8 --vreg 1 \
+          --configs 0:0:0:0 2>&1 | tee -a "$OUT/fp8t-swz.log"
+        timeout 70 $PY bench/tune_attention.py --shape $shape --modes fp8 --kernel gluon \
+          --pipe 2 --hp 1,2 --configs 16:1:2:0,32:1:2:0 2>&1 | tee -a "$OUT/fp8t-swz.log"
+      done
+      timeout 150 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        -k "fp8t_window or (fp8t_matches and 128-32-8) or (fp8t_matches and 64-64-8) or (fp8t_matches and 256-16-4)" \
+        2>&1 | tee "$OUT/pytest-fp8t.log" ;;
+    round16suite)  # round 16's suite run, then the GPU tests the round touches: the FP8
+      #               per-tensor Gluon tests round16d did not run, the decode defaults, the cached
+      #               launches, the split-K merges and the suite's own timing path
+      timeout 220 $PY bench/bench_attention.py --out "$OUT/h100-runtime-r16-2026-11-25.json" \
+        --plot "$OUT/h100-runtime-r16-2026-11-25.png" 2>&1 | tee "$OUT/h100-runtime-r16-2026-11-25.log"
+      timeout 360 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        tests/runtime/test_bench.py -k "(fp8t_matches and (128-8-8 or 64-28-4 or 128-12-2)) or decode_default_on_gpu or default_decode_kernel_choice or heads_per_program or cached_launch or split or dependent or bench_decode_shape" \
+        2>&1 | tee "$OUT/pytest.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

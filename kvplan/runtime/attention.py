@@ -31,6 +31,7 @@ from kvplan.runtime._common import (
     E4M3X4_TO_F16,
     E5M2X4_TO_F16,
     I8X4_TO_F16,
+    KV_MODE_FP8_PER_TENSOR,
     KV_MODE_FP8_PTH,
     KV_MODE_INT4_PTH,
     KV_MODE_INT8_PTH,
@@ -511,8 +512,9 @@ class AttentionConfig:
     imma: int | None = None  # INT8 cache on int8 tensor cores: 1 = q.K (q -> int8 per row),
     #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
     v_reg: bool | None = None  # convert 8-bit V tiles in registers (no byte-wise shared reads)
-    kernel: str | None = None  # "triton" or "gluon" (INT8/FP8 per-token-head decode in one-warp
-    #                            programs, kvplan.runtime.attention_gluon), "prefill" (the
+    kernel: str | None = None  # "triton" or "gluon" (bf16/fp16, FP8 per-tensor and INT8/FP8
+    #                            per-token-head decode in one-warp programs,
+    #                            kvplan.runtime.attention_gluon), "prefill" (the
     #                            prefill kernel, kvplan.runtime.prefill); None = measured default
     pipe: int | None = None  # gluon only: asynchronous-copy stages 2 (default) or 4; 0 = tiles
     #                          loaded into registers (num_stages >= 2: one tile ahead)
@@ -521,6 +523,9 @@ class AttentionConfig:
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
     dequant: bool | None = None  # prefill kernel over a quantized cache: dequantize the pages
     #                              into a bf16/fp16 workspace first, then the bf16/fp16 kernel
+    kv_heads_per_program: int | None = None  # gluon FP8 per-tensor decode: 1 or 2 adjacent kv
+    #                              heads per program (2: rows of 2 * head contiguous bytes; GQA
+    #                              groups of up to 4); None = measured default (_fp8t_heads)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -825,7 +830,8 @@ _TRITON_ONLY_KNOBS = ("block_m", "num_warps", "use_dot", "paged3d", "max_registe
 def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: int,
                block_size: int, is_decode: bool, keys: Callable[[], int] = lambda: 1 << 30) -> bool:
     """Which decode kernel runs. ``config.kernel`` decides when given; by default INT8/FP8
-    per-token-head decode with bf16/fp16 queries runs the Gluon kernel on a CUDA GPU (measured
+    per-token-head and FP8 per-tensor decode (and bf16/fp16 decode at head 64) with bf16/fp16
+    queries runs a Gluon kernel on a CUDA GPU (measured
     faster than the Triton kernel on an H100 at head sizes 64, 128 and 256: bench/NOTES-runtime.md,
     round 8) when each sequence reads at least ``_GLUON_MIN_KEYS`` keys (``keys()``: the longest
     context, window-limited), unless a Triton-only launch setting is given; everything else runs
@@ -848,6 +854,10 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
         # bf16/fp16 caches: head 64 only (measured: bench/NOTES-runtime.md, round 11)
         return (d in _GLUON_BF16_HEADS and args.k.dtype == query.dtype
                 and attention_gluon.bf16_supported(group, d, block_size, 16))
+    if args.KV_MODE == KV_MODE_FP8_PER_TENSOR:
+        # FP8 per-tensor: the Gluon row-copy kernel, 2-19% faster than the Triton kernel at
+        # every suite shape of 1024 keys or more (bench/NOTES-runtime.md, round 16)
+        return attention_gluon.fp8t_supported(group, d, block_size, 16, 1, args.k.shape[2])
     if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH):
         return False
     return attention_gluon.supported(group, d, block_size)
@@ -867,20 +877,25 @@ def _gluon_splits(programs: int, tiles: int, sms: int, resident_per_sm: int) -> 
 
 def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                   keys_read: Callable[[], int]):
-    """The Gluon decode kernel (INT8/FP8 per-token-head, GPU only), with the Triton merge step."""
+    """The Gluon decode kernels (bf16/fp16, FP8 per-tensor, INT8/FP8 per-token-head; GPU only),
+    with the Triton merge step."""
     lay = cache.layout
     _, hq, d = query.shape
     group = hq // lay.num_kv_heads
     if interpreting() or query.device.type != "cuda":
         raise ValueError("the gluon kernel needs a CUDA GPU (it does not run in the interpreter)")
-    if (args.KV_MODE not in (KV_MODE_NONE, KV_MODE_INT8_PTH, KV_MODE_FP8_PTH)
+    if (args.KV_MODE not in (KV_MODE_NONE, KV_MODE_FP8_PER_TENSOR, KV_MODE_INT8_PTH,
+                             KV_MODE_FP8_PTH)
             or query.dtype == torch.float32 or (args.KV_MODE == KV_MODE_NONE
                                                 and args.k.dtype == torch.float32)):
-        raise ValueError("the gluon kernel reads bf16/fp16 and INT8/FP8 per-token-head caches "
-                         "with bf16/fp16 queries")
+        raise ValueError("the gluon kernel reads bf16/fp16, FP8 per-tensor and INT8/FP8 "
+                         "per-token-head caches with bf16/fp16 queries")
     from kvplan.runtime import attention_gluon
     if args.KV_MODE == KV_MODE_NONE:
         return _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, scale,
+                                  keys_read, attention_gluon)
+    if args.KV_MODE == KV_MODE_FP8_PER_TENSOR:
+        return _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                                   keys_read, attention_gluon)
     if not attention_gluon.supported(group, d, cache.block_size):
         raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block {cache.block_size}")
@@ -960,6 +975,67 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
         if merge is not None:
             merge(po, pml, out)
     return fire_gluon_bf16
+
+
+def _fp8t_heads(group: int, num_kv_heads: int, d: int, keys: int, seqs: int, sms: int) -> int:
+    """KV heads per program of the FP8 per-tensor Gluon kernel by default: 2 (rows of 2 x head
+    contiguous bytes) where the doubled group fits the 8 columns, the head is 128 or less, each
+    sequence reads 4096 keys or more and the head pairs still fill the GPU within 128 splits;
+    else 1. Measured on an H100 (round 16): B64 ctx4K 0.1915 against 0.1969 ms, B16 ctx16K
+    0.1869 against 0.1923, B4 ctx32K equal; slower at 1-2K keys (B64 ctx1K 0.0588 against
+    0.0559), at head 256 (0.1053 against 0.1045) and for one sequence (0.0340 against 0.0315:
+    4 head pairs cannot fill 132 SMs with 128 splits)."""
+    pairs = seqs * num_kv_heads // 2
+    fits = group * 2 <= 8 and num_kv_heads % 2 == 0 and d <= 128
+    return 2 if fits and keys >= 4096 and pairs * 128 >= 7.75 * sms else 1
+
+
+def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, scale,
+                       keys_read: Callable[[], int], attention_gluon):
+    """The Gluon decode kernel over an FP8 per-tensor cache (`attention_gluon._gluon_fp8t_kernel`):
+    the static k scale multiplies the scores, the v scale the output."""
+    lay = cache.layout
+    _, hq, d = query.shape
+    group = hq // lay.num_kv_heads
+    block_n = cfg.block_n or 16
+    pipe = cfg.pipe or 2
+    hp = cfg.kv_heads_per_program or _fp8t_heads(group, lay.num_kv_heads, d, keys_read(),
+                                                 seq_lens.shape[0], num_sms(query.device))
+    if not attention_gluon.fp8t_supported(group, d, cache.block_size, block_n, hp,
+                                          lay.num_kv_heads):
+        raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block "
+                         f"{cache.block_size}, block_n {block_n}, {hp} kv heads per program "
+                         f"over an FP8 per-tensor cache")
+    num_splits = cfg.num_splits if cfg.num_splits is not None else _gluon_splits(
+        seq_lens.shape[0] * lay.num_kv_heads // hp, max(1, math.ceil(keys_read() * hp / block_n)),
+        num_sms(query.device),
+        attention_gluon.fp8t_programs_per_sm(query, out, args, block_tables, seq_lens, group=group,
+                                             head=d, block_size=cache.block_size,
+                                             block_n=block_n, pipe=pipe, hp=hp))
+    pdl = _pdl(cfg, query)
+    q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
+    k_scale, v_scale = float(cache.k_scale), float(cache.v_scale)
+    _, kw, key = attention_gluon._fp8t_launch_args(query, out, out, out, args, block_tables,
+                                                   seq_lens, group, d, cache.block_size, q_scale,
+                                                   k_scale, v_scale, window, num_splits, block_n,
+                                                   pipe, pdl, hp)
+    grid = (seq_lens.shape[0], args.k.shape[2] // hp, num_splits)
+    merge = _merge_plan(num_splits, d, pdl)
+    fn = attention_gluon._gluon_fp8t_kernel
+    key = key_id(key)
+
+    def fire_gluon_fp8t(query, out, block_tables, seq_lens, qsl, args):
+        po, pml = _partials(out, num_splits)
+        k = args.k
+        ks = k.stride()
+        launch_cached(fn, grid,
+                      (query, query.stride(0), query.stride(1), out, out.stride(0),
+                       out.stride(1), po, pml, k, args.v, ks[0], ks[2], ks[1], block_tables,
+                       block_tables.stride(0), seq_lens, q_scale, k_scale, v_scale, window, hq,
+                       num_splits), kw, key)
+        if merge is not None:
+            merge(po, pml, out)
+    return fire_gluon_fp8t
 
 
 def paged_attention_decode(query: torch.Tensor, cache: PagedKVCache, block_tables: torch.Tensor,

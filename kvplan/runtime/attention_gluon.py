@@ -21,6 +21,11 @@ so a group of 4-8 does not pad 16-row tiles. Its tiles are copied flat (each til
 lie in the page, 16-byte copies of whole 128-byte lines, `_flat_issue`) and read in place through
 padded shared views (`_flat_read`).
 
+FP8 per-tensor caches (the FlashAttention layout: K and V planes of 1-byte codes) run the same
+swapped-operand math in `_gluon_fp8t_kernel`, fed by row copies (8 lanes per 128 contiguous bytes
+of a row) into XOR-swizzled row buffers (`_fp8t_layouts`), optionally two adjacent kv heads per
+program (rows of 2 x HEAD contiguous bytes).
+
 Splits of the context are merged by the Triton kernel's merge step. Gluon kernels do not run in the
 CPU interpreter: this path is taken only on a CUDA GPU, and the GPU tests compare it with the torch
 reference like every other configuration.
@@ -758,6 +763,167 @@ def _gluon_bf16_kernel(
                    po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
 
 
+# --- FP8 per-tensor caches (FlashAttention layout, 1-byte rows, one scale per tensor) -----------
+
+@gluon.jit
+def _fp8t_stage(HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SKR: gl.constexpr,
+                SVR: gl.constexpr):
+    """One stage of the FP8 per-tensor ring: the K and V rows of a tile."""
+    return (gl.allocate_shared_memory(gl.uint8, [BLOCK_N, HEAD], SKR),
+            gl.allocate_shared_memory(gl.uint8, [BLOCK_N, HEAD], SVR))
+
+
+@gluon.jit
+def _fp8t_ring(HEAD: gl.constexpr, BLOCK_N: gl.constexpr, SKR: gl.constexpr, SVR: gl.constexpr,
+               PIPE: gl.constexpr):
+    """The PIPE (2-4) stages of the FP8 per-tensor ring."""
+    bufs = (_fp8t_stage(HEAD, BLOCK_N, SKR, SVR), _fp8t_stage(HEAD, BLOCK_N, SKR, SVR))
+    if PIPE >= 3:
+        # tuple concatenation, not unpacking: Gluon's frontend rejects starred expressions
+        bufs = bufs + (_fp8t_stage(HEAD, BLOCK_N, SKR, SVR),)  # noqa: RUF005
+    if PIPE == 4:
+        bufs = bufs + (_fp8t_stage(HEAD, BLOCK_N, SKR, SVR),)  # noqa: RUF005
+    return bufs
+
+
+@gluon.jit
+def _fp8t_issue(start, lo, s_hi, pg0, pg1, base, stride_kb, stride_kt, stride_kh, rn, cd, buf,
+                BLOCK_SIZE: gl.constexpr, TOK: gl.constexpr, HP: gl.constexpr):
+    """Asynchronous 16-byte copies of one plane's (K or V) rows of tokens [start, start + TOK)
+    into ``buf``: row n is token n // HP of kv head n % HP of the program's HP heads (side by
+    side in the cache, so HP = 2 reads 2 * HEAD contiguous bytes per token); rows outside
+    [lo, s_hi) are zero-filled."""
+    tok = rn // HP
+    key = start + tok
+    ok = (key >= lo) & (key < s_hi)
+    if TOK > BLOCK_SIZE:  # noqa: SIM108 (a constexpr branch)
+        pages = gl.where(tok < BLOCK_SIZE, pg0, pg1)
+    else:
+        pages = pg0
+    row = pages * stride_kb + (key % BLOCK_SIZE) * stride_kt + (rn % HP) * stride_kh
+    cp.async_copy_global_to_shared(buf, base + row[:, None] + cd[None, :], mask=ok[:, None])
+
+
+@gluon.jit
+def _fp8t_update(q, kx, vx, k_scale, rel, span, sn, same_head, m_i, l_acc, acc,
+                 E5M2: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, MMA: gl.constexpr,
+                 LVT: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr,
+                 V_SHAPE: gl.constexpr, V_ORDER: gl.constexpr, RANK: gl.constexpr,
+                 HEAD: gl.constexpr, BLOCK_N: gl.constexpr, HP: gl.constexpr):
+    """One tile of online softmax with swapped operands over FP8 per-tensor codes: the codes
+    convert exactly to fp16 (paired converts), the static k scale multiplies the fp32 scores
+    and the v scale is applied to the output once, at the end. With HP = 2 the rows alternate
+    between two kv heads and ``same_head`` keeps each column's scores to its own head's rows."""
+    k = gl.convert_layout(_relabel(_to_f16(kx, 1, E5M2), K_SHAPE, K_ORDER, RANK,
+                                   [BLOCK_N, HEAD]), AOP)  # register renaming only
+    v = gl.convert_layout(gl.permute(_v_pairs(vx, 1, E5M2, BLOCK_N, HEAD), (1, 0)), LVT)
+    v = gl.convert_layout(_relabel(v, V_SHAPE, V_ORDER, RANK, [HEAD, BLOCK_N]), AOP,
+                          assert_trivial=True)
+    ok_s = (sn // HP + rel).to(gl.uint32) < span
+    s = mma_v2(k, q, gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA))
+    if HP == 1:
+        s = gl.where(ok_s[:, None], s * k_scale, float("-inf"))
+    else:
+        s = gl.where(ok_s[:, None] & same_head, s * k_scale, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=0))
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s - m_use[None, :])
+    l_acc = l_acc * alpha[None, :] + p
+    acc = mma_v2(v, _transpose_p(p.to(gl.float16), BLOCK_N, BOP), acc * alpha[None, :])
+    return m_new, l_acc, acc
+
+
+@gluon.jit(do_not_specialize=["num_splits"])
+def _gluon_fp8t_kernel(
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
+    k_ptr, v_ptr, stride_kb, stride_kh, stride_kt,
+    bt_ptr, stride_bt, seq_lens_ptr, q_scale, k_scale, v_scale, sliding_window, num_q_heads,
+    num_splits,
+    GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
+    HP: gl.constexpr, E5M2: gl.constexpr, SPLIT: gl.constexpr, PIPE: gl.constexpr,
+    TRIGGER: gl.constexpr,
+    MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
+    LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, Q_SHAPE: gl.constexpr,
+    Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
+    V_ORDER: gl.constexpr, RANK: gl.constexpr, LCK: gl.constexpr, LCV: gl.constexpr,
+    SKR: gl.constexpr, SVR: gl.constexpr, PV_BITS: gl.constexpr,
+):
+    """Decode over an FP8 per-tensor cache (K and V planes [blocks, slots, kv heads, HEAD] of
+    1-byte codes): the swapped-operand math of `_gluon_swap_kernel` (BLOCK_N rows as the MMA
+    rows, up to 8 query heads as the columns, d bit-permuted so that each thread's K and V bytes
+    are contiguous) fed by row copies as in `_gluon_bf16_kernel`. A program takes HP adjacent
+    kv heads (HP * GROUP <= 8 columns): with HP = 2 its rows alternate between the two heads and
+    a tile is BLOCK_N // 2 tokens of 2 * HEAD contiguous bytes each. The row buffers keep each
+    thread's 8 K bytes / 4 V bytes together and the lanes side by side (`_fp8t_layouts`)."""
+    TOK: gl.constexpr = BLOCK_N // HP  # tokens per tile
+    seq, kvh, split, lo, s_lo, s_hi, bt_row, k_base, v_base = _program_range(
+        seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, k_ptr, stride_kh * HP, v_ptr,
+        stride_kh * HP, TOK)
+    TWO_PAGES: gl.constexpr = TOK > BLOCK_SIZE
+    kn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LCK))
+    kd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LCK))
+    vn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LCV))
+    vd = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LCV))
+    bufs = _fp8t_ring(HEAD, BLOCK_N, SKR, SVR, PIPE)
+    for i in gl.static_range(PIPE - 1):
+        start = s_lo + i * TOK
+        pg0, pg1 = _tile_pages(bt_row, start, s_hi, BLOCK_SIZE, TWO_PAGES)
+        _fp8t_issue(start, lo, s_hi, pg0, pg1, k_base, stride_kb, stride_kt, stride_kh, kn, kd,
+                    bufs[i][0], BLOCK_SIZE, TOK, HP)
+        _fp8t_issue(start, lo, s_hi, pg0, pg1, v_base, stride_kb, stride_kt, stride_kh, vn, vd,
+                    bufs[i][1], BLOCK_SIZE, TOK, HP)
+        cp.commit_group()
+    pg0, pg1 = _tile_pages(bt_row, s_lo + (PIPE - 1) * TOK, s_hi, BLOCK_SIZE, TWO_PAGES)
+    if TRIGGER:  # the merge kernel (a programmatic dependent launch) may start now and wait
+        tl.extra.cuda.gdc_launch_dependents()
+
+    # q^T [HEAD physical, 8 = the query heads of the program's kv heads], relabelled to the B
+    # operand
+    COLS: gl.constexpr = GROUP * HP
+    qd = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LQ))
+    qh = gl.arange(0, 8, layout=gl.SliceLayout(0, LQ))
+    q_row = seq.to(gl.int64) * stride_qt + (kvh * COLS + qh) * stride_qh
+    qmask = (qd < HEAD)[:, None] & (qh < COLS)[None, :]
+    q = gl.load(q_ptr + q_row[None, :] + qd[:, None], mask=qmask, other=0.0).to(gl.float32)
+    q = gl.minimum(gl.maximum(q * q_scale, -65504.0), 65504.0).to(gl.float16)
+    q = gl.convert_layout(_relabel(q, Q_SHAPE, Q_ORDER, RANK, [HEAD, 8]), BOP, assert_trivial=True)
+
+    sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
+    cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
+    same_head = (sn % HP)[:, None] == (cols // GROUP)[None, :]
+    span = (s_hi - lo).to(gl.uint32)
+    m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
+    l_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
+    acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
+    for t0 in range(s_lo, s_hi, PIPE * TOK):  # whole rounds of PIPE tiles (static stages)
+        for j in gl.static_range(PIPE):
+            start = t0 + j * TOK
+            ahead = start + (PIPE - 1) * TOK
+            wb = bufs[(j + PIPE - 1) % PIPE]
+            _fp8t_issue(ahead, lo, s_hi, pg0, pg1, k_base, stride_kb, stride_kt, stride_kh, kn,
+                        kd, wb[0], BLOCK_SIZE, TOK, HP)
+            _fp8t_issue(ahead, lo, s_hi, pg0, pg1, v_base, stride_kb, stride_kt, stride_kh, vn,
+                        vd, wb[1], BLOCK_SIZE, TOK, HP)
+            cp.commit_group()
+            pg0, pg1 = _tile_pages(bt_row, ahead + TOK, s_hi, BLOCK_SIZE, TWO_PAGES)
+            cp.wait_group(PIPE - 1)
+            kx = bufs[j][0].load(LK)
+            vx = bufs[j][1].load(LV_LOAD)
+            m_i, l_acc, acc = _fp8t_update(q, kx, vx, k_scale, start - lo, span, sn, same_head,
+                                           m_i, l_acc, acc, E5M2, AOP, BOP, MMA, LVT, K_SHAPE,
+                                           K_ORDER, V_SHAPE, V_ORDER, RANK, HEAD, BLOCK_N, HP)
+    cp.wait_group(0)
+
+    l_i = gl.sum(l_acc, axis=0)
+    acc = acc * v_scale
+    rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
+    d_out = rows * 0  # output row r (logical d) holds physical d: bit i of r -> digit i of PV_BITS
+    for i in gl.static_range(RANK - 1):
+        d_out += ((rows >> i) & 1) << (PV_BITS // (1 << (4 * i)) % 16)
+    _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot,
+                   stride_oh, po_ptr, pml_ptr, num_q_heads, num_splits, COLS, HEAD, SPLIT)
+
 @functools.cache
 def _bf16_layouts(head: int) -> dict:
     """Layouts of the bf16/fp16 kernel (one warp): the mma.sync m16n8k16 operand layouts; 16-byte
@@ -818,6 +984,105 @@ def launch_bf16(query, out, po, pml, args, block_tables, seq_lens, *, group: int
                                      block_n, pipe, pdl)
     launch_cached(_gluon_bf16_kernel, (seq_lens.shape[0], args.k.shape[2], num_splits), pos, kw,
                   key)
+
+
+@functools.cache
+def _fp8t_layouts(head: int, block_n: int) -> dict:
+    """Layouts of the FP8 per-tensor kernel (one warp): the swapped-operand operand layouts with
+    the lanes' d bits fixed, and one row buffer layout [BLOCK_N, HEAD] for K and V: rows of
+    HEAD bytes one after another, each row's 16-byte chunks XOR-swizzled by key bits (heads
+    128/256: chunk bits d4-d6 by keys 0-2; head 64: d4, d5 by keys 1, 2).
+
+    Copies put a row's consecutive chunks on consecutive lanes: every 8 lanes copy 128
+    contiguous bytes (whole 128-byte lines at heads 128/256, one L2 request of 4 sectors each;
+    Nsight Compute, round 16: lanes that jumped between rows after 32 bytes made one request per
+    sector, 4x the L2 requests, and ran at 80% of the per-token-head kernel's bandwidth), and
+    the swizzle keeps those 8 lanes' chunks on distinct banks. Reads: K (8 bytes a lane) on the
+    lanes d3 and d6 (head 64: d5) besides keys 0-2, V (4 bytes) on d2-d4 besides keys 1, 2:
+    the fewest wavefronts per instruction (V at head 64: two, a 64-byte row leaves bit 6 to key
+    0)."""
+    L, NB = _bits(head), _bits(block_n)
+    assert L >= 5 and NB >= 4
+    k_lanes = (3, 6) if head >= 128 else (3, 5)
+    sw = _swap_layouts(head, block_n, (k_lanes, (2, 3, 4)))
+    flips = {0: 4, 1: 5, 2: 6} if head >= 128 else {1: 4, 2: 5}  # key bit -> d bit it flips
+
+    def d(j: int) -> list[int]:
+        return [0, 1 << j]
+
+    def k(j: int) -> list[int]:
+        return [1 << j, (1 << flips[j]) if j in flips else 0]
+
+    shared = gl.SharedLinearLayout([d(j) for j in range(L)] + [k(j) for j in range(NB)])
+    order = [d(j) for j in range(4, L)] + [[1 << j, 0] for j in range(NB)]  # chunks, then rows
+    copy = gl.DistributedLinearLayout(
+        reg_bases=[d(j) for j in range(4)] + order[5:], lane_bases=order[:5], warp_bases=[],
+        block_bases=[], shape=[block_n, head])
+    return dict(MMA=sw["MMA"], AOP=sw["AOP"], BOP=sw["BOP"], LQ=sw["LQ"], LK=sw["LK"],
+                LV_LOAD=sw["LV_LOAD"], LVT=sw["LVT"], Q_SHAPE=sw["Q_SHAPE"],
+                Q_ORDER=sw["Q_ORDER"], K_SHAPE=sw["K_SHAPE"], K_ORDER=sw["K_ORDER"],
+                V_SHAPE=sw["V_SHAPE"], V_ORDER=sw["V_ORDER"], RANK=sw["RANK"], LCK=copy, LCV=copy,
+                SKR=shared, SVR=shared, PV_BITS=sw["PV_BITS"])
+
+
+def fp8t_supported(group: int, head: int, block_size: int, block_n: int = 16,
+                   heads_per_program: int = 1, num_kv_heads: int = 1) -> bool:
+    """The FP8 per-tensor kernel: GQA groups of up to 8 query heads per program (``group``
+    times ``heads_per_program`` kv heads, 1 or 2, dividing ``num_kv_heads``), heads of 64-256,
+    tiles of 16 or 32 rows spanning at most two pages of a power-of-two block size of at least
+    16 slots."""
+    hp = heads_per_program
+    return (hp in (1, 2) and 1 <= group * hp <= 8 and num_kv_heads % hp == 0
+            and head in (64, 128, 256) and block_n in (16, 32)
+            and block_size >= 16 and block_size & (block_size - 1) == 0
+            and block_n // hp <= 2 * block_size)
+
+
+@functools.cache
+def _fp8t_kernel_kw(group: int, head: int, block_size: int, block_n: int, pipe: int, hp: int,
+                    e5m2: bool, split: bool, trigger: bool) -> dict:
+    """The constexprs of one FP8 per-tensor kernel configuration (built once)."""
+    return dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size, HP=hp,
+                E5M2=e5m2, SPLIT=split, PIPE=pipe, TRIGGER=trigger, num_warps=1,
+                **_fp8t_layouts(head, block_n))
+
+
+def _fp8t_launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
+                      block_size: int, q_scale: float, k_scale: float, v_scale: float,
+                      sliding_window: int, num_splits: int, block_n: int, pipe: int,
+                      pdl: bool = False, hp: int = 1) -> tuple[tuple, dict, tuple]:
+    if (not fp8t_supported(group, head, block_size, block_n, hp, args.k.shape[2])
+            or pipe not in (2, 3, 4)):
+        raise ValueError(f"the FP8 per-tensor Gluon kernel takes up to 8 query heads per "
+                         f"program (GQA group x 1 or 2 kv heads), heads of 64-256, 16/32-row "
+                         f"tiles of at most two pages of a power-of-two block size of 16 or "
+                         f"more and 2-4 stages, got group {group}, {hp} kv heads per program, "
+                         f"head {head}, block size {block_size}, block_n {block_n}, pipe {pipe}")
+    k, v = args.k, args.v
+    ks = k.stride()
+    if ks != v.stride() or ks[-1] != 1 or k.element_size() != 1:
+        raise ValueError("the FP8 per-tensor Gluon kernel reads K and V planes of 1-byte codes "
+                         "of one layout")
+    pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
+           k, v, ks[0], ks[2], ks[1],
+           block_tables, block_tables.stride(0), seq_lens, q_scale, k_scale, v_scale,
+           sliding_window, query.shape[1], num_splits)
+    key = ("fp8t", group, head, block_size, block_n, pipe, hp, bool(args.FP8_E5M2),
+           num_splits > 1, pdl and num_splits > 1)
+    return pos, _fp8t_kernel_kw(*key[1:]), key
+
+
+def launch_fp8t(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
+                block_size: int, q_scale: float, k_scale: float, v_scale: float,
+                sliding_window: int, num_splits: int, block_n: int = 16, pipe: int = 2,
+                pdl: bool = False, hp: int = 1) -> None:
+    """Launch the FP8 per-tensor decode kernel: grid (sequences, kv heads / ``hp``, splits),
+    one warp each (a cached launch: `kvplan.runtime._common.launch_cached`)."""
+    pos, kw, key = _fp8t_launch_args(query, out, po, pml, args, block_tables, seq_lens, group,
+                                     head, block_size, q_scale, k_scale, v_scale,
+                                     sliding_window, num_splits, block_n, pipe, pdl, hp)
+    launch_cached(_gluon_fp8t_kernel, (seq_lens.shape[0], args.k.shape[2] // hp, num_splits),
+                  pos, kw, key)
 
 
 def _bits(n: int) -> int:
@@ -891,7 +1156,7 @@ def _layouts(head: int, block_n: int, pipe: int = 0) -> dict:
 
 
 @functools.cache
-def _swap_layouts(head: int, block_n: int) -> dict:
+def _swap_layouts(head: int, block_n: int, lanes: tuple | None = None) -> dict:
     """Layouts of the swapped-operand kernel (one warp; lane = 4g + t; coordinates physical d).
 
     S^T = K q^T: K [BLOCK_N, HEAD] is the A operand (registers k0, m3, k3.., then the keys past
@@ -904,12 +1169,13 @@ def _swap_layouts(head: int, block_n: int) -> dict:
 
     The bits the lanes take (qk 1, 2 and pv 0-2) are free: tiles are copied as raw bytes and
     read through padded views of pitch 2 * HEAD + 8, so they are the bits with the fewest
-    shared-memory wavefronts in that pitch (`_flat_lane_bits`)."""
+    shared-memory wavefronts in that pitch (`_flat_lane_bits`), unless ``lanes`` gives them
+    (the FP8 per-tensor kernel's row buffers: `_fp8t_layouts`)."""
     L, NB = _bits(head), _bits(block_n)
     assert L >= 5 and NB >= 4
     base = _layouts(head, 16, 0)
     keys_hi = [1 << j for j in range(4, NB)]
-    k_lanes, v_lanes = _flat_lane_bits(head)
+    k_lanes, v_lanes = lanes if lanes is not None else _flat_lane_bits(head)
     qk = _bit_map({0: 0, 3: 1, 4: 2, 1: k_lanes[0], 2: k_lanes[1]}, L)
     pv = _bit_map({3: 0, 4: 1, 0: v_lanes[0], 1: v_lanes[1], 2: v_lanes[2]}, L)
     rest = range(5, L)
@@ -1129,6 +1395,19 @@ def bf16_programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int
                                    query.device)
     return _RESIDENT[key]
 
+
+def fp8t_programs_per_sm(query, out, args, block_tables, seq_lens, *, group: int, head: int,
+                         block_size: int, block_n: int = 16, pipe: int = 2, hp: int = 1) -> int:
+    """`programs_per_sm` for the FP8 per-tensor kernel."""
+    key = ("fp8t", group, head, block_size, block_n, pipe, hp, args.FP8_E5M2, query.dtype,
+           query.device.index)
+    if key not in _RESIDENT:
+        pos, kw, _ = _fp8t_launch_args(query, out, out, out, args, block_tables, seq_lens,
+                                       group, head, block_size, 1.0, 1.0, 1.0, 0, 1, block_n,
+                                       pipe, hp=hp)
+        _RESIDENT[key] = _resident(_gluon_fp8t_kernel.warmup(*pos, grid=(1,), **kw),
+                                   query.device)
+    return _RESIDENT[key]
 
 def _resident(kernel, device) -> int:
     """One-warp programs of a compiled kernel that fit on one multiprocessor at once (registers,

@@ -394,6 +394,62 @@ def test_gluon_bf16_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "fp8_e5m2"])
+@pytest.mark.parametrize("head,hq,hkv", [(64, 64, 8), (128, 32, 8), (256, 16, 4), (128, 8, 8),
+                                         (64, 28, 4), (128, 12, 2)])
+@pytest.mark.parametrize("block_n,block_size,num_splits,pipe,hp", [
+    (None, 16, None, None, None), (16, 32, 3, 2, 2), (32, 16, 2, 3, 1), (32, 32, 1, 2, 2),
+    (16, 16, 5, 4, 2), (16, 64, 2, 2, None)])
+def test_gluon_fp8t_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv, block_n,
+                                      block_size, num_splits, pipe, hp):
+    """The FP8 per-tensor Gluon kernel (1-byte K/V rows copied into bit-ordered buffers, keys as
+    the MMA rows, static k/v scales) computes the reference function: e4m3 and e5m2, GQA groups
+    of 1-8 heads, one or (where the group is 4 or less) two kv heads per program,
+    odd lengths, a 1-token sequence, splits, tiles of 8-32 tokens in pages of 16-64 slots (a
+    tile may span two), 2-4 stages, scales other than 1 and queries scaled by 25."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device="cuda").manual_seed(head + hq + 7)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
+    batch = build_paged_batch(layout, [1000, 1, 333, 4096, 47], block_size, "cuda", gen,
+                              k_scale=0.037, v_scale=0.021)
+    if hp == 2 and (hq // hkv) * 2 > 8:
+        hp = 1  # two kv heads need a group of 4 or less (8 query heads per program)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, num_splits=num_splits, pipe=pipe,
+                          kv_heads_per_program=hp)
+    for q_mul, dtype in ((1.0, torch.bfloat16), (25.0, torch.float16)):
+        q = (torch.randn(5, hq, head, generator=gen, device="cuda") * q_mul).to(dtype)
+        out = torch.full_like(q, float("nan"))
+        paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out, config=cfg)
+        ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
+        _check(out, ref, layout.quant_mode, f"gluon fp8 per-tensor {cfg} q*{q_mul}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_n,block_size,hp", [(16, 16, 1), (32, 16, 2), (16, 64, 2),
+                                                   (32, 16, 1)])
+def test_gluon_fp8t_window_reads_only_the_window(cuda_device, block_n, block_size, hp):
+    """A sliding-window layer over an FP8 per-tensor cache: pages wholly before the window are
+    poisoned, and the key right before each window (an odd start inside a tile) holds NaN codes:
+    the kernel must neither read nor weigh them."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device="cuda").manual_seed(29)
+    window = 1100
+    seq_lens = [2049, 2050, 1500]
+    layout = LayerLayout.simple("fp8", 4, 128, sliding_window=window)
+    batch = build_paged_batch(layout, seq_lens, block_size, "cuda", gen,
+                              poison_outside_window=True, k_scale=0.05, v_scale=0.04)
+    for s, n in enumerate(seq_lens):
+        before = n - window - 1
+        blk, off = int(batch.block_tables[s, before // block_size]), before % block_size
+        batch.cache.key_data()[blk, off].view(torch.uint8).fill_(0x7F)  # e4m3fn NaN
+        batch.cache.value_data()[blk, off].view(torch.uint8).fill_(0x7F)
+    cfg = AttentionConfig(kernel="gluon", block_n=block_n, kv_heads_per_program=hp)
+    out, ref = _decode(batch, 16, gen, "cuda", config=cfg, poison=1e30)
+    assert torch.isfinite(out).all()
+    _check(out, ref, layout.quant_mode, f"fp8 per-tensor window {cfg}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (64, 64)])
 def test_gluon_bf16_window_reads_only_the_window(cuda_device, block_n, block_size):
     """A sliding-window layer over a bf16 cache: pages wholly before the window are NaN, and so
@@ -415,6 +471,57 @@ def test_gluon_bf16_window_reads_only_the_window(cuda_device, block_n, block_siz
     out, ref = _decode(batch, 16, gen, "cuda", config=cfg, poison=1e30)
     assert torch.isfinite(out).all()
     _check(out, ref, layout.quant_mode, f"bf16 window {cfg}")
+
+
+def test_gluon_fp8t_buffers_are_conflict_free():
+    """The FP8 per-tensor kernel's row buffers: every K read (8 bytes a lane) and V read (4
+    bytes) of a tile takes the fewest shared-memory wavefronts per warp instruction (2 and 1; V
+    at head 64: 2), every 16-byte copy writes a contiguous, aligned chunk in the fewest
+    wavefronts (4), and every 8 consecutive lanes of a copy read 128 contiguous bytes of one
+    cache row (whole lines from head 128 on: one L2 request each)."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kvplan.runtime.attention_gluon import _fp8t_layouts, _wavefronts
+
+    def xor(bases, idx):
+        c = [0, 0]
+        for i, b in enumerate(bases):
+            if idx >> i & 1:
+                c = [c[0] ^ b[0], c[1] ^ b[1]]
+        return tuple(c)
+
+    for head in (64, 128, 256):
+        for block_n in (16, 32):
+            lay = _fp8t_layouts(head, block_n)
+            shared = lay["SKR"]
+            n_off = len(shared.offset_bases)
+            offset = {xor(shared.offset_bases, o): o for o in range(1 << n_off)}
+            assert len(offset) == block_n * head  # a bijection onto the tile
+
+            def accesses(dist, width, offset=offset):
+                vec = width.bit_length() - 1  # registers of one contiguous access
+                regs = dist.reg_bases
+                for r in range(1 << (len(regs) - vec)):
+                    base = xor(regs[vec:], r)
+                    coords = [tuple(a ^ b for a, b in zip(base, xor(dist.lane_bases, ln),
+                                                          strict=True)) for ln in range(32)]
+                    yield coords, [offset[c] for c in coords]
+
+            for dist, width, best in ((lay["LK"], 8, 2), (lay["LV_LOAD"], 4, 2 if head == 64 else 1),
+                                      (lay["LCK"], 16, 4)):
+                for coords, addrs in accesses(dist, width):
+                    assert all(a % width == 0 for a in addrs)
+                    for a, c in zip(addrs, coords, strict=True):  # the access is contiguous
+                        for byte in range(width):
+                            assert offset[(c[0], c[1] + byte)] == a + byte
+                    assert _wavefronts(addrs, width) == best, (head, block_n, width)
+            for coords, _ in accesses(lay["LCK"], 16):
+                for q in range(4):  # 8 lanes: 128 contiguous bytes of the cache (row, d)
+                    group = sorted(coords[8 * q:8 * q + 8])
+                    span = min(128, head)
+                    rows = {c[0] for c in group}
+                    assert len(rows) == 128 // span
+                    assert sorted(c[1] for c in group) == sorted(
+                        list(range(group[0][1], group[0][1] + span, 16)) * len(rows))
 
 
 def test_gluon_flat_lane_bits_are_conflict_free():
@@ -550,12 +657,13 @@ def test_gluon_kernel_refuses_what_it_does_not_run(device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head",
-                                            "bfloat16"])
+                                            "bfloat16", "fp8"])
 @pytest.mark.parametrize("block_size,window", [(32, None), (64, None), (16, 1500), (64, 1100)])
 @pytest.mark.parametrize("head", [128, 64])
 def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, head):
     """With no config, decode on a GPU runs the Gluon kernel where it was measured faster
-    (per-token-head caches: flat copies, 32-key tiles at head 64; bf16 caches at head 64) and the
+    (per-token-head caches: flat copies, 32-key tiles at head 64; FP8 per-tensor caches; bf16
+    caches at head 64) and the
     Triton kernel otherwise, and matches the reference at block sizes 16/32/64 and on
     sliding-window layers, where only the last W keys may be read: the keys before the window
     are poisoned with huge values."""
@@ -574,6 +682,20 @@ def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, 
     _check(out, ref, layout.quant_mode, f"default block {block_size} window {window}")
 
 
+def test_fp8t_heads_per_program_default():
+    """The FP8 per-tensor Gluon kernel takes two kv heads per program where that was measured
+    faster (groups of 4 or less, heads up to 128, 4096 keys or more, enough head pairs to fill
+    the GPU within 128 splits) and one elsewhere."""
+    from kvplan.runtime.attention import _fp8t_heads
+    assert _fp8t_heads(4, 8, 128, 4096, 64, 132) == 2  # B64 ctx4K
+    assert _fp8t_heads(4, 8, 128, 16384, 16, 132) == 2  # B16 ctx16K
+    assert _fp8t_heads(4, 8, 128, 2048, 64, 132) == 1  # short contexts
+    assert _fp8t_heads(4, 8, 128, 32768, 1, 132) == 1  # one sequence: 4 pairs x 128 splits
+    assert _fp8t_heads(8, 8, 64, 4096, 128, 132) == 1  # a group of 8 fills the 8 columns
+    assert _fp8t_heads(4, 4, 256, 4096, 32, 132) == 1  # head 256
+    assert _fp8t_heads(2, 3, 128, 4096, 64, 132) == 1  # an odd number of kv heads
+
+
 def test_default_decode_kernel_choice(device):
     """The Triton kernel runs wherever the Gluon kernel does not apply: on the CPU interpreter,
     for INT4 caches, for bf16/fp16 caches at heads other than 64 or with a query of another
@@ -583,7 +705,7 @@ def test_default_decode_kernel_choice(device):
     from kvplan.runtime.attention import _use_gluon
     gen = torch.Generator(device=device).manual_seed(2)
     q = torch.randn(2, 8, 64, device=device, dtype=torch.bfloat16, generator=gen)
-    for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head"):
+    for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head", "fp8"):
         args = cache_args(allocate_kv_cache(LayerLayout.simple(dtype, 2, 64), 4, 16, device))
         on_gpu = device == "cuda" and dtype != "int4_per_token_head"
         assert _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True) == on_gpu
