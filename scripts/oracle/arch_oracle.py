@@ -74,6 +74,16 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      platform's TORCH_SDPA instead of an assertion (encoder attention registers no KV cache).
  18. Without timm, transformers' TimmWrapperModel (a vision tower AutoModel builds, e.g. Gemma 3n's)
      is an empty module holding its config: a vision tower holds no KV cache.
+ 25. `vllm.vllm_flash_attn` refuses to import without its CUDA extensions (_vllm_fa2_C / _vllm_fa3_C),
+     and model files that import a FlashAttention MLA backend at module level (Dots3-Note's sparse
+     MLA) then fail vLLM's model inspection. The package is registered without that check (its
+     interface module imports and reports the kernels unavailable), and vLLM's fa_utils and the MLA
+     FlashAttention prefill backend (which a model class may name), which bind the kernel entry points
+     only on GPU platforms, get the interface's (no kernel ever runs here).
+ 26. vLLM's vendored DeepGEMM (`vllm.third_party.deep_gemm`) loads a CUDA extension at import time,
+     and a vision tower imports an FP8 cast helper from it at module level (Dots3-Note): when the
+     extension cannot load, the package is a stand-in whose functions are placeholders (FP8 GEMM
+     kernels; none runs here, and none decides a KV cache).
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -238,6 +248,64 @@ def _install_patches() -> None:
         return orig_attn(self, requested_attention, is_init_check)
 
     modeling_utils.PreTrainedModel.get_correct_attn_implementation = get_correct_attn_implementation
+    _patch_flash_attn_package()
+    _patch_deep_gemm_package()
+
+
+def _patch_flash_attn_package() -> None:
+    """Patch 25: vllm.vllm_flash_attn importable without its CUDA extensions."""
+    import importlib
+    import types
+
+    try:
+        importlib.import_module("vllm.vllm_flash_attn")
+        return
+    except ImportError:
+        pass
+    import vllm
+
+    pkg = types.ModuleType("vllm.vllm_flash_attn")
+    pkg.__path__ = [str(Path(vllm.__file__).parent / "vllm_flash_attn")]
+    pkg.__package__ = "vllm.vllm_flash_attn"
+    sys.modules["vllm.vllm_flash_attn"] = pkg
+    iface = importlib.import_module("vllm.vllm_flash_attn.flash_attn_interface")
+    for name in ("compile_flash_attn_varlen_func_from_specs", "fa_version_unsupported_reason",
+                 "flash_attn_varlen_func", "get_scheduler_metadata", "is_fa_version_supported"):
+        setattr(pkg, name, getattr(iface, name))
+    # vLLM's fa_utils binds the kernel entry points only on CUDA / ROCm / XPU platforms.
+    from vllm.v1.attention.backends import fa_utils
+
+    for name in ("compile_flash_attn_varlen_func_from_specs", "flash_attn_varlen_func", "get_scheduler_metadata"):
+        if not hasattr(fa_utils, name):
+            setattr(fa_utils, name, getattr(iface, name))
+    if not hasattr(fa_utils, "reshape_and_cache_flash"):
+        fa_utils.reshape_and_cache_flash = lambda *a, **k: None
+    from vllm.v1.attention.backends.mla.prefill import flash_attn as mla_prefill_fa
+
+    if mla_prefill_fa.flash_attn_varlen_func is None:  # the MLA prefill backend a model class names
+        mla_prefill_fa.flash_attn_varlen_func = iface.flash_attn_varlen_func
+
+
+def _patch_deep_gemm_package() -> None:
+    """Patch 26: vllm.third_party.deep_gemm as a stand-in when its CUDA extension cannot load."""
+    import importlib
+    import types
+
+    try:
+        importlib.import_module("vllm.third_party.deep_gemm")
+        return
+    except (ImportError, OSError):
+        sys.modules.pop("vllm.third_party.deep_gemm", None)
+
+    class _DeepGemmStandIn(types.ModuleType):
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return lambda *a, **k: None
+
+    stand_in = _DeepGemmStandIn("vllm.third_party.deep_gemm")
+    stand_in.__path__ = []
+    sys.modules["vllm.third_party.deep_gemm"] = stand_in
 
 
 def _patch_missing_tokenizer() -> None:

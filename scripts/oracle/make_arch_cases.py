@@ -50,7 +50,6 @@ VLLM_CONFIG_TYPES = {
     # Remote-code architectures whose config class transformers ships under another model_type.
     "HCXVisionV2ForCausalLM": "hyperclovax_vision_v2", "MuseGlimmerForCausalLM": "muse_glimmer",
     "DeepseekOCR2ForCausalLM": "deepseek_vl_v2", "DeepseekOCRForCausalLM": "deepseek_vl_v2",
-    "Phi4MMForCausalLM": "phi4_multimodal",
     "VoxtralRealtimeGeneration": "voxtral_realtime", "Qwen2_5OmniModel": "qwen2_5_omni",
     "Qwen3ASRRealtimeGeneration": "qwen3_asr",
     "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
@@ -399,6 +398,64 @@ CASE_OPTIONS: dict[str, dict] = {
     "Step5ForCausalLM": {"v2_model_runner": True}, "Step5ForConditionalGeneration": {"v2_model_runner": True},
     "LongcatFlashNgramForCausalLM": {"v2_model_runner": True},
 }
+
+
+# --- Multimodal processor files, config keys and options (issue 21, architecture list "m") ---
+# Kimi-K2.5 / K3 preprocessor_config.json: the `media_proc_cfg` their (remote) image processor reads,
+# which vLLM's fused Kimi processor (numba) is built from (values as the published checkpoints
+# carry them where known, else illustrative; no image is ever processed here).
+_KIMI_MEDIA_PROC = {"media_proc_cfg": {
+    "in_patch_limit": 16384, "patch_size": 14, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+    "merge_kernel_size": 2, "fixed_output_tokens": None, "patch_limit_on_one_side": 512,
+    "in_patch_limit_each_frame": 4096, "in_patch_limit_video": None, "sample_fps": 2.0,
+    "max_num_frames_each_video": None, "temporal_merge_kernel_size": 4, "timestamp_mode": "hh:mm:ss.fff",
+    "config_type": "media_proc_cfg"}}
+CASE_FILES.update({
+    "KimiK25ForConditionalGeneration": {"preprocessor_config.json": _KIMI_MEDIA_PROC},
+    "KimiK3ForConditionalGeneration": {"preprocessor_config.json": _KIMI_MEDIA_PROC},
+    # dots3-note's model class reads the image placeholder's id from the checkpoint's added_tokens.json
+    # (ids illustrative; the default config has no vision_config, so no vision tower is built).
+    "Dots3NoteForCausalLM": {"added_tokens.json": {"<|imgpad|>": 129270, "<|audio_comp_pad|>": 129271}},
+})
+# Architectures vLLM 0.33 lists as no longer supported: its Transformers-backend fallback loads the
+# checkpoint's processor before it builds (or refuses) the model; the processor class each published
+# checkpoint names (class defaults for the rest).
+CASE_FILES.update({
+    "AyaVisionForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "GotOcr2ImageProcessor"}},
+    "FuyuForCausalLM": {"preprocessor_config.json": {"image_processor_type": "FuyuImageProcessor"}},
+    "MllamaForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "MllamaImageProcessor"}},
+    "Florence2ForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "CLIPImageProcessor"}},
+    "MusicFlamingoForConditionalGeneration": {"preprocessor_config.json": {
+        "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 128}},
+})
+OVERRIDES.update({
+    # Fun-Audio-Chat's discrete speech-token encoder: its codebook and padding id (the config class
+    # defaults are None; values illustrative).
+    "FunAudioChatForConditionalGeneration": {"audio_config.codebook_size": 6565, "audio_config.pad_token_id": 6561},
+    # Voxtral's audio front end (mel filter bank) as vLLM's Mistral-format remap writes it from
+    # params.json's audio_encoding_args (Voxtral-Mini-3B-2507: 16 kHz, 25 ms window, 10 ms hop).
+    "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4, "audio_config.window_size": 400,
+                                        "audio_config.sampling_rate": 16000, "audio_config.hop_length": 160},
+})
+# dots3-note: DeepSeek-V3.2 sparse MLA (indexer) on full layers, a sliding-window MLA of its own geometry
+# (swa_* keys) on sliding layers, per `layer_types`. The config class default has none of these keys: the
+# keys vLLM's dots3_note model class reads, values illustrative, 61 layers cut to 8.
+OVERRIDES["Dots3NoteForCausalLM"] = {
+    "num_hidden_layers": 8, "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts_per_tok": 2,
+    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"] * 2,
+    "sliding_window_size": 512, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64,
+    "swa_num_attention_heads": 64, "swa_qk_nope_head_dim": 128, "swa_qk_rope_head_dim": 64, "swa_v_head_dim": 128,
+    "swa_q_lora_rank": 1536, "swa_kv_lora_rank": 512, "swa_rope_theta": 10000.0,
+    "attention_gate_type": "headwise", "swa_attention_gate_type": "headwise", "apply_mla_qkv_lora_rescale": False}
+# Kimi-K3's language model as the Kimi-Linear layout publishes it (MLA (NoPE) every 4th layer, KDA
+# linear attention elsewhere; the text config class default has neither MLA nor KDA keys).
+OVERRIDES["KimiK3ForConditionalGeneration"] = {f"text_config.{k}": v for k, v in
+                                               OVERRIDES["KimiLinearForCausalLM"].items()}
+CASE_OPTIONS.update({
+    "KimiK3ForConditionalGeneration": {"enable_prefix_caching": True},
+    # DiffusionGemma: vLLM runs diffusion models on Model Runner V2 only (V1 refuses them).
+    "DiffusionGemmaForBlockDiffusion": {"v2_model_runner": True},
+})
 
 
 def _apply(d: dict, over: dict) -> dict:

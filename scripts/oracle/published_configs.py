@@ -333,3 +333,40 @@ PUBLISHED.update({
                          "max_source_positions": 1500, "activation_function": "gelu", "dropout": 0.0,
                          "attention_dropout": 0.0, "activation_dropout": 0.0}}),
 })
+
+
+# --- issue 21, architecture list "m" ---
+# Phi-4-multimodal: its checkpoint ships its own config class (model_type phi4mm, auto_map), whose keys
+# vLLM's phi4mm.py reads (img_processor, embd_layer, audio_processor); transformers' phi4_multimodal
+# class has other keys.
+_PHI4MM_AUDIO = {"name": "cascades", "config": {
+    "activation": "swish", "activation_checkpointing": {"interval": 1, "module": "transformer", "offload": False},
+    "attention_dim": 1024, "attention_heads": 16, "batch_norm": False, "bias_in_glu": True, "causal": True,
+    "chunk_size": -1, "cnn_layer_norm": True, "conv_activation": "swish", "conv_glu_type": "swish",
+    "depthwise_multiplier": 1, "depthwise_seperable_out_channel": 1024, "dropout_rate": 0.0,
+    "encoder_embedding_config": {"input_size": 80}, "ext_pw_kernel_size": 1, "ext_pw_out_channel": 1024,
+    "input_layer": "nemo_conv", "input_size": 80, "kernel_size": 3, "left_chunk": 18, "linear_units": 1536,
+    "nemo_conv_settings": {"conv_channels": 1024}, "num_blocks": 24,
+    "relative_attention_bias_args": {"t5_bias_max_distance": 500, "type": "t5"}, "time_reduction": 8}}
+PUBLISHED.update({
+    "Phi4MMForCausalLM": ("phi4mm", "microsoft/Phi-4-multimodal-instruct config.json keys of its own (remote) "
+                          "config class (Phi-4-mini language model, 32 layers; its longrope factor lists and "
+                          "LoRA adapter keys left out)", {
+        "attention_bias": False, "attention_dropout": 0.0, "audio_processor": _PHI4MM_AUDIO, "bos_token_id": 199999,
+        "embd_layer": {
+            "audio_embd_layer": {"compression_rate": 8, "downsample_rate": 1, "embedding_cls": "audio",
+                                 "enable_gradient_checkpointing": True, "projection_cls": "mlp",
+                                 "use_conv_downsample": False, "use_qformer": False},
+            "embedding_cls": "image",
+            "image_embd_layer": {"crop_size": 448, "embedding_cls": "tune_image", "enable_gradient_checkpointing": True,
+                                 "hd_transform_order": "sub_glb", "image_token_compression_cls": "avg_pool_2d",
+                                 "projection_cls": "mlp", "use_hd_transform": True,
+                                 "with_learnable_separator": True}},
+        "embd_pdrop": 0.0, "eos_token_id": 199999, "full_attn_mod": 1, "hidden_act": "silu", "hidden_size": 3072,
+        "img_processor": None, "initializer_range": 0.02, "intermediate_size": 8192, "interpolate_factor": 1,
+        "lm_head_bias": False, "max_position_embeddings": 131072, "mlp_bias": False, "num_attention_heads": 24,
+        "num_hidden_layers": 32, "num_key_value_heads": 8, "original_max_position_embeddings": 4096,
+        "pad_token_id": 199999, "partial_rotary_factor": 0.75, "resid_pdrop": 0.0, "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "use_cache": True, "vocab_size": 200064}),
+})
