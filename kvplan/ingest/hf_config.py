@@ -813,11 +813,56 @@ def _mla_layer(s: _Stack, i: int, src: str, num_heads: Any, indexer: int | None,
                indexer_layers: set[int]) -> LayerArch:
     mla = s.mla
     assert mla is not None
+    indexer_bytes = (indexer + indexer // 128 * 4) if indexer and i in indexer_layers else 0
+    if s.module.endswith(".dots3_note"):
+        return _dots3_note_layer(s, i, src, num_heads, indexer_bytes)
     return LayerArch(index=i, kind="mla", num_heads=num_heads, num_kv_heads=1,
                      head_size=mla.kv_lora_rank + mla.qk_rope_head_dim, head_size_v=0,
-                     mla=mla, source=src,
-                     indexer_bytes_per_token=(indexer + indexer // 128 * 4)
-                     if indexer and i in indexer_layers else 0)
+                     mla=mla, source=src, indexer_bytes_per_token=indexer_bytes)
+
+
+def _dots3_note_sliding(raw: dict[str, Any], i: int) -> bool:
+    lt = raw.get("layer_types")
+    return isinstance(lt, list) and i < len(lt) and lt[i] == "sliding_attention"
+
+
+def _dots3_note_layer(s: _Stack, i: int, src: str, num_heads: Any, indexer_bytes: int) -> LayerArch:
+    """vLLM's dots3-note: `layer_types` picks per layer a sliding-window MLA of its own geometry (swa_* keys,
+    window sliding_window_size) or the DeepSeek-V3.2 sparse MLA with its indexer, whose cache rows vLLM
+    pads to the sliding layers' row (swa_kv_lora_rank + swa_qk_rope_head_dim)."""
+    raw, mla = s.raw, s.mla
+    assert mla is not None
+
+    def key(name: str, fallback: int) -> int:
+        v = raw.get(name)
+        if v is None:
+            return fallback
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise KvplanInputError(f"{s.path}: {name} must be a non-negative integer, got {v!r}.",
+                                   f"Fix {name} in config.json.")
+        return v
+
+    swa = MlaDims(kv_lora_rank=key("swa_kv_lora_rank", mla.kv_lora_rank),
+                  qk_rope_head_dim=key("swa_qk_rope_head_dim", mla.qk_rope_head_dim),
+                  qk_nope_head_dim=key("swa_qk_nope_head_dim", mla.qk_nope_head_dim),
+                  v_head_dim=key("swa_v_head_dim", mla.v_head_dim))
+    row = swa.kv_lora_rank + swa.qk_rope_head_dim
+    if _dots3_note_sliding(raw, i):
+        window = raw.get("sliding_window_size")
+        if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+            raise KvplanInputError(f"{s.path}: layer {i} is sliding_attention but sliding_window_size is not a "
+                                   "positive integer.", "Set sliding_window_size in config.json.")
+        return LayerArch(index=i, kind="mla", num_heads=key("swa_num_attention_heads", num_heads), num_kv_heads=1,
+                         head_size=row, head_size_v=0, mla=swa, sliding_window=window,
+                         source=f"{src}; layer_types[{i}] sliding_attention: swa_* MLA, window sliding_window_size")
+    if row < mla.kv_lora_rank + mla.qk_rope_head_dim:
+        raise KvplanInputError(f"{s.path}: swa_kv_lora_rank + swa_qk_rope_head_dim ({row}) is smaller than the full "
+                               "layers' kv_lora_rank + qk_rope_head_dim; vLLM's dots3-note cannot pad its rows.",
+                               "Fix the swa_* or MLA keys in config.json.")
+    return LayerArch(index=i, kind="mla", num_heads=num_heads, num_kv_heads=1, head_size=row, head_size_v=0,
+                     mla=mla, indexer_bytes_per_token=indexer_bytes,
+                     source=f"{src}; layer_types[{i}] full: sparse MLA + indexer, rows padded to "
+                            "swa_kv_lora_rank + swa_qk_rope_head_dim")
 
 
 def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, num_kv_heads: Any,
@@ -870,7 +915,59 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
     if kinds.count("sliding_attention") and s.window is None:
         raise KvplanInputError(f"{path}: layers are sliding_attention but sliding_window is not set.",
                                "Set sliding_window in config.json.")
-    return _kv_sharing(s, out)
+    return _kv_sharing(s, _per_layer_windows(s, out))
+
+
+def _window_list(s: _Stack, key: str) -> list[Any] | None:
+    """A per-layer window list the model class indexes by layer (one entry per layer, else an input error)."""
+    v = s.raw.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) < s.n:
+        raise KvplanInputError(f"{s.path}: {key} must be a list with one entry per layer ({s.n}), got {v!r:.80}.",
+                               f"Fix {key} in config.json.")
+    return v
+
+
+def _per_layer_windows(s: _Stack, layers: list[LayerArch]) -> list[LayerArch]:
+    """Model classes whose window is a per-layer key of their own (vLLM passes it as the layer's
+    per_layer_sliding_window): PLaMo 3's `interleaved_sliding_window[i]` (None = full attention), Domyn
+    Edge's `window_sizes[i][0]` (0 = full attention; vLLM's layer sees window + 1 tokens)."""
+    if s.module.endswith(".plamo3"):
+        key, windows = "interleaved_sliding_window", _window_list(s, "interleaved_sliding_window")
+        per_layer = windows and [w if w is None else _positive_window(s, key, w) for w in windows]
+    elif s.module.endswith(".domyn_edge"):
+        key, windows = "window_sizes", _window_list(s, "window_sizes")
+        per_layer = windows and [_domyn_window(s, w) for w in windows]
+    else:
+        return layers
+    if not per_layer:
+        return layers
+    out = []
+    for la in layers:
+        if la.kind not in ("full_attention", "sliding_attention"):
+            out.append(la)
+            continue
+        w = per_layer[la.index]
+        out.append(la.model_copy(update={
+            "kind": "sliding_attention" if w else "full_attention", "sliding_window": w,
+            "source": f"{key}[{la.index}]: " + (f"sliding window {w}" if w else "full attention")}))
+    return out
+
+
+def _positive_window(s: _Stack, key: str, w: Any) -> int:
+    if not isinstance(w, int) or isinstance(w, bool) or w <= 0:
+        raise KvplanInputError(f"{s.path}: {key} entries must be positive integers or null, got {w!r}.",
+                               f"Fix {key} in config.json.")
+    return w
+
+
+def _domyn_window(s: _Stack, entry: Any) -> int | None:
+    w = entry[0] if isinstance(entry, list) and entry else None
+    if not isinstance(w, int) or isinstance(w, bool) or w < 0:
+        raise KvplanInputError(f"{s.path}: window_sizes entries must be [left, right] lists of non-negative "
+                               f"integers, got {entry!r}.", "Fix window_sizes in config.json.")
+    return w + 1 if w > 0 else None
 
 
 def _kv_sharing(s: _Stack, layers: list[LayerArch]) -> list[LayerArch]:
@@ -922,6 +1019,9 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
     elif not (any(module.endswith(m) for m in INDEXER_IF_TOPK_MODULES) and "index_topk" in raw):
         return set()
     sparse = set(range(n))
+    if module.endswith(".dots3_note"):
+        # dots3-note's sliding-window layers are dense MLA (no indexer).
+        sparse = {i for i in range(n) if not _dots3_note_sliding(raw, i)}
     if module.endswith(".hy_v4"):
         # HY-V4 builds an indexer only on layers whose layer_types entry is a sparse type.
         lt = raw.get("layer_types")

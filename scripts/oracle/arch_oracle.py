@@ -30,7 +30,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      `remote_config_base` names the transformers model_type whose class the remote one extends. Its
      `*_config` sub-dicts become config objects (the known model_type's class, else a plain one),
      lists of per-layer records (DeciLM's block_configs) read by attribute as the remote class
-     parses them.
+     parses them. `per_layer_config` is transformers' own heterogeneous-config key (layer index ->
+     overrides), which the base class parses itself.
   4. One gloo process group (world size 1) is initialised once for all cases.
   5. torchvision cannot be installed next to the CPU torch of the oracle venv, and a few other
      packages that only multimodal processors use are not installed (STUB_MODULES); multimodal
@@ -464,7 +465,7 @@ def _register_unknown_model_type(cfg: dict, remote: bool = False, base: str | No
         # Sub-configs (vision_config, llm_config, ...) become config objects, as the remote
         # config class builds them: the known model_type's class, else a plain config.
         for k, v in list(kwargs.items()):
-            if k.endswith("_config") and isinstance(v, dict) and k != "quantization_config":
+            if k.endswith("_config") and isinstance(v, dict) and k not in ("quantization_config", "per_layer_config"):
                 sub_mt = v.get("model_type")
                 sub = dict(v)
                 if sub_mt in CONFIG_MAPPING:

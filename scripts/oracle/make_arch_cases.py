@@ -447,6 +447,55 @@ OVERRIDES["Dots3NoteForCausalLM"] = {
     "swa_num_attention_heads": 64, "swa_qk_nope_head_dim": 128, "swa_qk_rope_head_dim": 64, "swa_v_head_dim": 128,
     "swa_q_lora_rank": 1536, "swa_kv_lora_rank": 512, "swa_rope_theta": 10000.0,
     "attention_gate_type": "headwise", "swa_attention_gate_type": "headwise", "apply_mla_qkv_lora_rescale": False}
+# Nemotron-H Puzzle (NAS-pruned Nemotron-H): the Nemotron-H layout and keys, plus the per-layer
+# `block_configs` its own (remote) config class carries (block type and, for MoE blocks, the expert
+# count vLLM's loader reads). The remote class's per-layer config method is remote code the oracle does
+# not have: vLLM then reads every layer's attention geometry from the top-level keys, and the
+# block_configs written here keep it uniform (values illustrative, 8 layers).
+def _nemotron_h_puzzle() -> dict:
+    from transformers import NemotronHConfig
+
+    pattern = "M*M-ME*-"
+    d = json.loads(json.dumps(NemotronHConfig(num_hidden_layers=len(pattern), hybrid_override_pattern=pattern).to_dict(),
+                              default=lambda o: None))
+    d.pop("transformers_version", None)
+    d.pop("layers_block_type", None)
+    d["hybrid_override_pattern"] = pattern
+    kinds = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    d["block_configs"] = [{"block_type": kinds[ch], **({"n_routed_experts": d.get("n_routed_experts") or 8}
+                                                       if ch == "E" else {})} for ch in pattern]
+    return d
+
+
+PUBLISHED["NemotronHPuzzleForCausalLM"] = (
+    "nemotron_h", "Nemotron-H keys (transformers' NemotronHConfig, 8 layers, hybrid_override_pattern "
+    "'M*M-ME*-') plus the Puzzle checkpoints' per-layer block_configs (block types, MoE expert counts; "
+    "values illustrative)", _nemotron_h_puzzle())
+CASE_OPTIONS.update({"NemotronHPuzzleForCausalLM": {"remote_config": True, "remote_config_base": "nemotron_h"}})
+_PLAMO3_P2 = ["sliding_attention", "full_attention"] * 4
+VARIANTS.extend([
+    # dots3-note: sliding rows wider than the full layers' latent (vLLM pads the sparse layers' rows to
+    # them), another layer_types pattern, a different window.
+    ("Dots3NoteForCausalLM", "wide-swa-rows", {
+        "swa_kv_lora_rank": 640, "swa_qk_rope_head_dim": 64, "swa_num_attention_heads": 32, "sliding_window_size": 128,
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+                        "sliding_attention", "full_attention", "sliding_attention", "sliding_attention"]}),
+    # PLaMo 3 with every other layer full, and with a window of its own per layer.
+    ("Plamo3ForCausalLM", "pattern2", {"sliding_window_pattern": 2, "layer_types": _PLAMO3_P2,
+                                       "interleaved_sliding_window": [
+                                           2048 if t == "sliding_attention" else None for t in _PLAMO3_P2]}),
+    ("Plamo3ForCausalLM", "per-layer-windows", {"interleaved_sliding_window": [
+        512, 1024, 4096, None, 512, 1024, 4096, None]}),
+    # Domyn Edge: windows and head sizes that vary per layer (window 0 = full attention).
+    ("DomynEdgeForCausalLM", "mixed-windows", {
+        "window_sizes": [[0, 0], [256, 0], [4096, 0], [0, 0], [128, 0], [128, 0], [0, 0], [2048, 0]],
+        "position_layers": ["nope", "rope", "rope", "nope", "rope", "rope", "nope", "rope"],
+        "per_layer_config": {"0": {"head_dim": 64}, "3": {"head_dim": 256}, "6": {"head_dim": 192}}}),
+    # Nemotron-H Puzzle: another block pattern (attention first, two attention blocks).
+    ("NemotronHPuzzleForCausalLM", "pattern-2", {
+        "hybrid_override_pattern": "*M-M*E-M", "block_configs": [
+            {"block_type": t} for t in ("attention", "mamba", "mlp", "mamba", "attention", "moe", "mlp", "mamba")]}),
+])
 # Kimi-K3's language model as the Kimi-Linear layout publishes it (MLA (NoPE) every 4th layer, KDA
 # linear attention elsewhere; the text config class default has neither MLA nor KDA keys).
 OVERRIDES["KimiK3ForConditionalGeneration"] = {f"text_config.{k}": v for k, v in

@@ -370,3 +370,41 @@ PUBLISHED.update({
         "rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
         "use_cache": True, "vocab_size": 200064}),
 })
+
+
+# Plamo 3: its remote config class publishes per-layer `layer_types` and `interleaved_sliding_window`
+# (derived from sliding_window / sliding_window_pattern), which vLLM's plamo3.py reads per layer.
+def _plamo3(layers: int = 8, pattern: int = 4, window: int = 2048) -> dict[str, Any]:
+    types = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
+    return {"hidden_size": 2048, "num_hidden_layers": layers, "num_attention_heads": 16, "num_key_value_heads": 4,
+            "head_dim": 128, "intermediate_size": 8192, "rms_norm_eps": 1e-6, "vocab_size": 100032,
+            "max_position_embeddings": 32768, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+            "rope_local_theta": 10000.0, "sliding_window": window, "sliding_window_pattern": pattern,
+            "layer_types": types,
+            "interleaved_sliding_window": [window if t == "sliding_attention" else None for t in types],
+            "hidden_act": "silu", "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+            "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3}
+
+
+# Domyn Edge: per-layer head sizes (per_layer_config, transformers' heterogeneous-config form: layer index ->
+# overrides of the global keys, read as per_layer_config[i].head_dim), windows (window_sizes[i][0]; 0 = full
+# attention) and position encodings (position_layers[i]: rope / nope), as vLLM's domyn_edge.py reads them.
+def _domyn_edge(window_sizes: list[list[int]], head_dims: dict[int, int]) -> dict[str, Any]:
+    return {"hidden_size": 2048, "num_hidden_layers": len(window_sizes), "num_attention_heads": 16,
+            "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 8192, "hidden_act": "silu",
+            "rms_norm_eps": 1e-6, "vocab_size": 65536, "max_position_embeddings": 32768,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "tie_word_embeddings": False,
+            "position_layers": ["nope" if w[0] == 0 else "rope" for w in window_sizes],
+            "per_layer_config": {str(i): {"head_dim": h} for i, h in head_dims.items()}, "window_sizes": window_sizes,
+            "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2}
+
+
+PUBLISHED.update({
+    "Plamo3ForCausalLM": ("plamo3", "keys vLLM's plamo3.py reads, as PLaMo 3's remote config class publishes them "
+                          "(layer_types and interleaved_sliding_window derived from sliding_window_pattern 4); "
+                          "values illustrative, 8 layers", _plamo3()),
+    "DomynEdgeForCausalLM": ("domyn_edge", "keys vLLM's domyn_edge.py reads (window_sizes, per_layer_config head "
+                             "sizes, position_layers); values illustrative, 8 layers: three sliding (window "
+                             "1024) then one full NoPE layer with a wider head, twice",
+                             _domyn_edge(([[1024, 0]] * 3 + [[0, 0]]) * 2, {3: 256, 7: 256})),
+})
