@@ -1018,14 +1018,7 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
         pass
     elif not (any(module.endswith(m) for m in INDEXER_IF_TOPK_MODULES) and "index_topk" in raw):
         return set()
-    sparse = set(range(n))
-    if module.endswith(".dots3_note"):
-        # dots3-note's sliding-window layers are dense MLA (no indexer).
-        sparse = {i for i in range(n) if not _dots3_note_sliding(raw, i)}
-    if module.endswith(".hy_v4"):
-        # HY-V4 builds an indexer only on layers whose layer_types entry is a sparse type.
-        lt = raw.get("layer_types")
-        sparse = {i for i in range(n) if isinstance(lt, list) and i < len(lt) and lt[i] in _HYV4_SPARSE_TYPES}
+    sparse = _sparse_layers(raw, n, module)
     types = raw.get("indexer_types")
     if module.endswith(".hy_v4") and isinstance(types, list) and len(types) == n:
         # Only HY-V4 reads indexer_types; the DSA module reads the pattern / frequency keys.
@@ -1042,6 +1035,18 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
         if not skip:
             out.add(i)
     return out & sparse
+
+
+def _sparse_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
+    """Layers whose attention is sparse MLA at all (before the top-k reuse keys)."""
+    if module.endswith(".dots3_note"):
+        # dots3-note's sliding-window layers are dense MLA (no indexer).
+        return {i for i in range(n) if not _dots3_note_sliding(raw, i)}
+    if module.endswith(".hy_v4"):
+        # HY-V4 builds an indexer only on layers whose layer_types entry is a sparse type.
+        lt = raw.get("layer_types")
+        return {i for i in range(n) if isinstance(lt, list) and i < len(lt) and lt[i] in _HYV4_SPARSE_TYPES}
+    return set(range(n))
 
 
 # vLLM's HY-V4 attention: layer_types values that make a layer sparse (it then builds an indexer).

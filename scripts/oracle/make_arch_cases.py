@@ -421,7 +421,8 @@ CASE_FILES.update({
 # checkpoint's processor before it builds (or refuses) the model; the processor class each published
 # checkpoint names (class defaults for the rest).
 CASE_FILES.update({
-    "AyaVisionForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "GotOcr2ImageProcessor"}},
+    "AyaVisionForConditionalGeneration": {"preprocessor_config.json": {
+        "image_processor_type": "GotOcr2ImageProcessor"}},
     "FuyuForCausalLM": {"preprocessor_config.json": {"image_processor_type": "FuyuImageProcessor"}},
     "MllamaForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "MllamaImageProcessor"}},
     "Florence2ForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "CLIPImageProcessor"}},
@@ -456,8 +457,8 @@ def _nemotron_h_puzzle() -> dict:
     from transformers import NemotronHConfig
 
     pattern = "M*M-ME*-"
-    d = json.loads(json.dumps(NemotronHConfig(num_hidden_layers=len(pattern), hybrid_override_pattern=pattern).to_dict(),
-                              default=lambda o: None))
+    cfg = NemotronHConfig(num_hidden_layers=len(pattern), hybrid_override_pattern=pattern)
+    d = json.loads(json.dumps(cfg.to_dict(), default=lambda o: None))
     d.pop("transformers_version", None)
     d.pop("layers_block_type", None)
     d["hybrid_override_pattern"] = pattern
