@@ -420,16 +420,38 @@ CASE_FILES.update({
 # Architectures vLLM 0.33 lists as no longer supported: its Transformers-backend fallback loads the
 # checkpoint's processor before it builds (or refuses) the model; the processor class each published
 # checkpoint names (class defaults for the rest).
+# The processor loads the tokenizer too: a word-level tokenizer.json with the processor's special tokens
+# (the published vocabularies are not needed to build the model).
+def _tokenizer_files(*specials: str, **extra: str) -> dict[str, dict]:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<unk>", "<s>", "</s>", "<pad>", *specials, *extra.values()]
+    tok = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(dict.fromkeys(words))}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return {"tokenizer.json": json.loads(tok.to_str()),
+            "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>",
+                                      "bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", **extra,
+                                      **({"extra_special_tokens": extra} if extra else {})}}
+
+
 CASE_FILES.update({
     "AyaVisionForConditionalGeneration": {"preprocessor_config.json": {
-        "image_processor_type": "GotOcr2ImageProcessor"}},
-    "FuyuForCausalLM": {"preprocessor_config.json": {"image_processor_type": "FuyuImageProcessor"}},
-    "MllamaForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "MllamaImageProcessor"}},
-    "Florence2ForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "CLIPImageProcessor"}},
+        "image_processor_type": "GotOcr2ImageProcessor"}, **_tokenizer_files(
+            "<image>", "<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>", "TILE",
+            "TILE_GLOBAL")},
+    "FuyuForCausalLM": {"preprocessor_config.json": {"image_processor_type": "FuyuImageProcessor"},
+                        **_tokenizer_files("|SPEAKER|", "|NEWLINE|", "<0x04>", "<image>")},
+    "MllamaForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "MllamaImageProcessor"},
+                                       **_tokenizer_files("<|image|>", "<|begin_of_text|>")},
+    "Florence2ForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "CLIPImageProcessor"},
+                                          **_tokenizer_files(image_token="<image>")},
     "MusicFlamingoForConditionalGeneration": {"preprocessor_config.json": {
-        "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 128}},
+        "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 128},
+        **_tokenizer_files("<sound>", "<|sound_bos|>", "<|sound_eos|>")},
 })
 OVERRIDES.update({
+    # Aya Vision's SigLIP2-so400m tower as published (the class default's 14 heads do not divide 1152).
+    "AyaVisionForConditionalGeneration": {"vision_config.num_attention_heads": 16},
     # Fun-Audio-Chat's discrete speech-token encoder: its codebook and padding id (the config class
     # defaults are None; values illustrative).
     "FunAudioChatForConditionalGeneration": {"audio_config.codebook_size": 6565, "audio_config.pad_token_id": 6561},
