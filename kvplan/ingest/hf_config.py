@@ -725,7 +725,11 @@ def _layer_kinds(s: _Stack) -> _Kinds:
     else:
         kinds, srcs = _kinds_window(s)
     cross = s.raw.get("cross_attention_layers")
-    if isinstance(cross, list):
+    if isinstance(cross, list) and vreg.transformers_backend(s.architecture):
+        # vLLM's Transformers backend registers the cross-attention modules as self-attention KV caches.
+        s.notes.append(f"{s.architecture}: vLLM 0.33 runs it through its Transformers backend, which gives the "
+                       "cross_attention_layers a self-attention KV cache per decoded token")
+    elif isinstance(cross, list):
         for i in cross:
             if isinstance(i, int) and 0 <= i < s.n:
                 kinds[i] = "cross_attention"
@@ -885,7 +889,8 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
                                "Fix layer_types or num_hidden_layers.")
     kinds, srcs = _layer_kinds(s)
     per_layer, global_kv, global_hd = _per_layer_geometry(s, num_heads)
-    if (module.endswith(".commandr") or text_type.startswith("cohere2")) and s.window is not None:
+    if ((module.endswith(".commandr") or text_type.startswith("cohere2")) and s.window is not None
+            and not vreg.transformers_backend(architecture)):
         # vLLM's Cohere 2 attention (commandr; the MoE and vision models' language models too)
         # sees [pos - sliding_window, pos]: its sliding layers get window + 1.
         notes.append(f"{architecture}: vLLM gives sliding layers sliding_window + 1 = {s.window + 1} "

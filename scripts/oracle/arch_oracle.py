@@ -85,6 +85,9 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      and a vision tower imports an FP8 cast helper from it at module level (Dots3-Note): when the
      extension cannot load, the package is a stand-in whose functions are placeholders (FP8 GEMM
      kernels; none runs here, and none decides a KV cache).
+ 27. A case that carries tokenizer files (patch 15: a word-level tokenizer.json holding the special
+     tokens a processor looks up, e.g. Fuyu's |SPEAKER|) gets that tokenizer where patch 14 would
+     hand its minimal one to a processor (no prompt is ever processed).
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -309,6 +312,15 @@ def _patch_deep_gemm_package() -> None:
     sys.modules["vllm.third_party.deep_gemm"] = stand_in
 
 
+def _case_tokenizer(model_dir: str):
+    """Patch 27: the tokenizer files a case carries (patch 15), where patch 14 would use its own."""
+    if not Path(model_dir, "tokenizer.json").is_file():
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
+
+
 def _patch_missing_tokenizer() -> None:
     """Patch 14: a minimal tokenizer where a multimodal class asks for one."""
     from vllm import tokenizers as vtok
@@ -339,7 +351,7 @@ def _patch_missing_tokenizer() -> None:
 
     def cached_tokenizer_from_config(model_config, **kwargs):
         if model_config.skip_tokenizer_init:
-            return minimal()
+            return _case_tokenizer(model_config.model) or minimal()
         return orig_cached(model_config, **kwargs)
 
     for mod in list(sys.modules.values()):  # the name is imported into model modules
