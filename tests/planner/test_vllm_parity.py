@@ -11,8 +11,8 @@ import json
 import pytest
 
 import kvplan.api
-from kvplan.model.vocab import NO_KV_KINDS
 from kvplan.errors import KvplanInputError
+from kvplan.model.vocab import NO_KV_KINDS
 from tests.conftest import CASES, CORPUS, MODELS, ORACLE, REFUSED_MODELS
 
 PARAMS = [(m, c) for m in MODELS for c in CASES if (ORACLE / f"{m}__{c}.json").is_file()]
@@ -57,5 +57,5 @@ def test_corpus_model_vllm_refuses_is_refused(model: str) -> None:
     (the architecture oracle's answer; the answers above built bare Attention layers instead of the model
     class). kvplan refuses it under every flag set, with vLLM's reason."""
     for flags in CASES.values():
-        with pytest.raises(KvplanInputError, match="refuses architecture .*Transformers-backend fallback fails"):
+        with pytest.raises(KvplanInputError, match=r"refuses architecture .*Transformers-backend fallback fails"):
             kvplan.api.compile(CORPUS / model / "config.json", flags)
