@@ -113,7 +113,21 @@ def _pick_text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     thinker = cfg.get("thinker_config")  # Qwen omni / ASR models: the thinker holds the LM
     if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict) and thinker["text_config"]:
         return thinker["text_config"], "thinker_config.text_config"
+    dec = cfg.get("transf_decoder")
+    if isinstance(dec, dict) and isinstance(dec.get("config_dict"), dict) and dec["config_dict"]:
+        return _nemo_decoder(dec["config_dict"], cfg.get("model_type")), "transf_decoder.config_dict"
     return cfg, ""
+
+
+def _nemo_decoder(d: dict[str, Any], model_type: Any) -> dict[str, Any]:
+    """Cohere Transcribe's NeMo-style Transformer decoder keys as vLLM's cohere_asr.py reads them (every
+    head a KV head, head size hidden_size / num_attention_heads), under the names kvplan reads."""
+    names = {"num_layers": "num_hidden_layers", "hidden_size": "hidden_size",
+             "num_attention_heads": "num_attention_heads", "max_sequence_length": "max_position_embeddings"}
+    out = {new: d[old] for old, new in names.items() if old in d}
+    if "num_attention_heads" in d:
+        out["num_key_value_heads"] = d["num_attention_heads"]
+    return {**out, "model_type": model_type}
 
 
 def _model_dtype(text: dict[str, Any], top: dict[str, Any]) -> str | None:
@@ -381,7 +395,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     layers = _layers(c, text_type, model_type, num_layers, num_heads, num_kv_heads, head_dim,
                      mla, path, notes, architecture, module, unknown_types)
     layers, num_layers = _restack(module, text_raw, layers, num_layers, path, notes)
-    layers = _cross_attention(c, module, layers, path, notes)
+    layers = _cross_attention(c, module, layers, path, notes, cfg)
     layers = _deepseek_v4_layers(c, module, layers, num_heads, path, notes)
     pooling = vreg.pooling_without_kv(architecture)
     if pooling:
@@ -408,19 +422,40 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
 
 
 def _cross_attention(c: _Cfg, module: str, layers: list[LayerArch], path: Path,
-                     notes: list[str]) -> list[LayerArch]:
-    """Whisper: vLLM's decoder layer builds a cross-attention (CrossAttentionSpec) cache next to its
-    self-attention one, filled once per request with the audio encoder's max_source_positions tokens."""
-    if not module.endswith(".whisper"):
+                     notes: list[str], top: dict[str, Any]) -> list[LayerArch]:
+    """Whisper / Cohere Transcribe: vLLM's decoder layer builds a cross-attention (CrossAttentionSpec) cache
+    next to its self-attention one, filled once per request with the audio encoder's output tokens."""
+    if module.endswith(".cohere_asr"):
+        enc, why = _cohere_asr_encoder_tokens(top, path)
+    elif module.endswith(".whisper"):
+        enc, why = c.get("max_source_positions", hf=True), "max_source_positions"
+        if not isinstance(enc, int) or isinstance(enc, bool) or not 1 <= enc <= MAX_TOKENS:
+            raise KvplanInputError(f"{path}: max_source_positions must be a positive integer, got {enc!r}.",
+                                   "Fix max_source_positions in config.json (the audio encoder's length).")
+    else:
         return layers
-    enc = c.get("max_source_positions", hf=True)
-    if not isinstance(enc, int) or isinstance(enc, bool) or not 1 <= enc <= MAX_TOKENS:
-        raise KvplanInputError(f"{path}: max_source_positions must be a positive integer, got {enc!r}.",
-                               "Fix max_source_positions in config.json (the audio encoder's length).")
-    notes.append(f"each decoder layer also caches cross-attention K/V for {enc} encoder tokens per request "
-                 "(max_source_positions)")
+    notes.append(f"each decoder layer also caches cross-attention K/V for {enc} encoder tokens per request ({why})")
     return [la.model_copy(update={"cross_attention_tokens": enc}) if la.kind not in NO_KV_KINDS else la
             for la in layers]
+
+
+def _cohere_asr_encoder_tokens(top: dict[str, Any], path: Path) -> tuple[int, str]:
+    """Encoder tokens of the longest clip, as vLLM's cohere_asr.py counts them: mel frames of
+    max_audio_clip_s at the preprocessor's hop (window_stride), over the encoder's subsampling_factor."""
+    pre, enc = top.get("preprocessor"), top.get("encoder")
+    try:
+        rate = pre["sample_rate"]
+        hop = int(pre["window_stride"] * rate)
+        frames = int(top["max_audio_clip_s"] * rate) // hop
+        tokens = math.ceil(frames / enc["subsampling_factor"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        raise KvplanInputError(f"{path}: Cohere Transcribe needs preprocessor.sample_rate / window_stride, "
+                               "max_audio_clip_s and encoder.subsampling_factor (positive numbers).",
+                               "Pass the model's full config.json.") from None
+    if not 1 <= tokens <= MAX_TOKENS:
+        raise KvplanInputError(f"{path}: max_audio_clip_s gives {tokens} encoder tokens per request.",
+                               "Fix max_audio_clip_s / preprocessor in config.json.")
+    return tokens, "max_audio_clip_s over the preprocessor hop and encoder.subsampling_factor"
 
 
 def _deepseek_v4_layers(c: _Cfg, module: str, layers: list[LayerArch], num_heads: Any, path: Path,

@@ -494,7 +494,8 @@ PUBLISHED["NemotronHPuzzleForCausalLM"] = (
     "nemotron_h", "Nemotron-H keys (transformers' NemotronHConfig, 8 layers, hybrid_override_pattern "
     "'M*M-ME*-') plus the Puzzle checkpoints' per-layer block_configs (block types, MoE expert counts; "
     "values illustrative)", _nemotron_h_puzzle())
-CASE_OPTIONS.update({"NemotronHPuzzleForCausalLM": {"remote_config": True, "remote_config_base": "nemotron_h"}})
+CASE_OPTIONS.update({"NemotronHPuzzleForCausalLM": {"remote_config": True, "remote_config_base": "nemotron_h"},
+                     "CohereAsrForConditionalGeneration": {"remote_config": True}})
 _PLAMO3_P2 = ["sliding_attention", "full_attention"] * 4
 VARIANTS.extend([
     # dots3-note: sliding rows wider than the full layers' latent (vLLM pads the sparse layers' rows to
@@ -514,6 +515,11 @@ VARIANTS.extend([
         "window_sizes": [[0, 0], [256, 0], [4096, 0], [0, 0], [128, 0], [128, 0], [0, 0], [2048, 0]],
         "position_layers": ["nope", "rope", "rope", "nope", "rope", "rope", "nope", "rope"],
         "per_layer_config": {"0": {"head_dim": 64}, "3": {"head_dim": 256}, "6": {"head_dim": 192}}}),
+    # Cohere Transcribe: another decoder geometry (16 heads of 64, 4 layers).
+    # (vLLM asserts the encoder has as many heads as the decoder.)
+    ("CohereAsrForConditionalGeneration", "decoder-16-heads", {"transf_decoder.config_dict.num_attention_heads": 16,
+                                                               "encoder.n_heads": 16,
+                                                               "transf_decoder.config_dict.num_layers": 4}),
     # Nemotron-H Puzzle: another block pattern (attention first, two attention blocks).
     ("NemotronHPuzzleForCausalLM", "pattern-2", {
         "hybrid_override_pattern": "*M-M*E-M", "block_configs": [

@@ -408,3 +408,32 @@ PUBLISHED.update({
                              "1024) then one full NoPE layer with a wider head, twice",
                              _domyn_edge(([[1024, 0]] * 3 + [[0, 0]]) * 2, {3: 256, 7: 256})),
 })
+
+
+# Cohere Transcribe (cohere_asr): its checkpoint ships its own NeMo-style config class; vLLM's
+# cohere_asr.py reads the Conformer encoder under `encoder`, the Transformer decoder under
+# `transf_decoder.config_dict`, the output head under `head` and the feature front end under
+# `preprocessor` (transformers' cohere_asr class has other keys).
+PUBLISHED.update({
+    "CohereAsrForConditionalGeneration": (
+        "cohere_asr", "keys of Cohere Transcribe's own (remote) config class as vLLM's cohere_asr.py reads them "
+        "(Conformer encoder cut to 4 layers, Transformer decoder 8 layers; values illustrative)", {
+            "encoder": {"feat_in": 128, "n_layers": 4, "d_model": 1024, "feat_out": -1, "causal_downsampling": False,
+                        "subsampling": "dw_striding", "subsampling_factor": 8, "subsampling_conv_chunking_factor": 1,
+                        "subsampling_conv_channels": 256, "ff_expansion_factor": 4, "self_attention_model": "rel_pos",
+                        "n_heads": 8, "att_context_size": [-1, -1], "att_context_style": "regular", "xscaling": True,
+                        "untie_biases": True, "pos_emb_max_len": 5000, "conv_kernel_size": 9,
+                        "conv_norm_type": "batch_norm", "conv_context_size": None, "use_bias": True},
+            "transf_decoder": {"config_dict": {"hidden_size": 1024, "inner_size": 4096, "hidden_act": "relu",
+                                               "num_attention_heads": 8, "max_sequence_length": 1024,
+                                               "num_layers": 8, "num_token_types": 0, "embedding_dropout": 0.0,
+                                               "learn_positional_encodings": False, "ffn_dropout": 0.0,
+                                               "attn_score_dropout": 0.0, "attn_layer_dropout": 0.0,
+                                               "pre_ln": True, "vocab_size": 16384}},
+            "head": {"num_classes": 16384, "hidden_size": 1024, "num_layers": 1, "log_softmax": True},
+            "preprocessor": {"sample_rate": 16000, "window_size": 0.025, "window_stride": 0.01, "features": 128,
+                             "n_fft": 512, "window": "hann", "normalize": "per_feature", "dither": 1e-05,
+                             "pad_to": 0, "log": True, "frame_splicing": 1},
+            "sample_rate": 16000, "max_audio_clip_s": 35, "overlap_chunk_second": 5, "vocab_size": 16384,
+            "torch_dtype": "bfloat16"}),
+})

@@ -15,6 +15,7 @@ import pytest
 import kvplan.api
 from kvplan.errors import KvplanInputError
 from kvplan.ingest import architectures as vreg
+from kvplan.ingest.checkpoint import load_model_inputs
 from tests.conftest import CORPUS, ROOT
 
 CONFIGS = ROOT / "tests" / "data" / "vllm_oracle_arch" / "configs"
@@ -113,3 +114,21 @@ def test_integral_float_max_position_embeddings(tmp_path: Path) -> None:
     with pytest.raises(KvplanInputError, match="max_position_embeddings must be an integer"):
         kvplan.api.compile(_cfg(tmp_path, "MusicFlamingoForConditionalGeneration__default",
                                 max_position_embeddings=1200.5))
+
+
+def test_cohere_asr_decoder_and_cross_attention(tmp_path: Path) -> None:
+    """Cohere Transcribe: the decoder geometry under transf_decoder.config_dict (every head a KV head); each
+    decoder layer also caches cross-attention K/V for the longest clip's encoder tokens: 35 s at a 10 ms hop
+    is 3500 mel frames, over subsampling_factor 8: 438 tokens."""
+    plan = kvplan.api.compile(CONFIGS / "CohereAsrForConditionalGeneration__decoder-16-heads.json",
+                              "--kv-cache-dtype auto")
+    assert [(lp.num_kv_heads, lp.head_size) for lp in plan.layers] == [(16, 64)] * 4
+    assert all(lp.cross_attention_bytes_per_token == 16 * 64 * 2 * 2 for lp in plan.layers)
+    arch = load_model_inputs(CONFIGS / "CohereAsrForConditionalGeneration__decoder-16-heads.json").arch
+    assert all(la.cross_attention_tokens == 438 for la in arch.layers)
+    p = tmp_path / "config.json"
+    cfg = json.loads((CONFIGS / "CohereAsrForConditionalGeneration__default.json").read_text())
+    del cfg["preprocessor"]["window_stride"]
+    p.write_text(json.dumps(cfg))
+    r = _cli_plan(p)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "window_stride" in r.stderr
