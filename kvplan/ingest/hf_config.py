@@ -442,7 +442,8 @@ def _cross_attention(c: _Cfg, module: str, layers: list[LayerArch], path: Path,
 def _cohere_asr_encoder_tokens(top: dict[str, Any], path: Path) -> tuple[int, str]:
     """Encoder tokens of the longest clip, as vLLM's cohere_asr.py counts them: mel frames of
     max_audio_clip_s at the preprocessor's hop (window_stride), over the encoder's subsampling_factor."""
-    pre, enc = top.get("preprocessor"), top.get("encoder")
+    pre: Any = top.get("preprocessor")
+    enc: Any = top.get("encoder")
     try:
         rate = pre["sample_rate"]
         hop = int(pre["window_stride"] * rate)
