@@ -525,6 +525,10 @@ VARIANTS.extend([
         "hybrid_override_pattern": "*M-M*E-M", "block_configs": [
             {"block_type": t} for t in ("attention", "mamba", "mlp", "mamba", "attention", "moe", "mlp", "mamba")]}),
 ])
+# Voxtral Realtime: the language model's class, as vLLM's Mistral-format remap names it (transformers'
+# voxtral_realtime_text config carries none).
+OVERRIDES["VoxtralRealtimeGeneration"] = {**OVERRIDES.get("VoxtralRealtimeGeneration", {}),
+                                          "text_config.architectures": ["MistralForCausalLM"]}
 # Kimi-K3's language model as the Kimi-Linear layout publishes it (MLA (NoPE) every 4th layer, KDA
 # linear attention elsewhere; the text config class default has neither MLA nor KDA keys).
 OVERRIDES["KimiK3ForConditionalGeneration"] = {f"text_config.{k}": v for k, v in
