@@ -65,9 +65,12 @@ def refusal(arch: str) -> str | None:
     without a transformers model class is refused.
     """
     entry = registry()["refused"].get(arch)
-    if entry is None:
-        return None
     measured = (coverage().get("refused") or {}).get(arch) or {}
+    if entry is None:
+        if measured.get("vllm") == "refused" and not is_registered(arch):
+            return (f"Model architecture {arch} is not in vLLM {vllm_version()}'s model registry, and its "
+                    f"Transformers-backend fallback fails: {measured['reason']}")
+        return None
     if measured.get("vllm") == "builds":
         return None  # vLLM's Transformers backend builds it
     if measured.get("vllm") == "refused":
@@ -81,6 +84,15 @@ def pooling_without_kv(arch: str | None) -> bool:
     Transformers embedding / classification classes)."""
     measured = (coverage().get("refused") or {}).get(arch or "") or {}
     return measured.get("vllm") == "builds" and measured.get("pooling") is True and measured.get("kv_cache") is False
+
+
+def transformers_backend(arch: str | None) -> bool:
+    """True when vLLM 0.33 builds this architecture only through its Transformers backend (measured by
+    the oracle: coverage data `refused`, a Transformers* model class). That backend registers every
+    attention module of the transformers model as a decoder self-attention layer with the config's
+    own window, whatever vLLM's former in-tree class did (cross-attention caches, window + 1)."""
+    measured = (coverage().get("refused") or {}).get(arch or "") or {}
+    return measured.get("vllm") == "builds" and str(measured.get("how", "")).startswith("Transformers")
 
 
 def status(arch: str | None) -> str:

@@ -65,10 +65,11 @@ ATTENTION_FREE_ARCHS = frozenset({"MambaForCausalLM", "Mamba2ForCausalLM", "Falc
 
 # vLLM model modules whose MLA layers also register a sparse-attention indexer key cache
 # (DeepSeek-V3.2 style: uint8, index_head_dim + index_head_dim/128 * 4 scale bytes per token and
-# layer): always (the DSA module: DeepSeek-V3.2, GLM-5), or when the config has `index_topk`.
+# layer): always (the DSA module: DeepSeek-V3.2, GLM-5; dots3-note on its full-attention layers), or
+# when the config has `index_topk`.
 # Layers that reuse another layer's top-k (index_topk_freq / index_topk_pattern 'S' /
 # indexer_types 'shared') build no indexer.
-INDEXER_ALWAYS_MODULES = (".deepseek_v32",)
+INDEXER_ALWAYS_MODULES = (".deepseek_v32", ".dots3_note")
 INDEXER_IF_TOPK_MODULES = (".deepseek_v2", ".hy_v4")
 
 # Families that always use attention sinks (vLLM passes sinks to the backend).

@@ -117,7 +117,21 @@ def _pick_text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     thinker = cfg.get("thinker_config")  # Qwen omni / ASR models: the thinker holds the LM
     if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict) and thinker["text_config"]:
         return thinker["text_config"], "thinker_config.text_config"
+    dec = cfg.get("transf_decoder")
+    if isinstance(dec, dict) and isinstance(dec.get("config_dict"), dict) and dec["config_dict"]:
+        return _nemo_decoder(dec["config_dict"], cfg.get("model_type")), "transf_decoder.config_dict"
     return cfg, ""
+
+
+def _nemo_decoder(d: dict[str, Any], model_type: Any) -> dict[str, Any]:
+    """Cohere Transcribe's NeMo-style Transformer decoder keys as vLLM's cohere_asr.py reads them (every
+    head a KV head, head size hidden_size / num_attention_heads), under the names kvplan reads."""
+    names = {"num_layers": "num_hidden_layers", "hidden_size": "hidden_size",
+             "num_attention_heads": "num_attention_heads", "max_sequence_length": "max_position_embeddings"}
+    out = {new: d[old] for old, new in names.items() if old in d}
+    if "num_attention_heads" in d:
+        out["num_key_value_heads"] = d["num_attention_heads"]
+    return {**out, "model_type": model_type}
 
 
 def _model_dtype(text: dict[str, Any], top: dict[str, Any]) -> str | None:
@@ -418,7 +432,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     layers = _layers(c, text_type, model_type, num_layers, num_heads, num_kv_heads, head_dim,
                      mla, path, notes, architecture, module, unknown_types)
     layers, num_layers = _restack(module, text_raw, layers, num_layers, path, notes)
-    layers = _cross_attention(c, module, layers, path, notes)
+    layers = _cross_attention(c, module, layers, path, notes, cfg)
     layers = _nemotron_parse_cross_attention(cfg, module, layers, path, notes)
     layers = _deepseek_v4_layers(c, module, layers, num_heads, path, notes)
     layers = flagship_layers(module, text_raw, layers, path, notes)
@@ -447,17 +461,19 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
 
 
 def _cross_attention(c: _Cfg, module: str, layers: list[LayerArch], path: Path,
-                     notes: list[str]) -> list[LayerArch]:
-    """Whisper: vLLM's decoder layer builds a cross-attention (CrossAttentionSpec) cache next to its
-    self-attention one, filled once per request with the audio encoder's max_source_positions tokens."""
-    if not module.endswith(".whisper"):
+                     notes: list[str], top: dict[str, Any]) -> list[LayerArch]:
+    """Whisper / Cohere Transcribe: vLLM's decoder layer builds a cross-attention (CrossAttentionSpec) cache
+    next to its self-attention one, filled once per request with the audio encoder's output tokens."""
+    if module.endswith(".cohere_asr"):
+        enc, why = _cohere_asr_encoder_tokens(top, path)
+    elif module.endswith(".whisper"):
+        enc, why = c.get("max_source_positions", hf=True), "max_source_positions"
+        if not isinstance(enc, int) or isinstance(enc, bool) or not 1 <= enc <= MAX_TOKENS:
+            raise KvplanInputError(f"{path}: max_source_positions must be a positive integer, got {enc!r}.",
+                                   "Fix max_source_positions in config.json (the audio encoder's length).")
+    else:
         return layers
-    enc = c.get("max_source_positions", hf=True)
-    if not isinstance(enc, int) or isinstance(enc, bool) or not 1 <= enc <= MAX_TOKENS:
-        raise KvplanInputError(f"{path}: max_source_positions must be a positive integer, got {enc!r}.",
-                               "Fix max_source_positions in config.json (the audio encoder's length).")
-    notes.append(f"each decoder layer also caches cross-attention K/V for {enc} encoder tokens per request "
-                 "(max_source_positions)")
+    notes.append(f"each decoder layer also caches cross-attention K/V for {enc} encoder tokens per request ({why})")
     return [la.model_copy(update={"cross_attention_tokens": enc}) if la.kind not in NO_KV_KINDS else la
             for la in layers]
 
@@ -485,6 +501,26 @@ def _nemotron_parse_cross_attention(cfg: dict[str, Any], module: str, layers: li
                  f"(image_size {size}, encoder.patch_size {patch})")
     return [la.model_copy(update={"cross_attention_tokens": enc}) if la.kind not in NO_KV_KINDS else la
             for la in layers]
+
+
+def _cohere_asr_encoder_tokens(top: dict[str, Any], path: Path) -> tuple[int, str]:
+    """Encoder tokens of the longest clip, as vLLM's cohere_asr.py counts them: mel frames of
+    max_audio_clip_s at the preprocessor's hop (window_stride), over the encoder's subsampling_factor."""
+    pre: Any = top.get("preprocessor")
+    enc: Any = top.get("encoder")
+    try:
+        rate = pre["sample_rate"]
+        hop = int(pre["window_stride"] * rate)
+        frames = int(top["max_audio_clip_s"] * rate) // hop
+        tokens = math.ceil(frames / enc["subsampling_factor"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        raise KvplanInputError(f"{path}: Cohere Transcribe needs preprocessor.sample_rate / window_stride, "
+                               "max_audio_clip_s and encoder.subsampling_factor (positive numbers).",
+                               "Pass the model's full config.json.") from None
+    if not 1 <= tokens <= MAX_TOKENS:
+        raise KvplanInputError(f"{path}: max_audio_clip_s gives {tokens} encoder tokens per request.",
+                               "Fix max_audio_clip_s / preprocessor in config.json.")
+    return tokens, "max_audio_clip_s over the preprocessor hop and encoder.subsampling_factor"
 
 
 def _deepseek_v4_layers(c: _Cfg, module: str, layers: list[LayerArch], num_heads: Any, path: Path,
@@ -793,7 +829,11 @@ def _layer_kinds(s: _Stack) -> _Kinds:
     else:
         kinds, srcs = _kinds_window(s)
     cross = s.raw.get("cross_attention_layers")
-    if isinstance(cross, list):
+    if isinstance(cross, list) and vreg.transformers_backend(s.architecture):
+        # vLLM's Transformers backend registers the cross-attention modules as self-attention KV caches.
+        s.notes.append(f"{s.architecture}: vLLM 0.33 runs it through its Transformers backend, which gives the "
+                       "cross_attention_layers a self-attention KV cache per decoded token")
+    elif isinstance(cross, list):
         for i in cross:
             if isinstance(i, int) and 0 <= i < s.n:
                 kinds[i] = "cross_attention"
@@ -881,11 +921,56 @@ def _mla_layer(s: _Stack, i: int, src: str, num_heads: Any, indexer: int | None,
                indexer_layers: set[int]) -> LayerArch:
     mla = s.mla
     assert mla is not None
+    indexer_bytes = (indexer + indexer // 128 * 4) if indexer and i in indexer_layers else 0
+    if s.module.endswith(".dots3_note"):
+        return _dots3_note_layer(s, i, src, num_heads, indexer_bytes)
     return LayerArch(index=i, kind="mla", num_heads=num_heads, num_kv_heads=1,
                      head_size=mla.kv_lora_rank + mla.qk_rope_head_dim, head_size_v=0,
-                     mla=mla, source=src,
-                     indexer_bytes_per_token=(indexer + indexer // 128 * 4)
-                     if indexer and i in indexer_layers else 0)
+                     mla=mla, source=src, indexer_bytes_per_token=indexer_bytes)
+
+
+def _dots3_note_sliding(raw: dict[str, Any], i: int) -> bool:
+    lt = raw.get("layer_types")
+    return isinstance(lt, list) and i < len(lt) and lt[i] == "sliding_attention"
+
+
+def _dots3_note_layer(s: _Stack, i: int, src: str, num_heads: Any, indexer_bytes: int) -> LayerArch:
+    """vLLM's dots3-note: `layer_types` picks per layer a sliding-window MLA of its own geometry (swa_* keys,
+    window sliding_window_size) or the DeepSeek-V3.2 sparse MLA with its indexer, whose cache rows vLLM
+    pads to the sliding layers' row (swa_kv_lora_rank + swa_qk_rope_head_dim)."""
+    raw, mla = s.raw, s.mla
+    assert mla is not None
+
+    def key(name: str, fallback: int) -> int:
+        v = raw.get(name)
+        if v is None:
+            return fallback
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise KvplanInputError(f"{s.path}: {name} must be a non-negative integer, got {v!r}.",
+                                   f"Fix {name} in config.json.")
+        return v
+
+    swa = MlaDims(kv_lora_rank=key("swa_kv_lora_rank", mla.kv_lora_rank),
+                  qk_rope_head_dim=key("swa_qk_rope_head_dim", mla.qk_rope_head_dim),
+                  qk_nope_head_dim=key("swa_qk_nope_head_dim", mla.qk_nope_head_dim),
+                  v_head_dim=key("swa_v_head_dim", mla.v_head_dim))
+    row = swa.kv_lora_rank + swa.qk_rope_head_dim
+    if _dots3_note_sliding(raw, i):
+        window = raw.get("sliding_window_size")
+        if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+            raise KvplanInputError(f"{s.path}: layer {i} is sliding_attention but sliding_window_size is not a "
+                                   "positive integer.", "Set sliding_window_size in config.json.")
+        return LayerArch(index=i, kind="mla", num_heads=key("swa_num_attention_heads", num_heads), num_kv_heads=1,
+                         head_size=row, head_size_v=0, mla=swa, sliding_window=window,
+                         source=f"{src}; layer_types[{i}] sliding_attention: swa_* MLA, window sliding_window_size")
+    if row < mla.kv_lora_rank + mla.qk_rope_head_dim:
+        raise KvplanInputError(f"{s.path}: swa_kv_lora_rank + swa_qk_rope_head_dim ({row}) is smaller than the full "
+                               "layers' kv_lora_rank + qk_rope_head_dim; vLLM's dots3-note cannot pad its rows.",
+                               "Fix the swa_* or MLA keys in config.json.")
+    return LayerArch(index=i, kind="mla", num_heads=num_heads, num_kv_heads=1, head_size=row, head_size_v=0,
+                     mla=mla, indexer_bytes_per_token=indexer_bytes,
+                     source=f"{src}; layer_types[{i}] full: sparse MLA + indexer, rows padded to "
+                            "swa_kv_lora_rank + swa_qk_rope_head_dim")
 
 
 def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, num_kv_heads: Any,
@@ -908,7 +993,8 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
                                "Fix layer_types or num_hidden_layers.")
     kinds, srcs = _layer_kinds(s)
     per_layer, global_kv, global_hd = _per_layer_geometry(s, num_heads)
-    if (module.endswith(".commandr") or text_type.startswith("cohere2")) and s.window is not None:
+    if ((module.endswith(".commandr") or text_type.startswith("cohere2")) and s.window is not None
+            and not vreg.transformers_backend(architecture)):
         # vLLM's Cohere 2 attention (commandr; the MoE and vision models' language models too)
         # sees [pos - sliding_window, pos]: its sliding layers get window + 1.
         notes.append(f"{architecture}: vLLM gives sliding layers sliding_window + 1 = {s.window + 1} "
@@ -938,7 +1024,59 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
     if kinds.count("sliding_attention") and s.window is None:
         raise KvplanInputError(f"{path}: layers are sliding_attention but sliding_window is not set.",
                                "Set sliding_window in config.json.")
-    return _kv_sharing(s, out)
+    return _kv_sharing(s, _per_layer_windows(s, out))
+
+
+def _window_list(s: _Stack, key: str) -> list[Any] | None:
+    """A per-layer window list the model class indexes by layer (one entry per layer, else an input error)."""
+    v = s.raw.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) < s.n:
+        raise KvplanInputError(f"{s.path}: {key} must be a list with one entry per layer ({s.n}), got {v!r:.80}.",
+                               f"Fix {key} in config.json.")
+    return v
+
+
+def _per_layer_windows(s: _Stack, layers: list[LayerArch]) -> list[LayerArch]:
+    """Model classes whose window is a per-layer key of their own (vLLM passes it as the layer's
+    per_layer_sliding_window): PLaMo 3's `interleaved_sliding_window[i]` (None = full attention), Domyn
+    Edge's `window_sizes[i][0]` (0 = full attention; vLLM's layer sees window + 1 tokens)."""
+    if s.module.endswith(".plamo3"):
+        key, windows = "interleaved_sliding_window", _window_list(s, "interleaved_sliding_window")
+        per_layer = windows and [w if w is None else _positive_window(s, key, w) for w in windows]
+    elif s.module.endswith(".domyn_edge"):
+        key, windows = "window_sizes", _window_list(s, "window_sizes")
+        per_layer = windows and [_domyn_window(s, w) for w in windows]
+    else:
+        return layers
+    if not per_layer:
+        return layers
+    out = []
+    for la in layers:
+        if la.kind not in ("full_attention", "sliding_attention"):
+            out.append(la)
+            continue
+        w = per_layer[la.index]
+        out.append(la.model_copy(update={
+            "kind": "sliding_attention" if w else "full_attention", "sliding_window": w,
+            "source": f"{key}[{la.index}]: " + (f"sliding window {w}" if w else "full attention")}))
+    return out
+
+
+def _positive_window(s: _Stack, key: str, w: Any) -> int:
+    if not isinstance(w, int) or isinstance(w, bool) or w <= 0:
+        raise KvplanInputError(f"{s.path}: {key} entries must be positive integers or null, got {w!r}.",
+                               f"Fix {key} in config.json.")
+    return w
+
+
+def _domyn_window(s: _Stack, entry: Any) -> int | None:
+    w = entry[0] if isinstance(entry, list) and entry else None
+    if not isinstance(w, int) or isinstance(w, bool) or w < 0:
+        raise KvplanInputError(f"{s.path}: window_sizes entries must be [left, right] lists of non-negative "
+                               f"integers, got {entry!r}.", "Fix window_sizes in config.json.")
+    return w + 1 if w > 0 else None
 
 
 def _kv_sharing(s: _Stack, layers: list[LayerArch]) -> list[LayerArch]:
@@ -989,11 +1127,7 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
         pass
     elif not (any(module.endswith(m) for m in INDEXER_IF_TOPK_MODULES) and "index_topk" in raw):
         return set()
-    sparse = set(range(n))
-    if module.endswith(".hy_v4"):
-        # HY-V4 builds an indexer only on layers whose layer_types entry is a sparse type.
-        lt = raw.get("layer_types")
-        sparse = {i for i in range(n) if isinstance(lt, list) and i < len(lt) and lt[i] in _HYV4_SPARSE_TYPES}
+    sparse = _sparse_layers(raw, n, module)
     types = raw.get("indexer_types")
     if module.endswith(".hy_v4") and isinstance(types, list) and len(types) == n:
         # Only HY-V4 reads indexer_types; the DSA module reads the pattern / frequency keys.
@@ -1010,6 +1144,18 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
         if not skip:
             out.add(i)
     return out & sparse
+
+
+def _sparse_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
+    """Layers whose attention is sparse MLA at all (before the top-k reuse keys)."""
+    if module.endswith(".dots3_note"):
+        # dots3-note's sliding-window layers are dense MLA (no indexer).
+        return {i for i in range(n) if not _dots3_note_sliding(raw, i)}
+    if module.endswith(".hy_v4"):
+        # HY-V4 builds an indexer only on layers whose layer_types entry is a sparse type.
+        lt = raw.get("layer_types")
+        return {i for i in range(n) if isinstance(lt, list) and i < len(lt) and lt[i] in _HYV4_SPARSE_TYPES}
+    return set(range(n))
 
 
 # vLLM's HY-V4 attention: layer_types values that make a layer sparse (it then builds an indexer).

@@ -217,9 +217,16 @@ def check_config_values(cfg: Mapping[str, Any], source: str) -> None:
                 _check_int(source, prefix + key, obj[key], None, hi)
 
 
+# Keys vLLM reads as numbers, which transformers' config classes may write as an integral float
+# (MusicFlamingoConfig: max_position_embeddings 1200.0).
+_INTEGRAL_FLOAT_OK = frozenset({"max_position_embeddings"})
+
+
 def _check_int(source: str, key: str, v: Any, lo: int | None, hi: int) -> None:
     if v is None:
         return
+    if isinstance(v, float) and v.is_integer() and key.rsplit(".", 1)[-1] in _INTEGRAL_FLOAT_OK:
+        v = int(v)
     if isinstance(v, bool) or not isinstance(v, int):
         raise KvplanInputError(f"{source}: {key} must be an integer, got {_short(v)}.", "Fix the value in config.json.")
     if lo is not None and v < lo:

@@ -30,7 +30,8 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      `remote_config_base` names the transformers model_type whose class the remote one extends. Its
      `*_config` sub-dicts become config objects (the known model_type's class, else a plain one),
      lists of per-layer records (DeciLM's block_configs) read by attribute as the remote class
-     parses them.
+     parses them. `per_layer_config` is transformers' own heterogeneous-config key (layer index ->
+     overrides), which the base class parses itself.
   4. One gloo process group (world size 1) is initialised once for all cases.
   5. torchvision cannot be installed next to the CPU torch of the oracle venv, and a few other
      packages that only multimodal processors use are not installed (STUB_MODULES); multimodal
@@ -95,6 +96,19 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      device's properties (torch.cuda's capability / SM count answer as that GPU's; the workspace goes
      to device index 0 of the CPU platform's device type). A kernel-availability
      check, not a KV cache fact: the specs its layers register are read from the config.
+ 25. `vllm.vllm_flash_attn` refuses to import without its CUDA extensions (_vllm_fa2_C / _vllm_fa3_C),
+     and model files that import a FlashAttention MLA backend at module level (Dots3-Note's sparse
+     MLA) then fail vLLM's model inspection. The package is registered without that check (its
+     interface module imports and reports the kernels unavailable), and vLLM's fa_utils and the MLA
+     FlashAttention prefill backend (which a model class may name), which bind the kernel entry points
+     only on GPU platforms, get the interface's (no kernel ever runs here).
+ 26. vLLM's vendored DeepGEMM (`vllm.third_party.deep_gemm`) loads a CUDA extension at import time,
+     and a vision tower imports an FP8 cast helper from it at module level (Dots3-Note): when the
+     extension cannot load, the package is a stand-in whose functions are placeholders (FP8 GEMM
+     kernels; none runs here, and none decides a KV cache).
+ 27. A case that carries tokenizer files (patch 15: a word-level tokenizer.json holding the special
+     tokens a processor looks up, e.g. Fuyu's |SPEAKER|) gets that tokenizer where patch 14 would
+     hand its minimal one to a processor (no prompt is ever processed).
  31. A case file of patch 15 may sit in a subfolder of the checkpoint (Kimi-Audio's
      `whisper-large-v3/config.json`, which its audio tower and feature extractor load): the folder is
      created. Only where the file is written changes.
@@ -285,6 +299,8 @@ def _install_patches() -> None:
 
     modeling_utils.PreTrainedModel.get_correct_attn_implementation = get_correct_attn_implementation
     _triton_extra_placeholder()
+    _patch_flash_attn_package()
+    _patch_deep_gemm_package()
 
 
 def _triton_extra_placeholder() -> None:
@@ -368,6 +384,71 @@ def _flashinfer_impl_check(case: dict):
         FlashInferImpl._abc_caches_clear()
 
 
+def _patch_flash_attn_package() -> None:
+    """Patch 25: vllm.vllm_flash_attn importable without its CUDA extensions."""
+    import importlib
+    import types
+
+    try:
+        importlib.import_module("vllm.vllm_flash_attn")
+        return
+    except ImportError:
+        pass
+    import vllm
+
+    pkg = types.ModuleType("vllm.vllm_flash_attn")
+    pkg.__path__ = [str(Path(vllm.__file__).parent / "vllm_flash_attn")]
+    pkg.__package__ = "vllm.vllm_flash_attn"
+    sys.modules["vllm.vllm_flash_attn"] = pkg
+    iface = importlib.import_module("vllm.vllm_flash_attn.flash_attn_interface")
+    for name in ("compile_flash_attn_varlen_func_from_specs", "fa_version_unsupported_reason",
+                 "flash_attn_varlen_func", "get_scheduler_metadata", "is_fa_version_supported"):
+        setattr(pkg, name, getattr(iface, name))
+    # vLLM's fa_utils binds the kernel entry points only on CUDA / ROCm / XPU platforms.
+    from vllm.v1.attention.backends import fa_utils
+
+    for name in ("compile_flash_attn_varlen_func_from_specs", "flash_attn_varlen_func", "get_scheduler_metadata"):
+        if not hasattr(fa_utils, name):
+            setattr(fa_utils, name, getattr(iface, name))
+    if not hasattr(fa_utils, "reshape_and_cache_flash"):
+        fa_utils.reshape_and_cache_flash = lambda *a, **k: None
+    from vllm.v1.attention.backends.mla.prefill import flash_attn as mla_prefill_fa
+
+    if mla_prefill_fa.flash_attn_varlen_func is None:  # the MLA prefill backend a model class names
+        mla_prefill_fa.flash_attn_varlen_func = iface.flash_attn_varlen_func
+
+
+def _patch_deep_gemm_package() -> None:
+    """Patch 26: vllm.third_party.deep_gemm as a stand-in when its CUDA extension cannot load."""
+    import importlib
+    import types
+
+    try:
+        importlib.import_module("vllm.third_party.deep_gemm")
+        return
+    except (ImportError, OSError):
+        sys.modules.pop("vllm.third_party.deep_gemm", None)
+
+    class _DeepGemmStandIn(types.ModuleType):
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return lambda *a, **k: None
+
+    stand_in = _DeepGemmStandIn("vllm.third_party.deep_gemm")
+    stand_in.__path__ = []
+    sys.modules["vllm.third_party.deep_gemm"] = stand_in
+
+
+def _case_tokenizer(model_dir: str):
+    """Patch 27: the tokenizer files a case carries (patch 15), where patch 14 would use its own."""
+    if not Path(model_dir, "tokenizer.json").is_file():
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
+
+
 def _patch_missing_tokenizer() -> None:
     """Patch 14: a minimal tokenizer where a multimodal class asks for one."""
     from vllm import tokenizers as vtok
@@ -398,7 +479,7 @@ def _patch_missing_tokenizer() -> None:
 
     def cached_tokenizer_from_config(model_config, **kwargs):
         if model_config.skip_tokenizer_init:
-            return minimal()
+            return _case_tokenizer(model_config.model) or minimal()
         return orig_cached(model_config, **kwargs)
 
     for mod in list(sys.modules.values()):  # the name is imported into model modules
@@ -539,7 +620,8 @@ def _register_unknown_model_type(cfg: dict, remote: bool = False, base: str | No
         # Sub-configs (vision_config, llm_config, ...) become config objects, as the remote
         # config class builds them: the known model_type's class, else a plain config.
         for k, v in list(kwargs.items()):
-            if (k.endswith("_config") or k in _SUB_CONFIG_KEYS) and isinstance(v, dict) and k != "quantization_config":
+            if ((k.endswith("_config") or k in _SUB_CONFIG_KEYS) and isinstance(v, dict)
+                    and k not in ("quantization_config", "per_layer_config")):
                 sub_mt = v.get("model_type")
                 sub = dict(v)
                 if sub_mt in CONFIG_MAPPING:

@@ -50,7 +50,6 @@ VLLM_CONFIG_TYPES = {
     # Remote-code architectures whose config class transformers ships under another model_type.
     "HCXVisionV2ForCausalLM": "hyperclovax_vision_v2", "MuseGlimmerForCausalLM": "muse_glimmer",
     "DeepseekOCR2ForCausalLM": "deepseek_vl_v2", "DeepseekOCRForCausalLM": "deepseek_vl_v2",
-    "Phi4MMForCausalLM": "phi4_multimodal",
     "VoxtralRealtimeGeneration": "voxtral_realtime", "Qwen2_5OmniModel": "qwen2_5_omni",
     "Qwen3ASRRealtimeGeneration": "qwen3_asr",
     "Cosmos3ForConditionalGeneration": "cosmos3_omni", "NemotronH_Nano_VL_V2": "nemotron_h_omni",
@@ -665,6 +664,146 @@ VARIANTS.extend([
     ("InklingForCausalLM", "swa-geometry", {"sliding_window_size": 1024, "swa_num_key_value_heads": 2,
                                             "swa_head_dim": 64, "local_layer_ids": [0, 2, 4, 6, 8, 10, 12, 14]}),
 ])
+
+
+# --- Multimodal processor files, config keys and options (issue 21, architecture list "m") ---
+# Kimi-K2.5 / K3 preprocessor_config.json: the `media_proc_cfg` their (remote) image processor reads,
+# which vLLM's fused Kimi processor (numba) is built from (values as the published checkpoints
+# carry them where known, else illustrative; no image is ever processed here).
+_KIMI_MEDIA_PROC = {"media_proc_cfg": {
+    "in_patch_limit": 16384, "patch_size": 14, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+    "merge_kernel_size": 2, "fixed_output_tokens": None, "patch_limit_on_one_side": 512,
+    "in_patch_limit_each_frame": 4096, "in_patch_limit_video": None, "sample_fps": 2.0,
+    "max_num_frames_each_video": None, "temporal_merge_kernel_size": 4, "timestamp_mode": "hh:mm:ss.fff",
+    "config_type": "media_proc_cfg"}}
+CASE_FILES.update({
+    "KimiK25ForConditionalGeneration": {"preprocessor_config.json": _KIMI_MEDIA_PROC},
+    "KimiK3ForConditionalGeneration": {"preprocessor_config.json": _KIMI_MEDIA_PROC},
+    # dots3-note's model class reads the image placeholder's id from the checkpoint's added_tokens.json
+    # (ids illustrative; the default config has no vision_config, so no vision tower is built).
+    "Dots3NoteForCausalLM": {"added_tokens.json": {"<|imgpad|>": 129270, "<|audio_comp_pad|>": 129271}},
+})
+# Architectures vLLM 0.33 lists as no longer supported: its Transformers-backend fallback loads the
+# checkpoint's processor before it builds (or refuses) the model; the processor class each published
+# checkpoint names (class defaults for the rest).
+# The processor loads the tokenizer too: a word-level tokenizer.json with the processor's special tokens
+# (the published vocabularies are not needed to build the model).
+def _tokenizer_files(*specials: str, **extra: str) -> dict[str, dict]:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<unk>", "<s>", "</s>", "<pad>", *specials, *extra.values()]
+    tok = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(dict.fromkeys(words))}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return {"tokenizer.json": json.loads(tok.to_str()),
+            "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>",
+                                      "bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", **extra,
+                                      **({"extra_special_tokens": extra} if extra else {})}}
+
+
+CASE_FILES.update({
+    "AyaVisionForConditionalGeneration": {"preprocessor_config.json": {
+        "image_processor_type": "GotOcr2ImageProcessor"}, **_tokenizer_files(
+            "<image>", "<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>", "TILE",
+            "TILE_GLOBAL")},
+    "FuyuForCausalLM": {"preprocessor_config.json": {"image_processor_type": "FuyuImageProcessor"},
+                        **_tokenizer_files("|SPEAKER|", "|NEWLINE|", "<0x04>", "<image>")},
+    "MllamaForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "MllamaImageProcessor"},
+                                       **_tokenizer_files("<|image|>", "<|begin_of_text|>")},
+    "Florence2ForConditionalGeneration": {"preprocessor_config.json": {"image_processor_type": "CLIPImageProcessor"},
+                                          **_tokenizer_files(image_token="<image>")},
+    "MusicFlamingoForConditionalGeneration": {"preprocessor_config.json": {
+        "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 128},
+        **_tokenizer_files("<sound>", "<|sound_bos|>", "<|sound_eos|>")},
+})
+OVERRIDES.update({
+    # Aya Vision's SigLIP2-so400m tower as published (the class default's 14 heads do not divide 1152).
+    "AyaVisionForConditionalGeneration": {"vision_config.num_attention_heads": 16},
+    # Fun-Audio-Chat's discrete speech-token encoder: its codebook and padding id (the config class
+    # defaults are None; values illustrative).
+    "FunAudioChatForConditionalGeneration": {"audio_config.codebook_size": 6565, "audio_config.pad_token_id": 6561},
+    # Voxtral's audio front end (mel filter bank) as vLLM's Mistral-format remap writes it from
+    # params.json's audio_encoding_args (Voxtral-Mini-3B-2507: 16 kHz, 25 ms window, 10 ms hop).
+    "VoxtralForConditionalGeneration": {"audio_config.downsample_factor": 4, "audio_config.window_size": 400,
+                                        "audio_config.sampling_rate": 16000, "audio_config.hop_length": 160},
+})
+# dots3-note: DeepSeek-V3.2 sparse MLA (indexer) on full layers, a sliding-window MLA of its own geometry
+# (swa_* keys) on sliding layers, per `layer_types`. The config class default has none of these keys: the
+# keys vLLM's dots3_note model class reads, values illustrative, 61 layers cut to 8.
+OVERRIDES["Dots3NoteForCausalLM"] = {
+    "num_hidden_layers": 8, "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts_per_tok": 2,
+    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"] * 2,
+    "sliding_window_size": 512, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64,
+    "swa_num_attention_heads": 64, "swa_qk_nope_head_dim": 128, "swa_qk_rope_head_dim": 64, "swa_v_head_dim": 128,
+    "swa_q_lora_rank": 1536, "swa_kv_lora_rank": 512, "swa_rope_theta": 10000.0,
+    "attention_gate_type": "headwise", "swa_attention_gate_type": "headwise", "apply_mla_qkv_lora_rescale": False}
+# Nemotron-H Puzzle (NAS-pruned Nemotron-H): the Nemotron-H layout and keys, plus the per-layer
+# `block_configs` its own (remote) config class carries (block type and, for MoE blocks, the expert
+# count vLLM's loader reads). The remote class's per-layer config method is remote code the oracle does
+# not have: vLLM then reads every layer's attention geometry from the top-level keys, and the
+# block_configs written here keep it uniform (values illustrative, 8 layers).
+def _nemotron_h_puzzle() -> dict:
+    from transformers import NemotronHConfig
+
+    pattern = "M*M-ME*-"
+    cfg = NemotronHConfig(num_hidden_layers=len(pattern), hybrid_override_pattern=pattern)
+    d = json.loads(json.dumps(cfg.to_dict(), default=lambda o: None))
+    d.pop("transformers_version", None)
+    d.pop("layers_block_type", None)
+    d["hybrid_override_pattern"] = pattern
+    kinds = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    d["block_configs"] = [{"block_type": kinds[ch], **({"n_routed_experts": d.get("n_routed_experts") or 8}
+                                                       if ch == "E" else {})} for ch in pattern]
+    return d
+
+
+PUBLISHED["NemotronHPuzzleForCausalLM"] = (
+    "nemotron_h", "Nemotron-H keys (transformers' NemotronHConfig, 8 layers, hybrid_override_pattern "
+    "'M*M-ME*-') plus the Puzzle checkpoints' per-layer block_configs (block types, MoE expert counts; "
+    "values illustrative)", _nemotron_h_puzzle())
+CASE_OPTIONS.update({"NemotronHPuzzleForCausalLM": {"remote_config": True, "remote_config_base": "nemotron_h"},
+                     "CohereAsrForConditionalGeneration": {"remote_config": True}})
+_PLAMO3_P2 = ["sliding_attention", "full_attention"] * 4
+VARIANTS.extend([
+    # dots3-note: sliding rows wider than the full layers' latent (vLLM pads the sparse layers' rows to
+    # them), another layer_types pattern, a different window.
+    ("Dots3NoteForCausalLM", "wide-swa-rows", {
+        "swa_kv_lora_rank": 640, "swa_qk_rope_head_dim": 64, "swa_num_attention_heads": 32, "sliding_window_size": 128,
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+                        "sliding_attention", "full_attention", "sliding_attention", "sliding_attention"]}),
+    # PLaMo 3 with every other layer full, and with a window of its own per layer.
+    ("Plamo3ForCausalLM", "pattern2", {"sliding_window_pattern": 2, "layer_types": _PLAMO3_P2,
+                                       "interleaved_sliding_window": [
+                                           2048 if t == "sliding_attention" else None for t in _PLAMO3_P2]}),
+    ("Plamo3ForCausalLM", "per-layer-windows", {"interleaved_sliding_window": [
+        512, 1024, 4096, None, 512, 1024, 4096, None]}),
+    # Domyn Edge: windows and head sizes that vary per layer (window 0 = full attention).
+    ("DomynEdgeForCausalLM", "mixed-windows", {
+        "window_sizes": [[0, 0], [256, 0], [4096, 0], [0, 0], [128, 0], [128, 0], [0, 0], [2048, 0]],
+        "position_layers": ["nope", "rope", "rope", "nope", "rope", "rope", "nope", "rope"],
+        "per_layer_config": {"0": {"head_dim": 64}, "3": {"head_dim": 256}, "6": {"head_dim": 192}}}),
+    # Cohere Transcribe: another decoder geometry (16 heads of 64, 4 layers).
+    # (vLLM asserts the encoder has as many heads as the decoder.)
+    ("CohereAsrForConditionalGeneration", "decoder-16-heads", {"transf_decoder.config_dict.num_attention_heads": 16,
+                                                               "encoder.n_heads": 16,
+                                                               "transf_decoder.config_dict.num_layers": 4}),
+    # Nemotron-H Puzzle: another block pattern (attention first, two attention blocks).
+    ("NemotronHPuzzleForCausalLM", "pattern-2", {
+        "hybrid_override_pattern": "*M-M*E-M", "block_configs": [
+            {"block_type": t} for t in ("attention", "mamba", "mlp", "mamba", "attention", "moe", "mlp", "mamba")]}),
+])
+# Voxtral Realtime: the language model's class, as vLLM's Mistral-format remap names it (transformers'
+# voxtral_realtime_text config carries none).
+OVERRIDES["VoxtralRealtimeGeneration"] = {**OVERRIDES.get("VoxtralRealtimeGeneration", {}),
+                                          "text_config.architectures": ["MistralForCausalLM"]}
+# Kimi-K3's language model as the Kimi-Linear layout publishes it (MLA (NoPE) every 4th layer, KDA
+# linear attention elsewhere; the text config class default has neither MLA nor KDA keys).
+OVERRIDES["KimiK3ForConditionalGeneration"] = {f"text_config.{k}": v for k, v in
+                                               OVERRIDES["KimiLinearForCausalLM"].items()}
+CASE_OPTIONS.update({
+    "KimiK3ForConditionalGeneration": {"enable_prefix_caching": True},
+    # DiffusionGemma: vLLM runs diffusion models on Model Runner V2 only (V1 refuses them).
+    "DiffusionGemmaForBlockDiffusion": {"v2_model_runner": True},
+})
 
 
 def _apply(d: dict, over: dict) -> dict:

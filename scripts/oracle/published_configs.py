@@ -533,3 +533,107 @@ PUBLISHED.update({
             "projector_hidden_size": 4096, "out_hidden_size": 4096, "projector_hidden_act": "gelu",
             "torch_dtype": "bfloat16"}),
 })
+
+
+# --- issue 21, architecture list "m" ---
+# Phi-4-multimodal: its checkpoint ships its own config class (model_type phi4mm, auto_map), whose keys
+# vLLM's phi4mm.py reads (img_processor, embd_layer, audio_processor); transformers' phi4_multimodal
+# class has other keys.
+_PHI4MM_AUDIO = {"name": "cascades", "config": {
+    "activation": "swish", "activation_checkpointing": {"interval": 1, "module": "transformer", "offload": False},
+    "attention_dim": 1024, "attention_heads": 16, "batch_norm": False, "bias_in_glu": True, "causal": True,
+    "chunk_size": -1, "cnn_layer_norm": True, "conv_activation": "swish", "conv_glu_type": "swish",
+    "depthwise_multiplier": 1, "depthwise_seperable_out_channel": 1024, "dropout_rate": 0.0,
+    "encoder_embedding_config": {"input_size": 80}, "ext_pw_kernel_size": 1, "ext_pw_out_channel": 1024,
+    "input_layer": "nemo_conv", "input_size": 80, "kernel_size": 3, "left_chunk": 18, "linear_units": 1536,
+    "nemo_conv_settings": {"conv_channels": 1024}, "num_blocks": 24,
+    "relative_attention_bias_args": {"t5_bias_max_distance": 500, "type": "t5"}, "time_reduction": 8}}
+PUBLISHED.update({
+    "Phi4MMForCausalLM": ("phi4mm", "microsoft/Phi-4-multimodal-instruct config.json keys of its own (remote) "
+                          "config class (Phi-4-mini language model, 32 layers; its longrope factor lists and "
+                          "LoRA adapter keys left out)", {
+        "attention_bias": False, "attention_dropout": 0.0, "audio_processor": _PHI4MM_AUDIO, "bos_token_id": 199999,
+        "embd_layer": {
+            "audio_embd_layer": {"compression_rate": 8, "downsample_rate": 1, "embedding_cls": "audio",
+                                 "enable_gradient_checkpointing": True, "projection_cls": "mlp",
+                                 "use_conv_downsample": False, "use_qformer": False},
+            "embedding_cls": "image",
+            "image_embd_layer": {"crop_size": 448, "embedding_cls": "tune_image", "enable_gradient_checkpointing": True,
+                                 "hd_transform_order": "sub_glb", "image_token_compression_cls": "avg_pool_2d",
+                                 "projection_cls": "mlp", "use_hd_transform": True,
+                                 "with_learnable_separator": True}},
+        "embd_pdrop": 0.0, "eos_token_id": 199999, "full_attn_mod": 1, "hidden_act": "silu", "hidden_size": 3072,
+        "img_processor": None, "initializer_range": 0.02, "intermediate_size": 8192, "interpolate_factor": 1,
+        "lm_head_bias": False, "max_position_embeddings": 131072, "mlp_bias": False, "num_attention_heads": 24,
+        "num_hidden_layers": 32, "num_key_value_heads": 8, "original_max_position_embeddings": 4096,
+        "pad_token_id": 199999, "partial_rotary_factor": 0.75, "resid_pdrop": 0.0, "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "use_cache": True, "vocab_size": 200064}),
+})
+
+
+# Plamo 3: its remote config class publishes per-layer `layer_types` and `interleaved_sliding_window`
+# (derived from sliding_window / sliding_window_pattern), which vLLM's plamo3.py reads per layer.
+def _plamo3(layers: int = 8, pattern: int = 4, window: int = 2048) -> dict[str, Any]:
+    types = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
+    return {"hidden_size": 2048, "num_hidden_layers": layers, "num_attention_heads": 16, "num_key_value_heads": 4,
+            "head_dim": 128, "intermediate_size": 8192, "rms_norm_eps": 1e-6, "vocab_size": 100032,
+            "max_position_embeddings": 32768, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+            "rope_local_theta": 10000.0, "sliding_window": window, "sliding_window_pattern": pattern,
+            "layer_types": types,
+            "interleaved_sliding_window": [window if t == "sliding_attention" else None for t in types],
+            "hidden_act": "silu", "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+            "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3}
+
+
+# Domyn Edge: per-layer head sizes (per_layer_config, transformers' heterogeneous-config form: layer index ->
+# overrides of the global keys, read as per_layer_config[i].head_dim), windows (window_sizes[i][0]; 0 = full
+# attention) and position encodings (position_layers[i]: rope / nope), as vLLM's domyn_edge.py reads them.
+def _domyn_edge(window_sizes: list[list[int]], head_dims: dict[int, int]) -> dict[str, Any]:
+    return {"hidden_size": 2048, "num_hidden_layers": len(window_sizes), "num_attention_heads": 16,
+            "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 8192, "hidden_act": "silu",
+            "rms_norm_eps": 1e-6, "vocab_size": 65536, "max_position_embeddings": 32768,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "tie_word_embeddings": False,
+            "position_layers": ["nope" if w[0] == 0 else "rope" for w in window_sizes],
+            "per_layer_config": {str(i): {"head_dim": h} for i, h in head_dims.items()}, "window_sizes": window_sizes,
+            "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2}
+
+
+PUBLISHED.update({
+    "Plamo3ForCausalLM": ("plamo3", "keys vLLM's plamo3.py reads, as PLaMo 3's remote config class publishes them "
+                          "(layer_types and interleaved_sliding_window derived from sliding_window_pattern 4); "
+                          "values illustrative, 8 layers", _plamo3()),
+    "DomynEdgeForCausalLM": ("domyn_edge", "keys vLLM's domyn_edge.py reads (window_sizes, per_layer_config head "
+                             "sizes, position_layers); values illustrative, 8 layers: three sliding (window "
+                             "1024) then one full NoPE layer with a wider head, twice",
+                             _domyn_edge(([[1024, 0]] * 3 + [[0, 0]]) * 2, {3: 256, 7: 256})),
+})
+
+
+# Cohere Transcribe (cohere_asr): its checkpoint ships its own NeMo-style config class; vLLM's
+# cohere_asr.py reads the Conformer encoder under `encoder`, the Transformer decoder under
+# `transf_decoder.config_dict`, the output head under `head` and the feature front end under
+# `preprocessor` (transformers' cohere_asr class has other keys).
+PUBLISHED.update({
+    "CohereAsrForConditionalGeneration": (
+        "cohere_asr", "keys of Cohere Transcribe's own (remote) config class as vLLM's cohere_asr.py reads them "
+        "(Conformer encoder cut to 4 layers, Transformer decoder 8 layers; values illustrative)", {
+            "encoder": {"feat_in": 128, "n_layers": 4, "d_model": 1024, "feat_out": -1, "causal_downsampling": False,
+                        "subsampling": "dw_striding", "subsampling_factor": 8, "subsampling_conv_chunking_factor": 1,
+                        "subsampling_conv_channels": 256, "ff_expansion_factor": 4, "self_attention_model": "rel_pos",
+                        "n_heads": 8, "att_context_size": [-1, -1], "att_context_style": "regular", "xscaling": True,
+                        "untie_biases": True, "pos_emb_max_len": 5000, "conv_kernel_size": 9,
+                        "conv_norm_type": "batch_norm", "conv_context_size": None, "use_bias": True},
+            "transf_decoder": {"config_dict": {"hidden_size": 1024, "inner_size": 4096, "hidden_act": "relu",
+                                               "num_attention_heads": 8, "max_sequence_length": 1024,
+                                               "num_layers": 8, "num_token_types": 0, "embedding_dropout": 0.0,
+                                               "learn_positional_encodings": False, "ffn_dropout": 0.0,
+                                               "attn_score_dropout": 0.0, "attn_layer_dropout": 0.0,
+                                               "pre_ln": True, "vocab_size": 16384}},
+            "head": {"num_classes": 16384, "hidden_size": 1024, "num_layers": 1, "log_softmax": True},
+            "preprocessor": {"sample_rate": 16000, "window_size": 0.025, "window_stride": 0.01, "features": 128,
+                             "n_fft": 512, "window": "hann", "normalize": "per_feature", "dither": 1e-05,
+                             "pad_to": 0, "log": True, "frame_splicing": 1},
+            "sample_rate": 16000, "max_audio_clip_s": 35, "overlap_chunk_second": 5, "vocab_size": 16384,
+            "torch_dtype": "bfloat16"}),
+})

@@ -27,7 +27,8 @@ def load_answer(name: str) -> dict[str, Any] | None:
 
 def refused_by_vllm(answer: dict[str, Any]) -> bool:
     """vLLM refuses the architecture: its registry says so, or (for an architecture the registry
-    lists as no longer supported) its Transformers-backend fallback fails to build it."""
+    lists as no longer supported, or does not list at all) its Transformers-backend fallback fails
+    to build it."""
     from kvplan.ingest.architectures import registry
 
     err = answer.get("error") or {}
@@ -35,7 +36,8 @@ def refused_by_vllm(answer: dict[str, Any]) -> bool:
     if "not supported for now" in msg or "not supported anymore" in msg or "in-tree anymore" in msg:
         return True
     arch = answer["case"].split("__")[0]
-    return bool(err) and arch in registry()["refused"] and "Can't load" not in msg
+    fallback_only = arch in registry()["refused"] or arch not in registry()["architectures"]
+    return bool(err) and fallback_only and "Can't load" not in msg
 
 
 def oracle_layers(answer: dict[str, Any]) -> dict[int, dict[str, Any]]:

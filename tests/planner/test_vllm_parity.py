@@ -11,8 +11,9 @@ import json
 import pytest
 
 import kvplan.api
+from kvplan.errors import KvplanInputError
 from kvplan.model.vocab import NO_KV_KINDS
-from tests.conftest import CASES, CORPUS, MODELS, ORACLE
+from tests.conftest import CASES, CORPUS, MODELS, ORACLE, REFUSED_MODELS
 
 PARAMS = [(m, c) for m in MODELS for c in CASES if (ORACLE / f"{m}__{c}.json").is_file()]
 
@@ -48,3 +49,13 @@ def test_vllm_parity_per_layer(model: str, case: str) -> None:
             assert lp.sliding_window == g["sliding_window"], f"L{lp.index} sliding_window"
             assert (lp.num_kv_heads, lp.head_size) == (g["num_kv_heads"], g["head_size"]), f"L{lp.index} geometry"
     assert sorted(want_layers) == sorted(lp.index for lp in plan.layers if lp.index in want_layers)
+
+
+@pytest.mark.parametrize("model", REFUSED_MODELS)
+def test_corpus_model_vllm_refuses_is_refused(model: str) -> None:
+    """T5: vLLM 0.33's registry does not list it and its Transformers-backend fallback fails to build it
+    (the architecture oracle's answer; the answers above built bare Attention layers instead of the model
+    class). kvplan refuses it under every flag set, with vLLM's reason."""
+    for flags in CASES.values():
+        with pytest.raises(KvplanInputError, match=r"refuses architecture .*Transformers-backend fallback fails"):
+            kvplan.api.compile(CORPUS / model / "config.json", flags)

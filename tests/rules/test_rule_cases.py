@@ -1,6 +1,7 @@
 """Rule cases as YAML (tests/rules/cases/KVnnn.yaml): minimal inputs, expected findings/decisions.
 
-Each case: `base` (a corpus model), optional `config` (keys merged into its config.json),
+Each case: `base` (a corpus model, or `arch:<name>` a config of tests/data/vllm_oracle_arch/configs),
+optional `config` (keys merged into its config.json),
 optional `hf_quant_config`, `flags` (a launch-line string), `gpu`, `engine` (`vllm==0.19.0`; default
 0.33.0), and what must / must not happen:
 `expect_codes` (the rule fires, optionally on `expect_layers`), `absent` (it must not fire),
@@ -19,6 +20,7 @@ from kvplan.rules.base import all_rules
 from tests.conftest import CORPUS
 
 CASES_DIR = Path(__file__).parent / "cases"
+ARCH_CONFIGS = Path(__file__).parents[1] / "data" / "vllm_oracle_arch" / "configs"
 CASES = [(p.stem, i, c) for p in sorted(CASES_DIR.glob("KV*.yaml"))
          for i, c in enumerate(yaml.safe_load(p.read_text())["cases"])]
 
@@ -32,7 +34,9 @@ def _merge(a: dict, b: dict) -> dict:
 
 @pytest.mark.parametrize("code,i,case", CASES, ids=[f"{c}-{i}-{x.get('name', '')}" for c, i, x in CASES])
 def test_rule_case(code: str, i: int, case: dict, tmp_path: Path) -> None:
-    base = json.loads((CORPUS / case["base"] / "config.json").read_text())
+    name = case["base"]
+    src = (ARCH_CONFIGS / f"{name[5:]}.json" if name.startswith("arch:") else CORPUS / name / "config.json")
+    base = json.loads(src.read_text())
     cfg = _merge(base, case.get("config", {}))
     for k in case.get("drop", []):
         cfg.pop(k, None)
