@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from kvplan.ingest.families import DTYPE_ALIASES
 from kvplan.model.arch import LayerArch
@@ -289,12 +290,24 @@ def dsv4_needs_fp8(ctx: RuleContext) -> Iterator[Emit]:
 
 
 # Model classes of vLLM 0.33 that build only with some --kv-cache-dtype values (module suffix -> the
-# values, whether vLLM checks each layer's (after skip layers) or the global one, what it asserts).
-_ACCEPTED_BY_CLASS: dict[str, tuple[tuple[str, ...], bool, str]] = {
-    ".flint": (("auto", "bfloat16"), True, "Flint's decoder asserts its attention's kv_cache_dtype is auto or "
-               "bfloat16 (its fused kernels write the cache in FlashInfer's bfloat16 layout)"),
-    ".deepseek_v41": (("auto", "fp8"), False, "DeepSeek-V4.1's packed FlashMLA KV layout (the CUDA default) takes "
-                      "--kv-cache-dtype auto or fp8 only"),
+# values, whether vLLM checks each layer's (after skip layers) or the global one, what it asserts, and
+# which layers' attention class asserts it: all, or only the full-attention (windowless) ones).
+@dataclass(frozen=True)
+class _ClassDtypes:
+    accepted: tuple[str, ...]
+    per_layer: bool
+    why: str
+    full_layers_only: bool = False
+
+
+_ACCEPTED_BY_CLASS: dict[str, _ClassDtypes] = {
+    ".flint": _ClassDtypes(("auto", "bfloat16"), True, "Flint's decoder asserts its attention's kv_cache_dtype is "
+                           "auto or bfloat16 (its fused kernels write the cache in FlashInfer's bfloat16 layout)"),
+    ".deepseek_v41": _ClassDtypes(("auto", "fp8"), False, "DeepSeek-V4.1's packed FlashMLA KV layout (the CUDA "
+                                  "default) takes --kv-cache-dtype auto or fp8 only"),
+    ".dots3_note": _ClassDtypes(("auto", "bfloat16", "float16"), True, "dots3-note's full-attention layers run "
+                                "sparse MLA on FlashAttention's sparse MLA kernel, which takes only a 16-bit KV "
+                                "cache (its sliding-window layers take fp8)", full_layers_only=True),
 }
 
 
@@ -304,11 +317,14 @@ _ACCEPTED_BY_CLASS: dict[str, tuple[tuple[str, ...], bool, str]] = {
              "otherwise (measured with vLLM's own model classes on the architecture oracle): Flint's decoder "
              "asserts every attention layer's kv_cache_dtype is 'auto' or 'bfloat16' (its fused kernels write "
              "the cache in FlashInfer's bfloat16 layout); DeepSeek-V4.1's packed FlashMLA layout raises for "
-             "anything but 'auto' or 'fp8' (fp8_e4m3 included; 16-bit dtypes are KV115).",
+             "anything but 'auto' or 'fp8' (fp8_e4m3 included; 16-bit dtypes are KV115); dots3-note's full-attention "
+             "layers build FlashAttention's sparse MLA impl, which raises for any 8-bit KV cache (its "
+             "sliding-window layers take one).",
          fix="Use a --kv-cache-dtype the model class takes (Flint: auto or bfloat16, or skip every layer; "
-             "DeepSeek-V4.1: auto or fp8).",
+             "DeepSeek-V4.1: auto or fp8; dots3-note: auto / bfloat16, or skip its full-attention layers).",
          references=("vllm/models/flint/model.py::FlintAttention.__init__",
-                     "vllm/models/deepseek_v41/attention.py::_resolve_dsv4_kv_cache_dtype"))
+                     "vllm/models/deepseek_v41/attention.py::_resolve_dsv4_kv_cache_dtype",
+                     "vllm/v1/attention/backends/mla/flashattn_mla_sparse.py::FlashAttnMLASparseImpl.__init__"))
 def refused_by_model_class(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.ingest.architectures import registry
 
@@ -316,10 +332,11 @@ def refused_by_model_class(ctx: RuleContext) -> Iterator[Emit]:
     entry = next((e for suffix, e in _ACCEPTED_BY_CLASS.items() if module.endswith(suffix)), None)
     if entry is None:
         return
-    accepted, per_layer, why = entry
+    accepted, per_layer, why = entry.accepted, entry.per_layer, entry.why
     g = ctx.kv_cache_dtype
     if per_layer:
-        bad = tuple(lp.index for lp in ctx.layers if lp.kv_cache_dtype not in (None, *accepted))
+        checked = [lp for lp in ctx.layers if not (entry.full_layers_only and lp.sliding_window is not None)]
+        bad = tuple(lp.index for lp in checked if lp.kv_cache_dtype not in (None, *accepted))
         dtypes = ", ".join(sorted({lp.kv_cache_dtype or "" for lp in ctx.layers if lp.index in bad}))
     else:  # the global cache dtype; one KV115 already refuses (16-bit dtypes on the packed layout)
         refused = g not in accepted and _dsv4_accepts(g)
