@@ -131,6 +131,14 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
  36. openPangu-VL's vision tower refuses every ViT attention backend but FLASH_ATTN (what a CUDA GPU
      selects; the CPU platform picks TORCH_SDPA): its module's ViT-backend lookup answers FLASH_ATTN,
      as on a GPU. A vision-encoder kernel choice; encoder attention registers no KV cache.
+ 37. A case whose config file is named `params.json` (a Mistral-format checkpoint: Voxtral Realtime
+     is published only so) is written under that name and read with `config_format="mistral"`: vLLM's
+     own Mistral config parser (adapt_config_dict) builds the config from it, as `--config-format
+     mistral` (or auto, next to consolidated*.safetensors) does on a real checkpoint. Only which reader
+     vLLM uses changes; it is vLLM's.
+ 38. A case that carries a Mistral `tekken.json` (patch 15) gets vLLM's MistralTokenizer loaded from
+     it where patch 14 would hand over its minimal tokenizer (Voxtral Realtime's model class reads the
+     audio settings of the tokenizer's audio encoder at build time). No prompt is ever processed.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -440,8 +448,17 @@ def _patch_deep_gemm_package() -> None:
     sys.modules["vllm.third_party.deep_gemm"] = stand_in
 
 
+def _mistral_case_tokenizer(model_dir: str):
+    """Patch 38: vLLM's Mistral tokenizer from the tekken.json a case carries (patch 15)."""
+    from vllm.tokenizers.mistral import MistralTokenizer
+
+    return MistralTokenizer.from_pretrained(model_dir)
+
+
 def _case_tokenizer(model_dir: str):
     """Patch 27: the tokenizer files a case carries (patch 15), where patch 14 would use its own."""
+    if Path(model_dir, "tekken.json").is_file():
+        return _mistral_case_tokenizer(model_dir)  # patch 38
     if not Path(model_dir, "tokenizer.json").is_file():
         return None
     from transformers import AutoTokenizer
@@ -756,9 +773,9 @@ def run_case(case: dict, base: Path) -> dict:
         # platform falls back to V1): the run selects it as a GPU deployment does.
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     try:
-        shutil.copy(cfg_path, os.path.join(tmp, "config.json"))
+        fmt = _config_format(cfg_path, tmp)  # patch 37
         _write_case_files(tmp, case.get("files", {}))
-        ea = EngineArgs(model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
+        ea = EngineArgs(config_format=fmt, model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
                         kv_cache_dtype_skip_layers=list(res["flags"]["kv_cache_dtype_skip_layers"]),
                         dtype=res["flags"]["dtype"], skip_tokenizer_init=True,
                         trust_remote_code=True, enforce_eager=True, load_format="dummy",
@@ -830,6 +847,13 @@ def run_case(case: dict, base: Path) -> dict:
         else:
             os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved_v2
     return res
+
+
+def _config_format(cfg_path: Path, tmp: str) -> str:
+    """Patch 37: a Mistral-format params.json is written as such and read by vLLM's Mistral parser."""
+    mistral = cfg_path.name == "params.json"
+    shutil.copy(cfg_path, os.path.join(tmp, "params.json" if mistral else "config.json"))
+    return "mistral" if mistral else "auto"
 
 
 def _write_case_files(tmp: str, files: dict) -> None:

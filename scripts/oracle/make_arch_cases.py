@@ -806,6 +806,68 @@ CASE_OPTIONS.update({
 })
 
 
+# ---- issue-21v block: Mistral-format checkpoints (params.json, read by vLLM's Mistral config parser) ----
+# Voxtral Realtime (mistralai/Voxtral-Mini-4B-Realtime-2602) is published in Mistral's format only: vLLM
+# builds its config from params.json (adapt_config_dict: a causal Whisper encoder whose KV blocks are
+# pooled by the downsample factor) and reads the audio settings of its tekken.json tokenizer at build time.
+# Written as configs/<arch>__default/params.json (the oracle's patch 37), the tokenizer as a case file.
+def _tekken_json() -> dict:
+    """A minimal tekken.json: a byte-level vocabulary, Mistral's special tokens, the audio section."""
+    import base64
+
+    specials = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+                "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]",
+                "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]", "[ARGS]",
+                "[CALL_ID]", "[AUDIO]", "[BEGIN_AUDIO]", "[TRANSCRIBE]", "[THINK]", "[/THINK]", "[STREAMING_PAD]",
+                "[STREAMING_WORD]", "[NEXT_AUDIO_TEXT]", "[REPEAT_AUDIO_TEXT]"]
+    pattern = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
+               r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}|"
+               r" ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+    return {"config": {"pattern": pattern, "num_vocab_tokens": 256, "default_vocab_size": 256 + len(specials),
+                       "default_num_special_tokens": len(specials), "version": "v13"},
+            "vocab": [{"rank": i, "token_bytes": base64.b64encode(bytes([i])).decode(), "token_str": None}
+                      for i in range(256)],
+            "special_tokens": [{"rank": i, "token_str": t, "is_control": True} for i, t in enumerate(specials)],
+            "audio": {"sampling_rate": 16000, "frame_rate": 12.5, "transcription_format": "streaming",
+                      "audio_encoding_config": {"num_mel_bins": 128, "hop_length": 160, "window_size": 400},
+                      "transcription_delay_ms": 480, "streaming_look_ahead_ms": 2.5,
+                      "streaming_look_back_ms": 52.5, "streaming_n_left_pad_tokens": 32}}
+
+
+_VOXTRAL_REALTIME_PARAMS = {
+    "dim": 3072, "n_layers": 26, "head_dim": 128, "hidden_dim": 9216, "n_heads": 32, "n_kv_heads": 8,
+    "rope_theta": 1000000.0, "norm_eps": 1e-05, "vocab_size": 131072, "tied_embeddings": True,
+    "max_position_embeddings": 131072, "sliding_window": 8192, "causal": True,
+    "ada_rms_norm_t_cond": True, "ada_rms_norm_t_cond_dim": 32,
+    "multimodal": {"whisper_model_args": {
+        "encoder_args": {
+            "audio_encoding_args": {"sampling_rate": 16000, "frame_rate": 12.5, "num_mel_bins": 128,
+                                    "hop_length": 160, "window_size": 400, "chunk_length_s": None,
+                                    "global_log_mel_max": 1.5, "transcription_format": "streaming"},
+            "dim": 1280, "n_layers": 32, "head_dim": 64, "hidden_dim": 5120, "n_heads": 32, "n_kv_heads": 32,
+            "vocab_size": 131072, "max_source_positions": None, "norm_eps": 1e-05, "rope_theta": 1000000.0,
+            "sliding_window": 750, "causal": True, "pos_embed": "rope", "use_biases": True,
+            "ffn_type": "swiglu", "norm_type": "rms_norm"},
+        "downsample_args": {"downsample_factor": 4}}},
+}
+# arch -> (provenance, params.json)
+MISTRAL_FORMAT: dict[str, tuple[str, dict]] = {
+    "VoxtralRealtimeGeneration": (
+        "Mistral-format params.json keys of mistralai/Voxtral-Mini-4B-Realtime-2602 (written from its published "
+        "keys, not copied byte for byte: geometry as transformers' VoxtralRealtimeConfig defaults, which mirror "
+        "that checkpoint: 26 decoder layers 32/8 heads of 128, window 8192; a causal 32-layer Whisper encoder "
+        "of 32 heads of 64, window 750, downsample 4; audio front-end values illustrative) + a minimal tekken.json "
+        "(byte vocabulary, Mistral special tokens, streaming audio section; values illustrative)",
+        _VOXTRAL_REALTIME_PARAMS),
+}
+CASE_FILES["VoxtralRealtimeGeneration"] = {"tekken.json": _tekken_json()}
+
+
+def _config_path(name: str) -> str:
+    """Where a case's config is written: a Mistral-format one as <name>/params.json."""
+    return f"configs/{name}/params.json" if name.split("__")[0] in MISTRAL_FORMAT else f"configs/{name}.json"
+
+
 def _apply(d: dict, over: dict) -> dict:
     """Overrides; a dotted key ("audio_config.downsample_factor") sets a nested key."""
     d = copy.deepcopy(d)
@@ -845,6 +907,8 @@ def _jsonable(d):
 def _default_config(arch: str, entry: dict) -> tuple[dict | None, str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    if arch in MISTRAL_FORMAT:  # issue-21v: read by vLLM's Mistral config parser
+        return copy.deepcopy(MISTRAL_FORMAT[arch][1]), f"published keys: {MISTRAL_FORMAT[arch][0]}"
     types = list(entry.get("transformers_model_types") or [])
     if CASE_OPTIONS.get(arch, {}).get("remote_config") and arch in PUBLISHED:
         types = []  # its own config class: the published keys below, not a transformers class
@@ -962,9 +1026,10 @@ def main() -> int:
         configs[f"{arch}__{variant}"] = _apply(base, over)
         sources[f"{arch}__{variant}"] = sources[f"{arch}__default"] + f"; variant {over}"
     for name, d in sorted(configs.items()):
-        (DATA / "configs" / f"{name}.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
+        (DATA / _config_path(name)).parent.mkdir(parents=True, exist_ok=True)
+        (DATA / _config_path(name)).write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
         for flag in (("auto",) if name in refused_cases else ("auto", "fp8")):
-            cases.append({"name": f"{name}__{flag}", "config": f"configs/{name}.json",
+            cases.append({"name": f"{name}__{flag}", "config": _config_path(name),
                           "kv_cache_dtype": flag, **CASE_OPTIONS.get(name.split("__")[0], {}),
                           **({"files": CASE_FILES[a]} if (a := name.split("__")[0]) in CASE_FILES else {})})
     doc = {"kind": "kvplan.vllm_oracle_cases", "vllm_version": reg["vllm_version"],
