@@ -24,6 +24,7 @@ from kvplan.ingest.families import (
     STANDARD_DECODER_TYPES,
     WRAPPER_TYPES,
 )
+from kvplan.ingest.audio_tower import causal_audio_encoder_caches
 from kvplan.ingest.flagship import flagship_layers
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
@@ -436,6 +437,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     layers = _nemotron_parse_cross_attention(cfg, module, layers, path, notes)
     layers = _deepseek_v4_layers(c, module, layers, num_heads, path, notes)
     layers = flagship_layers(module, text_raw, layers, path, notes)
+    layers = causal_audio_encoder_caches(cfg, architecture, layers, path, notes)
     pooling = vreg.pooling_without_kv(architecture)
     if pooling:
         layers = [LayerArch(index=la.index, kind="encoder_only",

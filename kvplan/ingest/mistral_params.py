@@ -129,6 +129,7 @@ def _multimodal(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         return {**out, "quantization_config": quant} if quant else out
     if audio:
         causal = bool(audio.get("causal"))
+        factor = ((whisper or {}).get("downsample_args") or {}).get("downsample_factor")
         quant = cfg.get("quantization_config")
         out = {"model_type": "voxtral", "text_config": cfg,
                "architectures": ["VoxtralRealtimeGeneration" if causal else "VoxtralForConditionalGeneration"],
@@ -136,7 +137,9 @@ def _multimodal(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
                                 "encoder_layers": audio.get("n_layers"),
                                 "encoder_attention_heads": audio.get("n_heads"),
                                 "encoder_head_dim": audio.get("head_dim"), "is_causal": causal,
-                                "sliding_window": audio.get("sliding_window")}}
+                                "sliding_window": audio.get("sliding_window"),
+                                # the causal encoder pools its KV blocks by the downsample factor
+                                "downsample_factor": factor, "block_pool_size": factor if causal else 1}}
         return {**out, "quantization_config": quant} if quant else out
     return cfg
 

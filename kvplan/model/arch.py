@@ -58,6 +58,11 @@ class ExtraCache(Frozen):
     """Tokens it keeps per request when it slides (Inkling's conv state: the kernel size); None: all."""
     ring: bool = False
     """A circular buffer (vLLM's CircularBufferSpec): one block per request, whatever the context."""
+    kv_heads: HeadCount | None = None
+    """An attention K/V cache of another module that vLLM numbers with this layer (Voxtral Realtime's
+    causal audio encoder layer of the same index): stored in the layer's KV cache dtype, with this many
+    KV heads split over tensor-parallel ranks as the layer's are; `elements` are then per KV head
+    (states per token x K and V x head size). None: elements cover all heads, in `element_bytes`."""
 
 
 class LayerArch(Frozen):
@@ -103,6 +108,10 @@ class LayerArch(Frozen):
     kv_shared_with: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
     """Index of the earlier layer whose KV cache this layer reads (vLLM's kv_sharing_target_layer_name:
     Gemma 3n / Gemma 4 `num_kv_shared_layers`); the layer allocates no KV cache of its own."""
+    states_per_token: Annotated[int, Field(ge=1, le=MAX_TOKENS)] = 1
+    """K/V states the layer's cache stores per (decoder) token: a block-pooled cache (vLLM's
+    tokens_per_state 1/N; Voxtral Realtime's causal audio encoder keeps N = downsample_factor encoder
+    frames per token, its window counted in frames). 1 for every other layer."""
     extra_caches: tuple[ExtraCache, ...] = ()
     """Further KV caches vLLM registers at this layer (sparse-indexer keys and rings of GLM-5 Next,
     MiniMax-M3 and Step 5, Inkling's convolution state); their bytes count in the layer's."""

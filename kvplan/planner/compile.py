@@ -29,7 +29,7 @@ from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
-from kvplan.rules.memory import dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
+from kvplan.rules.memory import DTYPE_BYTES, dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
 from kvplan.rules.state import (
     CARRIED_FIELDS,
     GLOBAL_FIELDS,
@@ -293,21 +293,24 @@ def _dsv4_request_bytes(la: LayerArch, kv_cache_dtype: str, dtype: str, mml: int
     return math.ceil(sum((b * (mml if w is None else min(w - 1 + mbt, mml)) for b, w, _ in parts), Fraction(0)))
 
 
-def _extra_request_bytes(lp: LayerPlan, la: LayerArch, mml: int, bs: int, mbt: int, model_dtype: str) -> int:
+def _extra_request_bytes(lp: LayerPlan, la: LayerArch, mml: int, bs: int, mbt: int, model_dtype: str,
+                         tp: int = 1) -> int:
     """A layer with further caches, one request: its main cache as its kind keeps it; each further
     cache over the whole context, its window (+ one prefill chunk) or one block (a ring)."""
     total = Fraction(lp.bytes_per_token_exact if lp.bytes_per_token_exact is not None else lp.bytes_per_token)
-    main = total - extra_cache_bytes(la, 0, model_dtype)[0]
+    kvb = DTYPE_BYTES.get(lp.dtype or "", 1)
+    main = total - extra_cache_bytes(la, 0, model_dtype, kvb, tp)[0]
     if any(x.same_as_layer for x in la.extra_caches):
         main /= 1 + sum(1 for x in la.extra_caches if x.same_as_layer)
     mbr = Fraction(_request_bytes(lp.model_copy(update={"bytes_per_token": math.ceil(main)}), mml, bs, mbt))
     for x in la.extra_caches:
-        mbr += (main if x.same_as_layer else _one_extra(x, la, model_dtype)) * _extra_tokens(x, mml, bs, mbt)
+        one = main if x.same_as_layer else _one_extra(x, la, model_dtype, kvb, tp)
+        mbr += one * _extra_tokens(x, mml, bs, mbt)
     return math.ceil(mbr)
 
 
-def _one_extra(x: ExtraCache, la: LayerArch, model_dtype: str) -> Fraction:
-    return extra_cache_bytes(la.model_copy(update={"extra_caches": (x,)}), 0, model_dtype)[0]
+def _one_extra(x: ExtraCache, la: LayerArch, model_dtype: str, kv_bytes: int = 2, tp: int = 1) -> Fraction:
+    return extra_cache_bytes(la.model_copy(update={"extra_caches": (x,)}), 0, model_dtype, kv_bytes, tp)[0]
 
 
 def _extra_tokens(x: ExtraCache, mml: int, bs: int, mbt: int) -> int:
@@ -315,8 +318,15 @@ def _extra_tokens(x: ExtraCache, mml: int, bs: int, mbt: int) -> int:
     return bs if x.ring else (mml if x.window is None else min(x.window - 1 + mbt, mml))
 
 
+def _pooled_window(lp: LayerPlan, la: LayerArch | None) -> LayerPlan:
+    """A block-pooled sliding cache keeps its window in pooled units (vLLM: ceil(window / N) + 1 tokens)."""
+    if la is None or la.states_per_token == 1 or not lp.sliding_window:
+        return lp
+    return lp.model_copy(update={"sliding_window": -(-lp.sliding_window // la.states_per_token) + 1})
+
+
 def _sized_layer(lp: LayerPlan, arch_layer: LayerArch | None, mml: int | None, bs: int, mbt: int,
-                 model_dtype: str = "bfloat16") -> LayerPlan:
+                 model_dtype: str = "bfloat16", tp: int = 1) -> LayerPlan:
     """The layer with its bytes for one request at --max-model-len (None without KV or context)."""
     if not lp.bytes_per_token or not mml:
         return lp.model_copy(update={"max_bytes_per_request": None})
@@ -326,16 +336,16 @@ def _sized_layer(lp: LayerPlan, arch_layer: LayerArch | None, mml: int | None, b
         mbr += math.ceil(sum((_one_extra(x, la, model_dtype) * _extra_tokens(x, mml, bs, mbt)
                               for x in la.extra_caches), Fraction(0)))
     elif la is not None and la.extra_caches and la.kv_shared_with is None:
-        mbr = _extra_request_bytes(lp, la, mml, bs, mbt, model_dtype)
+        mbr = _extra_request_bytes(lp, la, mml, bs, mbt, model_dtype, tp)
     else:
-        mbr = _request_bytes(lp, mml, bs, mbt)
+        mbr = _request_bytes(_pooled_window(lp, la), mml, bs, mbt)
     if la is not None and la.cross_attention_tokens and lp.cross_attention_bytes_per_token:
         # CrossAttentionSpec: the request's encoder tokens, in blocks (vLLM's CrossAttentionManager).
         mbr += math.ceil(la.cross_attention_tokens / bs) * bs * lp.cross_attention_bytes_per_token
     return lp.model_copy(update={"max_bytes_per_request": mbr})
 
 
-def _bf16_total(arch: ModelArch, sized: list[LayerPlan]) -> int:
+def _bf16_total(arch: ModelArch, sized: list[LayerPlan], tp: int = 1) -> int:
     """Bytes per token of the same model with every KV layer in 16-bit (indexer caches as they are)."""
     by_index = {la.index: la for la in arch.layers}
     total = 0
@@ -345,9 +355,11 @@ def _bf16_total(arch: ModelArch, sized: list[LayerPlan]) -> int:
             total += math.ceil(dsv4_bytes_per_token(la, "bfloat16", "bfloat16")[0]
                                + extra_cache_bytes(la, 0, "bfloat16")[0])
         elif _bf16_bytes(lp):
-            total += _bf16_bytes(lp) + (la.indexer_bytes_per_token if la is not None and la.kind == "mla" else 0)
+            states = la.states_per_token if la is not None else 1
+            total += _bf16_bytes(lp) * states + (la.indexer_bytes_per_token if la is not None and la.kind == "mla"
+                                                 else 0)
             if la is not None and la.extra_caches and la.kv_shared_with is None:
-                total += math.ceil(extra_cache_bytes(la, _bf16_bytes(lp), "bfloat16")[0])
+                total += math.ceil(extra_cache_bytes(la, _bf16_bytes(lp), "bfloat16", 2, tp)[0])
     return total
 
 
@@ -369,13 +381,14 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     by_index = {la.index: la for la in arch.layers}
-    sized = [_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype) for lp in layers]
+    sized = [_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype, flags.tensor_parallel_size)
+             for lp in layers]
     # Exact sum: compressed caches (DeepSeek-V4) have fractional bytes per token.
     exact = sum((Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
                  else Fraction(lp.bytes_per_token) for lp in sized), Fraction(0))
     fractional = any(lp.bytes_per_token_exact is not None for lp in sized)
     bpt = math.ceil(exact)
-    base = _bf16_total(arch, sized)
+    base = _bf16_total(arch, sized, flags.tensor_parallel_size)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
     budget = _budget(flags, gpu, weight_bytes, kv_budget_bytes)
     totals = Totals(

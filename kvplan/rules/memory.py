@@ -54,13 +54,18 @@ def dsv4_caches(la: LayerArch, kv_cache_dtype: str, dtype: str) -> list[tuple[Fr
     return parts
 
 
-def extra_cache_bytes(la: LayerArch, main: int, model_dtype: str) -> tuple[Fraction, str]:
+def extra_cache_bytes(la: LayerArch, main: int, model_dtype: str, kv_bytes: int = 2,
+                      tp: int = 1) -> tuple[Fraction, str]:
     """(bytes per token, formula) of the caches vLLM registers at a layer next to its main one
-    (`LayerArch.extra_caches`): elements x element bytes / tokens per state, each."""
+    (`LayerArch.extra_caches`): elements x element bytes / tokens per state, each. An attention cache of
+    another module (`kv_heads`) is in the layer's KV element bytes (`kv_bytes`), its heads split over TP."""
     total, parts = Fraction(0), []
     for x in la.extra_caches:
         if x.same_as_layer:
             b, f = Fraction(main), f"{x.name} {main} B (a page of the layer's cache)"
+        elif x.kv_heads is not None:
+            h = kv_heads_per_rank(x.kv_heads, tp)
+            b, f = Fraction(h * x.elements * kv_bytes), f"{x.name} {h} heads x {x.elements} x {kv_bytes} B"
         else:
             eb = x.element_bytes or DTYPE_BYTES.get(model_dtype, 2)
             b = Fraction(x.elements * eb, x.tokens_per_state)
@@ -141,8 +146,12 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
         # layer (DeepseekV32IndexerCache: index_head_dim + index_head_dim/128 fp32 scales).
         n += la.indexer_bytes_per_token
         formula += f" + indexer key cache {la.indexer_bytes_per_token} B (uint8 keys + fp32 scales)"
+    if la.states_per_token > 1:
+        # A block-pooled cache (vLLM's tokens_per_state 1/N): N stored states per token.
+        n *= la.states_per_token
+        formula += f" x {la.states_per_token} states per token (block-pooled)"
     if la.extra_caches and la.kv_shared_with is None:
-        extra, extra_formula = extra_cache_bytes(la, n, ctx.model_dtype)
+        extra, extra_formula = extra_cache_bytes(la, n, ctx.model_dtype, DTYPE_BYTES.get(st.dtype, 1), tp)
         formula += " + " + extra_formula
         if extra.denominator != 1:
             yield from _fractional(n + extra, formula, heads, f"{la.num_kv_heads} KV heads, TP {tp}")
