@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest import architectures as vreg
+from kvplan.ingest.audio_tower import causal_audio_encoder_caches
 from kvplan.ingest.families import (
     ATTENTION_FREE_ARCHS,
     FAMILY_DEFAULTS,
@@ -24,7 +25,6 @@ from kvplan.ingest.families import (
     STANDARD_DECODER_TYPES,
     WRAPPER_TYPES,
 )
-from kvplan.ingest.audio_tower import causal_audio_encoder_caches
 from kvplan.ingest.flagship import flagship_layers
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
