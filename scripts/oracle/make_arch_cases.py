@@ -861,6 +861,13 @@ MISTRAL_FORMAT: dict[str, tuple[str, dict]] = {
         _VOXTRAL_REALTIME_PARAMS),
 }
 CASE_FILES["VoxtralRealtimeGeneration"] = {"tekken.json": _tekken_json()}
+_VOXTRAL_ENC = "multimodal.whisper_model_args.encoder_args."
+VARIANTS.append(
+    # A causal encoder shallower than the decoder (every encoder cache beside a decoder layer), 16 heads,
+    # blocks pooled by 2, another window.
+    ("VoxtralRealtimeGeneration", "encoder-16-pool-2", {
+        _VOXTRAL_ENC + "n_layers": 16, _VOXTRAL_ENC + "n_heads": 16, _VOXTRAL_ENC + "n_kv_heads": 16,
+        _VOXTRAL_ENC + "sliding_window": 300, "multimodal.whisper_model_args.downsample_args.downsample_factor": 2}))
 
 
 def _config_path(name: str) -> str:
