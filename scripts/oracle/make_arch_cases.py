@@ -11,7 +11,10 @@ the network, a default config.json is written:
   * from the config class vLLM ships (vllm/transformers_utils/configs/, vLLM's config registry), or
   * for remote-code architectures: the published keys, written out in REMOTE below (a Llama-style
     base plus the keys the architecture's own config adds) or in published_configs.py (the
-    config.json keys of a named published checkpoint, with that provenance in cases.json).
+    config.json keys of a named published checkpoint, with that provenance in cases.json), or
+  * for an architecture published only in Mistral's format (MISTRAL_FORMAT: Voxtral Realtime): its
+    params.json keys, written as configs/<name>/params.json and read by vLLM's own Mistral config
+    parser (the oracle's patch 37; kvplan reads a params.json as vLLM converts it).
 `architectures` is set to the architecture. VARIANTS adds configs that exercise the layer-type
 keys of an architecture (layer patterns, windows, per-layer-type geometry).
 Every config is answered under --kv-cache-dtype auto and fp8.
