@@ -10,7 +10,8 @@ window in pooled units (ceil(window / N) + 1 tokens). vLLM numbers encoder layer
 decoder layer j: where both exist the encoder cache is a further cache of that layer
 (ExtraCache with kv_heads), past the decoder's last layer it is a layer of its own (states_per_token).
 Only the causal encoder (params.json `causal: true`) registers caches; Voxtral's bidirectional one
-registers none.
+registers none. vLLM builds Voxtral Realtime only from the Mistral-format params.json: a Hugging
+Face-format config.json of it is refused, as vLLM's model class fails on it.
 """
 from __future__ import annotations
 
@@ -33,7 +34,18 @@ def causal_audio_encoder_caches(cfg: dict[str, Any], architecture: str | None, l
                                 path: Path, notes: list[str]) -> list[LayerArch]:
     """The decoder layers with the causal audio encoder's KV caches added (unchanged for other models)."""
     audio = cfg.get("audio_config")
-    if architecture != "VoxtralRealtimeGeneration" or not isinstance(audio, dict) or not audio.get("is_causal"):
+    if architecture != "VoxtralRealtimeGeneration":
+        return layers
+    if not isinstance(audio, dict) or "block_pool_size" not in audio:
+        # A Hugging Face-format config (transformers' voxtral_realtime): vLLM 0.33's model class reads the
+        # Whisper keys its Mistral parser writes (max_source_positions, block_pool_size) and a Mistral
+        # tokenizer; from config.json it fails to build ('VoxtralRealtimeEncoderConfig' object has no
+        # attribute 'max_source_positions', measured on the oracle).
+        raise KvplanInputError(f"{path}: vLLM 0.33 builds VoxtralRealtimeGeneration only from the checkpoint's "
+                               "Mistral-format params.json (from this config.json its model class fails to build).",
+                               "Pass the checkpoint folder (params.json, consolidated.safetensors, tekken.json) "
+                               "or its params.json.")
+    if not audio.get("is_causal"):
         return layers
     n_enc = _pos(audio, "encoder_layers", path)
     heads = _pos(audio, "encoder_attention_heads", path)

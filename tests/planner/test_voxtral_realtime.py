@@ -82,3 +82,16 @@ def test_encoder_without_heads_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "params.json").write_text(json.dumps(params))
     with pytest.raises(KvplanInputError, match="encoder_attention_heads must be a positive integer"):
         kvplan.api.compile(tmp_path / "params.json", [])
+
+
+def test_hugging_face_format_config_is_refused_as_vllm_fails_on_it(tmp_path: Path) -> None:
+    """transformers' voxtral_realtime config.json: vLLM 0.33's class needs the Mistral parser's keys."""
+    cfg = {"architectures": ["VoxtralRealtimeGeneration"], "model_type": "voxtral_realtime",
+           "audio_config": {"model_type": "voxtral_realtime_encoder", "hidden_size": 1280, "num_hidden_layers": 32,
+                            "num_attention_heads": 32, "head_dim": 64, "sliding_window": 750},
+           "text_config": {"model_type": "voxtral_realtime_text", "hidden_size": 3072, "num_hidden_layers": 26,
+                           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                           "sliding_window": 8192, "max_position_embeddings": 131072}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(KvplanInputError, match="only from the checkpoint's Mistral-format params.json"):
+        kvplan.api.compile(tmp_path / "config.json", [])
