@@ -93,5 +93,5 @@ def test_hugging_face_format_config_is_refused_as_vllm_fails_on_it(tmp_path: Pat
                            "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
                            "sliding_window": 8192, "max_position_embeddings": 131072}}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(KvplanInputError, match="only from the checkpoint's Mistral-format params.json"):
+    with pytest.raises(KvplanInputError, match=r"only from the checkpoint's Mistral-format params\.json"):
         kvplan.api.compile(tmp_path / "config.json", [])
