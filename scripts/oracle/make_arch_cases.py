@@ -864,6 +864,11 @@ MISTRAL_FORMAT: dict[str, tuple[str, dict]] = {
         _VOXTRAL_REALTIME_PARAMS),
 }
 CASE_FILES["VoxtralRealtimeGeneration"] = {"tekken.json": _tekken_json()}
+# --kv-cache-dtype fp8 cases with --kv-cache-dtype-skip-layers (config name -> (tag, skip tokens)):
+# vLLM numbers Voxtral Realtime's encoder layer j with text layer j, so a layer index skips both.
+SKIP_CASES: dict[str, list[tuple[str, list[str]]]] = {
+    "VoxtralRealtimeGeneration__default": [("0", ["0"]), ("30", ["30"]), ("sliding", ["sliding_window"])],
+}
 _VOXTRAL_ENC = "multimodal.whisper_model_args.encoder_args."
 VARIANTS.append(
     # A causal encoder shallower than the decoder (every encoder cache beside a decoder layer), 16 heads,
@@ -1041,6 +1046,10 @@ def main() -> int:
         for flag in (("auto",) if name in refused_cases else ("auto", "fp8")):
             cases.append({"name": f"{name}__{flag}", "config": _config_path(name),
                           "kv_cache_dtype": flag, **CASE_OPTIONS.get(name.split("__")[0], {}),
+                          **({"files": CASE_FILES[a]} if (a := name.split("__")[0]) in CASE_FILES else {})})
+        for tag, skip in SKIP_CASES.get(name, ()):
+            cases.append({"name": f"{name}__fp8-skip-{tag}", "config": _config_path(name), "kv_cache_dtype": "fp8",
+                          "skip_layers": skip, **CASE_OPTIONS.get(name.split("__")[0], {}),
                           **({"files": CASE_FILES[a]} if (a := name.split("__")[0]) in CASE_FILES else {})})
     doc = {"kind": "kvplan.vllm_oracle_cases", "vllm_version": reg["vllm_version"],
            "generated_by": "scripts/oracle/make_arch_cases.py", "config_sources": sources,
