@@ -1,6 +1,7 @@
 """Architectures as vLLM keys them: no silent guesses (KV604, --strict), refusals, no transformers."""
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -76,6 +77,16 @@ def test_unverified_architecture_warns_and_names_keys(tmp_path: Path) -> None:
     assert arch in f.message and "keys read:" in f.message and "num_attention_heads" in f.message
     strict = kvplan.api.compile(cfg, "--kv-cache-dtype auto", strict=True)
     assert [x.severity.value for x in _kv604(strict)] == ["error"]
+
+
+def test_registered_but_unverified_architecture_names_its_status(tmp_path: Path, monkeypatch) -> None:
+    """Every registered architecture is verified today; one the oracle could not answer says why (KV604)."""
+    cov = copy.deepcopy(vreg.coverage())
+    cov["architectures"]["LlamaForCausalLM"]["status"] = "oracle-error"
+    monkeypatch.setattr(vreg, "coverage", lambda: cov)
+    (f,) = _kv604(kvplan.api.compile(_cfg(tmp_path, "LlamaForCausalLM__default"), "--kv-cache-dtype auto"))
+    assert f.severity.value == "warning"
+    assert "LlamaForCausalLM is not verified against vLLM 0.33.0 (oracle-error; " in f.message
 
 
 def test_unused_geometry_keys_are_named_even_for_a_verified_architecture(tmp_path: Path) -> None:
