@@ -28,6 +28,17 @@ def _pos_int(raw: dict[str, Any], key: str, default: int, path: Path) -> int:
     return v
 
 
+def _list(raw: dict[str, Any], key: str, path: Path, item: type) -> list[Any]:
+    """A list-valued key (absent or null: empty) whose entries are all of one type."""
+    v = raw.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(x, item) and not isinstance(x, bool) for x in v):
+        raise KvplanInputError(f"{path}: {key} must be a list of {item.__name__} values, got {v!r}.",
+                               f"Fix {key} in config.json.")
+    return v
+
+
 def _flint(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
     """vLLM's FlintConfig: `use_sliding_window: false` clears sliding_window, so its sliding
     layer_types entries attend over the full context."""
@@ -45,11 +56,13 @@ def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list
     With a sparse_config section (enabled), each full-attention layer (its DSA layers) also registers
     a CSA tail ring (one page of the layer's own cache) and a uint8 region-summary cache (256 B per
     8-token region)."""
-    types = raw.get("layer_types_with_mtp") or raw.get("layer_types") or []
+    types = _list(raw, "layer_types_with_mtp", path, str) or _list(raw, "layer_types", path, str)
     aos = raw.get("attention_other_setting")
     other: dict[str, Any] = aos if isinstance(aos, dict) else {}
     groups = _pos_int(raw, "num_attention_groups", 1, path)
-    head = raw.get("head_dim")
+    head = _pos_int(raw, "head_dim", 1, path) if raw.get("head_dim") is not None else None
+    other_groups = _pos_int(other, "num_attention_groups", 1, path) if other else 1
+    other_head = _pos_int(other, "head_dim", 1, path) if other.get("head_dim") is not None else None
     sparse = raw.get("sparse_config")
     dsa = isinstance(sparse, dict) and sparse.get("enabled") is not False
     out = []
@@ -59,8 +72,8 @@ def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list
             continue
         t = types[la.index] if la.index < len(types) else "full_attention"
         mine = bool(other) and t == other.get("attention_type")
-        kvh = other.get("num_attention_groups") if mine else groups
-        hd = (other.get("head_dim") if mine else head) or la.head_size
+        kvh = other_groups if mine else groups
+        hd = (other_head if mine else head) or la.head_size
         src = la.source + (f" (attention_other_setting: {kvh} KV groups, head_dim {hd})" if mine
                            else f" (num_attention_groups {kvh}, head_dim {hd})")
         extra: tuple[ExtraCache, ...] = ()
@@ -146,7 +159,7 @@ def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: 
     """vLLM's GLM-5 Next: layer_types 'linear_attention' layers are KDA linear attention, the others
     MLA; with index_topk set, each MLA layer's indexer keeps uint8 keys (index_head_dim + fp32 scale
     per 128) pooled over index_kpool tokens, and a bf16 ring of the in-progress pool (K and gate)."""
-    types = raw.get("layer_types") or []
+    types = _list(raw, "layer_types", path, str)
     topk = raw.get("index_topk")
     ihd = _pos_int(raw, "index_head_dim", 128, path)
     kpool = _pos_int(raw, "index_kpool", 16, path)
@@ -180,8 +193,8 @@ def _deepseek_v41(raw: dict[str, Any], layers: list[LayerArch], path: Path, note
     head = _pos_int(raw, "head_dim", 512, path)
     rope = raw.get("qk_rope_head_dim", 64)
     ratios = raw.get("compress_ratios") or []
-    kv_src = set(raw.get("kv_source_layer_ids") or ())
-    idx_src = set(raw.get("index_source_layer_ids") or ())
+    kv_src = set(_list(raw, "kv_source_layer_ids", path, int))
+    idx_src = set(_list(raw, "index_source_layer_ids", path, int))
     window = _pos_int(raw, "sliding_window", 128, path)
     ihd = _pos_int(raw, "index_head_dim", 128, path)
     if not isinstance(rope, int) or isinstance(rope, bool) or not 0 <= rope < head or not isinstance(ratios, list):

@@ -135,12 +135,26 @@ def _nemo_decoder(d: dict[str, Any], model_type: Any) -> dict[str, Any]:
     return {**out, "model_type": model_type}
 
 
-def _model_dtype(text: dict[str, Any], top: dict[str, Any]) -> str | None:
+# torch dtype names a config.json may carry (transformers turns the string into `getattr(torch, name)`,
+# so any other name fails to load). vLLM runs float16 / bfloat16 as they are and any other one (float32,
+# float64, 8-bit types) in the platform's preferred dtype (KV100).
+_TORCH_DTYPE_NAMES = {"float32", "float", "float64", "double", "bfloat16", "float16", "half", "float8_e4m3fn",
+                      "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "int8", "uint8",
+                      "int16", "int32", "int64", "bool"}
+_DTYPE_CANON = {"float": "float32", "double": "float64", "half": "float16"}
+
+
+def _model_dtype(text: dict[str, Any], top: dict[str, Any], path: Path) -> str | None:
     for d in (text, top):
         for k in ("dtype", "torch_dtype"):
             v = d.get(k)
             if isinstance(v, str) and v:
-                return v.replace("torch.", "")
+                name = v.replace("torch.", "")
+                if name not in _TORCH_DTYPE_NAMES:
+                    raise KvplanInputError(f"{path}: {k} {v!r} is not a torch dtype (e.g. bfloat16, float16, "
+                                           "float32): transformers cannot load this config.",
+                                           f"Fix {k} in config.json.")
+                return _DTYPE_CANON.get(name, name)
     return None
 
 
@@ -289,6 +303,9 @@ def _head_dim(c: _Cfg, hidden: Any, num_heads: Any, notes: list[str]) -> Any:
     if head_dim is None and not hidden:
         hidden = c.get("hidden_size", "d_model", hf=True)
     if head_dim is None and hidden and num_heads:
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (hidden, num_heads)):
+            raise KvplanInputError(f"hidden_size {hidden!r} and num_attention_heads {num_heads!r} must be positive "
+                                   "integers (head_dim is hidden_size / heads).", "Fix the values in config.json.")
         head_dim = hidden // num_heads
         notes.append(f"head_dim absent: hidden_size {hidden} / heads {num_heads} = {head_dim}")
     return head_dim
@@ -448,7 +465,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     raw_keys, read, unused = _unused_geometry_keys(text_plain, text_key, cfg, text_raw, arch_status, architecture)
     return ModelArch(
         model_type=model_type, text_model_type=text_type or model_type, architecture=architecture,
-        num_layers=num_layers, config_dtype=_model_dtype(text_raw, cfg),
+        num_layers=num_layers, config_dtype=_model_dtype(text_raw, cfg, path),
         max_position_embeddings=max_pos if isinstance(max_pos, int) else None,
         is_encoder_decoder=is_enc_dec, layers=tuple(layers), uses_mla=mla is not None,
         mamba_ssm_cache_dtype=text_raw.get("mamba_ssm_cache_dtype") or text_raw.get("mamba_ssm_dtype"),
@@ -537,7 +554,8 @@ def _deepseek_v4_layers(c: _Cfg, module: str, layers: list[LayerArch], num_heads
     rope = _int(c.get("qk_rope_head_dim", hf=True), "qk_rope_head_dim", path)
     rates = raw.get("compress_rates") or {}
     types = raw.get("layer_types") or []
-    if not isinstance(rates, dict) or not isinstance(types, list) or len(types) < len(layers) or rope >= head:
+    if (not isinstance(rates, dict) or not isinstance(types, list) or len(types) < len(layers) or rope >= head
+            or not all(isinstance(t, str) for t in types)):
         raise KvplanInputError(f"{path}: DeepSeek-V4 needs compress_rates (a map), layer_types (one per layer) "
                                "and qk_rope_head_dim < head_dim.", "Pass the model's full config.json.")
     ihd = c.get("index_head_dim", hf=True) or 128
@@ -884,6 +902,16 @@ def _nas_kv_heads(s: _Stack, num_heads: Any) -> dict[int, dict[str, int]]:
     return out
 
 
+def _geom_int(v: Any, what: str, i: int, path: Path) -> int:
+    """A layer's head count or size: a non-negative integer (an integral float such as 8.0 reads as 8)."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise KvplanInputError(f"{path}: layer {i}'s {what} must be a non-negative integer, got {v!r}.",
+                               "Fix the value in config.json.")
+    return v
+
+
 def _layer_arch(s: _Stack, i: int, kind: str, src: str, geo: dict[str, Any]) -> LayerArch:
     """One attention layer's LayerArch from its kind and the stack's geometry."""
     raw, module = s.raw, s.module
@@ -913,8 +941,9 @@ def _layer_arch(s: _Stack, i: int, kind: str, src: str, geo: dict[str, Any]) -> 
         index=i, kind=cast(LayerKind, kind), kv_cache_dtype_ignored=geo["no_cache_cfg"],
         sliding_window=s.window if kind == "sliding_attention" else None,
         attention_chunk_size=geo["chunk"] if kind == "chunked_attention" else None,
-        num_heads=geo["num_heads"], num_kv_heads=int(kvh), head_size=int(hd),
-        head_size_v=int(hv if module.endswith(".mimo_v2") else hd),
+        num_heads=geo["num_heads"], num_kv_heads=_geom_int(kvh, "num_key_value_heads", i, s.path),
+        head_size=_geom_int(hd, "head_dim", i, s.path),
+        head_size_v=_geom_int(hv if module.endswith(".mimo_v2") else hd, "v_head_dim", i, s.path),
         has_sinks=geo["sinks"] or (module.endswith(".mimo_v2") and kind == "sliding_attention"
                                    and bool(raw.get("add_swa_attention_sink_bias"))), source=src)
 
@@ -1137,6 +1166,9 @@ def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
     freq = raw.get("index_topk_freq", 1)
     freq = freq if isinstance(freq, int) and not isinstance(freq, bool) and freq > 0 else 1
     pattern = raw.get("index_topk_pattern")
+    if pattern is not None and not isinstance(pattern, (str, list)):
+        raise KvplanInputError(f"index_topk_pattern must be a string or list of 'S' / 'D' per layer, got {pattern!r}.",
+                               "Fix index_topk_pattern in config.json.")
     offset = raw.get("index_skip_topk_offset", 2)
     offset = offset if isinstance(offset, int) and not isinstance(offset, bool) else 2
     out = set()

@@ -17,8 +17,9 @@ V = "vllm-0.33: "
 @declare(code="KV100", name="model-dtype", kind="decision", scope="global", family="dtype",
          severity="info", summary="The model dtype ('auto' KV) follows --dtype, else the config's dtype.",
          why="'auto' and skipped layers store KV in the model dtype. vLLM runs float32 and dtype-less "
-             "configs in bfloat16 (pooling models in float16), and falls back to float16 on GPUs without "
-             "bfloat16 (before SM80).",
+             "configs, and configs naming a dtype it does not run models in (float64, 8-bit types), in "
+             "bfloat16 (pooling models in float16), and falls back to float16 on GPUs without bfloat16 "
+             "(before SM80). A config dtype that is not a torch dtype at all is an input error (exit 2).",
          fix="Pass --dtype to choose the model dtype explicitly.",
          references=("vllm/config/model.py::_get_and_verify_dtype",))
 @decides_global("model_dtype")
@@ -29,11 +30,11 @@ def model_dtype(ctx: RuleContext) -> Iterator[Set]:
         yield Set("model_dtype", d, f"--dtype {f.dtype}")
         return
     cd = ctx.arch.config_dtype
-    if cd in (None, "float32") and ctx.arch.pooling:
-        why = "config has no torch_dtype (read as float32)" if cd is None else "config dtype float32"
+    why = ("config has no torch_dtype (read as float32)" if cd is None else f"config dtype {cd}" if cd == "float32"
+           else f"config dtype {cd} (not a dtype vLLM runs a model in: it falls back to its preferred one)")
+    if cd not in ("bfloat16", "float16") and ctx.arch.pooling:
         d, fact = "float16", f"{why}: vLLM runs a pooling model in float16 with --dtype auto"
-    elif cd in (None, "float32"):
-        why = "config has no torch_dtype (read as float32)" if cd is None else "config dtype float32"
+    elif cd not in ("bfloat16", "float16"):
         d, fact = "bfloat16", f"{why}: vLLM runs it in bfloat16 with --dtype auto"
     else:
         d, fact = cd, f"config torch_dtype {cd}"

@@ -102,3 +102,31 @@ def test_family_defaults_match_transformers() -> None:
         for key, value in defaults.items():
             if key in cfg and key not in ("max_position_embeddings",):
                 assert cfg[key] == value, f"{model_type}.{key}: kvplan {value!r}, transformers {cfg[key]!r}"
+
+
+@pytest.mark.parametrize("key", ["torch_dtype", "dtype"])
+def test_a_config_dtype_that_is_no_torch_dtype_is_one_input_error(tmp_path: Path, key: str) -> None:
+    cfg = json.loads((CORPUS / "Meta-Llama-3.1-8B" / "config.json").read_text())
+    cfg.pop("torch_dtype", None)
+    cfg[key] = "bfloat17"
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(KvplanInputError, match=f"{key} 'bfloat17' is not a torch dtype") as e:
+        load_model_inputs(tmp_path / "config.json")
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(("config_dtype", "model_dtype", "bytes_per_token"),
+                         [("float8_e4m3fn", "bfloat16", 4096), ("float64", "bfloat16", 4096),
+                          ("torch.float16", "float16", 4096), ("half", "float16", 4096)])
+def test_config_dtypes_vllm_does_not_run_fall_back_to_its_preferred_dtype(
+        tmp_path: Path, config_dtype: str, model_dtype: str, bytes_per_token: int) -> None:
+    """vLLM's _resolve_auto_dtype: a config dtype the platform does not run a model in (8-bit, float64)
+    falls back to the preferred one (bfloat16 on CUDA), as float32 does; 'auto' KV is stored in it."""
+    from kvplan.pipeline import compile as compile_plan
+
+    cfg = json.loads((CORPUS / "Meta-Llama-3.1-8B" / "config.json").read_text())
+    cfg["torch_dtype"] = config_dtype
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    plan = compile_plan(tmp_path / "config.json")
+    assert {lp.dtype for lp in plan.layers} == {model_dtype}
+    assert plan.layers[0].bytes_per_token == bytes_per_token

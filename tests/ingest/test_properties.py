@@ -223,3 +223,48 @@ def test_random_safetensors_headers_give_an_input_error_or_scales(header: dict, 
             return
     assert files == ("model.safetensors",) and total >= 0
     assert all(s.layer >= 0 and all(d >= 0 for d in s.shape) for s in scales)
+
+
+ARCH_CONFIGS = sorted((Path(__file__).parents[1] / "data" / "vllm_oracle_arch" / "configs").glob("*.json"))
+
+
+def _key_paths(d: Any, pre: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key of a config (two levels into sub-configs) and the first entries of its lists."""
+    out: list[tuple[Any, ...]] = []
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.append((*pre, k))
+            if len(pre) < 2 and isinstance(v, (dict, list)):
+                items = [(*pre, k, i) for i in range(min(len(v), 3))] if isinstance(v, list) else []
+                out += _key_paths(v, (*pre, k)) if isinstance(v, dict) else items
+    return out
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), cfg_path=st.sampled_from(ARCH_CONFIGS))
+def test_published_architecture_configs_with_a_hostile_value_give_an_input_error_or_a_sound_plan(
+        data: st.DataObject, cfg_path: Path) -> None:
+    """Every architecture vLLM registers (the oracle's configs), one or two values replaced by JSON of
+    another type or sign: the readers of each architecture's own keys answer with one input-error line
+    or a sound plan, never a traceback."""
+    cfg = json.loads(cfg_path.read_text())
+    paths = _key_paths(cfg)
+    for _ in range(data.draw(st.integers(1, 2))):
+        *parents, last = data.draw(st.sampled_from(paths))
+        target = cfg
+        for k in parents:
+            target = target[k]
+        target[last] = data.draw(st.one_of(JSON_SCALARS, st.sampled_from([[], {}, [1, "a"], {"a": 1}, -1, 0, "x"])))
+        paths = _key_paths(cfg) or [("model_type",)]
+    fp8 = ServingFlags(kv_cache_dtype="fp8", kv_cache_dtype_explicit=True)
+    flags = data.draw(st.sampled_from([ServingFlags(), fp8]))
+    try:
+        arch = parse_hf_config(cfg, cfg_path)
+        plan = compile_plan(arch, parse_quant_metadata(cfg, None), flags, None)
+    except KvplanInputError as e:
+        assert "\n" not in str(e)
+        return
+    for lp in plan.layers:
+        assert lp.bytes_per_token >= 0 and lp.num_kv_heads >= 0 and lp.head_size >= 0
+    # (fractional per-token bytes are rounded up per layer; the total rounds the exact sum once)
+    assert 0 <= plan.totals.bytes_per_token <= sum(lp.bytes_per_token for lp in plan.layers)
