@@ -145,9 +145,12 @@ def _doc(cov: dict, reg: dict) -> str:
 def sentence(cov: dict, reg: dict) -> str:
     n_t = sum(1 for v in cov.values() if v["category"] == "text" and v["status"] == "verified")
     n_m = sum(1 for v in cov.values() if v["category"] == "multimodal" and v["status"] == "verified")
+    rest = (n_t < reg["counts"]["text"]) or (n_m < reg["counts"]["multimodal"])
+    where = ("lists the rest and why" if rest else
+             "lists each one and the architectures vLLM refuses")
     return (f"{n_t} of {reg['counts']['text']} text-generation and {n_m} of {reg['counts']['multimodal']} "
             f"multimodal architectures verified exact against vLLM {reg['vllm_version']} "
-            "([docs/architectures.md](docs/architectures.md) lists the rest and why).")
+            f"([docs/architectures.md](docs/architectures.md) {where}).")
 
 
 def render(cov: dict, refused: dict) -> tuple[str, str, str]:
