@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import tempfile
@@ -32,6 +33,21 @@ CORPUS = DATA / "corpus"
 ORACLE = DATA / "vllm_oracle"
 GOLDEN = ROOT / "tests" / "golden"
 EXAMPLES = ROOT / "examples"
+ARCH_CONFIGS = DATA / "vllm_oracle_arch" / "configs"
+
+
+def arch_config(tmp_path: Path, name: str, **over: object) -> Path:
+    """An oracle architecture config (tests/data/vllm_oracle_arch/configs/<name>.json) written to
+    tmp_path with keys replaced (a None value removes the key)."""
+    cfg = json.loads((ARCH_CONFIGS / f"{name}.json").read_text())
+    for k, v in over.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    return p
 
 # The standard flag matrix (the same six cases the vLLM oracle answered).
 CASES: dict[str, list[str]] = {

@@ -122,10 +122,7 @@ def _inkling(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: li
     """vLLM's Inkling: layers in local_layer_ids slide over sliding_window_size tokens with the swa_*
     geometry, the others attend over everything; every layer also keeps its short-convolution state
     as a sliding cache (K, V and two hidden-size streams per KV head, padded to a power of two)."""
-    local = raw.get("local_layer_ids") or []
-    if not isinstance(local, list):
-        raise KvplanInputError(f"{path}: local_layer_ids must be a list of layer indices.",
-                               "Fix local_layer_ids in config.json.")
+    local = _list(raw, "local_layer_ids", path, int)
     hidden = _pos_int(raw, "hidden_size", 1536, path)
     heads = _pos_int(raw, "num_attention_heads", 12, path)
     kvh = _pos_int(raw, "num_key_value_heads", 4, path)

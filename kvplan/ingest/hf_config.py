@@ -906,10 +906,7 @@ def _geom_int(v: Any, what: str, i: int, path: Path) -> int:
     """A layer's head count or size: a non-negative integer (an integral float such as 8.0 reads as 8)."""
     if isinstance(v, float) and v.is_integer():
         v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise KvplanInputError(f"{path}: layer {i}'s {what} must be a non-negative integer, got {v!r}.",
-                               "Fix the value in config.json.")
-    return v
+    return _int(v, f"layer {i}'s {what}", path)
 
 
 def _layer_arch(s: _Stack, i: int, kind: str, src: str, geo: dict[str, Any]) -> LayerArch:

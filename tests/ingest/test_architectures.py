@@ -12,21 +12,9 @@ import pytest
 import kvplan.api
 from kvplan.errors import KvplanInputError
 from kvplan.ingest import architectures as vreg
-from tests.conftest import ROOT
+from tests.conftest import ROOT, arch_config
 
 CONFIGS = ROOT / "tests" / "data" / "vllm_oracle_arch" / "configs"
-
-
-def _cfg(tmp_path: Path, name: str, **over) -> Path:
-    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
-    for k, v in over.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    p = tmp_path / "config.json"
-    p.write_text(json.dumps(cfg))
-    return p
 
 
 def _kv604(plan):
@@ -47,7 +35,7 @@ def test_registry_counts_are_vllm_033s() -> None:
 
 def test_verified_architecture_plans_without_kv604(tmp_path: Path) -> None:
     assert vreg.status("LlamaForCausalLM") == "verified"
-    plan = kvplan.api.compile(_cfg(tmp_path, "LlamaForCausalLM__default"), "--kv-cache-dtype fp8")
+    plan = kvplan.api.compile(arch_config(tmp_path, "LlamaForCausalLM__default"), "--kv-cache-dtype fp8")
     assert plan.model.architecture == "LlamaForCausalLM" and not _kv604(plan)
 
 
@@ -62,10 +50,10 @@ def _unverified_config(tmp_path: Path) -> tuple[str, Path]:
                 kvplan.api.compile(CONFIGS / f"{arch}__default.json", "--kv-cache-dtype auto")
             except KvplanInputError:
                 continue
-            return arch, _cfg(tmp_path, f"{arch}__default")
+            return arch, arch_config(tmp_path, f"{arch}__default")
     arch = "LlamaForCausalLMWithAdapters"
     assert not vreg.is_registered(arch)
-    return arch, _cfg(tmp_path, "LlamaForCausalLM__default", architectures=[arch])
+    return arch, arch_config(tmp_path, "LlamaForCausalLM__default", architectures=[arch])
 
 
 def test_unverified_architecture_warns_and_names_keys(tmp_path: Path) -> None:
@@ -84,13 +72,13 @@ def test_registered_but_unverified_architecture_names_its_status(tmp_path: Path,
     cov = copy.deepcopy(vreg.coverage())
     cov["architectures"]["LlamaForCausalLM"]["status"] = "oracle-error"
     monkeypatch.setattr(vreg, "coverage", lambda: cov)
-    (f,) = _kv604(kvplan.api.compile(_cfg(tmp_path, "LlamaForCausalLM__default"), "--kv-cache-dtype auto"))
+    (f,) = _kv604(kvplan.api.compile(arch_config(tmp_path, "LlamaForCausalLM__default"), "--kv-cache-dtype auto"))
     assert f.severity.value == "warning"
     assert "LlamaForCausalLM is not verified against vLLM 0.33.0 (oracle-error; " in f.message
 
 
 def test_unused_geometry_keys_are_named_even_for_a_verified_architecture(tmp_path: Path) -> None:
-    p = _cfg(tmp_path, "LlamaForCausalLM__default", swa_layers=[0, 2], global_attn_layer_pattern="LLG",
+    p = arch_config(tmp_path, "LlamaForCausalLM__default", swa_layers=[0, 2], global_attn_layer_pattern="LLG",
              local_num_key_value_heads=2)
     (f,) = _kv604(kvplan.api.compile(p, "--kv-cache-dtype auto"))
     for k in ("swa_layers", "global_attn_layer_pattern", "local_num_key_value_heads"):
@@ -122,7 +110,7 @@ def test_cli_strict_makes_kv604_fail_the_run(tmp_path: Path) -> None:
 
 
 def test_architecture_vllm_refuses_is_refused_with_its_reason(tmp_path: Path) -> None:
-    p = _cfg(tmp_path, "MiniMaxForCausalLM__default")
+    p = arch_config(tmp_path, "MiniMaxForCausalLM__default")
     with pytest.raises(KvplanInputError, match=r"MiniMaxForCausalLM was supported in vLLM until v0\.23\.0"):
         kvplan.api.compile(p, "--kv-cache-dtype auto")
     r = _cli("plan", str(p))
@@ -135,14 +123,15 @@ def test_architecture_vllm_refuses_is_refused_with_its_reason(tmp_path: Path) ->
 
 def test_refused_architecture_that_the_transformers_backend_builds_still_plans(tmp_path: Path) -> None:
     assert vreg.refusal("PersimmonForCausalLM") is None  # vLLM builds it through its Transformers backend
-    plan = kvplan.api.compile(_cfg(tmp_path, "PersimmonForCausalLM__default"), "--kv-cache-dtype auto")
+    plan = kvplan.api.compile(arch_config(tmp_path, "PersimmonForCausalLM__default"), "--kv-cache-dtype auto")
     assert plan.model.architecture == "PersimmonForCausalLM"
     # ... and the oracle measured it exact (tests/planner/test_vllm_arch_parity.py), so no KV604.
     assert vreg.status("PersimmonForCausalLM") == "verified" and not _kv604(plan)
 
 
 def test_architecture_from_model_type_when_architectures_is_absent(tmp_path: Path) -> None:
-    plan = kvplan.api.compile(_cfg(tmp_path, "Qwen3ForCausalLM__default", architectures=None), "--kv-cache-dtype auto")
+    cfg = arch_config(tmp_path, "Qwen3ForCausalLM__default", architectures=None)
+    plan = kvplan.api.compile(cfg, "--kv-cache-dtype auto")
     assert plan.model.architecture == "Qwen3ForCausalLM"
 
 

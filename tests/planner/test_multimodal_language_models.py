@@ -16,7 +16,7 @@ import pytest
 
 import kvplan.api
 from kvplan.errors import KvplanInputError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, arch_config
 from tests.planner.arch_parity import ARCH_DATA, load_answer, oracle_layers
 
 CONFIGS = ARCH_DATA / "configs"
@@ -24,18 +24,6 @@ CONFIGS = ARCH_DATA / "configs"
 
 def _vllm_total(name: str) -> float:
     return sum(slot["bytes"] for slot in oracle_layers(load_answer(name)).values())
-
-
-def _edited(tmp_path: Path, name: str, **over: object) -> Path:
-    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
-    for k, v in over.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    p = tmp_path / "config.json"
-    p.write_text(json.dumps(cfg))
-    return p
 
 
 @pytest.mark.parametrize(("name", "published", "built"), [
@@ -56,7 +44,7 @@ def test_vision_tower_reroutes_to_the_architecture_vllm_builds(name: str, publis
 
 
 def test_without_a_vision_tower_the_text_architecture_stays(tmp_path: Path) -> None:
-    cfg = _edited(tmp_path, "DeepseekV4ForConditionalGeneration__default", vision_n_layers=0)
+    cfg = arch_config(tmp_path, "DeepseekV4ForConditionalGeneration__default", vision_n_layers=0)
     assert kvplan.api.compile(cfg, "--kv-cache-dtype auto").model.architecture == "DeepseekV4ForCausalLM"
     plan = kvplan.api.compile(CONFIGS / "MiMoV2FlashForCausalLM__default.json", "--kv-cache-dtype auto")
     assert plan.model.architecture == "MiMoV2FlashForCausalLM"
