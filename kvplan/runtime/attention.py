@@ -523,6 +523,9 @@ class AttentionConfig:
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
     dequant: bool | None = None  # prefill kernel over a quantized cache: dequantize the pages
     #                              into a bf16/fp16 workspace first, then the bf16/fp16 kernel
+    hopper: bool | None = None  # prefill kernel on an sm_90 GPU: the warp-specialized TMA/wgmma
+    #                             kernel (kvplan.runtime.prefill_gluon) for the bf16/fp16 pass;
+    #                             None = wherever it reads the layout, False = the Triton kernel
     kv_heads_per_program: int | None = None  # gluon FP8 per-tensor decode: 1 or 2 adjacent kv
     #                              heads per program (2: rows of 2 * head contiguous bytes; GQA
     #                              groups of up to 4); None = measured default (_fp8t_heads)
@@ -700,7 +703,7 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
             num_stages=cfg.num_stages or pdef["num_stages"],
             v_reg=bool(cfg.v_reg if cfg.v_reg is not None else pdef.get("v_reg", False)),
             dequant=bool(cfg.dequant if cfg.dequant is not None else pdef.get("dequant", False)),
-            max_seq_len=max_seq_len)
+            max_seq_len=max_seq_len, hopper=cfg.hopper)
 
         def fire_prefill(query, out, block_tables, seq_lens, qsl, args):
             prefill.launch_prefill(query, out, args, block_tables, seq_lens, qsl, **pkw)

@@ -196,8 +196,8 @@ def _prefill_kernel(
 
 @triton.jit
 def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
-                          bt_ptr, stride_bt, seq_lens_ptr, ws_ptr, stride_wkv, stride_wb,
-                          k_scale, v_scale, pages,
+                          bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, ws_ptr, stride_wkv,
+                          stride_wb, k_scale, v_scale, pages, window,
                           HEAD_SIZE: tl.constexpr, BLOCK_SIZE: tl.constexpr,
                           NUM_KV_HEADS: tl.constexpr, STRIDE_S: tl.constexpr,
                           SCALE_STRIDE_S: tl.constexpr, K_OFF: tl.constexpr, V_OFF: tl.constexpr,
@@ -205,15 +205,25 @@ def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_s
                           FP8_E5M2: tl.constexpr):
     """One (sequence, page, kv head): K and V codes times their scales, rounded once to the
     workspace dtype, into page ``seq * pages + i`` of a bf16/fp16 cache laid out like vLLM's
-    ``[2, blocks, block_size, Hkv, D]``."""
+    ``[2, blocks, block_size, Hkv, D]``; zeros for pages past the sequence's length and pages
+    wholly before the sliding window of its first query (no query reads them; whole key tiles
+    are read and masked, so they must hold finite values)."""
     pid = tl.program_id(0)
     kvh = tl.program_id(1)
     seq = pid // pages
     i = pid % pages
-    if i * BLOCK_SIZE < tl.load(seq_lens_ptr + seq):
+    t = tl.arange(0, BLOCK_SIZE)
+    d = tl.arange(0, HEAD_SIZE)
+    dst = ((seq * pages + i).to(tl.int64) * stride_wb + (t * NUM_KV_HEADS + kvh) * HEAD_SIZE)
+    off = dst[:, None] + d[None, :]
+    ctx = tl.load(seq_lens_ptr + seq)
+    q_len = tl.load(qsl_ptr + seq + 1) - tl.load(qsl_ptr + seq)
+    if (i * BLOCK_SIZE >= ctx) | ((i + 1) * BLOCK_SIZE <= ctx - q_len - window + 1):
+        zero = tl.zeros([BLOCK_SIZE, HEAD_SIZE], ws_ptr.dtype.element_ty)
+        tl.store(ws_ptr + off, zero)
+        tl.store(ws_ptr + stride_wkv + off, zero)
+    else:
         page = tl.load(bt_ptr + seq.to(tl.int64) * stride_bt + i).to(tl.int64)
-        t = tl.arange(0, BLOCK_SIZE)
-        d = tl.arange(0, HEAD_SIZE)
         row = page * stride_cb + kvh * stride_ch + t * STRIDE_S
         if KV_MODE == 4:
             # two nibbles per byte (dims 2j, 2j + 1), the zero point in the scale's low bits
@@ -251,19 +261,18 @@ def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_s
         elif KV_MODE == 1:
             kf = kf * k_scale
             vf = vf * v_scale
-        dst = ((seq * pages + i).to(tl.int64) * stride_wb + (t * NUM_KV_HEADS + kvh) * HEAD_SIZE)
-        off = dst[:, None] + d[None, :]
         tl.store(ws_ptr + off, kf.to(ws_ptr.dtype.element_ty))
         tl.store(ws_ptr + stride_wkv + off, vf.to(ws_ptr.dtype.element_ty))
 
 
-def dequantize_pages(args, block_tables, seq_lens, *, max_seq_len: int, block_size: int,
-                     num_kv_heads: int, head: int, k_scale: float, v_scale: float,
-                     dtype: torch.dtype):
+def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_len: int,
+                     block_size: int, num_kv_heads: int, head: int, k_scale: float,
+                     v_scale: float, dtype: torch.dtype, sliding_window: int = 0):
     """Dequantize the pages each sequence uses (up to its length) into a fresh bf16/fp16 cache
     of ``[2, sequences * pages, block_size, Hkv, D]`` whose block table is the identity; returns
     (its `CacheArgs`, that block table). K and V are the codes times their scales, rounded once
-    to ``dtype``."""
+    to ``dtype``; pages past a sequence's length, and pages wholly before the ``sliding_window``
+    of its first query (``query_start_loc``), are zeros."""
     from kvplan.runtime._common import CacheArgs
 
     pages = max(1, math.ceil(max_seq_len / block_size))
@@ -271,8 +280,9 @@ def dequantize_pages(args, block_tables, seq_lens, *, max_seq_len: int, block_si
     ws = torch.empty(2, num_seqs * pages, block_size, num_kv_heads, head, dtype=dtype,
                      device=block_tables.device)
     pos = (args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
-           block_tables, block_tables.stride(0), seq_lens, ws, ws.stride(0), ws.stride(1),
-           float(k_scale), float(v_scale), pages)
+           block_tables, block_tables.stride(0), seq_lens, query_start_loc, ws, ws.stride(0),
+           ws.stride(1), float(k_scale), float(v_scale), pages,
+           int(sliding_window) if sliding_window and sliding_window > 0 else 1 << 30)
     kw = dict(HEAD_SIZE=head, BLOCK_SIZE=block_size, NUM_KV_HEADS=num_kv_heads,
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
               V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE,
@@ -322,10 +332,15 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
                    block_size: int, num_kv_heads: int, scale: float, k_scale: float,
                    v_scale: float, sliding_window: int, max_query_len: int, block_m: int,
                    block_n: int, num_warps: int, num_stages: int, v_reg: bool,
-                   dequant: bool = False, max_seq_len: int | None = None) -> None:
+                   dequant: bool = False, max_seq_len: int | None = None,
+                   hopper: bool | None = None) -> None:
     """Launch `_prefill_kernel` (see `kvplan.runtime.attention.paged_attention`). ``dequant``
     (quantized caches): first dequantize the pages the sequences use into a bf16/fp16 workspace
-    (`dequantize_pages`), then run the bf16/fp16 form of the kernel over it."""
+    (`dequantize_pages`), then run the bf16/fp16 form of the kernel over it. ``hopper``: the
+    bf16/fp16 pass runs the warp-specialized TMA/wgmma kernel (`kvplan.runtime.prefill_gluon`)
+    instead of the Triton one; None = wherever it applies (an sm_90 GPU, a layout it reads);
+    True where it does not apply is an error. ``block_m``/``block_n``/``num_warps``/
+    ``num_stages``/``v_reg`` are the Triton kernel's."""
     _, _hq, d = query.shape
     if args.KV_MODE == KV_MODE_INT4_PTH and not dequant:
         raise ValueError("the prefill kernel reads INT4 caches only through the dequantized "
@@ -334,10 +349,31 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
         if max_seq_len is None:
             max_seq_len = int(seq_lens.max().item())
         args, block_tables = dequantize_pages(
-            args, block_tables, seq_lens, max_seq_len=max_seq_len, block_size=block_size,
-            num_kv_heads=num_kv_heads, head=d, k_scale=k_scale, v_scale=v_scale,
-            dtype=query.dtype)
+            args, block_tables, seq_lens, query_start_loc, max_seq_len=max_seq_len,
+            block_size=block_size, num_kv_heads=num_kv_heads, head=d, k_scale=k_scale,
+            v_scale=v_scale, dtype=query.dtype, sliding_window=sliding_window)
         k_scale = v_scale = 1.0
+        contig = True  # the workspace: each sequence's pages in order
+    else:
+        contig = False
+    if hopper is not False and args.KV_MODE == KV_MODE_NONE:
+        try:
+            from kvplan.runtime import prefill_gluon as pg
+        except ImportError:  # a Triton without Gluon's Hopper module
+            pg = None
+        usable = pg is not None and pg.ws_prefill_usable(
+            query, args.k, args.v, block_size, group, num_kv_heads, contig)
+        if hopper and not usable:
+            raise ValueError("the Hopper prefill kernel needs an sm_90 GPU, bf16/fp16 queries "
+                             "over a cache of their dtype, heads 64/128/256, GQA groups <= 16 "
+                             "and block sizes of 8-128 dividing its key tile")
+        if usable and pg is not None:
+            pg.launch_ws_prefill(
+                query, out, args.k, args.v, block_tables, seq_lens, query_start_loc,
+                group=group, block_size=block_size, num_kv_heads=num_kv_heads, scale=scale,
+                out_scale=v_scale, sliding_window=sliding_window, max_query_len=max_query_len,
+                contig=contig, seq_pages=block_tables.shape[1] if contig else 0)
+            return
     group_pad = triton.next_power_of_2(group)
     if block_m % group_pad or block_m < group_pad:
         raise ValueError(f"block_m {block_m} must be a multiple of the padded group {group_pad}")

@@ -1,0 +1,444 @@
+"""Paged prefill attention for Hopper (sm_90): TMA copies, wgmma, warp specialization.
+
+The flash-attention forward loop written the way Hopper runs it fastest, over the same paged
+bf16/fp16 caches the Triton prefill kernel (`kvplan.runtime.prefill`) reads:
+
+* **Warp-specialized.** One producer warp issues the TMA copies of K and V tiles into a ring of
+  shared-memory stages (``STAGES``); eight consumer warps (two warpgroups, 64 query rows each)
+  run the MMAs and the softmax. Stages are handed over with mbarriers: ``ready`` (the copy's
+  bytes landed) and ``empty`` (the MMAs reading the stage are done). K and V have their own
+  stages and barriers, so K of the next tile can land while V of this one is still being read.
+* **Paged TMA.** A key tile of ``BLOCK_N`` rows is ``BLOCK_N / block_size`` page copies: each
+  copy moves one page's ``[block_size, D]`` rows of one kv head (the cache viewed as a
+  ``[blocks * block_size, Hkv * D]`` matrix) into its slice of the tile. Pages outside the keys
+  a query block sees (past its last key, before its window) are replaced by the nearest page
+  it does see (their scores are masked), so every copy reads written, finite memory and every
+  stage receives the same byte count. The
+  dequantized workspace of 8-bit caches (`prefill.dequantize_pages`) is contiguous per
+  sequence, so there a tile is one copy (``CONTIG``).
+* **Overlapped MMAs.** In the loop, ``S_j = Q K_j^T`` is issued, then ``O += P_{j-1} V_{j-1}``
+  (P from registers), then the softmax of ``S_j`` runs while the P.V MMA is still in flight:
+  the tensor cores and the exponentials overlap inside each warpgroup, and the two warpgroups
+  drift apart and overlap with each other.
+* **Masks only where needed.** Key tiles are walked in three ranges as in the Triton kernel:
+  a sliding window's lower edge (masked), tiles every query row sees whole (no mask), the causal
+  diagonal (masked). The first tile is peeled off to start the overlap.
+
+The query block is ``BLOCK_M = 128`` rows: ``128 / GROUP_PAD`` tokens times the GQA group's
+query heads, token-major (each K/V tile feeds the whole group). Programs are ordered longest
+first. Softmax in base 2; the softmax scale is applied to the fp32 scores.
+
+Slots past a sequence's length inside its last page are read (and masked): they must hold finite
+values, as they do in caches allocated zeroed (vLLM's and `kvplan.runtime.cache`'s) and written
+only by the write kernels.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kvplan.runtime._common import KV_MODE_NONE
+
+_LOG2E = 1.4426950408889634
+BLOCK_M = 128
+NUM_WARPS = 8
+
+
+@gluon.jit
+def _span(seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+          BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr):
+    """This program's query block and key-tile ranges (the same in every partition)."""
+    pid = gl.program_id(0)
+    kvh = pid % num_kv_heads
+    rest = pid // num_kv_heads
+    seq = rest % num_seqs
+    qb = num_q_blocks - 1 - rest // num_seqs
+    ctx = gl.load(seq_lens_ptr + seq)
+    q_start = gl.load(qsl_ptr + seq)
+    q_len = gl.load(qsl_ptr + seq + 1) - q_start
+    q0 = qb * BLOCK_Q
+    first = ctx - q_len + q0
+    last = ctx - q_len + gl.minimum(q0 + BLOCK_Q, q_len) - 1
+    hi = last + 1
+    lo = gl.maximum(first - window + 1, 0)
+    lo_tile = (lo // BLOCK_N) * BLOCK_N
+    # tiles every row sees whole: at or after the window's edge for the last row, before the
+    # diagonal of the first row
+    full_lo = gl.maximum(gl.cdiv(gl.maximum(last - window + 1, 0), BLOCK_N) * BLOCK_N, lo_tile)
+    full_hi = gl.maximum(((first + 1) // BLOCK_N) * BLOCK_N, full_lo)
+    n_tiles = (full_hi - lo_tile) // BLOCK_N + gl.cdiv(gl.maximum(hi - full_hi, 0), BLOCK_N)
+    n_tiles = n_tiles * (q0 < q_len).to(gl.int32)
+    return kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles
+
+
+@gluon.jit
+def _page_rows(bt_row, seq, seq_pages, start, first_key, last_key, BLOCK_N: gl.constexpr,
+               BLOCK_SIZE: gl.constexpr, CONTIG: gl.constexpr, PL: gl.constexpr):
+    """First cache row of each copy of the tile at key ``start``: one per page (pages outside
+    ``first_key .. last_key``, which no query of the block sees, are replaced by the nearest page
+    inside: a block table may point them anywhere), or the sequence's contiguous workspace
+    rows."""
+    NP: gl.constexpr = 1 if CONTIG else BLOCK_N // BLOCK_SIZE
+    i = gl.arange(0, NP, layout=PL)
+    if CONTIG:
+        rows = seq * seq_pages * BLOCK_SIZE + start + i
+    else:
+        key = gl.minimum(gl.maximum(start + i * BLOCK_SIZE, first_key), last_key)
+        rows = gl.load(bt_row + key // BLOCK_SIZE) * BLOCK_SIZE
+    return rows, i
+
+
+@gluon.jit
+def _producer(k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+              bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
+              num_kv_heads, seq_pages,
+              HEAD: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
+              BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr):
+    kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
+        seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q, BLOCK_N)
+    col = kvh * HEAD
+    bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
+    BOX: gl.constexpr = BLOCK_N if CONTIG else BLOCK_SIZE
+    NP: gl.constexpr = BLOCK_N // BOX
+    PL: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    TILE_BYTES: gl.constexpr = BLOCK_N * HEAD * k_desc.dtype.primitive_bitwidth // 8
+    for t in range(n_tiles):
+        s = t % STAGES
+        ph = (t // STAGES) & 1
+        rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile + t * BLOCK_N, lo, hi - 1,
+                             BLOCK_N, BLOCK_SIZE, CONTIG, PL)
+        mbarrier.wait(k_empty.index(s), ph ^ 1)
+        mbarrier.expect(k_ready.index(s), TILE_BYTES)
+        for c in gl.static_range(NP):
+            row = gl.sum(gl.where(i == c, rows, 0), axis=0)
+            tma.async_copy_global_to_shared(k_desc, [row, col], k_ready.index(s),
+                                            k_bufs.index(s).slice(c * BOX, BOX))
+        mbarrier.wait(v_empty.index(s), ph ^ 1)
+        mbarrier.expect(v_ready.index(s), TILE_BYTES)
+        for c in gl.static_range(NP):
+            row = gl.sum(gl.where(i == c, rows, 0), axis=0)
+            tma.async_copy_global_to_shared(v_desc, [row, col], v_ready.index(s),
+                                            v_bufs.index(s).slice(c * BOX, BOX))
+
+
+@gluon.jit
+def _scores(q_smem, k_bufs, k_ready, t, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+            BLOCK_N: gl.constexpr, S_L: gl.constexpr):
+    """Issue ``S = Q K_t^T`` (asynchronous) once tile ``t``'s K has landed."""
+    s = t % STAGES
+    mbarrier.wait(k_ready.index(s), (t // STAGES) & 1)
+    zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, S_L)
+    return warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero, use_acc=False,
+                         is_async=True)
+
+
+@gluon.jit
+def _softmax(s, start, pos, cols, m_i, l_i, window, s_scale, MASK: gl.constexpr):
+    """Online softmax of one score tile: returns (p, alpha, m, l)."""
+    if MASK:
+        n = start + cols
+        visible = (n[None, :] <= pos[:, None]) & (n[None, :] > pos[:, None] - window)
+        s = gl.where(visible, s, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, axis=1) * s_scale)
+        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_new = gl.maximum(m_i, gl.max(s, axis=1) * s_scale)
+        m_use = m_new
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s * s_scale - m_use[:, None])
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, alpha, m_new, l_i
+
+
+@gluon.jit
+def _step(q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, t, start, pos, cols,
+          acc, m_i, l_i, p, alpha, window, s_scale,
+          STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+          S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, MASK: gl.constexpr):
+    """Tile ``t`` (key ``start``): S_t issued, then O += P_{t-1} V_{t-1}, then S_t's softmax
+    while that MMA runs."""
+    s_tok = _scores(q_smem, k_bufs, k_ready, t, STAGES, BLOCK_M, BLOCK_N, S_L)
+    prev = (t - 1) % STAGES
+    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, O_L))[:, None]
+    mbarrier.wait(v_ready.index(prev), ((t - 1) // STAGES) & 1)
+    o_tok = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
+    sc = warpgroup_mma_wait(1, deps=(s_tok,))
+    mbarrier.arrive(k_empty.index(t % STAGES), count=1)
+    p32, alpha, m_i, l_i = _softmax(sc, start, pos, cols, m_i, l_i, window, s_scale, MASK)
+    p = gl.convert_layout(p32.to(v_bufs.dtype), P_L)
+    acc = warpgroup_mma_wait(0, deps=(o_tok,))
+    mbarrier.arrive(v_empty.index(prev), count=1)
+    return acc, m_i, l_i, p, alpha
+
+
+@gluon.jit
+def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem, k_bufs, v_bufs,
+              k_ready, v_ready, k_empty, v_empty, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
+              num_seqs, num_kv_heads, s_scale, out_scale,
+              GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
+              BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
+              BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+              S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr):
+    """Rows ``ROW0 .. ROW0 + ROWS`` of the query block (all of it, or one warpgroup's half)."""
+    BLOCK_Q: gl.constexpr = BLOCK_M // GROUP_PAD
+    kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
+        seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q, BLOCK_N)
+    if n_tiles > 0:
+        rows = ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, IO_L))
+        d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, IO_L))
+        qi = q0 + rows // GROUP_PAD
+        g = rows % GROUP_PAD
+        row_ok = (qi < q_len) & (g < GROUP)
+        head = kvh * GROUP + g
+        q_off = (q_start + qi).to(gl.int64) * stride_qt + head * stride_qh
+        q = gl.load(q_ptr + q_off[:, None] + d[None, :], mask=row_ok[:, None], other=0.0)
+        q_smem.store(q)
+        fence_async_shared()
+        gl.thread_barrier()
+
+        srows = ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, S_L))
+        pos = ctx - q_len + q0 + srows // GROUP_PAD
+        cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, S_L))
+        m_i = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, S_L))
+        l_i = gl.zeros([ROWS], gl.float32, gl.SliceLayout(1, S_L))
+        acc = gl.zeros([ROWS, HEAD], gl.float32, O_L)
+        # the first tile, peeled: its scores and softmax start the overlap
+        s_tok = _scores(q_smem, k_bufs, k_ready, 0, STAGES, ROWS, BLOCK_N, S_L)
+        sc = warpgroup_mma_wait(0, deps=(s_tok,))
+        mbarrier.arrive(k_empty.index(0), count=1)
+        p32, alpha, m_i, l_i = _softmax(sc, lo_tile, pos, cols, m_i, l_i, window, s_scale, True)
+        p = gl.convert_layout(p32.to(v_bufs.dtype), P_L)
+        t = 1
+        second = lo_tile + BLOCK_N
+        for start in range(second, full_lo, BLOCK_N):  # a window's lower edge
+            acc, m_i, l_i, p, alpha = _step(
+                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, t, start, pos, cols,
+                acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
+                S_L, O_L, P_L, True)
+            t += 1
+        for start in range(gl.maximum(full_lo, second), full_hi, BLOCK_N):  # every key visible
+            acc, m_i, l_i, p, alpha = _step(
+                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, t, start, pos, cols,
+                acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
+                S_L, O_L, P_L, False)
+            t += 1
+        for start in range(gl.maximum(full_hi, second), hi, BLOCK_N):  # the causal diagonal
+            acc, m_i, l_i, p, alpha = _step(
+                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, t, start, pos, cols,
+                acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
+                S_L, O_L, P_L, True)
+            t += 1
+        # the last tile's P.V
+        prev = (t - 1) % STAGES
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, O_L))[:, None]
+        mbarrier.wait(v_ready.index(prev), ((t - 1) // STAGES) & 1)
+        o_tok = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(o_tok,))
+        mbarrier.arrive(v_empty.index(prev), count=1)
+
+        inv_l = out_scale / gl.where(l_i > 0, l_i, 1.0)
+        o = acc * gl.convert_layout(inv_l, gl.SliceLayout(1, O_L))[:, None]
+        o = gl.convert_layout(o.to(o_ptr.dtype.element_ty), IO_L)
+        o_off = (q_start + qi).to(gl.int64) * stride_ot + head * stride_oh
+        gl.store(o_ptr + o_off[:, None] + d[None, :], o, mask=row_ok[:, None])
+
+
+@gluon.jit
+def _ws_prefill_kernel(
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, k_desc, v_desc,
+    bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, s_scale, out_scale, window, num_q_blocks,
+    num_seqs, num_kv_heads, seq_pages,
+    GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr, BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr,
+    SPLIT: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
+    IO_L: gl.constexpr, Q_SL: gl.constexpr, KV_SL: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr,
+):
+    """``SPLIT``: the two consumer warpgroups are two partitions (64 query rows each) that
+    release stages independently (each mbarrier counts both); otherwise one 8-warp partition,
+    whose every stage release synchronizes its 8 warps."""
+    dtype: gl.constexpr = k_desc.dtype
+    CONSUMERS: gl.constexpr = 2 if SPLIT else 1
+    ROWS: gl.constexpr = BLOCK_M // CONSUMERS
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, ROWS, HEAD], Q_SL)
+    k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD], KV_SL)
+    v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD], KV_SL)
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=CONSUMERS)
+        mbarrier.init(v_empty.index(i), count=CONSUMERS)
+    fence_async_shared()
+    BLOCK_Q: gl.constexpr = BLOCK_M // GROUP_PAD
+    if SPLIT:
+        gl.warp_specialize([
+            (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
+                         q_smem.index(0), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                         seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+                         s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0, ROWS, BLOCK_N,
+                         STAGES, S_L, O_L, P_L, IO_L)),
+            (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
+                         q_smem.index(1), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                         seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+                         s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, ROWS, ROWS,
+                         BLOCK_N, STAGES, S_L, O_L, P_L, IO_L)),
+            (_producer, (k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                         bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
+                         num_seqs, num_kv_heads, seq_pages, HEAD, BLOCK_Q, BLOCK_N,
+                         BLOCK_SIZE, STAGES, CONTIG)),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
+                         q_smem.index(0), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                         seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+                         s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0, ROWS, BLOCK_N,
+                         STAGES, S_L, O_L, P_L, IO_L)),
+            (_producer, (k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                         bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
+                         num_seqs, num_kv_heads, seq_pages, HEAD, BLOCK_Q, BLOCK_N,
+                         BLOCK_SIZE, STAGES, CONTIG)),
+        ], [1], [PRODUCER_REGS])
+
+
+# --------------------------------------------------------------------------------------- host
+
+
+def ws_block_n(head: int) -> int:
+    """Key-tile rows: 128 up to head 128 (S and O fit the consumer warps' registers), 64 at
+    head 256."""
+    return 128 if head <= 128 else 64
+
+
+def ws_prefill_supported(kv_mode: int, query_dtype: torch.dtype, cache_dtype: torch.dtype,
+                         head: int, block_size: int, group: int, stride_ok: bool,
+                         contig: bool = False) -> bool:
+    """What this kernel reads: a bf16/fp16 cache of the query's dtype (or the dequantized
+    workspace, ``contig``), heads 64/128/256, GQA groups up to 16 (padded to a power of two
+    that divides the 128-row query block), pages of 8+ rows that tile a 128-key (64 at head
+    256) block, a cache that is a plain ``[blocks * block_size, Hkv * D]`` matrix with 16-byte
+    aligned rows (``stride_ok``)."""
+    if kv_mode != KV_MODE_NONE or query_dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if cache_dtype != query_dtype or head not in (64, 128, 256) or not stride_ok:
+        return False
+    if not 1 <= group <= 16:
+        return False
+    if contig:
+        return True
+    block_n = ws_block_n(head)
+    return 8 <= block_size <= block_n and block_n % block_size == 0
+
+
+@functools.cache
+def _layouts(head: int, block_n: int, gl_dtype, split: bool) -> dict:
+    """Register and shared-memory layouts of one consumer partition (8 warps, or 4 when the
+    warpgroups are split) and of the tiles."""
+    warps = NUM_WARPS // 2 if split else NUM_WARPS
+    rows = BLOCK_M // 2 if split else BLOCK_M
+    s_l = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1],
+                                    instr_shape=[16, block_n, 16])
+    o_l = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1],
+                                    instr_shape=[16, head, 16])
+    vec = 8  # 16-byte accesses of bf16/fp16
+    tpw_d = min(32, head // vec)
+    io_l = gl.BlockedLayout([1, vec], [32 // tpw_d, tpw_d], [warps, 1], [1, 0])
+    return dict(
+        S_L=s_l, O_L=o_l, P_L=gl.DotOperandLayout(operand_index=0, parent=o_l, k_width=2),
+        IO_L=io_l,
+        Q_SL=gl.NVMMASharedLayout.get_default_for([rows, head], gl_dtype),
+        KV_SL=gl.NVMMASharedLayout.get_default_for([block_n, head], gl_dtype),
+    )
+
+
+def _matrix(cache_side: torch.Tensor, block_size: int, num_kv_heads: int, head: int):
+    """A flash-layout cache side ``[blocks, block_size, Hkv, D]`` as the 2-D matrix TMA reads:
+    (rows, row stride) or None when its strides are not those of such a matrix."""
+    if cache_side.dim() != 4 or cache_side.stride(3) != 1 or cache_side.stride(2) != head:
+        return None
+    row = cache_side.stride(1)
+    if row != num_kv_heads * head or cache_side.stride(0) != block_size * row:
+        return None
+    if (row * cache_side.element_size()) % 16 or cache_side.data_ptr() % 16:
+        return None
+    return cache_side.shape[0] * block_size, row
+
+
+def stride_ok(k: torch.Tensor, v: torch.Tensor, block_size: int, num_kv_heads: int,
+              head: int) -> bool:
+    """Whether both sides of a flash-layout cache can be read as TMA matrices."""
+    return (_matrix(k, block_size, num_kv_heads, head) is not None
+            and _matrix(v, block_size, num_kv_heads, head) is not None)
+
+
+def hopper_device(device: torch.device) -> bool:
+    """An sm_90 CUDA device (wgmma is Hopper's; the interpreter runs no Gluon)."""
+    from kvplan.runtime._common import interpreting
+
+    if device.type != "cuda" or interpreting():
+        return False
+    return torch.cuda.get_device_capability(device)[0] == 9
+
+
+def ws_prefill_usable(query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int,
+                      group: int, num_kv_heads: int, contig: bool) -> bool:
+    """Whether `launch_ws_prefill` runs this call (device, dtypes, geometry, strides)."""
+    head = query.shape[-1]
+    return (hopper_device(query.device)
+            and ws_prefill_supported(KV_MODE_NONE, query.dtype, k.dtype, head, block_size, group,
+                                     stride_ok(k, v, block_size, num_kv_heads, head), contig))
+
+
+def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc, *, group: int,
+                      block_size: int, num_kv_heads: int, scale: float, out_scale: float,
+                      sliding_window: int, max_query_len: int, contig: bool = False,
+                      seq_pages: int = 0, stages: int = 2, split: bool = True,
+                      producer_regs: int = 24, consumer_regs: int = 240,
+                      maxnreg: int = 168) -> None:
+    """Launch `_ws_prefill_kernel` over the flash-layout cache sides ``k``/``v``
+    (``[blocks, block_size, Hkv, D]``). ``contig``: the sides are the dequantized workspace,
+    sequence b's tokens at rows ``b * seq_pages * block_size`` on (the block table is ignored)."""
+    _, _hq, d = query.shape
+    block_n = ws_block_n(d)
+    gl_dtype = gl.bfloat16 if k.dtype == torch.bfloat16 else gl.float16
+    lay = _layouts(d, block_n, gl_dtype, bool(split))
+    box = block_n if contig else block_size
+    descs = []
+    for side in (k, v):
+        m = _matrix(side, block_size, num_kv_heads, d)
+        if m is None:
+            raise ValueError("the cache is not a [blocks * block_size, Hkv * D] matrix for TMA")
+        rows, stride = m
+        descs.append(TensorDescriptor(side, [rows, stride], [stride, 1], [box, d], lay["KV_SL"]))
+    group_pad = triton.next_power_of_2(group)
+    block_q = BLOCK_M // group_pad
+    num_q_blocks = max(1, math.ceil(max_query_len / block_q))
+    num_seqs = seq_lens.shape[0]
+    window = int(sliding_window) if sliding_window and sliding_window > 0 else 1 << 30
+    pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1),
+           descs[0], descs[1], block_tables, block_tables.stride(0), seq_lens, query_start_loc,
+           float(scale * _LOG2E), float(out_scale), window, num_q_blocks, num_seqs, num_kv_heads,
+           int(seq_pages))
+    kw = dict(GROUP=group, GROUP_PAD=group_pad, HEAD=d, BLOCK_M=BLOCK_M, BLOCK_N=block_n,
+              BLOCK_SIZE=block_size, STAGES=stages, CONTIG=bool(contig), SPLIT=bool(split),
+              PRODUCER_REGS=producer_regs, CONSUMER_REGS=consumer_regs, **lay,
+              num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=maxnreg)
+    grid = (num_q_blocks * num_seqs * num_kv_heads,)
+    _ws_prefill_kernel[grid](*pos, **kw)
