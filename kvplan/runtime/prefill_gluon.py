@@ -406,15 +406,30 @@ def ws_prefill_usable(query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, blo
                                      stride_ok(k, v, block_size, num_kv_heads, head), contig))
 
 
+def ws_max_stages(head: int) -> int:
+    """The deepest K/V ring that fits an H100's 227 KB of shared memory next to the query tile
+    (and the epilogue's layout-conversion scratch)."""
+    return 4 if head <= 64 else 2
+
+
+#: Launch settings (`bench/tune_hopper_prefill.py` sweeps them): K/V ring stages, the two
+#: consumer warpgroups as two partitions (``split``), the register split between partitions.
+WS_DEFAULTS: dict = dict(stages=2, split=True, producer_regs=24, consumer_regs=240, maxnreg=168)
+
+
 def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc, *, group: int,
                       block_size: int, num_kv_heads: int, scale: float, out_scale: float,
                       sliding_window: int, max_query_len: int, contig: bool = False,
-                      seq_pages: int = 0, stages: int = 2, split: bool = True,
-                      producer_regs: int = 24, consumer_regs: int = 240,
-                      maxnreg: int = 168) -> None:
+                      seq_pages: int = 0, **settings) -> None:
     """Launch `_ws_prefill_kernel` over the flash-layout cache sides ``k``/``v``
     (``[blocks, block_size, Hkv, D]``). ``contig``: the sides are the dequantized workspace,
-    sequence b's tokens at rows ``b * seq_pages * block_size`` on (the block table is ignored)."""
+    sequence b's tokens at rows ``b * seq_pages * block_size`` on (the block table is ignored).
+    ``settings`` override `WS_DEFAULTS`."""
+    opt = {**WS_DEFAULTS, **settings}
+    stages, split = int(opt["stages"]), bool(opt["split"])
+    if not 2 <= stages <= ws_max_stages(query.shape[-1]):
+        raise ValueError(f"stages must be 2..{ws_max_stages(query.shape[-1])} at head "
+                         f"{query.shape[-1]}")
     _, _hq, d = query.shape
     block_n = ws_block_n(d)
     gl_dtype = gl.bfloat16 if k.dtype == torch.bfloat16 else gl.float16
@@ -438,7 +453,7 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
            int(seq_pages))
     kw = dict(GROUP=group, GROUP_PAD=group_pad, HEAD=d, BLOCK_M=BLOCK_M, BLOCK_N=block_n,
               BLOCK_SIZE=block_size, STAGES=stages, CONTIG=bool(contig), SPLIT=bool(split),
-              PRODUCER_REGS=producer_regs, CONSUMER_REGS=consumer_regs, **lay,
-              num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=maxnreg)
+              PRODUCER_REGS=int(opt["producer_regs"]), CONSUMER_REGS=int(opt["consumer_regs"]),
+              **lay, num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=int(opt["maxnreg"]))
     grid = (num_q_blocks * num_seqs * num_kv_heads,)
     _ws_prefill_kernel[grid](*pos, **kw)

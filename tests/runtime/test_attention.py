@@ -830,6 +830,73 @@ def test_prefill_kernel_gpu_configs(cuda_device, kv_cache_dtype, head_size):
         _check(out, ref, layout.quant_mode, f"{kv_cache_dtype} {cfg}")
 
 
+def test_prefill_hopper_kernel_scope(device):
+    """The Hopper prefill kernel reads bf16/fp16 caches of the query's dtype (and the dequantized
+    workspace) at heads 64/128/256, GQA groups up to 16, pages of 8+ rows tiling its key tile,
+    caches that are plain [blocks * block_size, Hkv * D] matrices; asking for it where it cannot
+    run (no sm_90 GPU, or a layout it does not read) is an error, not a silent fallback."""
+    from kvplan.runtime import prefill_gluon as pg
+    from kvplan.runtime._common import KV_MODES
+    none = KV_MODES["none"]
+    bf16 = torch.bfloat16
+    assert pg.ws_prefill_supported(none, bf16, bf16, 128, 16, 4, True)
+    assert pg.ws_prefill_supported(none, torch.float16, torch.float16, 64, 32, 16, True)
+    assert pg.ws_prefill_supported(none, bf16, bf16, 256, 64, 1, True)
+    assert not pg.ws_prefill_supported(none, bf16, bf16, 96, 16, 4, True)      # head
+    assert not pg.ws_prefill_supported(none, bf16, torch.float16, 128, 16, 4, True)  # dtypes
+    assert not pg.ws_prefill_supported(KV_MODES["int8_per_token_head"], bf16, torch.int8, 128,
+                                       16, 4, True)  # 8-bit caches: through the workspace only
+    assert not pg.ws_prefill_supported(none, bf16, bf16, 128, 4, 4, True)      # 4-row pages
+    assert not pg.ws_prefill_supported(none, bf16, bf16, 256, 128, 4, True)   # page > key tile
+    assert not pg.ws_prefill_supported(none, bf16, bf16, 128, 16, 32, True)   # group
+    assert not pg.ws_prefill_supported(none, bf16, bf16, 128, 16, 4, False)   # strides
+    assert pg.ws_prefill_supported(none, bf16, bf16, 128, 4, 4, True, contig=True)
+    cache = torch.zeros(2, 5, 16, 4, 128, dtype=bf16)
+    assert pg.stride_ok(cache[0], cache[1], 16, 4, 128)
+    assert not pg.stride_ok(cache[0][:, :, :2], cache[1][:, :, :2], 16, 2, 128)  # head slice
+    gen = torch.Generator(device=device).manual_seed(3)
+    layout = LayerLayout.simple("bfloat16", 2, 64)
+    if not pg.hopper_device(torch.device(device)):
+        with pytest.raises(ValueError, match="Hopper prefill kernel needs an sm_90 GPU"):
+            _prefill(layout, [40], [25], 16, 4, device, gen,
+                     AttentionConfig(kernel="prefill", hopper=True))
+    # hopper=False (and, off Hopper, the default) runs the Triton kernel
+    out, ref = _prefill(layout, [40], [25], 16, 4, device, gen,
+                        AttentionConfig(kernel="prefill", hopper=False, block_m=16, block_n=16))
+    _check(out, ref, layout.quant_mode, "hopper=False")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("split,stages", [(True, 2), (False, 2), (True, 3)])
+@pytest.mark.parametrize("kv_cache_dtype,hq,hkv,head_size,block_size", [
+    ("bfloat16", 32, 8, 128, 16), ("bfloat16", 64, 8, 64, 32), ("bfloat16", 16, 4, 256, 16),
+    ("bfloat16", 8, 8, 128, 32), ("bfloat16", 24, 8, 64, 16), ("float16", 48, 4, 128, 32),
+    ("bfloat16", 16, 2, 128, 8), ("int8_per_token_head", 32, 8, 128, 16),
+    ("fp8", 16, 8, 256, 32), ("fp8_per_token_head", 56, 8, 64, 16)])
+def test_prefill_hopper_gpu(cuda_device, monkeypatch, split, stages, kv_cache_dtype, hq, hkv,
+                            head_size, block_size):
+    """The Hopper prefill kernel (paged TMA copies; the workspace of 8-bit caches) against the
+    reference: whole prompts, chunks over cached context, 1-token chunks, an empty chunk,
+    sliding windows; GQA groups 1-12 (3, 7 and 12 padded), heads 64/128/256, pages of 8-32
+    rows; both consumer arrangements and ring depths."""
+    from kvplan.runtime import prefill_gluon as pg
+    if not pg.hopper_device(torch.device("cuda")):
+        pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
+    if stages > pg.ws_max_stages(head_size):
+        pytest.skip(f"{stages} K/V stages of {head_size}-wide rows do not fit shared memory")
+    monkeypatch.setitem(pg.WS_DEFAULTS, "split", split)
+    monkeypatch.setitem(pg.WS_DEFAULTS, "stages", stages)
+    dtype = torch.float16 if kv_cache_dtype == "float16" else torch.bfloat16
+    gen = torch.Generator(device="cuda").manual_seed(hq + head_size + block_size)
+    for window in (None, 300):
+        layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size, sliding_window=window)
+        out, ref = _prefill(layout, [1500, 700, 2049, 64, 1, 90], [1500, 513, 100, 1, 1, 0],
+                            block_size, hq, "cuda", gen, AttentionConfig(kernel="prefill",
+                                                                         hopper=True),
+                            dtype=dtype)
+        _check(out, ref, layout.quant_mode, f"{kv_cache_dtype} window={window}")
+
+
 @pytest.mark.gpu
 def test_cached_launch_is_reused_and_follows_arguments(cuda_device):
     """An eager decode call's second launch reuses the compiled kernel (`launch_cached`), and
