@@ -50,7 +50,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kvplan.runtime._common import KV_MODE_NONE
+from kvplan.runtime._common import KV_MODE_NONE, num_sms
 
 _LOG2E = 1.4426950408889634
 BLOCK_M = 128
@@ -58,12 +58,12 @@ NUM_WARPS = 8
 
 
 @gluon.jit
-def _span(seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+def _span(item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
           BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr):
-    """This program's query block and key-tile ranges (the same in every partition)."""
-    pid = gl.program_id(0)
-    kvh = pid % num_kv_heads
-    rest = pid // num_kv_heads
+    """Work item ``item``'s query block and key-tile ranges (items are numbered longest
+    first: item 0 is the last query block of sequence 0, kv head 0)."""
+    kvh = item % num_kv_heads
+    rest = item // num_kv_heads
     seq = rest % num_seqs
     qb = num_q_blocks - 1 - rest // num_seqs
     ctx = gl.load(seq_lens_ptr + seq)
@@ -82,6 +82,18 @@ def _span(seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
     n_tiles = (full_hi - lo_tile) // BLOCK_N + gl.cdiv(gl.maximum(hi - full_hi, 0), BLOCK_N)
     n_tiles = n_tiles * (q0 < q_len).to(gl.int32)
     return kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles
+
+
+@gluon.jit
+def _item(k, num_items):
+    """The program's ``k``-th work item: rounds of one item per program, walked forwards in
+    even rounds and backwards in odd ones, so programs that took longer items in one round take
+    shorter ones in the next (items are numbered longest first). Past the last item: -1."""
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    odd = k & 1
+    item = k * nprog + pid + odd * (nprog - 1 - 2 * pid)
+    return item
 
 
 @gluon.jit
@@ -107,42 +119,53 @@ def _producer(k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty
               num_kv_heads, seq_pages,
               HEAD: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
               BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr):
-    kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
-        seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q, BLOCK_N)
-    col = kvh * HEAD
-    bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
     BOX: gl.constexpr = BLOCK_N if CONTIG else BLOCK_SIZE
     NP: gl.constexpr = BLOCK_N // BOX
     PL: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     TILE_BYTES: gl.constexpr = BLOCK_N * HEAD * k_desc.dtype.primitive_bitwidth // 8
-    for t in range(n_tiles):
-        s = t % STAGES
-        ph = (t // STAGES) & 1
-        rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile + t * BLOCK_N, lo, hi - 1,
-                             BLOCK_N, BLOCK_SIZE, CONTIG, PL)
-        mbarrier.wait(k_empty.index(s), ph ^ 1)
-        mbarrier.expect(k_ready.index(s), TILE_BYTES)
-        for c in gl.static_range(NP):
-            row = gl.sum(gl.where(i == c, rows, 0), axis=0)
-            tma.async_copy_global_to_shared(k_desc, [row, col], k_ready.index(s),
-                                            k_bufs.index(s).slice(c * BOX, BOX))
-        mbarrier.wait(v_empty.index(s), ph ^ 1)
-        mbarrier.expect(v_ready.index(s), TILE_BYTES)
-        for c in gl.static_range(NP):
-            row = gl.sum(gl.where(i == c, rows, 0), axis=0)
-            tma.async_copy_global_to_shared(v_desc, [row, col], v_ready.index(s),
-                                            v_bufs.index(s).slice(c * BOX, BOX))
+    num_items = num_q_blocks * num_seqs * num_kv_heads
+    tb = 0  # tiles of earlier items: the ring continues across items
+    for k in range(gl.cdiv(num_items, gl.num_programs(0))):
+        item = _item(k, num_items)
+        if item < num_items:
+            kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
+                item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+                BLOCK_Q, BLOCK_N)
+            col = kvh * HEAD
+            bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
+            for t in range(n_tiles):
+                s = (tb + t) % STAGES
+                ph = ((tb + t) // STAGES) & 1
+                rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile + t * BLOCK_N, lo, hi - 1,
+                                     BLOCK_N, BLOCK_SIZE, CONTIG, PL)
+                mbarrier.wait(k_empty.index(s), ph ^ 1)
+                mbarrier.expect(k_ready.index(s), TILE_BYTES)
+                for c in gl.static_range(NP):
+                    row = gl.sum(gl.where(i == c, rows, 0), axis=0)
+                    tma.async_copy_global_to_shared(k_desc, [row, col], k_ready.index(s),
+                                                    k_bufs.index(s).slice(c * BOX, BOX))
+                mbarrier.wait(v_empty.index(s), ph ^ 1)
+                mbarrier.expect(v_ready.index(s), TILE_BYTES)
+                for c in gl.static_range(NP):
+                    row = gl.sum(gl.where(i == c, rows, 0), axis=0)
+                    tma.async_copy_global_to_shared(v_desc, [row, col], v_ready.index(s),
+                                                    v_bufs.index(s).slice(c * BOX, BOX))
+            tb += n_tiles
 
 
 @gluon.jit
-def _scores(q_smem, k_bufs, k_ready, t, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
-            BLOCK_N: gl.constexpr, S_L: gl.constexpr):
-    """Issue ``S = Q K_t^T`` (asynchronous) once tile ``t``'s K has landed."""
-    s = t % STAGES
-    mbarrier.wait(k_ready.index(s), (t // STAGES) & 1)
-    zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, S_L)
-    return warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero, use_acc=False,
-                         is_async=True)
+def _turn_wait(turns, g, ME: gl.constexpr, PINGPONG: gl.constexpr):
+    """Ping-pong: consumer ``ME`` issues its ``g``-th group of MMAs only after the other one has
+    issued its own ``g``-th (consumer 0 goes first), so one warpgroup's softmax runs while the
+    other's MMAs occupy the tensor cores."""
+    if PINGPONG:
+        mbarrier.wait(turns.index(ME), (g & 1) ^ (1 - ME))
+
+
+@gluon.jit
+def _turn_pass(turns, ME: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.arrive(turns.index(1 - ME), count=1)
 
 
 @gluon.jit
@@ -164,38 +187,73 @@ def _softmax(s, start, pos, cols, m_i, l_i, window, s_scale, MASK: gl.constexpr)
 
 
 @gluon.jit
-def _step(q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, t, start, pos, cols,
-          acc, m_i, l_i, p, alpha, window, s_scale,
+def _step(q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, t, g, start, pos,
+          cols, acc, m_i, l_i, p, alpha, window, s_scale,
           STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-          S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, MASK: gl.constexpr):
-    """Tile ``t`` (key ``start``): S_t issued, then O += P_{t-1} V_{t-1}, then S_t's softmax
-    while that MMA runs."""
-    s_tok = _scores(q_smem, k_bufs, k_ready, t, STAGES, BLOCK_M, BLOCK_N, S_L)
+          S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, MASK: gl.constexpr,
+          ME: gl.constexpr, PINGPONG: gl.constexpr):
+    """Ring tile ``t`` (key ``start``; turn ``g``): S_t issued, then O += P_{t-1} V_{t-1},
+    then S_t's softmax while that MMA runs."""
+    cur = t % STAGES
     prev = (t - 1) % STAGES
+    mbarrier.wait(k_ready.index(cur), (t // STAGES) & 1)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, O_L))[:, None]
     mbarrier.wait(v_ready.index(prev), ((t - 1) // STAGES) & 1)
+    _turn_wait(turns, g, ME, PINGPONG)
+    zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, S_L)
+    s_tok = warpgroup_mma(q_smem, k_bufs.index(cur).permute((1, 0)), zero, use_acc=False,
+                          is_async=True)
     o_tok = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
+    _turn_pass(turns, ME, PINGPONG)
     sc = warpgroup_mma_wait(1, deps=(s_tok,))
-    mbarrier.arrive(k_empty.index(t % STAGES), count=1)
+    mbarrier.arrive(k_empty.index(cur), count=1)
     p32, alpha, m_i, l_i = _softmax(sc, start, pos, cols, m_i, l_i, window, s_scale, MASK)
-    p = gl.convert_layout(p32.to(v_bufs.dtype), P_L)
-    acc = warpgroup_mma_wait(0, deps=(o_tok,))
+    p_next = gl.convert_layout(p32.to(v_bufs.dtype), P_L)
+    # the previous P is an operand of the MMA in flight: it stays live until the wait
+    acc, p = warpgroup_mma_wait(0, deps=(o_tok, p))
     mbarrier.arrive(v_empty.index(prev), count=1)
-    return acc, m_i, l_i, p, alpha
+    return acc, m_i, l_i, p_next, alpha
 
 
 @gluon.jit
 def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem, k_bufs, v_bufs,
-              k_ready, v_ready, k_empty, v_empty, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
+              k_ready, v_ready, k_empty, v_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
               num_seqs, num_kv_heads, s_scale, out_scale,
               GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
               BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-              S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr):
-    """Rows ``ROW0 .. ROW0 + ROWS`` of the query block (all of it, or one warpgroup's half)."""
+              S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr,
+              ME: gl.constexpr, PINGPONG: gl.constexpr):
+    """Rows ``ROW0 .. ROW0 + ROWS`` of the query block (all of it, or one warpgroup's half:
+    consumer ``ME``)."""
     BLOCK_Q: gl.constexpr = BLOCK_M // GROUP_PAD
+    num_items = num_q_blocks * num_seqs * num_kv_heads
+    tb = 0  # ring tiles of earlier items
+    gb = 0  # ping-pong turns of earlier items
+    for k in range(gl.cdiv(num_items, gl.num_programs(0))):
+        item = _item(k, num_items)
+        if item < num_items:
+            tb, gb = _consume_item(
+                item, tb, gb, q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem,
+                k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, seq_lens_ptr,
+                qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale,
+                GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, STAGES, S_L, O_L, P_L,
+                IO_L, ME, PINGPONG)
+
+
+@gluon.jit
+def _consume_item(item, tb, gb, q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
+                  q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns,
+                  seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, s_scale,
+                  out_scale, GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
+                  BLOCK_Q: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_L: gl.constexpr,
+                  O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr, ME: gl.constexpr,
+                  PINGPONG: gl.constexpr):
+    """One work item; returns the ring-tile and turn counters after it."""
     kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
-        seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q, BLOCK_N)
+        item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q,
+        BLOCK_N)
     if n_tiles > 0:
         rows = ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, IO_L))
         d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, IO_L))
@@ -216,37 +274,48 @@ def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem, 
         l_i = gl.zeros([ROWS], gl.float32, gl.SliceLayout(1, S_L))
         acc = gl.zeros([ROWS, HEAD], gl.float32, O_L)
         # the first tile, peeled: its scores and softmax start the overlap
-        s_tok = _scores(q_smem, k_bufs, k_ready, 0, STAGES, ROWS, BLOCK_N, S_L)
+        first = tb % STAGES
+        mbarrier.wait(k_ready.index(first), (tb // STAGES) & 1)
+        zero = gl.zeros([ROWS, BLOCK_N], gl.float32, S_L)
+        _turn_wait(turns, gb, ME, PINGPONG)
+        s_tok = warpgroup_mma(q_smem, k_bufs.index(first).permute((1, 0)), zero, use_acc=False,
+                              is_async=True)
+        _turn_pass(turns, ME, PINGPONG)
         sc = warpgroup_mma_wait(0, deps=(s_tok,))
-        mbarrier.arrive(k_empty.index(0), count=1)
+        mbarrier.arrive(k_empty.index(first), count=1)
         p32, alpha, m_i, l_i = _softmax(sc, lo_tile, pos, cols, m_i, l_i, window, s_scale, True)
         p = gl.convert_layout(p32.to(v_bufs.dtype), P_L)
         t = 1
         second = lo_tile + BLOCK_N
         for start in range(second, full_lo, BLOCK_N):  # a window's lower edge
             acc, m_i, l_i, p, alpha = _step(
-                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, t, start, pos, cols,
-                acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
-                S_L, O_L, P_L, True)
+                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t, gb + t,
+                start, pos,
+                cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
+                S_L, O_L, P_L, True, ME, PINGPONG)
             t += 1
         for start in range(gl.maximum(full_lo, second), full_hi, BLOCK_N):  # every key visible
             acc, m_i, l_i, p, alpha = _step(
-                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, t, start, pos, cols,
-                acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
-                S_L, O_L, P_L, False)
+                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t, gb + t,
+                start, pos,
+                cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
+                S_L, O_L, P_L, False, ME, PINGPONG)
             t += 1
         for start in range(gl.maximum(full_hi, second), hi, BLOCK_N):  # the causal diagonal
             acc, m_i, l_i, p, alpha = _step(
-                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, t, start, pos, cols,
-                acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
-                S_L, O_L, P_L, True)
+                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t, gb + t,
+                start, pos,
+                cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
+                S_L, O_L, P_L, True, ME, PINGPONG)
             t += 1
         # the last tile's P.V
-        prev = (t - 1) % STAGES
+        prev = (tb + t - 1) % STAGES
         acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, O_L))[:, None]
-        mbarrier.wait(v_ready.index(prev), ((t - 1) // STAGES) & 1)
+        mbarrier.wait(v_ready.index(prev), ((tb + t - 1) // STAGES) & 1)
+        _turn_wait(turns, gb + t, ME, PINGPONG)
         o_tok = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
-        acc = warpgroup_mma_wait(0, deps=(o_tok,))
+        _turn_pass(turns, ME, PINGPONG)
+        acc, p = warpgroup_mma_wait(0, deps=(o_tok, p))
         mbarrier.arrive(v_empty.index(prev), count=1)
 
         inv_l = out_scale / gl.where(l_i > 0, l_i, 1.0)
@@ -254,6 +323,9 @@ def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem, 
         o = gl.convert_layout(o.to(o_ptr.dtype.element_ty), IO_L)
         o_off = (q_start + qi).to(gl.int64) * stride_ot + head * stride_oh
         gl.store(o_ptr + o_off[:, None] + d[None, :], o, mask=row_ok[:, None])
+        tb += n_tiles
+        gb += n_tiles + 1
+    return tb, gb
 
 
 @gluon.jit
@@ -263,7 +335,7 @@ def _ws_prefill_kernel(
     num_seqs, num_kv_heads, seq_pages,
     GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr, BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr,
-    SPLIT: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
+    SPLIT: gl.constexpr, PINGPONG: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
     IO_L: gl.constexpr, Q_SL: gl.constexpr, KV_SL: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
 ):
@@ -280,6 +352,9 @@ def _ws_prefill_kernel(
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(turns.index(0), count=1)
+    mbarrier.init(turns.index(1), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
@@ -291,14 +366,14 @@ def _ws_prefill_kernel(
         gl.warp_specialize([
             (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
                          q_smem.index(0), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-                         seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
-                         s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0, ROWS, BLOCK_N,
-                         STAGES, S_L, O_L, P_L, IO_L)),
+                         turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
+                         num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, PINGPONG)),
             (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
                          q_smem.index(1), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-                         seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
-                         s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, ROWS, ROWS,
-                         BLOCK_N, STAGES, S_L, O_L, P_L, IO_L)),
+                         turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
+                         num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, ROWS,
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 1, PINGPONG)),
             (_producer, (k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                          bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
                          num_seqs, num_kv_heads, seq_pages, HEAD, BLOCK_Q, BLOCK_N,
@@ -308,9 +383,9 @@ def _ws_prefill_kernel(
         gl.warp_specialize([
             (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
                          q_smem.index(0), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-                         seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
-                         s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0, ROWS, BLOCK_N,
-                         STAGES, S_L, O_L, P_L, IO_L)),
+                         turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
+                         num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, False)),
             (_producer, (k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                          bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
                          num_seqs, num_kv_heads, seq_pages, HEAD, BLOCK_Q, BLOCK_N,
@@ -413,8 +488,11 @@ def ws_max_stages(head: int) -> int:
 
 
 #: Launch settings (`bench/tune_hopper_prefill.py` sweeps them): K/V ring stages, the two
-#: consumer warpgroups as two partitions (``split``), the register split between partitions.
-WS_DEFAULTS: dict = dict(stages=2, split=True, producer_regs=24, consumer_regs=240, maxnreg=168)
+#: consumer warpgroups as two partitions (``split``) taking turns at the tensor cores
+#: (``pingpong``), one program per multiprocessor walking the work items (``persistent``), the
+#: register split between partitions.
+WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=False,
+                         producer_regs=24, consumer_regs=240, maxnreg=168)
 
 
 def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc, *, group: int,
@@ -453,7 +531,12 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
            int(seq_pages))
     kw = dict(GROUP=group, GROUP_PAD=group_pad, HEAD=d, BLOCK_M=BLOCK_M, BLOCK_N=block_n,
               BLOCK_SIZE=block_size, STAGES=stages, CONTIG=bool(contig), SPLIT=bool(split),
+              PINGPONG=bool(opt["pingpong"]) and split,
               PRODUCER_REGS=int(opt["producer_regs"]), CONSUMER_REGS=int(opt["consumer_regs"]),
               **lay, num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=int(opt["maxnreg"]))
-    grid = (num_q_blocks * num_seqs * num_kv_heads,)
+    items = num_q_blocks * num_seqs * num_kv_heads
+    if opt["persistent"]:  # one program per multiprocessor walks the items (`_item`)
+        grid = (min(items, num_sms(query.device)),)
+    else:
+        grid = (items,)
     _ws_prefill_kernel[grid](*pos, **kw)
