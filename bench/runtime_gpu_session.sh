@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -270,6 +270,14 @@ for step in $steps; do
         --settings split=1:stages=3,split=1:stages=4,split=1:stages=3:pingpong=1 2>&1 | tee "$OUT/tune-hopper-c.log"
       timeout 230 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
         -k "hopper" 2>&1 | tee "$OUT/pytest-hopper.log" ;;
+    round17c)  # the query prefetch / deferred output store, then every Hopper-kernel GPU test
+      #           and the prefill GPU tests (which now run it by default)
+      timeout 200 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
+        --shape 2,2048,16384,64,8,64 --modes bf16,int8_per_token_head \
+        --settings triton,persistent=0:prefetch=0,persistent=1:prefetch=0,persistent=1,persistent=1:pingpong=1 \
+        2>&1 | tee "$OUT/tune-hopper-d.log"
+      timeout 330 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        -k "hopper or prefill_kernel_gpu" 2>&1 | tee "$OUT/pytest-hopper.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

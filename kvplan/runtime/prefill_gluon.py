@@ -216,54 +216,113 @@ def _step(q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, t, 
 
 
 @gluon.jit
+def _rows(item, ok, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+          GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
+          BLOCK_Q: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
+          BLOCK_N: gl.constexpr, IO_L: gl.constexpr):
+    """Item ``item``'s query rows of this consumer: (token index in the packed batch, query
+    head, row valid); ``ok`` False: no rows (past the last item)."""
+    item = gl.minimum(item, num_q_blocks * num_seqs * num_kv_heads - 1)
+    kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
+        item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q,
+        BLOCK_N)
+    rows = ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, IO_L))
+    qi = q0 + rows // GROUP_PAD
+    g = rows % GROUP_PAD
+    row_ok = (qi < q_len) & (g < GROUP) & ok
+    return (q_start + qi).to(gl.int64), kvh * GROUP + g, row_ok
+
+
+@gluon.jit
+def _load_q(item, ok, q_ptr, stride_qt, stride_qh, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
+            num_seqs, num_kv_heads, GROUP: gl.constexpr, GROUP_PAD: gl.constexpr,
+            HEAD: gl.constexpr, BLOCK_Q: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
+            BLOCK_N: gl.constexpr, IO_L: gl.constexpr):
+    """Issue the loads of item ``item``'s query rows (16-byte vectors); zeros where ``ok`` is
+    False."""
+    tok, head, row_ok = _rows(item, ok, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
+                              num_kv_heads, GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N,
+                              IO_L)
+    d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, IO_L))
+    off = tok * stride_qt + head * stride_qh
+    return gl.load(q_ptr + off[:, None] + d[None, :], mask=row_ok[:, None], other=0.0)
+
+
+@gluon.jit
 def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem, k_bufs, v_bufs,
-              k_ready, v_ready, k_empty, v_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
-              num_seqs, num_kv_heads, s_scale, out_scale,
+              k_ready, v_ready, k_empty, v_empty, turns, seq_lens_ptr, qsl_ptr, window,
+              num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale,
               GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
               BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
               S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr,
-              ME: gl.constexpr, PINGPONG: gl.constexpr):
-    """Rows ``ROW0 .. ROW0 + ROWS`` of the query block (all of it, or one warpgroup's half:
-    consumer ``ME``)."""
+              ME: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr):
+    """Rows ``ROW0 .. ROW0 + ROWS`` of each query block (all of it, or one warpgroup's half:
+    consumer ``ME``), item after item. ``PREFETCH``: the next item's query rows are loaded
+    while this one's last MMA runs, and this item's output is stored once the next item's
+    first MMA is issued (registers for both: not at head 256)."""
     BLOCK_Q: gl.constexpr = BLOCK_M // GROUP_PAD
     num_items = num_q_blocks * num_seqs * num_kv_heads
+    o_off = gl.zeros([ROWS], gl.int64, gl.SliceLayout(1, IO_L))
+    o_ok = o_off < 0  # an output waiting to be stored: none yet
+    if PREFETCH:
+        first = _item(0, num_items)
+        q = _load_q(first, first < num_items, q_ptr, stride_qt, stride_qh, seq_lens_ptr,
+                    qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, GROUP, GROUP_PAD,
+                    HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L)
+        o = gl.zeros([ROWS, HEAD], o_ptr.dtype.element_ty, IO_L)
+    else:  # placeholders: nothing is carried from one item to the next
+        q = gl.zeros([ROWS], o_ptr.dtype.element_ty, gl.SliceLayout(1, IO_L))
+        o = q
     tb = 0  # ring tiles of earlier items
     gb = 0  # ping-pong turns of earlier items
     for k in range(gl.cdiv(num_items, gl.num_programs(0))):
         item = _item(k, num_items)
         if item < num_items:
-            tb, gb = _consume_item(
-                item, tb, gb, q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem,
-                k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, seq_lens_ptr,
-                qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale,
-                GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, STAGES, S_L, O_L, P_L,
-                IO_L, ME, PINGPONG)
+            tb, gb, q, o, o_off, o_ok = _consume_item(
+                item, _item(k + 1, num_items), num_items, tb, gb, q, o, o_off, o_ok, q_ptr,
+                stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem, k_bufs, v_bufs,
+                k_ready, v_ready, k_empty, v_empty, turns, seq_lens_ptr, qsl_ptr, window,
+                num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD,
+                HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, ME, PINGPONG,
+                PREFETCH)
+    if PREFETCH:
+        _store_o(o, o_off, o_ok, o_ptr, HEAD, IO_L)
 
 
 @gluon.jit
-def _consume_item(item, tb, gb, q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
-                  q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns,
-                  seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, s_scale,
-                  out_scale, GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
-                  BLOCK_Q: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
-                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_L: gl.constexpr,
-                  O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr, ME: gl.constexpr,
-                  PINGPONG: gl.constexpr):
-    """One work item; returns the ring-tile and turn counters after it."""
+def _store_o(o, o_off, o_ok, o_ptr, HEAD: gl.constexpr, IO_L: gl.constexpr):
+    d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, IO_L))
+    gl.store(o_ptr + o_off[:, None] + d[None, :], o, mask=o_ok[:, None])
+
+
+@gluon.jit
+def _consume_item(item, next_item, num_items, tb, gb, q, o, o_off, o_ok, q_ptr, stride_qt,
+                  stride_qh, o_ptr, stride_ot, stride_oh, q_smem, k_bufs, v_bufs, k_ready,
+                  v_ready, k_empty, v_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
+                  num_seqs, num_kv_heads, s_scale, out_scale, GROUP: gl.constexpr,
+                  GROUP_PAD: gl.constexpr, HEAD: gl.constexpr, BLOCK_Q: gl.constexpr,
+                  ROW0: gl.constexpr, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
+                  STAGES: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
+                  IO_L: gl.constexpr, ME: gl.constexpr, PINGPONG: gl.constexpr,
+                  PREFETCH: gl.constexpr):
+    """One work item, its query rows ``q`` already loaded (``PREFETCH``; else loaded here); (``o``, ``o_off``, ``o_ok``): the
+    previous item's output, still to be stored. Returns the ring-tile and turn counters after
+    it, the next item's query rows and this item's output."""
     kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
         item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q,
         BLOCK_N)
+    q_out = q
+    o_out = o
+    off_out = o_off
+    ok_out = o_ok
     if n_tiles > 0:
-        rows = ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, IO_L))
-        d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, IO_L))
-        qi = q0 + rows // GROUP_PAD
-        g = rows % GROUP_PAD
-        row_ok = (qi < q_len) & (g < GROUP)
-        head = kvh * GROUP + g
-        q_off = (q_start + qi).to(gl.int64) * stride_qt + head * stride_qh
-        q = gl.load(q_ptr + q_off[:, None] + d[None, :], mask=row_ok[:, None], other=0.0)
-        q_smem.store(q)
+        if PREFETCH:
+            q_smem.store(q)
+        else:
+            q_smem.store(_load_q(item, True, q_ptr, stride_qt, stride_qh, seq_lens_ptr, qsl_ptr,
+                                 window, num_q_blocks, num_seqs, num_kv_heads, GROUP, GROUP_PAD,
+                                 HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L))
         fence_async_shared()
         gl.thread_barrier()
 
@@ -281,6 +340,8 @@ def _consume_item(item, tb, gb, q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, s
         s_tok = warpgroup_mma(q_smem, k_bufs.index(first).permute((1, 0)), zero, use_acc=False,
                               is_async=True)
         _turn_pass(turns, ME, PINGPONG)
+        if PREFETCH:
+            _store_o(o, o_off, o_ok, o_ptr, HEAD, IO_L)  # the previous item's, under this MMA
         sc = warpgroup_mma_wait(0, deps=(s_tok,))
         mbarrier.arrive(k_empty.index(first), count=1)
         p32, alpha, m_i, l_i = _softmax(sc, lo_tile, pos, cols, m_i, l_i, window, s_scale, True)
@@ -289,43 +350,56 @@ def _consume_item(item, tb, gb, q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, s
         second = lo_tile + BLOCK_N
         for start in range(second, full_lo, BLOCK_N):  # a window's lower edge
             acc, m_i, l_i, p, alpha = _step(
-                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t, gb + t,
-                start, pos,
-                cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
-                S_L, O_L, P_L, True, ME, PINGPONG)
+                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t,
+                gb + t, start, pos, cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES,
+                ROWS, BLOCK_N, S_L, O_L, P_L, True, ME, PINGPONG)
             t += 1
         for start in range(gl.maximum(full_lo, second), full_hi, BLOCK_N):  # every key visible
             acc, m_i, l_i, p, alpha = _step(
-                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t, gb + t,
-                start, pos,
-                cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
-                S_L, O_L, P_L, False, ME, PINGPONG)
+                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t,
+                gb + t, start, pos, cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES,
+                ROWS, BLOCK_N, S_L, O_L, P_L, False, ME, PINGPONG)
             t += 1
         for start in range(gl.maximum(full_hi, second), hi, BLOCK_N):  # the causal diagonal
             acc, m_i, l_i, p, alpha = _step(
-                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t, gb + t,
-                start, pos,
-                cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES, ROWS, BLOCK_N,
-                S_L, O_L, P_L, True, ME, PINGPONG)
+                q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t,
+                gb + t, start, pos, cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES,
+                ROWS, BLOCK_N, S_L, O_L, P_L, True, ME, PINGPONG)
             t += 1
-        # the last tile's P.V
+        # the last tile's P.V, with the next item's query rows loading meanwhile
         prev = (tb + t - 1) % STAGES
         acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, O_L))[:, None]
         mbarrier.wait(v_ready.index(prev), ((tb + t - 1) // STAGES) & 1)
         _turn_wait(turns, gb + t, ME, PINGPONG)
         o_tok = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
         _turn_pass(turns, ME, PINGPONG)
+        if PREFETCH:
+            q_out = _load_q(next_item, next_item < num_items, q_ptr, stride_qt, stride_qh,
+                        seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+                        GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L)
         acc, p = warpgroup_mma_wait(0, deps=(o_tok, p))
         mbarrier.arrive(v_empty.index(prev), count=1)
 
         inv_l = out_scale / gl.where(l_i > 0, l_i, 1.0)
-        o = acc * gl.convert_layout(inv_l, gl.SliceLayout(1, O_L))[:, None]
-        o = gl.convert_layout(o.to(o_ptr.dtype.element_ty), IO_L)
-        o_off = (q_start + qi).to(gl.int64) * stride_ot + head * stride_oh
-        gl.store(o_ptr + o_off[:, None] + d[None, :], o, mask=row_ok[:, None])
+        o32 = acc * gl.convert_layout(inv_l, gl.SliceLayout(1, O_L))[:, None]
+        o_new = gl.convert_layout(o32.to(o_ptr.dtype.element_ty), IO_L)
+        tok, head, ok_new = _rows(item, True, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
+                                  num_seqs, num_kv_heads, GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0,
+                                  ROWS, BLOCK_N, IO_L)
+        off_new = tok * stride_ot + head * stride_oh
+        if PREFETCH:
+            o_out = o_new
+            off_out = off_new
+            ok_out = ok_new
+        else:
+            _store_o(o_new, off_new, ok_new, o_ptr, HEAD, IO_L)
         tb += n_tiles
         gb += n_tiles + 1
-    return tb, gb
+    elif PREFETCH:  # no query row in this block: the pending output waits, the next rows load
+        q_out = _load_q(next_item, next_item < num_items, q_ptr, stride_qt, stride_qh,
+                        seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+                        GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L)
+    return tb, gb, q_out, o_out, off_out, ok_out
 
 
 @gluon.jit
@@ -335,7 +409,7 @@ def _ws_prefill_kernel(
     num_seqs, num_kv_heads, seq_pages,
     GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr, BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr,
-    SPLIT: gl.constexpr, PINGPONG: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
+    SPLIT: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
     IO_L: gl.constexpr, Q_SL: gl.constexpr, KV_SL: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
 ):
@@ -368,12 +442,12 @@ def _ws_prefill_kernel(
                          q_smem.index(0), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                          turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, PINGPONG)),
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, PINGPONG, PREFETCH)),
             (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
                          q_smem.index(1), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                          turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, ROWS,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 1, PINGPONG)),
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 1, PINGPONG, PREFETCH)),
             (_producer, (k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                          bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
                          num_seqs, num_kv_heads, seq_pages, HEAD, BLOCK_Q, BLOCK_N,
@@ -385,7 +459,7 @@ def _ws_prefill_kernel(
                          q_smem.index(0), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                          turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, False)),
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, False, PREFETCH)),
             (_producer, (k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                          bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
                          num_seqs, num_kv_heads, seq_pages, HEAD, BLOCK_Q, BLOCK_N,
@@ -490,8 +564,9 @@ def ws_max_stages(head: int) -> int:
 #: Launch settings (`bench/tune_hopper_prefill.py` sweeps them): K/V ring stages, the two
 #: consumer warpgroups as two partitions (``split``) taking turns at the tensor cores
 #: (``pingpong``), one program per multiprocessor walking the work items (``persistent``), the
-#: register split between partitions.
-WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=False,
+#: next item's query rows loaded and the last output stored under MMAs (``prefetch``; heads up
+#: to 128: at 256 the registers spill), the register split between partitions.
+WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=True, prefetch=True,
                          producer_regs=24, consumer_regs=240, maxnreg=168)
 
 
@@ -532,6 +607,7 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
     kw = dict(GROUP=group, GROUP_PAD=group_pad, HEAD=d, BLOCK_M=BLOCK_M, BLOCK_N=block_n,
               BLOCK_SIZE=block_size, STAGES=stages, CONTIG=bool(contig), SPLIT=bool(split),
               PINGPONG=bool(opt["pingpong"]) and split,
+              PREFETCH=bool(opt["prefetch"]) and d <= 128,
               PRODUCER_REGS=int(opt["producer_regs"]), CONSUMER_REGS=int(opt["consumer_regs"]),
               **lay, num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=int(opt["maxnreg"]))
     items = num_q_blocks * num_seqs * num_kv_heads

@@ -867,21 +867,22 @@ def test_prefill_hopper_kernel_scope(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("split,stages,pingpong,persistent", [
-    (True, 2, False, False), (False, 2, False, False), (True, 3, False, False),
-    (True, 2, True, False), (True, 2, True, True), (False, 2, False, True)])
+@pytest.mark.parametrize("split,stages,pingpong,persistent,prefetch", [
+    (True, 2, False, True, True), (True, 2, False, False, True), (False, 2, False, True, True),
+    (True, 3, False, True, True), (True, 2, True, True, True), (True, 2, False, True, False),
+    (False, 2, False, False, False)])
 @pytest.mark.parametrize("kv_cache_dtype,hq,hkv,head_size,block_size", [
     ("bfloat16", 32, 8, 128, 16), ("bfloat16", 64, 8, 64, 32), ("bfloat16", 16, 4, 256, 16),
     ("bfloat16", 8, 8, 128, 32), ("bfloat16", 24, 8, 64, 16), ("float16", 48, 4, 128, 32),
     ("bfloat16", 16, 2, 128, 8), ("int8_per_token_head", 32, 8, 128, 16),
     ("fp8", 16, 8, 256, 32), ("fp8_per_token_head", 56, 8, 64, 16)])
 def test_prefill_hopper_gpu(cuda_device, monkeypatch, split, stages, pingpong, persistent,
-                            kv_cache_dtype, hq, hkv, head_size, block_size):
+                            prefetch, kv_cache_dtype, hq, hkv, head_size, block_size):
     """The Hopper prefill kernel (paged TMA copies; the workspace of 8-bit caches) against the
     reference: whole prompts, chunks over cached context, 1-token chunks, an empty chunk,
     sliding windows; GQA groups 1-12 (3, 7 and 12 padded), heads 64/128/256, pages of 8-32
     rows; both consumer arrangements, ring depths, ping-pong turns, persistent programs (which
-    walk many items each here)."""
+    walk many items each here), query prefetch and deferred output stores."""
     from kvplan.runtime import prefill_gluon as pg
     if not pg.hopper_device(torch.device("cuda")):
         pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
@@ -891,6 +892,7 @@ def test_prefill_hopper_gpu(cuda_device, monkeypatch, split, stages, pingpong, p
     monkeypatch.setitem(pg.WS_DEFAULTS, "stages", stages)
     monkeypatch.setitem(pg.WS_DEFAULTS, "pingpong", pingpong)
     monkeypatch.setitem(pg.WS_DEFAULTS, "persistent", persistent)
+    monkeypatch.setitem(pg.WS_DEFAULTS, "prefetch", prefetch)
     dtype = torch.float16 if kv_cache_dtype == "float16" else torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(hq + head_size + block_size)
     for window in (None, 300):
