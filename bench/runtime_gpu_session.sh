@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -278,6 +278,12 @@ for step in $steps; do
         2>&1 | tee "$OUT/tune-hopper-d.log"
       timeout 330 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
         -k "hopper or prefill_kernel_gpu" 2>&1 | tee "$OUT/pytest-hopper.log" ;;
+    round17suite)  # round 17's suite run (the Hopper prefill kernel by default on sm_90), then
+      #               the Hopper-kernel GPU tests at the default and the joined 8-warp settings
+      timeout 280 $PY bench/bench_attention.py --out "$OUT/h200-runtime-r17-2026-11-28.json" \
+        --plot "$OUT/h200-runtime-r17-2026-11-28.png" 2>&1 | tee "$OUT/h200-runtime-r17-2026-11-28.log"
+      timeout 200 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
+        -k "hopper_gpu and (True-2-False-True-True or False-2-False-False-False)" 2>&1 | tee "$OUT/pytest.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -381,10 +381,41 @@ def bench_prefill_shape(batch: int, new: int, cached: int, hq: int, hkv: int, he
         tflops = flops / (ms * 1e-3) / 1e12
         rows.append(dict(shape, kind="prefill", variant=f"paged_{name}", ms=ms, flops=flops,
                          tflops=tflops, ratio_to_sdpa=tflops / sdpa_tflops, rel_err=err,
-                         nan_outputs=int(torch.isnan(out).sum())))
+                         nan_outputs=int(torch.isnan(out).sum()),
+                         kernel=prefill_kernel_name(layout, ref_q, block_size, cfg)))
         del cache, block_tables
         torch.cuda.empty_cache()
     return rows
+
+
+def prefill_kernel_name(layout: LayerLayout, query: torch.Tensor, block_size: int,
+                        config: AttentionConfig | None = None) -> str:
+    """Which kernel `paged_attention` runs for a prefill of ``query`` over ``layout`` at its
+    defaults: ``hopper`` (the warp-specialized TMA/wgmma kernel, `kvplan.runtime.prefill_gluon`;
+    8-bit caches through the dequantized workspace), ``prefill`` (the Triton prefill kernel) or
+    ``decode-form`` (the Triton decode kernel: INT4 without the workspace, fp32)."""
+    from kvplan.runtime import prefill as pf
+    from kvplan.runtime._common import KV_MODES
+    from kvplan.runtime.cache import torch_storage_dtype
+
+    cfg = config or AttentionConfig()
+    mode = KV_MODES[layout.quant_mode]
+    quantized = mode != KV_MODES["none"]
+    dequant = cfg.dequant if cfg.dequant is not None else quantized
+    if cfg.kernel == "triton" or not pf.prefill_supported(
+            mode, query.dtype, torch_storage_dtype(layout), layout.head_size, dequant):
+        return "decode-form"
+    if cfg.hopper is False or (quantized and not dequant):
+        return "prefill"
+    try:
+        from kvplan.runtime import prefill_gluon as pg
+    except ImportError:
+        return "prefill"
+    head = layout.head_size
+    usable = pg.hopper_device(query.device) and pg.ws_prefill_supported(
+        KV_MODES["none"], query.dtype, query.dtype, head, block_size,
+        query.shape[1] // layout.num_kv_heads, True, contig=quantized)
+    return "hopper" if usable else "prefill"
 
 
 def _causal_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -539,14 +570,14 @@ def format_table(results: dict) -> str:
                      f"{r['ratio_to_sdpa']:.3f}x | {err} |")
     prefill = [r for r in results["rows"] if r["kind"] == "prefill"]
     if prefill:
-        lines += ["", "| prefill (B, new, cached, Hq, Hkv, D) | variant | time (ms) | TFLOP/s | "
-                  "vs SDPA bf16 causal | rel err |", "|---|---|---|---|---|---|"]
+        lines += ["", "| prefill (B, new, cached, Hq, Hkv, D) | variant | kernel | time (ms) | "
+                  "TFLOP/s | vs SDPA bf16 causal | rel err |", "|---|---|---|---|---|---|---|"]
         for r in prefill:
             shape = (f"{r['batch']}, {r['new_tokens']}, {r['cached_tokens']}, "
                      f"{r['num_q_heads']}, {r['num_kv_heads']}, {r['head_size']}")
             err = "" if r.get("rel_err") is None else f"{r['rel_err']:.4f}"
-            lines.append(f"| {shape} | {r['variant']} | {r['ms']:.3f} | {r['tflops']:.0f} | "
-                         f"{r['ratio_to_sdpa']:.3f}x | {err} |")
+            lines.append(f"| {shape} | {r['variant']} | {r.get('kernel', '')} | {r['ms']:.3f} | "
+                         f"{r['tflops']:.0f} | {r['ratio_to_sdpa']:.3f}x | {err} |")
     lines += ["", "| write: tokens x (Hkv, D) | variant | GPU time (ms) | eager call (ms) | bytes (MB) | "
               "GB/s | of copy BW |", "|---|---|---|---|---|---|---|"]
     for r in results["rows"]:

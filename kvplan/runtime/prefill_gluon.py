@@ -133,11 +133,11 @@ def _producer(k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty
                 BLOCK_Q, BLOCK_N)
             col = kvh * HEAD
             bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
+            rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile, lo, hi - 1, BLOCK_N,
+                                 BLOCK_SIZE, CONTIG, PL)
             for t in range(n_tiles):
                 s = (tb + t) % STAGES
                 ph = ((tb + t) // STAGES) & 1
-                rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile + t * BLOCK_N, lo, hi - 1,
-                                     BLOCK_N, BLOCK_SIZE, CONTIG, PL)
                 mbarrier.wait(k_empty.index(s), ph ^ 1)
                 mbarrier.expect(k_ready.index(s), TILE_BYTES)
                 for c in gl.static_range(NP):
@@ -150,6 +150,9 @@ def _producer(k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty
                     row = gl.sum(gl.where(i == c, rows, 0), axis=0)
                     tma.async_copy_global_to_shared(v_desc, [row, col], v_ready.index(s),
                                                     v_bufs.index(s).slice(c * BOX, BOX))
+                # the next tile's block-table entries, loading while this warp waits for a stage
+                rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile + (t + 1) * BLOCK_N, lo,
+                                     hi - 1, BLOCK_N, BLOCK_SIZE, CONTIG, PL)
             tb += n_tiles
 
 
