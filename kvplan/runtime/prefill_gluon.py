@@ -128,7 +128,7 @@ def _producer(k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty
     for k in range(gl.cdiv(num_items, gl.num_programs(0))):
         item = _item(k, num_items)
         if item < num_items:
-            kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
+            kvh, seq, _q0, _qs, _ql, _ctx, lo, hi, lo_tile, _flo, _fhi, n_tiles = _span(
                 item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
                 BLOCK_Q, BLOCK_N)
             col = kvh * HEAD
@@ -226,7 +226,7 @@ def _rows(item, ok, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_k
     """Item ``item``'s query rows of this consumer: (token index in the packed batch, query
     head, row valid); ``ok`` False: no rows (past the last item)."""
     item = gl.minimum(item, num_q_blocks * num_seqs * num_kv_heads - 1)
-    kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
+    kvh, _seq, q0, q_start, q_len, _ctx, _lo, _hi, _lt, _flo, _fhi, _n = _span(
         item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q,
         BLOCK_N)
     rows = ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, IO_L))
@@ -309,10 +309,10 @@ def _consume_item(item, next_item, num_items, tb, gb, q, o, o_off, o_ok, q_ptr, 
                   STAGES: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
                   IO_L: gl.constexpr, ME: gl.constexpr, PINGPONG: gl.constexpr,
                   PREFETCH: gl.constexpr):
-    """One work item, its query rows ``q`` already loaded (``PREFETCH``; else loaded here); (``o``, ``o_off``, ``o_ok``): the
-    previous item's output, still to be stored. Returns the ring-tile and turn counters after
-    it, the next item's query rows and this item's output."""
-    kvh, seq, q0, q_start, q_len, ctx, lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
+    """One work item, its query rows ``q`` already loaded (``PREFETCH``; else loaded here);
+    (``o``, ``o_off``, ``o_ok``): the previous item's output, still to be stored. Returns the
+    ring-tile and turn counters after it, the next item's query rows and this item's output."""
+    _kvh, _seq, q0, _qs, q_len, ctx, _lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
         item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q,
         BLOCK_N)
     q_out = q
@@ -412,7 +412,8 @@ def _ws_prefill_kernel(
     num_seqs, num_kv_heads, seq_pages,
     GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr, BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr,
-    SPLIT: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
+    SPLIT: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, S_L: gl.constexpr,
+    O_L: gl.constexpr, P_L: gl.constexpr,
     IO_L: gl.constexpr, Q_SL: gl.constexpr, KV_SL: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
 ):
@@ -614,8 +615,6 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
               PRODUCER_REGS=int(opt["producer_regs"]), CONSUMER_REGS=int(opt["consumer_regs"]),
               **lay, num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=int(opt["maxnreg"]))
     items = num_q_blocks * num_seqs * num_kv_heads
-    if opt["persistent"]:  # one program per multiprocessor walks the items (`_item`)
-        grid = (min(items, num_sms(query.device)),)
-    else:
-        grid = (items,)
+    # persistent: one program per multiprocessor walks the items (`_item`)
+    grid = (min(items, num_sms(query.device)) if opt["persistent"] else items,)
     _ws_prefill_kernel[grid](*pos, **kw)
