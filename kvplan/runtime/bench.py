@@ -382,18 +382,21 @@ def bench_prefill_shape(batch: int, new: int, cached: int, hq: int, hkv: int, he
         rows.append(dict(shape, kind="prefill", variant=f"paged_{name}", ms=ms, flops=flops,
                          tflops=tflops, ratio_to_sdpa=tflops / sdpa_tflops, rel_err=err,
                          nan_outputs=int(torch.isnan(out).sum()),
-                         kernel=prefill_kernel_name(layout, ref_q, block_size, cfg)))
+                         kernel=prefill_kernel_name(layout, ref_q, block_size, cfg, new, ctx)))
         del cache, block_tables
         torch.cuda.empty_cache()
     return rows
 
 
 def prefill_kernel_name(layout: LayerLayout, query: torch.Tensor, block_size: int,
-                        config: AttentionConfig | None = None) -> str:
+                        config: AttentionConfig | None = None, max_query_len: int = 0,
+                        max_seq_len: int | None = None) -> str:
     """Which kernel `paged_attention` runs for a prefill of ``query`` over ``layout`` at its
     defaults: ``hopper`` (the warp-specialized TMA/wgmma kernel, `kvplan.runtime.prefill_gluon`;
     8-bit caches through the dequantized workspace), ``prefill`` (the Triton prefill kernel) or
-    ``decode-form`` (the Triton decode kernel: INT4 without the workspace, fp32)."""
+    ``decode-form`` (the Triton decode kernel: INT4 without the workspace, fp32). The call's
+    ``max_query_len`` / ``max_seq_len`` decide whether it is large enough for the Hopper kernel
+    by default (`prefill_gluon.worthwhile`)."""
     from kvplan.runtime import prefill as pf
     from kvplan.runtime._common import KV_MODES
     from kvplan.runtime.cache import torch_storage_dtype
@@ -415,6 +418,8 @@ def prefill_kernel_name(layout: LayerLayout, query: torch.Tensor, block_size: in
     usable = pg.hopper_device(query.device) and pg.ws_prefill_supported(
         KV_MODES["none"], query.dtype, query.dtype, head, block_size,
         query.shape[1] // layout.num_kv_heads, True, contig=quantized)
+    if usable and cfg.hopper is None:
+        usable = pg.worthwhile(query.shape[0], query.shape[1], head, max_query_len, max_seq_len)
     return "hopper" if usable else "prefill"
 
 

@@ -338,8 +338,9 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
     (quantized caches): first dequantize the pages the sequences use into a bf16/fp16 workspace
     (`dequantize_pages`), then run the bf16/fp16 form of the kernel over it. ``hopper``: the
     bf16/fp16 pass runs the warp-specialized TMA/wgmma kernel (`kvplan.runtime.prefill_gluon`)
-    instead of the Triton one; None = wherever it applies (an sm_90 GPU, a layout it reads);
-    True where it does not apply is an error. ``block_m``/``block_n``/``num_warps``/
+    instead of the Triton one; None = wherever it applies (an sm_90 GPU, a layout it reads) and
+    the call is large enough (`prefill_gluon.worthwhile`); True where it does not apply is an
+    error. ``block_m``/``block_n``/``num_warps``/
     ``num_stages``/``v_reg`` are the Triton kernel's."""
     _, _hq, d = query.shape
     if args.KV_MODE == KV_MODE_INT4_PTH and not dequant:
@@ -363,6 +364,12 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
             pg = None
         usable = pg is not None and pg.ws_prefill_usable(
             query, args.k, args.v, block_size, group, num_kv_heads, contig)
+        if usable and pg is not None and hopper is None:
+            tokens, hq = query.shape[0], query.shape[1]
+            usable = pg.worthwhile(tokens, hq, d, max_query_len, max_seq_len)
+            if not usable and max_seq_len is None:  # short chunks may sit on long contexts
+                max_seq_len = int(seq_lens.max().item())
+                usable = pg.worthwhile(tokens, hq, d, max_query_len, max_seq_len)
         if hopper and not usable:
             raise ValueError("the Hopper prefill kernel needs an sm_90 GPU, bf16/fp16 queries "
                              "over a cache of their dtype, heads 64/128/256, GQA groups <= 16 "

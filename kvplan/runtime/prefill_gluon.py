@@ -550,6 +550,23 @@ def hopper_device(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device)[0] == 9
 
 
+#: Below this many FLOPs (about 0.15 ms of the Triton prefill kernel) a call runs the Triton
+#: kernel by default: its launches are cached (tens of microseconds of host time), while this
+#: kernel launches through Triton's ordinary path, which cost Gluon kernels with ~20 layout
+#: constexprs 0.1-0.3 ms of host time per call on an H100 (bench/NOTES-runtime.md, round 14):
+#: for small eager prefills that host time is larger than the GPU time this kernel saves.
+MIN_DEFAULT_FLOPS = 5e10
+
+
+def worthwhile(num_tokens: int, num_q_heads: int, head: int, max_query_len: int,
+               max_seq_len: int | None) -> bool:
+    """Whether a prefill call is large enough to take this kernel by default: an upper bound
+    of its FLOPs (every query token against the longest context, 4 * D per pair) reaches
+    `MIN_DEFAULT_FLOPS`."""
+    keys = max(max_query_len, max_seq_len or 0)
+    return 4 * head * num_q_heads * num_tokens * keys >= MIN_DEFAULT_FLOPS
+
+
 def ws_prefill_usable(query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int,
                       group: int, num_kv_heads: int, contig: bool) -> bool:
     """Whether `launch_ws_prefill` runs this call (device, dtypes, geometry, strides)."""

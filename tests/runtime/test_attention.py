@@ -833,8 +833,9 @@ def test_prefill_kernel_gpu_configs(cuda_device, kv_cache_dtype, head_size):
 def test_prefill_hopper_kernel_scope(device):
     """The Hopper prefill kernel reads bf16/fp16 caches of the query's dtype (and the dequantized
     workspace) at heads 64/128/256, GQA groups up to 16, pages of 8+ rows tiling its key tile,
-    caches that are plain [blocks * block_size, Hkv * D] matrices; asking for it where it cannot
-    run (no sm_90 GPU, or a layout it does not read) is an error, not a silent fallback."""
+    caches that are plain [blocks * block_size, Hkv * D] matrices, and by default takes only
+    calls with enough work; asking for it where it cannot run (no sm_90 GPU, or a layout it does
+    not read) is an error, not a silent fallback."""
     from kvplan.runtime import prefill_gluon as pg
     from kvplan.runtime._common import KV_MODES
     none = KV_MODES["none"]
@@ -851,6 +852,11 @@ def test_prefill_hopper_kernel_scope(device):
     assert not pg.ws_prefill_supported(none, bf16, bf16, 128, 16, 32, True)   # group
     assert not pg.ws_prefill_supported(none, bf16, bf16, 128, 16, 4, False)   # strides
     assert pg.ws_prefill_supported(none, bf16, bf16, 128, 4, 4, True, contig=True)
+    # by default only calls with enough work take it (its launch costs more host time)
+    assert pg.worthwhile(4 * 4096, 32, 128, 4096, 4096)          # the suite's whole prompts
+    assert pg.worthwhile(4 * 512, 32, 128, 512, 8704)            # 512 tokens over 8K
+    assert not pg.worthwhile(16, 32, 128, 16, 2048)              # a short chunk
+    assert not pg.worthwhile(64, 8, 64, 64, None)                # a small prompt, no context given
     cache = torch.zeros(2, 5, 16, 4, 128, dtype=bf16)
     assert pg.stride_ok(cache[0], cache[1], 16, 4, 128)
     assert not pg.stride_ok(cache[0][:, :, :2], cache[1][:, :, :2], 16, 2, 128)  # head slice
