@@ -7,6 +7,7 @@ constexprs and layouts), then only compiled, never launched.
 
     python bench/compile_report.py                      # defaults: sm_90, heads 64/128/256
     python bench/compile_report.py --arch 90 --heads 128 --ptx-out /tmp/ptx
+    python bench/compile_report.py --hopper-prefill default,split=0,pingpong=1 --heads 64,128,256
 """
 from __future__ import annotations
 
@@ -161,6 +162,57 @@ def report_prefill(arch: int, configs: list[str], modes: list[str], head: int,
     return rows
 
 
+def report_hopper_prefill(arch: int, settings: list[str], heads: list[int],
+                          ptx_out: Path | None) -> list[dict]:
+    """The Hopper prefill kernel (`kvplan.runtime.prefill_gluon`) over a paged bf16 cache (block
+    size 16, GQA group 4) and over the dequantized workspace (``contig``), at `WS_DEFAULTS`
+    overrides such as ``split=0`` or ``pingpong=1`` (``default``: none): registers, spills,
+    shared memory, and its PTX's wgmma, TMA copies and register reallocations."""
+    import torch
+
+    from kvplan.runtime import prefill_gluon as pg
+
+    rows = []
+    for head in heads:
+        for setting in settings:
+            opts = {}
+            if setting != "default":
+                for part in setting.split(":"):
+                    key, _, val = part.partition("=")
+                    opts[key] = int(val)
+            for contig in (False, True):
+                k = torch.zeros(64, 16, 8, head, dtype=torch.bfloat16)
+                q = torch.zeros(256, 32, head, dtype=torch.bfloat16)
+                bt = torch.zeros(2, 8, dtype=torch.int32)
+                sl = torch.full((2,), 128, dtype=torch.int32)
+                captured: dict = {}
+                saved = pg._ws_prefill_kernel
+
+                class _Capture:
+                    def __getitem__(self, grid):
+                        return lambda *pos, **kw: captured.update(pos=pos, kw=kw)
+
+                pg._ws_prefill_kernel = _Capture()
+                try:
+                    pg.launch_ws_prefill(q, q, k, k, bt, sl, sl, group=4, block_size=16,
+                                         num_kv_heads=8, scale=0.1, out_scale=1.0,
+                                         sliding_window=0, max_query_len=128, contig=contig,
+                                         seq_pages=8, **opts)
+                finally:
+                    pg._ws_prefill_kernel = saved
+                compiled = saved.warmup(*captured["pos"], grid=(1,), **captured["kw"])
+                ptx = compiled.asm["ptx"]
+                name = f"hopper_prefill_d{head}_{setting}{'_contig' if contig else ''}"
+                if ptx_out:
+                    ptx_out.mkdir(parents=True, exist_ok=True)
+                    (ptx_out / f"{name.replace(':', '-').replace('=', '')}.ptx").write_text(ptx)
+                rows.append({"kernel": name, "shared": compiled.metadata.shared,
+                             "wgmma": ptx.count("wgmma.mma_async"),
+                             "tma": ptx.count("cp.async.bulk.tensor"),
+                             "setmaxnreg": ptx.count("setmaxnreg"), **_ptxas(ptx, arch)})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90")
@@ -169,8 +221,19 @@ def main() -> None:
     ap.add_argument("--prefill", default="", help="prefill kernel configs BM:BN:WARPS:STAGES[:VREG], "
                     "comma-separated (then only the prefill kernel is compiled, at the first head)")
     ap.add_argument("--modes", default="bfloat16,int8_per_token_head")
+    ap.add_argument("--hopper-prefill", default="", help="Hopper prefill kernel settings, "
+                    "comma-separated WS_DEFAULTS overrides like split=0:pingpong=1 or 'default' "
+                    "(then only that kernel is compiled, at every --heads)")
     a = ap.parse_args()
     _offline_driver(a.arch)
+    if a.hopper_prefill:
+        rows = report_hopper_prefill(a.arch, a.hopper_prefill.split(","),
+                                     [int(h) for h in a.heads.split(",")], a.ptx_out)
+        for r in rows:
+            print(f"{r['kernel']:50} regs {r['registers']!s:>4} spills {r['spill_stores']!s:>5}/"
+                  f"{r['spill_loads']!s:<6} shared {r['shared']:>7} wgmma {r['wgmma']:>4} "
+                  f"tma {r['tma']:>3} setmaxnreg {r['setmaxnreg']:>3}")
+        return
     if a.prefill:
         rows = report_prefill(a.arch, a.prefill.split(","), a.modes.split(","),
                               int(a.heads.split(",")[0]), a.ptx_out)

@@ -52,6 +52,12 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kvplan.runtime._common import KV_MODE_NONE, num_sms
 
+# The CTA (in a warp-specialized region: partition) barrier: `thread_barrier` in triton 3.6,
+# `barrier` in later releases.
+_partition_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+# TMA global -> shared copy: `async_copy_global_to_shared` in triton 3.6, `async_load` later.
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
 _LOG2E = 1.4426950408889634
 BLOCK_M = 128
 NUM_WARPS = 8
@@ -142,14 +148,14 @@ def _producer(k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty
                 mbarrier.expect(k_ready.index(s), TILE_BYTES)
                 for c in gl.static_range(NP):
                     row = gl.sum(gl.where(i == c, rows, 0), axis=0)
-                    tma.async_copy_global_to_shared(k_desc, [row, col], k_ready.index(s),
-                                                    k_bufs.index(s).slice(c * BOX, BOX))
+                    _tma_load(k_desc, [row, col], k_ready.index(s),
+                              k_bufs.index(s).slice(c * BOX, BOX))
                 mbarrier.wait(v_empty.index(s), ph ^ 1)
                 mbarrier.expect(v_ready.index(s), TILE_BYTES)
                 for c in gl.static_range(NP):
                     row = gl.sum(gl.where(i == c, rows, 0), axis=0)
-                    tma.async_copy_global_to_shared(v_desc, [row, col], v_ready.index(s),
-                                                    v_bufs.index(s).slice(c * BOX, BOX))
+                    _tma_load(v_desc, [row, col], v_ready.index(s),
+                              v_bufs.index(s).slice(c * BOX, BOX))
                 # the next tile's block-table entries, loading while this warp waits for a stage
                 rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile + (t + 1) * BLOCK_N, lo,
                                      hi - 1, BLOCK_N, BLOCK_SIZE, CONTIG, PL)
@@ -327,7 +333,7 @@ def _consume_item(item, next_item, num_items, tb, gb, q, o, o_off, o_ok, q_ptr, 
                                  window, num_q_blocks, num_seqs, num_kv_heads, GROUP, GROUP_PAD,
                                  HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L))
         fence_async_shared()
-        gl.thread_barrier()
+        _partition_barrier()
 
         srows = ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, S_L))
         pos = ctx - q_len + q0 + srows // GROUP_PAD
