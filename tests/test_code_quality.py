@@ -23,6 +23,7 @@ KERNEL_MODULES = {
     "kvplan/runtime/attention.py",
     "kvplan/runtime/attention_gluon.py",
     "kvplan/runtime/prefill.py",
+    "kvplan/runtime/prefill_gluon.py",
     "kvplan/runtime/write.py",
     "kvplan/runtime/write_gluon.py",
 }

@@ -26,7 +26,8 @@ FAKE = {
              ms=0.9, flops=5.5e11, tflops=610.0, ratio_to_sdpa=1.0, rel_err=None),
         dict(kind="prefill", variant="paged_int8_per_token_head", batch=4, new_tokens=4096,
              cached_tokens=0, num_q_heads=32, num_kv_heads=8, head_size=128, block_size=16,
-             ms=1.6, flops=5.5e11, tflops=343.4, ratio_to_sdpa=0.563, rel_err=0.07),
+             ms=1.6, flops=5.5e11, tflops=343.4, ratio_to_sdpa=0.563, rel_err=0.07,
+             kernel="prefill"),
         dict(kind="write", variant="write_int8_per_token_head", num_tokens=8192, num_kv_heads=8,
              head_size=128, block_size=16, ms=0.02, launch_ms=0.03, bytes=5.1e7, bytes_per_s=2.5e12,
              frac_copy=0.85),
@@ -44,7 +45,7 @@ def test_bench_format_table_lists_every_row():
     # eager over graph time, side by side
     assert "| 0.2000 | 0.3100 | 1.55x |" in table
     # the prefill table: TFLOP/s and the ratio to SDPA bf16 causal
-    assert "| 4, 4096, 0, 32, 8, 128 | paged_int8_per_token_head |  | 1.600 | 343 | 0.563x |" in table
+    assert "| 4, 4096, 0, 32, 8, 128 | paged_int8_per_token_head | prefill | 1.600 | 343 | 0.563x |" in table
     json.dumps(FAKE)  # the result format is plain JSON
 
 
