@@ -30,6 +30,10 @@ available; on an H100 it ran at 0.6x the two-pass speed (bench/NOTES-runtime.md,
 hidden behind the MMAs. The workspace costs 4 * D * Hkv bytes per token of the longest sequence
 (bf16 K and V), per sequence, for the duration of the call. INT4 per-token-head caches (nibbles,
 Hadamard-rotated heads, the query rotated by `paged_attention`) take the two-pass form only.
+
+On an sm_90 GPU the bf16/fp16 pass (over a bf16/fp16 cache or the workspace) runs the
+warp-specialized TMA/wgmma kernel of `kvplan.runtime.prefill_gluon` instead, wherever it reads
+the layout and the call is large enough for its launch (`launch_prefill`'s ``hopper``).
 """
 from __future__ import annotations
 
