@@ -872,6 +872,42 @@ def test_prefill_hopper_kernel_scope(device):
     _check(out, ref, layout.quant_mode, "hopper=False")
 
 
+def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
+    """Which prefill kernel a call takes, as on an sm_90 GPU (the device check and the Hopper
+    launch replaced by a recorder): small calls keep the Triton kernel, calls with enough work
+    take the Hopper kernel over the paged cache, quantized caches reach it through the
+    contiguous dequantized workspace, hopper=False keeps the Triton kernel, a head it does not
+    read falls back by default and is an error when asked for."""
+    from kvplan.runtime import prefill_gluon as pg
+    calls: list[dict] = []
+    monkeypatch.setattr(pg, "hopper_device", lambda dev: True)
+    monkeypatch.setattr(pg, "launch_ws_prefill", lambda *a, **kw: calls.append(kw))
+    gen = torch.Generator(device=device).manual_seed(8)
+
+    def run(kv_dtype, head=64, config=None):
+        layout = LayerLayout.simple(kv_dtype, 2, head)
+        return _prefill(layout, [40, 70], [25, 70], 16, 4, device, gen,
+                        config or AttentionConfig(kernel="prefill", block_m=16, block_n=16))
+
+    out, ref = run("bfloat16")  # 4 * 64 * 4 * 95 * 70 FLOPs: the Triton kernel ran
+    assert calls == []
+    _check(out, ref, "none", "small call")
+    monkeypatch.setattr(pg, "MIN_DEFAULT_FLOPS", 1.0)
+    run("bfloat16")
+    assert len(calls) == 1 and calls[0]["contig"] is False
+    assert (calls[0]["block_size"], calls[0]["group"], calls[0]["num_kv_heads"]) == (16, 2, 2)
+    assert calls[0]["max_query_len"] == 70
+    run("int8_per_token_head")
+    assert calls[-1]["contig"] is True and calls[-1]["seq_pages"] == 5  # ceil(70 / 16) pages
+    run("bfloat16", config=AttentionConfig(kernel="prefill", hopper=False, block_m=16,
+                                           block_n=16))
+    assert len(calls) == 2
+    run("bfloat16", head=32)  # a head the Hopper kernel does not read: the Triton kernel
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match="Hopper prefill kernel needs"):
+        run("bfloat16", head=32, config=AttentionConfig(kernel="prefill", hopper=True))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("split,stages,pingpong,persistent,prefetch", [
     (True, 2, False, True, True), (True, 2, False, False, True), (False, 2, False, True, True),
