@@ -4,29 +4,39 @@ The flash-attention forward loop written the way Hopper runs it fastest, over th
 bf16/fp16 caches the Triton prefill kernel (`kvplan.runtime.prefill`) reads:
 
 * **Warp-specialized.** One producer warp issues the TMA copies of K and V tiles into a ring of
-  shared-memory stages (``STAGES``); eight consumer warps (two warpgroups, 64 query rows each)
-  run the MMAs and the softmax. Stages are handed over with mbarriers: ``ready`` (the copy's
-  bytes landed) and ``empty`` (the MMAs reading the stage are done). K and V have their own
-  stages and barriers, so K of the next tile can land while V of this one is still being read.
+  shared-memory stages (``STAGES``); two consumer warpgroups (64 query rows each, 240 registers
+  per thread; the producer keeps 24) run the MMAs and the softmax. By default each consumer
+  warpgroup is a partition of its own (``split``): a stage release in Gluon synchronizes the
+  releasing partition's warps, and two 4-warp partitions let the warpgroups drift apart
+  instead of meeting twice per tile (one 8-warp partition measured 10-15% slower). Stages are
+  handed over with mbarriers: ``ready`` (the copy's bytes landed) and ``empty`` (the MMAs
+  reading the stage are done, both consumers arrive). K and V have their own stages and
+  barriers, so K of the next tile lands while V of this one is still being read.
 * **Paged TMA.** A key tile of ``BLOCK_N`` rows is ``BLOCK_N / block_size`` page copies: each
   copy moves one page's ``[block_size, D]`` rows of one kv head (the cache viewed as a
   ``[blocks * block_size, Hkv * D]`` matrix) into its slice of the tile. Pages outside the keys
   a query block sees (past its last key, before its window) are replaced by the nearest page
   it does see (their scores are masked), so every copy reads written, finite memory and every
-  stage receives the same byte count. The
-  dequantized workspace of 8-bit caches (`prefill.dequantize_pages`) is contiguous per
-  sequence, so there a tile is one copy (``CONTIG``).
+  stage receives the same byte count. The producer loads the next tile's block-table entries
+  while it waits for a stage. The dequantized workspace of 8-bit caches
+  (`prefill.dequantize_pages`) is contiguous per sequence, so there a tile is one copy
+  (``CONTIG``).
 * **Overlapped MMAs.** In the loop, ``S_j = Q K_j^T`` is issued, then ``O += P_{j-1} V_{j-1}``
-  (P from registers), then the softmax of ``S_j`` runs while the P.V MMA is still in flight:
-  the tensor cores and the exponentials overlap inside each warpgroup, and the two warpgroups
-  drift apart and overlap with each other.
+  (P from registers), then the softmax of ``S_j`` runs while the P.V MMA is still in flight.
+  ``pingpong`` makes the two warpgroups take turns at issuing their MMAs (FlashAttention-3's
+  scheduling); measured no better here, it is off by default.
+* **Persistent.** By default one program per multiprocessor walks the work items (a query block
+  of one kv head), longest first in snake order (`_item`); the K/V ring runs on from one item
+  to the next, the next item's query rows load under the last P.V MMA, and each output is
+  stored under the next item's first MMA (``prefetch``; heads up to 128).
 * **Masks only where needed.** Key tiles are walked in three ranges as in the Triton kernel:
   a sliding window's lower edge (masked), tiles every query row sees whole (no mask), the causal
   diagonal (masked). The first tile is peeled off to start the overlap.
 
 The query block is ``BLOCK_M = 128`` rows: ``128 / GROUP_PAD`` tokens times the GQA group's
-query heads, token-major (each K/V tile feeds the whole group). Programs are ordered longest
-first. Softmax in base 2; the softmax scale is applied to the fp32 scores.
+query heads, token-major (each K/V tile feeds the whole group). Softmax in base 2; the softmax
+scale is applied to the fp32 scores. Measurements: BENCHMARKS.md and bench/NOTES-runtime.md,
+round 17.
 
 Slots past a sequence's length inside its last page are read (and masked): they must hold finite
 values, as they do in caches allocated zeroed (vLLM's and `kvplan.runtime.cache`'s) and written
