@@ -382,45 +382,39 @@ def bench_prefill_shape(batch: int, new: int, cached: int, hq: int, hkv: int, he
         rows.append(dict(shape, kind="prefill", variant=f"paged_{name}", ms=ms, flops=flops,
                          tflops=tflops, ratio_to_sdpa=tflops / sdpa_tflops, rel_err=err,
                          nan_outputs=int(torch.isnan(out).sum()),
-                         kernel=prefill_kernel_name(layout, ref_q, block_size, cfg, new, ctx)))
+                         kernel=prefill_kernel_name(cache, ref_q, cfg, new, ctx)))
         del cache, block_tables
         torch.cuda.empty_cache()
     return rows
 
 
-def prefill_kernel_name(layout: LayerLayout, query: torch.Tensor, block_size: int,
+def prefill_kernel_name(cache: PagedKVCache, query: torch.Tensor,
                         config: AttentionConfig | None = None, max_query_len: int = 0,
                         max_seq_len: int | None = None) -> str:
-    """Which kernel `paged_attention` runs for a prefill of ``query`` over ``layout`` at its
-    defaults: ``hopper`` (the warp-specialized TMA/wgmma kernel, `kvplan.runtime.prefill_gluon`;
-    8-bit caches through the dequantized workspace), ``prefill`` (the Triton prefill kernel) or
-    ``decode-form`` (the Triton decode kernel: INT4 without the workspace, fp32). The call's
-    ``max_query_len`` / ``max_seq_len`` decide whether it is large enough for the Hopper kernel
-    by default (`prefill_gluon.worthwhile`)."""
+    """Which kernel `paged_attention` runs for a prefill of ``query`` over ``cache``, by the
+    same decisions it takes: ``hopper`` (the warp-specialized TMA/wgmma kernel,
+    `kvplan.runtime.prefill_gluon`; 8-bit caches through the dequantized workspace), ``prefill``
+    (the Triton prefill kernel) or ``decode-form`` (the Triton decode kernel: INT4 without the
+    workspace, fp32). ``max_query_len`` / ``max_seq_len``: the call's, which decide whether it
+    has enough work for the Hopper kernel."""
     from kvplan.runtime import prefill as pf
-    from kvplan.runtime._common import KV_MODES
-    from kvplan.runtime.cache import torch_storage_dtype
+    from kvplan.runtime._common import KV_MODE_NONE, cache_args
+    from kvplan.runtime.attention import _use_prefill_kernel
 
     cfg = config or AttentionConfig()
-    mode = KV_MODES[layout.quant_mode]
-    quantized = mode != KV_MODES["none"]
-    dequant = cfg.dequant if cfg.dequant is not None else quantized
-    if cfg.kernel == "triton" or not pf.prefill_supported(
-            mode, query.dtype, torch_storage_dtype(layout), layout.head_size, dequant):
+    args = cache_args(cache)
+    lay = cache.layout
+    if not _use_prefill_kernel(cfg, query, args, lay.head_size):
         return "decode-form"
-    if cfg.hopper is False or (quantized and not dequant):
+    quantized = args.KV_MODE != KV_MODE_NONE
+    if quantized and cfg.dequant is False:  # the fused form: conversion in the Triton loop
         return "prefill"
-    try:
-        from kvplan.runtime import prefill_gluon as pg
-    except ImportError:
-        return "prefill"
-    head = layout.head_size
-    usable = pg.hopper_device(query.device) and pg.ws_prefill_supported(
-        KV_MODES["none"], query.dtype, query.dtype, head, block_size,
-        query.shape[1] // layout.num_kv_heads, True, contig=quantized)
-    if usable and cfg.hopper is None:
-        usable = pg.worthwhile(query.shape[0], query.shape[1], head, max_query_len, max_seq_len)
-    return "hopper" if usable else "prefill"
+    pg = pf.hopper_prefill_module(
+        query, args.k, args.v, block_size=cache.block_size,
+        group=query.shape[1] // lay.num_kv_heads, num_kv_heads=lay.num_kv_heads,
+        contig=quantized, hopper=cfg.hopper, max_query_len=max_query_len,
+        max_seq_len=max_seq_len)
+    return "hopper" if pg is not None else "prefill"
 
 
 def _causal_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

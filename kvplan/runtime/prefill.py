@@ -332,6 +332,37 @@ def default_prefill_config(head: int, group_pad: int, quantized: bool) -> dict:
     return cfg
 
 
+def hopper_prefill_module(query, k, v, *, block_size: int, group: int, num_kv_heads: int,
+                          contig: bool, hopper: bool | None, max_query_len: int,
+                          max_seq_len: int | None, seq_lens=None):
+    """`kvplan.runtime.prefill_gluon` when the bf16/fp16 pass of this call runs the Hopper
+    kernel, else None. ``k``/``v``: the flash-layout cache sides it would read (ignored for the
+    dequantized workspace, ``contig``, which is built as a plain matrix of the query's dtype).
+    ``hopper`` None: wherever it reads the layout and the call has enough work
+    (`prefill_gluon.worthwhile`; without ``max_seq_len`` a short chunk takes the longest of
+    ``seq_lens``, one device sync); True where it cannot run is an error; False: never."""
+    if hopper is False:
+        return None
+    try:
+        from kvplan.runtime import prefill_gluon as pg
+    except ImportError:  # a Triton without Gluon's Hopper module
+        pg = None
+    usable = pg is not None and pg.ws_prefill_usable(
+        query, None if contig else k, None if contig else v, block_size, group, num_kv_heads,
+        contig)
+    if usable and pg is not None and hopper is None:
+        tokens, hq, d = query.shape
+        usable = pg.worthwhile(tokens, hq, d, max_query_len, max_seq_len)
+        if not usable and max_seq_len is None and seq_lens is not None:
+            # short chunks may sit on long contexts
+            usable = pg.worthwhile(tokens, hq, d, max_query_len, int(seq_lens.max().item()))
+    if hopper and not usable:
+        raise ValueError("the Hopper prefill kernel needs an sm_90 GPU, bf16/fp16 queries "
+                         "over a cache of their dtype, heads 64/128/256, GQA groups <= 16 "
+                         "and block sizes of 8-128 dividing its key tile")
+    return pg if usable else None
+
+
 def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *, group: int,
                    block_size: int, num_kv_heads: int, scale: float, k_scale: float,
                    v_scale: float, sliding_window: int, max_query_len: int, block_m: int,
@@ -342,10 +373,8 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
     (quantized caches): first dequantize the pages the sequences use into a bf16/fp16 workspace
     (`dequantize_pages`), then run the bf16/fp16 form of the kernel over it. ``hopper``: the
     bf16/fp16 pass runs the warp-specialized TMA/wgmma kernel (`kvplan.runtime.prefill_gluon`)
-    instead of the Triton one; None = wherever it applies (an sm_90 GPU, a layout it reads) and
-    the call is large enough (`prefill_gluon.worthwhile`); True where it does not apply is an
-    error. ``block_m``/``block_n``/``num_warps``/
-    ``num_stages``/``v_reg`` are the Triton kernel's."""
+    instead of the Triton one (`hopper_prefill_module` decides). ``block_m``/``block_n``/
+    ``num_warps``/``num_stages``/``v_reg`` are the Triton kernel's."""
     _, _hq, d = query.shape
     if args.KV_MODE == KV_MODE_INT4_PTH and not dequant:
         raise ValueError("the prefill kernel reads INT4 caches only through the dequantized "
@@ -361,24 +390,12 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
         contig = True  # the workspace: each sequence's pages in order
     else:
         contig = False
-    if hopper is not False and args.KV_MODE == KV_MODE_NONE:
-        try:
-            from kvplan.runtime import prefill_gluon as pg
-        except ImportError:  # a Triton without Gluon's Hopper module
-            pg = None
-        usable = pg is not None and pg.ws_prefill_usable(
-            query, args.k, args.v, block_size, group, num_kv_heads, contig)
-        if usable and pg is not None and hopper is None:
-            tokens, hq = query.shape[0], query.shape[1]
-            usable = pg.worthwhile(tokens, hq, d, max_query_len, max_seq_len)
-            if not usable and max_seq_len is None:  # short chunks may sit on long contexts
-                max_seq_len = int(seq_lens.max().item())
-                usable = pg.worthwhile(tokens, hq, d, max_query_len, max_seq_len)
-        if hopper and not usable:
-            raise ValueError("the Hopper prefill kernel needs an sm_90 GPU, bf16/fp16 queries "
-                             "over a cache of their dtype, heads 64/128/256, GQA groups <= 16 "
-                             "and block sizes of 8-128 dividing its key tile")
-        if usable and pg is not None:
+    if args.KV_MODE == KV_MODE_NONE:
+        pg = hopper_prefill_module(query, args.k, args.v, block_size=block_size, group=group,
+                                   num_kv_heads=num_kv_heads, contig=contig, hopper=hopper,
+                                   max_query_len=max_query_len, max_seq_len=max_seq_len,
+                                   seq_lens=seq_lens)
+        if pg is not None:
             pg.launch_ws_prefill(
                 query, out, args.k, args.v, block_tables, seq_lens, query_start_loc,
                 group=group, block_size=block_size, num_kv_heads=num_kv_heads, scale=scale,

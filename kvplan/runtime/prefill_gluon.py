@@ -583,13 +583,18 @@ def worthwhile(num_tokens: int, num_q_heads: int, head: int, max_query_len: int,
     return 4 * head * num_q_heads * num_tokens * keys >= MIN_DEFAULT_FLOPS
 
 
-def ws_prefill_usable(query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int,
-                      group: int, num_kv_heads: int, contig: bool) -> bool:
-    """Whether `launch_ws_prefill` runs this call (device, dtypes, geometry, strides)."""
+def ws_prefill_usable(query: torch.Tensor, k: torch.Tensor | None, v: torch.Tensor | None,
+                      block_size: int, group: int, num_kv_heads: int, contig: bool) -> bool:
+    """Whether `launch_ws_prefill` runs this call (device, dtypes, geometry, strides); ``k``/``v``
+    None with ``contig``: the dequantized workspace, a plain matrix of the query's dtype."""
     head = query.shape[-1]
+    if k is None or v is None:
+        cache_dtype, strides = query.dtype, contig
+    else:
+        cache_dtype, strides = k.dtype, stride_ok(k, v, block_size, num_kv_heads, head)
     return (hopper_device(query.device)
-            and ws_prefill_supported(KV_MODE_NONE, query.dtype, k.dtype, head, block_size, group,
-                                     stride_ok(k, v, block_size, num_kv_heads, head), contig))
+            and ws_prefill_supported(KV_MODE_NONE, query.dtype, cache_dtype, head, block_size,
+                                     group, strides, contig))
 
 
 def ws_max_stages(head: int) -> int:

@@ -904,6 +904,17 @@ def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
     assert len(calls) == 2
     run("bfloat16", head=32)  # a head the Hopper kernel does not read: the Triton kernel
     assert len(calls) == 2
+    # the benchmark's kernel column takes the same decisions
+    from kvplan.runtime.bench import prefill_kernel_name
+    from kvplan.runtime.cache import allocate_kv_cache
+    q = torch.zeros(95, 4, 64, dtype=torch.bfloat16, device=device)
+    for dtype, head, want in (("bfloat16", 64, "hopper"), ("int8_per_token_head", 64, "hopper"),
+                              ("bfloat16", 32, "prefill")):
+        cache = allocate_kv_cache(LayerLayout.simple(dtype, 2, head), 4, 16, device)
+        assert prefill_kernel_name(cache, q[..., :head], None, 70, 70) == want, (dtype, head)
+    monkeypatch.setattr(pg, "MIN_DEFAULT_FLOPS", 5e10)
+    cache = allocate_kv_cache(LayerLayout.simple("bfloat16", 2, 64), 4, 16, device)
+    assert prefill_kernel_name(cache, q, None, 70, 70) == "prefill"  # too little work
     with pytest.raises(ValueError, match="Hopper prefill kernel needs"):
         run("bfloat16", head=32, config=AttentionConfig(kernel="prefill", hopper=True))
 

@@ -217,22 +217,25 @@ def test_paged_fill_writes_every_token_in_either_page_order(device, permute):
 def test_prefill_rows_name_their_kernel():
     """Each prefill row says which kernel ran it: off an sm_90 GPU the Triton prefill kernel
     (8-bit and INT4 caches through the dequantized workspace), the decode-form kernel where the
-    prefill kernel does not read the call (fp32 queries, kernel='triton'), and the table shows
-    the column."""
+    prefill kernel does not read the call (fp32 queries, kernel='triton', INT4 without the
+    workspace), and the table shows the column."""
     import torch
 
     from kvplan.runtime.attention import AttentionConfig
     from kvplan.runtime.bench import prefill_kernel_name
+    from kvplan.runtime.cache import allocate_kv_cache
     from kvplan.runtime.layout import LayerLayout
+
+    def cache(dtype):
+        return allocate_kv_cache(LayerLayout.simple(dtype, 8, 128), 4, 16, "cpu")
 
     q = torch.zeros(4, 32, 128, dtype=torch.bfloat16)
     for dtype in ("bfloat16", "int8_per_token_head", "fp8", "int4_per_token_head"):
-        assert prefill_kernel_name(LayerLayout.simple(dtype, 8, 128), q, 16) == "prefill"
-    lay = LayerLayout.simple("bfloat16", 8, 128)
-    assert prefill_kernel_name(lay, q, 16, AttentionConfig(kernel="triton")) == "decode-form"
-    assert prefill_kernel_name(lay, q.float(), 16) == "decode-form"
-    int4 = LayerLayout.simple("int4_per_token_head", 8, 128)
-    assert prefill_kernel_name(int4, q, 16, AttentionConfig(dequant=False)) == "decode-form"
+        assert prefill_kernel_name(cache(dtype), q) == "prefill"
+    assert prefill_kernel_name(cache("bfloat16"), q, AttentionConfig(kernel="triton")) == "decode-form"
+    assert prefill_kernel_name(cache("float32"), q.float()) == "decode-form"
+    int4 = cache("int4_per_token_head")
+    assert prefill_kernel_name(int4, q, AttentionConfig(dequant=False)) == "decode-form"
     rows = [dict(kind="prefill", variant="paged_bf16", batch=4, new_tokens=4096, cached_tokens=0,
                  num_q_heads=32, num_kv_heads=8, head_size=128, ms=1.1, flops=5.5e11,
                  tflops=500.0, ratio_to_sdpa=0.83, rel_err=0.0017, kernel="hopper")]
