@@ -22,7 +22,7 @@ import triton.language as tl
 
 from kvplan.runtime._common import launch_cached
 from kvplan.runtime.attention import paged_attention
-from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _host_us, _host_us_idle, _make_kv, _paged_fill
+from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _filled_cache, _host_us, _host_us_idle, _make_kv
 from kvplan.runtime.layout import LayerLayout
 
 
@@ -50,11 +50,7 @@ def main() -> None:
         lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
         for name in args.modes.split(","):
             layout = LayerLayout.simple(modes[name], hkv, d)
-            scales = {}
-            if layout.quant_mode == "fp8_per_tensor":
-                scales = {"k_scale": float(k.abs().max()) / 448.0,
-                          "v_scale": float(v.abs().max()) / 448.0}
-            cache, bt = _paged_fill(layout, k, v, 16, gen, **scales)
+            cache, bt = _filled_cache(layout, k, v, 16, gen)
             out = torch.empty_like(q)
 
             def run(cache=cache, bt=bt, out=out, q=q, lens=lens, ctx=ctx):

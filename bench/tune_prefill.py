@@ -20,19 +20,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
-import torch.nn.functional as F
 
 from kvplan.runtime import prefill as pf
 from kvplan.runtime._common import compiled_kernels
 from kvplan.runtime.attention import AttentionConfig, paged_attention
 from kvplan.runtime.bench import (
     PREFILL_MODES,
+    PrefillProblem,
     _bench,
-    _causal_reference,
-    _make_kv,
-    _paged_fill,
+    _filled_cache,
     _rel_err,
-    _visible_pairs,
 )
 from kvplan.runtime.layout import LayerLayout
 
@@ -51,27 +48,14 @@ def main() -> None:
         b, new, cached, hq, hkv, d = (int(x) for x in shape.split(","))
         ctx = new + cached
         gen = torch.Generator(device="cuda").manual_seed(0)
-        k, v = _make_kv(b, ctx, hkv, d, "cuda", gen)
-        qf = torch.randn(b, hq, ctx, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        kr, vr = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
-        sdpa_ms = _bench(lambda: F.scaled_dot_product_attention(qf, kr, vr, is_causal=True),
-                         rep_ms=args.rep_ms)
-        sdpa_tf = 4 * d * hq * _visible_pairs(b, ctx, 0) / (sdpa_ms * 1e-3) / 1e12
+        prob = PrefillProblem.make(b, new, cached, hq, hkv, d, "cuda", gen)
+        sdpa_ms, sdpa_tf = prob.time_sdpa(args.rep_ms)
         print(f"shape {shape}: SDPA bf16 causal whole prompt {sdpa_ms:.3f} ms {sdpa_tf:.0f} TFLOP/s",
               flush=True)
-        q = qf[:, :, cached:].transpose(1, 2).reshape(b * new, hq, d).contiguous()
-        ref = _causal_reference(qf[:, :, cached:], kr, vr).transpose(1, 2).reshape(b * new, hq, d)
-        del qf, kr, vr
-        qsl = torch.arange(0, b * new + 1, new, dtype=torch.int32, device="cuda")
-        lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
-        flops = 4 * d * hq * _visible_pairs(b, new, cached)
+        q, ref, qsl, lens, flops = prob.q, prob.ref, prob.qsl, prob.seq_lens, prob.flops
         for name in args.modes.split(","):
             layout = LayerLayout.simple(modes[name], hkv, d)
-            scales = {}
-            if layout.quant_mode == "fp8_per_tensor":
-                scales = {"k_scale": float(k.abs().max()) / 448.0,
-                          "v_scale": float(v.abs().max()) / 448.0}
-            cache, bt = _paged_fill(layout, k, v, args.block_size, gen, **scales)
+            cache, bt = _filled_cache(layout, prob.k, prob.v, args.block_size, gen)
             cfgs = [None] + [c for c in args.configs.split(",") if c]
             for c in cfgs:
                 if c is None:

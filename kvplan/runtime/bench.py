@@ -20,6 +20,7 @@ import functools
 import math
 import platform
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -232,6 +233,63 @@ def _paged_fill(layout: LayerLayout, k: torch.Tensor, v: torch.Tensor, block_siz
     return cache, block_tables
 
 
+def _filled_cache(layout: LayerLayout, k: torch.Tensor, v: torch.Tensor, block_size: int,
+                  gen: torch.Generator) -> tuple[PagedKVCache, torch.Tensor]:
+    """`_paged_fill` with FP8 per-tensor caches calibrated as serving stacks do (amax / 448)."""
+    scales: dict[str, Any] = {}
+    if layout.quant_mode == "fp8_per_tensor":
+        scales = {"k_scale": float(k.abs().max()) / 448.0, "v_scale": float(v.abs().max()) / 448.0}
+    return _paged_fill(layout, k, v, block_size, gen, **scales)
+
+
+@dataclass
+class PrefillProblem:
+    """A causal prefill of ``new`` tokens per sequence over ``cached`` earlier ones: contiguous
+    K/V ``[B, Hkv, T, D]``, the packed query ``[B * new, Hq, D]`` with its fp32 reference, the
+    paged call's ``query_start_loc`` / ``seq_lens``, and the FLOPs of the paged call and of SDPA
+    bf16 causal over the whole prompt (``sdpa_args``: its operands, K/V repeated to the query
+    heads; `time_sdpa` times it, then drops them)."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    q: torch.Tensor
+    ref: torch.Tensor
+    qsl: torch.Tensor
+    seq_lens: torch.Tensor
+    flops: int
+    sdpa_flops: int
+    sdpa_args: tuple | None
+
+    @classmethod
+    def make(cls, batch: int, new: int, cached: int, hq: int, hkv: int, head: int, device: str,
+             gen: torch.Generator) -> PrefillProblem:
+        ctx = cached + new
+        k, v = _make_kv(batch, ctx, hkv, head, device, gen)
+        qf = torch.randn(batch, hq, ctx, head, device=device, dtype=torch.bfloat16, generator=gen)
+        kr = k.repeat_interleave(hq // hkv, dim=1)
+        vr = v.repeat_interleave(hq // hkv, dim=1)
+        q = qf[:, :, cached:].transpose(1, 2).reshape(batch * new, hq, head).contiguous()
+        ref = _causal_reference(qf[:, :, cached:], kr, vr).transpose(1, 2).reshape(batch * new,
+                                                                                  hq, head)
+        return cls(k=k, v=v, q=q, ref=ref,
+                   qsl=torch.arange(0, batch * new + 1, new, dtype=torch.int32, device=device),
+                   seq_lens=torch.full((batch,), ctx, dtype=torch.int32, device=device),
+                   flops=4 * head * hq * _visible_pairs(batch, new, cached),
+                   sdpa_flops=4 * head * hq * _visible_pairs(batch, ctx, 0),
+                   sdpa_args=(qf, kr, vr))
+
+    def time_sdpa(self, rep_ms: int = 100) -> tuple[float, float]:
+        """(ms, TFLOP/s) of SDPA bf16 causal over the whole prompt (CUDA); frees its operands."""
+        import torch.nn.functional as F
+
+        assert self.sdpa_args is not None, "SDPA was timed already"
+        qf, kr, vr = self.sdpa_args
+        ms = _bench(functools.partial(F.scaled_dot_product_attention, qf, kr, vr, is_causal=True),
+                    rep_ms=rep_ms)
+        self.sdpa_args = None
+        return ms, self.sdpa_flops / (ms * 1e-3) / 1e12
+
+
 def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.float() - ref).norm() / ref.norm())
 
@@ -285,10 +343,7 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
     seq_lens = torch.full((batch,), ctx, dtype=torch.int32, device=device)
     for name, kv_dtype in modes:
         layout = LayerLayout.simple(kv_dtype, hkv, head, sliding_window=window)
-        scales: dict[str, Any] = {}
-        if layout.quant_mode == "fp8_per_tensor":  # calibrated static scales (amax / 448)
-            scales = {"k_scale": float(k.abs().max()) / 448.0, "v_scale": float(v.abs().max()) / 448.0}
-        cache, block_tables = _paged_fill(layout, k, v, block_size, gen, **scales)
+        cache, block_tables = _filled_cache(layout, k, v, block_size, gen)
         cfg = (configs or {}).get(name)
         out = torch.full_like(q, float("nan"))
 
@@ -337,37 +392,20 @@ def bench_prefill_shape(batch: int, new: int, cached: int, hq: int, hkv: int, he
     paged cache, beside torch SDPA bf16 causal over the whole prompt (``cached + new`` tokens
     per sequence, contiguous K/V with the kv heads repeated to the query heads); TFLOP/s count
     4 * D flops per visible (query head, key) pair."""
-    import torch.nn.functional as F
-
     ctx = cached + new
     gen = torch.Generator(device=device).manual_seed(seed)
-    k, v = _make_kv(batch, ctx, hkv, head, device, gen)
+    prob = PrefillProblem.make(batch, new, cached, hq, hkv, head, device, gen)
     shape = {"batch": batch, "new_tokens": new, "cached_tokens": cached, "num_q_heads": hq,
              "num_kv_heads": hkv, "head_size": head, "block_size": block_size}
-    rows: list[dict] = []
     # SDPA bf16 causal over the whole prompt: the dense ceiling for this batch and head shape
-    qf = torch.randn(batch, hq, ctx, head, device=device, dtype=torch.bfloat16, generator=gen)
-    kr = k.repeat_interleave(hq // hkv, dim=1)
-    vr = v.repeat_interleave(hq // hkv, dim=1)
-    sdpa_ms = _bench(functools.partial(F.scaled_dot_product_attention, qf, kr, vr, is_causal=True),
-                     rep_ms=rep_ms)
-    sdpa_flops = 4 * head * hq * _visible_pairs(batch, ctx, 0)
-    sdpa_tflops = sdpa_flops / (sdpa_ms * 1e-3) / 1e12
-    rows.append(dict(shape, kind="prefill", variant="sdpa_bf16_causal_whole_prompt", ms=sdpa_ms,
-                     flops=sdpa_flops, tflops=sdpa_tflops, ratio_to_sdpa=1.0, rel_err=None))
-    ref_q = qf[:, :, cached:].transpose(1, 2).reshape(batch * new, hq, head).contiguous()
-    ref = _causal_reference(qf[:, :, cached:], kr, vr).transpose(1, 2).reshape(batch * new, hq,
-                                                                              head)
-    del qf, kr, vr
-    qsl = torch.arange(0, batch * new + 1, new, dtype=torch.int32, device=device)
-    seq_lens = torch.full((batch,), ctx, dtype=torch.int32, device=device)
-    flops = 4 * head * hq * _visible_pairs(batch, new, cached)
+    sdpa_ms, sdpa_tflops = prob.time_sdpa(rep_ms)
+    rows: list[dict] = [dict(shape, kind="prefill", variant="sdpa_bf16_causal_whole_prompt",
+                             ms=sdpa_ms, flops=prob.sdpa_flops, tflops=sdpa_tflops,
+                             ratio_to_sdpa=1.0, rel_err=None)]
+    ref_q, ref, qsl, seq_lens, flops = prob.q, prob.ref, prob.qsl, prob.seq_lens, prob.flops
     for name, kv_dtype in modes:
         layout = LayerLayout.simple(kv_dtype, hkv, head)
-        scales: dict[str, Any] = {}
-        if layout.quant_mode == "fp8_per_tensor":
-            scales = {"k_scale": float(k.abs().max()) / 448.0, "v_scale": float(v.abs().max()) / 448.0}
-        cache, block_tables = _paged_fill(layout, k, v, block_size, gen, **scales)
+        cache, block_tables = _filled_cache(layout, prob.k, prob.v, block_size, gen)
         cfg = (configs or {}).get(name)
         out = torch.full_like(ref_q, float("nan"))
 

@@ -241,3 +241,26 @@ def test_prefill_rows_name_their_kernel():
                  tflops=500.0, ratio_to_sdpa=0.83, rel_err=0.0017, kernel="hopper")]
     table = format_table({**FAKE, "rows": rows})
     assert "| kernel |" in table and "| paged_bf16 | hopper | 1.100 | 500 | 0.830x |" in table
+
+
+def test_prefill_problem_packs_queries_and_reference():
+    """The prefill benchmarks' shared inputs: the packed query is the last ``new`` tokens of
+    each sequence, the reference is the fp32 bottom-right causal attention over the whole
+    prompt, the FLOPs count visible pairs, and FP8 per-tensor caches are filled with
+    amax / 448 scales."""
+    import torch
+
+    from kvplan.runtime.bench import PrefillProblem, _causal_reference, _filled_cache
+    from kvplan.runtime.layout import LayerLayout
+
+    gen = torch.Generator().manual_seed(1)
+    p = PrefillProblem.make(2, 5, 3, 4, 2, 16, "cpu", gen)
+    qf, kr, vr = p.sdpa_args
+    assert p.q.shape == (10, 4, 16) and torch.equal(p.q[5:], qf[1, :, 3:].transpose(0, 1))
+    want = _causal_reference(qf[:, :, 3:], kr, vr).transpose(1, 2).reshape(10, 4, 16)
+    assert torch.equal(p.ref, want)
+    assert p.qsl.tolist() == [0, 5, 10] and p.seq_lens.tolist() == [8, 8]
+    assert p.flops == 4 * 16 * 4 * 2 * (5 * 3 + 15) and p.sdpa_flops == 4 * 16 * 4 * 2 * 36
+    cache, _ = _filled_cache(LayerLayout.simple("fp8", 2, 16), p.k, p.v, 4, gen)
+    assert cache.k_scale == float(p.k.abs().max()) / 448.0
+    assert cache.v_scale == float(p.v.abs().max()) / 448.0
