@@ -4,7 +4,9 @@ beside the CUDA-graph replay time (L2 flushed before each, as in the suite).
 
 Two host measures: ``idle`` is one call issued to an idle GPU (synchronized before each call,
 median of 200), the suite's column; ``queued N`` is N calls back to back, which waits on the
-GPU once its launch queue is full (so it tends to the GPU time for long calls).
+GPU once its launch queue is full (so it tends to the GPU time for long calls). ``idle`` is
+given for the bound launches (`kvplan.runtime.bound`, the default for eager decode) and for the
+ordinary path (``AttentionConfig(bound=False)``: `launch_cached` per kernel).
 
     python bench/launch_cost.py --shape 8,8192,32,8,128 --modes int8_per_token_head,bf16
 """
@@ -20,8 +22,9 @@ import torch
 import triton
 import triton.language as tl
 
+from kvplan.runtime import bound
 from kvplan.runtime._common import launch_cached
-from kvplan.runtime.attention import paged_attention
+from kvplan.runtime.attention import AttentionConfig, paged_attention
 from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _filled_cache, _host_us, _host_us_idle, _make_kv
 from kvplan.runtime.layout import LayerLayout
 
@@ -40,8 +43,9 @@ def main() -> None:
     if args.floor:
         _floor()
     print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host idle (us) | "
-          "host queued 10 / 100 / 400 (us/call) |")
-    print("|---|---|---|---|---|---|---|")
+          "host idle, ordinary path (us) | host queued 10 / 100 / 400 (us/call) |")
+    print("|---|---|---|---|---|---|---|---|")
+    ordinary_cfg = AttentionConfig(bound=False)
     for shape in args.shape:
         b, ctx, hq, hkv, d = (int(x) for x in shape.split(","))
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -53,15 +57,18 @@ def main() -> None:
             cache, bt = _filled_cache(layout, k, v, 16, gen)
             out = torch.empty_like(q)
 
-            def run(cache=cache, bt=bt, out=out, q=q, lens=lens, ctx=ctx):
-                return paged_attention(q, cache, bt, lens, max_seq_len=ctx, out=out)
+            def run(cache=cache, bt=bt, out=out, q=q, lens=lens, ctx=ctx, config=None):
+                return paged_attention(q, cache, bt, lens, max_seq_len=ctx, out=out,
+                                       config=config)
 
             graph = _bench_replay(run)
             eager = _bench(run)
             idle = _host_us_idle(run)
+            ordinary = _host_us_idle(lambda: run(config=ordinary_cfg))
             queued = [_host_us(run, n) for n in (10, 100, 400)]
             print(f"| {shape} | {name} | {graph:.4f} | {eager:.4f} | {eager / graph:.2f}x | "
-                  f"{idle:.1f} | {' / '.join(f'{x:.1f}' for x in queued)} |", flush=True)
+                  f"{idle:.1f} | {ordinary:.1f} | {' / '.join(f'{x:.1f}' for x in queued)} |",
+                  flush=True)
             if args.profile:
                 import cProfile
                 import pstats
@@ -88,9 +95,16 @@ def _floor() -> None:
     """Host microseconds of a minimal launch (idle GPU before each call, median of 200)."""
     x = torch.zeros(4096, device="cuda")
     kw = {"BLOCK": 1024}
+    launch_cached(_add_one, (4,), (x, 4096), kw)
+    with bound.recording() as rec:
+        launch_cached(_add_one, (4,), (x, 4096), kw)
+    call = bound.bind(rec, (x,), ())
+    stream = torch.cuda.current_stream().cuda_stream
     for name, fn in (("torch add_", lambda: x.add_(1)),
+                     ("torch.empty (1 MB)", lambda: torch.empty(1 << 20, device="cuda")),
                      ("triton kernel via launch_cached", lambda: launch_cached(_add_one, (4,), (x, 4096), kw)),
-                     ("triton kernel via fn[grid]", lambda: _add_one[(4,)](x, 4096, **kw))):
+                     ("triton kernel via fn[grid]", lambda: _add_one[(4,)](x, 4096, **kw)),
+                     ("triton kernel bound (kvplan.runtime.bound)", lambda: call((x,), stream))):
         print(f"floor: {name}: idle {_host_us_idle(fn):.1f} us, queued 100 {_host_us(fn, 100):.1f} "
               "us/call", flush=True)
     torch.cuda.synchronize()

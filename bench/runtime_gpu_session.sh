@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -284,6 +284,16 @@ for step in $steps; do
         --plot "$OUT/h200-runtime-r17-2026-11-28.png" 2>&1 | tee "$OUT/h200-runtime-r17-2026-11-28.log"
       timeout 200 $PY -m pytest -p no:cacheprovider -q -rfE -m gpu tests/runtime/test_attention.py \
         -k "hopper_gpu and (True-2-False-True-True or False-2-False-False-False)" 2>&1 | tee "$OUT/pytest.log" ;;
+    round18)  # issue 22: bound eager decode launches (kvplan.runtime.bound): host time per call,
+      #         bound against the ordinary path, at the suite's decode shapes; the launch
+      #         floor; a profile; then the bound-path, launch-cache and decode GPU tests
+      timeout 240 $PY bench/launch_cost.py --floor --shape 64,4096,32,8,128 --shape 16,16384,32,8,128 \
+        --shape 128,2048,64,8,64 --shape 64,1024,32,8,128 --shape 4,32768,32,8,128 \
+        --shape 32,4096,16,4,256 --shape 1,32768,32,8,128 2>&1 | tee "$OUT/launch.log"
+      timeout 60 $PY bench/launch_cost.py --shape 16,16384,32,8,128 --modes int8_per_token_head \
+        --profile 2>&1 | tee "$OUT/launch-profile.log"
+      timeout 280 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        tests/runtime/test_bound.py -k "bound or cached_launch or decode" 2>&1 | tee "$OUT/pytest.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kvplan.runtime.bound import note_launch, note_unrecorded
 from kvplan.runtime.cache import PagedKVCache
 
 # KV_MODE constexpr values (same numbering as vLLM's KVQuantMode).
@@ -323,10 +324,11 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
     if key is None:
         key = tuple(kw.items())
     if interpreting():
+        note_unrecorded()
         fn[grid](*pos, **kw)
         return
-    runtime = _triton_runtime()
-    if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
+    if _launch_hooked():
+        note_unrecorded()
         fn[grid](*pos, **kw)
         return
     dev = _current_device()
@@ -361,8 +363,10 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
         params = fn.params[len(pos):]
         tail = tuple(kw.get(p.name, p.default) for p in params)
         _LAUNCHERS[full] = (kernel.run, kernel.function, kernel.packed_metadata, tail, kernel, fn)
+        note_launch(kernel, grid, pos, tail)
         return
     run, function, packed, tail = entry[:4]
+    note_launch(entry[4], grid, pos, tail)
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
     run(grid[0], g1, g2, _raw_stream(dev), function, packed, None, None, None, *args, *tail)
@@ -375,6 +379,13 @@ def key_id(key: tuple) -> int:
     """A small integer standing for ``key`` in `launch_cached` (hashing an int per call instead
     of a tuple of constexprs)."""
     return _KEY_IDS.setdefault(key, len(_KEY_IDS))
+
+
+def _launch_hooked() -> bool:
+    """Whether Triton launch hooks are set (profilers such as proton): launches then take
+    Triton's own path, which calls them."""
+    runtime = _triton_runtime()
+    return _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)
 
 
 def _hooked(hook) -> bool:

@@ -27,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kvplan.runtime import bound
 from kvplan.runtime._common import (
     E4M3X4_TO_F16,
     E5M2X4_TO_F16,
@@ -36,6 +37,9 @@ from kvplan.runtime._common import (
     KV_MODE_INT4_PTH,
     KV_MODE_INT8_PTH,
     KV_MODE_NONE,
+    _current_device,
+    _launch_hooked,
+    _raw_stream,
     cache_args,
     cache_constexprs,
     fp8_decode,
@@ -493,8 +497,10 @@ def _partials(out: torch.Tensor, num_splits: int) -> tuple[torch.Tensor, torch.T
     # two allocations: one shared buffer and its two slices cost about 2.5x the host time (views
     # are dearer than a trip through the caching allocator)
     dev = out.device
-    return (torch.empty((num_tokens, hq, num_splits, d), dtype=torch.float32, device=dev),
-            torch.empty((num_tokens, hq, num_splits, 2), dtype=torch.float32, device=dev))
+    po = torch.empty((num_tokens, hq, num_splits, d), dtype=torch.float32, device=dev)
+    pml = torch.empty((num_tokens, hq, num_splits, 2), dtype=torch.float32, device=dev)
+    bound.note_scratch(po, pml)
+    return po, pml
 
 
 @dataclass(frozen=True)
@@ -529,6 +535,10 @@ class AttentionConfig:
     kv_heads_per_program: int | None = None  # gluon FP8 per-tensor decode: 1 or 2 adjacent kv
     #                              heads per program (2: rows of 2 * head contiguous bytes; GQA
     #                              groups of up to 4); None = measured default (_fp8t_heads)
+    bound: bool | None = None  # eager decode with max_seq_len given (CUDA): bind the launches on
+    #                            the first call of a signature over a cache and launch later
+    #                            calls through the driver (kvplan.runtime.bound); False = always
+    #                            the ordinary path (launch_cached)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -618,6 +628,11 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     ``i - W < j <= i``. ``block_tables[b, i]`` is the physical block of the sequence's i-th page.
     ``max_query_len``/``max_seq_len`` avoid a device sync when given.
     """
+    if query_start_loc is None and max_seq_len is not None:
+        done = _bound_decode(query, cache, block_tables, seq_lens, out, max_seq_len,
+                             softmax_scale, config)
+        if done is not None:
+            return done
     num_tokens, hq, d = _check(query, cache, block_tables, seq_lens)
     lay = cache.layout
     cfg = config or _DEFAULT_CONFIG
@@ -627,6 +642,12 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         raise ValueError("out must have the query's shape with a contiguous last dim")
     if num_tokens == 0:
         return out
+    query_in = query
+    bind_key = None
+    if query_start_loc is None and max_seq_len is not None and query.device.type == "cuda" \
+            and cfg.bound is not False and not interpreting():
+        bind_key = _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale,
+                             config)
     args = cache_args(cache)
     is_decode = query_start_loc is None
     if is_decode and num_tokens != seq_lens.shape[0]:
@@ -647,18 +668,68 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
                     num_tokens, hq, query.dtype, out.dtype, query.device, max_seq_len,
                     softmax_scale, cfg)
         fire = _DECODE_PLANS.get(plan_key)
-        if fire is not None:
+        if fire is None:
+            fire = _DECODE_PLANS[plan_key] = _plan(query, cache, block_tables, seq_lens, None,
+                                                   out, args, cfg, softmax_scale, None,
+                                                   max_seq_len)
+        if bind_key is None:
             fire(query, out, block_tables, seq_lens, seq_lens, args)
             return out
+        # the first call of this signature over this cache: recorded, then bound, so later
+        # calls launch the same kernels without this path (`_bound_decode`)
+        with bound.recording() as rec:
+            fire(query, out, block_tables, seq_lens, seq_lens, args)
+        _bound_calls(cache)[bind_key] = bound.bind(
+            rec, (query_in, out, block_tables, seq_lens), (args.k, args.v, args.s)) or False
+        return out
     fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
                  softmax_scale, max_query_len, max_seq_len)
-    if plan_key is not None:
-        _DECODE_PLANS[plan_key] = fire
     fire(query, out, block_tables, seq_lens,
          seq_lens if query_start_loc is None else query_start_loc, args)
     if args.KV_MODE == KV_MODE_INT4_PTH:
         out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
     return out
+
+
+def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, config) -> tuple:
+    """What a decode call's launches depend on besides the cache and the tensors' addresses:
+    every shape, stride, dtype and device `_check` validates, the longest context and the
+    options, and the current device (whose context the kernels were loaded in)."""
+    return (query.shape, query.stride(), query.dtype, query.device, out.shape, out.stride(),
+            out.dtype, out.device, block_tables.shape, block_tables.stride(),
+            block_tables.dtype, block_tables.device, seq_lens.shape, seq_lens.stride(),
+            seq_lens.dtype, seq_lens.device, max_seq_len, softmax_scale, config,
+            _current_device())
+
+
+def _bound_calls(cache: PagedKVCache) -> dict:
+    """The cache's bound decode calls (`_call_key` -> `bound.BoundCall`, or False where the
+    call could not be bound), emptied when the cache's storage, layout or scales change."""
+    memo = cache.__dict__.get("_bound_calls")
+    if (memo is None or memo[0] is not cache.data or memo[1] is not cache.layout
+            or memo[2] != (cache.block_size, cache.k_scale, cache.v_scale)):
+        memo = (cache.data, cache.layout, (cache.block_size, cache.k_scale, cache.v_scale), {})
+        cache.__dict__["_bound_calls"] = memo
+    return memo[3]
+
+
+def _bound_decode(query, cache, block_tables, seq_lens, out, max_seq_len, softmax_scale,
+                  config) -> torch.Tensor | None:
+    """An eager decode call through the launches bound on an earlier call of the same
+    signature over this cache (`kvplan.runtime.bound`): a key, four addresses and one driver
+    call per kernel. None where there is none, or where the ordinary path must run."""
+    memo = cache.__dict__.get("_bound_calls")
+    if (memo is None or memo[0] is not cache.data or memo[1] is not cache.layout
+            or memo[2] != (cache.block_size, cache.k_scale, cache.v_scale)):
+        return None
+    if out is None:
+        out = torch.empty_like(query)
+    call = memo[3].get(_call_key(query, out, block_tables, seq_lens, max_seq_len,
+                                 softmax_scale, config))
+    if not call or _launch_hooked():
+        return None
+    return out if call((query, out, block_tables, seq_lens), _raw_stream(_current_device())) \
+        else None
 
 
 # Decode plans: (layout, block size, static scales, cache dtype, tokens, query heads, dtypes,

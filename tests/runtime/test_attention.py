@@ -986,6 +986,90 @@ def test_cached_launch_is_reused_and_follows_arguments(cuda_device):
             _check(out, ref, layout.quant_mode, f"{model_dtype} head {head}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8", "int8_per_token_head",
+                                            "fp8_per_token_head"])
+def test_bound_decode_matches_the_ordinary_path(cuda_device, monkeypatch, kv_cache_dtype):
+    """After the first eager decode call of a signature over a cache, later calls launch
+    through the bound driver path (`kvplan.runtime.bound`, no `launch_cached`) and give the
+    ordinary path's results bit for bit over new queries, block tables and lengths, split-K or
+    not, at heads 64 and 128. A misaligned query, a strided query and launch hooks take the
+    ordinary path and stay correct, and a bound call captured in a CUDA graph replays
+    correctly."""
+    from kvplan.runtime import attention as A
+    launches = []
+    ordinary = A.launch_cached
+    monkeypatch.setattr(A, "launch_cached",
+                        lambda *a, **k: (launches.append(a[0]), ordinary(*a, **k)))
+    gen = torch.Generator(device="cuda").manual_seed(21)
+
+    def call(batch, q, ctx, out=None):
+        return paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens,
+                               max_seq_len=ctx, out=out)
+
+    for head, lens in ((128, [5000]), (128, [1500, 3000, 2100, 1200]), (64, [2500] * 3)):
+        layout = LayerLayout.simple(kv_cache_dtype, 8, head)
+        batch = build_paged_batch(layout, lens, 16, "cuda", gen, k_scale=0.08, v_scale=0.01)
+        ctx = max(lens)
+        q = torch.randn(len(lens), 32, head, generator=gen, device="cuda").to(torch.bfloat16)
+        call(batch, q, ctx)  # the first call: ordinary path, then bound
+        assert launches
+        for step in range(3):  # new queries, lengths and tables: bound path, same results
+            launches.clear()
+            q = torch.randn_like(q, dtype=torch.float32).to(torch.bfloat16)
+            lens2 = [max(1, n - 97 * step) for n in lens]
+            seq_lens = torch.tensor(lens2, dtype=torch.int32, device="cuda")
+            tables = batch.block_tables.clone()
+            b2 = type(batch)(**{**batch.__dict__, "seq_lens": seq_lens, "block_tables": tables})
+            out = call(b2, q, ctx)
+            assert not launches, f"{kv_cache_dtype} {head} {lens}: ordinary path ran"
+            batch.cache.__dict__.pop("_bound_calls")
+            again = call(b2, q, ctx)
+            assert launches
+            assert torch.equal(out, again), f"{kv_cache_dtype} {head} {lens} step {step}"
+            _check(out, reference_paged_attention(q, batch.cache, tables, seq_lens),
+                   layout.quant_mode, f"{kv_cache_dtype} {head} {lens}")
+        # a misaligned query (8 bytes into its storage) and a strided one (a slice of a wider
+        # projection): the ordinary path, correct
+        for q_odd in (torch.randn(len(lens) * 32 * head + 4, generator=gen, device="cuda")
+                      .to(torch.bfloat16)[4:].view(len(lens), 32, head),
+                      torch.randn(len(lens), 40, head, generator=gen, device="cuda")
+                      .to(torch.bfloat16)[:, :32]):
+            for _ in range(2):
+                launches.clear()
+                out = call(batch, q_odd, ctx)
+                _check(out, reference_paged_attention(q_odd, batch.cache, batch.block_tables,
+                                                      batch.seq_lens),
+                       layout.quant_mode, f"{kv_cache_dtype} {head} odd query")
+            assert launches or q_odd.stride(0) != 32 * head
+        # launch hooks: Triton's own path, which calls them
+        from triton import knobs
+        seen = []
+        monkeypatch.setattr(knobs.runtime, "launch_enter_hook", seen.append)
+        call(batch, q, ctx)
+        monkeypatch.undo()
+        monkeypatch.setattr(A, "launch_cached",
+                            lambda *a, **k: (launches.append(a[0]), ordinary(*a, **k)))
+        assert seen
+        # captured in a CUDA graph after binding: replays read the captured tensors
+        out = torch.empty_like(q)
+        call(batch, q, ctx, out)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            call(batch, q, ctx, out)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call(batch, q, ctx, out)
+        q.copy_(torch.randn_like(q, dtype=torch.float32))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(out, reference_paged_attention(q, batch.cache, batch.block_tables,
+                                              batch.seq_lens),
+               layout.quant_mode, f"{kv_cache_dtype} {head} graph")
+
+
 def test_launch_cache_specializes_arguments_like_triton():
     """`launch_cached` keys runtime arguments by what Triton's own specialization depends on:
     two integers (or booleans, None, floats) share a key only where Triton compiles them the
