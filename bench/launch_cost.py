@@ -36,6 +36,11 @@ def main() -> None:
     ap.add_argument("--floor", action="store_true",
                     help="first print the host time of one minimal launch on this host: torch's "
                          "own add_, and a 3-argument Triton kernel through launch_cached")
+    ap.add_argument("--parts", action="store_true",
+                    help="also print where a bound call's host time goes: the call key, the "
+                         "scratch allocation and each kernel's driver launch (medians of 200 "
+                         "calls on an idle GPU), with the split-K merge launched with and "
+                         "without its programmatic-dependent-launch attribute")
     ap.add_argument("--profile", action="store_true",
                     help="also print where the host time of each call goes (cProfile)")
     args = ap.parse_args()
@@ -69,6 +74,8 @@ def main() -> None:
             print(f"| {shape} | {name} | {graph:.4f} | {eager:.4f} | {eager / graph:.2f}x | "
                   f"{idle:.1f} | {ordinary:.1f} | {' / '.join(f'{x:.1f}' for x in queued)} |",
                   flush=True)
+            if args.parts:
+                _parts(run, cache, q, out, bt, lens, ctx)
             if args.profile:
                 import cProfile
                 import pstats
@@ -83,6 +90,55 @@ def main() -> None:
                 pstats.Stats(prof).sort_stats("tottime").print_stats(18)
             del cache, bt
             torch.cuda.empty_cache()
+
+
+def _parts(run, cache, q, out, bt, lens, ctx) -> None:
+    """Time the pieces of one bound decode call (see ``--parts``)."""
+    import time
+
+    from kvplan.runtime import attention
+
+    run()
+    calls = [c for c in cache.__dict__["_bound_calls"][3].values() if c]
+    if not calls:
+        print("parts: no bound call", flush=True)
+        return
+    call = calls[0]
+    dev = torch.cuda.current_device()
+    stream = torch.cuda.current_stream().cuda_stream
+    launch = bound._driver_launch()
+    samples: dict[str, list[float]] = {}
+
+    def timed(name, fn):
+        t0 = time.perf_counter()
+        r = fn()
+        samples.setdefault(name, []).append(time.perf_counter() - t0)
+        return r
+
+    for pdl in (True, False):
+        for k in call.kernels:
+            if k.config.numAttrs:
+                k.attrs[0].value[0] = int(pdl)
+        for _ in range(200):
+            torch.cuda.synchronize()
+            timed("key", lambda: attention._call_key(q, out, bt, lens, ctx, None, None))
+            ptrs = [t.data_ptr() for t in (q, out, bt, lens)]
+            scratch = timed("scratch", lambda: torch.empty(max(call.scratch_bytes, 1),
+                                                           dtype=torch.uint8, device="cuda"))
+            ptrs += [scratch.data_ptr() + o for o in call.scratch_offsets]
+            for i, k in enumerate(call.kernels):
+                for slot, src in k.writes:
+                    k.slots[slot] = ptrs[src]
+                k.config.hStream = stream
+                tag = f"kernel {i}" + ("" if i == 0 else (" (PDL)" if pdl else " (no PDL)"))
+                timed(tag, lambda k=k: launch(k.config_addr, k.function, k.params_addr, None))
+        torch.cuda.synchronize()
+    for k in call.kernels:
+        if k.config.numAttrs:
+            k.attrs[0].value[0] = 1
+    med = {name: sorted(v)[len(v) // 2] * 1e6 for name, v in samples.items()}
+    print("parts (us): " + ", ".join(f"{n} {t:.1f}" for n, t in med.items())
+          + f"; {len(call.kernels)} kernels, device {dev}", flush=True)
 
 
 @triton.jit
