@@ -177,7 +177,8 @@ class BoundCall:
     input tensors and returns False (launching nothing more) where the ordinary path must run
     instead: a misaligned input, or a driver error."""
 
-    __slots__ = ("_launch", "device", "kernels", "num_inputs", "scratch_bytes", "scratch_offsets")
+    __slots__ = ("_launch", "_scratch", "device", "kernels", "num_inputs", "scratch_bytes",
+                 "scratch_offsets")
 
     def __init__(self, kernels: list[BoundKernel], num_inputs: int, scratch_offsets: list[int],
                  scratch_bytes: int, device: torch.device, launch) -> None:
@@ -187,6 +188,7 @@ class BoundCall:
         self.scratch_bytes = scratch_bytes
         self.device = device
         self._launch = launch
+        self._scratch: dict[int, torch.Tensor] = {}
 
     def __call__(self, inputs: tuple, stream: int) -> bool:
         ptrs = [t.data_ptr() for t in inputs]
@@ -195,11 +197,8 @@ class BoundCall:
             aligned |= p
         if aligned & 15:  # compiled for 16-byte aligned tensors (bind checks this)
             return False
-        scratch = None
         if self.scratch_bytes:
-            # one allocation in the stream's order, like the ordinary path's partials
-            scratch = torch.empty(self.scratch_bytes, dtype=torch.uint8, device=self.device)
-            base = scratch.data_ptr()
+            base = self._scratch_base(stream)
             ptrs += [base + off for off in self.scratch_offsets]
         launch = self._launch
         for k in self.kernels:
@@ -210,6 +209,29 @@ class BoundCall:
             if launch(k.config_addr, k.function, k.params_addr, None):
                 return False
         return True
+
+
+    def _scratch_base(self, stream: int) -> int:
+        """The scratch address for a call on ``stream``: one buffer per stream, kept and reused
+        (calls on one stream run in order, so a call never overwrites partials that an earlier
+        call's merge still reads: the same guarantee the caching allocator gives the ordinary
+        path's per-call partials). Under CUDA-graph capture, a new allocation from the graph's
+        pool, so that graphs replayed on other streams never share it."""
+        if _capturing(self.device):
+            t = torch.empty(self.scratch_bytes, dtype=torch.uint8, device=self.device)
+            self._scratch[-1] = t  # alive until the next capture: the graph's pool holds it
+            return t.data_ptr()
+        t = self._scratch.get(stream)
+        if t is None:
+            t = self._scratch[stream] = torch.empty(self.scratch_bytes, dtype=torch.uint8,
+                                                    device=self.device)
+        return t.data_ptr()
+
+
+def _capturing(device: torch.device) -> bool:
+    """Whether the current stream is capturing a CUDA graph (the private binding that
+    `torch.cuda.is_current_stream_capturing` wraps; it exists only in CUDA builds)."""
+    return device.type == "cuda" and torch._C._cuda_isCurrentStreamCapturing()
 
 
 def bind(rec: Recording, inputs: tuple, fixed: tuple) -> BoundCall | None:

@@ -64,7 +64,8 @@ def test_bound_call_packs_fixed_arguments_and_writes_new_addresses(monkeypatch):
     """Each parameter reaches the driver with its type's bytes: constexprs are left out, the
     fixed (cache) tensor's address is baked in, the inputs' and the scratch's addresses are
     those of the call, Triton's two scratch pointers trail as null, and the second kernel is a
-    programmatic dependent launch on the caller's stream."""
+    programmatic dependent launch on the caller's stream. The scratch is one buffer per
+    stream."""
     q, out, cache = torch.zeros(64), torch.zeros(64), torch.zeros(256)
     po, pml = torch.zeros(10), torch.zeros(3)  # 40 and 12 bytes: offsets 0 and 256
     attn = _kernel({"q": "*bf16", "stride": "i32", "out": "*bf16", "k": "*u8", "po": "*fp32",
@@ -99,6 +100,11 @@ def test_bound_call_packs_fixed_arguments_and_writes_new_addresses(monkeypatch):
     assert attr_vals == [1]
     assert (_u64(v[0]), _u64(v[1]), _u64(v[2])) == (base, base + 256, out2.data_ptr())
     assert struct.unpack("<i", v[3])[0] == 32
+
+    # the scratch is kept per stream: a second call on the stream reuses it, another stream
+    # gets its own
+    assert call((q2, out2), 0x5EED) and _u64(driver.launches[2][7][4]) == base
+    assert call((q2, out2), 0x5EEE) and _u64(driver.launches[4][7][4]) != base
 
     # a driver error stops the call there and hands it back to the ordinary path
     failing = _Driver(driver.sizes, fail_at=1)
