@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -301,6 +301,15 @@ for step in $steps; do
       timeout 150 $PY bench/launch_cost.py --parts --shape 64,4096,32,8,128 --shape 16,16384,32,8,128 \
         --shape 1,32768,32,8,128 --modes bf16,fp8_per_tensor,int8_per_token_head,fp8_per_token_head \
         2>&1 | tee "$OUT/launch-parts.log" ;;
+    round18suite)  # per-stream scratch: the bound-path tests, host time at the suite's decode
+      #              shapes (bound and ordinary), then round 18's suite run
+      timeout 150 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        tests/runtime/test_bound.py -k "bound or cached_launch" 2>&1 | tee "$OUT/pytest-bound.log"
+      timeout 150 $PY bench/launch_cost.py --floor --shape 64,4096,32,8,128 --shape 16,16384,32,8,128 \
+        --shape 128,2048,64,8,64 --shape 64,1024,32,8,128 --shape 4,32768,32,8,128 \
+        --shape 32,4096,16,4,256 --shape 1,32768,32,8,128 2>&1 | tee "$OUT/launch.log"
+      timeout 290 $PY bench/bench_attention.py --out "$OUT/h200-runtime-r18-2026-11-28.json" \
+        --plot "$OUT/h200-runtime-r18-2026-11-28.png" 2>&1 | tee "$OUT/h200-runtime-r18-2026-11-28.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \
