@@ -31,7 +31,11 @@ from kvplan.runtime.layout import LayerLayout
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", action="append", required=True, help="B,CTX,HQ,HKV,D")
+    ap.add_argument("--shape", action="append", default=[], help="decode: B,CTX,HQ,HKV,D")
+    ap.add_argument("--prefill", action="append", default=[],
+                    help="prefill: B,NEW,CACHED,HQ,HKV,D; eager time and host time of the Hopper "
+                         "prefill kernel and of the Triton prefill kernel (the size threshold "
+                         "`prefill_gluon.MIN_DEFAULT_FLOPS` chooses between them)")
     ap.add_argument("--modes", default=",".join(m for m, _ in DECODE_MODES))
     ap.add_argument("--floor", action="store_true",
                     help="first print the host time of one minimal launch on this host: torch's "
@@ -47,6 +51,10 @@ def main() -> None:
     modes = dict(DECODE_MODES)
     if args.floor:
         _floor()
+    if args.prefill:
+        _prefill_table(args.prefill, args.modes.split(","), modes)
+    if not args.shape:
+        return
     print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host idle (us) | "
           "host idle, ordinary path (us) | host queued 10 / 100 / 400 (us/call) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -92,6 +100,41 @@ def main() -> None:
             torch.cuda.empty_cache()
 
 
+def _prefill_table(shapes: list[str], names: list[str], modes: dict) -> None:
+    """Eager prefill calls on the two prefill kernels (see ``--prefill``)."""
+    from kvplan.runtime.bench import PrefillProblem
+
+    print("| prefill shape | mode | kernel | GFLOP | eager (ms) | TFLOP/s | host idle (us) |")
+    print("|---|---|---|---|---|---|---|")
+    for shape in shapes:
+        b, new, cached, hq, hkv, d = (int(x) for x in shape.split(","))
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        pp = PrefillProblem.make(b, new, cached, hq, hkv, d, "cuda", gen)
+        for name in names:
+            if name not in ("bf16", "int8_per_token_head"):
+                continue
+            layout = LayerLayout.simple(modes[name], hkv, d)
+            cache, bt = _filled_cache(layout, pp.k, pp.v, 16, gen)
+            out = torch.empty_like(pp.q)
+            for kernel, hopper in (("hopper", True), ("triton", False)):
+                cfg = AttentionConfig(kernel="prefill", hopper=hopper)
+
+                def run(cache=cache, bt=bt, out=out, cfg=cfg, new=new, ctx=new + cached):
+                    return paged_attention(pp.q, cache, bt, pp.seq_lens, pp.qsl, out=out,
+                                           config=cfg, max_query_len=new, max_seq_len=ctx)
+
+                try:
+                    ms = _bench(run)
+                except ValueError as exc:
+                    print(f"| {shape} | {name} | {kernel} | - | {exc} | | |")
+                    continue
+                print(f"| {shape} | {name} | {kernel} | {pp.flops / 1e9:.1f} | {ms:.4f} | "
+                      f"{pp.flops / (ms * 1e-3) / 1e12:.0f} | {_host_us_idle(run):.1f} |",
+                      flush=True)
+            del cache, bt
+        torch.cuda.empty_cache()
+
+
 def _parts(run, cache, q, out, bt, lens, ctx) -> None:
     """Time the pieces of one bound decode call (see ``--parts``)."""
     import time
@@ -121,7 +164,7 @@ def _parts(run, cache, q, out, bt, lens, ctx) -> None:
                 k.attrs[0].value[0] = int(pdl)
         for _ in range(200):
             torch.cuda.synchronize()
-            timed("key", lambda: attention._call_key(q, out, bt, lens, ctx, None, None))
+            timed("key", lambda: attention._call_key(q, out, bt, lens, ctx, None, None, dev))
             ptrs = [t.data_ptr() for t in (q, out, bt, lens)]
             scratch = timed("scratch", lambda: torch.empty(max(call.scratch_bytes, 1),
                                                            dtype=torch.uint8, device="cuda"))

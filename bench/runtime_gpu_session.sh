@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -310,6 +310,21 @@ for step in $steps; do
         --shape 32,4096,16,4,256 --shape 1,32768,32,8,128 2>&1 | tee "$OUT/launch.log"
       timeout 290 $PY bench/bench_attention.py --out "$OUT/h200-runtime-r18-2026-11-28.json" \
         --plot "$OUT/h200-runtime-r18-2026-11-28.png" 2>&1 | tee "$OUT/h200-runtime-r18-2026-11-28.log" ;;
+    round18c)  # the Hopper prefill kernel through launch_cached: its GPU tests at the default
+      #          settings, eager and host time of both prefill kernels at small prompts (the
+      #          size threshold), B1 ctx32K split counts on this card, then the decode, write
+      #          and bench GPU tests on this round's code
+      timeout 150 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "hopper_gpu and True-2-False-True-True" 2>&1 | tee "$OUT/pytest-hopper.log"
+      timeout 100 $PY bench/launch_cost.py --modes bf16,int8_per_token_head --prefill 1,256,0,32,8,128 \
+        --prefill 1,1024,0,32,8,128 --prefill 1,2048,0,32,8,128 --prefill 2,512,2048,32,8,128 \
+        --prefill 1,4096,0,32,8,128 2>&1 | tee "$OUT/launch-prefill.log"
+      timeout 60 $PY bench/tune_attention.py --shape 1,32768,32,8,128 --modes int8_per_token_head \
+        --kernel gluon --pipe 2 --configs 16:1:2:0,16:1:2:96,16:1:2:128,16:1:2:160,16:1:2:192 \
+        2>&1 | tee "$OUT/b1.log"
+      timeout 190 $PY -m pytest -p no:cacheprovider -q -rfE -x tests/runtime/test_write.py \
+        tests/runtime/test_bench.py tests/runtime/test_attention.py -k "write or bench or gluon or split or dependent" \
+        2>&1 | tee "$OUT/pytest.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -647,7 +647,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     if query_start_loc is None and max_seq_len is not None and query.device.type == "cuda" \
             and cfg.bound is not False and not interpreting():
         bind_key = _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale,
-                             config)
+                             config, _current_device())
     args = cache_args(cache)
     is_decode = query_start_loc is None
     if is_decode and num_tokens != seq_lens.shape[0]:
@@ -691,15 +691,15 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     return out
 
 
-def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, config) -> tuple:
+def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, config,
+              device: int) -> tuple:
     """What a decode call's launches depend on besides the cache and the tensors' addresses:
     every shape, stride, dtype and device `_check` validates, the longest context and the
     options, and the current device (whose context the kernels were loaded in)."""
     return (query.shape, query.stride(), query.dtype, query.device, out.shape, out.stride(),
             out.dtype, out.device, block_tables.shape, block_tables.stride(),
             block_tables.dtype, block_tables.device, seq_lens.shape, seq_lens.stride(),
-            seq_lens.dtype, seq_lens.device, max_seq_len, softmax_scale, config,
-            _current_device())
+            seq_lens.dtype, seq_lens.device, max_seq_len, softmax_scale, config, device)
 
 
 def _bound_calls(cache: PagedKVCache) -> dict:
@@ -724,12 +724,12 @@ def _bound_decode(query, cache, block_tables, seq_lens, out, max_seq_len, softma
         return None
     if out is None:
         out = torch.empty_like(query)
+    dev = _current_device()
     call = memo[3].get(_call_key(query, out, block_tables, seq_lens, max_seq_len,
-                                 softmax_scale, config))
+                                 softmax_scale, config, dev))
     if not call or _launch_hooked():
         return None
-    return out if call((query, out, block_tables, seq_lens), _raw_stream(_current_device())) \
-        else None
+    return out if call((query, out, block_tables, seq_lens), _raw_stream(dev)) else None
 
 
 # Decode plans: (layout, block size, static scales, cache dtype, tokens, query heads, dtypes,

@@ -60,7 +60,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kvplan.runtime._common import KV_MODE_NONE, num_sms
+from kvplan.runtime._common import KV_MODE_NONE, key_id, launch_cached, num_sms
 
 # The CTA (in a warp-specialized region: partition) barrier: `thread_barrier` in triton 3.6,
 # `barrier` in later releases.
@@ -655,4 +655,9 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
     items = num_q_blocks * num_seqs * num_kv_heads
     # persistent: one program per multiprocessor walks the items (`_item`)
     grid = (min(items, num_sms(query.device)) if opt["persistent"] else items,)
-    _ws_prefill_kernel[grid](*pos, **kw)
+    # cached launch (`launch_cached`): the key fixes every constexpr (the layouts follow from
+    # head, tile, dtype and split) and the descriptors' block shape and layout, so a repeated
+    # call skips Triton's binding of ~20 layout constexprs
+    key = key_id(("ws_prefill", d, block_n, str(k.dtype), tuple(sorted(
+        (name, val) for name, val in kw.items() if not hasattr(val, "__dict__")))))
+    launch_cached(_ws_prefill_kernel, grid, pos, kw, key)
