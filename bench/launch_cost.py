@@ -52,7 +52,7 @@ def main() -> None:
     if args.floor:
         _floor()
     if args.prefill:
-        _prefill_table(args.prefill, args.modes.split(","), modes)
+        _prefill_table(args.prefill, args.modes.split(","), modes, args.profile)
     if not args.shape:
         return
     print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host idle (us) | "
@@ -85,23 +85,14 @@ def main() -> None:
             if args.parts:
                 _parts(run, cache, q, out, bt, lens, ctx)
             if args.profile:
-                import cProfile
-                import pstats
-
-                prof = cProfile.Profile()
-                for _ in range(300):
-                    torch.cuda.synchronize()
-                    prof.enable()
-                    run()
-                    prof.disable()
-                torch.cuda.synchronize()
-                pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+                _profile(run, 18)
             del cache, bt
             torch.cuda.empty_cache()
 
 
-def _prefill_table(shapes: list[str], names: list[str], modes: dict) -> None:
-    """Eager prefill calls on the two prefill kernels (see ``--prefill``)."""
+def _prefill_table(shapes: list[str], names: list[str], modes: dict, profile: bool) -> None:
+    """Eager prefill calls on the two prefill kernels (see ``--prefill``); with ``profile``,
+    where the host time of each call goes."""
     from kvplan.runtime.bench import PrefillProblem
 
     print("| prefill shape | mode | kernel | GFLOP | eager (ms) | TFLOP/s | host idle (us) |")
@@ -131,8 +122,25 @@ def _prefill_table(shapes: list[str], names: list[str], modes: dict) -> None:
                 print(f"| {shape} | {name} | {kernel} | {pp.flops / 1e9:.1f} | {ms:.4f} | "
                       f"{pp.flops / (ms * 1e-3) / 1e12:.0f} | {_host_us_idle(run):.1f} |",
                       flush=True)
+                if profile:
+                    _profile(run, 12)
             del cache, bt
         torch.cuda.empty_cache()
+
+
+def _profile(run, lines: int) -> None:
+    """cProfile of 300 calls, each issued to an idle GPU: the ``lines`` largest own times."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    for _ in range(300):
+        torch.cuda.synchronize()
+        prof.enable()
+        run()
+        prof.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(lines)
 
 
 def _parts(run, cache, q, out, bt, lens, ctx) -> None:

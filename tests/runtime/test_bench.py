@@ -243,18 +243,19 @@ def test_prefill_rows_name_their_kernel():
     assert "| kernel |" in table and "| paged_bf16 | hopper | 1.100 | 500 | 0.830x |" in table
 
 
-def test_prefill_problem_packs_queries_and_reference():
+def test_prefill_problem_packs_queries_and_reference(device):
     """The prefill benchmarks' shared inputs: the packed query is the last ``new`` tokens of
     each sequence, the reference is the fp32 bottom-right causal attention over the whole
     prompt, the FLOPs count visible pairs, and FP8 per-tensor caches are filled with
-    amax / 448 scales."""
+    amax / 448 scales (the cache is written by the write kernel: on the GPU, or in the
+    interpreter on the CPU)."""
     import torch
 
     from kvplan.runtime.bench import PrefillProblem, _causal_reference, _filled_cache
     from kvplan.runtime.layout import LayerLayout
 
-    gen = torch.Generator().manual_seed(1)
-    p = PrefillProblem.make(2, 5, 3, 4, 2, 16, "cpu", gen)
+    gen = torch.Generator(device=device).manual_seed(1)
+    p = PrefillProblem.make(2, 5, 3, 4, 2, 16, device, gen)
     qf, kr, vr = p.sdpa_args
     assert p.q.shape == (10, 4, 16) and torch.equal(p.q[5:], qf[1, :, 3:].transpose(0, 1))
     want = _causal_reference(qf[:, :, 3:], kr, vr).transpose(1, 2).reshape(10, 4, 16)
