@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -332,6 +332,14 @@ for step in $steps; do
         2>&1 | tee "$OUT/pytest.log"
       timeout 60 $PY bench/launch_cost.py --modes bf16,int8_per_token_head --prefill 1,2048,0,32,8,128 \
         --profile 2>&1 | tee "$OUT/launch-prefill-profile.log" ;;
+    round18e)  # the workspace's block table built once per size: the GPU tests it touches and the
+      #          bound path again, then the eager prefill table of round18c
+      timeout 100 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        tests/runtime/test_bench.py -k "workspace_holds or bound_decode or prefill_problem" \
+        2>&1 | tee "$OUT/pytest.log"
+      timeout 100 $PY bench/launch_cost.py --modes bf16,int8_per_token_head --prefill 1,256,0,32,8,128 \
+        --prefill 1,1024,0,32,8,128 --prefill 1,2048,0,32,8,128 --prefill 2,512,2048,32,8,128 \
+        --prefill 1,4096,0,32,8,128 2>&1 | tee "$OUT/launch-prefill.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -37,6 +37,7 @@ the layout and the call is large enough for its launch (`launch_prefill`'s ``hop
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -297,9 +298,15 @@ def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_l
     ws_args = CacheArgs(k=k, v=v, s=k, stride_cb=sb, stride_ch=sh, stride_sb=0, stride_sh=0,
                         STRIDE_S=ss, SCALE_STRIDE_S=0, K_OFF=0, V_OFF=0, KS_OFF=0, VS_OFF=0,
                         KV_MODE=KV_MODE_NONE, FP8_E5M2=False, DATA_HEAD=head)
-    table = torch.arange(num_seqs * pages, dtype=torch.int32,
-                         device=block_tables.device).view(num_seqs, pages)
-    return ws_args, table
+    return ws_args, _identity_table(num_seqs, pages, block_tables.device)
+
+
+@functools.lru_cache(maxsize=64)
+def _identity_table(num_seqs: int, pages: int, device: torch.device) -> torch.Tensor:
+    """The workspace's block table, ``[num_seqs, pages]`` int32 counting up: built once per
+    size and device (kernels only read it), since each `torch.arange` on a GPU is a kernel
+    launch (about 10-35 us of an eager prefill call's host time on the H200 host)."""
+    return torch.arange(num_seqs * pages, dtype=torch.int32, device=device).view(num_seqs, pages)
 
 
 def prefill_supported(kv_mode: int, query_dtype: torch.dtype, cache_dtype: torch.dtype,

@@ -830,6 +830,39 @@ def test_prefill_kernel_gpu_configs(cuda_device, kv_cache_dtype, head_size):
         _check(out, ref, layout.quant_mode, f"{kv_cache_dtype} {cfg}")
 
 
+def test_prefill_workspace_holds_the_used_pages(device):
+    """The two-pass prefill's first pass (`prefill.dequantize_pages`): each sequence's pages, in
+    order, dequantized into a bf16 workspace (zeros past its length), read through an identity
+    block table that is built once per size and device and shared by later calls."""
+    from kvplan.runtime._common import cache_args
+    from kvplan.runtime.prefill import dequantize_pages
+    from kvplan.runtime.reference import dequantize_kv_cache
+
+    gen = torch.Generator(device=device).manual_seed(30)
+    layout = LayerLayout.simple("int8_per_token_head", 2, 64)
+    lens = [40, 17]
+    batch = build_paged_batch(layout, lens, 16, device, gen)
+    qsl = torch.tensor([0, 8, 16], dtype=torch.int32, device=device)
+    kw = dict(max_seq_len=40, block_size=16, num_kv_heads=2, head=64, k_scale=1.0, v_scale=1.0,
+              dtype=torch.bfloat16)
+    ws, table = dequantize_pages(cache_args(batch.cache), batch.block_tables, batch.seq_lens,
+                                 qsl, **kw)
+    assert table.tolist() == [[0, 1, 2], [3, 4, 5]]
+    k_ref, v_ref = dequantize_kv_cache(batch.cache)
+    for b, n in enumerate(lens):
+        pages = batch.block_tables[b, :3].long()
+        want_k = k_ref[pages].reshape(48, 2, 64)[:n]
+        got_k = ws.k[3 * b:3 * b + 3].reshape(48, 2, 64)
+        assert torch.allclose(got_k[:n].float(), want_k, rtol=1e-2, atol=1e-2)
+        assert not got_k[n:].any()
+        want_v = v_ref[pages].reshape(48, 2, 64)[:n]
+        assert torch.allclose(ws.v[3 * b:3 * b + 3].reshape(48, 2, 64)[:n].float(), want_v,
+                              rtol=1e-2, atol=1e-2)
+    _, again = dequantize_pages(cache_args(batch.cache), batch.block_tables, batch.seq_lens,
+                                qsl, **kw)
+    assert again is table
+
+
 def test_prefill_hopper_kernel_scope(device):
     """The Hopper prefill kernel reads bf16/fp16 caches of the query's dtype (and the dequantized
     workspace) at heads 64/128/256, GQA groups up to 16, pages of 8+ rows tiling its key tile,
