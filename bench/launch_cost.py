@@ -35,7 +35,8 @@ def main() -> None:
     ap.add_argument("--prefill", action="append", default=[],
                     help="prefill: B,NEW,CACHED,HQ,HKV,D; eager time and host time of the Hopper "
                          "prefill kernel and of the Triton prefill kernel (the size threshold "
-                         "`prefill_gluon.MIN_DEFAULT_FLOPS` chooses between them)")
+                         "`prefill_gluon.MIN_DEFAULT_FLOPS` / `MIN_WORKSPACE_FLOPS` choose between "
+                         "them)")
     ap.add_argument("--modes", default=",".join(m for m, _ in DECODE_MODES))
     ap.add_argument("--floor", action="store_true",
                     help="first print the host time of one minimal launch on this host: torch's "

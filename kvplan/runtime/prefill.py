@@ -359,10 +359,11 @@ def hopper_prefill_module(query, k, v, *, block_size: int, group: int, num_kv_he
         contig)
     if usable and pg is not None and hopper is None:
         tokens, hq, d = query.shape
-        usable = pg.worthwhile(tokens, hq, d, max_query_len, max_seq_len)
+        usable = pg.worthwhile(tokens, hq, d, max_query_len, max_seq_len, contig)
         if not usable and max_seq_len is None and seq_lens is not None:
             # short chunks may sit on long contexts
-            usable = pg.worthwhile(tokens, hq, d, max_query_len, int(seq_lens.max().item()))
+            usable = pg.worthwhile(tokens, hq, d, max_query_len, int(seq_lens.max().item()),
+                                   contig)
     if hopper and not usable:
         raise ValueError("the Hopper prefill kernel needs an sm_90 GPU, bf16/fp16 queries "
                          "over a cache of their dtype, heads 64/128/256, GQA groups <= 16 "

@@ -566,21 +566,29 @@ def hopper_device(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device)[0] == 9
 
 
-#: Below this many FLOPs (about 0.15 ms of the Triton prefill kernel) a call runs the Triton
-#: kernel by default: its launches are cached (tens of microseconds of host time), while this
-#: kernel launches through Triton's ordinary path, which cost Gluon kernels with ~20 layout
-#: constexprs 0.1-0.3 ms of host time per call on an H100 (bench/NOTES-runtime.md, round 14):
-#: for small eager prefills that host time is larger than the GPU time this kernel saves.
-MIN_DEFAULT_FLOPS = 5e10
+#: Below this many FLOPs (`worthwhile`'s upper bound) a call over a bf16/fp16 paged cache runs
+#: the Triton prefill kernel by default. Small eager calls are bound by host time, and this
+#: kernel's launch costs more of it (two TMA descriptors encoded per call): about 100 us against
+#: 50-70 us for the Triton kernel on the H200 host, both through `launch_cached`. Eager calls on
+#: an H200 (`python bench/launch_cost.py --prefill ...`, round 18, ms, Hopper against Triton):
+#: 1 x 1024 tokens (1.7e10) 0.085 / 0.058; 2 x 512 over 2K (4.3e10) 0.091 / 0.129; 1 x 2048
+#: (6.9e10) 0.090 / 0.118; 1 x 4096 (2.7e11) 0.261 / 0.410.
+MIN_DEFAULT_FLOPS = 3e10
+
+#: The same for the dequantized workspace of an 8-bit or INT4 cache, where the call also
+#: launches the dequantization and the Hopper kernel's host cost weighs more: INT8, same shapes,
+#: 0.166 / 0.066; 0.128 / 0.134; 0.164 / 0.111; 0.308 / 0.392.
+MIN_WORKSPACE_FLOPS = 1e11
 
 
 def worthwhile(num_tokens: int, num_q_heads: int, head: int, max_query_len: int,
-               max_seq_len: int | None) -> bool:
+               max_seq_len: int | None, contig: bool = False) -> bool:
     """Whether a prefill call is large enough to take this kernel by default: an upper bound
     of its FLOPs (every query token against the longest context, 4 * D per pair) reaches
-    `MIN_DEFAULT_FLOPS`."""
+    `MIN_DEFAULT_FLOPS`, or `MIN_WORKSPACE_FLOPS` over the dequantized workspace (``contig``)."""
     keys = max(max_query_len, max_seq_len or 0)
-    return 4 * head * num_q_heads * num_tokens * keys >= MIN_DEFAULT_FLOPS
+    floor = MIN_WORKSPACE_FLOPS if contig else MIN_DEFAULT_FLOPS
+    return 4 * head * num_q_heads * num_tokens * keys >= floor
 
 
 def ws_prefill_usable(query: torch.Tensor, k: torch.Tensor | None, v: torch.Tensor | None,

@@ -890,6 +890,12 @@ def test_prefill_hopper_kernel_scope(device):
     assert pg.worthwhile(4 * 512, 32, 128, 512, 8704)            # 512 tokens over 8K
     assert not pg.worthwhile(16, 32, 128, 16, 2048)              # a short chunk
     assert not pg.worthwhile(64, 8, 64, 64, None)                # a small prompt, no context given
+    # measured crossovers (round 18): 2 x 512 over 2K takes it over a bf16 cache, not over the
+    # dequantized workspace of an 8-bit one; 1 x 4096 takes it over both; 1 x 1024 over neither
+    assert pg.worthwhile(2 * 512, 32, 128, 512, 2560)
+    assert not pg.worthwhile(2 * 512, 32, 128, 512, 2560, contig=True)
+    assert pg.worthwhile(4096, 32, 128, 4096, 4096, contig=True)
+    assert not pg.worthwhile(1024, 32, 128, 1024, 1024)
     cache = torch.zeros(2, 5, 16, 4, 128, dtype=bf16)
     assert pg.stride_ok(cache[0], cache[1], 16, 4, 128)
     assert not pg.stride_ok(cache[0][:, :, :2], cache[1][:, :, :2], 16, 2, 128)  # head slice
@@ -926,6 +932,7 @@ def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
     assert calls == []
     _check(out, ref, "none", "small call")
     monkeypatch.setattr(pg, "MIN_DEFAULT_FLOPS", 1.0)
+    monkeypatch.setattr(pg, "MIN_WORKSPACE_FLOPS", 1.0)
     run("bfloat16")
     assert len(calls) == 1 and calls[0]["contig"] is False
     assert (calls[0]["block_size"], calls[0]["group"], calls[0]["num_kv_heads"]) == (16, 2, 2)
@@ -946,6 +953,7 @@ def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
         cache = allocate_kv_cache(LayerLayout.simple(dtype, 2, head), 4, 16, device)
         assert prefill_kernel_name(cache, q[..., :head], None, 70, 70) == want, (dtype, head)
     monkeypatch.setattr(pg, "MIN_DEFAULT_FLOPS", 5e10)
+    monkeypatch.setattr(pg, "MIN_WORKSPACE_FLOPS", 5e10)
     cache = allocate_kv_cache(LayerLayout.simple("bfloat16", 2, 64), 4, 16, device)
     assert prefill_kernel_name(cache, q, None, 70, 70) == "prefill"  # too little work
     with pytest.raises(ValueError, match="Hopper prefill kernel needs"):
