@@ -664,14 +664,14 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         # eager call is then a lookup, two small buffers at most and the cached launches.
         if max_seq_len is None:
             max_seq_len = int(seq_lens.max().item())
+        bucket = context_bucket(max_seq_len)
         plan_key = (lay, cache.block_size, cache.k_scale, cache.v_scale, args.k.dtype,
-                    num_tokens, hq, query.dtype, out.dtype, query.device, max_seq_len,
+                    num_tokens, hq, query.dtype, out.dtype, query.device, bucket,
                     softmax_scale, cfg)
         fire = _DECODE_PLANS.get(plan_key)
         if fire is None:
             fire = _DECODE_PLANS[plan_key] = _plan(query, cache, block_tables, seq_lens, None,
-                                                   out, args, cfg, softmax_scale, None,
-                                                   max_seq_len)
+                                                   out, args, cfg, softmax_scale, None, bucket)
         if bind_key is None:
             fire(query, out, block_tables, seq_lens, seq_lens, args)
             return out
@@ -691,15 +691,27 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     return out
 
 
+def context_bucket(max_seq_len: int) -> int:
+    """The longest context a decode plan is made for: ``max_seq_len`` rounded up to a multiple
+    of 1/16 of its power of two (at least 16; powers of two stay as they are), so a decode loop
+    whose context grows by one token a step re-plans once per ~6% of growth instead of every
+    step, and the plans stay bounded. The kernels read each sequence's own length; the longest
+    context only steers the heuristics (split count, kernel choice)."""
+    step = 1 << max(4, (max_seq_len - 1).bit_length() - 4)
+    return -(-max_seq_len // step) * step
+
+
 def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, config,
               device: int) -> tuple:
     """What a decode call's launches depend on besides the cache and the tensors' addresses:
-    every shape, stride, dtype and device `_check` validates, the longest context and the
-    options, and the current device (whose context the kernels were loaded in)."""
+    every shape, stride, dtype and device `_check` validates, the longest context's plan
+    bucket (`context_bucket`) and the options, and the current device (whose context the
+    kernels were loaded in)."""
     return (query.shape, query.stride(), query.dtype, query.device, out.shape, out.stride(),
             out.dtype, out.device, block_tables.shape, block_tables.stride(),
             block_tables.dtype, block_tables.device, seq_lens.shape, seq_lens.stride(),
-            seq_lens.dtype, seq_lens.device, max_seq_len, softmax_scale, config, device)
+            seq_lens.dtype, seq_lens.device, context_bucket(max_seq_len), softmax_scale, config,
+            device)
 
 
 def _bound_calls(cache: PagedKVCache) -> dict:
@@ -733,7 +745,8 @@ def _bound_decode(query, cache, block_tables, seq_lens, out, max_seq_len, softma
 
 
 # Decode plans: (layout, block size, static scales, cache dtype, tokens, query heads, dtypes,
-# device, longest context, softmax scale, config) -> the launch closure.
+# device, longest context's bucket (`context_bucket`), softmax scale, config) -> the launch
+# closure.
 _DECODE_PLANS: dict[tuple, Callable] = {}
 _DEFAULT_CONFIG = AttentionConfig()
 

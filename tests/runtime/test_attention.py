@@ -723,6 +723,30 @@ def test_default_decode_kernel_choice(device):
     assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True)
 
 
+def test_decode_plans_stay_bounded_as_contexts_grow(device):
+    """An eager decode loop whose context grows every step (``max_seq_len`` given each step)
+    plans once per context bucket (`context_bucket`: the context rounded up to 1/16 of its
+    power of two), not once per step, and every step still matches the reference: the kernels
+    read each sequence's own length, the bucket only steers the heuristics."""
+    from kvplan.runtime import attention as A
+    for n in [*range(1, 5000, 37), 1 << 20, (1 << 20) + 1]:
+        b = A.context_bucket(n)
+        assert 0 <= b - n < max(16, n / 8) and A.context_bucket(b) == b, n
+    assert [A.context_bucket(1 << k) for k in range(4, 16)] == [1 << k for k in range(4, 16)]
+    gen = torch.Generator(device=device).manual_seed(31)
+    layout = LayerLayout.simple("int8_per_token_head", 2, 32)
+    batch = build_paged_batch(layout, [200], 16, device, gen)
+    q = torch.randn(1, 4, 32, generator=gen, device=device).to(torch.bfloat16)
+    steps = range(150, 200, 6)
+    before = len(A._DECODE_PLANS)
+    for n in steps:
+        lens = torch.tensor([n], dtype=torch.int32, device=device)
+        out = paged_attention(q, batch.cache, batch.block_tables, lens, max_seq_len=n)
+        ref = reference_paged_attention(q, batch.cache, batch.block_tables, lens)
+        _check(out, ref, layout.quant_mode, f"context {n}")
+    assert len(A._DECODE_PLANS) - before <= len({A.context_bucket(n) for n in steps}) < len(steps)
+
+
 # ------------------------------------------------------------------------- prefill kernel
 PREFILL_KERNEL_DTYPES = ["bfloat16", "fp8", "fp8_e5m2", "int8_per_token_head",
                          "fp8_per_token_head"]
