@@ -151,7 +151,7 @@ def _parts(run, cache, q, out, bt, lens, ctx) -> None:
     from kvplan.runtime import attention
 
     run()
-    calls = [c for c in cache.__dict__["_bound_calls"][3].values() if c]
+    calls = [c for c in (attention._current_bound_calls(cache) or {}).values() if c]
     if not calls:
         print("parts: no bound call", flush=True)
         return

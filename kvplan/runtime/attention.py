@@ -714,15 +714,25 @@ def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, co
             device)
 
 
-def _bound_calls(cache: PagedKVCache) -> dict:
+def _current_bound_calls(cache: PagedKVCache) -> dict | None:
     """The cache's bound decode calls (`_call_key` -> `bound.BoundCall`, or False where the
-    call could not be bound), emptied when the cache's storage, layout or scales change."""
+    call could not be bound); None when there are none for its current storage, layout and
+    scales (the calls bake in the storage's addresses and were planned for the rest)."""
     memo = cache.__dict__.get("_bound_calls")
     if (memo is None or memo[0] is not cache.data or memo[1] is not cache.layout
             or memo[2] != (cache.block_size, cache.k_scale, cache.v_scale)):
-        memo = (cache.data, cache.layout, (cache.block_size, cache.k_scale, cache.v_scale), {})
-        cache.__dict__["_bound_calls"] = memo
+        return None
     return memo[3]
+
+
+def _bound_calls(cache: PagedKVCache) -> dict:
+    """`_current_bound_calls`, started afresh where there are none."""
+    calls = _current_bound_calls(cache)
+    if calls is None:
+        calls = {}
+        cache.__dict__["_bound_calls"] = (cache.data, cache.layout,
+                                          (cache.block_size, cache.k_scale, cache.v_scale), calls)
+    return calls
 
 
 def _bound_decode(query, cache, block_tables, seq_lens, out, max_seq_len, softmax_scale,
@@ -730,14 +740,13 @@ def _bound_decode(query, cache, block_tables, seq_lens, out, max_seq_len, softma
     """An eager decode call through the launches bound on an earlier call of the same
     signature over this cache (`kvplan.runtime.bound`): a key, four addresses and one driver
     call per kernel. None where there is none, or where the ordinary path must run."""
-    memo = cache.__dict__.get("_bound_calls")
-    if (memo is None or memo[0] is not cache.data or memo[1] is not cache.layout
-            or memo[2] != (cache.block_size, cache.k_scale, cache.v_scale)):
+    calls = _current_bound_calls(cache)
+    if calls is None:
         return None
     if out is None:
         out = torch.empty_like(query)
     dev = _current_device()
-    call = memo[3].get(_call_key(query, out, block_tables, seq_lens, max_seq_len,
+    call = calls.get(_call_key(query, out, block_tables, seq_lens, max_seq_len,
                                  softmax_scale, config, dev))
     if not call or _launch_hooked():
         return None
