@@ -197,8 +197,10 @@ class BoundCall:
             aligned |= p
         if aligned & 15:  # compiled for 16-byte aligned tensors (bind checks this)
             return False
+        scratch = None  # held until the launches are enqueued
         if self.scratch_bytes:
-            base = self._scratch_base(stream)
+            scratch = self._scratch_for(stream)
+            base = scratch.data_ptr()
             ptrs += [base + off for off in self.scratch_offsets]
         launch = self._launch
         for k in self.kernels:
@@ -208,24 +210,23 @@ class BoundCall:
             k.config.hStream = stream
             if launch(k.config_addr, k.function, k.params_addr, None):
                 return False
+        del scratch
         return True
 
-
-    def _scratch_base(self, stream: int) -> int:
-        """The scratch address for a call on ``stream``: one buffer per stream, kept and reused
-        (calls on one stream run in order, so a call never overwrites partials that an earlier
-        call's merge still reads: the same guarantee the caching allocator gives the ordinary
-        path's per-call partials). Under CUDA-graph capture, a new allocation from the graph's
-        pool, so that graphs replayed on other streams never share it."""
+    def _scratch_for(self, stream: int) -> torch.Tensor:
+        """The scratch for a call on ``stream``: one buffer per stream, kept and reused (calls
+        on one stream run in order, so a call never overwrites partials that an earlier call's
+        merge still reads: the same guarantee the caching allocator gives the ordinary path's
+        per-call partials). Under CUDA-graph capture, a new allocation from the graph's pool,
+        freed after the call like the ordinary path's, so that graphs replayed on other streams
+        never share it."""
         if _capturing(self.device):
-            t = torch.empty(self.scratch_bytes, dtype=torch.uint8, device=self.device)
-            self._scratch[-1] = t  # alive until the next capture: the graph's pool holds it
-            return t.data_ptr()
+            return torch.empty(self.scratch_bytes, dtype=torch.uint8, device=self.device)
         t = self._scratch.get(stream)
         if t is None:
             t = self._scratch[stream] = torch.empty(self.scratch_bytes, dtype=torch.uint8,
                                                     device=self.device)
-        return t.data_ptr()
+        return t
 
 
 def _capturing(device: torch.device) -> bool:
