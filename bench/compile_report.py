@@ -186,21 +186,17 @@ def report_hopper_prefill(arch: int, settings: list[str], heads: list[int],
                 bt = torch.zeros(2, 8, dtype=torch.int32)
                 sl = torch.full((2,), 128, dtype=torch.int32)
                 captured: dict = {}
-                saved = pg._ws_prefill_kernel
-
-                class _Capture:
-                    def __getitem__(self, grid):
-                        return lambda *pos, **kw: captured.update(pos=pos, kw=kw)
-
-                pg._ws_prefill_kernel = _Capture()
+                saved = pg.launch_cached  # the launch, replaced by a recorder of its arguments
+                pg.launch_cached = lambda fn, grid, pos, kw, key=None: captured.update(
+                    fn=fn, pos=pos, kw=kw)
                 try:
                     pg.launch_ws_prefill(q, q, k, k, bt, sl, sl, group=4, block_size=16,
                                          num_kv_heads=8, scale=0.1, out_scale=1.0,
                                          sliding_window=0, max_query_len=128, contig=contig,
                                          seq_pages=8, **opts)
                 finally:
-                    pg._ws_prefill_kernel = saved
-                compiled = saved.warmup(*captured["pos"], grid=(1,), **captured["kw"])
+                    pg.launch_cached = saved
+                compiled = captured["fn"].warmup(*captured["pos"], grid=(1,), **captured["kw"])
                 ptx = compiled.asm["ptx"]
                 name = f"hopper_prefill_d{head}_{setting}{'_contig' if contig else ''}"
                 if ptx_out:
