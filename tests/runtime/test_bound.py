@@ -116,8 +116,9 @@ def test_bound_call_packs_fixed_arguments_and_writes_new_addresses(monkeypatch):
 def test_bound_call_refuses_what_it_cannot_replay(monkeypatch):
     """`bind` returns None (the caller keeps the ordinary path) for a tensor argument that is
     neither an input, scratch nor fixed, a misaligned tensor, a parameter type it does not
-    pack, cluster launches, Triton scratch memory, tuple arguments, or a recording that missed
-    a launch; a bound call refuses a misaligned input at call time."""
+    pack, cluster launches, Triton scratch memory, an instrumented kernel (whose launcher adds
+    parameters), tuple arguments, or a recording that missed a launch; a bound call refuses a
+    misaligned input at call time."""
     monkeypatch.setattr(bound, "_driver_launch", lambda: _Driver([[8]]))
     q, other = torch.zeros(64), torch.zeros(64)
     sig = {"q": "*fp32"}
@@ -128,6 +129,8 @@ def test_bound_call_refuses_what_it_cannot_replay(monkeypatch):
                       (q,), ()) is None
     assert bound.bind(_record([(_kernel(sig, ctas=2), (1,), (q,), ())]), (q,), ()) is None
     assert bound.bind(_record([(_kernel(sig, global_scratch_size=128), (1,), (q,), ())]),
+                      (q,), ()) is None
+    assert bound.bind(_record([(_kernel(sig, instrumentation_mode="gsan"), (1,), (q,), ())]),
                       (q,), ()) is None
     assert bound.bind(_record([(_kernel({"t": ("*fp32", "*fp32")}), (1,), ((q, q),), ())]),
                       (q,), ()) is None
