@@ -177,8 +177,8 @@ class BoundCall:
     input tensors and returns False (launching nothing more) where the ordinary path must run
     instead: a misaligned input, or a driver error."""
 
-    __slots__ = ("_launch", "_scratch", "device", "kernels", "num_inputs", "scratch_bytes",
-                 "scratch_offsets")
+    __slots__ = ("_launch", "_lock", "_scratch", "device", "kernels", "num_inputs",
+                 "scratch_bytes", "scratch_offsets")
 
     def __init__(self, kernels: list[BoundKernel], num_inputs: int, scratch_offsets: list[int],
                  scratch_bytes: int, device: torch.device, launch) -> None:
@@ -189,6 +189,7 @@ class BoundCall:
         self.device = device
         self._launch = launch
         self._scratch: dict[int, torch.Tensor] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, inputs: tuple, stream: int) -> bool:
         ptrs = [t.data_ptr() for t in inputs]
@@ -203,13 +204,16 @@ class BoundCall:
             base = scratch.data_ptr()
             ptrs += [base + off for off in self.scratch_offsets]
         launch = self._launch
-        for k in self.kernels:
-            slots = k.slots
-            for slot, src in k.writes:
-                slots[slot] = ptrs[src]
-            k.config.hStream = stream
-            if launch(k.config_addr, k.function, k.params_addr, None):
-                return False
+        # one caller at a time: the parameter blocks are shared, and the driver reads them
+        # while ctypes has released the GIL
+        with self._lock:
+            for k in self.kernels:
+                slots = k.slots
+                for slot, src in k.writes:
+                    slots[slot] = ptrs[src]
+                k.config.hStream = stream
+                if launch(k.config_addr, k.function, k.params_addr, None):
+                    return False
         del scratch
         return True
 

@@ -160,3 +160,44 @@ def test_recording_is_per_block_and_per_thread():
         t.join()
     assert [g for _, g, _ in outer.launches] == [(1,)]
     assert [g for _, g, _ in inner.launches] == [(2,)]
+
+
+def test_bound_call_from_several_threads_launches_each_callers_tensors(monkeypatch):
+    """Threads sharing a bound call (its parameter blocks are shared) each launch their own
+    addresses: every launch the driver sees pairs one caller's query with that caller's
+    output."""
+    import threading
+
+    q, out = torch.zeros(64), torch.zeros(64)
+    k = _kernel({"q": "*fp32", "out": "*fp32", "n": "i32"})
+    seen: list[tuple[int, int]] = []
+
+    def driver(config_addr, function, params_addr, extra):
+        params = (ctypes.c_void_p * 2).from_address(params_addr)
+        a = _u64(ctypes.string_at(params[0], 8))
+        b = _u64(ctypes.string_at(params[1], 8))
+        seen.append((a, b))
+        return 0
+
+    monkeypatch.setattr(bound, "_driver_launch", lambda: driver)
+    call = bound.bind(_record([(k, (1,), (q, out, 64), ())]), (q, out), ())
+    pairs = [(torch.zeros(64), torch.zeros(64)) for _ in range(4)]
+
+    def work(qi, oi):
+        for _ in range(300):
+            assert call((qi, oi), 0)
+
+    import sys
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        threads = [threading.Thread(target=work, args=p) for p in pairs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    allowed = {(qi.data_ptr(), oi.data_ptr()) for qi, oi in pairs}
+    assert len(seen) == 1200 and set(seen) == allowed
