@@ -645,7 +645,8 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     query_in = query
     bind_key = None
     if query_start_loc is None and max_seq_len is not None and query.device.type == "cuda" \
-            and cfg.bound is not False and not interpreting():
+            and cfg.bound is not False and not interpreting() \
+            and not bound.aliased((query, out, block_tables, seq_lens)):
         bind_key = _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale,
                              config, _current_device())
     args = cache_args(cache)

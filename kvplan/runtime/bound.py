@@ -239,17 +239,21 @@ def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and torch._C._cuda_isCurrentStreamCapturing()
 
 
+def aliased(inputs: tuple) -> bool:
+    """Whether one tensor is passed as two of the inputs (say the query as the output): the
+    recording then cannot tell which argument took which input, so such a call is not bound."""
+    return len({id(t) for t in inputs}) != len(inputs)
+
+
 def bind(rec: Recording, inputs: tuple, fixed: tuple) -> BoundCall | None:
     """A `BoundCall` replaying ``rec``'s launches, with ``inputs`` (tensors, matched by
     identity in the recorded arguments) and the recorded scratch supplied per call and every
     other argument baked in; ``fixed`` are the tensors allowed to be baked in (a cache's
     storage). None where the recording cannot be replayed exactly (see the module doc)."""
     launch = _driver_launch()
-    if launch is None or not rec.complete or not rec.launches:
+    if launch is None or not rec.complete or not rec.launches or aliased(inputs):
         return None
-    input_ids: dict[int, int] = {}
-    for i, t in enumerate(inputs):
-        input_ids.setdefault(id(t), i)
+    input_ids = {id(t): i for i, t in enumerate(inputs)}
     scratch_ids: dict[int, int] = {}
     offsets: list[int] = []
     total = 0

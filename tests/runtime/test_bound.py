@@ -117,8 +117,8 @@ def test_bound_call_refuses_what_it_cannot_replay(monkeypatch):
     """`bind` returns None (the caller keeps the ordinary path) for a tensor argument that is
     neither an input, scratch nor fixed, a misaligned tensor, a parameter type it does not
     pack, cluster launches, Triton scratch memory, an instrumented kernel (whose launcher adds
-    parameters), tuple arguments, or a recording that missed a launch; a bound call refuses a
-    misaligned input at call time."""
+    parameters), tuple arguments, one tensor passed as two inputs, or a recording that missed a
+    launch; a bound call refuses a misaligned input at call time."""
     monkeypatch.setattr(bound, "_driver_launch", lambda: _Driver([[8]]))
     q, other = torch.zeros(64), torch.zeros(64)
     sig = {"q": "*fp32"}
@@ -135,6 +135,10 @@ def test_bound_call_refuses_what_it_cannot_replay(monkeypatch):
     assert bound.bind(_record([(_kernel({"t": ("*fp32", "*fp32")}), (1,), ((q, q),), ())]),
                       (q,), ()) is None
     assert bound.bind(_record([]), (q,), ()) is None
+    # one tensor as two inputs (the query as the output): which argument took which is lost
+    two = _kernel({"q": "*fp32", "out": "*fp32"})
+    assert bound.bind(_record([(two, (1,), (q, q), ())]), (q, q), ()) is None
+    assert bound.bind(_record([(two, (1,), (q, other), ())]), (q, other), ()) is not None
     with bound.recording() as rec:
         bound.note_launch(_kernel(sig), (1,), (q,), ())
         bound.note_unrecorded()
