@@ -167,10 +167,6 @@ class BoundKernel:
         self.function = function
         self.writes = tuple(writes)
 
-    def param_bytes(self, index: int, size: int) -> bytes:
-        """The first ``size`` bytes of parameter slot ``index`` (tests)."""
-        return bytes(memoryview(self.slots).cast("B")[8 * index:8 * index + size])
-
 
 class BoundCall:
     """The launches of one call signature; ``__call__(inputs, stream)`` launches them over new
