@@ -173,13 +173,12 @@ class BoundCall:
     input tensors and returns False (launching nothing more) where the ordinary path must run
     instead: a misaligned input, or a driver error."""
 
-    __slots__ = ("_launch", "_lock", "_scratch", "device", "kernels", "num_inputs",
-                 "scratch_bytes", "scratch_offsets")
+    __slots__ = ("_launch", "_lock", "_scratch", "device", "kernels", "scratch_bytes",
+                 "scratch_offsets")
 
-    def __init__(self, kernels: list[BoundKernel], num_inputs: int, scratch_offsets: list[int],
+    def __init__(self, kernels: list[BoundKernel], scratch_offsets: list[int],
                  scratch_bytes: int, device: torch.device, launch) -> None:
         self.kernels = kernels
-        self.num_inputs = num_inputs
         self.scratch_offsets = scratch_offsets
         self.scratch_bytes = scratch_bytes
         self.device = device
@@ -267,7 +266,7 @@ def bind(rec: Recording, inputs: tuple, fixed: tuple) -> BoundCall | None:
         if bound is None:
             return None
         kernels.append(bound)
-    return BoundCall(kernels, len(inputs), offsets, total, inputs[0].device, launch)
+    return BoundCall(kernels, offsets, total, inputs[0].device, launch)
 
 
 def _bind_kernel(kernel, grid: tuple, values: tuple, input_ids: dict, scratch_ids: dict,
