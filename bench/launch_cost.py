@@ -42,10 +42,11 @@ def main() -> None:
                     help="first print the host time of one minimal launch on this host: torch's "
                          "own add_, and a 3-argument Triton kernel through launch_cached")
     ap.add_argument("--parts", action="store_true",
-                    help="also print where a bound call's host time goes: the call key, the "
-                         "scratch allocation and each kernel's driver launch (medians of 200 "
-                         "calls on an idle GPU), with the split-K merge launched with and "
-                         "without its programmatic-dependent-launch attribute")
+                    help="also print where a bound call's host time goes: the call key and "
+                         "each kernel's driver launch inside the bound call, and one allocation "
+                         "of its scratch for scale (medians of 200 calls on an idle GPU), with "
+                         "the split-K merge launched with and without its "
+                         "programmatic-dependent-launch attribute")
     ap.add_argument("--profile", action="store_true",
                     help="also print where the host time of each call goes (cProfile)")
     args = ap.parse_args()
@@ -145,7 +146,9 @@ def _profile(run, lines: int) -> None:
 
 
 def _parts(run, cache, q, out, bt, lens, ctx) -> None:
-    """Time the pieces of one bound decode call (see ``--parts``)."""
+    """Time the pieces of one bound decode call (see ``--parts``): its key, each driver launch
+    inside the bound call itself (its launch function wrapped by a timer), and for scale one
+    allocation of its scratch, which the bound call keeps per stream instead."""
     import time
 
     from kvplan.runtime import attention
@@ -158,8 +161,9 @@ def _parts(run, cache, q, out, bt, lens, ctx) -> None:
     call = calls[0]
     dev = torch.cuda.current_device()
     stream = torch.cuda.current_stream().cuda_stream
-    launch = bound._driver_launch()
+    driver = call._launch
     samples: dict[str, list[float]] = {}
+    tags: list[str] = []
 
     def timed(name, fn):
         t0 = time.perf_counter()
@@ -167,27 +171,29 @@ def _parts(run, cache, q, out, bt, lens, ctx) -> None:
         samples.setdefault(name, []).append(time.perf_counter() - t0)
         return r
 
-    for pdl in (True, False):
+    def launch(*a):  # the bound call's launches, one tag each in order
+        return timed(tags.pop(0), lambda: driver(*a))
+
+    call._launch = launch
+    try:
+        for pdl in (True, False):
+            for k in call.kernels:
+                if k.config.numAttrs:
+                    k.attrs[0].value[0] = int(pdl)
+            for _ in range(200):
+                torch.cuda.synchronize()
+                timed("key", lambda: attention._call_key(q, out, bt, lens, ctx, None, None, dev))
+                timed("scratch allocation", lambda: torch.empty(max(call.scratch_bytes, 1),
+                                                                dtype=torch.uint8, device="cuda"))
+                tags[:] = [f"kernel {i}" + ("" if i == 0 else (" (PDL)" if pdl else " (no PDL)"))
+                           for i in range(len(call.kernels))]
+                assert call((q, out, bt, lens), stream)
+            torch.cuda.synchronize()
+    finally:
+        call._launch = driver
         for k in call.kernels:
             if k.config.numAttrs:
-                k.attrs[0].value[0] = int(pdl)
-        for _ in range(200):
-            torch.cuda.synchronize()
-            timed("key", lambda: attention._call_key(q, out, bt, lens, ctx, None, None, dev))
-            ptrs = [t.data_ptr() for t in (q, out, bt, lens)]
-            scratch = timed("scratch", lambda: torch.empty(max(call.scratch_bytes, 1),
-                                                           dtype=torch.uint8, device="cuda"))
-            ptrs += [scratch.data_ptr() + o for o in call.scratch_offsets]
-            for i, k in enumerate(call.kernels):
-                for slot, src in k.writes:
-                    k.slots[slot] = ptrs[src]
-                k.config.hStream = stream
-                tag = f"kernel {i}" + ("" if i == 0 else (" (PDL)" if pdl else " (no PDL)"))
-                timed(tag, lambda k=k: launch(k.config_addr, k.function, k.params_addr, None))
-        torch.cuda.synchronize()
-    for k in call.kernels:
-        if k.config.numAttrs:
-            k.attrs[0].value[0] = 1
+                k.attrs[0].value[0] = 1
     med = {name: sorted(v)[len(v) // 2] * 1e6 for name, v in samples.items()}
     print("parts (us): " + ", ".join(f"{n} {t:.1f}" for n, t in med.items())
           + f"; {len(call.kernels)} kernels, device {dev}", flush=True)
