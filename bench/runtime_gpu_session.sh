@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -340,6 +340,19 @@ for step in $steps; do
       timeout 100 $PY bench/launch_cost.py --modes bf16,int8_per_token_head --prefill 1,256,0,32,8,128 \
         --prefill 1,1024,0,32,8,128 --prefill 1,2048,0,32,8,128 --prefill 2,512,2048,32,8,128 \
         --prefill 1,4096,0,32,8,128 2>&1 | tee "$OUT/launch-prefill.log" ;;
+    round19)  # issue 22: the split-K merge inside the decode kernels (the last split merges)
+      #         against the merge kernel: GPU tests, then both at the suite's split shapes
+      timeout 200 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "fused_merge or split_merge or bound_decode or plans_stay_bounded or cached_launch or workspace_holds or dependent_launch" \
+        2>&1 | tee "$OUT/pytest.log"
+      for shape in 64,4096,32,8,128 16,16384,32,8,128 64,1024,32,8,128 32,4096,16,4,256 \
+                   4,32768,32,8,128 1,32768,32,8,128; do
+        timeout 100 $PY bench/tune_attention.py --shape $shape --kernel gluon --configs 0:0:0 \
+          --modes int8_per_token_head,fp8_per_token_head,fp8 --merge fused,kernel 2>&1 \
+          | tee -a "$OUT/merge.log"
+        timeout 40 $PY bench/tune_attention.py --shape $shape --kernel triton --configs 0:0:0 \
+          --modes bfloat16 --merge fused,kernel 2>&1 | tee -a "$OUT/merge.log"
+      done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

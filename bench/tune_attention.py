@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--swap", default="", help="gluon only: swapped operands 0, 1 or 0,1 (empty = default)")
     ap.add_argument("--pdl", default="", help="merge as a programmatic dependent launch: 0, 1 or "
                     "0,1 (empty = default)")
+    ap.add_argument("--merge", default="", help="split-K merge: fused, kernel or fused,kernel "
+                    "(empty = default)")
     ap.add_argument("--hp", default="", help="gluon FP8 per-tensor only: kv heads per program "
                     "1, 2 or 1,2 (empty = default)")
     ap.add_argument("--maxnreg", default="0", help="register caps to sweep (0 = none)")
@@ -74,18 +76,20 @@ def main() -> None:
         swaps = [bool(int(x)) for x in a.swap.split(",")] if a.swap else [None]
         pdls = [bool(int(x)) for x in a.pdl.split(",")] if a.pdl else [None]
         hps = [int(x) for x in a.hp.split(",")] if a.hp else [None]
-        for (bn, w, st, sp_t), sp, ud, vir, im, mr, vr, kn, pp, sw, pdl, hp in itertools.product(
+        merges = a.merge.split(",") if a.merge else [None]
+        for (bn, w, st, sp_t), sp, ud, vir, im, mr, vr, kn, pp, sw, pdl, hp, mg in itertools.product(
                 triples, [int(x) for x in a.splits.split(",")],
                 [bool(int(x)) for x in a.use_dot.split(",")], virs, immas,
                 [int(x) for x in a.maxnreg.split(",")], [bool(int(x)) for x in a.vreg.split(",")],
-                a.kernel.split(","), [int(x) for x in a.pipe.split(",")], swaps, pdls, hps):
+                a.kernel.split(","), [int(x) for x in a.pipe.split(",")], swaps, pdls, hps,
+                merges):
             if kn != "gluon" and (pp or sw is not None or hp is not None):
                 continue
             sp = sp if sp_t is None else sp_t
             gl_only = dict(pipe=pp or None, swap=sw, kv_heads_per_program=hp) if kn == "gluon" else {}
             cfg = AttentionConfig(block_n=bn, num_warps=w, num_stages=st, num_splits=sp or None,
                                   use_dot=ud, paged3d=vir, imma=im, max_registers=mr or None,
-                                  v_reg=vr, kernel=kn, pdl=pdl, **gl_only)
+                                  v_reg=vr, kernel=kn, pdl=pdl, merge=mg, **gl_only)
             out = torch.full_like(q, float("nan"))
             try:
                 paged_attention(q, cache, bt, seq_lens, max_seq_len=ctx, out=out, config=cfg)
@@ -98,12 +102,12 @@ def main() -> None:
                 continue
             row = dict(mode=mode, block_n=bn, warps=w, stages=st, splits=sp, use_dot=ud,
                        paged3d=vir, imma=im, maxnreg=mr, v_reg=vr, kernel=kn, pipe=pp, swap=sw,
-                       pdl=pdl, hp=hp, ms=ms,
+                       pdl=pdl, hp=hp, merge=mg, ms=ms,
                        ratio=ms / sdpa, rel_err=err,
                        tbps=b * ctx * lay.bytes_per_token / (ms * 1e-3) / 1e12)
             results.append(row)
             print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} dot={int(ud)}: {ms:.4f} ms "
-                  f"p3={int(vir)} imma={im} r={mr} vreg={int(vr)} {kn} pipe={pp} swap={sw} pdl={pdl} hp={hp} "
+                  f"p3={int(vir)} imma={im} r={mr} vreg={int(vr)} {kn} pipe={pp} swap={sw} pdl={pdl} hp={hp} merge={mg} "
                   f"{row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
             if best is None or ms < best["ms"]:
                 best = row

@@ -7,8 +7,9 @@ One kernel serves decode (one query token per sequence) and chunked prefill (the
   GQA group (``GROUP`` = Hq / Hkv) for ``BLOCK_M // GROUP_PAD`` query tokens, so every K/V
   byte of a kv head is read once per query block;
 * decode splits the context into ``NUM_SPLITS`` ranges (split-K / flash-decoding) when
-  there are too few (sequence, kv head) pairs to fill the GPU; a second tiny kernel merges the
-  partial (max, sum, acc) triples;
+  there are too few (sequence, kv head) pairs to fill the GPU; the last split of each
+  (sequence, kv head) to finish merges the partial (max, sum, acc) triples (a counter per pair,
+  `_merge_last`) where they are few, a second small kernel where they are many;
 * per-token-head scales are applied to the scores and probabilities, never to K/V:
   ``S = (q . k_q) * softmax_scale * k_scale[token]``, ``P_v = P * v_scale[token]``;
   FP8 per-tensor folds the static k/v scales into the score scale and the output (exact
@@ -207,7 +208,7 @@ def _dot(a, b, USE_DOT: tl.constexpr, IEEE: tl.constexpr, INTERP: tl.constexpr):
 def _paged_attention_kernel(
     q_ptr, stride_qt, stride_qh,
     o_ptr, stride_ot, stride_oh,
-    po_ptr, pml_ptr,
+    po_ptr, pml_ptr, cnt_ptr,
     ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
     bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr,
     q_scale, s_scale, out_scale, sliding_window, num_q_blocks, num_q_heads,
@@ -218,7 +219,7 @@ def _paged_attention_kernel(
     KV_MODE: tl.constexpr, FP8_E5M2: tl.constexpr, NUM_SPLITS: tl.constexpr,
     IS_DECODE: tl.constexpr, USE_DOT: tl.constexpr, IEEE_DOT: tl.constexpr,
     F16: tl.constexpr, INTERP: tl.constexpr, TPP: tl.constexpr, PAGED3D: tl.constexpr,
-    IMMA: tl.constexpr, V_REG: tl.constexpr = False,
+    IMMA: tl.constexpr, V_REG: tl.constexpr = False, MERGE: tl.constexpr = 0,
 ):
     pid = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -402,6 +403,47 @@ def _paged_attention_kernel(
         else:
             omask = omask_row[:, None] & d_mask[None, :]
             tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + d[None, :], acc, mask=omask)
+        if MERGE > 0:  # decode only
+            _merge_last(po_ptr, pml_ptr, cnt_ptr, o_ptr, stride_ot, stride_oh, seq, kvh,
+                        num_q_heads, GROUP, GROUP_PAD, HEAD_SIZE, HEAD_PAD, NUM_SPLITS, MERGE)
+
+
+@triton.jit
+def _merge_last(po_ptr, pml_ptr, cnt_ptr, o_ptr, stride_ot, stride_oh, seq, kvh, num_q_heads,
+                GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_SIZE: tl.constexpr,
+                HEAD_PAD: tl.constexpr, NUM_SPLITS: tl.constexpr, MERGE: tl.constexpr):
+    """The split-K merge inside the decode kernel: each program, its partials stored, counts
+    itself in at ``cnt_ptr[seq, kv head]``; the last of the NUM_SPLITS programs of a (sequence,
+    kv head) merges their partials (GROUP query heads, MERGE = NUM_SPLITS rounded up to a power
+    of two) into the output and sets the count back to 0 for the next call. The barrier orders
+    every thread's partial stores before the one thread's release (acq_rel) increment; the
+    merging program's acquire then sees every split's stores, read from L2 (.cg)."""
+    tl.debug_barrier()
+    c_ptr = cnt_ptr + seq * tl.num_programs(1) + kvh
+    arrived = tl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
+    if arrived == NUM_SPLITS - 1:
+        tl.store(c_ptr, 0)
+        g = tl.arange(0, GROUP_PAD)
+        sp = tl.arange(0, MERGE)
+        p_rows = ((seq.to(tl.int64) * num_q_heads + kvh * GROUP + g) * NUM_SPLITS)[:, None] \
+            + sp[None, :]
+        ok = (g < GROUP)[:, None] & (sp < NUM_SPLITS)[None, :]
+        m = tl.load(pml_ptr + p_rows * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
+        lsum = tl.load(pml_ptr + p_rows * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
+        m_max = tl.max(m, axis=1)
+        m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
+        w = tl.where(m > float("-inf"), tl.exp2(m - m_max[:, None]), 0.0)
+        denom = tl.sum(w * lsum, axis=1)
+        w = w / tl.where(denom > 0, denom, 1.0)[:, None]
+        d = tl.arange(0, HEAD_PAD)
+        dmask = d < HEAD_SIZE
+        part = tl.load(po_ptr + p_rows[:, :, None] * HEAD_SIZE + d[None, None, :],
+                       mask=ok[:, :, None] & dmask[None, None, :], other=0.0,
+                       cache_modifier=".cg")
+        out = tl.sum(part * w[:, :, None], axis=1)
+        o_row = seq.to(tl.int64) * stride_ot + (kvh * GROUP + g) * stride_oh
+        tl.store(o_ptr + o_row[:, None] + d[None, :], out.to(o_ptr.dtype.element_ty),
+                 mask=(g < GROUP)[:, None] & dmask[None, :])
 
 
 @triton.jit
@@ -488,6 +530,52 @@ def _pdl(cfg: AttentionConfig, query: torch.Tensor) -> bool:
     return torch.cuda.get_device_capability(query.device)[0] >= 9
 
 
+# Fused-merge counters per (device, stream): int32, zero between calls (the merging program sets
+# its count back), grown as needed.
+_COUNTERS: dict[tuple, torch.Tensor] = {}
+
+
+def _merge_counters(device: torch.device, n: int) -> torch.Tensor:
+    """Zeroed int32 counters (at least ``n``) for the fused merge of a call on the current
+    stream: one buffer per stream, kept and reused, as calls on one stream run in order and each
+    leaves its counters at zero. Under CUDA-graph capture a new zeroed buffer (a memset in the
+    graph), so that graphs replayed on other streams never share one. Recorded as scratch for a
+    bound call, which keeps its own per stream."""
+    if device.type != "cuda" or bound._capturing(device):
+        t = torch.zeros(n, dtype=torch.int32, device=device)
+    else:
+        key = (device.index, torch.cuda.current_stream(device).cuda_stream)
+        t = _COUNTERS.get(key)
+        if t is None or t.numel() < n:
+            t = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    bound.note_scratch(t, zeroed=True)
+    return t
+
+
+# Default limit of the fused merge: partial elements (query heads rounded up x splits rounded up
+# x head) the merging program reads; more splits run the merge kernel, whose many programs
+# share the reads (measured: BENCHMARKS.md round 19).
+FUSED_MERGE_ELEMS = 4096
+
+
+def _fused_merge(cfg: AttentionConfig, num_splits: int, cols: int, head_pad: int,
+                 is_decode: bool = True) -> int:
+    """Splits rounded up to a power of two when the split-K merge runs inside the decode kernel
+    (`_merge_last`), else 0 (no splits, prefill, or the merge kernel). ``config.merge``
+    decides when given ("fused" or "kernel"); by default the merge is fused while the merging
+    program reads at most ``FUSED_MERGE_ELEMS`` partial elements."""
+    if cfg.merge is not None and cfg.merge not in ("fused", "kernel"):
+        raise ValueError(f"unknown merge {cfg.merge!r}: use 'fused' or 'kernel'")
+    if num_splits <= 1 or not is_decode:
+        return 0
+    pad = triton.next_power_of_2(num_splits)
+    if cfg.merge == "kernel":
+        return 0
+    if cfg.merge == "fused":
+        return pad
+    return pad if triton.next_power_of_2(cols) * pad * head_pad <= FUSED_MERGE_ELEMS else 0
+
+
 def _partials(out: torch.Tensor, num_splits: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Buffers of the split-K partial results, fp32 [tokens, Hq, splits, D] and the (max, sum)
     pairs [tokens, Hq, splits, 2]; without splits the kernels write ``out`` and get it back."""
@@ -527,6 +615,9 @@ class AttentionConfig:
     swap: bool | None = None  # gluon only: keys as the MMA rows, the GQA group as the columns
     #                           (default where it applies: groups <= 8, tiles inside one page)
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
+    merge: str | None = None  # decode split-K merge: "fused" (the last split of each sequence
+    #                           and kv head merges, inside the attention kernel) or "kernel" (a
+    #                           second kernel); None = fused while the partials are few
     dequant: bool | None = None  # prefill kernel over a quantized cache: dequantize the pages
     #                              into a bf16/fp16 workspace first, then the bf16/fp16 kernel
     hopper: bool | None = None  # prefill kernel on an sm_90 GPU: the warp-specialized TMA/wgmma
@@ -864,14 +955,19 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
         PAGED3D=paged3d, IMMA=imma, V_REG=v_reg,
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
+    fused = _fused_merge(cfg, num_splits, group_pad, head_pad, is_decode)
+    if fused:
+        kw["MERGE"] = fused
     key = key_id(tuple(kw.items()))
-    merge = _merge_plan(num_splits, head_pad, _pdl(cfg, query))
+    merge = None if fused else _merge_plan(num_splits, head_pad, _pdl(cfg, query))
+    programs = grid[0] * grid[1]
 
     def fire_triton(query, out, block_tables, seq_lens, qsl, args):
         po, pml = _partials(out, num_splits)
+        cnt = _merge_counters(out.device, programs) if fused else po
         launch_cached(_paged_attention_kernel, grid,
                       (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1),
-                       po, pml, args.k, args.v, args.s, args.stride_cb, args.stride_ch,
+                       po, pml, cnt, args.k, args.v, args.s, args.stride_cb, args.stride_ch,
                        args.stride_sb, args.stride_sh, block_tables, block_tables.stride(0),
                        seq_lens, qsl, *scalars), kw, key)
         if merge is not None:
@@ -1011,20 +1107,24 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
         num_sms(query.device),
         attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens, **kernel_kw))
     pdl = _pdl(cfg, query)
+    fused = _fused_merge(cfg, num_splits, group, d) if swap else 0
     q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
     # validated once here; the launch closure binds the constexprs
     _, kw, key = attention_gluon._launch_args(query, out, out, out, args, block_tables, seq_lens,
                                               q_scale=q_scale, sliding_window=window,
-                                              num_splits=num_splits, pdl=pdl, **kernel_kw)
+                                              num_splits=num_splits, pdl=pdl, merge=fused,
+                                              **kernel_kw)
     fn = attention_gluon._gluon_swap_kernel if swap else attention_gluon._gluon_decode_kernel
     key = key_id(("swap" if swap else "r8", *key))
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
-    merge = _merge_plan(num_splits, d, pdl)
+    merge = None if fused else _merge_plan(num_splits, d, pdl)
+    programs = grid[0] * grid[1]
 
     def fire_gluon(query, out, block_tables, seq_lens, qsl, args):
         po, pml = _partials(out, num_splits)
+        cnt = _merge_counters(out.device, programs) if fused else po
         pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po,
-               pml, args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
+               pml, cnt, args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
                args.stride_sh, block_tables, block_tables.stride(0), seq_lens, q_scale, window,
                hq, num_splits)
         launch_cached(fn, grid, (*pos, query) if swap else pos, kw, key)
@@ -1051,22 +1151,26 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
                                              head=d, block_size=cache.block_size,
                                              block_n=block_n, pipe=pipe))
     pdl = _pdl(cfg, query)
+    fused = _fused_merge(cfg, num_splits, group, d)
     q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
     _, kw, key = attention_gluon._bf16_launch_args(query, out, out, out, args, block_tables,
                                                    seq_lens, group, d, cache.block_size, q_scale,
-                                                   window, num_splits, block_n, pipe, pdl)
+                                                   window, num_splits, block_n, pipe, pdl,
+                                                   merge=fused)
     grid = (seq_lens.shape[0], args.k.shape[2], num_splits)
-    merge = _merge_plan(num_splits, d, pdl)
+    merge = None if fused else _merge_plan(num_splits, d, pdl)
     fn = attention_gluon._gluon_bf16_kernel
     key = key_id(key)
+    programs = grid[0] * grid[1]
 
     def fire_gluon_bf16(query, out, block_tables, seq_lens, qsl, args):
         po, pml = _partials(out, num_splits)
+        cnt = _merge_counters(out.device, programs) if fused else po
         k = args.k
         ks = k.stride()
         launch_cached(fn, grid,
                       (query, query.stride(0), query.stride(1), out, out.stride(0),
-                       out.stride(1), po, pml, k, args.v, ks[0], ks[2], ks[1], block_tables,
+                       out.stride(1), po, pml, cnt, k, args.v, ks[0], ks[2], ks[1], block_tables,
                        block_tables.stride(0), seq_lens, q_scale, window, hq, num_splits),
                       kw, key)
         if merge is not None:
@@ -1110,24 +1214,27 @@ def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, sca
                                              head=d, block_size=cache.block_size,
                                              block_n=block_n, pipe=pipe, hp=hp))
     pdl = _pdl(cfg, query)
+    fused = _fused_merge(cfg, num_splits, group * hp, d)
     q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
     k_scale, v_scale = float(cache.k_scale), float(cache.v_scale)
     _, kw, key = attention_gluon._fp8t_launch_args(query, out, out, out, args, block_tables,
                                                    seq_lens, group, d, cache.block_size, q_scale,
                                                    k_scale, v_scale, window, num_splits, block_n,
-                                                   pipe, pdl, hp)
+                                                   pipe, pdl, hp, merge=fused)
     grid = (seq_lens.shape[0], args.k.shape[2] // hp, num_splits)
-    merge = _merge_plan(num_splits, d, pdl)
+    merge = None if fused else _merge_plan(num_splits, d, pdl)
     fn = attention_gluon._gluon_fp8t_kernel
     key = key_id(key)
+    programs = grid[0] * grid[1]
 
     def fire_gluon_fp8t(query, out, block_tables, seq_lens, qsl, args):
         po, pml = _partials(out, num_splits)
+        cnt = _merge_counters(out.device, programs) if fused else po
         k = args.k
         ks = k.stride()
         launch_cached(fn, grid,
                       (query, query.stride(0), query.stride(1), out, out.stride(0),
-                       out.stride(1), po, pml, k, args.v, ks[0], ks[2], ks[1], block_tables,
+                       out.stride(1), po, pml, cnt, k, args.v, ks[0], ks[2], ks[1], block_tables,
                        block_tables.stride(0), seq_lens, q_scale, k_scale, v_scale, window, hq,
                        num_splits), kw, key)
         if merge is not None:

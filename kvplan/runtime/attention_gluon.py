@@ -26,7 +26,9 @@ swapped-operand math in `_gluon_fp8t_kernel`, fed by row copies (8 lanes per 128
 of a row) into XOR-swizzled row buffers (`_fp8t_layouts`), optionally two adjacent kv heads per
 program (rows of 2 x HEAD contiguous bytes).
 
-Splits of the context are merged by the Triton kernel's merge step. Gluon kernels do not run in the
+Splits of the context are merged by the Triton kernel's merge step or, in the swapped-operand,
+bf16/fp16 and FP8 per-tensor kernels, by the last program of each (sequence, kv head) to finish
+(`_merge_last`: a counter per pair, no second launch). Gluon kernels do not run in the
 CPU interpreter: this path is taken only on a CUDA GPU, and the GPU tests compare it with the torch
 reference like every other configuration.
 """
@@ -262,7 +264,7 @@ def _issue_tile(start, lo, s_hi, pg_k, pg_v, pg_s, kv_base, sc_base, stride_cb, 
 
 @gluon.jit(do_not_specialize=["num_splits"])
 def _gluon_decode_kernel(
-    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr, cnt_ptr,
     c_ptr, s_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
     bt_ptr, stride_bt, seq_lens_ptr, q_scale, sliding_window, num_q_heads, num_splits,
     GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
@@ -524,11 +526,13 @@ def _tile_pages(bt_row, start, s_hi, BLOCK_SIZE: gl.constexpr, TWO_PAGES: gl.con
 
 @gluon.jit
 def _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot, stride_oh,
-                   po_ptr, pml_ptr, num_q_heads, num_splits, GROUP: gl.constexpr,
-                   HEAD: gl.constexpr, SPLIT: gl.constexpr):
+                   po_ptr, pml_ptr, cnt_ptr, num_q_heads, num_splits, GROUP: gl.constexpr,
+                   HEAD: gl.constexpr, SPLIT: gl.constexpr, MERGE: gl.constexpr,
+                   MG: gl.constexpr, MDC: gl.constexpr, LM: gl.constexpr):
     """Store O^T [HEAD, 8] of the swapped-operand kernels: row r holds output element
     ``d_out[r]`` of query head ``kvh * GROUP + column``. Unsplit, the normalized output; split,
-    the partial accumulator and its (max, sum) pair for the merge kernel."""
+    the partial accumulator and its (max, sum) pair, merged by the merge kernel or, with
+    ``MERGE``, by the last of the program's splits to finish (`_merge_last`)."""
     head = kvh * GROUP + cols
     cmask = cols < GROUP
     omask = (rows < HEAD)[:, None] & cmask[None, :]
@@ -542,6 +546,51 @@ def _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, str
         gl.store(pml_ptr + p_row * 2, m_i, mask=cmask)
         gl.store(pml_ptr + p_row * 2 + 1, l_i, mask=cmask)
         gl.store(po_ptr + p_row[None, :] * HEAD + d_out[:, None], acc, mask=omask)
+        if MERGE > 0:
+            _merge_last(po_ptr, pml_ptr, cnt_ptr, o_ptr, stride_ot, stride_oh, seq, kvh,
+                        num_q_heads, num_splits, GROUP, HEAD, MERGE, MG, MDC, LM)
+
+
+@gluon.jit
+def _merge_last(po_ptr, pml_ptr, cnt_ptr, o_ptr, stride_ot, stride_oh, seq, kvh, num_q_heads,
+                num_splits, GROUP: gl.constexpr, HEAD: gl.constexpr, MERGE: gl.constexpr,
+                MG: gl.constexpr, MDC: gl.constexpr, LM: gl.constexpr):
+    """The split-K merge inside the attention kernel: each program, its partials stored, counts
+    itself in at ``cnt_ptr[seq, program column]``; the last of the ``num_splits`` programs of a
+    (sequence, kv head) merges their partials (GROUP query heads, up to MERGE splits, MDC
+    columns of [MG, MERGE, MDC] per pass in layout LM) into the output and sets the count back to
+    0 for the next call. The barrier orders every lane's partial stores before the one lane's
+    release (acq_rel) increment; the merging program's acquire then sees every split's stores,
+    read from L2 (.cg)."""
+    gl.thread_barrier()
+    c_ptr = cnt_ptr + seq * gl.num_programs(1) + kvh
+    arrived = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
+    if arrived == num_splits - 1:
+        gl.store(c_ptr, 0)
+        LGS: gl.constexpr = gl.SliceLayout(2, LM)
+        LGD: gl.constexpr = gl.SliceLayout(1, LM)
+        g = gl.arange(0, MG, layout=gl.SliceLayout(1, LGS))
+        s = gl.arange(0, MERGE, layout=gl.SliceLayout(0, LGS))
+        p_rows = ((seq.to(gl.int64) * num_q_heads + kvh * GROUP + g) * num_splits)[:, None] \
+            + s[None, :]
+        ok = (g < GROUP)[:, None] & (s < num_splits)[None, :]
+        m = gl.load(pml_ptr + p_rows * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
+        lsum = gl.load(pml_ptr + p_rows * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
+        m_max = gl.max(m, axis=1)
+        m_max = gl.where(m_max == float("-inf"), 0.0, m_max)
+        w = gl.where(m > float("-inf"), gl.exp2(m - m_max[:, None]), 0.0)
+        denom = gl.sum(w * lsum, axis=1)
+        w = w / gl.where(denom > 0, denom, 1.0)[:, None]
+        dc = gl.arange(0, MDC, layout=gl.SliceLayout(0, LGD))
+        g_o = gl.arange(0, MG, layout=gl.SliceLayout(1, LGD))
+        o_row = seq.to(gl.int64) * stride_ot + (kvh * GROUP + g_o) * stride_oh
+        for c in gl.static_range(HEAD // MDC):
+            d = c * MDC + dc
+            part = gl.load(po_ptr + p_rows[:, :, None] * HEAD + d[None, None, :],
+                           mask=ok[:, :, None], other=0.0, cache_modifier=".cg")
+            out = gl.sum(part * w[:, :, None], axis=1)
+            gl.store(o_ptr + o_row[:, None] + d[None, :], out.to(o_ptr.dtype.element_ty),
+                     mask=(g_o < GROUP)[:, None])
 
 
 @gluon.jit
@@ -570,13 +619,14 @@ def _trace_store(trace_ptr, t_start, t_first, TRACE: gl.constexpr):
 
 @gluon.jit(do_not_specialize=["num_splits"])
 def _gluon_swap_kernel(
-    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr, cnt_ptr,
     c_ptr, s_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
     bt_ptr, stride_bt, seq_lens_ptr, q_scale, sliding_window, num_q_heads, num_splits, trace_ptr,
     GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, V_OFF: gl.constexpr,
     KS_OFF: gl.constexpr, VS_OFF: gl.constexpr, KV_MODE: gl.constexpr, E5M2: gl.constexpr,
     SPLIT: gl.constexpr, PIPE: gl.constexpr, TRACE: gl.constexpr,
+    MERGE: gl.constexpr, MG: gl.constexpr, MDC: gl.constexpr, LM: gl.constexpr,
     MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
     LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, Q_SHAPE: gl.constexpr,
     Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
@@ -661,7 +711,8 @@ def _gluon_swap_kernel(
     for i in gl.static_range(RANK - 1):
         d_out += ((rows >> i) & 1) << (PV_BITS // (1 << (4 * i)) % 16)
     _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot,
-                   stride_oh, po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
+                   stride_oh, po_ptr, pml_ptr, cnt_ptr, num_q_heads, num_splits, GROUP, HEAD,
+                   SPLIT, MERGE, MG, MDC, LM)
     _trace_store(trace_ptr, t_start, t_first, TRACE)
 
 
@@ -692,11 +743,12 @@ def _rows_issue(start, lo, s_hi, pages, k_base, v_base, stride_kb, stride_kt, rn
 
 @gluon.jit(do_not_specialize=["num_splits"])
 def _gluon_bf16_kernel(
-    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr, cnt_ptr,
     k_ptr, v_ptr, stride_kb, stride_kh, stride_kt,
     bt_ptr, stride_bt, seq_lens_ptr, q_scale, sliding_window, num_q_heads, num_splits,
     GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     SPLIT: gl.constexpr, PIPE: gl.constexpr, TRIGGER: gl.constexpr,
+    MERGE: gl.constexpr, MG: gl.constexpr, MDC: gl.constexpr, LM: gl.constexpr,
     MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LC: gl.constexpr,
     LQ: gl.constexpr, SKV: gl.constexpr,
 ):
@@ -760,7 +812,8 @@ def _gluon_bf16_kernel(
     rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
     cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
     _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, rows, o_ptr, stride_ot, stride_oh,
-                   po_ptr, pml_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT)
+                   po_ptr, pml_ptr, cnt_ptr, num_q_heads, num_splits, GROUP, HEAD, SPLIT, MERGE,
+                   MG, MDC, LM)
 
 
 # --- FP8 per-tensor caches (FlashAttention layout, 1-byte rows, one scale per tensor) -----------
@@ -836,13 +889,14 @@ def _fp8t_update(q, kx, vx, k_scale, rel, span, sn, same_head, m_i, l_acc, acc,
 
 @gluon.jit(do_not_specialize=["num_splits"])
 def _gluon_fp8t_kernel(
-    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr,
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, po_ptr, pml_ptr, cnt_ptr,
     k_ptr, v_ptr, stride_kb, stride_kh, stride_kt,
     bt_ptr, stride_bt, seq_lens_ptr, q_scale, k_scale, v_scale, sliding_window, num_q_heads,
     num_splits,
     GROUP: gl.constexpr, HEAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     HP: gl.constexpr, E5M2: gl.constexpr, SPLIT: gl.constexpr, PIPE: gl.constexpr,
-    TRIGGER: gl.constexpr,
+    TRIGGER: gl.constexpr, MERGE: gl.constexpr, MG: gl.constexpr, MDC: gl.constexpr,
+    LM: gl.constexpr,
     MMA: gl.constexpr, AOP: gl.constexpr, BOP: gl.constexpr, LQ: gl.constexpr,
     LK: gl.constexpr, LV_LOAD: gl.constexpr, LVT: gl.constexpr, Q_SHAPE: gl.constexpr,
     Q_ORDER: gl.constexpr, K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
@@ -922,7 +976,31 @@ def _gluon_fp8t_kernel(
     for i in gl.static_range(RANK - 1):
         d_out += ((rows >> i) & 1) << (PV_BITS // (1 << (4 * i)) % 16)
     _store_swapped(acc, m_i, l_i, seq, kvh, split, rows, cols, d_out, o_ptr, stride_ot,
-                   stride_oh, po_ptr, pml_ptr, num_q_heads, num_splits, COLS, HEAD, SPLIT)
+                   stride_oh, po_ptr, pml_ptr, cnt_ptr, num_q_heads, num_splits, COLS, HEAD,
+                   SPLIT, MERGE, MG, MDC, LM)
+
+# fp32 partial elements a one-warp program merges per pass of the fused merge (64 registers a
+# lane, well under what the attention loop holds, so the merge does not lower the occupancy)
+MERGE_ELEMS = 2048
+
+
+@functools.cache
+def merge_kw(cols: int, head: int, splits_pad: int) -> dict:
+    """Constexprs of the fused split-K merge (`_merge_last`) of a one-warp program whose
+    ``cols`` query heads are split ``splits_pad`` ways (a power of two; 0: the merge kernel runs
+    instead): passes of [MG, MERGE, MDC] partial elements, MDC columns at a time."""
+    mg = 1 << max(cols - 1, 0).bit_length()
+    s = max(splits_pad, 1)
+    mdc = min(head, max(16, MERGE_ELEMS // (mg * s)))
+    td = min(32, mdc // 4)
+    return dict(MERGE=splits_pad, MG=mg, MDC=mdc,
+                LM=gl.BlockedLayout([1, 1, 4], [1, 32 // td, td], [1, 1, 1], [2, 1, 0]))
+
+
+def merge_passes(cols: int, head: int, splits_pad: int) -> int:
+    """Passes the fused merge makes over the partials (`merge_kw`)."""
+    return head // merge_kw(cols, head, splits_pad)["MDC"]
+
 
 @functools.cache
 def _bf16_layouts(head: int) -> dict:
@@ -947,16 +1025,18 @@ def bf16_supported(group: int, head: int, block_size: int, block_n: int = 32) ->
 
 @functools.cache
 def _bf16_kernel_kw(group: int, head: int, block_size: int, block_n: int, pipe: int, split: bool,
-                    trigger: bool) -> dict:
+                    trigger: bool, merge: int) -> dict:
     """The constexprs of one bf16/fp16 kernel configuration (built once: `launch_cached` keys on
     the arguments)."""
     return dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size, SPLIT=split,
-                PIPE=pipe, TRIGGER=trigger, num_warps=1, **_bf16_layouts(head))
+                PIPE=pipe, TRIGGER=trigger, num_warps=1, **_bf16_layouts(head),
+                **merge_kw(group, head, merge))
 
 
 def _bf16_launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                       block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-                      block_n: int, pipe: int, pdl: bool = False) -> tuple[tuple, dict, tuple]:
+                      block_n: int, pipe: int, pdl: bool = False, cnt: torch.Tensor | None = None,
+                      merge: int = 0) -> tuple[tuple, dict, tuple]:
     if not bf16_supported(group, head, block_size, block_n) or pipe not in (2, 3, 4):
         raise ValueError(f"the bf16/fp16 Gluon kernel takes GQA groups of up to 8 heads, heads of "
                          f"64-256, 16/32/64-key tiles of at most two pages of a power-of-two "
@@ -967,21 +1047,25 @@ def _bf16_launch_args(query, out, po, pml, args, block_tables, seq_lens, group: 
     if ks != v.stride() or ks[-1] != 1:
         raise ValueError("the bf16/fp16 Gluon kernel reads K and V planes of one layout")
     pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
-           k, v, ks[0], ks[2], ks[1],
+           po if cnt is None else cnt, k, v, ks[0], ks[2], ks[1],
            block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],
            num_splits)
-    key = ("bf16", group, head, block_size, block_n, pipe, num_splits > 1, pdl and num_splits > 1)
+    merge = merge if num_splits > 1 else 0
+    key = ("bf16", group, head, block_size, block_n, pipe, num_splits > 1,
+           pdl and num_splits > 1 and not merge, merge)
     return pos, _bf16_kernel_kw(*key[1:]), key
 
 
 def launch_bf16(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
                 block_size: int, q_scale: float, sliding_window: int, num_splits: int,
-                block_n: int = 32, pipe: int = 2, pdl: bool = False) -> None:
+                block_n: int = 32, pipe: int = 2, pdl: bool = False,
+                cnt: torch.Tensor | None = None, merge: int = 0) -> None:
     """Launch the bf16/fp16 decode kernel: grid (sequences, kv heads, splits), one warp each
-    (a cached launch: `kvplan.runtime._common.launch_cached`)."""
+    (a cached launch: `kvplan.runtime._common.launch_cached`). ``merge`` (with ``cnt``, zeroed
+    int32 counters, one per sequence and kv head): the splits merge inside the kernel."""
     pos, kw, key = _bf16_launch_args(query, out, po, pml, args, block_tables, seq_lens, group,
                                      head, block_size, q_scale, sliding_window, num_splits,
-                                     block_n, pipe, pdl)
+                                     block_n, pipe, pdl, cnt, merge)
     launch_cached(_gluon_bf16_kernel, (seq_lens.shape[0], args.k.shape[2], num_splits), pos, kw,
                   key)
 
@@ -1040,17 +1124,18 @@ def fp8t_supported(group: int, head: int, block_size: int, block_n: int = 16,
 
 @functools.cache
 def _fp8t_kernel_kw(group: int, head: int, block_size: int, block_n: int, pipe: int, hp: int,
-                    e5m2: bool, split: bool, trigger: bool) -> dict:
+                    e5m2: bool, split: bool, trigger: bool, merge: int) -> dict:
     """The constexprs of one FP8 per-tensor kernel configuration (built once)."""
     return dict(GROUP=group, HEAD=head, BLOCK_N=block_n, BLOCK_SIZE=block_size, HP=hp,
                 E5M2=e5m2, SPLIT=split, PIPE=pipe, TRIGGER=trigger, num_warps=1,
-                **_fp8t_layouts(head, block_n))
+                **_fp8t_layouts(head, block_n), **merge_kw(group * hp, head, merge))
 
 
 def _fp8t_launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                       block_size: int, q_scale: float, k_scale: float, v_scale: float,
                       sliding_window: int, num_splits: int, block_n: int, pipe: int,
-                      pdl: bool = False, hp: int = 1) -> tuple[tuple, dict, tuple]:
+                      pdl: bool = False, hp: int = 1, cnt: torch.Tensor | None = None,
+                      merge: int = 0) -> tuple[tuple, dict, tuple]:
     if (not fp8t_supported(group, head, block_size, block_n, hp, args.k.shape[2])
             or pipe not in (2, 3, 4)):
         raise ValueError(f"the FP8 per-tensor Gluon kernel takes up to 8 query heads per "
@@ -1064,23 +1149,27 @@ def _fp8t_launch_args(query, out, po, pml, args, block_tables, seq_lens, group: 
         raise ValueError("the FP8 per-tensor Gluon kernel reads K and V planes of 1-byte codes "
                          "of one layout")
     pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
-           k, v, ks[0], ks[2], ks[1],
+           po if cnt is None else cnt, k, v, ks[0], ks[2], ks[1],
            block_tables, block_tables.stride(0), seq_lens, q_scale, k_scale, v_scale,
            sliding_window, query.shape[1], num_splits)
+    merge = merge if num_splits > 1 else 0
     key = ("fp8t", group, head, block_size, block_n, pipe, hp, bool(args.FP8_E5M2),
-           num_splits > 1, pdl and num_splits > 1)
+           num_splits > 1, pdl and num_splits > 1 and not merge, merge)
     return pos, _fp8t_kernel_kw(*key[1:]), key
 
 
 def launch_fp8t(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
                 block_size: int, q_scale: float, k_scale: float, v_scale: float,
                 sliding_window: int, num_splits: int, block_n: int = 16, pipe: int = 2,
-                pdl: bool = False, hp: int = 1) -> None:
+                pdl: bool = False, hp: int = 1, cnt: torch.Tensor | None = None,
+                merge: int = 0) -> None:
     """Launch the FP8 per-tensor decode kernel: grid (sequences, kv heads / ``hp``, splits),
-    one warp each (a cached launch: `kvplan.runtime._common.launch_cached`)."""
+    one warp each (a cached launch: `kvplan.runtime._common.launch_cached`); ``merge`` and
+    ``cnt`` as in `launch_bf16`."""
     pos, kw, key = _fp8t_launch_args(query, out, po, pml, args, block_tables, seq_lens, group,
                                      head, block_size, q_scale, k_scale, v_scale,
-                                     sliding_window, num_splits, block_n, pipe, pdl, hp)
+                                     sliding_window, num_splits, block_n, pipe, pdl, hp, cnt,
+                                     merge)
     launch_cached(_gluon_fp8t_kernel, (seq_lens.shape[0], args.k.shape[2] // hp, num_splits),
                   pos, kw, key)
 
@@ -1290,7 +1379,8 @@ def _bit_order(phys_of_logical: list[int], bits: int, lead: int,
 
 @functools.cache
 def _kernel_kw(group: int, head: int, block_size: int, block_n: int, prefetch: bool, pipe: int,
-               swap: bool, split: bool, trigger: bool, traced: bool, slot: tuple) -> dict:
+               swap: bool, split: bool, trigger: bool, traced: bool, slot: tuple,
+               merge: int = 0) -> dict:
     """The constexprs of one INT8/FP8 kernel configuration (built once: `launch_cached` keys on
     the arguments). ``slot``: the cache's (STRIDE_S, SCALE_STRIDE_S, V_OFF, KS_OFF, VS_OFF,
     KV_MODE, FP8_E5M2)."""
@@ -1303,7 +1393,8 @@ def _kernel_kw(group: int, head: int, block_size: int, block_n: int, prefetch: b
         # the ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
         # must have power-of-two shapes)
         ring = 1 << (pipe * block_n * stride_s - 1).bit_length()
-        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring, TRIGGER=trigger, TRACE=traced)
+        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring, TRIGGER=trigger, TRACE=traced,
+                  **merge_kw(group, head, merge))
     else:
         kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
     return kw
@@ -1312,8 +1403,8 @@ def _kernel_kw(group: int, head: int, block_size: int, block_n: int, prefetch: b
 def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, head: int,
                  block_size: int, q_scale: float, sliding_window: int, num_splits: int,
                  block_n: int, prefetch: bool, pipe: int, swap: bool,
-                 pdl: bool = False, trace: torch.Tensor | None = None
-                 ) -> tuple[tuple, dict, tuple]:
+                 pdl: bool = False, trace: torch.Tensor | None = None,
+                 cnt: torch.Tensor | None = None, merge: int = 0) -> tuple[tuple, dict, tuple]:
     if pipe not in ((2, 3, 4) if swap else (0, 2, 4)):
         raise ValueError(f"pipe must be 2, 3 or 4 with swapped operands, 0, 2 or 4 without, "
                          f"got {pipe}")
@@ -1328,24 +1419,27 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
                          f"v scale: {2 * head + 8} bytes at head {head}), got slot bytes, V, k "
                          f"scale and v scale offsets {slot}")
     pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
-           args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
+           po if cnt is None else cnt, args.k, args.s, args.stride_cb, args.stride_ch,
+           args.stride_sb, args.stride_sh,
            block_tables, block_tables.stride(0), seq_lens, q_scale, sliding_window, query.shape[1],
            num_splits)
     if swap:
         pos += (query if trace is None else trace,)
     elif trace is not None:
         raise ValueError("only the swapped-operand kernel records a trace")
+    merge = merge if (num_splits > 1 and swap) else 0  # the round-8 form keeps the merge kernel
     key = (group, head, block_size, block_n, bool(prefetch), pipe, bool(swap), num_splits > 1,
-           bool(pdl and num_splits > 1), trace is not None,
+           bool(pdl and num_splits > 1 and not merge), trace is not None,
            (args.STRIDE_S, args.SCALE_STRIDE_S, args.V_OFF, args.KS_OFF, args.VS_OFF,
-            args.KV_MODE, bool(args.FP8_E5M2)))
+            args.KV_MODE, bool(args.FP8_E5M2)), merge)
     return pos, _kernel_kw(*key), key
 
 
 def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, head: int,
            block_size: int, q_scale: float, sliding_window: int, num_splits: int,
            block_n: int = 16, prefetch: bool = True, pipe: int = 2, swap: bool = True,
-           pdl: bool = False, trace: torch.Tensor | None = None) -> None:
+           pdl: bool = False, trace: torch.Tensor | None = None,
+           cnt: torch.Tensor | None = None, merge: int = 0) -> None:
     """Launch the decode kernel: grid (sequences, kv heads, splits), one warp per program.
     ``pipe`` 2, 3 (swapped operands) or 4 streams tiles through a ring of that many shared-memory
     stages filled by asynchronous copies; 0 loads tiles into registers (``prefetch``: one tile
@@ -1356,10 +1450,12 @@ def launch(query, out, po, pml, args, block_tables, seq_lens, *, group: int, hea
     (swapped operands only): an int64 tensor of 4 x programs that receives each program's start,
     first-tile and end times and multiprocessor (`_trace_store`; `bench/trace_decode.py`).
     The launch is cached per configuration (`kvplan.runtime._common.launch_cached`): after the
-    first call an eager call is a dictionary lookup and the compiled kernel's launcher."""
+    first call an eager call is a dictionary lookup and the compiled kernel's launcher.
+    ``merge`` (swapped operands; with ``cnt``, zeroed int32 counters, one per sequence and kv
+    head): the splits merge inside the kernel (`_merge_last`), no merge kernel follows."""
     pos, kw, key = _launch_args(query, out, po, pml, args, block_tables, seq_lens, group, head,
                                 block_size, q_scale, sliding_window, num_splits, block_n, prefetch,
-                                pipe, swap, pdl, trace)
+                                pipe, swap, pdl, trace, cnt, merge)
     grid = (seq_lens.shape[0], args.k.shape[1], num_splits)
     launch_cached(_gluon_swap_kernel if swap else _gluon_decode_kernel, grid, pos, kw,
                   ("swap" if swap else "r8", *key))

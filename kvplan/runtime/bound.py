@@ -69,12 +69,14 @@ _TRITON_TRAILING_POINTERS = 2
 
 class Recording:
     """What one ordinary-path call launched: ``launches`` as (compiled kernel, grid, argument
-    values in parameter order), the scratch tensors it allocated, and whether every launch
+    values in parameter order), the scratch tensors it used, whether any must start zeroed (the
+    fused split-K merge's counters, which each call leaves at zero), and whether every launch
     was seen (False once a launch took a path that records nothing)."""
 
     def __init__(self) -> None:
         self.launches: list[tuple] = []
         self.scratch: list[torch.Tensor] = []
+        self.zeroed = False
         self.complete = True
 
 
@@ -108,12 +110,14 @@ def note_unrecorded() -> None:
         rec.complete = False
 
 
-def note_scratch(*tensors: torch.Tensor) -> None:
-    """Called where a call allocates scratch (split-K partials): a bound call allocates the
-    same bytes itself."""
+def note_scratch(*tensors: torch.Tensor, zeroed: bool = False) -> None:
+    """Called where a call uses scratch (split-K partials; with ``zeroed``, scratch that must
+    be zero when the call starts and that the call leaves at zero): a bound call allocates the
+    same bytes itself, zeroed once if any of them asked for it."""
     rec = getattr(_local, "rec", None)
     if rec is not None:
         rec.scratch.extend(tensors)
+        rec.zeroed = rec.zeroed or zeroed
 
 
 @lru_cache(maxsize=1)
@@ -174,13 +178,14 @@ class BoundCall:
     instead: a misaligned input, or a driver error."""
 
     __slots__ = ("_launch", "_lock", "_scratch", "device", "kernels", "scratch_bytes",
-                 "scratch_offsets")
+                 "scratch_offsets", "zeroed")
 
     def __init__(self, kernels: list[BoundKernel], scratch_offsets: list[int],
-                 scratch_bytes: int, device: torch.device, launch) -> None:
+                 scratch_bytes: int, device: torch.device, launch, zeroed: bool = False) -> None:
         self.kernels = kernels
         self.scratch_offsets = scratch_offsets
         self.scratch_bytes = scratch_bytes
+        self.zeroed = zeroed
         self.device = device
         self._launch = launch
         self._scratch: dict[int, torch.Tensor] = {}
@@ -218,13 +223,15 @@ class BoundCall:
         merge still reads: the same guarantee the caching allocator gives the ordinary path's
         per-call partials). Under CUDA-graph capture, a new allocation from the graph's pool,
         freed after the call like the ordinary path's, so that graphs replayed on other streams
-        never share it."""
+        never share it. Zeroed when allocated if the recording asked (``zeroed``: counters that
+        every call leaves at zero; under capture the zeroing is part of the graph)."""
+        new = torch.zeros if self.zeroed else torch.empty
         if _capturing(self.device):
-            return torch.empty(self.scratch_bytes, dtype=torch.uint8, device=self.device)
+            return new(self.scratch_bytes, dtype=torch.uint8, device=self.device)
         t = self._scratch.get(stream)
         if t is None:
-            t = self._scratch[stream] = torch.empty(self.scratch_bytes, dtype=torch.uint8,
-                                                    device=self.device)
+            t = self._scratch[stream] = new(self.scratch_bytes, dtype=torch.uint8,
+                                            device=self.device)
         return t
 
 
@@ -266,7 +273,7 @@ def bind(rec: Recording, inputs: tuple, fixed: tuple) -> BoundCall | None:
         if bound is None:
             return None
         kernels.append(bound)
-    return BoundCall(kernels, offsets, total, inputs[0].device, launch)
+    return BoundCall(kernels, offsets, total, inputs[0].device, launch, rec.zeroed)
 
 
 def _bind_kernel(kernel, grid: tuple, values: tuple, input_ids: dict, scratch_ids: dict,

@@ -62,6 +62,92 @@ def test_attention_decode_split_k_matches_reference(device, kv_cache_dtype, num_
     _check(out, ref, layout.quant_mode)
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "int8_per_token_head", "fp8",
+                                            "int4_per_token_head"])
+@pytest.mark.parametrize("merge", ["fused", "kernel"])
+def test_split_merge_in_the_kernel_or_after_it_matches_reference(device, kv_cache_dtype, merge):
+    """The split-K merge run by the last split of each (sequence, kv head) inside the decode
+    kernel, or by the merge kernel after it: both match the reference, with empty splits (a
+    17-token sequence over 5 splits), and repeated calls on one output keep matching (the fused
+    merge's counters are left at zero for the next call)."""
+    gen = torch.Generator(device=device).manual_seed(23)
+    layout = LayerLayout.simple(kv_cache_dtype, 2, 64)
+    batch = build_paged_batch(layout, [300, 17, 160], 16, device, gen, k_scale=0.08, v_scale=0.01)
+    q = torch.randn(3, 8, 64, generator=gen, device=device).to(torch.bfloat16)
+    ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
+    cfg = AttentionConfig(num_splits=5, block_n=32, merge=merge, kernel="triton")
+    out = torch.empty_like(q)
+    for call in range(3):
+        out.fill_(float("nan"))
+        paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out, config=cfg)
+        _check(out, ref, layout.quant_mode, f"merge={merge}, call {call}")
+
+
+def test_split_merge_runs_in_the_kernel_while_the_partials_are_few():
+    """By default the merge is fused while the merging program reads at most
+    FUSED_MERGE_ELEMS partial elements (query heads x splits x head, each rounded up to a power
+    of two), and runs as the merge kernel beyond; ``merge=`` decides when given; prefill and
+    unsplit calls have no merge; an unknown value is refused."""
+    from kvplan.runtime import attention
+    auto, fused, kernel = (AttentionConfig(), AttentionConfig(merge="fused"),
+                           AttentionConfig(merge="kernel"))
+    assert attention._fused_merge(auto, 2, 4, 128) == 2  # B64 ctx4K, 2 splits: fused
+    assert attention._fused_merge(auto, 7, 4, 128) == 8  # B16 ctx16K: 4 x 8 x 128 = 4096
+    assert attention._fused_merge(auto, 32, 4, 128) == 0  # B4 ctx32K: the merge kernel
+    assert attention._fused_merge(auto, 8, 4, 256) == 0  # head 256: 8192 elements
+    assert attention._fused_merge(fused, 128, 4, 128) == 128
+    assert attention._fused_merge(kernel, 2, 4, 128) == 0
+    assert attention._fused_merge(auto, 1, 4, 128) == 0
+    assert attention._fused_merge(fused, 4, 4, 128, is_decode=False) == 0
+    with pytest.raises(ValueError, match="unknown merge"):
+        attention._fused_merge(AttentionConfig(merge="atomic"), 1, 4, 128)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype,head,hq,hkv", [
+    ("int8_per_token_head", 128, 32, 8), ("fp8_per_token_head", 64, 64, 8),
+    ("fp8", 128, 32, 8), ("fp8", 64, 16, 8), ("bfloat16", 64, 64, 8)])
+def test_gluon_fused_merge_matches_the_merge_kernel(cuda_device, kv_cache_dtype, head, hq, hkv):
+    """The Gluon kernels (swapped operands, FP8 per-tensor with one and two kv heads per
+    program, bf16 at head 64) merging their splits themselves: eager, bound (``max_seq_len``)
+    and replayed from a CUDA graph, every call matches the reference and the merge kernel's
+    result (to fp32 rounding: the two merges sum in different orders), and the per-stream
+    counters are back at zero after each call."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kvplan.runtime import attention
+    gen = torch.Generator(device="cuda").manual_seed(31)
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
+    lens = [4096, 333, 1, 2000]
+    batch = build_paged_batch(layout, lens, 16, "cuda", gen)
+    q = torch.randn(4, hq, head, generator=gen, device="cuda").to(torch.bfloat16)
+    ref = reference_paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens)
+    outs = {}
+    for merge in ("kernel", "fused"):
+        cfg = AttentionConfig(kernel="gluon", num_splits=6, merge=merge)
+        out = torch.full_like(q, float("nan"))
+
+        def run(cfg=cfg, out=out, max_seq_len=None):
+            paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, out=out,
+                            config=cfg, max_seq_len=max_seq_len)
+        for max_seq_len in (None, 4096, 4096, 4096):  # eager, then the bound path
+            out.fill_(float("nan"))
+            run(max_seq_len=max_seq_len)
+            torch.cuda.synchronize()
+            _check(out, ref, layout.quant_mode, f"merge={merge} max_seq_len={max_seq_len}")
+            assert all(not int(t.abs().sum()) for t in attention._COUNTERS.values())
+        eager = out.clone()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run(max_seq_len=4096)
+        for _ in range(2):
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, eager), f"graph replay differs from the eager call ({merge})"
+        outs[merge] = eager
+    torch.testing.assert_close(outs["fused"], outs["kernel"], rtol=2e-2, atol=2e-3)
+
+
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head", "fp8_e5m2",
                                             "bfloat16"])
 @pytest.mark.parametrize("cfg", [AttentionConfig(imma=1, paged3d=True, block_n=32, num_splits=2),

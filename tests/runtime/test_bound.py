@@ -205,3 +205,37 @@ def test_bound_call_from_several_threads_launches_each_callers_tensors(monkeypat
         sys.setswitchinterval(interval)
     allowed = {(qi.data_ptr(), oi.data_ptr()) for qi, oi in pairs}
     assert len(seen) == 1200 and set(seen) == allowed
+
+
+def test_bound_call_zeroes_scratch_that_must_start_at_zero(monkeypatch):
+    """The fused split-K merge's counters must be zero when a call starts (each call leaves
+    them at zero): a recording that noted such scratch gets a bound call whose per-stream
+    scratch is allocated zeroed; one that did not keeps uninitialized scratch."""
+    q, out = torch.zeros(64), torch.zeros(64)
+    po, cnt = torch.zeros(10), torch.zeros(4, dtype=torch.int32)
+    attn = _kernel({"q": "*bf16", "out": "*bf16", "po": "*fp32", "cnt": "*i32"})
+    with bound.recording() as rec:
+        bound.note_launch(attn, (4,), (q, out, po, cnt), ())
+        bound.note_scratch(po)
+        bound.note_scratch(cnt, zeroed=True)
+    driver = _Driver([[8, 8, 8, 8, 8, 8]])
+    monkeypatch.setattr(bound, "_driver_launch", lambda: driver)
+    allocated = []
+
+    def fake(nbytes, dtype, device, _fill=None):
+        t = torch.full((nbytes,), 0x5A if _fill is None else _fill, dtype=dtype)
+        allocated.append(t)
+        return t
+    monkeypatch.setattr(torch, "empty", lambda n, dtype, device: fake(n, dtype, device))
+    monkeypatch.setattr(torch, "zeros", lambda n, dtype, device: fake(n, dtype, device, 0))
+    monkeypatch.setattr(bound, "_capturing", lambda device: False)
+    call = bound.bind(rec, (q, out), ())
+    assert call is not None and call.zeroed and call.scratch_offsets == [0, 256]
+    assert call((q, out), 1) and len(allocated) == 1 and not allocated[0].any()
+
+    with bound.recording() as plain:
+        bound.note_launch(attn, (4,), (q, out, po, cnt), ())
+        bound.note_scratch(po, cnt)
+    call = bound.bind(plain, (q, out), ())
+    assert call is not None and not call.zeroed
+    assert call((q, out), 1) and len(allocated) == 2 and (allocated[1] == 0x5A).all()
