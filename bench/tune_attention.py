@@ -107,7 +107,8 @@ def main() -> None:
                        tbps=b * ctx * lay.bytes_per_token / (ms * 1e-3) / 1e12)
             results.append(row)
             print(f"  {mode:20s} bn={bn:3d} w={w} st={st} sp={sp} dot={int(ud)}: {ms:.4f} ms "
-                  f"p3={int(vir)} imma={im} r={mr} vreg={int(vr)} {kn} pipe={pp} swap={sw} pdl={pdl} hp={hp} merge={mg} "
+                  f"p3={int(vir)} imma={im} r={mr} vreg={int(vr)} {kn} pipe={pp} swap={sw} pdl={pdl} "
+                  f"hp={hp} merge={mg} "
                   f"{row['ratio']:.3f}x {row['tbps']:.2f} TB/s err={err:.4f}", flush=True)
             if best is None or ms < best["ms"]:
                 best = row
