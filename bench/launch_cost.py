@@ -47,6 +47,8 @@ def main() -> None:
                          "of its scratch for scale (medians of 200 calls on an idle GPU), with "
                          "the split-K merge launched with and without its "
                          "programmatic-dependent-launch attribute")
+    ap.add_argument("--merge", default=None, choices=("fused", "kernel"),
+                    help="decode split-K merge (AttentionConfig.merge; default: the runtime's)")
     ap.add_argument("--profile", action="store_true",
                     help="also print where the host time of each call goes (cProfile)")
     args = ap.parse_args()
@@ -60,7 +62,8 @@ def main() -> None:
     print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host idle (us) | "
           "host idle, ordinary path (us) | host queued 10 / 100 / 400 (us/call) |")
     print("|---|---|---|---|---|---|---|---|")
-    ordinary_cfg = AttentionConfig(bound=False)
+    base_cfg = AttentionConfig(merge=args.merge)
+    ordinary_cfg = AttentionConfig(bound=False, merge=args.merge)
     for shape in args.shape:
         b, ctx, hq, hkv, d = (int(x) for x in shape.split(","))
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -72,7 +75,7 @@ def main() -> None:
             cache, bt = _filled_cache(layout, k, v, 16, gen)
             out = torch.empty_like(q)
 
-            def run(cache=cache, bt=bt, out=out, q=q, lens=lens, ctx=ctx, config=None):
+            def run(cache=cache, bt=bt, out=out, q=q, lens=lens, ctx=ctx, config=base_cfg):
                 return paged_attention(q, cache, bt, lens, max_seq_len=ctx, out=out,
                                        config=config)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -353,6 +353,19 @@ for step in $steps; do
         timeout 40 $PY bench/tune_attention.py --shape $shape --kernel triton --configs 0:0:0 \
           --modes bfloat16 --merge fused,kernel 2>&1 | tee -a "$OUT/merge.log"
       done ;;
+    round19b)  # host time per eager call with the merge fused against the merge kernel, then
+      #          FP8 per-tensor decode: 32-row tiles and deeper rings at the shapes under 90%
+      for merge in kernel fused; do
+        timeout 120 $PY bench/launch_cost.py --merge $merge --modes bf16,fp8_per_tensor,int8_per_token_head \
+          --shape 64,4096,32,8,128 --shape 16,16384,32,8,128 --shape 64,1024,32,8,128 \
+          2>&1 | tee -a "$OUT/launch-merge.log"
+      done
+      for shape in 128,2048,64,8,64 64,1024,32,8,128 64,2048,32,8,128 32,4096,16,4,256; do
+        timeout 80 $PY bench/tune_attention.py --shape $shape --kernel gluon --modes fp8 \
+          --configs 16:0:0,32:0:0 --pipe 2,3,4 2>&1 | tee -a "$OUT/fp8t.log"
+      done
+      timeout 60 $PY bench/tune_attention.py --shape 4,32768,32,8,128 --kernel gluon --modes fp8 \
+        --configs 16:0:0,32:0:0 --pipe 2,3 --hp 1,2 2>&1 | tee -a "$OUT/fp8t.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \
