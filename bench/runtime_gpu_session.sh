@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -366,6 +366,13 @@ for step in $steps; do
       done
       timeout 60 $PY bench/tune_attention.py --shape 4,32768,32,8,128 --kernel gluon --modes fp8 \
         --configs 16:0:0,32:0:0 --pipe 2,3 --hp 1,2 2>&1 | tee -a "$OUT/fp8t.log" ;;
+    round19suite)  # the GPU tests round 19 touches (FP8 per-tensor kernel at its new head-64
+      #              ring, the fused merge, bound calls), then round 19's suite run
+      timeout 170 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        tests/runtime/test_bound.py -k "fp8t or fused_merge or split_merge or bound or dependent_launch" \
+        2>&1 | tee "$OUT/pytest.log"
+      timeout 370 $PY bench/bench_attention.py --out "$OUT/h200-runtime-r19-2026-11-29.json" \
+        --plot "$OUT/h200-runtime-r19-2026-11-29.png" 2>&1 | tee "$OUT/h200-runtime-r19-2026-11-29.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

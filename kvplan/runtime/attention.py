@@ -7,9 +7,9 @@ One kernel serves decode (one query token per sequence) and chunked prefill (the
   GQA group (``GROUP`` = Hq / Hkv) for ``BLOCK_M // GROUP_PAD`` query tokens, so every K/V
   byte of a kv head is read once per query block;
 * decode splits the context into ``NUM_SPLITS`` ranges (split-K / flash-decoding) when
-  there are too few (sequence, kv head) pairs to fill the GPU; the last split of each
-  (sequence, kv head) to finish merges the partial (max, sum, acc) triples (a counter per pair,
-  `_merge_last`) where they are few, a second small kernel where they are many;
+  there are too few (sequence, kv head) pairs to fill the GPU; a second small kernel merges the
+  partial (max, sum, acc) triples, or (``merge="fused"``) the last split of each (sequence, kv
+  head) to finish does, inside the kernel (a counter per pair, `_merge_last`);
 * per-token-head scales are applied to the scores and probabilities, never to K/V:
   ``S = (q . k_q) * softmax_scale * k_scale[token]``, ``P_v = P * v_scale[token]``;
   FP8 per-tensor folds the static k/v scales into the score scale and the output (exact
@@ -552,28 +552,18 @@ def _merge_counters(device: torch.device, n: int) -> torch.Tensor:
     return t
 
 
-# Default limit of the fused merge: partial elements (query heads rounded up x splits rounded up
-# x head) the merging program reads; more splits run the merge kernel, whose many programs
-# share the reads (measured: BENCHMARKS.md round 19).
-FUSED_MERGE_ELEMS = 4096
-
-
-def _fused_merge(cfg: AttentionConfig, num_splits: int, cols: int, head_pad: int,
-                 is_decode: bool = True) -> int:
+def _fused_merge(cfg: AttentionConfig, num_splits: int, is_decode: bool = True) -> int:
     """Splits rounded up to a power of two when the split-K merge runs inside the decode kernel
-    (`_merge_last`), else 0 (no splits, prefill, or the merge kernel). ``config.merge``
-    decides when given ("fused" or "kernel"); by default the merge is fused while the merging
-    program reads at most ``FUSED_MERGE_ELEMS`` partial elements."""
+    (`_merge_last`, ``config.merge="fused"``), else 0 (no splits, prefill, or the merge kernel,
+    the default). Fused, an eager call makes one launch instead of two (5-10 us less host time
+    on an H200), but the last split's atomic count and its serial merge add 2-4 us of GPU time
+    at 2-8 splits and far more at 32-128, while the merge kernel, a programmatic dependent
+    launch, merges over many programs (bench/NOTES-runtime.md, round 19)."""
     if cfg.merge is not None and cfg.merge not in ("fused", "kernel"):
         raise ValueError(f"unknown merge {cfg.merge!r}: use 'fused' or 'kernel'")
-    if num_splits <= 1 or not is_decode:
+    if num_splits <= 1 or not is_decode or cfg.merge != "fused":
         return 0
-    pad = triton.next_power_of_2(num_splits)
-    if cfg.merge == "kernel":
-        return 0
-    if cfg.merge == "fused":
-        return pad
-    return pad if triton.next_power_of_2(cols) * pad * head_pad <= FUSED_MERGE_ELEMS else 0
+    return triton.next_power_of_2(num_splits)
 
 
 def _partials(out: torch.Tensor, num_splits: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -616,8 +606,9 @@ class AttentionConfig:
     #                           (default where it applies: groups <= 8, tiles inside one page)
     pdl: bool | None = None  # split-K merge as a programmatic dependent launch (CUDA, Hopper+)
     merge: str | None = None  # decode split-K merge: "fused" (the last split of each sequence
-    #                           and kv head merges, inside the attention kernel) or "kernel" (a
-    #                           second kernel); None = fused while the partials are few
+    #                           and kv head merges, inside the attention kernel: one launch, less
+    #                           host time, more GPU time) or "kernel" (a second kernel, the
+    #                           default)
     dequant: bool | None = None  # prefill kernel over a quantized cache: dequantize the pages
     #                              into a bf16/fp16 workspace first, then the bf16/fp16 kernel
     hopper: bool | None = None  # prefill kernel on an sm_90 GPU: the warp-specialized TMA/wgmma
@@ -955,7 +946,7 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
         PAGED3D=paged3d, IMMA=imma, V_REG=v_reg,
         num_warps=num_warps, num_stages=num_stages, **launch, **cache_constexprs(args),
     )
-    fused = _fused_merge(cfg, num_splits, group_pad, head_pad, is_decode)
+    fused = _fused_merge(cfg, num_splits, is_decode)
     if fused:
         kw["MERGE"] = fused
     key = key_id(tuple(kw.items()))
@@ -1107,7 +1098,7 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
         num_sms(query.device),
         attention_gluon.programs_per_sm(query, out, args, block_tables, seq_lens, **kernel_kw))
     pdl = _pdl(cfg, query)
-    fused = _fused_merge(cfg, num_splits, group, d) if swap else 0
+    fused = _fused_merge(cfg, num_splits) if swap else 0
     q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
     # validated once here; the launch closure binds the constexprs
     _, kw, key = attention_gluon._launch_args(query, out, out, out, args, block_tables, seq_lens,
@@ -1151,7 +1142,7 @@ def _gluon_decode_bf16(query, cache, block_tables, seq_lens, out, args, cfg, sca
                                              head=d, block_size=cache.block_size,
                                              block_n=block_n, pipe=pipe))
     pdl = _pdl(cfg, query)
-    fused = _fused_merge(cfg, num_splits, group, d)
+    fused = _fused_merge(cfg, num_splits)
     q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
     _, kw, key = attention_gluon._bf16_launch_args(query, out, out, out, args, block_tables,
                                                    seq_lens, group, d, cache.block_size, q_scale,
@@ -1199,7 +1190,9 @@ def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, sca
     _, hq, d = query.shape
     group = hq // lay.num_kv_heads
     block_n = cfg.block_n or 16
-    pipe = cfg.pipe or 2
+    # head 64: a ring of 3 tiles, 0.0804 against 0.0873 ms with 2 at B128 ctx2K (H200, round 19;
+    # 4 stages or 32-row tiles slower); 2 at heads 128/256 (3 and 4 no faster, round 19)
+    pipe = cfg.pipe or (3 if d == 64 else 2)
     hp = cfg.kv_heads_per_program or _fp8t_heads(group, lay.num_kv_heads, d, keys_read(),
                                                  seq_lens.shape[0], num_sms(query.device))
     if not attention_gluon.fp8t_supported(group, d, cache.block_size, block_n, hp,
@@ -1214,7 +1207,7 @@ def _gluon_decode_fp8t(query, cache, block_tables, seq_lens, out, args, cfg, sca
                                              head=d, block_size=cache.block_size,
                                              block_n=block_n, pipe=pipe, hp=hp))
     pdl = _pdl(cfg, query)
-    fused = _fused_merge(cfg, num_splits, group * hp, d)
+    fused = _fused_merge(cfg, num_splits)
     q_scale, window = scale * _LOG2E, int(lay.sliding_window or 0)
     k_scale, v_scale = float(cache.k_scale), float(cache.v_scale)
     _, kw, key = attention_gluon._fp8t_launch_args(query, out, out, out, args, block_tables,

@@ -26,9 +26,9 @@ swapped-operand math in `_gluon_fp8t_kernel`, fed by row copies (8 lanes per 128
 of a row) into XOR-swizzled row buffers (`_fp8t_layouts`), optionally two adjacent kv heads per
 program (rows of 2 x HEAD contiguous bytes).
 
-Splits of the context are merged by the Triton kernel's merge step or, in the swapped-operand,
-bf16/fp16 and FP8 per-tensor kernels, by the last program of each (sequence, kv head) to finish
-(`_merge_last`: a counter per pair, no second launch). Gluon kernels do not run in the
+Splits of the context are merged by the Triton kernel's merge step or (``merge="fused"``), in
+the swapped-operand, bf16/fp16 and FP8 per-tensor kernels, by the last program of each
+(sequence, kv head) to finish (`_merge_last`: a counter per pair, no second launch). Gluon kernels do not run in the
 CPU interpreter: this path is taken only on a CUDA GPU, and the GPU tests compare it with the torch
 reference like every other configuration.
 """
@@ -995,11 +995,6 @@ def merge_kw(cols: int, head: int, splits_pad: int) -> dict:
     td = min(32, mdc // 4)
     return dict(MERGE=splits_pad, MG=mg, MDC=mdc,
                 LM=gl.BlockedLayout([1, 1, 4], [1, 32 // td, td], [1, 1, 1], [2, 1, 0]))
-
-
-def merge_passes(cols: int, head: int, splits_pad: int) -> int:
-    """Passes the fused merge makes over the partials (`merge_kw`)."""
-    return head // merge_kw(cols, head, splits_pad)["MDC"]
 
 
 @functools.cache
