@@ -555,8 +555,9 @@ def _merge_counters(device: torch.device, n: int) -> torch.Tensor:
 def _fused_merge(cfg: AttentionConfig, num_splits: int, is_decode: bool = True) -> int:
     """Splits rounded up to a power of two when the split-K merge runs inside the decode kernel
     (`_merge_last`, ``config.merge="fused"``), else 0 (no splits, prefill, or the merge kernel,
-    the default). Fused, an eager call makes one launch instead of two (5-10 us less host time
-    on an H200), but the last split's atomic count and its serial merge add 2-4 us of GPU time
+    the default). Fused, an eager call makes one driver launch instead of two (4-8 us of host
+    time each on the H200 hosts), but the last split's atomic count and its serial merge add
+    2-4 us of GPU time
     at 2-8 splits and far more at 32-128, while the merge kernel, a programmatic dependent
     launch, merges over many programs (bench/NOTES-runtime.md, round 19)."""
     if cfg.merge is not None and cfg.merge not in ("fused", "kernel"):

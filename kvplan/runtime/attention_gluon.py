@@ -980,7 +980,7 @@ def _gluon_fp8t_kernel(
                    SPLIT, MERGE, MG, MDC, LM)
 
 # fp32 partial elements a one-warp program merges per pass of the fused merge (64 registers a
-# lane, well under what the attention loop holds, so the merge does not lower the occupancy)
+# lane for the partials of a pass)
 MERGE_ELEMS = 2048
 
 
