@@ -430,10 +430,7 @@ def _merge_last(po_ptr, pml_ptr, cnt_ptr, o_ptr, stride_ot, stride_oh, seq, kvh,
         ok = (g < GROUP)[:, None] & (sp < NUM_SPLITS)[None, :]
         m = tl.load(pml_ptr + p_rows * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
         lsum = tl.load(pml_ptr + p_rows * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
-        m_max = tl.max(m, axis=1)
-        m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
-        w = tl.where(m > float("-inf"), tl.exp2(m - m_max[:, None]), 0.0)
-        denom = tl.sum(w * lsum, axis=1)
+        w, denom = _split_weights(m, lsum, 1)
         w = w / tl.where(denom > 0, denom, 1.0)[:, None]
         d = tl.arange(0, HEAD_PAD)
         dmask = d < HEAD_SIZE
@@ -444,6 +441,16 @@ def _merge_last(po_ptr, pml_ptr, cnt_ptr, o_ptr, stride_ot, stride_oh, seq, kvh,
         o_row = seq.to(tl.int64) * stride_ot + (kvh * GROUP + g) * stride_oh
         tl.store(o_ptr + o_row[:, None] + d[None, :], out.to(o_ptr.dtype.element_ty),
                  mask=(g < GROUP)[:, None] & dmask[None, :])
+
+
+@triton.jit
+def _split_weights(m, lsum, AXIS: tl.constexpr):
+    """Weights of split-K partials along ``AXIS`` (their maxima ``m`` against the largest, in
+    base 2; empty splits, m = -inf, weigh 0) and the merged softmax sum."""
+    m_max = tl.max(m, axis=AXIS)
+    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
+    w = tl.where(m > float("-inf"), tl.exp2(m - tl.expand_dims(m_max, AXIS)), 0.0)
+    return w, tl.sum(w * lsum, axis=AXIS)
 
 
 @triton.jit
@@ -464,10 +471,7 @@ def _merge_splits_kernel(po_ptr, pml_ptr, o_ptr, stride_ot, stride_oh, num_q_hea
         tl.extra.cuda.gdc_wait()
     m = tl.load(pml_ptr + (base + sp) * 2, mask=smask, other=float("-inf"))
     lsum = tl.load(pml_ptr + (base + sp) * 2 + 1, mask=smask, other=0.0)
-    m_max = tl.max(m, axis=0)
-    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
-    w = tl.where(m > float("-inf"), tl.exp2(m - m_max), 0.0)
-    denom = tl.sum(w * lsum, axis=0)
+    w, denom = _split_weights(m, lsum, 0)
     d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     dmask = d < HEAD_SIZE
     acc = tl.load(po_ptr + (base + sp)[:, None] * HEAD_SIZE + d[None, :],
@@ -557,9 +561,9 @@ def _fused_merge(cfg: AttentionConfig, num_splits: int, is_decode: bool = True) 
     (`_merge_last`, ``config.merge="fused"``), else 0 (no splits, prefill, or the merge kernel,
     the default). Fused, an eager call makes one driver launch instead of two (4-8 us of host
     time each on the H200 hosts), but the last split's atomic count and its serial merge add
-    2-4 us of GPU time
-    at 2-8 splits and far more at 32-128, while the merge kernel, a programmatic dependent
-    launch, merges over many programs (bench/NOTES-runtime.md, round 19)."""
+    2-4 us of GPU time at 2-8 splits and far more at 32-128, while the merge kernel, a
+    programmatic dependent launch, merges over many programs (bench/NOTES-runtime.md, round
+    19)."""
     if cfg.merge is not None and cfg.merge not in ("fused", "kernel"):
         raise ValueError(f"unknown merge {cfg.merge!r}: use 'fused' or 'kernel'")
     if num_splits <= 1 or not is_decode or cfg.merge != "fused":

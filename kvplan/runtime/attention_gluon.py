@@ -28,9 +28,9 @@ program (rows of 2 x HEAD contiguous bytes).
 
 Splits of the context are merged by the Triton kernel's merge step or (``merge="fused"``), in
 the swapped-operand, bf16/fp16 and FP8 per-tensor kernels, by the last program of each
-(sequence, kv head) to finish (`_merge_last`: a counter per pair, no second launch). Gluon kernels do not run in the
-CPU interpreter: this path is taken only on a CUDA GPU, and the GPU tests compare it with the torch
-reference like every other configuration.
+(sequence, kv head) to finish (`_merge_last`: a counter per pair, no second launch). Gluon
+kernels do not run in the CPU interpreter: this path is taken only on a CUDA GPU, and the GPU
+tests compare it with the torch reference like every other configuration.
 """
 from __future__ import annotations
 
