@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -373,6 +373,14 @@ for step in $steps; do
         2>&1 | tee "$OUT/pytest.log"
       timeout 370 $PY bench/bench_attention.py --out "$OUT/h200-runtime-r19-2026-11-29.json" \
         --plot "$OUT/h200-runtime-r19-2026-11-29.png" 2>&1 | tee "$OUT/h200-runtime-r19-2026-11-29.log" ;;
+    round20)  # INT4 prefill with the workspace rotated back in the dequantize pass (no query or
+      #         output rotation), with the GPU tests it touches and round 19's unrun merge change
+      timeout 300 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "int4 or workspace or split_merge or fused_merge or merge_kernel" 2>&1 | tee "$OUT/pytest.log"
+      for shape in 4,4096,0,32,8,128 4,512,8192,32,8,128 2,2048,16384,64,8,64; do
+        timeout 90 $PY bench/tune_prefill.py --shape $shape \
+          --modes bf16,int8_per_token_head,int4_per_token_head 2>&1 | tee -a "$OUT/int4-prefill.log"
+      done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

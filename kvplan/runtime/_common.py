@@ -111,6 +111,20 @@ def fp8_decode(b, E5M2: tl.constexpr):
         return b.to(tl.float8e4nv, bitcast=True)
 
 
+@triton.jit
+def hadamard_rows(x, ROWS: tl.constexpr, D: tl.constexpr, LOG2_D: tl.constexpr):
+    """``x`` [ROWS, D] times the D x D Sylvester-Hadamard matrix with +-1 entries (multiply by
+    ``D ** -0.5`` for `cache.hadamard`'s orthonormal one): the fast Walsh-Hadamard transform,
+    ``LOG2_D`` butterflies of ``D`` adds each in registers instead of a D x D product. Each
+    butterfly pairs the top index bit (``a``: bit 0, ``b``: bit 1 -> ``a + b``, ``a - b``) and
+    moves it to the bottom, so after ``LOG2_D`` of them every bit was paired once and the order
+    is back."""
+    for _ in tl.static_range(LOG2_D):
+        a, b = tl.split(tl.permute(tl.reshape(x, [ROWS, 2, D // 2]), [0, 2, 1]))
+        x = tl.reshape(tl.join(a + b, a - b), [ROWS, D])
+    return x
+
+
 # Inline PTX shared by the Triton and Gluon decode kernels: 4 packed 8-bit codes ($2) -> two
 # fp16x2 registers ($0 = codes 0-1, $1 = codes 2-3), exact. INT8: flip the sign bits (x + 128 as
 # unsigned), splice each byte under 0x64 so the fp16 reads 1024 + (x + 128), subtract 1152 with

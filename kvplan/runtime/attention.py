@@ -15,7 +15,8 @@ One kernel serves decode (one query token per sequence) and chunked prefill (the
   FP8 per-tensor folds the static k/v scales into the score scale and the output (exact
   fp8 -> bf16/fp16 conversion of the tile in registers, then one multiply per score);
 * INT4 per-token-head K/V are unpacked into even/odd nibble tiles; the query is rotated by
-  the same Hadamard matrix as the cache and the output is rotated back on the host.
+  the same Hadamard matrix as the cache and the output is rotated back on the host (prefill's
+  dequantized workspace is rotated back instead: `kvplan.runtime.prefill`).
 """
 from __future__ import annotations
 
@@ -720,7 +721,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
                              softmax_scale, config)
         if done is not None:
             return done
-    num_tokens, hq, d = _check(query, cache, block_tables, seq_lens)
+    num_tokens, hq, _d = _check(query, cache, block_tables, seq_lens)
     lay = cache.layout
     cfg = config or _DEFAULT_CONFIG
     if out is None:
@@ -740,9 +741,6 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     is_decode = query_start_loc is None
     if is_decode and num_tokens != seq_lens.shape[0]:
         raise ValueError("decode needs one query token per sequence")
-    if args.KV_MODE == KV_MODE_INT4_PTH:
-        rot = hadamard(d, query.device)
-        query = (query.float() @ rot).to(query.dtype)
     if query.stride(-1) != 1:
         query = query.contiguous()
 
@@ -774,8 +772,6 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
                  softmax_scale, max_query_len, max_seq_len)
     fire(query, out, block_tables, seq_lens,
          seq_lens if query_start_loc is None else query_start_loc, args)
-    if args.KV_MODE == KV_MODE_INT4_PTH:
-        out.copy_((out.float() @ hadamard(d, query.device)).to(out.dtype))
     return out
 
 
@@ -957,8 +953,13 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
     key = key_id(tuple(kw.items()))
     merge = None if fused else _merge_plan(num_splits, head_pad, _pdl(cfg, query))
     programs = grid[0] * grid[1]
+    # INT4: this kernel reads the cache in its Hadamard basis, so the query is rotated in and the
+    # output back out (the prefill kernel's workspace is rotated back instead)
+    rot = hadamard(d, query.device) if args.KV_MODE == KV_MODE_INT4_PTH else None
 
     def fire_triton(query, out, block_tables, seq_lens, qsl, args):
+        if rot is not None:
+            query = (query.float() @ rot).to(query.dtype)
         po, pml = _partials(out, num_splits)
         cnt = _merge_counters(out.device, programs) if fused else po
         launch_cached(_paged_attention_kernel, grid,
@@ -968,6 +969,8 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
                        seq_lens, qsl, *scalars), kw, key)
         if merge is not None:
             merge(po, pml, out)
+        if rot is not None:
+            out.copy_((out.float() @ rot).to(out.dtype))
     return fire_triton
 
 

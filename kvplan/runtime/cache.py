@@ -130,6 +130,12 @@ def hadamard(head_size: int, device: str | torch.device) -> torch.Tensor:
 
     Rotation spreads outlier channels over all channels before 4-bit rounding (vLLM uses a
     randomized Hadamard for the same reason); since H = H^T = H^-1, q.k and P.V are unchanged
-    when q is rotated too and the output is rotated back.
+    when q is rotated too and the output is rotated back. One tensor per (size, device), shared
+    by every caller (read it, never write it): a GPU call then pays no host-to-device copy.
     """
+    return _hadamard_on(head_size, torch.device(device))
+
+
+@lru_cache(maxsize=64)
+def _hadamard_on(head_size: int, device: torch.device) -> torch.Tensor:
     return _hadamard_cpu(head_size).to(device)

@@ -29,7 +29,9 @@ available; on an H100 it ran at 0.6x the two-pass speed (bench/NOTES-runtime.md,
 8-bit tiles' round trip through registers and back to shared memory for the wgmma operands is not
 hidden behind the MMAs. The workspace costs 4 * D * Hkv bytes per token of the longest sequence
 (bf16 K and V), per sequence, for the duration of the call. INT4 per-token-head caches (nibbles,
-Hadamard-rotated heads, the query rotated by `paged_attention`) take the two-pass form only.
+Hadamard-rotated heads) take the two-pass form only; its first pass rotates their rows back
+(`_common.hadamard_rows`, a fast Walsh-Hadamard transform in registers), so the query and the
+output stay in the model's basis, with no D x D products around the kernel.
 
 On an sm_90 GPU the bf16/fp16 pass (over a bf16/fp16 cache or the workspace) runs the
 warp-specialized TMA/wgmma kernel of `kvplan.runtime.prefill_gluon` instead, wherever it reads
@@ -51,6 +53,7 @@ from kvplan.runtime._common import (
     KV_MODE_INT8_PTH,
     KV_MODE_NONE,
     fp8_decode,
+    hadamard_rows,
     interpreting,
     launch_cached,
 )
@@ -207,12 +210,14 @@ def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_s
                           NUM_KV_HEADS: tl.constexpr, STRIDE_S: tl.constexpr,
                           SCALE_STRIDE_S: tl.constexpr, K_OFF: tl.constexpr, V_OFF: tl.constexpr,
                           KS_OFF: tl.constexpr, VS_OFF: tl.constexpr, KV_MODE: tl.constexpr,
-                          FP8_E5M2: tl.constexpr):
+                          FP8_E5M2: tl.constexpr, LOG2_D: tl.constexpr):
     """One (sequence, page, kv head): K and V codes times their scales, rounded once to the
     workspace dtype, into page ``seq * pages + i`` of a bf16/fp16 cache laid out like vLLM's
     ``[2, blocks, block_size, Hkv, D]``; zeros for pages past the sequence's length and pages
     wholly before the sliding window of its first query (no query reads them; whole key tiles
-    are read and masked, so they must hold finite values)."""
+    are read and masked, so they must hold finite values). INT4 rows are rotated back out of
+    the cache's Hadamard basis (`hadamard_rows`) before the rounding, so the workspace holds K
+    and V as the model produced them and the query and output need no rotation."""
     pid = tl.program_id(0)
     kvh = tl.program_id(1)
     seq = pid // pages
@@ -247,8 +252,12 @@ def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_s
                             [BLOCK_SIZE, HEAD_SIZE])
             vf = tl.reshape(tl.join((vw_ & 15).to(tl.float32), (vw_ >> 4).to(tl.float32)),
                             [BLOCK_SIZE, HEAD_SIZE])
-            kf = (kf - kzp[:, None]) * ks[:, None]
-            vf = (vf - vzp[:, None]) * vs[:, None]
+            # H (orthonormal, symmetric) undoes the write's rotation: x = (x H) H
+            inv_sqrt_d = 1.0 / tl.sqrt(float(HEAD_SIZE))
+            kf = hadamard_rows(kf - kzp[:, None], BLOCK_SIZE, HEAD_SIZE, LOG2_D)
+            vf = hadamard_rows(vf - vzp[:, None], BLOCK_SIZE, HEAD_SIZE, LOG2_D)
+            kf = kf * (ks * inv_sqrt_d)[:, None]
+            vf = vf * (vs * inv_sqrt_d)[:, None]
         elif KV_MODE == 2:
             kx = tl.load(ck_ptr + K_OFF + row[:, None] + d[None, :])
             vx = tl.load(cv_ptr + V_OFF + row[:, None] + d[None, :])
@@ -276,7 +285,8 @@ def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_l
     """Dequantize the pages each sequence uses (up to its length) into a fresh bf16/fp16 cache
     of ``[2, sequences * pages, block_size, Hkv, D]`` whose block table is the identity; returns
     (its `CacheArgs`, that block table). K and V are the codes times their scales, rounded once
-    to ``dtype``; pages past a sequence's length, and pages wholly before the ``sliding_window``
+    to ``dtype`` (INT4: rotated back from the cache's Hadamard basis, so the query is not
+    rotated); pages past a sequence's length, and pages wholly before the ``sliding_window``
     of its first query (``query_start_loc``), are zeros."""
     from kvplan.runtime._common import CacheArgs
 
@@ -291,7 +301,7 @@ def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_l
     kw = dict(HEAD_SIZE=head, BLOCK_SIZE=block_size, NUM_KV_HEADS=num_kv_heads,
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
               V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE,
-              FP8_E5M2=args.FP8_E5M2, num_warps=4)
+              FP8_E5M2=args.FP8_E5M2, LOG2_D=head.bit_length() - 1, num_warps=4)
     launch_cached(_dequant_pages_kernel, (num_seqs * pages, num_kv_heads), pos, kw)
     k, v = ws[0], ws[1]
     sb, ss, sh, _ = k.stride()

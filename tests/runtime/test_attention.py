@@ -938,16 +938,18 @@ def test_prefill_kernel_gpu_configs(cuda_device, kv_cache_dtype, head_size):
         _check(out, ref, layout.quant_mode, f"{kv_cache_dtype} {cfg}")
 
 
-def test_prefill_workspace_holds_the_used_pages(device):
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "int4_per_token_head"])
+def test_prefill_workspace_holds_the_used_pages(device, kv_cache_dtype):
     """The two-pass prefill's first pass (`prefill.dequantize_pages`): each sequence's pages, in
     order, dequantized into a bf16 workspace (zeros past its length), read through an identity
-    block table that is built once per size and device and shared by later calls."""
+    block table that is built once per size and device and shared by later calls. INT4 rows
+    come back out of the cache's Hadamard basis: the workspace holds K and V as written."""
     from kvplan.runtime._common import cache_args
     from kvplan.runtime.prefill import dequantize_pages
     from kvplan.runtime.reference import dequantize_kv_cache
 
     gen = torch.Generator(device=device).manual_seed(30)
-    layout = LayerLayout.simple("int8_per_token_head", 2, 64)
+    layout = LayerLayout.simple(kv_cache_dtype, 2, 64)
     lens = [40, 17]
     batch = build_paged_batch(layout, lens, 16, device, gen)
     qsl = torch.tensor([0, 8, 16], dtype=torch.int32, device=device)
