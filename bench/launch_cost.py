@@ -71,7 +71,7 @@ def main() -> None:
         q = torch.randn(b, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
         lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
         for name in args.modes.split(","):
-            layout = LayerLayout.simple(modes[name], hkv, d)
+            layout = LayerLayout.simple(modes.get(name, name), hkv, d)  # or any cache dtype
             cache, bt = _filled_cache(layout, k, v, 16, gen)
             out = torch.empty_like(q)
 

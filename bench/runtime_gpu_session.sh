@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -380,6 +380,18 @@ for step in $steps; do
       for shape in 4,4096,0,32,8,128 4,512,8192,32,8,128 2,2048,16384,64,8,64; do
         timeout 90 $PY bench/tune_prefill.py --shape $shape \
           --modes bf16,int8_per_token_head,int4_per_token_head 2>&1 | tee -a "$OUT/int4-prefill.log"
+      done ;;
+    round20b)  # INT4 decode with the rotations inside the kernel (and bound launches), A/B
+      #          against the tree before it (.ab/old: `git archive` of the previous commit)
+      timeout 240 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "int4 or bound_decode" 2>&1 | tee "$OUT/pytest-b.log"
+      for tree in .ab/old .; do
+        for shape in 64,4096,32,8,128 1,32768,32,8,128 128,2048,64,8,64; do
+          timeout 60 $PY $tree/bench/tune_attention.py --shape $shape --modes int4_per_token_head \
+            --configs 0:0:0 2>&1 | grep -v BEST | tee -a "$OUT/int4-decode.log"
+        done
+        timeout 90 $PY $tree/bench/launch_cost.py --modes int4_per_token_head --shape 64,4096,32,8,128 \
+          --shape 8,8192,32,8,128 --shape 1,32768,32,8,128 2>&1 | tee -a "$OUT/int4-decode.log"
       done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \

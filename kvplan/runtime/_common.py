@@ -112,16 +112,17 @@ def fp8_decode(b, E5M2: tl.constexpr):
 
 
 @triton.jit
-def hadamard_rows(x, ROWS: tl.constexpr, D: tl.constexpr, LOG2_D: tl.constexpr):
-    """``x`` [ROWS, D] times the D x D Sylvester-Hadamard matrix with +-1 entries (multiply by
-    ``D ** -0.5`` for `cache.hadamard`'s orthonormal one): the fast Walsh-Hadamard transform,
-    ``LOG2_D`` butterflies of ``D`` adds each in registers instead of a D x D product. Each
-    butterfly pairs the top index bit (``a``: bit 0, ``b``: bit 1 -> ``a + b``, ``a - b``) and
-    moves it to the bottom, so after ``LOG2_D`` of them every bit was paired once and the order
-    is back."""
-    for _ in tl.static_range(LOG2_D):
-        a, b = tl.split(tl.permute(tl.reshape(x, [ROWS, 2, D // 2]), [0, 2, 1]))
-        x = tl.reshape(tl.join(a + b, a - b), [ROWS, D])
+def hadamard_rows(x, ROWS: tl.constexpr, D: tl.constexpr):
+    """``x`` [ROWS, D] (D a power of two up to 1024) times the D x D Sylvester-Hadamard matrix
+    with +-1 entries (times ``D ** -0.5``: `cache.hadamard`'s orthonormal one): the fast
+    Walsh-Hadamard transform, log2(D) butterflies of D adds each in registers instead of a
+    D x D product. Each butterfly pairs the top index bit (``a``: bit 0, ``b``: bit 1 ->
+    ``a + b``, ``a - b``) and moves it to the bottom, so after log2(D) of them every bit was
+    paired once and the order is back."""
+    for i in tl.static_range(10):
+        if (1 << i) < D:
+            a, b = tl.split(tl.permute(tl.reshape(x, [ROWS, 2, D // 2]), [0, 2, 1]))
+            x = tl.reshape(tl.join(a + b, a - b), [ROWS, D])
     return x
 
 

@@ -14,9 +14,9 @@ One kernel serves decode (one query token per sequence) and chunked prefill (the
   ``S = (q . k_q) * softmax_scale * k_scale[token]``, ``P_v = P * v_scale[token]``;
   FP8 per-tensor folds the static k/v scales into the score scale and the output (exact
   fp8 -> bf16/fp16 conversion of the tile in registers, then one multiply per score);
-* INT4 per-token-head K/V are unpacked into even/odd nibble tiles; the query is rotated by
-  the same Hadamard matrix as the cache and the output is rotated back on the host (prefill's
-  dequantized workspace is rotated back instead: `kvplan.runtime.prefill`).
+* INT4 per-token-head K/V are unpacked into even/odd nibble tiles; the kernel rotates the
+  query into the cache's Hadamard basis and its output back out (`_common.hadamard_rows`, in
+  registers); prefill's dequantized workspace is rotated back instead (`kvplan.runtime.prefill`).
 """
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ from kvplan.runtime._common import (
     I8X4_TO_F16,
     KV_MODE_FP8_PER_TENSOR,
     KV_MODE_FP8_PTH,
-    KV_MODE_INT4_PTH,
     KV_MODE_INT8_PTH,
     KV_MODE_NONE,
     _current_device,
@@ -46,12 +45,13 @@ from kvplan.runtime._common import (
     cache_constexprs,
     fp8_decode,
     gluon_validated,
+    hadamard_rows,
     interpreting,
     key_id,
     launch_cached,
     num_sms,
 )
-from kvplan.runtime.cache import PagedKVCache, hadamard
+from kvplan.runtime.cache import PagedKVCache
 from kvplan.runtime.layout import ATTENTION_EXECUTED_KINDS
 
 _LOG2E = 1.4426950408889634
@@ -265,22 +265,24 @@ def _paged_attention_kernel(
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
+    d = tl.arange(0, HEAD_PAD)
+    d_mask = d < HEAD_SIZE
     if KV_MODE == 4:
+        # The cache holds K and V in a Hadamard basis (a power-of-two head, HEAD_PAD ==
+        # HEAD_SIZE): q is rotated into it here, the output back out at the end.
         HALF: tl.constexpr = HEAD_PAD // 2
         dh = tl.arange(0, HALF)
         dh_mask = dh < HEAD_SIZE // 2
-        qmask = row_valid[:, None] & dh_mask[None, :]
-        q_e = _prep_q(tl.load(q_ptr + q_row[:, None] + 2 * dh[None, :], mask=qmask, other=0.0),
-                      q_scale, F16)
-        q_o = _prep_q(tl.load(q_ptr + q_row[:, None] + 2 * dh[None, :] + 1, mask=qmask, other=0.0),
-                      q_scale, F16)
+        q = tl.load(q_ptr + q_row[:, None] + d[None, :], mask=row_valid[:, None], other=0.0)
+        q = hadamard_rows(q.to(tl.float32), BLOCK_M, HEAD_PAD) * (1.0 / tl.sqrt(float(HEAD_PAD)))
+        q_e, q_o = tl.split(tl.reshape(q, [BLOCK_M, HALF, 2]))
+        q_e = _prep_q(q_e, q_scale, F16)
+        q_o = _prep_q(q_o, q_scale, F16)
         q_sum = tl.sum(q_e.to(tl.float32), axis=1) + tl.sum(q_o.to(tl.float32), axis=1)
         acc_e = tl.zeros([BLOCK_M, HALF], tl.float32)
         acc_o = tl.zeros([BLOCK_M, HALF], tl.float32)
         corr = tl.zeros([BLOCK_M], tl.float32)
     else:
-        d = tl.arange(0, HEAD_PAD)
-        d_mask = d < HEAD_SIZE
         q = _prep_q(tl.load(q_ptr + q_row[:, None] + d[None, :],
                             mask=row_valid[:, None] & d_mask[None, :], other=0.0), q_scale, F16)
         acc = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)
@@ -370,40 +372,25 @@ def _paged_attention_kernel(
             acc = acc * alpha[:, None] + _dot(p.to(DTYPE), v, USE_DOT, IEEE_DOT, INTERP)
 
     tok = (q_start + qi).to(tl.int64)
-    if KV_MODE == 4:
-        acc_e = (acc_e - corr[:, None]) * out_scale
-        acc_o = (acc_o - corr[:, None]) * out_scale
-        cols_e = 2 * dh
-        cols_o = 2 * dh + 1
-        cmask = dh_mask
+    if KV_MODE == 4:  # even and odd columns back together, rotated out of the Hadamard basis
+        acc = tl.reshape(tl.join(acc_e - corr[:, None], acc_o - corr[:, None]),
+                         [BLOCK_M, HEAD_PAD])
+        acc = hadamard_rows(acc, BLOCK_M, HEAD_PAD) * (out_scale / tl.sqrt(float(HEAD_PAD)))
     else:
         acc = acc * out_scale
     omask_row = row_valid
+    omask = omask_row[:, None] & d_mask[None, :]
     if NUM_SPLITS == 1:
         inv_l = 1.0 / tl.where(l_i > 0, l_i, 1.0)  # padding rows have l = 0 (never stored)
         o_row = tok * stride_ot + head * stride_oh
-        if KV_MODE == 4:
-            omask = omask_row[:, None] & cmask[None, :]
-            tl.store(o_ptr + o_row[:, None] + cols_e[None, :],
-                     (acc_e * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
-            tl.store(o_ptr + o_row[:, None] + cols_o[None, :],
-                     (acc_o * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
-        else:
-            omask = omask_row[:, None] & d_mask[None, :]
-            tl.store(o_ptr + o_row[:, None] + d[None, :],
-                     (acc * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
+        tl.store(o_ptr + o_row[:, None] + d[None, :],
+                 (acc * inv_l[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
     else:
         # partials: po [num_tokens, Hq, NUM_SPLITS, HEAD_SIZE] fp32, pml [.., NUM_SPLITS, 2]
         p_row = (tok * num_q_heads + head) * NUM_SPLITS + split
         tl.store(pml_ptr + p_row * 2, m_i, mask=omask_row)
         tl.store(pml_ptr + p_row * 2 + 1, l_i, mask=omask_row)
-        if KV_MODE == 4:
-            omask = omask_row[:, None] & cmask[None, :]
-            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_e[None, :], acc_e, mask=omask)
-            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + cols_o[None, :], acc_o, mask=omask)
-        else:
-            omask = omask_row[:, None] & d_mask[None, :]
-            tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + d[None, :], acc, mask=omask)
+        tl.store(po_ptr + p_row[:, None] * HEAD_SIZE + d[None, :], acc, mask=omask)
         if MERGE > 0:  # decode only
             _merge_last(po_ptr, pml_ptr, cnt_ptr, o_ptr, stride_ot, stride_oh, seq, kvh,
                         num_q_heads, GROUP, GROUP_PAD, HEAD_SIZE, HEAD_PAD, NUM_SPLITS, MERGE)
@@ -745,7 +732,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         query = query.contiguous()
 
     plan_key = None
-    if is_decode and args.KV_MODE != KV_MODE_INT4_PTH:
+    if is_decode:
         # Decode launches are planned once per (layout, shape, longest context, config): an
         # eager call is then a lookup, two small buffers at most and the cached launches.
         if max_seq_len is None:
@@ -953,13 +940,8 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
     key = key_id(tuple(kw.items()))
     merge = None if fused else _merge_plan(num_splits, head_pad, _pdl(cfg, query))
     programs = grid[0] * grid[1]
-    # INT4: this kernel reads the cache in its Hadamard basis, so the query is rotated in and the
-    # output back out (the prefill kernel's workspace is rotated back instead)
-    rot = hadamard(d, query.device) if args.KV_MODE == KV_MODE_INT4_PTH else None
 
     def fire_triton(query, out, block_tables, seq_lens, qsl, args):
-        if rot is not None:
-            query = (query.float() @ rot).to(query.dtype)
         po, pml = _partials(out, num_splits)
         cnt = _merge_counters(out.device, programs) if fused else po
         launch_cached(_paged_attention_kernel, grid,
@@ -969,8 +951,6 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
                        seq_lens, qsl, *scalars), kw, key)
         if merge is not None:
             merge(po, pml, out)
-        if rot is not None:
-            out.copy_((out.float() @ rot).to(out.dtype))
     return fire_triton
 
 

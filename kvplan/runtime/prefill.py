@@ -210,7 +210,7 @@ def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_s
                           NUM_KV_HEADS: tl.constexpr, STRIDE_S: tl.constexpr,
                           SCALE_STRIDE_S: tl.constexpr, K_OFF: tl.constexpr, V_OFF: tl.constexpr,
                           KS_OFF: tl.constexpr, VS_OFF: tl.constexpr, KV_MODE: tl.constexpr,
-                          FP8_E5M2: tl.constexpr, LOG2_D: tl.constexpr):
+                          FP8_E5M2: tl.constexpr):
     """One (sequence, page, kv head): K and V codes times their scales, rounded once to the
     workspace dtype, into page ``seq * pages + i`` of a bf16/fp16 cache laid out like vLLM's
     ``[2, blocks, block_size, Hkv, D]``; zeros for pages past the sequence's length and pages
@@ -254,8 +254,8 @@ def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_s
                             [BLOCK_SIZE, HEAD_SIZE])
             # H (orthonormal, symmetric) undoes the write's rotation: x = (x H) H
             inv_sqrt_d = 1.0 / tl.sqrt(float(HEAD_SIZE))
-            kf = hadamard_rows(kf - kzp[:, None], BLOCK_SIZE, HEAD_SIZE, LOG2_D)
-            vf = hadamard_rows(vf - vzp[:, None], BLOCK_SIZE, HEAD_SIZE, LOG2_D)
+            kf = hadamard_rows(kf - kzp[:, None], BLOCK_SIZE, HEAD_SIZE)
+            vf = hadamard_rows(vf - vzp[:, None], BLOCK_SIZE, HEAD_SIZE)
             kf = kf * (ks * inv_sqrt_d)[:, None]
             vf = vf * (vs * inv_sqrt_d)[:, None]
         elif KV_MODE == 2:
@@ -301,7 +301,7 @@ def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_l
     kw = dict(HEAD_SIZE=head, BLOCK_SIZE=block_size, NUM_KV_HEADS=num_kv_heads,
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
               V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE,
-              FP8_E5M2=args.FP8_E5M2, LOG2_D=head.bit_length() - 1, num_warps=4)
+              FP8_E5M2=args.FP8_E5M2, num_warps=4)
     launch_cached(_dequant_pages_kernel, (num_seqs * pages, num_kv_heads), pos, kw)
     k, v = ws[0], ws[1]
     sb, ss, sh, _ = k.stride()

@@ -1139,7 +1139,7 @@ def test_cached_launch_is_reused_and_follows_arguments(cuda_device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8", "int8_per_token_head",
-                                            "fp8_per_token_head"])
+                                            "fp8_per_token_head", "int4_per_token_head"])
 def test_bound_decode_matches_the_ordinary_path(cuda_device, monkeypatch, kv_cache_dtype):
     """After the first eager decode call of a signature over a cache, later calls launch
     through the bound driver path (`kvplan.runtime.bound`, no `launch_cached`) and give the
