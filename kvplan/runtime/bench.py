@@ -31,13 +31,16 @@ from kvplan.runtime.layout import LayerLayout
 from kvplan.runtime.reference import dequantize_kv_cache
 from kvplan.runtime.write import write_kv_cache
 
-#: (name, kv_cache_dtype) measured for decode attention and writes.
+#: (name, kv_cache_dtype) measured for writes (and, with INT4, for attention).
 DECODE_MODES: tuple[tuple[str, str], ...] = (
     ("bf16", "bfloat16"),
     ("fp8_per_tensor", "fp8"),
     ("int8_per_token_head", "int8_per_token_head"),
     ("fp8_per_token_head", "fp8_per_token_head"),
 )
+#: (name, kv_cache_dtype) measured for decode and prefill attention.
+ATTENTION_MODES: tuple[tuple[str, str], ...] = (
+    *DECODE_MODES, ("int4_per_token_head", "int4_per_token_head"))
 
 #: Decode shapes: (batch, context, q heads, kv heads, head size, sliding window).
 FULL_SHAPES: tuple[tuple[int, int, int, int, int, int | None], ...] = (
@@ -60,7 +63,7 @@ PREFILL_SHAPES: tuple[tuple[int, int, int, int, int, int], ...] = (
     (2, 2048, 16384, 64, 8, 64),   # chunked, head 64
 )
 QUICK_PREFILL_SHAPES = PREFILL_SHAPES[:1]
-PREFILL_MODES: tuple[tuple[str, str], ...] = (*DECODE_MODES, ("int4_per_token_head", "int4_per_token_head"))
+PREFILL_MODES = ATTENTION_MODES
 WRITE_TOKENS_FULL = (64, 1024, 8192, 32768)
 WRITE_TOKENS_QUICK = (64, 8192)
 
@@ -311,7 +314,7 @@ def _naive_decode(cache: PagedKVCache, block_tables: torch.Tensor, q4: torch.Ten
 def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
                        window: int | None, copy_bps: float, *, block_size: int = 16,
                        device: str = "cuda", naive: bool = True, seed: int = 0,
-                       modes: tuple[tuple[str, str], ...] = DECODE_MODES,
+                       modes: tuple[tuple[str, str], ...] = ATTENTION_MODES,
                        configs: dict[str, AttentionConfig] | None = None) -> list[dict]:
     """Time SDPA bf16 and the paged kernels on one decode shape; one row per variant."""
     import torch.nn.functional as F
@@ -364,7 +367,7 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
                          bytes_per_s=nbytes / (ms * 1e-3), frac_copy=nbytes / (ms * 1e-3) / copy_bps,
                          ratio_to_sdpa=ms / sdpa_ms, rel_err=err,
                          nan_outputs=int(torch.isnan(out).sum())))
-        if naive and name != "bf16" and window is None:
+        if naive and name not in ("bf16", "int4_per_token_head") and window is None:
             nms = _bench(functools.partial(_naive_decode, cache, block_tables, q4, ctx), rep_ms=100)
             rows.append(dict(shape, kind="decode", variant=f"naive_dequant_sdpa_{name}", ms=nms,
                              eager_ms=nms,

@@ -5,6 +5,7 @@ num_blocks * block_size`` exactly (the plan's number; no hidden padding or side 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -139,3 +140,21 @@ def hadamard(head_size: int, device: str | torch.device) -> torch.Tensor:
 @lru_cache(maxsize=64)
 def _hadamard_on(head_size: int, device: torch.device) -> torch.Tensor:
     return _hadamard_cpu(head_size).to(device)
+
+
+def hadamard_scale(head_size: int) -> float:
+    """The orthonormal Hadamard matrix's entry size, ``head_size ** -0.5``."""
+    return 1.0 / math.sqrt(head_size)
+
+
+def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
+    """``x`` [..., D] as fp32 times `hadamard` (D, x's device), computed the way the INT4 write
+    kernel computes it (`_common.hadamard_rows`: log2(D) butterflies pairing the top index bit
+    and moving it to the bottom, then one multiply by `hadamard_scale`), so the reference and
+    the kernel quantize the same fp32 values bit for bit."""
+    d = x.shape[-1]
+    y = x.float().reshape(-1, d)
+    for _ in range(d.bit_length() - 1):
+        a, b = y.view(-1, 2, d // 2).unbind(1)
+        y = torch.stack((a + b, a - b), dim=-1).reshape(-1, d)
+    return (y * hadamard_scale(d)).view(x.shape)

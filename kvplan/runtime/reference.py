@@ -12,7 +12,7 @@ import math
 import torch
 
 from kvplan.runtime._common import FP8_MAX
-from kvplan.runtime.cache import PagedKVCache, hadamard
+from kvplan.runtime.cache import PagedKVCache, hadamard, hadamard_rotate
 from kvplan.runtime.layout import LayerLayout
 
 _FP8_TORCH = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
@@ -111,7 +111,7 @@ def reference_write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torc
         elif lay.quant_mode == "fp8_per_token_head":
             q, s = quantize_fp8_per_token_head(x, _fp8_format(lay))
         else:
-            q, s = quantize_int4_per_token_head(x.float() @ hadamard(lay.head_size, x.device))
+            q, s = quantize_int4_per_token_head(hadamard_rotate(x))
         data[blk, off] = q.view(data.dtype)
         scales[blk, off] = s
 

@@ -21,14 +21,14 @@ import triton.language as tl
 
 from kvplan.runtime._common import (
     FP8_MAX,
-    KV_MODE_INT4_PTH,
     cache_args,
     cache_constexprs,
     fp8_encode,
     gluon_validated,
+    hadamard_rows,
     interpreting,
 )
-from kvplan.runtime.cache import PagedKVCache, hadamard
+from kvplan.runtime.cache import PagedKVCache, hadamard_scale
 
 
 @triton.jit
@@ -97,7 +97,7 @@ def _write_kv_kernel(
     key_ptr, value_ptr, stride_kt, stride_kh, stride_vt, stride_vh,
     slot_ptr, num_rows,
     ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
-    k_scale, v_scale,
+    k_scale, v_scale, rot_scale,
     NUM_KV_HEADS: tl.constexpr, HEAD_SIZE: tl.constexpr, DATA_PAD: tl.constexpr,
     DATA_HEAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, ROWS: tl.constexpr,
     STRIDE_S: tl.constexpr, SCALE_STRIDE_S: tl.constexpr, K_OFF: tl.constexpr,
@@ -119,12 +119,17 @@ def _write_kv_kernel(
     k_src = tok * stride_kt + head * stride_kh
     v_src = tok * stride_vt + head * stride_vh
     if KV_MODE == 4:
-        k_e = tl.load(key_ptr + k_src[:, None] + 2 * d[None, :], mask=mask2, other=0.0).to(tl.float32)
-        k_o = tl.load(key_ptr + k_src[:, None] + 2 * d[None, :] + 1, mask=mask2, other=0.0).to(tl.float32)
+        # whole rows (a power-of-two head), rotated in registers (`hadamard_rows`, the
+        # reference's `hadamard_rotate` step for step), then split into even and odd elements
+        dr = tl.arange(0, HEAD_SIZE)
+        k = tl.load(key_ptr + k_src[:, None] + dr[None, :], mask=valid[:, None], other=0.0)
+        k = hadamard_rows(k.to(tl.float32), ROWS, HEAD_SIZE) * rot_scale
+        k_e, k_o = tl.split(tl.reshape(k, [ROWS, HEAD_SIZE // 2, 2]))
         _int4_store(k_e, k_o, ck_ptr, K_OFF + dst[:, None] + d[None, :], mask2,
                     cs_ptr, KS_OFF + sdst, valid)
-        v_e = tl.load(value_ptr + v_src[:, None] + 2 * d[None, :], mask=mask2, other=0.0).to(tl.float32)
-        v_o = tl.load(value_ptr + v_src[:, None] + 2 * d[None, :] + 1, mask=mask2, other=0.0).to(tl.float32)
+        v = tl.load(value_ptr + v_src[:, None] + dr[None, :], mask=valid[:, None], other=0.0)
+        v = hadamard_rows(v.to(tl.float32), ROWS, HEAD_SIZE) * rot_scale
+        v_e, v_o = tl.split(tl.reshape(v, [ROWS, HEAD_SIZE // 2, 2]))
         _int4_store(v_e, v_o, cv_ptr, V_OFF + dst[:, None] + d[None, :], mask2,
                     cs_ptr, VS_OFF + sdst, valid)
     else:
@@ -178,7 +183,8 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
     ``slot_mapping[t]`` is the flat slot ``block * block_size + offset`` of token t; a
     negative slot marks a padding token that is skipped. Per-token-head modes compute and store
     one fp32 scale per (token, kv head) and side; FP8 per-tensor uses ``cache.k_scale`` /
-    ``cache.v_scale``. INT4 rotates each head by a Hadamard matrix first (see `cache.hadamard`).
+    ``cache.v_scale``. INT4 rotates each head by a Hadamard matrix first (see `cache.hadamard`;
+    in the kernel, as a fast Walsh-Hadamard transform).
     ``kernel``: "triton" or "gluon" (INT8/FP8 per-token-head on a GPU: the default there unless
     ``rows_per_program``/``num_warps`` are given without it, which set the Triton launch).
     """
@@ -197,10 +203,6 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
     if num_tokens == 0:
         return
     args = cache_args(cache)
-    if args.KV_MODE == KV_MODE_INT4_PTH:
-        rot = hadamard(d, key.device)
-        key = key.float() @ rot
-        value = value.float() @ rot
     if key.stride(-1) != 1:
         key = key.contiguous()
     if value.stride(-1) != 1:
@@ -224,7 +226,7 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
         slot_mapping, num_rows,
         args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
-        float(cache.k_scale), float(cache.v_scale),
+        float(cache.k_scale), float(cache.v_scale), hadamard_scale(d),
         NUM_KV_HEADS=h, HEAD_SIZE=d, DATA_PAD=data_pad, DATA_HEAD=data_head,
         BLOCK_SIZE=cache.block_size, ROWS=rows, FP8_MAX=FP8_MAX.get(lay.fp8_format or "", 0.0),
         SOFT_FP8=interpreting(), num_warps=num_warps, **launch, **cache_constexprs(args),

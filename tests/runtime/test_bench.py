@@ -139,7 +139,8 @@ def test_bench_decode_shape_times_graph_replays(cuda_device):
     rows = bench_decode_shape(4, 8192, 16, 4, 128, None, 3.0e12, naive=False)
     by = {r["variant"]: r for r in rows}
     assert set(by) == {"sdpa_bf16", "paged_bf16", "paged_fp8_per_tensor",
-                       "paged_int8_per_token_head", "paged_fp8_per_token_head"}
+                       "paged_int8_per_token_head", "paged_fp8_per_token_head",
+                       "paged_int4_per_token_head"}
     for r in rows:
         assert r["ms"] > 0 and r["eager_ms"] > 0
         assert r.get("nan_outputs", 0) == 0

@@ -270,3 +270,17 @@ def test_write_rejects_mismatched_shapes(device):
     k = torch.randn(3, 2, 64, device=device)
     with pytest.raises(ValueError, match="slot_mapping"):
         write_kv_cache(cache, k, k, torch.arange(4, device=device))
+
+
+def test_hadamard_rotate_is_the_orthonormal_rotation(device):
+    """The reference's INT4 rotation (`cache.hadamard_rotate`, butterflies like the write
+    kernel's) is the product with the orthonormal Hadamard matrix, and its own inverse."""
+    from kvplan.runtime.cache import hadamard_rotate
+
+    gen = torch.Generator(device=device).manual_seed(8)
+    for d in (32, 64, 128, 256):
+        x = torch.randn(5, 3, d, generator=gen, device=device)
+        y = hadamard_rotate(x)
+        assert y.shape == x.shape and y.dtype == torch.float32
+        torch.testing.assert_close(y, x @ hadamard(d, device), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(hadamard_rotate(y), x, rtol=1e-5, atol=1e-5)
