@@ -26,7 +26,7 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from kvplan.runtime._common import FP8_MAX, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH
+from kvplan.runtime._common import FP8_MAX, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH, launch_cached
 
 
 # 4 fp32 values q -> 4 INT8 codes trunc(q + copysign(0.5, q)) packed in one register, without
@@ -128,10 +128,13 @@ def launch(args, key: torch.Tensor, value: torch.Tensor, slot_mapping: torch.Ten
     qmax = 127.0 if args.KV_MODE == KV_MODE_INT8_PTH else FP8_MAX[fp8_format or "e4m3fn"]
     num_rows = num_tokens * h
     grid = (-(-num_rows // rows_per_program),)
-    _gluon_write_pth_kernel[grid](
+    kw = dict(NUM_KV_HEADS=h, HEAD=d, BLOCK_SIZE=block_size, ROWS=rows_per_program,
+              STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, V_OFF=args.V_OFF,
+              KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
+              QMAX=qmax, num_warps=num_warps, enable_fp_fusion=False)
+    launch_key = tuple(kw.items())  # the layout L follows from (HEAD, num_warps)
+    kw["L"] = _layout(d, num_warps)
+    launch_cached(_gluon_write_pth_kernel, grid, (
         key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
         slot_mapping, num_rows, args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
-        args.stride_sh, NUM_KV_HEADS=h, HEAD=d, BLOCK_SIZE=block_size, ROWS=rows_per_program,
-        STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, V_OFF=args.V_OFF,
-        KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
-        QMAX=qmax, L=_layout(d, num_warps), num_warps=num_warps, enable_fp_fusion=False)
+        args.stride_sh), kw, launch_key)

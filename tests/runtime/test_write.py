@@ -284,3 +284,13 @@ def test_hadamard_rotate_is_the_orthonormal_rotation(device):
         assert y.shape == x.shape and y.dtype == torch.float32
         torch.testing.assert_close(y, x @ hadamard(d, device), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(hadamard_rotate(y), x, rtol=1e-5, atol=1e-5)
+
+
+def test_write_refuses_tensors_on_another_device(device):
+    """The write launches with raw addresses, so a key, value or slot mapping on another device
+    than the cache is a clear error, not a kernel reading host memory."""
+    cache = allocate_kv_cache(LayerLayout.simple("int4_per_token_head", 2, 64), 2, 16, "meta")
+    gen = torch.Generator(device=device).manual_seed(4)
+    key, value = random_kv(4, 2, 64, gen, device)
+    with pytest.raises(ValueError, match="one device"):
+        write_kv_cache(cache, key, value, torch.arange(4, device=device))
