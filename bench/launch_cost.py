@@ -49,6 +49,10 @@ def main() -> None:
                          "programmatic-dependent-launch attribute")
     ap.add_argument("--merge", default=None, choices=("fused", "kernel"),
                     help="decode split-K merge (AttentionConfig.merge; default: the runtime's)")
+    ap.add_argument("--write", action="append", default=[],
+                    help="TOKENS: host microseconds of one eager write_kv_cache call of TOKENS "
+                         "tokens x (8 kv heads, head 128) per mode (idle GPU, median of 200; "
+                         "and 100 calls back to back)")
     ap.add_argument("--profile", action="store_true",
                     help="also print where the host time of each call goes (cProfile)")
     args = ap.parse_args()
@@ -57,6 +61,8 @@ def main() -> None:
         _floor()
     if args.prefill:
         _prefill_table(args.prefill, args.modes.split(","), modes, args.profile)
+    if args.write:
+        _write_table([int(t) for t in args.write], args.modes.split(","), modes)
     if not args.shape:
         return
     print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host idle (us) | "
@@ -93,6 +99,30 @@ def main() -> None:
                 _profile(run, 18)
             del cache, bt
             torch.cuda.empty_cache()
+
+
+def _write_table(tokens: list[int], names: list[str], modes: dict) -> None:
+    """Host time of eager writes (``--write``)."""
+    from kvplan.runtime.cache import allocate_kv_cache
+    from kvplan.runtime.write import write_kv_cache
+
+    print("| write tokens | mode | host idle (us) | host queued 100 (us/call) |")
+    print("|---|---|---|---|")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for n in tokens:
+        key = torch.randn(n, 8, 128, device="cuda", generator=gen).to(torch.bfloat16)
+        value = torch.randn(n, 8, 128, device="cuda", generator=gen).to(torch.bfloat16)
+        slots = torch.randperm(4 * n, device="cuda", generator=gen)[:n]
+        for name in names:
+            layout = LayerLayout.simple(modes.get(name, name), 8, 128)
+            cache = allocate_kv_cache(layout, -(-4 * n // 16), 16, "cuda")
+
+            def run(cache=cache):
+                write_kv_cache(cache, key, value, slots)
+
+            run()
+            print(f"| {n} | {name} | {_host_us_idle(run):.1f} | {_host_us(run, 100):.1f} |",
+                  flush=True)
 
 
 def _prefill_table(shapes: list[str], names: list[str], modes: dict, profile: bool) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -411,6 +411,12 @@ for step in $steps; do
       for tree in .ab/old . .ab/old .; do
         timeout 60 $PY $tree/bench/bench_write.py --tokens 64,1024,8192 \
           --modes bfloat16,fp8,int8_per_token_head,int4_per_token_head 2>&1 | tee -a "$OUT/write-launch.log"
+      done ;;
+    round20e)  # host time of eager writes, the tree before (.ab/old) and this one, twice each
+      for tree in .ab/old . .ab/old .; do
+        echo "tree $tree" | tee -a "$OUT/write-host.log"
+        timeout 60 $PY $tree/bench/launch_cost.py --write 64 --write 1024 \
+          --modes bf16,fp8_per_tensor,int8_per_token_head,int4_per_token_head 2>&1 | tee -a "$OUT/write-host.log"
       done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
