@@ -219,12 +219,12 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
                            rows_per_program=rows_per_program or 16, num_warps=num_warps or 4)
         return
     data_head = args.DATA_HEAD
-    data_pad = triton.next_power_of_2(data_head)
+    data_pad = 1 << (data_head - 1).bit_length()  # next power of two, without a Triton call
     default_rows, default_warps = _default_launch(data_pad, lay.is_per_token_head)
     rows = rows_per_program or default_rows
     num_warps = num_warps or default_warps
     num_rows = num_tokens * h
-    grid = (triton.cdiv(num_rows, rows),)
+    grid = (-(-num_rows // rows),)
     # x * (1/scale) then +-0.5 must round twice like the torch reference: no FMA contraction.
     launch = {} if interpreting() else {"enable_fp_fusion": False}
     # through the compiled-kernel cache: an eager write is a lookup and a launch, not Triton's
