@@ -382,7 +382,8 @@ for step in $steps; do
           --modes bf16,int8_per_token_head,int4_per_token_head 2>&1 | tee -a "$OUT/int4-prefill.log"
       done ;;
     round20b)  # INT4 decode with the rotations inside the kernel (and bound launches), A/B
-      #          against the tree before it (.ab/old: `git archive` of the previous commit)
+      #          against the tree before it (.ab/old: `git archive 6303681 kvplan bench | tar -x -C
+      #          .ab/old`, then this round's bench/launch_cost.py copied in)
       timeout 240 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
         -k "int4 or bound_decode" 2>&1 | tee "$OUT/pytest-b.log"
       for tree in .ab/old .; do
