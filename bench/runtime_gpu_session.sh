@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -418,6 +418,17 @@ for step in $steps; do
         echo "tree $tree" | tee -a "$OUT/write-host.log"
         timeout 60 $PY $tree/bench/launch_cost.py --write 64 --write 1024 \
           --modes bf16,fp8_per_tensor,int8_per_token_head,int4_per_token_head 2>&1 | tee -a "$OUT/write-host.log"
+      done ;;
+    round20f)  # INT4 nibbles to fp16 by integer ops (U4X4_TO_F16) in the Triton decode kernel:
+      #          GPU tests, then A/B against the tree before it (.ab/prev: `git archive 4083f91
+      #          kvplan bench | tar -x -C .ab/prev`)
+      timeout 200 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "int4 and not prefill_kernel" 2>&1 | tee "$OUT/pytest-f.log"
+      for tree in .ab/prev . .ab/prev .; do
+        for shape in 64,4096,32,8,128 1,32768,32,8,128 128,2048,64,8,64 32,4096,16,4,256; do
+          timeout 60 $PY $tree/bench/tune_attention.py --shape $shape --modes int4_per_token_head \
+            --configs 0:0:0 2>&1 | grep -v BEST | tee -a "$OUT/int4-u4.log"
+        done
       done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \

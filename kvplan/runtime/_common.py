@@ -142,6 +142,28 @@ I8X4_TO_F16 = tl.constexpr("""{
     }""")
 
 
+# 4 packed INT4 bytes ($4) -> their low nibbles as fp16 ($0 = bytes 0-1, $1 = bytes 2-3) and
+# their high nibbles ($2, $3), exact: each pair of bytes is spread to the two 16-bit halves
+# (prmt), each nibble is masked and spliced under 0x6400 (lop3 (a & b) | c) so the fp16 reads
+# 1024 + n, and one packed sub.f16x2 per 2 values takes the 1024 off.
+U4X4_TO_F16 = tl.constexpr("""{
+    .reg .b32 t0, t1, m;
+    mov.b32 m, 0x64006400;
+    prmt.b32 t0, $4, 0, 0x4140;
+    prmt.b32 t1, $4, 0, 0x4342;
+    lop3.b32 $0, t0, 0x000F000F, m, 0xEA;
+    lop3.b32 $1, t1, 0x000F000F, m, 0xEA;
+    shr.b32 t0, t0, 4;
+    shr.b32 t1, t1, 4;
+    lop3.b32 $2, t0, 0x000F000F, m, 0xEA;
+    lop3.b32 $3, t1, 0x000F000F, m, 0xEA;
+    sub.f16x2 $0, $0, m;
+    sub.f16x2 $1, $1, m;
+    sub.f16x2 $2, $2, m;
+    sub.f16x2 $3, $3, m;
+    }""")
+
+
 # The same without the subtraction: the fp16 values are x + 1152 (exact). The Gluon kernel
 # subtracts the bias once per score column (1152 * sum of q) and once per output column
 # (1152 * sum of P) instead of once per cached value.
