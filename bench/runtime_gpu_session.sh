@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -429,6 +429,15 @@ for step in $steps; do
           timeout 60 $PY $tree/bench/tune_attention.py --shape $shape --modes int4_per_token_head \
             --configs 0:0:0 2>&1 | grep -v BEST | tee -a "$OUT/int4-u4.log"
         done
+      done ;;
+    round20g)  # INT4 decode launch settings on the Triton kernel after the U4X4 conversion
+      for shape in 64,4096,32,8,128 1,32768,32,8,128; do
+        timeout 90 $PY bench/tune_attention.py --shape $shape --modes int4_per_token_head \
+          --configs 32:2:3,64:2:3,128:2:3,64:4:3,128:4:3,64:2:4,64:1:3,32:1:3 2>&1 | tee -a "$OUT/int4-tune.log"
+      done
+      for shape in 128,2048,64,8,64 32,4096,16,4,256; do
+        timeout 90 $PY bench/tune_attention.py --shape $shape --modes int4_per_token_head \
+          --configs 128:2:2,64:2:2,64:2:3,128:4:2,32:2:3,64:4:3,32:4:3,16:2:3 2>&1 | tee -a "$OUT/int4-tune.log"
       done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
