@@ -641,7 +641,7 @@ def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
 
 
 def _default_config(quantized: bool, head_pad: int, is_decode: bool,
-                    fp8_tensor: bool = False) -> dict:
+                    fp8_tensor: bool = False, int4: bool = False) -> dict:
     """Launch parameters measured best on an H100 (bench/tune_attention.py sweeps).
 
     Quantized tiles take more instructions per byte than bf16 (conversion, scales), so they run
@@ -659,6 +659,9 @@ def _default_config(quantized: bool, head_pad: int, is_decode: bool,
         if head_pad <= 128:
             return dict(block_n=64, num_warps=4, num_stages=3)
         return dict(block_n=32, num_warps=2, num_stages=3)  # 90% of copy BW against 81% at 4 warps
+    if int4 and head_pad != 128:  # H200, round 20: head 64 0.1080 ms against 0.1159 with
+        # 128-key tiles, head 256 0.1161 against 0.1269 with 32-key tiles (head 128 below)
+        return dict(block_n=64, num_warps=2, num_stages=2 if head_pad <= 64 else 3)
     if fp8_tensor and head_pad <= 64:
         return dict(block_n=128, num_warps=2, num_stages=2, v_reg=True)
     if fp8_tensor and head_pad <= 128:
@@ -892,7 +895,8 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
         raise ValueError(f"block_m {block_m} must be a multiple of the padded group {group_pad}")
     block_q = block_m // group_pad
     default = _default_config(args.KV_MODE != KV_MODE_NONE, head_pad, is_decode,
-                              fp8_tensor=lay.quant_mode == "fp8_per_tensor")
+                              fp8_tensor=lay.quant_mode == "fp8_per_tensor",
+                              int4=lay.quant_mode == "int4_per_token_head")
     block_n = cfg.block_n or default["block_n"]
     if not use_dot:
         block_n = cfg.block_n or max(16, min(64, 8192 // (group_pad * head_pad)))
