@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -446,6 +446,15 @@ for step in $steps; do
         2>&1 | tee "$OUT/pytest-g.log"
       timeout 300 $PY bench/bench_attention.py --out "$OUT/h200-runtime-r20b-2026-11-29.json" \
         --plot "$OUT/h200-runtime-r20b-2026-11-29.png" 2>&1 | tee "$OUT/h200-runtime-r20b-2026-11-29.log" ;;
+    round20h)  # write plans per cache: GPU write tests, then host time of eager writes against
+      #          the tree before (.ab/prev, with this round's bench/launch_cost.py copied in)
+      timeout 100 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_write.py \
+        2>&1 | tee "$OUT/pytest-h.log"
+      for tree in .ab/prev . .ab/prev .; do
+        echo "tree $tree" | tee -a "$OUT/write-plan-host.log"
+        timeout 40 $PY $tree/bench/launch_cost.py --write 64 \
+          --modes bf16,int8_per_token_head,int4_per_token_head 2>&1 | tee -a "$OUT/write-plan-host.log"
+      done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -15,6 +15,8 @@ even. Multiply and add are never fused (``enable_fp_fusion=False``).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import triton
 import triton.language as tl
@@ -27,6 +29,7 @@ from kvplan.runtime._common import (
     gluon_validated,
     hadamard_rows,
     interpreting,
+    key_id,
     launch_cached,
 )
 from kvplan.runtime.cache import PagedKVCache, hadamard_scale
@@ -207,33 +210,60 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         raise ValueError(f"rows_per_program must be a power of two, got {rows_per_program}")
     if num_tokens == 0:
         return
-    args = cache_args(cache)
     if key.stride(-1) != 1:
         key = key.contiguous()
     if value.stride(-1) != 1:
         value = value.contiguous()
+    plans = _write_plans(cache)
+    pkey = (key.dtype, value.dtype, dev, rows_per_program, num_warps, kernel, interpreting())
+    fire = plans.get(pkey)
+    if fire is None:
+        fire = plans[pkey] = _plan_write(cache, key, rows_per_program, num_warps, kernel)
+    fire(key, value, slot_mapping)
+
+
+def _write_plans(cache: PagedKVCache) -> dict:
+    """The cache's write launches (`_plan_write`), keyed by the call's dtypes, device and
+    options; started afresh when the cache's storage, layout or scales change (a launch holds
+    the storage's addresses and was planned for the rest)."""
+    memo = cache.__dict__.get("_write_plans")
+    state = (cache.block_size, cache.k_scale, cache.v_scale)
+    if memo is None or memo[0] is not cache.data or memo[1] is not cache.layout or memo[2] != state:
+        memo = cache.__dict__["_write_plans"] = (cache.data, cache.layout, state, {})
+    return memo[3]
+
+
+def _plan_write(cache: PagedKVCache, key: torch.Tensor, rows_per_program: int | None,
+                num_warps: int | None, kernel: str | None) -> Callable:
+    """Choose the write kernel and its launch once per cache and call signature; returns
+    ``fire(key, value, slot_mapping)``: the positional arguments and one launch through the
+    compiled-kernel cache, not Triton's argument binding (H200 host, round 20)."""
+    lay = cache.layout
+    args = cache_args(cache)
+    h, d = lay.num_kv_heads, lay.head_size
     launch_given = rows_per_program is not None or num_warps is not None
     if _use_gluon(kernel, args, key, d, launch_given):
         from kvplan.runtime import write_gluon
-        write_gluon.launch(args, key, value, slot_mapping, cache.block_size, lay.fp8_format,
-                           rows_per_program=rows_per_program or 16, num_warps=num_warps or 4)
-        return
+        return write_gluon.plan(args, h, d, cache.block_size, lay.fp8_format,
+                                rows_per_program=rows_per_program or 16,
+                                num_warps=num_warps or 4)
     data_head = args.DATA_HEAD
     data_pad = 1 << (data_head - 1).bit_length()  # next power of two, without a Triton call
     default_rows, default_warps = _default_launch(data_pad, lay.is_per_token_head)
     rows = rows_per_program or default_rows
-    num_warps = num_warps or default_warps
-    num_rows = num_tokens * h
-    grid = (-(-num_rows // rows),)
     # x * (1/scale) then +-0.5 must round twice like the torch reference: no FMA contraction.
     launch = {} if interpreting() else {"enable_fp_fusion": False}
-    # through the compiled-kernel cache: an eager write is a lookup and a launch, not Triton's
-    # argument binding (about 20 us of host time a call on the H200 host, round 20)
-    launch_cached(_write_kv_kernel, grid, (
-        key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-        slot_mapping, num_rows,
-        args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
-        float(cache.k_scale), float(cache.v_scale), hadamard_scale(d)), dict(
-        NUM_KV_HEADS=h, HEAD_SIZE=d, DATA_PAD=data_pad, DATA_HEAD=data_head,
-        BLOCK_SIZE=cache.block_size, ROWS=rows, FP8_MAX=FP8_MAX.get(lay.fp8_format or "", 0.0),
-        SOFT_FP8=interpreting(), num_warps=num_warps, **launch, **cache_constexprs(args)))
+    kw = dict(NUM_KV_HEADS=h, HEAD_SIZE=d, DATA_PAD=data_pad, DATA_HEAD=data_head,
+              BLOCK_SIZE=cache.block_size, ROWS=rows,
+              FP8_MAX=FP8_MAX.get(lay.fp8_format or "", 0.0), SOFT_FP8=interpreting(),
+              num_warps=num_warps or default_warps, **launch, **cache_constexprs(args))
+    launch_key = key_id(("write", *kw.items()))
+    fixed = (args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
+             args.stride_sh, float(cache.k_scale), float(cache.v_scale), hadamard_scale(d))
+
+    def fire(key: torch.Tensor, value: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+        num_rows = key.shape[0] * h
+        launch_cached(_write_kv_kernel, (-(-num_rows // rows),), (
+            key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
+            slot_mapping, num_rows, *fixed), kw, launch_key)
+    return fire

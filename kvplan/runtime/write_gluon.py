@@ -26,7 +26,7 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from kvplan.runtime._common import FP8_MAX, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH, launch_cached
+from kvplan.runtime._common import FP8_MAX, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH, key_id, launch_cached
 
 
 # 4 fp32 values q -> 4 INT8 codes trunc(q + copysign(0.5, q)) packed in one register, without
@@ -115,26 +115,27 @@ def supported(kv_mode: int, head: int) -> bool:
     return kv_mode in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and head in (64, 128, 256)
 
 
-def launch(args, key: torch.Tensor, value: torch.Tensor, slot_mapping: torch.Tensor,
-           block_size: int, fp8_format: str | None, *, rows_per_program: int = 16,
-           num_warps: int = 4) -> None:
-    """Write ``key``/``value`` [tokens, kv heads, head] through ``slot_mapping`` into the cache
-    addressed by ``args`` (`_common.cache_args`). ``rows_per_program`` (a multiple of 4 x
+def plan(args, num_kv_heads: int, head: int, block_size: int, fp8_format: str | None, *,
+         rows_per_program: int = 16, num_warps: int = 4):
+    """A launch of the Gluon write kernel for the cache addressed by ``args``
+    (`_common.cache_args`): ``fire(key, value, slot_mapping)`` writes ``key``/``value`` [tokens,
+    kv heads, head] through ``slot_mapping``. ``rows_per_program`` (a multiple of 4 x
     ``num_warps``) (token, kv head) rows per program."""
-    num_tokens, h, d = key.shape
     if rows_per_program % (4 * num_warps):
         raise ValueError(f"rows_per_program must be a multiple of {4 * num_warps} "
                          f"({num_warps} warps of 4 rows), got {rows_per_program}")
     qmax = 127.0 if args.KV_MODE == KV_MODE_INT8_PTH else FP8_MAX[fp8_format or "e4m3fn"]
-    num_rows = num_tokens * h
-    grid = (-(-num_rows // rows_per_program),)
-    kw = dict(NUM_KV_HEADS=h, HEAD=d, BLOCK_SIZE=block_size, ROWS=rows_per_program,
+    kw = dict(NUM_KV_HEADS=num_kv_heads, HEAD=head, BLOCK_SIZE=block_size, ROWS=rows_per_program,
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, V_OFF=args.V_OFF,
               KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE, E5M2=args.FP8_E5M2,
               QMAX=qmax, num_warps=num_warps, enable_fp_fusion=False)
-    launch_key = tuple(kw.items())  # the layout L follows from (HEAD, num_warps)
-    kw["L"] = _layout(d, num_warps)
-    launch_cached(_gluon_write_pth_kernel, grid, (
-        key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-        slot_mapping, num_rows, args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
-        args.stride_sh), kw, launch_key)
+    launch_key = key_id(("gluon-write", *kw.items()))  # the layout L follows from HEAD, warps
+    kw["L"] = _layout(head, num_warps)
+    fixed = (args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh)
+
+    def fire(key: torch.Tensor, value: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+        num_rows = key.shape[0] * num_kv_heads
+        launch_cached(_gluon_write_pth_kernel, (-(-num_rows // rows_per_program),), (
+            key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
+            slot_mapping, num_rows, *fixed), kw, launch_key)
+    return fire

@@ -294,3 +294,32 @@ def test_write_refuses_tensors_on_another_device(device):
     key, value = random_kv(4, 2, 64, gen, device)
     with pytest.raises(ValueError, match="one device"):
         write_kv_cache(cache, key, value, torch.arange(4, device=device))
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "int8_per_token_head", "int4_per_token_head"])
+def test_write_plans_are_reused_and_follow_the_cache(device, kv_cache_dtype):
+    """A cache plans its write launch once per call signature (later writes of any token count
+    reuse it and write the reference's bytes); a new scale or new storage on the cache plans
+    afresh, so the launch never writes through stale addresses or scales."""
+    gen = torch.Generator(device=device).manual_seed(12)
+    layout = LayerLayout.simple(kv_cache_dtype, 2, 64)
+    got, want = _poisoned_pair(layout, 6, 16, device, gen, k_scale=0.05, v_scale=0.02)
+    for n, first in ((29, 0), (7, 40), (1, 60)):
+        key, value = random_kv(n, 2, 64, gen, device, torch.bfloat16)
+        slots = torch.arange(first, first + n, device=device)
+        write_kv_cache(got, key, value, slots)
+        reference_write_kv_cache(want, key, value, slots)
+    assert torch.equal(got.data.view(torch.uint8), want.data.view(torch.uint8))
+    assert len(got.__dict__["_write_plans"][3]) == 1
+    key, value = random_kv(5, 2, 64, gen, device, torch.bfloat16)
+    slots = torch.arange(70, 75, device=device)
+    for cache in (got, want):
+        cache.k_scale, cache.v_scale = 0.1, 0.04
+    write_kv_cache(got, key, value, slots)
+    reference_write_kv_cache(want, key, value, slots)
+    assert torch.equal(got.data.view(torch.uint8), want.data.view(torch.uint8))
+    for cache in (got, want):
+        cache.data = cache.data.clone()
+    write_kv_cache(got, key, value, slots - 50)
+    reference_write_kv_cache(want, key, value, slots - 50)
+    assert torch.equal(got.data.view(torch.uint8), want.data.view(torch.uint8))
