@@ -353,9 +353,10 @@ def compiled_kernels(fn) -> list:
     return [entry[4] for entry in _LAUNCHERS.values() if entry[5] is fn]
 
 
-def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = None) -> None:
+def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | int | None = None) -> None:
     """Launch ``fn[grid](*pos, **kw)``; ``key`` must determine ``kw`` (constexprs and options)
-    completely (None: ``kw``'s items, when they are all plain scalars): the first call with a
+    completely (a tuple, or `key_id`'s integer for one; None: ``kw``'s items, when they are all
+    plain scalars): the first call with a
     key and argument specialization (`arg_spec`) compiles through Triton's own path and records
     the compiled kernel, later ones launch it directly."""
     if key is None:
@@ -407,6 +408,19 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | None = Non
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
     run(grid[0], g1, g2, _raw_stream(dev), function, packed, None, None, None, *args, *tail)
+
+
+def row_writer(fn, rows_per_program: int, num_kv_heads: int, fixed: tuple, kw: dict,
+               key: int):
+    """``fire(key, value, slot_mapping)`` for a write kernel whose programs take
+    ``rows_per_program`` (token, kv head) rows and whose arguments are the new K/V and their
+    strides, the slots, the row count, then ``fixed`` (the cache's): one `launch_cached` call."""
+    def fire(k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+        num_rows = k.shape[0] * num_kv_heads
+        launch_cached(fn, (-(-num_rows // rows_per_program),), (
+            k, v, k.stride(0), k.stride(1), v.stride(0), v.stride(1), slot_mapping, num_rows,
+            *fixed), kw, key)
+    return fire
 
 
 _KEY_IDS: dict[tuple, int] = {}

@@ -30,7 +30,7 @@ from kvplan.runtime._common import (
     hadamard_rows,
     interpreting,
     key_id,
-    launch_cached,
+    row_writer,
 )
 from kvplan.runtime.cache import PagedKVCache, hadamard_scale
 
@@ -260,10 +260,4 @@ def _plan_write(cache: PagedKVCache, key: torch.Tensor, rows_per_program: int | 
     launch_key = key_id(("write", *kw.items()))
     fixed = (args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
              args.stride_sh, float(cache.k_scale), float(cache.v_scale), hadamard_scale(d))
-
-    def fire(key: torch.Tensor, value: torch.Tensor, slot_mapping: torch.Tensor) -> None:
-        num_rows = key.shape[0] * h
-        launch_cached(_write_kv_kernel, (-(-num_rows // rows),), (
-            key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-            slot_mapping, num_rows, *fixed), kw, launch_key)
-    return fire
+    return row_writer(_write_kv_kernel, rows, h, fixed, kw, launch_key)

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import functools
 
-import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from kvplan.runtime._common import FP8_MAX, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH, key_id, launch_cached
+from kvplan.runtime._common import FP8_MAX, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH, key_id, row_writer
 
 
 # 4 fp32 values q -> 4 INT8 codes trunc(q + copysign(0.5, q)) packed in one register, without
@@ -132,10 +131,5 @@ def plan(args, num_kv_heads: int, head: int, block_size: int, fp8_format: str | 
     launch_key = key_id(("gluon-write", *kw.items()))  # the layout L follows from HEAD, warps
     kw["L"] = _layout(head, num_warps)
     fixed = (args.k, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh)
-
-    def fire(key: torch.Tensor, value: torch.Tensor, slot_mapping: torch.Tensor) -> None:
-        num_rows = key.shape[0] * num_kv_heads
-        launch_cached(_gluon_write_pth_kernel, (-(-num_rows // rows_per_program),), (
-            key, value, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-            slot_mapping, num_rows, *fixed), kw, launch_key)
-    return fire
+    return row_writer(_gluon_write_pth_kernel, rows_per_program, num_kv_heads, fixed, kw,
+                      launch_key)
