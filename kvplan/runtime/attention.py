@@ -718,7 +718,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
                              softmax_scale, config)
         if done is not None:
             return done
-    num_tokens, hq, _d = _check(query, cache, block_tables, seq_lens)
+    num_tokens, hq, _ = _check(query, cache, block_tables, seq_lens)
     lay = cache.layout
     cfg = config or _DEFAULT_CONFIG
     if out is None:

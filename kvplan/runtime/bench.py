@@ -31,7 +31,8 @@ from kvplan.runtime.layout import LayerLayout
 from kvplan.runtime.reference import dequantize_kv_cache
 from kvplan.runtime.write import write_kv_cache
 
-#: (name, kv_cache_dtype) measured for writes (and, with INT4, for attention).
+#: (name, kv_cache_dtype) the write suite measures (and `bench/launch_cost.py`'s default modes);
+#: attention measures these and INT4 (`ATTENTION_MODES`).
 DECODE_MODES: tuple[tuple[str, str], ...] = (
     ("bf16", "bfloat16"),
     ("fp8_per_tensor", "fp8"),
