@@ -85,7 +85,8 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
 
     rows = []
     for head in heads:
-        for mode in ("int8_per_token_head", "fp8_per_token_head", "bfloat16", "fp8", "fp8:hp2"):
+        for mode in ("int8_per_token_head", "fp8_per_token_head", "int4_per_token_head", "bfloat16",
+                     "fp8", "fp8:hp2"):
             layout = LayerLayout.simple(mode.split(":")[0], 8, head)
             cache = allocate_kv_cache(layout, 4, 16, "cpu")
             args = cache_args(cache)
@@ -94,6 +95,10 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
             bt = torch.zeros(2, 4, dtype=torch.int32)
             sl = torch.full((2,), 64, dtype=torch.int32)
             block_n = 32 if (head == 64 and mode != "bfloat16") else 16
+            pipe = 2
+            if mode == "int4_per_token_head":  # the INT4 decode defaults (stages, tile keys)
+                from kvplan.runtime.attention import _GLUON_INT4_TILES
+                pipe, block_n = _GLUON_INT4_TILES[head]
             for split in (1, 2):
                 if mode.startswith("fp8") and not mode.startswith("fp8_"):  # FP8 per-tensor
                     pos, kw, _ = ag._fp8t_launch_args(q, out, out, out, args, bt, sl, 4, head, 16,
@@ -106,7 +111,7 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
                     kernel = ag._gluon_bf16_kernel
                 else:
                     pos, kw, _ = ag._launch_args(q, out, out, out, args, bt, sl, 4, head, 16, 1.0,
-                                              0, split, block_n, True, 2, True, pdl=split > 1)
+                                              0, split, block_n, True, pipe, True, pdl=split > 1)
                     kernel = ag._gluon_swap_kernel
                 compiled = kernel.warmup(*pos, grid=(1,), **kw)
                 info = _ptxas(compiled.asm["ptx"], arch)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -455,6 +455,30 @@ for step in $steps; do
         timeout 40 $PY $tree/bench/launch_cost.py --write 64 \
           --modes bf16,int8_per_token_head,int4_per_token_head 2>&1 | tee -a "$OUT/write-plan-host.log"
       done ;;
+    round21)  # GPU write tests after the two write kernels' launch fold into _common.row_writer
+      #         (round 20's last change, run in the interpreter only), with the bound decode tests
+      timeout 200 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_write.py \
+        tests/runtime/test_attention.py -k "write or bound" 2>&1 | tee "$OUT/pytest-21.log" ;;
+    round21b)  # INT4 decode on the swapped-operand Gluon kernel: GPU tests, then tile sweeps
+      #          against the Triton kernel (the INT4 default so far) and INT8 on Gluon
+      timeout 240 $PY -m pytest -p no:cacheprovider -q -rfE -x tests/runtime/test_attention.py \
+        -k "int4 and (gluon or split_merge)" 2>&1 | tail -30 | tee "$OUT/pytest-21b.log"
+      for shape in 64,4096,32,8,128 1,32768,32,8,128 128,2048,64,8,64 32,4096,16,4,256 \
+          16,16384,32,8,128; do
+        timeout 40 $PY bench/tune_attention.py --shape $shape --modes int4_per_token_head,int8_per_token_head \
+          --configs 0:0:0 2>&1 | grep -v BEST | tee -a "$OUT/int4-gluon.log"
+        timeout 90 $PY bench/tune_attention.py --shape $shape --modes int4_per_token_head \
+          --kernel gluon --configs 16:1:2,32:1:2 --pipe 2,3,4 2>&1 | tee -a "$OUT/int4-gluon.log"
+      done ;;
+    round21c)  # INT4 decode on Gluon by default: GPU tests (INT4, default choice, bound calls),
+      #          eager host time, then the suite
+      timeout 240 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        tests/runtime/test_bench.py -k "int4 or default_on_gpu or default_decode_kernel or bound_decode or decode_shape" \
+        2>&1 | tail -30 | tee "$OUT/pytest-21c.log"
+      timeout 60 $PY bench/launch_cost.py --modes int4_per_token_head,int8_per_token_head \
+        --shape 64,4096,32,8,128 --shape 8,8192,32,8,128 --shape 1,32768,32,8,128 2>&1 | tee "$OUT/int4-host.log"
+      timeout 330 $PY bench/bench_attention.py --out "$OUT/h200-runtime-r21-2026-11-29.json" \
+        --plot "$OUT/h200-runtime-r21-2026-11-29.png" 2>&1 | tee "$OUT/h200-runtime-r21-2026-11-29.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -164,6 +164,47 @@ U4X4_TO_F16 = tl.constexpr("""{
     }""")
 
 
+# The Gluon INT4 decode kernel's conversions, without any subtraction: each nibble is masked in
+# place and spliced under 0x6400, so a low nibble n reads 1024 + n and a high one 1024 + 16 n
+# (exact fp16). The kernel folds the 1/16 of the high nibbles into the query (scores) or the
+# output rows (P.V) and removes the 1024 once per column, as the INT8 path removes its 1152.
+# K: 4 packed bytes ($4) -> (low, high) nibble pairs of bytes 0-3 ($0-$3): one prmt (the byte
+# into both halves) and one lop3 per byte.
+U4X4_TO_F16_BIASED = tl.constexpr("""{
+    .reg .b32 t, m;
+    mov.b32 m, 0x64006400;
+    prmt.b32 t, $4, 0, 0x0000;
+    lop3.b32 $0, t, 0x00F0000F, m, 0xEA;
+    prmt.b32 t, $4, 0, 0x1111;
+    lop3.b32 $1, t, 0x00F0000F, m, 0xEA;
+    prmt.b32 t, $4, 0, 0x2222;
+    lop3.b32 $2, t, 0x00F0000F, m, 0xEA;
+    prmt.b32 t, $4, 0, 0x3333;
+    lop3.b32 $3, t, 0x00F0000F, m, 0xEA;
+    }""")
+
+# V: 4 packed bytes of an even key ($8) and of the next key ($9) -> per byte i, its low nibbles
+# ($2i: even key, odd key) and its high nibbles ($2i+1) as fp16 pairs, the P.V operand's register
+# order (consecutive keys in one register).
+U4X4X2_TO_F16_PAIRS = tl.constexpr("""{
+    .reg .b32 t, m;
+    mov.b32 m, 0x64006400;
+    prmt.b32 t, $8, $9, 0x4400;
+    lop3.b32 $0, t, 0x000F000F, m, 0xEA;
+    lop3.b32 $1, t, 0x00F000F0, m, 0xEA;
+    prmt.b32 t, $8, $9, 0x5511;
+    lop3.b32 $2, t, 0x000F000F, m, 0xEA;
+    lop3.b32 $3, t, 0x00F000F0, m, 0xEA;
+    prmt.b32 t, $8, $9, 0x6622;
+    lop3.b32 $4, t, 0x000F000F, m, 0xEA;
+    lop3.b32 $5, t, 0x00F000F0, m, 0xEA;
+    prmt.b32 t, $8, $9, 0x7733;
+    lop3.b32 $6, t, 0x000F000F, m, 0xEA;
+    lop3.b32 $7, t, 0x00F000F0, m, 0xEA;
+    }""")
+INT4_F16_BIAS = tl.constexpr(1024.0)
+
+
 # The same without the subtraction: the fp16 values are x + 1152 (exact). The Gluon kernel
 # subtracts the bias once per score column (1152 * sum of q) and once per output column
 # (1152 * sum of P) instead of once per cached value.

@@ -36,6 +36,7 @@ from kvplan.runtime._common import (
     I8X4_TO_F16,
     KV_MODE_FP8_PER_TENSOR,
     KV_MODE_FP8_PTH,
+    KV_MODE_INT4_PTH,
     KV_MODE_INT8_PTH,
     KV_MODE_NONE,
     U4X4_TO_F16,
@@ -1012,7 +1013,7 @@ _TRITON_ONLY_KNOBS = ("block_m", "num_warps", "use_dot", "paged3d", "max_registe
 
 def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: int,
                block_size: int, is_decode: bool, keys: Callable[[], int] = lambda: 1 << 30) -> bool:
-    """Which decode kernel runs. ``config.kernel`` decides when given; by default INT8/FP8
+    """Which decode kernel runs. ``config.kernel`` decides when given; by default INT8/FP8/INT4
     per-token-head and FP8 per-tensor decode (and bf16/fp16 decode at head 64) with bf16/fp16
     queries runs a Gluon kernel on a CUDA GPU (measured
     faster than the Triton kernel on an H100 at head sizes 64, 128 and 256: bench/NOTES-runtime.md,
@@ -1041,6 +1042,10 @@ def _use_gluon(cfg: AttentionConfig, query: torch.Tensor, args, group: int, d: i
         # FP8 per-tensor: the Gluon row-copy kernel, 2-19% faster than the Triton kernel at
         # every suite shape of 1024 keys or more (bench/NOTES-runtime.md, round 16)
         return attention_gluon.fp8t_supported(group, d, block_size, 16, 1, args.k.shape[2])
+    if args.KV_MODE == KV_MODE_INT4_PTH:
+        # INT4: the swapped-operand kernel, 1.6-2.1x faster than the Triton kernel at every
+        # suite shape (bench/NOTES-runtime.md, round 21)
+        return attention_gluon.swap_supported(group, block_size, 16, d)
     if args.KV_MODE not in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH):
         return False
     return attention_gluon.supported(group, d, block_size)
@@ -1058,6 +1063,14 @@ def _gluon_splits(programs: int, tiles: int, sms: int, resident_per_sm: int) -> 
     return max(1, min(tiles, round(target / programs), 128))
 
 
+# INT4 decode on the Gluon kernel: (stages, keys per tile) by head size where the config gives
+# neither. H200, round 21 (bench/NOTES-runtime.md): head 128 B64 ctx4K 0.0930 ms with 32-key
+# tiles and 2 stages against 0.1008-0.1040 with 16-key tiles; head 64 B128 ctx2K 0.0616 with
+# 32 keys and 4 stages (0.0627 with 3); head 256 B32 ctx4K 0.0548 with 16 keys and 2 stages
+# (32-key tiles: 0.0696, 255 registers).
+_GLUON_INT4_TILES = {64: (4, 32), 128: (2, 32), 256: (2, 16)}
+
+
 def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                   keys_read: Callable[[], int]):
     """The Gluon decode kernels (bf16/fp16, FP8 per-tensor, INT8/FP8 per-token-head; GPU only),
@@ -1068,10 +1081,10 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
     if interpreting() or query.device.type != "cuda":
         raise ValueError("the gluon kernel needs a CUDA GPU (it does not run in the interpreter)")
     if (args.KV_MODE not in (KV_MODE_NONE, KV_MODE_FP8_PER_TENSOR, KV_MODE_INT8_PTH,
-                             KV_MODE_FP8_PTH)
+                             KV_MODE_FP8_PTH, KV_MODE_INT4_PTH)
             or query.dtype == torch.float32 or (args.KV_MODE == KV_MODE_NONE
                                                 and args.k.dtype == torch.float32)):
-        raise ValueError("the gluon kernel reads bf16/fp16, FP8 per-tensor and INT8/FP8 "
+        raise ValueError("the gluon kernel reads bf16/fp16, FP8 per-tensor and INT8/FP8/INT4 "
                          "per-token-head caches with bf16/fp16 queries")
     from kvplan.runtime import attention_gluon
     if args.KV_MODE == KV_MODE_NONE:
@@ -1082,11 +1095,23 @@ def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                                   keys_read, attention_gluon)
     if not attention_gluon.supported(group, d, cache.block_size):
         raise ValueError(f"the gluon kernel does not handle group {group}, head {d}, block {cache.block_size}")
-    pipe = cfg.pipe if cfg.pipe is not None else 2
-    block_n = cfg.block_n or 16
-    if (not cfg.block_n and d == 64 and pipe > 0 and cfg.swap is not False
-            and attention_gluon.swap_supported(group, cache.block_size, 32, d)):
-        block_n = 32  # head 64, swapped operands: 0.586x against 0.614x with 16 keys (round 10)
+    if args.KV_MODE == KV_MODE_INT4_PTH:  # the swapped-operand kernel only
+        pipe, block_n = _GLUON_INT4_TILES.get(d, (2, 16))
+        pipe = cfg.pipe if cfg.pipe is not None else pipe
+        block_n = cfg.block_n or block_n
+        if (cfg.swap is False or pipe not in (2, 3, 4)
+                or not attention_gluon.swap_supported(group, cache.block_size, block_n, d)):
+            raise ValueError(f"the gluon kernel reads INT4 caches with swapped operands only: "
+                             f"GQA groups of up to 8 heads, heads of 64-256, 16/32-key tiles of "
+                             f"at most two pages and 2-4 stages, got group {group}, head {d}, "
+                             f"block size {cache.block_size}, block_n {block_n}, pipe {pipe}, "
+                             f"swap={cfg.swap}")
+    else:
+        pipe = cfg.pipe if cfg.pipe is not None else 2
+        block_n = cfg.block_n or 16
+        if (not cfg.block_n and d == 64 and pipe > 0 and cfg.swap is not False
+                and attention_gluon.swap_supported(group, cache.block_size, 32, d)):
+            block_n = 32  # head 64, swapped operands: 0.586x against 0.614x with 16 keys (round 10)
     prefetch = (cfg.num_stages or 2) >= 2
     swap = cfg.swap if cfg.swap is not None else (
         pipe > 0 and attention_gluon.swap_supported(group, cache.block_size, block_n, d))

@@ -52,7 +52,11 @@ from kvplan.runtime._common import (
     I8X4_TO_F16,
     I8X4_TO_F16_BIASED,
     I8X4X2_TO_F16_PAIRS,
+    INT4_F16_BIAS,
     INT8_F16_BIAS,
+    KV_MODE_INT4_PTH,
+    U4X4_TO_F16_BIASED,
+    U4X4X2_TO_F16_PAIRS,
     launch_cached,
 )
 
@@ -420,34 +424,97 @@ def _v_pairs(vx, KV_MODE: gl.constexpr, E5M2: gl.constexpr, BLOCK_N: gl.constexp
 
 
 @gluon.jit
-def _swap_update(q, kx, vx, k_sc, v_sc, q_bias, rel, span, sn, m_i, l_acc, w_acc, acc,
-                 KV_MODE: gl.constexpr, E5M2: gl.constexpr, AOP: gl.constexpr,
-                 BOP: gl.constexpr, MMA: gl.constexpr, LVT: gl.constexpr,
+def _k_int4(kx, BLOCK_N: gl.constexpr, HEAD: gl.constexpr):
+    """INT4 K bytes [BLOCK_N, HEAD // 2] (4 contiguous bytes per thread) -> fp16 [BLOCK_N, HEAD]
+    indexed by the physical value index (2 * byte + nibble), as 1024 + n (low nibbles) and
+    1024 + 16 n (high): one prmt and one lop3 per byte (`U4X4_TO_F16_BIASED`).
+
+    The asm is elementwise to the compiler: element e (bits x0, x1) of output j carries the
+    input byte's label; it holds nibble x0 of byte x1 + 2 j. The join/reshape/permute relabel the
+    values with the truth: physical bit 0 = x0, bit 1 = x1, bit 2 = j."""
+    o0, o1 = gl.inline_asm_elementwise(U4X4_TO_F16_BIASED, "=r,=r,=r,=r,r", [kx],
+                                       dtype=(gl.float16, gl.float16), is_pure=True, pack=4)
+    j = gl.reshape(gl.join(o0, o1), [BLOCK_N, HEAD // 8, 2, 2, 2])  # (row, byte/4, x1, x0, j)
+    return gl.reshape(gl.permute(j, (0, 1, 4, 2, 3)), [BLOCK_N, HEAD])
+
+
+@gluon.jit
+def _v_pairs_int4(vx, BLOCK_N: gl.constexpr, HEAD: gl.constexpr):
+    """INT4 V bytes [BLOCK_N, HEAD // 2] -> fp16 [BLOCK_N, HEAD] (physical value index, biased as
+    in `_k_int4`) with consecutive keys paired in each register, one asm per two keys and 4
+    bytes (`U4X4X2_TO_F16_PAIRS`). Element e (x0, x1) of output j holds key bit 0 = x0, nibble
+    x1 of byte j (bits j0, j1)."""
+    va, vb = gl.split(gl.permute(gl.reshape(vx, [BLOCK_N // 2, 2, HEAD // 2]), (0, 2, 1)))
+    o0, o1, o2, o3 = gl.inline_asm_elementwise(
+        U4X4X2_TO_F16_PAIRS, "=r,=r,=r,=r,=r,=r,=r,=r,r,r", [va, vb],
+        dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+    j = gl.reshape(gl.join(gl.join(o0, o1), gl.join(o2, o3)),
+                   [BLOCK_N // 2, HEAD // 8, 2, 2, 2, 2])  # (key/2, byte/4, x1, x0, j0, j1)
+    return gl.reshape(gl.permute(j, (0, 3, 1, 5, 4, 2)), [BLOCK_N, HEAD])
+
+
+@gluon.jit
+def _wht_bit(x, B: gl.constexpr, D: gl.constexpr, C: gl.constexpr):
+    """One butterfly of the Walsh-Hadamard transform of x [D, C] along D: the pairs that differ in
+    bit B of the row index become (a + b, a - b). Bit B must be a register bit of x's layout."""
+    y = gl.permute(gl.reshape(x, [D >> (B + 1), 2, 1 << B, C]), (0, 2, 3, 1))
+    a, b = gl.split(y)
+    y = gl.permute(gl.join(a + b, a - b), (0, 3, 1, 2))
+    return gl.reshape(y, [D, C])
+
+
+@gluon.jit
+def _wht(x, BITS: gl.constexpr, D: gl.constexpr, C: gl.constexpr):
+    """The butterflies of `_wht_bit` over the row-index bits set in ``BITS`` (the Sylvester-Hadamard
+    matrix is the product of one butterfly per bit, in any order, and is unchanged by a bit
+    permutation of both its indices: the kernels transform rows in any bit-permuted order)."""
+    for b in gl.static_range(10):
+        if (BITS >> b) & 1:
+            x = _wht_bit(x, b, D, C)
+    return x
+
+
+@gluon.jit
+def _swap_update(q, kx, vx, k_sc, v_sc, k_zp, v_zp, q_bias, q_sum, rel, span, sn, m_i, l_acc,
+                 w_acc, z_acc, acc, KV_MODE: gl.constexpr, E5M2: gl.constexpr,
+                 AOP: gl.constexpr, BOP: gl.constexpr, MMA: gl.constexpr, LVT: gl.constexpr,
                  K_SHAPE: gl.constexpr, K_ORDER: gl.constexpr, V_SHAPE: gl.constexpr,
                  V_ORDER: gl.constexpr, RANK: gl.constexpr, HEAD: gl.constexpr,
                  BLOCK_N: gl.constexpr):
     """One tile of online softmax with the operands swapped: S^T = K q^T, O^T += V^T P^T.
     Key ``n`` of the tile is read when ``n + rel`` (unsigned) is below ``span``. ``l_acc`` (and
-    ``w_acc``, the sum of the fp16 P*v_scale for the INT8 bias) stay per thread and are reduced
-    once at the end."""
-    k = gl.convert_layout(_relabel(_to_f16_biased(kx, KV_MODE, E5M2), K_SHAPE, K_ORDER, RANK,
-                                   [BLOCK_N, HEAD]), AOP)  # register renaming only
-    v = gl.convert_layout(gl.permute(_v_pairs(vx, KV_MODE, E5M2, BLOCK_N, HEAD), (1, 0)), LVT)
+    ``w_acc``, the sum of the fp16 P*v_scale for the INT8/INT4 bias, and ``z_acc``, INT4's sum of
+    P*v_scale*zero point) stay per thread and are reduced once at the end. INT4 scores subtract
+    the bias column ``q_bias`` and each key's zero point times ``q_sum`` (the sum of q)."""
+    if KV_MODE == 4:
+        k = gl.convert_layout(_relabel(_k_int4(kx, BLOCK_N, HEAD), K_SHAPE, K_ORDER, RANK,
+                                       [BLOCK_N, HEAD]), AOP)  # register renaming only
+        v = gl.convert_layout(gl.permute(_v_pairs_int4(vx, BLOCK_N, HEAD), (1, 0)), LVT)
+    else:
+        k = gl.convert_layout(_relabel(_to_f16_biased(kx, KV_MODE, E5M2), K_SHAPE, K_ORDER, RANK,
+                                       [BLOCK_N, HEAD]), AOP)  # register renaming only
+        v = gl.convert_layout(gl.permute(_v_pairs(vx, KV_MODE, E5M2, BLOCK_N, HEAD), (1, 0)), LVT)
     v = gl.convert_layout(_relabel(v, V_SHAPE, V_ORDER, RANK, [HEAD, BLOCK_N]), AOP,
                           assert_trivial=True)
     ok_s = (sn + rel).to(gl.uint32) < span
     s = mma_v2(k, q, gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA))
-    s = gl.where(ok_s[:, None], (s - q_bias[None, :]) * k_sc[:, None], float("-inf"))
+    if KV_MODE == 4:  # noqa: SIM108 (a constexpr branch)
+        s = s - q_bias[None, :] - k_zp[:, None] * q_sum[None, :]
+    else:
+        s = s - q_bias[None, :]
+    s = gl.where(ok_s[:, None], s * k_sc[:, None], float("-inf"))
     m_new = gl.maximum(m_i, gl.max(s, axis=0))
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = gl.exp2(m_i - m_use)
     p = gl.exp2(s - m_use[None, :])
     l_acc = l_acc * alpha[None, :] + p
     pv = (p * v_sc[:, None]).to(gl.float16)
-    if KV_MODE == 2:
+    if KV_MODE == 2 or KV_MODE == 4:
         w_acc = w_acc * alpha[None, :] + pv.to(gl.float32)
+    if KV_MODE == 4:
+        z_acc = z_acc * alpha[None, :] + pv.to(gl.float32) * v_zp[:, None]
     acc = mma_v2(v, _transpose_p(pv, BLOCK_N, BOP), acc * alpha[None, :])
-    return m_new, l_acc, w_acc, acc
+    return m_new, l_acc, w_acc, z_acc, acc
 
 
 @gluon.jit
@@ -633,7 +700,14 @@ def _gluon_swap_kernel(
     V_ORDER: gl.constexpr, RANK: gl.constexpr, LC: gl.constexpr, RAW: gl.constexpr,
     FLAT1: gl.constexpr, PKV: gl.constexpr, PSC: gl.constexpr, LSC: gl.constexpr,
     PV_BITS: gl.constexpr, RING_BYTES: gl.constexpr, TRIGGER: gl.constexpr,
+    HB: gl.constexpr, LQ2: gl.constexpr, LO2: gl.constexpr, QBITS: gl.constexpr,
+    ROT: gl.constexpr,
 ):
+    """Decode over INT8/FP8/INT4 per-token-head slots (see the module docstring). ``HB``: code
+    bytes per K or V row (HEAD, or HEAD // 2 for INT4). INT4 (KV_MODE 4) rows hold Hadamard-
+    rotated values with a zero point: the query is rotated in (`_wht` over the bits in ``QBITS``
+    in layout ``LQ2``, then the rest in ``LQ``) and the output rotated back out (in the MMA layout,
+    then ``LO2``), both scaled by ``ROT`` (D ** -0.5)."""
     t_start = _trace_now(TRACE)
     seq, kvh, split, lo, s_lo, s_hi, bt_row, kv_base, _sc_base = _program_range(
         seq_lens_ptr, sliding_window, num_splits, bt_ptr, stride_bt, c_ptr, stride_ch, s_ptr,
@@ -643,7 +717,7 @@ def _gluon_swap_kernel(
     sn = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
     span = (s_hi - lo).to(gl.uint32)
     # copies: MAIN chunks of 16 bytes spread over the lanes, then the TAIL last ones
-    MAIN: gl.constexpr = BLOCK_N * HEAD // 8
+    MAIN: gl.constexpr = BLOCK_N * HB // 8
     TAIL: gl.constexpr = BLOCK_N * STRIDE_S // 16 - MAIN
     ch = gl.arange(0, MAIN, layout=gl.SliceLayout(1, LC))
     ch_t = gl.arange(0, TAIL, layout=gl.SliceLayout(1, LC))
@@ -664,20 +738,41 @@ def _gluon_swap_kernel(
     # q^T [HEAD physical, 8 = heads of the group], relabelled to the B operand
     qd = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LQ))
     qh = gl.arange(0, 8, layout=gl.SliceLayout(0, LQ))
-    q_row = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh) * stride_qh
-    qmask = (qd < HEAD)[:, None] & (qh < GROUP)[None, :]
-    q = gl.load(q_ptr + q_row[None, :] + qd[:, None], mask=qmask, other=0.0).to(gl.float32)
-    q = gl.minimum(gl.maximum(q * q_scale, -65504.0), 65504.0).to(gl.float16)
-    if KV_MODE == 2:  # INT8 keys come out of the conversion as x + 1152
-        q_bias = gl.convert_layout(gl.sum(q.to(gl.float32), axis=0) * INT8_F16_BIAS,
-                                   gl.SliceLayout(0, MMA))
+    q_sum = gl.zeros([8], gl.float32, layout=gl.SliceLayout(0, MMA))
+    if KV_MODE == 4:
+        # INT4: q into the cache's Hadamard basis; high-nibble elements (physical bit 0) take
+        # 1/16, the keys' high nibbles come out of the conversion as 1024 + 16 n
+        qd2 = gl.arange(0, HEAD, layout=gl.SliceLayout(1, LQ2))
+        qh2 = gl.arange(0, 8, layout=gl.SliceLayout(0, LQ2))
+        q_row2 = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh2) * stride_qh
+        qmask2 = (qd2 < HEAD)[:, None] & (qh2 < GROUP)[None, :]
+        q = gl.load(q_ptr + q_row2[None, :] + qd2[:, None], mask=qmask2, other=0.0)
+        q = gl.convert_layout(_wht(q.to(gl.float32), QBITS, HEAD, 8), LQ2)
+        q = gl.convert_layout(q, LQ)
+        q = gl.convert_layout(_wht(q, (HEAD - 1) ^ QBITS, HEAD, 8), LQ)
+        hi = (qd & 1)[:, None] == 1
+        q = q * (q_scale * ROT)
+        q = gl.minimum(gl.maximum(gl.where(hi, q * 0.0625, q), -65504.0), 65504.0).to(gl.float16)
+        qf = q.to(gl.float32)
+        q_bias = gl.convert_layout(gl.sum(qf, axis=0) * INT4_F16_BIAS, gl.SliceLayout(0, MMA))
+        q_sum = gl.convert_layout(gl.sum(gl.where(hi, qf * 16.0, qf), axis=0),
+                                  gl.SliceLayout(0, MMA))
     else:
-        q_bias = gl.zeros([8], gl.float32, layout=gl.SliceLayout(0, MMA))
+        q_row = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh) * stride_qh
+        qmask = (qd < HEAD)[:, None] & (qh < GROUP)[None, :]
+        q = gl.load(q_ptr + q_row[None, :] + qd[:, None], mask=qmask, other=0.0).to(gl.float32)
+        q = gl.minimum(gl.maximum(q * q_scale, -65504.0), 65504.0).to(gl.float16)
+        if KV_MODE == 2:  # INT8 keys come out of the conversion as x + 1152
+            q_bias = gl.convert_layout(gl.sum(q.to(gl.float32), axis=0) * INT8_F16_BIAS,
+                                       gl.SliceLayout(0, MMA))
+        else:
+            q_bias = gl.zeros([8], gl.float32, layout=gl.SliceLayout(0, MMA))
     q = gl.convert_layout(_relabel(q, Q_SHAPE, Q_ORDER, RANK, [HEAD, 8]), BOP, assert_trivial=True)
 
     m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
     w_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
+    z_acc = gl.zeros([BLOCK_N, 8], gl.float32, layout=MMA)
     acc = gl.zeros([HEAD, 8], gl.float32, layout=MMA)
     t_first = t_start
     for t0 in range(s_lo, s_hi, PIPE * BLOCK_N):  # whole rounds of PIPE tiles (static stages)
@@ -694,18 +789,38 @@ def _gluon_swap_kernel(
                 if start == s_lo:
                     t_first = _trace_now(TRACE)
             kx, vx, k_sc, v_sc = _flat_read(ring, start - lo, span, vn_r, sn, j * TILE, V_OFF,
-                                            KS_OFF, KV_MODE, HEAD, BLOCK_N, PKV, PSC, LK,
+                                            KS_OFF, KV_MODE, HB, BLOCK_N, PKV, PSC, LK,
                                             LV_LOAD, LSC, gl.SliceLayout(1, MMA))
-            m_i, l_acc, w_acc, acc = _swap_update(
-                q, kx, vx, k_sc, v_sc, q_bias, start - lo, span, sn, m_i, l_acc, w_acc, acc,
-                KV_MODE, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER, V_SHAPE, V_ORDER, RANK,
-                HEAD, BLOCK_N)
+            if KV_MODE == 4:  # the zero point rides in the scale's low mantissa nibble
+                k_bits = k_sc.to(gl.int32, bitcast=True)
+                v_bits = v_sc.to(gl.int32, bitcast=True)
+                k_zp = (k_bits & 15).to(gl.float32)
+                v_zp = (v_bits & 15).to(gl.float32)
+                k_sc = (k_bits & -16).to(gl.float32, bitcast=True)
+                v_sc = (v_bits & -16).to(gl.float32, bitcast=True)
+            else:
+                k_zp = k_sc
+                v_zp = v_sc
+            m_i, l_acc, w_acc, z_acc, acc = _swap_update(
+                q, kx, vx, k_sc, v_sc, k_zp, v_zp, q_bias, q_sum, start - lo, span, sn, m_i,
+                l_acc, w_acc, z_acc, acc, KV_MODE, E5M2, AOP, BOP, MMA, LVT, K_SHAPE, K_ORDER,
+                V_SHAPE, V_ORDER, RANK, HEAD, BLOCK_N)
     cp.wait_group(0)
 
     l_i = gl.sum(l_acc, axis=0)
     if KV_MODE == 2:  # INT8 values came out as x + 1152: remove 1152 * sum(P * v_scale)
         acc = acc - (INT8_F16_BIAS * gl.sum(w_acc, axis=0))[None, :]
     rows = gl.arange(0, HEAD, layout=gl.SliceLayout(1, MMA))
+    if KV_MODE == 4:
+        # INT4 values came out as 1024 + n (rows whose logical bit 3, physical bit 0, is 0) or
+        # 1024 + 16 n: remove 1024 * sum(P * v_scale), the 16, and sum(P * v_scale * zp); then
+        # rotate the rows back out of the Hadamard basis (register row bits 3.. in the MMA
+        # layout, bits 0-2 in LO2)
+        hi_row = ((rows >> 3) & 1)[:, None] == 1
+        acc = acc - (INT4_F16_BIAS * gl.sum(w_acc, axis=0))[None, :]
+        acc = gl.where(hi_row, acc * 0.0625, acc) - gl.sum(z_acc, axis=0)[None, :]
+        acc = gl.convert_layout(_wht(acc * ROT, (HEAD - 1) ^ 7, HEAD, 8), LO2)
+        acc = gl.convert_layout(_wht(acc, 7, HEAD, 8), MMA)
     cols = gl.arange(0, 8, layout=gl.SliceLayout(0, MMA))
     d_out = rows * 0  # output row r (logical d) holds physical d: bit i of r -> digit i of PV_BITS
     for i in gl.static_range(RANK - 1):
@@ -1310,6 +1425,100 @@ def _swap_layouts(head: int, block_n: int, lanes: tuple | None = None) -> dict:
                 LSC=lsc, PV_BITS=_pack([pv[i] for i in range(L)]))
 
 
+@functools.cache
+def _int4_layouts(head: int, block_n: int) -> dict:
+    """Layouts of the swapped-operand kernel over INT4 slots (``head`` values, ``head // 2``
+    bytes per K or V row; one warp). The MMA operands are `_swap_layouts`' with the physical
+    index now the value index 2 * byte + nibble: q.K keeps k0, k3, k4 on physical bits 0-2 (a
+    thread's 8 values = 4 contiguous bytes, the nibble in the fp16 pair of one register), P.V
+    takes d3, d4, d5 onto physical bits 0-2 (4 contiguous bytes per key, nibble pairs of
+    consecutive keys in one register). K and V are read as bytes (``LK``, ``LV_LOAD``:
+    [BLOCK_N, head // 2]) through the raw-slot views of a ``head // 2`` 8-bit slot (pitch
+    head + 8 bytes) on the lane bits `_int4_lane_bits` chooses. ``LQ2`` holds q with the two
+    lane bits of ``LQ`` in registers (``QBITS``: the bits transformed there), ``LO2`` the output
+    with row bits 0-2 in registers, for the Hadamard rotations."""
+    L, NB = _bits(head), _bits(block_n)
+    assert L >= 6 and NB >= 4
+    hb = head // 2
+    k_lanes, v_lanes = _int4_lane_bits(head)
+    qk = _bit_map({0: 0, 3: 1, 4: 2, 1: k_lanes[0], 2: k_lanes[1]}, L)
+    pv = _bit_map({3: 0, 4: 1, 5: 2, 0: v_lanes[0], 1: v_lanes[1], 2: v_lanes[2]}, L)
+    keys_hi = [1 << j for j in range(4, NB)]
+    rest_k, rest_v = range(5, L), range(6, L)
+    lq = gl.DistributedLinearLayout(
+        reg_bases=[[1 << qk[i], 0] for i in (0, 3, 4, *rest_k)],
+        lane_bases=[[1 << qk[1], 0], [1 << qk[2], 0], [0, 1], [0, 2], [0, 4]], warp_bases=[],
+        block_bases=[], shape=[head, 8])
+    lq2 = gl.DistributedLinearLayout(
+        reg_bases=[[1 << qk[i], 0] for i in (1, 2, 4, *rest_k)],
+        lane_bases=[[1 << qk[0], 0], [1 << qk[3], 0], [0, 1], [0, 2], [0, 4]], warp_bases=[],
+        block_bases=[], shape=[head, 8])
+    lo2 = gl.DistributedLinearLayout(
+        reg_bases=[[1, 0], [2, 0], [4, 0]] + [[1 << j, 0] for j in range(5, L)],
+        lane_bases=[[0, 1], [0, 2], [0, 4], [8, 0], [16, 0]], warp_bases=[], block_bases=[],
+        shape=[head, 8])
+    lk = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [8, 0]] + [[0, 1 << (qk[i] - 1)] for i in rest_k]
+        + [[k, 0] for k in keys_hi],
+        lane_bases=[[0, 1 << (qk[1] - 1)], [0, 1 << (qk[2] - 1)], [1, 0], [2, 0], [4, 0]],
+        warp_bases=[], block_bases=[], shape=[block_n, hb])
+    lv_load = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0]] + [[k, 0] for k in keys_hi]
+        + [[0, 1 << (pv[i] - 1)] for i in rest_v],
+        lane_bases=[[2, 0], [4, 0]] + [[0, 1 << (pv[i] - 1)] for i in range(3)], warp_bases=[],
+        block_bases=[], shape=[block_n, hb])
+    lvt = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [1, 0], [0, 8]] + [[0, k] for k in keys_hi] + [[2, 0], [4, 0]]
+        + [[1 << pv[i], 0] for i in rest_v],
+        lane_bases=[[0, 2], [0, 4]] + [[1 << pv[i], 0] for i in range(3)], warp_bases=[],
+        block_bases=[], shape=[head, block_n])
+    qs, qo = _bit_order([qk[i] for i in range(L)], L, 0, 1)
+    ks, ko = _bit_order([qk[i] for i in range(L)], L, 1, 0)
+    vs, vo = _bit_order([pv[i] for i in range(L)], L, 0, 1)
+    raw = _swap_layouts(hb, block_n)  # the copies and raw-slot views of a head // 2 byte slot
+    return dict(MMA=raw["MMA"], AOP=raw["AOP"], BOP=raw["BOP"], LQ=lq, LK=lk, LV_LOAD=lv_load,
+                LVT=lvt, Q_SHAPE=tuple([*qs, 8]), Q_ORDER=_pack(qo), K_SHAPE=tuple([block_n, *ks]),
+                K_ORDER=_pack(ko), V_SHAPE=tuple([*vs, block_n]), V_ORDER=_pack(vo), RANK=L + 1,
+                LC=raw["LC"], RAW=raw["RAW"], FLAT1=raw["FLAT1"], PKV=raw["PKV"],
+                PSC=raw["PSC"], LSC=raw["LSC"], PV_BITS=_pack([pv[i] for i in range(L)]),
+                HB=hb, LQ2=lq2, LO2=lo2, QBITS=(head - 1) & ~((1 << qk[0]) | (1 << qk[3])),
+                ROT=float(head) ** -0.5)
+
+
+@functools.cache
+def _int4_lane_bits(head: int) -> tuple[tuple[int, int], tuple[int, int, int]]:
+    """Physical value bits on the lanes of the INT4 reads (K: lanes t0, t1; V: lanes g0..g2),
+    each lane reading 4 contiguous bytes of a raw slot of pitch head + 8 bytes, chosen for the
+    fewest shared-memory wavefronts over every register of a 16-key tile (value bit b is byte
+    bit b - 1; value bits 0-2 are a lane's own 4 bytes)."""
+    L, pitch = _bits(head), head + 8
+    byte_bits = range(2, L - 1)
+
+    def k_cost(c: tuple) -> int:  # lanes t0, t1: bytes; g0..g2: keys 0-7; registers: key 8
+        return _read_cost([1 << c[0], 1 << c[1], pitch, 2 * pitch, 4 * pitch],
+                          [8 * pitch] + [1 << b for b in byte_bits if b not in c])
+
+    def v_cost(c: tuple) -> int:  # lanes t0, t1: keys 2, 4; g0..g2: bytes; registers: keys 1, 8
+        return _read_cost([2 * pitch, 4 * pitch] + [1 << b for b in c],
+                          [pitch, 8 * pitch] + [1 << b for b in byte_bits if b not in c],
+                          head // 2 + 4)
+
+    k = min(itertools.combinations(byte_bits, 2), key=k_cost)
+    v = min(itertools.combinations(byte_bits, 3), key=v_cost)
+    return (k[0] + 1, k[1] + 1), (v[0] + 1, v[1] + 1, v[2] + 1)
+
+
+def _read_cost(lane_offsets: list[int], reg_offsets: list[int], base: int = 0) -> int:
+    """Shared-memory wavefronts of 4-byte reads summed over every register combination: lane
+    bit i adds ``lane_offsets[i]`` bytes, register bit j ``reg_offsets[j]``."""
+    total = 0
+    for r in range(1 << len(reg_offsets)):
+        at = base + sum(o for j, o in enumerate(reg_offsets) if r >> j & 1)
+        total += _wavefronts([at + sum(o for i, o in enumerate(lane_offsets) if ln >> i & 1)
+                              for ln in range(32)], 4)
+    return total
+
+
 def _bit_map(fixed: dict[int, int], bits: int) -> dict[int, int]:
     """Logical bit -> physical bit: ``fixed``, then the other logical bits in order onto the
     other physical bits in order."""
@@ -1388,7 +1597,10 @@ def _kernel_kw(group: int, head: int, block_size: int, block_n: int, prefetch: b
         # the ring: PIPE tiles back to back, rounded up to a power of two (shared allocations
         # must have power-of-two shapes)
         ring = 1 << (pipe * block_n * stride_s - 1).bit_length()
-        kw.update(_swap_layouts(head, block_n), RING_BYTES=ring, TRIGGER=trigger, TRACE=traced,
+        layouts = (_int4_layouts(head, block_n) if kv_mode == KV_MODE_INT4_PTH else
+                   dict(_swap_layouts(head, block_n), HB=head, LQ2=None, LO2=None, QBITS=0,
+                        ROT=1.0))
+        kw.update(layouts, RING_BYTES=ring, TRIGGER=trigger, TRACE=traced,
                   **merge_kw(group, head, merge))
     else:
         kw.update(PREFETCH=prefetch, **_layouts(head, block_n, pipe))
@@ -1400,6 +1612,8 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
                  block_n: int, prefetch: bool, pipe: int, swap: bool,
                  pdl: bool = False, trace: torch.Tensor | None = None,
                  cnt: torch.Tensor | None = None, merge: int = 0) -> tuple[tuple, dict, tuple]:
+    if args.KV_MODE == KV_MODE_INT4_PTH and not swap:
+        raise ValueError("INT4 caches run the swapped-operand kernel only (swap=True)")
     if pipe not in ((2, 3, 4) if swap else (0, 2, 4)):
         raise ValueError(f"pipe must be 2, 3 or 4 with swapped operands, 0, 2 or 4 without, "
                          f"got {pipe}")
@@ -1408,10 +1622,11 @@ def _launch_args(query, out, po, pml, args, block_tables, seq_lens, group: int, 
                          f"tiles of at most two pages, got group {group}, head {head}, block size "
                          f"{block_size}, block_n {block_n}")
     slot = (args.STRIDE_S, args.V_OFF, 4 * args.KS_OFF, 4 * args.VS_OFF)
-    if swap and slot != (2 * head + 8, head + 4, head, 2 * head + 4):
+    hb = head // 2 if args.KV_MODE == KV_MODE_INT4_PTH else head  # code bytes per K or V row
+    if swap and slot != (2 * hb + 8, hb + 4, hb, 2 * hb + 4):
         # `_flat_read`'s padded views (pitch, V and scale spacing) are built for this slot
         raise ValueError(f"swapped operands read vLLM's per-token-head slot (K, k scale, V, "
-                         f"v scale: {2 * head + 8} bytes at head {head}), got slot bytes, V, k "
+                         f"v scale: {2 * hb + 8} bytes at head {head}), got slot bytes, V, k "
                          f"scale and v scale offsets {slot}")
     pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1), po, pml,
            po if cnt is None else cnt, args.k, args.s, args.stride_cb, args.stride_ch,

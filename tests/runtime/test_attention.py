@@ -104,7 +104,8 @@ def test_split_merge_runs_as_a_kernel_unless_fused_is_asked_for():
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype,head,hq,hkv", [
     ("int8_per_token_head", 128, 32, 8), ("fp8_per_token_head", 64, 64, 8),
-    ("fp8", 128, 32, 8), ("fp8", 64, 16, 8), ("bfloat16", 64, 64, 8)])
+    ("int4_per_token_head", 128, 32, 8), ("fp8", 128, 32, 8), ("fp8", 64, 16, 8),
+    ("bfloat16", 64, 64, 8)])
 def test_gluon_fused_merge_matches_the_merge_kernel(cuda_device, kv_cache_dtype, head, hq, hkv):
     """The Gluon kernels (swapped operands, FP8 per-tensor with one and two kv heads per
     program, bf16 at head 64) merging their splits themselves: eager, bound (``max_seq_len``)
@@ -355,7 +356,8 @@ def test_gluon_decode_matches_reference(cuda_device, kv_cache_dtype, head, hq, h
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head",
+                                            "int4_per_token_head"])
 @pytest.mark.parametrize("head,hq,hkv", [(128, 32, 8), (64, 64, 8), (256, 16, 4), (128, 8, 8),
                                          (64, 28, 4), (128, 12, 2)])
 @pytest.mark.parametrize("block_n,block_size,num_splits", [
@@ -366,9 +368,10 @@ def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
     columns, P^T transposed across the warp) computes the reference function: odd lengths, a
     1-token sequence, splits, 16- and 32-key tiles in 16/32/64-slot pages (a 32-key tile spans
     two 16-slot pages). Queries are also scaled by 25: a sharp softmax whose running max keeps
-    moving across tiles."""
+    moving across tiles. INT4 runs the same kernel over packed nibbles with zero points, the
+    query rotated into the cache's Hadamard basis and the output rotated back in the kernel."""
     pytest.importorskip("triton.experimental.gluon")
-    if head == 256 and block_n == 32:
+    if head == 256 and block_n == 32 and kv_cache_dtype != "int4_per_token_head":
         pytest.skip("head 256 runs 16-key tiles (registers)")
     gen = torch.Generator(device="cuda").manual_seed(13)
     layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
@@ -385,6 +388,7 @@ def test_gluon_swap_matches_reference(cuda_device, kv_cache_dtype, head, hq, hkv
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype,kernel", [("int8_per_token_head", "gluon"),
                                                    ("fp8_per_token_head", "gluon"),
+                                                   ("int4_per_token_head", "gluon"),
                                                    ("bfloat16", "triton")])
 def test_split_merge_as_dependent_launch_in_a_cuda_graph(cuda_device, kv_cache_dtype, kernel):
     """The split-K merge launched as a programmatic dependent of the attention kernel (the
@@ -421,7 +425,8 @@ def test_split_merge_as_dependent_launch_in_a_cuda_graph(cuda_device, kv_cache_d
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head",
+                                            "int4_per_token_head"])
 @pytest.mark.parametrize("block_n,block_size", [(16, 16), (32, 16), (16, 64)])
 def test_gluon_flat_window_ignores_the_key_before_it(cuda_device, kv_cache_dtype, block_n,
                                                      block_size):
@@ -673,6 +678,54 @@ def test_gluon_swap_launch_checks_the_slot_layout():
             attention_gluon._launch_args(q, q, q, q, moved, bt, lens, **common)
 
 
+def test_gluon_int4_reads_are_conflict_free_where_the_pitch_allows():
+    """INT4 slots are head + 8 bytes (136 at head 128): each lane reads 4 bytes of K or V, and
+    the lane bits chosen read a 16-key tile's registers in the fewest wavefronts there are
+    (head 256: one per read; heads 64/128, whose pitch is an even number of words, two). The
+    layouts build at every head and tile size, and the launch arguments of a real INT4 cache
+    carry its half-width rows, the rotation scale and the bits of the query's two-step
+    rotation (checked without a GPU: no launch)."""
+    pytest.importorskip("triton.experimental.gluon")
+    import itertools
+
+    from kvplan.runtime import attention_gluon as ag
+    from kvplan.runtime._common import cache_args
+    def reads(lanes, pitch, byte_bits, v_off=None):  # wavefronts per read, K (or V at v_off)
+        other = [1 << b for b in byte_bits if b not in lanes]
+        if v_off is None:
+            lane_off, regs = [1 << lanes[0], 1 << lanes[1], pitch, 2 * pitch, 4 * pitch], [8 * pitch]
+        else:
+            lane_off = [2 * pitch, 4 * pitch] + [1 << b for b in lanes]
+            regs = [pitch, 8 * pitch]
+        regs += other
+        return ag._read_cost(lane_off, regs, v_off or 0) / (1 << len(regs))
+
+    for head in (64, 128, 256):
+        L, pitch = head.bit_length() - 1, head + 8
+        (k0, k1), v = ag._int4_lane_bits(head)
+        bits = range(2, L - 1)
+        best_k = min(reads(c, pitch, bits) for c in itertools.combinations(bits, 2))
+        assert reads((k0 - 1, k1 - 1), pitch, bits) == best_k == (1 if head == 256 else 2)
+        best_v = min(reads(c, pitch, bits, head // 2 + 4)
+                     for c in itertools.combinations(bits, 3))
+        assert reads(tuple(b - 1 for b in v), pitch, bits, head // 2 + 4) == best_v
+        for block_n in (16, 32):
+            lay = ag._int4_layouts(head, block_n)
+            assert lay["HB"] == head // 2 and lay["ROT"] == pytest.approx(head ** -0.5)
+            assert lay["QBITS"] == (head - 1) & ~3  # physical bits 0, 1 sit on LQ's registers
+    args = cache_args(allocate_kv_cache(LayerLayout.simple("int4_per_token_head", 2, 128), 4,
+                                        16, "cpu"))
+    q = torch.zeros(3, 8, 128, dtype=torch.bfloat16)
+    bt, lens = torch.zeros(3, 4, dtype=torch.int32), torch.ones(3, dtype=torch.int32)
+    common = dict(group=4, head=128, block_size=16, q_scale=1.0, sliding_window=0,
+                  num_splits=2, block_n=16, prefetch=True, pipe=3)
+    _pos, kw, _ = ag._launch_args(q, q, q, q, args, bt, lens, swap=True, **common)
+    assert kw["KV_MODE"] == 4 and kw["HB"] == 64 and kw["STRIDE_S"] == 136
+    assert kw["RING_BYTES"] >= 3 * 16 * 136
+    with pytest.raises(ValueError, match="swapped-operand kernel only"):
+        ag._launch_args(q, q, q, q, args, bt, lens, swap=False, **common)
+
+
 def test_gluon_swap_trace_is_an_extra_argument_only_when_asked():
     """The per-program trace (bench/trace_decode.py) is compiled in only with a trace buffer:
     without one the swapped-operand launch passes a placeholder and TRACE=False; the round-8
@@ -733,15 +786,17 @@ def test_gluon_kernel_refuses_what_it_does_not_run(device):
     gen = torch.Generator(device=device).manual_seed(1)
     layout = LayerLayout.simple("int4_per_token_head", 2, 64)
     batch = build_paged_batch(layout, [20, 9], 16, device, gen)
-    with pytest.raises(ValueError, match="gluon kernel"):
-        _decode(batch, 4, gen, device, config=AttentionConfig(kernel="gluon"))
+    with pytest.raises(ValueError, match="gluon kernel"):  # INT4: swapped operands only
+        _decode(batch, 4, gen, device, config=AttentionConfig(kernel="gluon", swap=False))
+    with pytest.raises(ValueError, match="gluon kernel"):  # 16 query heads per kv head
+        _decode(batch, 32, gen, device, config=AttentionConfig(kernel="gluon"))
     with pytest.raises(ValueError, match="unknown kernel"):
         _decode(batch, 4, gen, device, config=AttentionConfig(kernel="cuda"))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head",
-                                            "bfloat16", "fp8"])
+                                            "int4_per_token_head", "bfloat16", "fp8"])
 @pytest.mark.parametrize("block_size,window", [(32, None), (64, None), (16, 1500), (64, 1100)])
 @pytest.mark.parametrize("head", [128, 64])
 def test_decode_default_on_gpu(cuda_device, kv_cache_dtype, block_size, window, head):
@@ -782,16 +837,16 @@ def test_fp8t_heads_per_program_default():
 
 def test_default_decode_kernel_choice(device):
     """The Triton kernel runs wherever the Gluon kernel does not apply: on the CPU interpreter,
-    for INT4 caches, for bf16/fp16 caches at heads other than 64 or with a query of another
-    dtype, for prefill, for short contexts and windows (under 1024 keys), and when a Triton-only
-    launch setting is given."""
+    for bf16/fp16 caches at heads other than 64 or with a query of another dtype, for prefill,
+    for short contexts and windows (under 1024 keys), and when a Triton-only launch setting is
+    given. INT4 caches run the swapped-operand Gluon kernel on a GPU like INT8/FP8."""
     from kvplan.runtime._common import cache_args
     from kvplan.runtime.attention import _use_gluon
     gen = torch.Generator(device=device).manual_seed(2)
     q = torch.randn(2, 8, 64, device=device, dtype=torch.bfloat16, generator=gen)
     for dtype in ("bfloat16", "int4_per_token_head", "int8_per_token_head", "fp8"):
         args = cache_args(allocate_kv_cache(LayerLayout.simple(dtype, 2, 64), 4, 16, device))
-        on_gpu = device == "cuda" and dtype != "int4_per_token_head"
+        on_gpu = device == "cuda"
         assert _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True) == on_gpu
         assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, False)
         assert not _use_gluon(AttentionConfig(), q, args, 4, 64, 16, True, lambda: 128)
