@@ -1,4 +1,5 @@
-"""Paged decode attention over INT8/FP8 per-token-head caches, written in Gluon (explicit layouts).
+"""Paged decode attention over INT8/FP8/INT4 per-token-head caches (and bf16/fp16 and FP8
+per-tensor ones), written in Gluon (explicit layouts).
 
 Why a second kernel: the Triton kernel (`kvplan.runtime.attention`) stages every K/V tile through
 shared memory, and the transposed 8-bit V operand is read back one byte at a time; at 8 warps per
@@ -20,6 +21,13 @@ rounds 9-10 in bench/NOTES-runtime.md): the keys are the 16 MMA rows and the gro
 so a group of 4-8 does not pad 16-row tiles. Its tiles are copied flat (each tile's bytes as they
 lie in the page, 16-byte copies of whole 128-byte lines, `_flat_issue`) and read in place through
 padded shared views (`_flat_read`).
+
+INT4 per-token-head caches (slots of D + 8 bytes: two nibbles per byte, Hadamard-rotated rows,
+asymmetric with the zero point in the scale's low mantissa bits) run the swapped-operand kernel
+too (KV_MODE 4, `_int4_layouts`): nibbles become biased fp16 with one prmt and one lop3 per
+byte (`_k_int4`, `_v_pairs_int4`), the bias, the high nibbles' factor 16 and the zero points are
+taken out per score or output column, and the query and output are rotated in the kernel
+(`_wht`).
 
 FP8 per-tensor caches (the FlashAttention layout: K and V planes of 1-byte codes) run the same
 swapped-operand math in `_gluon_fp8t_kernel`, fed by row copies (8 lanes per 128 contiguous bytes
