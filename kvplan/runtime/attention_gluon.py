@@ -1405,9 +1405,6 @@ def _swap_layouts(head: int, block_n: int, lanes: tuple | None = None) -> dict:
         + [[1 << pv[i], 0] for i in rest],
         lane_bases=[[0, 2], [0, 4]] + [[1 << pv[i], 0] for i in range(3)], warp_bases=[],
         block_bases=[], shape=[head, block_n])
-    qs, qo = _bit_order([qk[i] for i in range(L)], L, 0, 1)
-    ks, ko = _bit_order([qk[i] for i in range(L)], L, 1, 0)
-    vs, vo = _bit_order([pv[i] for i in range(L)], L, 0, 1)
 
     # Copies: [chunks, 16 bytes] with one 16-byte chunk per lane and instruction (4 whole 128-byte
     # lines: the L2 request rate, not DRAM, bounded copies that put 8 keys on the lanes of an
@@ -1420,9 +1417,7 @@ def _swap_layouts(head: int, block_n: int, lanes: tuple | None = None) -> dict:
         lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]], warp_bases=[], block_bases=[],
         shape=[block_n, 2])
     return dict(MMA=base["MMA"], AOP=base["AOP"], BOP=base["BOP"], LQ=lq, LK=lk,
-                LV_LOAD=lv_load, LVT=lvt, Q_SHAPE=tuple([*qs, 8]), Q_ORDER=_pack(qo),
-                K_SHAPE=tuple([block_n, *ks]), K_ORDER=_pack(ko), V_SHAPE=tuple([*vs, block_n]),
-                V_ORDER=_pack(vo), RANK=L + 1,
+                LV_LOAD=lv_load, LVT=lvt, **_swap_orders(qk, pv, L, block_n),
                 LC=gl.BlockedLayout([1, 16], [32, 1], [1, 1], [1, 0]),
                 RAW=gl.SwizzledSharedLayout(1, 1, 1, [1, 0]),
                 FLAT1=gl.SwizzledSharedLayout(1, 1, 1, [0]),
@@ -1430,7 +1425,20 @@ def _swap_layouts(head: int, block_n: int, lanes: tuple | None = None) -> dict:
                                                             [1, 0]),
                 PSC=gl.PaddedSharedLayout.with_identity_for([[1, pitch_words // 2 - 1]],
                                                             [block_n, 2], [1, 0]),
-                LSC=lsc, PV_BITS=_pack([pv[i] for i in range(L)]))
+                LSC=lsc)
+
+
+def _swap_orders(qk: dict[int, int], pv: dict[int, int], L: int, block_n: int) -> dict:
+    """The relabelling constexprs of the swapped-operand kernels: the reshape shapes and permute
+    orders that turn q^T [HEAD, 8], K [BLOCK_N, HEAD] and V^T [HEAD, BLOCK_N] from physical d
+    (bit permutations ``qk`` for q.K, ``pv`` for P.V: logical bit -> physical bit) into the
+    MMA's logical order, and PV_BITS, the output's logical -> physical d digits."""
+    qs, qo = _bit_order([qk[i] for i in range(L)], L, 0, 1)
+    ks, ko = _bit_order([qk[i] for i in range(L)], L, 1, 0)
+    vs, vo = _bit_order([pv[i] for i in range(L)], L, 0, 1)
+    return dict(Q_SHAPE=tuple([*qs, 8]), Q_ORDER=_pack(qo), K_SHAPE=tuple([block_n, *ks]),
+                K_ORDER=_pack(ko), V_SHAPE=tuple([*vs, block_n]), V_ORDER=_pack(vo), RANK=L + 1,
+                PV_BITS=_pack([pv[i] for i in range(L)]))
 
 
 @functools.cache
@@ -1480,16 +1488,11 @@ def _int4_layouts(head: int, block_n: int) -> dict:
         + [[1 << pv[i], 0] for i in rest_v],
         lane_bases=[[0, 2], [0, 4]] + [[1 << pv[i], 0] for i in range(3)], warp_bases=[],
         block_bases=[], shape=[head, block_n])
-    qs, qo = _bit_order([qk[i] for i in range(L)], L, 0, 1)
-    ks, ko = _bit_order([qk[i] for i in range(L)], L, 1, 0)
-    vs, vo = _bit_order([pv[i] for i in range(L)], L, 0, 1)
     raw = _swap_layouts(hb, block_n)  # the copies and raw-slot views of a head // 2 byte slot
     return dict(MMA=raw["MMA"], AOP=raw["AOP"], BOP=raw["BOP"], LQ=lq, LK=lk, LV_LOAD=lv_load,
-                LVT=lvt, Q_SHAPE=tuple([*qs, 8]), Q_ORDER=_pack(qo), K_SHAPE=tuple([block_n, *ks]),
-                K_ORDER=_pack(ko), V_SHAPE=tuple([*vs, block_n]), V_ORDER=_pack(vo), RANK=L + 1,
-                LC=raw["LC"], RAW=raw["RAW"], FLAT1=raw["FLAT1"], PKV=raw["PKV"],
-                PSC=raw["PSC"], LSC=raw["LSC"], PV_BITS=_pack([pv[i] for i in range(L)]),
-                HB=hb, LQ2=lq2, LO2=lo2, QBITS=(head - 1) & ~((1 << qk[0]) | (1 << qk[3])),
+                LVT=lvt, **_swap_orders(qk, pv, L, block_n), LC=raw["LC"], RAW=raw["RAW"],
+                FLAT1=raw["FLAT1"], PKV=raw["PKV"], PSC=raw["PSC"], LSC=raw["LSC"], HB=hb,
+                LQ2=lq2, LO2=lo2, QBITS=(head - 1) & ~((1 << qk[0]) | (1 << qk[3])),
                 ROT=float(head) ** -0.5)
 
 
