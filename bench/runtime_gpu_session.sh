@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -490,6 +490,23 @@ for step in $steps; do
         timeout 90 $PY bench/tune_prefill.py --shape 4,4096,0,32,8,128 \
           --modes bf16,int8_per_token_head 2>&1 | tee -a "$OUT/prefill-again.log"
       done ;;
+    round21f)  # the bf16 whole prompt against a 608 TFLOP/s SDPA: register split and cap of the
+      #          Hopper prefill kernel, and block sizes 16/32/64 (8/4/2 TMA box copies per
+      #          128-key tile and side)
+      for bs in 16 32 64; do
+        timeout 150 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --modes bf16 \
+          --block-size $bs --settings split=1,consumer_regs=232,consumer_regs=248,maxnreg=160,maxnreg=176,prefetch=0 \
+          2>&1 | tee -a "$OUT/prefill-sweep.log"
+      done ;;
+    round21g)  # the Hopper prefill kernel's query prefetch on and off, alternating, three times,
+      #          whole prompt and chunk, bf16 and the INT8 workspace
+      timeout 280 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
+        --modes bf16,int8_per_token_head --settings prefetch=1,prefetch=0,prefetch=1,prefetch=0,prefetch=1,prefetch=0 \
+        2>&1 | tee -a "$OUT/prefill-prefetch.log" ;;
+    round21h)  # the Hopper prefill kernel's new default (query prefetch off): its GPU tests
+      timeout 260 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "(prefill_hopper_gpu and True-2-False-True-False) or prefill_workspace or dispatch_to_the_hopper" \
+        2>&1 | tail -30 | tee "$OUT/pytest-21h.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -615,8 +615,12 @@ def ws_max_stages(head: int) -> int:
 #: consumer warpgroups as two partitions (``split``) taking turns at the tensor cores
 #: (``pingpong``), one program per multiprocessor walking the work items (``persistent``), the
 #: next item's query rows loaded and the last output stored under MMAs (``prefetch``; heads up
-#: to 128: at 256 the registers spill), the register split between partitions.
-WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=True, prefetch=True,
+#: to 128: at 256 the registers spill), the register split between partitions. ``prefetch`` is
+#: off since round 21: three alternating pairs on an H200 (bench/results/
+#: h200-round21g-prefill-prefetch-2026-11-29.log) ran the B4 x 4096 bf16 prompt in 1.116-1.145 ms
+#: without it against 1.162-1.166 with it, INT8 1.097-1.119 against 1.102-1.136, the 512-token
+#: chunk equal (bf16) or 1-4% faster (INT8); round 17 had measured it +2% on INT8 only.
+WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=True, prefetch=False,
                          producer_regs=24, consumer_regs=240, maxnreg=168)
 
 
