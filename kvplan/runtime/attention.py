@@ -597,8 +597,8 @@ class AttentionConfig:
     imma: int | None = None  # INT8 cache on int8 tensor cores: 1 = q.K (q -> int8 per row),
     #                          2 = also P.V (P*v_scale -> int8 per row and tile); 0 = fp16 dots
     v_reg: bool | None = None  # convert 8-bit V tiles in registers (no byte-wise shared reads)
-    kernel: str | None = None  # "triton" or "gluon" (bf16/fp16, FP8 per-tensor and INT8/FP8
-    #                            per-token-head decode in one-warp programs,
+    kernel: str | None = None  # "triton" or "gluon" (bf16/fp16, FP8 per-tensor and INT8/FP8/
+    #                            INT4 per-token-head decode in one-warp programs,
     #                            kvplan.runtime.attention_gluon), "prefill" (the
     #                            prefill kernel, kvplan.runtime.prefill); None = measured default
     pipe: int | None = None  # gluon only: asynchronous-copy stages 2 (default) or 4; 0 = tiles
@@ -1073,7 +1073,7 @@ _GLUON_INT4_TILES = {64: (4, 32), 128: (2, 32), 256: (2, 16)}
 
 def _gluon_decode(query, cache, block_tables, seq_lens, out, args, cfg, scale,
                   keys_read: Callable[[], int]):
-    """The Gluon decode kernels (bf16/fp16, FP8 per-tensor, INT8/FP8 per-token-head; GPU only),
+    """The Gluon decode kernels (bf16/fp16, FP8 per-tensor, INT8/FP8/INT4 per-token-head; GPU only),
     with the Triton merge step."""
     lay = cache.layout
     _, hq, d = query.shape
