@@ -755,8 +755,7 @@ def _gluon_swap_kernel(
         q_row2 = seq.to(gl.int64) * stride_qt + (kvh * GROUP + qh2) * stride_qh
         qmask2 = (qd2 < HEAD)[:, None] & (qh2 < GROUP)[None, :]
         q = gl.load(q_ptr + q_row2[None, :] + qd2[:, None], mask=qmask2, other=0.0)
-        q = gl.convert_layout(_wht(q.to(gl.float32), QBITS, HEAD, 8), LQ2)
-        q = gl.convert_layout(q, LQ)
+        q = gl.convert_layout(_wht(q.to(gl.float32), QBITS, HEAD, 8), LQ)
         q = gl.convert_layout(_wht(q, (HEAD - 1) ^ QBITS, HEAD, 8), LQ)
         hi = (qd & 1)[:, None] == 1
         q = q * (q_scale * ROT)
