@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -507,6 +507,55 @@ for step in $steps; do
       timeout 260 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
         -k "(prefill_hopper_gpu and True-2-False-True-False) or prefill_workspace or dispatch_to_the_hopper" \
         2>&1 | tail -30 | tee "$OUT/pytest-21h.log" ;;
+    round22)  # the Hopper prefill kernel's query rows by TMA from the producer: its GPU tests at
+      #          the default settings and with the consumers' register loads (qtma off)
+      timeout 280 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "(prefill_hopper_gpu and (True-2-False-True-False-True or True-2-False-True-True-False)) or prefill_workspace or dispatch_to_the_hopper" \
+        2>&1 | tail -30 | tee "$OUT/pytest-22.log" ;;
+    round22b)  # query by TMA on and off, alternating, three times: whole prompt and chunk at head
+      #          128, bf16 and the INT8 workspace; the head-64 chunk
+      timeout 200 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
+        --modes bf16,int8_per_token_head --settings qtma=0,qtma=1,qtma=0,qtma=1,qtma=0,qtma=1 \
+        2>&1 | tee -a "$OUT/prefill-qtma.log"
+      timeout 100 $PY bench/tune_hopper_prefill.py --shape 2,2048,16384,64,8,64 --shape 2,2048,0,16,4,256 \
+        --modes bf16 --settings qtma=0,qtma=1,qtma=0,qtma=1 \
+        2>&1 | tee -a "$OUT/prefill-qtma.log" ;;
+    round22c)  # the rest of the Hopper prefill kernel's GPU tests (other settings); the final
+      #          build's query by TMA on and off
+      timeout 320 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "prefill_hopper_gpu and not True-2-False-True-False-True and not True-2-False-True-True-False" \
+        2>&1 | tail -30 | tee "$OUT/pytest-22c.log"
+      timeout 80 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --modes bf16,int8_per_token_head \
+        --settings qtma=0,qtma=1,qtma=0,qtma=1 2>&1 | tee -a "$OUT/prefill-final.log" ;;
+    round22d)  # page rows held whole by every producer lane (no reductions): the default-setting
+      #          tests; the bf16 whole prompt at block sizes 16/32/64 (8/4/2 copies per tile and
+      #          side) and a register split that spares the producer its spill
+      timeout 200 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "prefill_hopper_gpu and True-2-False-True-False-True" 2>&1 | tail -30 | tee "$OUT/pytest-22d.log"
+      for bs in 16 32 64; do
+        timeout 100 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --modes bf16 \
+          --block-size $bs --settings qtma=1,producer_regs=40:consumer_regs=232,qtma=1,producer_regs=40:consumer_regs=232 \
+          2>&1 | tee -a "$OUT/prefill-bs.log"
+      done ;;
+    round22e)  # (run on a build since reverted: the V release moved after the next S MMA, NOTES
+      #          round 22) timings, then the default-setting tests
+      timeout 150 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
+        --modes bf16,int8_per_token_head --settings qtma=1,pingpong=1,qtma=1,split=0,qtma=1 \
+        2>&1 | tee -a "$OUT/prefill-late-v.log"
+      timeout 90 $PY bench/tune_hopper_prefill.py --shape 2,2048,16384,64,8,64 --shape 2,2048,0,16,4,256 \
+        --modes bf16 --settings qtma=1,pingpong=1,qtma=1 2>&1 | tee -a "$OUT/prefill-late-v.log"
+      timeout 200 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "prefill_hopper_gpu and True-2-False-True-False-True" 2>&1 | tail -30 | tee "$OUT/pytest-22e.log" ;;
+    round22f)  # (run on a build since reverted: the P.V wait pinned below the softmax, NOTES
+      #          round 22) timings, then the tests at the default settings and with qtma off
+      timeout 150 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
+        --modes bf16,int8_per_token_head --settings qtma=1,pingpong=1,qtma=1,split=0,qtma=1 \
+        2>&1 | tee -a "$OUT/prefill-pin.log"
+      timeout 90 $PY bench/tune_hopper_prefill.py --shape 2,2048,16384,64,8,64 --shape 2,2048,0,16,4,256 \
+        --modes bf16 --settings qtma=1,pingpong=1,qtma=1 2>&1 | tee -a "$OUT/prefill-pin.log"
+      timeout 250 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "prefill_hopper_gpu and (True-2-False-True-False-True or True-2-False-True-True-False)" \
+        2>&1 | tail -30 | tee "$OUT/pytest-22f.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -17,18 +17,25 @@ bf16/fp16 caches the Triton prefill kernel (`kvplan.runtime.prefill`) reads:
   ``[blocks * block_size, Hkv * D]`` matrix) into its slice of the tile. Pages outside the keys
   a query block sees (past its last key, before its window) are replaced by the nearest page
   it does see (their scores are masked), so every copy reads written, finite memory and every
-  stage receives the same byte count. The producer loads the next tile's block-table entries
-  while it waits for a stage. The dequantized workspace of 8-bit caches
-  (`prefill.dequantize_pages`) is contiguous per sequence, so there a tile is one copy
-  (``CONTIG``).
+  stage receives the same byte count. The producer loads each tile's block-table entries
+  (every lane holds them all, so picking one is a register) before it waits for a stage.
+  The dequantized workspace of 8-bit caches (`prefill.dequantize_pages`) is contiguous per
+  sequence, so there a tile is one copy (``CONTIG``).
 * **Overlapped MMAs.** In the loop, ``S_j = Q K_j^T`` is issued, then ``O += P_{j-1} V_{j-1}``
   (P from registers), then the softmax of ``S_j`` runs while the P.V MMA is still in flight.
   ``pingpong`` makes the two warpgroups take turns at issuing their MMAs (FlashAttention-3's
   scheduling); measured no better here, it is off by default.
+* **Query rows by TMA.** The producer also copies each item's query rows (``qtma``, the
+  default): the query ``[tokens, Hq, D]`` (any view with 16-byte strides, such as the Q part of
+  a fused QKV output) is read as ``[tokens, GROUP_PAD, D]`` boxes, one per consumer, into a
+  ring of two buffers per consumer (one at head 256), so the next item's rows land while this
+  one runs. The output goes to its store layout through the item's query buffer (free once the
+  last S MMA is done), which then returns to the producer. Queries TMA cannot read are loaded
+  by the consumers.
 * **Persistent.** By default one program per multiprocessor walks the work items (a query block
   of one kv head), longest first in snake order (`_item`); the K/V ring runs on from one item
-  to the next, the next item's query rows load under the last P.V MMA, and each output is
-  stored under the next item's first MMA (``prefetch``; heads up to 128).
+  to the next. Without ``qtma``, the next item's query rows can load under the last P.V MMA and
+  each output be stored under the next item's first MMA (``prefetch``; heads up to 128).
 * **Masks only where needed.** Key tiles are walked in three ranges as in the Triton kernel:
   a sliding window's lower edge (masked), tiles every query row sees whole (no mask), the causal
   diagonal (masked). The first tile is peeled off to start the overlap.
@@ -130,28 +137,46 @@ def _page_rows(bt_row, seq, seq_pages, start, first_key, last_key, BLOCK_N: gl.c
 
 
 @gluon.jit
-def _producer(k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-              bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
-              num_kv_heads, seq_pages,
-              HEAD: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
-              BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr):
+def _producer(k_desc, v_desc, q_desc, k_bufs, v_bufs, q_bufs, k_ready, v_ready, k_empty,
+              v_empty, q_ready, q_empty, bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window,
+              num_q_blocks, num_seqs, num_kv_heads, seq_pages,
+              GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
+              BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
+              STAGES: gl.constexpr, CONTIG: gl.constexpr, CONSUMERS: gl.constexpr,
+              QTMA: gl.constexpr, QBUFS: gl.constexpr):
+    """The TMA copies: each item's query rows (``QTMA``; one ``[tokens, GROUP_PAD, D]`` box per
+    consumer into its ring of ``QBUFS`` query buffers), then its K/V tiles."""
     BOX: gl.constexpr = BLOCK_N if CONTIG else BLOCK_SIZE
     NP: gl.constexpr = BLOCK_N // BOX
-    PL: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    # every lane holds all the tile's page rows: picking one is a register, not a reduction
+    PL: gl.constexpr = gl.BlockedLayout([NP], [32], [1], [0])
     TILE_BYTES: gl.constexpr = BLOCK_N * HEAD * k_desc.dtype.primitive_bitwidth // 8
+    QTOK: gl.constexpr = BLOCK_Q // CONSUMERS  # query tokens of one consumer's rows
+    Q_BYTES: gl.constexpr = QTOK * GROUP_PAD * HEAD * k_desc.dtype.primitive_bitwidth // 8
     num_items = num_q_blocks * num_seqs * num_kv_heads
     tb = 0  # tiles of earlier items: the ring continues across items
+    qi = 0  # items with query rows so far (the query buffers' ring)
     for k in range(gl.cdiv(num_items, gl.num_programs(0))):
         item = _item(k, num_items)
         if item < num_items:
-            kvh, seq, _q0, _qs, _ql, _ctx, lo, hi, lo_tile, _flo, _fhi, n_tiles = _span(
+            kvh, seq, q0, q_start, _ql, _ctx, lo, hi, lo_tile, _flo, _fhi, n_tiles = _span(
                 item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
                 BLOCK_Q, BLOCK_N)
+            if QTMA and n_tiles > 0:
+                qb = qi % QBUFS
+                for c in gl.static_range(CONSUMERS):
+                    mbarrier.wait(q_empty.index(c * QBUFS + qb), ((qi // QBUFS) & 1) ^ 1)
+                    mbarrier.expect(q_ready.index(c * QBUFS + qb), Q_BYTES)
+                    _tma_load(q_desc, [q_start + q0 + c * QTOK, kvh * GROUP, 0],
+                              q_ready.index(c * QBUFS + qb),
+                              q_bufs.index(c * QBUFS + qb).reshape([QTOK, GROUP_PAD, HEAD]))
+                qi += 1
             col = kvh * HEAD
             bt_row = bt_ptr + seq.to(gl.int64) * stride_bt
-            rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile, lo, hi - 1, BLOCK_N,
-                                 BLOCK_SIZE, CONTIG, PL)
             for t in range(n_tiles):
+                # the tile's block-table entries, loading while this warp waits for a stage
+                rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile + t * BLOCK_N, lo, hi - 1,
+                                     BLOCK_N, BLOCK_SIZE, CONTIG, PL)
                 s = (tb + t) % STAGES
                 ph = ((tb + t) // STAGES) & 1
                 mbarrier.wait(k_empty.index(s), ph ^ 1)
@@ -166,9 +191,6 @@ def _producer(k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty
                     row = gl.sum(gl.where(i == c, rows, 0), axis=0)
                     _tma_load(v_desc, [row, col], v_ready.index(s),
                               v_bufs.index(s).slice(c * BOX, BOX))
-                # the next tile's block-table entries, loading while this warp waits for a stage
-                rows, i = _page_rows(bt_row, seq, seq_pages, lo_tile + (t + 1) * BLOCK_N, lo,
-                                     hi - 1, BLOCK_N, BLOCK_SIZE, CONTIG, PL)
             tb += n_tiles
 
 
@@ -212,7 +234,11 @@ def _step(q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, t, 
           S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, MASK: gl.constexpr,
           ME: gl.constexpr, PINGPONG: gl.constexpr):
     """Ring tile ``t`` (key ``start``; turn ``g``): S_t issued, then O += P_{t-1} V_{t-1},
-    then S_t's softmax while that MMA runs."""
+    then S_t's softmax. In the source the softmax runs while that MMA is in flight; in the
+    SASS ptxas places the MMA's wait (and the V stage's release after it) above the softmax,
+    and the two warpgroups overlap each other's MMAs instead. Keeping the wait below the
+    softmax (a wgmma fence that depends on the row sums between them) was measured slower:
+    bench/NOTES-runtime.md, round 22."""
     cur = t % STAGES
     prev = (t - 1) % STAGES
     mbarrier.wait(k_ready.index(cur), (t // STAGES) & 1)
@@ -268,18 +294,21 @@ def _load_q(item, ok, q_ptr, stride_qt, stride_qh, seq_lens_ptr, qsl_ptr, window
 
 
 @gluon.jit
-def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem, k_bufs, v_bufs,
-              k_ready, v_ready, k_empty, v_empty, turns, seq_lens_ptr, qsl_ptr, window,
-              num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale,
+def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_bufs, k_bufs, v_bufs,
+              k_ready, v_ready, k_empty, v_empty, q_ready, q_empty, turns, seq_lens_ptr, qsl_ptr,
+              window, num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale,
               GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
               BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
               S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr,
-              ME: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr):
+              ME: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr,
+              QTMA: gl.constexpr, QBUFS: gl.constexpr):
     """Rows ``ROW0 .. ROW0 + ROWS`` of each query block (all of it, or one warpgroup's half:
-    consumer ``ME``), item after item. ``PREFETCH``: the next item's query rows are loaded
-    while this one's last MMA runs, and this item's output is stored once the next item's
-    first MMA is issued (registers for both: not at head 256)."""
+    consumer ``ME``), item after item. ``QTMA``: the producer copies the query rows into this
+    consumer's ring of ``QBUFS`` buffers; otherwise they are loaded here. ``PREFETCH`` (not
+    with ``QTMA``): the next item's query rows are loaded while this one's last MMA runs, and
+    this item's output is stored once the next item's first MMA is issued (registers for
+    both: not at head 256)."""
     BLOCK_Q: gl.constexpr = BLOCK_M // GROUP_PAD
     num_items = num_q_blocks * num_seqs * num_kv_heads
     o_off = gl.zeros([ROWS], gl.int64, gl.SliceLayout(1, IO_L))
@@ -295,16 +324,17 @@ def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem, 
         o = q
     tb = 0  # ring tiles of earlier items
     gb = 0  # ping-pong turns of earlier items
+    qi = 0  # items with query rows so far (the query buffers' ring)
     for k in range(gl.cdiv(num_items, gl.num_programs(0))):
         item = _item(k, num_items)
         if item < num_items:
-            tb, gb, q, o, o_off, o_ok = _consume_item(
-                item, _item(k + 1, num_items), num_items, tb, gb, q, o, o_off, o_ok, q_ptr,
-                stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_smem, k_bufs, v_bufs,
-                k_ready, v_ready, k_empty, v_empty, turns, seq_lens_ptr, qsl_ptr, window,
-                num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD,
-                HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, ME, PINGPONG,
-                PREFETCH)
+            tb, gb, qi, q, o, o_off, o_ok = _consume_item(
+                item, _item(k + 1, num_items), num_items, tb, gb, qi, q, o, o_off, o_ok, q_ptr,
+                stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_bufs, k_bufs, v_bufs,
+                k_ready, v_ready, k_empty, v_empty, q_ready, q_empty, turns, seq_lens_ptr,
+                qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale, GROUP,
+                GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, ME,
+                PINGPONG, PREFETCH, QTMA, QBUFS)
     if PREFETCH:
         _store_o(o, o_off, o_ok, o_ptr, HEAD, IO_L)
 
@@ -316,18 +346,20 @@ def _store_o(o, o_off, o_ok, o_ptr, HEAD: gl.constexpr, IO_L: gl.constexpr):
 
 
 @gluon.jit
-def _consume_item(item, next_item, num_items, tb, gb, q, o, o_off, o_ok, q_ptr, stride_qt,
-                  stride_qh, o_ptr, stride_ot, stride_oh, q_smem, k_bufs, v_bufs, k_ready,
-                  v_ready, k_empty, v_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
-                  num_seqs, num_kv_heads, s_scale, out_scale, GROUP: gl.constexpr,
-                  GROUP_PAD: gl.constexpr, HEAD: gl.constexpr, BLOCK_Q: gl.constexpr,
-                  ROW0: gl.constexpr, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
-                  STAGES: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
-                  IO_L: gl.constexpr, ME: gl.constexpr, PINGPONG: gl.constexpr,
-                  PREFETCH: gl.constexpr):
-    """One work item, its query rows ``q`` already loaded (``PREFETCH``; else loaded here);
-    (``o``, ``o_off``, ``o_ok``): the previous item's output, still to be stored. Returns the
-    ring-tile and turn counters after it, the next item's query rows and this item's output."""
+def _consume_item(item, next_item, num_items, tb, gb, qi, q, o, o_off, o_ok, q_ptr, stride_qt,
+                  stride_qh, o_ptr, stride_ot, stride_oh, q_bufs, k_bufs, v_bufs, k_ready,
+                  v_ready, k_empty, v_empty, q_ready, q_empty, turns, seq_lens_ptr, qsl_ptr,
+                  window, num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale,
+                  GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
+                  BLOCK_Q: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_L: gl.constexpr,
+                  O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr, ME: gl.constexpr,
+                  PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, QTMA: gl.constexpr,
+                  QBUFS: gl.constexpr):
+    """One work item, its query rows ``q`` already loaded (``PREFETCH``), copied by the producer
+    (``QTMA``: query buffer ``qi % QBUFS``) or loaded here; (``o``, ``o_off``, ``o_ok``): the
+    previous item's output, still to be stored. Returns the ring-tile, turn and query-buffer
+    counters after it, the next item's query rows and this item's output."""
     _kvh, _seq, q0, _qs, q_len, ctx, _lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
         item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q,
         BLOCK_N)
@@ -336,14 +368,19 @@ def _consume_item(item, next_item, num_items, tb, gb, q, o, o_off, o_ok, q_ptr, 
     off_out = o_off
     ok_out = o_ok
     if n_tiles > 0:
-        if PREFETCH:
-            q_smem.store(q)
+        qbuf = ME * QBUFS + qi % QBUFS
+        q_smem = q_bufs.index(qbuf)
+        if QTMA:
+            mbarrier.wait(q_ready.index(qbuf), (qi // QBUFS) & 1)
         else:
-            q_smem.store(_load_q(item, True, q_ptr, stride_qt, stride_qh, seq_lens_ptr, qsl_ptr,
-                                 window, num_q_blocks, num_seqs, num_kv_heads, GROUP, GROUP_PAD,
-                                 HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L))
-        fence_async_shared()
-        _partition_barrier()
+            if PREFETCH:
+                q_smem.store(q)
+            else:
+                q_smem.store(_load_q(item, True, q_ptr, stride_qt, stride_qh, seq_lens_ptr,
+                                     qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, GROUP,
+                                     GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L))
+            fence_async_shared()
+            _partition_barrier()
 
         srows = ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, S_L))
         pos = ctx - q_len + q0 + srows // GROUP_PAD
@@ -401,7 +438,17 @@ def _consume_item(item, next_item, num_items, tb, gb, q, o, o_off, o_ok, q_ptr, 
 
         inv_l = out_scale / gl.where(l_i > 0, l_i, 1.0)
         o32 = acc * gl.convert_layout(inv_l, gl.SliceLayout(1, O_L))[:, None]
-        o_new = gl.convert_layout(o32.to(o_ptr.dtype.element_ty), IO_L)
+        if QTMA:
+            # to the store layout through this item's query buffer (its last reader, the last
+            # S MMA, is done), then the buffer goes back to the producer
+            q_smem.store(o32.to(o_ptr.dtype.element_ty))
+            _partition_barrier()
+            o_new = q_smem.load(IO_L)
+            fence_async_shared()  # these accesses before the next TMA write of the buffer
+            mbarrier.arrive(q_empty.index(qbuf), count=1)
+            qi += 1
+        else:
+            o_new = gl.convert_layout(o32.to(o_ptr.dtype.element_ty), IO_L)
         tok, head, ok_new = _rows(item, True, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
                                   num_seqs, num_kv_heads, GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0,
                                   ROWS, BLOCK_N, IO_L)
@@ -418,37 +465,46 @@ def _consume_item(item, next_item, num_items, tb, gb, q, o, o_off, o_ok, q_ptr, 
         q_out = _load_q(next_item, next_item < num_items, q_ptr, stride_qt, stride_qh,
                         seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
                         GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L)
-    return tb, gb, q_out, o_out, off_out, ok_out
+    return tb, gb, qi, q_out, o_out, off_out, ok_out
 
 
 @gluon.jit
 def _ws_prefill_kernel(
-    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, k_desc, v_desc,
+    q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, k_desc, v_desc, q_desc,
     bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, s_scale, out_scale, window, num_q_blocks,
     num_seqs, num_kv_heads, seq_pages,
     GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr, BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr,
-    SPLIT: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, S_L: gl.constexpr,
-    O_L: gl.constexpr, P_L: gl.constexpr,
+    SPLIT: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, QTMA: gl.constexpr,
+    QBUFS: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
     IO_L: gl.constexpr, Q_SL: gl.constexpr, KV_SL: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
 ):
     """``SPLIT``: the two consumer warpgroups are two partitions (64 query rows each) that
     release stages independently (each mbarrier counts both); otherwise one 8-warp partition,
-    whose every stage release synchronizes its 8 warps."""
+    whose every stage release synchronizes its 8 warps. ``QTMA``: the producer also copies the
+    query rows (``q_desc``: the query as a ``[tokens, Hq, D]`` tensor), into ``QBUFS`` buffers
+    per consumer."""
     dtype: gl.constexpr = k_desc.dtype
     CONSUMERS: gl.constexpr = 2 if SPLIT else 1
     ROWS: gl.constexpr = BLOCK_M // CONSUMERS
-    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, ROWS, HEAD], Q_SL)
+    q_bufs = gl.allocate_shared_memory(dtype, [CONSUMERS * QBUFS, ROWS, HEAD], Q_SL)
     k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD], KV_SL)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD], KV_SL)
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS * QBUFS, 1],
+                                        mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS * QBUFS, 1],
+                                        mbarrier.MBarrierLayout())
     turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(turns.index(0), count=1)
     mbarrier.init(turns.index(1), count=1)
+    for i in gl.static_range(CONSUMERS * QBUFS):
+        mbarrier.init(q_ready.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
@@ -459,31 +515,35 @@ def _ws_prefill_kernel(
     if SPLIT:
         gl.warp_specialize([
             (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
-                         q_smem.index(0), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-                         turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
+                         q_bufs, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, q_ready,
+                         q_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, PINGPONG, PREFETCH)),
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, PINGPONG, PREFETCH, QTMA,
+                         QBUFS)),
             (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
-                         q_smem.index(1), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-                         turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
+                         q_bufs, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, q_ready,
+                         q_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, ROWS,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 1, PINGPONG, PREFETCH)),
-            (_producer, (k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-                         bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
-                         num_seqs, num_kv_heads, seq_pages, HEAD, BLOCK_Q, BLOCK_N,
-                         BLOCK_SIZE, STAGES, CONTIG)),
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 1, PINGPONG, PREFETCH, QTMA,
+                         QBUFS)),
+            (_producer, (k_desc, v_desc, q_desc, k_bufs, v_bufs, q_bufs, k_ready, v_ready,
+                         k_empty, v_empty, q_ready, q_empty, bt_ptr, stride_bt, seq_lens_ptr,
+                         qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, seq_pages,
+                         GROUP, GROUP_PAD, HEAD, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, CONTIG,
+                         CONSUMERS, QTMA, QBUFS)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
-                         q_smem.index(0), k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-                         turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
+                         q_bufs, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, q_ready,
+                         q_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, False, PREFETCH)),
-            (_producer, (k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-                         bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
-                         num_seqs, num_kv_heads, seq_pages, HEAD, BLOCK_Q, BLOCK_N,
-                         BLOCK_SIZE, STAGES, CONTIG)),
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, False, PREFETCH, QTMA, QBUFS)),
+            (_producer, (k_desc, v_desc, q_desc, k_bufs, v_bufs, q_bufs, k_ready, v_ready,
+                         k_empty, v_empty, q_ready, q_empty, bt_ptr, stride_bt, seq_lens_ptr,
+                         qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, seq_pages,
+                         GROUP, GROUP_PAD, HEAD, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, CONTIG,
+                         CONSUMERS, QTMA, QBUFS)),
         ], [1], [PRODUCER_REGS])
 
 
@@ -605,6 +665,21 @@ def ws_prefill_usable(query: torch.Tensor, k: torch.Tensor | None, v: torch.Tens
                                      group, strides, contig))
 
 
+def query_tma_ok(query: torch.Tensor) -> bool:
+    """Whether the query ``[tokens, Hq, D]`` can be read by TMA: unit stride along D, 16-byte
+    aligned base and strides (true of any view of a packed QKV projection)."""
+    size = query.element_size()
+    return (query.dim() == 3 and query.stride(2) == 1 and query.data_ptr() % 16 == 0
+            and (query.stride(0) * size) % 16 == 0 and (query.stride(1) * size) % 16 == 0)
+
+
+def ws_query_buffers(head: int) -> int:
+    """Query buffers per consumer when the producer copies the query rows: two (the next
+    item's rows land during this one) while they fit shared memory next to the K/V ring, one
+    at head 256."""
+    return 2 if head <= 128 else 1
+
+
 def ws_max_stages(head: int) -> int:
     """The deepest K/V ring that fits an H100's 227 KB of shared memory next to the query tile
     (and the epilogue's layout-conversion scratch)."""
@@ -614,14 +689,20 @@ def ws_max_stages(head: int) -> int:
 #: Launch settings (`bench/tune_hopper_prefill.py` sweeps them): K/V ring stages, the two
 #: consumer warpgroups as two partitions (``split``) taking turns at the tensor cores
 #: (``pingpong``), one program per multiprocessor walking the work items (``persistent``), the
-#: next item's query rows loaded and the last output stored under MMAs (``prefetch``; heads up
-#: to 128: at 256 the registers spill), the register split between partitions. ``prefetch`` is
+#: query rows copied by the producer (``qtma``) or else the next item's query rows loaded and
+#: the last output stored under MMAs (``prefetch``; heads up to 128: at 256 the registers
+#: spill), the register split between partitions. ``prefetch`` is
 #: off since round 21: three alternating pairs on an H200 (bench/results/
 #: h200-round21g-prefill-prefetch-2026-11-29.log) ran the B4 x 4096 bf16 prompt in 1.116-1.145 ms
 #: without it against 1.162-1.166 with it, INT8 1.097-1.119 against 1.102-1.136, the 512-token
 #: chunk equal (bf16) or 1-4% faster (INT8); round 17 had measured it +2% on INT8 only.
+#: ``qtma`` (round 22): the producer copies the query rows by TMA; alternating with the
+#: consumers' loads on an H200 the B4 x 4096 prompt took 1.072-1.095 ms against 1.084-1.117
+#: (bf16) and 0.996-1.076 against 1.060-1.095 (INT8), the head-256 prompt 0.126 against
+#: 0.136-0.142 (bench/results/h200-round22b-prefill-qtma-2026-11-29.log, round22c). With it the
+#: producer needs 40 registers (at 24 or 32 it spills), so the consumers keep 232.
 WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=True, prefetch=False,
-                         producer_regs=24, consumer_regs=240, maxnreg=168)
+                         qtma=True, producer_regs=40, consumer_regs=232, maxnreg=168)
 
 
 def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc, *, group: int,
@@ -651,17 +732,25 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
         descs.append(TensorDescriptor(side, [rows, stride], [stride, 1], [box, d], lay["KV_SL"]))
     group_pad = triton.next_power_of_2(group)
     block_q = BLOCK_M // group_pad
+    qtma = bool(opt["qtma"]) and query_tma_ok(query)
+    if qtma:  # each consumer's query rows: one [tokens, GROUP_PAD, D] box
+        box = [block_q // (2 if split else 1), group_pad, d]
+        q_sl = gl.NVMMASharedLayout.get_default_for(box, gl_dtype)
+        q_desc = TensorDescriptor(query, list(query.shape), list(query.stride()), box, q_sl)
+    else:
+        q_desc = descs[0]  # a placeholder the kernel never reads
     num_q_blocks = max(1, math.ceil(max_query_len / block_q))
     num_seqs = seq_lens.shape[0]
     window = int(sliding_window) if sliding_window and sliding_window > 0 else 1 << 30
     pos = (query, query.stride(0), query.stride(1), out, out.stride(0), out.stride(1),
-           descs[0], descs[1], block_tables, block_tables.stride(0), seq_lens, query_start_loc,
+           descs[0], descs[1], q_desc, block_tables, block_tables.stride(0), seq_lens, query_start_loc,
            float(scale * _LOG2E), float(out_scale), window, num_q_blocks, num_seqs, num_kv_heads,
            int(seq_pages))
     kw = dict(GROUP=group, GROUP_PAD=group_pad, HEAD=d, BLOCK_M=BLOCK_M, BLOCK_N=block_n,
               BLOCK_SIZE=block_size, STAGES=stages, CONTIG=bool(contig), SPLIT=bool(split),
               PINGPONG=bool(opt["pingpong"]) and split,
-              PREFETCH=bool(opt["prefetch"]) and d <= 128,
+              PREFETCH=bool(opt["prefetch"]) and d <= 128 and not qtma, QTMA=qtma,
+              QBUFS=ws_query_buffers(d) if qtma else 1,
               PRODUCER_REGS=int(opt["producer_regs"]), CONSUMER_REGS=int(opt["consumer_regs"]),
               **lay, num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=int(opt["maxnreg"]))
     items = num_q_blocks * num_seqs * num_kv_heads

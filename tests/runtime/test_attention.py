@@ -892,12 +892,16 @@ PREFILL_KERNEL_DTYPES = ["bfloat16", "fp8", "fp8_e5m2", "int8_per_token_head",
 
 
 def _prefill(layout, seq_lens, q_lens, block_size, hq, device, gen, config=None,
-             dtype=torch.bfloat16):
+             dtype=torch.bfloat16, packed=False):
+    """Prefill ``q_lens`` new tokens over ``seq_lens`` tokens in all; ``packed``: the query is
+    the Q part of a fused QKV projection's output (a strided view, as serving stacks pass it)."""
     batch = build_paged_batch(layout, seq_lens, block_size, device, gen, shared_prefix_blocks=1,
                               k_scale=0.08, v_scale=0.01, model_dtype=dtype)
     qsl = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32,
                        device=device)
-    q = torch.randn(int(qsl[-1]), hq, layout.head_size, generator=gen, device=device).to(dtype)
+    heads = hq + 2 * layout.num_kv_heads if packed else hq
+    q = torch.randn(int(qsl[-1]), heads, layout.head_size, generator=gen,
+                    device=device).to(dtype)[:, :hq]
     out = torch.full_like(q, float("nan"))
     paged_attention(q, batch.cache, batch.block_tables, batch.seq_lens, qsl, out=out,
                     config=config)
@@ -1061,6 +1065,15 @@ def test_prefill_hopper_kernel_scope(device):
     assert not pg.worthwhile(2 * 512, 32, 128, 512, 2560, contig=True)
     assert pg.worthwhile(4096, 32, 128, 4096, 4096, contig=True)
     assert not pg.worthwhile(1024, 32, 128, 1024, 1024)
+    # the query rows go by TMA from any [tokens, Hq, D] view with unit stride along D and
+    # 16-byte strides (a fused QKV output's Q part), else the consumers load them
+    qkv = torch.zeros(10, 12, 128, dtype=bf16)
+    assert pg.query_tma_ok(qkv[:, :8]) and pg.query_tma_ok(qkv)
+    assert not pg.query_tma_ok(qkv.transpose(1, 2))                          # D not unit-stride
+    assert not pg.query_tma_ok(torch.zeros(10 * 1025, dtype=bf16).as_strided(
+        (10, 8, 128), (1025, 128, 1)))                                         # 2050-byte rows
+    assert not pg.query_tma_ok(torch.zeros(10 * 1024 + 1, dtype=bf16)[1:].view(10, 8, 128))
+    assert pg.ws_query_buffers(128) == 2 and pg.ws_query_buffers(256) == 1
     cache = torch.zeros(2, 5, 16, 4, 128, dtype=bf16)
     assert pg.stride_ok(cache[0], cache[1], 16, 4, 128)
     assert not pg.stride_ok(cache[0][:, :, :2], cache[1][:, :, :2], 16, 2, 128)  # head slice
@@ -1126,22 +1139,25 @@ def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("split,stages,pingpong,persistent,prefetch", [
-    (True, 2, False, True, True), (True, 2, False, False, True), (False, 2, False, True, True),
-    (True, 3, False, True, True), (True, 2, True, True, True), (True, 2, False, True, False),
-    (False, 2, False, False, False)])
+@pytest.mark.parametrize("split,stages,pingpong,persistent,prefetch,qtma", [
+    (True, 2, False, True, False, True), (True, 2, False, False, False, True),
+    (False, 2, False, True, False, True), (True, 3, False, True, False, True),
+    (True, 2, True, True, False, True), (True, 2, False, True, True, False),
+    (False, 2, False, False, False, False)])
 @pytest.mark.parametrize("kv_cache_dtype,hq,hkv,head_size,block_size", [
     ("bfloat16", 32, 8, 128, 16), ("bfloat16", 64, 8, 64, 32), ("bfloat16", 16, 4, 256, 16),
     ("bfloat16", 8, 8, 128, 32), ("bfloat16", 24, 8, 64, 16), ("float16", 48, 4, 128, 32),
     ("bfloat16", 16, 2, 128, 8), ("int8_per_token_head", 32, 8, 128, 16),
     ("fp8", 16, 8, 256, 32), ("fp8_per_token_head", 56, 8, 64, 16)])
 def test_prefill_hopper_gpu(cuda_device, monkeypatch, split, stages, pingpong, persistent,
-                            prefetch, kv_cache_dtype, hq, hkv, head_size, block_size):
+                            prefetch, qtma, kv_cache_dtype, hq, hkv, head_size, block_size):
     """The Hopper prefill kernel (paged TMA copies; the workspace of 8-bit caches) against the
     reference: whole prompts, chunks over cached context, 1-token chunks, an empty chunk,
     sliding windows; GQA groups 1-12 (3, 7 and 12 padded), heads 64/128/256, pages of 8-32
     rows; both consumer arrangements, ring depths, ping-pong turns, persistent programs (which
-    walk many items each here), query prefetch and deferred output stores."""
+    walk many items each here), the query rows copied by TMA (from a contiguous query and from
+    the strided Q view of a fused QKV output) or loaded by the consumers, with query prefetch
+    and deferred output stores."""
     from kvplan.runtime import prefill_gluon as pg
     if not pg.hopper_device(torch.device("cuda")):
         pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
@@ -1152,14 +1168,15 @@ def test_prefill_hopper_gpu(cuda_device, monkeypatch, split, stages, pingpong, p
     monkeypatch.setitem(pg.WS_DEFAULTS, "pingpong", pingpong)
     monkeypatch.setitem(pg.WS_DEFAULTS, "persistent", persistent)
     monkeypatch.setitem(pg.WS_DEFAULTS, "prefetch", prefetch)
+    monkeypatch.setitem(pg.WS_DEFAULTS, "qtma", qtma)
     dtype = torch.float16 if kv_cache_dtype == "float16" else torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(hq + head_size + block_size)
-    for window in (None, 300):
+    for window, packed in ((None, False), (300, True)):
         layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size, sliding_window=window)
         out, ref = _prefill(layout, [1500, 700, 2049, 64, 1, 90], [1500, 513, 100, 1, 1, 0],
                             block_size, hq, "cuda", gen, AttentionConfig(kernel="prefill",
                                                                          hopper=True),
-                            dtype=dtype)
+                            dtype=dtype, packed=packed)
         _check(out, ref, layout.quant_mode, f"{kv_cache_dtype} window={window}")
 
 
