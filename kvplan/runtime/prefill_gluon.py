@@ -237,8 +237,8 @@ def _step(q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, t, 
     then S_t's softmax. In the source the softmax runs while that MMA is in flight; in the
     SASS ptxas places the MMA's wait (and the V stage's release after it) above the softmax,
     and the two warpgroups overlap each other's MMAs instead. Keeping the wait below the
-    softmax (a wgmma fence that depends on the row sums between them) was measured slower:
-    bench/NOTES-runtime.md, round 22."""
+    softmax (a wgmma fence or a warp sync that depends on the row sums between them) was
+    measured 2-6% slower: bench/NOTES-runtime.md, round 22."""
     cur = t % STAGES
     prev = (t - 1) % STAGES
     mbarrier.wait(k_ready.index(cur), (t // STAGES) & 1)
