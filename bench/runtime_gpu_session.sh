@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -560,6 +560,15 @@ for step in $steps; do
       #          the softmax by a guarded warp sync (2) or wgmma fence (1); NOTES round 22)
       timeout 170 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --modes bf16 \
         --settings pin=0,pin=2,pin=1,pin=0,pin=2,pin=2:pingpong=1 2>&1 | tee -a "$OUT/prefill-pin2.log" ;;
+    round23)  # P converted to the P.V operand without half swaps (`pack_p`, SASS-checked only):
+      #          its GPU tests, then alternating timings against the default
+      timeout 200 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
+        -k "prefill_hopper_gpu and True-2-False-True-False-True-True" 2>&1 | tail -30 | tee "$OUT/pytest-23.log"
+      timeout 200 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
+        --modes bf16,int8_per_token_head --settings pack_p=0,pack_p=1,pack_p=0,pack_p=1,pack_p=0,pack_p=1 \
+        2>&1 | tee -a "$OUT/prefill-pack-p.log"
+      timeout 90 $PY bench/tune_hopper_prefill.py --shape 2,2048,16384,64,8,64 --shape 2,2048,0,16,4,256 \
+        --modes bf16 --settings pack_p=0,pack_p=1,pack_p=0,pack_p=1 2>&1 | tee -a "$OUT/prefill-pack-p.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -228,11 +228,32 @@ def _softmax(s, start, pos, cols, m_i, l_i, window, s_scale, MASK: gl.constexpr)
 
 
 @gluon.jit
+def _to_operand(p32, P_L: gl.constexpr, dtype: gl.constexpr, PACK_P: gl.constexpr):
+    """The softmax's fp32 tile as the P.V MMA's register operand (``P_L``, bf16/fp16).
+    ``PACK_P``: converted two values per instruction by inline PTX (element 0 in the low
+    half), which the P.V operand takes as it is; through ``.to()`` the halves were swapped
+    after the conversion and swapped back before the MMA (64 `PRMT` per tile and thread at
+    head 128 in the SASS, 10% of the unmasked loop's instructions). Both give the same
+    registers (same `cvt.rn` rounding, same pairs: checked in the SASS); ``PACK_P`` has not yet
+    run on a GPU, so it is off by default."""
+    if PACK_P:
+        if dtype == gl.bfloat16:
+            p16 = gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p32],
+                                            dtype=gl.bfloat16, is_pure=True, pack=2)
+        else:
+            p16 = gl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [p32],
+                                            dtype=gl.float16, is_pure=True, pack=2)
+    else:
+        p16 = p32.to(dtype)
+    return gl.convert_layout(p16, P_L)
+
+
+@gluon.jit
 def _step(q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, t, g, start, pos,
           cols, acc, m_i, l_i, p, alpha, window, s_scale,
           STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
           S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, MASK: gl.constexpr,
-          ME: gl.constexpr, PINGPONG: gl.constexpr):
+          ME: gl.constexpr, PINGPONG: gl.constexpr, PACK_P: gl.constexpr):
     """Ring tile ``t`` (key ``start``; turn ``g``): S_t issued, then O += P_{t-1} V_{t-1},
     then S_t's softmax. In the source the softmax runs while that MMA is in flight; in the
     SASS ptxas places the MMA's wait (and the V stage's release after it) above the softmax,
@@ -253,7 +274,7 @@ def _step(q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, t, 
     sc = warpgroup_mma_wait(1, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(cur), count=1)
     p32, alpha, m_i, l_i = _softmax(sc, start, pos, cols, m_i, l_i, window, s_scale, MASK)
-    p_next = gl.convert_layout(p32.to(v_bufs.dtype), P_L)
+    p_next = _to_operand(p32, P_L, v_bufs.dtype, PACK_P)
     # the previous P is an operand of the MMA in flight: it stays live until the wait
     acc, p = warpgroup_mma_wait(0, deps=(o_tok, p))
     mbarrier.arrive(v_empty.index(prev), count=1)
@@ -302,7 +323,7 @@ def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_bufs, 
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
               S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr,
               ME: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr,
-              QTMA: gl.constexpr, QBUFS: gl.constexpr):
+              QTMA: gl.constexpr, QBUFS: gl.constexpr, PACK_P: gl.constexpr):
     """Rows ``ROW0 .. ROW0 + ROWS`` of each query block (all of it, or one warpgroup's half:
     consumer ``ME``), item after item. ``QTMA``: the producer copies the query rows into this
     consumer's ring of ``QBUFS`` buffers; otherwise they are loaded here. ``PREFETCH`` (not
@@ -334,7 +355,7 @@ def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_bufs, 
                 k_ready, v_ready, k_empty, v_empty, q_ready, q_empty, turns, seq_lens_ptr,
                 qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale, GROUP,
                 GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, ME,
-                PINGPONG, PREFETCH, QTMA, QBUFS)
+                PINGPONG, PREFETCH, QTMA, QBUFS, PACK_P)
     if PREFETCH:
         _store_o(o, o_off, o_ok, o_ptr, HEAD, IO_L)
 
@@ -355,7 +376,7 @@ def _consume_item(item, next_item, num_items, tb, gb, qi, q, o, o_off, o_ok, q_p
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_L: gl.constexpr,
                   O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr, ME: gl.constexpr,
                   PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, QTMA: gl.constexpr,
-                  QBUFS: gl.constexpr):
+                  QBUFS: gl.constexpr, PACK_P: gl.constexpr):
     """One work item, its query rows ``q`` already loaded (``PREFETCH``), copied by the producer
     (``QTMA``: query buffer ``qi % QBUFS``) or loaded here; (``o``, ``o_off``, ``o_ok``): the
     previous item's output, still to be stored. Returns the ring-tile, turn and query-buffer
@@ -401,26 +422,26 @@ def _consume_item(item, next_item, num_items, tb, gb, qi, q, o, o_off, o_ok, q_p
         sc = warpgroup_mma_wait(0, deps=(s_tok,))
         mbarrier.arrive(k_empty.index(first), count=1)
         p32, alpha, m_i, l_i = _softmax(sc, lo_tile, pos, cols, m_i, l_i, window, s_scale, True)
-        p = gl.convert_layout(p32.to(v_bufs.dtype), P_L)
+        p = _to_operand(p32, P_L, v_bufs.dtype, PACK_P)
         t = 1
         second = lo_tile + BLOCK_N
         for start in range(second, full_lo, BLOCK_N):  # a window's lower edge
             acc, m_i, l_i, p, alpha = _step(
                 q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t,
                 gb + t, start, pos, cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES,
-                ROWS, BLOCK_N, S_L, O_L, P_L, True, ME, PINGPONG)
+                ROWS, BLOCK_N, S_L, O_L, P_L, True, ME, PINGPONG, PACK_P)
             t += 1
         for start in range(gl.maximum(full_lo, second), full_hi, BLOCK_N):  # every key visible
             acc, m_i, l_i, p, alpha = _step(
                 q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t,
                 gb + t, start, pos, cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES,
-                ROWS, BLOCK_N, S_L, O_L, P_L, False, ME, PINGPONG)
+                ROWS, BLOCK_N, S_L, O_L, P_L, False, ME, PINGPONG, PACK_P)
             t += 1
         for start in range(gl.maximum(full_hi, second), hi, BLOCK_N):  # the causal diagonal
             acc, m_i, l_i, p, alpha = _step(
                 q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, tb + t,
                 gb + t, start, pos, cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES,
-                ROWS, BLOCK_N, S_L, O_L, P_L, True, ME, PINGPONG)
+                ROWS, BLOCK_N, S_L, O_L, P_L, True, ME, PINGPONG, PACK_P)
             t += 1
         # the last tile's P.V, with the next item's query rows loading meanwhile
         prev = (tb + t - 1) % STAGES
@@ -476,7 +497,7 @@ def _ws_prefill_kernel(
     GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr, BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr,
     SPLIT: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, QTMA: gl.constexpr,
-    QBUFS: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
+    QBUFS: gl.constexpr, PACK_P: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
     IO_L: gl.constexpr, Q_SL: gl.constexpr, KV_SL: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
 ):
@@ -519,13 +540,13 @@ def _ws_prefill_kernel(
                          q_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
                          ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, PINGPONG, PREFETCH, QTMA,
-                         QBUFS)),
+                         QBUFS, PACK_P)),
             (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
                          q_bufs, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, q_ready,
                          q_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, ROWS,
                          ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 1, PINGPONG, PREFETCH, QTMA,
-                         QBUFS)),
+                         QBUFS, PACK_P)),
             (_producer, (k_desc, v_desc, q_desc, k_bufs, v_bufs, q_bufs, k_ready, v_ready,
                          k_empty, v_empty, q_ready, q_empty, bt_ptr, stride_bt, seq_lens_ptr,
                          qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, seq_pages,
@@ -538,7 +559,8 @@ def _ws_prefill_kernel(
                          q_bufs, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, q_ready,
                          q_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, False, PREFETCH, QTMA, QBUFS)),
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, False, PREFETCH, QTMA, QBUFS,
+                         PACK_P)),
             (_producer, (k_desc, v_desc, q_desc, k_bufs, v_bufs, q_bufs, k_ready, v_ready,
                          k_empty, v_empty, q_ready, q_empty, bt_ptr, stride_bt, seq_lens_ptr,
                          qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, seq_pages,
@@ -700,9 +722,11 @@ def ws_max_stages(head: int) -> int:
 #: consumers' loads on an H200 the B4 x 4096 prompt took 1.072-1.095 ms against 1.084-1.117
 #: (bf16) and 0.996-1.076 against 1.060-1.095 (INT8), the head-256 prompt 0.126 against
 #: 0.136-0.142 (bench/results/h200-round22b-prefill-qtma-2026-11-29.log, round22c). With it the
-#: producer needs 40 registers (at 24 or 32 it spills), so the consumers keep 232.
+#: producer needs 40 registers (at 24 or 32 it spills), so the consumers keep 232. ``pack_p``:
+#: P converted to the MMA operand without the half swaps (`_to_operand`; not yet run on a GPU).
 WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=True, prefetch=False,
-                         qtma=True, producer_regs=40, consumer_regs=232, maxnreg=168)
+                         qtma=True, pack_p=False, producer_regs=40, consumer_regs=232,
+                         maxnreg=168)
 
 
 def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc, *, group: int,
@@ -750,7 +774,7 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
               BLOCK_SIZE=block_size, STAGES=stages, CONTIG=bool(contig), SPLIT=bool(split),
               PINGPONG=bool(opt["pingpong"]) and split,
               PREFETCH=bool(opt["prefetch"]) and d <= 128 and not qtma, QTMA=qtma,
-              QBUFS=ws_query_buffers(d) if qtma else 1,
+              QBUFS=ws_query_buffers(d) if qtma else 1, PACK_P=bool(opt["pack_p"]),
               PRODUCER_REGS=int(opt["producer_regs"]), CONSUMER_REGS=int(opt["consumer_regs"]),
               **lay, num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=int(opt["maxnreg"]))
     items = num_q_blocks * num_seqs * num_kv_heads
