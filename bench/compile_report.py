@@ -8,6 +8,14 @@ constexprs and layouts), then only compiled, never launched.
     python bench/compile_report.py                      # defaults: sm_90, heads 64/128/256
     python bench/compile_report.py --arch 90 --heads 128 --ptx-out /tmp/ptx
     python bench/compile_report.py --hopper-prefill default,split=0,pingpong=1 --heads 64,128,256
+    python bench/compile_report.py --hopper-prefill default --heads 128 --sass   # + SASS loops
+
+``--sass`` also disassembles each kernel (Triton's ptxas, then its cuobjdump) and prints its
+innermost loops: instruction count, the most frequent opcodes, and the order of the
+instructions that pace it (wgmma issues and waits, barriers, mbarrier arrives and waits,
+exponentials). That order is ptxas's, not the source's: the Hopper prefill kernel's P.V wait
+sits above its softmax in the SASS though the source puts it below (bench/NOTES-runtime.md,
+round 22).
 """
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,8 +55,10 @@ def _offline_driver(arch: int) -> None:
     triton.runtime.driver.set_active(OfflineCuda())
 
 
-def _ptxas(ptx: str, arch: int) -> dict:
-    """Registers, spill bytes and shared memory of one kernel's PTX, from ``ptxas -v``."""
+def _ptxas(ptx: str, arch: int, sass: bool = False) -> dict:
+    """Registers, spill bytes and shared memory of one kernel's PTX, from ``ptxas -v``; with
+    ``sass``, also its innermost loops (`sass_loops`) from the cubin's disassembly."""
+    from triton import knobs
     from triton.backends.nvidia.compiler import get_ptxas
 
     try:
@@ -56,15 +67,23 @@ def _ptxas(ptx: str, arch: int) -> dict:
         tool = get_ptxas()
     ptxas = getattr(tool, "path", tool)
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"kvplan_report_{os.getpid()}.ptx"
+    cubin = tmp.with_suffix(".cubin")
     tmp.write_text(ptx)
     target = re.search(r"^\.target\s+(\S+)", ptx, re.M)  # Triton targets sm_90a on Hopper
     try:
         res = subprocess.run([ptxas, f"-arch={target.group(1) if target else f'sm_{arch}'}",
-                              "-v", str(tmp), "-o", os.devnull], capture_output=True, text=True)
+                              "-v", str(tmp), "-o", str(cubin) if sass else os.devnull],
+                             capture_output=True, text=True)
+        if res.returncode:
+            raise RuntimeError(f"ptxas failed: {res.stderr.strip()[-2000:]}")
+        loops = None
+        if sass:
+            dump = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", str(cubin)],
+                                  capture_output=True, text=True, check=True)
+            loops = sass_loops(dump.stdout)
     finally:
         tmp.unlink(missing_ok=True)
-    if res.returncode:
-        raise RuntimeError(f"ptxas failed: {res.stderr.strip()[-2000:]}")
+        cubin.unlink(missing_ok=True)
     text = res.stderr + res.stdout
     regs = re.search(r"Used (\d+) registers", text)
     spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
@@ -72,10 +91,76 @@ def _ptxas(ptx: str, arch: int) -> dict:
     return {"registers": int(regs.group(1)) if regs else None,
             "spill_stores": int(spill.group(1)) if spill else None,
             "spill_loads": int(spill.group(2)) if spill else None,
-            "static_smem": int(smem.group(1)) if smem else 0}
+            "static_smem": int(smem.group(1)) if smem else 0, "loops": loops}
 
 
-def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
+_SASS_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", re.M)
+_BRANCH = re.compile(r"\bBRA(?:\.\S+)?\s+(?:\S+,\s*)?0x([0-9a-f]+)")
+# the instructions that pace a loop, by what their text starts with (predicate stripped)
+_PACING = (("HGMMA", "HGMMA"), ("WARPGROUP.DEPBAR", "DEPBAR"), ("BAR.SYNC", "BAR"),
+           ("SYNCS.ARRIVE", "ARRIVE"), ("SYNCS.PHASECHK", "WAIT"), ("MUFU.EX2", "EX2"),
+           ("LDL", "LDL"), ("STL", "STL"))
+
+
+def _opcode(text: str) -> str:
+    """An instruction's opcode without its guard predicate and modifiers: ``FMNMX``."""
+    parts = text.split()
+    if parts and parts[0].startswith("@"):
+        parts = parts[1:]
+    return parts[0].split(".")[0] if parts else ""
+
+
+def sass_loops(sass_text: str, min_instructions: int = 32) -> list[dict]:
+    """The innermost loops of ``cuobjdump -sass`` text: each backward branch and the
+    instructions from its target to it, keeping loops of at least ``min_instructions`` that
+    contain no other such loop, in address order. Each: ``start``/``end`` addresses, the
+    ``instructions`` count, ``opcodes`` (counts, most frequent first) and ``pacing``: the
+    pacing instructions in their SASS order, runs merged, e.g. ``["HGMMA x16", "DEPBAR.LE 1",
+    "EX2 x66"]`` (a `WARPGROUP.DEPBAR` shows its operand: how many wgmma groups may remain in
+    flight)."""
+    ins = [(int(a, 16), t.strip()) for a, t in _SASS_LINE.findall(sass_text)]
+    index = {a: i for i, (a, _) in enumerate(ins)}
+    spans = []
+    for i, (a, t) in enumerate(ins):
+        m = _BRANCH.search(t)
+        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in index:
+            first = index[int(m.group(1), 16)]
+            if i + 1 - first >= min_instructions:
+                spans.append((first, i))
+    # innermost: containing no other loop; and not a jump back from the out-of-line retry
+    # blocks at the kernel's end (an mbarrier wait's), which crosses a loop that ends first
+    inner = [(f, la) for f, la in spans
+             if not any((f2, l2) != (f, la) and f <= f2 and l2 <= la for f2, l2 in spans)
+             and not any(f2 < f <= l2 < la for f2, l2 in spans)]
+    loops = []
+    for first, last in sorted(set(inner)):
+        body = [t for _, t in ins[first:last + 1]]
+        pacing: list[list] = []
+        for t in body:
+            bare = t.split(None, 1)[1] if t.startswith("@") else t
+            for prefix, name in _PACING:
+                if bare.startswith(prefix):
+                    if name == "DEPBAR":
+                        name = "DEPBAR.LE " + str(int(bare.rsplit(",", 1)[-1].strip(), 0))
+                    if pacing and pacing[-1][0] == name:
+                        pacing[-1][1] += 1
+                    else:
+                        pacing.append([name, 1])
+                    break
+        loops.append({"start": ins[first][0], "end": ins[last][0], "instructions": len(body),
+                      "opcodes": dict(Counter(_opcode(t) for t in body).most_common()),
+                      "pacing": [n if c == 1 else f"{n} x{c}" for n, c in pacing]})
+    return loops
+
+
+def _print_loops(row: dict) -> None:
+    for lp in row.get("loops") or []:
+        top = " ".join(f"{k} {v}" for k, v in list(lp["opcodes"].items())[:6])
+        print(f"    loop {lp['start']:#x}-{lp['end']:#x}: {lp['instructions']} instructions ({top})")
+        print(f"      {' > '.join(lp['pacing'])}")
+
+
+def report(arch: int, heads: list[int], ptx_out: Path | None, sass: bool = False) -> list[dict]:
     import torch
 
     from kvplan.runtime import attention_gluon as ag
@@ -114,7 +199,7 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
                                               0, split, block_n, True, pipe, True, pdl=split > 1)
                     kernel = ag._gluon_swap_kernel
                 compiled = kernel.warmup(*pos, grid=(1,), **kw)
-                info = _ptxas(compiled.asm["ptx"], arch)
+                info = _ptxas(compiled.asm["ptx"], arch, sass)
                 name = f"{mode}_d{head}_split{split}"
                 if ptx_out:
                     ptx_out.mkdir(parents=True, exist_ok=True)
@@ -125,7 +210,7 @@ def report(arch: int, heads: list[int], ptx_out: Path | None) -> list[dict]:
 
 
 def report_prefill(arch: int, configs: list[str], modes: list[str], head: int,
-                   ptx_out: Path | None) -> list[dict]:
+                   ptx_out: Path | None, sass: bool = False) -> list[dict]:
     """The prefill kernel (`kvplan.runtime.prefill`) at launch configurations
     BLOCK_M:BLOCK_N:WARPS:STAGES[:VREG]: registers, spills, shared memory, and whether its PTX
     issues wgmma (Hopper's warpgroup MMA) or only mma.sync."""
@@ -156,7 +241,7 @@ def report_prefill(arch: int, configs: list[str], modes: list[str], head: int,
                 pf.launch_cached = saved
             compiled = pf._prefill_kernel.warmup(*captured["pos"], grid=(1,), **captured["kw"])
             ptx = compiled.asm["ptx"]
-            info = _ptxas(ptx, arch)
+            info = _ptxas(ptx, arch, sass)
             name = f"prefill_{mode}_d{head}_{c}"
             if ptx_out:
                 ptx_out.mkdir(parents=True, exist_ok=True)
@@ -168,7 +253,7 @@ def report_prefill(arch: int, configs: list[str], modes: list[str], head: int,
 
 
 def report_hopper_prefill(arch: int, settings: list[str], heads: list[int],
-                          ptx_out: Path | None) -> list[dict]:
+                          ptx_out: Path | None, sass: bool = False) -> list[dict]:
     """The Hopper prefill kernel (`kvplan.runtime.prefill_gluon`) over a paged bf16 cache (block
     size 16, GQA group 4) and over the dequantized workspace (``contig``), at `WS_DEFAULTS`
     overrides such as ``split=0`` or ``pingpong=1`` (``default``: none): registers, spills,
@@ -210,7 +295,7 @@ def report_hopper_prefill(arch: int, settings: list[str], heads: list[int],
                 rows.append({"kernel": name, "shared": compiled.metadata.shared,
                              "wgmma": ptx.count("wgmma.mma_async"),
                              "tma": ptx.count("cp.async.bulk.tensor"),
-                             "setmaxnreg": ptx.count("setmaxnreg"), **_ptxas(ptx, arch)})
+                             "setmaxnreg": ptx.count("setmaxnreg"), **_ptxas(ptx, arch, sass)})
     return rows
 
 
@@ -219,6 +304,8 @@ def main() -> None:
     ap.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90")
     ap.add_argument("--heads", default="64,128,256")
     ap.add_argument("--ptx-out", type=Path, default=None, help="also write each kernel's PTX here")
+    ap.add_argument("--sass", action="store_true",
+                    help="also print each kernel's innermost SASS loops (cuobjdump)")
     ap.add_argument("--prefill", default="", help="prefill kernel configs BM:BN:WARPS:STAGES[:VREG], "
                     "comma-separated (then only the prefill kernel is compiled, at the first head)")
     ap.add_argument("--modes", default="bfloat16,int8_per_token_head")
@@ -229,25 +316,28 @@ def main() -> None:
     _offline_driver(a.arch)
     if a.hopper_prefill:
         rows = report_hopper_prefill(a.arch, a.hopper_prefill.split(","),
-                                     [int(h) for h in a.heads.split(",")], a.ptx_out)
+                                     [int(h) for h in a.heads.split(",")], a.ptx_out, a.sass)
         for r in rows:
             print(f"{r['kernel']:50} regs {r['registers']!s:>4} spills {r['spill_stores']!s:>5}/"
                   f"{r['spill_loads']!s:<6} shared {r['shared']:>7} wgmma {r['wgmma']:>4} "
                   f"tma {r['tma']:>3} setmaxnreg {r['setmaxnreg']:>3}")
+            _print_loops(r)
         return
     if a.prefill:
         rows = report_prefill(a.arch, a.prefill.split(","), a.modes.split(","),
-                              int(a.heads.split(",")[0]), a.ptx_out)
+                              int(a.heads.split(",")[0]), a.ptx_out, a.sass)
         for r in rows:
             print(f"{r['kernel']:50} regs {r['registers']!s:>4} spills {r['spill_stores']!s:>5}/"
                   f"{r['spill_loads']!s:<6} shared {r['shared']:>7} wgmma {r['wgmma']:>4} "
                   f"mma.sync {r['mma_sync']:>4}")
+            _print_loops(r)
         return
-    rows = report(a.arch, [int(h) for h in a.heads.split(",")], a.ptx_out)
+    rows = report(a.arch, [int(h) for h in a.heads.split(",")], a.ptx_out, a.sass)
     print(f"{'kernel':34} {'regs':>5} {'spill st/ld':>12} {'shared B':>9}")
     for r in rows:
         print(f"{r['kernel']:34} {r['registers']!s:>5} {r['spill_stores']!s:>5}/{r['spill_loads']!s:<6}"
               f" {r['shared']:>9}")
+        _print_loops(r)
 
 
 if __name__ == "__main__":
