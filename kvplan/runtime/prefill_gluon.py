@@ -22,9 +22,11 @@ bf16/fp16 caches the Triton prefill kernel (`kvplan.runtime.prefill`) reads:
   The dequantized workspace of 8-bit caches (`prefill.dequantize_pages`) is contiguous per
   sequence, so there a tile is one copy (``CONTIG``).
 * **Overlapped MMAs.** In the loop, ``S_j = Q K_j^T`` is issued, then ``O += P_{j-1} V_{j-1}``
-  (P from registers), then the softmax of ``S_j`` runs while the P.V MMA is still in flight.
-  ``pingpong`` makes the two warpgroups take turns at issuing their MMAs (FlashAttention-3's
-  scheduling); measured no better here, it is off by default.
+  (P from registers), then the softmax of ``S_j``. The source waits for the P.V MMA after the
+  softmax; ptxas places that wait before it (round 22), so the overlap is between the two
+  warpgroups: one's MMAs run while the other computes its softmax. Holding the wait below the
+  softmax measured slower. ``pingpong`` makes the two warpgroups take turns at issuing their
+  MMAs (FlashAttention-3's scheduling); measured no better here, it is off by default.
 * **Query rows by TMA.** The producer also copies each item's query rows (``qtma``, the
   default): the query ``[tokens, Hq, D]`` (any view with 16-byte strides, such as the Q part of
   a fused QKV output) is read as ``[tokens, GROUP_PAD, D]`` boxes, one per consumer, into a
