@@ -97,7 +97,8 @@ def _ptxas(ptx: str, arch: int, sass: bool = False) -> dict:
 _SASS_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", re.M)
 _BRANCH = re.compile(r"\bBRA(?:\.\S+)?\s+(?:\S+,\s*)?0x([0-9a-f]+)")
 # the instructions that pace a loop, by what their text starts with (predicate stripped)
-_PACING = (("HGMMA", "HGMMA"), ("WARPGROUP.DEPBAR", "DEPBAR"), ("BAR.SYNC", "BAR"),
+_PACING = (("HGMMA", "HGMMA"), ("WARPGROUP.DEPBAR", "DEPBAR"), ("HMMA", "HMMA"),
+           ("LDGSTS", "CP.ASYNC"), ("DEPBAR", "CP.WAIT"), ("BAR.SYNC", "BAR"),
            ("SYNCS.ARRIVE", "ARRIVE"), ("SYNCS.PHASECHK", "WAIT"), ("MUFU.EX2", "EX2"),
            ("LDL", "LDL"), ("STL", "STL"))
 
@@ -140,8 +141,8 @@ def sass_loops(sass_text: str, min_instructions: int = 32) -> list[dict]:
             bare = t.split(None, 1)[1] if t.startswith("@") else t
             for prefix, name in _PACING:
                 if bare.startswith(prefix):
-                    if name == "DEPBAR":
-                        name = "DEPBAR.LE " + str(int(bare.rsplit(",", 1)[-1].strip(), 0))
+                    if name in ("DEPBAR", "CP.WAIT"):  # groups that may stay in flight
+                        name += ".LE " + str(int(bare.rsplit(",", 1)[-1].strip(), 0))
                     if pacing and pacing[-1][0] == name:
                         pacing[-1][1] += 1
                     else:

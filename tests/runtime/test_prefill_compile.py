@@ -71,7 +71,9 @@ def test_sass_loops_reads_a_kernels_loops_in_ptxas_order():
             + ["WARPGROUP.DEPBAR.LE gsb0, 0x1", "BAR.SYNC.DEFER_BLOCKING 0x2, 0x80",
                "@!P0 SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR7+0x30160], RZ",
                "WARPGROUP.DEPBAR.LE gsb0, 0x0"]
-            + ["FFMA R3, R25, UR5, -R189"] * 30 + ["MUFU.EX2 R5, R29"] * 3)
+            + ["FFMA R3, R25, UR5, -R189"] * 30 + ["MUFU.EX2 R5, R29"] * 3
+            + ["LDGSTS.E.BYPASS.128 [R5+0x100], desc[UR4][R2.64]", "DEPBAR.LE SB0, 0x1",
+               "HMMA.16816.F32 R4, R8, R12, R4"])
     lines = ["MOV R1, c[0x0][0x28]", *body, "@!P1 BRA 0x10"]         # the loop: back to 0x10
     lines += ["NOP"] * 4 + ["FADD R1, R2, R3"] * 3 + ["@P2 BRA 0x2f0"]  # 2 instructions: too short
     lines += ["EXIT", "SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR41+0x30140], R24", "BRA 0x40"]
@@ -80,4 +82,5 @@ def test_sass_loops_reads_a_kernels_loops_in_ptxas_order():
     (lp,) = loops
     assert (lp["start"], lp["instructions"]) == (0x10, len(body) + 1)
     assert lp["opcodes"]["FFMA"] == 30 and lp["opcodes"]["MUFU"] == 3
-    assert lp["pacing"] == ["HGMMA x2", "DEPBAR.LE 1", "BAR", "ARRIVE", "DEPBAR.LE 0", "EX2 x3"]
+    assert lp["pacing"] == ["HGMMA x2", "DEPBAR.LE 1", "BAR", "ARRIVE", "DEPBAR.LE 0", "EX2 x3",
+                            "CP.ASYNC", "CP.WAIT.LE 1", "HMMA"]
