@@ -498,7 +498,7 @@ for step in $steps; do
           --block-size $bs --settings split=1,consumer_regs=232,consumer_regs=248,maxnreg=160,maxnreg=176,prefetch=0 \
           2>&1 | tee -a "$OUT/prefill-sweep.log"
       done ;;
-    round21g)  # the Hopper prefill kernel's query prefetch on and off, alternating, three times,
+    round21g)  # (the setting was removed in round 22) the Hopper prefill kernel's query prefetch on and off, alternating, three times,
       #          whole prompt and chunk, bf16 and the INT8 workspace
       timeout 280 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
         --modes bf16,int8_per_token_head --settings prefetch=1,prefetch=0,prefetch=1,prefetch=0,prefetch=1,prefetch=0 \

@@ -38,6 +38,10 @@ def _setting(text: str) -> tuple[str, AttentionConfig, dict]:
     opts = {}
     for part in text.split(":"):
         key, _, val = part.partition("=")
+        if key not in pg.WS_DEFAULTS:
+            print(f"unknown setting {key!r} in {text!r}; known: {sorted(pg.WS_DEFAULTS)}",
+                  file=sys.stderr)
+            raise SystemExit(2)
         opts[key] = int(val)
     return text, AttentionConfig(kernel="prefill", hopper=True), opts
 

@@ -36,8 +36,7 @@ bf16/fp16 caches the Triton prefill kernel (`kvplan.runtime.prefill`) reads:
   by the consumers.
 * **Persistent.** By default one program per multiprocessor walks the work items (a query block
   of one kv head), longest first in snake order (`_item`); the K/V ring runs on from one item
-  to the next. Without ``qtma``, the next item's query rows can load under the last P.V MMA and
-  each output be stored under the next item's first MMA (``prefetch``; heads up to 128).
+  to the next.
 * **Masks only where needed.** Key tiles are walked in three ranges as in the Triton kernel:
   a sliding window's lower edge (masked), tiles every query row sees whole (no mask), the causal
   diagonal (masked). The first tile is peeled off to start the overlap.
@@ -284,31 +283,29 @@ def _step(q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, turns, t, 
 
 
 @gluon.jit
-def _rows(item, ok, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+def _rows(item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
           GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
           BLOCK_Q: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
           BLOCK_N: gl.constexpr, IO_L: gl.constexpr):
     """Item ``item``'s query rows of this consumer: (token index in the packed batch, query
-    head, row valid); ``ok`` False: no rows (past the last item)."""
-    item = gl.minimum(item, num_q_blocks * num_seqs * num_kv_heads - 1)
+    head, row valid)."""
     kvh, _seq, q0, q_start, q_len, _ctx, _lo, _hi, _lt, _flo, _fhi, _n = _span(
         item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q,
         BLOCK_N)
     rows = ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, IO_L))
     qi = q0 + rows // GROUP_PAD
     g = rows % GROUP_PAD
-    row_ok = (qi < q_len) & (g < GROUP) & ok
+    row_ok = (qi < q_len) & (g < GROUP)
     return (q_start + qi).to(gl.int64), kvh * GROUP + g, row_ok
 
 
 @gluon.jit
-def _load_q(item, ok, q_ptr, stride_qt, stride_qh, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
+def _load_q(item, q_ptr, stride_qt, stride_qh, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
             num_seqs, num_kv_heads, GROUP: gl.constexpr, GROUP_PAD: gl.constexpr,
             HEAD: gl.constexpr, BLOCK_Q: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
             BLOCK_N: gl.constexpr, IO_L: gl.constexpr):
-    """Issue the loads of item ``item``'s query rows (16-byte vectors); zeros where ``ok`` is
-    False."""
-    tok, head, row_ok = _rows(item, ok, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
+    """Issue the loads of item ``item``'s query rows (16-byte vectors)."""
+    tok, head, row_ok = _rows(item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                               num_kv_heads, GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N,
                               IO_L)
     d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, IO_L))
@@ -324,42 +321,25 @@ def _consumer(q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_bufs, 
               BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
               S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr,
-              ME: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr,
-              QTMA: gl.constexpr, QBUFS: gl.constexpr, PACK_P: gl.constexpr):
+              ME: gl.constexpr, PINGPONG: gl.constexpr, QTMA: gl.constexpr,
+              QBUFS: gl.constexpr, PACK_P: gl.constexpr):
     """Rows ``ROW0 .. ROW0 + ROWS`` of each query block (all of it, or one warpgroup's half:
     consumer ``ME``), item after item. ``QTMA``: the producer copies the query rows into this
-    consumer's ring of ``QBUFS`` buffers; otherwise they are loaded here. ``PREFETCH`` (not
-    with ``QTMA``): the next item's query rows are loaded while this one's last MMA runs, and
-    this item's output is stored once the next item's first MMA is issued (registers for
-    both: not at head 256)."""
+    consumer's ring of ``QBUFS`` buffers; otherwise they are loaded here."""
     BLOCK_Q: gl.constexpr = BLOCK_M // GROUP_PAD
     num_items = num_q_blocks * num_seqs * num_kv_heads
-    o_off = gl.zeros([ROWS], gl.int64, gl.SliceLayout(1, IO_L))
-    o_ok = o_off < 0  # an output waiting to be stored: none yet
-    if PREFETCH:
-        first = _item(0, num_items)
-        q = _load_q(first, first < num_items, q_ptr, stride_qt, stride_qh, seq_lens_ptr,
-                    qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, GROUP, GROUP_PAD,
-                    HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L)
-        o = gl.zeros([ROWS, HEAD], o_ptr.dtype.element_ty, IO_L)
-    else:  # placeholders: nothing is carried from one item to the next
-        q = gl.zeros([ROWS], o_ptr.dtype.element_ty, gl.SliceLayout(1, IO_L))
-        o = q
     tb = 0  # ring tiles of earlier items
     gb = 0  # ping-pong turns of earlier items
     qi = 0  # items with query rows so far (the query buffers' ring)
     for k in range(gl.cdiv(num_items, gl.num_programs(0))):
         item = _item(k, num_items)
         if item < num_items:
-            tb, gb, qi, q, o, o_off, o_ok = _consume_item(
-                item, _item(k + 1, num_items), num_items, tb, gb, qi, q, o, o_off, o_ok, q_ptr,
-                stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, q_bufs, k_bufs, v_bufs,
-                k_ready, v_ready, k_empty, v_empty, q_ready, q_empty, turns, seq_lens_ptr,
-                qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale, GROUP,
-                GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, ME,
-                PINGPONG, PREFETCH, QTMA, QBUFS, PACK_P)
-    if PREFETCH:
-        _store_o(o, o_off, o_ok, o_ptr, HEAD, IO_L)
+            tb, gb, qi = _consume_item(
+                item, tb, gb, qi, q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
+                q_bufs, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, q_ready, q_empty,
+                turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
+                s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, STAGES,
+                S_L, O_L, P_L, IO_L, ME, PINGPONG, QTMA, QBUFS, PACK_P)
 
 
 @gluon.jit
@@ -369,39 +349,31 @@ def _store_o(o, o_off, o_ok, o_ptr, HEAD: gl.constexpr, IO_L: gl.constexpr):
 
 
 @gluon.jit
-def _consume_item(item, next_item, num_items, tb, gb, qi, q, o, o_off, o_ok, q_ptr, stride_qt,
-                  stride_qh, o_ptr, stride_ot, stride_oh, q_bufs, k_bufs, v_bufs, k_ready,
+def _consume_item(item, tb, gb, qi, q_ptr, stride_qt, stride_qh, o_ptr, stride_ot,
+                  stride_oh, q_bufs, k_bufs, v_bufs, k_ready,
                   v_ready, k_empty, v_empty, q_ready, q_empty, turns, seq_lens_ptr, qsl_ptr,
                   window, num_q_blocks, num_seqs, num_kv_heads, s_scale, out_scale,
                   GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr,
                   BLOCK_Q: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_L: gl.constexpr,
                   O_L: gl.constexpr, P_L: gl.constexpr, IO_L: gl.constexpr, ME: gl.constexpr,
-                  PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, QTMA: gl.constexpr,
-                  QBUFS: gl.constexpr, PACK_P: gl.constexpr):
-    """One work item, its query rows ``q`` already loaded (``PREFETCH``), copied by the producer
-    (``QTMA``: query buffer ``qi % QBUFS``) or loaded here; (``o``, ``o_off``, ``o_ok``): the
-    previous item's output, still to be stored. Returns the ring-tile, turn and query-buffer
-    counters after it, the next item's query rows and this item's output."""
+                  PINGPONG: gl.constexpr, QTMA: gl.constexpr, QBUFS: gl.constexpr,
+                  PACK_P: gl.constexpr):
+    """One work item, its query rows copied by the producer (``QTMA``: query buffer
+    ``qi % QBUFS``) or loaded here. Returns the ring-tile, turn and query-buffer counters
+    after it."""
     _kvh, _seq, q0, _qs, q_len, ctx, _lo, hi, lo_tile, full_lo, full_hi, n_tiles = _span(
         item, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, BLOCK_Q,
         BLOCK_N)
-    q_out = q
-    o_out = o
-    off_out = o_off
-    ok_out = o_ok
     if n_tiles > 0:
         qbuf = ME * QBUFS + qi % QBUFS
         q_smem = q_bufs.index(qbuf)
         if QTMA:
             mbarrier.wait(q_ready.index(qbuf), (qi // QBUFS) & 1)
         else:
-            if PREFETCH:
-                q_smem.store(q)
-            else:
-                q_smem.store(_load_q(item, True, q_ptr, stride_qt, stride_qh, seq_lens_ptr,
-                                     qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads, GROUP,
-                                     GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L))
+            q_smem.store(_load_q(item, q_ptr, stride_qt, stride_qh, seq_lens_ptr, qsl_ptr,
+                                 window, num_q_blocks, num_seqs, num_kv_heads, GROUP, GROUP_PAD,
+                                 HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L))
             fence_async_shared()
             _partition_barrier()
 
@@ -419,8 +391,6 @@ def _consume_item(item, next_item, num_items, tb, gb, qi, q, o, o_off, o_ok, q_p
         s_tok = warpgroup_mma(q_smem, k_bufs.index(first).permute((1, 0)), zero, use_acc=False,
                               is_async=True)
         _turn_pass(turns, ME, PINGPONG)
-        if PREFETCH:
-            _store_o(o, o_off, o_ok, o_ptr, HEAD, IO_L)  # the previous item's, under this MMA
         sc = warpgroup_mma_wait(0, deps=(s_tok,))
         mbarrier.arrive(k_empty.index(first), count=1)
         p32, alpha, m_i, l_i = _softmax(sc, lo_tile, pos, cols, m_i, l_i, window, s_scale, True)
@@ -445,17 +415,13 @@ def _consume_item(item, next_item, num_items, tb, gb, qi, q, o, o_off, o_ok, q_p
                 gb + t, start, pos, cols, acc, m_i, l_i, p, alpha, window, s_scale, STAGES,
                 ROWS, BLOCK_N, S_L, O_L, P_L, True, ME, PINGPONG, PACK_P)
             t += 1
-        # the last tile's P.V, with the next item's query rows loading meanwhile
+        # the last tile's P.V
         prev = (tb + t - 1) % STAGES
         acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, O_L))[:, None]
         mbarrier.wait(v_ready.index(prev), ((tb + t - 1) // STAGES) & 1)
         _turn_wait(turns, gb + t, ME, PINGPONG)
         o_tok = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
         _turn_pass(turns, ME, PINGPONG)
-        if PREFETCH:
-            q_out = _load_q(next_item, next_item < num_items, q_ptr, stride_qt, stride_qh,
-                        seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
-                        GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L)
         acc, p = warpgroup_mma_wait(0, deps=(o_tok, p))
         mbarrier.arrive(v_empty.index(prev), count=1)
 
@@ -472,23 +438,13 @@ def _consume_item(item, next_item, num_items, tb, gb, qi, q, o, o_off, o_ok, q_p
             qi += 1
         else:
             o_new = gl.convert_layout(o32.to(o_ptr.dtype.element_ty), IO_L)
-        tok, head, ok_new = _rows(item, True, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
+        tok, head, ok_new = _rows(item, seq_lens_ptr, qsl_ptr, window, num_q_blocks,
                                   num_seqs, num_kv_heads, GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0,
                                   ROWS, BLOCK_N, IO_L)
-        off_new = tok * stride_ot + head * stride_oh
-        if PREFETCH:
-            o_out = o_new
-            off_out = off_new
-            ok_out = ok_new
-        else:
-            _store_o(o_new, off_new, ok_new, o_ptr, HEAD, IO_L)
+        _store_o(o_new, tok * stride_ot + head * stride_oh, ok_new, o_ptr, HEAD, IO_L)
         tb += n_tiles
         gb += n_tiles + 1
-    elif PREFETCH:  # no query row in this block: the pending output waits, the next rows load
-        q_out = _load_q(next_item, next_item < num_items, q_ptr, stride_qt, stride_qh,
-                        seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs, num_kv_heads,
-                        GROUP, GROUP_PAD, HEAD, BLOCK_Q, ROW0, ROWS, BLOCK_N, IO_L)
-    return tb, gb, qi, q_out, o_out, off_out, ok_out
+    return tb, gb, qi
 
 
 @gluon.jit
@@ -498,7 +454,7 @@ def _ws_prefill_kernel(
     num_seqs, num_kv_heads, seq_pages,
     GROUP: gl.constexpr, GROUP_PAD: gl.constexpr, HEAD: gl.constexpr, BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, CONTIG: gl.constexpr,
-    SPLIT: gl.constexpr, PINGPONG: gl.constexpr, PREFETCH: gl.constexpr, QTMA: gl.constexpr,
+    SPLIT: gl.constexpr, PINGPONG: gl.constexpr, QTMA: gl.constexpr,
     QBUFS: gl.constexpr, PACK_P: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr, P_L: gl.constexpr,
     IO_L: gl.constexpr, Q_SL: gl.constexpr, KV_SL: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
@@ -541,13 +497,13 @@ def _ws_prefill_kernel(
                          q_bufs, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, q_ready,
                          q_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, PINGPONG, PREFETCH, QTMA,
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, PINGPONG, QTMA,
                          QBUFS, PACK_P)),
             (_consumer, (q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
                          q_bufs, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, q_ready,
                          q_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, ROWS,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 1, PINGPONG, PREFETCH, QTMA,
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 1, PINGPONG, QTMA,
                          QBUFS, PACK_P)),
             (_producer, (k_desc, v_desc, q_desc, k_bufs, v_bufs, q_bufs, k_ready, v_ready,
                          k_empty, v_empty, q_ready, q_empty, bt_ptr, stride_bt, seq_lens_ptr,
@@ -561,7 +517,7 @@ def _ws_prefill_kernel(
                          q_bufs, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, q_ready,
                          q_empty, turns, seq_lens_ptr, qsl_ptr, window, num_q_blocks, num_seqs,
                          num_kv_heads, s_scale, out_scale, GROUP, GROUP_PAD, HEAD, BLOCK_M, 0,
-                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, False, PREFETCH, QTMA, QBUFS,
+                         ROWS, BLOCK_N, STAGES, S_L, O_L, P_L, IO_L, 0, False, QTMA, QBUFS,
                          PACK_P)),
             (_producer, (k_desc, v_desc, q_desc, k_bufs, v_bufs, q_bufs, k_ready, v_ready,
                          k_empty, v_empty, q_ready, q_empty, bt_ptr, stride_bt, seq_lens_ptr,
@@ -713,22 +669,19 @@ def ws_max_stages(head: int) -> int:
 #: Launch settings (`bench/tune_hopper_prefill.py` sweeps them): K/V ring stages, the two
 #: consumer warpgroups as two partitions (``split``) taking turns at the tensor cores
 #: (``pingpong``), one program per multiprocessor walking the work items (``persistent``), the
-#: query rows copied by the producer (``qtma``) or else the next item's query rows loaded and
-#: the last output stored under MMAs (``prefetch``; heads up to 128: at 256 the registers
-#: spill), the register split between partitions. ``prefetch`` is
-#: off since round 21: three alternating pairs on an H200 (bench/results/
-#: h200-round21g-prefill-prefetch-2026-11-29.log) ran the B4 x 4096 bf16 prompt in 1.116-1.145 ms
-#: without it against 1.162-1.166 with it, INT8 1.097-1.119 against 1.102-1.136, the 512-token
-#: chunk equal (bf16) or 1-4% faster (INT8); round 17 had measured it +2% on INT8 only.
+#: query rows copied by the producer (``qtma``), the register split between partitions.
+#: Round 17's query prefetch (the consumers loading the next item's rows under the last P.V
+#: MMA) was measured slower in round 21 (bench/results/h200-round21g-prefill-prefetch-
+#: 2026-11-29.log: B4 x 4096 bf16 1.162-1.166 ms with it, 1.116-1.145 without) and was removed
+#: in round 22, when the producer's query copies made it moot.
 #: ``qtma`` (round 22): the producer copies the query rows by TMA; alternating with the
 #: consumers' loads on an H200 the B4 x 4096 prompt took 1.072-1.095 ms against 1.084-1.117
 #: (bf16) and 0.996-1.076 against 1.060-1.095 (INT8), the head-256 prompt 0.126 against
 #: 0.136-0.142 (bench/results/h200-round22b-prefill-qtma-2026-11-29.log, round22c). With it the
 #: producer needs 40 registers (at 24 or 32 it spills), so the consumers keep 232. ``pack_p``:
 #: P converted to the MMA operand without the half swaps (`_to_operand`; not yet run on a GPU).
-WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=True, prefetch=False,
-                         qtma=True, pack_p=False, producer_regs=40, consumer_regs=232,
-                         maxnreg=168)
+WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=True, qtma=True,
+                         pack_p=False, producer_regs=40, consumer_regs=232, maxnreg=168)
 
 
 def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc, *, group: int,
@@ -739,6 +692,9 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
     (``[blocks, block_size, Hkv, D]``). ``contig``: the sides are the dequantized workspace,
     sequence b's tokens at rows ``b * seq_pages * block_size`` on (the block table is ignored).
     ``settings`` override `WS_DEFAULTS`."""
+    unknown = sorted(set(settings) - set(WS_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown Hopper prefill settings {unknown}; known: {sorted(WS_DEFAULTS)}")
     opt = {**WS_DEFAULTS, **settings}
     stages, split = int(opt["stages"]), bool(opt["split"])
     if not 2 <= stages <= ws_max_stages(query.shape[-1]):
@@ -775,7 +731,7 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
     kw = dict(GROUP=group, GROUP_PAD=group_pad, HEAD=d, BLOCK_M=BLOCK_M, BLOCK_N=block_n,
               BLOCK_SIZE=block_size, STAGES=stages, CONTIG=bool(contig), SPLIT=bool(split),
               PINGPONG=bool(opt["pingpong"]) and split,
-              PREFETCH=bool(opt["prefetch"]) and d <= 128 and not qtma, QTMA=qtma,
+              QTMA=qtma,
               QBUFS=ws_query_buffers(d) if qtma else 1, PACK_P=bool(opt["pack_p"]),
               PRODUCER_REGS=int(opt["producer_regs"]), CONSUMER_REGS=int(opt["consumer_regs"]),
               **lay, num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=int(opt["maxnreg"]))

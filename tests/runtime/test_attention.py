@@ -1074,6 +1074,11 @@ def test_prefill_hopper_kernel_scope(device):
         (10, 8, 128), (1025, 128, 1)))                                         # 2050-byte rows
     assert not pg.query_tma_ok(torch.zeros(10 * 1024 + 1, dtype=bf16)[1:].view(10, 8, 128))
     assert pg.ws_query_buffers(128) == 2 and pg.ws_query_buffers(256) == 1
+    # a setting the kernel does not have (round 17's `prefetch`, removed) is refused, not ignored
+    with pytest.raises(ValueError, match=r"unknown Hopper prefill settings \['prefetch'\]"):
+        pg.launch_ws_prefill(qkv, qkv, qkv, qkv, None, None, None, group=1, block_size=16,
+                             num_kv_heads=12, scale=1.0, out_scale=1.0, sliding_window=0,
+                             max_query_len=10, prefetch=True)
     cache = torch.zeros(2, 5, 16, 4, 128, dtype=bf16)
     assert pg.stride_ok(cache[0], cache[1], 16, 4, 128)
     assert not pg.stride_ok(cache[0][:, :, :2], cache[1][:, :, :2], 16, 2, 128)  # head slice
@@ -1139,26 +1144,25 @@ def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("split,stages,pingpong,persistent,prefetch,qtma,pack_p", [
-    (True, 2, False, True, False, True, False), (True, 2, False, False, False, True, False),
-    (False, 2, False, True, False, True, False), (True, 3, False, True, False, True, False),
-    (True, 2, True, True, False, True, False), (True, 2, False, True, True, False, False),
-    (False, 2, False, False, False, False, False), (True, 2, False, True, False, True, True)])
+@pytest.mark.parametrize("split,stages,pingpong,persistent,qtma,pack_p", [
+    (True, 2, False, True, True, False), (True, 2, False, False, True, False),
+    (False, 2, False, True, True, False), (True, 3, False, True, True, False),
+    (True, 2, True, True, True, False), (True, 2, False, True, False, False),
+    (False, 2, False, False, False, False), (True, 2, False, True, True, True)])
 @pytest.mark.parametrize("kv_cache_dtype,hq,hkv,head_size,block_size", [
     ("bfloat16", 32, 8, 128, 16), ("bfloat16", 64, 8, 64, 32), ("bfloat16", 16, 4, 256, 16),
     ("bfloat16", 8, 8, 128, 32), ("bfloat16", 24, 8, 64, 16), ("float16", 48, 4, 128, 32),
     ("bfloat16", 16, 2, 128, 8), ("int8_per_token_head", 32, 8, 128, 16),
     ("fp8", 16, 8, 256, 32), ("fp8_per_token_head", 56, 8, 64, 16)])
 def test_prefill_hopper_gpu(cuda_device, monkeypatch, split, stages, pingpong, persistent,
-                            prefetch, qtma, pack_p, kv_cache_dtype, hq, hkv, head_size,
-                            block_size):
+                            qtma, pack_p, kv_cache_dtype, hq, hkv, head_size, block_size):
     """The Hopper prefill kernel (paged TMA copies; the workspace of 8-bit caches) against the
     reference: whole prompts, chunks over cached context, 1-token chunks, an empty chunk,
     sliding windows; GQA groups 1-12 (3, 7 and 12 padded), heads 64/128/256, pages of 8-32
     rows; both consumer arrangements, ring depths, ping-pong turns, persistent programs (which
     walk many items each here), the query rows copied by TMA (from a contiguous query and from
-    the strided Q view of a fused QKV output) or loaded by the consumers, with query prefetch
-    and deferred output stores; P converted by the kernel's own packing PTX (``pack_p``)."""
+    the strided Q view of a fused QKV output) or loaded by the consumers; P converted by the
+    kernel's own packing PTX (``pack_p``)."""
     from kvplan.runtime import prefill_gluon as pg
     if not pg.hopper_device(torch.device("cuda")):
         pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
@@ -1168,7 +1172,6 @@ def test_prefill_hopper_gpu(cuda_device, monkeypatch, split, stages, pingpong, p
     monkeypatch.setitem(pg.WS_DEFAULTS, "stages", stages)
     monkeypatch.setitem(pg.WS_DEFAULTS, "pingpong", pingpong)
     monkeypatch.setitem(pg.WS_DEFAULTS, "persistent", persistent)
-    monkeypatch.setitem(pg.WS_DEFAULTS, "prefetch", prefetch)
     monkeypatch.setitem(pg.WS_DEFAULTS, "qtma", qtma)
     monkeypatch.setitem(pg.WS_DEFAULTS, "pack_p", pack_p)
     dtype = torch.float16 if kv_cache_dtype == "float16" else torch.bfloat16
