@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -560,15 +560,32 @@ for step in $steps; do
       #          the softmax by a guarded warp sync (2) or wgmma fence (1); NOTES round 22)
       timeout 170 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --modes bf16 \
         --settings pin=0,pin=2,pin=1,pin=0,pin=2,pin=2:pingpong=1 2>&1 | tee -a "$OUT/prefill-pin2.log" ;;
-    round23)  # P converted to the P.V operand without half swaps (`pack_p`, SASS-checked only):
-      #          its GPU tests, then alternating timings against the default
-      timeout 200 $PY -m pytest -p no:cacheprovider -q -rfE tests/runtime/test_attention.py \
-        -k "prefill_hopper_gpu and True-2-False-True-False-True-True" 2>&1 | tail -30 | tee "$OUT/pytest-23.log"
+    round23)  # every Hopper prefill GPU test (the post-review kernel: query prefetch removed, the
+      #          epilogue's clamp gone; `pack_p`, SASS-checked only, in the last case of each shape),
+      #          then alternating timings of pack_p against the default
+      timeout 330 $PY -m pytest -p no:cacheprovider -q -rfE --durations=5 tests/runtime/test_attention.py \
+        -k "prefill_hopper_gpu" 2>&1 | tail -30 | tee "$OUT/pytest-23.log"
       timeout 200 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 --shape 4,512,8192,32,8,128 \
         --modes bf16,int8_per_token_head --settings pack_p=0,pack_p=1,pack_p=0,pack_p=1,pack_p=0,pack_p=1 \
         2>&1 | tee -a "$OUT/prefill-pack-p.log"
       timeout 90 $PY bench/tune_hopper_prefill.py --shape 2,2048,16384,64,8,64 --shape 2,2048,0,16,4,256 \
         --modes bf16 --settings pack_p=0,pack_p=1,pack_p=0,pack_p=1 2>&1 | tee -a "$OUT/prefill-pack-p.log" ;;
+    round23b)  # with pack_p the default: every GPU test of tests/runtime (12 pytest-xdist workers:
+      #           the time is kernel compiles), then the head-256 prompt alternating again
+      timeout 450 $PY -m pytest -p no:cacheprovider -q -rfE -n 12 -m gpu tests/runtime 2>&1 \
+        | tail -40 | tee "$OUT/pytest-all.log"
+      timeout 120 $PY bench/tune_hopper_prefill.py --shape 2,2048,0,16,4,256 --shape 4,4096,0,32,8,128 \
+        --modes bf16 --settings pack_p=1,pack_p=0,pack_p=1,pack_p=0,pack_p=1,pack_p=0 \
+        2>&1 | tee -a "$OUT/prefill-pack-p.log" ;;
+    round23suite)  # pack_p alternating once more on a fresh machine (round23b's B4 x 4096 timings
+      #               spread 10%), the clocks around them, then the suite with pack_p the default
+      nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee -a "$OUT/clocks.log"
+      timeout 120 $PY bench/tune_hopper_prefill.py --shape 4,4096,0,32,8,128 \
+        --modes bf16,int8_per_token_head --settings pack_p=0,pack_p=1,pack_p=0,pack_p=1,pack_p=0,pack_p=1,pack_p=0,pack_p=1 \
+        2>&1 | tee -a "$OUT/prefill-pack-p.log"
+      nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee -a "$OUT/clocks.log"
+      timeout 400 $PY bench/bench_attention.py --out "$OUT/h200-runtime-r23-2026-11-29.json" \
+        --plot "$OUT/h200-runtime-r23-2026-11-29.png" 2>&1 | tee "$OUT/h200-runtime-r23-2026-11-29.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -1145,10 +1145,10 @@ def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("split,stages,pingpong,persistent,qtma,pack_p", [
-    (True, 2, False, True, True, False), (True, 2, False, False, True, False),
-    (False, 2, False, True, True, False), (True, 3, False, True, True, False),
-    (True, 2, True, True, True, False), (True, 2, False, True, False, False),
-    (False, 2, False, False, False, False), (True, 2, False, True, True, True)])
+    (True, 2, False, True, True, True), (True, 2, False, False, True, True),
+    (False, 2, False, True, True, True), (True, 3, False, True, True, True),
+    (True, 2, True, True, True, True), (True, 2, False, True, False, True),
+    (False, 2, False, False, False, True), (True, 2, False, True, True, False)])
 @pytest.mark.parametrize("kv_cache_dtype,hq,hkv,head_size,block_size", [
     ("bfloat16", 32, 8, 128, 16), ("bfloat16", 64, 8, 64, 32), ("bfloat16", 16, 4, 256, 16),
     ("bfloat16", 8, 8, 128, 32), ("bfloat16", 24, 8, 64, 16), ("float16", 48, 4, 128, 32),

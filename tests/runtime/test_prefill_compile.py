@@ -22,15 +22,15 @@ def test_hopper_prefill_kernel_compiles_for_sm90():
     # compiled, not interpreted: the CPU suite sets TRITON_INTERPRET=1 for its other kernels
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "compile_report.py"),
-                          "--hopper-prefill", "default,pack_p=1", "--heads", "128", "--sass"],
+                          "--hopper-prefill", "default,pack_p=0", "--heads", "128", "--sass"],
                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = [line.split() for line in res.stdout.splitlines() if line.startswith("hopper_prefill_")]
-    # the default settings, and P converted by the kernel's own packing PTX (`pack_p`)
+    # the default settings (P converted by the kernel's own packing PTX), and P through `.to()`
     assert [r[0] for r in rows] == ["hopper_prefill_d128_default",
                                     "hopper_prefill_d128_default_contig",
-                                    "hopper_prefill_d128_pack_p=1",
-                                    "hopper_prefill_d128_pack_p=1_contig"]
+                                    "hopper_prefill_d128_pack_p=0",
+                                    "hopper_prefill_d128_pack_p=0_contig"]
     for r in rows:
         fields = dict(zip(r[1::2], r[2::2], strict=False))
         assert int(fields["wgmma"]) > 0, r            # warpgroup MMAs, not mma.sync
