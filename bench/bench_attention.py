@@ -3,20 +3,21 @@
 
     python bench/bench_attention.py --out bench/results/h100.json [--quick] [--plot out.png]
 
-Prints a markdown table (the one recorded in BENCHMARKS.md) and writes the raw results as JSON.
+Prints a markdown table (the one recorded in BENCHMARKS.md) and writes the raw results as JSON
+(schemas/bench-result.schema.json).
 Runs from a source checkout without installing kvplan.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvplan.runtime.bench import format_table, plot, run_suite
+from kvplan.runtime.bench import format_table, run_suite
+from kvplan.runtime.bench_cli import write_results
 
 
 def main() -> None:
@@ -31,10 +32,7 @@ def main() -> None:
         print(f"[{done}/{total}] {label} ({time.time() - t0:.0f}s)", file=sys.stderr, flush=True)
 
     results = run_suite("cuda", quick=args.quick, progress=progress)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
-    if args.plot:
-        plot(results, str(args.plot))
+    write_results(results, args.out, args.plot)
     print(format_table(results))
 
 

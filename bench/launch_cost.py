@@ -53,6 +53,10 @@ def main() -> None:
                     help="TOKENS: host microseconds of one eager write_kv_cache call of TOKENS "
                          "tokens x (8 kv heads, head 128) per mode (idle GPU, median of 200; "
                          "and 100 calls back to back)")
+    ap.add_argument("--drift", type=int, default=0, metavar="N",
+                    help="per shape and mode, N rounds alternating this host's floor (torch's "
+                         "add_ on an idle GPU) with the bound call's idle host time (each a "
+                         "median of 200): whether the call's spread across runs is the host's")
     ap.add_argument("--profile", action="store_true",
                     help="also print where the host time of each call goes (cProfile)")
     args = ap.parse_args()
@@ -93,6 +97,8 @@ def main() -> None:
             print(f"| {shape} | {name} | {graph:.4f} | {eager:.4f} | {eager / graph:.2f}x | "
                   f"{idle:.1f} | {ordinary:.1f} | {' / '.join(f'{x:.1f}' for x in queued)} |",
                   flush=True)
+            if args.drift:
+                _drift(run, args.drift, f"{shape} {name}")
             if args.parts:
                 _parts(run, cache, q, out, bt, lens, ctx)
             if args.profile:
@@ -236,6 +242,17 @@ def _parts(run, cache, q, out, bt, lens, ctx) -> None:
 def _add_one(x_ptr, n, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+
+
+def _drift(run, rounds: int, label: str) -> None:
+    """``--drift``: the host floor and the call, alternating, so a slow stretch of the host
+    shows in both columns of the same round."""
+    x = torch.zeros(4096, device="cuda")
+    for i in range(rounds):
+        floor = _host_us_idle(lambda: x.add_(1))
+        call = _host_us_idle(run)
+        print(f"drift {label} round {i}: add_ {floor:.1f} us, call {call:.1f} us, "
+              f"call - add_ {call - floor:.1f} us", flush=True)
 
 
 def _floor() -> None:

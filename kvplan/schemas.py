@@ -43,6 +43,11 @@ def _kv_scales() -> dict[str, Any]:
     return kv_scales_schema()
 
 
+def _bench_result() -> dict[str, Any]:
+    from kvplan.runtime.bench_model import bench_result_schema
+    return bench_result_schema()
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "plan": _plan,
     "lint-report": _lint_report,
@@ -50,6 +55,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "policy": _policy,
     "validate-report": _validate_report,
     "kv-scales": _kv_scales,
+    "bench-result": _bench_result,
 }
 """Schema name -> generator. The file is `schemas/<name>.schema.json`."""
 

@@ -124,6 +124,13 @@ class FakeHub:
 
     def _send(self, h: BaseHTTPRequestHandler, status: int, body: bytes = b"", headers: dict | None = None,
               head: bool = False, content_type: str = "application/json") -> None:
+        # counted before any byte goes out: a client that has its answer finds its request
+        # already counted (counted after the write, the server thread could add a request to
+        # the counts a test had just reset, under load)
+        with self._lock:
+            self.requests.append((h.command, h.path, status))
+            if not head:
+                self.bytes_served += len(body)
         h.send_response(status)
         h.send_header("Content-Type", content_type)
         for k, v in (headers or {}).items():
@@ -133,10 +140,6 @@ class FakeHub:
         h.end_headers()
         if not head and body:
             h.wfile.write(body)
-            with self._lock:
-                self.bytes_served += len(body)
-        with self._lock:
-            self.requests.append((h.command, h.path, status))
 
     def _error(self, h: BaseHTTPRequestHandler, status: int, code: str | None, message: str, head: bool,
                extra: dict | None = None) -> None:

@@ -72,6 +72,10 @@ WRITE_TOKENS_QUICK = (64, 8192)
 _FLUSH: dict[int, tuple] = {}
 # How every timing in a suite result was taken, recorded in its JSON (suite results written
 # before this field existed were timed by triton.testing.do_bench, whose flush zeroes the buffer)
+#: the result's contract (schemas/bench-result.schema.json; `kvplan.runtime.bench_model`, which
+#: needs pydantic, holds the same two values)
+BENCH_SCHEMA_VERSION = "1.0"
+BENCH_KIND = "kvplan.bench-result"
 TIMING = {"l2_flush": "read 256 MB before each repetition", "statistic": "median",
           "decode": "CUDA-graph replay", "write": "CUDA-graph replay over inputs 4x L2"}
 
@@ -345,6 +349,7 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
                      frac_copy=sdpa_bytes / (sdpa_ms * 1e-3) / copy_bps, ratio_to_sdpa=1.0,
                      rel_err=_rel_err(sdpa_out, ref)))
     seq_lens = torch.full((batch,), ctx, dtype=torch.int32, device=device)
+    tiny = torch.zeros(1, device=device)
     for name, kv_dtype in modes:
         layout = LayerLayout.simple(kv_dtype, hkv, head, sliding_window=window)
         cache, block_tables = _filled_cache(layout, k, v, block_size, gen)
@@ -359,11 +364,12 @@ def bench_decode_shape(batch: int, ctx: int, hq: int, hkv: int, head: int,
         err = _rel_err(out, ref)
         ms = _bench_replay(run)
         eager_ms = _bench(run)
+        host_floor = _host_us_idle(lambda: tiny.add_(1))  # this host's pace right now (`host_floor_us`)
         host_us = _host_us_idle(run)
         host_queued = _host_us(run)
         nbytes = batch * attended * layout.bytes_per_token
         rows.append(dict(shape, kind="decode", variant=f"paged_{name}", ms=ms, eager_ms=eager_ms,
-                         host_us=host_us, host_us_queued=host_queued,
+                         host_us=host_us, host_us_queued=host_queued, host_floor_us=host_floor,
                          eager_over_graph=eager_ms / ms, bytes=nbytes,
                          bytes_per_s=nbytes / (ms * 1e-3), frac_copy=nbytes / (ms * 1e-3) / copy_bps,
                          ratio_to_sdpa=ms / sdpa_ms, rel_err=err,
@@ -574,6 +580,8 @@ def run_suite(device: str = "cuda", quick: bool = False,
         progress("done", total, total)
     props = torch.cuda.get_device_properties(device)
     return {
+        "schema_version": BENCH_SCHEMA_VERSION,
+        "kind": BENCH_KIND,
         "device": torch.cuda.get_device_name(device),
         "num_sms": props.multi_processor_count,
         "torch": torch.__version__,
@@ -594,9 +602,9 @@ def format_table(results: dict) -> str:
     lines = [f"Device: {results['device']} — torch {results['torch']}, triton {results['triton']}, "
              f"{results['date']}; measured copy bandwidth {copy / 1e12:.2f} TB/s", ""]
     lines += ["| shape (B, ctx, Hq, Hkv, D, W) | variant | GPU time (ms) | eager call (ms) | "
-              "eager / graph | host (us/call) | bytes (MB) | GB/s | of copy BW | vs SDPA bf16 | "
-              "rel err |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "eager / graph | host (us/call) | host floor (us) | bytes (MB) | GB/s | of copy BW | "
+              "vs SDPA bf16 | rel err |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
         if r["kind"] != "decode":
             continue
@@ -605,8 +613,10 @@ def format_table(results: dict) -> str:
         err = "" if r.get("rel_err") is None else f"{r['rel_err']:.4f}"
         eager = r.get("eager_ms", float("nan"))
         host = "" if r.get("host_us") is None else f"{r['host_us']:.1f}"
+        floor = "" if r.get("host_floor_us") is None else f"{r['host_floor_us']:.1f}"
         lines.append(f"| {shape} | {r['variant']} | {r['ms']:.4f} | "
-                     f"{eager:.4f} | {eager / r['ms']:.2f}x | {host} | {r['bytes'] / 1e6:.1f} | "
+                     f"{eager:.4f} | {eager / r['ms']:.2f}x | {host} | {floor} | "
+                     f"{r['bytes'] / 1e6:.1f} | "
                      f"{r['bytes_per_s'] / 1e9:.0f} | {100 * r['frac_copy']:.0f}% | "
                      f"{r['ratio_to_sdpa']:.3f}x | {err} |")
     prefill = [r for r in results["rows"] if r["kind"] == "prefill"]

@@ -19,7 +19,7 @@ def bench_command(output_json: Path, plot_png: Path | None = None, quick: bool =
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from kvplan.runtime.bench import format_table, plot, run_suite
+    from kvplan.runtime.bench import format_table, run_suite
 
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
@@ -31,10 +31,20 @@ def bench_command(output_json: Path, plot_png: Path | None = None, quick: bool =
             bar.update(task, description=label, completed=done, total=total)
 
         results = run_suite("cuda", quick=quick, progress=progress)
-    output_json = Path(output_json)
-    output_json.parent.mkdir(parents=True, exist_ok=True)
-    output_json.write_text(json.dumps(results, indent=1))
-    if plot_png is not None:
-        plot(results, str(plot_png))
+    write_results(results, Path(output_json), plot_png)
     sys.stdout.write(format_table(results) + "\n")
     return results
+
+
+def write_results(results: dict, output_json: Path, plot_png: Path | None = None) -> None:
+    """The suite's JSON (keys sorted; schemas/bench-result.schema.json) and its chart, each
+    written whole or not at all."""
+    from kvplan.files import atomic_output, write_atomic
+
+    output_json.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(output_json, json.dumps(results, indent=1, sort_keys=True) + "\n")
+    if plot_png is not None:
+        from kvplan.runtime.bench import plot
+
+        with atomic_output(plot_png, suffix=".png") as tmp:
+            plot(results, str(tmp))

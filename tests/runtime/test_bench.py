@@ -146,6 +146,21 @@ def test_bench_decode_shape_times_graph_replays(cuda_device):
         assert r.get("nan_outputs", 0) == 0
     assert by["paged_bf16"]["rel_err"] < 0.01
     assert by["paged_int8_per_token_head"]["rel_err"] < 0.15
+    for name, r in by.items():  # host time of the eager call, beside this host's floor
+        if name.startswith("paged_"):
+            assert r["host_floor_us"] > 0 and r["host_us"] > 0, r
+    _valid_rows(rows)
+
+
+def _valid_rows(rows: list[dict]) -> None:
+    """The rows as the published schema describes them (schemas/bench-result.schema.json)."""
+    import jsonschema
+
+    from tests.conftest import ROOT
+    schema = json.loads((ROOT / "schemas" / "bench-result.schema.json").read_text())
+    name = {"decode": "DecodeRow", "prefill": "PrefillRow", "write": "WriteRow"}
+    for r in rows:
+        jsonschema.validate(r, {**schema["$defs"][name[r["kind"]]], "$defs": schema["$defs"]})
 
 
 @pytest.mark.gpu
@@ -163,6 +178,7 @@ def test_bench_prefill_shape_reports_tflops(cuda_device):
         assert abs(r["ratio_to_sdpa"] - r["tflops"] / rows[0]["tflops"]) < 1e-9
     assert by["paged_bf16"]["rel_err"] < 0.01
     assert by["paged_int8_per_token_head"]["rel_err"] < 0.15
+    _valid_rows(rows)
 
 
 def test_trace_analysis_reports_ramp_and_drain():
