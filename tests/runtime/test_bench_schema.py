@@ -7,11 +7,14 @@ import json
 import types
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
+pytest.importorskip("pydantic")  # the test extra has both; GPU images may not
+pytest.importorskip("jsonschema")
+
+import jsonschema
 
 from kvplan.runtime import bench, bench_model
 from kvplan.runtime.bench_cli import write_results
@@ -38,8 +41,8 @@ def test_bench_keeps_the_models_version_and_kind():
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.stem)
 def test_recorded_gpu_suites_match_the_row_schemas(path: Path):
-    """Every row of the suites recorded on an H200 validates against its kind's schema (they
-    predate the version stamp and the host floor, which are the only differences)."""
+    """Every row of the suites recorded on an H200 validates against its kind's schema (those
+    before round 23c lack the version stamp and the host floor, which are the only differences)."""
     doc = json.loads(path.read_text())
     kinds = {r["kind"] for r in doc["rows"]}
     assert kinds == {"decode", "prefill", "write"}
@@ -51,7 +54,19 @@ def test_recorded_gpu_suites_match_the_row_schemas(path: Path):
 
 
 def test_recorded_suites_exist():
-    assert len(RECORDED) >= 4
+    assert len(RECORDED) >= 5
+
+
+def test_stamped_gpu_suites_validate_whole():
+    """Suites recorded since the stamp (round 23c on): the whole document, as the GPU wrote it."""
+    stamped = [p for p in RECORDED if "schema_version" in json.loads(p.read_text())]
+    assert stamped, "no recorded suite carries the version stamp"
+    for path in stamped:
+        doc = json.loads(path.read_text())
+        jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+        bench_model.BenchResult.model_validate(doc)
+        decode = [r for r in doc["rows"] if r["kind"] == "decode" and r.get("host_us")]
+        assert decode and all(r["host_floor_us"] > 0 for r in decode)
 
 
 def test_a_row_that_drifts_from_the_schema_is_caught():
