@@ -70,12 +70,12 @@ WRITE_TOKENS_QUICK = (64, 8192)
 
 
 _FLUSH: dict[int, tuple] = {}
-# How every timing in a suite result was taken, recorded in its JSON (suite results written
-# before this field existed were timed by triton.testing.do_bench, whose flush zeroes the buffer)
 #: the result's contract (schemas/bench-result.schema.json; `kvplan.runtime.bench_model`, which
 #: needs pydantic, holds the same two values)
 BENCH_SCHEMA_VERSION = "1.0"
 BENCH_KIND = "kvplan.bench-result"
+# How every timing in a suite result was taken, recorded in its JSON (suite results written
+# before this field existed were timed by triton.testing.do_bench, whose flush zeroes the buffer)
 TIMING = {"l2_flush": "read 256 MB before each repetition", "statistic": "median",
           "decode": "CUDA-graph replay", "write": "CUDA-graph replay over inputs 4x L2"}
 
