@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from kvplan import __version__ as kvplan_version
 from kvplan.runtime.attention import AttentionConfig, paged_attention
 from kvplan.runtime.cache import PagedKVCache, allocate_kv_cache
 from kvplan.runtime.layout import LayerLayout
@@ -582,6 +583,7 @@ def run_suite(device: str = "cuda", quick: bool = False,
     return {
         "schema_version": BENCH_SCHEMA_VERSION,
         "kind": BENCH_KIND,
+        "kvplan_version": kvplan_version,
         "device": torch.cuda.get_device_name(device),
         "num_sms": props.multi_processor_count,
         "torch": torch.__version__,

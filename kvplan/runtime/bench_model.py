@@ -164,6 +164,9 @@ class BenchResult(Frozen):
     """Version of this JSON contract."""
     kind: Literal["kvplan.bench-result"] = "kvplan.bench-result"
     """Document kind."""
+    kvplan_version: str | None = None
+    """kvplan version that ran the suite (absent from the first results of this contract,
+    round 23c)."""
     device: str
     """GPU name as torch reports it."""
     num_sms: int

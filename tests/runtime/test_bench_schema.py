@@ -101,6 +101,8 @@ def _stubbed_suite(monkeypatch) -> dict:
 def test_suite_result_validates_and_is_stamped(monkeypatch):
     res = _stubbed_suite(monkeypatch)
     assert res["schema_version"] == bench.BENCH_SCHEMA_VERSION and res["kind"] == bench.BENCH_KIND
+    import kvplan
+    assert res["kvplan_version"] == kvplan.__version__
     jsonschema.Draft202012Validator(SCHEMA).validate(res)
     bench_model.BenchResult.model_validate(res)  # the model agrees with its schema
 
