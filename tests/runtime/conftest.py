@@ -32,3 +32,23 @@ def cuda_device() -> str:
     if not torch.cuda.is_available() or _interpreting():
         pytest.skip("needs a CUDA GPU (and TRITON_INTERPRET unset)")
     return "cuda"
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """`kvplan.runtime.bench` on any machine: torch sees a 132-SM "FakeGPU" and the copy
+    bandwidth is 3 TB/s, so `run_suite`'s assembly runs with its GPU work stubbed by the test."""
+    import contextlib
+    import types
+
+    torch = pytest.importorskip("torch")
+    from kvplan.runtime import bench
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "FakeGPU")
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device=None: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.setattr(bench, "copy_bandwidth", lambda device: {"bytes": 2, "ms": 1.0,
+                                                                 "bytes_per_s": 3e12})
+    return bench

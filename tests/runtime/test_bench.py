@@ -97,24 +97,11 @@ def test_bench_run_suite_needs_cuda(monkeypatch):
         run_suite("cuda", quick=True)
 
 
-def test_bench_suite_result_records_how_it_was_timed(monkeypatch):
+def test_bench_suite_result_records_how_it_was_timed(monkeypatch, fake_gpu):
     """The suite's JSON says how its timings were taken (L2 flush, statistic, graph replays), so
     results from different rounds can be compared knowingly; the progress callback sees every
     step and 'done'. The GPU work itself is stubbed: this checks the assembly, on any machine."""
-    import contextlib
-    import types
-
-    import torch
-
-    from kvplan.runtime import bench
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "FakeGPU")
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda device=None: types.SimpleNamespace(multi_processor_count=132))
-    monkeypatch.setattr(bench, "copy_bandwidth", lambda device: {"bytes": 2, "ms": 1.0,
-                                                                 "bytes_per_s": 3e12})
+    bench = fake_gpu
     calls = []
     monkeypatch.setattr(bench, "bench_decode_shape", lambda *a, **k: calls.append(a) or [])
     monkeypatch.setattr(bench, "bench_write", lambda *a, **k: [])

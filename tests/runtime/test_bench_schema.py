@@ -2,9 +2,7 @@
 carries its version and kind, validates against the schema, and is written whole, keys sorted."""
 from __future__ import annotations
 
-import contextlib
 import json
-import types
 from pathlib import Path
 
 import pytest
@@ -80,25 +78,17 @@ def test_a_row_that_drifts_from_the_schema_is_caught():
 
 
 def _stubbed_suite(monkeypatch) -> dict:
-    """`run_suite` with the GPU work replaced by rows taken from a recorded GPU suite."""
-    import torch
-
+    """`run_suite` (on the `fake_gpu` fixture) with the GPU work replaced by rows taken from a
+    recorded GPU suite."""
     recorded = json.loads(RECORDED[-1].read_text())["rows"]
     by_kind = {k: [r for r in recorded if r["kind"] == k] for k in ("decode", "prefill", "write")}
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "FakeGPU")
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda device=None: types.SimpleNamespace(multi_processor_count=132))
-    monkeypatch.setattr(bench, "copy_bandwidth", lambda device: {"bytes": 2, "ms": 1.0,
-                                                                 "bytes_per_s": 3e12})
     monkeypatch.setattr(bench, "bench_decode_shape", lambda *a, **k: by_kind["decode"][:5])
     monkeypatch.setattr(bench, "bench_prefill_shape", lambda *a, **k: by_kind["prefill"][:2])
     monkeypatch.setattr(bench, "bench_write", lambda *a, **k: by_kind["write"][:4])
     return bench.run_suite("cuda", quick=True)
 
 
-def test_suite_result_validates_and_is_stamped(monkeypatch):
+def test_suite_result_validates_and_is_stamped(monkeypatch, fake_gpu):
     res = _stubbed_suite(monkeypatch)
     assert res["schema_version"] == bench.BENCH_SCHEMA_VERSION and res["kind"] == bench.BENCH_KIND
     import kvplan
@@ -107,7 +97,7 @@ def test_suite_result_validates_and_is_stamped(monkeypatch):
     bench_model.BenchResult.model_validate(res)  # the model agrees with its schema
 
 
-def test_write_results_sorts_keys_and_writes_whole_files(monkeypatch, tmp_path):
+def test_write_results_sorts_keys_and_writes_whole_files(monkeypatch, fake_gpu, tmp_path):
     res = _stubbed_suite(monkeypatch)
     out = tmp_path / "r.json"
     write_results(res, out)
