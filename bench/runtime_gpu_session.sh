@@ -13,8 +13,8 @@ steps=${*:-tests tune suite}
 } 2>&1 | tee "$OUT/env.log"
 for step in $steps; do
   case $step in
-    tests)
-      timeout 300 $PY -m pytest -q -p no:cacheprovider tests/runtime 2>&1 | tail -25 | tee "$OUT/pytest.log" ;;
+    tests)  # every runtime test, 12 pytest-xdist workers (the GPU image has it): ~150 s on an H200
+      timeout 450 $PY -m pytest -q -p no:cacheprovider -n 12 tests/runtime 2>&1 | tail -25 | tee "$OUT/pytest.log" ;;
     tune)
       timeout 240 $PY bench/tune_attention.py --shape 64,4096,32,8,128 \
         --modes int8_per_token_head,fp8_per_token_head --paged3d 1 --imma 1,0 \
