@@ -1094,6 +1094,32 @@ def test_prefill_hopper_kernel_scope(device):
     _check(out, ref, layout.quant_mode, "hopper=False")
 
 
+def test_hopper_prefill_masks_by_causality_alone_only_without_a_window(monkeypatch):
+    """``causal_mask``: the first and diagonal tiles of a layer without a sliding window are
+    masked by causality alone (`_softmax` MASK 2); a windowed layer, the dequantized workspace
+    (which spills with it) and the default keep both compares (MASK 1). The launch is recorded,
+    not run: this checks what the kernel is asked for, on any machine."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    from kvplan.runtime import prefill_gluon as pg
+    seen = []
+    monkeypatch.setattr(pg, "launch_cached", lambda fn, grid, pos, kw, key=None: seen.append(kw))
+    k = torch.zeros(64, 16, 8, 128, dtype=torch.bfloat16)
+    q = torch.zeros(256, 32, 128, dtype=torch.bfloat16)
+    bt = torch.zeros(2, 8, dtype=torch.int32)
+    sl = torch.full((2,), 128, dtype=torch.int32)
+
+    def diag_mask(window: int, contig: bool = False, **settings) -> int:
+        pg.launch_ws_prefill(q, q, k, k, bt, sl, sl, group=4, block_size=16, num_kv_heads=8,
+                             scale=0.1, out_scale=1.0, sliding_window=window,
+                             max_query_len=128, contig=contig, seq_pages=8, **settings)
+        return seen[-1]["DIAG_MASK"]
+
+    assert diag_mask(0) == 1                                  # off by default
+    assert diag_mask(0, causal_mask=True) == 2
+    assert diag_mask(300, causal_mask=True) == 1              # the window cuts diagonal tiles
+    assert diag_mask(0, contig=True, causal_mask=True) == 1   # the workspace kernel
+
+
 def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
     """Which prefill kernel a call takes, as on an sm_90 GPU (the device check and the Hopper
     launch replaced by a recorder): small calls keep the Triton kernel, calls with enough work
@@ -1144,25 +1170,29 @@ def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("split,stages,pingpong,persistent,qtma,pack_p", [
-    (True, 2, False, True, True, True), (True, 2, False, False, True, True),
-    (False, 2, False, True, True, True), (True, 3, False, True, True, True),
-    (True, 2, True, True, True, True), (True, 2, False, True, False, True),
-    (False, 2, False, False, False, True), (True, 2, False, True, True, False)])
+@pytest.mark.parametrize("split,stages,pingpong,persistent,qtma,pack_p,causal_mask", [
+    (True, 2, False, True, True, True, False), (True, 2, False, False, True, True, False),
+    (False, 2, False, True, True, True, False), (True, 3, False, True, True, True, False),
+    (True, 2, True, True, True, True, False), (True, 2, False, True, False, True, False),
+    (False, 2, False, False, False, True, False), (True, 2, False, True, True, False, False),
+    (True, 2, False, True, True, True, True)])
 @pytest.mark.parametrize("kv_cache_dtype,hq,hkv,head_size,block_size", [
     ("bfloat16", 32, 8, 128, 16), ("bfloat16", 64, 8, 64, 32), ("bfloat16", 16, 4, 256, 16),
     ("bfloat16", 8, 8, 128, 32), ("bfloat16", 24, 8, 64, 16), ("float16", 48, 4, 128, 32),
     ("bfloat16", 16, 2, 128, 8), ("int8_per_token_head", 32, 8, 128, 16),
     ("fp8", 16, 8, 256, 32), ("fp8_per_token_head", 56, 8, 64, 16)])
 def test_prefill_hopper_gpu(cuda_device, monkeypatch, split, stages, pingpong, persistent,
-                            qtma, pack_p, kv_cache_dtype, hq, hkv, head_size, block_size):
+                            qtma, pack_p, causal_mask, kv_cache_dtype, hq, hkv, head_size,
+                            block_size):
     """The Hopper prefill kernel (paged TMA copies; the workspace of 8-bit caches) against the
     reference: whole prompts, chunks over cached context, 1-token chunks, an empty chunk,
     sliding windows; GQA groups 1-12 (3, 7 and 12 padded), heads 64/128/256, pages of 8-32
     rows; both consumer arrangements, ring depths, ping-pong turns, persistent programs (which
     walk many items each here), the query rows copied by TMA (from a contiguous query and from
     the strided Q view of a fused QKV output) or loaded by the consumers; P converted by the
-    kernel's own packing PTX (``pack_p``)."""
+    kernel's own packing PTX (``pack_p``); the causal-only mask of layers without a window
+    (``causal_mask``: the window=None pass below takes it, the window=300 pass keeps both
+    compares)."""
     from kvplan.runtime import prefill_gluon as pg
     if not pg.hopper_device(torch.device("cuda")):
         pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
@@ -1174,6 +1204,7 @@ def test_prefill_hopper_gpu(cuda_device, monkeypatch, split, stages, pingpong, p
     monkeypatch.setitem(pg.WS_DEFAULTS, "persistent", persistent)
     monkeypatch.setitem(pg.WS_DEFAULTS, "qtma", qtma)
     monkeypatch.setitem(pg.WS_DEFAULTS, "pack_p", pack_p)
+    monkeypatch.setitem(pg.WS_DEFAULTS, "causal_mask", causal_mask)
     dtype = torch.float16 if kv_cache_dtype == "float16" else torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(hq + head_size + block_size)
     for window, packed in ((None, False), (300, True)):
