@@ -694,8 +694,9 @@ def ws_max_stages(head: int) -> int:
 #: (round 23, built and SASS-checked, not yet run on a GPU, so off): layers without a sliding
 #: window mask their first and diagonal tiles by causality alone (`_softmax` MASK 2: each
 #: row's threshold against the tile's column indices): the diagonal loop at head 128 drops
-#: from 766 to 608 SASS instructions per tile (no `ISETP` pairs, 66 `FSEL`) on paged caches;
-#: the workspace kernel keeps both compares (with the causal-only mask it spills).
+#: from 766 to 608 SASS instructions per tile (no `ISETP` pairs, 66 `FSEL`) on paged caches
+#: (Triton 3.6; with 3.9's ptxas it spills 16 bytes); the workspace kernel keeps both compares
+#: (with the causal-only mask it spills).
 WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=True, qtma=True,
                          pack_p=True, causal_mask=False, producer_regs=40, consumer_regs=232, maxnreg=168)
 
