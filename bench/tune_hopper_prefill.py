@@ -42,6 +42,9 @@ def _setting(text: str) -> tuple[str, AttentionConfig, dict]:
             print(f"unknown setting {key!r} in {text!r}; known: {sorted(pg.WS_DEFAULTS)}",
                   file=sys.stderr)
             raise SystemExit(2)
+        if not val.lstrip("-").isdigit():
+            print(f"setting {key!r} in {text!r} needs an integer value: {key}=N", file=sys.stderr)
+            raise SystemExit(2)
         opts[key] = int(val)
     return text, AttentionConfig(kernel="prefill", hopper=True), opts
 

@@ -216,10 +216,10 @@ def _softmax(s, start, pos, cols, m_i, l_i, window, s_scale, MASK: gl.constexpr)
     visible, 1 causal and the sliding window, 2 causal only (a layer without a window, where
     ``n > pos - window`` holds for every key: one compare per score instead of two)."""
     if MASK:
-        n = start + cols
         if MASK == 2:
             visible = cols[None, :] <= (pos - start)[:, None]  # a threshold per row
         else:
+            n = start + cols
             visible = (n[None, :] <= pos[:, None]) & (n[None, :] > pos[:, None] - window)
         s = gl.where(visible, s, float("-inf"))
         m_new = gl.maximum(m_i, gl.max(s, axis=1) * s_scale)

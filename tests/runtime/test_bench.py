@@ -270,3 +270,21 @@ def test_prefill_problem_packs_queries_and_reference(device):
     cache, _ = _filled_cache(LayerLayout.simple("fp8", 2, 16), p.k, p.v, 4, gen)
     assert cache.k_scale == float(p.k.abs().max()) / 448.0
     assert cache.v_scale == float(p.v.abs().max()) / 448.0
+
+
+@pytest.mark.parametrize("setting,says", [("prefetch=1", "unknown setting 'prefetch'"),
+                                          ("pack_p", "needs an integer value: pack_p=N")])
+def test_tune_hopper_prefill_refuses_bad_settings_in_one_line(setting, says):
+    """bench/tune_hopper_prefill.py: a setting the kernel does not have, or one without its
+    value, is one line on stderr and exit 2 (before any GPU work), not a traceback."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    from tests.conftest import ROOT
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "tune_hopper_prefill.py"),
+                        "--shape", "1,16,0,8,2,128", "--settings", setting],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], r.stderr
