@@ -104,3 +104,18 @@ def _poison_block(cache: PagedKVCache, block: int) -> None:
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.float() - ref.float()).norm() / ref.float().norm())
+
+
+def bench_row_validator(kind: str):
+    """A JSON Schema validator for one row kind of the bench result (decode, prefill, write),
+    from the published schemas/bench-result.schema.json; the calling test is skipped where
+    jsonschema is not installed (GPU images)."""
+    import json
+    from pathlib import Path
+
+    import pytest
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parents[2] / "schemas"
+                         / "bench-result.schema.json").read_text())
+    name = {"decode": "DecodeRow", "prefill": "PrefillRow", "write": "WriteRow"}[kind]
+    return jsonschema.Draft202012Validator({**schema["$defs"][name], "$defs": schema["$defs"]})

@@ -142,13 +142,9 @@ def test_bench_decode_shape_times_graph_replays(cuda_device):
 def _valid_rows(rows: list[dict]) -> None:
     """The rows as the published schema describes them (schemas/bench-result.schema.json);
     the test is reported skipped, after its other checks, where jsonschema is not installed."""
-    jsonschema = pytest.importorskip("jsonschema")
-
-    from tests.conftest import ROOT
-    schema = json.loads((ROOT / "schemas" / "bench-result.schema.json").read_text())
-    name = {"decode": "DecodeRow", "prefill": "PrefillRow", "write": "WriteRow"}
+    from rt_helpers import bench_row_validator
     for r in rows:
-        jsonschema.validate(r, {**schema["$defs"][name[r["kind"]]], "$defs": schema["$defs"]})
+        bench_row_validator(r["kind"]).validate(r)
 
 
 @pytest.mark.gpu

@@ -13,6 +13,7 @@ pytest.importorskip("pydantic")  # the test extra has both; GPU images may not
 pytest.importorskip("jsonschema")
 
 import jsonschema
+from rt_helpers import bench_row_validator
 
 from kvplan.runtime import bench, bench_model
 from kvplan.runtime.bench_cli import write_results
@@ -21,11 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "bench-result.schema.json").read_text())
 # suites recorded on GPUs by this code (H200, rounds 20-23): what the kernels really produced
 RECORDED = sorted((ROOT / "bench" / "results").glob("h200-runtime-r2[0-9]*-2026-11-29.json"))
-
-
-def _row_validator(kind: str) -> jsonschema.Draft202012Validator:
-    name = {"decode": "DecodeRow", "prefill": "PrefillRow", "write": "WriteRow"}[kind]
-    return jsonschema.Draft202012Validator({**SCHEMA["$defs"][name], "$defs": SCHEMA["$defs"]})
 
 
 def test_bench_keeps_the_models_version_and_kind():
@@ -45,7 +41,7 @@ def test_recorded_gpu_suites_match_the_row_schemas(path: Path):
     kinds = {r["kind"] for r in doc["rows"]}
     assert kinds == {"decode", "prefill", "write"}
     for row in doc["rows"]:
-        errors = [e.message for e in _row_validator(row["kind"]).iter_errors(row)]
+        errors = [e.message for e in bench_row_validator(row["kind"]).iter_errors(row)]
         assert not errors, (row["variant"], errors)
     top = {k: v for k, v in doc.items() if k != "rows"}
     assert not set(top) - set(SCHEMA["properties"]), set(top) - set(SCHEMA["properties"])
@@ -70,11 +66,11 @@ def test_stamped_gpu_suites_validate_whole():
 def test_a_row_that_drifts_from_the_schema_is_caught():
     """The schema forbids unknown fields and wrong types: a renamed or retyped field fails."""
     row = json.loads(RECORDED[-1].read_text())["rows"][1]
-    assert not list(_row_validator("decode").iter_errors(row))
-    assert list(_row_validator("decode").iter_errors({**row, "host_ms": 1.0}))
-    assert list(_row_validator("decode").iter_errors({**row, "batch": "64"}))
+    assert not list(bench_row_validator("decode").iter_errors(row))
+    assert list(bench_row_validator("decode").iter_errors({**row, "host_ms": 1.0}))
+    assert list(bench_row_validator("decode").iter_errors({**row, "batch": "64"}))
     missing = {k: v for k, v in row.items() if k != "frac_copy"}
-    assert list(_row_validator("decode").iter_errors(missing))
+    assert list(bench_row_validator("decode").iter_errors(missing))
 
 
 def _stubbed_suite(monkeypatch) -> dict:
