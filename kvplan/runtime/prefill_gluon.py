@@ -691,14 +691,18 @@ def ws_max_stages(head: int) -> int:
 #: alternating with ``.to()`` on an H200 the B4 x 4096 prompt took 1.028-1.049 ms against
 #: 1.076-1.084 (bf16) and 0.932-1.032 against 1.049-1.061 (INT8), the head-64 chunk 2.74 against
 #: 2.87-2.90 (bench/results/h200-round23-prefill-pack-p-2026-11-29.log). ``causal_mask``
-#: (round 23, built and SASS-checked, not yet run on a GPU, so off): layers without a sliding
+#: (round 23, SASS-checked; round 24 on an H200, default at head 128): layers without a sliding
 #: window mask their first and diagonal tiles by causality alone (`_softmax` MASK 2: each
 #: row's threshold against the tile's column indices): the diagonal loop at head 128 drops
 #: from 766 to 608 SASS instructions per tile (no `ISETP` pairs, 66 `FSEL`) on paged caches
-#: (Triton 3.6; with 3.9's ptxas it spills 16 bytes); the workspace kernel keeps both compares
-#: (with the causal-only mask it spills).
+#: (Triton 3.6; with 3.9's ptxas it spills 16 bytes). Alternating with both compares on an
+#: H200, the B4 x 4096 prompt took 1.013-1.026 ms against 1.034-1.041 (+1.4-2.7%), the
+#: B16 x 2048 one 1.302-1.319 against 1.301-1.334 (noise) (bench/results/h200-round24-prefill-
+#: causal-mask-2026-11-29.log). Heads 64 and 256 spill with it (4 and 28 bytes) and read
+#: equal or 0.2-0.6% slower there, so the launch takes it at head 128 only; the workspace
+#: kernel keeps both compares (with the causal-only mask it spills).
 WS_DEFAULTS: dict = dict(stages=2, split=True, pingpong=False, persistent=True, qtma=True,
-                         pack_p=True, causal_mask=False, producer_regs=40, consumer_regs=232, maxnreg=168)
+                         pack_p=True, causal_mask=True, producer_regs=40, consumer_regs=232, maxnreg=168)
 
 
 def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc, *, group: int,
@@ -750,9 +754,10 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
               PINGPONG=bool(opt["pingpong"]) and split,
               QTMA=qtma,
               QBUFS=ws_query_buffers(d) if qtma else 1, PACK_P=bool(opt["pack_p"]),
-              # the workspace kernel (``contig``) spills 48 bytes with the causal-only mask
-              # (Triton 3.6's ptxas), so it keeps both compares
-              DIAG_MASK=2 if opt["causal_mask"] and window == 1 << 30 and not contig else 1,
+              # the causal-only mask at head 128 over paged caches: the workspace kernel
+              # (``contig``) spills 48 bytes with it, heads 64/256 4 and 28 (Triton 3.6)
+              DIAG_MASK=2 if (opt["causal_mask"] and window == 1 << 30 and not contig
+                              and d == 128) else 1,
               PRODUCER_REGS=int(opt["producer_regs"]), CONSUMER_REGS=int(opt["consumer_regs"]),
               **lay, num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=int(opt["maxnreg"]))
     items = num_q_blocks * num_seqs * num_kv_heads

@@ -1095,29 +1095,32 @@ def test_prefill_hopper_kernel_scope(device):
 
 
 def test_hopper_prefill_masks_by_causality_alone_only_without_a_window(monkeypatch):
-    """``causal_mask``: the first and diagonal tiles of a layer without a sliding window are
-    masked by causality alone (`_softmax` MASK 2); a windowed layer, the dequantized workspace
-    (which spills with it) and the default keep both compares (MASK 1). The launch is recorded,
-    not run: this checks what the kernel is asked for, on any machine."""
+    """``causal_mask`` (the default): the first and diagonal tiles of a layer without a sliding
+    window are masked by causality alone (`_softmax` MASK 2) at head 128 over a paged cache; a
+    windowed layer, the dequantized workspace and heads 64/256 (which spill with it) and the
+    setting turned off keep both compares (MASK 1). The launch is recorded, not run: this
+    checks what the kernel is asked for, on any machine."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     from kvplan.runtime import prefill_gluon as pg
     seen = []
     monkeypatch.setattr(pg, "launch_cached", lambda fn, grid, pos, kw, key=None: seen.append(kw))
-    k = torch.zeros(64, 16, 8, 128, dtype=torch.bfloat16)
-    q = torch.zeros(256, 32, 128, dtype=torch.bfloat16)
     bt = torch.zeros(2, 8, dtype=torch.int32)
     sl = torch.full((2,), 128, dtype=torch.int32)
 
-    def diag_mask(window: int, contig: bool = False, **settings) -> int:
+    def diag_mask(window: int, contig: bool = False, head: int = 128, **settings) -> int:
+        k = torch.zeros(64, 16, 8, head, dtype=torch.bfloat16)
+        q = torch.zeros(256, 32, head, dtype=torch.bfloat16)
         pg.launch_ws_prefill(q, q, k, k, bt, sl, sl, group=4, block_size=16, num_kv_heads=8,
                              scale=0.1, out_scale=1.0, sliding_window=window,
                              max_query_len=128, contig=contig, seq_pages=8, **settings)
         return seen[-1]["DIAG_MASK"]
 
-    assert diag_mask(0) == 1                                  # off by default
-    assert diag_mask(0, causal_mask=True) == 2
-    assert diag_mask(300, causal_mask=True) == 1              # the window cuts diagonal tiles
-    assert diag_mask(0, contig=True, causal_mask=True) == 1   # the workspace kernel
+    assert diag_mask(0) == 2                                  # on by default
+    assert diag_mask(0, causal_mask=False) == 1
+    assert diag_mask(300) == 1                                # the window cuts diagonal tiles
+    assert diag_mask(0, contig=True) == 1                     # the workspace kernel
+    assert diag_mask(0, head=64) == 1                         # spills at heads 64 and 256
+    assert diag_mask(0, head=256) == 1
 
 
 def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
