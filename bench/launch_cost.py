@@ -136,8 +136,9 @@ def _prefill_table(shapes: list[str], names: list[str], modes: dict, profile: bo
     where the host time of each call goes."""
     from kvplan.runtime.bench import PrefillProblem
 
-    print("| prefill shape | mode | kernel | GFLOP | eager (ms) | TFLOP/s | host idle (us) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| prefill shape | mode | kernel | GFLOP | eager (ms) | TFLOP/s | host idle (us) | "
+          "ordinary eager (ms) | ordinary host idle (us) | bound |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for shape in shapes:
         b, new, cached, hq, hkv, d = (int(x) for x in shape.split(","))
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -149,24 +150,36 @@ def _prefill_table(shapes: list[str], names: list[str], modes: dict, profile: bo
             cache, bt = _filled_cache(layout, pp.k, pp.v, 16, gen)
             out = torch.empty_like(pp.q)
             for kernel, hopper in (("hopper", True), ("triton", False)):
-                cfg = AttentionConfig(kernel="prefill", hopper=hopper)
+                # the bound launches (the default for eager calls with both lengths given),
+                # then the ordinary path (`launch_cached` per kernel) beside them
+                runs = []
+                for bound_ in (None, False):
+                    cfg = AttentionConfig(kernel="prefill", hopper=hopper, bound=bound_)
 
-                def run(cache=cache, bt=bt, out=out, cfg=cfg, new=new, ctx=new + cached):
-                    return paged_attention(pp.q, cache, bt, pp.seq_lens, pp.qsl, out=out,
-                                           config=cfg, max_query_len=new, max_seq_len=ctx)
-
+                    def run(cache=cache, bt=bt, out=out, cfg=cfg, new=new, ctx=new + cached):
+                        return paged_attention(pp.q, cache, bt, pp.seq_lens, pp.qsl, out=out,
+                                               config=cfg, max_query_len=new, max_seq_len=ctx)
+                    runs.append(run)
                 try:
-                    ms = _bench(run)
+                    ms, ms_ordinary = _bench(runs[0]), _bench(runs[1])
                 except ValueError as exc:
-                    print(f"| {shape} | {name} | {kernel} | - | {exc} | | |")
+                    print(f"| {shape} | {name} | {kernel} | - | {exc} | | | | | |")
                     continue
                 print(f"| {shape} | {name} | {kernel} | {pp.flops / 1e9:.1f} | {ms:.4f} | "
-                      f"{pp.flops / (ms * 1e-3) / 1e12:.0f} | {_host_us_idle(run):.1f} |",
-                      flush=True)
+                      f"{pp.flops / (ms * 1e-3) / 1e12:.0f} | {_host_us_idle(runs[0]):.1f} | "
+                      f"{ms_ordinary:.4f} | {_host_us_idle(runs[1]):.1f} | "
+                      f"{_bound_count(cache)} |", flush=True)
+                run = runs[0]
                 if profile:
                     _profile(run, 12)
             del cache, bt
         torch.cuda.empty_cache()
+
+
+def _bound_count(cache) -> int:
+    """How many call signatures over ``cache`` run bound launches (0: the ordinary path ran)."""
+    from kvplan.runtime.attention import _current_bound_calls
+    return sum(isinstance(c, bound.BoundCall) for c in (_current_bound_calls(cache) or {}).values())
 
 
 def _profile(run, lines: int) -> None:

@@ -618,10 +618,11 @@ class AttentionConfig:
     kv_heads_per_program: int | None = None  # gluon FP8 per-tensor decode: 1 or 2 adjacent kv
     #                              heads per program (2: rows of 2 * head contiguous bytes; GQA
     #                              groups of up to 4); None = measured default (_fp8t_heads)
-    bound: bool | None = None  # eager decode with max_seq_len given (CUDA): bind the launches on
-    #                            the first call of a signature over a cache and launch later
-    #                            calls through the driver (kvplan.runtime.bound); False = always
-    #                            the ordinary path (launch_cached)
+    bound: bool | None = None  # eager decode with max_seq_len given, prefill with max_seq_len
+    #                            and max_query_len given (CUDA): bind the launches on the first
+    #                            call of a signature over a cache and launch later calls through
+    #                            the driver (kvplan.runtime.bound); False = always the ordinary
+    #                            path (launch_cached)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
@@ -714,9 +715,9 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     ``i - W < j <= i``. ``block_tables[b, i]`` is the physical block of the sequence's i-th page.
     ``max_query_len``/``max_seq_len`` avoid a device sync when given.
     """
-    if query_start_loc is None and max_seq_len is not None:
-        done = _bound_decode(query, cache, block_tables, seq_lens, out, max_seq_len,
-                             softmax_scale, config)
+    if max_seq_len is not None and (query_start_loc is None or max_query_len is not None):
+        done = _bound_run(query, cache, block_tables, seq_lens, query_start_loc, out,
+                          max_seq_len, max_query_len, softmax_scale, config)
         if done is not None:
             return done
     num_tokens, hq, _ = _check(query, cache, block_tables, seq_lens)
@@ -728,15 +729,16 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         raise ValueError("out must have the query's shape with a contiguous last dim")
     if num_tokens == 0:
         return out
-    query_in = query
-    bind_key = None
-    if query_start_loc is None and max_seq_len is not None and query.device.type == "cuda" \
-            and cfg.bound is not False and not interpreting() \
-            and not bound.aliased((query, out, block_tables, seq_lens)):
-        bind_key = _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale,
-                             config, _current_device())
-    args = cache_args(cache)
     is_decode = query_start_loc is None
+    inputs = (query, out, block_tables, seq_lens) if is_decode else \
+        (query, out, block_tables, seq_lens, query_start_loc)
+    bind_key = None
+    if max_seq_len is not None and (is_decode or max_query_len is not None) \
+            and query.device.type == "cuda" and cfg.bound is not False and not interpreting() \
+            and not bound.aliased(inputs):
+        bind_key = _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale,
+                             config, _current_device(), query_start_loc, max_query_len)
+    args = cache_args(cache)
     if is_decode and num_tokens != seq_lens.shape[0]:
         raise ValueError("decode needs one query token per sequence")
     if query.stride(-1) != 1:
@@ -760,17 +762,41 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
             fire(query, out, block_tables, seq_lens, seq_lens, args)
             return out
         # the first call of this signature over this cache: recorded, then bound, so later
-        # calls launch the same kernels without this path (`_bound_decode`)
+        # calls launch the same kernels without this path (`_bound_run`)
         with bound.recording() as rec:
             fire(query, out, block_tables, seq_lens, seq_lens, args)
-        _bound_calls(cache)[bind_key] = bound.bind(
-            rec, (query_in, out, block_tables, seq_lens), (args.k, args.v, args.s)) or False
+        _keep_bound(cache, bind_key, rec, inputs, args)
+        return out
+    if bind_key is not None:
+        # planned for the longest context of the key's bucket (`context_bucket`): a prefill's
+        # dequantized workspace is sized by it, so the bound launches serve every call whose
+        # longest context falls in the bucket (the kernels read each sequence's own length)
+        fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
+                     softmax_scale, max_query_len, context_bucket(max_seq_len))
+        with bound.recording() as rec:
+            fire(query, out, block_tables, seq_lens, query_start_loc, args)
+        _keep_bound(cache, bind_key, rec, inputs, args)
         return out
     fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
                  softmax_scale, max_query_len, max_seq_len)
     fire(query, out, block_tables, seq_lens,
          seq_lens if query_start_loc is None else query_start_loc, args)
     return out
+
+
+def _keep_bound(cache: PagedKVCache, key: tuple, rec: bound.Recording, inputs: tuple,
+                args) -> None:
+    """Store the bound call of ``rec`` under ``key`` (False where it cannot be bound). A
+    recording in which torch ran GPU work of its own (a cached constant made on its first use,
+    say) is tried again on the next call, twice at most."""
+    calls = _bound_calls(cache)
+    if rec.torch_ops:
+        tries = calls.get((key, "tries"), 0) + 1
+        calls[(key, "tries")] = tries
+        if tries >= 2:
+            calls[key] = False
+        return
+    calls[key] = bound.bind(rec, inputs, (args.k, args.v, args.s)) or False
 
 
 def context_bucket(max_seq_len: int) -> int:
@@ -784,22 +810,27 @@ def context_bucket(max_seq_len: int) -> int:
 
 
 def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, config,
-              device: int) -> tuple:
-    """What a decode call's launches depend on besides the cache and the tensors' addresses:
-    every shape, stride, dtype and device `_check` validates, the longest context's plan
-    bucket (`context_bucket`) and the options, and the current device (whose context the
-    kernels were loaded in)."""
-    return (query.shape, query.stride(), query.dtype, query.device, out.shape, out.stride(),
-            out.dtype, out.device, block_tables.shape, block_tables.stride(),
-            block_tables.dtype, block_tables.device, seq_lens.shape, seq_lens.stride(),
-            seq_lens.dtype, seq_lens.device, context_bucket(max_seq_len), softmax_scale, config,
-            device)
+              device: int, query_start_loc=None, max_query_len=None) -> tuple:
+    """What a call's launches depend on besides the cache and the tensors' addresses: every
+    shape, stride, dtype and device `_check` validates, the longest context's plan bucket
+    (`context_bucket`) and the options, the current device (whose context the kernels were
+    loaded in), and for prefill the query offsets' and the longest chunk (which sets the
+    grid)."""
+    key = (query.shape, query.stride(), query.dtype, query.device, out.shape, out.stride(),
+           out.dtype, out.device, block_tables.shape, block_tables.stride(),
+           block_tables.dtype, block_tables.device, seq_lens.shape, seq_lens.stride(),
+           seq_lens.dtype, seq_lens.device, context_bucket(max_seq_len), softmax_scale, config,
+           device)
+    if query_start_loc is None:
+        return key
+    return (*key, query_start_loc.shape, query_start_loc.stride(), query_start_loc.dtype,
+            query_start_loc.device, max_query_len)
 
 
 def _current_bound_calls(cache: PagedKVCache) -> dict | None:
-    """The cache's bound decode calls (`_call_key` -> `bound.BoundCall`, or False where the
-    call could not be bound); None when there are none for its current storage, layout and
-    scales (the calls bake in the storage's addresses and were planned for the rest)."""
+    """The cache's bound calls (`_call_key` -> `bound.BoundCall`, or False where the call
+    could not be bound); None when there are none for its current storage, layout and scales
+    (the calls bake in the storage's addresses and were planned for the rest)."""
     memo = cache.__dict__.get("_bound_calls")
     if (memo is None or memo[0] is not cache.data or memo[1] is not cache.layout
             or memo[2] != (cache.block_size, cache.k_scale, cache.v_scale)):
@@ -817,22 +848,24 @@ def _bound_calls(cache: PagedKVCache) -> dict:
     return calls
 
 
-def _bound_decode(query, cache, block_tables, seq_lens, out, max_seq_len, softmax_scale,
-                  config) -> torch.Tensor | None:
-    """An eager decode call through the launches bound on an earlier call of the same
-    signature over this cache (`kvplan.runtime.bound`): a key, four addresses and one driver
-    call per kernel. None where there is none, or where the ordinary path must run."""
+def _bound_run(query, cache, block_tables, seq_lens, query_start_loc, out, max_seq_len,
+               max_query_len, softmax_scale, config) -> torch.Tensor | None:
+    """An eager call through the launches bound on an earlier call of the same signature over
+    this cache (`kvplan.runtime.bound`): a key, the inputs' addresses and one driver call per
+    kernel. None where there is none, or where the ordinary path must run."""
     calls = _current_bound_calls(cache)
     if calls is None:
         return None
     if out is None:
         out = torch.empty_like(query)
     dev = _current_device()
-    call = calls.get(_call_key(query, out, block_tables, seq_lens, max_seq_len,
-                                 softmax_scale, config, dev))
+    call = calls.get(_call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale,
+                               config, dev, query_start_loc, max_query_len))
     if not call or _launch_hooked():
         return None
-    return out if call((query, out, block_tables, seq_lens), _raw_stream(dev)) else None
+    inputs = (query, out, block_tables, seq_lens) if query_start_loc is None else \
+        (query, out, block_tables, seq_lens, query_start_loc)
+    return out if call(inputs, _raw_stream(dev)) else None
 
 
 # Decode plans: (layout, block size, static scales, cache dtype, tokens, query heads, dtypes,

@@ -17,11 +17,20 @@ planned, so:
    slots and calls ``cuLaunchKernelEx`` (ctypes) once per kernel, with the launch attributes
    (programmatic dependent launch, cooperative grid) the compiled kernel asks for.
 
+TMA tensor descriptors (the Hopper prefill kernel's) are bound too, as Triton's launcher
+passes them: a 128-byte ``CUtensorMap`` by value, then the shape (i32) and strides (i64). A
+descriptor over a fixed tensor is encoded once; one over an input or scratch (the query, the
+dequantized workspace) is encoded again on every call with that call's address
+(``cuTensorMapEncodeTiled``, a host-only driver call), everything else about it fixed by the
+call signature.
+
 Anything `bind` cannot reproduce exactly (a tensor argument that is neither an input, nor
-scratch, nor a fixed cache tensor; a parameter type it does not pack; cluster launches; Triton
-scratch memory; a launch that went through Triton's hooks or the interpreter; a misaligned
-address) makes it return None, and the caller keeps the ordinary path. A driver error on a
-bound launch also sends the call back to the ordinary path, which raises Triton's own error.
+scratch (or a view into it), nor a fixed tensor; a parameter type it does not pack; cluster
+launches; Triton scratch memory; a launch that went through Triton's hooks or the interpreter;
+a misaligned address; a torch operation that ran a kernel during the recording, which a bound
+call would skip) makes it return None, and the caller keeps the ordinary path. A driver error
+on a bound launch also sends the call back to the ordinary path, which raises Triton's own
+error.
 """
 from __future__ import annotations
 
@@ -70,27 +79,69 @@ _TRITON_TRAILING_POINTERS = 2
 class Recording:
     """What one ordinary-path call launched: ``launches`` as (compiled kernel, grid, argument
     values in parameter order), the scratch tensors it used, whether any must start zeroed (the
-    fused split-K merge's counters, which each call leaves at zero), and whether every launch
-    was seen (False once a launch took a path that records nothing)."""
+    fused split-K merge's counters, which each call leaves at zero), tensors that stay valid
+    after the call and may be baked in (``fixed``: cached constants such as an identity block
+    table), whether every launch was seen (False once a launch took a path that records
+    nothing), and the torch operations that may have run a kernel (``torch_ops``: a bound call
+    would skip them)."""
 
     def __init__(self) -> None:
         self.launches: list[tuple] = []
         self.scratch: list[torch.Tensor] = []
+        self.fixed: list[torch.Tensor] = []
         self.zeroed = False
         self.complete = True
+        self.torch_ops: list[str] = []
 
 
 _local = threading.local()
 
+# torch operations that launch nothing on the GPU: allocations and views. Any other operation
+# seen while recording (a copy, a fill, an arange, a reduction) is GPU work outside the
+# recorded launches, which a bound call would not repeat.
+_NO_KERNEL_OPS = frozenset({
+    "aten::empty.memory_format", "aten::empty_like", "aten::empty_strided", "aten::view",
+    "aten::_unsafe_view", "aten::_reshape_alias", "aten::select.int", "aten::slice.Tensor",
+    "aten::as_strided", "aten::alias", "aten::unsqueeze", "aten::squeeze.dim", "aten::t",
+    "aten::transpose.int", "aten::permute", "aten::expand", "aten::detach", "aten::unbind.int",
+    "aten::split.Tensor", "aten::split_with_sizes", "aten::view_as_real", "aten::view_as_complex",
+    "aten::lift_fresh", "aten::is_same_size"})
+
+
+def _op_watch(rec: Recording):
+    """A torch dispatch mode noting, in ``rec.torch_ops``, every operation outside
+    `_NO_KERNEL_OPS` (None where this torch has no dispatch modes)."""
+    try:
+        from torch.utils._python_dispatch import TorchDispatchMode
+    except ImportError:  # pragma: no cover (every torch this project supports has it)
+        return None
+
+    class _Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func._schema.name + ("." + func._schema.overload_name
+                                        if func._schema.overload_name else "")
+            if name not in _NO_KERNEL_OPS:
+                rec.torch_ops.append(name)
+            return func(*args, **(kwargs or {}))
+
+    return _Watch()
+
 
 @contextmanager
 def recording() -> Iterator[Recording]:
-    """Record the launches and scratch allocations made by this thread inside the block."""
+    """Record the launches and scratch allocations made by this thread inside the block, and
+    the torch operations it ran that may have launched kernels."""
     rec = Recording()
     previous = getattr(_local, "rec", None)
     _local.rec = rec
+    watch = _op_watch(rec)
     try:
-        yield rec
+        if watch is None:
+            rec.complete = False
+            yield rec
+        else:
+            with watch:
+                yield rec
     finally:
         _local.rec = previous
 
@@ -108,6 +159,14 @@ def note_unrecorded() -> None:
     rec = getattr(_local, "rec", None)
     if rec is not None:
         rec.complete = False
+
+
+def note_fixed(*tensors: torch.Tensor) -> None:
+    """Called where a call reads a tensor that outlives it unchanged (a cached constant): a
+    bound call bakes in its address and keeps a reference to it."""
+    rec = getattr(_local, "rec", None)
+    if rec is not None:
+        rec.fixed.extend(tensors)
 
 
 def note_scratch(*tensors: torch.Tensor, zeroed: bool = False) -> None:
@@ -133,33 +192,97 @@ def _driver_launch():
     return fn
 
 
+@lru_cache(maxsize=1)
+def _driver_encode_tiled():
+    """``cuTensorMapEncodeTiled`` from the driver library, or None where it cannot be loaded."""
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    except (OSError, AttributeError):
+        return None
+    u32p, u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p,
+                   u32p, u32p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+# CUtensorMap enums (cuda.h), as Triton's launcher encodes its descriptors
+_TMA_INTERLEAVE_NONE = 0
+_TMA_L2_PROMOTION_128B = 2
+_TMA_OOB_FILL_NAN = 1  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA; 0 fills zeros
+
+
+class TmaDesc:
+    """One ``CUtensorMap`` parameter: 128 bytes, 128-byte aligned (what Triton's launcher
+    passes by value), encoded from a global address and the fixed rest of a recorded TMA
+    descriptor (`_tma_desc` builds it as Triton's ``fill_tma_descriptor`` does: dimensions
+    innermost first, byte strides of the outer dimensions)."""
+
+    __slots__ = ("_args", "_buf", "_encode", "addr")
+
+    def __init__(self, encode, elem_type: int, shape: list[int], strides: list[int],
+                 elem_size: int, block: list[int], swizzle: int, fill: int) -> None:
+        rank = len(shape)
+        self._buf = ctypes.create_string_buffer(256)
+        self.addr = (ctypes.addressof(self._buf) + 127) & ~127
+        dims = (ctypes.c_uint64 * rank)(*reversed(shape))
+        byte_strides = (ctypes.c_uint64 * max(rank, 1))(
+            *[elem_size * st for st in reversed(strides[:-1])], 0)
+        box = (ctypes.c_uint32 * rank)(*reversed(block))
+        ones = (ctypes.c_uint32 * rank)(*([1] * rank))
+        self._encode = encode
+        self._args = (elem_type, rank, dims, byte_strides, box, ones, _TMA_INTERLEAVE_NONE,
+                      swizzle, _TMA_L2_PROMOTION_128B, fill)
+
+    def encode(self, address: int) -> bool:
+        """Encode the descriptor over ``address``; False on a driver error."""
+        a = self._args
+        return not self._encode(self.addr, a[0], a[1], address, a[2], a[3], a[4], a[5], a[6],
+                                a[7], a[8], a[9])
+
+    def raw(self) -> bytes:
+        """The encoded 128 bytes (tests)."""
+        return ctypes.string_at(self.addr, 128)
+
+
 _SCRATCH_ALIGN = 256  # each scratch tensor's offset in the one allocation a bound call makes
 _data_ptr = torch.Tensor.data_ptr
 
 
 class BoundKernel:
-    """One kernel's launch: config, parameter block and the slots written per call."""
+    """One kernel's launch: config, parameter block, the slots written per call (``writes``:
+    slot, input or scratch index, byte offset) and the TMA descriptors encoded per call
+    (``tmas``: descriptor, input or scratch index, byte offset)."""
 
     __slots__ = (
         "attrs",
         "config",
         "config_addr",
+        "descs",
         "function",
         "params",
         "params_addr",
         "slots",
+        "tmas",
         "writes",
     )
 
     def __init__(self, function: int, grid: tuple, block: int, shared: int, attrs: list[int],
-                 packed: list[bytes], writes: list[tuple[int, int]]) -> None:
+                 packed: list, writes: list[tuple[int, int, int]],
+                 tmas: tuple | list = ()) -> None:
         n = len(packed)
         self.slots = (ctypes.c_uint64 * max(n, 1))()
         raw = memoryview(self.slots).cast("B")
-        for i, b in enumerate(packed):
-            raw[8 * i:8 * i + len(b)] = b
+        addrs = []
         base = ctypes.addressof(self.slots)
-        self.params = (ctypes.c_void_p * max(n, 1))(*(base + 8 * i for i in range(n)))
+        for i, b in enumerate(packed):
+            if isinstance(b, TmaDesc):  # passed by value from its own aligned buffer
+                addrs.append(b.addr)
+                continue
+            raw[8 * i:8 * i + len(b)] = b
+            addrs.append(base + 8 * i)
+        self.descs = [b for b in packed if isinstance(b, TmaDesc)]  # kept alive with the block
+        self.params = (ctypes.c_void_p * max(n, 1))(*addrs)
         self.params_addr = ctypes.addressof(self.params)
         self.attrs = (_LaunchAttribute * max(len(attrs), 1))()
         for i, attr_id in enumerate(attrs):
@@ -171,6 +294,7 @@ class BoundKernel:
         self.config_addr = ctypes.addressof(self.config)
         self.function = function
         self.writes = tuple(writes)
+        self.tmas = tuple(tmas)
 
 
 class BoundCall:
@@ -178,12 +302,14 @@ class BoundCall:
     input tensors and returns False (launching nothing more) where the ordinary path must run
     instead: a misaligned input, or a driver error."""
 
-    __slots__ = ("_launch", "_lock", "_scratch", "device", "kernels", "scratch_bytes",
+    __slots__ = ("_launch", "_lock", "_scratch", "device", "fixed", "kernels", "scratch_bytes",
                  "scratch_offsets", "zeroed")
 
     def __init__(self, kernels: list[BoundKernel], scratch_offsets: list[int],
-                 scratch_bytes: int, device: torch.device, launch, zeroed: bool = False) -> None:
+                 scratch_bytes: int, device: torch.device, launch, zeroed: bool = False,
+                 fixed: tuple = ()) -> None:
         self.kernels = kernels
+        self.fixed = fixed  # tensors whose addresses are baked in and that the call keeps
         self.scratch_offsets = scratch_offsets
         self.scratch_bytes = scratch_bytes
         self.zeroed = zeroed
@@ -210,8 +336,11 @@ class BoundCall:
         with self._lock:
             for k in self.kernels:
                 slots = k.slots
-                for slot, src in k.writes:
-                    slots[slot] = ptrs[src]
+                for slot, src, off in k.writes:
+                    slots[slot] = ptrs[src] + off
+                for desc, src, off in k.tmas:
+                    if not desc.encode(ptrs[src] + off):
+                        return False
                 k.config.hStream = stream
                 if launch(k.config_addr, k.function, k.params_addr, None):
                     return False
@@ -250,58 +379,96 @@ def aliased(inputs: tuple) -> bool:
 
 def bind(rec: Recording, inputs: tuple, fixed: tuple) -> BoundCall | None:
     """A `BoundCall` replaying ``rec``'s launches, with ``inputs`` (tensors, matched by
-    identity in the recorded arguments) and the recorded scratch supplied per call and every
-    other argument baked in; ``fixed`` are the tensors allowed to be baked in (a cache's
-    storage). None where the recording cannot be replayed exactly (see the module doc)."""
+    identity in the recorded arguments) and the recorded scratch (or views into it) supplied
+    per call and every other argument baked in; ``fixed`` (a cache's storage) and the tensors
+    the recording noted as fixed are the tensors allowed to be baked in. None where the
+    recording cannot be replayed exactly (see the module doc)."""
     launch = _driver_launch()
-    if launch is None or not rec.complete or not rec.launches or aliased(inputs):
+    if (launch is None or not rec.complete or rec.torch_ops or not rec.launches
+            or aliased(inputs)):
         return None
     input_ids = {id(t): i for i, t in enumerate(inputs)}
-    scratch_ids: dict[int, int] = {}
+    scratch: list[tuple[int, int, int]] = []  # (storage address, bytes, source index)
+    scratch_ids: set[int] = set()
     offsets: list[int] = []
     total = 0
     for t in rec.scratch:
         if id(t) in scratch_ids or id(t) in input_ids:
             continue
-        scratch_ids[id(t)] = len(inputs) + len(offsets)
+        scratch_ids.add(id(t))
+        nbytes = t.untyped_storage().nbytes()
+        scratch.append((t.untyped_storage().data_ptr(), nbytes, len(inputs) + len(offsets)))
         offsets.append(total)
-        nbytes = t.numel() * t.element_size()
         total += -(-nbytes // _SCRATCH_ALIGN) * _SCRATCH_ALIGN
-    fixed_ids = {id(t) for t in fixed}
+    fixed_ids = {id(t) for t in (*fixed, *rec.fixed)}
+
+    def source(t: torch.Tensor) -> tuple[int, int] | None:
+        """(input or scratch index, byte offset) of a per-call tensor, else None."""
+        i = input_ids.get(id(t))
+        if i is not None:
+            return i, 0
+        addr = t.data_ptr()
+        for start, nbytes, idx in scratch:
+            if start <= addr and addr + _extent(t) <= start + nbytes:
+                return idx, addr - start
+        return None
+
     kernels = []
     for kernel, grid, values in rec.launches:
-        bound = _bind_kernel(kernel, grid, values, input_ids, scratch_ids, fixed_ids)
+        bound = _bind_kernel(kernel, grid, values, source, fixed_ids)
         if bound is None:
             return None
         kernels.append(bound)
-    return BoundCall(kernels, offsets, total, inputs[0].device, launch, rec.zeroed)
+    return BoundCall(kernels, offsets, total, inputs[0].device, launch, rec.zeroed,
+                     tuple(rec.fixed))
 
 
-def _bind_kernel(kernel, grid: tuple, values: tuple, input_ids: dict, scratch_ids: dict,
-                 fixed_ids: set) -> BoundKernel | None:
+def _extent(t: torch.Tensor) -> int:
+    """Bytes from a tensor's first element to the end of its last."""
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))) \
+        * t.element_size()
+
+
+def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set) -> BoundKernel | None:
     """One recorded launch as a `BoundKernel` (None where it cannot be reproduced)."""
     meta = kernel.metadata
     if (getattr(meta, "global_scratch_size", 0) or getattr(meta, "profile_scratch_size", 0)
-            or getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "tensordesc_meta", None)
+            or getattr(meta, "num_ctas", 1) != 1
             or getattr(meta, "instrumentation_mode", "")):
         # instrumented kernels (triton 3.9's gsan) take extra parameters from their launcher
         return None
+    desc_meta = list(getattr(meta, "tensordesc_meta", None) or ())
     signature = list(kernel.src.signature.values())
     if len(signature) != len(values):
         return None
-    packed: list[bytes] = []
-    writes: list[tuple[int, int]] = []
+    packed: list = []
+    writes: list[tuple[int, int, int]] = []
+    tmas: list[tuple[TmaDesc, int, int]] = []
     for ty, v in zip(signature, values, strict=True):
         if not isinstance(ty, str):
             return None  # tuple arguments
         if ty == "constexpr":
             continue
+        if ty.startswith("tensordesc"):
+            if not desc_meta:
+                return None  # a descriptor the kernel reads without TMA: not packed here
+            parts = _tma_desc(v, desc_meta.pop(0), source, fixed_ids)
+            if parts is None:
+                return None
+            desc, src, shape_strides = parts
+            if src is not None:
+                tmas.append((desc, *src))
+            packed.append(desc)
+            packed += shape_strides
+            continue
         if ty[0] == "*":
             if not isinstance(v, torch.Tensor) or v.data_ptr() & 15:
                 return None
-            src = input_ids.get(id(v), scratch_ids.get(id(v)))
+            src = source(v)
             if src is not None:
-                writes.append((len(packed), src))
+                writes.append((len(packed), *src))
                 packed.append(b"")
             elif id(v) in fixed_ids:
                 packed.append(struct.pack("<Q", v.data_ptr()))
@@ -315,6 +482,8 @@ def _bind_kernel(kernel, grid: tuple, values: tuple, input_ids: dict, scratch_id
             packed.append(struct.pack(fmt, v))
         except (struct.error, TypeError):
             return None
+    if desc_meta:
+        return None
     packed += [b""] * _TRITON_TRAILING_POINTERS
     attrs = []
     if getattr(meta, "launch_pdl", False):
@@ -325,4 +494,42 @@ def _bind_kernel(kernel, grid: tuple, values: tuple, input_ids: dict, scratch_id
     if num_ctas != 1 or kernel.function is None:
         return None
     return BoundKernel(int(kernel.function), grid, 32 * int(num_warps), int(shared), attrs,
-                       packed, writes)
+                       packed, writes, tmas)
+
+
+def _tma_dtype(meta_elem_type: int) -> int | None:
+    """The host ``CUtensorMapDataType`` of a descriptor's device-side element type, by
+    Triton's own table (None where this Triton has none)."""
+    try:
+        from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
+    except ImportError:
+        return None
+    return TMA_DTYPE_DEVICE_TO_HOST.get(meta_elem_type)
+
+
+def _tma_desc(d, meta: dict, source, fixed_ids: set):
+    """A recorded TMA descriptor argument as (its `TmaDesc`, the (index, offset) of a per-call
+    base or None for a fixed one (then encoded here), its shape and strides packed as the
+    parameters that follow it: i32 each, then i64 each). None where it cannot be bound."""
+    encode = _driver_encode_tiled()
+    base = getattr(d, "base", None)
+    shape, strides = list(getattr(d, "shape", ())), list(getattr(d, "strides", ()))
+    if (encode is None or not isinstance(base, torch.Tensor) or not isinstance(meta, dict)
+            or meta.get("fp4_padded") or not shape or len(shape) != len(strides)
+            or strides[-1] != 1 or base.data_ptr() & 15):
+        return None
+    elem_type = _tma_dtype(meta.get("elem_type", -1))
+    if elem_type is None:
+        return None
+    try:
+        desc = TmaDesc(encode, elem_type, [int(n) for n in shape], [int(st) for st in strides],
+                       int(meta["elem_size"]), [int(b) for b in meta["block_size"]],
+                       int(meta["swizzle"]), _TMA_OOB_FILL_NAN if d.padding == "nan" else 0)
+        tail = [struct.pack("<i", int(n)) for n in shape] + \
+            [struct.pack("<q", int(st)) for st in strides]
+    except (KeyError, TypeError, ValueError, AttributeError, struct.error):
+        return None
+    src = source(base)
+    if src is None and (id(base) not in fixed_ids or not desc.encode(base.data_ptr())):
+        return None  # neither per call nor fixed, or the driver refused the encoding
+    return desc, src, tail

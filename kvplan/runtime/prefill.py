@@ -46,6 +46,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kvplan.runtime import bound
 from kvplan.runtime._common import (
     KV_MODE_FP8_PER_TENSOR,
     KV_MODE_FP8_PTH,
@@ -302,13 +303,16 @@ def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_l
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
               V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE,
               FP8_E5M2=args.FP8_E5M2, num_warps=4)
+    bound.note_scratch(ws)  # a bound call keeps its own workspace per stream
     launch_cached(_dequant_pages_kernel, (num_seqs * pages, num_kv_heads), pos, kw)
     k, v = ws[0], ws[1]
     sb, ss, sh, _ = k.stride()
     ws_args = CacheArgs(k=k, v=v, s=k, stride_cb=sb, stride_ch=sh, stride_sb=0, stride_sh=0,
                         STRIDE_S=ss, SCALE_STRIDE_S=0, K_OFF=0, V_OFF=0, KS_OFF=0, VS_OFF=0,
                         KV_MODE=KV_MODE_NONE, FP8_E5M2=False, DATA_HEAD=head)
-    return ws_args, _identity_table(num_seqs, pages, block_tables.device)
+    table = _identity_table(num_seqs, pages, block_tables.device)
+    bound.note_fixed(table)  # cached, never written: a bound call bakes it in and keeps it
+    return ws_args, table
 
 
 @functools.lru_cache(maxsize=64)

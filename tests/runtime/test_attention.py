@@ -1332,6 +1332,88 @@ def test_bound_decode_matches_the_ordinary_path(cuda_device, monkeypatch, kv_cac
                layout.quant_mode, f"{kv_cache_dtype} {head} graph")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype,hopper", [
+    ("bfloat16", True), ("bfloat16", False), ("int8_per_token_head", True),
+    ("fp8", True), ("int4_per_token_head", None)])
+def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_cache_dtype,
+                                                 hopper):
+    """After the first eager prefill call of a signature over a cache (max_query_len and
+    max_seq_len given), later calls launch through the bound driver path (no `launch_cached`):
+    the Hopper kernel's TMA descriptors over the cache baked in, the query's encoded per call
+    (a packed QKV view included), the dequantized workspace of 8-bit and INT4 caches kept per
+    stream. Over new queries, chunk offsets (the chunks moved between sequences), lengths and
+    block tables, and a longest context anywhere in the same bucket, the results equal the
+    ordinary path's bit for bit and the reference within tolerance; a CUDA graph captured over
+    a bound call replays correctly."""
+    from kvplan.runtime import attention as A
+    from kvplan.runtime import prefill as P
+    from kvplan.runtime import prefill_gluon as pg
+    if hopper and not pg.hopper_device(torch.device("cuda")):
+        pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
+    launches = []
+    for mod in (A, P, pg):
+        ordinary = mod.launch_cached
+        monkeypatch.setattr(mod, "launch_cached",
+                            lambda *a, _o=ordinary, **k: (launches.append(a[0]), _o(*a, **k)))
+    gen = torch.Generator(device="cuda").manual_seed(23)
+    cfg = AttentionConfig(kernel="prefill", hopper=hopper)
+    head, hq, hkv = 128, 32, 8
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
+    lens, q_lens = [3000, 1200, 2049], [1000, 1200, 257]
+    batch = build_paged_batch(layout, lens, 16, "cuda", gen, k_scale=0.08, v_scale=0.01)
+
+    def inputs(step):  # the chunks move between sequences (same total, same longest)
+        ql = q_lens[step % 3:] + q_lens[:step % 3]
+        sl = [max(q, n - 61 * step) for n, q in zip(lens, ql, strict=True)]
+        qsl = torch.tensor([0, *torch.tensor(ql).cumsum(0).tolist()], dtype=torch.int32,
+                           device="cuda")
+        qkv = torch.randn(int(qsl[-1]), hq + 2 * hkv, head, generator=gen, device="cuda")
+        q = qkv.to(torch.bfloat16)[:, :hq]  # the Q part of a fused projection: a strided view
+        return q, torch.tensor(sl, dtype=torch.int32, device="cuda"), qsl, max(q_lens)
+
+    def call(q, sl, qsl, mql, ctx=None, tables=None, out=None):
+        return paged_attention(q, batch.cache, batch.block_tables if tables is None else tables,
+                               sl, qsl, out=out, config=cfg, max_query_len=mql,
+                               max_seq_len=max(lens) if ctx is None else ctx)
+
+    q, sl, qsl, mql = inputs(0)
+    call(q, sl, qsl, mql)
+    assert launches  # the first call: recorded on the ordinary path (INT4: a second recording,
+    call(q, sl, qsl, mql)  # its workspace's cached identity table made on the first)
+    for step in range(1, 4):  # new queries, offsets, lengths, tables; contexts in one bucket
+        launches.clear()
+        q, sl, qsl, _ = inputs(step)
+        tables = batch.block_tables.clone()
+        ctx = max(lens) - 40 * step
+        out = call(q, sl, qsl, mql, ctx, tables)
+        assert not launches, f"{kv_cache_dtype} step {step}: ordinary path ran"
+        memo = batch.cache.__dict__.pop("_bound_calls")
+        again = paged_attention(q, batch.cache, tables, sl, qsl, config=AttentionConfig(
+            kernel="prefill", hopper=hopper, bound=False), max_query_len=mql,
+            max_seq_len=A.context_bucket(max(lens)))
+        batch.cache.__dict__["_bound_calls"] = memo
+        assert launches
+        assert torch.equal(out, again), f"{kv_cache_dtype} step {step}"
+        _check(out, reference_paged_attention(q, batch.cache, tables, sl, qsl),
+               layout.quant_mode, f"{kv_cache_dtype} prefill step {step}")
+    # captured in a CUDA graph after binding: replays read the captured tensors
+    out = torch.empty_like(q)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call(q, sl, qsl, mql, out=out)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call(q, sl, qsl, mql, out=out)
+    q.copy_(torch.randn(q.shape, generator=gen, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(out, reference_paged_attention(q, batch.cache, batch.block_tables, sl, qsl),
+           layout.quant_mode, f"{kv_cache_dtype} prefill graph")
+
+
 def test_launch_cache_specializes_arguments_like_triton():
     """`launch_cached` keys runtime arguments by what Triton's own specialization depends on:
     two integers (or booleans, None, floats) share a key only where Triton compiles them the

@@ -239,3 +239,145 @@ def test_bound_call_zeroes_scratch_that_must_start_at_zero(monkeypatch):
     call = bound.bind(plain, (q, out), ())
     assert call is not None and not call.zeroed
     assert call((q, out), 1) and len(allocated) == 2 and (allocated[1] == 0x5A).all()
+
+
+class _Encoder:
+    """Stands in for ``cuTensorMapEncodeTiled``: records each encoding's arguments and writes
+    the global address into the map's first 8 bytes, as a marker the driver stand-in reads."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def __call__(self, addr, dtype, rank, gaddr, dims, strides, box, ones, inter, swizzle, l2,
+                 fill):
+        self.calls.append((dtype, rank, gaddr, list(dims[:rank]), list(strides[:rank - 1]),
+                           list(box[:rank]), list(ones[:rank]), inter, swizzle, l2, fill))
+        ctypes.memmove(addr, struct.pack("<Q", gaddr), 8)
+        return 0
+
+
+def _desc(base, shape, strides, block, padding="zero"):
+    """A stand-in for a Gluon TensorDescriptor (the fields `bind` reads)."""
+    return SimpleNamespace(base=base, shape=list(shape), strides=list(strides),
+                           block_shape=list(block), padding=padding)
+
+
+def test_bound_call_encodes_tma_descriptors_fixed_once_per_call_new(monkeypatch):
+    """A TMA descriptor parameter reaches the driver as Triton's launcher passes it: the
+    128-byte map (from its own 128-byte aligned buffer), then the shape as i32 and the strides
+    as i64. A descriptor over a fixed tensor is encoded once when bound; one over an input is
+    encoded again on every call over that call's address; one over a view into the scratch
+    (the dequantized workspace) over the call's scratch plus the view's offset. Dimensions go
+    to the driver innermost first with byte strides, as Triton's ``fill_tma_descriptor``."""
+    from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
+
+    enc = _Encoder()
+    monkeypatch.setattr(bound, "_driver_encode_tiled", lambda: enc)
+    cache = torch.zeros(64, 16, 8, 128, dtype=torch.bfloat16)
+    q, out = torch.zeros(300, 32, 128, dtype=torch.bfloat16), torch.zeros(300, 32, 128)
+    ws = torch.zeros(2, 4, 16, 128, dtype=torch.bfloat16)
+    meta = {"swizzle": 3, "elem_size": 2, "elem_type": 9, "block_size": [64, 128],
+            "fp4_padded": False}
+    qmeta = {**meta, "block_size": [16, 4, 128]}
+    kd = _desc(cache, [1024, 1024], [1024, 1], [64, 128])
+    qd = _desc(q, q.shape, q.stride(), [16, 4, 128], padding="nan")
+    wd = _desc(ws[1], [64, 128], [128, 1], [64, 128])
+    sig = {"q": "*bf16", "k_desc": "tensordesc<bf16[64, 128]>", "q_desc":
+           "tensordesc<bf16[16, 4, 128]>", "w_desc": "tensordesc<bf16[64, 128]>",
+           "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+    kernel = _kernel(sig, tensordesc_meta=[meta, qmeta, meta])
+    with bound.recording() as rec:
+        bound.note_launch(kernel, (132,), (q, kd, qd, wd, out, 7), (64,))
+        bound.note_scratch(ws)
+    # parameters: q, k map, 2 i32, 2 i64, q map, 3 i32, 3 i64, w map, 2 i32, 2 i64, out, n,
+    # Triton's two scratch pointers
+    sizes = [8, 128, 4, 4, 8, 8, 128, 4, 4, 4, 8, 8, 8, 128, 4, 4, 8, 8, 8, 4, 8, 8]
+    driver = _Driver([sizes])
+    monkeypatch.setattr(bound, "_driver_launch", lambda: driver)
+    monkeypatch.setattr(bound, "_capturing", lambda device: False)
+    call = bound.bind(rec, (q, out), (cache,))
+    assert call is not None
+    host_bf16 = TMA_DTYPE_DEVICE_TO_HOST[9]
+    assert enc.calls == [(host_bf16, 2, cache.data_ptr(), [1024, 1024], [2048], [128, 64],
+                          [1, 1], 0, 3, 2, 0)]  # the fixed one, once
+    q2, out2 = torch.zeros_like(q), torch.zeros_like(out)
+    assert call((q2, out2), 0x5EED)
+    v = driver.launches[0][7]
+    assert _u64(v[0]) == q2.data_ptr() and _u64(v[1][:8]) == cache.data_ptr()
+    assert [struct.unpack("<i", b)[0] for b in v[2:4]] == [1024, 1024]
+    assert [struct.unpack("<q", b)[0] for b in v[4:6]] == [1024, 1]
+    assert _u64(v[6][:8]) == q2.data_ptr()
+    assert [struct.unpack("<i", b)[0] for b in v[7:10]] == [300, 32, 128]
+    assert [struct.unpack("<q", b)[0] for b in v[10:13]] == [4096, 128, 1]
+    scratch_base = _u64(v[13][:8]) - ws[1].data_ptr() + ws.data_ptr()
+    assert scratch_base == call._scratch[0x5EED].data_ptr() != ws.data_ptr()
+    assert _u64(v[18]) == out2.data_ptr() and struct.unpack("<i", v[19])[0] == 7
+    assert v[20] == v[21] == bytes(8)
+    # per call: the query's map (NaN fill for "nan" padding, dims innermost first, byte
+    # strides of the outer two) and the workspace's, over this call's addresses
+    assert enc.calls[1:] == [
+        (host_bf16, 3, q2.data_ptr(), [128, 32, 300], [256, 8192], [128, 4, 16], [1, 1, 1],
+         0, 3, 2, 1),
+        (host_bf16, 2, scratch_base + ws[1].data_ptr() - ws.data_ptr(), [128, 64], [256],
+         [128, 64], [1, 1], 0, 3, 2, 0)]
+    # the map buffers are 128-byte aligned, as the kernel parameter requires
+    assert all(d.addr % 128 == 0 for k in call.kernels for d in k.descs)
+    # a driver that refuses an encoding sends the call back to the ordinary path
+    for k in call.kernels:
+        for d, _src, _off in k.tmas:
+            d._encode = lambda *a: 1
+    assert not call((q2, out2), 0x5EED)
+
+
+def test_bound_call_refuses_descriptors_it_cannot_encode(monkeypatch):
+    """`bind` returns None for a descriptor over a tensor that is neither an input, scratch
+    nor fixed; a kernel compiled without TMA metadata for it (Triton then passes a pointer
+    and sizes instead of a map); fp4-padded descriptors; and a driver without the encoder."""
+    enc = _Encoder()
+    monkeypatch.setattr(bound, "_driver_encode_tiled", lambda: enc)
+    monkeypatch.setattr(bound, "_driver_launch", lambda: _Driver([[8]]))
+    cache, other = torch.zeros(64, 128, dtype=torch.bfloat16), torch.zeros(64, 128)
+    meta = {"swizzle": 3, "elem_size": 2, "elem_type": 9, "block_size": [64, 128],
+            "fp4_padded": False}
+    sig = {"d": "tensordesc<bf16[64, 128]>"}
+
+    def bind(desc, metas, fixed=(cache,)):
+        with bound.recording() as rec:
+            bound.note_launch(_kernel(sig, tensordesc_meta=metas), (1,), (desc,), ())
+        return bound.bind(rec, (other,), fixed)
+
+    ok = _desc(cache, [64, 128], [128, 1], [64, 128])
+    assert bind(ok, [meta]) is not None
+    assert bind(ok, [meta], fixed=()) is None
+    assert bind(ok, None) is None
+    assert bind(ok, [{**meta, "fp4_padded": True}]) is None
+    assert bind(_desc(cache, [64, 128], [128, 2], [64, 128]), [meta]) is None
+    monkeypatch.setattr(bound, "_driver_encode_tiled", lambda: None)
+    assert bind(ok, [meta]) is None
+
+
+def test_recording_notes_torch_work_that_a_bound_call_would_skip(monkeypatch):
+    """Allocations and views inside a recording are what a bound call reproduces (scratch) or
+    needs not repeat; any other torch operation (a fill, a copy, an arange) is GPU work outside
+    the recorded launches, so such a recording is not bound. Tensors noted as fixed (cached
+    constants) are baked in and kept alive by the bound call."""
+    monkeypatch.setattr(bound, "_driver_launch", lambda: _Driver([[8, 8, 8, 8]]))
+    q = torch.zeros(64)
+    k = _kernel({"q": "*fp32", "t": "*i32"})
+    with bound.recording() as rec:
+        ws = torch.empty(2, 8, 16)
+        a, b = ws[0], ws[1].view(-1)
+        table = torch.empty(4, dtype=torch.int32)
+        bound.note_fixed(table)
+        bound.note_launch(k, (1,), (q, table), ())
+    assert not rec.torch_ops and a is not b
+    call = bound.bind(rec, (q,), ())
+    assert call is not None and call.fixed == (table,)
+    with bound.recording() as rec:
+        torch.arange(4, dtype=torch.int32)
+        t = torch.zeros(3)
+        t.add_(1)
+        bound.note_launch(k, (1,), (q, table), ())
+        bound.note_fixed(table)
+    assert rec.torch_ops and "aten::arange" in rec.torch_ops[0]
+    assert bound.bind(rec, (q,), ()) is None
