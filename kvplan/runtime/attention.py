@@ -767,12 +767,14 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
             fire(query, out, block_tables, seq_lens, seq_lens, args)
         _keep_bound(cache, bind_key, rec, inputs, args)
         return out
+    if bind_key is not None and _first_sight(cache, bind_key):
+        bind_key = None  # a prefill signature is bound when it comes back, not on first sight
     if bind_key is not None:
         # planned for the longest context of the key's bucket (`context_bucket`): a prefill's
         # dequantized workspace is sized by it, so the bound launches serve every call whose
         # longest context falls in the bucket (the kernels read each sequence's own length)
         fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
-                     softmax_scale, max_query_len, context_bucket(max_seq_len))
+                     softmax_scale, max_query_len, context_bucket(max_seq_len), binding=True)
         with bound.recording() as rec:
             fire(query, out, block_tables, seq_lens, query_start_loc, args)
         _keep_bound(cache, bind_key, rec, inputs, args)
@@ -792,11 +794,35 @@ def _keep_bound(cache: PagedKVCache, key: tuple, rec: bound.Recording, inputs: t
     calls = _bound_calls(cache)
     if rec.torch_ops:
         tries = calls.get((key, "tries"), 0) + 1
-        calls[(key, "tries")] = tries
+        _remember(calls, (key, "tries"), tries)
         if tries >= 2:
-            calls[key] = False
+            _remember(calls, key, False)
         return
-    calls[key] = bound.bind(rec, inputs, (args.k, args.v, args.s)) or False
+    _remember(calls, key, bound.bind(rec, inputs, (args.k, args.v, args.s)) or False)
+
+
+#: Entries (bound calls, refusals, prefill signatures seen once) kept per cache; the oldest go
+#: first. Decode keys are few by construction (context buckets); prefill keys follow the
+#: batch's token count and longest chunk, which a serving loop may change every step.
+_MAX_BOUND_ENTRIES = 256
+
+
+def _remember(calls: dict, key, value) -> None:
+    """``calls[key] = value``, dropping the oldest entries beyond `_MAX_BOUND_ENTRIES`."""
+    calls.pop(key, None)
+    calls[key] = value
+    while len(calls) > _MAX_BOUND_ENTRIES:
+        del calls[next(iter(calls))]
+
+
+def _first_sight(cache: PagedKVCache, key: tuple) -> bool:
+    """Whether a prefill call signature is new over this cache (then noted): it is recorded
+    and bound when it comes back, so calls whose shapes never repeat pay no recording."""
+    calls = _bound_calls(cache)
+    if key in calls or (key, "seen") in calls:
+        return False
+    _remember(calls, (key, "seen"), True)
+    return True
 
 
 def context_bucket(max_seq_len: int) -> int:
@@ -876,10 +902,12 @@ _DEFAULT_CONFIG = AttentionConfig()
 
 
 def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg, softmax_scale,
-          max_query_len, max_seq_len) -> Callable:
+          max_query_len, max_seq_len, binding: bool = False) -> Callable:
     """Choose the kernel and its launch for this call; returns ``fire(query, out, block_tables,
     seq_lens, query_start_loc_or_seq_lens, args)``, which launches it (the closure holds only
-    values that the plan key of `paged_attention` fixes)."""
+    values that the plan key of `paged_attention` fixes). ``binding``: a prefill call recorded
+    for bound launches, whose host cost does not depend on the kernel (the Hopper prefill
+    kernel then runs at any size)."""
     _num_tokens, hq, d = query.shape
     lay = cache.layout
     is_decode = query_start_loc is None
@@ -911,7 +939,7 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
             num_stages=cfg.num_stages or pdef["num_stages"],
             v_reg=bool(cfg.v_reg if cfg.v_reg is not None else pdef.get("v_reg", False)),
             dequant=bool(cfg.dequant if cfg.dequant is not None else pdef.get("dequant", False)),
-            max_seq_len=max_seq_len, hopper=cfg.hopper)
+            max_seq_len=max_seq_len, hopper=cfg.hopper, bound=binding)
 
         def fire_prefill(query, out, block_tables, seq_lens, qsl, args):
             prefill.launch_prefill(query, out, args, block_tables, seq_lens, qsl, **pkw)

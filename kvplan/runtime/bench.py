@@ -445,9 +445,10 @@ def prefill_kernel_name(cache: PagedKVCache, query: torch.Tensor,
     `kvplan.runtime.prefill_gluon`; 8-bit caches through the dequantized workspace), ``prefill``
     (the Triton prefill kernel) or ``decode-form`` (the Triton decode kernel: INT4 without the
     workspace, fp32). ``max_query_len`` / ``max_seq_len``: the call's, which decide whether it
-    has enough work for the Hopper kernel."""
+    has enough work for the Hopper kernel (any call does where it runs bound launches: CUDA,
+    both lengths given, ``config.bound`` not False)."""
     from kvplan.runtime import prefill as pf
-    from kvplan.runtime._common import KV_MODE_NONE, cache_args
+    from kvplan.runtime._common import KV_MODE_NONE, cache_args, interpreting
     from kvplan.runtime.attention import _use_prefill_kernel
 
     cfg = config or AttentionConfig()
@@ -462,7 +463,8 @@ def prefill_kernel_name(cache: PagedKVCache, query: torch.Tensor,
         query, args.k, args.v, block_size=cache.block_size,
         group=query.shape[1] // lay.num_kv_heads, num_kv_heads=lay.num_kv_heads,
         contig=quantized, hopper=cfg.hopper, max_query_len=max_query_len,
-        max_seq_len=max_seq_len)
+        max_seq_len=max_seq_len, bound=(query.device.type == "cuda" and not interpreting()
+                                        and cfg.bound is not False and max_seq_len is not None))
     return "hopper" if pg is not None else "prefill"
 
 

@@ -620,7 +620,13 @@ def hopper_device(device: torch.device) -> bool:
 #: 50-70 us for the Triton kernel on the H200 host, both through `launch_cached`. Eager calls on
 #: an H200 (`python bench/launch_cost.py --prefill ...`, round 18, ms, Hopper against Triton):
 #: 1 x 1024 tokens (1.7e10) 0.085 / 0.058; 2 x 512 over 2K (4.3e10) 0.091 / 0.129; 1 x 2048
-#: (6.9e10) 0.090 / 0.118; 1 x 4096 (2.7e11) 0.261 / 0.410.
+#: (6.9e10) 0.090 / 0.118; 1 x 4096 (2.7e11) 0.261 / 0.410. Calls made through bound launches
+#: (`kvplan.runtime.bound`: eager calls with ``max_query_len`` and ``max_seq_len`` given, from
+#: their second call of a signature on) cost 15-50 us of host time on either kernel, and there
+#: the Hopper kernel is the faster one at every size measured (`worthwhile`'s ``bound``; round
+#: 24, bench/results/h200-round24c-launch-prefill-2026-11-29.log: bf16 1 x 256 tokens 0.016 /
+#: 0.020 ms, 1 x 1024 0.032 / 0.057, 1 x 2048 0.074 / 0.116; INT8 0.021 / 0.021, 0.039 / 0.055,
+#: 0.080 / 0.110).
 MIN_DEFAULT_FLOPS = 3e10
 
 #: The same for the dequantized workspace of an 8-bit or INT4 cache, where the call also
@@ -630,10 +636,14 @@ MIN_WORKSPACE_FLOPS = 1e11
 
 
 def worthwhile(num_tokens: int, num_q_heads: int, head: int, max_query_len: int,
-               max_seq_len: int | None, contig: bool = False) -> bool:
+               max_seq_len: int | None, contig: bool = False, bound: bool = False) -> bool:
     """Whether a prefill call is large enough to take this kernel by default: an upper bound
     of its FLOPs (every query token against the longest context, 4 * D per pair) reaches
-    `MIN_DEFAULT_FLOPS`, or `MIN_WORKSPACE_FLOPS` over the dequantized workspace (``contig``)."""
+    `MIN_DEFAULT_FLOPS`, or `MIN_WORKSPACE_FLOPS` over the dequantized workspace (``contig``).
+    ``bound``: the call is planned for bound launches, whose host cost does not depend on the
+    kernel, so any size is."""
+    if bound:
+        return True
     keys = max(max_query_len, max_seq_len or 0)
     floor = MIN_WORKSPACE_FLOPS if contig else MIN_DEFAULT_FLOPS
     return 4 * head * num_q_heads * num_tokens * keys >= floor

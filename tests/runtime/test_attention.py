@@ -1125,7 +1125,8 @@ def test_hopper_prefill_masks_by_causality_alone_only_without_a_window(monkeypat
 
 def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
     """Which prefill kernel a call takes, as on an sm_90 GPU (the device check and the Hopper
-    launch replaced by a recorder): small calls keep the Triton kernel, calls with enough work
+    launch replaced by a recorder): small calls keep the Triton kernel (unless planned for
+    bound launches, whose host cost is the same on both kernels), calls with enough work
     take the Hopper kernel over the paged cache, quantized caches reach it through the
     contiguous dequantized workspace, hopper=False keeps the Triton kernel, a head it does not
     read falls back by default and is an error when asked for."""
@@ -1143,6 +1144,10 @@ def test_prefill_dispatch_to_the_hopper_kernel(device, monkeypatch):
     out, ref = run("bfloat16")  # 4 * 64 * 4 * 95 * 70 FLOPs: the Triton kernel ran
     assert calls == []
     _check(out, ref, "none", "small call")
+    # planned for bound launches (host cost alike on both kernels), any size takes it
+    assert not pg.worthwhile(95, 4, 64, 70, 70) and pg.worthwhile(95, 4, 64, 70, 70, bound=True)
+    assert not pg.worthwhile(95, 4, 64, 70, 70, contig=True)
+    assert pg.worthwhile(95, 4, 64, 70, 70, contig=True, bound=True)
     monkeypatch.setattr(pg, "MIN_DEFAULT_FLOPS", 1.0)
     monkeypatch.setattr(pg, "MIN_WORKSPACE_FLOPS", 1.0)
     run("bfloat16")
@@ -1338,8 +1343,9 @@ def test_bound_decode_matches_the_ordinary_path(cuda_device, monkeypatch, kv_cac
     ("fp8", True), ("int4_per_token_head", None)])
 def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_cache_dtype,
                                                  hopper):
-    """After the first eager prefill call of a signature over a cache (max_query_len and
-    max_seq_len given), later calls launch through the bound driver path (no `launch_cached`):
+    """From the third eager prefill call of a signature over a cache (max_query_len and
+    max_seq_len given; the second is recorded), calls launch through the bound driver path
+    (no `launch_cached`):
     the Hopper kernel's TMA descriptors over the cache baked in, the query's encoded per call
     (a packed QKV view included), the dequantized workspace of 8-bit and INT4 caches kept per
     stream. Over new queries, chunk offsets (the chunks moved between sequences), lengths and
@@ -1378,9 +1384,9 @@ def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_ca
                                max_seq_len=max(lens) if ctx is None else ctx)
 
     q, sl, qsl, mql = inputs(0)
-    call(q, sl, qsl, mql)
-    assert launches  # the first call: recorded on the ordinary path (INT4: a second recording,
-    call(q, sl, qsl, mql)  # its workspace's cached identity table made on the first)
+    call(q, sl, qsl, mql)  # first sight of the signature: the ordinary path
+    assert launches
+    call(q, sl, qsl, mql)  # it came back: recorded on the ordinary path, then bound
     for step in range(1, 4):  # new queries, offsets, lengths, tables; contexts in one bucket
         launches.clear()
         q, sl, qsl, _ = inputs(step)
@@ -1412,6 +1418,24 @@ def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_ca
     torch.cuda.synchronize()
     _check(out, reference_paged_attention(q, batch.cache, batch.block_tables, sl, qsl),
            layout.quant_mode, f"{kv_cache_dtype} prefill graph")
+
+
+def test_bound_entries_per_cache_stay_bounded(monkeypatch):
+    """A prefill signature is recorded for bound launches only when it comes back (first sight
+    is noted, nothing recorded), and a cache keeps at most `_MAX_BOUND_ENTRIES` entries, the
+    oldest dropped first, so a serving loop whose prefill shapes change every step neither
+    records every call nor grows the cache's memo without bound."""
+    from kvplan.runtime import attention as A
+    cache = allocate_kv_cache(LayerLayout.simple("bfloat16", 2, 64), 4, 16, "cpu")
+    monkeypatch.setattr(A, "_MAX_BOUND_ENTRIES", 4)
+    assert A._first_sight(cache, ("k", 1)) and not A._first_sight(cache, ("k", 1))
+    calls = A._bound_calls(cache)
+    A._remember(calls, ("k", 1), False)
+    assert not A._first_sight(cache, ("k", 1))  # bound (or refused): not new either
+    for i in range(2, 8):
+        assert A._first_sight(cache, ("k", i))
+    assert len(calls) == 4 and ("k", 1) not in calls and (("k", 7), "seen") in calls
+    assert A._first_sight(cache, ("k", 1))  # dropped with the oldest: new again
 
 
 def test_launch_cache_specializes_arguments_like_triton():
