@@ -112,8 +112,9 @@ def _write_table(tokens: list[int], names: list[str], modes: dict) -> None:
     from kvplan.runtime.cache import allocate_kv_cache
     from kvplan.runtime.write import write_kv_cache
 
-    print("| write tokens | mode | host idle (us) | host queued 100 (us/call) |")
-    print("|---|---|---|---|")
+    print("| write tokens | mode | host idle (us) | host queued 100 (us/call) | "
+          "ordinary host idle (us) | ordinary queued 100 (us/call) | bound |")
+    print("|---|---|---|---|---|---|---|")
     gen = torch.Generator(device="cuda").manual_seed(0)
     for n in tokens:
         key = torch.randn(n, 8, 128, device="cuda", generator=gen).to(torch.bfloat16)
@@ -123,12 +124,19 @@ def _write_table(tokens: list[int], names: list[str], modes: dict) -> None:
             layout = LayerLayout.simple(modes.get(name, name), 8, 128)
             cache = allocate_kv_cache(layout, -(-4 * n // 16), 16, "cuda")
 
-            def run(cache=cache):
-                write_kv_cache(cache, key, value, slots)
+            def run(cache=cache, bound_=None):  # bound launches from the third call on
+                write_kv_cache(cache, key, value, slots, bound=bound_)
+
+            def ordinary(cache=cache):
+                run(cache, False)
 
             run()
-            print(f"| {n} | {name} | {_host_us_idle(run):.1f} | {_host_us(run, 100):.1f} |",
-                  flush=True)
+            idle, queued = _host_us_idle(run), _host_us(run, 100)
+            bound_calls = sum(isinstance(c, bound.BoundCall)
+                              for c in cache.__dict__["_write_plans"][4].values())
+            print(f"| {n} | {name} | {idle:.1f} | {queued:.1f} | "
+                  f"{_host_us_idle(ordinary):.1f} | {_host_us(ordinary, 100):.1f} | "
+                  f"{bound_calls} |", flush=True)
 
 
 def _prefill_table(shapes: list[str], names: list[str], modes: dict, profile: bool) -> None:

@@ -765,9 +765,9 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
         # calls launch the same kernels without this path (`_bound_run`)
         with bound.recording() as rec:
             fire(query, out, block_tables, seq_lens, seq_lens, args)
-        _keep_bound(cache, bind_key, rec, inputs, args)
+        bound.keep(_bound_calls(cache), bind_key, rec, inputs, (args.k, args.v, args.s))
         return out
-    if bind_key is not None and _first_sight(cache, bind_key):
+    if bind_key is not None and bound.first_sight(_bound_calls(cache), bind_key):
         bind_key = None  # a prefill signature is bound when it comes back, not on first sight
     if bind_key is not None:
         # planned for the longest context of the key's bucket (`context_bucket`): a prefill's
@@ -777,52 +777,13 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
                      softmax_scale, max_query_len, context_bucket(max_seq_len), binding=True)
         with bound.recording() as rec:
             fire(query, out, block_tables, seq_lens, query_start_loc, args)
-        _keep_bound(cache, bind_key, rec, inputs, args)
+        bound.keep(_bound_calls(cache), bind_key, rec, inputs, (args.k, args.v, args.s))
         return out
     fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
                  softmax_scale, max_query_len, max_seq_len)
     fire(query, out, block_tables, seq_lens,
          seq_lens if query_start_loc is None else query_start_loc, args)
     return out
-
-
-def _keep_bound(cache: PagedKVCache, key: tuple, rec: bound.Recording, inputs: tuple,
-                args) -> None:
-    """Store the bound call of ``rec`` under ``key`` (False where it cannot be bound). A
-    recording in which torch ran GPU work of its own (a cached constant made on its first use,
-    say) is tried again on the next call, twice at most."""
-    calls = _bound_calls(cache)
-    if rec.torch_ops:
-        tries = calls.get((key, "tries"), 0) + 1
-        _remember(calls, (key, "tries"), tries)
-        if tries >= 2:
-            _remember(calls, key, False)
-        return
-    _remember(calls, key, bound.bind(rec, inputs, (args.k, args.v, args.s)) or False)
-
-
-#: Entries (bound calls, refusals, prefill signatures seen once) kept per cache; the oldest go
-#: first. Decode keys are few by construction (context buckets); prefill keys follow the
-#: batch's token count and longest chunk, which a serving loop may change every step.
-_MAX_BOUND_ENTRIES = 256
-
-
-def _remember(calls: dict, key, value) -> None:
-    """``calls[key] = value``, dropping the oldest entries beyond `_MAX_BOUND_ENTRIES`."""
-    calls.pop(key, None)
-    calls[key] = value
-    while len(calls) > _MAX_BOUND_ENTRIES:
-        del calls[next(iter(calls))]
-
-
-def _first_sight(cache: PagedKVCache, key: tuple) -> bool:
-    """Whether a prefill call signature is new over this cache (then noted): it is recorded
-    and bound when it comes back, so calls whose shapes never repeat pay no recording."""
-    calls = _bound_calls(cache)
-    if key in calls or (key, "seen") in calls:
-        return False
-    _remember(calls, (key, "seen"), True)
-    return True
 
 
 def context_bucket(max_seq_len: int) -> int:

@@ -371,6 +371,43 @@ def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and torch._C._cuda_isCurrentStreamCapturing()
 
 
+#: Entries (bound calls, refusals, signatures seen once, recordings to try again) a caller
+#: keeps per cache in its dict of bound calls; the oldest go first. Decode keys are few by
+#: construction (context buckets); prefill and write keys follow the batch's token count,
+#: which a serving loop may change every step.
+MAX_ENTRIES = 256
+
+
+def remember(calls: dict, key, value) -> None:
+    """``calls[key] = value`` as the newest entry, dropping the oldest beyond `MAX_ENTRIES`."""
+    calls.pop(key, None)
+    calls[key] = value
+    while len(calls) > MAX_ENTRIES:
+        del calls[next(iter(calls))]
+
+
+def first_sight(calls: dict, key) -> bool:
+    """Whether ``key`` is new in ``calls`` (then noted as seen): a signature is recorded and
+    bound when it comes back, so calls whose shapes never repeat pay no recording."""
+    if key in calls or (key, "seen") in calls:
+        return False
+    remember(calls, (key, "seen"), True)
+    return True
+
+
+def keep(calls: dict, key, rec: Recording, inputs: tuple, fixed: tuple) -> None:
+    """Store the bound call of ``rec`` under ``key`` (False where it cannot be bound). A
+    recording in which torch ran GPU work of its own (a cached constant made on its first
+    use, say) is tried again on the next call, twice at most."""
+    if rec.torch_ops:
+        tries = calls.get((key, "tries"), 0) + 1
+        remember(calls, (key, "tries"), tries)
+        if tries >= 2:
+            remember(calls, key, False)
+        return
+    remember(calls, key, bind(rec, inputs, fixed) or False)
+
+
 def aliased(inputs: tuple) -> bool:
     """Whether one tensor is passed as two of the inputs (say the query as the output): the
     recording then cannot tell which argument took which input, so such a call is not bound."""

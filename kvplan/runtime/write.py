@@ -21,8 +21,12 @@ import torch
 import triton
 import triton.language as tl
 
+from kvplan.runtime import bound as bl
 from kvplan.runtime._common import (
     FP8_MAX,
+    _current_device,
+    _launch_hooked,
+    _raw_stream,
     cache_args,
     cache_constexprs,
     fp8_encode,
@@ -181,7 +185,8 @@ def _use_gluon(kernel: str | None, args, key: torch.Tensor, head: int,
 
 def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
                    slot_mapping: torch.Tensor, *, rows_per_program: int | None = None,
-                   num_warps: int | None = None, kernel: str | None = None) -> None:
+                   num_warps: int | None = None, kernel: str | None = None,
+                   bound: bool | None = None) -> None:
     """Write ``key``/``value`` [num_tokens, num_kv_heads, head_size] into ``cache``.
 
     ``slot_mapping[t]`` is the flat slot ``block * block_size + offset`` of token t; a
@@ -191,7 +196,18 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
     in the kernel, as a fast Walsh-Hadamard transform).
     ``kernel``: "triton" or "gluon" (INT8/FP8 per-token-head on a GPU: the default there unless
     ``rows_per_program``/``num_warps`` are given without it, which set the Triton launch).
+    ``bound`` (CUDA): a call signature (shapes, strides, dtypes and devices of the three
+    tensors, the options) that comes back is recorded and later calls with it launch through
+    the driver (`kvplan.runtime.bound`); False: always the ordinary path.
     """
+    memo = _write_memo(cache)
+    if memo[4]:  # bound calls over this cache: a key, three addresses, one driver launch
+        dev_index = _current_device()
+        call = memo[4].get(_write_key(key, value, slot_mapping, rows_per_program, num_warps,
+                                      kernel, bound, dev_index))
+        if call and not _launch_hooked() and \
+                call((key, value, slot_mapping), _raw_stream(dev_index)):
+            return
     lay = cache.layout
     if key.dim() != 3 or key.shape != value.shape:
         raise ValueError(f"key/value must both be [num_tokens, num_kv_heads, head_size], got "
@@ -214,23 +230,47 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         key = key.contiguous()
     if value.stride(-1) != 1:
         value = value.contiguous()
-    plans = _write_plans(cache)
+    plans = memo[3]
     pkey = (key.dtype, value.dtype, dev, rows_per_program, num_warps, kernel, interpreting())
     fire = plans.get(pkey)
     if fire is None:
         fire = plans[pkey] = _plan_write(cache, key, rows_per_program, num_warps, kernel)
-    fire(key, value, slot_mapping)
+    inputs = (key, value, slot_mapping)
+    if dev.type != "cuda" or bound is False or interpreting() or bl.aliased(inputs):
+        fire(key, value, slot_mapping)
+        return
+    bind_key = _write_key(key, value, slot_mapping, rows_per_program, num_warps, kernel, bound,
+                          _current_device())
+    if bl.first_sight(memo[4], bind_key):
+        fire(key, value, slot_mapping)
+        return
+    with bl.recording() as rec:  # it came back: record, then bind
+        fire(key, value, slot_mapping)
+    args = cache_args(cache)
+    bl.keep(memo[4], bind_key, rec, inputs, (args.k, args.v, args.s))
 
 
-def _write_plans(cache: PagedKVCache) -> dict:
-    """The cache's write launches (`_plan_write`), keyed by the call's dtypes, device and
-    options; started afresh when the cache's storage, layout or scales change (a launch holds
-    the storage's addresses and was planned for the rest)."""
+def _write_key(key, value, slot_mapping, rows_per_program, num_warps, kernel, bound,
+               device: int) -> tuple:
+    """What a write call's launch depends on besides the cache and the tensors' addresses:
+    the shapes, strides, dtypes and devices `write_kv_cache` validates (the token count sets
+    the grid), the options and the current device."""
+    return (key.shape, key.stride(), key.dtype, key.device, value.shape, value.stride(),
+            value.dtype, value.device, slot_mapping.shape, slot_mapping.stride(),
+            slot_mapping.dtype, slot_mapping.device, rows_per_program, num_warps, kernel, bound,
+            device)
+
+
+def _write_memo(cache: PagedKVCache) -> tuple:
+    """(storage, layout, scales, plans, bound calls) of the cache: its write launches
+    (`_plan_write`, keyed by the call's dtypes, device and options) and bound calls
+    (`_write_key`); started afresh when the cache's storage, layout or scales change (a launch
+    holds the storage's addresses and was planned for the rest)."""
     memo = cache.__dict__.get("_write_plans")
     state = (cache.block_size, cache.k_scale, cache.v_scale)
     if memo is None or memo[0] is not cache.data or memo[1] is not cache.layout or memo[2] != state:
-        memo = cache.__dict__["_write_plans"] = (cache.data, cache.layout, state, {})
-    return memo[3]
+        memo = cache.__dict__["_write_plans"] = (cache.data, cache.layout, state, {}, {})
+    return memo
 
 
 def _plan_write(cache: PagedKVCache, key: torch.Tensor, rows_per_program: int | None,

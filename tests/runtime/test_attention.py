@@ -1421,21 +1421,29 @@ def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_ca
 
 
 def test_bound_entries_per_cache_stay_bounded(monkeypatch):
-    """A prefill signature is recorded for bound launches only when it comes back (first sight
-    is noted, nothing recorded), and a cache keeps at most `_MAX_BOUND_ENTRIES` entries, the
-    oldest dropped first, so a serving loop whose prefill shapes change every step neither
+    """A prefill (or write) signature is recorded for bound launches only when it comes back
+    (first sight is noted, nothing recorded), and a cache keeps at most `bound.MAX_ENTRIES`
+    entries, the oldest dropped first, so a serving loop whose shapes change every step neither
     records every call nor grows the cache's memo without bound."""
     from kvplan.runtime import attention as A
+    from kvplan.runtime import bound
     cache = allocate_kv_cache(LayerLayout.simple("bfloat16", 2, 64), 4, 16, "cpu")
-    monkeypatch.setattr(A, "_MAX_BOUND_ENTRIES", 4)
-    assert A._first_sight(cache, ("k", 1)) and not A._first_sight(cache, ("k", 1))
+    monkeypatch.setattr(bound, "MAX_ENTRIES", 4)
     calls = A._bound_calls(cache)
-    A._remember(calls, ("k", 1), False)
-    assert not A._first_sight(cache, ("k", 1))  # bound (or refused): not new either
+    assert bound.first_sight(calls, ("k", 1)) and not bound.first_sight(calls, ("k", 1))
+    bound.remember(calls, ("k", 1), False)
+    assert not bound.first_sight(calls, ("k", 1))  # bound (or refused): not new either
     for i in range(2, 8):
-        assert A._first_sight(cache, ("k", i))
+        assert bound.first_sight(calls, ("k", i))
     assert len(calls) == 4 and ("k", 1) not in calls and (("k", 7), "seen") in calls
-    assert A._first_sight(cache, ("k", 1))  # dropped with the oldest: new again
+    assert bound.first_sight(calls, ("k", 1))  # dropped with the oldest: new again
+    # a recording with torch work of its own is tried again once, then refused for good
+    rec = bound.Recording()
+    rec.torch_ops.append("aten::arange")
+    bound.keep(calls, ("r",), rec, (), ())
+    assert ("r",) not in calls
+    bound.keep(calls, ("r",), rec, (), ())
+    assert calls[("r",)] is False
 
 
 def test_launch_cache_specializes_arguments_like_triton():

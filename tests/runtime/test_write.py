@@ -102,6 +102,49 @@ def test_write_gluon_kernel_matches_reference_bytes(cuda_device, kv_cache_dtype,
     assert torch.equal(triton_out.data, got.data)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8", "int8_per_token_head",
+                                            "fp8_per_token_head", "int4_per_token_head"])
+def test_bound_writes_match_the_ordinary_path(cuda_device, monkeypatch, kv_cache_dtype):
+    """From the third eager write of a call signature over a cache (the second is recorded),
+    writes launch through the bound driver path (no `launch_cached`) and store the ordinary
+    path's bytes exactly, over new tokens and new slots (padding slots included), on the Gluon
+    and the Triton kernels; another token count is a new signature (the ordinary path, then
+    bound in turn); a strided key that must be copied stays on the ordinary path."""
+    from kvplan.runtime import _common, bound
+    launches = []
+    ordinary = _common.launch_cached
+    monkeypatch.setattr(_common, "launch_cached",
+                        lambda *a, **k: (launches.append(a[0]), ordinary(*a, **k)))
+    gen = torch.Generator(device="cuda").manual_seed(31)
+    hkv, head, num_blocks = 8, 128, 64
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
+    for kernel in (None, "triton"):
+        got, want = _poisoned_pair(layout, num_blocks, 16, "cuda", gen, k_scale=0.05,
+                                   v_scale=0.02)
+
+        def write(n, key=None, value=None, got=got, want=want, kernel=kernel):
+            if key is None:
+                key, value = random_kv(n, hkv, head, gen, "cuda", torch.bfloat16)
+            slots = torch.randperm(num_blocks * 16, generator=gen, device="cuda")[:n]
+            slots[1] = -1
+            launches.clear()
+            write_kv_cache(got, key, value, slots, kernel=kernel)
+            seen = len(launches)
+            write_kv_cache(want, key, value, slots, kernel=kernel, bound=False)
+            assert torch.equal(got.data, want.data), (kernel, n)
+            return seen
+
+        # first sight, recorded, then bound; a new token count starts over
+        assert [write(n) for n in (8, 8, 8, 8, 5, 5, 5)] == [1, 1, 0, 0, 1, 1, 0], kernel
+        memo = got.__dict__["_write_plans"][4]
+        assert sum(isinstance(c, bound.BoundCall) for c in memo.values()) == 2, kernel
+        # a key that is a strided slice (copied first): the ordinary path every time
+        wide = torch.randn(5, hkv, 2 * head, generator=gen, device="cuda").to(torch.bfloat16)
+        value = torch.randn(5, hkv, head, generator=gen, device="cuda").to(torch.bfloat16)
+        assert [write(5, wide[..., ::2], value) for _ in range(3)] == [1, 1, 1]
+
+
 def test_write_kernel_choice_is_checked(device):
     """An unknown write kernel, or the Gluon kernel where it cannot run (the CPU interpreter,
     INT4 or bf16 caches), is a clear error rather than a silent fallback."""
