@@ -547,7 +547,8 @@ def _merge_counters(device: torch.device, n: int) -> torch.Tensor:
         key = (device.index, torch.cuda.current_stream(device).cuda_stream)
         t = _COUNTERS.get(key)
         if t is None or t.numel() < n:
-            t = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+            with bound.making_constant():  # a bound call zeroes its own scratch once
+                t = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     bound.note_scratch(t, zeroed=True)
     return t
 

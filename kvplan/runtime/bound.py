@@ -120,7 +120,7 @@ def _op_watch(rec: Recording):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             name = func._schema.name + ("." + func._schema.overload_name
                                         if func._schema.overload_name else "")
-            if name not in _NO_KERNEL_OPS:
+            if name not in _NO_KERNEL_OPS and not getattr(_local, "constant", False):
                 rec.torch_ops.append(name)
             return func(*args, **(kwargs or {}))
 
@@ -159,6 +159,19 @@ def note_unrecorded() -> None:
     rec = getattr(_local, "rec", None)
     if rec is not None:
         rec.complete = False
+
+
+@contextmanager
+def making_constant() -> Iterator[None]:
+    """Torch work inside this block makes a cached constant on its first use (an identity
+    block table, a zeroed counter buffer): a recording does not count it as work a bound call
+    must repeat. Note the constant with `note_fixed` (or as zeroed scratch)."""
+    previous = getattr(_local, "constant", False)
+    _local.constant = True
+    try:
+        yield
+    finally:
+        _local.constant = previous
 
 
 def note_fixed(*tensors: torch.Tensor) -> None:

@@ -310,8 +310,9 @@ def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_l
     ws_args = CacheArgs(k=k, v=v, s=k, stride_cb=sb, stride_ch=sh, stride_sb=0, stride_sh=0,
                         STRIDE_S=ss, SCALE_STRIDE_S=0, K_OFF=0, V_OFF=0, KS_OFF=0, VS_OFF=0,
                         KV_MODE=KV_MODE_NONE, FP8_E5M2=False, DATA_HEAD=head)
-    table = _identity_table(num_seqs, pages, block_tables.device)
-    bound.note_fixed(table)  # cached, never written: a bound call bakes it in and keeps it
+    with bound.making_constant():  # made once per size (a torch.arange), never written
+        table = _identity_table(num_seqs, pages, block_tables.device)
+    bound.note_fixed(table)  # a bound call bakes it in and keeps it
     return ws_args, table
 
 

@@ -359,8 +359,9 @@ def test_bound_call_refuses_descriptors_it_cannot_encode(monkeypatch):
 def test_recording_notes_torch_work_that_a_bound_call_would_skip(monkeypatch):
     """Allocations and views inside a recording are what a bound call reproduces (scratch) or
     needs not repeat; any other torch operation (a fill, a copy, an arange) is GPU work outside
-    the recorded launches, so such a recording is not bound. Tensors noted as fixed (cached
-    constants) are baked in and kept alive by the bound call."""
+    the recorded launches, so such a recording is not bound, unless it makes a cached constant
+    (`making_constant`). Tensors noted as fixed (cached constants) are baked in and kept alive
+    by the bound call."""
     monkeypatch.setattr(bound, "_driver_launch", lambda: _Driver([[8, 8, 8, 8]]))
     q = torch.zeros(64)
     k = _kernel({"q": "*fp32", "t": "*i32"})
@@ -381,3 +382,10 @@ def test_recording_notes_torch_work_that_a_bound_call_would_skip(monkeypatch):
         bound.note_fixed(table)
     assert rec.torch_ops and "aten::arange" in rec.torch_ops[0]
     assert bound.bind(rec, (q,), ()) is None
+    # a cached constant made on first use inside the recording is not work to repeat
+    with bound.recording() as rec:
+        with bound.making_constant():
+            table = torch.arange(4, dtype=torch.int32)
+        bound.note_fixed(table)
+        bound.note_launch(k, (1,), (q, table), ())
+    assert not rec.torch_ops and bound.bind(rec, (q,), ()) is not None

@@ -132,7 +132,9 @@ def test_bound_writes_match_the_ordinary_path(cuda_device, monkeypatch, kv_cache
             write_kv_cache(got, key, value, slots, kernel=kernel)
             seen = len(launches)
             write_kv_cache(want, key, value, slots, kernel=kernel, bound=False)
-            assert torch.equal(got.data, want.data), (kernel, n)
+            # bytes, not values: the poisoned bf16 storage holds NaN patterns
+            assert torch.equal(got.data.view(torch.uint8), want.data.view(torch.uint8)), \
+                (kernel, n)
             return seen
 
         # first sight, recorded, then bound; a new token count starts over
