@@ -622,7 +622,7 @@ def hopper_device(device: torch.device) -> bool:
 #: 1 x 1024 tokens (1.7e10) 0.085 / 0.058; 2 x 512 over 2K (4.3e10) 0.091 / 0.129; 1 x 2048
 #: (6.9e10) 0.090 / 0.118; 1 x 4096 (2.7e11) 0.261 / 0.410. Calls made through bound launches
 #: (`kvplan.runtime.bound`: eager calls with ``max_query_len`` and ``max_seq_len`` given, from
-#: their second call of a signature on) cost 15-50 us of host time on either kernel, and there
+#: their third call of a signature on) cost 15-50 us of host time on either kernel, and there
 #: the Hopper kernel is the faster one at every size measured (`worthwhile`'s ``bound``; round
 #: 24, bench/results/h200-round24c-launch-prefill-2026-11-29.log: bf16 1 x 256 tokens 0.016 /
 #: 0.020 ms, 1 x 1024 0.032 / 0.057, 1 x 2048 0.074 / 0.116; INT8 0.021 / 0.021, 0.039 / 0.055,
