@@ -37,6 +37,10 @@ def main() -> None:
                          "prefill kernel and of the Triton prefill kernel (the size threshold "
                          "`prefill_gluon.MIN_DEFAULT_FLOPS` / `MIN_WORKSPACE_FLOPS` choose between "
                          "them)")
+    ap.add_argument("--prefill-loop", action="append", default=[], metavar="B,NEW,CACHED,HQ,HKV,D",
+                    help="host time of eager prefill calls whose token count changes every call "
+                         "(the first sequence's chunk shrinks by 7 tokens a call over 8 calls, "
+                         "the others keep NEW: a serving loop's chunks), bound beside ordinary")
     ap.add_argument("--modes", default=",".join(m for m, _ in DECODE_MODES))
     ap.add_argument("--floor", action="store_true",
                     help="first print the host time of one minimal launch on this host: torch's "
@@ -67,6 +71,8 @@ def main() -> None:
         _prefill_table(args.prefill, args.modes.split(","), modes, args.profile)
     if args.write:
         _write_table([int(t) for t in args.write], args.modes.split(","), modes)
+    if args.prefill_loop:
+        _prefill_loop(args.prefill_loop, args.modes.split(","), modes)
     if not args.shape:
         return
     print("| shape | mode | graph (ms) | eager (ms) | eager/graph | host idle (us) | "
@@ -180,6 +186,45 @@ def _prefill_table(shapes: list[str], names: list[str], modes: dict, profile: bo
                 run = runs[0]
                 if profile:
                     _profile(run, 12)
+            del cache, bt
+        torch.cuda.empty_cache()
+
+
+def _prefill_loop(shapes: list[str], names: list[str], modes: dict) -> None:
+    """Eager prefill calls cycling through 8 token counts (``--prefill-loop``), default kernel
+    choice: host time per call on an idle GPU, bound launches (the key leaves the token count
+    free) beside the ordinary path."""
+    print("| prefill loop | mode | host idle, bound (us) | host idle, ordinary (us) | bound |")
+    print("|---|---|---|---|---|")
+    for shape in shapes:
+        b, new, cached, hq, hkv, d = (int(x) for x in shape.split(","))
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        k, v = _make_kv(b, cached + new, hkv, d, "cuda", gen)
+        calls = []
+        for i in range(8):
+            lens = [new - 7 * i] + [new] * (b - 1)
+            qsl = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32,
+                               device="cuda")
+            q = torch.randn(sum(lens), hq, d, device="cuda", generator=gen).to(torch.bfloat16)
+            seq_lens = torch.tensor([cached + n for n in lens], dtype=torch.int32, device="cuda")
+            calls.append((q, torch.empty_like(q), qsl, seq_lens))
+        for name in names:
+            layout = LayerLayout.simple(modes.get(name, name), hkv, d)
+            cache, bt = _filled_cache(layout, k, v, 16, gen)
+            turn = [0]
+
+            def run(cache=cache, bt=bt, cfg=None):
+                q, out, qsl, seq_lens = calls[turn[0] % 8]
+                turn[0] += 1
+                return paged_attention(q, cache, bt, seq_lens, qsl, out=out, config=cfg,
+                                       max_query_len=new, max_seq_len=cached + new)
+
+            for _ in range(3):
+                run()
+            ordinary = AttentionConfig(bound=False)
+            print(f"| {shape} | {name} | {_host_us_idle(run):.1f} | "
+                  f"{_host_us_idle(lambda run=run: run(cfg=ordinary)):.1f} | "
+                  f"{_bound_count(cache)} |", flush=True)
             del cache, bt
         torch.cuda.empty_cache()
 

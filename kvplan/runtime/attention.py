@@ -771,14 +771,18 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
     if bind_key is not None and bound.first_sight(_bound_calls(cache), bind_key):
         bind_key = None  # a prefill signature is bound when it comes back, not on first sight
     if bind_key is not None:
-        # planned for the longest context of the key's bucket (`context_bucket`): a prefill's
-        # dequantized workspace is sized by it, so the bound launches serve every call whose
-        # longest context falls in the bucket (the kernels read each sequence's own length)
+        # planned for the longest context and chunk of the key's buckets (`context_bucket`): a
+        # prefill's dequantized workspace and grid are sized by them, so the bound launches
+        # serve every call whose longest context and chunk fall in the buckets (the kernels
+        # read each sequence's own length and offsets)
         fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
-                     softmax_scale, max_query_len, context_bucket(max_seq_len), binding=True)
+                     softmax_scale, context_bucket(max(1, max_query_len)),
+                     context_bucket(max_seq_len), binding=True)
         with bound.recording() as rec:
             fire(query, out, block_tables, seq_lens, query_start_loc, args)
-        bound.keep(_bound_calls(cache), bind_key, rec, inputs, (args.k, args.v, args.s))
+        # the key leaves the token count free: the query's and output's rows
+        bound.keep(_bound_calls(cache), bind_key, rec, inputs, (args.k, args.v, args.s),
+                   free_rows=(0, 1))
         return out
     fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
                  softmax_scale, max_query_len, max_seq_len)
@@ -802,17 +806,21 @@ def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, co
     """What a call's launches depend on besides the cache and the tensors' addresses: every
     shape, stride, dtype and device `_check` validates, the longest context's plan bucket
     (`context_bucket`) and the options, the current device (whose context the kernels were
-    loaded in), and for prefill the query offsets' and the longest chunk (which sets the
-    grid)."""
-    key = (query.shape, query.stride(), query.dtype, query.device, out.shape, out.stride(),
-           out.dtype, out.device, block_tables.shape, block_tables.stride(),
-           block_tables.dtype, block_tables.device, seq_lens.shape, seq_lens.stride(),
-           seq_lens.dtype, seq_lens.device, context_bucket(max_seq_len), softmax_scale, config,
-           device)
+    loaded in). For prefill, also the query offsets' and the longest chunk's bucket (which
+    sets the grid), but not the token count: the prefill kernels take it only through the
+    query's TMA descriptor, which a bound call encodes per call (`bound.ROW_FREE_KERNELS`)."""
     if query_start_loc is None:
-        return key
-    return (*key, query_start_loc.shape, query_start_loc.stride(), query_start_loc.dtype,
-            query_start_loc.device, max_query_len)
+        return (query.shape, query.stride(), query.dtype, query.device, out.shape, out.stride(),
+                out.dtype, out.device, block_tables.shape, block_tables.stride(),
+                block_tables.dtype, block_tables.device, seq_lens.shape, seq_lens.stride(),
+                seq_lens.dtype, seq_lens.device, context_bucket(max_seq_len), softmax_scale,
+                config, device)
+    return (query.shape[1:], query.stride(), query.dtype, query.device, out.shape[1:],
+            out.stride(), out.dtype, out.device, block_tables.shape, block_tables.stride(),
+            block_tables.dtype, block_tables.device, seq_lens.shape, seq_lens.stride(),
+            seq_lens.dtype, seq_lens.device, context_bucket(max_seq_len), softmax_scale, config,
+            device, query_start_loc.shape, query_start_loc.stride(), query_start_loc.dtype,
+            query_start_loc.device, context_bucket(max(1, max_query_len)))
 
 
 def _current_bound_calls(cache: PagedKVCache) -> dict | None:
@@ -851,8 +859,12 @@ def _bound_run(query, cache, block_tables, seq_lens, query_start_loc, out, max_s
                                config, dev, query_start_loc, max_query_len))
     if not call or _launch_hooked():
         return None
-    inputs = (query, out, block_tables, seq_lens) if query_start_loc is None else \
-        (query, out, block_tables, seq_lens, query_start_loc)
+    if query_start_loc is None:
+        inputs = (query, out, block_tables, seq_lens)
+    elif out.shape[0] != query.shape[0] or not query.shape[0]:
+        return None  # the key leaves a prefill's token count free: the ordinary path checks it
+    else:
+        inputs = (query, out, block_tables, seq_lens, query_start_loc)
     return out if call(inputs, _raw_stream(dev)) else None
 
 

@@ -247,6 +247,11 @@ class TmaDesc:
         self._args = (elem_type, rank, dims, byte_strides, box, ones, _TMA_INTERLEAVE_NONE,
                       swizzle, _TMA_L2_PROMOTION_128B, fill)
 
+    def set_rows(self, rows: int) -> None:
+        """Set the outermost dimension (a per-call token count) for the next `encode`."""
+        a = self._args
+        a[2][a[1] - 1] = rows
+
     def encode(self, address: int) -> bool:
         """Encode the descriptor over ``address``; False on a driver error."""
         a = self._args
@@ -265,7 +270,9 @@ _data_ptr = torch.Tensor.data_ptr
 class BoundKernel:
     """One kernel's launch: config, parameter block, the slots written per call (``writes``:
     slot, input or scratch index, byte offset) and the TMA descriptors encoded per call
-    (``tmas``: descriptor, input or scratch index, byte offset)."""
+    (``tmas``: descriptor, input or scratch index, byte offset, and for a descriptor whose
+    outermost dimension is an input's per-call row count, that input's index and the slot of
+    the i32 shape parameter, else -1 and -1)."""
 
     __slots__ = (
         "attrs",
@@ -315,14 +322,17 @@ class BoundCall:
     input tensors and returns False (launching nothing more) where the ordinary path must run
     instead: a misaligned input, or a driver error."""
 
-    __slots__ = ("_launch", "_lock", "_scratch", "device", "fixed", "kernels", "scratch_bytes",
-                 "scratch_offsets", "zeroed")
+    __slots__ = ("_launch", "_lock", "_scratch", "device", "fixed", "kernels", "pinned",
+                 "scratch_bytes", "scratch_offsets", "zeroed")
 
     def __init__(self, kernels: list[BoundKernel], scratch_offsets: list[int],
                  scratch_bytes: int, device: torch.device, launch, zeroed: bool = False,
-                 fixed: tuple = ()) -> None:
+                 fixed: tuple = (), pinned: tuple = ()) -> None:
         self.kernels = kernels
         self.fixed = fixed  # tensors whose addresses are baked in and that the call keeps
+        # (input index, rows): inputs whose row count the caller's key leaves free but these
+        # launches were bound for (a call with other rows takes the ordinary path)
+        self.pinned = pinned
         self.scratch_offsets = scratch_offsets
         self.scratch_bytes = scratch_bytes
         self.zeroed = zeroed
@@ -332,6 +342,9 @@ class BoundCall:
         self._lock = threading.Lock()
 
     def __call__(self, inputs: tuple, stream: int) -> bool:
+        for i, rows in self.pinned:
+            if inputs[i].shape[0] != rows:
+                return False
         ptrs = list(map(_data_ptr, inputs))  # half the time of a comprehension
         aligned = 0
         for p in ptrs:
@@ -351,7 +364,11 @@ class BoundCall:
                 slots = k.slots
                 for slot, src, off in k.writes:
                     slots[slot] = ptrs[src] + off
-                for desc, src, off in k.tmas:
+                for desc, src, off, rows_src, rows_slot in k.tmas:
+                    if rows_src >= 0:
+                        rows = inputs[rows_src].shape[0]
+                        desc.set_rows(rows)
+                        slots[rows_slot] = rows
                     if not desc.encode(ptrs[src] + off):
                         return False
                 k.config.hStream = stream
@@ -408,17 +425,18 @@ def first_sight(calls: dict, key) -> bool:
     return True
 
 
-def keep(calls: dict, key, rec: Recording, inputs: tuple, fixed: tuple) -> None:
-    """Store the bound call of ``rec`` under ``key`` (False where it cannot be bound). A
-    recording in which torch ran GPU work of its own (a cached constant made on its first
-    use, say) is tried again on the next call, twice at most."""
+def keep(calls: dict, key, rec: Recording, inputs: tuple, fixed: tuple,
+         free_rows: tuple[int, ...] = ()) -> None:
+    """Store the bound call of ``rec`` under ``key`` (False where it cannot be bound; `bind`
+    says what ``free_rows`` does). A recording in which torch ran GPU work of its own (a cached
+    constant made on its first use, say) is tried again on the next call, twice at most."""
     if rec.torch_ops:
         tries = calls.get((key, "tries"), 0) + 1
         remember(calls, (key, "tries"), tries)
         if tries >= 2:
             remember(calls, key, False)
         return
-    remember(calls, key, bind(rec, inputs, fixed) or False)
+    remember(calls, key, bind(rec, inputs, fixed, free_rows) or False)
 
 
 def aliased(inputs: tuple) -> bool:
@@ -427,12 +445,23 @@ def aliased(inputs: tuple) -> bool:
     return len({id(t) for t in inputs}) != len(inputs)
 
 
-def bind(rec: Recording, inputs: tuple, fixed: tuple) -> BoundCall | None:
+#: Kernels whose launches depend on their inputs' row count (a prefill's token count) only
+#: through TMA descriptors over those inputs: no scalar, grid or scratch size follows it
+#: (kvplan.runtime.prefill_gluon, kvplan.runtime.prefill). Bound with `bind`'s ``free_rows``,
+#: they serve calls of any row count; other kernels are pinned to the recorded one.
+ROW_FREE_KERNELS = frozenset({"_ws_prefill_kernel", "_prefill_kernel", "_dequant_pages_kernel"})
+
+
+def bind(rec: Recording, inputs: tuple, fixed: tuple,
+         free_rows: tuple[int, ...] = ()) -> BoundCall | None:
     """A `BoundCall` replaying ``rec``'s launches, with ``inputs`` (tensors, matched by
     identity in the recorded arguments) and the recorded scratch (or views into it) supplied
     per call and every other argument baked in; ``fixed`` (a cache's storage) and the tensors
-    the recording noted as fixed are the tensors allowed to be baked in. None where the
-    recording cannot be replayed exactly (see the module doc)."""
+    the recording noted as fixed are the tensors allowed to be baked in. ``free_rows``: inputs
+    whose row count (leading dimension) the caller's key does not fix: where every recorded
+    kernel is in `ROW_FREE_KERNELS`, descriptors over them take each call's row count,
+    otherwise the call is pinned to the recorded rows. None where the recording cannot be
+    replayed exactly (see the module doc)."""
     launch = _driver_launch()
     if (launch is None or not rec.complete or rec.torch_ops or not rec.launches
             or aliased(inputs)):
@@ -463,14 +492,18 @@ def bind(rec: Recording, inputs: tuple, fixed: tuple) -> BoundCall | None:
                 return idx, addr - start
         return None
 
+    row_free = bool(free_rows) and all(
+        getattr(kernel, "name", None) in ROW_FREE_KERNELS for kernel, _, _ in rec.launches)
+    dynamic_rows = {i: inputs[i].shape[0] for i in free_rows} if row_free else {}
     kernels = []
     for kernel, grid, values in rec.launches:
-        bound = _bind_kernel(kernel, grid, values, source, fixed_ids)
+        bound = _bind_kernel(kernel, grid, values, source, fixed_ids, dynamic_rows)
         if bound is None:
             return None
         kernels.append(bound)
+    pinned = () if row_free else tuple((i, inputs[i].shape[0]) for i in free_rows)
     return BoundCall(kernels, offsets, total, inputs[0].device, launch, rec.zeroed,
-                     tuple(rec.fixed))
+                     tuple(rec.fixed), pinned)
 
 
 def _extent(t: torch.Tensor) -> int:
@@ -481,8 +514,11 @@ def _extent(t: torch.Tensor) -> int:
         * t.element_size()
 
 
-def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set) -> BoundKernel | None:
-    """One recorded launch as a `BoundKernel` (None where it cannot be reproduced)."""
+def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set,
+                 dynamic_rows: dict | None = None) -> BoundKernel | None:
+    """One recorded launch as a `BoundKernel` (None where it cannot be reproduced);
+    ``dynamic_rows``: input index -> recorded rows, for inputs whose descriptors take each
+    call's row count."""
     meta = kernel.metadata
     if (getattr(meta, "global_scratch_size", 0) or getattr(meta, "profile_scratch_size", 0)
             or getattr(meta, "num_ctas", 1) != 1
@@ -495,7 +531,7 @@ def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set) -> 
         return None
     packed: list = []
     writes: list[tuple[int, int, int]] = []
-    tmas: list[tuple[TmaDesc, int, int]] = []
+    tmas: list[tuple[TmaDesc, int, int, int, int]] = []
     for ty, v in zip(signature, values, strict=True):
         if not isinstance(ty, str):
             return None  # tuple arguments
@@ -509,7 +545,14 @@ def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set) -> 
                 return None
             desc, src, shape_strides = parts
             if src is not None:
-                tmas.append((desc, *src))
+                rows_src = -1
+                if dynamic_rows and src[0] in dynamic_rows:
+                    # the input's rows must be the descriptor's outermost dimension, from
+                    # its first element, to follow each call's row count
+                    if src[1] != 0 or dynamic_rows[src[0]] != int(v.shape[0]):
+                        return None
+                    rows_src = src[0]
+                tmas.append((desc, *src, rows_src, len(packed) + 1 if rows_src >= 0 else -1))
             packed.append(desc)
             packed += shape_strides
             continue

@@ -1348,10 +1348,10 @@ def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_ca
     (no `launch_cached`):
     the Hopper kernel's TMA descriptors over the cache baked in, the query's encoded per call
     (a packed QKV view included), the dequantized workspace of 8-bit and INT4 caches kept per
-    stream. Over new queries, chunk offsets (the chunks moved between sequences), lengths and
-    block tables, and a longest context anywhere in the same bucket, the results equal the
-    ordinary path's bit for bit and the reference within tolerance; a CUDA graph captured over
-    a bound call replays correctly."""
+    stream. Over new queries, token counts and chunk offsets (chunks of new lengths, moved
+    between sequences), lengths and block tables, and a longest context anywhere in the same
+    bucket, the results equal the ordinary path's bit for bit and the reference within
+    tolerance; a CUDA graph captured over a bound call replays correctly."""
     from kvplan.runtime import attention as A
     from kvplan.runtime import prefill as P
     from kvplan.runtime import prefill_gluon as pg
@@ -1369,8 +1369,10 @@ def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_ca
     lens, q_lens = [3000, 1200, 2049], [1000, 1200, 257]
     batch = build_paged_batch(layout, lens, 16, "cuda", gen, k_scale=0.08, v_scale=0.01)
 
-    def inputs(step):  # the chunks move between sequences (same total, same longest)
-        ql = q_lens[step % 3:] + q_lens[:step % 3]
+    def inputs(step):  # the chunks change length (a new token count each step; the longest
+        # stays 1200) and move between sequences
+        ql = [q_lens[0] - 37 * step, q_lens[1], q_lens[2] + 11 * step]
+        ql = ql[step % 3:] + ql[:step % 3]
         sl = [max(q, n - 61 * step) for n, q in zip(lens, ql, strict=True)]
         qsl = torch.tensor([0, *torch.tensor(ql).cumsum(0).tolist()], dtype=torch.int32,
                            device="cuda")
@@ -1396,7 +1398,7 @@ def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_ca
         assert not launches, f"{kv_cache_dtype} step {step}: ordinary path ran"
         memo = batch.cache.__dict__.pop("_bound_calls")
         again = paged_attention(q, batch.cache, tables, sl, qsl, config=AttentionConfig(
-            kernel="prefill", hopper=hopper, bound=False), max_query_len=mql,
+            kernel="prefill", hopper=hopper, bound=False), max_query_len=A.context_bucket(mql),
             max_seq_len=A.context_bucket(max(lens)))
         batch.cache.__dict__["_bound_calls"] = memo
         assert launches

@@ -16,9 +16,9 @@ from kvplan.runtime import bound  # noqa: E402
 
 
 def _kernel(signature: dict, *, warps=4, shared=1024, pdl=False, ctas=1, function=0xF00D,
-            **meta):
+            name="_some_kernel", **meta):
     """A stand-in for Triton's compiled kernel: the fields `bind` reads."""
-    return SimpleNamespace(src=SimpleNamespace(signature=signature), function=function,
+    return SimpleNamespace(src=SimpleNamespace(signature=signature), function=function, name=name,
                            packed_metadata=(warps, ctas, shared),
                            metadata=SimpleNamespace(**{
                                "launch_pdl": pdl, "launch_cooperative_grid": False,
@@ -324,7 +324,7 @@ def test_bound_call_encodes_tma_descriptors_fixed_once_per_call_new(monkeypatch)
     assert all(d.addr % 128 == 0 for k in call.kernels for d in k.descs)
     # a driver that refuses an encoding sends the call back to the ordinary path
     for k in call.kernels:
-        for d, _src, _off in k.tmas:
+        for d, *_ in k.tmas:
             d._encode = lambda *a: 1
     assert not call((q2, out2), 0x5EED)
 
@@ -389,3 +389,53 @@ def test_recording_notes_torch_work_that_a_bound_call_would_skip(monkeypatch):
         bound.note_fixed(table)
         bound.note_launch(k, (1,), (q, table), ())
     assert not rec.torch_ops and bound.bind(rec, (q,), ()) is not None
+
+
+def test_bound_prefill_follows_each_calls_token_count(monkeypatch):
+    """A prefill's key leaves its token count free (``free_rows``): where every recorded kernel
+    is a row-free prefill kernel, the query's TMA descriptor is encoded with each call's rows
+    and its i32 shape parameter follows; other kernels are pinned to the recorded rows (a call
+    with other rows goes back to the ordinary path); a descriptor over a free-rows input whose
+    outermost dimension is not its rows cannot follow and is not bound."""
+    enc = _Encoder()
+    monkeypatch.setattr(bound, "_driver_encode_tiled", lambda: enc)
+    monkeypatch.setattr(bound, "_capturing", lambda device: False)
+    q, out = torch.zeros(300, 32, 128, dtype=torch.bfloat16), torch.zeros(300, 32, 128)
+    meta = {"swizzle": 3, "elem_size": 2, "elem_type": 9, "block_size": [16, 4, 128],
+            "fp4_padded": False}
+    sig = {"q": "*bf16", "q_desc": "tensordesc<bf16[16, 4, 128]>", "out": "*fp32"}
+    qd = _desc(q, q.shape, q.stride(), [16, 4, 128])
+
+    def record(name, desc=qd):
+        with bound.recording() as rec:
+            bound.note_launch(_kernel(sig, name=name, tensordesc_meta=[meta]), (132,),
+                              (q, desc, out), ())
+        return rec
+
+    sizes = [8, 128, 4, 4, 4, 8, 8, 8, 8, 8, 8]
+    driver = _Driver([sizes])
+    monkeypatch.setattr(bound, "_driver_launch", lambda: driver)
+    call = bound.bind(record("_ws_prefill_kernel"), (q, out), (), free_rows=(0, 1))
+    assert call is not None and call.pinned == ()
+    q2, out2 = torch.zeros(77, 32, 128, dtype=torch.bfloat16), torch.zeros(77, 32, 128)
+    assert call((q2, out2), 0)
+    v = driver.launches[-1][7]
+    assert [struct.unpack("<i", b)[0] for b in v[2:5]] == [77, 32, 128]
+    assert enc.calls[-1][2:4] == (q2.data_ptr(), [128, 32, 77])
+    assert call((q, out), 0)  # and back
+    assert [struct.unpack("<i", b)[0] for b in driver.launches[-1][7][2:5]] == [300, 32, 128]
+    assert enc.calls[-1][3] == [128, 32, 300]
+    # a kernel that is not known to be row-free: pinned to the recorded 300 rows
+    call = bound.bind(record("_paged_attention_kernel"), (q, out), (), free_rows=(0, 1))
+    assert call is not None and call.pinned == ((0, 300), (1, 300))
+    n = len(driver.launches)
+    assert not call((q2, out2), 0) and len(driver.launches) == n
+    assert call((q, out), 0)
+    # a descriptor over the query flattened to [tokens * heads, D]: its rows are not the
+    # query's, so it cannot follow a new token count
+    flat = _desc(q, [300 * 32, 128], [128, 1], [64, 128])
+    with bound.recording() as rec:
+        bound.note_launch(_kernel(sig, name="_ws_prefill_kernel",
+                                  tensordesc_meta=[{**meta, "block_size": [64, 128]}]),
+                          (132,), (q, flat, out), ())
+    assert bound.bind(rec, (q, out), (), free_rows=(0, 1)) is None
