@@ -739,6 +739,10 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
             and not bound.aliased(inputs):
         bind_key = _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale,
                              config, _current_device(), query_start_loc, max_query_len)
+        if bind_key in (_current_bound_calls(cache) or ()):
+            # bound already (this call could not take it: a misaligned tensor, another token
+            # count than a pinned call's, launch hooks) or refused: nothing new to record
+            bind_key = None
     args = cache_args(cache)
     if is_decode and num_tokens != seq_lens.shape[0]:
         raise ValueError("decode needs one query token per sequence")
@@ -913,7 +917,7 @@ def _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
             num_stages=cfg.num_stages or pdef["num_stages"],
             v_reg=bool(cfg.v_reg if cfg.v_reg is not None else pdef.get("v_reg", False)),
             dequant=bool(cfg.dequant if cfg.dequant is not None else pdef.get("dequant", False)),
-            max_seq_len=max_seq_len, hopper=cfg.hopper, bound=binding)
+            max_seq_len=max_seq_len, hopper=cfg.hopper, binding=binding)
 
         def fire_prefill(query, out, block_tables, seq_lens, qsl, args):
             prefill.launch_prefill(query, out, args, block_tables, seq_lens, qsl, **pkw)

@@ -463,8 +463,8 @@ def prefill_kernel_name(cache: PagedKVCache, query: torch.Tensor,
         query, args.k, args.v, block_size=cache.block_size,
         group=query.shape[1] // lay.num_kv_heads, num_kv_heads=lay.num_kv_heads,
         contig=quantized, hopper=cfg.hopper, max_query_len=max_query_len,
-        max_seq_len=max_seq_len, bound=(query.device.type == "cuda" and not interpreting()
-                                        and cfg.bound is not False and max_seq_len is not None))
+        max_seq_len=max_seq_len, binding=(query.device.type == "cuda" and not interpreting()
+                                          and cfg.bound is not False and max_seq_len is not None))
     return "hopper" if pg is not None else "prefill"
 
 

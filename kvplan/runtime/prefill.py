@@ -356,13 +356,13 @@ def default_prefill_config(head: int, group_pad: int, quantized: bool) -> dict:
 
 def hopper_prefill_module(query, k, v, *, block_size: int, group: int, num_kv_heads: int,
                           contig: bool, hopper: bool | None, max_query_len: int,
-                          max_seq_len: int | None, seq_lens=None, bound: bool = False):
+                          max_seq_len: int | None, seq_lens=None, binding: bool = False):
     """`kvplan.runtime.prefill_gluon` when the bf16/fp16 pass of this call runs the Hopper
     kernel, else None. ``k``/``v``: the flash-layout cache sides it would read (ignored for the
     dequantized workspace, ``contig``, which is built as a plain matrix of the query's dtype).
     ``hopper`` None: wherever it reads the layout and the call has enough work
     (`prefill_gluon.worthwhile`; without ``max_seq_len`` a short chunk takes the longest of
-    ``seq_lens``, one device sync; ``bound``: a call planned for bound launches, where it
+    ``seq_lens``, one device sync; ``binding``: a call planned for bound launches, where it
     is the faster kernel at any size); True where it cannot run is an error; False: never."""
     if hopper is False:
         return None
@@ -375,7 +375,7 @@ def hopper_prefill_module(query, k, v, *, block_size: int, group: int, num_kv_he
         contig)
     if usable and pg is not None and hopper is None:
         tokens, hq, d = query.shape
-        usable = pg.worthwhile(tokens, hq, d, max_query_len, max_seq_len, contig, bound)
+        usable = pg.worthwhile(tokens, hq, d, max_query_len, max_seq_len, contig, binding)
         if not usable and max_seq_len is None and seq_lens is not None:
             # short chunks may sit on long contexts
             usable = pg.worthwhile(tokens, hq, d, max_query_len, int(seq_lens.max().item()),
@@ -392,13 +392,13 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
                    v_scale: float, sliding_window: int, max_query_len: int, block_m: int,
                    block_n: int, num_warps: int, num_stages: int, v_reg: bool,
                    dequant: bool = False, max_seq_len: int | None = None,
-                   hopper: bool | None = None, bound: bool = False) -> None:
+                   hopper: bool | None = None, binding: bool = False) -> None:
     """Launch `_prefill_kernel` (see `kvplan.runtime.attention.paged_attention`). ``dequant``
     (quantized caches): first dequantize the pages the sequences use into a bf16/fp16 workspace
     (`dequantize_pages`), then run the bf16/fp16 form of the kernel over it. ``hopper``: the
     bf16/fp16 pass runs the warp-specialized TMA/wgmma kernel (`kvplan.runtime.prefill_gluon`)
     instead of the Triton one (`hopper_prefill_module` decides). ``block_m``/``block_n``/
-    ``num_warps``/``num_stages``/``v_reg`` are the Triton kernel's. ``bound``: the call is
+    ``num_warps``/``num_stages``/``v_reg`` are the Triton kernel's. ``binding``: the call is
     recorded for bound launches (`kvplan.runtime.bound`), which changes the default kernel."""
     _, _hq, d = query.shape
     if args.KV_MODE == KV_MODE_INT4_PTH and not dequant:
@@ -419,7 +419,7 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
         pg = hopper_prefill_module(query, args.k, args.v, block_size=block_size, group=group,
                                    num_kv_heads=num_kv_heads, contig=contig, hopper=hopper,
                                    max_query_len=max_query_len, max_seq_len=max_seq_len,
-                                   seq_lens=seq_lens, bound=bound)
+                                   seq_lens=seq_lens, binding=binding)
         if pg is not None:
             pg.launch_ws_prefill(
                 query, out, args.k, args.v, block_tables, seq_lens, query_start_loc,

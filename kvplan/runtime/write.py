@@ -241,7 +241,8 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
         return
     bind_key = _write_key(key, value, slot_mapping, rows_per_program, num_warps, kernel, bound,
                           _current_device())
-    if bl.first_sight(memo[4], bind_key):
+    if bind_key in memo[4] or bl.first_sight(memo[4], bind_key):
+        # bound already (this call could not take it) or refused; or seen for the first time
         fire(key, value, slot_mapping)
         return
     with bl.recording() as rec:  # it came back: record, then bind

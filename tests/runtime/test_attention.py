@@ -1261,8 +1261,8 @@ def test_bound_decode_matches_the_ordinary_path(cuda_device, monkeypatch, kv_cac
     through the bound driver path (`kvplan.runtime.bound`, no `launch_cached`) and give the
     ordinary path's results bit for bit over new queries, block tables and lengths, split-K or
     not, at heads 64 and 128. A misaligned query, a strided query and launch hooks take the
-    ordinary path and stay correct, and a bound call captured in a CUDA graph replays
-    correctly."""
+    ordinary path and stay correct (and leave the bound call in place for the next aligned
+    call), and a bound call captured in a CUDA graph replays correctly."""
     from kvplan.runtime import attention as A
     launches = []
     ordinary = A.launch_cached
@@ -1309,6 +1309,10 @@ def test_bound_decode_matches_the_ordinary_path(cuda_device, monkeypatch, kv_cac
                                                       batch.seq_lens),
                        layout.quant_mode, f"{kv_cache_dtype} {head} odd query")
             assert launches or q_odd.stride(0) != 32 * head
+        # the misaligned calls took the ordinary path without replacing the bound call
+        launches.clear()
+        call(batch, q, ctx)
+        assert not launches, f"{kv_cache_dtype} {head}: the bound call was lost"
         # launch hooks: Triton's own path, which calls them
         from triton import knobs
         seen = []
