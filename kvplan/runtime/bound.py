@@ -514,6 +514,63 @@ def _extent(t: torch.Tensor) -> int:
         * t.element_size()
 
 
+class _Params:
+    """A kernel's parameter block as it is packed: 8-byte slots (or a `TmaDesc`), the slots
+    written per call and the descriptors encoded per call (see `BoundKernel`). Each ``add_*``
+    returns False where the argument cannot be bound."""
+
+    def __init__(self, source, fixed_ids: set, dynamic_rows: dict) -> None:
+        self.source, self.fixed_ids, self.dynamic_rows = source, fixed_ids, dynamic_rows
+        self.packed: list = []
+        self.writes: list[tuple[int, int, int]] = []
+        self.tmas: list[tuple[TmaDesc, int, int, int, int]] = []
+
+    def add_desc(self, v, meta: dict) -> bool:
+        """A TMA descriptor: its map, then its shape (i32) and strides (i64)."""
+        parts = _tma_desc(v, meta, self.source, self.fixed_ids)
+        if parts is None:
+            return False
+        desc, src, shape_strides = parts
+        if src is not None:
+            rows_src = -1
+            if src[0] in self.dynamic_rows:
+                # the input's rows must be the descriptor's outermost dimension, from its
+                # first element, to follow each call's row count
+                if src[1] != 0 or self.dynamic_rows[src[0]] != int(v.shape[0]):
+                    return False
+                rows_src = src[0]
+            self.tmas.append((desc, *src, rows_src,
+                              len(self.packed) + 1 if rows_src >= 0 else -1))
+        self.packed.append(desc)
+        self.packed += shape_strides
+        return True
+
+    def add_pointer(self, v) -> bool:
+        """A tensor's address: written per call (an input or scratch) or baked in (fixed)."""
+        if not isinstance(v, torch.Tensor) or v.data_ptr() & 15:
+            return False
+        src = self.source(v)
+        if src is not None:
+            self.writes.append((len(self.packed), *src))
+            self.packed.append(b"")
+        elif id(v) in self.fixed_ids:
+            self.packed.append(struct.pack("<Q", v.data_ptr()))
+        else:
+            return False
+        return True
+
+    def add_scalar(self, ty: str, v) -> bool:
+        """A scalar of Triton type ``ty``, packed little endian."""
+        fmt = _SCALAR_FORMATS.get(ty)
+        if fmt is None or isinstance(v, torch.Tensor):
+            return False
+        try:
+            self.packed.append(struct.pack(fmt, v))
+        except (struct.error, TypeError):
+            return False
+        return True
+
+
 def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set,
                  dynamic_rows: dict | None = None) -> BoundKernel | None:
     """One recorded launch as a `BoundKernel` (None where it cannot be reproduced);
@@ -529,65 +586,33 @@ def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set,
     signature = list(kernel.src.signature.values())
     if len(signature) != len(values):
         return None
-    packed: list = []
-    writes: list[tuple[int, int, int]] = []
-    tmas: list[tuple[TmaDesc, int, int, int, int]] = []
+    params = _Params(source, fixed_ids, dynamic_rows or {})
     for ty, v in zip(signature, values, strict=True):
         if not isinstance(ty, str):
             return None  # tuple arguments
         if ty == "constexpr":
             continue
         if ty.startswith("tensordesc"):
-            if not desc_meta:
-                return None  # a descriptor the kernel reads without TMA: not packed here
-            parts = _tma_desc(v, desc_meta.pop(0), source, fixed_ids)
-            if parts is None:
-                return None
-            desc, src, shape_strides = parts
-            if src is not None:
-                rows_src = -1
-                if dynamic_rows and src[0] in dynamic_rows:
-                    # the input's rows must be the descriptor's outermost dimension, from
-                    # its first element, to follow each call's row count
-                    if src[1] != 0 or dynamic_rows[src[0]] != int(v.shape[0]):
-                        return None
-                    rows_src = src[0]
-                tmas.append((desc, *src, rows_src, len(packed) + 1 if rows_src >= 0 else -1))
-            packed.append(desc)
-            packed += shape_strides
-            continue
-        if ty[0] == "*":
-            if not isinstance(v, torch.Tensor) or v.data_ptr() & 15:
-                return None
-            src = source(v)
-            if src is not None:
-                writes.append((len(packed), *src))
-                packed.append(b"")
-            elif id(v) in fixed_ids:
-                packed.append(struct.pack("<Q", v.data_ptr()))
-            else:
-                return None
-            continue
-        fmt = _SCALAR_FORMATS.get(ty)
-        if fmt is None or isinstance(v, torch.Tensor):
+            # without TMA metadata the kernel reads the descriptor as a pointer and sizes,
+            # which is not packed here
+            ok = bool(desc_meta) and params.add_desc(v, desc_meta.pop(0))
+        elif ty[0] == "*":
+            ok = params.add_pointer(v)
+        else:
+            ok = params.add_scalar(ty, v)
+        if not ok:
             return None
-        try:
-            packed.append(struct.pack(fmt, v))
-        except (struct.error, TypeError):
-            return None
-    if desc_meta:
+    num_warps, num_ctas, shared = kernel.packed_metadata
+    if desc_meta or num_ctas != 1 or kernel.function is None:
         return None
-    packed += [b""] * _TRITON_TRAILING_POINTERS
     attrs = []
     if getattr(meta, "launch_pdl", False):
         attrs.append(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
     if getattr(meta, "launch_cooperative_grid", False):
         attrs.append(CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
-    num_warps, num_ctas, shared = kernel.packed_metadata
-    if num_ctas != 1 or kernel.function is None:
-        return None
+    packed = params.packed + [b""] * _TRITON_TRAILING_POINTERS
     return BoundKernel(int(kernel.function), grid, 32 * int(num_warps), int(shared), attrs,
-                       packed, writes, tmas)
+                       packed, params.writes, params.tmas)
 
 
 def _tma_dtype(meta_elem_type: int) -> int | None:
