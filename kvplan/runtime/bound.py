@@ -264,6 +264,11 @@ class TmaDesc:
 
 
 _SCRATCH_ALIGN = 256  # each scratch tensor's offset in the one allocation a bound call makes
+#: Scratch up to this size is kept by a bound call, one buffer per stream (split-K partials: a
+#: few MB); larger scratch (a prefill's dequantized workspace, up to hundreds of MB) is
+#: allocated per call from the caching allocator like the ordinary path's, so that bound calls
+#: over many signatures do not each hold one.
+KEEP_SCRATCH_BYTES = 16 << 20
 _data_ptr = torch.Tensor.data_ptr
 
 
@@ -383,10 +388,12 @@ class BoundCall:
         merge still reads: the same guarantee the caching allocator gives the ordinary path's
         per-call partials). Under CUDA-graph capture, a new allocation from the graph's pool,
         freed after the call like the ordinary path's, so that graphs replayed on other streams
-        never share it. Zeroed when allocated if the recording asked (``zeroed``: counters that
-        every call leaves at zero; under capture the zeroing is part of the graph)."""
+        never share it; above `KEEP_SCRATCH_BYTES`, a new allocation every call (freed in
+        stream order after it, as the ordinary path's). Zeroed when allocated if the recording
+        asked (``zeroed``: counters that every call leaves at zero; under capture the zeroing
+        is part of the graph)."""
         new = torch.zeros if self.zeroed else torch.empty
-        if _capturing(self.device):
+        if self.scratch_bytes > KEEP_SCRATCH_BYTES or _capturing(self.device):
             return new(self.scratch_bytes, dtype=torch.uint8, device=self.device)
         t = self._scratch.get(stream)
         if t is None:

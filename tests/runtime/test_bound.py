@@ -439,3 +439,27 @@ def test_bound_prefill_follows_each_calls_token_count(monkeypatch):
                                   tensordesc_meta=[{**meta, "block_size": [64, 128]}]),
                           (132,), (q, flat, out), ())
     assert bound.bind(rec, (q, out), (), free_rows=(0, 1)) is None
+
+
+def test_bound_call_keeps_small_scratch_and_allocates_large_scratch_per_call(monkeypatch):
+    """Scratch up to `KEEP_SCRATCH_BYTES` (split-K partials) is kept per stream by the bound
+    call; larger scratch (a prefill's dequantized workspace) is allocated for each call, so
+    bound calls over many signatures do not each hold hundreds of MB."""
+    q = torch.zeros(64)
+    ws = torch.zeros(1000)  # 4000 bytes of scratch
+    k = _kernel({"q": "*fp32", "ws": "*fp32"})
+    with bound.recording() as rec:
+        bound.note_launch(k, (1,), (q, ws), ())
+        bound.note_scratch(ws)
+    driver = _Driver([[8, 8, 8, 8]])
+    monkeypatch.setattr(bound, "_driver_launch", lambda: driver)
+    monkeypatch.setattr(bound, "_capturing", lambda device: False)
+    allocated = []
+    real_empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: allocated.append(a) or real_empty(*a, **kw))
+    call = bound.bind(rec, (q,), ())
+    assert call((q,), 7) and call((q,), 7) and len(allocated) == 1  # kept for the stream
+    monkeypatch.setattr(bound, "KEEP_SCRATCH_BYTES", 1024)
+    call = bound.bind(rec, (q,), ())
+    assert call((q,), 7) and call((q,), 7) and len(allocated) == 3  # one per call
+    assert not call._scratch
