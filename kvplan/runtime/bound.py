@@ -436,7 +436,10 @@ def keep(calls: dict, key, rec: Recording, inputs: tuple, fixed: tuple,
          free_rows: tuple[int, ...] = ()) -> None:
     """Store the bound call of ``rec`` under ``key`` (False where it cannot be bound; `bind`
     says what ``free_rows`` does). A recording in which torch ran GPU work of its own (a cached
-    constant made on its first use, say) is tried again on the next call, twice at most."""
+    constant made on its first use, say) is tried again on the next call, twice at most; one
+    over a misaligned input stores nothing (a later call of the signature is recorded)."""
+    if any(t.data_ptr() & 15 for t in inputs):
+        return  # this call's tensors cannot be bound (16-byte alignment), the next one's may
     if rec.torch_ops:
         tries = calls.get((key, "tries"), 0) + 1
         remember(calls, (key, "tries"), tries)

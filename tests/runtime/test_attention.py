@@ -1450,6 +1450,10 @@ def test_bound_entries_per_cache_stay_bounded(monkeypatch):
     assert ("r",) not in calls
     bound.keep(calls, ("r",), rec, (), ())
     assert calls[("r",)] is False
+    # a recording over a misaligned input stores nothing: a later, aligned call is recorded
+    odd = torch.zeros(9)[1:]
+    bound.keep(calls, ("m",), bound.Recording(), (odd,), ())
+    assert ("m",) not in calls and (("m",), "tries") not in calls
 
 
 def test_launch_cache_specializes_arguments_like_triton():
