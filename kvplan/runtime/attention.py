@@ -620,10 +620,11 @@ class AttentionConfig:
     #                              heads per program (2: rows of 2 * head contiguous bytes; GQA
     #                              groups of up to 4); None = measured default (_fp8t_heads)
     bound: bool | None = None  # eager decode with max_seq_len given, prefill with max_seq_len
-    #                            and max_query_len given (CUDA): bind the launches on the first
-    #                            call of a signature over a cache and launch later calls through
-    #                            the driver (kvplan.runtime.bound); False = always the ordinary
-    #                            path (launch_cached)
+    #                            and max_query_len given (CUDA): bind the launches of a call
+    #                            signature over a cache (decode: on its first call; prefill:
+    #                            when it comes back) and launch later calls through the driver
+    #                            (kvplan.runtime.bound); False = always the ordinary path
+    #                            (launch_cached)
 
 
 def _decode_splits(num_programs: int, kv_len: int, block_n: int, sms: int,
