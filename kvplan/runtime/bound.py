@@ -415,12 +415,17 @@ def _capturing(device: torch.device) -> bool:
 MAX_ENTRIES = 256
 
 
+_remember_lock = threading.Lock()
+
+
 def remember(calls: dict, key, value) -> None:
-    """``calls[key] = value`` as the newest entry, dropping the oldest beyond `MAX_ENTRIES`."""
-    calls.pop(key, None)
-    calls[key] = value
-    while len(calls) > MAX_ENTRIES:
-        del calls[next(iter(calls))]
+    """``calls[key] = value`` as the newest entry, dropping the oldest beyond `MAX_ENTRIES`
+    (one thread at a time: lookups need no lock, the eviction's iteration does)."""
+    with _remember_lock:
+        calls.pop(key, None)
+        calls[key] = value
+        while len(calls) > MAX_ENTRIES:
+            del calls[next(iter(calls))]
 
 
 def first_sight(calls: dict, key) -> bool:
