@@ -1,15 +1,17 @@
 """Bound launches: the kernels of a planned call launched straight through the CUDA driver.
 
-An eager decode call used to launch each of its kernels (the attention kernel, then the
-split-K merge) through `_common.launch_cached`: a Python pass over 20-odd arguments to find
-their specialization and addresses, then Triton's launcher, which parses every argument again
-and allocates its scratch, then the driver. Everything but four tensors (query, output, block
-table, sequence lengths), the split-K scratch and the stream is fixed once a decode call is
-planned, so:
+An eager call (decode, prefill, a cache write) used to launch each of its kernels (say the
+attention kernel, then the split-K merge) through `_common.launch_cached`: a Python pass over
+20-odd arguments to find their specialization and addresses, then Triton's launcher, which
+parses every argument again and allocates its scratch, then the driver. Everything but a few
+tensors (query, output, block table, sequence lengths, query offsets; key, value, slots), the
+scratch and the stream is fixed once a call is planned, so:
 
-1. the first call of a (cache, call signature) runs the ordinary path under `recording()`,
-   which notes each launch (`note_launch`, compiled kernel and argument values) and the
-   scratch tensors the call allocated (`note_scratch`);
+1. a call of a (cache, call signature) runs the ordinary path under `recording()` (decode:
+   the first call; prefill and writes, whose signatures follow the batch: the second, see
+   `first_sight`), which notes each launch (`note_launch`, compiled kernel and argument
+   values), the scratch tensors the call allocated (`note_scratch`) and the cached constants
+   it read (`note_fixed`); `keep` stores the result of step 2 for the signature;
 2. `bind` packs each kernel's parameter block once (one 8-byte slot per parameter, the
    driver reads the parameter's own size from each), baking in every argument that is not an
    input or scratch, and records which slots take which per-call address;
