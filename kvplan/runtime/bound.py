@@ -260,10 +260,6 @@ class TmaDesc:
         return not self._encode(self.addr, a[0], a[1], address, a[2], a[3], a[4], a[5], a[6],
                                 a[7], a[8], a[9])
 
-    def raw(self) -> bytes:
-        """The encoded 128 bytes (tests)."""
-        return ctypes.string_at(self.addr, 128)
-
 
 _SCRATCH_ALIGN = 256  # each scratch tensor's offset in the one allocation a bound call makes
 #: Scratch up to this size is kept by a bound call, one buffer per stream (split-K partials: a

@@ -303,7 +303,7 @@ def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_l
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
               V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE,
               FP8_E5M2=args.FP8_E5M2, num_warps=4)
-    bound.note_scratch(ws)  # a bound call keeps its own workspace per stream
+    bound.note_scratch(ws)  # a bound call's scratch (per stream up to KEEP_SCRATCH_BYTES)
     launch_cached(_dequant_pages_kernel, (num_seqs * pages, num_kv_heads), pos, kw)
     k, v = ws[0], ws[1]
     sb, ss, sh, _ = k.stride()
