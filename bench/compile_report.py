@@ -232,7 +232,7 @@ def report_prefill(arch: int, configs: list[str], modes: list[str], head: int,
             f = [int(x) for x in c.split(":")]
             captured = {}
             saved = pf.launch_cached
-            pf.launch_cached = lambda fn, grid, pos, kw, key=None: captured.update(pos=pos, kw=kw)
+            pf.launch_cached = lambda fn, grid, pos, kw, key=None, per_seq=None: captured.update(pos=pos, kw=kw)
             try:
                 pf.launch_prefill(q, q, args, bt, sl, sl, group=4, block_size=16, num_kv_heads=8,
                                   scale=0.1, k_scale=1.0, v_scale=1.0, sliding_window=0,
@@ -278,7 +278,7 @@ def report_hopper_prefill(arch: int, settings: list[str], heads: list[int],
                 sl = torch.full((2,), 128, dtype=torch.int32)
                 captured: dict = {}
                 saved = pg.launch_cached  # the launch, replaced by a recorder of its arguments
-                pg.launch_cached = lambda fn, grid, pos, kw, key=None: captured.update(
+                pg.launch_cached = lambda fn, grid, pos, kw, key=None, per_seq=None: captured.update(
                     fn=fn, pos=pos, kw=kw)
                 try:
                     pg.launch_ws_prefill(q, q, k, k, bt, sl, sl, group=4, block_size=16,

@@ -38,9 +38,11 @@ def main() -> None:
                          "`prefill_gluon.MIN_DEFAULT_FLOPS` / `MIN_WORKSPACE_FLOPS` choose between "
                          "them)")
     ap.add_argument("--prefill-loop", action="append", default=[], metavar="B,NEW,CACHED,HQ,HKV,D",
-                    help="host time of eager prefill calls whose token count changes every call "
-                         "(the first sequence's chunk shrinks by 7 tokens a call over 8 calls, "
-                         "the others keep NEW: a serving loop's chunks), bound beside ordinary")
+                    help="host time of eager prefill calls whose token and sequence counts "
+                         "change every call (the first sequence's chunk shrinks by 7 tokens a "
+                         "call over 8 calls, the others keep NEW, and every other call leaves "
+                         "the last of the B sequences out: a continuous-batching loop's "
+                         "batches), bound beside ordinary")
     ap.add_argument("--modes", default=",".join(m for m, _ in DECODE_MODES))
     ap.add_argument("--floor", action="store_true",
                     help="first print the host time of one minimal launch on this host: torch's "
@@ -191,9 +193,10 @@ def _prefill_table(shapes: list[str], names: list[str], modes: dict, profile: bo
 
 
 def _prefill_loop(shapes: list[str], names: list[str], modes: dict) -> None:
-    """Eager prefill calls cycling through 8 token counts (``--prefill-loop``), default kernel
-    choice: host time per call on an idle GPU, bound launches (the key leaves the token count
-    free) beside the ordinary path."""
+    """Eager prefill calls cycling through 8 token counts and two sequence counts
+    (``--prefill-loop``), default kernel choice: host time per call on an idle GPU, bound
+    launches (the key leaves the token count free, and the sequence count within its bucket)
+    beside the ordinary path."""
     print("| prefill loop | mode | host idle, bound (us) | host idle, ordinary (us) | bound |")
     print("|---|---|---|---|---|")
     for shape in shapes:
@@ -202,7 +205,7 @@ def _prefill_loop(shapes: list[str], names: list[str], modes: dict) -> None:
         k, v = _make_kv(b, cached + new, hkv, d, "cuda", gen)
         calls = []
         for i in range(8):
-            lens = [new - 7 * i] + [new] * (b - 1)
+            lens = [new - 7 * i] + [new] * (b - 1 - (i % 2 if b > 1 else 0))
             qsl = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32,
                                device="cuda")
             q = torch.randn(sum(lens), hq, d, device="cuda", generator=gen).to(torch.bfloat16)
@@ -216,8 +219,8 @@ def _prefill_loop(shapes: list[str], names: list[str], modes: dict) -> None:
             def run(cache=cache, bt=bt, cfg=None):
                 q, out, qsl, seq_lens = calls[turn[0] % 8]
                 turn[0] += 1
-                return paged_attention(q, cache, bt, seq_lens, qsl, out=out, config=cfg,
-                                       max_query_len=new, max_seq_len=cached + new)
+                return paged_attention(q, cache, bt[:seq_lens.shape[0]], seq_lens, qsl, out=out,
+                                       config=cfg, max_query_len=new, max_seq_len=cached + new)
 
             for _ in range(3):
                 run()

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import torch
 import triton
 import triton.language as tl
 
-from kvplan.runtime.bound import note_launch, note_unrecorded
+from kvplan.runtime.bound import PerSeq, note_launch, note_unrecorded
 from kvplan.runtime.cache import PagedKVCache
 
 # KV_MODE constexpr values (same numbering as vLLM's KVQuantMode).
@@ -394,12 +394,14 @@ def compiled_kernels(fn) -> list:
     return [entry[4] for entry in _LAUNCHERS.values() if entry[5] is fn]
 
 
-def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | int | None = None) -> None:
+def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | int | None = None,
+                  per_seq: PerSeq | None = None) -> None:
     """Launch ``fn[grid](*pos, **kw)``; ``key`` must determine ``kw`` (constexprs and options)
     completely (a tuple, or `key_id`'s integer for one; None: ``kw``'s items, when they are all
     plain scalars): the first call with a
     key and argument specialization (`arg_spec`) compiles through Triton's own path and records
-    the compiled kernel, later ones launch it directly."""
+    the compiled kernel, later ones launch it directly. ``per_seq``: how the launch follows
+    the batch's sequence count, for a recording (`kvplan.runtime.bound.PerSeq`)."""
     if key is None:
         key = tuple(kw.items())
     if interpreting():
@@ -442,13 +444,20 @@ def launch_cached(fn, grid: tuple, pos: tuple, kw: dict, key: tuple | int | None
         params = fn.params[len(pos):]
         tail = tuple(kw.get(p.name, p.default) for p in params)
         _LAUNCHERS[full] = (kernel.run, kernel.function, kernel.packed_metadata, tail, kernel, fn)
-        note_launch(kernel, grid, pos, tail)
+        note_launch(kernel, grid, pos, tail, per_seq)
         return
     run, function, packed, tail = entry[:4]
-    note_launch(entry[4], grid, pos, tail)
+    note_launch(entry[4], grid, pos, tail, per_seq)
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
     run(grid[0], g1, g2, _raw_stream(dev), function, packed, None, None, None, *args, *tail)
+
+
+@cache
+def seq_count_arg(fn) -> int:
+    """The position of a kernel's ``num_seqs`` parameter among its arguments (the runtime
+    arguments a launch passes first, in parameter order): the argument a `PerSeq` rule sets."""
+    return list(fn.arg_names).index("num_seqs")
 
 
 def row_writer(fn, rows_per_program: int, num_kv_heads: int, fixed: tuple, kw: dict,

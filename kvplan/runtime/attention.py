@@ -785,9 +785,10 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, block_tables: torc
                      context_bucket(max_seq_len), binding=True)
         with bound.recording() as rec:
             fire(query, out, block_tables, seq_lens, query_start_loc, args)
-        # the key leaves the token count free: the query's and output's rows
+        # the key leaves the token count free (the query's and output's rows) and the
+        # sequence count within its bucket (the lengths' rows)
         bound.keep(_bound_calls(cache), bind_key, rec, inputs, (args.k, args.v, args.s),
-                   free_rows=(0, 1))
+                   free_rows=(0, 1), free_seqs=3)
         return out
     fire = _plan(query, cache, block_tables, seq_lens, query_start_loc, out, args, cfg,
                  softmax_scale, max_query_len, max_seq_len)
@@ -806,14 +807,23 @@ def context_bucket(max_seq_len: int) -> int:
     return -(-max_seq_len // step) * step
 
 
+def seq_bucket(num_seqs: int) -> int:
+    """The sequence counts one bound prefill call serves: ``num_seqs`` rounded up to a power
+    of two. The kernels follow each call's count (`bound.PerSeq`); only the dequantized
+    workspace of a quantized cache is sized by it (at most twice the rows a call uses)."""
+    return 1 << max(0, num_seqs - 1).bit_length()
+
+
 def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, config,
               device: int, query_start_loc=None, max_query_len=None) -> tuple:
     """What a call's launches depend on besides the cache and the tensors' addresses: every
     shape, stride, dtype and device `_check` validates, the longest context's plan bucket
     (`context_bucket`) and the options, the current device (whose context the kernels were
     loaded in). For prefill, also the query offsets' and the longest chunk's bucket (which
-    sets the grid), but not the token count: the prefill kernels take it only through the
-    query's TMA descriptor, which a bound call encodes per call (`bound.ROW_FREE_KERNELS`)."""
+    sets the grid), but not the token count (the prefill kernels take it only through the
+    query's TMA descriptor, which a bound call encodes per call: `bound.ROW_FREE_KERNELS`)
+    and, of the sequence count, only its bucket (`seq_bucket`: a bound call sets each call's
+    grids and count, `bound.PerSeq`)."""
     if query_start_loc is None:
         return (query.shape, query.stride(), query.dtype, query.device, out.shape, out.stride(),
                 out.dtype, out.device, block_tables.shape, block_tables.stride(),
@@ -821,11 +831,11 @@ def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, co
                 seq_lens.dtype, seq_lens.device, context_bucket(max_seq_len), softmax_scale,
                 config, device)
     return (query.shape[1:], query.stride(), query.dtype, query.device, out.shape[1:],
-            out.stride(), out.dtype, out.device, block_tables.shape, block_tables.stride(),
-            block_tables.dtype, block_tables.device, seq_lens.shape, seq_lens.stride(),
-            seq_lens.dtype, seq_lens.device, context_bucket(max_seq_len), softmax_scale, config,
-            device, query_start_loc.shape, query_start_loc.stride(), query_start_loc.dtype,
-            query_start_loc.device, context_bucket(max(1, max_query_len)))
+            out.stride(), out.dtype, out.device, block_tables.shape[1], block_tables.stride(),
+            block_tables.dtype, block_tables.device, seq_lens.stride(), seq_lens.dtype,
+            seq_lens.device, context_bucket(max_seq_len), softmax_scale, config, device,
+            query_start_loc.stride(), query_start_loc.dtype, query_start_loc.device,
+            context_bucket(max(1, max_query_len)), seq_bucket(seq_lens.shape[0]))
 
 
 def _current_bound_calls(cache: PagedKVCache) -> dict | None:
@@ -866,8 +876,12 @@ def _bound_run(query, cache, block_tables, seq_lens, query_start_loc, out, max_s
         return None
     if query_start_loc is None:
         inputs = (query, out, block_tables, seq_lens)
-    elif out.shape[0] != query.shape[0] or not query.shape[0]:
-        return None  # the key leaves a prefill's token count free: the ordinary path checks it
+    elif (out.shape[0] != query.shape[0] or not query.shape[0]
+          or block_tables.shape[0] != seq_lens.shape[0]
+          or query_start_loc.shape[0] != seq_lens.shape[0] + 1):
+        # the key leaves a prefill's token and sequence counts free: the ordinary path checks
+        # that they agree
+        return None
     else:
         inputs = (query, out, block_tables, seq_lens, query_start_loc)
     return out if call(inputs, _raw_stream(dev)) else None

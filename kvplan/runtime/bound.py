@@ -39,9 +39,10 @@ from __future__ import annotations
 import ctypes
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import NamedTuple
 
 import torch
 
@@ -80,7 +81,7 @@ _TRITON_TRAILING_POINTERS = 2
 
 class Recording:
     """What one ordinary-path call launched: ``launches`` as (compiled kernel, grid, argument
-    values in parameter order), the scratch tensors it used, whether any must start zeroed (the
+    values in parameter order, `PerSeq` rule or None), the scratch tensors it used, whether any must start zeroed (the
     fused split-K merge's counters, which each call leaves at zero), tensors that stay valid
     after the call and may be baked in (``fixed``: cached constants such as an identity block
     table), whether every launch was seen (False once a launch took a path that records
@@ -148,12 +149,24 @@ def recording() -> Iterator[Recording]:
         _local.rec = previous
 
 
-def note_launch(kernel, grid: tuple, pos: tuple, tail: tuple) -> None:
+class PerSeq(NamedTuple):
+    """How a launch follows its batch's sequence count ``n`` (declared by the launch site,
+    `launch_cached`'s ``per_seq``): its grid is ``grid(n)`` and, where ``arg`` is not None, the
+    runtime argument at that position of ``pos`` is ``n`` itself (an i32 scalar); nothing else
+    about the launch may depend on ``n``."""
+
+    grid: Callable[[int], tuple]
+    arg: int | None = None
+
+
+def note_launch(kernel, grid: tuple, pos: tuple, tail: tuple,
+                per_seq: PerSeq | None = None) -> None:
     """Called by `launch_cached` for each launch: its compiled kernel, grid, runtime arguments
-    and the values of the parameters after them (constexprs, defaults)."""
+    and the values of the parameters after them (constexprs, defaults), and how the launch
+    follows the sequence count where its site declared it."""
     rec = getattr(_local, "rec", None)
     if rec is not None:
-        rec.launches.append((kernel, grid, (*pos, *tail)))
+        rec.launches.append((kernel, grid, (*pos, *tail), per_seq))
 
 
 def note_unrecorded() -> None:
@@ -275,7 +288,8 @@ class BoundKernel:
     slot, input or scratch index, byte offset) and the TMA descriptors encoded per call
     (``tmas``: descriptor, input or scratch index, byte offset, and for a descriptor whose
     outermost dimension is an input's per-call row count, that input's index and the slot of
-    the i32 shape parameter, else -1 and -1)."""
+    the i32 shape parameter, else -1 and -1). A launch that follows the call's sequence count
+    (`PerSeq`) takes its grid from ``seq_grid(n)`` and ``n`` in slot ``seq_slot`` (-1: none)."""
 
     __slots__ = (
         "attrs",
@@ -285,6 +299,8 @@ class BoundKernel:
         "function",
         "params",
         "params_addr",
+        "seq_grid",
+        "seq_slot",
         "slots",
         "tmas",
         "writes",
@@ -292,7 +308,8 @@ class BoundKernel:
 
     def __init__(self, function: int, grid: tuple, block: int, shared: int, attrs: list[int],
                  packed: list, writes: list[tuple[int, int, int]],
-                 tmas: tuple | list = ()) -> None:
+                 tmas: tuple | list = (), seq_grid: Callable[[int], tuple] | None = None,
+                 seq_slot: int = -1) -> None:
         n = len(packed)
         self.slots = (ctypes.c_uint64 * max(n, 1))()
         raw = memoryview(self.slots).cast("B")
@@ -318,6 +335,15 @@ class BoundKernel:
         self.function = function
         self.writes = tuple(writes)
         self.tmas = tuple(tmas)
+        self.seq_grid = seq_grid
+        self.seq_slot = seq_slot
+
+    def set_grid(self, grid: tuple) -> None:
+        """Launch the next call over ``grid`` (one to three dimensions)."""
+        c = self.config
+        c.gridDimX = grid[0]
+        c.gridDimY = grid[1] if len(grid) > 1 else 1
+        c.gridDimZ = grid[2] if len(grid) > 2 else 1
 
 
 class BoundCall:
@@ -326,16 +352,19 @@ class BoundCall:
     instead: a misaligned input, or a driver error."""
 
     __slots__ = ("_launch", "_lock", "_scratch", "device", "fixed", "kernels", "pinned",
-                 "scratch_bytes", "scratch_offsets", "zeroed")
+                 "scratch_bytes", "scratch_offsets", "seq_src", "zeroed")
 
     def __init__(self, kernels: list[BoundKernel], scratch_offsets: list[int],
                  scratch_bytes: int, device: torch.device, launch, zeroed: bool = False,
-                 fixed: tuple = (), pinned: tuple = ()) -> None:
+                 fixed: tuple = (), pinned: tuple = (), seq_src: int = -1) -> None:
         self.kernels = kernels
         self.fixed = fixed  # tensors whose addresses are baked in and that the call keeps
         # (input index, rows): inputs whose row count the caller's key leaves free but these
         # launches were bound for (a call with other rows takes the ordinary path)
         self.pinned = pinned
+        # the input whose row count is the call's sequence count, which the kernels with a
+        # `PerSeq` rule follow (-1: none do)
+        self.seq_src = seq_src
         self.scratch_offsets = scratch_offsets
         self.scratch_bytes = scratch_bytes
         self.zeroed = zeroed
@@ -360,6 +389,7 @@ class BoundCall:
             base = scratch.data_ptr()
             ptrs += [base + off for off in self.scratch_offsets]
         launch = self._launch
+        seqs = inputs[self.seq_src].shape[0] if self.seq_src >= 0 else 0
         # one caller at a time: the parameter blocks are shared, and the driver reads them
         # while ctypes has released the GIL
         with self._lock:
@@ -367,6 +397,10 @@ class BoundCall:
                 slots = k.slots
                 for slot, src, off in k.writes:
                     slots[slot] = ptrs[src] + off
+                if seqs and k.seq_grid is not None:
+                    k.set_grid(k.seq_grid(seqs))
+                    if k.seq_slot >= 0:
+                        slots[k.seq_slot] = seqs
                 for desc, src, off, rows_src, rows_slot in k.tmas:
                     if rows_src >= 0:
                         rows = inputs[rows_src].shape[0]
@@ -436,9 +470,9 @@ def first_sight(calls: dict, key) -> bool:
 
 
 def keep(calls: dict, key, rec: Recording, inputs: tuple, fixed: tuple,
-         free_rows: tuple[int, ...] = ()) -> None:
+         free_rows: tuple[int, ...] = (), free_seqs: int | None = None) -> None:
     """Store the bound call of ``rec`` under ``key`` (False where it cannot be bound; `bind`
-    says what ``free_rows`` does). A recording in which torch ran GPU work of its own (a cached
+    says what ``free_rows`` and ``free_seqs`` do). A recording in which torch ran GPU work of its own (a cached
     constant made on its first use, say) is tried again on the next call, twice at most; one
     over a misaligned input stores nothing (a later call of the signature is recorded)."""
     if any(t.data_ptr() & 15 for t in inputs):
@@ -449,7 +483,7 @@ def keep(calls: dict, key, rec: Recording, inputs: tuple, fixed: tuple,
         if tries >= 2:
             remember(calls, key, False)
         return
-    remember(calls, key, bind(rec, inputs, fixed, free_rows) or False)
+    remember(calls, key, bind(rec, inputs, fixed, free_rows, free_seqs) or False)
 
 
 def aliased(inputs: tuple) -> bool:
@@ -465,16 +499,20 @@ def aliased(inputs: tuple) -> bool:
 ROW_FREE_KERNELS = frozenset({"_ws_prefill_kernel", "_prefill_kernel", "_dequant_pages_kernel"})
 
 
-def bind(rec: Recording, inputs: tuple, fixed: tuple,
-         free_rows: tuple[int, ...] = ()) -> BoundCall | None:
+def bind(rec: Recording, inputs: tuple, fixed: tuple, free_rows: tuple[int, ...] = (),
+         free_seqs: int | None = None) -> BoundCall | None:
     """A `BoundCall` replaying ``rec``'s launches, with ``inputs`` (tensors, matched by
     identity in the recorded arguments) and the recorded scratch (or views into it) supplied
     per call and every other argument baked in; ``fixed`` (a cache's storage) and the tensors
     the recording noted as fixed are the tensors allowed to be baked in. ``free_rows``: inputs
     whose row count (leading dimension) the caller's key does not fix: where every recorded
     kernel is in `ROW_FREE_KERNELS`, descriptors over them take each call's row count,
-    otherwise the call is pinned to the recorded rows. None where the recording cannot be
-    replayed exactly (see the module doc)."""
+    otherwise the call is pinned to the recorded rows. ``free_seqs``: the input whose row
+    count is the batch's sequence count, which the caller's key does not fix either: where
+    every launch declared how it follows it (`PerSeq`, checked against the recorded grid and
+    argument), each call's grids and count argument follow, otherwise the call is pinned to the
+    recorded count. None where the recording cannot be replayed exactly (see the module
+    doc)."""
     launch = _driver_launch()
     if (launch is None or not rec.complete or rec.torch_ops or not rec.launches
             or aliased(inputs)):
@@ -506,17 +544,42 @@ def bind(rec: Recording, inputs: tuple, fixed: tuple,
         return None
 
     row_free = bool(free_rows) and all(
-        getattr(kernel, "name", None) in ROW_FREE_KERNELS for kernel, _, _ in rec.launches)
+        getattr(kernel, "name", None) in ROW_FREE_KERNELS for kernel, *_ in rec.launches)
     dynamic_rows = {i: inputs[i].shape[0] for i in free_rows} if row_free else {}
+    seqs = inputs[free_seqs].shape[0] if free_seqs is not None else 0
+    seq_free = bool(seqs) and all(_follows_seqs(kernel, grid, values, rule, seqs)
+                                  for kernel, grid, values, rule in rec.launches)
     kernels = []
-    for kernel, grid, values in rec.launches:
-        bound = _bind_kernel(kernel, grid, values, source, fixed_ids, dynamic_rows)
+    for kernel, grid, values, rule in rec.launches:
+        bound = _bind_kernel(kernel, grid, values, source, fixed_ids, dynamic_rows,
+                             rule if seq_free else None)
         if bound is None:
             return None
         kernels.append(bound)
     pinned = () if row_free else tuple((i, inputs[i].shape[0]) for i in free_rows)
+    if free_seqs is not None and not seq_free:
+        pinned += ((free_seqs, seqs),)
     return BoundCall(kernels, offsets, total, inputs[0].device, launch, rec.zeroed,
-                     tuple(rec.fixed), pinned)
+                     tuple(rec.fixed), pinned,
+                     free_seqs if free_seqs is not None and seq_free else -1)
+
+
+def _follows_seqs(kernel, grid: tuple, values: tuple, rule: PerSeq | None, seqs: int) -> bool:
+    """Whether a recorded launch can follow each call's sequence count by its `PerSeq` rule:
+    the rule gives the recorded grid at the recorded count, and its count argument is that
+    count, compiled as a plain i32 (not specialized on its value: the kernel's
+    ``do_not_specialize``)."""
+    if rule is None or _grid3(rule.grid(seqs)) != _grid3(grid):
+        return False
+    if rule.arg is None:
+        return True
+    types = list(kernel.src.signature.values())
+    return (rule.arg < len(values) and values[rule.arg] == seqs and type(seqs) is int
+            and rule.arg < len(types) and types[rule.arg] == "i32")
+
+
+def _grid3(grid: tuple) -> tuple:
+    return (*grid, 1, 1)[:3]
 
 
 def _extent(t: torch.Tensor) -> int:
@@ -585,10 +648,12 @@ class _Params:
 
 
 def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set,
-                 dynamic_rows: dict | None = None) -> BoundKernel | None:
+                 dynamic_rows: dict | None = None,
+                 per_seq: PerSeq | None = None) -> BoundKernel | None:
     """One recorded launch as a `BoundKernel` (None where it cannot be reproduced);
     ``dynamic_rows``: input index -> recorded rows, for inputs whose descriptors take each
-    call's row count."""
+    call's row count; ``per_seq``: the rule by which the launch follows each call's sequence
+    count (`_follows_seqs` checked it)."""
     meta = kernel.metadata
     if (getattr(meta, "global_scratch_size", 0) or getattr(meta, "profile_scratch_size", 0)
             or getattr(meta, "num_ctas", 1) != 1
@@ -600,11 +665,14 @@ def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set,
     if len(signature) != len(values):
         return None
     params = _Params(source, fixed_ids, dynamic_rows or {})
-    for ty, v in zip(signature, values, strict=True):
+    seq_slot = -1
+    for i, (ty, v) in enumerate(zip(signature, values, strict=True)):
         if not isinstance(ty, str):
             return None  # tuple arguments
         if ty == "constexpr":
             continue
+        if per_seq is not None and i == per_seq.arg:
+            seq_slot = len(params.packed)
         if ty.startswith("tensordesc"):
             # without TMA metadata the kernel reads the descriptor as a pointer and sizes,
             # which is not packed here
@@ -625,7 +693,8 @@ def _bind_kernel(kernel, grid: tuple, values: tuple, source, fixed_ids: set,
         attrs.append(CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
     packed = params.packed + [b""] * _TRITON_TRAILING_POINTERS
     return BoundKernel(int(kernel.function), grid, 32 * int(num_warps), int(shared), attrs,
-                       packed, params.writes, params.tmas)
+                       packed, params.writes, params.tmas,
+                       per_seq.grid if per_seq is not None else None, seq_slot)
 
 
 def _tma_dtype(meta_elem_type: int) -> int | None:

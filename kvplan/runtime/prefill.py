@@ -57,8 +57,10 @@ from kvplan.runtime._common import (
     hadamard_rows,
     interpreting,
     launch_cached,
+    seq_count_arg,
 )
-from kvplan.runtime.attention import _convert_tile, _dot
+from kvplan.runtime.attention import _convert_tile, _dot, seq_bucket
+from kvplan.runtime.bound import PerSeq
 
 _LOG2E = 1.4426950408889634
 
@@ -122,7 +124,7 @@ def _prefill_tile(acc, m_i, l_i, q, start, hi, pos, win, bt_row, kv_head, sc_hea
     return acc, m_new, l_i
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_seqs"])  # a bound call sets it per call (`bound.PerSeq`)
 def _prefill_kernel(
     q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh,
     ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
@@ -282,18 +284,22 @@ def _dequant_pages_kernel(ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_s
 
 def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_len: int,
                      block_size: int, num_kv_heads: int, head: int, k_scale: float,
-                     v_scale: float, dtype: torch.dtype, sliding_window: int = 0):
+                     v_scale: float, dtype: torch.dtype, sliding_window: int = 0,
+                     max_seqs: int = 0):
     """Dequantize the pages each sequence uses (up to its length) into a fresh bf16/fp16 cache
     of ``[2, sequences * pages, block_size, Hkv, D]`` whose block table is the identity; returns
     (its `CacheArgs`, that block table). K and V are the codes times their scales, rounded once
     to ``dtype`` (INT4: rotated back from the cache's Hadamard basis, so the query is not
     rotated); pages past a sequence's length, and pages wholly before the ``sliding_window``
-    of its first query (``query_start_loc``), are zeros."""
+    of its first query (``query_start_loc``), are zeros. ``max_seqs``: size the workspace and
+    its table for that many sequences at least (a bound call serves batches of up to that
+    many with one workspace; the rows past this call's sequences are left unwritten)."""
     from kvplan.runtime._common import CacheArgs
 
     pages = max(1, math.ceil(max_seq_len / block_size))
     num_seqs = seq_lens.shape[0]
-    ws = torch.empty(2, num_seqs * pages, block_size, num_kv_heads, head, dtype=dtype,
+    rows = max(num_seqs, max_seqs)
+    ws = torch.empty(2, rows * pages, block_size, num_kv_heads, head, dtype=dtype,
                      device=block_tables.device)
     pos = (args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb, args.stride_sh,
            block_tables, block_tables.stride(0), seq_lens, query_start_loc, ws, ws.stride(0),
@@ -304,14 +310,15 @@ def dequantize_pages(args, block_tables, seq_lens, query_start_loc, *, max_seq_l
               V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, KV_MODE=args.KV_MODE,
               FP8_E5M2=args.FP8_E5M2, num_warps=4)
     bound.note_scratch(ws)  # a bound call's scratch (per stream up to KEEP_SCRATCH_BYTES)
-    launch_cached(_dequant_pages_kernel, (num_seqs * pages, num_kv_heads), pos, kw)
+    launch_cached(_dequant_pages_kernel, (num_seqs * pages, num_kv_heads), pos, kw,
+                  per_seq=PerSeq(lambda n: (n * pages, num_kv_heads)))
     k, v = ws[0], ws[1]
     sb, ss, sh, _ = k.stride()
     ws_args = CacheArgs(k=k, v=v, s=k, stride_cb=sb, stride_ch=sh, stride_sb=0, stride_sh=0,
                         STRIDE_S=ss, SCALE_STRIDE_S=0, K_OFF=0, V_OFF=0, KS_OFF=0, VS_OFF=0,
                         KV_MODE=KV_MODE_NONE, FP8_E5M2=False, DATA_HEAD=head)
     with bound.making_constant():  # made once per size (a torch.arange), never written
-        table = _identity_table(num_seqs, pages, block_tables.device)
+        table = _identity_table(rows, pages, block_tables.device)
     bound.note_fixed(table)  # a bound call bakes it in and keeps it
     return ws_args, table
 
@@ -399,7 +406,8 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
     bf16/fp16 pass runs the warp-specialized TMA/wgmma kernel (`kvplan.runtime.prefill_gluon`)
     instead of the Triton one (`hopper_prefill_module` decides). ``block_m``/``block_n``/
     ``num_warps``/``num_stages``/``v_reg`` are the Triton kernel's. ``binding``: the call is
-    recorded for bound launches (`kvplan.runtime.bound`), which changes the default kernel."""
+    recorded for bound launches (`kvplan.runtime.bound`), which changes the default kernel and
+    sizes the workspace for the sequence-count bucket (`attention.seq_bucket`)."""
     _, _hq, d = query.shape
     if args.KV_MODE == KV_MODE_INT4_PTH and not dequant:
         raise ValueError("the prefill kernel reads INT4 caches only through the dequantized "
@@ -410,7 +418,9 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
         args, block_tables = dequantize_pages(
             args, block_tables, seq_lens, query_start_loc, max_seq_len=max_seq_len,
             block_size=block_size, num_kv_heads=num_kv_heads, head=d, k_scale=k_scale,
-            v_scale=v_scale, dtype=query.dtype, sliding_window=sliding_window)
+            v_scale=v_scale, dtype=query.dtype, sliding_window=sliding_window,
+            # bound, one workspace serves every batch of the key's sequence-count bucket
+            max_seqs=seq_bucket(seq_lens.shape[0]) if binding else 0)
         k_scale = v_scale = 1.0
         contig = True  # the workspace: each sequence's pages in order
     else:
@@ -452,4 +462,6 @@ def launch_prefill(query, out, args, block_tables, seq_lens, query_start_loc, *,
               V_REG=bool(v_reg and f16 and not interpreting()),
               num_warps=num_warps, num_stages=num_stages)
     grid = (num_q_blocks * num_seqs * num_kv_heads,)
-    launch_cached(_prefill_kernel, grid, pos, kw)
+    launch_cached(_prefill_kernel, grid, pos, kw,
+                  per_seq=PerSeq(lambda n: (num_q_blocks * n * num_kv_heads,),
+                                 seq_count_arg(_prefill_kernel)))

@@ -68,7 +68,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kvplan.runtime._common import KV_MODE_NONE, key_id, launch_cached, num_sms
+from kvplan.runtime._common import KV_MODE_NONE, key_id, launch_cached, num_sms, seq_count_arg
+from kvplan.runtime.bound import PerSeq
 
 # The CTA (in a warp-specialized region: partition) barrier: `thread_barrier` in triton 3.6,
 # `barrier` in later releases.
@@ -454,7 +455,7 @@ def _consume_item(item, tb, gb, qi, q_ptr, stride_qt, stride_qh, o_ptr, stride_o
     return tb, gb, qi
 
 
-@gluon.jit
+@gluon.jit(do_not_specialize=["num_seqs"])  # a bound call sets it per call (`bound.PerSeq`)
 def _ws_prefill_kernel(
     q_ptr, stride_qt, stride_qh, o_ptr, stride_ot, stride_oh, k_desc, v_desc, q_desc,
     bt_ptr, stride_bt, seq_lens_ptr, qsl_ptr, s_scale, out_scale, window, num_q_blocks,
@@ -770,12 +771,18 @@ def launch_ws_prefill(query, out, k, v, block_tables, seq_lens, query_start_loc,
                               and d == 128) else 1,
               PRODUCER_REGS=int(opt["producer_regs"]), CONSUMER_REGS=int(opt["consumer_regs"]),
               **lay, num_warps=NUM_WARPS // 2 if split else NUM_WARPS, maxnreg=int(opt["maxnreg"]))
-    items = num_q_blocks * num_seqs * num_kv_heads
-    # persistent: one program per multiprocessor walks the items (`_item`)
-    grid = (min(items, num_sms(query.device)) if opt["persistent"] else items,)
+    sms = num_sms(query.device) if opt["persistent"] else 0
+
+    def grid_for(n: int) -> tuple:
+        # persistent: one program per multiprocessor walks the items (`_item`)
+        items = num_q_blocks * n * num_kv_heads
+        return (min(items, sms) if sms else items,)
+
+    grid = grid_for(num_seqs)
     # cached launch (`launch_cached`): the key fixes every constexpr (the layouts follow from
     # head, tile, dtype and split) and the descriptors' block shape and layout, so a repeated
     # call skips Triton's binding of ~20 layout constexprs
     key = key_id(("ws_prefill", d, block_n, str(k.dtype), tuple(sorted(
         (name, val) for name, val in kw.items() if not hasattr(val, "__dict__")))))
-    launch_cached(_ws_prefill_kernel, grid, pos, kw, key)
+    launch_cached(_ws_prefill_kernel, grid, pos, kw, key,
+                  per_seq=PerSeq(grid_for, seq_count_arg(_ws_prefill_kernel)))

@@ -1103,7 +1103,7 @@ def test_hopper_prefill_masks_by_causality_alone_only_without_a_window(monkeypat
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     from kvplan.runtime import prefill_gluon as pg
     seen = []
-    monkeypatch.setattr(pg, "launch_cached", lambda fn, grid, pos, kw, key=None: seen.append(kw))
+    monkeypatch.setattr(pg, "launch_cached", lambda fn, grid, pos, kw, key=None, per_seq=None: seen.append(kw))
     bt = torch.zeros(2, 8, dtype=torch.int32)
     sl = torch.full((2,), 128, dtype=torch.int32)
 
@@ -1424,6 +1424,70 @@ def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_ca
     torch.cuda.synchronize()
     _check(out, reference_paged_attention(q, batch.cache, batch.block_tables, sl, qsl),
            layout.quant_mode, f"{kv_cache_dtype} prefill graph")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_cache_dtype,hopper", [
+    ("bfloat16", True), ("bfloat16", False), ("int8_per_token_head", True),
+    ("fp8", False), ("int4_per_token_head", None)])
+def test_bound_prefill_follows_the_batchs_sequence_count(cuda_device, monkeypatch,
+                                                         kv_cache_dtype, hopper):
+    """A continuous-batching loop: each step's prefill batch holds another set of sequences
+    (3 or 4 of them, in any order, chunks of new lengths). Bound once, the calls of one
+    sequence-count bucket (`seq_bucket`: 3 and 4 share one) launch through the bound path with
+    each call's own grid and count, equal to the ordinary path bit for bit and to the
+    reference within tolerance; 2 sequences (another bucket) start with the ordinary path."""
+    from kvplan.runtime import attention as A
+    from kvplan.runtime import prefill as P
+    from kvplan.runtime import prefill_gluon as pg
+    if hopper and not pg.hopper_device(torch.device("cuda")):
+        pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
+    launches = []
+    for mod in (A, P, pg):
+        ordinary = mod.launch_cached
+        monkeypatch.setattr(mod, "launch_cached",
+                            lambda *a, _o=ordinary, **k: (launches.append(a[0]), _o(*a, **k)))
+    gen = torch.Generator(device="cuda").manual_seed(29)
+    head, hq, hkv, mql = 128, 32, 8, 700
+    layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
+    lens = [2000, 900, 1500, 2600]
+    batch = build_paged_batch(layout, lens, 16, "cuda", gen, k_scale=0.08, v_scale=0.01)
+
+    def call(seqs, step, bound=None):
+        ql = [mql - (97 * (step + i) % 500) for i in range(len(seqs))]
+        ql[step % len(seqs)] = mql  # the longest chunk stays in one bucket
+        qsl = torch.tensor([0, *torch.tensor(ql).cumsum(0).tolist()], dtype=torch.int32,
+                           device="cuda")
+        q = torch.randn(int(qsl[-1]), hq, head, generator=gen, device="cuda").to(torch.bfloat16)
+        sl = torch.tensor([lens[s] for s in seqs], dtype=torch.int32, device="cuda")
+        tables = batch.block_tables[seqs]
+        cfg = AttentionConfig(kernel="prefill", hopper=hopper, bound=bound)
+        out = paged_attention(q, batch.cache, tables, sl, qsl, config=cfg, max_query_len=mql,
+                              max_seq_len=max(lens))
+        return out, (q, tables, sl, qsl)
+
+    call([0, 1, 2], 0)  # first sight of the signature
+    call([2, 0, 1], 1)  # it came back: recorded, then bound
+    for step, seqs in enumerate(([0, 1, 2, 3], [3, 1], [1, 3, 2], [2, 3, 0, 1], [3, 0, 2]),
+                                start=2):
+        launches.clear()
+        out, (q, tables, sl, qsl) = call(seqs, step)
+        if len(seqs) == 2:
+            assert launches, "a new sequence-count bucket took a bound call"
+            continue
+        assert not launches, f"{kv_cache_dtype} {seqs}: ordinary path ran"
+        memo = batch.cache.__dict__.pop("_bound_calls")
+        # the kernel the bound call was planned with: a call recorded for binding takes the
+        # Hopper kernel at any size where it can run, an unbound one only above a size floor
+        same = pg.hopper_device(torch.device("cuda")) if hopper is None else hopper
+        again = paged_attention(q, batch.cache, tables, sl, qsl, config=AttentionConfig(
+            kernel="prefill", hopper=same, bound=False), max_query_len=A.context_bucket(mql),
+            max_seq_len=A.context_bucket(max(lens)))
+        batch.cache.__dict__["_bound_calls"] = memo
+        assert launches
+        assert torch.equal(out, again), f"{kv_cache_dtype} {seqs}"
+        _check(out, reference_paged_attention(q, batch.cache, tables, sl, qsl),
+               layout.quant_mode, f"{kv_cache_dtype} prefill {seqs}")
 
 
 def test_bound_entries_per_cache_stay_bounded(monkeypatch):

@@ -162,8 +162,8 @@ def test_recording_is_per_block_and_per_thread():
         t = threading.Thread(target=bound.note_launch, args=(k, (3,), (q,), ()))
         t.start()
         t.join()
-    assert [g for _, g, _ in outer.launches] == [(1,)]
-    assert [g for _, g, _ in inner.launches] == [(2,)]
+    assert [g for _, g, *_ in outer.launches] == [(1,)]
+    assert [g for _, g, *_ in inner.launches] == [(2,)]
 
 
 def test_bound_call_from_several_threads_launches_each_callers_tensors(monkeypatch):
@@ -463,3 +463,61 @@ def test_bound_call_keeps_small_scratch_and_allocates_large_scratch_per_call(mon
     call = bound.bind(rec, (q,), ())
     assert call((q,), 7) and call((q,), 7) and len(allocated) == 3  # one per call
     assert not call._scratch
+
+
+def test_bound_prefill_follows_each_calls_sequence_count(monkeypatch):
+    """A prefill's key leaves its sequence count free within a bucket (``free_seqs``): where
+    every recorded launch declared how it follows the count (`bound.PerSeq`: its grid as a
+    function of the count, and the argument that is the count), each call launches over its
+    own count's grid with its own count in that argument. A launch without a rule, a rule that
+    does not give the recorded grid, or a count argument that is not the recorded count or
+    was compiled as a constant pins the call to the recorded count (other counts go back to
+    the ordinary path)."""
+    monkeypatch.setattr(bound, "_capturing", lambda device: False)
+    sig = {"q": "*bf16", "bt": "*i32", "sl": "*i32", "nq": "i32", "num_seqs": "i32",
+           "hkv": "i32", "BLOCK": "constexpr"}
+    q = torch.zeros(64, dtype=torch.bfloat16)
+    bt, sl = torch.zeros(3, 16, dtype=torch.int32), torch.zeros(3, dtype=torch.int32)
+    driver = _Driver([[8, 8, 8, 4, 4, 4, 8, 8]])
+    monkeypatch.setattr(bound, "_driver_launch", lambda: driver)
+
+    def record(rule, signature=sig, count=3, grid=(4 * 3 * 8,)):
+        with bound.recording() as rec:
+            bound.note_launch(_kernel(signature, name="_prefill_kernel"), grid,
+                              (q, bt, sl, 4, count, 8), (64,), rule)
+        return bind_(rec)
+
+    def bind_(rec):
+        return bound.bind(rec, (q, bt, sl), (), free_seqs=2)
+
+    def launched(call, n):
+        """(grid, num_seqs argument) of a call over n sequences, None where it is refused."""
+        before = len(driver.launches)
+        ok = call((q, torch.zeros(n, 16, dtype=torch.int32), torch.zeros(n, dtype=torch.int32)),
+                  0)
+        if not ok:
+            assert len(driver.launches) == before
+            return None
+        grid, *_, values = driver.launches[-1]
+        return grid, struct.unpack("<i", values[4])[0]
+
+    follows = bound.PerSeq(lambda n: (4 * n * 8,), 4)
+    call = record(follows)
+    assert call is not None and call.pinned == () and call.seq_src == 2
+    assert launched(call, 4) == ((128, 1, 1), 4)
+    assert launched(call, 1) == ((32, 1, 1), 1)
+    assert launched(call, 3) == ((96, 1, 1), 3)
+    # two-dimensional grids follow too (the dequantize pass: pages x kv heads)
+    call = record(bound.PerSeq(lambda n: (n * 16, 8)), grid=(3 * 16, 8))
+    assert launched(call, 2) == ((32, 8, 1), 3)  # no count argument: left as recorded
+
+    for pinned in (record(None), record(bound.PerSeq(lambda n: (4 * n,), 4)),
+                   record(bound.PerSeq(lambda n: (4 * n * 8,), 3))):
+        assert pinned is not None and pinned.pinned == ((2, 3),) and pinned.seq_src == -1
+        assert launched(pinned, 4) is None
+        assert launched(pinned, 3) == ((96, 1, 1), 3)
+    # a count of 1 specialized into the kernel as a constant: one parameter fewer
+    driver.sizes = [[8, 8, 8, 4, 4, 8, 8]]
+    pinned = record(follows, signature=dict(sig, num_seqs="constexpr"))
+    assert pinned is not None and pinned.pinned == ((2, 3),) and pinned.seq_src == -1
+    assert launched(pinned, 4) is None
