@@ -42,7 +42,8 @@ def main() -> None:
                          "change every call (the first sequence's chunk shrinks by 7 tokens a "
                          "call over 8 calls, the others keep NEW, and every other call leaves "
                          "the last of the B sequences out: a continuous-batching loop's "
-                         "batches), bound beside ordinary")
+                         "batches), bound beside ordinary, and bound with all B sequences "
+                         "every call")
     ap.add_argument("--modes", default=",".join(m for m, _ in DECODE_MODES))
     ap.add_argument("--floor", action="store_true",
                     help="first print the host time of one minimal launch on this host: torch's "
@@ -193,39 +194,45 @@ def _prefill_table(shapes: list[str], names: list[str], modes: dict, profile: bo
 
 
 def _prefill_loop(shapes: list[str], names: list[str], modes: dict) -> None:
-    """Eager prefill calls cycling through 8 token counts and two sequence counts
-    (``--prefill-loop``), default kernel choice: host time per call on an idle GPU, bound
-    launches (the key leaves the token count free, and the sequence count within its bucket)
-    beside the ordinary path."""
-    print("| prefill loop | mode | host idle, bound (us) | host idle, ordinary (us) | bound |")
-    print("|---|---|---|---|---|")
+    """Eager prefill calls cycling through 8 token counts (``--prefill-loop``), default kernel
+    choice: host time per call on an idle GPU, bound launches (the key leaves the token count
+    free, and the sequence count within its bucket) with B sequences every call and with the
+    last one left out every other call, beside the ordinary path over the latter."""
+    print("| prefill loop | mode | host idle, bound, B sequences (us) | host idle, bound, "
+          "B and B-1 (us) | host idle, ordinary, B and B-1 (us) | bound calls |")
+    print("|---|---|---|---|---|---|")
     for shape in shapes:
         b, new, cached, hq, hkv, d = (int(x) for x in shape.split(","))
         gen = torch.Generator(device="cuda").manual_seed(0)
         k, v = _make_kv(b, cached + new, hkv, d, "cuda", gen)
-        calls = []
-        for i in range(8):
-            lens = [new - 7 * i] + [new] * (b - 1 - (i % 2 if b > 1 else 0))
-            qsl = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32,
-                               device="cuda")
-            q = torch.randn(sum(lens), hq, d, device="cuda", generator=gen).to(torch.bfloat16)
-            seq_lens = torch.tensor([cached + n for n in lens], dtype=torch.int32, device="cuda")
-            calls.append((q, torch.empty_like(q), qsl, seq_lens))
+        loops: dict[bool, list] = {}
+        for change in (False, True):
+            loops[change] = []
+            for i in range(8):
+                lens = [new - 7 * i] + [new] * (b - 1 - (i % 2 if change and b > 1 else 0))
+                qsl = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()],
+                                   dtype=torch.int32, device="cuda")
+                q = torch.randn(sum(lens), hq, d, device="cuda", generator=gen).to(torch.bfloat16)
+                seq_lens = torch.tensor([cached + n for n in lens], dtype=torch.int32,
+                                        device="cuda")
+                loops[change].append((q, torch.empty_like(q), qsl, seq_lens))
         for name in names:
             layout = LayerLayout.simple(modes.get(name, name), hkv, d)
             cache, bt = _filled_cache(layout, k, v, 16, gen)
             turn = [0]
 
-            def run(cache=cache, bt=bt, cfg=None):
-                q, out, qsl, seq_lens = calls[turn[0] % 8]
+            def run(cache=cache, bt=bt, cfg=None, change=True):
+                q, out, qsl, seq_lens = loops[change][turn[0] % 8]
                 turn[0] += 1
                 return paged_attention(q, cache, bt[:seq_lens.shape[0]], seq_lens, qsl, out=out,
                                        config=cfg, max_query_len=new, max_seq_len=cached + new)
 
             for _ in range(3):
+                run(change=False)
                 run()
             ordinary = AttentionConfig(bound=False)
-            print(f"| {shape} | {name} | {_host_us_idle(run):.1f} | "
+            fixed = _host_us_idle(lambda run=run: run(change=False))
+            print(f"| {shape} | {name} | {fixed:.1f} | {_host_us_idle(run):.1f} | "
                   f"{_host_us_idle(lambda run=run: run(cfg=ordinary)):.1f} | "
                   f"{_bound_count(cache)} |", flush=True)
             del cache, bt

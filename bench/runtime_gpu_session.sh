@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [round25b] [round25c] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -656,6 +656,23 @@ for step in $steps; do
         | grep -v Warning | tail -60 | tee "$OUT/pytest-bound.log"
       timeout 120 $PY bench/launch_cost.py --modes bf16,int8_per_token_head --prefill-loop 4,512,2048,32,8,128 \
         --prefill-loop 2,1024,0,32,8,128 --prefill-loop 8,128,4096,32,8,128 2>&1 | tee "$OUT/launch-prefill-loop.log"
+      timeout 120 $PY bench/launch_cost.py --modes bf16,int8_per_token_head --prefill 1,256,0,32,8,128 \
+        --prefill 1,2048,0,32,8,128 --prefill 2,512,2048,32,8,128 2>&1 | tee "$OUT/launch-prefill.log" ;;
+    round25b)  # the prefill loop with a fixed and a changing sequence count in one process, the
+      #         host floor first, and where a bound INT8 prefill call's host time goes
+      timeout 150 $PY bench/launch_cost.py --floor --modes bf16,int8_per_token_head \
+        --prefill-loop 4,512,2048,32,8,128 --prefill-loop 2,1024,0,32,8,128 \
+        --prefill-loop 8,128,4096,32,8,128 2>&1 | tee "$OUT/launch-prefill-loop.log"
+      timeout 120 $PY bench/launch_cost.py --modes int8_per_token_head --prefill 4,512,2048,32,8,128 \
+        --prefill 2,1024,0,32,8,128 --profile 2>&1 | tee "$OUT/launch-prefill-profile.log" ;;
+    round25c)  # TMA maps not encoded again over an unchanged address: the bound, prefill and
+      #         write GPU tests, then round25b's loop and prefill table
+      timeout 240 $PY -m pytest -q -p no:cacheprovider -rfE -n 12 -m gpu tests/runtime/test_attention.py \
+        tests/runtime/test_write.py tests/runtime/test_bound.py -k "bound or prefill or write" 2>&1 \
+        | grep -v Warning | tail -8 | tee "$OUT/pytest-bound.log"
+      timeout 150 $PY bench/launch_cost.py --floor --modes bf16,int8_per_token_head \
+        --prefill-loop 4,512,2048,32,8,128 --prefill-loop 2,1024,0,32,8,128 \
+        --prefill-loop 8,128,4096,32,8,128 2>&1 | tee "$OUT/launch-prefill-loop.log"
       timeout 120 $PY bench/launch_cost.py --modes bf16,int8_per_token_head --prefill 1,256,0,32,8,128 \
         --prefill 1,2048,0,32,8,128 --prefill 2,512,2048,32,8,128 2>&1 | tee "$OUT/launch-prefill.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)

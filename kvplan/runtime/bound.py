@@ -246,7 +246,7 @@ class TmaDesc:
     descriptor (`_tma_desc` builds it as Triton's ``fill_tma_descriptor`` does: dimensions
     innermost first, byte strides of the outer dimensions)."""
 
-    __slots__ = ("_args", "_buf", "_encode", "addr")
+    __slots__ = ("_args", "_at", "_buf", "_encode", "addr")
 
     def __init__(self, encode, elem_type: int, shape: list[int], strides: list[int],
                  elem_size: int, block: list[int], swizzle: int, fill: int) -> None:
@@ -261,17 +261,28 @@ class TmaDesc:
         self._encode = encode
         self._args = (elem_type, rank, dims, byte_strides, box, ones, _TMA_INTERLEAVE_NONE,
                       swizzle, _TMA_L2_PROMOTION_128B, fill)
+        self._at = -1  # the address the map holds now (-1: none, or its rows changed since)
 
     def set_rows(self, rows: int) -> None:
         """Set the outermost dimension (a per-call token count) for the next `encode`."""
-        a = self._args
-        a[2][a[1] - 1] = rows
+        dims, last = self._args[2], self._args[1] - 1
+        if dims[last] != rows:
+            dims[last] = rows
+            self._at = -1
 
     def encode(self, address: int) -> bool:
-        """Encode the descriptor over ``address``; False on a driver error."""
+        """Encode the descriptor over ``address`` (nothing to do where it already holds that
+        address and rows: a workspace kept per stream, a serving loop's static query buffer);
+        False on a driver error."""
+        if address == self._at:
+            return True
         a = self._args
-        return not self._encode(self.addr, a[0], a[1], address, a[2], a[3], a[4], a[5], a[6],
-                                a[7], a[8], a[9])
+        if self._encode(self.addr, a[0], a[1], address, a[2], a[3], a[4], a[5], a[6], a[7],
+                        a[8], a[9]):
+            self._at = -1
+            return False
+        self._at = address
+        return True
 
 
 _SCRATCH_ALIGN = 256  # each scratch tensor's offset in the one allocation a bound call makes

@@ -322,6 +322,15 @@ def test_bound_call_encodes_tma_descriptors_fixed_once_per_call_new(monkeypatch)
          [128, 64], [1, 1], 0, 3, 2, 0)]
     # the map buffers are 128-byte aligned, as the kernel parameter requires
     assert all(d.addr % 128 == 0 for k in call.kernels for d in k.descs)
+    # a map that already holds the call's address is not encoded again: the same query and
+    # the workspace kept for the stream need nothing, a new query its own map only
+    assert call((q2, out2), 0x5EED) and len(enc.calls) == 3
+    assert _u64(driver.launches[-1][7][6][:8]) == q2.data_ptr()
+    q3 = torch.zeros_like(q)
+    assert call((q3, out2), 0x5EED) and enc.calls[3:] == [
+        (host_bf16, 3, q3.data_ptr(), [128, 32, 300], [256, 8192], [128, 4, 16], [1, 1, 1],
+         0, 3, 2, 1)]
+    assert _u64(driver.launches[-1][7][6][:8]) == q3.data_ptr()
     # a driver that refuses an encoding sends the call back to the ordinary path
     for k in call.kernels:
         for d, *_ in k.tmas:
@@ -425,6 +434,11 @@ def test_bound_prefill_follows_each_calls_token_count(monkeypatch):
     assert call((q, out), 0)  # and back
     assert [struct.unpack("<i", b)[0] for b in driver.launches[-1][7][2:5]] == [300, 32, 128]
     assert enc.calls[-1][3] == [128, 32, 300]
+    # the first 50 rows of the same query: same address, other rows, so encoded again
+    n = len(enc.calls)
+    last = enc.calls[n - 1]
+    assert call((q[:50], out[:50]), 0)
+    assert enc.calls[n:] == [(*last[:2], q.data_ptr(), [128, 32, 50], *last[4:])]
     # a kernel that is not known to be row-free: pinned to the recorded 300 rows
     call = bound.bind(record("_paged_attention_kernel"), (q, out), (), free_rows=(0, 1))
     assert call is not None and call.pinned == ((0, 300), (1, 300))
