@@ -1341,6 +1341,46 @@ def test_bound_decode_matches_the_ordinary_path(cuda_device, monkeypatch, kv_cac
                layout.quant_mode, f"{kv_cache_dtype} {head} graph")
 
 
+def _bound_like_unbound(out, launches: list, cache, q, tables, sl, qsl, hopper: bool | None,
+                        mql: int, ctx: int, what: str) -> None:
+    """``out`` came from a bound prefill call (no ordinary launch in ``launches``) and equals,
+    bit for bit, the ordinary path's result planned as the bound call was (the buckets'
+    lengths, the same kernel: a call recorded for binding takes the Hopper kernel at any size
+    where it runs, an unbound one only above a size floor), which is within tolerance of the
+    reference."""
+    from kvplan.runtime import attention as A
+    from kvplan.runtime import prefill_gluon as pg
+    assert not launches, f"{what}: ordinary path ran"
+    same = pg.hopper_device(torch.device("cuda")) if hopper is None else hopper
+    memo = cache.__dict__.pop("_bound_calls")  # set aside meanwhile
+    try:
+        again = paged_attention(q, cache, tables, sl, qsl, config=AttentionConfig(
+            kernel="prefill", hopper=same, bound=False), max_query_len=A.context_bucket(mql),
+            max_seq_len=A.context_bucket(ctx))
+    finally:
+        cache.__dict__["_bound_calls"] = memo
+    assert launches
+    assert torch.equal(out, again), what
+    _check(out, reference_paged_attention(q, cache, tables, sl, qsl), cache.layout.quant_mode,
+           f"{what} prefill")
+
+
+def _prefill_launches(monkeypatch, hopper: bool | None) -> list:
+    """The kernels the prefill paths launch through `launch_cached` (the ordinary path), noted
+    as they run; skips the test where it asks for the Hopper kernel without an sm_90 GPU."""
+    from kvplan.runtime import attention as A
+    from kvplan.runtime import prefill as P
+    from kvplan.runtime import prefill_gluon as pg
+    if hopper and not pg.hopper_device(torch.device("cuda")):
+        pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
+    launches: list = []
+    for mod in (A, P, pg):
+        ordinary = mod.launch_cached
+        monkeypatch.setattr(mod, "launch_cached",
+                            lambda *a, _o=ordinary, **k: (launches.append(a[0]), _o(*a, **k)))
+    return launches
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype,hopper", [
     ("bfloat16", True), ("bfloat16", False), ("int8_per_token_head", True),
@@ -1356,16 +1396,7 @@ def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_ca
     between sequences), lengths and block tables, and a longest context anywhere in the same
     bucket, the results equal the ordinary path's bit for bit and the reference within
     tolerance; a CUDA graph captured over a bound call replays correctly."""
-    from kvplan.runtime import attention as A
-    from kvplan.runtime import prefill as P
-    from kvplan.runtime import prefill_gluon as pg
-    if hopper and not pg.hopper_device(torch.device("cuda")):
-        pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
-    launches = []
-    for mod in (A, P, pg):
-        ordinary = mod.launch_cached
-        monkeypatch.setattr(mod, "launch_cached",
-                            lambda *a, _o=ordinary, **k: (launches.append(a[0]), _o(*a, **k)))
+    launches = _prefill_launches(monkeypatch, hopper)
     gen = torch.Generator(device="cuda").manual_seed(23)
     cfg = AttentionConfig(kernel="prefill", hopper=hopper)
     head, hq, hkv = 128, 32, 8
@@ -1399,16 +1430,8 @@ def test_bound_prefill_matches_the_ordinary_path(cuda_device, monkeypatch, kv_ca
         tables = batch.block_tables.clone()
         ctx = max(lens) - 40 * step
         out = call(q, sl, qsl, mql, ctx, tables)
-        assert not launches, f"{kv_cache_dtype} step {step}: ordinary path ran"
-        memo = batch.cache.__dict__.pop("_bound_calls")
-        again = paged_attention(q, batch.cache, tables, sl, qsl, config=AttentionConfig(
-            kernel="prefill", hopper=hopper, bound=False), max_query_len=A.context_bucket(mql),
-            max_seq_len=A.context_bucket(max(lens)))
-        batch.cache.__dict__["_bound_calls"] = memo
-        assert launches
-        assert torch.equal(out, again), f"{kv_cache_dtype} step {step}"
-        _check(out, reference_paged_attention(q, batch.cache, tables, sl, qsl),
-               layout.quant_mode, f"{kv_cache_dtype} prefill step {step}")
+        _bound_like_unbound(out, launches, batch.cache, q, tables, sl, qsl, hopper, mql,
+                            max(lens), f"{kv_cache_dtype} step {step}")
     # captured in a CUDA graph after binding: replays read the captured tensors
     out = torch.empty_like(q)
     stream = torch.cuda.Stream()
@@ -1437,16 +1460,7 @@ def test_bound_prefill_follows_the_batchs_sequence_count(cuda_device, monkeypatc
     sequence-count bucket (`seq_bucket`: 3 and 4 share one) launch through the bound path with
     each call's own grid and count, equal to the ordinary path bit for bit and to the
     reference within tolerance; 2 sequences (another bucket) start with the ordinary path."""
-    from kvplan.runtime import attention as A
-    from kvplan.runtime import prefill as P
-    from kvplan.runtime import prefill_gluon as pg
-    if hopper and not pg.hopper_device(torch.device("cuda")):
-        pytest.skip("the Hopper prefill kernel needs an sm_90 GPU")
-    launches = []
-    for mod in (A, P, pg):
-        ordinary = mod.launch_cached
-        monkeypatch.setattr(mod, "launch_cached",
-                            lambda *a, _o=ordinary, **k: (launches.append(a[0]), _o(*a, **k)))
+    launches = _prefill_launches(monkeypatch, hopper)
     gen = torch.Generator(device="cuda").manual_seed(29)
     head, hq, hkv, mql = 128, 32, 8, 700
     layout = LayerLayout.simple(kv_cache_dtype, hkv, head)
@@ -1475,19 +1489,8 @@ def test_bound_prefill_follows_the_batchs_sequence_count(cuda_device, monkeypatc
         if len(seqs) == 2:
             assert launches, "a new sequence-count bucket took a bound call"
             continue
-        assert not launches, f"{kv_cache_dtype} {seqs}: ordinary path ran"
-        memo = batch.cache.__dict__.pop("_bound_calls")
-        # the kernel the bound call was planned with: a call recorded for binding takes the
-        # Hopper kernel at any size where it can run, an unbound one only above a size floor
-        same = pg.hopper_device(torch.device("cuda")) if hopper is None else hopper
-        again = paged_attention(q, batch.cache, tables, sl, qsl, config=AttentionConfig(
-            kernel="prefill", hopper=same, bound=False), max_query_len=A.context_bucket(mql),
-            max_seq_len=A.context_bucket(max(lens)))
-        batch.cache.__dict__["_bound_calls"] = memo
-        assert launches
-        assert torch.equal(out, again), f"{kv_cache_dtype} {seqs}"
-        _check(out, reference_paged_attention(q, batch.cache, tables, sl, qsl),
-               layout.quant_mode, f"{kv_cache_dtype} prefill {seqs}")
+        _bound_like_unbound(out, launches, batch.cache, q, tables, sl, qsl, hopper, mql,
+                            max(lens), f"{kv_cache_dtype} {seqs}")
 
 
 def test_bound_entries_per_cache_stay_bounded(monkeypatch):
