@@ -29,9 +29,14 @@ def main() -> None:
                                             [int(x) for x in a.rows.split(",")],
                                             [int(x) for x in a.warps.split(",")],
                                             a.kernel.split(",")):
-        for r in bench_write(n, a.heads, a.head_size, copy["bytes_per_s"], modes=modes,
-                             rows_per_program=rows or None, num_warps=w or None,
-                             kernel=kn or None):
+        try:
+            results = bench_write(n, a.heads, a.head_size, copy["bytes_per_s"], modes=modes,
+                                  rows_per_program=rows or None, num_warps=w or None,
+                                  kernel=kn or None)
+        except ValueError as exc:  # a launch the kernel does not take (rows per warps)
+            print(f"tokens={n:6d} rows={rows} w={w} {kn or 'default':7s} skipped: {exc}")
+            continue
+        for r in results:
             print(f"{r['variant']:28s} tokens={n:6d} rows={rows} w={w} {kn or 'default':7s} "
                   f"{r['ms'] * 1e3:8.1f} us eager {r['launch_ms'] * 1e3:6.1f} us "
                   f"{r['bytes_per_s'] / 1e12:.2f} TB/s {100 * r['frac_copy']:.0f}% of copy", flush=True)

@@ -210,6 +210,53 @@ def report(arch: int, heads: list[int], ptx_out: Path | None, sass: bool = False
     return rows
 
 
+def report_writes(arch: int, heads: list[int], ptx_out: Path | None,
+                  sass: bool = False) -> list[dict]:
+    """The write kernels as `write_kv_cache` plans them by default on a GPU (the Gluon kernels
+    for INT8/FP8/INT4 per-token-head, the Triton kernel for the rest), and INT4 on the Triton
+    kernel beside its Gluon one: registers, spills, shared memory (a layout conversion through
+    shared memory shows up there)."""
+    import torch
+
+    from kvplan.runtime import _common, write, write_gluon
+    from kvplan.runtime.cache import allocate_kv_cache
+    from kvplan.runtime.layout import LayerLayout
+
+    rows = []
+    for head in heads:
+        for mode, kernel in (("int8_per_token_head", None), ("fp8_per_token_head", None),
+                             ("int4_per_token_head", None), ("int4_per_token_head", "triton"),
+                             ("fp8", None), ("bfloat16", None)):
+            layout = LayerLayout.simple(mode, 8, head)
+            cache = allocate_kv_cache(layout, 4, 16, "cpu")
+            key = torch.zeros(4, 8, head, dtype=torch.bfloat16)
+            captured: dict = {}
+            saved = _common.launch_cached  # the launch, replaced by a recorder of its arguments
+            _common.launch_cached = lambda fn, grid, pos, kw, key=None, per_seq=None: \
+                captured.update(fn=fn, pos=pos, kw=kw)
+            try:
+                use_gluon = write._use_gluon
+                if kernel is None:  # the GPU default, which this CPU run cannot see
+                    write._use_gluon = lambda k, args, key, d, given: \
+                        write_gluon.supported(args.KV_MODE, d)
+                try:
+                    fire = write._plan_write(cache, key, None, None, kernel)
+                finally:
+                    write._use_gluon = use_gluon
+                fire(key, key, torch.zeros(4, dtype=torch.int64))
+            finally:
+                _common.launch_cached = saved
+            fn = captured["fn"]
+            compiled = fn.warmup(*captured["pos"], grid=(1,), **captured["kw"])
+            name = f"write_{mode}_d{head}_{fn.__name__ if hasattr(fn, '__name__') else fn.fn.__name__}"
+            if ptx_out:
+                ptx_out.mkdir(parents=True, exist_ok=True)
+                (ptx_out / f"{name}.ptx").write_text(compiled.asm["ptx"])
+            rows.append({"kernel": name, "shared": compiled.metadata.shared,
+                         **_ptxas(compiled.asm["ptx"], arch, sass)})
+    return rows
+
+
 def report_prefill(arch: int, configs: list[str], modes: list[str], head: int,
                    ptx_out: Path | None, sass: bool = False) -> list[dict]:
     """The prefill kernel (`kvplan.runtime.prefill`) at launch configurations
@@ -313,8 +360,17 @@ def main() -> None:
     ap.add_argument("--hopper-prefill", default="", help="Hopper prefill kernel settings, "
                     "comma-separated WS_DEFAULTS overrides like split=0:pingpong=1 or 'default' "
                     "(then only that kernel is compiled, at every --heads)")
+    ap.add_argument("--writes", action="store_true",
+                    help="compile the write kernels instead (each mode's GPU default, and INT4 "
+                         "on the Triton kernel), at every --heads")
     a = ap.parse_args()
     _offline_driver(a.arch)
+    if a.writes:
+        for r in report_writes(a.arch, [int(h) for h in a.heads.split(",")], a.ptx_out, a.sass):
+            print(f"{r['kernel']:60} regs {r['registers']!s:>4} spills {r['spill_stores']!s:>5}/"
+                  f"{r['spill_loads']!s:<6} shared {r['shared']:>7}")
+            _print_loops(r)
+        return
     if a.hopper_prefill:
         rows = report_hopper_prefill(a.arch, a.hopper_prefill.split(","),
                                      [int(h) for h in a.heads.split(",")], a.ptx_out, a.sass)

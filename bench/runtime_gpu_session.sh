@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [round25b] [round25c] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [round25b] [round25c] [round25d] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -675,6 +675,15 @@ for step in $steps; do
         --prefill-loop 8,128,4096,32,8,128 2>&1 | tee "$OUT/launch-prefill-loop.log"
       timeout 120 $PY bench/launch_cost.py --modes bf16,int8_per_token_head --prefill 1,256,0,32,8,128 \
         --prefill 1,2048,0,32,8,128 --prefill 2,512,2048,32,8,128 2>&1 | tee "$OUT/launch-prefill.log" ;;
+    round25d)  # INT4 writes on a Gluon kernel (a row per thread, butterflies in registers): the
+      #         write and bound GPU tests, then INT4 writes Triton beside Gluon, launch sweep
+      timeout 240 $PY -m pytest -q -p no:cacheprovider -rfE -n 12 -m gpu tests/runtime/test_attention.py \
+        tests/runtime/test_write.py tests/runtime/test_bound.py -k "bound or write" 2>&1 \
+        | grep -v Warning | tail -8 | tee "$OUT/pytest-write.log"
+      timeout 150 $PY bench/bench_write.py --tokens 1024,8192,32768 --modes int4_per_token_head \
+        --kernel triton,gluon --rows 0,64,256 --warps 0,1,2,4 2>&1 | grep -v skipped | tee "$OUT/write-int4.log"
+      timeout 60 $PY bench/bench_write.py --tokens 8192,32768 --head-size 64 --modes int4_per_token_head \
+        --kernel triton,gluon 2>&1 | tee -a "$OUT/write-int4.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -32,8 +32,8 @@ from kvplan.runtime.layout import LayerLayout
 from kvplan.runtime.reference import dequantize_kv_cache
 from kvplan.runtime.write import write_kv_cache
 
-#: (name, kv_cache_dtype) the write suite measures (and `bench/launch_cost.py`'s default modes);
-#: attention measures these and INT4 (`ATTENTION_MODES`).
+#: (name, kv_cache_dtype): `bench/launch_cost.py`'s default modes; attention and the write
+#: suite measure these and INT4 (`ATTENTION_MODES`; writes since round 25).
 DECODE_MODES: tuple[tuple[str, str], ...] = (
     ("bf16", "bfloat16"),
     ("fp8_per_tensor", "fp8"),
@@ -578,7 +578,8 @@ def run_suite(device: str = "cuda", quick: bool = False,
             rows += bench_prefill_shape(b, new, cached, hq, hkv, head, device=device)
         for n in write_tokens:
             tick(f"write {n} tokens")
-            rows += bench_write(n, 8, 128, copy["bytes_per_s"], device=device)
+            rows += bench_write(n, 8, 128, copy["bytes_per_s"], device=device,
+                                modes=ATTENTION_MODES)
     if progress is not None:
         progress("done", total, total)
     props = torch.cuda.get_device_properties(device)

@@ -24,6 +24,7 @@ import triton.language as tl
 from kvplan.runtime import bound as bl
 from kvplan.runtime._common import (
     FP8_MAX,
+    KV_MODE_INT4_PTH,
     _current_device,
     _launch_hooked,
     _raw_stream,
@@ -162,9 +163,9 @@ def _default_launch(data_pad: int, per_token_head: bool) -> tuple[int, int]:
 def _use_gluon(kernel: str | None, args, key: torch.Tensor, head: int,
                launch_given: bool) -> bool:
     """Which write kernel runs: ``kernel`` decides when given ("triton" or "gluon"); by default
-    INT8/FP8 per-token-head writes on a CUDA GPU run the Gluon kernel (`write_gluon`), the rest
-    (everything under the interpreter, and calls that set the Triton kernel's launch) the
-    Triton kernel."""
+    INT8/FP8 per-token-head writes (heads 64-256) and INT4 per-token-head writes (heads 64 and
+    128) on a CUDA GPU run the Gluon kernels (`write_gluon`), the rest (everything under the
+    interpreter, and calls that set the Triton kernel's launch) the Triton kernel."""
     if kernel not in (None, "triton", "gluon"):
         raise ValueError(f"unknown write kernel {kernel!r}: use 'triton' or 'gluon'")
     if kernel == "triton" or (kernel is None and (launch_given or not gluon_validated())):
@@ -179,7 +180,8 @@ def _use_gluon(kernel: str | None, args, key: torch.Tensor, head: int,
             usable = write_gluon.supported(args.KV_MODE, head)
     if kernel == "gluon" and not usable:
         raise ValueError("the gluon write kernel takes INT8/FP8 per-token-head caches with heads "
-                         "of 64-256 on a CUDA GPU (not the interpreter)")
+                         "of 64-256 and INT4 per-token-head caches with heads of 64 and 128, on "
+                         "a CUDA GPU (not the interpreter)")
     return usable
 
 
@@ -285,6 +287,10 @@ def _plan_write(cache: PagedKVCache, key: torch.Tensor, rows_per_program: int | 
     launch_given = rows_per_program is not None or num_warps is not None
     if _use_gluon(kernel, args, key, d, launch_given):
         from kvplan.runtime import write_gluon
+        if args.KV_MODE == KV_MODE_INT4_PTH:
+            return write_gluon.plan_int4(args, h, d, cache.block_size, hadamard_scale(d),
+                                         rows_per_program=rows_per_program,
+                                         num_warps=num_warps or 4)
         return write_gluon.plan(args, h, d, cache.block_size, lay.fp8_format,
                                 rows_per_program=rows_per_program or 16,
                                 num_warps=num_warps or 4)

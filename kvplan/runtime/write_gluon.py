@@ -25,7 +25,14 @@ import functools
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from kvplan.runtime._common import FP8_MAX, KV_MODE_FP8_PTH, KV_MODE_INT8_PTH, key_id, row_writer
+from kvplan.runtime._common import (
+    FP8_MAX,
+    KV_MODE_FP8_PTH,
+    KV_MODE_INT4_PTH,
+    KV_MODE_INT8_PTH,
+    key_id,
+    row_writer,
+)
 
 
 # 4 fp32 values q -> 4 INT8 codes trunc(q + copysign(0.5, q)) packed in one register, without
@@ -103,6 +110,100 @@ def _gluon_write_pth_kernel(
     gl.store(s_ptr + VS_OFF + sdst, v_scale, mask=valid)
 
 
+# fp32 y -> 1.5 * 2^23 + floor(y) for |y| < 2^22: one add rounded toward -inf where the spacing
+# of floats is 1 (a full-rate FP32 add instead of the float->int convert, a quarter-rate
+# instruction on Hopper). The low mantissa bits of the result hold floor(y) mod 2^22.
+_FLOOR_BIASED = gl.constexpr("add.rm.f32 $0, $1, 0f4B400000;")
+_BIAS = gl.constexpr(12582912.0)  # 1.5 * 2^23
+
+
+@gluon.jit
+def _code4(y):
+    """The INT4 code of fp32 ``y`` as the Triton kernel computes it (round half away from zero,
+    then clamped to 0..15), biased by 1.5 * 2^23: for y >= -0.5 that rounding is floor(y + 0.5),
+    and below it is negative, as floor(y + 0.5) is, so both clamp to 0. Its int32 bits & 15 are
+    the code; minus the bias, the code as a float."""
+    f = gl.inline_asm_elementwise(_FLOOR_BIASED, "=f,f", [y + 0.5], dtype=gl.float32,
+                                  is_pure=True, pack=1)
+    return gl.minimum(gl.maximum(f, _BIAS), _BIAS + 15.0)
+
+
+@gluon.jit
+def _hadamard_rows(x, ROWS: gl.constexpr, D: gl.constexpr):
+    """`_common.hadamard_rows` (the reference's butterflies, step for step) over a layout that
+    holds each row in one thread's registers, where every reshape, permute, split and join is a
+    renaming of registers (the Triton kernel moved each butterfly through shared memory)."""
+    for i in gl.static_range(10):
+        if (1 << i) < D:
+            a, b = gl.split(gl.permute(gl.reshape(x, [ROWS, 2, D // 2]), [0, 2, 1]))
+            x = gl.reshape(gl.join(a + b, a - b), [ROWS, D])
+    return x
+
+
+@gluon.jit
+def _int4_rows(x, rot_scale, valid, ROWS: gl.constexpr, HEAD: gl.constexpr):
+    """One [ROWS, HEAD] fp32 tile, a row per thread -> (packed codes [ROWS, HEAD / 2] uint8,
+    the scale word per row: scale bits with the zero point in the low 4), the Triton kernel's
+    `write._int4_store` arithmetic."""
+    x = _hadamard_rows(x, ROWS, HEAD) * rot_scale
+    x_e, x_o = gl.split(gl.reshape(x, [ROWS, HEAD // 2, 2]))
+    mn = gl.minimum(gl.min(x_e, axis=1), gl.min(x_o, axis=1))
+    mx = gl.maximum(gl.max(x_e, axis=1), gl.max(x_o, axis=1))
+    valid = gl.convert_layout(valid, mn.type.layout)  # the same rows per thread: no data moves
+    mn = gl.where(valid, mn, 0.0)  # padding rows: keep the arithmetic finite
+    mx = gl.where(valid, mx, 0.0)
+    scale = gl.maximum(gl.div_rn(mx - mn, gl.full_like(mx, 15.0)), 1e-6)
+    inv = gl.div_rn(gl.full_like(scale, 1.0), scale)
+    zp_b = _code4(-mn * inv)
+    zp = zp_b - _BIAS
+    q_e = _code4(x_e * inv[:, None] + zp[:, None]).to(gl.int32, bitcast=True) & 15
+    q_o = _code4(x_o * inv[:, None] + zp[:, None]).to(gl.int32, bitcast=True) & 15
+    packed = (q_e | (q_o << 4)).to(gl.uint8)
+    bits = (scale.to(gl.int32, bitcast=True) & -16) | (zp_b.to(gl.int32, bitcast=True) & 15)
+    return packed, bits.to(gl.float32, bitcast=True)
+
+
+@gluon.jit
+def _gluon_write_int4_kernel(
+    key_ptr, value_ptr, stride_kt, stride_kh, stride_vt, stride_vh, slot_ptr, num_rows,
+    ck_ptr, cv_ptr, cs_ptr, stride_cb, stride_ch, stride_sb, stride_sh, rot_scale,
+    NUM_KV_HEADS: gl.constexpr, HEAD: gl.constexpr, BLOCK_SIZE: gl.constexpr,
+    ROWS: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
+    K_OFF: gl.constexpr, V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr,
+    L: gl.constexpr, P: gl.constexpr,
+):
+    """INT4 per-token-head rows, one (token, kv head) row per thread: loaded whole (HEAD bf16
+    or fp16 values), rotated, split into even and odd elements, quantized and packed."""
+    rows = gl.program_id(0) * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, L))
+    in_range = rows < num_rows
+    tok = (rows // NUM_KV_HEADS).to(gl.int64)
+    head = rows % NUM_KV_HEADS
+    slot = gl.load(slot_ptr + tok, mask=in_range, other=-1).to(gl.int64)
+    valid = in_range & (slot >= 0)
+    blk = slot // BLOCK_SIZE
+    off = slot % BLOCK_SIZE
+    dst = blk * stride_cb + head * stride_ch + off * STRIDE_S
+    sdst = blk * stride_sb + head * stride_sh + off * SCALE_STRIDE_S
+    d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, L))
+    k = gl.load(key_ptr + (tok * stride_kt + head * stride_kh)[:, None] + d[None, :],
+                mask=valid[:, None], other=0.0).to(gl.float32)
+    k_codes, k_scale = _int4_rows(k, rot_scale, valid, ROWS, HEAD)
+    v = gl.load(value_ptr + (tok * stride_vt + head * stride_vh)[:, None] + d[None, :],
+                mask=valid[:, None], other=0.0).to(gl.float32)
+    v_codes, v_scale = _int4_rows(v, rot_scale, valid, ROWS, HEAD)
+    # the codes' layout (a row's HEAD / 2 bytes per thread) follows from the split
+    dp = gl.arange(0, HEAD // 2, layout=gl.SliceLayout(0, P))
+    vp = gl.convert_layout(valid, gl.SliceLayout(1, P))
+    dst_p = gl.convert_layout(dst, gl.SliceLayout(1, P))
+    mask_p = vp[:, None] & (dp < HEAD // 2)[None, :]
+    gl.store(ck_ptr + K_OFF + dst_p[:, None] + dp[None, :], gl.convert_layout(k_codes, P),
+             mask=mask_p)
+    gl.store(cv_ptr + V_OFF + dst_p[:, None] + dp[None, :], gl.convert_layout(v_codes, P),
+             mask=mask_p)
+    gl.store(cs_ptr + KS_OFF + sdst, gl.convert_layout(k_scale, sdst.type.layout), mask=valid)
+    gl.store(cs_ptr + VS_OFF + sdst, gl.convert_layout(v_scale, sdst.type.layout), mask=valid)
+
+
 @functools.cache
 def _layout(head: int, num_warps: int) -> gl.BlockedLayout:
     """8 lanes per row, ``head / 8`` contiguous elements per lane, 4 rows per warp."""
@@ -110,8 +211,39 @@ def _layout(head: int, num_warps: int) -> gl.BlockedLayout:
 
 
 def supported(kv_mode: int, head: int) -> bool:
-    """INT8/FP8 per-token-head caches with heads of 64-256 (8 lanes x 8-32 elements)."""
+    """INT8/FP8 per-token-head caches with heads of 64-256 (8 lanes x 8-32 elements); INT4
+    per-token-head caches with heads of 64 and 128 (a row per thread: 256 fp32 registers at
+    head 256 would spill)."""
+    if kv_mode == KV_MODE_INT4_PTH:
+        return head in (64, 128)
     return kv_mode in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and head in (64, 128, 256)
+
+
+@functools.cache
+def _int4_layouts(head: int, num_warps: int) -> tuple:
+    """A row per thread, 32 rows per warp: the row's ``head`` values (``L``) and its
+    ``head / 2`` packed bytes (``P``)."""
+    return (gl.BlockedLayout([1, head], [32, 1], [num_warps, 1], [1, 0]),
+            gl.BlockedLayout([1, head // 2], [32, 1], [num_warps, 1], [1, 0]))
+
+
+def plan_int4(args, num_kv_heads: int, head: int, block_size: int, rot_scale: float, *,
+              rows_per_program: int | None = None, num_warps: int = 4):
+    """A launch of the Gluon INT4 write kernel (see `plan`); ``rows_per_program`` a multiple of
+    32 x ``num_warps`` (default: exactly that)."""
+    rows = rows_per_program or 32 * num_warps
+    if rows % (32 * num_warps):
+        raise ValueError(f"rows_per_program must be a multiple of {32 * num_warps} "
+                         f"({num_warps} warps of 32 rows), got {rows}")
+    kw = dict(NUM_KV_HEADS=num_kv_heads, HEAD=head, BLOCK_SIZE=block_size, ROWS=rows,
+              STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
+              V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, num_warps=num_warps,
+              enable_fp_fusion=False)
+    launch_key = key_id(("gluon-write-int4", *kw.items()))  # the layouts follow from HEAD, warps
+    kw["L"], kw["P"] = _int4_layouts(head, num_warps)
+    fixed = (args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
+             args.stride_sh, float(rot_scale))
+    return row_writer(_gluon_write_int4_kernel, rows, num_kv_heads, fixed, kw, launch_key)
 
 
 def plan(args, num_kv_heads: int, head: int, block_size: int, fp8_format: str | None, *,

@@ -103,6 +103,41 @@ def test_write_gluon_kernel_matches_reference_bytes(cuda_device, kv_cache_dtype,
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("hkv,head_size,num_tokens", [(3, 64, 29), (8, 128, 1000), (1, 128, 300)])
+@pytest.mark.parametrize("launch", [{}, {"rows_per_program": 64, "num_warps": 2},
+                                    {"rows_per_program": 32, "num_warps": 1},
+                                    {"rows_per_program": 256, "num_warps": 4}])
+def test_write_gluon_int4_kernel_matches_reference_bytes(cuda_device, hkv, head_size, num_tokens,
+                                                         launch):
+    """The Gluon INT4 write kernel (the GPU default at heads 64 and 128: a row per thread, its
+    Hadamard butterflies in registers) writes the reference's bytes and the Triton kernel's:
+    codes, scales and zero points, programs that cross token and head boundaries, a masked
+    last program, padding slots, outlier channels."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device="cuda").manual_seed(num_tokens + head_size + 4)
+    layout = LayerLayout.simple("int4_per_token_head", hkv, head_size)
+    num_blocks = num_tokens // 16 + 3
+    got, want = _poisoned_pair(layout, num_blocks, 16, "cuda", gen)
+    key, value = random_kv(num_tokens, hkv, head_size, gen, "cuda", torch.bfloat16)
+    slots = torch.randperm(num_blocks * 16, generator=gen, device="cuda")[:num_tokens]
+    slots[2::7] = -1
+    write_kv_cache(got, key, value, slots, kernel="gluon", **launch)
+    reference_write_kv_cache(want, key, value, slots)
+    diff = got.data.view(torch.uint8) != want.data.view(torch.uint8)
+    assert int(diff.sum()) == 0, f"{launch}: {int(diff.sum())} bytes differ"
+    triton_out, _ = _poisoned_pair(layout, num_blocks, 16, "cuda", torch.Generator(
+        device="cuda").manual_seed(1))
+    triton_out.data.copy_(want.data)
+    write_kv_cache(triton_out, key, value, slots, kernel="triton")
+    assert torch.equal(triton_out.data, got.data)
+    if not launch:  # the default kernel on a GPU
+        default, _ = _poisoned_pair(layout, num_blocks, 16, "cuda", gen)
+        default.data.copy_(want.data)
+        write_kv_cache(default, key, value, slots)
+        assert torch.equal(default.data, got.data)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8", "int8_per_token_head",
                                             "fp8_per_token_head", "int4_per_token_head"])
 def test_bound_writes_match_the_ordinary_path(cuda_device, monkeypatch, kv_cache_dtype):
@@ -149,17 +184,18 @@ def test_bound_writes_match_the_ordinary_path(cuda_device, monkeypatch, kv_cache
 
 def test_write_kernel_choice_is_checked(device):
     """An unknown write kernel, or the Gluon kernel where it cannot run (the CPU interpreter,
-    INT4 or bf16 caches), is a clear error rather than a silent fallback."""
+    INT4 caches at head 256, bf16 caches), is a clear error rather than a silent fallback."""
     gen = torch.Generator(device=device).manual_seed(2)
     key, value = random_kv(4, 2, 64, gen, device)
     slots = torch.arange(4, device=device)
     cache = allocate_kv_cache(LayerLayout.simple("int8_per_token_head", 2, 64), 2, 16, device)
     with pytest.raises(ValueError, match="unknown write kernel"):
         write_kv_cache(cache, key, value, slots, kernel="cuda")
-    for dtype in ("int4_per_token_head", "bfloat16"):
-        other = allocate_kv_cache(LayerLayout.simple(dtype, 2, 64), 2, 16, device)
+    for dtype, head in (("int4_per_token_head", 256), ("bfloat16", 64)):
+        other = allocate_kv_cache(LayerLayout.simple(dtype, 2, head), 2, 16, device)
+        k, v = random_kv(4, 2, head, gen, device)
         with pytest.raises(ValueError, match="gluon write kernel"):
-            write_kv_cache(other, key, value, slots, kernel="gluon")
+            write_kv_cache(other, k, v, slots, kernel="gluon")
     if device != "cuda":
         with pytest.raises(ValueError, match="gluon write kernel"):
             write_kv_cache(cache, key, value, slots, kernel="gluon")
