@@ -290,7 +290,7 @@ def _plan_write(cache: PagedKVCache, key: torch.Tensor, rows_per_program: int | 
         if args.KV_MODE == KV_MODE_INT4_PTH:
             return write_gluon.plan_int4(args, h, d, cache.block_size, hadamard_scale(d),
                                          rows_per_program=rows_per_program,
-                                         num_warps=num_warps or 4)
+                                         num_warps=num_warps or 2)
         return write_gluon.plan(args, h, d, cache.block_size, lay.fp8_format,
                                 rows_per_program=rows_per_program or 16,
                                 num_warps=num_warps or 4)

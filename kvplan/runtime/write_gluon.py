@@ -170,10 +170,13 @@ def _gluon_write_int4_kernel(
     NUM_KV_HEADS: gl.constexpr, HEAD: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     ROWS: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
     K_OFF: gl.constexpr, V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr,
-    L: gl.constexpr, P: gl.constexpr,
+    L: gl.constexpr, P: gl.constexpr, LC: gl.constexpr, PC: gl.constexpr,
 ):
-    """INT4 per-token-head rows, one (token, kv head) row per thread: loaded whole (HEAD bf16
-    or fp16 values), rotated, split into even and odd elements, quantized and packed."""
+    """INT4 per-token-head rows, one (token, kv head) row per thread (``L``): rotated, split
+    into even and odd elements, quantized and packed. Loaded and stored in ``LC``/``PC`` and
+    converted (through shared memory) where those differ from ``L``/``P``: 8 lanes along a
+    row make each load and store instruction contiguous, where a row per lane spreads one
+    instruction over 32 rows."""
     rows = gl.program_id(0) * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, L))
     in_range = rows < num_rows
     tok = (rows // NUM_KV_HEADS).to(gl.int64)
@@ -184,22 +187,29 @@ def _gluon_write_int4_kernel(
     off = slot % BLOCK_SIZE
     dst = blk * stride_cb + head * stride_ch + off * STRIDE_S
     sdst = blk * stride_sb + head * stride_sh + off * SCALE_STRIDE_S
-    d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, L))
-    k = gl.load(key_ptr + (tok * stride_kt + head * stride_kh)[:, None] + d[None, :],
-                mask=valid[:, None], other=0.0).to(gl.float32)
-    k_codes, k_scale = _int4_rows(k, rot_scale, valid, ROWS, HEAD)
-    v = gl.load(value_ptr + (tok * stride_vt + head * stride_vh)[:, None] + d[None, :],
-                mask=valid[:, None], other=0.0).to(gl.float32)
-    v_codes, v_scale = _int4_rows(v, rot_scale, valid, ROWS, HEAD)
-    # the codes' layout (a row's HEAD / 2 bytes per thread) follows from the split
-    dp = gl.arange(0, HEAD // 2, layout=gl.SliceLayout(0, P))
-    vp = gl.convert_layout(valid, gl.SliceLayout(1, P))
-    dst_p = gl.convert_layout(dst, gl.SliceLayout(1, P))
+    # loads in LC (a no-op conversion where LC is L)
+    d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LC))
+    valid_c = gl.convert_layout(valid, gl.SliceLayout(1, LC))
+    tok_c = gl.convert_layout(tok, gl.SliceLayout(1, LC))
+    head_c = gl.convert_layout(head, gl.SliceLayout(1, LC))
+    k = gl.load(key_ptr + (tok_c * stride_kt + head_c * stride_kh)[:, None] + d[None, :],
+                mask=valid_c[:, None], other=0.0)
+    k_codes, k_scale = _int4_rows(gl.convert_layout(k, L).to(gl.float32), rot_scale, valid,
+                                  ROWS, HEAD)
+    v = gl.load(value_ptr + (tok_c * stride_vt + head_c * stride_vh)[:, None] + d[None, :],
+                mask=valid_c[:, None], other=0.0)
+    v_codes, v_scale = _int4_rows(gl.convert_layout(v, L).to(gl.float32), rot_scale, valid,
+                                  ROWS, HEAD)
+    # the codes' layout (a row's HEAD / 2 bytes per thread, P) follows from the split; stored
+    # in PC
+    dp = gl.arange(0, HEAD // 2, layout=gl.SliceLayout(0, PC))
+    vp = gl.convert_layout(valid, gl.SliceLayout(1, PC))
+    dst_p = gl.convert_layout(dst, gl.SliceLayout(1, PC))
     mask_p = vp[:, None] & (dp < HEAD // 2)[None, :]
-    gl.store(ck_ptr + K_OFF + dst_p[:, None] + dp[None, :], gl.convert_layout(k_codes, P),
-             mask=mask_p)
-    gl.store(cv_ptr + V_OFF + dst_p[:, None] + dp[None, :], gl.convert_layout(v_codes, P),
-             mask=mask_p)
+    gl.store(ck_ptr + K_OFF + dst_p[:, None] + dp[None, :],
+             gl.convert_layout(gl.convert_layout(k_codes, P), PC), mask=mask_p)
+    gl.store(cv_ptr + V_OFF + dst_p[:, None] + dp[None, :],
+             gl.convert_layout(gl.convert_layout(v_codes, P), PC), mask=mask_p)
     gl.store(cs_ptr + KS_OFF + sdst, gl.convert_layout(k_scale, sdst.type.layout), mask=valid)
     gl.store(cs_ptr + VS_OFF + sdst, gl.convert_layout(v_scale, sdst.type.layout), mask=valid)
 
@@ -219,18 +229,32 @@ def supported(kv_mode: int, head: int) -> bool:
     return kv_mode in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and head in (64, 128, 256)
 
 
+#: Whether the INT4 write kernel loads and stores with 8 lanes along a row (converting to and
+#: from its row-per-thread layout through shared memory) or in the row-per-thread layout itself.
+INT4_COALESCED = True
+
+
 @functools.cache
-def _int4_layouts(head: int, num_warps: int) -> tuple:
+def _int4_layouts(head: int, num_warps: int, coalesced: bool) -> tuple:
     """A row per thread, 32 rows per warp: the row's ``head`` values (``L``) and its
-    ``head / 2`` packed bytes (``P``)."""
-    return (gl.BlockedLayout([1, head], [32, 1], [num_warps, 1], [1, 0]),
-            gl.BlockedLayout([1, head // 2], [32, 1], [num_warps, 1], [1, 0]))
+    ``head / 2`` packed bytes (``P``); the layouts of the loads and stores (``LC``, ``PC``):
+    8 lanes along a row where ``coalesced``, else ``L`` and ``P``."""
+    row = gl.BlockedLayout([1, head], [32, 1], [num_warps, 1], [1, 0])
+    packed = gl.BlockedLayout([1, head // 2], [32, 1], [num_warps, 1], [1, 0])
+    if not coalesced:
+        return row, packed, row, packed
+    return (row, packed, gl.BlockedLayout([1, head // 8], [4, 8], [num_warps, 1], [1, 0]),
+            gl.BlockedLayout([1, head // 16], [4, 8], [num_warps, 1], [1, 0]))
 
 
 def plan_int4(args, num_kv_heads: int, head: int, block_size: int, rot_scale: float, *,
-              rows_per_program: int | None = None, num_warps: int = 4):
+              rows_per_program: int | None = None, num_warps: int = 2,
+              coalesced: bool | None = None):
     """A launch of the Gluon INT4 write kernel (see `plan`); ``rows_per_program`` a multiple of
-    32 x ``num_warps`` (default: exactly that)."""
+    32 x ``num_warps`` (default: exactly that); ``coalesced``: `INT4_COALESCED` when None.
+    Two warps by default: 1-7% faster than four at 8K and 32K tokens, heads 64 and 128 (H200,
+    bench/NOTES-runtime.md round 25)."""
+    coalesced = INT4_COALESCED if coalesced is None else coalesced
     rows = rows_per_program or 32 * num_warps
     if rows % (32 * num_warps):
         raise ValueError(f"rows_per_program must be a multiple of {32 * num_warps} "
@@ -239,8 +263,9 @@ def plan_int4(args, num_kv_heads: int, head: int, block_size: int, rot_scale: fl
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
               V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, num_warps=num_warps,
               enable_fp_fusion=False)
-    launch_key = key_id(("gluon-write-int4", *kw.items()))  # the layouts follow from HEAD, warps
-    kw["L"], kw["P"] = _int4_layouts(head, num_warps)
+    # the layouts follow from HEAD, warps and ``coalesced``
+    launch_key = key_id(("gluon-write-int4", coalesced, *kw.items()))
+    kw["L"], kw["P"], kw["LC"], kw["PC"] = _int4_layouts(head, num_warps, coalesced)
     fixed = (args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
              args.stride_sh, float(rot_scale))
     return row_writer(_gluon_write_int4_kernel, rows, num_kv_heads, fixed, kw, launch_key)
