@@ -213,9 +213,9 @@ def report(arch: int, heads: list[int], ptx_out: Path | None, sass: bool = False
 def report_writes(arch: int, heads: list[int], ptx_out: Path | None,
                   sass: bool = False) -> list[dict]:
     """The write kernels as `write_kv_cache` plans them by default on a GPU (the Gluon kernels
-    for INT8/FP8/INT4 per-token-head, the Triton kernel for the rest), and INT4 on the Triton
-    kernel beside its Gluon one: registers, spills, shared memory (a layout conversion through
-    shared memory shows up there)."""
+    for INT8/FP8 per-token-head, the Triton kernel for the rest), and INT4 on both kernels:
+    registers, spills, shared memory (a layout conversion through shared memory shows up
+    there)."""
     import torch
 
     from kvplan.runtime import _common, write, write_gluon
@@ -225,7 +225,7 @@ def report_writes(arch: int, heads: list[int], ptx_out: Path | None,
     rows = []
     for head in heads:
         for mode, kernel in (("int8_per_token_head", None), ("fp8_per_token_head", None),
-                             ("int4_per_token_head", None), ("int4_per_token_head", "triton"),
+                             ("int4_per_token_head", "gluon"), ("int4_per_token_head", "triton"),
                              ("fp8", None), ("bfloat16", None)):
             layout = LayerLayout.simple(mode, 8, head)
             cache = allocate_kv_cache(layout, 4, 16, "cpu")
@@ -235,10 +235,9 @@ def report_writes(arch: int, heads: list[int], ptx_out: Path | None,
             _common.launch_cached = lambda fn, grid, pos, kw, key=None, per_seq=None: \
                 captured.update(fn=fn, pos=pos, kw=kw)
             try:
-                use_gluon = write._use_gluon
-                if kernel is None:  # the GPU default, which this CPU run cannot see
-                    write._use_gluon = lambda k, args, key, d, given: \
-                        write_gluon.supported(args.KV_MODE, d)
+                use_gluon = write._use_gluon  # the GPU's choice, which this CPU run cannot see
+                write._use_gluon = lambda k, args, key, d, given: \
+                    k != "triton" and write_gluon.supported(args.KV_MODE, d)
                 try:
                     fire = write._plan_write(cache, key, None, None, kernel)
                 finally:

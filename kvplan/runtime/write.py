@@ -287,13 +287,31 @@ def _plan_write(cache: PagedKVCache, key: torch.Tensor, rows_per_program: int | 
     launch_given = rows_per_program is not None or num_warps is not None
     if _use_gluon(kernel, args, key, d, launch_given):
         from kvplan.runtime import write_gluon
-        if args.KV_MODE == KV_MODE_INT4_PTH:
-            return write_gluon.plan_int4(args, h, d, cache.block_size, hadamard_scale(d),
-                                         rows_per_program=rows_per_program,
-                                         num_warps=num_warps or 2)
-        return write_gluon.plan(args, h, d, cache.block_size, lay.fp8_format,
-                                rows_per_program=rows_per_program or 16,
-                                num_warps=num_warps or 4)
+        if args.KV_MODE != KV_MODE_INT4_PTH:
+            return write_gluon.plan(args, h, d, cache.block_size, lay.fp8_format,
+                                    rows_per_program=rows_per_program or 16,
+                                    num_warps=num_warps or 4)
+        gluon_fire = write_gluon.plan_int4(args, h, d, cache.block_size, hadamard_scale(d),
+                                           rows_per_program=rows_per_program,
+                                           num_warps=num_warps or 2)
+        floor = write_gluon.INT4_MIN_ROWS.get(d, 0) if kernel is None else 0
+        if not floor:
+            return gluon_fire
+        # by default, small writes stay on the Triton kernel (`INT4_MIN_ROWS`)
+        triton_fire = _plan_triton_write(cache, None, None)
+
+        def fire(k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+            (gluon_fire if k.shape[0] * h >= floor else triton_fire)(k, v, slot_mapping)
+        return fire
+    return _plan_triton_write(cache, rows_per_program, num_warps)
+
+
+def _plan_triton_write(cache: PagedKVCache, rows_per_program: int | None,
+                       num_warps: int | None) -> Callable:
+    """`_plan_write`'s launch of the Triton write kernel (`_write_kv_kernel`)."""
+    lay = cache.layout
+    args = cache_args(cache)
+    h, d = lay.num_kv_heads, lay.head_size
     data_head = args.DATA_HEAD
     data_pad = 1 << (data_head - 1).bit_length()  # next power of two, without a Triton call
     default_rows, default_warps = _default_launch(data_pad, lay.is_per_token_head)

@@ -229,6 +229,14 @@ def supported(kv_mode: int, head: int) -> bool:
     return kv_mode in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and head in (64, 128, 256)
 
 
+#: Rows (tokens x kv heads) from which a default INT4 write takes this kernel, by head size
+#: (absent: every size). At head 128 the Triton kernel is as fast or faster up to 1024 tokens
+#: of 8 kv heads (GPU time 9.3 against 10.5 us at 256 tokens, 11.1 against 10.8 at 1024, and
+#: 4-5 us less eager time) and this one from 2048 on (11.8 against 18.9 us; 25.6 against 65.5 at
+#: 8192); at head 64 this one is faster at every size measured, 64 to 32768 tokens (H200,
+#: bench/NOTES-runtime.md round 25).
+INT4_MIN_ROWS = {128: 16384}
+
 #: Whether the INT4 write kernel loads and stores with 8 lanes along a row (converting to and
 #: from its row-per-thread layout through shared memory) or in the row-per-thread layout itself.
 INT4_COALESCED = True

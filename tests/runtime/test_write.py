@@ -404,3 +404,35 @@ def test_write_plans_are_reused_and_follow_the_cache(device, kv_cache_dtype):
     write_kv_cache(got, key, value, slots - 50)
     reference_write_kv_cache(want, key, value, slots - 50)
     assert torch.equal(got.data.view(torch.uint8), want.data.view(torch.uint8))
+
+
+def test_int4_writes_take_the_gluon_kernel_from_its_size_floor(monkeypatch):
+    """Where the Gluon INT4 write kernel can run (a GPU, stood in for here), a default write
+    takes it from `write_gluon.INT4_MIN_ROWS` (token x kv head rows) up at head 128 and at
+    every size at head 64; smaller writes keep the Triton kernel, which writes the same bytes.
+    ``kernel="gluon"`` takes it at any size."""
+    from kvplan.runtime import write, write_gluon
+    gluon_rows = []
+
+    def plan_int4(args, num_kv_heads, *a, **kw):
+        return lambda k, v, slots: gluon_rows.append(k.shape[0] * num_kv_heads)
+
+    monkeypatch.setattr(write, "_use_gluon", lambda kernel, *a: kernel != "triton")
+    monkeypatch.setattr(write_gluon, "plan_int4", plan_int4)
+    gen = torch.Generator().manual_seed(3)
+    floor = write_gluon.INT4_MIN_ROWS[128]
+    for head, kernel, small_on_gluon in ((128, None, False), (128, "gluon", True),
+                                         (64, None, True)):
+        gluon_rows.clear()
+        layout = LayerLayout.simple("int4_per_token_head", 2, head)
+        got, want = _poisoned_pair(layout, floor // 32 + 2, 16, "cpu", gen)
+        key, value = random_kv(4, 2, head, gen, "cpu")
+        slots = torch.arange(4)
+        write_kv_cache(got, key, value, slots, kernel=kernel)
+        assert gluon_rows == ([8] if small_on_gluon else []), (head, kernel)
+        if not small_on_gluon:
+            reference_write_kv_cache(want, key, value, slots)
+            assert torch.equal(got.data, want.data)
+        big = torch.zeros(floor // 2, 2, head, dtype=torch.bfloat16)
+        write_kv_cache(got, big, big, torch.arange(floor // 2), kernel=kernel)
+        assert gluon_rows[-1] == floor, (head, kernel)
