@@ -78,6 +78,24 @@ def _row_codes(x, KV_MODE: gl.constexpr, E5M2: gl.constexpr, QMAX: gl.constexpr)
 
 
 @gluon.jit
+def _program_rows(slot_ptr, num_rows, stride_cb, stride_ch, stride_sb, stride_sh,
+                  NUM_KV_HEADS: gl.constexpr, BLOCK_SIZE: gl.constexpr, ROWS: gl.constexpr,
+                  STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr, R: gl.constexpr):
+    """This program's ``ROWS`` (token, kv head) rows in layout ``R``: (token, kv head, whether
+    the row is written (in range, slot >= 0), its data offset and its scale offset)."""
+    rows = gl.program_id(0) * ROWS + gl.arange(0, ROWS, layout=R)
+    in_range = rows < num_rows
+    tok = (rows // NUM_KV_HEADS).to(gl.int64)
+    head = rows % NUM_KV_HEADS
+    slot = gl.load(slot_ptr + tok, mask=in_range, other=-1).to(gl.int64)
+    valid = in_range & (slot >= 0)
+    blk = slot // BLOCK_SIZE
+    off = slot % BLOCK_SIZE
+    return (tok, head, valid, blk * stride_cb + head * stride_ch + off * STRIDE_S,
+            blk * stride_sb + head * stride_sh + off * SCALE_STRIDE_S)
+
+
+@gluon.jit
 def _gluon_write_pth_kernel(
     key_ptr, value_ptr, stride_kt, stride_kh, stride_vt, stride_vh, slot_ptr, num_rows,
     c_ptr, s_ptr, stride_cb, stride_ch, stride_sb, stride_sh,
@@ -86,16 +104,9 @@ def _gluon_write_pth_kernel(
     V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr, KV_MODE: gl.constexpr,
     E5M2: gl.constexpr, QMAX: gl.constexpr, L: gl.constexpr,
 ):
-    rows = gl.program_id(0) * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, L))
-    in_range = rows < num_rows
-    tok = (rows // NUM_KV_HEADS).to(gl.int64)
-    head = rows % NUM_KV_HEADS
-    slot = gl.load(slot_ptr + tok, mask=in_range, other=-1).to(gl.int64)
-    valid = in_range & (slot >= 0)
-    blk = slot // BLOCK_SIZE
-    off = slot % BLOCK_SIZE
-    dst = blk * stride_cb + head * stride_ch + off * STRIDE_S
-    sdst = blk * stride_sb + head * stride_sh + off * SCALE_STRIDE_S
+    tok, head, valid, dst, sdst = _program_rows(
+        slot_ptr, num_rows, stride_cb, stride_ch, stride_sb, stride_sh, NUM_KV_HEADS, BLOCK_SIZE,
+        ROWS, STRIDE_S, SCALE_STRIDE_S, gl.SliceLayout(1, L))
     d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, L))
     mask2 = valid[:, None] & (d < HEAD)[None, :]
     k = gl.load(key_ptr + (tok * stride_kt + head * stride_kh)[:, None] + d[None, :], mask=mask2,
@@ -177,16 +188,9 @@ def _gluon_write_int4_kernel(
     converted (through shared memory) where those differ from ``L``/``P``: 8 lanes along a
     row make each load and store instruction contiguous, where a row per lane spreads one
     instruction over 32 rows."""
-    rows = gl.program_id(0) * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, L))
-    in_range = rows < num_rows
-    tok = (rows // NUM_KV_HEADS).to(gl.int64)
-    head = rows % NUM_KV_HEADS
-    slot = gl.load(slot_ptr + tok, mask=in_range, other=-1).to(gl.int64)
-    valid = in_range & (slot >= 0)
-    blk = slot // BLOCK_SIZE
-    off = slot % BLOCK_SIZE
-    dst = blk * stride_cb + head * stride_ch + off * STRIDE_S
-    sdst = blk * stride_sb + head * stride_sh + off * SCALE_STRIDE_S
+    tok, head, valid, dst, sdst = _program_rows(
+        slot_ptr, num_rows, stride_cb, stride_ch, stride_sb, stride_sh, NUM_KV_HEADS, BLOCK_SIZE,
+        ROWS, STRIDE_S, SCALE_STRIDE_S, gl.SliceLayout(1, L))
     # loads in LC (a no-op conversion where LC is L)
     d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LC))
     valid_c = gl.convert_layout(valid, gl.SliceLayout(1, LC))

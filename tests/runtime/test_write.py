@@ -72,6 +72,30 @@ def test_write_launch_variants_write_the_same_bytes(device, kv_cache_dtype, laun
     assert int(diff.sum()) == 0, f"{launch}: {int(diff.sum())} bytes differ"
 
 
+def _gluon_write_matches(layout, num_tokens: int, launch: dict, seed: int,
+                         device: str = "cuda", default_too: bool = False) -> None:
+    """A Gluon write (``kernel="gluon"`` with ``launch``) of ``num_tokens`` random tokens (every
+    seventh slot padding) stores the reference's bytes, and the Triton kernel (and, with
+    ``default_too``, the default choice) the same bytes."""
+    pytest.importorskip("triton.experimental.gluon")
+    gen = torch.Generator(device=device).manual_seed(seed)
+    num_blocks = num_tokens // 16 + 3
+    got, want = _poisoned_pair(layout, num_blocks, 16, device, gen)
+    key, value = random_kv(num_tokens, layout.num_kv_heads, layout.head_size, gen, device,
+                           torch.bfloat16)
+    slots = torch.randperm(num_blocks * 16, generator=gen, device=device)[:num_tokens]
+    slots[2::7] = -1
+    write_kv_cache(got, key, value, slots, kernel="gluon", **launch)
+    reference_write_kv_cache(want, key, value, slots)
+    diff = got.data.view(torch.uint8) != want.data.view(torch.uint8)
+    assert int(diff.sum()) == 0, f"{launch}: {int(diff.sum())} bytes differ"
+    for kernel in ("triton", None) if default_too else ("triton",):
+        other, _ = _poisoned_pair(layout, num_blocks, 16, device, gen)
+        other.data.copy_(want.data)  # untouched bytes as the reference left them
+        write_kv_cache(other, key, value, slots, kernel=kernel)
+        assert torch.equal(other.data, got.data), kernel
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_cache_dtype", ["int8_per_token_head", "fp8_per_token_head"])
 @pytest.mark.parametrize("hkv,head_size,num_tokens", [(3, 64, 29), (8, 128, 1000), (2, 256, 77)])
@@ -83,23 +107,8 @@ def test_write_gluon_kernel_matches_reference_bytes(cuda_device, kv_cache_dtype,
     """The Gluon per-token-head write kernel (the GPU default) writes the reference's bytes and
     the Triton kernel's: programs that cross token and head boundaries, a masked last program,
     padding slots, outlier channels, heads 64-256."""
-    pytest.importorskip("triton.experimental.gluon")
-    gen = torch.Generator(device="cuda").manual_seed(num_tokens + head_size)
-    layout = LayerLayout.simple(kv_cache_dtype, hkv, head_size)
-    num_blocks = num_tokens // 16 + 3
-    got, want = _poisoned_pair(layout, num_blocks, 16, "cuda", gen)
-    key, value = random_kv(num_tokens, hkv, head_size, gen, "cuda", torch.bfloat16)
-    slots = torch.randperm(num_blocks * 16, generator=gen, device="cuda")[:num_tokens]
-    slots[2::7] = -1
-    write_kv_cache(got, key, value, slots, kernel="gluon", **launch)
-    reference_write_kv_cache(want, key, value, slots)
-    diff = got.data.view(torch.uint8) != want.data.view(torch.uint8)
-    assert int(diff.sum()) == 0, f"{launch}: {int(diff.sum())} bytes differ"
-    triton_out, _ = _poisoned_pair(layout, num_blocks, 16, "cuda", torch.Generator(
-        device="cuda").manual_seed(num_tokens + head_size))
-    triton_out.data.copy_(want.data)
-    write_kv_cache(triton_out, key, value, slots, kernel="triton")
-    assert torch.equal(triton_out.data, got.data)
+    _gluon_write_matches(LayerLayout.simple(kv_cache_dtype, hkv, head_size), num_tokens, launch,
+                         num_tokens + head_size)
 
 
 @pytest.mark.gpu
@@ -113,28 +122,8 @@ def test_write_gluon_int4_kernel_matches_reference_bytes(cuda_device, hkv, head_
     Hadamard butterflies in registers) writes the reference's bytes and the Triton kernel's:
     codes, scales and zero points, programs that cross token and head boundaries, a masked
     last program, padding slots, outlier channels."""
-    pytest.importorskip("triton.experimental.gluon")
-    gen = torch.Generator(device="cuda").manual_seed(num_tokens + head_size + 4)
-    layout = LayerLayout.simple("int4_per_token_head", hkv, head_size)
-    num_blocks = num_tokens // 16 + 3
-    got, want = _poisoned_pair(layout, num_blocks, 16, "cuda", gen)
-    key, value = random_kv(num_tokens, hkv, head_size, gen, "cuda", torch.bfloat16)
-    slots = torch.randperm(num_blocks * 16, generator=gen, device="cuda")[:num_tokens]
-    slots[2::7] = -1
-    write_kv_cache(got, key, value, slots, kernel="gluon", **launch)
-    reference_write_kv_cache(want, key, value, slots)
-    diff = got.data.view(torch.uint8) != want.data.view(torch.uint8)
-    assert int(diff.sum()) == 0, f"{launch}: {int(diff.sum())} bytes differ"
-    triton_out, _ = _poisoned_pair(layout, num_blocks, 16, "cuda", torch.Generator(
-        device="cuda").manual_seed(1))
-    triton_out.data.copy_(want.data)
-    write_kv_cache(triton_out, key, value, slots, kernel="triton")
-    assert torch.equal(triton_out.data, got.data)
-    if not launch:  # the default kernel on a GPU
-        default, _ = _poisoned_pair(layout, num_blocks, 16, "cuda", gen)
-        default.data.copy_(want.data)
-        write_kv_cache(default, key, value, slots)
-        assert torch.equal(default.data, got.data)
+    _gluon_write_matches(LayerLayout.simple("int4_per_token_head", hkv, head_size), num_tokens,
+                         launch, num_tokens + head_size + 4, default_too=not launch)
 
 
 @pytest.mark.gpu
