@@ -81,12 +81,12 @@ _TRITON_TRAILING_POINTERS = 2
 
 class Recording:
     """What one ordinary-path call launched: ``launches`` as (compiled kernel, grid, argument
-    values in parameter order, `PerSeq` rule or None), the scratch tensors it used, whether any must start zeroed (the
-    fused split-K merge's counters, which each call leaves at zero), tensors that stay valid
-    after the call and may be baked in (``fixed``: cached constants such as an identity block
-    table), whether every launch was seen (False once a launch took a path that records
-    nothing), and the torch operations that may have run a kernel (``torch_ops``: a bound call
-    would skip them)."""
+    values in parameter order, `PerSeq` rule or None), the scratch tensors it used, whether
+    any must start zeroed (the fused split-K merge's counters, which each call leaves at
+    zero), tensors that stay valid after the call and may be baked in (``fixed``: cached
+    constants such as an identity block table), whether every launch was seen (False once a
+    launch took a path that records nothing), and the torch operations that may have run a
+    kernel (``torch_ops``: a bound call would skip them)."""
 
     def __init__(self) -> None:
         self.launches: list[tuple] = []
