@@ -29,15 +29,30 @@ from kvplan.runtime.bench import DECODE_MODES, _bench, _bench_replay, _filled_ca
 from kvplan.runtime.layout import LayerLayout
 
 
+def _ints(count: int):
+    """An argparse type: ``count`` comma-separated integers (0 or more: a prefill's cached
+    tokens may be 0), as a string (the tables print it back), or argparse's one-line usage
+    error."""
+    def parse(text: str) -> str:
+        parts = text.split(",")
+        if len(parts) != count or not all(p.strip().isdigit() for p in parts):
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {count} comma-separated integers")
+        return text
+    return parse
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", action="append", default=[], help="decode: B,CTX,HQ,HKV,D")
-    ap.add_argument("--prefill", action="append", default=[],
+    ap.add_argument("--shape", action="append", default=[], type=_ints(5),
+                    help="decode: B,CTX,HQ,HKV,D")
+    ap.add_argument("--prefill", action="append", default=[], type=_ints(6),
                     help="prefill: B,NEW,CACHED,HQ,HKV,D; eager time and host time of the Hopper "
                          "prefill kernel and of the Triton prefill kernel (the size threshold "
                          "`prefill_gluon.MIN_DEFAULT_FLOPS` / `MIN_WORKSPACE_FLOPS` choose between "
                          "them)")
-    ap.add_argument("--prefill-loop", action="append", default=[], metavar="B,NEW,CACHED,HQ,HKV,D",
+    ap.add_argument("--prefill-loop", action="append", default=[], type=_ints(6),
+                    metavar="B,NEW,CACHED,HQ,HKV,D",
                     help="host time of eager prefill calls whose token and sequence counts "
                          "change every call (the first sequence's chunk shrinks by 7 tokens a "
                          "call over 8 calls, the others keep NEW, and every other call leaves "
@@ -56,7 +71,7 @@ def main() -> None:
                          "programmatic-dependent-launch attribute")
     ap.add_argument("--merge", default=None, choices=("fused", "kernel"),
                     help="decode split-K merge (AttentionConfig.merge; default: the runtime's)")
-    ap.add_argument("--write", action="append", default=[],
+    ap.add_argument("--write", action="append", default=[], type=_ints(1),
                     help="TOKENS: host microseconds of one eager write_kv_cache call of TOKENS "
                          "tokens x (8 kv heads, head 128) per mode (idle GPU, median of 200; "
                          "and 100 calls back to back)")
