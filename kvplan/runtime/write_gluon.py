@@ -131,9 +131,9 @@ _BIAS = gl.constexpr(12582912.0)  # 1.5 * 2^23
 @gluon.jit
 def _code4(y):
     """The INT4 code of fp32 ``y`` as the Triton kernel computes it (round half away from zero,
-    then clamped to 0..15), biased by 1.5 * 2^23: for y >= -0.5 that rounding is floor(y + 0.5),
-    and below it is negative, as floor(y + 0.5) is, so both clamp to 0. Its int32 bits & 15 are
-    the code; minus the bias, the code as a float."""
+    then clamped to 0..15), biased by 1.5 * 2^23: for y >= 0 that rounding is floor(y + 0.5)
+    (the same rounded add), and for y < 0 both are at most 0, which the clamp makes 0. Its
+    int32 bits & 15 are the code; minus the bias, the code as a float."""
     f = gl.inline_asm_elementwise(_FLOOR_BIASED, "=f,f", [y + 0.5], dtype=gl.float32,
                                   is_pure=True, pack=1)
     return gl.minimum(gl.maximum(f, _BIAS), _BIAS + 15.0)
