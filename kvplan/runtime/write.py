@@ -5,7 +5,8 @@ One Triton kernel serves every layout (and is the CPU interpreter's); each progr
 thousand programs (bandwidth bound), while a decode step of a few tokens is a handful of
 programs (launch bound). On a GPU, INT8/FP8 per-token-head writes default to the Gluon kernel
 of `kvplan.runtime.write_gluon` (same bytes, faster: explicit row layout, no float->int
-convert).
+convert), and INT4 writes at heads 64 and 128 to its INT4 kernel (at head 128 from
+`write_gluon.INT4_MIN_ROWS` rows).
 
 Arithmetic (what the torch reference reproduces bit for bit): per-token-head
 ``scale = max(amax / qmax, 1e-6)`` (IEEE division), ``q = x * (1 / scale)`` (one IEEE

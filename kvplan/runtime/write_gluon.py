@@ -1,4 +1,5 @@
-"""Quantize-on-write for the INT8/FP8 per-token-head layouts as a Gluon kernel (GPU only).
+"""Quantize-on-write for the INT8/FP8 per-token-head layouts as a Gluon kernel (GPU only), and
+for INT4 per-token-head (`_gluon_write_int4_kernel`, below: a row per thread).
 
 The Triton kernel (`kvplan.runtime.write`) lets the compiler lay rows over the lanes: 16 lanes
 of 8 elements per 128-element row, two rows per lane in a one-warp program of 4 rows. Every
