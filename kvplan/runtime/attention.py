@@ -831,11 +831,11 @@ def _call_key(query, out, block_tables, seq_lens, max_seq_len, softmax_scale, co
                 seq_lens.dtype, seq_lens.device, context_bucket(max_seq_len), softmax_scale,
                 config, device)
     return (query.shape[1:], query.stride(), query.dtype, query.device, out.shape[1:],
-            out.stride(), out.dtype, out.device, block_tables.shape[1], block_tables.stride(),
+            out.stride(), out.dtype, out.device, block_tables.shape[1:], block_tables.stride(),
             block_tables.dtype, block_tables.device, seq_lens.stride(), seq_lens.dtype,
             seq_lens.device, context_bucket(max_seq_len), softmax_scale, config, device,
             query_start_loc.stride(), query_start_loc.dtype, query_start_loc.device,
-            context_bucket(max(1, max_query_len)), seq_bucket(seq_lens.shape[0]))
+            context_bucket(max(1, max_query_len)), seq_bucket(seq_lens.numel()))
 
 
 def _current_bound_calls(cache: PagedKVCache) -> dict | None:

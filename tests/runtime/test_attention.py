@@ -1493,6 +1493,29 @@ def test_bound_prefill_follows_the_batchs_sequence_count(cuda_device, monkeypatc
                             max(lens), f"{kv_cache_dtype} {seqs}")
 
 
+def test_prefill_call_key_follows_the_sequence_count_bucket():
+    """The bound-prefill key (`attention._call_key`) leaves the token count out and takes the
+    sequence count by its power-of-two bucket: 3 and 4 sequences share a key, 5 does not, a
+    longer block table does not; tensors the ordinary path rejects (a 1-D block table, 0-d
+    lengths) give a key (one no bound call has) instead of an IndexError, so that call reaches
+    the ordinary path's one-line error."""
+    from kvplan.runtime.attention import _call_key, seq_bucket
+
+    def key(tokens, seqs, pages=8, bt=None, sl=None):
+        q = torch.zeros(tokens, 8, 64)
+        bt = torch.zeros(seqs, pages, dtype=torch.int32) if bt is None else bt
+        sl = torch.zeros(seqs, dtype=torch.int32) if sl is None else sl
+        qsl = torch.zeros(seqs + 1, dtype=torch.int32)
+        return _call_key(q, q, bt, sl, 4096, None, None, 0, qsl, 512)
+
+    assert [seq_bucket(n) for n in (1, 2, 3, 4, 5, 8, 9)] == [1, 2, 4, 4, 8, 8, 16]
+    assert key(100, 3) == key(700, 4) != key(100, 5)
+    assert key(100, 4) != key(100, 4, pages=16)
+    odd = {key(10, 4, bt=torch.zeros(8, dtype=torch.int32)),
+           key(10, 4, sl=torch.tensor(5, dtype=torch.int32))}
+    assert key(10, 4) not in odd and len(odd) == 2
+
+
 def test_bound_entries_per_cache_stay_bounded(monkeypatch):
     """A prefill (or write) signature is recorded for bound launches only when it comes back
     (first sight is noted, nothing recorded), and a cache keeps at most `bound.MAX_ENTRIES`
