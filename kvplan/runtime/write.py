@@ -180,9 +180,9 @@ def _use_gluon(kernel: str | None, args, key: torch.Tensor, head: int,
         else:
             usable = write_gluon.supported(args.KV_MODE, head)
     if kernel == "gluon" and not usable:
-        raise ValueError("the gluon write kernel takes INT8/FP8 per-token-head caches with heads "
-                         "of 64-256 and INT4 per-token-head caches with heads of 64 and 128, on "
-                         "a CUDA GPU (not the interpreter)")
+        raise ValueError("the gluon write kernel takes INT8/FP8/INT4 per-token-head caches with "
+                         "heads of 64, 128 or 256, on a CUDA GPU (not the interpreter); use "
+                         "kernel='triton' or leave kernel unset")
     return usable
 
 

@@ -152,16 +152,63 @@ def _hadamard_rows(x, ROWS: gl.constexpr, D: gl.constexpr):
     return x
 
 
+# a butterfly exchange between lanes: each lane gets the value of the lane whose id differs in
+# bit 0 / bit 1 (all 32 lanes take part)
+_SHFL_XOR_1 = gl.constexpr("shfl.sync.bfly.b32 $0, $1, 1, 0x1f, -1;")
+_SHFL_XOR_2 = gl.constexpr("shfl.sync.bfly.b32 $0, $1, 2, 0x1f, -1;")
+
+
 @gluon.jit
-def _int4_rows(x, rot_scale, valid, ROWS: gl.constexpr, HEAD: gl.constexpr):
-    """One [ROWS, HEAD] fp32 tile, a row per thread -> (packed codes [ROWS, HEAD / 2] uint8,
-    the scale word per row: scale bits with the zero point in the low 4), the Triton kernel's
-    `write._int4_store` arithmetic."""
-    x = _hadamard_rows(x, ROWS, HEAD) * rot_scale
+def _lane_partner(x, LANE_BIT: gl.constexpr):
+    """Each fp32 value of ``x`` from the lane whose id differs in bit ``LANE_BIT`` (0 or 1)."""
+    bits = x.to(gl.int32, bitcast=True)
+    if LANE_BIT == 0:
+        p = gl.inline_asm_elementwise(_SHFL_XOR_1, "=r,r", [bits], dtype=gl.int32,
+                                      is_pure=True, pack=1)
+    else:
+        p = gl.inline_asm_elementwise(_SHFL_XOR_2, "=r,r", [bits], dtype=gl.int32,
+                                      is_pure=True, pack=1)
+    return p.to(gl.float32, bitcast=True)
+
+
+@gluon.jit
+def _lane_butterfly(x, col, LANE_BIT: gl.constexpr, COL_BIT: gl.constexpr):
+    """The reference's butterfly of index bit ``COL_BIT`` where that bit is lane bit
+    ``LANE_BIT``: the lane holding ``a`` (the bit clear) keeps ``a + b``, its partner ``a - b``."""
+    hi = (col & COL_BIT) != 0
+    p = _lane_partner(x, LANE_BIT)
+    return gl.where(hi[None, :], p - x, x + p)
+
+
+@gluon.jit
+def _hadamard_lanes(x, ROWS: gl.constexpr, D: gl.constexpr, T: gl.constexpr):
+    """`_hadamard_rows` over a layout that spreads each row over ``T`` (1, 2 or 4) lanes of
+    ``D / T`` contiguous values (lane bit j holds index bit log2(D / T) + j): the butterflies
+    of the index's top log2(T) bits first, in the reference's order (top bit first), each an
+    exchange with the partner lane, then the remaining ones inside each thread's ``D / T``
+    values, which leave the row in the reference's (natural) order."""
+    if T == 1:
+        x = _hadamard_rows(x, ROWS, D)
+    else:
+        col = gl.arange(0, D, layout=gl.SliceLayout(0, x.type.layout))
+        if T == 4:
+            x = _lane_butterfly(x, col, 1, 2 * (D // T))
+        x = _lane_butterfly(x, col, 0, D // T)
+        x = gl.reshape(_hadamard_rows(gl.reshape(x, [ROWS * T, D // T]), ROWS * T, D // T),
+                       [ROWS, D])
+    return x
+
+
+@gluon.jit
+def _int4_rows(x, rot_scale, valid, ROWS: gl.constexpr, HEAD: gl.constexpr, T: gl.constexpr):
+    """One [ROWS, HEAD] fp32 tile, each row over ``T`` lanes (`_hadamard_lanes`) -> (packed
+    codes [ROWS, HEAD / 2] uint8, the scale word per row: scale bits with the zero point in the
+    low 4), the Triton kernel's `write._int4_store` arithmetic."""
+    x = _hadamard_lanes(x, ROWS, HEAD, T) * rot_scale
     x_e, x_o = gl.split(gl.reshape(x, [ROWS, HEAD // 2, 2]))
     mn = gl.minimum(gl.min(x_e, axis=1), gl.min(x_o, axis=1))
     mx = gl.maximum(gl.max(x_e, axis=1), gl.max(x_o, axis=1))
-    valid = gl.convert_layout(valid, mn.type.layout)  # the same rows per thread: no data moves
+    valid = gl.convert_layout(valid, mn.type.layout)  # the same rows per lane: no data moves
     mn = gl.where(valid, mn, 0.0)  # padding rows: keep the arithmetic finite
     mx = gl.where(valid, mx, 0.0)
     scale = gl.maximum(gl.div_rn(mx - mn, gl.full_like(mx, 15.0)), 1e-6)
@@ -182,13 +229,13 @@ def _gluon_write_int4_kernel(
     NUM_KV_HEADS: gl.constexpr, HEAD: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     ROWS: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
     K_OFF: gl.constexpr, V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr,
-    L: gl.constexpr, P: gl.constexpr, LC: gl.constexpr, PC: gl.constexpr,
+    T: gl.constexpr, L: gl.constexpr, P: gl.constexpr, LC: gl.constexpr, PC: gl.constexpr,
 ):
-    """INT4 per-token-head rows, one (token, kv head) row per thread (``L``): rotated, split
-    into even and odd elements, quantized and packed. Loaded and stored in ``LC``/``PC`` and
-    converted (through shared memory) where those differ from ``L``/``P``: 8 lanes along a
-    row make each load and store instruction contiguous, where a row per lane spreads one
-    instruction over 32 rows."""
+    """INT4 per-token-head rows, each (token, kv head) row over ``T`` lanes of ``HEAD / T``
+    contiguous values (``L``): rotated, split into even and odd elements, quantized and packed.
+    Loaded and stored in ``LC``/``PC`` and converted (through shared memory) where those differ
+    from ``L``/``P``: 8 lanes along a row make each load and store instruction contiguous,
+    where ``T`` lanes per row spread one instruction over 32 / ``T`` rows."""
     tok, head, valid, dst, sdst = _program_rows(
         slot_ptr, num_rows, stride_cb, stride_ch, stride_sb, stride_sh, NUM_KV_HEADS, BLOCK_SIZE,
         ROWS, STRIDE_S, SCALE_STRIDE_S, gl.SliceLayout(1, L))
@@ -200,13 +247,13 @@ def _gluon_write_int4_kernel(
     k = gl.load(key_ptr + (tok_c * stride_kt + head_c * stride_kh)[:, None] + d[None, :],
                 mask=valid_c[:, None], other=0.0)
     k_codes, k_scale = _int4_rows(gl.convert_layout(k, L).to(gl.float32), rot_scale, valid,
-                                  ROWS, HEAD)
+                                  ROWS, HEAD, T)
     v = gl.load(value_ptr + (tok_c * stride_vt + head_c * stride_vh)[:, None] + d[None, :],
                 mask=valid_c[:, None], other=0.0)
     v_codes, v_scale = _int4_rows(gl.convert_layout(v, L).to(gl.float32), rot_scale, valid,
-                                  ROWS, HEAD)
-    # the codes' layout (a row's HEAD / 2 bytes per thread, P) follows from the split; stored
-    # in PC
+                                  ROWS, HEAD, T)
+    # the codes' layout (a row's HEAD / 2 bytes over T lanes, P) follows from the split;
+    # stored in PC
     dp = gl.arange(0, HEAD // 2, layout=gl.SliceLayout(0, PC))
     vp = gl.convert_layout(valid, gl.SliceLayout(1, PC))
     dst_p = gl.convert_layout(dst, gl.SliceLayout(1, PC))
@@ -227,10 +274,9 @@ def _layout(head: int, num_warps: int) -> gl.BlockedLayout:
 
 def supported(kv_mode: int, head: int) -> bool:
     """INT8/FP8 per-token-head caches with heads of 64-256 (8 lanes x 8-32 elements); INT4
-    per-token-head caches with heads of 64 and 128 (a row per thread: 256 fp32 registers at
-    head 256 would spill)."""
+    per-token-head caches with heads of 64-256 (64 values per lane: `INT4_LANES`)."""
     if kv_mode == KV_MODE_INT4_PTH:
-        return head in (64, 128)
+        return head in (64, 128, 256)
     return kv_mode in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and head in (64, 128, 256)
 
 
@@ -246,14 +292,20 @@ INT4_MIN_ROWS = {128: 16384}
 #: from its row-per-thread layout through shared memory) or in the row-per-thread layout itself.
 INT4_COALESCED = True
 
+#: Lanes over which the INT4 write kernel spreads a row, by head size: 64 fp32 values per lane
+#: (a row per lane at head 128 took 255 registers; its top butterflies are lane exchanges).
+INT4_LANES = {64: 1, 128: 2, 256: 4}
+
 
 @functools.cache
-def _int4_layouts(head: int, num_warps: int, coalesced: bool) -> tuple:
-    """A row per thread, 32 rows per warp: the row's ``head`` values (``L``) and its
-    ``head / 2`` packed bytes (``P``); the layouts of the loads and stores (``LC``, ``PC``):
-    8 lanes along a row where ``coalesced``, else ``L`` and ``P``."""
-    row = gl.BlockedLayout([1, head], [32, 1], [num_warps, 1], [1, 0])
-    packed = gl.BlockedLayout([1, head // 2], [32, 1], [num_warps, 1], [1, 0])
+def _int4_layouts(head: int, num_warps: int, coalesced: bool, lanes: int = 1) -> tuple:
+    """Each row over ``lanes`` lanes of ``head / lanes`` contiguous values, 32 / ``lanes`` rows
+    per warp: the row's values (``L``) and its ``head / 2`` packed bytes (``P``); the layouts of
+    the loads and stores (``LC``, ``PC``): 8 lanes along a row where ``coalesced``, else ``L``
+    and ``P``."""
+    row = gl.BlockedLayout([1, head // lanes], [32 // lanes, lanes], [num_warps, 1], [1, 0])
+    packed = gl.BlockedLayout([1, head // 2 // lanes], [32 // lanes, lanes], [num_warps, 1],
+                              [1, 0])
     if not coalesced:
         return row, packed, row, packed
     return (row, packed, gl.BlockedLayout([1, head // 8], [4, 8], [num_warps, 1], [1, 0]),
@@ -262,23 +314,29 @@ def _int4_layouts(head: int, num_warps: int, coalesced: bool) -> tuple:
 
 def plan_int4(args, num_kv_heads: int, head: int, block_size: int, rot_scale: float, *,
               rows_per_program: int | None = None, num_warps: int = 2,
-              coalesced: bool | None = None):
+              coalesced: bool | None = None, lanes: int | None = None):
     """A launch of the Gluon INT4 write kernel (see `plan`); ``rows_per_program`` a multiple of
-    32 x ``num_warps`` (default: exactly that); ``coalesced``: `INT4_COALESCED` when None.
-    Two warps by default: 1-7% faster than four at 8K and 32K tokens, heads 64 and 128 (H200,
-    bench/NOTES-runtime.md round 25)."""
+    32 / ``lanes`` x ``num_warps`` (default: exactly that); ``coalesced``: `INT4_COALESCED` when
+    None; ``lanes`` per row (1, 2 or 4; `INT4_LANES` when None). Two warps by default: 1-7%
+    faster than four at 8K and 32K tokens, heads 64 and 128 (H200, bench/NOTES-runtime.md
+    round 25)."""
     coalesced = INT4_COALESCED if coalesced is None else coalesced
-    rows = rows_per_program or 32 * num_warps
-    if rows % (32 * num_warps):
-        raise ValueError(f"rows_per_program must be a multiple of {32 * num_warps} "
-                         f"({num_warps} warps of 32 rows), got {rows}")
+    lanes = lanes or INT4_LANES[head]
+    if lanes not in (1, 2, 4) or head // lanes < 16:
+        raise ValueError(f"lanes per row must be 1, 2 or 4 with at least 16 values each, got "
+                         f"{lanes} at head {head}")
+    per_program = 32 // lanes * num_warps
+    rows = rows_per_program or per_program
+    if rows % per_program:
+        raise ValueError(f"rows_per_program must be a multiple of {per_program} "
+                         f"({num_warps} warps of {32 // lanes} rows), got {rows}")
     kw = dict(NUM_KV_HEADS=num_kv_heads, HEAD=head, BLOCK_SIZE=block_size, ROWS=rows,
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
-              V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, num_warps=num_warps,
-              enable_fp_fusion=False)
-    # the layouts follow from HEAD, warps and ``coalesced``
+              V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, T=lanes,
+              num_warps=num_warps, enable_fp_fusion=False)
+    # the layouts follow from HEAD, T, warps and ``coalesced``
     launch_key = key_id(("gluon-write-int4", coalesced, *kw.items()))
-    kw["L"], kw["P"], kw["LC"], kw["PC"] = _int4_layouts(head, num_warps, coalesced)
+    kw["L"], kw["P"], kw["LC"], kw["PC"] = _int4_layouts(head, num_warps, coalesced, lanes)
     fixed = (args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
              args.stride_sh, float(rot_scale))
     return row_writer(_gluon_write_int4_kernel, rows, num_kv_heads, fixed, kw, launch_key)

@@ -112,18 +112,48 @@ def test_write_gluon_kernel_matches_reference_bytes(cuda_device, kv_cache_dtype,
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("hkv,head_size,num_tokens", [(3, 64, 29), (8, 128, 1000), (1, 128, 300)])
+@pytest.mark.parametrize("hkv,head_size,num_tokens", [(3, 64, 29), (8, 128, 1000), (1, 128, 300),
+                                                      (2, 256, 77), (8, 256, 600)])
 @pytest.mark.parametrize("launch", [{}, {"rows_per_program": 64, "num_warps": 2},
                                     {"rows_per_program": 32, "num_warps": 1},
                                     {"rows_per_program": 256, "num_warps": 4}])
 def test_write_gluon_int4_kernel_matches_reference_bytes(cuda_device, hkv, head_size, num_tokens,
                                                          launch):
-    """The Gluon INT4 write kernel (the GPU default at heads 64 and 128: a row per thread, its
-    Hadamard butterflies in registers) writes the reference's bytes and the Triton kernel's:
-    codes, scales and zero points, programs that cross token and head boundaries, a masked
-    last program, padding slots, outlier channels."""
+    """The Gluon INT4 write kernel (the GPU default: each row over `write_gluon.INT4_LANES`
+    lanes, its Hadamard butterflies in registers and, over the lanes, by exchanges) writes the
+    reference's bytes and the Triton kernel's: codes, scales and zero points, programs that
+    cross token and head boundaries, a masked last program, padding slots, outlier
+    channels, heads 64-256."""
     _gluon_write_matches(LayerLayout.simple("int4_per_token_head", hkv, head_size), num_tokens,
                          launch, num_tokens + head_size + 4, default_too=not launch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_size,lanes", [(64, 2), (64, 4), (128, 1), (128, 4), (256, 2)])
+def test_write_gluon_int4_kernel_any_lanes_per_row(cuda_device, monkeypatch, head_size, lanes):
+    """However many lanes share a row (1, 2 or 4: the top one or two butterflies exchanged
+    between lanes, the rest in registers), the Gluon INT4 write kernel stores the reference's
+    bytes."""
+    from kvplan.runtime import write_gluon
+    monkeypatch.setitem(write_gluon.INT4_LANES, head_size, lanes)
+    _gluon_write_matches(LayerLayout.simple("int4_per_token_head", 3, head_size), 203, {},
+                         head_size + lanes)
+
+
+def test_int4_lanes_per_row_are_checked():
+    """A launch of the Gluon INT4 write kernel with a lane count it cannot run, or rows per
+    program that do not fill its warps, is a clear error (no GPU needed to plan one)."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kvplan.runtime import write_gluon
+    from kvplan.runtime._common import cache_args
+    cache = allocate_kv_cache(LayerLayout.simple("int4_per_token_head", 2, 64), 2, 16, "cpu")
+    args = cache_args(cache)
+    for lanes in (3, 8):
+        with pytest.raises(ValueError, match="lanes per row"):
+            write_gluon.plan_int4(args, 2, 64, 16, 0.125, lanes=lanes)
+    with pytest.raises(ValueError, match="multiple of 32"):  # 2 warps of 16 rows
+        write_gluon.plan_int4(args, 2, 64, 16, 0.125, lanes=2, rows_per_program=48)
+    write_gluon.plan_int4(args, 2, 64, 16, 0.125, lanes=2, rows_per_program=64)
 
 
 @pytest.mark.gpu
@@ -173,14 +203,14 @@ def test_bound_writes_match_the_ordinary_path(cuda_device, monkeypatch, kv_cache
 
 def test_write_kernel_choice_is_checked(device):
     """An unknown write kernel, or the Gluon kernel where it cannot run (the CPU interpreter,
-    INT4 caches at head 256, bf16 caches), is a clear error rather than a silent fallback."""
+    FP8 per-tensor and bf16 caches), is a clear error rather than a silent fallback."""
     gen = torch.Generator(device=device).manual_seed(2)
     key, value = random_kv(4, 2, 64, gen, device)
     slots = torch.arange(4, device=device)
     cache = allocate_kv_cache(LayerLayout.simple("int8_per_token_head", 2, 64), 2, 16, device)
     with pytest.raises(ValueError, match="unknown write kernel"):
         write_kv_cache(cache, key, value, slots, kernel="cuda")
-    for dtype, head in (("int4_per_token_head", 256), ("bfloat16", 64)):
+    for dtype, head in (("fp8", 256), ("bfloat16", 64)):
         other = allocate_kv_cache(LayerLayout.simple(dtype, 2, head), 2, 16, device)
         k, v = random_kv(4, 2, head, gen, device)
         with pytest.raises(ValueError, match="gluon write kernel"):
