@@ -153,20 +153,24 @@ def _hadamard_rows(x, ROWS: gl.constexpr, D: gl.constexpr):
 
 
 # a butterfly exchange between lanes: each lane gets the value of the lane whose id differs in
-# bit 0 / bit 1 (all 32 lanes take part)
+# bit 0 / 1 / 2 (all 32 lanes take part)
 _SHFL_XOR_1 = gl.constexpr("shfl.sync.bfly.b32 $0, $1, 1, 0x1f, -1;")
 _SHFL_XOR_2 = gl.constexpr("shfl.sync.bfly.b32 $0, $1, 2, 0x1f, -1;")
+_SHFL_XOR_4 = gl.constexpr("shfl.sync.bfly.b32 $0, $1, 4, 0x1f, -1;")
 
 
 @gluon.jit
 def _lane_partner(x, LANE_BIT: gl.constexpr):
-    """Each fp32 value of ``x`` from the lane whose id differs in bit ``LANE_BIT`` (0 or 1)."""
+    """Each fp32 value of ``x`` from the lane whose id differs in bit ``LANE_BIT`` (0-2)."""
     bits = x.to(gl.int32, bitcast=True)
     if LANE_BIT == 0:
         p = gl.inline_asm_elementwise(_SHFL_XOR_1, "=r,r", [bits], dtype=gl.int32,
                                       is_pure=True, pack=1)
-    else:
+    elif LANE_BIT == 1:
         p = gl.inline_asm_elementwise(_SHFL_XOR_2, "=r,r", [bits], dtype=gl.int32,
+                                      is_pure=True, pack=1)
+    else:
+        p = gl.inline_asm_elementwise(_SHFL_XOR_4, "=r,r", [bits], dtype=gl.int32,
                                       is_pure=True, pack=1)
     return p.to(gl.float32, bitcast=True)
 
@@ -182,7 +186,7 @@ def _lane_butterfly(x, col, LANE_BIT: gl.constexpr, COL_BIT: gl.constexpr):
 
 @gluon.jit
 def _hadamard_lanes(x, ROWS: gl.constexpr, D: gl.constexpr, T: gl.constexpr):
-    """`_hadamard_rows` over a layout that spreads each row over ``T`` (1, 2 or 4) lanes of
+    """`_hadamard_rows` over a layout that spreads each row over ``T`` (1, 2, 4 or 8) lanes of
     ``D / T`` contiguous values (lane bit j holds index bit log2(D / T) + j): the butterflies
     of the index's top log2(T) bits first, in the reference's order (top bit first), each an
     exchange with the partner lane, then the remaining ones inside each thread's ``D / T``
@@ -191,7 +195,9 @@ def _hadamard_lanes(x, ROWS: gl.constexpr, D: gl.constexpr, T: gl.constexpr):
         x = _hadamard_rows(x, ROWS, D)
     else:
         col = gl.arange(0, D, layout=gl.SliceLayout(0, x.type.layout))
-        if T == 4:
+        if T == 8:
+            x = _lane_butterfly(x, col, 2, 4 * (D // T))
+        if T >= 4:
             x = _lane_butterfly(x, col, 1, 2 * (D // T))
         x = _lane_butterfly(x, col, 0, D // T)
         x = gl.reshape(_hadamard_rows(gl.reshape(x, [ROWS * T, D // T]), ROWS * T, D // T),
@@ -317,13 +323,13 @@ def plan_int4(args, num_kv_heads: int, head: int, block_size: int, rot_scale: fl
               coalesced: bool | None = None, lanes: int | None = None):
     """A launch of the Gluon INT4 write kernel (see `plan`); ``rows_per_program`` a multiple of
     32 / ``lanes`` x ``num_warps`` (default: exactly that); ``coalesced``: `INT4_COALESCED` when
-    None; ``lanes`` per row (1, 2 or 4; `INT4_LANES` when None). Two warps by default: 1-7%
+    None; ``lanes`` per row (1, 2, 4 or 8; `INT4_LANES` when None). Two warps by default: 1-7%
     faster than four at 8K and 32K tokens, heads 64 and 128 (H200, bench/NOTES-runtime.md
     round 25)."""
     coalesced = INT4_COALESCED if coalesced is None else coalesced
     lanes = lanes or INT4_LANES[head]
-    if lanes not in (1, 2, 4) or head // lanes < 16:
-        raise ValueError(f"lanes per row must be 1, 2 or 4 with at least 16 values each, got "
+    if lanes not in (1, 2, 4, 8) or head // lanes < 8:
+        raise ValueError(f"lanes per row must be 1, 2, 4 or 8 with at least 8 values each, got "
                          f"{lanes} at head {head}")
     per_program = 32 // lanes * num_warps
     rows = rows_per_program or per_program

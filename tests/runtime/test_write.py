@@ -129,11 +129,12 @@ def test_write_gluon_int4_kernel_matches_reference_bytes(cuda_device, hkv, head_
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("head_size,lanes", [(64, 2), (64, 4), (128, 1), (128, 4), (256, 2)])
+@pytest.mark.parametrize("head_size,lanes", [(64, 1), (64, 2), (64, 4), (64, 8), (128, 1), (128, 2),
+                                             (128, 4), (128, 8), (256, 2), (256, 4), (256, 8)])
 def test_write_gluon_int4_kernel_any_lanes_per_row(cuda_device, monkeypatch, head_size, lanes):
-    """However many lanes share a row (1, 2 or 4: the top one or two butterflies exchanged
-    between lanes, the rest in registers), the Gluon INT4 write kernel stores the reference's
-    bytes."""
+    """However many lanes share a row (1, 2, 4 or 8: the top zero to three butterflies
+    exchanged between lanes, the rest in registers), the Gluon INT4 write kernel stores the
+    reference's bytes."""
     from kvplan.runtime import write_gluon
     monkeypatch.setitem(write_gluon.INT4_LANES, head_size, lanes)
     _gluon_write_matches(LayerLayout.simple("int4_per_token_head", 3, head_size), 203, {},
@@ -148,7 +149,7 @@ def test_int4_lanes_per_row_are_checked():
     from kvplan.runtime._common import cache_args
     cache = allocate_kv_cache(LayerLayout.simple("int4_per_token_head", 2, 64), 2, 16, "cpu")
     args = cache_args(cache)
-    for lanes in (3, 8):
+    for lanes in (3, 16):
         with pytest.raises(ValueError, match="lanes per row"):
             write_gluon.plan_int4(args, 2, 64, 16, 0.125, lanes=lanes)
     with pytest.raises(ValueError, match="multiple of 32"):  # 2 warps of 16 rows
