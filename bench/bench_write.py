@@ -22,7 +22,7 @@ def main() -> None:
     ap.add_argument("--kernel", default="", help="triton, gluon or triton,gluon (empty = default)")
     ap.add_argument("--modes", default="", help="kv cache dtypes, comma-separated (empty = all)")
     ap.add_argument("--int4-coalesced", default="", help="0,1: the Gluon INT4 kernel's loads and "
-                    "stores in its row-per-thread layout (0) or 8 lanes along a row (1; "
+                    "stores in its compute layout (0) or 8 lanes along a row (1; "
                     "write_gluon.INT4_COALESCED; empty = the default)")
     ap.add_argument("--int4-lanes", default="", help="1,2,4: lanes over which the Gluon INT4 "
                     "kernel spreads a row (write_gluon.INT4_LANES; empty = the default)")

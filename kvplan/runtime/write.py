@@ -5,8 +5,8 @@ One Triton kernel serves every layout (and is the CPU interpreter's); each progr
 thousand programs (bandwidth bound), while a decode step of a few tokens is a handful of
 programs (launch bound). On a GPU, INT8/FP8 per-token-head writes default to the Gluon kernel
 of `kvplan.runtime.write_gluon` (same bytes, faster: explicit row layout, no float->int
-convert), and INT4 writes at heads 64 and 128 to its INT4 kernel (at head 128 from
-`write_gluon.INT4_MIN_ROWS` rows).
+convert), and INT4 per-token-head writes to its INT4 kernel (each row over 2-8 lanes, the
+Hadamard butterflies in registers and lane exchanges).
 
 Arithmetic (what the torch reference reproduces bit for bit): per-token-head
 ``scale = max(amax / qmax, 1e-6)`` (IEEE division), ``q = x * (1 / scale)`` (one IEEE
@@ -164,9 +164,9 @@ def _default_launch(data_pad: int, per_token_head: bool) -> tuple[int, int]:
 def _use_gluon(kernel: str | None, args, key: torch.Tensor, head: int,
                launch_given: bool) -> bool:
     """Which write kernel runs: ``kernel`` decides when given ("triton" or "gluon"); by default
-    INT8/FP8 per-token-head writes (heads 64-256) and INT4 per-token-head writes (heads 64 and
-    128) on a CUDA GPU run the Gluon kernels (`write_gluon`), the rest (everything under the
-    interpreter, and calls that set the Triton kernel's launch) the Triton kernel."""
+    INT8/FP8/INT4 per-token-head writes (heads 64, 128 and 256) on a CUDA GPU run the Gluon
+    kernels (`write_gluon`), the rest (everything under the interpreter, and calls that set
+    the Triton kernel's launch) the Triton kernel."""
     if kernel not in (None, "triton", "gluon"):
         raise ValueError(f"unknown write kernel {kernel!r}: use 'triton' or 'gluon'")
     if kernel == "triton" or (kernel is None and (launch_given or not gluon_validated())):
@@ -197,7 +197,7 @@ def write_kv_cache(cache: PagedKVCache, key: torch.Tensor, value: torch.Tensor,
     one fp32 scale per (token, kv head) and side; FP8 per-tensor uses ``cache.k_scale`` /
     ``cache.v_scale``. INT4 rotates each head by a Hadamard matrix first (see `cache.hadamard`;
     in the kernel, as a fast Walsh-Hadamard transform).
-    ``kernel``: "triton" or "gluon" (INT8/FP8 per-token-head on a GPU: the default there unless
+    ``kernel``: "triton" or "gluon" (per-token-head caches on a GPU: the default there unless
     ``rows_per_program``/``num_warps`` are given without it, which set the Triton launch).
     ``bound`` (CUDA): a call signature (shapes, strides, dtypes and devices of the three
     tensors, the options) that comes back is recorded and later calls with it launch through
@@ -292,18 +292,9 @@ def _plan_write(cache: PagedKVCache, key: torch.Tensor, rows_per_program: int | 
             return write_gluon.plan(args, h, d, cache.block_size, lay.fp8_format,
                                     rows_per_program=rows_per_program or 16,
                                     num_warps=num_warps or 4)
-        gluon_fire = write_gluon.plan_int4(args, h, d, cache.block_size, hadamard_scale(d),
-                                           rows_per_program=rows_per_program,
-                                           num_warps=num_warps or 2)
-        floor = write_gluon.INT4_MIN_ROWS.get(d, 0) if kernel is None else 0
-        if not floor:
-            return gluon_fire
-        # by default, small writes stay on the Triton kernel (`INT4_MIN_ROWS`)
-        triton_fire = _plan_triton_write(cache, None, None)
-
-        def fire(k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor) -> None:
-            (gluon_fire if k.shape[0] * h >= floor else triton_fire)(k, v, slot_mapping)
-        return fire
+        return write_gluon.plan_int4(args, h, d, cache.block_size, hadamard_scale(d),
+                                     rows_per_program=rows_per_program,
+                                     num_warps=num_warps or 1)
     return _plan_triton_write(cache, rows_per_program, num_warps)
 
 

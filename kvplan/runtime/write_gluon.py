@@ -1,5 +1,5 @@
 """Quantize-on-write for the INT8/FP8 per-token-head layouts as a Gluon kernel (GPU only), and
-for INT4 per-token-head (`_gluon_write_int4_kernel`, below: a row per thread).
+for INT4 per-token-head (`_gluon_write_int4_kernel`, below: a row over 2-8 lanes).
 
 The Triton kernel (`kvplan.runtime.write`) lets the compiler lay rows over the lanes: 16 lanes
 of 8 elements per 128-element row, two rows per lane in a one-warp program of 4 rows. Every
@@ -286,21 +286,16 @@ def supported(kv_mode: int, head: int) -> bool:
     return kv_mode in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and head in (64, 128, 256)
 
 
-#: Rows (tokens x kv heads) from which a default INT4 write takes this kernel, by head size
-#: (absent: every size). At head 128 the Triton kernel is as fast or faster up to 1024 tokens
-#: of 8 kv heads (GPU time 9.3 against 10.5 us at 256 tokens, 11.1 against 10.8 at 1024, and
-#: 4-5 us less eager time) and this one from 2048 on (11.8 against 18.9 us; 25.6 against 65.5 at
-#: 8192); at head 64 this one is faster at every size measured, 64 to 32768 tokens (H200,
-#: bench/NOTES-runtime.md round 25).
-INT4_MIN_ROWS = {128: 16384}
-
 #: Whether the INT4 write kernel loads and stores with 8 lanes along a row (converting to and
-#: from its row-per-thread layout through shared memory) or in the row-per-thread layout itself.
+#: from its compute layout, `INT4_LANES`, through shared memory) or in the compute layout itself.
 INT4_COALESCED = True
 
-#: Lanes over which the INT4 write kernel spreads a row, by head size: 64 fp32 values per lane
-#: (a row per lane at head 128 took 255 registers; its top butterflies are lane exchanges).
-INT4_LANES = {64: 1, 128: 2, 256: 4}
+#: Lanes over which the INT4 write kernel spreads a row, by head size (its top butterflies are
+#: lane exchanges). A row per lane took 255 registers at head 128 and could not run head 256;
+#: 2 / 4 / 8 lanes (32 values each at heads 64 and 128, 32 at 256: there the load layout
+#: itself, no conversion) were the fastest of 1-8 lanes at 8K and 32K tokens (H200,
+#: bench/NOTES-runtime.md round 26).
+INT4_LANES = {64: 2, 128: 4, 256: 8}
 
 
 @functools.cache
@@ -319,13 +314,13 @@ def _int4_layouts(head: int, num_warps: int, coalesced: bool, lanes: int = 1) ->
 
 
 def plan_int4(args, num_kv_heads: int, head: int, block_size: int, rot_scale: float, *,
-              rows_per_program: int | None = None, num_warps: int = 2,
+              rows_per_program: int | None = None, num_warps: int = 1,
               coalesced: bool | None = None, lanes: int | None = None):
     """A launch of the Gluon INT4 write kernel (see `plan`); ``rows_per_program`` a multiple of
     32 / ``lanes`` x ``num_warps`` (default: exactly that); ``coalesced``: `INT4_COALESCED` when
-    None; ``lanes`` per row (1, 2, 4 or 8; `INT4_LANES` when None). Two warps by default: 1-7%
-    faster than four at 8K and 32K tokens, heads 64 and 128 (H200, bench/NOTES-runtime.md
-    round 25)."""
+    None; ``lanes`` per row (1, 2, 4 or 8; `INT4_LANES` when None). One warp by default: as
+    fast as two or four, or up to 5% faster, at 8K and 32K tokens, heads 64-256 (H200,
+    bench/NOTES-runtime.md round 26)."""
     coalesced = INT4_COALESCED if coalesced is None else coalesced
     lanes = lanes or INT4_LANES[head]
     if lanes not in (1, 2, 4, 8) or head // lanes < 8:

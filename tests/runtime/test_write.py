@@ -153,8 +153,8 @@ def test_int4_lanes_per_row_are_checked():
         with pytest.raises(ValueError, match="lanes per row"):
             write_gluon.plan_int4(args, 2, 64, 16, 0.125, lanes=lanes)
     with pytest.raises(ValueError, match="multiple of 32"):  # 2 warps of 16 rows
-        write_gluon.plan_int4(args, 2, 64, 16, 0.125, lanes=2, rows_per_program=48)
-    write_gluon.plan_int4(args, 2, 64, 16, 0.125, lanes=2, rows_per_program=64)
+        write_gluon.plan_int4(args, 2, 64, 16, 0.125, lanes=2, num_warps=2, rows_per_program=48)
+    write_gluon.plan_int4(args, 2, 64, 16, 0.125, lanes=2, num_warps=2, rows_per_program=64)
 
 
 @pytest.mark.gpu
@@ -426,33 +426,33 @@ def test_write_plans_are_reused_and_follow_the_cache(device, kv_cache_dtype):
     assert torch.equal(got.data.view(torch.uint8), want.data.view(torch.uint8))
 
 
-def test_int4_writes_take_the_gluon_kernel_from_its_size_floor(monkeypatch):
-    """Where the Gluon INT4 write kernel can run (a GPU, stood in for here), a default write
-    takes it from `write_gluon.INT4_MIN_ROWS` (token x kv head rows) up at head 128 and at
-    every size at head 64; smaller writes keep the Triton kernel, which writes the same bytes.
-    ``kernel="gluon"`` takes it at any size."""
+def test_int4_writes_take_the_gluon_kernel_at_every_size(monkeypatch):
+    """Where the Gluon INT4 write kernel can run (a GPU, stood in for here), a default INT4
+    write takes it at every head (64-256) and token count, one warp of `INT4_LANES` lanes per
+    row; ``kernel="triton"`` and a Triton launch (``rows_per_program``) keep the Triton kernel,
+    which writes the reference's bytes."""
     from kvplan.runtime import write, write_gluon
-    gluon_rows = []
+    planned = []
 
-    def plan_int4(args, num_kv_heads, *a, **kw):
-        return lambda k, v, slots: gluon_rows.append(k.shape[0] * num_kv_heads)
+    def plan_int4(args, num_kv_heads, head, *a, **kw):
+        planned.append((head, kw["num_warps"]))
+        return lambda k, v, slots: planned.append(k.shape[0])
 
-    monkeypatch.setattr(write, "_use_gluon", lambda kernel, *a: kernel != "triton")
+    monkeypatch.setattr(write, "_use_gluon",
+                        lambda kernel, args, key, d, given: kernel != "triton" and not given)
     monkeypatch.setattr(write_gluon, "plan_int4", plan_int4)
     gen = torch.Generator().manual_seed(3)
-    floor = write_gluon.INT4_MIN_ROWS[128]
-    for head, kernel, small_on_gluon in ((128, None, False), (128, "gluon", True),
-                                         (64, None, True)):
-        gluon_rows.clear()
+    for head in (64, 128, 256):
         layout = LayerLayout.simple("int4_per_token_head", 2, head)
-        got, want = _poisoned_pair(layout, floor // 32 + 2, 16, "cpu", gen)
+        got, want = _poisoned_pair(layout, 8, 16, "cpu", gen)
+        planned.clear()
+        for n in (1, 4, 100):
+            key, value = random_kv(n, 2, head, gen, "cpu")
+            write_kv_cache(got, key, value, torch.arange(n))
+        assert planned == [(head, 1), 1, 4, 100], head
         key, value = random_kv(4, 2, head, gen, "cpu")
-        slots = torch.arange(4)
-        write_kv_cache(got, key, value, slots, kernel=kernel)
-        assert gluon_rows == ([8] if small_on_gluon else []), (head, kernel)
-        if not small_on_gluon:
-            reference_write_kv_cache(want, key, value, slots)
-            assert torch.equal(got.data, want.data)
-        big = torch.zeros(floor // 2, 2, head, dtype=torch.bfloat16)
-        write_kv_cache(got, big, big, torch.arange(floor // 2), kernel=kernel)
-        assert gluon_rows[-1] == floor, (head, kernel)
+        for launch in ({"kernel": "triton"}, {"rows_per_program": 4}):
+            write_kv_cache(got, key, value, torch.arange(4), **launch)
+            reference_write_kv_cache(want, key, value, torch.arange(4))
+            assert torch.equal(got.data, want.data), (head, launch)
+        assert planned == [(head, 1), 1, 4, 100], head
