@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [round25b] [round25c] [round25d] [round25e] [round25f] [round25g] [round26] [round26b] [round26c] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [round25b] [round25c] [round25d] [round25e] [round25f] [round25g] [round26] [round26b] [round26c] [round26suite] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -733,6 +733,14 @@ for step in $steps; do
       for hl in 64:1,2,4,8 128:2,4,8 256:4,8; do
         timeout 120 $PY bench/bench_write.py --tokens 8192,32768 --head-size ${hl%:*} \
           --modes int4_per_token_head --int4-lanes ${hl#*:} --warps 1,2,4 2>&1 | tee -a "$OUT/write-int4.log"
+      done ;;
+    round26suite)  # round 26's suite run (INT4 writes on the Gluon kernel at every head and size), then
+      #              the INT4 writes beside the Triton kernel from 64 tokens (heads 64-256)
+      timeout 420 $PY bench/bench_attention.py --out "$OUT/suite.json" --plot "$OUT/suite.png" \
+        2>&1 | tee "$OUT/suite.log"
+      for hs in 64 128 256; do
+        timeout 50 $PY bench/bench_write.py --tokens 64,256,1024,2048,4096 --head-size $hs \
+          --modes int4_per_token_head --kernel triton, 2>&1 | tee -a "$OUT/write-floor.log"
       done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
