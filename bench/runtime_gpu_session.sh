@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [round25b] [round25c] [round25d] [round25e] [round25f] [round25g] [round26] [round26b] [round26c] [round26suite] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [round25b] [round25c] [round25d] [round25e] [round25f] [round25g] [round26] [round26b] [round26c] [round26suite] [round26d] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -742,6 +742,11 @@ for step in $steps; do
         timeout 50 $PY bench/bench_write.py --tokens 64,256,1024,2048,4096 --head-size $hs \
           --modes int4_per_token_head --kernel triton, 2>&1 | tee -a "$OUT/write-floor.log"
       done ;;
+    round26d)  # the 8-bit Gluon write kernel's launch at head 256 (rows x warps), then every GPU test
+      timeout 90 $PY bench/bench_write.py --tokens 8192,32768 --head-size 256 --kernel gluon \
+        --modes int8_per_token_head,fp8_per_token_head --rows 8,16,32 --warps 1,2,4 2>&1 \
+        | grep -v skipped | tee "$OUT/write-256.log"
+      timeout 450 $PY -m pytest -q -p no:cacheprovider -n 12 -m gpu tests/runtime 2>&1 | tail -25 | tee "$OUT/pytest.log" ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \
         tests/runtime/test_bench.py -k "prefill or cached_launch or gpu_decode_and_prefill_large or bench_decode_shape or gluon_bf16 or split or dependent" \

@@ -292,9 +292,8 @@ INT4_COALESCED = True
 
 #: Lanes over which the INT4 write kernel spreads a row, by head size (its top butterflies are
 #: lane exchanges). A row per lane took 255 registers at head 128 and could not run head 256;
-#: 2 / 4 / 8 lanes (32 values each at heads 64 and 128, 32 at 256: there the load layout
-#: itself, no conversion) were the fastest of 1-8 lanes at 8K and 32K tokens (H200,
-#: bench/NOTES-runtime.md round 26).
+#: 2 / 4 / 8 lanes (32 values each; at head 256 the load layout itself, no conversion) were
+#: the fastest of 1-8 lanes at 8K and 32K tokens (H200, bench/NOTES-runtime.md round 26).
 INT4_LANES = {64: 2, 128: 4, 256: 8}
 
 
