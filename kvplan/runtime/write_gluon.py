@@ -178,10 +178,11 @@ def _lane_partner(x, LANE_BIT: gl.constexpr):
 @gluon.jit
 def _lane_butterfly(x, col, LANE_BIT: gl.constexpr, COL_BIT: gl.constexpr):
     """The reference's butterfly of index bit ``COL_BIT`` where that bit is lane bit
-    ``LANE_BIT``: the lane holding ``a`` (the bit clear) keeps ``a + b``, its partner ``a - b``."""
-    hi = (col & COL_BIT) != 0
-    p = _lane_partner(x, LANE_BIT)
-    return gl.where(hi[None, :], p - x, x + p)
+    ``LANE_BIT``: the lane holding ``a`` (the bit clear) keeps ``a + b``, its partner ``a - b``,
+    each as one fused multiply-add ``x * (+-1) + p``: the product is exact, so its one rounding
+    is the sum's or the difference's (signed zeros included)."""
+    sign = gl.where((col & COL_BIT) != 0, -1.0, 1.0)
+    return gl.fma(x, sign[None, :], _lane_partner(x, LANE_BIT))
 
 
 @gluon.jit
