@@ -21,25 +21,18 @@ def main() -> None:
     ap.add_argument("--warps", default="0", help="warps to sweep (0 = default)")
     ap.add_argument("--kernel", default="", help="triton, gluon or triton,gluon (empty = default)")
     ap.add_argument("--modes", default="", help="kv cache dtypes, comma-separated (empty = all)")
-    ap.add_argument("--int4-coalesced", default="", help="0,1: the Gluon INT4 kernel's loads and "
-                    "stores in its compute layout (0) or 8 lanes along a row (1; "
-                    "write_gluon.INT4_COALESCED; empty = the default)")
-    ap.add_argument("--int4-lanes", default="", help="1,2,4: lanes over which the Gluon INT4 "
+    ap.add_argument("--int4-lanes", default="", help="1,2,4,8: lanes over which the Gluon INT4 "
                     "kernel spreads a row (write_gluon.INT4_LANES; empty = the default)")
     a = ap.parse_args()
     copy = copy_bandwidth()
     print(f"copy bandwidth {copy['bytes_per_s'] / 1e12:.2f} TB/s")
     modes = tuple((m, m) for m in a.modes.split(",")) if a.modes else DECODE_MODES
-    for n, rows, w, kn, co, lanes in itertools.product(
+    for n, rows, w, kn, lanes in itertools.product(
             [int(x) for x in a.tokens.split(",")], [int(x) for x in a.rows.split(",")],
-            [int(x) for x in a.warps.split(",")], a.kernel.split(","),
-            a.int4_coalesced.split(","), a.int4_lanes.split(",")):
-        if co or lanes:
+            [int(x) for x in a.warps.split(",")], a.kernel.split(","), a.int4_lanes.split(",")):
+        if lanes:
             from kvplan.runtime import write_gluon
-            if co:
-                write_gluon.INT4_COALESCED = bool(int(co))
-            if lanes:
-                write_gluon.INT4_LANES[a.head_size] = int(lanes)
+            write_gluon.INT4_LANES[a.head_size] = int(lanes)
             kn = kn or "gluon"
         try:
             results = bench_write(n, a.heads, a.head_size, copy["bytes_per_s"], modes=modes,
@@ -50,7 +43,7 @@ def main() -> None:
             continue
         for r in results:
             print(f"{r['variant']:28s} tokens={n:6d} rows={rows} w={w} {kn or 'default':7s} "
-                  f"{'coalesced=' + co + ' ' if co else ''}{'lanes=' + lanes + ' ' if lanes else ''}"
+                  f"{'lanes=' + lanes + ' ' if lanes else ''}"
                   f"{r['ms'] * 1e3:8.1f} us eager {r['launch_ms'] * 1e3:6.1f} us "
                   f"{r['bytes_per_s'] / 1e12:.2f} TB/s {100 * r['frac_copy']:.0f}% of copy", flush=True)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the Triton runtime: GPU tests, decode tuning sweeps, benchmark suite.
 # Logs and JSON go to $OUT (default bench/results/session). Usage:
-#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [round25b] [round25c] [round25d] [round25e] [round25f] [round25g] [round26] [round26b] [round26c] [round26suite] [round26d] [round26e] [suite] [write]
+#   bash bench/runtime_gpu_session.sh [tests] [tune] [round8] [round9] [round12] [round12c] [round12d] [round14] [round14tests] [round15] [round15b] [round15suite] [round15tests] [round15prefill] [round15c] [round16] [round16b] [round16c] [round16d] [round16suite] [round17] [round17b] [round17c] [round17suite] [round18] [round18b] [round18suite] [round18c] [round18d] [round18e] [round19] [round19b] [round19suite] [round20] [round20b] [round20suite] [round20d] [round20e] [round20f] [round20g] [round20suite2] [round20h] [round21] [round21b] [round21c] [round21d] [round21e] [round21f] [round21g] [round21h] [round22] [round22b] [round22c] [round22d] [round22e] [round22f] [round22g] [round23] [round23b] [round23suite] [round23host] [round23c] [round23d] [round24] [round24b] [round24c] [round24d] [round24e] [round24f] [round24g] [round25] [round25b] [round25c] [round25d] [round25e] [round25f] [round25g] [round26] [round26b] [round26c] [round26suite] [round26d] [round26e] [round26f] [suite] [write]
 set -o pipefail
 OUT=${OUT:-bench/results/session}
 mkdir -p "$OUT"
@@ -686,6 +686,7 @@ for step in $steps; do
         --kernel triton,gluon 2>&1 | tee -a "$OUT/write-int4.log" ;;
     round25e)  # the Gluon INT4 write kernel's loads and stores along rows (converted through shared
       #         memory) against a row per lane: its GPU tests, then both beside the Triton kernel
+      #         (ran at c76ea6e; --int4-coalesced was removed in round 26)
       timeout 150 $PY -m pytest -q -p no:cacheprovider -rfE -n 12 -m gpu tests/runtime/test_write.py \
         -k "int4 or bound" 2>&1 | grep -v Warning | tail -8 | tee "$OUT/pytest-write.log"
       for hs in 128 64; do
@@ -749,6 +750,7 @@ for step in $steps; do
       timeout 450 $PY -m pytest -q -p no:cacheprovider -n 12 -m gpu tests/runtime 2>&1 | tail -25 | tee "$OUT/pytest.log" ;;
     round26e)  # INT4 writes with the lane butterflies as one FMA per value, loads and stores along rows
       #          (converted) or in the compute layout: the INT4 write GPU tests, then both at heads 64-256
+      #          (ran at 36f9ea6; --int4-coalesced was removed after it)
       timeout 200 $PY -m pytest -q -p no:cacheprovider -rfE -n 12 -m gpu tests/runtime/test_write.py \
         -k "int4" 2>&1 | grep -v Warning | tail -8 | tee "$OUT/pytest-write.log"
       for rep in 1 2; do
@@ -756,6 +758,13 @@ for step in $steps; do
           timeout 60 $PY bench/bench_write.py --tokens 8192,32768 --head-size $hs \
             --modes int4_per_token_head --int4-coalesced 1,0 2>&1 | tee -a "$OUT/write-int4.log"
         done
+      done ;;
+    round26f)  # INT4 writes loaded and stored in the compute layout (the default now): every GPU
+      #          test, then INT4 writes at heads 64-256 beside the Triton kernel, 64 to 32768 tokens
+      timeout 450 $PY -m pytest -q -p no:cacheprovider -n 12 -m gpu tests/runtime 2>&1 | tail -25 | tee "$OUT/pytest.log"
+      for hs in 64 128 256; do
+        timeout 50 $PY bench/bench_write.py --tokens 64,1024,4096,8192,32768 --head-size $hs \
+          --modes int4_per_token_head --kernel triton, 2>&1 | tee -a "$OUT/write-int4.log"
       done ;;
     round14tests)  # the GPU tests of round 14 (after the suite, same machine)
       timeout 560 $PY -m pytest -p no:cacheprovider -rfE tests/runtime/test_attention.py \

@@ -236,39 +236,33 @@ def _gluon_write_int4_kernel(
     NUM_KV_HEADS: gl.constexpr, HEAD: gl.constexpr, BLOCK_SIZE: gl.constexpr,
     ROWS: gl.constexpr, STRIDE_S: gl.constexpr, SCALE_STRIDE_S: gl.constexpr,
     K_OFF: gl.constexpr, V_OFF: gl.constexpr, KS_OFF: gl.constexpr, VS_OFF: gl.constexpr,
-    T: gl.constexpr, L: gl.constexpr, P: gl.constexpr, LC: gl.constexpr, PC: gl.constexpr,
+    T: gl.constexpr, L: gl.constexpr, P: gl.constexpr,
 ):
     """INT4 per-token-head rows, each (token, kv head) row over ``T`` lanes of ``HEAD / T``
-    contiguous values (``L``): rotated, split into even and odd elements, quantized and packed.
-    Loaded and stored in ``LC``/``PC`` and converted (through shared memory) where those differ
-    from ``L``/``P``: 8 lanes along a row make each load and store instruction contiguous,
-    where ``T`` lanes per row spread one instruction over 32 / ``T`` rows."""
+    contiguous values (``L``), loaded and computed in that layout: rotated, split into even and
+    odd elements, quantized, packed and stored (``P``: the row's ``HEAD / 2`` bytes over the
+    same lanes). Each load and store instruction covers 16 contiguous bytes of a row per lane,
+    ``16 * T`` per row: whole sectors, without the layout conversions that loads 8 lanes along a
+    row needed (round 26: up to 10% faster at heads 64 and 128)."""
     tok, head, valid, dst, sdst = _program_rows(
         slot_ptr, num_rows, stride_cb, stride_ch, stride_sb, stride_sh, NUM_KV_HEADS, BLOCK_SIZE,
         ROWS, STRIDE_S, SCALE_STRIDE_S, gl.SliceLayout(1, L))
-    # loads in LC (a no-op conversion where LC is L)
-    d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, LC))
-    valid_c = gl.convert_layout(valid, gl.SliceLayout(1, LC))
-    tok_c = gl.convert_layout(tok, gl.SliceLayout(1, LC))
-    head_c = gl.convert_layout(head, gl.SliceLayout(1, LC))
-    k = gl.load(key_ptr + (tok_c * stride_kt + head_c * stride_kh)[:, None] + d[None, :],
-                mask=valid_c[:, None], other=0.0)
-    k_codes, k_scale = _int4_rows(gl.convert_layout(k, L).to(gl.float32), rot_scale, valid,
-                                  ROWS, HEAD, T)
-    v = gl.load(value_ptr + (tok_c * stride_vt + head_c * stride_vh)[:, None] + d[None, :],
-                mask=valid_c[:, None], other=0.0)
-    v_codes, v_scale = _int4_rows(gl.convert_layout(v, L).to(gl.float32), rot_scale, valid,
-                                  ROWS, HEAD, T)
-    # the codes' layout (a row's HEAD / 2 bytes over T lanes, P) follows from the split;
-    # stored in PC
-    dp = gl.arange(0, HEAD // 2, layout=gl.SliceLayout(0, PC))
-    vp = gl.convert_layout(valid, gl.SliceLayout(1, PC))
-    dst_p = gl.convert_layout(dst, gl.SliceLayout(1, PC))
+    d = gl.arange(0, HEAD, layout=gl.SliceLayout(0, L))
+    k = gl.load(key_ptr + (tok * stride_kt + head * stride_kh)[:, None] + d[None, :],
+                mask=valid[:, None], other=0.0)
+    k_codes, k_scale = _int4_rows(k.to(gl.float32), rot_scale, valid, ROWS, HEAD, T)
+    v = gl.load(value_ptr + (tok * stride_vt + head * stride_vh)[:, None] + d[None, :],
+                mask=valid[:, None], other=0.0)
+    v_codes, v_scale = _int4_rows(v.to(gl.float32), rot_scale, valid, ROWS, HEAD, T)
+    # the codes' layout follows from the split: P (a no-op conversion)
+    dp = gl.arange(0, HEAD // 2, layout=gl.SliceLayout(0, P))
+    vp = gl.convert_layout(valid, gl.SliceLayout(1, P))
+    dst_p = gl.convert_layout(dst, gl.SliceLayout(1, P))
     mask_p = vp[:, None] & (dp < HEAD // 2)[None, :]
-    gl.store(ck_ptr + K_OFF + dst_p[:, None] + dp[None, :],
-             gl.convert_layout(gl.convert_layout(k_codes, P), PC), mask=mask_p)
-    gl.store(cv_ptr + V_OFF + dst_p[:, None] + dp[None, :],
-             gl.convert_layout(gl.convert_layout(v_codes, P), PC), mask=mask_p)
+    gl.store(ck_ptr + K_OFF + dst_p[:, None] + dp[None, :], gl.convert_layout(k_codes, P),
+             mask=mask_p)
+    gl.store(cv_ptr + V_OFF + dst_p[:, None] + dp[None, :], gl.convert_layout(v_codes, P),
+             mask=mask_p)
     gl.store(cs_ptr + KS_OFF + sdst, gl.convert_layout(k_scale, sdst.type.layout), mask=valid)
     gl.store(cs_ptr + VS_OFF + sdst, gl.convert_layout(v_scale, sdst.type.layout), mask=valid)
 
@@ -287,10 +281,6 @@ def supported(kv_mode: int, head: int) -> bool:
     return kv_mode in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and head in (64, 128, 256)
 
 
-#: Whether the INT4 write kernel loads and stores with 8 lanes along a row (converting to and
-#: from its compute layout, `INT4_LANES`, through shared memory) or in the compute layout itself.
-INT4_COALESCED = True
-
 #: Lanes over which the INT4 write kernel spreads a row, by head size (its top butterflies are
 #: lane exchanges). A row per lane took 255 registers at head 128 and could not run head 256;
 #: 2 / 4 / 8 lanes (32 values each; at head 256 the load layout itself, no conversion) were
@@ -299,29 +289,21 @@ INT4_LANES = {64: 2, 128: 4, 256: 8}
 
 
 @functools.cache
-def _int4_layouts(head: int, num_warps: int, coalesced: bool, lanes: int = 1) -> tuple:
+def _int4_layouts(head: int, num_warps: int, lanes: int) -> tuple:
     """Each row over ``lanes`` lanes of ``head / lanes`` contiguous values, 32 / ``lanes`` rows
-    per warp: the row's values (``L``) and its ``head / 2`` packed bytes (``P``); the layouts of
-    the loads and stores (``LC``, ``PC``): 8 lanes along a row where ``coalesced``, else ``L``
-    and ``P``."""
-    row = gl.BlockedLayout([1, head // lanes], [32 // lanes, lanes], [num_warps, 1], [1, 0])
-    packed = gl.BlockedLayout([1, head // 2 // lanes], [32 // lanes, lanes], [num_warps, 1],
-                              [1, 0])
-    if not coalesced:
-        return row, packed, row, packed
-    return (row, packed, gl.BlockedLayout([1, head // 8], [4, 8], [num_warps, 1], [1, 0]),
-            gl.BlockedLayout([1, head // 16], [4, 8], [num_warps, 1], [1, 0]))
+    per warp: the row's values (``L``) and its ``head / 2`` packed bytes (``P``)."""
+    return (gl.BlockedLayout([1, head // lanes], [32 // lanes, lanes], [num_warps, 1], [1, 0]),
+            gl.BlockedLayout([1, head // 2 // lanes], [32 // lanes, lanes], [num_warps, 1],
+                             [1, 0]))
 
 
 def plan_int4(args, num_kv_heads: int, head: int, block_size: int, rot_scale: float, *,
               rows_per_program: int | None = None, num_warps: int = 1,
-              coalesced: bool | None = None, lanes: int | None = None):
+              lanes: int | None = None):
     """A launch of the Gluon INT4 write kernel (see `plan`); ``rows_per_program`` a multiple of
-    32 / ``lanes`` x ``num_warps`` (default: exactly that); ``coalesced``: `INT4_COALESCED` when
-    None; ``lanes`` per row (1, 2, 4 or 8; `INT4_LANES` when None). One warp by default: as
-    fast as two or four, or up to 5% faster, at 8K and 32K tokens, heads 64-256 (H200,
-    bench/NOTES-runtime.md round 26)."""
-    coalesced = INT4_COALESCED if coalesced is None else coalesced
+    32 / ``lanes`` x ``num_warps`` (default: exactly that); ``lanes`` per row (1, 2, 4 or 8;
+    `INT4_LANES` when None). One warp by default: as fast as two or four, or up to 5% faster,
+    at 8K and 32K tokens, heads 64-256 (H200, bench/NOTES-runtime.md round 26)."""
     lanes = lanes or INT4_LANES[head]
     if lanes not in (1, 2, 4, 8) or head // lanes < 8:
         raise ValueError(f"lanes per row must be 1, 2, 4 or 8 with at least 8 values each, got "
@@ -335,9 +317,9 @@ def plan_int4(args, num_kv_heads: int, head: int, block_size: int, rot_scale: fl
               STRIDE_S=args.STRIDE_S, SCALE_STRIDE_S=args.SCALE_STRIDE_S, K_OFF=args.K_OFF,
               V_OFF=args.V_OFF, KS_OFF=args.KS_OFF, VS_OFF=args.VS_OFF, T=lanes,
               num_warps=num_warps, enable_fp_fusion=False)
-    # the layouts follow from HEAD, T, warps and ``coalesced``
-    launch_key = key_id(("gluon-write-int4", coalesced, *kw.items()))
-    kw["L"], kw["P"], kw["LC"], kw["PC"] = _int4_layouts(head, num_warps, coalesced, lanes)
+    # the layouts follow from HEAD, T and warps
+    launch_key = key_id(("gluon-write-int4", *kw.items()))
+    kw["L"], kw["P"] = _int4_layouts(head, num_warps, lanes)
     fixed = (args.k, args.v, args.s, args.stride_cb, args.stride_ch, args.stride_sb,
              args.stride_sh, float(rot_scale))
     return row_writer(_gluon_write_int4_kernel, rows, num_kv_heads, fixed, kw, launch_key)
