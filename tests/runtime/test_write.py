@@ -387,6 +387,53 @@ def test_hadamard_rotate_is_the_orthonormal_rotation(device):
         torch.testing.assert_close(hadamard_rotate(y), x, rtol=1e-5, atol=1e-5)
 
 
+def test_hadamard_over_lanes_is_the_reference_bit_for_bit():
+    """The Gluon INT4 write kernel's rotation order (`write_gluon._hadamard_lanes`: a row over T
+    lanes, the index's top log2(T) butterflies as lane exchanges computed as ``x * (+-1) +
+    partner``, the rest inside each lane's D / T values), replayed here with torch's IEEE fp32
+    operations, gives the reference's (`cache.hadamard_rotate`) bits exactly, signed zeros and
+    rows of mixed magnitudes included: the GPU tests check the kernel's bytes, this checks the
+    order it relies on where no GPU is."""
+    from kvplan.runtime.cache import hadamard_rotate, hadamard_scale
+
+    def over_lanes(x: torch.Tensor, lanes: int, lanes_first: bool = True) -> torch.Tensor:
+        rows, d = x.shape
+        lane = torch.arange(lanes)
+
+        def exchanges(y):  # lane bits from the top; the product is exact: one rounding
+            for bit in reversed(range(lanes.bit_length() - 1)):
+                sign = torch.where((lane >> bit) & 1 == 1, -1.0, 1.0).view(1, lanes, 1)
+                y = y[:, lane ^ (1 << bit)] + y * sign
+            return y
+
+        def in_lane(y):  # `_common.hadamard_rows` over each lane's d / lanes values
+            z = y.reshape(rows * lanes, d // lanes)
+            for _ in range((d // lanes).bit_length() - 1):
+                a, b = z.view(-1, 2, d // lanes // 2).unbind(1)
+                z = torch.stack((a + b, a - b), dim=-1).reshape(-1, d // lanes)
+            return z.view(rows, lanes, d // lanes)
+
+        y = x.view(rows, lanes, d // lanes)
+        y = in_lane(exchanges(y)) if lanes_first else exchanges(in_lane(y))
+        return y.reshape(rows, d) * hadamard_scale(d)
+
+    gen = torch.Generator().manual_seed(26)
+    for d in (64, 128, 256):
+        x = torch.randn(64, d, generator=gen) * torch.logspace(-30, 30, 64).view(64, 1)
+        x = x.to(torch.bfloat16).float()
+        x[0] = 0.0
+        x[1, ::3] = -0.0
+        x[2] = torch.where(torch.arange(d) % 2 == 0, 1e-38, -1e38)
+        want = hadamard_rotate(x).view(torch.int32)
+        for lanes in (1, 2, 4, 8):
+            if d // lanes >= 8:
+                assert torch.equal(over_lanes(x, lanes).view(torch.int32), want), (d, lanes)
+    # the order matters: with the lane butterflies last, some bits differ
+    x = torch.randn(256, 128, generator=gen).to(torch.bfloat16).float()
+    late = over_lanes(x, 4, lanes_first=False).view(torch.int32)
+    assert not torch.equal(late, hadamard_rotate(x).view(torch.int32))
+
+
 def test_write_refuses_tensors_on_another_device(device):
     """The write launches with raw addresses, so a key, value or slot mapping on another device
     than the cache is a clear error, not a kernel reading host memory."""
