@@ -275,16 +275,17 @@ def _layout(head: int, num_warps: int) -> gl.BlockedLayout:
 
 def supported(kv_mode: int, head: int) -> bool:
     """INT8/FP8 per-token-head caches with heads of 64-256 (8 lanes x 8-32 elements); INT4
-    per-token-head caches with heads of 64-256 (64 values per lane: `INT4_LANES`)."""
+    per-token-head caches with heads of 64-256 (32 values per lane: `INT4_LANES`)."""
     if kv_mode == KV_MODE_INT4_PTH:
         return head in (64, 128, 256)
     return kv_mode in (KV_MODE_INT8_PTH, KV_MODE_FP8_PTH) and head in (64, 128, 256)
 
 
 #: Lanes over which the INT4 write kernel spreads a row, by head size (its top butterflies are
-#: lane exchanges). A row per lane took 255 registers at head 128 and could not run head 256;
-#: 2 / 4 / 8 lanes (32 values each; at head 256 the load layout itself, no conversion) were
-#: the fastest of 1-8 lanes at 8K and 32K tokens (H200, bench/NOTES-runtime.md round 26).
+#: lane exchanges). A row per lane took 255 registers at head 128, could not run head 256, and
+#: loads 16 bytes from each of 32 rows per instruction (half sectors); 2 / 4 / 8 lanes (32
+#: values each) were the fastest of 1-8 lanes at 8K and 32K tokens (H200,
+#: bench/NOTES-runtime.md round 26).
 INT4_LANES = {64: 2, 128: 4, 256: 8}
 
 
