@@ -11,7 +11,8 @@ constexprs and layouts), then only compiled, never launched.
     python bench/compile_report.py --hopper-prefill default --heads 128 --sass   # + SASS loops
 
 ``--sass`` also disassembles each kernel (Triton's ptxas, then its cuobjdump) and prints its
-innermost loops: instruction count, the most frequent opcodes, and the order of the
+instruction mix (count and most frequent opcodes: what one thread runs where there is no loop)
+and its innermost loops: instruction count, the most frequent opcodes, and the order of the
 instructions that pace it (wgmma issues and waits, barriers, mbarrier arrives and waits,
 exponentials). That order is ptxas's, not the source's: the Hopper prefill kernel's P.V wait
 sits above its softmax in the SASS though the source puts it below (bench/NOTES-runtime.md,
@@ -76,11 +77,12 @@ def _ptxas(ptx: str, arch: int, sass: bool = False) -> dict:
                              capture_output=True, text=True)
         if res.returncode:
             raise RuntimeError(f"ptxas failed: {res.stderr.strip()[-2000:]}")
-        loops = None
+        loops = mix = None
         if sass:
             dump = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", str(cubin)],
                                   capture_output=True, text=True, check=True)
             loops = sass_loops(dump.stdout)
+            mix = Counter(_opcode(t) for _, t in _SASS_LINE.findall(dump.stdout))
     finally:
         tmp.unlink(missing_ok=True)
         cubin.unlink(missing_ok=True)
@@ -91,7 +93,8 @@ def _ptxas(ptx: str, arch: int, sass: bool = False) -> dict:
     return {"registers": int(regs.group(1)) if regs else None,
             "spill_stores": int(spill.group(1)) if spill else None,
             "spill_loads": int(spill.group(2)) if spill else None,
-            "static_smem": int(smem.group(1)) if smem else 0, "loops": loops}
+            "static_smem": int(smem.group(1)) if smem else 0, "loops": loops,
+            "opcodes": dict(mix.most_common()) if mix else None}
 
 
 _SASS_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", re.M)
@@ -155,6 +158,11 @@ def sass_loops(sass_text: str, min_instructions: int = 32) -> list[dict]:
 
 
 def _print_loops(row: dict) -> None:
+    """With ``--sass``: the kernel's instruction count and most frequent opcodes (what one
+    thread executes where the kernel has no loop), then its innermost loops."""
+    if row.get("opcodes"):
+        top = " ".join(f"{k} {v}" for k, v in list(row["opcodes"].items())[:10])
+        print(f"    all: {sum(row['opcodes'].values())} instructions ({top})")
     for lp in row.get("loops") or []:
         top = " ".join(f"{k} {v}" for k, v in list(lp["opcodes"].items())[:6])
         print(f"    loop {lp['start']:#x}-{lp['end']:#x}: {lp['instructions']} instructions ({top})")
@@ -352,7 +360,8 @@ def main() -> None:
     ap.add_argument("--heads", default="64,128,256")
     ap.add_argument("--ptx-out", type=Path, default=None, help="also write each kernel's PTX here")
     ap.add_argument("--sass", action="store_true",
-                    help="also print each kernel's innermost SASS loops (cuobjdump)")
+                    help="also print each kernel's SASS instruction mix and innermost loops "
+                         "(cuobjdump)")
     ap.add_argument("--prefill", default="", help="prefill kernel configs BM:BN:WARPS:STAGES[:VREG], "
                     "comma-separated (then only the prefill kernel is compiled, at the first head)")
     ap.add_argument("--modes", default="bfloat16,int8_per_token_head")
