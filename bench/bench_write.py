@@ -12,6 +12,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kvplan.runtime.bench import DECODE_MODES, bench_write, copy_bandwidth
 
 
+def _lanes(text: str) -> str:
+    """``--int4-lanes``: empty, or comma-separated lane counts out of 1, 2, 4 and 8."""
+    if text and not all(x in ("1", "2", "4", "8") for x in text.split(",")):
+        raise argparse.ArgumentTypeError(f"expected lane counts out of 1,2,4,8, got {text!r}")
+    return text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", default="64,8192,32768")
@@ -21,7 +28,7 @@ def main() -> None:
     ap.add_argument("--warps", default="0", help="warps to sweep (0 = default)")
     ap.add_argument("--kernel", default="", help="triton, gluon or triton,gluon (empty = default)")
     ap.add_argument("--modes", default="", help="kv cache dtypes, comma-separated (empty = all)")
-    ap.add_argument("--int4-lanes", default="", help="1,2,4,8: lanes over which the Gluon INT4 "
+    ap.add_argument("--int4-lanes", default="", type=_lanes, help="1,2,4,8: lanes over which the Gluon INT4 "
                     "kernel spreads a row (write_gluon.INT4_LANES; empty = the default)")
     a = ap.parse_args()
     copy = copy_bandwidth()
