@@ -1,0 +1,92 @@
+"""docker compose services -> launches (command/entrypoint, environment, interpolation, GPU devices)."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from yaml.nodes import MappingNode, ScalarNode
+
+from kvplan.lint.argv import ArgItem, launches_from_argv, lex_resilient, referenced
+from kvplan.lint.extracted import EXTRA_ARGS_ENV, Extracted, Site
+from kvplan.lint.shell import (
+    VLLM_IMAGE,
+    Launch,
+    Tok,
+    VarValue,
+    interpolate,
+    split_value,
+)
+from kvplan.lint.yamlnodes import YamlDoc, mget, mitems, scalar, seq
+
+_COMPOSE_REF = re.compile(r"\$(?:\{([A-Za-z_]\w*)(?:(:?[-?])([^}]*))?\}|([A-Za-z_]\w*))")
+
+
+def compose_interpolate(t: Tok) -> Tok:
+    """docker compose's interpolation of one value: `${VAR:-default}` / `${VAR-default}` take the
+    default, `$$` is a literal `$`, and a variable with no default comes from the shell or `.env` at
+    `docker compose up` time, so the value is unknown."""
+    if "$" not in t.value:
+        return t
+    value, unknown = interpolate(t.value, _COMPOSE_REF,
+                                 lambda m: m.group(3) if m.group(2) in (":-", "-") else None)
+    return replace(t, value=value, unknown=unknown or t.unknown)
+
+
+def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted) -> None:
+    for sk, svc in mitems(services):
+        path = f"services.{sk.value}"
+        inode = mget(svc, "image")
+        image = scalar(inode) or ""
+        env: dict[str, VarValue] = {}
+        ordered: list[tuple[str, VarValue]] = []
+        enode = mget(svc, "environment")
+        for i, e in enumerate(seq(enode)):
+            s = scalar(e) or ""
+            name, eq, _ = s.partition("=")
+            if eq:
+                t = compose_interpolate(doc.tok(e, f"{path}.environment[{i}]").at(len(name) + 1))
+                vv = VarValue(t.value, t, t.unknown)
+                env[name] = vv
+                ordered.append((name, vv))
+        for k, v in mitems(enode):
+            if isinstance(v, ScalarNode):
+                t = compose_interpolate(doc.tok(v, f"{path}.environment.{k.value}"))
+                vv = VarValue(t.value, t, t.unknown)
+                env[k.value] = vv
+                ordered.append((k.value, vv))
+        items: list[ArgItem] = []
+        for key in ("entrypoint", "command"):
+            node = mget(svc, key)
+            if isinstance(node, ScalarNode):  # compose splits a string command shell-like (no shell)
+                for t in lex_resilient(node.value, doc.pos_in(node), f"{path}.{key}", out):
+                    if not t.op:
+                        items.append(ArgItem(compose_interpolate(t)))
+            for i, it in enumerate(seq(node)):
+                if isinstance(it, ScalarNode):
+                    t = doc.tok(it, f"{path}.{key}[{i}]")
+                    ti = compose_interpolate(t)
+                    items.append(ArgItem(ti, it if ti is t else None))
+        implicit = None
+        if mget(svc, "entrypoint") is None and VLLM_IMAGE.search(image):
+            implicit = doc.tok(inode, f"{path}.image")
+        launches = launches_from_argv(doc, items, env, implicit, out, yaml_list=True, k8s=False)
+        texts = [it.tok.value for it in items]
+        count = None
+        for dev in seq(mget(mget(mget(mget(svc, "deploy"), "resources"), "reservations"), "devices")):
+            c = scalar(mget(dev, "count"))
+            if c and c.isdigit():
+                count = int(c)
+            ids = seq(mget(dev, "device_ids"))
+            if ids:
+                count = len(ids)
+        image_tok = doc.tok(inode, f"{path}.image") if isinstance(inode, ScalarNode) else None
+        for launch in launches:
+            extra: list[Tok] = []
+            if launch.launcher is implicit:
+                for name, vv in ordered:
+                    if EXTRA_ARGS_ENV.match(name) and not referenced(name, texts):
+                        extra += ([replace(vv.tok, unknown=True)] if vv.unknown else split_value(vv.value, vv.tok))
+            launch = Launch(launch.launcher, launch.args + tuple(extra), launch.dialect)
+            out.sites.append(Site(launch, launch.launcher, gpu_count=count, image=image_tok))
+
+

@@ -1,0 +1,100 @@
+"""Helm chart values files: full command/args lists, engine-argument lists and model entries."""
+from __future__ import annotations
+
+import re
+
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from kvplan.ingest.flags import MODELLED
+from kvplan.lint.argv import ENGINE_ONLY, ArgItem, launches_from_argv
+from kvplan.lint.extracted import Extracted, Site
+from kvplan.lint.shell import Launch, Tok
+from kvplan.lint.yamlnodes import YamlDoc, mget, mitems, scalar, seq
+
+
+def kebab(key: str) -> str:
+    return "--" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", key).lower().replace("_", "-")
+
+
+def image_of(doc: YamlDoc, node: Node, path: str) -> Tok | None:
+    """`repository` + `tag` (or `image` + `tag`, or an `image:` mapping of them) keys of a values mapping
+    -> one image token."""
+    if isinstance(mget(node, "image"), MappingNode) and mget(node, "repository") is None:
+        return image_of(doc, mget(node, "image"), f"{path}.image" if path else "image")
+    repo = mget(node, "repository")
+    if not isinstance(repo, ScalarNode):
+        repo = mget(node, "image") if isinstance(mget(node, "image"), ScalarNode) else None
+    if not isinstance(repo, ScalarNode) or not repo.value:
+        return None
+    tag = scalar(mget(node, "tag"))
+    return doc.tok(repo, f"{path}.{'repository' if mget(node, 'repository') is repo else 'image'}",
+                   f"{repo.value}:{tag}" if tag and ":" not in repo.value.rsplit("/", 1)[-1] else repo.value)
+
+
+def helm_values(doc: YamlDoc, root: MappingNode, out: Extracted) -> bool:
+    """Launches in a Helm chart's values: a full command/args list (`image.command: [vllm, serve, ...]`),
+    and model entries that a chart turns into `vllm serve` (`modelURL` + `vllmConfig` with camelCase
+    engine options and `extraArgs`, as in vLLM production-stack). Only keys that are vLLM flags
+    become flags; other chart settings are left alone."""
+    before = len(out.sites)
+
+    def walk(node: Node, path: str, parent: Node | None) -> None:
+        if isinstance(node, SequenceNode):
+            for i, n in enumerate(node.value):
+                walk(n, f"{path}[{i}]", node)
+            return
+        if not isinstance(node, MappingNode):
+            return
+        if isinstance(mget(node, "modelURL"), ScalarNode) or (
+                isinstance(mget(node, "model"), ScalarNode) and any(isinstance(mget(node, k), MappingNode)
+                                                                     for k in ENGINE_KEYS)):
+            values_model(doc, node, path, out)
+            return
+        for k, v in mitems(node):
+            p = f"{path}.{k.value}" if path else k.value
+            if k.value in ("command", "args", "extraArgs", "extra_args", "vllmArgs", "engineArgs") \
+                    and isinstance(v, SequenceNode):
+                items = [ArgItem(doc.tok(x, f"{p}[{i}]"), x) for i, x in enumerate(v.value)
+                         if isinstance(x, ScalarNode)]
+                # a full launch, else a list of engine arguments the chart appends to its own command
+                implicit = doc.key_tok(k, p) if any(ENGINE_ONLY.match(it.tok.value) for it in items) else None
+                for launch in launches_from_argv(doc, items, {}, implicit, out, yaml_list=True):
+                    out.sites.append(Site(launch, launch.launcher, image=image_of(doc, node, path),
+                                          partial=launch.launcher is implicit))
+            else:
+                walk(v, p, node)
+    walk(root, "", None)
+    return len(out.sites) > before
+
+
+# Values keys whose camelCase entries a chart turns into vLLM flags (production-stack, ai-on-eks).
+ENGINE_KEYS = ("vllmConfig", "modelParameters", "engineArgs", "vllmArgs")
+
+
+def values_model(doc: YamlDoc, spec: MappingNode, path: str, out: Extracted) -> None:
+    from kvplan.ingest.flags import KNOWN_FLAGS as known
+    mkey = "modelURL" if isinstance(mget(spec, "modelURL"), ScalarNode) else "model"
+    model = mget(spec, mkey)
+    args: list[Tok] = [doc.tok(model, f"{path}.{mkey}" if path else mkey)]
+    ckey = next((k for k in ENGINE_KEYS if isinstance(mget(spec, k), MappingNode)), "vllmConfig")
+    cfg = mget(spec, ckey)
+    for k, v in mitems(cfg):
+        p = f"{path}.{ckey}.{k.value}" if path else f"{ckey}.{k.value}"
+        if k.value == "extraArgs":
+            args += [doc.tok(x, f"{p}[{i}]") for i, x in enumerate(seq(v)) if isinstance(x, ScalarNode)]
+            continue
+        flag = kebab(k.value)
+        if (flag not in known and flag not in MODELLED) or not isinstance(v, ScalarNode):
+            continue
+        kt = doc.key_tok(k, p)
+        if v.tag.endswith(":bool") or (v.style is None and v.value.lower() in ("true", "false")):
+            if v.value.lower() == "true":
+                args.append(Tok(flag, kt.line, kt.col, p))
+            continue
+        args += [Tok(flag, kt.line, kt.col, p), doc.tok(v, p)]
+    gpus = scalar(mget(spec, "requestGPU"))
+    launcher = doc.tok(model, f"{path}.{mkey}" if path else mkey, "vllm")
+    out.sites.append(Site(Launch(launcher, tuple(args)), launcher,
+                          gpu_count=int(gpus) if gpus and gpus.isdigit() else None, image=image_of(doc, spec, path)))
+
+
