@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 
-from yaml.nodes import MappingNode, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode
 
+from kvplan.ingest.limits import InputLimitError, limits, read_bounded
 from kvplan.lint.argv import ArgItem, launches_from_argv, lex_resilient, referenced
+from kvplan.lint.dockerfile import dockerfile_entrypoint_is_vllm, is_dockerfile
 from kvplan.lint.extracted import EXTRA_ARGS_ENV, Extracted, Site
 from kvplan.lint.shell import (
     VLLM_IMAGE,
@@ -32,7 +35,37 @@ def compose_interpolate(t: Tok) -> Tok:
     return replace(t, value=value, unknown=unknown or t.unknown)
 
 
-def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted) -> None:
+def _built_image(doc: YamlDoc, svc: Node, path: str, compose_file: Path | None) -> tuple[bool, Tok, Tok | None] | None:
+    """A service built from a Dockerfile (`build: DIR`, `build: {context, dockerfile}`, `dockerfile_inline`):
+    (its entrypoint is the vLLM server, the `build` key's token, the vLLM image it derives from, placed at the
+    `build` key), or None when there is no build or the Dockerfile cannot be read."""
+    bnode = mget(svc, "build")
+    if bnode is None:
+        return None
+    key = next(doc.key_tok(k, f"{path}.build") for k, v in mitems(svc) if v is bnode)
+    inline = scalar(mget(bnode, "dockerfile_inline"))
+    if inline is not None:
+        text = inline
+    else:
+        if compose_file is None:
+            return None
+        context = scalar(bnode) if isinstance(bnode, ScalarNode) else (scalar(mget(bnode, "context")) or ".")
+        name = scalar(mget(bnode, "dockerfile")) or "Dockerfile"
+        if not context or "://" in context or "$" in context + name:
+            return None
+        file = compose_file.parent / context / name
+        try:
+            data = read_bounded(file, "Dockerfile", limits().max_lint_file_bytes, str(file))
+            text = data.decode("utf-8-sig")
+        except (OSError, UnicodeDecodeError, InputLimitError):
+            return None
+    if not is_dockerfile(text):
+        return None
+    vllm, image = dockerfile_entrypoint_is_vllm(text)
+    return vllm, key, (Tok(image.value, key.line, key.col, key.yaml_path) if image is not None else None)
+
+
+def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted, compose_file: Path | None = None) -> None:
     for sk, svc in mitems(services):
         path = f"services.{sk.value}"
         inode = mget(svc, "image")
@@ -67,7 +100,13 @@ def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted) -> Non
                     ti = compose_interpolate(t)
                     items.append(ArgItem(ti, it if ti is t else None))
         implicit = None
-        if mget(svc, "entrypoint") is None and VLLM_IMAGE.search(image):
+        built = _built_image(doc, svc, path, compose_file) if mget(svc, "entrypoint") is None else None
+        if built is not None:
+            if mget(svc, "command") is None:
+                continue  # the Dockerfile's own ENTRYPOINT/CMD: that launch is the Dockerfile's, linted there
+            if built[0]:  # the built image's entrypoint is the vLLM server: `command` holds engine arguments
+                implicit = built[1]
+        elif mget(svc, "entrypoint") is None and VLLM_IMAGE.search(image):
             implicit = doc.tok(inode, f"{path}.image")
         launches = launches_from_argv(doc, items, env, implicit, out, yaml_list=True, k8s=False)
         texts = [it.tok.value for it in items]
@@ -80,6 +119,8 @@ def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted) -> Non
             if ids:
                 count = len(ids)
         image_tok = doc.tok(inode, f"{path}.image") if isinstance(inode, ScalarNode) else None
+        if built is not None and built[2] is not None:
+            image_tok = built[2]
         for launch in launches:
             extra: list[Tok] = []
             if launch.launcher is implicit:

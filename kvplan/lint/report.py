@@ -15,7 +15,8 @@ from kvplan.model.vocab import Severity
 
 LINT_SCHEMA_VERSION = "1.2"
 
-FileKind = Literal["kubernetes", "compose", "vllm-config", "helm-values", "helm-template", "shell", "text", "unknown"]
+FileKind = Literal["kubernetes", "compose", "vllm-config", "helm-values", "helm-template", "dockerfile", "shell",
+                   "text", "unknown"]
 FileStatus = Literal["linted", "skipped", "error"]
 
 

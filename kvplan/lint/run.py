@@ -33,7 +33,7 @@ from kvplan.lint.report import (
 )
 from kvplan.lint.resolve import gpu_from_label, prefetch_hub_models
 from kvplan.lint.shell import Tok
-from kvplan.lint.sources import Extracted, RawFinding, extract_text, extract_yaml
+from kvplan.lint.sources import Extracted, RawFinding, extract_dockerfile, extract_text, extract_yaml, is_dockerfile
 from kvplan.lint.suppress import Suppression, check_suppression, from_annotations, from_comments
 from kvplan.model.plan import EngineRef
 from kvplan.model.vocab import Severity
@@ -260,10 +260,12 @@ def _extract(c: _Candidate, text: str) -> tuple[Extracted | None, str | None]:
         ex.line_map = template_line_map(text, docs[rel])
         return ex, None
     if suffix in YAML_SUFFIXES:
-        return extract_yaml(text), None
+        return extract_yaml(text, c.path), None
+    if suffix != ".json" and is_dockerfile(text):  # Dockerfile, Dockerfile.h100, vllm.Dockerfile, ...
+        return extract_dockerfile(text), None
     if suffix == ".json":
         if '"apiVersion"' in text or '"services"' in text:
-            return extract_yaml(text), None
+            return extract_yaml(text, c.path), None
         return None, "JSON file that is not a Kubernetes manifest or compose file (model configs are not linted)"
     if suffix in TEXT_SUFFIXES or not suffix or text.startswith("#!") or c.explicit:
         check_text(text, c.display)  # line and word limits: InputLimitError (KV820)

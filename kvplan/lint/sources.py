@@ -2,14 +2,15 @@
 
 One reader per source kind, each in its own module: Kubernetes objects (`kubernetes`), Kustomize
 patches (`kustomize`), KubeRay and Ray Serve (`ray`), docker compose (`compose`), Helm values
-(`helm`), vLLM `--config` files (`vllm_config`), and shell scripts / launch lines (`argv` over
-`shell`'s lexer), with the YAML helpers they share in `yamlnodes`. Each turns its file into
-`Site`s whose tokens keep their file line and column (and YAML path), so findings point at the
-exact token; the checks downstream never know which kind a launch came from.
+(`helm`), vLLM `--config` files (`vllm_config`), Dockerfiles (`dockerfile`), and shell scripts /
+launch lines (`argv` over `shell`'s lexer), with the YAML helpers they share in `yamlnodes`. Each
+turns its file into `Site`s whose tokens keep their file line and column (and YAML path), so
+findings point at the exact token; the checks downstream never know which kind a launch came from.
 """
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 from yaml.nodes import MappingNode, Node
@@ -17,6 +18,7 @@ from yaml.nodes import MappingNode, Node
 from kvplan.ingest.limits import compose_all as bounded_compose_all
 from kvplan.lint.argv import launches_in_script
 from kvplan.lint.compose import compose_services
+from kvplan.lint.dockerfile import extract_dockerfile, is_dockerfile
 from kvplan.lint.extracted import Annotation, Extracted, LineIndex, RawFinding, Site
 from kvplan.lint.helm import helm_values
 from kvplan.lint.kubernetes import PodCtx, walk_k8s
@@ -26,11 +28,13 @@ from kvplan.lint.shell import Tok
 from kvplan.lint.vllm_config import is_vllm_config, vllm_config_launch
 from kvplan.lint.yamlnodes import YamlDoc, collect_annotations, collect_objects, mget, scalar
 
-__all__ = ["Annotation", "Extracted", "LineIndex", "RawFinding", "Site", "extract_text", "extract_yaml"]
+__all__ = ["Annotation", "Extracted", "LineIndex", "RawFinding", "Site", "extract_dockerfile", "extract_text",
+           "extract_yaml", "is_dockerfile"]
 
 
-def extract_yaml(text: str) -> Extracted:
-    """A YAML file: every document; a syntax error is finding KV801 and earlier documents still count."""
+def extract_yaml(text: str, path: Path | None = None) -> Extracted:
+    """A YAML file: every document; a syntax error is finding KV801 and earlier documents still count.
+    `path`: where the file is (a compose service's `build:` context is read relative to it)."""
     out = Extracted()
     li = LineIndex(text)
     doc = YamlDoc(li)
@@ -57,7 +61,7 @@ def extract_yaml(text: str) -> Extracted:
             collect_annotations(doc, node, "", first, last, out)
         elif isinstance(mget(node, "services"), MappingNode):
             kinds.append("compose")
-            compose_services(doc, mget(node, "services"), out)
+            compose_services(doc, mget(node, "services"), out, path)
             collect_annotations(doc, node, "", first, last, out)
         elif is_vllm_config(node):
             kinds.append("vllm-config")
