@@ -146,8 +146,39 @@ def _assign(words: list[Tok], env: dict[str, VarValue]) -> bool:
         vtok = Tok(vtok.value, w.line, w.col + len(name) + 1 + (1 if w.quoted else 0), w.yaml_path,
                    quoted=True, literal=vtok.literal)
         expanded = _expand_value(vtok, env)
-        env[name] = VarValue(expanded.value, expanded, unknown=expanded.unknown)
+        env[name] = VarValue(expanded.value, expanded, unknown=expanded.unknown, raw=vtok)
     return True
+
+
+_DEFAULT_REF = re.compile(r"^\$\{([A-Za-z_]\w*)(:?)=([^}$`]*)\}$")
+_LONE_REF = re.compile(r"^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$")
+
+
+def _defaults(words: list[Tok], env: dict[str, VarValue]) -> None:
+    """`${NAME:=value}` assigns `value` when NAME is unset (`:=`: or empty): a static default."""
+    for w in words:
+        m = _DEFAULT_REF.match(w.value)
+        if m is None or 0 in w.literal:
+            continue
+        name, colon, value = m.groups()
+        cur = env.get(name)
+        if cur is None or (colon and not cur.unknown and cur.value == ""):
+            at = w.value.index("=") + 1
+            t = Tok(value, w.line, w.col + at, w.yaml_path, quoted=True)
+            env[name] = VarValue(value, t, raw=t)
+
+
+def _held_command(words: list[Tok], env: dict[str, VarValue]) -> Tok | None:
+    """The assignment text of a variable that holds a launch line, run by `eval $CMD` or as `$CMD` itself."""
+    ref = words[1] if words[0].value == "eval" and len(words) == 2 else (words[0] if len(words) == 1 else None)
+    m = _LONE_REF.match(ref.value) if ref is not None and 0 not in ref.literal else None
+    vv = env.get(m.group(1) or m.group(2)) if m else None
+    if vv is None or vv.raw is None or not _HELD_LAUNCH.search(vv.raw.value):
+        return None
+    return vv.raw
+
+
+_HELD_LAUNCH = re.compile(r"vllm\s+serve|vllm\.entrypoints")
 
 
 def _expand_value(t: Tok, env: dict[str, VarValue]) -> Tok:
@@ -210,6 +241,13 @@ def launches_in_script(script: str, pos: Pos, yaml_path: str | None, env: dict[s
     for words in commands([_unmask(t, actions) for t in lex_resilient(script, pos, yaml_path, out)]):
         if _assign(words, env):
             continue
+        if words[0].value == ":":  # `: "${MODEL:=org/name}"`: a default for a variable the caller did not set
+            _defaults(words[1:], env)
+            continue
+        held = _held_command(words, env)
+        if held is not None and depth < 3:  # CMD="vllm serve ..."; eval $CMD (or "$CMD" run as a command)
+            found += launches_in_script(held.value, word_pos(held), yaml_path, env, out, depth + 1, positional)
+            continue
         if words[0].value == "eval" and len(words) > 1 and depth < 3:  # eval "exec vllm serve ..."
             inner = " ".join(w.value for w in words[1:])
             if positional is not None:  # "$@" inside the eval string joins the arguments; eval re-splits them
@@ -223,8 +261,19 @@ def launches_in_script(script: str, pos: Pos, yaml_path: str | None, env: dict[s
             found += launches_in_script(w.value, word_pos(w), yaml_path, env, out, depth + 1,
                                          _positional(words, positional)[j + 2:] if positional is not None else None)
             continue
-        launch = find_launch(expand(_positional(words, positional), env))
+        written = _positional(words, positional)
+        expanded: list[Tok] = []
+        origin: dict[int, Tok] = {}
+        for w in written:
+            for t in expand([w], env):
+                origin[id(t)] = w
+                expanded.append(t)
+        launch = find_launch(expanded)
         if launch is not None:
+            if origin.get(id(launch.launcher), launch.launcher) is not launch.launcher:
+                # "$VLLM" serve: the launch is where it is written, not where the variable was set
+                w0 = origin[id(launch.launcher)]
+                launch = replace(launch, launcher=replace(launch.launcher, line=w0.line, col=w0.col))
             found.append(launch)
     return found
 

@@ -227,6 +227,8 @@ class VarValue:
     value: str
     tok: Tok
     unknown: bool = False
+    raw: Tok | None = None
+    """A shell assignment's value as written, before expansion (`eval $CMD` runs it as a script)."""
 
 
 def _closing(s: str, i: int, open_: str, close: str) -> int:
@@ -453,9 +455,32 @@ def find_launch(words: Sequence[Tok], implicit_vllm: bool = False) -> Launch | N
         return _python_module_launch(w)
     if head in ("docker", "podman", "nerdctl") and len(w) > 1 and w[1].value == "run":
         return _container_launch(w)
+    if (head == "docker-compose" and len(w) > 1 and w[1].value == "run") or (
+            head in ("docker", "podman") and len(w) > 2 and w[1].value == "compose" and w[2].value == "run"):
+        return _compose_run_launch(w[2 if head == "docker-compose" else 3:])
+    if w[0].unknown and _VLLM_VARIABLE.fullmatch(w[0].value) and len(w) > 1 and w[1].value == "serve":
+        return Launch(w[0], tuple(w[2:]))  # "$VLLM" serve, "${VLLM_BIN}" serve: the binary in a variable
     if implicit_vllm:
         return Launch(w[0], tuple(w))
     return None
+
+
+# A variable that holds the vllm binary ("$VLLM", "${VLLM_BIN}", "$VLLM_CMD"), set outside the script.
+_VLLM_VARIABLE = re.compile(r"\$\{?\w*vllm\w*\}?", re.I)
+# `docker compose run` options that take a value (the others are switches).
+_COMPOSE_RUN_VALUED = frozenset({"-e", "--env", "--env-from-file", "-v", "--volume", "-p", "--publish", "--name",
+                                 "-w", "--workdir", "--entrypoint", "-u", "--user", "-l", "--label", "--pull",
+                                 "--cap-add", "--cap-drop"})
+
+
+def _compose_run_launch(w: list[Tok]) -> Launch | None:
+    """`docker compose run [opts] SERVICE COMMAND...`: the launch in the command that replaces the service's;
+    a run with no command runs the service's own, which is the compose file's launch."""
+    i = 0
+    while i < len(w) and w[i].value.startswith("-"):
+        i += 1 if "=" in w[i].value or w[i].value not in _COMPOSE_RUN_VALUED else 2
+    rest = w[i + 1:]
+    return find_launch(rest) if rest else None
 
 
 def _unwrapped(w: list[Tok]) -> list[Tok]:

@@ -82,7 +82,7 @@ def extract_yaml(text: str, path: Path | None = None) -> Extracted:
 
 
 
-_LAUNCH_HINT = re.compile(r"vllm\s+serve|vllm\.entrypoints|vllm-openai|huggingfaceserver")
+_LAUNCH_HINT = re.compile(r"vllm\w*\}?[\"']?\s+serve|vllm\.entrypoints|vllm-openai|huggingfaceserver", re.I)
 
 
 def extract_text(text: str) -> Extracted:
