@@ -8,6 +8,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from kvplan.ingest.flags import MODELLED
 from kvplan.lint.argv import ENGINE_ONLY, ArgItem, launches_from_argv
 from kvplan.lint.extracted import Extracted, Site
+from kvplan.lint.operators import is_kubeai_entry, is_llmd_modelservice, kubeai_model, llmd_modelservice
 from kvplan.lint.shell import Launch, Tok
 from kvplan.lint.yamlnodes import YamlDoc, mget, mitems, scalar, seq
 
@@ -37,6 +38,9 @@ def helm_values(doc: YamlDoc, root: MappingNode, out: Extracted) -> bool:
     engine options and `extraArgs`, as in vLLM production-stack). Only keys that are vLLM flags
     become flags; other chart settings are left alone."""
     before = len(out.sites)
+    skip: set[str] = set()
+    if is_llmd_modelservice(root):
+        skip = llmd_modelservice(doc, root, out)
 
     def walk(node: Node, path: str, parent: Node | None) -> None:
         if isinstance(node, SequenceNode):
@@ -50,21 +54,47 @@ def helm_values(doc: YamlDoc, root: MappingNode, out: Extracted) -> bool:
                                                                      for k in ENGINE_KEYS)):
             values_model(doc, node, path, out)
             return
+        # one container, one launch: `command` and `args` of one mapping are one argv
+        argv_keys = [(k, v) for k, v in mitems(node) if k.value in _ARGV_KEYS and isinstance(v, SequenceNode)]
+        if isinstance(mget(node, "command"), SequenceNode) and isinstance(mget(node, "args"), SequenceNode):
+            argv_keys = [(k, v) for k, v in argv_keys if k.value in ("command", "args")]
+            argv_keys.sort(key=lambda kv: kv[0].value != "command")
+            _argv_launch(doc, node, path, argv_keys, out)
+            argv_keys = []
+        for k, v in argv_keys:
+            _argv_launch(doc, node, path, [(k, v)], out)
         for k, v in mitems(node):
             p = f"{path}.{k.value}" if path else k.value
-            if k.value in ("command", "args", "extraArgs", "extra_args", "vllmArgs", "engineArgs") \
-                    and isinstance(v, SequenceNode):
-                items = [ArgItem(doc.tok(x, f"{p}[{i}]"), x) for i, x in enumerate(v.value)
-                         if isinstance(x, ScalarNode)]
-                # a full launch, else a list of engine arguments the chart appends to its own command
-                implicit = doc.key_tok(k, p) if any(ENGINE_ONLY.match(it.tok.value) for it in items) else None
-                for launch in launches_from_argv(doc, items, {}, implicit, out, yaml_list=True):
-                    out.sites.append(Site(launch, launch.launcher, image=image_of(doc, node, path),
-                                          partial=launch.launcher is implicit))
+            if (k.value in _ARGV_KEYS and isinstance(v, SequenceNode)) or (not path and k.value in skip):
+                continue
+            if isinstance(v, MappingNode) and is_kubeai_entry(v):  # a KubeAI models-chart catalog entry
+                kubeai_model(doc, v, p, out, anchor=doc.key_tok(k, p))
             else:
                 walk(v, p, node)
     walk(root, "", None)
+    chart_image = image_of(doc, root, "")
+    if chart_image is not None:  # the chart's own image runs the entries that name none
+        for site in out.sites[before:]:
+            site.image = site.image or chart_image
     return len(out.sites) > before
+
+
+_ARGV_KEYS = ("command", "args", "extraArgs", "extra_args", "vllmArgs", "engineArgs")
+
+
+def _argv_launch(doc: YamlDoc, node: MappingNode, path: str, lists: list[tuple[ScalarNode, SequenceNode]],
+                 out: Extracted) -> None:
+    """A full launch, else a list of engine arguments the chart appends to its own command (a partial launch)."""
+    items: list[ArgItem] = []
+    for k, v in lists:
+        p = f"{path}.{k.value}" if path else k.value
+        items += [ArgItem(doc.tok(x, f"{p}[{i}]"), x) for i, x in enumerate(v.value) if isinstance(x, ScalarNode)]
+    k0 = lists[0][0]
+    implicit = doc.key_tok(k0, f"{path}.{k0.value}" if path else k0.value) if any(
+        ENGINE_ONLY.match(it.tok.value) for it in items) else None
+    for launch in launches_from_argv(doc, items, {}, implicit, out, yaml_list=True):
+        out.sites.append(Site(launch, launch.launcher, image=image_of(doc, node, path),
+                              partial=launch.launcher is implicit))
 
 
 # Values keys whose camelCase entries a chart turns into vLLM flags (production-stack, ai-on-eks).

@@ -474,7 +474,8 @@ class _Run:
 
     # ------------------------------------------------------------------ the report
     def report(self, fail_level: str | None) -> LintReport:
-        reported, suppressed, files = self.reported, self.suppressed, self.files
+        suppressed, files = self.suppressed, self.files
+        reported = _one_kv804_per_model(self.reported)
         reported.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.code, f.message))
         suppressed.sort(key=lambda s: (s.location.path, s.location.line, s.location.column, s.code))
         files.sort(key=lambda f: f.path)
@@ -494,6 +495,27 @@ class _Run:
         engine_version = resolve_engine(engine_spec(base_cfg.config.engine_version)).version_str or ENGINE_VERSION
         return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=engine_version),
                           settings=settings, summary=summary, files=files, findings=reported, suppressed=suppressed)
+
+
+def _one_kv804_per_model(reported: list[LintFinding]) -> list[LintFinding]:
+    """One KV804 per unresolved model per run, at its first launch, listing every place it is launched (one
+    per launch drowns the rest in CI). A model only known at run time is grouped per file and variable."""
+    groups: dict[tuple[str, ...], list[LintFinding]] = {}
+    for f in reported:
+        if f.code == "KV804":
+            key = ("model", f.model) if f.model else ("file", f.location.path, f.message)
+            groups.setdefault(key, []).append(f)
+    merged: dict[int, LintFinding | None] = {}
+    for fs in groups.values():
+        if len(fs) < 2:
+            continue
+        fs.sort(key=lambda f: (f.location.path, f.location.line, f.location.column))
+        places = ", ".join(f"{f.location.path}:{f.location.line}" for f in fs)
+        merged[id(fs[0])] = fs[0].model_copy(update={
+            "message": f"{fs[0].message.rstrip('.')}; launched {len(fs)} times: {places}."})
+        merged.update({id(f): None for f in fs[1:]})
+    out = [merged.get(id(f), f) for f in reported]
+    return [f for f in out if f is not None]
 
 
 def _prepare(cand: _Candidate) -> Prepared:

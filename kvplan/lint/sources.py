@@ -23,6 +23,7 @@ from kvplan.lint.extracted import Annotation, Extracted, LineIndex, RawFinding, 
 from kvplan.lint.helm import helm_values
 from kvplan.lint.kubernetes import PodCtx, walk_k8s
 from kvplan.lint.kustomize import is_json6902, json6902
+from kvplan.lint.operators import operator_resource
 from kvplan.lint.ray import is_ray_serve_config, ray_serve_apps
 from kvplan.lint.shell import Tok
 from kvplan.lint.vllm_config import is_vllm_config, vllm_config_launch
@@ -57,7 +58,8 @@ def extract_yaml(text: str, path: Path | None = None) -> Extracted:
         if mget(node, "apiVersion") is not None and mget(node, "kind") is not None:
             kind = scalar(mget(node, "kind")) or ""
             kinds.append("kubernetes")
-            walk_k8s(doc, node, "", PodCtx(), out, kind)
+            if not operator_resource(doc, node, kind, out):
+                walk_k8s(doc, node, "", PodCtx(), out, kind)
             collect_annotations(doc, node, "", first, last, out)
         elif isinstance(mget(node, "services"), MappingNode):
             kinds.append("compose")
