@@ -65,40 +65,60 @@ def _built_image(doc: YamlDoc, svc: Node, path: str, compose_file: Path | None) 
     return vllm, key, (Tok(image.value, key.line, key.col, key.yaml_path) if image is not None else None)
 
 
+def _service_env(doc: YamlDoc, svc: Node, path: str) -> tuple[dict[str, VarValue], list[tuple[str, VarValue]]]:
+    """A service's `environment` (list of NAME=value or mapping), interpolated, in order."""
+    env: dict[str, VarValue] = {}
+    ordered: list[tuple[str, VarValue]] = []
+    enode = mget(svc, "environment")
+    for i, e in enumerate(seq(enode)):
+        s = scalar(e) or ""
+        name, eq, _ = s.partition("=")
+        if eq:
+            t = compose_interpolate(doc.tok(e, f"{path}.environment[{i}]").at(len(name) + 1))
+            ordered.append((name, VarValue(t.value, t, t.unknown)))
+    for k, v in mitems(enode):
+        if isinstance(v, ScalarNode):
+            t = compose_interpolate(doc.tok(v, f"{path}.environment.{k.value}"))
+            ordered.append((k.value, VarValue(t.value, t, t.unknown)))
+    env.update(ordered)
+    return env, ordered
+
+
+def _service_argv(doc: YamlDoc, svc: Node, path: str, out: Extracted) -> list[ArgItem]:
+    """`entrypoint` + `command`: a string is split shell-like (no shell), a list is taken as is."""
+    items: list[ArgItem] = []
+    for key in ("entrypoint", "command"):
+        node = mget(svc, key)
+        if isinstance(node, ScalarNode):
+            for t in lex_resilient(node.value, doc.pos_in(node), f"{path}.{key}", out):
+                if not t.op:
+                    items.append(ArgItem(compose_interpolate(t)))
+        for i, it in enumerate(seq(node)):
+            if isinstance(it, ScalarNode):
+                t = doc.tok(it, f"{path}.{key}[{i}]")
+                ti = compose_interpolate(t)
+                items.append(ArgItem(ti, it if ti is t else None))
+    return items
+
+
+def _gpu_devices(svc: Node) -> int | None:
+    count = None
+    for dev in seq(mget(mget(mget(mget(svc, "deploy"), "resources"), "reservations"), "devices")):
+        c = scalar(mget(dev, "count"))
+        if c and c.isdigit():
+            count = int(c)
+        ids = seq(mget(dev, "device_ids"))
+        if ids:
+            count = len(ids)
+    return count
+
+
 def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted, compose_file: Path | None = None) -> None:
     for sk, svc in mitems(services):
         path = f"services.{sk.value}"
         inode = mget(svc, "image")
-        image = scalar(inode) or ""
-        env: dict[str, VarValue] = {}
-        ordered: list[tuple[str, VarValue]] = []
-        enode = mget(svc, "environment")
-        for i, e in enumerate(seq(enode)):
-            s = scalar(e) or ""
-            name, eq, _ = s.partition("=")
-            if eq:
-                t = compose_interpolate(doc.tok(e, f"{path}.environment[{i}]").at(len(name) + 1))
-                vv = VarValue(t.value, t, t.unknown)
-                env[name] = vv
-                ordered.append((name, vv))
-        for k, v in mitems(enode):
-            if isinstance(v, ScalarNode):
-                t = compose_interpolate(doc.tok(v, f"{path}.environment.{k.value}"))
-                vv = VarValue(t.value, t, t.unknown)
-                env[k.value] = vv
-                ordered.append((k.value, vv))
-        items: list[ArgItem] = []
-        for key in ("entrypoint", "command"):
-            node = mget(svc, key)
-            if isinstance(node, ScalarNode):  # compose splits a string command shell-like (no shell)
-                for t in lex_resilient(node.value, doc.pos_in(node), f"{path}.{key}", out):
-                    if not t.op:
-                        items.append(ArgItem(compose_interpolate(t)))
-            for i, it in enumerate(seq(node)):
-                if isinstance(it, ScalarNode):
-                    t = doc.tok(it, f"{path}.{key}[{i}]")
-                    ti = compose_interpolate(t)
-                    items.append(ArgItem(ti, it if ti is t else None))
+        env, ordered = _service_env(doc, svc, path)
+        items = _service_argv(doc, svc, path, out)
         implicit = None
         built = _built_image(doc, svc, path, compose_file) if mget(svc, "entrypoint") is None else None
         if built is not None:
@@ -106,18 +126,10 @@ def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted, compos
                 continue  # the Dockerfile's own ENTRYPOINT/CMD: that launch is the Dockerfile's, linted there
             if built[0]:  # the built image's entrypoint is the vLLM server: `command` holds engine arguments
                 implicit = built[1]
-        elif mget(svc, "entrypoint") is None and VLLM_IMAGE.search(image):
+        elif mget(svc, "entrypoint") is None and VLLM_IMAGE.search(scalar(inode) or ""):
             implicit = doc.tok(inode, f"{path}.image")
         launches = launches_from_argv(doc, items, env, implicit, out, yaml_list=True, k8s=False)
         texts = [it.tok.value for it in items]
-        count = None
-        for dev in seq(mget(mget(mget(mget(svc, "deploy"), "resources"), "reservations"), "devices")):
-            c = scalar(mget(dev, "count"))
-            if c and c.isdigit():
-                count = int(c)
-            ids = seq(mget(dev, "device_ids"))
-            if ids:
-                count = len(ids)
         image_tok = doc.tok(inode, f"{path}.image") if isinstance(inode, ScalarNode) else None
         if built is not None and built[2] is not None:
             image_tok = built[2]
@@ -128,6 +140,4 @@ def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted, compos
                     if EXTRA_ARGS_ENV.match(name) and not referenced(name, texts):
                         extra += ([replace(vv.tok, unknown=True)] if vv.unknown else split_value(vv.value, vv.tok))
             launch = Launch(launch.launcher, launch.args + tuple(extra), launch.dialect)
-            out.sites.append(Site(launch, launch.launcher, gpu_count=count, image=image_tok))
-
-
+            out.sites.append(Site(launch, launch.launcher, gpu_count=_gpu_devices(svc), image=image_tok))

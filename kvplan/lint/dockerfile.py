@@ -109,10 +109,15 @@ def _instructions(text: str) -> list[_Instruction]:
                 i += 1
             body = "\n".join(lines[body_start:i])
             base = starts[body_start] if body_start < len(starts) else len(text)
-            ins.heredocs.append((body, lambda k, base=base: li.pos(base + k), body_start + 1))
+            ins.heredocs.append((body, _from(li, base), body_start + 1))
             i += 1
         out.append(ins)
     return out
+
+
+def _from(li: LineIndex, base: int) -> Pos:
+    """Positions of text that starts `base` characters into the file."""
+    return lambda k: li.pos(base + k)
 
 
 def _json_array(text: str, pos: Pos) -> list[Tok] | None:

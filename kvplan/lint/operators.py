@@ -129,11 +129,11 @@ def vllm_runtime(doc: YamlDoc, spec: MappingNode, out: Extracted) -> None:
              if isinstance(x, ScalarNode)]
     deploy = mget(spec, "deploymentConfig")
     img = mget(deploy, "image")
-    name, registry = mget(img, "name"), scalar(mget(img, "registry"))
+    iname, registry = mget(img, "name"), scalar(mget(img, "registry"))
     image = None
-    if isinstance(name, ScalarNode):
-        image = doc.tok(name, "spec.deploymentConfig.image.name",
-                        f"{registry}/{name.value}" if registry and "/" in name.value else name.value)
+    if isinstance(iname, ScalarNode):
+        image = doc.tok(iname, "spec.deploymentConfig.image.name",
+                        f"{registry}/{iname.value}" if registry and "/" in iname.value else iname.value)
     gpus = scalar(mget(mget(deploy, "resources"), "gpu"))
     launcher = doc.tok(model, "spec.model.modelURL", "vllm")
     out.sites.append(Site(Launch(launcher, tuple(args)), launcher, image=image,
