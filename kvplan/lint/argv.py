@@ -51,7 +51,7 @@ def shell_script_arg(words: list[Tok]) -> int | None:
     for j in range(i + 1, len(words) - 1):
         v = words[j].value
         if v.startswith("-") and not v.startswith("--") and "c" in v[1:] and len(v) <= 5:
-            return j + 1
+            return j + 2 if words[j + 1].value == "--" and j + 2 < len(words) else j + 1  # bash -lc -- SCRIPT
         if not v.startswith("-"):
             return None
     return None

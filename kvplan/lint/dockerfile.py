@@ -167,6 +167,8 @@ class _Stage:
     """Built from a vLLM server image (directly or through earlier stages): its entrypoint is the server."""
     image: Tok | None = None
     """The vLLM image the stage derives from (its tag names the release)."""
+    build_args: dict[str, VarValue] = field(default_factory=dict)
+    """ARG defaults declared in the stage (ENV values may use them; the container does not see them)."""
 
 
 def _substitute_args(value: str, args: dict[str, str]) -> str:
@@ -182,7 +184,7 @@ def _form(ins: _Instruction) -> tuple[str, list[Tok]]:
     return "shell", [Tok(ins.text, line, col)]
 
 
-def _env_assignments(ins: _Instruction, env: dict[str, VarValue]) -> None:
+def _env_assignments(ins: _Instruction, env: dict[str, VarValue], build_args: dict[str, VarValue]) -> None:
     """`ENV A=1 B="x y"` and the legacy `ENV A 1`."""
     from kvplan.lint.shell import expand, lex
     words = [t for t in lex(ins.text, ins.pos) if not t.op]
@@ -194,7 +196,7 @@ def _env_assignments(ins: _Instruction, env: dict[str, VarValue]) -> None:
         name, eq, _ = w.value.partition("=")
         if eq and re.fullmatch(r"[A-Za-z_]\w*", name):
             vt = w.at(len(name) + 1)
-            got = expand([Tok(vt.value, vt.line, vt.col, quoted=True)], env)
+            got = expand([Tok(vt.value, vt.line, vt.col, quoted=True)], {**build_args, **env})
             value = got[0] if got else vt
             env[name] = VarValue(value.value, value, unknown=value.unknown)
 
@@ -228,8 +230,15 @@ def _stages(instrs: list[_Instruction]) -> list[_Stage]:
             stages[-1].entrypoint, stages[-1].cmd = (*_form(ins), ins), None  # ENTRYPOINT drops the base's CMD
         elif stages and ins.keyword == "CMD":
             stages[-1].cmd = (*_form(ins), ins)
+        elif stages and ins.keyword == "ARG":  # a build argument's default, seen by later ENV values
+            name, eq, default = ins.text.strip().partition("=")
+            line, col = ins.pos(len(name) + 1)
+            value = default.strip().strip("\"'")
+            if re.fullmatch(r"[A-Za-z_]\w*", name.strip()):  # no default, or an empty one: set by the build
+                stages[-1].build_args[name.strip()] = VarValue(value, Tok(
+                    value, line, col + (1 if default.strip()[:1] in "\"'" else 0)), unknown=not (eq and value))
         elif stages and ins.keyword == "ENV":
-            _env_assignments(ins, stages[-1].env)
+            _env_assignments(ins, stages[-1].env, stages[-1].build_args)
     return stages
 
 

@@ -135,7 +135,8 @@ def read_container(doc: YamlDoc, c: Node, path: str, pod: PodCtx, out: Extracted
                     extra += ([replace(vv.tok, unknown=True)] if vv.unknown else split_value(vv.value, vv.tok))
         args = launch.args + tuple(extra)
         launch = Launch(launch.launcher, args, "kserve-hf" if dialect == "kserve-hf" else launch.dialect)
-        count = gpu_count_of(mget(c, "resources"))
+        # a Ray head group's engine spans the Ray cluster (workers' GPUs too): one pod's GPUs do not bound it
+        count = None if pod.ray else gpu_count_of(mget(c, "resources"))
         out.sites.append(Site(launch, launch.launcher, model_hint=model_hint, gpu_label=pod.gpu_label,
                               gpu_count=count, group_size=pod.group_size, image=image_tok, partial=partial))
 

@@ -140,6 +140,7 @@ def vllm_runtime(doc: YamlDoc, spec: MappingNode, out: Extracted) -> None:
                           gpu_count=int(gpus) if gpus and gpus.isdigit() else None))
 
 
+_SIMULATOR = re.compile(r"inference-sim", re.I)
 _TEMPLATE_NAME = re.compile(r"\{\{-?\s*\.Values\.modelArtifacts\.name\s*-?\}\}")
 
 
@@ -185,8 +186,9 @@ def llmd_modelservice(doc: YamlDoc, root: MappingNode, out: Extracted) -> set[st
         tp = scalar(mget(mget(rnode, "parallelism"), "tensor"))
         for i, c in enumerate(seq(mget(rnode, "containers"))):
             cmd = scalar(mget(c, "modelCommand")) or "custom"
-            if cmd not in ("vllmServe", "imageDefault"):
-                continue
+            if cmd not in ("vllmServe", "imageDefault") or (
+                    cmd == "imageDefault" and _SIMULATOR.search(scalar(mget(c, "image")) or "")):
+                continue  # llm-d's inference simulator takes vLLM's arguments but is no vLLM
             done.add(role)
             p = f"{role}.containers[{i}]"
             anchor = doc.tok(mget(c, "modelCommand") or c, f"{p}.modelCommand")

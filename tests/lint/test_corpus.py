@@ -65,14 +65,22 @@ def test_corpus_errors_are_reviewed_and_every_launch_is_found(report) -> None:
     assert errors <= reviewed_errors and report.summary.errors == len(errors)
     got = {f.path: [[li.location.line, li.model, li.engine] for li in f.launches] for f in report.files if f.launches}
     assert got == EXPECTED["launches"]
-    assert report.summary.launches == sum(len(v) for v in EXPECTED["launches"].values()) >= 30
+    assert report.summary.launches == sum(len(v) for v in EXPECTED["launches"].values()) >= 100
+
+
+def test_corpus_gives_every_file_a_readers_launch_count() -> None:
+    # every file is listed with the launches a reader sees in it, or as one that holds none (issue 42)
+    files = sorted(p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*")
+                   if p.is_file() and p.name not in ("PROVENANCE.md", "EXPECTED.json"))
+    assert sorted([*EXPECTED["launches"], *EXPECTED["no_launches"]]) == files
+    assert not set(EXPECTED["launches"]) & set(EXPECTED["no_launches"])
 
 
 def test_corpus_is_real_files_with_provenance() -> None:
     listed = (CORPUS / "PROVENANCE.md").read_text()
     files = sorted(p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*")
                    if p.is_file() and p.name not in ("PROVENANCE.md", "EXPECTED.json"))
-    assert len(files) >= 25
+    assert len(files) >= 80
     for f in files:
         row = next((line for line in listed.splitlines() if line.startswith(f"| `{f}` |")), None)
         assert row is not None, f"{f} has no provenance row"
