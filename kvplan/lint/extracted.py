@@ -77,6 +77,8 @@ class Extracted:
     note: str | None = None
     line_map: dict[int, int] | None = None
     """A rendered Helm template: line of the `helm template` output -> line of the template, where exact."""
+    attached_to: list[str] = field(default_factory=list)
+    """A vLLM `--config` file: the launches (path:line) that pass it, whose argv its keys were linted in."""
 
 
 class LineIndex:

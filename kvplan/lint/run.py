@@ -20,6 +20,7 @@ from kvplan.backends.engines import resolve_engine
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, TimeBudgetExceeded, check_text, limits, read_bounded, time_budget
 from kvplan.lint.config import LoadedConfig, engine_spec, find_config, load_config
+from kvplan.lint.configs import attach_vllm_configs
 from kvplan.lint.engine import Linter
 from kvplan.lint.report import (
     FileResult,
@@ -374,10 +375,14 @@ class _Run:
             t0 = time.monotonic()
             value, failed = self.guarded(cand, self.budget_of(cand), lambda c=cand: _prepare(c))  # type: ignore[misc]
             staged.append((cand, value, failed, time.monotonic() - t0))  # type: ignore[arg-type]
+        # vLLM --config files passed by a launch in the run become part of that launch.
+        attach_vllm_configs([(c.path, c.display, p[3]) for c, p, _, _ in staged if p is not None and p[3] is not None])
         # The Hugging Face ids the launches name: resolved together, concurrently, outside the files' budgets.
         prefetch_hub_models([(c.path, self.scope_for(c.path).cfg, site) for c, p, _, _ in staged
                              if p is not None and p[3] is not None for site in p[3].sites])
-        # Pass 2: lint (each file gets what is left of its budget).
+        # Pass 2: lint (each file gets what is left of its budget). Findings on a --config file's keys are
+        # reported in that file, so every file is finished once all are linted.
+        done: list[tuple[_Candidate, Outcome]] = []
         for cand, prepared, failed, spent in staged:
             if on_file:
                 on_file(cand.display)
@@ -388,9 +393,16 @@ class _Run:
                 value, outcome = self.guarded(cand, left, lambda c=cand, p=prepared: self.lint_one(c, p))  # type: ignore[misc]
                 if outcome is None:
                     outcome = value  # type: ignore[assignment]
-            result, raw_findings, sups = outcome  # type: ignore[misc]
+            done.append((cand, outcome))  # type: ignore[arg-type]
+        foreign: dict[str, list[RawFinding]] = {}
+        for cand, (_, raw_findings, _) in done:
+            for f in raw_findings:
+                if f.tok.file is not None and f.tok.file != cand.display:
+                    foreign.setdefault(f.tok.file, []).append(f)
+        for cand, (result, raw_findings, sups) in done:
+            own = [f for f in raw_findings if f.tok.file is None or f.tok.file == cand.display]
             self.files.append(result)
-            self.finish(cand.display, cand.path, raw_findings, sups)
+            self.finish(cand.display, cand.path, own + foreign.get(cand.display, []), sups)
 
     def guarded(self, cand: _Candidate, budget: float,
                 step: Callable[[], Prepared | Outcome]) -> tuple[object, Outcome | None]:
@@ -546,8 +558,8 @@ def _suppressions(text: str, ex: Extracted) -> tuple[list[Suppression], list[Raw
 
 
 def _file_status(ex: Extracted, launches: list[LaunchInfo], raw: list[RawFinding]) -> tuple[str, str | None]:
-    if launches:
-        return "linted", ex.note if ex.kind == "helm-template" else None
+    if launches or ex.attached_to:
+        return "linted", ex.note if ex.kind == "helm-template" or ex.attached_to else None
     if any(f.code in ("KV801", "KV802") for f in raw):
         return "error", "could not be parsed completely"
     return "skipped", ex.note or ("no vLLM launch found" if ex.kind != "unknown" else

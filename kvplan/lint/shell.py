@@ -30,6 +30,8 @@ class Tok:
     """Offsets of `$` characters the shell takes literally (single-quoted or backslash-escaped)."""
     rendered: bool = False
     """A Helm template's token whose line and column are in the `helm template` output (no template line holds it)."""
+    file: str | None = None
+    """The file the token is in, when it is not the file the launch is in (a vLLM `--config` file's key)."""
 
     def at(self, offset: int) -> Tok:
         """A token for the text `offset` characters into this one (same line: `--flag=value`)."""
