@@ -72,11 +72,27 @@ def helm_values(doc: YamlDoc, root: MappingNode, out: Extracted) -> bool:
             else:
                 walk(v, p, node)
     walk(root, "", None)
+    _join_partials(out.sites, before)
     chart_image = image_of(doc, root, "")
     if chart_image is not None:  # the chart's own image runs the entries that name none
         for site in out.sites[before:]:
             site.image = site.image or chart_image
     return len(out.sites) > before
+
+
+def _join_partials(sites: list[Site], before: int) -> None:
+    """One launch per container: lists of engine arguments a chart appends to its command (`model.args` next
+    to `servingRuntime.command` + `servingRuntime.args`) join the file's one full launch, when it has exactly
+    one; with several, which list goes where is the chart's business, and each stays a partial launch."""
+    mine = sites[before:]
+    full = [s for s in mine if not s.partial]
+    partials = [s for s in mine if s.partial]
+    if len(full) != 1 or not partials:
+        return
+    launch = full[0].launch
+    full[0].launch = Launch(launch.launcher, launch.args + tuple(t for p in partials for t in p.launch.args),
+                            launch.dialect, launch.image)
+    sites[before:] = full
 
 
 _ARGV_KEYS = ("command", "args", "extraArgs", "extra_args", "vllmArgs", "engineArgs")

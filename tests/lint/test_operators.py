@@ -148,3 +148,17 @@ def test_one_kv804_per_unresolved_model_listing_its_launches(tmp_path: Path) -> 
                                                             (4, "example-org/other-model"), (5, None)]
     assert kv804[0].message.endswith("launched 2 times: bench.sh:2, bench.sh:3.")
     assert "launched" not in kv804[1].message and len(r.files[0].launches) == 4
+
+
+def test_values_engine_args_elsewhere_join_the_one_container_launch(tmp_path: Path) -> None:
+    r = lint_text(tmp_path, "values.yaml", """
+    servingRuntime:
+      image: vllm/vllm-openai:v0.25.0
+      command: [python, -m, vllm.entrypoints.openai.api_server]
+      args: [--port=8080, --model=Qwen/Qwen3-8B]
+    model:
+      args: [--max-model-len=4096, --kv-cache-dtype=fp9]
+    """, offline=True)
+    # command + args + model.args: one launch (not one full and one "names no model")
+    assert _launches(r) == [(3, "Qwen/Qwen3-8B", None, "vllm/vllm-openai:v0.25.0")]
+    assert _found(r) == {(6, 49, "KV803")}
