@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kvplan.ingest.flags import MODELLED
+from kvplan.ingest.limits import InputLimitError, limits, read_bounded
+from kvplan.ingest.limits import compose_all as bounded_compose_all
 from kvplan.lint.argv import ENGINE_ONLY, ArgItem, launches_from_argv
-from kvplan.lint.extracted import Extracted, Site
+from kvplan.lint.extracted import Extracted, LineIndex, Site
 from kvplan.lint.operators import is_kubeai_entry, is_llmd_modelservice, kubeai_model, llmd_modelservice
 from kvplan.lint.shell import Launch, Tok
 from kvplan.lint.yamlnodes import YamlDoc, mget, mitems, scalar, seq
@@ -32,7 +36,7 @@ def image_of(doc: YamlDoc, node: Node, path: str) -> Tok | None:
                    f"{repo.value}:{tag}" if tag and ":" not in repo.value.rsplit("/", 1)[-1] else repo.value)
 
 
-def helm_values(doc: YamlDoc, root: MappingNode, out: Extracted) -> bool:
+def helm_values(doc: YamlDoc, root: MappingNode, out: Extracted, path: Path | None = None) -> bool:
     """Launches in a Helm chart's values: a full command/args list (`image.command: [vllm, serve, ...]`),
     and model entries that a chart turns into `vllm serve` (`modelURL` + `vllmConfig` with camelCase
     engine options and `extraArgs`, as in vLLM production-stack). Only keys that are vLLM flags
@@ -74,10 +78,32 @@ def helm_values(doc: YamlDoc, root: MappingNode, out: Extracted) -> bool:
     walk(root, "", None)
     _join_partials(out.sites, before)
     chart_image = image_of(doc, root, "")
-    if chart_image is not None:  # the chart's own image runs the entries that name none
-        for site in out.sites[before:]:
-            site.image = site.image or chart_image
+    for site in out.sites[before:]:  # the chart's own image runs the entries that name none
+        site.image = site.image or chart_image or _chart_default_image(path, site.anchor)
     return len(out.sites) > before
+
+
+def _chart_default_image(path: Path | None, anchor: Tok) -> Tok | None:
+    """The image a chart's own values.yaml names (`image.repository` + `tag`, or a top-level `image`), for an
+    override values file next to it (values-prod.yaml, a tutorial's values) that names none: placed at the
+    launch, since the override file does not hold it."""
+    if path is None or path.name == "values.yaml":
+        return None
+    for folder in (path.parent, path.parent.parent):
+        if (folder / "Chart.yaml").is_file() and (folder / "values.yaml").is_file():
+            break
+    else:
+        return None
+    try:
+        text = read_bounded(folder / "values.yaml", "values.yaml", limits().max_lint_file_bytes,
+                            str(folder / "values.yaml")).decode("utf-8-sig")
+        node = next((n for n in bounded_compose_all(text, "YAML") if n is not None), None)
+    except (OSError, UnicodeDecodeError, InputLimitError, yaml.YAMLError):
+        return None
+    if not isinstance(node, MappingNode):
+        return None
+    img = image_of(YamlDoc(LineIndex(text)), node, "")
+    return Tok(img.value, anchor.line, anchor.col, anchor.yaml_path) if img is not None else None
 
 
 def _join_partials(sites: list[Site], before: int) -> None:

@@ -74,7 +74,7 @@ def extract_yaml(text: str, path: Path | None = None) -> Extracted:
         elif is_json6902(node):
             kinds.append("kubernetes")  # a Kustomize JSON 6902 patch file
             json6902(doc, node, out)
-        elif isinstance(node, MappingNode) and helm_values(doc, node, out):
+        elif isinstance(node, MappingNode) and helm_values(doc, node, out, path):
             kinds.append("helm-values")
     if out.findings and any(f.code == "KV801" for f in out.findings):
         kinds.append(kinds[-1] if kinds else "unknown")
