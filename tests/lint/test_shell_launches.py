@@ -1,10 +1,11 @@
-"""Shell scripts (issue 42): the binary in a variable, a launch line held in a variable and run by eval,
-`docker compose run SERVICE COMMAND`, and `: "${VAR:=default}"` defaults."""
+"""Shell scripts and launch lines in text files; issue 42: the binary in a variable, a launch line held in a
+variable and run by eval, `docker compose run SERVICE COMMAND`, and `: "${VAR:=default}"` defaults."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from tests.lint.helpers import lint_text
+from tests.lint.helpers import lint_text as _lint
 
 
 def _launches(report) -> list[tuple[int, int, str | None]]:
@@ -70,3 +71,46 @@ def test_docker_compose_run_with_a_command_is_a_launch(tmp_path: Path) -> None:
     # a run with no command runs the service's own command: that launch is the compose file's
     assert _launches(r) == [(2, 56, "Qwen/Qwen3-8B"), (3, 27, "Qwen/Qwen3-8B")]
     assert _found(r) == {(2, 98, "KV803")}
+
+
+def _codes(report) -> set[tuple[int, int, str]]:
+    return {(f.location.line, f.location.column, f.code) for f in report.findings if not f.code.startswith("KV7")}
+
+
+def test_plain_text_launch_lines_and_python_module(tmp_path: Path) -> None:
+    text = """
+    Reproduce with:
+
+        python -m vllm.entrypoints.openai.api_server --model openai/gpt-oss-20b --kv-cache-dtype fp8 \\
+            --kv-cache-dtype-skip-layers 30
+    """
+    r = _lint(tmp_path, "NOTES.txt", text)
+    assert (4, 38, "KV302") in _codes(r)  # index 30 beyond gpt-oss-20b's 24 layers, pointing at "30"
+
+
+def test_local_model_path_next_to_the_manifest(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(
+        '{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 256,'
+        ' "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,'
+        ' "torch_dtype": "bfloat16"}')
+    r = _lint(tmp_path, "run.sh", "#!/bin/sh\nvllm serve ./ckpt --kv-cache-dtype-skip-layers 5 --kv-cache-dtype fp8\n")
+    assert (2, 48, "KV302") in _codes(r)
+    assert r.files[0].launches[0].config == "./ckpt"
+
+
+def test_script_flags_read_as_vllm_reads_them_and_runtime_words_are_not_strays(tmp_path: Path) -> None:
+    text = """
+    #!/bin/sh
+    vllm serve meta-llama/Meta-Llama-3.1-8B --kv-cache-dtype fp8 --max-model 4096 $EXTRA_ARGS
+    vllm serve meta-llama/Meta-Llama-3.1-8B --kv-cache fp8 "$@"
+    vllm serve meta-llama/Meta-Llama-3.1-8B extra --chat-template t.jinja --code-revision main
+    vllm serve meta-llama/Meta-Llama-3.1-8B $KV_FLAG fp8
+    vllm serve meta-llama/Meta-Llama-3.1-8B --port=$PORT --gpu-memory-utilization=${GMU:-0.9} --uvicorn-log-level loud
+    """
+    r = _lint(tmp_path, "serve.sh", text)
+    got = {(f.location.line, f.location.column, f.code) for f in r.findings
+           if f.code in ("KV001", "KV006", "KV007", "KV803")}
+    assert got == {(3, 41, "KV006"), (4, 41, "KV001"), (6, 91, "KV007")}
+    kv001 = next(f for f in r.findings if f.code == "KV001")
+    assert kv001.message.startswith("unexpected argument 'extra'") and kv001.severity == "error"

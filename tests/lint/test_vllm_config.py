@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvplan.lint import lint_paths
+from tests.lint.helpers import lint_text as _lint
 from tests.lint.helpers import write_file
 
 
@@ -44,3 +45,30 @@ def test_config_file_nothing_passes_is_linted_alone(tmp_path: Path) -> None:
     launches = sorted((f.path, li.model) for f in r.files for li in f.launches)
     assert launches == [("config.yaml", "Qwen/Qwen3-8B"), ("serve.sh", "Qwen/Qwen3-8B")]
     assert [(f.location.path, f.code) for f in r.findings if f.code == "KV803"] == [("config.yaml", "KV803")]
+
+
+def _codes(report) -> set[tuple[int, int, str]]:
+    return {(f.location.line, f.location.column, f.code) for f in report.findings if not f.code.startswith("KV7")}
+
+
+def test_vllm_config_yaml_unknown_key_is_a_typo_finding(tmp_path: Path) -> None:
+    text = """
+    model: meta-llama/Meta-Llama-3.1-8B
+    kv_cache_dtype: fp8
+    kv-cache-skip-layers: [0, 1]
+    max-model-len: 8192
+    """
+    r = _lint(tmp_path, "serve.yaml", text, gpu="h100")
+    assert {(c, line, col) for line, col, c in _codes(r)} >= {("KV001", 3, 1), ("KV401", 2, 1)}
+    assert "did you mean --kv-cache-dtype-skip-layers" in next(f.message for f in r.findings if f.code == "KV001")
+
+
+def test_vllm_config_yaml_key_prefix_is_the_option_as_in_vllm(tmp_path: Path) -> None:
+    # vLLM turns keys into --flags and argparse resolves unique prefixes: this is --kv-cache-dtype-skip-layers.
+    text = """
+    model: meta-llama/Meta-Llama-3.1-8B
+    kv_cache_dtype: fp8
+    kv-cache-dtype-skip-layer: [0, 1]
+    """
+    r = _lint(tmp_path, "serve.yaml", text, gpu="h100")
+    assert not [f for f in r.findings if f.code in ("KV001", "KV006")]
