@@ -27,6 +27,7 @@ from kvplan.lint.yamlnodes import YamlDoc
 class ArgItem:
     tok: Tok
     node: ScalarNode | None = None  # YAML scalar the item came from (for `sh -c` scripts)
+    pos: Pos | None = None  # where each character of the item is, when not on one line (a Dockerfile JSON string)
 
 
 _SHELLS = {"sh", "bash", "ash", "dash", "zsh"}
@@ -86,7 +87,7 @@ def launches_from_argv(doc: YamlDoc | None, items: list[ArgItem], env: dict[str,
             if k8s and "$" in script:  # Kubernetes expands $(VAR) and $$ before the shell runs
                 script, pos = _k8s_text(script, pos, env)
         else:
-            pos, script = word_pos(script_item.tok), script_item.tok.value
+            pos, script = script_item.pos or word_pos(script_item.tok), script_item.tok.value
         # `sh -c SCRIPT NAME ARG...`: NAME is $0, the ARGs are "$@"
         positional = None if more_args else words[j + 2:]
         return launches_in_script(script, pos, script_item.tok.yaml_path, env, out, positional=positional)

@@ -120,14 +120,18 @@ def _from(li: LineIndex, base: int) -> Pos:
     return lambda k: li.pos(base + k)
 
 
-def _json_array(text: str, pos: Pos) -> list[Tok] | None:
+Word = tuple[Tok, Pos]
+"""An exec-form word and where each of its characters is (a JSON string may span continuation lines)."""
+
+
+def _json_array(text: str, pos: Pos) -> list[Word] | None:
     """The exec form `["a", "b"]`: each string as a token at its position; None when it is not a JSON array
     of strings (Docker then runs the text in a shell)."""
     s = text.strip()
     lead = len(text) - len(text.lstrip())
     if not (s.startswith("[") and s.endswith("]")):
         return None
-    toks: list[Tok] = []
+    words: list[Word] = []
     i = 1
     expect_value = True
     while i < len(s) - 1:
@@ -135,8 +139,9 @@ def _json_array(text: str, pos: Pos) -> list[Tok] | None:
         if c in " \t":
             i += 1
         elif c == '"' and expect_value:
-            j, buf = i + 1, []
+            j, buf, at = i + 1, [], []
             while j < len(s) and s[j] != '"':
+                at.append(lead + j)
                 if s[j] == "\\" and j + 1 < len(s):
                     buf.append({"n": "\n", "t": "\t", '"': '"', "\\": "\\", "/": "/"}.get(s[j + 1], s[j + 1]))
                     j += 2
@@ -146,22 +151,26 @@ def _json_array(text: str, pos: Pos) -> list[Tok] | None:
             if j >= len(s):
                 return None
             line, col = pos(lead + i + 1)
-            toks.append(Tok("".join(buf), line, col, quoted=True))
+            words.append((Tok("".join(buf), line, col, quoted=True), _at(pos, at, lead + j)))
             i, expect_value = j + 1, False
         elif c == "," and not expect_value:
             i, expect_value = i + 1, True
         else:
             return None
-    return toks if (toks or s[1:-1].strip() == "") and not (toks and expect_value) else None
+    return words if (words or s[1:-1].strip() == "") and not (words and expect_value) else None
+
+
+def _at(pos: Pos, offsets: list[int], end: int) -> Pos:
+    return lambda k: pos(offsets[k] if k < len(offsets) else end)
 
 
 @dataclass
 class _Stage:
     base: str
     base_tok: Tok
-    entrypoint: tuple[str, list[Tok], _Instruction] | None = None
+    entrypoint: tuple[str, list[Word], _Instruction] | None = None
     """("exec" | "shell", words, instruction)."""
-    cmd: tuple[str, list[Tok], _Instruction] | None = None
+    cmd: tuple[str, list[Word], _Instruction] | None = None
     env: dict[str, VarValue] = field(default_factory=dict)
     vllm_base: bool = False
     """Built from a vLLM server image (directly or through earlier stages): its entrypoint is the server."""
@@ -176,12 +185,12 @@ def _substitute_args(value: str, args: dict[str, str]) -> str:
     return _ARG_REF.sub(lambda m: args.get(m.group(1) or m.group(3) or "", m.group(2) or "") or m.group(0), value)
 
 
-def _form(ins: _Instruction) -> tuple[str, list[Tok]]:
-    toks = _json_array(ins.text, ins.pos)
-    if toks is not None:
-        return "exec", toks
+def _form(ins: _Instruction) -> tuple[str, list[Word]]:
+    words = _json_array(ins.text, ins.pos)
+    if words is not None:
+        return "exec", words
     line, col = ins.pos(0)
-    return "shell", [Tok(ins.text, line, col)]
+    return "shell", [(Tok(ins.text, line, col), ins.pos)]
 
 
 def _env_assignments(ins: _Instruction, env: dict[str, VarValue], build_args: dict[str, VarValue]) -> None:
@@ -251,23 +260,26 @@ def _run_command(st: _Stage, out: Extracted) -> None:
         for launch in launches_in_script(ins.text, ins.pos, None, env, out):
             out.sites.append(Site(launch, launch.launcher, image=launch.image or st.image))
         return
-    words: list[Tok] = list(ep[1]) if ep is not None else []
+    words: list[Word] = list(ep[1]) if ep is not None else []
     if cmd is not None:
         if cmd[0] == "shell" and ep is None:  # CMD in shell form and no ENTRYPOINT: /bin/sh -c "CMD"
             ins = cmd[2]
             for launch in launches_in_script(ins.text, ins.pos, None, env, out):
                 out.sites.append(Site(launch, launch.launcher, image=launch.image or st.image))
             return
-        words += cmd[1] if cmd[0] == "exec" else [Tok("/bin/sh", cmd[1][0].line, cmd[1][0].col), Tok(
-            "-c", cmd[1][0].line, cmd[1][0].col), cmd[1][0]]
-    # Exec form: no shell, so `$VAR` reaches the program as written; such a word is not checked.
-    words = [Tok(w.value, w.line, w.col, quoted=True, unknown=True) if "$" in w.value else w for w in words]
+        if cmd[0] == "exec":
+            words += cmd[1]
+        else:  # an exec ENTRYPOINT gets /bin/sh -c "CMD" appended
+            t, p = cmd[1][0]
+            words += [(Tok("/bin/sh", t.line, t.col), p), (Tok("-c", t.line, t.col), p), (t, p)]
     implicit = None
     if ep is None and st.vllm_base:  # the vLLM image's own entrypoint runs, CMD holds engine arguments
         implicit = st.image or st.base_tok
         if not words:
             return  # the base image's own CMD: nothing written here
-    items = [ArgItem(w) for w in words]
+    # Exec form: no shell, so `$VAR` reaches the program as written; such a word is not checked (a script for
+    # `sh -c` keeps its `$VAR`s for the shell).
+    items = [ArgItem(Tok(w.value, w.line, w.col, quoted=True, unknown="$" in w.value), pos=p) for w, p in words]
     for launch in launches_from_argv(None, items, env, implicit, out, yaml_list=True, k8s=False):
         out.sites.append(Site(launch, launch.launcher, image=launch.image or st.image))
 
@@ -340,7 +352,7 @@ def dockerfile_entrypoint_is_vllm(text: str) -> tuple[bool, Tok | None]:
     st = stages[-1]
     if st.entrypoint is None:
         return st.vllm_base, st.image
-    words = [t.value for t in st.entrypoint[1]]
+    words = [t.value for t, _ in st.entrypoint[1]]
     if st.entrypoint[0] == "exec" and words:
         head = words[0].rsplit("/", 1)[-1]
         if head == "vllm" and words[1:2] == ["serve"]:

@@ -139,3 +139,17 @@ def test_compose_build_follows_the_dockerfile_and_counts_each_launch_once(tmp_pa
                             ("server/Dockerfile.gpu", 1, "Qwen/Qwen3-8B", "0.25.0")]
     assert {(f.location.path, f.location.line, f.code) for f in r.findings if f.code == "KV803"} == {
         ("compose.yaml", 6, "KV803")}
+
+
+def test_dockerfile_sh_c_script_in_exec_form_keeps_lines_across_continuations(tmp_path: Path) -> None:
+    r = lint_text(tmp_path, "Dockerfile", """
+    FROM python:3.12
+    ARG MODEL_NAME=Qwen/Qwen3-8B
+    ENV MODEL_NAME=${MODEL_NAME}
+    CMD ["sh", "-c", "vllm serve ${MODEL_NAME} \\
+        --max-model-len 4096 \\
+        --kv-cache-dtype fp9"]
+    """, offline=True)
+    # the build argument's default is the model; the script's words are where they are written
+    assert _launches(r) == [("Dockerfile", 4, "Qwen/Qwen3-8B", "0.33.0")]
+    assert _found(r) == {(6, 22, "KV803")}
