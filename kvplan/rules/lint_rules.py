@@ -65,7 +65,8 @@ model_config_not_found = define(
     why="Most KV rules (dtype, scales, skip indices, memory) need the model's layers; without them "
         "only flag rules run, and the finding lists the skipped ones. For a Hugging Face id it says why "
         "the id did not resolve: not found or private, gated, not in the cache offline, or Hub "
-        "resolution turned off (`kvplan lint --offline`, `hub = false`).",
+        "resolution turned off (`kvplan lint --offline`, `hub = false`). It is reported once per model "
+        "per run, at the first launch, listing every place the model is launched.",
     fix="Map the model id to a config.json in [tool.kvplan.lint.models] (pyproject.toml or "
         "kvplan.toml), use a bundled model id (`kvplan lint --list-models`), or let kvplan reach the "
         "Hugging Face Hub or cache (HF_TOKEN / `hf auth login` for gated repos; see docs/hub.md).",
