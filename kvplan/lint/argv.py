@@ -19,6 +19,7 @@ from kvplan.lint.shell import (
     expand_k8s,
     find_launch,
     lex,
+    lex_with_spans,
 )
 from kvplan.lint.yamlnodes import YamlDoc
 
@@ -133,7 +134,7 @@ def _k8s_text(script: str, pos: Pos, env: dict[str, VarValue]) -> tuple[str, Pos
     return "".join(out), mapped
 
 
-def _assign(words: list[Tok], env: dict[str, VarValue]) -> bool:
+def _assign(words: list[Tok], env: dict[str, VarValue], char_pos: dict[int, Pos] | None = None) -> bool:
     """`A=1 B=$A`, `export A=1`, `local a=$1`: update env; False when the command is not an assignment."""
     values = [w.value for w in words]
     if not (all(_ASSIGN_WORD.match(v) for v in values) or (values[0] in _DECLARE and len(values) > 1)):
@@ -147,7 +148,9 @@ def _assign(words: list[Tok], env: dict[str, VarValue]) -> bool:
         vtok = Tok(vtok.value, w.line, w.col + len(name) + 1 + (1 if w.quoted else 0), w.yaml_path,
                    quoted=True, literal=vtok.literal)
         expanded = _expand_value(vtok, env)
-        env[name] = VarValue(expanded.value, expanded, unknown=expanded.unknown, raw=vtok)
+        wpos = (char_pos or {}).get(id(w))
+        env[name] = VarValue(expanded.value, expanded, unknown=expanded.unknown, raw=vtok,
+                             raw_pos=_offset_pos(wpos, len(name) + 1) if wpos is not None else None)
     return True
 
 
@@ -169,14 +172,14 @@ def _defaults(words: list[Tok], env: dict[str, VarValue]) -> None:
             env[name] = VarValue(value, t, raw=t)
 
 
-def _held_command(words: list[Tok], env: dict[str, VarValue]) -> Tok | None:
+def _held_command(words: list[Tok], env: dict[str, VarValue]) -> VarValue | None:
     """The assignment text of a variable that holds a launch line, run by `eval $CMD` or as `$CMD` itself."""
     ref = words[1] if words[0].value == "eval" and len(words) == 2 else (words[0] if len(words) == 1 else None)
     m = _LONE_REF.match(ref.value) if ref is not None and 0 not in ref.literal else None
     vv = env.get(m.group(1) or m.group(2)) if m else None
     if vv is None or vv.raw is None or not _HELD_LAUNCH.search(vv.raw.value):
         return None
-    return vv.raw
+    return vv
 
 
 _HELD_LAUNCH = re.compile(r"vllm\s+serve|vllm\.entrypoints")
@@ -239,27 +242,32 @@ def launches_in_script(script: str, pos: Pos, yaml_path: str | None, env: dict[s
     actions: list[str] = []
     if GO_TEMPLATE.search(script):  # template actions: unknown word parts, positions kept
         script, actions = _mask(script)
-    for words in commands([_unmask(t, actions) for t in lex_resilient(script, pos, yaml_path, out)]):
-        if _assign(words, env):
+    char_pos: dict[int, Pos] = {}
+    for words in commands([_unmask(t, actions) for t in lex_resilient(script, pos, yaml_path, out,
+                                                                     char_pos=char_pos)]):
+        if _assign(words, env, char_pos):
             continue
         if words[0].value == ":":  # `: "${MODEL:=org/name}"`: a default for a variable the caller did not set
             _defaults(words[1:], env)
             continue
         held = _held_command(words, env)
-        if held is not None and depth < 3:  # CMD="vllm serve ..."; eval $CMD (or "$CMD" run as a command)
-            found += launches_in_script(held.value, word_pos(held), yaml_path, env, out, depth + 1, positional)
+        if held is not None and held.raw is not None and depth < 3:  # CMD="vllm serve ..."; eval $CMD, or $CMD
+            found += launches_in_script(held.raw.value, held.raw_pos or word_pos(held.raw), yaml_path, env, out,
+                                        depth + 1, positional)
             continue
         if words[0].value == "eval" and len(words) > 1 and depth < 3:  # eval "exec vllm serve ..."
             inner = " ".join(w.value for w in words[1:])
             if positional is not None:  # "$@" inside the eval string joins the arguments; eval re-splits them
                 joined = " ".join(p.value for p in positional)
                 inner = inner.replace("${@}", joined).replace("$@", joined)
-            found += launches_in_script(inner, word_pos(words[1]), yaml_path, env, out, depth + 1, positional)
+            inner_pos = char_pos.get(id(words[1])) if len(words) == 2 and inner == words[1].value else None
+            found += launches_in_script(inner, inner_pos or word_pos(words[1]), yaml_path, env, out, depth + 1,
+                                        positional)
             continue
         j = shell_script_arg(words)
         if j is not None and depth < 3:  # bash -c "..." inside a script
             w = words[j]
-            found += launches_in_script(w.value, word_pos(w), yaml_path, env, out, depth + 1,
+            found += launches_in_script(w.value, char_pos.get(id(w)) or word_pos(w), yaml_path, env, out, depth + 1,
                                          _positional(words, positional)[j + 2:] if positional is not None else None)
             continue
         written = _positional(words, positional)
@@ -284,12 +292,18 @@ def _offset_pos(pos: Pos, base: int) -> Pos:
     return lambda k: pos(base + k)
 
 
-def lex_resilient(s: str, pos: Pos, yaml_path: str | None, out: Extracted, base: int = 0) -> list[Tok]:
-    """lex(), but an unterminated quote becomes finding KV802 and lexing resumes on the next line."""
+def lex_resilient(s: str, pos: Pos, yaml_path: str | None, out: Extracted, base: int = 0,
+                  char_pos: dict[int, Pos] | None = None) -> list[Tok]:
+    """lex(), but an unterminated quote becomes finding KV802 and lexing resumes on the next line. `char_pos`
+    (when given) gets, for each word by id, where each character of its value is (it may span lines)."""
     toks: list[Tok] = []
     for _ in range(1000):
         try:
-            toks += lex(s[base:], _offset_pos(pos, base), yaml_path)
+            seg_pos = _offset_pos(pos, base)
+            got, spans = lex_with_spans(s[base:], seg_pos, yaml_path)
+            if char_pos is not None:
+                char_pos.update({id(t): _span_pos(seg_pos, spans[id(t)]) for t in got if id(t) in spans})
+            toks += got
             return toks
         except ShellSyntaxError as e:
             at = base + e.offset
@@ -308,6 +322,11 @@ def lex_resilient(s: str, pos: Pos, yaml_path: str | None, out: Extracted, base:
             base = nl + 1
     return toks
 
+
+
+def _span_pos(pos: Pos, span: tuple[int, ...]) -> Pos:
+    end = span[-1] + 1 if span else 0
+    return lambda k: pos(span[k] if k < len(span) else end)
 
 
 def referenced(name: str, texts: list[str]) -> bool:

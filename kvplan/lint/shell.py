@@ -56,6 +56,14 @@ def lex(s: str, pos: Pos, yaml_path: str | None = None) -> list[Tok]:
     return _Lexer(s, pos, yaml_path).run()
 
 
+def lex_with_spans(s: str, pos: Pos, yaml_path: str | None = None) -> tuple[list[Tok], dict[int, tuple[int, ...]]]:
+    """`lex`, and for each word (by id) the offset in `s` of every character of its value (quotes, escapes and
+    line continuations removed), so that text taken from a word (an assignment's value) keeps its positions."""
+    lexer = _Lexer(s, pos, yaml_path)
+    toks = lexer.run()
+    return toks, lexer.spans
+
+
 class _Lexer:
     """One `lex` call: the text, the word being built (its pieces, start and literal `$`s) and the tokens so far."""
 
@@ -64,6 +72,8 @@ class _Lexer:
         self.toks: list[Tok] = []
         self.buf: list[str] = []
         self.lit: list[int] = []
+        self.src: list[int] = []  # offset in `s` of each character of the word being built
+        self.spans: dict[int, tuple[int, ...]] = {}
         self.start: int | None = None
         self.quoted = False
 
@@ -78,8 +88,10 @@ class _Lexer:
         """End the word being built (if any) and start a new one."""
         if self.start is not None:
             line, col = self.pos(self.start)
-            self.toks.append(Tok("".join(self.buf), line, col, self.yaml_path, self.quoted, literal=tuple(self.lit)))
-        self.buf, self.start, self.quoted, self.lit = [], None, False, []
+            tok = Tok("".join(self.buf), line, col, self.yaml_path, self.quoted, literal=tuple(self.lit))
+            self.toks.append(tok)
+            self.spans[id(tok)] = tuple(self.src)
+        self.buf, self.start, self.quoted, self.lit, self.src = [], None, False, [], []
 
     def _blen(self) -> int:
         return sum(len(b) for b in self.buf)
@@ -115,10 +127,12 @@ class _Lexer:
             if s[i + 1] == "$":
                 self.lit.append(self._blen())
             self.buf.append(s[i + 1])
+            self.src.append(i + 1)
             return i + 2
         if c == "$" and i + 1 < self.n and s[i + 1] in "({":
             return self._substitution(i)
         self.buf.append(c)
+        self.src.append(i)
         return i + 1
 
     def _control(self, i: int) -> int:
@@ -130,7 +144,7 @@ class _Lexer:
     def _redirection(self, i: int) -> int:
         s = self.s
         if self.start is not None and "".join(self.buf).isdigit():  # 2>&1: the fd number belongs to the redirection
-            self.buf, self.start = [], None
+            self.buf, self.start, self.src = [], None, []
         self._flush()
         j = i
         while j < self.n and s[j] in "<>":
@@ -150,6 +164,7 @@ class _Lexer:
         base = self._blen()
         self.lit += [base + k for k, ch in enumerate(s[i + 1:j]) if ch == "$"]
         self.buf.append(s[i + 1:j])
+        self.src += range(i + 1, j)
         self.quoted = True
         return j + 1
 
@@ -163,9 +178,11 @@ class _Lexer:
                     self.lit.append(self._blen())
                 if s[j + 1] != "\n":
                     self.buf.append(s[j + 1])
+                    self.src.append(j + 1)
                 j += 2
                 continue
             self.buf.append(s[j])
+            self.src.append(j)
             j += 1
         if j >= self.n:
             raise ShellSyntaxError("unterminated double quote", i)
@@ -187,6 +204,7 @@ class _Lexer:
         if j >= self.n:
             raise ShellSyntaxError(f"unterminated ${s[i + 1]}", i)
         self.buf.append(s[i:j + 1])
+        self.src += range(i, j + 1)
         return j + 1
 
 
@@ -231,6 +249,8 @@ class VarValue:
     unknown: bool = False
     raw: Tok | None = None
     """A shell assignment's value as written, before expansion (`eval $CMD` runs it as a script)."""
+    raw_pos: Pos | None = None
+    """Where each character of `raw` is (it may span lines)."""
 
 
 def _closing(s: str, i: int, open_: str, close: str) -> int:

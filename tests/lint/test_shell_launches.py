@@ -60,6 +60,21 @@ def test_launch_line_held_in_a_variable_and_evaluated(tmp_path: Path) -> None:
     assert _launches(r) == [(2, 6, "$MODEL")] and {f.code for f in r.findings} == {"KV804"}
 
 
+def test_held_launch_line_over_several_lines_keeps_its_positions(tmp_path: Path) -> None:
+    r = lint_text(tmp_path, "serve.sh", """
+    #!/bin/bash
+    CMD="
+        vllm serve Qwen/Qwen3-8B \\
+            --max-model-len 4096 \\
+            --kv-cache-dtype fp9
+        "
+    bash -c "${CMD}" &
+    """, offline=True)
+    # the words of the variable's value are where they are written, line continuations and all
+    assert _launches(r) == [(3, 5, "Qwen/Qwen3-8B")]
+    assert _found(r) == {(5, 26, "KV803")}
+
+
 def test_docker_compose_run_with_a_command_is_a_launch(tmp_path: Path) -> None:
     r = lint_text(tmp_path, "bench.sh", """
     #!/bin/bash
