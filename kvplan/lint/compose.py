@@ -113,7 +113,20 @@ def _gpu_devices(svc: Node) -> int | None:
     return count
 
 
+def _local_images(doc: YamlDoc, services: MappingNode, compose_file: Path | None) -> dict[str, tuple[bool, Tok | None]]:
+    """Images a service builds and tags (`build:` + `image: NAME`): NAME -> (its entrypoint is the vLLM server,
+    the vLLM image it derives from). Another service that runs NAME runs that Dockerfile's image."""
+    local: dict[str, tuple[bool, Tok | None]] = {}
+    for sk, svc in mitems(services):
+        name = scalar(mget(svc, "image"))
+        built = _built_image(doc, svc, f"services.{sk.value}", compose_file) if name else None
+        if name and built is not None:
+            local[name] = (built[0], built[2])
+    return local
+
+
 def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted, compose_file: Path | None = None) -> None:
+    local = _local_images(doc, services, compose_file)
     for sk, svc in mitems(services):
         path = f"services.{sk.value}"
         inode = mget(svc, "image")
@@ -121,6 +134,10 @@ def compose_services(doc: YamlDoc, services: MappingNode, out: Extracted, compos
         items = _service_argv(doc, svc, path, out)
         implicit = None
         built = _built_image(doc, svc, path, compose_file) if mget(svc, "entrypoint") is None else None
+        if built is None and mget(svc, "entrypoint") is None and (scalar(inode) or "") in local:
+            it = doc.tok(inode, f"{path}.image")  # a local image another service builds
+            vllm, base = local[scalar(inode) or ""]
+            built = (vllm, it, Tok(base.value, it.line, it.col, it.yaml_path) if base is not None else None)
         if built is not None:
             if mget(svc, "command") is None:
                 continue  # the Dockerfile's own ENTRYPOINT/CMD: that launch is the Dockerfile's, linted there

@@ -153,3 +153,25 @@ def test_dockerfile_sh_c_script_in_exec_form_keeps_lines_across_continuations(tm
     # the build argument's default is the model; the script's words are where they are written
     assert _launches(r) == [("Dockerfile", 4, "Qwen/Qwen3-8B", "0.33.0")]
     assert _found(r) == {(6, 22, "KV803")}
+
+
+def test_compose_service_running_an_image_another_service_builds(tmp_path: Path) -> None:
+    write_file(tmp_path, "Dockerfile", """
+    FROM vllm/vllm-openai:v0.25.0
+    RUN pip install flashinfer-python
+    """)
+    write_file(tmp_path, "compose.yaml", """
+    services:
+      builder:
+        image: local/vllm-fi:dev
+        build: .
+        command: ["--model", "Qwen/Qwen3-8B"]
+      second:
+        image: local/vllm-fi:dev
+        command: ["--model", "Qwen/Qwen3-8B", "--kv-cache-dtype", "fp9"]
+    """)
+    r = lint_paths(["compose.yaml"], cwd=tmp_path, isolated=True, offline=True)
+    # `second` runs the image `builder` builds: its entrypoint is the vLLM server, its release 0.25
+    assert _launches(r) == [("compose.yaml", 4, "Qwen/Qwen3-8B", "0.25.0"), ("compose.yaml", 7, "Qwen/Qwen3-8B",
+                                                                             "0.25.0")]
+    assert {(f.location.line, f.code) for f in r.findings if f.code == "KV803"} == {(8, "KV803")}
