@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from kvplan.lint.argv import ArgItem, launches_from_argv, launches_in_script
 from kvplan.lint.extracted import Extracted, LineIndex, Site
-from kvplan.lint.shell import VLLM_IMAGE, Pos, Tok, VarValue
+from kvplan.lint.shell import VLLM_IMAGE, Pos, ShellSyntaxError, Tok, VarValue, commands, expand, lex
 
 _INSTRUCTIONS = frozenset({"FROM", "RUN", "CMD", "ENTRYPOINT", "ENV", "ARG", "COPY", "ADD", "WORKDIR", "EXPOSE",
                            "LABEL", "USER", "VOLUME", "HEALTHCHECK", "SHELL", "STOPSIGNAL", "ONBUILD",
@@ -195,8 +195,10 @@ def _form(ins: _Instruction) -> tuple[str, list[Word]]:
 
 def _env_assignments(ins: _Instruction, env: dict[str, VarValue], build_args: dict[str, VarValue]) -> None:
     """`ENV A=1 B="x y"` and the legacy `ENV A 1`."""
-    from kvplan.lint.shell import expand, lex
-    words = [t for t in lex(ins.text, ins.pos) if not t.op]
+    try:
+        words = [t for t in lex(ins.text, ins.pos) if not t.op]
+    except ShellSyntaxError:  # an unterminated quote: Docker rejects the file; its ENV is not guessed at
+        return
     if len(words) >= 2 and "=" not in words[0].value:
         name = words[0].value
         env[name] = VarValue(" ".join(w.value for w in words[1:]), words[1])
@@ -314,10 +316,9 @@ def _written_scripts(instrs: list[_Instruction], stages: list[_Stage], out: Extr
                     out.sites.append(Site(launch, launch.launcher, image=launch.image or image))
         if ins.keyword != "RUN" or not _LAUNCH_HINT.search(ins.text):
             continue
-        from kvplan.lint.shell import commands, lex
         try:
             toks = lex(ins.text, ins.pos)
-        except ValueError:
+        except ShellSyntaxError:
             continue
         redirected = {id(toks[k - 1]) for k in range(1, len(toks)) if toks[k].op and toks[k].value in (">", ">>")}
         for words in commands(toks):

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kvplan.lint import lint_paths
-from kvplan.lint.dockerfile import is_dockerfile
+from kvplan.lint.dockerfile import extract_dockerfile, is_dockerfile
 from tests.lint.helpers import lint_text, write_file
 
 
@@ -175,3 +178,16 @@ def test_compose_service_running_an_image_another_service_builds(tmp_path: Path)
     assert _launches(r) == [("compose.yaml", 4, "Qwen/Qwen3-8B", "0.25.0"), ("compose.yaml", 7, "Qwen/Qwen3-8B",
                                                                              "0.25.0")]
     assert {(f.location.line, f.code) for f in r.findings if f.code == "KV803"} == {(8, "KV803")}
+
+
+_DOCKER_WORDS = st.sampled_from(["FROM vllm/vllm-openai:v0.25.0", "FROM base AS b", "CMD", "ENTRYPOINT", "RUN echo",
+                                 "ENV A=1", "ARG X=", '["vllm", "serve"', "vllm serve m", "\\", "\n", '"', "'", "<<EOF",
+                                 "EOF", " ", "--kv-cache-dtype fp8", "${X}", "#"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_DOCKER_WORDS, max_size=40).map("".join))
+def test_dockerfile_reader_never_raises_on_any_text(text: str) -> None:
+    ex = extract_dockerfile("FROM x\n" + text)
+    assert all(s.launch.launcher.line >= 1 for s in ex.sites)
+    is_dockerfile(text)
