@@ -28,7 +28,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kvplan.lint.argv import ArgItem, launches_from_argv
 from kvplan.lint.extracted import Extracted, Site
-from kvplan.lint.shell import Launch, Tok
+from kvplan.lint.kubernetes import gpu_count_of
+from kvplan.lint.shell import Launch, Tok, split_value
 from kvplan.lint.yamlnodes import YamlDoc, mget, mitems, scalar, seq
 
 _PROFILE = re.compile(r"^(?:nvidia-gpu-|amd-gpu-)?([^:]+?)(?::(\d+))?$")
@@ -217,6 +218,53 @@ def replace_value(t: Tok, value: str) -> Tok:
     return Tok(value, t.line, t.col, t.yaml_path)
 
 
+def _main_container(template: Node | None) -> Node | None:
+    cs = seq(mget(template, "containers"))
+    return next((c for c in cs if scalar(mget(c, "name")) == "main"), cs[0] if cs else None)
+
+
+def llm_inference_service(doc: YamlDoc, spec: MappingNode, out: Extracted) -> None:
+    """A KServe `LLMInferenceService`: the decode pool (`spec`) and, when present, the prefill pool
+    (`spec.prefill`) each run `vllm serve /mnt/models` with the model `spec.model.uri` names (KServe's storage
+    initializer downloads it there), `--tensor-parallel-size` from `parallelism.tensor`, the main container's
+    `VLLM_ADDITIONAL_ARGS` and its `args` (kserve config/llmisvcconfig/config-llm-template.yaml)."""
+    model = mget(spec, "model")
+    uri, name = mget(model, "uri"), mget(model, "name")
+    mtok: Tok | None = None
+    if isinstance(uri, ScalarNode) and uri.value.startswith("hf://"):
+        mtok = doc.tok(uri, "spec.model.uri").at(5)
+    elif isinstance(name, ScalarNode):
+        mtok = doc.tok(name, "spec.model.name")
+    elif isinstance(uri, ScalarNode):
+        mtok = doc.tok(uri, "spec.model.uri")
+    for role, rnode in (("spec", spec), ("spec.prefill", mget(spec, "prefill"))):
+        if not isinstance(rnode, MappingNode):
+            continue
+        main = _main_container(mget(rnode, "template"))
+        cpath = f"{role}.template.containers[{seq(mget(mget(rnode, 'template'), 'containers')).index(main)}]" \
+            if main is not None else f"{role}.template"
+        if main is not None and mget(main, "command") is not None:
+            continue  # a container with its own command: read as any other container (kubernetes)
+        key = next((k for k, v in mitems(spec) if v is rnode), None)
+        anchor = (doc.key_tok(key, role) if key is not None else None) or mtok or doc.tok(rnode, role)
+        args: list[Tok] = [mtok] if mtok is not None else []
+        tp = mget(mget(rnode, "parallelism"), "tensor")
+        if isinstance(tp, ScalarNode) and tp.value.isdigit():
+            tt = doc.tok(tp, f"{role}.parallelism.tensor")
+            args += [replace_value(tt, "--tensor-parallel-size"), tt]
+        for i, e in enumerate(seq(mget(main, "env"))):
+            v = mget(e, "value")
+            if scalar(mget(e, "name")) == "VLLM_ADDITIONAL_ARGS" and isinstance(v, ScalarNode):
+                args += split_value(v.value, doc.tok(v, f"{cpath}.env[{i}].value"))
+        args += [doc.tok(x, f"{cpath}.args[{i}]") for i, x in enumerate(seq(mget(main, "args")))
+                 if isinstance(x, ScalarNode)]
+        img = mget(main, "image")
+        gpus = gpu_count_of(mget(main, "resources"))
+        launcher = replace_value(anchor, "vllm")
+        out.sites.append(Site(Launch(launcher, tuple(args)), launcher, gpu_count=gpus,
+                              image=doc.tok(img, f"{cpath}.image") if isinstance(img, ScalarNode) else None))
+
+
 def operator_resource(doc: YamlDoc, node: MappingNode, kind: str, out: Extracted) -> bool:
     """A custom resource read by its operator's rules; False for anything else (walked as Kubernetes)."""
     api = scalar(mget(node, "apiVersion")) or ""
@@ -228,4 +276,8 @@ def operator_resource(doc: YamlDoc, node: MappingNode, kind: str, out: Extracted
     if kind == "VLLMRuntime" and api.startswith("production-stack.vllm.ai/") and isinstance(spec, MappingNode):
         vllm_runtime(doc, spec, out)
         return True
+    if kind == "LLMInferenceService" and api.startswith("serving.kserve.io/") and isinstance(spec, MappingNode):
+        before = len(out.sites)
+        llm_inference_service(doc, spec, out)
+        return len(out.sites) > before  # custom commands: walked as containers
     return False

@@ -162,3 +162,39 @@ def test_values_engine_args_elsewhere_join_the_one_container_launch(tmp_path: Pa
     # command + args + model.args: one launch (not one full and one "names no model")
     assert _launches(r) == [(3, "Qwen/Qwen3-8B", None, "vllm/vllm-openai:v0.25.0")]
     assert _found(r) == {(6, 49, "KV803")}
+
+
+def test_kserve_llm_inference_service_decode_and_prefill_pools(tmp_path: Path) -> None:
+    r = lint_text(tmp_path, "llmisvc.yaml", """
+    apiVersion: serving.kserve.io/v1alpha2
+    kind: LLMInferenceService
+    metadata:
+      name: qwen
+    spec:
+      model:
+        uri: hf://Qwen/Qwen3-8B
+        name: qwen3
+      parallelism:
+        tensor: 2
+      template:
+        containers:
+          - name: main
+            env:
+              - name: VLLM_ADDITIONAL_ARGS
+                value: "--kv-cache-dtype fp9"
+            resources:
+              limits:
+                nvidia.com/gpu: "1"
+      prefill:
+        template:
+          containers:
+            - name: main
+              args: ["--max-model-len", "4096"]
+              resources:
+                limits:
+                  nvidia.com/gpu: "1"
+    """, offline=True)
+    # the model KServe downloads to /mnt/models is the uri's id; each pool is a launch
+    assert _launches(r) == [(7, "Qwen/Qwen3-8B", 1, None), (20, "Qwen/Qwen3-8B", 1, None)]
+    # tensor parallel 2 on the decode pool's one GPU, and the dtype from VLLM_ADDITIONAL_ARGS at its value
+    assert _found(r) == {(10, 13, "KV808"), (16, 38, "KV803")}
