@@ -509,6 +509,9 @@ class _Run:
                           settings=settings, summary=summary, files=files, findings=reported, suppressed=suppressed)
 
 
+_KV804_PLACES = 10  # places a merged KV804 lists; the JSON report's launches list every one
+
+
 def _one_kv804_per_model(reported: list[LintFinding]) -> list[LintFinding]:
     """One KV804 per unresolved model per run, at its first launch, listing every place it is launched (one
     per launch drowns the rest in CI). A model only known at run time is grouped per file and variable."""
@@ -522,7 +525,9 @@ def _one_kv804_per_model(reported: list[LintFinding]) -> list[LintFinding]:
         if len(fs) < 2:
             continue
         fs.sort(key=lambda f: (f.location.path, f.location.line, f.location.column))
-        places = ", ".join(f"{f.location.path}:{f.location.line}" for f in fs)
+        places = ", ".join(f"{f.location.path}:{f.location.line}" for f in fs[:_KV804_PLACES])
+        if len(fs) > _KV804_PLACES:
+            places += f" and {len(fs) - _KV804_PLACES} more"
         merged[id(fs[0])] = fs[0].model_copy(update={
             "message": f"{fs[0].message.rstrip('.')}; launched {len(fs)} times: {places}."})
         merged.update({id(f): None for f in fs[1:]})

@@ -198,3 +198,11 @@ def test_kserve_llm_inference_service_decode_and_prefill_pools(tmp_path: Path) -
     assert _launches(r) == [(7, "Qwen/Qwen3-8B", 1, None), (20, "Qwen/Qwen3-8B", 1, None)]
     # tensor parallel 2 on the decode pool's one GPU, and the dtype from VLLM_ADDITIONAL_ARGS at its value
     assert _found(r) == {(10, 13, "KV808"), (16, 38, "KV803")}
+
+
+def test_merged_kv804_lists_ten_places_and_counts_the_rest(tmp_path: Path) -> None:
+    lines = "\n".join(f"vllm serve example-org/unknown-model --port {8000 + i} &" for i in range(12))
+    r = lint_text(tmp_path, "many.sh", "#!/bin/bash\n" + lines + "\n", offline=True)
+    (kv804,) = [f for f in r.findings if f.code == "KV804"]
+    assert "launched 12 times: many.sh:2, many.sh:3" in kv804.message and kv804.message.endswith(
+        "many.sh:11 and 2 more.")
