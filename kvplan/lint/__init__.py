@@ -1,5 +1,6 @@
 """`kvplan lint`: find wrong KV cache flags in deployment files (Kubernetes, KServe, LeaderWorkerSet,
-docker-compose, vLLM --config YAML, shell launch scripts) before they fail at runtime, or silently.
+inference-operator resources, Helm, Kustomize, docker-compose, Dockerfiles, vLLM --config YAML, shell
+launch scripts) before they fail at runtime, or silently.
 
     >>> from kvplan.lint import lint_paths
     >>> report = lint_paths(["examples/deploy/clean-deployment.yaml"])
