@@ -5,12 +5,14 @@ Each reader follows the controller's own code for where the model and engine arg
 - KubeAI `Model` (`kubeai.org`, `engine: VLLM`) and the entries of the KubeAI models chart's
   `catalog:`: the controller runs `python3 -m vllm.entrypoints.openai.api_server --model=REF
   --served-model-name=NAME ARGS...` (kubeai internal/modelcontroller/engine_vllm.go), REF from `url`
-  (`hf://org/name` -> `org/name`, `s3://...` as written, `pvc://...` -> `/model`); `image` overrides the
-  chart's image; `resourceProfile: nvidia-gpu-h100:2` is the GPU and its count.
+  (`hf://org/name` -> `org/name`, `s3://...` as written, `pvc://...` -> `/model`), `--enable-lora` with
+  `adapters`; `image` overrides the chart's image; `resourceProfile: nvidia-gpu-h100:2` is the GPU and its
+  count.
 - vLLM production-stack `VLLMRuntime`: `/opt/venv/bin/vllm serve MODEL_URL` plus the flags its
   controller derives from `model` and `vllmConfig` (production-stack operator/internal/controller/
   vllmruntime_controller.go), `vllmConfig.extraArgs`, image `deploymentConfig.image.registry/name`,
   GPUs `deploymentConfig.resources.gpu`.
+- KServe `LLMInferenceService`: `vllm serve /mnt/models` for the model `spec.model.uri` names, per pool.
 - llm-d ModelService chart values (`modelArtifacts.uri` + `decode`/`prefill` containers with
   `modelCommand: vllmServe | imageDefault`): `vllm serve MODEL` (or the image's own entrypoint with
   `--model MODEL`), `--tensor-parallel-size` from `parallelism.tensor`, then the container's `args`
@@ -76,17 +78,13 @@ def kubeai_model(doc: YamlDoc, spec: MappingNode, path: str, out: Extracted, anc
     launcher = anchor or doc.tok(url, f"{p}url", "python3")
     args = [Tok("--model", model.line, model.col, model.yaml_path), model]
     args += [doc.tok(x, f"{p}args[{i}]") for i, x in enumerate(seq(mget(spec, "args"))) if isinstance(x, ScalarNode)]
+    adapters = next((k for k, v in mitems(spec) if k.value == "adapters" and seq(v)), None)
+    if adapters is not None:  # the controller serves LoRA adapters with --enable-lora
+        args.append(_as(doc.key_tok(adapters, f"{p}adapters"), "--enable-lora"))
     label, count = _kubeai_gpu(doc, mget(spec, "resourceProfile"), f"{p}resourceProfile")
     image = mget(spec, "image")
     out.sites.append(Site(Launch(launcher, tuple(args)), launcher, gpu_label=label, gpu_count=count,
                           image=doc.tok(image, f"{p}image") if isinstance(image, ScalarNode) else None))
-
-
-def kubeai_catalog(doc: YamlDoc, catalog: MappingNode, path: str, out: Extracted) -> None:
-    """The KubeAI models chart's `catalog:` (name -> Model spec): every vLLM entry, enabled or not."""
-    for k, v in mitems(catalog):
-        if isinstance(v, MappingNode) and is_kubeai_entry(v):
-            kubeai_model(doc, v, f"{path}.{k.value}", out, anchor=doc.key_tok(k, f"{path}.{k.value}"))
 
 
 # VLLMRuntime fields -> the flags its controller appends (vllmruntime_controller.go, deploymentForVLLMRuntime):
@@ -203,7 +201,7 @@ def llmd_modelservice(doc: YamlDoc, root: MappingNode, out: Extracted) -> set[st
                 args += [Tok("--tensor-parallel-size", tt.line, tt.col, tt.yaml_path), tt]
             items = [ArgItem(doc.tok(x, f"{p}.args[{j}]"), x) for j, x in enumerate(seq(mget(c, "args")))
                      if isinstance(x, ScalarNode)]
-            for launch in launches_from_argv(doc, items, {}, replace_value(anchor, "vllm"), out, yaml_list=True):
+            for launch in launches_from_argv(doc, items, {}, _as(anchor, "vllm"), out, yaml_list=True):
                 launch = Launch(launch.launcher, tuple(args) + launch.args, launch.dialect)
                 img = mget(c, "image")
                 gpus = scalar(mget(mget(mget(c, "resources"), "limits"), "nvidia.com/gpu"))
@@ -214,7 +212,8 @@ def llmd_modelservice(doc: YamlDoc, root: MappingNode, out: Extracted) -> set[st
     return done
 
 
-def replace_value(t: Tok, value: str) -> Tok:
+def _as(t: Tok, value: str) -> Tok:
+    """A token with `value` at `t`'s place (a flag the controller adds, anchored where its setting is)."""
     return Tok(value, t.line, t.col, t.yaml_path)
 
 
@@ -251,7 +250,7 @@ def llm_inference_service(doc: YamlDoc, spec: MappingNode, out: Extracted) -> No
         tp = mget(mget(rnode, "parallelism"), "tensor")
         if isinstance(tp, ScalarNode) and tp.value.isdigit():
             tt = doc.tok(tp, f"{role}.parallelism.tensor")
-            args += [replace_value(tt, "--tensor-parallel-size"), tt]
+            args += [_as(tt, "--tensor-parallel-size"), tt]
         for i, e in enumerate(seq(mget(main, "env"))):
             v = mget(e, "value")
             if scalar(mget(e, "name")) == "VLLM_ADDITIONAL_ARGS" and isinstance(v, ScalarNode):
@@ -260,7 +259,7 @@ def llm_inference_service(doc: YamlDoc, spec: MappingNode, out: Extracted) -> No
                  if isinstance(x, ScalarNode)]
         img = mget(main, "image")
         gpus = gpu_count_of(mget(main, "resources"))
-        launcher = replace_value(anchor, "vllm")
+        launcher = _as(anchor, "vllm")
         out.sites.append(Site(Launch(launcher, tuple(args)), launcher, gpu_count=gpus,
                               image=doc.tok(img, f"{cpath}.image") if isinstance(img, ScalarNode) else None))
 
