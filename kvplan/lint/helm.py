@@ -165,8 +165,12 @@ def values_model(doc: YamlDoc, spec: MappingNode, path: str, out: Extracted) -> 
             continue
         args += [Tok(flag, kt.line, kt.col, p), doc.tok(v, p)]
     gpus = scalar(mget(spec, "requestGPU"))
+    count = int(gpus) if gpus and gpus.isdigit() else None
+    # `requestGPU: 0` is a CPU deployment (vLLM's CPU backend); with `raySpec.enabled` the engine spans a Ray
+    # cluster of pods (production-stack): in both, one pod's GPU request does not bound the parallelism
+    if count == 0 or scalar(mget(mget(spec, "raySpec"), "enabled")) == "true":
+        count = None
     launcher = doc.tok(model, f"{path}.{mkey}" if path else mkey, "vllm")
-    out.sites.append(Site(Launch(launcher, tuple(args)), launcher,
-                          gpu_count=int(gpus) if gpus and gpus.isdigit() else None, image=image_of(doc, spec, path)))
+    out.sites.append(Site(Launch(launcher, tuple(args)), launcher, gpu_count=count, image=image_of(doc, spec, path)))
 
 

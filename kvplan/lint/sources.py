@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import yaml
-from yaml.nodes import MappingNode, Node
+from yaml.nodes import MappingNode, Node, SequenceNode
 
 from kvplan.ingest.limits import compose_all as bounded_compose_all
 from kvplan.lint.argv import launches_in_script
@@ -74,6 +74,8 @@ def extract_yaml(text: str, path: Path | None = None) -> Extracted:
         elif is_json6902(node):
             kinds.append("kubernetes")  # a Kustomize JSON 6902 patch file
             json6902(doc, node, out)
+        elif mget(node, "suite") is not None and isinstance(mget(node, "tests"), SequenceNode):
+            out.note = "a helm-unittest suite: the values in its tests are chart test inputs, not deployments"
         elif isinstance(node, MappingNode) and helm_values(doc, node, out, path):
             kinds.append("helm-values")
     if out.findings and any(f.code == "KV801" for f in out.findings):
