@@ -579,13 +579,11 @@ def _deepseek_v4_layers(c: _Cfg, module: str, layers: list[LayerArch], num_heads
         return layers
     raw = c.raw
     head = _int(c.get("head_dim", hf=True), "head_dim", path)
-    rope = _int(c.get("qk_rope_head_dim", hf=True), "qk_rope_head_dim", path)
-    rates = raw.get("compress_rates") or {}
-    types = raw.get("layer_types") or []
-    if (not isinstance(rates, dict) or not isinstance(types, list) or len(types) < len(layers) or rope >= head
-            or not all(isinstance(t, str) for t in types)):
-        raise KvplanInputError(f"{path}: DeepSeek-V4 needs compress_rates (a map), layer_types (one per layer) "
-                               "and qk_rope_head_dim < head_dim.", "Pass the model's full config.json.")
+    rope = _deepseek_v4_rope_dim(c, head, path)
+    types, rates = _deepseek_v4_types(raw, len(layers), path, notes)
+    if rope >= head:
+        raise KvplanInputError(f"{path}: DeepSeek-V4 needs qk_rope_head_dim < head_dim, got {rope} and {head}.",
+                               "Pass the model's full config.json.")
     ihd = c.get("index_head_dim", hf=True) or 128
     topk = raw.get("index_topk")
     window = _int(c.get("sliding_window", hf=True) or 128, "sliding_window", path)
@@ -603,6 +601,62 @@ def _deepseek_v4_layers(c: _Cfg, module: str, layers: list[LayerArch], num_heads
     notes.append("DeepSeek-V4: compressed MLA latent per compress_rates of each layer type, plus sliding-window, "
                  "compressor-state and indexer caches")
     return out
+
+
+# transformers 5.20 DeepseekV4Config: the legacy per-layer `compress_ratios` (0 / 4 / 128, one per layer
+# and MTP layer) become layer_types, `compress_rates` defaults to these rates, and the legacy scalar
+# `compress_rate_csa` / `compress_rate_hca` override them (configuration_deepseek_v4.py::__post_init__).
+_DSV4_RATIO_TYPES = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+_DSV4_DEFAULT_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+_DSV4_LEGACY_RATES = {"compress_rate_csa": "compressed_sparse_attention",
+                      "compress_rate_hca": "heavily_compressed_attention"}
+
+
+def _deepseek_v4_types(raw: dict[str, Any], n: int, path: Path, notes: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """Layer types and compression rates as transformers' DeepseekV4Config builds them from any of
+    its spellings (vLLM's DeepseekV4Attention then reads compress_rates[layer_types[i]])."""
+    fix = "Pass the model's full config.json."
+    rates = raw.get("compress_rates")
+    if rates is None:
+        rates = dict(_DSV4_DEFAULT_RATES)
+    elif not isinstance(rates, dict):
+        raise KvplanInputError(f"{path}: DeepSeek-V4 compress_rates must be a map of layer type to rate, got "
+                               f"{rates!r:.80}.", fix)
+    for key, layer_type in _DSV4_LEGACY_RATES.items():
+        if raw.get(key) is not None:
+            rates = {**rates, layer_type: raw[key]}
+            notes.append(f"DeepSeek-V4: {key} {raw[key]!r} sets compress_rates[{layer_type!r}] (transformers)")
+    types = raw.get("layer_types")
+    ratios = raw.get("compress_ratios")
+    if types is None and ratios is not None:
+        if not isinstance(ratios, list) or not all(isinstance(r, int) and not isinstance(r, bool)
+                                                   and r in _DSV4_RATIO_TYPES for r in ratios):
+            raise KvplanInputError(f"{path}: DeepSeek-V4 compress_ratios must list 0, 4 or 128 per layer, got "
+                                   f"{ratios!r:.80}.", fix)
+        types = [_DSV4_RATIO_TYPES[r] for r in ratios]
+        notes.append(f"DeepSeek-V4: layer_types from the legacy compress_ratios ({len(ratios)} entries, the MTP "
+                     f"layers after the first {n} are not part of the model), as transformers converts them")
+    if types is None:
+        types = ["heavily_compressed_attention"] * min(n, 2) + [
+            "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(max(n - 2, 0))]
+        notes.append("DeepSeek-V4: layer_types absent: the DeepseekV4Config default (two heavily compressed "
+                     "layers, then compressed sparse / heavily compressed alternating)")
+    if not isinstance(types, list) or len(types) < n or not all(t in _DSV4_RATIO_TYPES.values() for t in types[:n]):
+        raise KvplanInputError(f"{path}: DeepSeek-V4 layer_types must name one of {sorted(_DSV4_RATIO_TYPES.values())} "
+                               f"per layer ({n}), got {types!r:.80}.", fix)
+    return types[:n], rates
+
+
+def _deepseek_v4_rope_dim(c: _Cfg, head: int, path: Path) -> int:
+    """DeepseekV4Config: qk_rope_head_dim = int(head_dim * partial_rotary_factor), the factor being
+    the config's, else the legacy qk_rope_head_dim / head_dim, else 64 / 512."""
+    prf = c.raw.get("partial_rotary_factor")
+    if isinstance(prf, (int, float)) and not isinstance(prf, bool) and prf > 0:
+        return int(head * prf)
+    legacy = c.raw.get("qk_rope_head_dim")
+    if legacy is not None:
+        return _int(legacy, "qk_rope_head_dim", path)
+    return int(head * 64 / 512)
 
 
 def _loop_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
