@@ -244,7 +244,16 @@ def _routed_architecture(cfg: dict[str, Any], model_type: str, architecture: str
 _LANGUAGE_MODEL_MODULE = {"MiMoV2OmniForCausalLM": "vllm.model_executor.models.mimo_v2"}
 
 
-def _check_known(model_type: str, text_type: str, architecture: str | None, path: Path) -> None:
+def _check_known(cfg: dict[str, Any], model_type: str, text_type: str, architecture: str | None,
+                 path: Path) -> None:
+    if architecture is not None:
+        reason = vreg.load_refusal(model_type, architecture, isinstance(cfg.get("auto_map"), dict))
+        if reason:
+            raise KvplanInputError(
+                f"{path}: {reason}.",
+                "Check model_type and architectures for typos, or pass the checkpoint's own config.json "
+                "(its auto_map and configuration code are what --trust-remote-code loads), or serve it with a "
+                "vLLM release that supports it.")
     known = (model_type in STANDARD_DECODER_TYPES or model_type in WRAPPER_TYPES
              or model_type in FAMILY_DEFAULTS or text_type in STANDARD_DECODER_TYPES
              or (architecture is not None and (vreg.is_registered(architecture)
@@ -456,7 +465,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     check_config_values(cfg, str(path))  # depth and layer counts; values are checked where read (docs/limits.md)
     notes: list[str] = []
     model_type, text_plain, text_key, text_raw, text_type, architecture = _resolve_types(cfg, path, notes)
-    _check_known(model_type, text_type, architecture, path)
+    _check_known(cfg, model_type, text_type, architecture, path)
     c = _Cfg(text_raw, text_type, notes)
     if text_key:
         notes.append(f"language model read from {text_key} ({text_type})")
