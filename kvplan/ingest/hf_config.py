@@ -914,8 +914,12 @@ def _sliding_window_pattern(s: _Stack) -> int | None:
     key = "sliding_window_pattern" if "sliding_window_pattern" in raw else "_sliding_window_pattern"
     v = raw.unchecked(key) if isinstance(raw, _Reads) else raw.get(key)
     declared = s.text_type in _PATTERN_DEFAULTS or "sliding_window_pattern" in vreg.config_defaults(s.text_type)
-    if not declared and not (isinstance(v, int) and not isinstance(v, bool)):
-        return None  # not this config class's key (a remote-code class may read an integer one)
+    if not declared:
+        # Not this config class's key: only a remote-code class may read it, as an integer period.
+        if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+            return None
+        check_config_value(str(s.path), key, v, raw)
+        return v
     if v is None or v is False or v == 0:
         p = s.c.get("sliding_window_pattern", "_sliding_window_pattern", hf=True)
         if not p:

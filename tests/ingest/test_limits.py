@@ -181,6 +181,7 @@ def test_keys_nobody_reads_are_never_an_input_error() -> None:
             "max_window_layers": "28", "index_topk": "all"}
     plain = parse_hf_config(LLAMA, Path("m/config.json"))
     assert parse_hf_config({**LLAMA, **junk}, Path("m/config.json")).layers == plain.layers
+    assert parse_hf_config({**LLAMA, "_sliding_window_pattern": 0}, Path("m/config.json")).layers == plain.layers
 
 
 def test_string_sliding_window_pattern_beside_layer_types_plans_as_layer_types_say(tmp_path: Path) -> None:
