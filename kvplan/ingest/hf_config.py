@@ -26,31 +26,59 @@ from kvplan.ingest.families import (
     WRAPPER_TYPES,
 )
 from kvplan.ingest.flagship import flagship_layers
-from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
+from kvplan.ingest.limits import (
+    check_config_value,
+    check_config_values,
+    check_count,
+    input_boundary,
+    limits,
+    load_json_file,
+)
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
 from kvplan.model.limits import MAX_TOKENS
 from kvplan.model.vocab import NO_KV_KINDS, LayerKind
 
 
 class _Reads(dict[Any, Any]):
-    """A config dict that records which keys were looked up (for KV604's 'keys read')."""
+    """A config dict that records which keys were looked up (for KV604's 'keys read') and checks
+    a value's type and range when the planner reads it (`check_config_value`: validated where
+    read, so a key this architecture's readers never look at is never an input error).
 
-    def __init__(self, *a: Any, **k: Any) -> None:
+    `source` names the input and `prefix` where the dict sits (`text_config.`) in the messages.
+    Membership tests (`key in cfg`) record the key but check nothing: only a value read is checked.
+    """
+
+    def __init__(self, *a: Any, source: str = "config.json", prefix: str = "", **k: Any) -> None:
         super().__init__(*a, **k)
         self.read: set[str] = set()
+        self.source, self.prefix = source, prefix
+        self._checked: set[str] = set()
+
+    def _check(self, key: Any) -> None:
+        if isinstance(key, str) and key not in self._checked and super().__contains__(key):
+            self._checked.add(key)
+            check_config_value(self.source, self.prefix + key, super().__getitem__(key), self)
 
     def get(self, key: Any, default: Any = None) -> Any:
         self.read.add(key)
+        self._check(key)
         return super().get(key, default)
 
     def __getitem__(self, key: Any) -> Any:
         self.read.add(key)
+        self._check(key)
         return super().__getitem__(key)
 
     def __contains__(self, key: object) -> bool:
         if isinstance(key, str):
             self.read.add(key)
         return super().__contains__(key)
+
+    def unchecked(self, key: str) -> Any:
+        """The raw value, recorded as read, for a reader that checks its type itself (a key whose
+        accepted types depend on the architecture or on other keys)."""
+        self.read.add(key)
+        return super().get(key)
 
 
 def load_json(path: Path, what: str = "config") -> dict[str, Any]:
@@ -170,7 +198,7 @@ def _resolve_types(cfg: dict[str, Any], path: Path,
     """model_type, the language model's config (and where it sits), its model_type, the architecture."""
     model_type = cfg.get("model_type")
     text_plain, text_key = _pick_text_config(cfg)
-    text_raw = _Reads(text_plain)
+    text_raw = _Reads(text_plain, source=str(path), prefix=f"{text_key}." if text_key else "")
     text_type = text_raw.get("model_type") if text_key else model_type
     if not isinstance(model_type, str) or not model_type:
         raise KvplanInputError(f"{path} has no model_type.",
@@ -216,7 +244,16 @@ def _routed_architecture(cfg: dict[str, Any], model_type: str, architecture: str
 _LANGUAGE_MODEL_MODULE = {"MiMoV2OmniForCausalLM": "vllm.model_executor.models.mimo_v2"}
 
 
-def _check_known(model_type: str, text_type: str, architecture: str | None, path: Path) -> None:
+def _check_known(cfg: dict[str, Any], model_type: str, text_type: str, architecture: str | None,
+                 path: Path) -> None:
+    if architecture is not None:
+        reason = vreg.load_refusal(model_type, architecture, isinstance(cfg.get("auto_map"), dict))
+        if reason:
+            raise KvplanInputError(
+                f"{path}: {reason}.",
+                "Check model_type and architectures for typos, or pass the checkpoint's own config.json "
+                "(its auto_map and configuration code are what --trust-remote-code loads), or serve it with a "
+                "vLLM release that supports it.")
     known = (model_type in STANDARD_DECODER_TYPES or model_type in WRAPPER_TYPES
              or model_type in FAMILY_DEFAULTS or text_type in STANDARD_DECODER_TYPES
              or (architecture is not None and (vreg.is_registered(architecture)
@@ -425,10 +462,10 @@ def _unused_geometry_keys(text_plain: dict[str, Any], text_key: str, cfg: dict[s
 @input_boundary(source_arg="path", fix="Fix the value in config.json.")
 def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     """Turn a loaded config.json into ModelArch; unknown model types are input errors."""
-    check_config_values(cfg, str(path))  # types, signs and plausibility limits (docs/limits.md)
+    check_config_values(cfg, str(path))  # depth and layer counts; values are checked where read (docs/limits.md)
     notes: list[str] = []
     model_type, text_plain, text_key, text_raw, text_type, architecture = _resolve_types(cfg, path, notes)
-    _check_known(model_type, text_type, architecture, path)
+    _check_known(cfg, model_type, text_type, architecture, path)
     c = _Cfg(text_raw, text_type, notes)
     if text_key:
         notes.append(f"language model read from {text_key} ({text_type})")
@@ -442,7 +479,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     head_dim = _head_dim(c, hidden, num_heads, notes)
     max_pos = c.get("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_target_positions")
     if max_pos is None and text_key:
-        max_pos = cfg.get("max_position_embeddings")
+        max_pos = _Reads(cfg, source=str(path)).get("max_position_embeddings")
 
     mla, num_kv_heads, head_dim = _attention_geometry(text_raw, module, architecture, num_heads,
                                                       num_kv_heads, head_dim, path, notes)
@@ -551,13 +588,11 @@ def _deepseek_v4_layers(c: _Cfg, module: str, layers: list[LayerArch], num_heads
         return layers
     raw = c.raw
     head = _int(c.get("head_dim", hf=True), "head_dim", path)
-    rope = _int(c.get("qk_rope_head_dim", hf=True), "qk_rope_head_dim", path)
-    rates = raw.get("compress_rates") or {}
-    types = raw.get("layer_types") or []
-    if (not isinstance(rates, dict) or not isinstance(types, list) or len(types) < len(layers) or rope >= head
-            or not all(isinstance(t, str) for t in types)):
-        raise KvplanInputError(f"{path}: DeepSeek-V4 needs compress_rates (a map), layer_types (one per layer) "
-                               "and qk_rope_head_dim < head_dim.", "Pass the model's full config.json.")
+    rope = _deepseek_v4_rope_dim(c, head, path)
+    types, rates = _deepseek_v4_types(raw, len(layers), path, notes)
+    if rope >= head:
+        raise KvplanInputError(f"{path}: DeepSeek-V4 needs qk_rope_head_dim < head_dim, got {rope} and {head}.",
+                               "Pass the model's full config.json.")
     ihd = c.get("index_head_dim", hf=True) or 128
     topk = raw.get("index_topk")
     window = _int(c.get("sliding_window", hf=True) or 128, "sliding_window", path)
@@ -575,6 +610,62 @@ def _deepseek_v4_layers(c: _Cfg, module: str, layers: list[LayerArch], num_heads
     notes.append("DeepSeek-V4: compressed MLA latent per compress_rates of each layer type, plus sliding-window, "
                  "compressor-state and indexer caches")
     return out
+
+
+# transformers 5.20 DeepseekV4Config: the legacy per-layer `compress_ratios` (0 / 4 / 128, one per layer
+# and MTP layer) become layer_types, `compress_rates` defaults to these rates, and the legacy scalar
+# `compress_rate_csa` / `compress_rate_hca` override them (configuration_deepseek_v4.py::__post_init__).
+_DSV4_RATIO_TYPES = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+_DSV4_DEFAULT_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+_DSV4_LEGACY_RATES = {"compress_rate_csa": "compressed_sparse_attention",
+                      "compress_rate_hca": "heavily_compressed_attention"}
+
+
+def _deepseek_v4_types(raw: dict[str, Any], n: int, path: Path, notes: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """Layer types and compression rates as transformers' DeepseekV4Config builds them from any of
+    its spellings (vLLM's DeepseekV4Attention then reads compress_rates[layer_types[i]])."""
+    fix = "Pass the model's full config.json."
+    rates = raw.get("compress_rates")
+    if rates is None:
+        rates = dict(_DSV4_DEFAULT_RATES)
+    elif not isinstance(rates, dict):
+        raise KvplanInputError(f"{path}: DeepSeek-V4 compress_rates must be a map of layer type to rate, got "
+                               f"{rates!r:.80}.", fix)
+    for key, layer_type in _DSV4_LEGACY_RATES.items():
+        if raw.get(key) is not None:
+            rates = {**rates, layer_type: raw[key]}
+            notes.append(f"DeepSeek-V4: {key} {raw[key]!r} sets compress_rates[{layer_type!r}] (transformers)")
+    types = raw.get("layer_types")
+    ratios = raw.get("compress_ratios")
+    if types is None and ratios is not None:
+        if not isinstance(ratios, list) or not all(isinstance(r, int) and not isinstance(r, bool)
+                                                   and r in _DSV4_RATIO_TYPES for r in ratios):
+            raise KvplanInputError(f"{path}: DeepSeek-V4 compress_ratios must list 0, 4 or 128 per layer, got "
+                                   f"{ratios!r:.80}.", fix)
+        types = [_DSV4_RATIO_TYPES[r] for r in ratios]
+        notes.append(f"DeepSeek-V4: layer_types from the legacy compress_ratios ({len(ratios)} entries, the MTP "
+                     f"layers after the first {n} are not part of the model), as transformers converts them")
+    if types is None:
+        types = ["heavily_compressed_attention"] * min(n, 2) + [
+            "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(max(n - 2, 0))]
+        notes.append("DeepSeek-V4: layer_types absent: the DeepseekV4Config default (two heavily compressed "
+                     "layers, then compressed sparse / heavily compressed alternating)")
+    if not isinstance(types, list) or len(types) < n or not all(t in _DSV4_RATIO_TYPES.values() for t in types[:n]):
+        raise KvplanInputError(f"{path}: DeepSeek-V4 layer_types must name one of {sorted(_DSV4_RATIO_TYPES.values())} "
+                               f"per layer ({n}), got {types!r:.80}.", fix)
+    return types[:n], rates
+
+
+def _deepseek_v4_rope_dim(c: _Cfg, head: int, path: Path) -> int:
+    """DeepseekV4Config: qk_rope_head_dim = int(head_dim * partial_rotary_factor), the factor being
+    the config's, else the legacy qk_rope_head_dim / head_dim, else 64 / 512."""
+    prf = c.raw.get("partial_rotary_factor")
+    if isinstance(prf, (int, float)) and not isinstance(prf, bool) and prf > 0:
+        return int(head * prf)
+    legacy = c.raw.get("qk_rope_head_dim")
+    if legacy is not None:
+        return _int(legacy, "qk_rope_head_dim", path)
+    return int(head * 64 / 512)
 
 
 def _loop_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Path,
@@ -798,11 +889,53 @@ def _kinds_gemma_patterns(s: _Stack) -> _Kinds | None:
         # transformers Gemma2Config: even layers slide (sliding if (i + 1) % 2).
         return (["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(s.n)],
                 ["Gemma 2 default pattern: even layers slide, odd layers are global"] * s.n)
-    if s.text_type in ("gemma3_text", "cohere2") or s.raw.get("sliding_window_pattern"):
-        p = s.c.get("sliding_window_pattern", "_sliding_window_pattern") or 6
-        return (["sliding_attention" if (i + 1) % p else "full_attention" for i in range(s.n)],
-                [f"sliding_window_pattern {p}: every {p}th layer is global"] * s.n)
-    return None
+    p = _sliding_window_pattern(s)
+    if p is None:
+        return None
+    return (["sliding_attention" if (i + 1) % p else "full_attention" for i in range(s.n)],
+            [f"sliding_window_pattern {p}: every {p}th layer is global"] * s.n)
+
+
+# Config classes that derive layer_types from sliding_window_pattern when layer_types is absent, and
+# the pattern they use when the key is absent too (transformers 5.20: Gemma3TextConfig and
+# Cohere2Config read it from kwargs with these defaults; Exaone4Config / ExaoneMoeConfig declare
+# the field, its default is in the generated config_defaults).
+_PATTERN_DEFAULTS = {"gemma3_text": 6, "cohere2": 4}
+
+
+def _sliding_window_pattern(s: _Stack) -> int | None:
+    """The period of global layers a config class derives layer_types from (None: not this way).
+
+    Read only here, where layer_types is absent: every config class that reads the key computes
+    `(i + 1) % sliding_window_pattern`, so it must be an integer then. Beside a layer_types list
+    (EXAONE 4.0 / 4.5 publish "LLLG" there, a spelling Exaone4Config's type allows) nobody reads it.
+    """
+    raw = s.raw
+    key = "sliding_window_pattern" if "sliding_window_pattern" in raw else "_sliding_window_pattern"
+    v = raw.unchecked(key) if isinstance(raw, _Reads) else raw.get(key)
+    declared = s.text_type in _PATTERN_DEFAULTS or "sliding_window_pattern" in vreg.config_defaults(s.text_type)
+    if not declared:
+        # Not this config class's key: only a remote-code class may read it, as an integer period.
+        if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+            return None
+        check_config_value(str(s.path), key, v, raw)
+        return v
+    if v is None or v is False or v == 0:
+        p = s.c.get("sliding_window_pattern", "_sliding_window_pattern", hf=True)
+        if not p:
+            p = _PATTERN_DEFAULTS[s.text_type]
+            s.notes.append(f"sliding_window_pattern absent from the config: using {p}, the default of the "
+                           f"{s.text_type} config class")
+        return int(p)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise KvplanInputError(
+            f"{s.path}: sliding_window_pattern is {v!r} and layer_types is absent: the config class derives "
+            "layer_types as (i + 1) % sliding_window_pattern, which needs an integer (transformers cannot load "
+            "this config, so vLLM cannot build it).",
+            "Add layer_types (one entry per layer, as the published config does) or write the pattern's "
+            "period as an integer (\"LLLG\" is 4).")
+    check_config_value(str(s.path), "sliding_window_pattern", v, raw)
+    return v
 
 
 def _kinds_llama4(s: _Stack) -> _Kinds | None:
@@ -1040,7 +1173,9 @@ def _layers(c: _Cfg, text_type: str, model_type: str, n: int, num_heads: Any, nu
                if indexer_layers else None)
     geo = {"num_kv_heads": num_kv_heads, "head_dim": head_dim, "num_heads": num_heads, "per_layer": per_layer,
            "global_kv": global_kv, "global_hd": global_hd, "no_cache_cfg": no_cache_cfg, "sinks": sinks,
-           "chunk": raw.get("attention_chunk_size") or FAMILY_DEFAULTS.get(text_type, {}).get("attention_chunk_size")}
+           # Read (and so checked) only where a layer is chunked: nobody reads it otherwise.
+           "chunk": (raw.get("attention_chunk_size") or FAMILY_DEFAULTS.get(text_type, {}).get("attention_chunk_size"))
+           if "chunked_attention" in kinds else None}
     out = []
     for i, (kind, src) in enumerate(zip(kinds, srcs, strict=True)):
         if kind in ("mamba", "linear_attention", "none"):

@@ -10,9 +10,10 @@ KvplanInputError line naming the input, the value and the limit (docs/limits.md)
   is cheap, but every walk over the composed graph pays for each alias again: nine levels of nine
   aliases are 387 million nodes);
 - shell sources and launch lines are refused by line, word and argument counts;
-- raw config.json values are checked for type and range where they enter (`check_config_values`),
-  and pydantic constraint errors on the model types become the same one-line errors
-  (`input_boundary`).
+- config.json is refused at the boundary only by what protects the process (depth, layer counts:
+  `check_config_values`); the type and range of a value are checked by the code that reads it,
+  when it reads it (`check_config_value`), with the types vLLM and transformers accept there, and
+  pydantic constraint errors on the model types become the same one-line errors (`input_boundary`).
 
 `active_limits(...)` narrows the limits for one call (the service's `--max-layers`), so the CLI,
 `kvplan lint` and `kvplan serve` run the same checks. `time_budget(s)` bounds the wall time of a
@@ -196,25 +197,34 @@ _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_de
 
 
 def check_config_values(cfg: Mapping[str, Any], source: str) -> None:
-    """Types and ranges of the integer keys kvplan reads, at the top level and in the language
-    model's sub-config; the message names the key, the value and the limit."""
+    """The protective limits of a config.json at the boundary: nesting depth, and layer counts
+    over the limit in force (a billion layers would be planned one by one), at the top level and
+    in the language model's sub-config. Types and ranges of the keys kvplan reads are checked
+    where they are read (`check_config_value`), never here: a key nobody reads is no error."""
     check_json_depth(cfg, source)
     objs: list[tuple[str, Mapping[str, Any]]] = [("", cfg)]
     objs += [(f"{k}.", cfg[k]) for k in _SUBCONFIGS if isinstance(cfg.get(k), dict)]
     layers_hi = limits().max_layers
     for prefix, obj in objs:
-        for key in _LAYER_KEYS:  # first: the limit in force (a server's --max-layers) before the table's
+        for key in _LAYER_KEYS:
             v = obj.get(key)
             if isinstance(v, int) and not isinstance(v, bool) and v > layers_hi:
                 check_count(source, prefix + key, v, layers_hi)
-        for key, (lo, hi) in L.CONFIG_INT_KEYS.items():
-            if key == "head_dim" and obj.get(key) == 0 and obj.get("kv_lora_rank"):
-                continue  # MLA (GLM-5 Next publishes head_dim 0): the latent's sizes are its own keys
-            if key in obj:
-                _check_int(source, prefix + key, obj[key], lo, hi)
-        for key, hi in L.CONFIG_WINDOW_KEYS.items():
-            if key in obj:
-                _check_int(source, prefix + key, obj[key], None, hi)
+
+
+def check_config_value(source: str, key: str, value: Any, siblings: Mapping[str, Any]) -> None:
+    """Type, sign and plausibility range of one config.json value the planner reads
+    (kvplan.model.limits.CONFIG_INT_KEYS / CONFIG_WINDOW_KEYS; `key` may carry its sub-config
+    prefix, e.g. `text_config.head_dim`); keys outside those tables are the reader's to check.
+    `siblings`: the object the key sits in (head_dim 0 beside a kv_lora_rank is MLA)."""
+    name = key.rsplit(".", 1)[-1]
+    if name in L.CONFIG_INT_KEYS:
+        if name == "head_dim" and value == 0 and siblings.get("kv_lora_rank"):
+            return  # MLA (GLM-5 Next publishes head_dim 0): the latent's sizes are its own keys
+        lo, hi = L.CONFIG_INT_KEYS[name]
+        _check_int(source, key, value, lo, hi)
+    elif name in L.CONFIG_WINDOW_KEYS:
+        _check_int(source, key, value, None, L.CONFIG_WINDOW_KEYS[name])
 
 
 # Keys vLLM reads as numbers, which transformers' config classes may write as an integral float

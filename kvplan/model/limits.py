@@ -1,7 +1,7 @@
 """Plausibility limits for every fact kvplan reads from outside (docs/limits.md lists them).
 
 The model types carry these as pydantic constraints, and `kvplan.ingest.limits` checks raw
-config values against the same numbers where they enter, so no rule ever sees a negative head
+config values against the same numbers where the planner reads them, so no rule ever sees a negative head
 size, a zero head count or a billion layers. The bounds are far above any released model
 (the largest in the corpus: 128 heads, head size 576 for MLA latents, 10M-token context, 126
 layers) and far below what would make planning slow or its numbers overflow.
@@ -29,7 +29,7 @@ MAX_SEQS = 1 << 24
 """--max-num-seqs."""
 
 # Config keys that hold an integer, with their inclusive range. A key may also be null (absent).
-# (lo, hi) per key; keys are checked at the top level and in text_config / llm_config / language_config.
+# (lo, hi) per key; a key is checked when the planner reads it, in whichever object it reads it from.
 CONFIG_INT_KEYS: dict[str, tuple[int, int]] = {
     **{k: (0, MAX_LAYERS) for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers",
                                     "num_decoder_layers", "decoder_layers")},

@@ -139,6 +139,15 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
  38. A case that carries a Mistral `tekken.json` (patch 15) gets vLLM's MistralTokenizer loaded from
      it where patch 14 would hand over its minimal tokenizer (Voxtral Realtime's model class reads the
      audio settings of the tokenizer's audio encoder at build time). No prompt is ever processed.
+ 39. A case whose config.json sits in a checkpoint folder next to its hf_quant_config.json (ModelOpt
+     re-uploads in tests/data/published_configs) gets that file copied next to config.json, where
+     vLLM reads it, as it would in the downloaded checkpoint.
+ 40. A case's `drop_keys` are removed from its config.json copy and from its `*_config` sub-dicts:
+     a published re-upload's `quantization_config` (no FP8 / NVFP4 / MXFP4 weight kernel runs on the
+     CPU platform: the answer is the layer geometry without weight quantization; the KV dtype
+     decisions of the quantized checkpoint come from the attention-level oracle) or an `auto_map`
+     whose remote code is not here (vLLM's or transformers' own config class is used, as for the
+     corpus configs of make_arch_cases.py). The answer's config_sha256 is the stored file's.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -775,6 +784,9 @@ def run_case(case: dict, base: Path) -> dict:
     try:
         fmt = _config_format(cfg_path, tmp)  # patch 37
         _write_case_files(tmp, case.get("files", {}))
+        _drop_case_keys(case, tmp)  # patch 40
+        if "quantization_config" not in case.get("drop_keys", ()):
+            _checkpoint_quant_file(cfg_path, tmp)  # patch 39
         ea = EngineArgs(config_format=fmt, model=tmp, kv_cache_dtype=res["flags"]["kv_cache_dtype"],
                         kv_cache_dtype_skip_layers=list(res["flags"]["kv_cache_dtype_skip_layers"]),
                         dtype=res["flags"]["dtype"], skip_tokenizer_init=True,
@@ -854,6 +866,33 @@ def _config_format(cfg_path: Path, tmp: str) -> str:
     mistral = cfg_path.name == "params.json"
     shutil.copy(cfg_path, os.path.join(tmp, "params.json" if mistral else "config.json"))
     return "mistral" if mistral else "auto"
+
+
+def _checkpoint_quant_file(cfg_path: Path, tmp: str) -> None:
+    """Patch 39: a case whose config sits in a checkpoint folder with its hf_quant_config.json (ModelOpt
+    re-uploads, tests/data/published_configs) gets it next to config.json, where vLLM reads it."""
+    quant = cfg_path.parent / "hf_quant_config.json"
+    if cfg_path.name == "config.json" and quant.is_file():
+        shutil.copy(quant, os.path.join(tmp, "hf_quant_config.json"))
+
+
+def _drop_case_keys(case: dict, tmp: str) -> None:
+    """Patch 40: keys the case drops from its config.json copy (and from the language model's
+    sub-config): a published re-upload's `quantization_config` (the CPU platform has no FP8 / NVFP4 /
+    MXFP4 weight kernels; the answer is the checkpoint's layer geometry without weight quantization,
+    its KV dtype decisions come from the attention-level oracle) or an `auto_map` whose remote code is
+    not here (vLLM's or transformers' own config class of the model_type is used instead)."""
+    drop = case.get("drop_keys") or ()
+    if not drop:
+        return
+    path = os.path.join(tmp, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    for d in (cfg, *(v for k, v in cfg.items() if k.endswith("_config") and isinstance(v, dict))):
+        for key in drop:
+            d.pop(key, None)
+    with open(path, "w") as f:
+        json.dump(cfg, f)
 
 
 def _write_case_files(tmp: str, files: dict) -> None:

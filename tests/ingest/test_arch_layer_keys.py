@@ -108,12 +108,19 @@ def test_unregistered_architecture_vllm_cannot_build_is_refused(tmp_path: Path) 
 
 
 def test_integral_float_max_position_embeddings(tmp_path: Path) -> None:
-    """transformers' MusicFlamingoConfig writes max_position_embeddings as 1200.0; vLLM reads it as a number."""
+    """transformers' MusicFlamingoConfig writes max_position_embeddings as 1200.0 at the top level."""
     plan = kvplan.api.compile(CONFIGS / "MusicFlamingoForConditionalGeneration__default.json")
     assert plan.model.architecture == "MusicFlamingoForConditionalGeneration"
-    with pytest.raises(KvplanInputError, match="max_position_embeddings must be an integer"):
+    # The top-level value is nobody's to read (MusicFlamingoConfig overwrites it from rope_theta, the
+    # language model's length is text_config's): whatever it holds is no input error.
+    top = load_model_inputs(_cfg(tmp_path, "MusicFlamingoForConditionalGeneration__default",
+                                 max_position_embeddings=1200.5)).arch
+    assert top.max_position_embeddings == 32768
+    # The one kvplan reads keeps its type check.
+    cfg = json.loads((CONFIGS / "MusicFlamingoForConditionalGeneration__default.json").read_text())
+    with pytest.raises(KvplanInputError, match=r"text_config\.max_position_embeddings must be an integer"):
         kvplan.api.compile(_cfg(tmp_path, "MusicFlamingoForConditionalGeneration__default",
-                                max_position_embeddings=1200.5))
+                                text_config={**cfg["text_config"], "max_position_embeddings": 1200.5}))
 
 
 def test_cohere_asr_decoder_and_cross_attention(tmp_path: Path) -> None:

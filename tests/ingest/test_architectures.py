@@ -163,3 +163,45 @@ def test_every_registered_model_type_is_known_without_transformers() -> None:
     for entry in reg["architectures"].values():
         for mt in entry["transformers_model_types"]:
             assert vreg.known_model_type(mt)
+
+
+# ----------------------------------------------------------------------------- configs vLLM cannot load
+def _foreign(tmp_path: Path, **over: object) -> Path:
+    """A Qwen2-shaped language model under a wrapper model_type and architecture nobody ships."""
+    cfg = json.loads((CONFIGS / "Qwen2ForCausalLM__default.json").read_text())
+    doc = {"architectures": ["AcmeChatForConditionalGeneration"], "model_type": "acme_chat",
+           "text_config": {**cfg, "model_type": "qwen2"}, **over}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_unknown_model_type_and_architecture_without_auto_map_is_refused_with_vllms_reason(tmp_path: Path) -> None:
+    """vLLM 0.33 cannot load it (transformers 5.20.2 does not know the model_type, no auto_map names a
+    config class) nor build it (not in its registry): one line with vLLM's words, exit 2."""
+    r = _cli("plan", str(_foreign(tmp_path)))
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert "vLLM 0.33.0 cannot load this config" in line and "transformers 5.20.2" in line
+    assert "Model architectures ['AcmeChatForConditionalGeneration'] are not supported for now" in line
+    assert "Transformers does not recognize this architecture" in line and "auto_map" in line
+
+
+def test_what_kvplan_cannot_tell_vllm_refuses_stays_a_kv604_warning(tmp_path: Path) -> None:
+    # With an auto_map, --trust-remote-code may load the checkpoint's own classes: planned, KV604.
+    remote = _foreign(tmp_path, auto_map={"AutoConfig": "configuration_acme.AcmeConfig"})
+    assert [f.severity.value for f in _kv604(kvplan.api.compile(remote, "--kv-cache-dtype auto"))] == ["warning"]
+    # A registered architecture under a model_type transformers does not know: a copy of a remote-code
+    # checkpoint's config whose auto_map was left out; planned as that architecture.
+    cfg = json.loads((CONFIGS / "MiMoForCausalLM__default.json").read_text())
+    assert "auto_map" not in cfg and not vreg.modelled_release().loads_model_type(cfg["model_type"])
+    assert kvplan.api.compile(CONFIGS / "MiMoForCausalLM__default.json").model.architecture == "MiMoForCausalLM"
+
+
+def test_model_types_are_the_modelled_releases() -> None:
+    rel = vreg.modelled_release()
+    data = json.loads((ROOT / "kvplan" / "data" / "transformers_model_types.json").read_text())
+    assert data["generated_by"] == "scripts/oracle/transformers_model_types.py"
+    assert rel.vllm_version == vreg.vllm_version() == data["vllm_version"]
+    assert rel.transformers_version == vreg.registry()["transformers_version"] == data["transformers_version"]
+    assert rel.loads_model_type("exaone4") and rel.loads_model_type("deepseek_v4") and not rel.loads_model_type("acme")

@@ -9,7 +9,8 @@ import pytest
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import load_model_inputs
 from kvplan.ingest.families import FAMILY_DEFAULTS
-from tests.conftest import CORPUS
+from kvplan.ingest.hf_config import parse_hf_config
+from tests.conftest import ARCH_CONFIGS, CORPUS
 
 
 def arch(model: str):
@@ -130,3 +131,37 @@ def test_config_dtypes_vllm_does_not_run_fall_back_to_its_preferred_dtype(
     plan = compile_plan(tmp_path / "config.json")
     assert {lp.dtype for lp in plan.layers} == {model_dtype}
     assert plan.layers[0].bytes_per_token == bytes_per_token
+
+
+# ----------------------------------------------------------------------------- DeepSeek-V4 spellings
+def _dsv4() -> dict:
+    return json.loads((ARCH_CONFIGS / "DeepseekV4ForCausalLM__default.json").read_text())
+
+
+_RATIO = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+
+
+def test_deepseek_v4_legacy_compress_ratios_plan_as_layer_types_do() -> None:
+    """DeepSeek-V4-Flash publishes `compress_ratios` (one per layer and MTP layer, no compress_rates /
+    layer_types): transformers' DeepseekV4Config turns it into layer_types, vLLM reads those."""
+    cfg = _dsv4()
+    legacy = {k: v for k, v in cfg.items() if k not in ("layer_types", "compress_rates", "partial_rotary_factor")}
+    legacy["compress_ratios"] = [_RATIO[t] for t in cfg["layer_types"]] + [0]  # + the MTP layer
+    want = parse_hf_config(cfg, Path("dsv4"))
+    got = parse_hf_config(legacy, Path("dsv4"))
+    assert [(la.dsv4_compress_ratio, la.mla) for la in got.layers] == [(la.dsv4_compress_ratio, la.mla)
+                                                                       for la in want.layers]
+    assert len(got.layers) == cfg["num_hidden_layers"]
+    # Sliding-only layers (ratio 0) keep their window cache only: vLLM's compress ratio 1.
+    legacy["compress_ratios"] = [0, 0, *legacy["compress_ratios"][2:]]
+    assert [la.dsv4_compress_ratio for la in parse_hf_config(legacy, Path("dsv4")).layers][:3] == [1, 1, 128]
+
+
+def test_deepseek_v4_legacy_scalar_rates_and_bad_ratios() -> None:
+    cfg = {k: v for k, v in _dsv4().items() if k != "compress_rates"}
+    cfg["compress_rate_hca"] = 64  # transformers folds the legacy scalar into compress_rates
+    assert {la.dsv4_compress_ratio for la in parse_hf_config(cfg, Path("dsv4")).layers} == {4, 64}
+    bad = {k: v for k, v in _dsv4().items() if k not in ("layer_types", "compress_rates")}
+    bad["compress_ratios"] = [2] * 44
+    with pytest.raises(KvplanInputError, match="compress_ratios must list 0, 4 or 128 per layer"):
+        parse_hf_config(bad, Path("dsv4"))

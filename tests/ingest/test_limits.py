@@ -167,6 +167,58 @@ def test_real_configs_are_unchanged_by_the_limits() -> None:
         assert arch.num_layers == len(arch.layers) > 0
 
 
+# EXAONE 4.0 32B's config.json keys as published: a string sliding_window_pattern beside layer_types.
+_EXAONE4 = {"architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4", "hidden_size": 5120,
+            "num_hidden_layers": 8, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+            "max_position_embeddings": 131072, "sliding_window": 4096, "sliding_window_pattern": "LLLG",
+            "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 2,
+            "torch_dtype": "bfloat16"}
+
+
+def test_keys_nobody_reads_are_never_an_input_error() -> None:
+    # Llama's readers look at none of these keys: whatever they hold, the plan is Llama's.
+    junk = {"sliding_window_pattern": "LLLG", "attention_chunk_size": [8192], "no_rope_layer_interval": -3,
+            "max_window_layers": "28", "index_topk": "all"}
+    plain = parse_hf_config(LLAMA, Path("m/config.json"))
+    assert parse_hf_config({**LLAMA, **junk}, Path("m/config.json")).layers == plain.layers
+    assert parse_hf_config({**LLAMA, "_sliding_window_pattern": 0}, Path("m/config.json")).layers == plain.layers
+
+
+def test_string_sliding_window_pattern_beside_layer_types_plans_as_layer_types_say(tmp_path: Path) -> None:
+    arch = parse_hf_config(_EXAONE4, Path("e/config.json"))
+    assert [la.kind for la in arch.layers] == [
+        "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"] * 2
+    assert "sliding_window_pattern" not in arch.keys_read
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(_EXAONE4))
+    r = kvplan("plan", str(p), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert [lp["sliding_window"] for lp in json.loads(r.stdout)["layers"][:4]] == [4096, 4096, 4096, None]
+
+
+def test_a_key_read_is_checked_with_the_types_its_reader_accepts() -> None:
+    # Without layer_types the config class derives the layer kinds as (i + 1) % sliding_window_pattern.
+    no_types = {k: v for k, v in _EXAONE4.items() if k != "layer_types"}
+    with pytest.raises(KvplanInputError, match=r"sliding_window_pattern is 'LLLG' and layer_types is absent"):
+        parse_hf_config(no_types, Path("e/config.json"))
+    arch = parse_hf_config({**no_types, "sliding_window_pattern": 4}, Path("e/config.json"))
+    assert [la.kind for la in arch.layers] == [la.kind for la in parse_hf_config(_EXAONE4, Path("e")).layers]
+    # Exaone4Config's own default pattern (4) when the key is absent too.
+    del no_types["sliding_window_pattern"]
+    assert [la.kind for la in parse_hf_config(no_types, Path("e")).layers][:4] == [
+        "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]
+    # A value the planner reads keeps its type and range check.
+    with pytest.raises(KvplanInputError, match="sliding_window_pattern is 5,000, over kvplan's plausibility limit"):
+        parse_hf_config({**LLAMA, "model_type": "gemma3_text", "sliding_window": 512,
+                         "sliding_window_pattern": 5000}, Path("g/config.json"))
+
+
+def test_layer_count_limit_stays_at_the_boundary_for_every_spelling() -> None:
+    # Protective: refused before anything is read, whichever spelling the layer count uses.
+    with pytest.raises(InputLimitError, match="n_layer is 100,000"):
+        parse_hf_config({**LLAMA, "n_layer": 100_000}, Path("m/config.json"))
+
+
 def test_service_layer_limit_narrows_the_same_check() -> None:
     cfg = {**LLAMA, "num_hidden_layers": 2000}
     assert parse_hf_config(cfg, Path("c")).num_layers == 2000

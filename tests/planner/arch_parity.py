@@ -16,26 +16,46 @@ _ATTN_SPECS = ("FullAttentionSpec", "SlidingWindowSpec", "MLAAttentionSpec", "Ch
                "CircularBufferSpec", "EncoderOnlyAttentionSpec")
 
 
-def load_cases() -> list[dict[str, Any]]:
-    return json.loads((ARCH_DATA / "cases.json").read_text())["cases"]
+def load_cases(data: Path = ARCH_DATA) -> list[dict[str, Any]]:
+    return json.loads((data / "cases.json").read_text())["cases"]
 
 
-def load_answer(name: str) -> dict[str, Any] | None:
-    p = ARCH_DATA / "answers" / f"{name}.json"
+def load_answer(name: str, data: Path = ARCH_DATA) -> dict[str, Any] | None:
+    p = data / "answers" / f"{name}.json"
     return json.loads(p.read_text()) if p.is_file() else None
 
 
-def refused_by_vllm(answer: dict[str, Any]) -> bool:
+def case_input(case: dict[str, Any], data: Path, tmp: Path) -> Path:
+    """The config the case's answer is for: the stored one, or (arch_oracle.py patch 40) a copy
+    without the case's `drop_keys` (and without hf_quant_config.json when the weight quantization
+    is dropped), in `tmp`."""
+    cfg = data / case["config"]
+    drop = case.get("drop_keys") or ()
+    if not drop:
+        return cfg
+    doc = json.loads(cfg.read_text())
+    for d in (doc, *(v for k, v in doc.items() if k.endswith("_config") and isinstance(v, dict))):
+        for key in drop:
+            d.pop(key, None)
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "config.json").write_text(json.dumps(doc))
+    quant = cfg.parent / "hf_quant_config.json"
+    if quant.is_file() and "quantization_config" not in drop:
+        (tmp / "hf_quant_config.json").write_bytes(quant.read_bytes())
+    return tmp / "config.json"
+
+
+def refused_by_vllm(answer: dict[str, Any], arch: str | None = None) -> bool:
     """vLLM refuses the architecture: its registry says so, or (for an architecture the registry
     lists as no longer supported, or does not list at all) its Transformers-backend fallback fails
-    to build it."""
+    to build it. `arch`: the case's architecture (default: the case name's first part)."""
     from kvplan.ingest.architectures import registry
 
     err = answer.get("error") or {}
     msg = err.get("message", "") + " ".join(err.get("traceback_tail", []))
     if "not supported for now" in msg or "not supported anymore" in msg or "in-tree anymore" in msg:
         return True
-    arch = answer["case"].split("__")[0]
+    arch = arch or answer["case"].split("__")[0]
     fallback_only = arch in registry()["refused"] or arch not in registry()["architectures"]
     return bool(err) and fallback_only and "Can't load" not in msg
 
@@ -158,17 +178,20 @@ def flags_of(case: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_case(case: dict[str, Any]) -> tuple[str, list[str]]:
-    """('exact' | 'mismatch' | 'refused-ok' | 'kvplan-refuses' | 'no-answer' | 'oracle-error', details)."""
+def check_case(case: dict[str, Any], data: Path = ARCH_DATA, tmp: Path | None = None) -> tuple[str, list[str]]:
+    """('exact' | 'mismatch' | 'refused-ok' | 'kvplan-refuses' | 'no-answer' | 'oracle-error', details).
+
+    `data`: the suite (cases.json, answers/); `tmp`: where a case with `drop_keys` writes its input."""
     import kvplan.api
     from kvplan.errors import KvplanInputError
 
-    answer = load_answer(case["name"])
+    answer = load_answer(case["name"], data)
     if answer is None:
         return "no-answer", []
-    cfg = ARCH_DATA / case["config"]
+    cfg = case_input(case, data, tmp) if tmp is not None else data / case["config"]
     if answer.get("error"):
-        if refused_by_vllm(answer):
+        arch = None if data == ARCH_DATA else (json.loads(cfg.read_text()).get("architectures") or [""])[0]
+        if refused_by_vllm(answer, arch):
             try:
                 kvplan.api.compile(cfg, flags_of(case))
             except KvplanInputError:
