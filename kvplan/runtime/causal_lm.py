@@ -431,9 +431,9 @@ class CausalLM:
             from kvplan.runtime.kvsource import _need_real_deps
             _need_real_deps()
             from transformers import AutoTokenizer
-            folder = str(ref.folder)
-            tok = AutoTokenizer.from_pretrained(folder, gguf_file=ref.gguf_file)
-            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=ref.gguf_file, dtype=dt)
+            gfolder = str(ref.folder)
+            tok = AutoTokenizer.from_pretrained(gfolder, gguf_file=ref.gguf_file)
+            model = AutoModelForCausalLM.from_pretrained(gfolder, gguf_file=ref.gguf_file, dtype=dt)
             return cls(model.to(device).eval(), tok, name=ref.label, device=device,  # type: ignore[arg-type]
                        model_dtype=model_dtype)
         need = weight_bytes(ref.config, str(dt).split(".")[-1])
@@ -449,7 +449,7 @@ class CausalLM:
             kw["device_map"] = device
         model = AutoModelForCausalLM.from_pretrained(str(folder), **kw)
         if not device_map and not device.startswith("cuda"):
-            model = model.to(device)
+            model = model.to(device)  # type: ignore[arg-type]
         return cls(model.eval(), tok, name=ref.label, device=device, model_dtype=model_dtype)
 
     # ------------------------------------------------------------------------------- text

@@ -97,3 +97,28 @@ def plot_model_eval(ev: ModelEval, path: str | Path) -> None:
             fig.savefig(tmp, dpi=110)
     finally:
         plt.close(fig)
+
+
+def plot_sensitivity(sens, path: str | Path, *, title: str, chosen: list[int] | None = None) -> None:
+    """Per-layer KL with one layer quantized, sorted; the chosen skip layers in red."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sens.layers
+    fig, ax = plt.subplots(figsize=(7.5, max(3.5, 0.18 * len(rows))))
+    pick = set(chosen or [])
+    ax.barh([str(s.index) for s in rows][::-1], [max(s.kl_mean, 1e-9) for s in rows][::-1],
+            color=["#c44e52" if s.index in pick else "#55a868" for s in rows][::-1])
+    ax.set_xscale("log")
+    ax.set_xlabel(f"mean KL with only this layer {sens.kv_cache_dtype} (log); red = kept in bf16")
+    ax.set_ylabel("layer (most sensitive on top)")
+    ax.set_title(title, fontsize=9)
+    ax.tick_params(axis="y", labelsize=max(4, min(8, int(400 / max(1, len(rows))))))
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    try:
+        with atomic_output(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)

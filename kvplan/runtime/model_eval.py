@@ -180,9 +180,7 @@ def attention_layers(plan: Any) -> tuple[list[AttnLayer], list[UnquantizedLayer]
         if why is None:
             run.append(AttnLayer(int(d["index"]), str(d["kind"]), int(d["num_kv_heads"]), int(d["head_size"]),
                                  int(d["sliding_window"]) if d.get("sliding_window") else None))
-        elif d.get("kind") not in ("none",) and d.get("kv_cache_dtype"):
-            other.append(UnquantizedLayer(index=int(d["index"]), kind=str(d["kind"]), reason=why))
-        elif d.get("kind") in ("mamba", "linear_attention"):
+        elif d.get("kind") != "none" and (d.get("kv_cache_dtype") or d.get("kind") in ("mamba", "linear_attention")):
             other.append(UnquantizedLayer(index=int(d["index"]), kind=str(d["kind"]), reason=why))
     return run, other
 

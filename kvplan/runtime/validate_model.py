@@ -171,7 +171,8 @@ class ModelEval(Frozen):
     """Tokens evaluated."""
     quantizer: str
     """How K/V were quantized inside attention: triton kernels (cuda) or the torch reference quantizers (cpu)."""
-    reference: str = "K/V in the model dtype as the model computes them (vLLM's --kv-cache-dtype auto), fp32 torch attention"
+    reference: str = ("K/V in the model dtype as the model computes them (vLLM's --kv-cache-dtype auto), "
+                      "fp32 torch attention")
     """What KL, top-1 and perplexity are measured against."""
     reference_perplexity: float
     """Perplexity of the reference run."""
