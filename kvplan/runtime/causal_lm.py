@@ -158,7 +158,7 @@ def _kernel_attention(mode: LayerKVMode, query, key, value, run: _Run, scaling: 
     nb = math.ceil(t / run.block_size)
     cache = allocate_kv_cache(lay, nb, run.block_size, dev, k_scale=mode.k_scale, v_scale=mode.v_scale)
     slots = torch.arange(t, device=dev)
-    write_kv_cache(cache, key[0].transpose(0, 1), value[0].transpose(0, 1), slots)
+    write_kv_cache(cache, key[0].transpose(0, 1).contiguous(), value[0].transpose(0, 1).contiguous(), slots)
     if torch_read:
         from kvplan.runtime.reference import dequantize_kv_cache
         kd, vd = dequantize_kv_cache(cache)
@@ -170,8 +170,7 @@ def _kernel_attention(mode: LayerKVMode, query, key, value, run: _Run, scaling: 
     bt = torch.arange(nb, device=dev, dtype=torch.int32)[None]
     seq = torch.tensor([t], device=dev, dtype=torch.int32)
     qsl = torch.tensor([0, t], device=dev, dtype=torch.int32)
-    out = paged_attention(query[0].transpose(0, 1).contiguous(), cache, bt, seq, qsl, softmax_scale=scaling,
-                          max_query_len=t, max_seq_len=t)
+    out = paged_attention(query[0].transpose(0, 1).contiguous(), cache, bt, seq, qsl, softmax_scale=scaling)
     return out[None]
 
 

@@ -14,22 +14,31 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.runtime.causal_lm import CausalLM, LayerKVMode, WeightsRef, fake_quant
-from kvplan.runtime.validate_model import (
-    EvalRow,
-    LayerSensitivity,
-    ModelEval,
-    Sensitivity,
-    UnquantizedLayer,
-)
 
-__all__ = ["EVAL_TOKENS", "AttnLayer", "Evaluator", "KVConfig", "LayerKVMode", "comparison_configs",
-           "evaluate_plan", "fake_quant", "load_text", "locate_model", "open_model", "plan_config"]
+if TYPE_CHECKING:  # pydantic: the report types are built only where a plan is (GPU boxes may lack pydantic)
+    from kvplan.runtime.validate_model import EvalRow, ModelEval, Sensitivity, UnquantizedLayer
+
+__all__ = [
+    "EVAL_TOKENS",
+    "AttnLayer",
+    "Evaluator",
+    "KVConfig",
+    "LayerKVMode",
+    "comparison_configs",
+    "evaluate_plan",
+    "fake_quant",
+    "layers_from_config",
+    "load_text",
+    "locate_model",
+    "open_model",
+    "plan_config",
+]
 
 EVAL_TOKENS = 256
 Progress = Callable[[str, int, int], None]
@@ -173,6 +182,7 @@ def load_text(path: str | Path | None, default: Path) -> tuple[str, str]:
 def attention_layers(plan: Any) -> tuple[list[AttnLayer], list[UnquantizedLayer]]:
     """The plan's layers the runtime executes, and those it runs unquantized (named with why)."""
     from kvplan.runtime.validate import _plan_dict, executable
+    from kvplan.runtime.validate_model import UnquantizedLayer
     run, other = [], []
     for lp in plan.layers:
         d = _plan_dict(lp)
@@ -183,6 +193,20 @@ def attention_layers(plan: Any) -> tuple[list[AttnLayer], list[UnquantizedLayer]
         elif d.get("kind") != "none" and (d.get("kv_cache_dtype") or d.get("kind") in ("mamba", "linear_attention")):
             other.append(UnquantizedLayer(index=int(d["index"]), kind=str(d["kind"]), reason=why))
     return run, other
+
+
+def layers_from_config(config: dict[str, Any]) -> list[AttnLayer]:
+    """The attention layers of a plain decoder config.json without the planner (benchmarks and GPU
+    tests on machines without pydantic): full or sliding by ``layer_types`` (else every layer
+    sliding when ``sliding_window`` is set, as vLLM reads such configs)."""
+    c = config.get("text_config", config)
+    n, hq = int(c["num_hidden_layers"]), int(c["num_attention_heads"])
+    hkv = int(c.get("num_key_value_heads") or hq)
+    d = int(c.get("head_dim") or int(c["hidden_size"]) // hq)
+    window = c.get("sliding_window")
+    types = c.get("layer_types") or (["sliding_attention" if window else "full_attention"] * n)
+    return [AttnLayer(i, t, hkv, d, int(window) if t == "sliding_attention" and window else None)
+            for i, t in enumerate(types)]
 
 
 def check_model_matches(plan: Any, ref: WeightsRef) -> None:
@@ -223,6 +247,24 @@ def scores(ref_logits, logits, ids, chunk: int = 256) -> tuple[float, float, flo
     return kl_sum / t, kl_max, agree / t, float(torch.exp(torch.tensor(nll / max(1, t - 1))))
 
 
+@dataclass
+class Measured:
+    """What one configuration's run measured."""
+
+    name: str
+    description: str
+    quantized_layers: int
+    kl_mean: float
+    kl_max: float
+    top1_agreement: float
+    perplexity: float
+    bytes_per_token: int
+    skip_layers: list[int]
+    seconds: float
+    kernel_seconds: float = 0.0
+    torch_layers: list[int] = field(default_factory=list)
+
+
 class Evaluator:
     """One model and one token sequence: the reference run once, then any number of configurations."""
 
@@ -233,26 +275,37 @@ class Evaluator:
         self.torch_layers: set[int] = set()
         self.kernel_seconds = 0.0
 
-    def run(self, cfg: KVConfig, *, timed: bool = False) -> EvalRow:
+    def measure(self, cfg: KVConfig, *, timed: bool = False) -> Measured:
+        """One configuration end to end (plain data: no pydantic needed, as on a GPU box)."""
         run = self.model.new_run(cfg.modes, timed=timed)
         t0 = time.perf_counter()
         logits = self.model.logits(self.ids, run)
+        if timed:
+            import torch
+            torch.cuda.synchronize()
         secs = time.perf_counter() - t0
         self.kernel_seconds += run.kernel_seconds
         self.torch_layers |= run.torch_layers
         _check_seen(run.seen, self.layers)
         kl, kl_max, top1, ppl = scores(self.ref, logits, self.ids)
         del logits
-        return EvalRow(name=cfg.name, description=cfg.description, quantized_layers=cfg.quantized_layers(),
-                       kl_mean=kl, kl_max=kl_max, top1_agreement=top1, perplexity=ppl,
-                       bytes_per_token=cfg.bytes_per_token(self.layers, self.model.model_dtype, self.fixed_bytes),
-                       skip_layers=cfg.skip_layers, seconds=round(secs, 4))
+        return Measured(cfg.name, cfg.description, cfg.quantized_layers(), kl, kl_max, top1, ppl,
+                        cfg.bytes_per_token(self.layers, self.model.model_dtype, self.fixed_bytes), cfg.skip_layers,
+                        secs, run.kernel_seconds, sorted(run.torch_layers))
+
+    def run(self, cfg: KVConfig, *, timed: bool = False) -> EvalRow:
+        from kvplan.runtime.validate_model import EvalRow
+        m = self.measure(cfg, timed=timed)
+        return EvalRow(name=m.name, description=m.description, quantized_layers=m.quantized_layers,
+                       kl_mean=m.kl_mean, kl_max=m.kl_max, top1_agreement=m.top1_agreement, perplexity=m.perplexity,
+                       bytes_per_token=m.bytes_per_token, skip_layers=m.skip_layers, seconds=round(m.seconds, 4))
 
     def sensitivity(self, kv_cache_dtype: str, calibrated: dict[int, tuple[float, float]] | None = None,
                     progress: Progress = lambda *a: None) -> Sensitivity:
         """Each executed layer quantized alone to ``kv_cache_dtype`` (per-tensor FP8 at scale 1.0 unless
         ``calibrated`` scales are given), sorted by KL, largest first."""
         from kvplan.model.vocab import quant_mode_of
+        from kvplan.runtime.validate_model import LayerSensitivity, Sensitivity
         rows = []
         for n, lay in enumerate(self.layers):
             progress(f"sensitivity layer {lay.index}", n, len(self.layers))
@@ -343,6 +396,7 @@ def evaluate_plan(plan: Any, *, model: str | None = None, device: str = "cpu", k
     """Run the plan's model (``model``: a folder / Hub id / config; default the plan's source) with the
     plan's KV storage and the comparison configurations (and per-layer sensitivity)."""
     del cache_dir  # calibration scales are computed on the model itself now
+    from kvplan.runtime.validate_model import ModelEval
     t0 = time.perf_counter()
     if opened is None:
         ref = locate_model(plan, model, revision=revision, offline=offline, random_weights=random_weights)

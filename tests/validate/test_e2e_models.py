@@ -138,7 +138,7 @@ def test_tune_min_top1_and_nothing_to_skip(models) -> None:
 
 def test_e2e_from_a_hub_id_downloads_once_then_runs_offline(models, fake_hub: FakeHub, monkeypatch) -> None:
     fake_hub.add("org/tiny-llama", models["llama"])
-    plan, ev = _eval("org/tiny-llama")
+    _, ev = _eval("org/tiny-llama")
     assert ev.model.startswith("org/tiny-llama") and ev.rows[1].kl_mean < 1e-9
     weights = fake_hub.count("GET", "model.safetensors")
     assert weights >= 1
