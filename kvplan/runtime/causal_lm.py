@@ -198,7 +198,10 @@ def kvplan_attention(module, query, key, value, attention_mask, scaling=None, dr
         if torch_read:
             run.torch_layers.add(idx)
         t0 = _sync_time(run)
-        out = _kernel_attention(mode, query, key, value, run, scaling, torch_read, attention_mask, softcap, sinks)
+        import torch
+        with torch.cuda.device(key.device):  # device_map: this layer may live on another GPU
+            out = _kernel_attention(mode, query, key, value, run, scaling, torch_read, attention_mask, softcap,
+                                    sinks)
         if run.timed:
             run.kernel_seconds += _sync_time(run) - t0
         return out, None

@@ -146,3 +146,14 @@ def test_e2e_from_a_hub_id_downloads_once_then_runs_offline(models, fake_hub: Fa
     _, again = _eval("org/tiny-llama")
     assert fake_hub.count("GET", "model.safetensors") == weights  # from the HF cache
     assert [r.kl_mean for r in again.rows] == [r.kl_mean for r in ev.rows]
+
+
+def test_a_model_that_does_not_fit_is_refused_in_one_line(models) -> None:
+    from kvplan.errors import KvplanInputError
+    from kvplan.runtime.causal_lm import placement, weight_bytes
+    cfg = json.loads((models["llama"] / "config.json").read_text())
+    need = weight_bytes(cfg, "bfloat16")
+    assert 0 < need < 2**22  # counted on the meta device, nothing allocated
+    assert placement(need, "cpu") == (None, None)
+    with pytest.raises(KvplanInputError, match=r"need 931322\.6 GiB .* available"):
+        placement(10**15, "cpu")
