@@ -72,13 +72,15 @@ def plot_model_eval(ev: ModelEval, path: str | Path) -> None:
     fig, axes = plt.subplots(1, panels, figsize=(7.5 * panels, max(4.2, 0.22 * len(ev.rows))), squeeze=False)
     ax = axes[0][0]
     rows = ev.rows[::-1]
-    ax.barh([r.name for r in rows], [max(r.kl_mean, 1e-9) for r in rows], color="#4c72b0")
+    floor = min([r.kl_mean for r in rows if r.kl_mean > 0] or [1e-6]) / 10  # a zero-KL control on a log axis
+    ax.barh([r.name for r in rows], [max(r.kl_mean, floor) for r in rows], color="#4c72b0")
     ax.set_xscale("log")
     ax.set_xlabel("mean next-token KL vs the reference (nats, log)")
     ax.set_title(f"{ev.model}: {ev.tokens} tokens of {ev.text}", fontsize=9)
     ax.grid(alpha=0.3, axis="x")
     for y, r in enumerate(rows):
-        ax.text(max(r.kl_mean, 1e-9), y, f" top1 {r.top1_agreement:.3f}", va="center", fontsize=7)
+        zero = " KL 0," if r.kl_mean <= 0 else ""
+        ax.text(max(r.kl_mean, floor), y, f"{zero} top1 {r.top1_agreement:.3f}", va="center", fontsize=7)
     if ev.sensitivity is not None:
         ax2 = axes[0][1]
         sens = ev.sensitivity.layers

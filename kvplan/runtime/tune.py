@@ -7,8 +7,11 @@ Trying every subset is exponential; the search uses the per-layer sensitivities 
 2. quantize one layer at a time (every other layer in the model dtype): each layer's KL;
 3. order layers by that KL, largest first, and predict the KL of skipping the first k as the
    all-quantized KL minus their single-layer KLs (the first-order, additive model);
-4. run the smallest k the prediction says meets the budget end to end, and k+1, k+2, ... until a
-   run does (the confirmation is always a measurement, never the prediction).
+4. run the smallest k the prediction says meets the budget end to end; while a run misses it,
+   scale the prediction by what the skipped layers really removed and run the next k it accepts;
+   then bisect between the last k over the budget and the first within it. The answer is the
+   shortest prefix of the sensitivity order measured within the budget (the confirmation is always
+   a measurement, never the prediction).
 
 With ``min_top1`` the same is done with top-1 disagreement (1 - agreement) in place of KL.
 """
@@ -101,19 +104,52 @@ def search(ev: Evaluator, full_cfg: KVConfig, budget: Budget, kv: str,
     predicted = [err_full]
     for i in order:
         predicted.append(predicted[-1] - _error(by[i].kl_mean, by[i].top1_agreement, budget))
-    k = next((n for n, p in enumerate(predicted) if p <= limit), len(order))
+    k = max(1, _first_within(predicted, limit, 1.0))
     trials: list[Trial] = []
-    while True:
-        skip = sorted(order[:max(k, 1)])
+    failed, best = 0, None  # largest prefix measured over the budget; smallest measured within it
+
+    def confirm(k: int) -> Trial:
+        nonlocal passes
+        skip = sorted(order[:k])
         progress(f"tune: confirm {len(skip)} skipped", len(trials), len(order))
         row = ev.run(_with_skip(full_cfg, skip, f"skip {len(skip)}"))
         passes += 1
-        ok = _meets(row, budget)
-        trials.append(Trial(skip_layers=skip, predicted_kl=max(0.0, predicted[min(len(skip), len(order))])
-                            if budget.max_kl is not None else full.kl_mean, row=row, meets_budget=ok))
-        if ok or len(skip) >= len(order):
-            return full, row, trials, sens, passes
-        k = len(skip) + 1
+        t = Trial(skip_layers=skip, predicted_kl=max(0.0, predicted[k]) if budget.max_kl is not None
+                  else full.kl_mean, row=row, meets_budget=_meets(row, budget))
+        trials.append(t)
+        return t
+
+    while best is None:
+        t = confirm(k)
+        if t.meets_budget or k >= len(order):
+            best = (k, t)
+            break
+        failed = k
+        # Single-layer errors rarely add up (quantization noise of several layers partly cancels): scale
+        # the prediction by what skipping these k layers really removed, then try the next k it accepts.
+        removed = err_full - _error(t.row.kl_mean, t.row.top1_agreement, budget)
+        ratio = removed / (err_full - predicted[k]) if err_full > predicted[k] else 0.0
+        nxt = _first_within(predicted, limit, min(1.0, ratio), err_full) if ratio > 0 else k + 1
+        k = min(len(order), max(k + 1, nxt))
+    # a jump may overshoot: bisect between the last prefix over the budget and the first within it
+    hi, t_hi = best
+    while t_hi.meets_budget and hi - failed > 1:
+        mid = (failed + hi) // 2
+        t = confirm(mid)
+        if t.meets_budget:
+            hi, t_hi = mid, t
+        else:
+            failed = mid
+    return full, t_hi.row, trials, sens, passes
+
+
+def _first_within(predicted: list[float], limit: float, ratio: float, err_full: float | None = None) -> int:
+    """Smallest k whose (ratio-scaled) predicted error is within ``limit`` (len - 1 when none is)."""
+    full = predicted[0] if err_full is None else err_full
+    for k, p in enumerate(predicted):
+        if full - ratio * (full - p) <= limit:
+            return k
+    return len(predicted) - 1
 
 
 def tune(source: str, flags: list[str], *, max_kl: float | None = None, min_top1: float | None = None,
