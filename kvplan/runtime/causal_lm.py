@@ -449,7 +449,13 @@ class CausalLM:
             kw.update(device_map=device_map, max_memory=max_memory)
         elif device.startswith("cuda"):
             kw["device_map"] = device
-        model = AutoModelForCausalLM.from_pretrained(str(folder), **kw)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(folder), **kw)
+        except Exception as e:  # whatever transformers or safetensors raise: one line, not a traceback
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise KvplanInputError(f"transformers could not load {ref.label} as a causal LM ({first}).",
+                                   "Check that transformers supports this model (upgrade it), that its quantization "
+                                   "packages are installed, or validate without --e2e.") from None
         if not device_map and not device.startswith("cuda"):
             model = model.to(device)  # type: ignore[arg-type]
         return cls(model.eval(), tok, name=ref.label, device=device, model_dtype=model_dtype)

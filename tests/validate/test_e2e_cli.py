@@ -109,3 +109,14 @@ def test_validate_e2e_text_output_names_rows_and_sensitivity(tiny, tmp_path) -> 
     assert r.returncode == 0, r.stderr
     assert "per-layer sensitivity" in r.stdout and "int8-pth+skip" in r.stdout
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_unloadable_weights_are_one_line(tiny, tmp_path) -> None:
+    import shutil
+    bad = tmp_path / "broken"
+    shutil.copytree(tiny["llama"], bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg["intermediate_size"] *= 2  # the MLP weights no longer fit the config: transformers refuses them
+    (bad / "config.json").write_text(json.dumps(cfg))
+    r = kvplan("validate", bad, "--e2e", "--device", "cpu", "--layers", "0", "--tokens", "16")
+    _one_line_exit_2(r, "could not load", "causal LM")
