@@ -403,7 +403,7 @@ def evaluate_plan(plan: Any, *, model: str | None = None, device: str = "cpu", k
         opened = open_model(plan, ref, device=device, text=text, tokens=tokens, log=log)
     om = opened
     idx = [lay.index for lay in om.layers]
-    skip = tuple(sorted(set(skip_layers))) if skip_layers else (idx[0], idx[-1])
+    skip = tuple(sorted(set(skip_layers) if skip_layers else {idx[0], idx[-1]}))
     configs = [plan_config(plan, om.layers, kv_scales, ckpt_quant, om.calibrated),
                *comparison_configs(om.layers, om.calibrated, skip)]
     ev = Evaluator(om.model, om.ids, om.layers, fixed_bytes=om.fixed_bytes)

@@ -22,6 +22,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny")
     out = {f: build(f, root / f) for f in ("llama", "qwen3", "mistral", "gemma3", "gpt-oss")}
     out["llama-outliers"] = build("llama", root / "llama-outliers", seed=1, outlier_channels=True)
+    out["qwen3.5"] = build("qwen3.5", root / "qwen3.5")
     return out
 
 
@@ -48,6 +49,17 @@ def test_e2e_every_family_runs_with_a_zero_kl_control(models, family) -> None:
     assert rows["plan"].bytes_per_token == plan.totals.bytes_per_token
     assert rows["bf16"].bytes_per_token == plan.totals.bytes_per_token_bf16
     assert ev.tokens == TOKENS and ev.weights == "checkpoint" and ev.model_dtype == "bfloat16"
+
+
+def test_linear_attention_layers_run_unquantized_and_are_named(models) -> None:
+    """Qwen3.5: three gated-delta-net layers (no KV cache) per full-attention layer."""
+    plan, ev = _eval(models["qwen3.5"])
+    assert [(u.index, u.kind) for u in ev.unquantized_layers] == [(0, "linear_attention"), (1, "linear_attention"),
+                                                                  (2, "linear_attention")]
+    rows = {r.name: r for r in ev.rows}
+    assert rows["fp8-scale-1.0"].quantized_layers == 1 and ev.skipped_layers == [3]
+    assert rows["plan"].bytes_per_token == plan.totals.bytes_per_token and rows["bf16"].kl_mean < 1e-9
+    assert 0 < rows["int8-pth"].kl_mean < rows["int4-pth"].kl_mean
 
 
 @pytest.mark.parametrize("family", ["gemma3", "gpt-oss"])

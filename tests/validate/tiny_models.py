@@ -23,6 +23,10 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     # gpt-oss: sinks, alternating sliding/full layers, MoE
     "gpt-oss": ("gpt-oss-20b", {"num_hidden_layers": 4, "sliding_window": 16, "num_local_experts": 4,
                                 "num_experts_per_tok": 2, "layer_types": None}),
+    # Qwen3.5: gated-delta-net linear attention (no KV cache) with a full-attention layer every 4th
+    "qwen3.5": ("Qwen3.5-27B", {"num_hidden_layers": 4, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                                "linear_key_head_dim": 16, "linear_value_head_dim": 16, "layer_types": None,
+                                "mtp_num_hidden_layers": 0}),
 }
 
 
@@ -42,6 +46,10 @@ def tiny_config(family: str) -> dict[str, Any]:
         doc["architectures"] = ["Gemma3ForCausalLM"]
         doc["layer_types"] = ["sliding_attention"] * 5 + ["full_attention"]
         doc.pop("rope_scaling", None)
+    if family == "qwen3.5":
+        doc["model_type"] = "qwen3_5_text"
+        doc["architectures"] = ["Qwen3_5ForCausalLM"]
+        doc["layer_types"] = ["linear_attention"] * 3 + ["full_attention"]
     if family == "gpt-oss":
         doc["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(4)]
     for k in ("bos_token_id", "eos_token_id", "pad_token_id"):
