@@ -152,9 +152,11 @@ def test_tune_min_top1_and_nothing_to_skip(models) -> None:
 
 
 def test_e2e_from_a_hub_id_downloads_once_then_runs_offline(models, fake_hub: FakeHub, monkeypatch) -> None:
-    fake_hub.add("org/tiny-llama", models["llama"])
+    fake_hub.add("org/tiny-llama", models["llama"], tags=("v1",))
     _, ev = _eval("org/tiny-llama")
-    assert ev.model.startswith("org/tiny-llama") and ev.rows[1].kl_mean < 1e-9
+    assert ev.model == "org/tiny-llama" and ev.rows[1].kl_mean < 1e-9
+    _, tagged = _eval("org/tiny-llama", ("--kv-cache-dtype", "fp8", "--revision", "v1"))
+    assert tagged.model == "org/tiny-llama@v1"
     weights = fake_hub.count("GET", "model.safetensors")
     assert weights >= 1
     go_offline(monkeypatch)
