@@ -244,7 +244,7 @@ class ValidateReport(Frozen):
     failures: list[str] = Field(default_factory=list)
     """One line per failed layer: what, by how much, the likely cause."""
     model_eval: ModelEval | None = None
-    """End-to-end run on the real model (--kv-source smollm2 with --e2e)."""
+    """End-to-end run of the plan's model with each KV configuration (--e2e)."""
 
 
 def validate_report_schema() -> dict:
