@@ -2,7 +2,7 @@
 `kvplan tune` run.
 
 The model is loaded once (in the plan's model dtype) and its attention implementation is switched
-to ``kvplan_kv``, a function registered through transformers' attention-function interface
+to ``kvplan_cache``, a function registered through transformers' attention-function interface
 (``AttentionInterface`` + ``attn_implementation``), so every architecture whose attention goes
 through that interface (Llama, Qwen, Mistral, Gemma, gpt-oss, ...) is covered without patching
 model code. The function sees each attention call's post-RoPE q/k/v (what a KV cache stores) and
@@ -33,7 +33,7 @@ from typing import Any
 from kvplan.errors import KvplanInputError
 from kvplan.runtime.layout import LayerLayout
 
-ATTN_NAME = "kvplan_kv"
+ATTN_NAME = "kvplan_cache"  # (kvsource.SmolLM2, the capture path, registers its own "kvplan_kv")
 WEIGHT_PATTERNS = ("*.safetensors", "*.json", "*.model", "*.txt", "*.tiktoken", "*.jinja")
 _DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32", "float": "float32"}
 
@@ -175,7 +175,7 @@ def _kernel_attention(mode: LayerKVMode, query, key, value, run: _Run, scaling: 
 
 
 def kvplan_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """The ``kvplan_kv`` attention function (registered with transformers' AttentionInterface)."""
+    """The ``kvplan_cache`` attention function (registered with transformers' AttentionInterface)."""
     run = _ACTIVE[-1] if _ACTIVE else None
     idx = getattr(module, "layer_idx", None)
     scaling = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
@@ -224,20 +224,13 @@ def _sync_time(run: _Run) -> float:
     return time.perf_counter()
 
 
-_REGISTERED = False
-
-
 def register_attention() -> None:
-    """Register ``kvplan_kv`` (attention and its mask: transformers' eager mask, so sliding-window
-    layers get their windowed mask) once per process."""
-    global _REGISTERED
-    if _REGISTERED:
-        return
+    """Register ``kvplan_cache`` (attention and its mask: transformers' eager mask, so sliding-window
+    layers get their windowed mask); idempotent, and cheap enough to repeat before every run."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
     AttentionInterface.register(ATTN_NAME, kvplan_attention)
     AttentionMaskInterface.register(ATTN_NAME, eager_mask)
-    _REGISTERED = True
 
 
 # ----------------------------------------------------------------------------------- weights
@@ -475,6 +468,8 @@ class CausalLM:
     # ------------------------------------------------------------------------------- runs
     @contextmanager
     def _running(self, run: _Run | None) -> Iterator[None]:
+        if run is not None:
+            register_attention()
         self.model.set_attn_implementation(ATTN_NAME if run is not None else self.native_attention)
         if run is not None:
             _ACTIVE.append(run)
