@@ -48,6 +48,11 @@ def _bench_result() -> dict[str, Any]:
     return bench_result_schema()
 
 
+def _tune_report() -> dict[str, Any]:
+    from kvplan.runtime.tune_model import tune_report_schema
+    return tune_report_schema()
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "plan": _plan,
     "lint-report": _lint_report,
@@ -56,6 +61,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "validate-report": _validate_report,
     "kv-scales": _kv_scales,
     "bench-result": _bench_result,
+    "tune-report": _tune_report,
 }
 """Schema name -> generator. The file is `schemas/<name>.schema.json`."""
 

@@ -279,7 +279,7 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (KV104) or name (sk
 @app.command("schema")
 def schema_cmd(name: str = typer.Argument(
         "plan", help="Which schema: plan, lint-report, emit-result, policy, validate-report, "
-                     "kv-scales, bench-result."),
+                     "kv-scales, bench-result, tune-report."),
                ) -> None:
     """Print a published JSON Schema (generated from the models)."""
     from kvplan.schemas import SCHEMAS, schema_text

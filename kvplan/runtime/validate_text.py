@@ -66,7 +66,7 @@ def render_report(report: ValidateReport, console: Console) -> None:
         console.print(m)
     if report.model_eval is not None:
         e = report.model_eval
-        et = Table(title=f"end to end: {e.model}, {e.tokens} tokens of {e.text}; unquantized perplexity "
+        et = Table(title=f"end to end: {e.model}, {e.tokens} tokens of {e.text}; reference perplexity "
                          f"{e.reference_perplexity:.3f}; quantizer: {e.quantizer}",
                    title_justify="left", show_edge=False)
         for c in ("config", "quantized layers", "KV B/token", "mean KL", "max KL", "top-1 agree", "perplexity", "what"):
@@ -75,6 +75,18 @@ def render_report(report: ValidateReport, console: Console) -> None:
             et.add_row(row.name, str(row.quantized_layers), f"{row.bytes_per_token:,}", f"{row.kl_mean:.5f}",
                        f"{row.kl_max:.4f}", f"{row.top1_agreement:.4f}", f"{row.perplexity:.3f}", row.description)
         console.print(et)
+        if e.unquantized_layers:
+            by: dict[str, list[int]] = {}
+            for u in e.unquantized_layers:
+                by.setdefault(f"{u.kind}: {u.reason}", []).append(u.index)
+            for why, idx in by.items():
+                console.print(f"run unquantized in every row: layers {_runs(idx)} ({why})", highlight=False,
+                              markup=False)
+        if e.torch_attention_layers:
+            console.print(f"attention read in torch from the written cache (sinks / soft-capping): layers "
+                          f"{_runs(e.torch_attention_layers)}", highlight=False, markup=False)
+        if e.sensitivity is not None:
+            render_sensitivity(e.sensitivity, console)
     executed = sum(r.status != "skipped" for r in report.layers)
     n_skipped = len(report.layers) - executed
     if report.failures:
@@ -87,3 +99,49 @@ def render_report(report: ValidateReport, console: Console) -> None:
                       + (f" ({n_skipped} skipped)" if n_skipped else ""))
     else:
         console.print(f"[bold red]FAILED[/]: no layer could be executed ({n_skipped} skipped)")
+
+
+def render_sensitivity(sens, console: Console, limit: int | None = None) -> None:
+    """Per-layer sensitivity table, most sensitive first."""
+    t = Table(title=f"per-layer sensitivity: one layer {sens.kv_cache_dtype} ({sens.quant_mode}) at a time, "
+                    "every other layer in the model dtype; sorted by KL", title_justify="left", show_edge=False)
+    for c in ("rank", "layer", "kind", "mean KL", "max KL", "top-1 agree", "share"):
+        t.add_column(c, justify="left" if c == "kind" else "right")
+    for n, s in enumerate(sens.layers[:limit] if limit else sens.layers, 1):
+        t.add_row(str(n), str(s.index), s.kind, f"{s.kl_mean:.6f}", f"{s.kl_max:.4f}", f"{s.top1_agreement:.4f}",
+                  f"{s.share:.1%}")
+    console.print(t)
+
+
+def render_tune(report, console: Console) -> None:
+    """The tune result: the flags first, then the measured rows and the sensitivity table."""
+    b = report.budget
+    budget = f"mean KL <= {b.max_kl:g}" if b.max_kl is not None else f"top-1 agreement >= {b.min_top1:g}"
+    console.print(f"kvplan tune · {report.model} · {report.kv_cache_dtype} · budget {budget} · {report.tokens} tokens "
+                  f"of {report.text} · device {report.device} · {report.forward_passes} forward passes, "
+                  f"{report.seconds:.1f} s", highlight=False, markup=False)
+    mark = "[green]meets the budget[/]" if report.met else "[bold red]does NOT meet the budget[/]"
+    skip = " ".join(report.skip_layers_vllm) or "(none)"
+    console.print(f"keep in bf16: {skip} → {mark}", highlight=False)
+    console.print("vllm serve MODEL " + " ".join(report.vllm_args), highlight=False, markup=False)
+    cap = (f"; capacity {report.tokens_capacity:,} tokens vs {report.tokens_capacity_all_quantized:,} all-quantized"
+           if report.tokens_capacity and report.tokens_capacity_all_quantized else "")
+    console.print(f"KV bytes/token: {report.bytes_per_token:,} (all quantized "
+                  f"{report.bytes_per_token_all_quantized:,}, "
+                  f"bf16 {report.bytes_per_token_bf16:,}); the skip set costs {report.capacity_cost:.1%} of the "
+                  f"all-quantized capacity{cap}", highlight=False, markup=False)
+    t = Table(title=f"end to end (reference perplexity {report.reference_perplexity:.3f})", title_justify="left",
+              show_edge=False)
+    for c in ("run", "skipped", "mean KL", "max KL", "top-1 agree", "perplexity", "budget"):
+        t.add_column(c, justify="left" if c in ("run", "skipped") else "right")
+    rows = [("all quantized", report.all_quantized, None)] + [
+        (f"confirm {n}", tr.row, tr.meets_budget) for n, tr in enumerate(report.trials, 1)]
+    for name, r, ok in rows:
+        ok = ok if ok is not None else (report.met if not report.trials else False)
+        t.add_row(name, _runs(r.skip_layers) or "-", f"{r.kl_mean:.6f}", f"{r.kl_max:.4f}", f"{r.top1_agreement:.4f}",
+                  f"{r.perplexity:.3f}", "meets" if ok else "over")
+    console.print(t)
+    if report.sensitivity is not None:
+        render_sensitivity(report.sensitivity, console, limit=max(10, len(report.skip_layers) + 3))
+    for u in report.unquantized_layers:
+        console.print(f"run unquantized: layer {u.index} ({u.kind}: {u.reason})", highlight=False, markup=False)

