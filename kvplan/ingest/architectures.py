@@ -48,12 +48,18 @@ class ReleaseRegistry:
     """Architectures in vLLM's model registry (text, multimodal and the other registered ones)."""
     config_model_types: frozenset[str]
     """model_type values transformers' AutoConfig or vLLM's own config classes load."""
+    transformers_model_classes: frozenset[str] = frozenset()
+    """Model classes the transformers release exports (what vLLM's Transformers backend can build)."""
 
     def registers(self, arch: str) -> bool:
         return arch in self.architectures
 
     def loads_model_type(self, model_type: str) -> bool:
         return model_type in self.config_model_types
+
+    def transformers_builds(self, arch: str) -> bool:
+        """transformers exports a model class of this name (vLLM's Transformers backend may build it)."""
+        return arch in self.transformers_model_classes
 
 
 @lru_cache(maxsize=1)
@@ -64,30 +70,59 @@ def modelled_release() -> ReleaseRegistry:
     return ReleaseRegistry(
         vllm_version=str(reg["vllm_version"]), transformers_version=str(types["transformers_version"]),
         architectures=frozenset(reg["architectures"]) | frozenset(reg["other_registered"]),
-        config_model_types=frozenset(types["transformers_model_types"]) | frozenset(types["vllm_config_model_types"]))
+        config_model_types=frozenset(types["transformers_model_types"]) | frozenset(types["vllm_config_model_types"]),
+        transformers_model_classes=frozenset(types["transformers_model_classes"]))
 
 
-def load_refusal(model_type: str, architecture: str, has_auto_map: bool) -> str | None:
-    """vLLM's reason when it cannot load this config at all, else None.
+def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict[str, Any] | None) -> str | None:
+    """vLLM's reason when it cannot load or build this config whatever the flags, else None.
 
-    vLLM 0.33 (vllm/transformers_utils/config.py::HFConfigParser.parse) loads a config through its
-    own config class for the model_type or transformers' AutoConfig; a model_type neither knows,
-    without an `auto_map` naming the checkpoint's own config class, fails there. Said only where the
-    architecture is not in its registry either (vllm/model_executor/models/registry.py::
-    _raise_for_unsupported), where no reading of the file can make vLLM build it; a registered
-    architecture under an unknown model_type is most often a copy of a remote-code checkpoint's
-    config whose auto_map was left out, and is planned (KV604 says what kvplan could not check).
+    vLLM 0.33 loads a config through its own config class for the model_type or transformers'
+    AutoConfig (vllm/transformers_utils/config.py::HFConfigParser.parse); a model_type neither
+    knows, in a config without an `auto_map` naming the checkpoint's own config class, fails there,
+    whatever the architecture. An architecture not in its registry is built only through its
+    Transformers backend: a model class transformers exports, or one the config's auto_map names
+    (vllm/model_executor/models/registry.py::_try_resolve_transformers); without either vLLM
+    refuses it (registry.py::_raise_for_unsupported). Architectures the registry lists as no longer
+    supported are `refusal()`'s.
     """
     rel = modelled_release()
-    if has_auto_map or rel.loads_model_type(model_type) or rel.registers(architecture) \
-            or architecture in registry()["refused"]:
+    refused = registry()["refused"]
+    arch = architectures[0]
+    if not (auto_map is not None or rel.loads_model_type(model_type) or arch in refused):
+        return (f"vLLM {rel.vllm_version} cannot load this config: model_type {model_type!r} is unknown to "
+                f"transformers {rel.transformers_version} (the release vLLM {rel.vllm_version} runs with) and to "
+                "vLLM's own config classes, and the config has no auto_map naming its own config class "
+                "(vLLM: \"The checkpoint you are trying to load has model type "
+                f"`{model_type}` but Transformers does not recognize this architecture\")")
+    if not any(rel.registers(a) or a in refused for a in architectures) and not rel.transformers_builds(arch) \
+            and not _auto_model(auto_map):
+        return (f"vLLM {rel.vllm_version} refuses this config: {arch} is not in vLLM's model registry, transformers "
+                f"{rel.transformers_version} has no model class of that name, and the config has no auto_map "
+                "naming an AutoModel class for vLLM's Transformers backend (vLLM: \"Model architectures "
+                f"['{arch}'] are not supported for now\")")
+    return None
+
+
+def remote_code_reason(model_type: str, architectures: tuple[str, ...], auto_map: dict[str, Any] | None) -> str | None:
+    """Why vLLM runs the checkpoint's own code named in config.json's auto_map (so needs
+    --trust-remote-code), else None: a model_type only that config class loads, or an architecture
+    only that model class builds (vLLM's Transformers backend)."""
+    if auto_map is None:
         return None
-    return (f"vLLM {rel.vllm_version} cannot load this config: model_type {model_type!r} is unknown to "
-            f"transformers {rel.transformers_version} (the release vLLM {rel.vllm_version} runs with) and to "
-            f"vLLM's own config classes, the config has no auto_map for --trust-remote-code, and {architecture} "
-            "is not in vLLM's model registry (vLLM: \"The checkpoint you are trying to load has model type "
-            f"`{model_type}` but Transformers does not recognize this architecture\"; \"Model architectures "
-            f"['{architecture}'] are not supported for now\")")
+    rel = modelled_release()
+    if not rel.loads_model_type(model_type):
+        return (f"model_type {model_type!r} is unknown to transformers {rel.transformers_version} and to vLLM's own "
+                "config classes: vLLM loads the config class the config's auto_map names")
+    if not any(rel.registers(a) or a in registry()["refused"] for a in architectures) \
+            and not rel.transformers_builds(architectures[0]) and _auto_model(auto_map):
+        return (f"{architectures[0]} is not in vLLM's model registry nor a transformers model class: vLLM's "
+                "Transformers backend builds the model class the config's auto_map names")
+    return None
+
+
+def _auto_model(auto_map: dict[str, Any] | None) -> bool:
+    return any(isinstance(k, str) and k.startswith("AutoModel") for k in auto_map or {})
 
 
 def vllm_version() -> str:
