@@ -35,9 +35,9 @@ def case_input(case: dict[str, Any], data: Path, tmp: Path) -> Path:
     vLLM's config classes load) and the config names none, the copy's auto_map names that stand-in:
     vLLM loads such a config only through the config class an auto_map names, under
     --trust-remote-code (`flags_of`), which is what the oracle's answer is for."""
-    cfg = data / case["config"]
     from kvplan.ingest.architectures import modelled_release
 
+    cfg = data / case["config"]
     drop = [k for k in case.get("drop_keys") or () if k != "auto_map"]
     if cfg.name == "params.json":  # Mistral format: vLLM's own parser, no auto_map
         return cfg
@@ -57,6 +57,12 @@ def case_input(case: dict[str, Any], data: Path, tmp: Path) -> Path:
     if quant.is_file() and "quantization_config" not in drop:
         (tmp / "hf_quant_config.json").write_bytes(quant.read_bytes())
     return tmp / "config.json"
+
+
+def oracle_config(name: str, tmp: Path) -> Path:
+    """tests/data/vllm_oracle_arch/configs/<name>.json as kvplan reads the oracle's input (`case_input`);
+    plan it with --trust-remote-code, as the oracle ran it."""
+    return case_input({"config": f"configs/{name}.json"}, ARCH_DATA, tmp)
 
 
 def refused_by_vllm(answer: dict[str, Any], arch: str | None = None) -> bool:
