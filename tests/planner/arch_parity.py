@@ -32,7 +32,8 @@ def case_input(case: dict[str, Any], data: Path, tmp: Path) -> Path:
     The copy leaves out the case's `drop_keys` but `auto_map` (arch_oracle.py patch 40; without
     hf_quant_config.json when the weight quantization is dropped). Where the oracle stood in for the
     checkpoint's own config class (patch 3: every case whose model_type neither transformers nor
-    vLLM's config classes load) and the config names none, the copy's auto_map names that stand-in:
+    vLLM's config classes load, but a published config without auto_map, `as_published`: patch 41)
+    and the config names none, the copy's auto_map names that stand-in:
     vLLM loads such a config only through the config class an auto_map names, under
     --trust-remote-code (`flags_of`), which is what the oracle's answer is for."""
     from kvplan.ingest.architectures import modelled_release
@@ -43,7 +44,8 @@ def case_input(case: dict[str, Any], data: Path, tmp: Path) -> Path:
         return cfg
     doc = json.loads(cfg.read_text())
     mt = doc.get("model_type")
-    stand_in = mt if isinstance(mt, str) and not modelled_release().loads_model_type(mt) else None
+    stand_in = mt if (isinstance(mt, str) and not modelled_release().loads_model_type(mt)
+                      and not case.get("as_published")) else None
     if not (drop or stand_in):
         return cfg
     for d in (doc, *(v for k, v in doc.items() if k.endswith("_config") and isinstance(v, dict))):
@@ -66,14 +68,15 @@ def oracle_config(name: str, tmp: Path) -> Path:
 
 
 def refused_by_vllm(answer: dict[str, Any], arch: str | None = None) -> bool:
-    """vLLM refuses the architecture: its registry says so, or (for an architecture the registry
-    lists as no longer supported, or does not list at all) its Transformers-backend fallback fails
-    to build it. `arch`: the case's architecture (default: the case name's first part)."""
+    """vLLM refuses the config (a model_type nothing loads) or the architecture: its registry says so,
+    or (for an architecture the registry lists as no longer supported, or does not list at all) its
+    Transformers-backend fallback fails to build it. `arch`: the case's architecture (default: the case name's first part)."""
     from kvplan.ingest.architectures import registry
 
     err = answer.get("error") or {}
     msg = err.get("message", "") + " ".join(err.get("traceback_tail", []))
-    if "not supported for now" in msg or "not supported anymore" in msg or "in-tree anymore" in msg:
+    if ("not supported for now" in msg or "not supported anymore" in msg or "in-tree anymore" in msg
+            or "Transformers does not recognize this architecture" in msg):  # a model_type nothing loads
         return True
     arch = arch or answer["case"].split("__")[0]
     fallback_only = arch in registry()["refused"] or arch not in registry()["architectures"]
