@@ -196,7 +196,8 @@ def _mimo(tmp_path: Path, **over: object) -> Path:
     return arch_config(tmp_path, "MiMoForCausalLM__default", **over)
 
 
-_MIMO_AUTO_MAP = {"AutoConfig": "configuration_mimo.MiMoConfig", "AutoModelForCausalLM": "modeling_mimo.MiMoForCausalLM"}
+_MIMO_AUTO_MAP = {"AutoConfig": "configuration_mimo.MiMoConfig",
+                  "AutoModelForCausalLM": "modeling_mimo.MiMoForCausalLM"}
 
 
 def test_model_type_vllm_cannot_load_is_refused_with_vllms_reason(tmp_path: Path) -> None:

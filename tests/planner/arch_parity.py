@@ -70,7 +70,8 @@ def oracle_config(name: str, tmp: Path) -> Path:
 def refused_by_vllm(answer: dict[str, Any], arch: str | None = None) -> bool:
     """vLLM refuses the config (a model_type nothing loads) or the architecture: its registry says so,
     or (for an architecture the registry lists as no longer supported, or does not list at all) its
-    Transformers-backend fallback fails to build it. `arch`: the case's architecture (default: the case name's first part)."""
+    Transformers-backend fallback fails to build it. `arch`: the case's architecture (default: the
+    case name's first part)."""
     from kvplan.ingest.architectures import registry
 
     err = answer.get("error") or {}
