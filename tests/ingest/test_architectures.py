@@ -264,3 +264,17 @@ def test_model_types_are_the_modelled_releases() -> None:
     assert rel.vllm_version == vreg.vllm_version() == data["vllm_version"]
     assert rel.transformers_version == vreg.registry()["transformers_version"] == data["transformers_version"]
     assert rel.loads_model_type("exaone4") and rel.loads_model_type("deepseek_v4") and not rel.loads_model_type("acme")
+
+
+def test_lint_takes_trust_remote_code_from_the_launch(tmp_path: Path) -> None:
+    """A launch of a remote-code checkpoint without --trust-remote-code: vLLM would not start it."""
+    model = _sub(tmp_path, "mimo")
+    _mimo(model, auto_map=_MIMO_AUTO_MAP)
+    (tmp_path / "a.sh").write_text("#!/bin/sh\nvllm serve ./mimo --kv-cache-dtype auto\n")
+    (tmp_path / "b.sh").write_text("#!/bin/sh\nvllm serve ./mimo --kv-cache-dtype auto --trust-remote-code\n")
+    r = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "lint", "a.sh", "b.sh",
+                        "--format", "json"], capture_output=True, text=True, cwd=tmp_path,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "NO_COLOR": "1"})
+    findings = json.loads(r.stdout)["findings"]
+    refused = [f for f in findings if "without --trust-remote-code" in f["message"]]
+    assert [f["location"]["path"] for f in refused] == ["a.sh"], findings
