@@ -63,6 +63,7 @@ MODELLED_DESTS: dict[str, str] = {
     "quantization": "quantization",
     "revision": "revision",          # the Hub revision of a model id (not --code-revision / --tokenizer-revision)
     "hf_overrides": "hf_overrides",  # applied to config.json before planning, as vLLM does
+    "trust_remote_code": "trust_remote_code",  # a config that needs its auto_map's code is refused without it
 }
 
 # Flags removed before 0.33: name -> (release note, takes a value). vLLM 0.33's parser calls them

@@ -245,15 +245,23 @@ _LANGUAGE_MODEL_MODULE = {"MiMoV2OmniForCausalLM": "vllm.model_executor.models.m
 
 
 def _check_known(cfg: dict[str, Any], model_type: str, text_type: str, architecture: str | None,
-                 path: Path) -> None:
+                 path: Path) -> str | None:
+    """Refuse what vLLM cannot load or build whatever the flags; returns why vLLM would run the
+    checkpoint's own code (auto_map), for the --trust-remote-code check of the planner."""
+    remote = None
     if architecture is not None:
-        reason = vreg.load_refusal(model_type, architecture, isinstance(cfg.get("auto_map"), dict))
+        listed = cfg.get("architectures")
+        archs = tuple(a for a in listed if isinstance(a, str)) if isinstance(listed, list) else ()
+        archs = archs if archs and archs[0] == architecture else (architecture,)
+        auto_map = cfg.get("auto_map") if isinstance(cfg.get("auto_map"), dict) else None
+        reason = vreg.load_refusal(model_type, archs, auto_map)
         if reason:
             raise KvplanInputError(
                 f"{path}: {reason}.",
                 "Check model_type and architectures for typos, or pass the checkpoint's own config.json "
-                "(its auto_map and configuration code are what --trust-remote-code loads), or serve it with a "
-                "vLLM release that supports it.")
+                "(its auto_map names the configuration and model code --trust-remote-code loads), or serve it "
+                "with a vLLM release that supports it.")
+        remote = vreg.remote_code_reason(model_type, archs, auto_map)
     known = (model_type in STANDARD_DECODER_TYPES or model_type in WRAPPER_TYPES
              or model_type in FAMILY_DEFAULTS or text_type in STANDARD_DECODER_TYPES
              or (architecture is not None and (vreg.is_registered(architecture)
@@ -265,6 +273,7 @@ def _check_known(cfg: dict[str, Any], model_type: str, text_type: str, architect
             f"kvplan plans the architectures vLLM {vreg.vllm_version()} builds (llama, qwen3, gemma3, "
             "deepseek_v3, ...); check the spelling, or pass the config.json whose `architectures` "
             "names the vLLM architecture.")
+    return remote
 
 
 def _layer_and_head_counts(c: _Cfg, is_enc_dec: bool, path: Path, notes: list[str]) -> tuple[int, Any]:
@@ -465,7 +474,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     check_config_values(cfg, str(path))  # depth and layer counts; values are checked where read (docs/limits.md)
     notes: list[str] = []
     model_type, text_plain, text_key, text_raw, text_type, architecture = _resolve_types(cfg, path, notes)
-    _check_known(cfg, model_type, text_type, architecture, path)
+    remote_code = _check_known(cfg, model_type, text_type, architecture, path)
     c = _Cfg(text_raw, text_type, notes)
     if text_key:
         notes.append(f"language model read from {text_key} ({text_type})")
@@ -509,6 +518,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         notes=tuple(dict.fromkeys(notes)),
         architecture_status=arch_status,
         refused_reason=vreg.refusal(architecture) if architecture else None,
+        remote_code=remote_code,
         keys_read=tuple(sorted(k for k in read if k in raw_keys)),
         unused_geometry_keys=tuple(unused),
         unknown_layer_types=tuple(dict.fromkeys(unknown_types)),

@@ -147,6 +147,10 @@ class ModelArch(Frozen):
     oracle case; else why not (kvplan/data/vllm_arch_coverage.json), or 'unregistered'."""
     refused_reason: str | None = None
     """vLLM's reason when its registry refuses the architecture (no longer supported, moved to a plugin)."""
+    remote_code: str | None = None
+    """Why vLLM runs the checkpoint's own code named in config.json's auto_map (its config class for a
+    model_type transformers does not know, or its model class for an architecture vLLM does not
+    register): vLLM loads it only with --trust-remote-code. None when no remote code is needed."""
     keys_read: tuple[str, ...] = ()
     """Config keys (of the language model's config) kvplan read to build the layers."""
     unused_geometry_keys: tuple[str, ...] = ()

@@ -80,6 +80,9 @@ class ServingFlags(Frozen):
     """--revision: the branch, tag or commit of a Hugging Face model id (ignored for a local path)."""
     hf_overrides: dict[str, Any] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
     """--hf-overrides JSON, applied to config.json before planning (as vLLM does)."""
+    trust_remote_code: bool = False
+    """--trust-remote-code: vLLM may run the checkpoint's own configuration and model code (config.json's
+    auto_map); without it a config that needs that code is refused."""
 
     @field_validator("attention_config", "hf_overrides", mode="before")
     @classmethod

@@ -64,6 +64,20 @@ def apply_strict(plan: Plan) -> Plan:
     return plan.model_copy(update={"findings": fs})
 
 
+def _refuse_untrusted(arch: ModelArch, flags: ServingFlags, engine: EngineVersion) -> None:
+    """A config whose model_type or architecture only the checkpoint's own code (auto_map) provides:
+    vLLM refuses to load it without --trust-remote-code (transformers' resolve_trust_remote_code,
+    vllm/transformers_utils/config.py::get_config; registry.py::_try_resolve_transformers)."""
+    if arch.remote_code is None or flags.trust_remote_code or engine.engine != "vllm":
+        return
+    raise KvplanInputError(
+        f"vLLM {engine.version_str or ''} refuses this config without --trust-remote-code: {arch.remote_code} "
+        "(vLLM: \"contains custom code which must be executed to correctly load the model ... Please pass the "
+        "argument `trust_remote_code=True`\").".replace("  ", " "),
+        "Pass --trust-remote-code, as the checkpoint's model card says (vLLM then runs the code its auto_map "
+        "names; kvplan cannot read that code and plans from config.json, KV604).")
+
+
 def _refuse_unsupported(arch: ModelArch, engine: EngineVersion) -> None:
     """vLLM's registry refuses the architecture in the release modelled: one input error, its reason."""
     reason = arch.refused_reason
@@ -92,6 +106,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     rules = _rules()
     engine = engine or EngineVersion()
     _refuse_unsupported(arch, engine)
+    _refuse_untrusted(arch, flags, engine)
     ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                       engine=engine, engine_version=engine.version_str or ENGINE_VERSION)
     gstate, global_decisions = _decide_globals(ctx, rules)

@@ -148,6 +148,9 @@ What is patched for this to run on a CPU-only machine (no vLLM function body is 
      decisions of the quantized checkpoint come from the attention-level oracle) or an `auto_map`
      whose remote code is not here (vLLM's or transformers' own config class is used, as for the
      corpus configs of make_arch_cases.py). The answer's config_sha256 is the stored file's.
+ 41. A case marked `as_published` (a published config without an auto_map, published_suite.py) gets
+     no stand-in config class (patch 3 is skipped): vLLM loads the file as it stands, and a model_type
+     neither transformers nor vLLM knows fails as it does for a user.
 Answers go to <cases dir>/answers/<name>.json (stable key order), one per case, with the sha256 of
 the config they answer: a case whose config changed since (make_arch_cases.py rewrote it) is
 re-run even without --force, and tests/planner/test_vllm_arch_parity.py fails on a stale answer.
@@ -770,8 +773,9 @@ def run_case(case: dict, base: Path) -> dict:
                   "kv_cache_dtype_skip_layers": case.get("skip_layers", []),
                   "dtype": case.get("dtype", "auto")},
         "config_sha256": config_sha256(cfg_path),
-        "registered_config_class_for": _register_shipped_config_class(case, cfg) or _register_unknown_model_type(
-            cfg, bool(case.get("remote_config")), case.get("remote_config_base")),
+        "registered_config_class_for": None if case.get("as_published") else (  # patch 41
+            _register_shipped_config_class(case, cfg) or _register_unknown_model_type(
+                cfg, bool(case.get("remote_config")), case.get("remote_config_base"))),
         "engine": None, "layers": [], "error": None,
     }
     tmp = tempfile.mkdtemp(prefix="kvplan-oracle-")

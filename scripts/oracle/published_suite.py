@@ -69,9 +69,12 @@ def render_cases(configs: list[dict]) -> str:
         base = arch_cases.get(f"{arch}__default__auto", {})
         inherited = {k: base[k] for k in _INHERITED if k in base}
         drop = drop_keys(cfg, c["quantized"])
+        # Without an auto_map the file is loaded as it stands: no stand-in for a config class (patch 41).
+        as_published = {} if "auto_map" in cfg else {"as_published": True}
         for dtype in ("auto", "fp8") if c["quantized"] else ("auto",):
             cases.append({"config": f"{c['name']}/config.json", "kv_cache_dtype": dtype,
-                          "name": f"{c['name']}__{dtype}", **inherited, **({"drop_keys": drop} if drop else {})})
+                          "name": f"{c['name']}__{dtype}", **inherited, **as_published,
+                          **({"drop_keys": drop} if drop else {})})
     return json.dumps({"cases": cases}, indent=1, sort_keys=True) + "\n"
 
 

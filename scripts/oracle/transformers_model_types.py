@@ -12,6 +12,13 @@ its `auto_map`. A model_type in neither table, in a config without `auto_map`, m
 config before it looks at the architecture ("The checkpoint you are trying to load has model type
 `X` but Transformers does not recognize this architecture"). The file records both tables, from
 the transformers release installed next to vLLM (the one vLLM's requirements pin).
+
+It also records the model classes transformers exports (`transformers_model_classes`: the names of
+`dir(transformers)` that name a model class, *Model* or *For*): an architecture that is not in vLLM's
+registry is built through vLLM's Transformers backend only when `getattr(transformers, arch)` finds
+it or the config's `auto_map` names an AutoModel class (vllm/model_executor/models/registry.py::
+_try_resolve_transformers); otherwise vLLM refuses it ("Model architectures [...] are not supported
+for now").
 """
 from __future__ import annotations
 
@@ -39,10 +46,13 @@ def main() -> int:
         "generated_by": "scripts/oracle/transformers_model_types.py",
         "transformers_model_types": sorted(CONFIG_MAPPING_NAMES),
         "vllm_config_model_types": sorted(vcfg._CONFIG_REGISTRY),
+        "transformers_model_classes": sorted(n for n in dir(transformers)
+                                             if n[:1].isupper() and ("Model" in n or "For" in n)),
     }
     OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}: {len(doc['transformers_model_types'])} transformers model types, "
-          f"{len(doc['vllm_config_model_types'])} vLLM config classes", file=sys.stderr)
+          f"{len(doc['vllm_config_model_types'])} vLLM config classes, "
+          f"{len(doc['transformers_model_classes'])} transformers model classes", file=sys.stderr)
     return 0
 
 

@@ -17,24 +17,29 @@ from kvplan.errors import KvplanInputError
 from kvplan.ingest import architectures as vreg
 from kvplan.ingest.checkpoint import load_model_inputs
 from tests.conftest import CORPUS, ROOT
+from tests.planner.arch_parity import oracle_config
 
 CONFIGS = ROOT / "tests" / "data" / "vllm_oracle_arch" / "configs"
 
 
 def _cfg(tmp_path: Path, name: str, **over) -> Path:
-    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
+    """The oracle's config as kvplan reads the oracle's input (a remote-code model_type's auto_map
+    named), with keys replaced; planned with --trust-remote-code, as the oracle ran it."""
+    p = oracle_config(name, tmp_path)
+    cfg = json.loads(p.read_text())
     cfg.update(over)
     p = tmp_path / "config.json"
     p.write_text(json.dumps(cfg))
     return p
 
 
-def _layers(path: Path, flags: str = "--kv-cache-dtype auto"):
+def _layers(path: Path, flags: str = "--trust-remote-code --kv-cache-dtype auto"):
     return kvplan.api.compile(path, flags).layers
 
 
 def _cli_plan(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "plan", str(path)],
+    return subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "plan", str(path),
+                           "--trust-remote-code"],
                           capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "NO_COLOR": "1"})
 

@@ -42,28 +42,31 @@ def test_verified_architecture_plans_without_kv604(tmp_path: Path) -> None:
 def _unverified_config(tmp_path: Path) -> tuple[str, Path]:
     """An architecture the oracle has not verified (vLLM's class could not be built on the CPU oracle)
     whose default config kvplan plans; which one changes as coverage grows. Once every registered
-    architecture is verified: a fine-tune's own architecture name that vLLM's registry does not list."""
+    architecture is verified: a fine-tune's own architecture name that vLLM's registry does not list,
+    whose model class its auto_map names (vLLM's Transformers backend builds it under
+    --trust-remote-code). Plan it with --trust-remote-code."""
     cov = vreg.coverage()["architectures"]
     for arch in sorted(a for a, e in cov.items() if e["status"] == "oracle-error"):
         if (CONFIGS / f"{arch}__default.json").is_file():
             try:
-                kvplan.api.compile(CONFIGS / f"{arch}__default.json", "--kv-cache-dtype auto")
+                kvplan.api.compile(CONFIGS / f"{arch}__default.json", "--trust-remote-code --kv-cache-dtype auto")
             except KvplanInputError:
                 continue
             return arch, arch_config(tmp_path, f"{arch}__default")
     arch = "LlamaForCausalLMWithAdapters"
     assert not vreg.is_registered(arch)
-    return arch, arch_config(tmp_path, "LlamaForCausalLM__default", architectures=[arch])
+    return arch, arch_config(tmp_path, "LlamaForCausalLM__default", architectures=[arch],
+                             auto_map={"AutoModelForCausalLM": f"modeling_adapters.{arch}"})
 
 
 def test_unverified_architecture_warns_and_names_keys(tmp_path: Path) -> None:
     arch, cfg = _unverified_config(tmp_path)
     assert vreg.status(arch) != "verified"
-    plan = kvplan.api.compile(cfg, "--kv-cache-dtype auto")
+    plan = kvplan.api.compile(cfg, "--trust-remote-code --kv-cache-dtype auto")
     (f,) = _kv604(plan)
     assert f.severity.value == "warning"
     assert arch in f.message and "keys read:" in f.message and "num_attention_heads" in f.message
-    strict = kvplan.api.compile(cfg, "--kv-cache-dtype auto", strict=True)
+    strict = kvplan.api.compile(cfg, "--trust-remote-code --kv-cache-dtype auto", strict=True)
     assert [x.severity.value for x in _kv604(strict)] == ["error"]
 
 
@@ -99,10 +102,10 @@ def test_unknown_layer_type_is_said_and_planned_as_full_attention(tmp_path: Path
 
 def test_cli_strict_makes_kv604_fail_the_run(tmp_path: Path) -> None:
     p = str(_unverified_config(tmp_path)[1])  # not verified (no oracle answer)
-    ok = _cli("plan", p, "--kv-cache-dtype", "auto")
+    ok = _cli("plan", p, "--trust-remote-code", "--kv-cache-dtype", "auto")
     assert ok.returncode == 0, ok.stderr
     assert any(f["code"] == "KV604" and f["severity"] == "warning" for f in json.loads(ok.stdout)["findings"])
-    strict = _cli("plan", p, "--strict", "--kv-cache-dtype", "auto")
+    strict = _cli("plan", p, "--strict", "--trust-remote-code", "--kv-cache-dtype", "auto")
     assert strict.returncode == 1
     assert any(f["code"] == "KV604" and f["severity"] == "error" for f in json.loads(strict.stdout)["findings"])
     doc = _cli("rule", "KV604")
@@ -176,26 +179,82 @@ def _foreign(tmp_path: Path, **over: object) -> Path:
     return p
 
 
-def test_unknown_model_type_and_architecture_without_auto_map_is_refused_with_vllms_reason(tmp_path: Path) -> None:
-    """vLLM 0.33 cannot load it (transformers 5.20.2 does not know the model_type, no auto_map names a
-    config class) nor build it (not in its registry): one line with vLLM's words, exit 2."""
-    r = _cli("plan", str(_foreign(tmp_path)))
+def _one_line_refusal(*args: str) -> str:
+    r = _cli("plan", *args)
     assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr
     (line,) = r.stderr.strip().splitlines()
-    assert "vLLM 0.33.0 cannot load this config" in line and "transformers 5.20.2" in line
-    assert "Model architectures ['AcmeChatForConditionalGeneration'] are not supported for now" in line
-    assert "Transformers does not recognize this architecture" in line and "auto_map" in line
+    return line
+
+
+def _sub(tmp_path: Path, name: str) -> Path:
+    (tmp_path / name).mkdir()
+    return tmp_path / name
+
+
+def _mimo(tmp_path: Path, **over: object) -> Path:
+    """MiMo-7B's language model (model_type mimo: the checkpoint ships its own config class, MiMoConfig)."""
+    return arch_config(tmp_path, "MiMoForCausalLM__default", **over)
+
+
+_MIMO_AUTO_MAP = {"AutoConfig": "configuration_mimo.MiMoConfig",
+                  "AutoModelForCausalLM": "modeling_mimo.MiMoForCausalLM"}
+
+
+def test_model_type_vllm_cannot_load_is_refused_with_vllms_reason(tmp_path: Path) -> None:
+    """A model_type transformers 5.20.2 and vLLM's config classes do not know, in a config without an
+    auto_map: vLLM 0.33 fails loading the config, whatever the architecture (measured with the oracle:
+    registered MiMoForCausalLM, deepseek_ref under DeepseekV4ForCausalLM, an unregistered one)."""
+    for path, model_type in ((_foreign(tmp_path), "acme_chat"), (_mimo(_sub(tmp_path, "mimo")), "mimo"),
+                             (_mimo(_sub(tmp_path, "ref"), model_type="deepseek_ref"), "deepseek_ref")):
+        line = _one_line_refusal(str(path), "--trust-remote-code")
+        assert "vLLM 0.33.0 cannot load this config" in line and "transformers 5.20.2" in line
+        assert (f"The checkpoint you are trying to load has model type `{model_type}` but Transformers does not "
+                "recognize this architecture") in line and "auto_map" in line
+
+
+def test_checkpoint_code_without_trust_remote_code_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    """With the auto_map the checkpoint publishes, vLLM loads MiMo's config class only under
+    --trust-remote-code ("contains custom code which must be executed ... trust_remote_code=True");
+    with the flag kvplan plans from config.json."""
+    p = _mimo(tmp_path, auto_map=_MIMO_AUTO_MAP)
+    line = _one_line_refusal(str(p), "--kv-cache-dtype", "fp8")
+    assert "refuses this config without --trust-remote-code" in line and "model_type 'mimo'" in line
+    assert "trust_remote_code=True" in line and "Pass --trust-remote-code" in line
+    plan = kvplan.api.compile(p, "--trust-remote-code --kv-cache-dtype fp8")
+    assert plan.model.architecture == "MiMoForCausalLM" and plan.kv_cache_dtype == "fp8"
+    # A model_type transformers knows: vLLM uses transformers' own class and needs no flag (measured).
+    known = arch_config(_sub(tmp_path, "qwen2"), "Qwen2ForCausalLM__default", auto_map=_MIMO_AUTO_MAP)
+    assert kvplan.api.compile(known, "--kv-cache-dtype auto").model.architecture == "Qwen2ForCausalLM"
+
+
+def test_architecture_neither_registered_nor_in_transformers_is_refused(tmp_path: Path) -> None:
+    """Step-3.7-Flash published as Step3p7ForCausalLM: model_type step3p7 loads (vLLM's config class),
+    but vLLM registers only Step3p7ForConditionalGeneration and transformers has no such model class:
+    "Model architectures ['Step3p7ForCausalLM'] are not supported for now" (measured)."""
+    rel = vreg.modelled_release()
+    assert rel.loads_model_type("step3p7") and not rel.registers("Step3p7ForCausalLM")
+    assert not rel.transformers_builds("Step3p7ForCausalLM") and rel.transformers_builds("LlamaForCausalLM")
+    p = arch_config(tmp_path, "Step3p7ForConditionalGeneration__default", architectures=["Step3p7ForCausalLM"])
+    line = _one_line_refusal(str(p), "--trust-remote-code")
+    assert "Model architectures ['Step3p7ForCausalLM'] are not supported for now" in line
+    assert "not in vLLM's model registry" in line and "transformers 5.20.2 has no model class" in line
+    # An architecture transformers exports is left to vLLM's Transformers backend (not refused here).
+    ok = arch_config(_sub(tmp_path, "t"), "LlamaForCausalLM__default", architectures=["BioGptForCausalLM"])
+    assert not vreg.registry()["refused"].get("BioGptForCausalLM") and not rel.registers("BioGptForCausalLM")
+    assert kvplan.api.compile(ok).model.architecture == "BioGptForCausalLM"
 
 
 def test_what_kvplan_cannot_tell_vllm_refuses_stays_a_kv604_warning(tmp_path: Path) -> None:
-    # With an auto_map, --trust-remote-code may load the checkpoint's own classes: planned, KV604.
-    remote = _foreign(tmp_path, auto_map={"AutoConfig": "configuration_acme.AcmeConfig"})
-    assert [f.severity.value for f in _kv604(kvplan.api.compile(remote, "--kv-cache-dtype auto"))] == ["warning"]
-    # A registered architecture under a model_type transformers does not know: a copy of a remote-code
-    # checkpoint's config whose auto_map was left out; planned as that architecture.
-    cfg = json.loads((CONFIGS / "MiMoForCausalLM__default.json").read_text())
-    assert "auto_map" not in cfg and not vreg.modelled_release().loads_model_type(cfg["model_type"])
-    assert kvplan.api.compile(CONFIGS / "MiMoForCausalLM__default.json").model.architecture == "MiMoForCausalLM"
+    """An auto_map naming the model class, under --trust-remote-code: vLLM's Transformers backend runs
+    the checkpoint's own code, which kvplan cannot read: planned from config.json, KV604."""
+    remote = _foreign(tmp_path, auto_map={"AutoConfig": "configuration_acme.AcmeConfig",
+                                          "AutoModelForCausalLM": "modeling_acme.AcmeChatForConditionalGeneration"})
+    assert [f.severity.value for f in _kv604(kvplan.api.compile(remote, "--trust-remote-code"))] == ["warning"]
+    line = _one_line_refusal(str(remote))
+    assert "refuses this config without --trust-remote-code: model_type 'acme_chat'" in line
+    # The same auto_map without the model class: nothing for vLLM's Transformers backend to build.
+    config_only = _foreign(_sub(tmp_path, "c"), auto_map={"AutoConfig": "configuration_acme.AcmeConfig"})
+    assert "are not supported for now" in _one_line_refusal(str(config_only), "--trust-remote-code")
 
 
 def test_model_types_are_the_modelled_releases() -> None:
@@ -205,3 +264,17 @@ def test_model_types_are_the_modelled_releases() -> None:
     assert rel.vllm_version == vreg.vllm_version() == data["vllm_version"]
     assert rel.transformers_version == vreg.registry()["transformers_version"] == data["transformers_version"]
     assert rel.loads_model_type("exaone4") and rel.loads_model_type("deepseek_v4") and not rel.loads_model_type("acme")
+
+
+def test_lint_takes_trust_remote_code_from_the_launch(tmp_path: Path) -> None:
+    """A launch of a remote-code checkpoint without --trust-remote-code: vLLM would not start it."""
+    model = _sub(tmp_path, "mimo")
+    _mimo(model, auto_map=_MIMO_AUTO_MAP)
+    (tmp_path / "a.sh").write_text("#!/bin/sh\nvllm serve ./mimo --kv-cache-dtype auto\n")
+    (tmp_path / "b.sh").write_text("#!/bin/sh\nvllm serve ./mimo --kv-cache-dtype auto --trust-remote-code\n")
+    r = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "lint", "a.sh", "b.sh",
+                        "--format", "json"], capture_output=True, text=True, cwd=tmp_path,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "NO_COLOR": "1"})
+    findings = json.loads(r.stdout)["findings"]
+    refused = [f for f in findings if "without --trust-remote-code" in f["message"]]
+    assert [f["location"]["path"] for f in refused] == ["a.sh"], findings

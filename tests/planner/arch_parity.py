@@ -7,6 +7,7 @@ shared by the parity test and by scripts/oracle/coverage.py (which writes the co
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +27,32 @@ def load_answer(name: str, data: Path = ARCH_DATA) -> dict[str, Any] | None:
 
 
 def case_input(case: dict[str, Any], data: Path, tmp: Path) -> Path:
-    """The config the case's answer is for: the stored one, or (arch_oracle.py patch 40) a copy
-    without the case's `drop_keys` (and without hf_quant_config.json when the weight quantization
-    is dropped), in `tmp`."""
+    """The config the case's answer is for, as kvplan reads it: the stored one, or a copy in `tmp`.
+
+    The copy leaves out the case's `drop_keys` but `auto_map` (arch_oracle.py patch 40; without
+    hf_quant_config.json when the weight quantization is dropped). Where the oracle stood in for the
+    checkpoint's own config class (patch 3: every case whose model_type neither transformers nor
+    vLLM's config classes load, but a published config without auto_map, `as_published`: patch 41)
+    and the config names none, the copy's auto_map names that stand-in:
+    vLLM loads such a config only through the config class an auto_map names, under
+    --trust-remote-code (`flags_of`), which is what the oracle's answer is for."""
+    from kvplan.ingest.architectures import modelled_release
+
     cfg = data / case["config"]
-    drop = case.get("drop_keys") or ()
-    if not drop:
+    drop = [k for k in case.get("drop_keys") or () if k != "auto_map"]
+    if cfg.name == "params.json":  # Mistral format: vLLM's own parser, no auto_map
         return cfg
     doc = json.loads(cfg.read_text())
+    mt = doc.get("model_type")
+    stand_in = mt if (isinstance(mt, str) and not modelled_release().loads_model_type(mt)
+                      and not case.get("as_published")) else None
+    if not (drop or stand_in):
+        return cfg
     for d in (doc, *(v for k, v in doc.items() if k.endswith("_config") and isinstance(v, dict))):
         for key in drop:
             d.pop(key, None)
+    if stand_in and not isinstance(doc.get("auto_map"), dict):
+        doc["auto_map"] = {"AutoConfig": f"arch_oracle.Oracle_{stand_in}_Config"}
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "config.json").write_text(json.dumps(doc))
     quant = cfg.parent / "hf_quant_config.json"
@@ -45,15 +61,23 @@ def case_input(case: dict[str, Any], data: Path, tmp: Path) -> Path:
     return tmp / "config.json"
 
 
+def oracle_config(name: str, tmp: Path) -> Path:
+    """tests/data/vllm_oracle_arch/configs/<name>.json as kvplan reads the oracle's input (`case_input`);
+    plan it with --trust-remote-code, as the oracle ran it."""
+    return case_input({"config": f"configs/{name}.json"}, ARCH_DATA, tmp)
+
+
 def refused_by_vllm(answer: dict[str, Any], arch: str | None = None) -> bool:
-    """vLLM refuses the architecture: its registry says so, or (for an architecture the registry
-    lists as no longer supported, or does not list at all) its Transformers-backend fallback fails
-    to build it. `arch`: the case's architecture (default: the case name's first part)."""
+    """vLLM refuses the config (a model_type nothing loads) or the architecture: its registry says so,
+    or (for an architecture the registry lists as no longer supported, or does not list at all) its
+    Transformers-backend fallback fails to build it. `arch`: the case's architecture (default: the
+    case name's first part)."""
     from kvplan.ingest.architectures import registry
 
     err = answer.get("error") or {}
     msg = err.get("message", "") + " ".join(err.get("traceback_tail", []))
-    if "not supported for now" in msg or "not supported anymore" in msg or "in-tree anymore" in msg:
+    if ("not supported for now" in msg or "not supported anymore" in msg or "in-tree anymore" in msg
+            or "Transformers does not recognize this architecture" in msg):  # a model_type nothing loads
         return True
     arch = arch or answer["case"].split("__")[0]
     fallback_only = arch in registry()["refused"] or arch not in registry()["architectures"]
@@ -172,7 +196,8 @@ def compare(plan: Any, answer: dict[str, Any]) -> list[str]:
 
 
 def flags_of(case: dict[str, Any]) -> list[str]:
-    out = ["--kv-cache-dtype", case.get("kv_cache_dtype", "auto")]
+    """The case's serving flags; --trust-remote-code as the oracle runs every case (arch_oracle.py)."""
+    out = ["--trust-remote-code", "--kv-cache-dtype", case.get("kv_cache_dtype", "auto")]
     if case.get("skip_layers"):
         out += ["--kv-cache-dtype-skip-layers", *case["skip_layers"]]
     return out
@@ -188,7 +213,10 @@ def check_case(case: dict[str, Any], data: Path = ARCH_DATA, tmp: Path | None = 
     answer = load_answer(case["name"], data)
     if answer is None:
         return "no-answer", []
-    cfg = case_input(case, data, tmp) if tmp is not None else data / case["config"]
+    if tmp is None:
+        with tempfile.TemporaryDirectory(prefix="kvplan-case-") as d:
+            return check_case(case, data, Path(d))
+    cfg = case_input(case, data, tmp)
     if answer.get("error"):
         arch = None if data == ARCH_DATA else (json.loads(cfg.read_text()).get("architectures") or [""])[0]
         if refused_by_vllm(answer, arch):

@@ -17,7 +17,7 @@ import pytest
 import kvplan.api
 from kvplan.errors import KvplanInputError
 from tests.conftest import ROOT, arch_config
-from tests.planner.arch_parity import ARCH_DATA, load_answer, oracle_layers
+from tests.planner.arch_parity import ARCH_DATA, load_answer, oracle_config, oracle_layers
 
 CONFIGS = ARCH_DATA / "configs"
 
@@ -69,12 +69,12 @@ def test_mimo_v2_omni_sliding_layers_use_the_swa_keys(name: str) -> None:
 
 
 @pytest.mark.parametrize("flag", ["auto", "fp8"])
-def test_nemotron_parse_decoder_caches_self_and_cross_attention(flag: str) -> None:
+def test_nemotron_parse_decoder_caches_self_and_cross_attention(flag: str, tmp_path: Path) -> None:
     """Nemotron Parse: an MBart decoder (under `decoder`) whose layers hold a self-attention cache per
     decoded token and a cross-attention cache over the image's encoder tokens, which vLLM's processor
     counts as (2048 // 16) * ((1648 // 16) // 4) + 1 = 3201."""
     name = "NemotronParseForConditionalGeneration__default"
-    plan = kvplan.api.compile(CONFIGS / f"{name}.json", ["--kv-cache-dtype", flag])
+    plan = kvplan.api.compile(oracle_config(name, tmp_path), ["--trust-remote-code", "--kv-cache-dtype", flag])
     answer = load_answer(f"{name}__{flag}")
     by_type: dict[str, dict[int, int]] = {}
     for rec in answer["layers"]:
@@ -93,10 +93,10 @@ def test_nemotron_parse_decoder_caches_self_and_cross_attention(flag: str) -> No
 
 @pytest.mark.parametrize(("name", "kv_heads"), [("RadioMBartPrefixForCausalLM__default", 16),
                                                 ("RadioMBartPrefixForCausalLM__gqa4", 4)])
-def test_nemotron_parse_3_5_self_attention_kv_heads(name: str, kv_heads: int) -> None:
+def test_nemotron_parse_3_5_self_attention_kv_heads(name: str, kv_heads: int, tmp_path: Path) -> None:
     """Nemotron Parse 3.5: a causal-prefix decoder without cross-attention; decoder.self_attention_kv_heads
     sets its KV heads (absent: one per query head)."""
-    plan = kvplan.api.compile(CONFIGS / f"{name}.json", "--kv-cache-dtype fp8")
+    plan = kvplan.api.compile(oracle_config(name, tmp_path), "--trust-remote-code --kv-cache-dtype fp8")
     assert {lp.num_kv_heads for lp in plan.layers} == {kv_heads}
     assert all(lp.cross_attention_bytes_per_token is None for lp in plan.layers)
     assert not [f for f in plan.findings if f.code == "KV601"]
@@ -105,16 +105,17 @@ def test_nemotron_parse_3_5_self_attention_kv_heads(name: str, kv_heads: int) ->
 
 @pytest.mark.parametrize("image_size", [None, [2048], [2048, "wide"], [0, 1648]])
 def test_nemotron_parse_without_a_usable_image_size_is_one_clear_error(tmp_path: Path, image_size: object) -> None:
-    cfg = json.loads((CONFIGS / "NemotronParseForConditionalGeneration__default.json").read_text())
+    p = oracle_config("NemotronParseForConditionalGeneration__default", tmp_path)
+    cfg = json.loads(p.read_text())
     if image_size is None:
         cfg.pop("image_size")
     else:
         cfg["image_size"] = image_size
-    p = tmp_path / "config.json"
     p.write_text(json.dumps(cfg))
     with pytest.raises(KvplanInputError, match="image_size"):
-        kvplan.api.compile(p, "--kv-cache-dtype auto")
-    run = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "plan", str(p)],
+        kvplan.api.compile(p, "--trust-remote-code --kv-cache-dtype auto")
+    run = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "plan", str(p),
+                          "--trust-remote-code"],
                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert run.returncode == 2
     assert "Traceback" not in run.stderr and "image_size" in run.stderr

@@ -17,7 +17,7 @@ import pytest
 
 import kvplan.api
 from tests.conftest import ROOT
-from tests.planner.arch_parity import ARCH_DATA, check_case, load_answer, load_cases, oracle_layers
+from tests.planner.arch_parity import ARCH_DATA, check_case, load_answer, load_cases, oracle_config, oracle_layers
 
 COVERAGE = json.loads((ROOT / "kvplan" / "data" / "vllm_arch_coverage.json").read_text())
 VERIFIED = {a for a, v in COVERAGE["architectures"].items() if v["status"] == "verified"}
@@ -124,9 +124,10 @@ def test_zamba2_shared_attention_caches_are_numbered_as_vllm_binds_them() -> Non
     assert plan.totals.bytes_per_token == _vllm_total("Zamba2ForCausalLM__default__auto") == 9 * 20480
 
 
-def test_decilm_block_configs_drive_kv_heads_and_no_op_attention() -> None:
+def test_decilm_block_configs_drive_kv_heads_and_no_op_attention(tmp_path) -> None:
     """Nemotron-NAS (DeciLM): per-layer GQA groups and attention blocks removed by no_op."""
-    plan = kvplan.api.compile(ARCH_DATA / "configs" / "DeciLMForCausalLM__default.json", "--kv-cache-dtype auto")
+    plan = kvplan.api.compile(oracle_config("DeciLMForCausalLM__default", tmp_path),
+                              "--trust-remote-code --kv-cache-dtype auto")
     kv = {lp.index: lp for lp in plan.layers if lp.bytes_per_token}
     assert sorted(kv) == [0, 1, 3, 5, 6, 7]  # layers 2 and 4: attention no_op
     assert [kv[i].num_kv_heads for i in (0, 3, 5)] == [8, 4, 2]  # 64 heads // n_heads_in_group 8/16/32
