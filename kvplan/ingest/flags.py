@@ -63,6 +63,10 @@ MODELLED_DESTS: dict[str, str] = {
     "quantization": "quantization",
     "revision": "revision",          # the Hub revision of a model id (not --code-revision / --tokenizer-revision)
     "hf_overrides": "hf_overrides",  # applied to config.json before planning, as vLLM does
+    "mamba_cache_dtype": "mamba_cache_dtype",
+    "mamba_ssm_cache_dtype": "mamba_ssm_cache_dtype",
+    "mamba_cache_mode": "mamba_cache_mode",
+    "enable_prefix_caching": "enable_prefix_caching",
 }
 
 # Flags removed before 0.33: name -> (release note, takes a value). vLLM 0.33's parser calls them
@@ -721,6 +725,10 @@ def _modelled_fields(scan: ScannedArgv) -> dict[str, Any]:
         del fields["max_model_len"]
     if "kv_cache_dtype" in fields:
         fields["kv_cache_dtype_explicit"] = True
+    spec = v.get("speculative_config")
+    if isinstance(spec, dict) and isinstance(spec.get("num_speculative_tokens"), int) \
+            and not isinstance(spec.get("num_speculative_tokens"), bool):
+        fields["num_speculative_tokens"] = spec["num_speculative_tokens"]
     return fields
 
 

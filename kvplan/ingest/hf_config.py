@@ -27,6 +27,7 @@ from kvplan.ingest.families import (
 )
 from kvplan.ingest.flagship import flagship_layers
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
+from kvplan.ingest.state_layers import with_state_caches
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
 from kvplan.model.limits import MAX_TOKENS
 from kvplan.model.vocab import NO_KV_KINDS, LayerKind
@@ -455,6 +456,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     layers = _deepseek_v4_layers(c, module, layers, num_heads, path, notes)
     layers = flagship_layers(module, text_raw, layers, path, notes)
     layers = causal_audio_encoder_caches(cfg, architecture, layers, path, notes)
+    layers = with_state_caches(layers, text_raw, module, architecture)
     pooling = vreg.pooling_without_kv(architecture)
     if pooling:
         layers = [LayerArch(index=la.index, kind="encoder_only",

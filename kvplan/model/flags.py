@@ -80,6 +80,19 @@ class ServingFlags(Frozen):
     """--revision: the branch, tag or commit of a Hugging Face model id (ignored for a local path)."""
     hf_overrides: dict[str, Any] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
     """--hf-overrides JSON, applied to config.json before planning (as vLLM does)."""
+    mamba_cache_dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """--mamba-cache-dtype: dtype of Mamba / linear-attention conv states (and of the SSM state when
+    --mamba-ssm-cache-dtype is auto); auto = the model dtype."""
+    mamba_ssm_cache_dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """--mamba-ssm-cache-dtype: dtype of the SSM / recurrent state; auto = the config's (Nemotron-H, Qwen3.5)
+    or --mamba-cache-dtype's."""
+    mamba_cache_mode: Literal["align", "none"] | None = None
+    """--mamba-cache-mode (None: vLLM derives it: align with prefix caching, none without)."""
+    enable_prefix_caching: bool | None = None
+    """--enable-prefix-caching / --no-enable-prefix-caching (None: vLLM's default, on for generative models)."""
+    num_speculative_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS)] = 0
+    """num_speculative_tokens of --speculative-config (0 without speculative decoding): Mamba layers keep one
+    state block per draft token and their conv state that many more columns."""
 
     @field_validator("attention_config", "hf_overrides", mode="before")
     @classmethod

@@ -26,7 +26,9 @@ from kvplan.model.plan import (
 )
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
+from kvplan.planner.layout import plan_layout
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
+from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
 from kvplan.rules.memory import DTYPE_BYTES, dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
@@ -374,6 +376,15 @@ def _budget(flags: ServingFlags, gpu: GpuFacts | None, weight_bytes: int | None,
     return max(budget, 0)
 
 
+def _with_state(lp: LayerPlan, la: LayerArch | None, flags: ServingFlags, model_dtype: str) -> LayerPlan:
+    """A state layer with its state tensors and bytes (vLLM's MambaSpec), when kvplan reads its dimensions."""
+    if la is None or la.state is None or lp.kind not in ("mamba", "linear_attention"):
+        return lp
+    st = state_tensors(la.state, flags, model_dtype)
+    return lp.model_copy(update={"state_bytes": st.page_bytes, "state_shapes": [list(s) for s in st.shapes],
+                                 "state_dtypes": list(st.dtypes)})
+
+
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None,
                  model_dtype: str = "bfloat16") -> tuple[list[LayerPlan], Totals]:
@@ -381,7 +392,8 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     by_index = {la.index: la for la in arch.layers}
-    sized = [_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype, flags.tensor_parallel_size)
+    sized = [_with_state(_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype,
+                                      flags.tensor_parallel_size), by_index.get(lp.index), flags, model_dtype)
              for lp in layers]
     # Exact sum: compressed caches (DeepSeek-V4) have fractional bytes per token.
     exact = sum((Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
@@ -391,6 +403,13 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     base = _bf16_total(arch, sized, flags.tensor_parallel_size)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
     budget = _budget(flags, gpu, weight_bytes, kv_budget_bytes)
+    cap = plan_layout(sized, by_index, flags, mml, bs, mbt, budget)
+    if cap is not None:
+        state_blocks = next((g.blocks_per_request for g in cap.layout.groups if g.kind == "state"), 0)
+        sized = [lp.model_copy(update={"max_bytes_per_request": lp.state_bytes * state_blocks})
+                 if lp.state_bytes is not None else lp for lp in sized]
+        per_request = cap.bytes_per_request
+    state_total = sum(lp.state_bytes for lp in sized if lp.state_bytes is not None)
     totals = Totals(
         bytes_per_token=bpt, bytes_per_token_exact=float(exact) if fractional else None,
         bytes_per_token_bf16=base,
@@ -399,5 +418,10 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
         quantized_layers=sum(1 for lp in sized if lp.quant_mode.is_quantized),
         max_model_len=mml, bytes_per_request=per_request, kv_budget_bytes=budget,
         tokens_capacity=math.floor(budget / exact) if budget is not None and exact else None,
-        max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None)
+        max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None,
+        state_bytes_per_request=state_total or None)
+    if cap is not None:
+        totals = totals.model_copy(update={
+            "kv_cache_layout": cap.layout, "tokens_capacity": cap.tokens_capacity,
+            "max_concurrency": round(cap.max_concurrency, 2) if cap.max_concurrency is not None else None})
     return sized, totals

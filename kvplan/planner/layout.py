@@ -1,0 +1,164 @@
+"""vLLM's KV cache layout and capacity: block size, groups, pages, blocks per request, tokens and concurrency.
+
+Mirrors vLLM 0.33.0:
+* `Platform._align_hybrid_block_size` (vllm/platforms/interface.py): a hybrid model's attention block size is
+  raised to the smallest multiple of the kernel alignment whose page holds the largest state page, and the
+  state pages are padded to the attention page ("Setting attention block size to N tokens").
+* `MambaModelConfig.verify_and_update_config` (vllm/model_executor/models/config.py): with prefix caching
+  (on by default) the state layers run in mamba_cache_mode "align".
+* `get_kv_cache_groups` / `_get_kv_cache_groups_uniform_page_size` (vllm/v1/core/kv_cache_planning.py):
+  one group when every layer has the same spec or type, else layers bucketed by spec and split into groups
+  of equal size (the smallest bucket's, or the largest when it is < 1.5x the smallest).
+* `get_kv_cache_configs`: num_blocks = KV memory // bytes per block (the largest group's pages);
+  `get_max_concurrency_for_kv_cache_config`: num_blocks / the blocks one request at max_model_len holds,
+  summed over groups; `get_kv_cache_capacity`: tokens = int(concurrency x max_model_len), the
+  "GPU KV cache size" vLLM logs next to "Maximum concurrency".
+Pure functions.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvplan.model.arch import LayerArch
+from kvplan.model.flags import ServingFlags
+from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
+from kvplan.planner.state_cache import checkpoint_blocks
+
+ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "mla")
+MIN_KERNEL_BLOCK = 16   # smallest kernel block of vLLM's CUDA attention backends (MultipleOf(16))
+MLA_HYBRID_ALIGNMENT = 128  # hybrid MLA + Mamba: block size a multiple of 128 (TRTLLM / FlashInfer MLA decode)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """A layout and what a KV budget holds with it."""
+
+    layout: KvCacheLayout
+    bytes_per_request: int
+    """Bytes one request at max_model_len holds: bytes per block x blocks per request (vLLM's check)."""
+    max_concurrency: float | None
+    tokens_capacity: int | None
+
+
+def _plain(lp: LayerPlan, la: LayerArch | None) -> bool:
+    """A layer whose cache is one spec kvplan lays out (no indexer, ring, cross or shared cache)."""
+    if la is None:
+        return False
+    if lp.kind in ATTENTION_KINDS and lp.bytes_per_token:
+        return (not la.extra_caches and la.dsv4_compress_ratio is None and la.states_per_token == 1
+                and not la.cross_attention_tokens and not la.indexer_bytes_per_token
+                and lp.bytes_per_token_exact is None)
+    return True
+
+
+def mamba_cache_mode(flags: ServingFlags) -> str:
+    """align with prefix caching (vLLM's default for generative models), else none."""
+    return "align" if flags.enable_prefix_caching is not False else "none"
+
+
+def _hybrid_block_size(bs: int, attn_page_1tok: int, state_page: int, mla: bool) -> int:
+    """_align_hybrid_block_size: the smallest block (a multiple of the kernel alignment) whose attention page
+    holds the state page; never below the block size already chosen."""
+    align = max(MIN_KERNEL_BLOCK, bs)
+    if mla:
+        align = max(align, MLA_HYBRID_ALIGNMENT)
+    need = align * -(-state_page // (align * attn_page_1tok))
+    need = MIN_KERNEL_BLOCK * -(-need // MIN_KERNEL_BLOCK)
+    return max(bs, need)
+
+
+def _attn_blocks(lp: LayerPlan, mml: int, bs: int, mbt: int) -> int:
+    """Blocks of one attention layer for one request (max_memory_usage_bytes / page, vllm-0.33 §7.2)."""
+    if lp.kind == "sliding_attention" and lp.sliding_window:
+        return -(-min(lp.sliding_window - 1 + mbt, mml) // bs) + 1
+    if lp.kind == "chunked_attention" and lp.attention_chunk_size:
+        return -(-min(lp.attention_chunk_size + mbt, mml) // bs)
+    return -(-mml // bs)
+
+
+def _bucket_key(lp: LayerPlan, page: int) -> tuple[str, int | None, int]:
+    if lp.kind == "sliding_attention":
+        return lp.kind, lp.sliding_window, page
+    if lp.kind == "chunked_attention":
+        return lp.kind, lp.attention_chunk_size, page
+    return lp.kind, None, page
+
+
+def _groups(buckets: dict[tuple[str, int | None, int], list[LayerPlan]]) -> list[tuple[str, list[LayerPlan]]]:
+    """_get_kv_cache_groups_uniform_page_size: equal-size groups, bucket i's layers[j::n] in group j."""
+    sizes = [len(v) for v in buckets.values()]
+    group_size = min(sizes)
+    if max(sizes) < group_size * 1.5:
+        group_size = max(sizes)
+    out: list[tuple[str, list[LayerPlan]]] = []
+    for (kind, _, _), layers in buckets.items():
+        n = -(-len(layers) // group_size)
+        out.extend((kind, layers[j::n]) for j in range(n))
+    return out
+
+
+def plan_layout(layers: list[LayerPlan], by_index: dict[int, LayerArch], flags: ServingFlags, mml: int | None,
+                bs: int, mbt: int, budget: int | None) -> Capacity | None:
+    """vLLM's layout and capacity for these layers, or None where kvplan does not model it (caches of
+    several page sizes, extra caches, state layers it cannot size)."""
+    if not mml or not all(_plain(lp, by_index.get(lp.index)) for lp in layers) or any(lp.skipped for lp in layers):
+        return None  # skip layers: vLLM re-aligns the block size to the skip page (not modelled)
+    attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
+    states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
+    if any(lp.state_bytes is None for lp in states) or not (attn or states):
+        return None
+    mode = mamba_cache_mode(flags) if states else None
+    state_page = max((lp.state_bytes or 0 for lp in states), default=0)
+    if attn and states:
+        attn_1tok = max(lp.bytes_per_token for lp in attn)
+        bs = _hybrid_block_size(bs, attn_1tok, state_page, any(lp.kind == "mla" for lp in attn))
+    pages = {lp.index: bs * lp.bytes_per_token for lp in attn}
+    if attn and states:
+        if len(set(pages.values())) != 1:
+            return None  # state padding to several attention pages: not modelled
+        pages.update({lp.index: next(iter(pages.values())) for lp in states})
+    elif states:
+        pages.update({lp.index: state_page for lp in states})
+    state_blocks = 0
+    if states:
+        sc = by_index[states[0].index].state
+        extra = 2 + (checkpoint_blocks(sc) if sc is not None else 0) if mode == "align" else 1
+        state_blocks = extra + flags.num_speculative_tokens
+    return _capacity(attn, states, pages, bs, mml, mbt, state_blocks, state_page or None, mode, budget)
+
+
+def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], bs: int, mml: int,
+              mbt: int, state_blocks: int, state_page: int | None, mode: str | None,
+              budget: int | None) -> Capacity | None:
+    one_type = len({lp.kind for lp in attn}) <= 1 and not (attn and states) and all(
+        _attn_blocks(lp, mml, bs, mbt) == _attn_blocks(attn[0], mml, bs, mbt) for lp in attn)
+    if one_type:  # one group (uniform spec, or UniformTypeKVCacheSpecs: pages summed)
+        members = attn or states
+        kind = attn[0].kind if attn else "state"
+        blocks = _attn_blocks(attn[0], mml, bs, mbt) if attn else state_blocks
+        groups = [(kind, members)]
+    else:
+        if len(set(pages.values())) != 1:
+            return None  # mixed page sizes: vLLM packs them (not modelled)
+        buckets: dict[tuple[str, int | None, int], list[LayerPlan]] = {}
+        for lp in attn:
+            buckets.setdefault(_bucket_key(lp, pages[lp.index]), []).append(lp)
+        if states:
+            buckets[("state", None, 0)] = states
+        groups = _groups(buckets)
+    out = [KvCacheGroup(kind=kind if kind in ("full_attention", "sliding_attention", "chunked_attention", "mla")
+                        else "state",  # type: ignore[arg-type]
+                        layers=[lp.index for lp in members],
+                        blocks_per_request=state_blocks if kind == "state"
+                        else _attn_blocks(members[0], mml, bs, mbt))
+           for kind, members in groups]
+    bytes_per_block = max(sum(pages[lp.index] for lp in members) for _, members in groups)
+    per_request = sum(g.blocks_per_request for g in out)
+    num_blocks = budget // bytes_per_block if budget is not None else None
+    conc = num_blocks / per_request if num_blocks is not None and per_request else None
+    layout = KvCacheLayout(block_size=bs, page_size_bytes=max(pages.values()), state_page_size_bytes=state_page,
+                           bytes_per_block=bytes_per_block, groups=out, blocks_per_request=per_request,
+                           mamba_cache_mode=mode, num_blocks=num_blocks)  # type: ignore[arg-type]
+    return Capacity(layout=layout, bytes_per_request=bytes_per_block * per_request,
+                    max_concurrency=conc, tokens_capacity=int(conc * mml) if conc is not None else None)
