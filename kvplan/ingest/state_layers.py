@@ -142,7 +142,15 @@ def _ssm_dtype_hook(raw: dict[str, Any], architecture: str | None) -> str | None
 
 def with_state_caches(layers: list[LayerArch], raw: dict[str, Any], module: str,
                       architecture: str | None) -> list[LayerArch]:
-    """The layers, each mamba / linear_attention layer carrying the model's state cache dimensions."""
+    """The layers, each mamba / linear_attention layer carrying the model's state cache dimensions.
+
+    Falcon-H1 runs a Mamba2 mixer next to the attention of every decoder layer; vLLM numbers the mixers'
+    caches after the attention layers (model.<n + i>.mixer), and so does kvplan."""
+    if module.endswith(".falcon_h1") and layers and not any(la.kind == "mamba" for la in layers):
+        n = max(la.index for la in layers) + 1
+        layers = [*layers, *(LayerArch(index=n + la.index, kind="mamba",
+                                       source=f"Falcon-H1 Mamba2 mixer of layer {la.index} (vLLM numbers it "
+                                              f"{n + la.index})") for la in layers)]
     if not any(la.kind in ("mamba", "linear_attention") for la in layers):
         return layers
     sc = state_cache_of(raw, module, architecture)
