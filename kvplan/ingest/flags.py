@@ -729,6 +729,8 @@ def _modelled_fields(scan: ScannedArgv) -> dict[str, Any]:
     if isinstance(spec, dict) and isinstance(spec.get("num_speculative_tokens"), int) \
             and not isinstance(spec.get("num_speculative_tokens"), bool):
         fields["num_speculative_tokens"] = spec["num_speculative_tokens"]
+    if isinstance(spec, dict) and isinstance(spec.get("method"), str):
+        fields["speculative_method"] = spec["method"]
     return fields
 
 

@@ -140,6 +140,12 @@ def _ssm_dtype_hook(raw: dict[str, Any], architecture: str | None) -> str | None
     return None
 
 
+def mtp_layer_count(raw: dict[str, Any]) -> int:
+    """Multi-token-prediction layers of the checkpoint (Qwen3.5 / Qwen3-Next mtp_num_hidden_layers, DeepSeek /
+    GLM num_nextn_predict_layers): vLLM's MTP draft model builds one decoder layer, with its KV cache, per layer."""
+    return _i(raw, "mtp_num_hidden_layers", "num_nextn_predict_layers") or 0
+
+
 def with_state_caches(layers: list[LayerArch], raw: dict[str, Any], module: str,
                       architecture: str | None) -> list[LayerArch]:
     """The layers, each mamba / linear_attention layer carrying the model's state cache dimensions.

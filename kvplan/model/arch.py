@@ -189,6 +189,9 @@ class ModelArch(Frozen):
     """Config keys that look like layer geometry but that kvplan did not read."""
     unknown_layer_types: tuple[str, ...] = ()
     """Layer-type entries kvplan does not know (planned as full attention, said by KV604)."""
+    mtp_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] = 0
+    """Multi-token-prediction layers the checkpoint carries (mtp_num_hidden_layers, num_nextn_predict_layers):
+    with --speculative-config method mtp vLLM builds them as the draft model, each with its own KV cache."""
     pooling: bool = False
     """vLLM runs the model as a pooling (embedding / classification) model: encoder-only attention,
     no KV cache, and a float32 config runs in float16."""

@@ -90,6 +90,8 @@ class ServingFlags(Frozen):
     """--mamba-cache-mode (None: vLLM derives it: align with prefix caching, none without)."""
     enable_prefix_caching: bool | None = None
     """--enable-prefix-caching / --no-enable-prefix-caching (None: vLLM's default, on for generative models)."""
+    speculative_method: str | None = None
+    """method of --speculative-config (mtp, eagle3, ngram, ...); None without speculative decoding."""
     num_speculative_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS)] = 0
     """num_speculative_tokens of --speculative-config (0 without speculative decoding): Mamba layers keep one
     state block per draft token and their conv state that many more columns."""

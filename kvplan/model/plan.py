@@ -10,7 +10,8 @@ from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
 SCHEMA_VERSION = "1.4"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
 # `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals); 1.4: state layers carry
-# `state_bytes`, `state_shapes`, `state_dtypes`; totals carry `state_bytes_per_request`, `kv_cache_layout`
+# `state_bytes`, `state_shapes`, `state_dtypes`; totals carry `state_bytes_per_request`, `kv_cache_layout`,
+# `max_model_len_fits`
 
 
 class OmitsAbsent(Frozen):
@@ -199,7 +200,8 @@ class KvCacheGroup(Frozen):
     kind: Literal["full_attention", "sliding_attention", "chunked_attention", "mla", "state"]
     """The spec kind of its layers (state: Mamba / linear-attention state layers)."""
     layers: list[int]
-    """Layer indices in the group (vLLM gives group i of a kind the kind's layers i, i + n, i + 2n, ...)."""
+    """Layer indices in the group (vLLM gives group i of a kind the kind's layers i, i + n, i + 2n, ...); MTP draft
+    layers are numbered after the model's layers."""
     blocks_per_request: int
     """Blocks one request at max_model_len holds in this group (vLLM: cdiv(max_memory_usage_bytes, page))."""
 
@@ -261,7 +263,11 @@ class Totals(OmitsAbsent):
     """vLLM's block layout: block size, page, groups, blocks per request and in the pool; absent where kvplan
     does not model it (caches of several page sizes that vLLM packs)."""
 
-    omit_when_none = ("bytes_per_token_exact", "state_bytes_per_request", "kv_cache_layout")
+    max_model_len_fits: int | None = None
+    """When one request at max_model_len does not fit the KV budget: the longest --max-model-len that does, as
+    vLLM estimates it in its startup error (0: not even one token); absent otherwise."""
+
+    omit_when_none = ("bytes_per_token_exact", "state_bytes_per_request", "kv_cache_layout", "max_model_len_fits")
 
 
 class Plan(Frozen):

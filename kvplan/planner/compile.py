@@ -403,7 +403,7 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     base = _bf16_total(arch, sized, flags.tensor_parallel_size)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
     budget = _budget(flags, gpu, weight_bytes, kv_budget_bytes)
-    cap = plan_layout(sized, by_index, flags, mml, bs, mbt, budget)
+    cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget)
     if cap is not None:
         state_blocks = next((g.blocks_per_request for g in cap.layout.groups if g.kind == "state"), 0)
         sized = [lp.model_copy(update={"max_bytes_per_request": lp.state_bytes * state_blocks})
@@ -423,5 +423,6 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     if cap is not None:
         totals = totals.model_copy(update={
             "kv_cache_layout": cap.layout, "tokens_capacity": cap.tokens_capacity,
+            "max_model_len_fits": cap.max_model_len_fits,
             "max_concurrency": round(cap.max_concurrency, 2) if cap.max_concurrency is not None else None})
     return sized, totals

@@ -17,10 +17,10 @@ Pure functions.
 """
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvplan.model.arch import LayerArch
+from kvplan.model.arch import LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
 from kvplan.planner.state_cache import checkpoint_blocks
@@ -39,6 +39,9 @@ class Capacity:
     """Bytes one request at max_model_len holds: bytes per block x blocks per request (vLLM's check)."""
     max_concurrency: float | None
     tokens_capacity: int | None
+    max_model_len_fits: int | None = None
+    """When one request at max_model_len does not fit: the longest length that does (vLLM's estimate in its
+    startup error), 0 when not even one token does."""
 
 
 def _plain(lp: LayerPlan, la: LayerArch | None) -> bool:
@@ -98,13 +101,34 @@ def _groups(buckets: dict[tuple[str, int | None, int], list[LayerPlan]]) -> list
     return out
 
 
-def plan_layout(layers: list[LayerPlan], by_index: dict[int, LayerArch], flags: ServingFlags, mml: int | None,
+def is_mtp(flags: ServingFlags) -> bool:
+    """--speculative-config with an MTP method: the checkpoint's own MTP layers are the draft model."""
+    m = (flags.speculative_method or "").lower()
+    return flags.num_speculative_tokens > 0 and (m == "mtp" or m.endswith("_mtp"))
+
+
+def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags) -> list[LayerPlan]:
+    """The MTP draft model's layers: vLLM builds each of the checkpoint's MTP layers as a decoder layer with the
+    KV cache of the model's full attention (numbered after the model's layers here)."""
+    if not (is_mtp(flags) and arch.mtp_layers):
+        return []
+    main = next((lp for lp in layers if lp.kind in ("full_attention", "mla") and lp.bytes_per_token), None)
+    if main is None:
+        return []
+    first = max(lp.index for lp in layers) + 1
+    return [main.model_copy(update={"index": first + i}) for i in range(arch.mtp_layers)]
+
+
+def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                 bs: int, mbt: int, budget: int | None) -> Capacity | None:
-    """vLLM's layout and capacity for these layers, or None where kvplan does not model it (caches of
-    several page sizes, extra caches, state layers it cannot size)."""
+    """vLLM's layout and capacity for these layers (and the MTP draft layers a speculative config adds), or
+    None where kvplan does not model it (caches of several page sizes, extra caches, state layers it cannot
+    size)."""
+    by_index = {la.index: la for la in arch.layers}
     if not mml or not all(_plain(lp, by_index.get(lp.index)) for lp in layers) or any(lp.skipped for lp in layers):
         return None  # skip layers: vLLM re-aligns the block size to the skip page (not modelled)
-    attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
+    drafts = draft_layers(layers, arch, flags)
+    attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token] + drafts
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
     if any(lp.state_bytes is None for lp in states) or not (attn or states):
         return None
@@ -147,18 +171,37 @@ def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, i
         if states:
             buckets[("state", None, 0)] = states
         groups = _groups(buckets)
-    out = [KvCacheGroup(kind=kind if kind in ("full_attention", "sliding_attention", "chunked_attention", "mla")
-                        else "state",  # type: ignore[arg-type]
-                        layers=[lp.index for lp in members],
-                        blocks_per_request=state_blocks if kind == "state"
-                        else _attn_blocks(members[0], mml, bs, mbt))
-           for kind, members in groups]
+    def blocks(kind: str, members: list[LayerPlan], length: int) -> int:
+        return state_blocks if kind == "state" else _attn_blocks(members[0], length, bs, mbt)
+
+    out = [KvCacheGroup(kind=kind, layers=[lp.index for lp in members],  # type: ignore[arg-type]
+                        blocks_per_request=blocks(kind, members, mml)) for kind, members in groups]
     bytes_per_block = max(sum(pages[lp.index] for lp in members) for _, members in groups)
     per_request = sum(g.blocks_per_request for g in out)
     num_blocks = budget // bytes_per_block if budget is not None else None
     conc = num_blocks / per_request if num_blocks is not None and per_request else None
+    fits = None
+    if budget is not None and bytes_per_block * per_request > budget - bytes_per_block:
+        # check_enough_kv_cache_memory: the pool keeps one null block; binary search as vLLM's estimate does.
+        fits = _longest_fitting(lambda n: bytes_per_block * sum(blocks(k, m, n) for k, m in groups),
+                                budget - bytes_per_block, mml)
     layout = KvCacheLayout(block_size=bs, page_size_bytes=max(pages.values()), state_page_size_bytes=state_page,
                            bytes_per_block=bytes_per_block, groups=out, blocks_per_request=per_request,
                            mamba_cache_mode=mode, num_blocks=num_blocks)  # type: ignore[arg-type]
     return Capacity(layout=layout, bytes_per_request=bytes_per_block * per_request,
-                    max_concurrency=conc, tokens_capacity=int(conc * mml) if conc is not None else None)
+                    max_concurrency=conc, tokens_capacity=int(conc * mml) if conc is not None else None,
+                    max_model_len_fits=fits)
+
+
+def _longest_fitting(needed: Callable[[int], int], available: int, upper: int) -> int:
+    """_estimate_max_model_len_from_groups: the longest length in [1, upper] whose request fits, else 0."""
+    if available <= 0 or needed(1) > available:
+        return 0
+    lo, hi, best = 1, upper, 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if needed(mid) <= available:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
