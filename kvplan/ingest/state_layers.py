@@ -59,31 +59,35 @@ def _gdn(raw: dict[str, Any], module: str) -> StateCache | None:
                       conv_kernel=_i(raw, "linear_conv_kernel_dim") or 4)
 
 
+# Mamba2 spellings: (heads key, head-size key, groups key, state-size key, conv-kernel key, intermediate size).
+_Spelling = tuple[str, str, str, str, str, Callable[[dict[str, Any]], int]]
+_MAMBA2_SPELLINGS: tuple[tuple[str, _Spelling], ...] = (
+    # Nemotron-H: intermediate = heads x head size (nemotron_h.py)
+    ("", ("mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel",
+          lambda r: (_i(r, "mamba_num_heads") or 0) * (_i(r, "mamba_head_dim") or 0))),
+    # Falcon-H1 (mamba_d_ssm, else expand x hidden), Granite 4.0-H and Bamba (expand x hidden)
+    ("", ("mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state", "mamba_d_conv",
+          lambda r: _i(r, "mamba_d_ssm") or _expand(r, "mamba_expand"))),
+    ("", ("n_mamba_heads", "mamba_headdim", "mamba_ngroups", "mamba_d_state", "mamba_d_conv",  # Zamba2
+          lambda r: _expand(r, "mamba_expand"))),
+    (".mamba2", ("num_heads", "head_dim", "n_groups", "state_size", "conv_kernel",  # Mamba2
+                 lambda r: _expand(r, "expand"))),
+)
+
+
+def _expand(raw: dict[str, Any], key: str) -> int:
+    expand = raw.get(key, 2)
+    return int(expand * _hidden(raw)) if isinstance(expand, (int, float)) and not isinstance(expand, bool) else 0
+
+
 def _mamba2(raw: dict[str, Any], module: str) -> StateCache | None:
     """Mamba2 mixers, in each family's spelling (nemotron_h, falcon_h1, granitemoehybrid / bamba, zamba2,
     mamba2), with the intermediate size each model class passes."""
-    h = _hidden(raw)
-    if _i(raw, "mamba_num_heads") and _i(raw, "mamba_head_dim"):  # Nemotron-H: heads x head_dim
-        nh, hd = _i(raw, "mamba_num_heads") or 0, _i(raw, "mamba_head_dim") or 0
-        return StateCache(family="mamba2", intermediate_size=nh * hd, n_groups=_i(raw, "n_groups") or 1,
-                          num_heads=nh, head_dim=hd, state_size=_i(raw, "ssm_state_size") or 0,
-                          conv_kernel=_i(raw, "conv_kernel") or 4)
-    if _i(raw, "mamba_n_heads") and _i(raw, "mamba_d_head"):  # Falcon-H1 (mamba_d_ssm), Granite 4.0-H, Bamba
-        expand = raw.get("mamba_expand", 2)
-        inter = _i(raw, "mamba_d_ssm") or (int(expand * h) if isinstance(expand, (int, float)) else 0)
-        return StateCache(family="mamba2", intermediate_size=inter, n_groups=_i(raw, "mamba_n_groups") or 1,
-                          num_heads=_i(raw, "mamba_n_heads") or 0, head_dim=_i(raw, "mamba_d_head") or 0,
-                          state_size=_i(raw, "mamba_d_state") or 0, conv_kernel=_i(raw, "mamba_d_conv") or 4)
-    if _i(raw, "n_mamba_heads") and _i(raw, "mamba_headdim"):  # Zamba2
-        return StateCache(family="mamba2", intermediate_size=(_i(raw, "mamba_expand") or 2) * h,
-                          n_groups=_i(raw, "mamba_ngroups") or 1, num_heads=_i(raw, "n_mamba_heads") or 0,
-                          head_dim=_i(raw, "mamba_headdim") or 0, state_size=_i(raw, "mamba_d_state") or 0,
-                          conv_kernel=_i(raw, "mamba_d_conv") or 4)
-    if module.endswith(".mamba2") and _i(raw, "num_heads") and _i(raw, "head_dim"):
-        return StateCache(family="mamba2", intermediate_size=(_i(raw, "expand") or 2) * h,
-                          n_groups=_i(raw, "n_groups") or 1, num_heads=_i(raw, "num_heads") or 0,
-                          head_dim=_i(raw, "head_dim") or 0, state_size=_i(raw, "state_size") or 0,
-                          conv_kernel=_i(raw, "conv_kernel") or 4)
+    for suffix, (heads, hd, groups, state, conv, inter) in _MAMBA2_SPELLINGS:
+        if module.endswith(suffix) and _i(raw, heads) and _i(raw, hd):
+            return StateCache(family="mamba2", intermediate_size=inter(raw), n_groups=_i(raw, groups) or 1,
+                              num_heads=_i(raw, heads) or 0, head_dim=_i(raw, hd) or 0,
+                              state_size=_i(raw, state) or 0, conv_kernel=_i(raw, conv) or 4)
     return None
 
 

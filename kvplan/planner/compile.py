@@ -26,7 +26,7 @@ from kvplan.model.plan import (
 )
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
-from kvplan.planner.layout import plan_layout
+from kvplan.planner.layout import Capacity, plan_layout
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
@@ -385,6 +385,23 @@ def _with_state(lp: LayerPlan, la: LayerArch | None, flags: ServingFlags, model_
                                  "state_dtypes": list(st.dtypes)})
 
 
+def _state_request_bytes(sized: list[LayerPlan], cap: Capacity) -> list[LayerPlan]:
+    """State layers hold their state once per state block of their group (unpadded bytes)."""
+    blocks = next((g.blocks_per_request for g in cap.layout.groups if g.kind == "state"), 0)
+    return [lp.model_copy(update={"max_bytes_per_request": lp.state_bytes * blocks})
+            if lp.state_bytes is not None else lp for lp in sized]
+
+
+def _with_layout(totals: Totals, cap: Capacity | None) -> Totals:
+    """Totals with vLLM's layout: its capacity figures replace the per-token estimate."""
+    if cap is None:
+        return totals
+    return totals.model_copy(update={
+        "kv_cache_layout": cap.layout, "tokens_capacity": cap.tokens_capacity,
+        "max_model_len_fits": cap.max_model_len_fits,
+        "max_concurrency": round(cap.max_concurrency, 2) if cap.max_concurrency is not None else None})
+
+
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None,
                  model_dtype: str = "bfloat16") -> tuple[list[LayerPlan], Totals]:
@@ -405,10 +422,7 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     budget = _budget(flags, gpu, weight_bytes, kv_budget_bytes)
     cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget)
     if cap is not None:
-        state_blocks = next((g.blocks_per_request for g in cap.layout.groups if g.kind == "state"), 0)
-        sized = [lp.model_copy(update={"max_bytes_per_request": lp.state_bytes * state_blocks})
-                 if lp.state_bytes is not None else lp for lp in sized]
-        per_request = cap.bytes_per_request
+        sized, per_request = _state_request_bytes(sized, cap), cap.bytes_per_request
     state_total = sum(lp.state_bytes for lp in sized if lp.state_bytes is not None)
     totals = Totals(
         bytes_per_token=bpt, bytes_per_token_exact=float(exact) if fractional else None,
@@ -420,9 +434,4 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
         tokens_capacity=math.floor(budget / exact) if budget is not None and exact else None,
         max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None,
         state_bytes_per_request=state_total or None)
-    if cap is not None:
-        totals = totals.model_copy(update={
-            "kv_cache_layout": cap.layout, "tokens_capacity": cap.tokens_capacity,
-            "max_model_len_fits": cap.max_model_len_fits,
-            "max_concurrency": round(cap.max_concurrency, 2) if cap.max_concurrency is not None else None})
-    return sized, totals
+    return sized, _with_layout(totals, cap)

@@ -28,6 +28,7 @@ from kvplan.planner.state_cache import checkpoint_blocks
 ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "mla")
 MIN_KERNEL_BLOCK = 16   # smallest kernel block of vLLM's CUDA attention backends (MultipleOf(16))
 MLA_HYBRID_ALIGNMENT = 128  # hybrid MLA + Mamba: block size a multiple of 128 (TRTLLM / FlashInfer MLA decode)
+_Group = tuple[str, list[LayerPlan]]  # (spec kind, layers) of one KV cache group
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,13 @@ def _bucket_key(lp: LayerPlan, page: int) -> tuple[str, int | None, int]:
     return lp.kind, None, page
 
 
-def _groups(buckets: dict[tuple[str, int | None, int], list[LayerPlan]]) -> list[tuple[str, list[LayerPlan]]]:
+def _groups(buckets: dict[tuple[str, int | None, int], list[LayerPlan]]) -> list[_Group]:
     """_get_kv_cache_groups_uniform_page_size: equal-size groups, bucket i's layers[j::n] in group j."""
     sizes = [len(v) for v in buckets.values()]
     group_size = min(sizes)
     if max(sizes) < group_size * 1.5:
         group_size = max(sizes)
-    out: list[tuple[str, list[LayerPlan]]] = []
+    out: list[_Group] = []
     for (kind, _, _), layers in buckets.items():
         n = -(-len(layers) // group_size)
         out.extend((kind, layers[j::n]) for j in range(n))
@@ -119,63 +120,91 @@ def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags) 
     return [main.model_copy(update={"index": first + i}) for i in range(arch.mtp_layers)]
 
 
+def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
+              by_index: dict[int, LayerArch]) -> tuple[list[LayerPlan], list[LayerPlan]] | None:
+    """(attention layers with MTP drafts, state layers), or None where kvplan does not lay the model out."""
+    if not all(_plain(lp, by_index.get(lp.index)) for lp in layers) or any(lp.skipped for lp in layers):
+        return None  # skip layers: vLLM re-aligns the block size to the skip page (not modelled)
+    attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
+    attn += draft_layers(layers, arch, flags)
+    states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
+    if any(lp.state_bytes is None for lp in states) or not (attn or states):
+        return None
+    return attn, states
+
+
+def _pages(attn: list[LayerPlan], states: list[LayerPlan], bs: int, state_page: int) -> dict[int, int] | None:
+    """Every layer's page: attention bs x bytes per token; state pages padded to the attention page."""
+    pages = {lp.index: bs * lp.bytes_per_token for lp in attn}
+    if attn and states and len(set(pages.values())) != 1:
+        return None  # state padding to several attention pages: not modelled
+    pad = next(iter(pages.values())) if attn else state_page
+    pages.update({lp.index: pad for lp in states})
+    return pages
+
+
+def _state_blocks(states: list[LayerPlan], by_index: dict[int, LayerArch], flags: ServingFlags) -> int:
+    """MambaSpec.max_memory_usage_bytes / page: align mode 2 + drafts + checkpoint, none mode 1 + drafts."""
+    if not states:
+        return 0
+    sc = by_index[states[0].index].state
+    if mamba_cache_mode(flags) == "align":
+        return 2 + (checkpoint_blocks(sc) if sc is not None else 0) + flags.num_speculative_tokens
+    return 1 + flags.num_speculative_tokens
+
+
 def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                 bs: int, mbt: int, budget: int | None) -> Capacity | None:
     """vLLM's layout and capacity for these layers (and the MTP draft layers a speculative config adds), or
     None where kvplan does not model it (caches of several page sizes, extra caches, state layers it cannot
     size)."""
     by_index = {la.index: la for la in arch.layers}
-    if not mml or not all(_plain(lp, by_index.get(lp.index)) for lp in layers) or any(lp.skipped for lp in layers):
-        return None  # skip layers: vLLM re-aligns the block size to the skip page (not modelled)
-    drafts = draft_layers(layers, arch, flags)
-    attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token] + drafts
-    states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
-    if any(lp.state_bytes is None for lp in states) or not (attn or states):
+    picked = _laid_out(layers, arch, flags, by_index) if mml else None
+    if picked is None or not mml:
         return None
-    mode = mamba_cache_mode(flags) if states else None
+    attn, states = picked
     state_page = max((lp.state_bytes or 0 for lp in states), default=0)
     if attn and states:
-        attn_1tok = max(lp.bytes_per_token for lp in attn)
-        bs = _hybrid_block_size(bs, attn_1tok, state_page, any(lp.kind == "mla" for lp in attn))
-    pages = {lp.index: bs * lp.bytes_per_token for lp in attn}
-    if attn and states:
-        if len(set(pages.values())) != 1:
-            return None  # state padding to several attention pages: not modelled
-        pages.update({lp.index: next(iter(pages.values())) for lp in states})
-    elif states:
-        pages.update({lp.index: state_page for lp in states})
-    state_blocks = 0
+        bs = _hybrid_block_size(bs, max(lp.bytes_per_token for lp in attn), state_page,
+                                any(lp.kind == "mla" for lp in attn))
+    pages = _pages(attn, states, bs, state_page)
+    if pages is None:
+        return None
+    return _capacity(attn, states, pages, bs, mml, mbt, _state_blocks(states, by_index, flags),
+                     state_page or None, mamba_cache_mode(flags) if states else None, budget)
+
+
+def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], bs: int, mml: int,
+              mbt: int) -> list[_Group] | None:
+    """get_kv_cache_groups: one group when the layers share one spec type and block count (pages summed:
+    UniformTypeKVCacheSpecs), else equal-page buckets split into equal-size groups; None for mixed pages."""
+    first = _attn_blocks(attn[0], mml, bs, mbt) if attn else 0
+    if not (attn and states) and len({lp.kind for lp in attn}) <= 1 and all(
+            _attn_blocks(lp, mml, bs, mbt) == first for lp in attn):
+        return [(attn[0].kind if attn else "state", attn or states)]
+    if len(set(pages.values())) != 1:
+        return None  # mixed page sizes: vLLM packs them (not modelled)
+    buckets: dict[tuple[str, int | None, int], list[LayerPlan]] = {}
+    for lp in attn:
+        buckets.setdefault(_bucket_key(lp, pages[lp.index]), []).append(lp)
     if states:
-        sc = by_index[states[0].index].state
-        extra = 2 + (checkpoint_blocks(sc) if sc is not None else 0) if mode == "align" else 1
-        state_blocks = extra + flags.num_speculative_tokens
-    return _capacity(attn, states, pages, bs, mml, mbt, state_blocks, state_page or None, mode, budget)
+        buckets[("state", None, 0)] = states
+    return _groups(buckets)
 
 
 def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], bs: int, mml: int,
               mbt: int, state_blocks: int, state_page: int | None, mode: str | None,
               budget: int | None) -> Capacity | None:
-    one_type = len({lp.kind for lp in attn}) <= 1 and not (attn and states) and all(
-        _attn_blocks(lp, mml, bs, mbt) == _attn_blocks(attn[0], mml, bs, mbt) for lp in attn)
-    if one_type:  # one group (uniform spec, or UniformTypeKVCacheSpecs: pages summed)
-        members = attn or states
-        kind = attn[0].kind if attn else "state"
-        blocks = _attn_blocks(attn[0], mml, bs, mbt) if attn else state_blocks
-        groups = [(kind, members)]
-    else:
-        if len(set(pages.values())) != 1:
-            return None  # mixed page sizes: vLLM packs them (not modelled)
-        buckets: dict[tuple[str, int | None, int], list[LayerPlan]] = {}
-        for lp in attn:
-            buckets.setdefault(_bucket_key(lp, pages[lp.index]), []).append(lp)
-        if states:
-            buckets[("state", None, 0)] = states
-        groups = _groups(buckets)
-    def blocks(kind: str, members: list[LayerPlan], length: int) -> int:
-        return state_blocks if kind == "state" else _attn_blocks(members[0], length, bs, mbt)
+    groups = _grouping(attn, states, pages, bs, mml, mbt)
+    if groups is None:
+        return None
+
+    def blocks_at(length: int) -> list[int]:
+        return [state_blocks if kind == "state" else _attn_blocks(members[0], length, bs, mbt)
+                for kind, members in groups]
 
     out = [KvCacheGroup(kind=kind, layers=[lp.index for lp in members],  # type: ignore[arg-type]
-                        blocks_per_request=blocks(kind, members, mml)) for kind, members in groups]
+                        blocks_per_request=n) for (kind, members), n in zip(groups, blocks_at(mml), strict=True)]
     bytes_per_block = max(sum(pages[lp.index] for lp in members) for _, members in groups)
     per_request = sum(g.blocks_per_request for g in out)
     num_blocks = budget // bytes_per_block if budget is not None else None
@@ -183,8 +212,7 @@ def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, i
     fits = None
     if budget is not None and bytes_per_block * per_request > budget - bytes_per_block:
         # check_enough_kv_cache_memory: the pool keeps one null block; binary search as vLLM's estimate does.
-        fits = _longest_fitting(lambda n: bytes_per_block * sum(blocks(k, m, n) for k, m in groups),
-                                budget - bytes_per_block, mml)
+        fits = _longest_fitting(lambda n: bytes_per_block * sum(blocks_at(n)), budget - bytes_per_block, mml)
     layout = KvCacheLayout(block_size=bs, page_size_bytes=max(pages.values()), state_page_size_bytes=state_page,
                            bytes_per_block=bytes_per_block, groups=out, blocks_per_request=per_request,
                            mamba_cache_mode=mode, num_blocks=num_blocks)  # type: ignore[arg-type]

@@ -80,7 +80,8 @@ def test_prefix_caching_and_speculative_tokens_change_state_blocks() -> None:
     # layers split into cdiv(30, 11) = 3 groups of 10 (one padding layer each)
     assert [len(g.layers) for g in lay.groups] == [11, 10, 10, 10] and 40 in lay.groups[0].layers
     # conv states keep the draft tokens' columns: a larger state page, so a larger block
-    assert lay.block_size == (5 * 8192 * 2 + 32 * 128 * 128 * 4) // 1024 == 2128 and mtp.layers[0].state_shapes == [[5, 8192], [32, 128, 128]]
+    assert lay.block_size == (5 * 8192 * 2 + 32 * 128 * 128 * 4) // 1024 == 2128
+    assert mtp.layers[0].state_shapes == [[5, 8192], [32, 128, 128]]
 
 
 def test_state_layers_count_in_the_totals() -> None:
