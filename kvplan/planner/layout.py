@@ -120,11 +120,18 @@ def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags) 
     return [main.model_copy(update={"index": first + i}) for i in range(arch.mtp_layers)]
 
 
+def _skip_page_differs(layers: list[LayerPlan]) -> bool:
+    """Skip layers whose cache differs from the quantized layers': vLLM re-aligns the block size to the skip
+    page (Platform._align_heterogeneous_kv_block_size) and pads sliding skip pages; not modelled."""
+    primary = {lp.bytes_per_token for lp in layers if not lp.skipped and lp.bytes_per_token}
+    return any(lp.skipped and lp.bytes_per_token not in primary for lp in layers)
+
+
 def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
               by_index: dict[int, LayerArch]) -> tuple[list[LayerPlan], list[LayerPlan]] | None:
     """(attention layers with MTP drafts, state layers), or None where kvplan does not lay the model out."""
-    if not all(_plain(lp, by_index.get(lp.index)) for lp in layers) or any(lp.skipped for lp in layers):
-        return None  # skip layers: vLLM re-aligns the block size to the skip page (not modelled)
+    if not all(_plain(lp, by_index.get(lp.index)) for lp in layers) or _skip_page_differs(layers):
+        return None
     attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
     attn += draft_layers(layers, arch, flags)
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
