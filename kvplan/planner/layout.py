@@ -56,9 +56,11 @@ def _plain(lp: LayerPlan, la: LayerArch | None) -> bool:
     return True
 
 
-def mamba_cache_mode(flags: ServingFlags) -> str:
-    """align with prefix caching (vLLM's default for generative models), else none."""
-    return "align" if flags.enable_prefix_caching is not False else "none"
+def mamba_cache_mode(flags: ServingFlags, attention_free: bool = False) -> str:
+    """align with prefix caching, else none. Prefix caching is on by default for generative models with
+    attention layers, off for attention-free ones (ModelConfig.is_prefix_caching_supported)."""
+    on = flags.enable_prefix_caching if flags.enable_prefix_caching is not None else not attention_free
+    return "align" if on else "none"
 
 
 def _hybrid_block_size(bs: int, attn_page_1tok: int, state_page: int, mla: bool) -> int:
@@ -150,12 +152,13 @@ def _pages(attn: list[LayerPlan], states: list[LayerPlan], bs: int, state_page: 
     return pages
 
 
-def _state_blocks(states: list[LayerPlan], by_index: dict[int, LayerArch], flags: ServingFlags) -> int:
+def _state_blocks(states: list[LayerPlan], by_index: dict[int, LayerArch], flags: ServingFlags,
+                  mode: str | None) -> int:
     """MambaSpec.max_memory_usage_bytes / page: align mode 2 + drafts + checkpoint, none mode 1 + drafts."""
     if not states:
         return 0
     sc = by_index[states[0].index].state
-    if mamba_cache_mode(flags) == "align":
+    if mode == "align":
         return 2 + (checkpoint_blocks(sc) if sc is not None else 0) + flags.num_speculative_tokens
     return 1 + flags.num_speculative_tokens
 
@@ -177,8 +180,9 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     pages = _pages(attn, states, bs, state_page)
     if pages is None:
         return None
-    return _capacity(attn, states, pages, bs, mml, mbt, _state_blocks(states, by_index, flags),
-                     state_page or None, mamba_cache_mode(flags) if states else None, budget)
+    mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
+    return _capacity(attn, states, pages, bs, mml, mbt, _state_blocks(states, by_index, flags, mode),
+                     state_page or None, mode, budget)
 
 
 def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], bs: int, mml: int,
