@@ -27,6 +27,7 @@ from kvplan.ingest.families import (
 )
 from kvplan.ingest.flagship import flagship_layers
 from kvplan.ingest.limits import check_config_values, check_count, input_boundary, limits, load_json_file
+from kvplan.ingest.profile_dims import profile_dims
 from kvplan.ingest.state_layers import mtp_layer_count, with_state_caches
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
 from kvplan.model.limits import MAX_TOKENS
@@ -477,7 +478,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         keys_read=tuple(sorted(k for k in read if k in raw_keys)),
         unused_geometry_keys=tuple(unused),
         unknown_layer_types=tuple(dict.fromkeys(unknown_types)),
-        pooling=pooling, mtp_layers=mtp_layer_count(text_raw),
+        pooling=pooling, mtp_layers=mtp_layer_count(text_raw), profile_dims=profile_dims(text_plain or cfg, cfg),
     )
 
 

@@ -153,6 +153,24 @@ class LayerArch(Frozen):
     from the config (None: no state cache, or a family kvplan does not size)."""
 
 
+_Width = Annotated[int, Field(ge=0, le=MAX_HEADS * MAX_HEAD_SIZE * 64)]
+
+
+class ProfileDims(Frozen):
+    """Dimensions vLLM's memory profiling depends on (activation peak, sampler logits)."""
+
+    hidden_size: _Width
+    """Hidden size of the language model."""
+    intermediate_size: _Width
+    """Dense MLP width (4 x hidden when the config omits it)."""
+    moe_intermediate_size: _Width = 0
+    """Width of one expert's MLP (0 without experts)."""
+    experts_per_token: _Width = 0
+    """Experts each token is routed to (0 without experts)."""
+    vocab_size: _Width
+    """Vocabulary size: the sampler's logits are max-num-seqs x vocab_size float32."""
+
+
 class ModelArch(Frozen):
     """What kvplan knows about a model's attention, independent of serving flags."""
 
@@ -189,6 +207,8 @@ class ModelArch(Frozen):
     """Config keys that look like layer geometry but that kvplan did not read."""
     unknown_layer_types: tuple[str, ...] = ()
     """Layer-type entries kvplan does not know (planned as full attention, said by KV604)."""
+    profile_dims: ProfileDims | None = None
+    """Dimensions vLLM's memory profiling depends on, when the config gives the hidden size and vocabulary."""
     mtp_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] = 0
     """Multi-token-prediction layers the checkpoint carries (mtp_num_hidden_layers, num_nextn_predict_layers):
     with --speculative-config method mtp vLLM builds them as the draft model, each with its own KV cache."""

@@ -11,7 +11,7 @@ from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 SCHEMA_VERSION = "1.4"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
 # `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals); 1.4: state layers carry
 # `state_bytes`, `state_shapes`, `state_dtypes`; totals carry `state_bytes_per_request`, `kv_cache_layout`,
-# `max_model_len_fits`
+# `max_model_len_fits`, `kv_budget_terms`, `kv_budget_error_bytes`
 
 
 class OmitsAbsent(Frozen):
@@ -194,6 +194,17 @@ class GpuRef(Frozen):
     """CUDA compute capability, e.g. '9.0'."""
 
 
+class BudgetTerm(Frozen):
+    """One term of the KV memory estimated from a GPU (what vLLM's startup profiling adds or takes away)."""
+
+    name: str
+    """requested, weights, activation peak, sampler logits, CUDA graphs, non-torch."""
+    bytes: int
+    """Signed bytes per GPU: the requested memory is positive, what vLLM keeps outside the KV cache negative."""
+    basis: str
+    """What the term is computed from."""
+
+
 class KvCacheGroup(Frozen):
     """One KV cache group of vLLM's hybrid allocator: layers sharing one block table."""
 
@@ -250,7 +261,8 @@ class Totals(OmitsAbsent):
     bytes_per_request: int | None = None
     """KV bytes one request at max_model_len needs (window- and chunk-limited layers counted as such)."""
     kv_budget_bytes: int | None = None
-    """KV memory available per GPU, estimated from GPU memory, --gpu-memory-utilization and weight size (null without a GPU)."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
+    """KV memory per GPU: --kv-budget-gib, or estimated from the GPU's memory, --gpu-memory-utilization, the
+    weights and vLLM's profiling terms (kv_budget_terms); null without either."""
     tokens_capacity: int | None = None
     """vLLM's "GPU KV cache size": with a kv_cache_layout, int(max_concurrency x max_model_len) as vLLM 0.33
     computes and logs it; otherwise the tokens of full-attention context that fit (null without a budget)."""
@@ -263,11 +275,16 @@ class Totals(OmitsAbsent):
     """vLLM's block layout: block size, page, groups, blocks per request and in the pool; absent where kvplan
     does not model it (caches of several page sizes that vLLM packs)."""
 
+    kv_budget_terms: list[BudgetTerm] | None = None
+    """The terms of kv_budget_bytes when it is estimated from --gpu (absent when --kv-budget-gib gives it)."""
+    kv_budget_error_bytes: int | None = None
+    """How far the estimated kv_budget_bytes can be off either way (absent when --kv-budget-gib gives it)."""
     max_model_len_fits: int | None = None
     """When one request at max_model_len does not fit the KV budget: the longest --max-model-len that does, as
     vLLM estimates it in its startup error (0: not even one token); absent otherwise."""
 
-    omit_when_none = ("bytes_per_token_exact", "state_bytes_per_request", "kv_cache_layout", "max_model_len_fits")
+    omit_when_none = ("bytes_per_token_exact", "state_bytes_per_request", "kv_cache_layout", "max_model_len_fits",
+                      "kv_budget_terms", "kv_budget_error_bytes")
 
 
 class Plan(Frozen):

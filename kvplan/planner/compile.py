@@ -14,6 +14,7 @@ from kvplan.errors import KvplanInputError
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
+    BudgetTerm,
     Decision,
     EngineRef,
     Finding,
@@ -26,6 +27,7 @@ from kvplan.model.plan import (
 )
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
+from kvplan.planner.budget import ESTIMATE_ERROR_BYTES, estimate_budget
 from kvplan.planner.layout import Capacity, plan_layout
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
@@ -46,8 +48,6 @@ from kvplan.rules.state import (
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default for online serving on datacenter GPUs
-# Memory vLLM keeps outside weights and KV (activations at profile time, CUDA graphs, NCCL).
-RUNTIME_OVERHEAD_BYTES = int(2.0 * 2**30)
 
 
 def _rules() -> dict[str, Rule]:
@@ -365,15 +365,12 @@ def _bf16_total(arch: ModelArch, sized: list[LayerPlan], tp: int = 1) -> int:
     return total
 
 
-def _budget(flags: ServingFlags, gpu: GpuFacts | None, weight_bytes: int | None,
-            kv_budget_bytes: int | None) -> int | None:
-    """KV memory per GPU: given, or GPU memory x utilization - weights per rank - runtime overhead."""
+def _budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, weight_bytes: int | None,
+            kv_budget_bytes: int | None, model_dtype: str) -> tuple[int | None, list[BudgetTerm] | None]:
+    """KV memory per GPU: given (--kv-budget-gib), or estimated from the GPU (kvplan.planner.budget)."""
     if kv_budget_bytes is not None or gpu is None or not gpu.memory_gib or weight_bytes is None:
-        return kv_budget_bytes
-    ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
-    budget = int(gpu.memory_gib * 2**30 * flags.gpu_memory_utilization - weight_bytes / ranks
-                 - RUNTIME_OVERHEAD_BYTES)
-    return max(budget, 0)
+        return kv_budget_bytes, None
+    return estimate_budget(arch, flags, gpu, weight_bytes, model_dtype)
 
 
 def _with_state(lp: LayerPlan, la: LayerArch | None, flags: ServingFlags, model_dtype: str) -> LayerPlan:
@@ -419,7 +416,7 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     bpt = math.ceil(exact)
     base = _bf16_total(arch, sized, flags.tensor_parallel_size)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
-    budget = _budget(flags, gpu, weight_bytes, kv_budget_bytes)
+    budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype)
     cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget)
     if cap is not None:
         sized, per_request = _state_request_bytes(sized, cap), cap.bytes_per_request
@@ -433,5 +430,6 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
         max_model_len=mml, bytes_per_request=per_request, kv_budget_bytes=budget,
         tokens_capacity=math.floor(budget / exact) if budget is not None and exact else None,
         max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None,
-        state_bytes_per_request=state_total or None)
+        state_bytes_per_request=state_total or None, kv_budget_terms=terms,
+        kv_budget_error_bytes=ESTIMATE_ERROR_BYTES if terms else None)
     return sized, _with_layout(totals, cap)

@@ -167,6 +167,12 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
     if tot.state_bytes_per_request:
         lines.append(f"state per request (one state per state layer, unpadded): {_gib(tot.state_bytes_per_request)}")
     lines += layout_lines(tot)
+    if tot.kv_budget_terms and tot.kv_budget_bytes is not None:
+        parts = [f"{t.name} {_gib(t.bytes)}" if t.bytes >= 0 else f"− {t.name} {_gib(-t.bytes)}"
+                 for t in tot.kv_budget_terms]
+        err = f" (± {_gib(tot.kv_budget_error_bytes)})" if tot.kv_budget_error_bytes else ""
+        lines.append(f"KV budget from the GPU: {' '.join(parts)} = {_gib(tot.kv_budget_bytes)}{err}; pass "
+                     "--kv-budget-gib with vLLM's logged 'Available KV cache memory' for exact figures")
     if tot.kv_budget_bytes is not None and tot.tokens_capacity is not None:
         lines.append(f"KV budget {_gib(tot.kv_budget_bytes)} → {tot.tokens_capacity:,} tokens, "
                      f"{tot.max_concurrency} concurrent requests at max-model-len")

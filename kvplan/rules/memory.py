@@ -206,6 +206,10 @@ def too_small(ctx: RuleContext) -> Iterator[Emit]:
     if t is None or t.kv_budget_bytes is None or t.bytes_per_request is None:
         return
     lay = t.kv_cache_layout
+    if t.kv_budget_bytes <= 0:
+        yield Emit("No available memory for the cache blocks (_check_enough_kv_cache_memory): the weights and "
+                   "vLLM's profiling take all of --gpu-memory-utilization. vLLM refuses to start.")
+        return
     if lay is not None:
         # vLLM 0.33 plans against the pool minus the null block, needs whole blocks per group.
         available = t.kv_budget_bytes - lay.bytes_per_block
