@@ -102,7 +102,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     layer_rules = [(c, _layer_decision(rules[c])) for c in LAYER_ORDER if engine.satisfies(rules[c].versions)]
     layers = _decide_layers(gctx, layer_rules, global_decisions["kv_cache_dtype"])
 
-    layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes,
+    layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
                                   model_dtype=str(globals_["model_dtype"]))
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
@@ -400,7 +400,7 @@ def _with_layout(totals: Totals, cap: Capacity | None) -> Totals:
 
 
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
-                 weight_bytes: int | None, kv_budget_bytes: int | None,
+                 weight_bytes: int | None, kv_budget_bytes: int | None, engine: EngineVersion | None,
                  model_dtype: str = "bfloat16") -> tuple[list[LayerPlan], Totals]:
     bs = flags.block_size or DEFAULT_BLOCK_SIZE
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -417,7 +417,7 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     base = _bf16_total(arch, sized, flags.tensor_parallel_size)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
     budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype)
-    cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget)
+    cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine)
     if cap is not None:
         sized, per_request = _state_request_bytes(sized, cap), cap.bytes_per_request
     state_total = sum(lp.state_bytes for lp in sized if lp.state_bytes is not None)

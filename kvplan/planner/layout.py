@@ -18,8 +18,9 @@ Pure functions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from kvplan.backends.capabilities import EngineVersion
 from kvplan.model.arch import LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
@@ -29,6 +30,23 @@ ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "
 MIN_KERNEL_BLOCK = 16   # smallest kernel block of vLLM's CUDA attention backends (MultipleOf(16))
 MLA_HYBRID_ALIGNMENT = 128  # hybrid MLA + Mamba: block size a multiple of 128 (TRTLLM / FlashInfer MLA decode)
 _Group = tuple[str, list[LayerPlan]]  # (spec kind, layers) of one KV cache group
+
+# How the "GPU KV cache size: N tokens" line is computed, per release range (the other figure, Maximum
+# concurrency, is num_blocks / blocks per request in every release modelled).
+KV_CACHE_SIZE_FORMULAS: tuple[tuple[str, str, str], ...] = (
+    ("<0.20", "num_blocks // groups x smallest block size",
+     "vllm/v1/core/kv_cache_utils.py::_report_kv_cache_config before vLLM PR #40694 (issue #40691: 290,864 tokens "
+     "logged for Qwen3.5-27B at 33.04x of 32,768)"),
+    (">=0.20", "int(max_concurrency x max_model_len)",
+     "vllm/v1/core/kv_cache_utils.py::get_kv_cache_capacity (0.33.0); vLLM PR #40694"),
+)
+
+
+def logged_tokens(layout: KvCacheLayout, conc: float, mml: int, engine: EngineVersion | None) -> int:
+    """The "GPU KV cache size" vLLM prints, by the formula of the release modelled."""
+    if engine is not None and engine.satisfies(KV_CACHE_SIZE_FORMULAS[0][0]) and layout.num_blocks is not None:
+        return layout.num_blocks // len(layout.groups) * layout.block_size
+    return int(conc * mml)
 
 
 @dataclass(frozen=True)
@@ -164,7 +182,7 @@ def _state_blocks(states: list[LayerPlan], by_index: dict[int, LayerArch], flags
 
 
 def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
-                bs: int, mbt: int, budget: int | None) -> Capacity | None:
+                bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None) -> Capacity | None:
     """vLLM's layout and capacity for these layers (and the MTP draft layers a speculative config adds), or
     None where kvplan does not model it (caches of several page sizes, extra caches, state layers it cannot
     size)."""
@@ -181,8 +199,11 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     if pages is None:
         return None
     mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
-    return _capacity(attn, states, pages, bs, mml, mbt, _state_blocks(states, by_index, flags, mode),
-                     state_page or None, mode, budget)
+    cap = _capacity(attn, states, pages, bs, mml, mbt, _state_blocks(states, by_index, flags, mode),
+                    state_page or None, mode, budget)
+    if cap is None or cap.max_concurrency is None:
+        return cap
+    return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
 
 
 def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], bs: int, mml: int,

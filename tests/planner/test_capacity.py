@@ -22,21 +22,28 @@ QWEN35_27B = ROOT / "tests" / "data" / "corpus" / "Qwen3.5-27B"
 GIB = 2**30
 
 
-def _plan(path, flags: list[str], budget: int | None = None) -> Plan:
-    return kvplan.api.compile(path, flags, kv_budget_bytes=budget)
+def _plan(path, flags: list[str], budget: int | None = None, engine: str | None = None) -> Plan:
+    return kvplan.api.compile(path, flags, kv_budget_bytes=budget, engine=engine)
 
 
 @pytest.mark.parametrize("log", LOGS, ids=[x["url"].rsplit("/", 1)[-1] for x in LOGS])
 def test_startup_log_is_reproduced(log: dict) -> None:
     cfg = (CAPACITY / log["config"]).resolve()
-    layout = _plan(cfg, log["flags"], budget=int(log["available_kv_gib"] * GIB)).totals.kv_cache_layout
+    engine = log.get("engine")
+    layout = _plan(cfg, log["flags"], budget=GIB, engine=engine).totals.kv_cache_layout
     assert layout is not None
-    lo = math.ceil((log["available_kv_gib"] - 0.005) * GIB)
-    hi = math.floor((log["available_kv_gib"] + 0.005) * GIB)
+    if log["available_kv_gib"] is None:  # memory not in the log: any pool size
+        lo, hi = layout.bytes_per_block, 20_000 * layout.bytes_per_block
+    else:
+        lo = math.ceil((log["available_kv_gib"] - 0.005) * GIB)
+        hi = math.floor((log["available_kv_gib"] + 0.005) * GIB)
     hits = []
     for n in range(lo // layout.bytes_per_block, hi // layout.bytes_per_block + 1):
         budget = max(n * layout.bytes_per_block, lo)
-        t = _plan(cfg, log["flags"], budget=budget).totals
+        conc = n / layout.blocks_per_request
+        if f"{conc:.2f}" != f"{log['max_concurrency']:.2f}":
+            continue
+        t = _plan(cfg, log["flags"], budget=budget, engine=engine).totals
         if t.tokens_capacity == log["gpu_kv_cache_tokens"] and f"{t.max_concurrency:.2f}" == \
                 f"{log['max_concurrency']:.2f}":
             hits.append(n)
