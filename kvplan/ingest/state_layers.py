@@ -55,8 +55,11 @@ def _gdn(raw: dict[str, Any], module: str) -> StateCache | None:
     dv, dk = _i(raw, "linear_value_head_dim"), _i(raw, "linear_key_head_dim")
     if not (nv and nk and dv and dk):
         return None
+    # Qwen's GDN layer class (Qwen3-Next, Qwen3.5 and the models built on it) takes FlashInfer's prefill
+    # kernel where vLLM offers it and then exports prefill checkpoints; OLMo's GDN class does not.
     return StateCache(family="gated_delta_net", num_heads=nv, head_dim=dv, num_k_heads=nk, head_k_dim=dk,
-                      conv_kernel=_i(raw, "linear_conv_kernel_dim") or 4)
+                      conv_kernel=_i(raw, "linear_conv_kernel_dim") or 4,
+                      prefill_checkpoint="none" if module.endswith(".olmo_hybrid") else "flashinfer_gdn")
 
 
 # Mamba2 spellings: (heads key, head-size key, groups key, state-size key, conv-kernel key, intermediate size).
@@ -85,7 +88,8 @@ def _mamba2(raw: dict[str, Any], module: str) -> StateCache | None:
     mamba2), with the intermediate size each model class passes."""
     for suffix, (heads, hd, groups, state, conv, inter) in _MAMBA2_SPELLINGS:
         if module.endswith(suffix) and _i(raw, heads) and _i(raw, hd):
-            return StateCache(family="mamba2", intermediate_size=inter(raw), n_groups=_i(raw, groups) or 1,
+            return StateCache(family="mamba2", prefill_checkpoint="always", intermediate_size=inter(raw),
+                              n_groups=_i(raw, groups) or 1,
                               num_heads=_i(raw, heads) or 0, head_dim=_i(raw, hd) or 0,
                               state_size=_i(raw, state) or 0, conv_kernel=_i(raw, conv) or 4)
     return None

@@ -93,6 +93,10 @@ class StateCache(Frozen):
     """Key heads of a gated delta net (or a KDA with separate key heads)."""
     head_k_dim: _Dim = 0
     """Key head size of a gated delta net (or a KDA with separate key heads)."""
+    prefill_checkpoint: Literal["none", "always", "flashinfer_gdn"] = "none"
+    """Whether the layer exports a prefill checkpoint in align mode (one more state block per request):
+    always (MambaMixer2), with FlashInfer's GDN prefill kernel (Qwen's gated delta net on SM90, or SM10x /
+    SM12x with key heads of 128: checkpoints every 64 tokens), or none."""
     ssm_dtype_from_config: str | None = None
     """The SSM state dtype vLLM's config hook for the architecture takes when --mamba-ssm-cache-dtype is auto
     (Nemotron-H: mamba_ssm_cache_dtype, float32 when absent; Qwen3.5: mamba_ssm_dtype); None: none."""

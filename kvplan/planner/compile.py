@@ -417,7 +417,8 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     base = _bf16_total(arch, sized, flags.tensor_parallel_size)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
     budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype)
-    cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine)
+    cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
+                      gpu.compute_capability if gpu is not None else None)
     if cap is not None:
         sized, per_request = _state_request_bytes(sized, cap), cap.bytes_per_request
     state_total = sum(lp.state_bytes for lp in sized if lp.state_bytes is not None)

@@ -17,14 +17,15 @@ Pure functions.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.model.arch import LayerArch, ModelArch
+from kvplan.model.arch import LayerArch, ModelArch, StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
-from kvplan.planner.state_cache import checkpoint_blocks
+from kvplan.planner.state_cache import checkpoint_alignment, checkpoint_blocks
 
 ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "mla")
 MIN_KERNEL_BLOCK = 16   # smallest kernel block of vLLM's CUDA attention backends (MultipleOf(16))
@@ -81,12 +82,14 @@ def mamba_cache_mode(flags: ServingFlags, attention_free: bool = False) -> str:
     return "align" if on else "none"
 
 
-def _hybrid_block_size(bs: int, attn_page_1tok: int, state_page: int, mla: bool) -> int:
-    """_align_hybrid_block_size: the smallest block (a multiple of the kernel alignment) whose attention page
-    holds the state page; never below the block size already chosen."""
+def _hybrid_block_size(bs: int, attn_page_1tok: int, state_page: int, mla: bool, ckpt_align: int = 1) -> int:
+    """_align_hybrid_block_size: the smallest block (a multiple of the kernel alignment, and in align mode of
+    the state layers' prefill-checkpoint alignment) whose attention page holds the state page; never below
+    the block size already chosen."""
     align = max(MIN_KERNEL_BLOCK, bs)
     if mla:
         align = max(align, MLA_HYBRID_ALIGNMENT)
+    align = math.lcm(align, ckpt_align)
     need = align * -(-state_page // (align * attn_page_1tok))
     need = MIN_KERNEL_BLOCK * -(-need // MIN_KERNEL_BLOCK)
     return max(bs, need)
@@ -170,36 +173,38 @@ def _pages(attn: list[LayerPlan], states: list[LayerPlan], bs: int, state_page: 
     return pages
 
 
-def _state_blocks(states: list[LayerPlan], by_index: dict[int, LayerArch], flags: ServingFlags,
-                  mode: str | None) -> int:
+def _state_blocks(sc: StateCache | None, flags: ServingFlags, mode: str | None,
+                  cc: tuple[int, int] | None) -> int:
     """MambaSpec.max_memory_usage_bytes / page: align mode 2 + drafts + checkpoint, none mode 1 + drafts."""
-    if not states:
-        return 0
-    sc = by_index[states[0].index].state
     if mode == "align":
-        return 2 + (checkpoint_blocks(sc) if sc is not None else 0) + flags.num_speculative_tokens
+        return 2 + (checkpoint_blocks(sc, cc) if sc is not None else 0) + flags.num_speculative_tokens
     return 1 + flags.num_speculative_tokens
 
 
 def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
-                bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None) -> Capacity | None:
+                bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None,
+                compute_capability: tuple[int, int] | None = None) -> Capacity | None:
     """vLLM's layout and capacity for these layers (and the MTP draft layers a speculative config adds), or
     None where kvplan does not model it (caches of several page sizes, extra caches, state layers it cannot
-    size)."""
+    size). The GPU's compute capability decides kernel choices that change the layout (FlashInfer's GDN
+    prefill kernel and its checkpoints)."""
     by_index = {la.index: la for la in arch.layers}
     picked = _laid_out(layers, arch, flags, by_index) if mml else None
     if picked is None or not mml:
         return None
     attn, states = picked
     state_page = max((lp.state_bytes or 0 for lp in states), default=0)
+    mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
+    sc = by_index[states[0].index].state if states else None
     if attn and states:
+        ckpt = checkpoint_alignment(sc, compute_capability) if sc is not None and mode == "align" else 1
         bs = _hybrid_block_size(bs, max(lp.bytes_per_token for lp in attn), state_page,
-                                any(lp.kind == "mla" for lp in attn))
+                                any(lp.kind == "mla" for lp in attn), ckpt)
     pages = _pages(attn, states, bs, state_page)
     if pages is None:
         return None
-    mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
-    cap = _capacity(attn, states, pages, bs, mml, mbt, _state_blocks(states, by_index, flags, mode),
+    cap = _capacity(attn, states, pages, bs, mml, mbt,
+                    _state_blocks(sc, flags, mode, compute_capability) if states else 0,
                     state_page or None, mode, budget)
     if cap is None or cap.max_concurrency is None:
         return cap

@@ -82,7 +82,24 @@ def state_tensors(sc: StateCache, flags: ServingFlags, model_dtype: str) -> Stat
     return StateTensors(names=names, shapes=shapes, dtypes=_dtypes(sc, flags, model_dtype, len(shapes)))
 
 
-def checkpoint_blocks(sc: StateCache) -> int:
+FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64  # vllm/v1/attention/backends/gdn_attn.py
+
+
+def flashinfer_gdn(sc: StateCache, compute_capability: tuple[int, int] | None) -> bool:
+    """vLLM's _resolve_gdn_prefill_backend picks FlashInfer's GDN prefill kernel: SM90, or SM10x / SM12x with
+    key heads of 128 (and a CUDA 13 runtime, assumed there); never without a GPU."""
+    if sc.prefill_checkpoint != "flashinfer_gdn" or compute_capability is None:
+        return False
+    return compute_capability == (9, 0) or (compute_capability[0] in (10, 12) and sc.head_k_dim == 128)
+
+
+def checkpoint_blocks(sc: StateCache, compute_capability: tuple[int, int] | None) -> int:
     """Prefill-checkpoint blocks a request holds in align mode: MambaMixer2 exports one always
-    (mamba_mixer2.py::get_kv_cache_spec); the other families' default kernels none."""
-    return 1 if sc.family == "mamba2" else 0
+    (mamba_mixer2.py::get_kv_cache_spec), Qwen's GDN with FlashInfer's prefill kernel one
+    (qwen_gdn_linear_attn.py::get_kv_cache_spec), the other families none."""
+    return 1 if sc.prefill_checkpoint == "always" or flashinfer_gdn(sc, compute_capability) else 0
+
+
+def checkpoint_alignment(sc: StateCache, compute_capability: tuple[int, int] | None) -> int:
+    """Tokens the block size must be a multiple of in align mode (get_mamba_prefill_checkpoint_alignment)."""
+    return FLASHINFER_GDN_CHECKPOINT_ALIGNMENT if flashinfer_gdn(sc, compute_capability) else 1

@@ -30,6 +30,10 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
   4. Attention layers answer their KV cache spec with the CUDA backend class named above instead of the CPU
      one they were built with: a sliding-window layer picks its block size from its backend's kernel block
      sizes (the CPU backend's would make it 32 where FlashAttention's make it 16).
+  5. A case with `"gdn_prefill": "flashinfer"` resolves the gated-delta-net prefill kernel to FlashInfer's,
+     what vLLM's `_resolve_gdn_prefill_backend` answers on a Hopper GPU (SM90) and on Blackwell with
+     head_k_dim 128 and a CUDA 13 runtime: the GDN layers then export prefill checkpoints (one more state
+     block per request in align mode, Mamba blocks aligned to 64 tokens). A kernel choice; no kernel runs.
   3. The CPU platform's `check_and_update_config` resets --mamba-ssm-cache-dtype to float32 for its
      accelerated GDN kernels on CPUs with AVX-512 BF16 (a CPU kernel choice): the run keeps the value the
      flags and the model's config hooks gave, as on a GPU.
@@ -73,6 +77,22 @@ def _keep_ssm_dtype() -> None:
         vllm_config.cache_config.mamba_ssm_cache_dtype = keep
 
     type(current_platform).check_and_update_config = classmethod(check_and_update_config)
+
+
+@contextlib.contextmanager
+def _gdn_prefill(case: dict):
+    """Patch 5."""
+    if case.get("gdn_prefill") != "flashinfer":
+        yield
+        return
+    from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as q
+
+    saved = q._resolve_gdn_prefill_backend
+    q._resolve_gdn_prefill_backend = lambda vllm_config: ("auto", "flashinfer")
+    try:
+        yield
+    finally:
+        q._resolve_gdn_prefill_backend = saved
 
 
 def _arch_oracle():
@@ -198,6 +218,8 @@ def run_case(ao, case: dict, base: Path) -> dict:
             destroy_model_parallel()
             ensure_model_parallel_initialized(1, 1)
         mc = vc.model_config
+        gdn = _gdn_prefill(case)
+        gdn.__enter__()
         with set_default_torch_dtype(mc.dtype), torch.device("meta"):
             model = initialize_model(vllm_config=vc)
         stage = "align_block_size"
@@ -218,6 +240,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                     specs[name] = spec
             stage = "capacity"
             res["answer"] = _capacity(vc, specs, case["available_bytes"])
+        gdn.__exit__(None, None, None)
         cc = vc.cache_config
         res["engine"] = {"architecture": mc.architecture, "model_dtype": ao._dtype_name(mc.dtype),
                          "max_model_len": mc.max_model_len, "block_size": cc.block_size,
