@@ -213,6 +213,9 @@ class KvCacheGroup(Frozen):
     layers: list[int]
     """Layer indices in the group (vLLM gives group i of a kind the kind's layers i, i + n, i + 2n, ...); MTP draft
     layers are numbered after the model's layers."""
+    block_size: int
+    """Tokens per block of the group's layers (a sliding-window skip layer padded to the shared page keeps
+    a smaller one; state layers: the attention block size)."""
     blocks_per_request: int
     """Blocks one request at max_model_len holds in this group (vLLM: cdiv(max_memory_usage_bytes, page))."""
 

@@ -144,17 +144,40 @@ def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags) 
 
 
 def _skip_page_differs(layers: list[LayerPlan]) -> bool:
-    """Skip layers whose cache differs from the quantized layers': vLLM re-aligns the block size to the skip
-    page (Platform._align_heterogeneous_kv_block_size) and pads sliding skip pages; not modelled."""
+    """Skip layers whose cache differs from the quantized layers' (vLLM re-aligns the block size to them)."""
     primary = {lp.bytes_per_token for lp in layers if not lp.skipped and lp.bytes_per_token}
     return any(lp.skipped and lp.bytes_per_token not in primary for lp in layers)
+
+
+def _skip_alignment(attn: list[LayerPlan], bs: int) -> tuple[int, int | None]:
+    """Platform._align_heterogeneous_kv_block_size: when a skip layer's (model-dtype) page per token exceeds
+    the quantized layers', the block size becomes align x cdiv(skip x 16, align x primary) (align = max(16,
+    block size)) and sliding-window skip layers pad their page to block size x primary. (block size, padded
+    skip page or None)."""
+    primary = [lp.bytes_per_token for lp in attn if not lp.skipped]
+    skipped = [lp.bytes_per_token for lp in attn if lp.skipped]
+    if not primary or not skipped or max(skipped) <= max(primary):
+        return bs, None
+    align = max(MIN_KERNEL_BLOCK, bs)
+    bs = align * -(-(max(skipped) * MIN_KERNEL_BLOCK) // (align * max(primary)))
+    return bs, bs * max(primary)
+
+
+def _layer_block(lp: LayerPlan, bs: int, skip_page: int | None) -> int:
+    """A layer's tokens per block: a sliding-window skip layer padded to the shared page takes the largest
+    kernel block (a multiple of 16) whose own page fits it (attention.py::_largest_kernel_block_within)."""
+    if skip_page is None or not lp.skipped or lp.kind != "sliding_attention":
+        return bs
+    return max(MIN_KERNEL_BLOCK, skip_page // lp.bytes_per_token // MIN_KERNEL_BLOCK * MIN_KERNEL_BLOCK)
 
 
 def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
               by_index: dict[int, LayerArch]) -> tuple[list[LayerPlan], list[LayerPlan]] | None:
     """(attention layers with MTP drafts, state layers), or None where kvplan does not lay the model out."""
-    if not all(_plain(lp, by_index.get(lp.index)) for lp in layers) or _skip_page_differs(layers):
+    if not all(_plain(lp, by_index.get(lp.index)) for lp in layers):
         return None
+    if _skip_page_differs(layers) and any(lp.kind in ("mamba", "linear_attention", "mla") for lp in layers):
+        return None  # skip re-alignment with state layers or MLA latents: not modelled
     attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
     attn += draft_layers(layers, arch, flags)
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
@@ -163,9 +186,16 @@ def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
     return attn, states
 
 
-def _pages(attn: list[LayerPlan], states: list[LayerPlan], bs: int, state_page: int) -> dict[int, int] | None:
-    """Every layer's page: attention bs x bytes per token; state pages padded to the attention page."""
-    pages = {lp.index: bs * lp.bytes_per_token for lp in attn}
+def _pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int], state_page: int,
+           skip_page: int | None = None) -> dict[int, int] | None:
+    """Every layer's page: attention block x bytes per token (a sliding skip layer: the shared skip page);
+    state pages padded to the attention page."""
+    def page(lp: LayerPlan) -> int:
+        if skip_page is not None and lp.skipped and lp.kind == "sliding_attention":
+            return skip_page
+        return blocks[lp.index] * lp.bytes_per_token
+
+    pages = {lp.index: page(lp) for lp in attn}
     if attn and states and len(set(pages.values())) != 1:
         return None  # state padding to several attention pages: not modelled
     pad = next(iter(pages.values())) if attn else state_page
@@ -200,10 +230,12 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
         ckpt = checkpoint_alignment(sc, compute_capability) if sc is not None and mode == "align" else 1
         bs = _hybrid_block_size(bs, max(lp.bytes_per_token for lp in attn), state_page,
                                 any(lp.kind == "mla" for lp in attn), ckpt)
-    pages = _pages(attn, states, bs, state_page)
+    bs, skip_page = _skip_alignment(attn, bs)
+    blocks = {lp.index: _layer_block(lp, bs, skip_page) for lp in attn}
+    pages = _pages(attn, states, blocks, state_page, skip_page)
     if pages is None:
         return None
-    cap = _capacity(attn, states, pages, bs, mml, mbt,
+    cap = _capacity(attn, states, pages, blocks, bs, mml, mbt,
                     _state_blocks(sc, flags, mode, compute_capability) if states else 0,
                     state_page or None, mode, budget)
     if cap is None or cap.max_concurrency is None:
@@ -211,13 +243,13 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
 
 
-def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], bs: int, mml: int,
-              mbt: int) -> list[_Group] | None:
+def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], blocks: dict[int, int],
+              mml: int, mbt: int) -> list[_Group] | None:
     """get_kv_cache_groups: one group when the layers share one spec type and block count (pages summed:
     UniformTypeKVCacheSpecs), else equal-page buckets split into equal-size groups; None for mixed pages."""
-    first = _attn_blocks(attn[0], mml, bs, mbt) if attn else 0
+    first = _attn_blocks(attn[0], mml, blocks[attn[0].index], mbt) if attn else 0
     if not (attn and states) and len({lp.kind for lp in attn}) <= 1 and all(
-            _attn_blocks(lp, mml, bs, mbt) == first for lp in attn):
+            _attn_blocks(lp, mml, blocks[lp.index], mbt) == first for lp in attn):
         return [(attn[0].kind if attn else "state", attn or states)]
     if len(set(pages.values())) != 1:
         return None  # mixed page sizes: vLLM packs them (not modelled)
@@ -229,18 +261,20 @@ def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, i
     return _groups(buckets)
 
 
-def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], bs: int, mml: int,
-              mbt: int, state_blocks: int, state_page: int | None, mode: str | None,
+def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], blocks: dict[int, int],
+              bs: int, mml: int, mbt: int, state_blocks: int, state_page: int | None, mode: str | None,
               budget: int | None) -> Capacity | None:
-    groups = _grouping(attn, states, pages, bs, mml, mbt)
+    groups = _grouping(attn, states, pages, blocks, mml, mbt)
     if groups is None:
         return None
 
     def blocks_at(length: int) -> list[int]:
-        return [state_blocks if kind == "state" else _attn_blocks(members[0], length, bs, mbt)
+        return [state_blocks if kind == "state" else _attn_blocks(members[0], length, blocks[members[0].index], mbt)
                 for kind, members in groups]
 
     out = [KvCacheGroup(kind=kind, layers=[lp.index for lp in members],  # type: ignore[arg-type]
+                        # Mamba layers: mamba_block_size (the block size in align mode, else max_model_len)
+                        block_size=(bs if mode == "align" else mml) if kind == "state" else blocks[members[0].index],
                         blocks_per_request=n) for (kind, members), n in zip(groups, blocks_at(mml), strict=True)]
     bytes_per_block = max(sum(pages[lp.index] for lp in members) for _, members in groups)
     per_request = sum(g.blocks_per_request for g in out)

@@ -194,11 +194,12 @@ def layout_lines(tot: Totals) -> list[str]:
            + (f" (state page {lay.state_page_size_bytes:,} B padded)" if lay.state_page_size_bytes
               and lay.state_page_size_bytes != lay.page_size_bytes else "")
            + f", {lay.bytes_per_block:,} B per block"]
-    kinds: dict[str, list[int]] = {}
+    kinds: dict[tuple[str, int], list[int]] = {}
     for g in lay.groups:
-        kinds.setdefault(g.kind, []).append(g.blocks_per_request)
+        kinds.setdefault((g.kind, g.block_size), []).append(g.blocks_per_request)
     parts = [f"{len(v)} {k} group{'s' if len(v) > 1 else ''} × {v[0]} block{'s' if v[0] != 1 else ''}"
-             for k, v in kinds.items()]
+             + (f" of {b} tokens" if b != lay.block_size and k != "state" else "")
+             for (k, b), v in kinds.items()]
     mode = f"; state cache mode {lay.mamba_cache_mode}" if lay.mamba_cache_mode else ""
     out.append(f"KV cache groups: {', '.join(parts)} = {lay.blocks_per_request} blocks per request{mode}"
                + (f"; {lay.num_blocks:,} blocks in the pool" if lay.num_blocks is not None else ""))

@@ -206,6 +206,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                         dtype=f.get("dtype", "auto"), max_model_len=f["max_model_len"],
                         enable_prefix_caching=f.get("enable_prefix_caching"),
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
+                        kv_cache_dtype_skip_layers=list(f.get("kv_cache_dtype_skip_layers", [])),
                         **({"mamba_ssm_cache_dtype": f["mamba_ssm_cache_dtype"]}
                            if "mamba_ssm_cache_dtype" in f else {}))
         vc = ea.create_engine_config()
