@@ -262,7 +262,9 @@ class Totals(OmitsAbsent):
     max_model_len: int | None = None
     """Context length used for per-request numbers."""
     bytes_per_request: int | None = None
-    """KV bytes one request at max_model_len needs (window- and chunk-limited layers counted as such)."""
+    """KV bytes one request at max_model_len needs: with a kv_cache_layout, its blocks in every group x bytes
+    per block (what vLLM's startup check compares with the KV memory; state and padding included); else the
+    layers' sum (window- and chunk-limited layers counted as such)."""
     kv_budget_bytes: int | None = None
     """KV memory per GPU: --kv-budget-gib, or estimated from the GPU's memory, --gpu-memory-utilization, the
     weights and vLLM's profiling terms (kv_budget_terms); null without either."""
