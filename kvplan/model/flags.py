@@ -87,7 +87,8 @@ class ServingFlags(Frozen):
     """--mamba-ssm-cache-dtype: dtype of the SSM / recurrent state; auto = the config's (Nemotron-H, Qwen3.5)
     or --mamba-cache-dtype's."""
     mamba_cache_mode: Literal["align", "none"] | None = None
-    """--mamba-cache-mode (None: vLLM derives it: align with prefix caching, none without)."""
+    """--mamba-cache-mode as passed; vLLM 0.33 derives the mode from prefix caching whatever it says
+    (MambaModelConfig: align with prefix caching, none without), and so does kvplan."""
     enable_prefix_caching: bool | None = None
     """--enable-prefix-caching / --no-enable-prefix-caching (None: vLLM's default, on for generative models)."""
     speculative_method: str | None = None
