@@ -337,13 +337,16 @@ class ExploreSession:
 
 
 def layer_fields(lp: LayerPlan) -> list[tuple[str, str]]:
-    """Every LayerPlan field except the provenance lists, as (name, text)."""
+    """Every LayerPlan field except the provenance lists (and the state fields of a layer without one), as
+    (name, text)."""
     out = []
     for name in LayerPlan.model_fields:
         if name in ("decisions", "decided_by"):
             continue
         v = getattr(lp, name)
         v = getattr(v, "value", v)
+        if v is None and name.startswith("state_"):
+            continue  # attention layers keep no state: no rows for it
         if v is None:
             out.append((name, "-"))
         else:

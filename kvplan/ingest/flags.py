@@ -64,6 +64,10 @@ MODELLED_DESTS: dict[str, str] = {
     "revision": "revision",          # the Hub revision of a model id (not --code-revision / --tokenizer-revision)
     "hf_overrides": "hf_overrides",  # applied to config.json before planning, as vLLM does
     "trust_remote_code": "trust_remote_code",  # a config that needs its auto_map's code is refused without it
+    "mamba_cache_dtype": "mamba_cache_dtype",
+    "mamba_ssm_cache_dtype": "mamba_ssm_cache_dtype",
+    "mamba_cache_mode": "mamba_cache_mode",
+    "enable_prefix_caching": "enable_prefix_caching",
 }
 
 # Flags removed before 0.33: name -> (release note, takes a value). vLLM 0.33's parser calls them
@@ -722,6 +726,12 @@ def _modelled_fields(scan: ScannedArgv) -> dict[str, Any]:
         del fields["max_model_len"]
     if "kv_cache_dtype" in fields:
         fields["kv_cache_dtype_explicit"] = True
+    spec = v.get("speculative_config")
+    if isinstance(spec, dict) and isinstance(spec.get("num_speculative_tokens"), int) \
+            and not isinstance(spec.get("num_speculative_tokens"), bool):
+        fields["num_speculative_tokens"] = spec["num_speculative_tokens"]
+    if isinstance(spec, dict) and isinstance(spec.get("method"), str):
+        fields["speculative_method"] = spec["method"]
     return fields
 
 

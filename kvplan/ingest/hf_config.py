@@ -34,6 +34,8 @@ from kvplan.ingest.limits import (
     limits,
     load_json_file,
 )
+from kvplan.ingest.profile_dims import profile_dims
+from kvplan.ingest.state_layers import mtp_layer_count, with_state_caches
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
 from kvplan.model.limits import MAX_TOKENS
 from kvplan.model.vocab import NO_KV_KINDS, LayerKind
@@ -501,6 +503,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
     layers = _deepseek_v4_layers(c, module, layers, num_heads, path, notes)
     layers = flagship_layers(module, text_raw, layers, path, notes)
     layers = causal_audio_encoder_caches(cfg, architecture, layers, path, notes)
+    layers = with_state_caches(layers, text_raw, module, architecture)
     pooling = vreg.pooling_without_kv(architecture)
     if pooling:
         layers = [LayerArch(index=la.index, kind="encoder_only",
@@ -522,7 +525,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         keys_read=tuple(sorted(k for k in read if k in raw_keys)),
         unused_geometry_keys=tuple(unused),
         unknown_layer_types=tuple(dict.fromkeys(unknown_types)),
-        pooling=pooling,
+        pooling=pooling, mtp_layers=mtp_layer_count(text_raw), profile_dims=profile_dims(text_plain or cfg, cfg),
     )
 
 

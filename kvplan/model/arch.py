@@ -1,7 +1,7 @@
 """Model architecture facts, as read from a config.json (no I/O here)."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -65,6 +65,43 @@ class ExtraCache(Frozen):
     (states per token x K and V x head size). None: elements cover all heads, in `element_bytes`."""
 
 
+StateFamily = Literal["mamba1", "mamba2", "gated_delta_net", "kda", "short_conv", "linear_attention"]
+_Dim = Annotated[int, Field(ge=0, le=MAX_HEADS * MAX_HEAD_SIZE)]
+
+
+class StateCache(Frozen):
+    """The per-request state a Mamba / gated-delta-net / linear-attention / short-conv layer keeps (vLLM's
+    MambaSpec): its family (which of vLLM's MambaStateShapeCalculator formulas sizes it) and the config's
+    dimensions, before tensor parallelism. Unused dimensions are 0."""
+
+    family: StateFamily
+    """mamba1 (MambaMixer), mamba2 (MambaMixer2), gated_delta_net (Qwen3-Next / Qwen3.5 GDN), kda (Kimi delta
+    attention), short_conv (LFM2), linear_attention (lightning / MiniMax-style linear attention)."""
+    conv_kernel: _Dim = 0
+    """Convolution kernel size (the conv state keeps kernel - 1 columns, + speculative tokens); 0: no conv state."""
+    intermediate_size: _Dim = 0
+    """Channels of the SSM / conv (mamba1, mamba2, short_conv)."""
+    n_groups: _Dim = 0
+    """B/C groups of a Mamba2 mixer."""
+    num_heads: _Dim = 0
+    """SSM / linear-attention / KDA heads (value heads for a gated delta net)."""
+    head_dim: _Dim = 0
+    """Head size of those heads (value head size for a gated delta net)."""
+    state_size: _Dim = 0
+    """SSM state size (d_state) of a Mamba mixer."""
+    num_k_heads: _Dim = 0
+    """Key heads of a gated delta net (or a KDA with separate key heads)."""
+    head_k_dim: _Dim = 0
+    """Key head size of a gated delta net (or a KDA with separate key heads)."""
+    prefill_checkpoint: Literal["none", "always", "flashinfer_gdn"] = "none"
+    """Whether the layer exports a prefill checkpoint in align mode (one more state block per request):
+    always (MambaMixer2), with FlashInfer's GDN prefill kernel (Qwen's gated delta net on SM90, or SM10x /
+    SM12x with key heads of 128: checkpoints every 64 tokens), or none."""
+    ssm_dtype_from_config: str | None = None
+    """The SSM state dtype vLLM's config hook for the architecture takes when --mamba-ssm-cache-dtype is auto
+    (Nemotron-H: mamba_ssm_cache_dtype, float32 when absent; Qwen3.5: mamba_ssm_dtype); None: none."""
+
+
 class LayerArch(Frozen):
     """One decoder layer as the engine builds it."""
 
@@ -115,6 +152,27 @@ class LayerArch(Frozen):
     extra_caches: tuple[ExtraCache, ...] = ()
     """Further KV caches vLLM registers at this layer (sparse-indexer keys and rings of GLM-5 Next,
     MiniMax-M3 and Step 5, Inkling's convolution state); their bytes count in the layer's."""
+    state: StateCache | None = None
+    """The per-request state cache of a mamba / linear_attention layer, when kvplan reads its dimensions
+    from the config (None: no state cache, or a family kvplan does not size)."""
+
+
+_Width = Annotated[int, Field(ge=0, le=MAX_HEADS * MAX_HEAD_SIZE * 64)]
+
+
+class ProfileDims(Frozen):
+    """Dimensions vLLM's memory profiling depends on (activation peak, sampler logits)."""
+
+    hidden_size: _Width
+    """Hidden size of the language model."""
+    intermediate_size: _Width
+    """Dense MLP width (4 x hidden when the config omits it)."""
+    moe_intermediate_size: _Width = 0
+    """Width of one expert's MLP (0 without experts)."""
+    experts_per_token: _Width = 0
+    """Experts each token is routed to (0 without experts)."""
+    vocab_size: _Width
+    """Vocabulary size: the sampler's logits are max-num-seqs x vocab_size float32."""
 
 
 class ModelArch(Frozen):
@@ -157,6 +215,11 @@ class ModelArch(Frozen):
     """Config keys that look like layer geometry but that kvplan did not read."""
     unknown_layer_types: tuple[str, ...] = ()
     """Layer-type entries kvplan does not know (planned as full attention, said by KV604)."""
+    profile_dims: ProfileDims | None = None
+    """Dimensions vLLM's memory profiling depends on, when the config gives the hidden size and vocabulary."""
+    mtp_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] = 0
+    """Multi-token-prediction layers the checkpoint carries (mtp_num_hidden_layers, num_nextn_predict_layers):
+    with --speculative-config method mtp vLLM builds them as the draft model, each with its own KV cache."""
     pooling: bool = False
     """vLLM runs the model as a pooling (embedding / classification) model: encoder-only attention,
     no KV cache, and a float32 config runs in float16."""

@@ -83,6 +83,22 @@ class ServingFlags(Frozen):
     trust_remote_code: bool = False
     """--trust-remote-code: vLLM may run the checkpoint's own configuration and model code (config.json's
     auto_map); without it a config that needs that code is refused."""
+    mamba_cache_dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """--mamba-cache-dtype: dtype of Mamba / linear-attention conv states (and of the SSM state when
+    --mamba-ssm-cache-dtype is auto); auto = the model dtype."""
+    mamba_ssm_cache_dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """--mamba-ssm-cache-dtype: dtype of the SSM / recurrent state; auto = the config's (Nemotron-H, Qwen3.5)
+    or --mamba-cache-dtype's."""
+    mamba_cache_mode: Literal["align", "none"] | None = None
+    """--mamba-cache-mode as passed; vLLM 0.33 derives the mode from prefix caching whatever it says
+    (MambaModelConfig: align with prefix caching, none without), and so does kvplan."""
+    enable_prefix_caching: bool | None = None
+    """--enable-prefix-caching / --no-enable-prefix-caching (None: vLLM's default, on for generative models)."""
+    speculative_method: str | None = None
+    """method of --speculative-config (mtp, eagle3, ngram, ...); None without speculative decoding."""
+    num_speculative_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS)] = 0
+    """num_speculative_tokens of --speculative-config (0 without speculative decoding): Mamba layers keep one
+    state block per draft token and their conv state that many more columns."""
 
     @field_validator("attention_config", "hf_overrides", mode="before")
     @classmethod

@@ -8,8 +8,10 @@ from pydantic import Field, model_serializer
 from kvplan.model.base import Frozen
 from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
-SCHEMA_VERSION = "1.3"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
-# `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals)
+SCHEMA_VERSION = "1.4"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
+# `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals); 1.4: state layers carry
+# `state_bytes`, `state_shapes`, `state_dtypes`; totals carry `state_bytes_per_request`, `kv_cache_layout`,
+# `max_model_len_fits`, `kv_budget_terms`, `kv_budget_error_bytes`
 
 
 class OmitsAbsent(Frozen):
@@ -113,6 +115,15 @@ class LayerPlan(OmitsAbsent):
     kv_shared_with: int | None = None
     """Index of the earlier layer whose KV cache this layer reads (vLLM's kv_sharing_target_layer_name); the
     layer allocates no KV cache (bytes_per_token 0). Absent for a layer with its own cache."""
+    state_bytes: int | None = None
+    """Bytes of one per-request state of a Mamba / gated-delta-net / linear-attention / short-conv layer on one
+    tensor-parallel rank (vLLM's MambaSpec page before padding: conv + SSM / recurrent state); absent for
+    attention layers and for state layers kvplan does not size."""
+    state_shapes: list[list[int]] | None = None
+    """Shapes of the layer's state tensors (conv state as (columns, channels), then the SSM / recurrent state),
+    per tensor-parallel rank, as vLLM's MambaStateShapeCalculator gives them; absent without a state."""
+    state_dtypes: list[str] | None = None
+    """dtypes of those state tensors (--mamba-cache-dtype for conv, --mamba-ssm-cache-dtype for the SSM state)."""
     max_bytes_per_request: int | None = None
     """Upper bound of this layer's KV bytes for one request at --max-model-len (window/chunk-limited layers are smaller)."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
     backend: str | None = None
@@ -126,7 +137,8 @@ class LayerPlan(OmitsAbsent):
     decisions: list[Decision] = Field(default_factory=list)
     """Per-field provenance: rule and input fact."""
 
-    omit_when_none = ("kv_shared_with", "cross_attention_bytes_per_token", "bytes_per_token_exact")
+    omit_when_none = ("kv_shared_with", "cross_attention_bytes_per_token", "bytes_per_token_exact",
+                      "state_bytes", "state_shapes", "state_dtypes")
 
 
 class EngineRef(Frozen):
@@ -182,6 +194,55 @@ class GpuRef(Frozen):
     """CUDA compute capability, e.g. '9.0'."""
 
 
+class BudgetTerm(Frozen):
+    """One term of the KV memory estimated from a GPU (what vLLM's startup profiling adds or takes away)."""
+
+    name: str
+    """requested, weights, activation peak, sampler logits, CUDA graphs, non-torch."""
+    bytes: int
+    """Signed bytes per GPU: the requested memory is positive, what vLLM keeps outside the KV cache negative."""
+    basis: str
+    """What the term is computed from."""
+
+
+class KvCacheGroup(Frozen):
+    """One KV cache group of vLLM's hybrid allocator: layers sharing one block table."""
+
+    kind: Literal["full_attention", "sliding_attention", "chunked_attention", "mla", "state"]
+    """The spec kind of its layers (state: Mamba / linear-attention state layers)."""
+    layers: list[int]
+    """Layer indices in the group (vLLM gives group i of a kind the kind's layers i, i + n, i + 2n, ...); MTP draft
+    layers are numbered after the model's layers."""
+    block_size: int
+    """Tokens per block of the group's layers (a sliding-window skip layer padded to the shared page keeps
+    a smaller one; state layers: the attention block size)."""
+    blocks_per_request: int
+    """Blocks one request at max_model_len holds in this group (vLLM: cdiv(max_memory_usage_bytes, page))."""
+
+
+class KvCacheLayout(Frozen):
+    """How vLLM lays the KV cache pool out for this model and these flags (vllm/v1/core/kv_cache_planning.py)."""
+
+    block_size: int
+    """Tokens per attention block, after vLLM raised it so an attention page holds a state page (hybrid)."""
+    page_size_bytes: int
+    """Bytes of one page (one layer's block) on one tensor-parallel rank: every layer's page is this one."""
+    state_page_size_bytes: int | None = None
+    """The largest state layer's page before padding (None without state layers); vLLM pads it to
+    page_size_bytes."""
+    bytes_per_block: int
+    """Bytes of one pool block: the largest group's pages (vLLM divides the KV memory by it)."""
+    groups: list[KvCacheGroup]
+    """The KV cache groups, attention kinds first, in vLLM's order."""
+    blocks_per_request: int
+    """Blocks one request at max_model_len holds, summed over the groups."""
+    mamba_cache_mode: Literal["align", "none"] | None = None
+    """State layers' cache mode (align with prefix caching: 2 state blocks + draft + checkpoint blocks per
+    request; none: 1 + draft); None without state layers."""
+    num_blocks: int | None = None
+    """Blocks in the pool for the KV budget (null without a budget)."""
+
+
 class Totals(OmitsAbsent):
     """Whole-model numbers per tensor-parallel rank."""
 
@@ -201,15 +262,34 @@ class Totals(OmitsAbsent):
     max_model_len: int | None = None
     """Context length used for per-request numbers."""
     bytes_per_request: int | None = None
-    """KV bytes one request at max_model_len needs (window- and chunk-limited layers counted as such)."""
+    """KV bytes one request at max_model_len needs: with a kv_cache_layout, its blocks in every group x bytes
+    per block (what vLLM's startup check compares with the KV memory; state and padding included); else the
+    layers' sum (window- and chunk-limited layers counted as such)."""
     kv_budget_bytes: int | None = None
-    """KV memory available per GPU, estimated from GPU memory, --gpu-memory-utilization and weight size (null without a GPU)."""  # noqa: E501 - a schema description: pydantic keeps a docstring's line breaks
+    """KV memory per GPU: --kv-budget-gib, or estimated from the GPU's memory, --gpu-memory-utilization, the
+    weights and vLLM's profiling terms (kv_budget_terms); null without either."""
     tokens_capacity: int | None = None
-    """Tokens of full-attention context that fit in the KV budget (null without a GPU)."""
+    """vLLM's "GPU KV cache size": with a kv_cache_layout, int(max_concurrency x max_model_len) as vLLM 0.33
+    computes and logs it; otherwise the tokens of full-attention context that fit (null without a budget)."""
     max_concurrency: float | None = None
     """Requests of max_model_len that fit at once (null without a GPU)."""
+    state_bytes_per_request: int | None = None
+    """Bytes of state one request holds over all state layers (unpadded, per TP rank); absent without state
+    layers."""
+    kv_cache_layout: KvCacheLayout | None = None
+    """vLLM's block layout: block size, page, groups, blocks per request and in the pool; absent where kvplan
+    does not model it (caches of several page sizes that vLLM packs)."""
 
-    omit_when_none = ("bytes_per_token_exact",)
+    kv_budget_terms: list[BudgetTerm] | None = None
+    """The terms of kv_budget_bytes when it is estimated from --gpu (absent when --kv-budget-gib gives it)."""
+    kv_budget_error_bytes: int | None = None
+    """How far the estimated kv_budget_bytes can be off either way (absent when --kv-budget-gib gives it)."""
+    max_model_len_fits: int | None = None
+    """When one request at max_model_len does not fit the KV budget: the longest --max-model-len that does, as
+    vLLM estimates it in its startup error (0: not even one token); absent otherwise."""
+
+    omit_when_none = ("bytes_per_token_exact", "state_bytes_per_request", "kv_cache_layout", "max_model_len_fits",
+                      "kv_budget_terms", "kv_budget_error_bytes")
 
 
 class Plan(Frozen):

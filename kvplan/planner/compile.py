@@ -14,6 +14,7 @@ from kvplan.errors import KvplanInputError
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
+    BudgetTerm,
     Decision,
     EngineRef,
     Finding,
@@ -26,7 +27,10 @@ from kvplan.model.plan import (
 )
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
+from kvplan.planner.budget import ESTIMATE_ERROR_BYTES, estimate_budget
+from kvplan.planner.layout import Capacity, plan_layout
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
+from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
 from kvplan.rules.memory import DTYPE_BYTES, dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
@@ -44,8 +48,6 @@ from kvplan.rules.state import (
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default for online serving on datacenter GPUs
-# Memory vLLM keeps outside weights and KV (activations at profile time, CUDA graphs, NCCL).
-RUNTIME_OVERHEAD_BYTES = int(2.0 * 2**30)
 
 
 def _rules() -> dict[str, Rule]:
@@ -115,7 +117,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     layer_rules = [(c, _layer_decision(rules[c])) for c in LAYER_ORDER if engine.satisfies(rules[c].versions)]
     layers = _decide_layers(gctx, layer_rules, global_decisions["kv_cache_dtype"])
 
-    layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes,
+    layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
                                   model_dtype=str(globals_["model_dtype"]))
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
@@ -378,25 +380,49 @@ def _bf16_total(arch: ModelArch, sized: list[LayerPlan], tp: int = 1) -> int:
     return total
 
 
-def _budget(flags: ServingFlags, gpu: GpuFacts | None, weight_bytes: int | None,
-            kv_budget_bytes: int | None) -> int | None:
-    """KV memory per GPU: given, or GPU memory x utilization - weights per rank - runtime overhead."""
+def _budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, weight_bytes: int | None,
+            kv_budget_bytes: int | None, model_dtype: str) -> tuple[int | None, list[BudgetTerm] | None]:
+    """KV memory per GPU: given (--kv-budget-gib), or estimated from the GPU (kvplan.planner.budget)."""
     if kv_budget_bytes is not None or gpu is None or not gpu.memory_gib or weight_bytes is None:
-        return kv_budget_bytes
-    ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
-    budget = int(gpu.memory_gib * 2**30 * flags.gpu_memory_utilization - weight_bytes / ranks
-                 - RUNTIME_OVERHEAD_BYTES)
-    return max(budget, 0)
+        return kv_budget_bytes, None
+    return estimate_budget(arch, flags, gpu, weight_bytes, model_dtype)
+
+
+def _with_state(lp: LayerPlan, la: LayerArch | None, flags: ServingFlags, model_dtype: str) -> LayerPlan:
+    """A state layer with its state tensors and bytes (vLLM's MambaSpec), when kvplan reads its dimensions."""
+    if la is None or la.state is None or lp.kind not in ("mamba", "linear_attention"):
+        return lp
+    st = state_tensors(la.state, flags, model_dtype)
+    return lp.model_copy(update={"state_bytes": st.page_bytes, "state_shapes": [list(s) for s in st.shapes],
+                                 "state_dtypes": list(st.dtypes)})
+
+
+def _state_request_bytes(sized: list[LayerPlan], cap: Capacity) -> list[LayerPlan]:
+    """State layers hold their state once per state block of their group (unpadded bytes)."""
+    blocks = next((g.blocks_per_request for g in cap.layout.groups if g.kind == "state"), 0)
+    return [lp.model_copy(update={"max_bytes_per_request": lp.state_bytes * blocks})
+            if lp.state_bytes is not None else lp for lp in sized]
+
+
+def _with_layout(totals: Totals, cap: Capacity | None) -> Totals:
+    """Totals with vLLM's layout: its capacity figures replace the per-token estimate."""
+    if cap is None:
+        return totals
+    return totals.model_copy(update={
+        "kv_cache_layout": cap.layout, "tokens_capacity": cap.tokens_capacity,
+        "max_model_len_fits": cap.max_model_len_fits,
+        "max_concurrency": round(cap.max_concurrency, 2) if cap.max_concurrency is not None else None})
 
 
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
-                 weight_bytes: int | None, kv_budget_bytes: int | None,
+                 weight_bytes: int | None, kv_budget_bytes: int | None, engine: EngineVersion | None,
                  model_dtype: str = "bfloat16") -> tuple[list[LayerPlan], Totals]:
     bs = flags.block_size or DEFAULT_BLOCK_SIZE
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     by_index = {la.index: la for la in arch.layers}
-    sized = [_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype, flags.tensor_parallel_size)
+    sized = [_with_state(_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype,
+                                      flags.tensor_parallel_size), by_index.get(lp.index), flags, model_dtype)
              for lp in layers]
     # Exact sum: compressed caches (DeepSeek-V4) have fractional bytes per token.
     exact = sum((Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
@@ -405,7 +431,12 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     bpt = math.ceil(exact)
     base = _bf16_total(arch, sized, flags.tensor_parallel_size)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
-    budget = _budget(flags, gpu, weight_bytes, kv_budget_bytes)
+    budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype)
+    cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
+                      gpu.compute_capability if gpu is not None else None)
+    if cap is not None:
+        sized, per_request = _state_request_bytes(sized, cap), cap.bytes_per_request
+    state_total = sum(lp.state_bytes for lp in sized if lp.state_bytes is not None)
     totals = Totals(
         bytes_per_token=bpt, bytes_per_token_exact=float(exact) if fractional else None,
         bytes_per_token_bf16=base,
@@ -414,5 +445,7 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
         quantized_layers=sum(1 for lp in sized if lp.quant_mode.is_quantized),
         max_model_len=mml, bytes_per_request=per_request, kv_budget_bytes=budget,
         tokens_capacity=math.floor(budget / exact) if budget is not None and exact else None,
-        max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None)
-    return sized, totals
+        max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None,
+        state_bytes_per_request=state_total or None, kv_budget_terms=terms,
+        kv_budget_error_bytes=ESTIMATE_ERROR_BYTES if terms else None)
+    return sized, _with_layout(totals, cap)

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.model.plan import LayerPlan, Plan
+from kvplan.model.plan import LayerPlan, Plan, Totals
 from kvplan.model.vocab import Severity
 
 _KIND_SHORT = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
@@ -60,6 +60,8 @@ def _bytes_cell(lp: LayerPlan) -> str:
     encoder token."""
     if lp.kv_shared_with is not None:
         return f"0 (L{lp.kv_shared_with}'s)"
+    if lp.state_bytes is not None:
+        return f"0 · state {lp.state_bytes:,}/req"
     if lp.cross_attention_bytes_per_token:
         return f"{lp.bytes_per_token:,} +{lp.cross_attention_bytes_per_token:,}/enc"
     if lp.bytes_per_token_exact is not None:
@@ -162,11 +164,46 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
              f"  ·  saving: {tot.saving_vs_bf16:.1%}  ·  KV layers {tot.kv_layers}, quantized {tot.quantized_layers}"]
     if tot.max_model_len:
         lines.append(f"one request at max-model-len {tot.max_model_len:,}: {_gib(tot.bytes_per_request)}")
-    if tot.kv_budget_bytes is not None:
+    if tot.state_bytes_per_request:
+        lines.append(f"state per request (one state per state layer, unpadded): {_gib(tot.state_bytes_per_request)}")
+    lines += layout_lines(tot)
+    if tot.kv_budget_terms and tot.kv_budget_bytes is not None:
+        parts = [f"{t.name} {_gib(t.bytes)}" if t.bytes >= 0 else f"− {t.name} {_gib(-t.bytes)}"
+                 for t in tot.kv_budget_terms]
+        err = f" (± {_gib(tot.kv_budget_error_bytes)})" if tot.kv_budget_error_bytes else ""
+        lines.append(f"KV budget from the GPU: {' '.join(parts)} = {_gib(tot.kv_budget_bytes)}{err}; pass "
+                     "--kv-budget-gib with vLLM's logged 'Available KV cache memory' for exact figures")
+    if tot.kv_budget_bytes is not None and tot.tokens_capacity is not None:
         lines.append(f"KV budget {_gib(tot.kv_budget_bytes)} → {tot.tokens_capacity:,} tokens, "
                      f"{tot.max_concurrency} concurrent requests at max-model-len")
+        if tot.kv_cache_layout is not None and tot.max_model_len and tot.max_concurrency is not None:
+            lines.append(f"vLLM will log: GPU KV cache size: {tot.tokens_capacity:,} tokens, Maximum concurrency "
+                         f"for {tot.max_model_len:,} tokens per request: {tot.max_concurrency:.2f}x")
     console.print(Panel("\n".join(lines), title="totals", title_align="left"))
     render_findings(plan.findings, console)
+
+
+def layout_lines(tot: Totals) -> list[str]:
+    """vLLM's KV cache layout in words: block size, page, groups, blocks per request and in the pool."""
+    lay = tot.kv_cache_layout
+    if lay is None:
+        return []
+    raised = " (raised so an attention page holds a state page)" if lay.state_page_size_bytes and any(
+        g.kind != "state" for g in lay.groups) else ""
+    out = [f"vLLM layout: block size {lay.block_size} tokens{raised}, page {lay.page_size_bytes:,} B"
+           + (f" (state page {lay.state_page_size_bytes:,} B padded)" if lay.state_page_size_bytes
+              and lay.state_page_size_bytes != lay.page_size_bytes else "")
+           + f", {lay.bytes_per_block:,} B per block"]
+    kinds: dict[tuple[str, int], list[int]] = {}
+    for g in lay.groups:
+        kinds.setdefault((g.kind, g.block_size), []).append(g.blocks_per_request)
+    parts = [f"{len(v)} {k} group{'s' if len(v) > 1 else ''} × {v[0]} block{'s' if v[0] != 1 else ''}"
+             + (f" of {b} tokens" if b != lay.block_size and k != "state" else "")
+             for (k, b), v in kinds.items()]
+    mode = f"; state cache mode {lay.mamba_cache_mode}" if lay.mamba_cache_mode else ""
+    out.append(f"KV cache groups: {', '.join(parts)} = {lay.blocks_per_request} blocks per request{mode}"
+               + (f"; {lay.num_blocks:,} blocks in the pool" if lay.num_blocks is not None else ""))
+    return out
 
 
 def render_findings(findings, console: Console) -> None:

@@ -199,10 +199,27 @@ def mml_exceeds(ctx: RuleContext) -> Iterator[Emit]:
          why="vLLM checks at startup that one max-length request fits and refuses to start otherwise "
              "('... is larger than the maximum number of tokens that can be stored in KV cache').",
          fix="Lower --max-model-len, quantize the KV cache, raise --gpu-memory-utilization or add GPUs (TP).",
-         references=("vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory",))
+         references=("vllm/v1/core/kv_cache_planning.py::_check_enough_kv_cache_memory",
+                     "vllm/v1/core/kv_cache_planning.py::_estimate_max_model_len_from_groups"))
 def too_small(ctx: RuleContext) -> Iterator[Emit]:
     t = ctx.totals
     if t is None or t.kv_budget_bytes is None or t.bytes_per_request is None:
+        return
+    lay = t.kv_cache_layout
+    if t.kv_budget_bytes <= 0:
+        yield Emit("No available memory for the cache blocks (_check_enough_kv_cache_memory): the weights and "
+                   "vLLM's profiling take all of --gpu-memory-utilization. vLLM refuses to start.")
+        return
+    if lay is not None:
+        # vLLM 0.33 plans against the pool minus the null block, needs whole blocks per group.
+        available = t.kv_budget_bytes - lay.bytes_per_block
+        if t.bytes_per_request > available:
+            est = (f" Based on the available memory, the estimated maximum model length is "
+                   f"{t.max_model_len_fits}." if t.max_model_len_fits else "")
+            yield Emit(f"To serve at least one request with the model's max seq len ({t.max_model_len}), "
+                       f"{t.bytes_per_request / 2**30:.2f} GiB KV cache is needed, which is larger than the "
+                       f"available KV cache memory ({max(available, 0) / 2**30:.2f} GiB).{est} vLLM refuses to "
+                       "start.")
         return
     if t.bytes_per_request > t.kv_budget_bytes:
         yield Emit(f"one request at --max-model-len {t.max_model_len} needs {t.bytes_per_request / 2**30:.2f} GiB "

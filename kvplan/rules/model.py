@@ -37,7 +37,13 @@ def state_layers(ctx: RuleContext) -> Iterator[Emit]:
     if layers:
         sd = ctx.arch.mamba_ssm_cache_dtype
         kinds = "/".join(sorted({la.kind for la in ctx.arch.layers if la.index in layers}))
-        yield Emit(f"{len(layers)} {kinds} layer(s) hold a fixed-size state{f' ({sd})' if sd else ''}, "
+        sized = {(lp.state_bytes, tuple(lp.state_dtypes or ())) for lp in ctx.layers if lp.state_bytes is not None}
+        if len(sized) == 1:
+            size, dts = next(iter(sized))
+            what = f" of {size:,} B per request each ({' + '.join(dts)})"
+        else:
+            what = f" ({sd})" if sd else ""
+        yield Emit(f"{len(layers)} {kinds} layer(s) hold a fixed-size state{what}, "
                    "untouched by --kv-cache-dtype.", layers)
 
 

@@ -31,7 +31,7 @@ def test_plan_json_validates_against_published_schema() -> None:
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, schema_dict("plan"))
-    assert doc["schema_version"] == "1.3" and doc["engine"] == {"name": "vllm", "version": "0.33.0"}
+    assert doc["schema_version"] == "1.4" and doc["engine"] == {"name": "vllm", "version": "0.33.0"}
     assert [layer["kv_cache_dtype"] for layer in doc["layers"][:2]] == ["auto", "fp8"]
 
 

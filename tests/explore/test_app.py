@@ -85,8 +85,8 @@ def test_explore_gpt_oss_session_skip_sliding_then_int8_per_token_head(tmp_path:
         assert layers[1][3:7] == ["int8_per_token_head", "int8", "dynamic", "1,088"]
         text = screen(app)
         assert "KV B/token 37,632 +13,056 (+53.1%)" in text
-        assert "tokens that fit 1,141,307 −606,319 (−34.7%)" in text
-        assert "concurrency @ 131,072 22.41 −2.66 (−10.6%)" in text
+        assert "tokens that fit 2,918,417 −367,830 (−11.2%)" in text
+        assert "concurrency @ 131,072 22.27 −2.80 (−11.2%)" in text
         assert "vs start: kv-cache-dtype fp8 → int8_per_token_head; skip [-] → [sliding_window]" in text
         assert "findings: 0 errors, 0 warnings," in text  # KV401 is gone with per-token-head scales
         assert [r[1] for r in rows(app, "findings")] == [f.code for f in findings_sorted(session.plan.findings)]

@@ -111,8 +111,8 @@ def test_totals_show_change_against_the_start() -> None:
     s.set_kv_cache_dtype("int8_per_token_head")
     bpt, fit, conc, saving = s.totals()
     assert (bpt.start, bpt.now, bpt.delta) == (24576, 37632, "+13,056 (+53.1%)")
-    assert fit.text == "1,141,307" and fit.delta.startswith("−606,319")
-    assert conc.label == "concurrency @ 131,072" and conc.text == "22.41" and conc.delta == "−2.66 (−10.6%)"
+    assert fit.text == "2,918,417" and fit.delta.startswith("−367,830")  # vLLM's int(concurrency x 131072)
+    assert conc.label == "concurrency @ 131,072" and conc.text == "22.27" and conc.delta == "−2.80 (−11.2%)"
     assert saving.text == "23.4%" and saving.delta == "was 50.0%"
     s.reset()
     assert all(t.delta == "" for t in s.totals()) and s.changes() == []

@@ -102,7 +102,12 @@ def assert_sound(plan: Plan) -> None:
     assert t.kv_layers == sum(1 for lp in plan.layers if lp.bytes_per_token > 0)
     assert t.bytes_per_token_bf16 >= 0
     if t.bytes_per_request is not None:
-        assert t.bytes_per_request == sum(lp.max_bytes_per_request or 0 for lp in plan.layers) >= 0
+        layers_sum = sum(lp.max_bytes_per_request or 0 for lp in plan.layers)
+        if t.kv_cache_layout is None:
+            assert t.bytes_per_request == layers_sum >= 0
+        else:  # vLLM's whole blocks of every group: padding layers and pages only add
+            lay = t.kv_cache_layout
+            assert t.bytes_per_request == lay.bytes_per_block * lay.blocks_per_request >= layers_sum >= 0
     assert t.tokens_capacity is None or t.tokens_capacity >= 0
 
 

@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""Capacity oracle: vLLM 0.33's own KV cache layout and capacity for a model, flags and KV memory.
+
+Run by hand with an interpreter that has vLLM 0.33.0 installed (CPU is enough; never in CI):
+
+    VLLM_TARGET_DEVICE=cpu <venv>/bin/python scripts/oracle/capacity_oracle.py \
+        --cases tests/data/vllm_oracle_capacity/cases.json [--only NAME ...] [--force]
+
+For every case (a config.json, serving flags and an available KV memory in bytes) it runs vLLM's code:
+  * `EngineArgs(...).create_engine_config()` (the model's config hooks: Mamba cache mode from prefix
+    caching, the SSM state dtype of Nemotron-H / Qwen3.5),
+  * `initialize_model` on the meta device (the real model class builds every attention and state layer),
+    with the machinery of scripts/oracle/arch_oracle.py (its patches, imported from it),
+  * `Platform.update_block_size_for_backend` as a CUDA GPU runs it: the attention backend is vLLM's
+    FlashAttention backend class (TRITON_MLA for MLA models; no kernel runs), so the default block size
+    and the hybrid alignment ("Setting attention block size to N tokens", state pages padded) are the
+    ones a CUDA launch gets; the CPU platform's own block-size choice is undone first,
+  * every layer's `get_kv_cache_spec`, then vLLM's `resolve_kv_cache_layout`, `get_global_kv_cache_groups`,
+    `get_kv_cache_configs` for the given memory and `get_kv_cache_capacity`: the KV cache groups, the block
+    size and page of each, the blocks one request at max_model_len holds per group, the pool's blocks, and
+    the "GPU KV cache size" / "Maximum concurrency" figures vLLM logs, or the error text when one request
+    does not fit.
+
+What is patched beyond arch_oracle.py's patches (no vLLM function body is changed):
+  1. `Platform._find_non_ssm_backends` answers the CUDA backend class named above instead of the CPU one
+     (which backend's kernel block sizes the alignment reads).
+  2. The CPU platform's block size (its backends' kernel block) is reset to vLLM's default (16) before the
+     CUDA alignment runs, and the Mamba block size with it (MambaModelConfig: block_size in align mode,
+     max_model_len otherwise), as `create_engine_config` leaves them on a GPU.
+  4. Attention layers answer their KV cache spec with the CUDA backend class named above instead of the CPU
+     one they were built with: a sliding-window layer picks its block size from its backend's kernel block
+     sizes (the CPU backend's would make it 32 where FlashAttention's make it 16).
+  5. A case with `"gdn_prefill": "flashinfer"` resolves the gated-delta-net prefill kernel to FlashInfer's,
+     what vLLM's `_resolve_gdn_prefill_backend` answers on a Hopper GPU (SM90) and on Blackwell with
+     head_k_dim 128 and a CUDA 13 runtime: the GDN layers then export prefill checkpoints (one more state
+     block per request in align mode, Mamba blocks aligned to 64 tokens). A kernel choice; no kernel runs.
+  3. The CPU platform's `check_and_update_config` resets --mamba-ssm-cache-dtype to float32 for its
+     accelerated GDN kernels on CPUs with AVX-512 BF16 (a CPU kernel choice): the run keeps the value the
+     flags and the model's config hooks gave, as on a GPU.
+
+Answers go to <cases dir>/answers/<name>.json with the sha256 of the config they answer;
+tests/planner/test_vllm_capacity_parity.py compares kvplan with them.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_BLOCK_SIZE = 16  # vllm CacheConfig.DEFAULT_BLOCK_SIZE
+
+
+def _keep_ssm_dtype() -> None:
+    """Patch 3: the CPU platform's SSM-dtype reset is undone."""
+    from vllm.platforms import current_platform
+
+    orig = type(current_platform).check_and_update_config
+
+    def check_and_update_config(cls, vllm_config):
+        keep = vllm_config.cache_config.mamba_ssm_cache_dtype
+        orig(vllm_config)
+        vllm_config.cache_config.mamba_ssm_cache_dtype = keep
+
+    type(current_platform).check_and_update_config = classmethod(check_and_update_config)
+
+
+@contextlib.contextmanager
+def _gdn_prefill(case: dict):
+    """Patch 5."""
+    if case.get("gdn_prefill") != "flashinfer":
+        yield
+        return
+    from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as q
+
+    saved = q._resolve_gdn_prefill_backend
+    q._resolve_gdn_prefill_backend = lambda vllm_config: ("auto", "flashinfer")
+    try:
+        yield
+    finally:
+        q._resolve_gdn_prefill_backend = saved
+
+
+def _arch_oracle():
+    spec = importlib.util.spec_from_file_location("kvplan_arch_oracle", HERE / "arch_oracle.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _cuda_backend(use_mla: bool):
+    if use_mla:
+        from vllm.v1.attention.backends.mla.triton_mla import TritonMLABackend
+        return TritonMLABackend
+    from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+    return FlashAttentionBackend
+
+
+def _align_as_on_cuda(vc) -> None:
+    """Patches 1-2, then vLLM's own Platform.update_block_size_for_backend."""
+    from vllm.config import set_current_vllm_config
+    from vllm.platforms.interface import Platform
+
+    backend = _cuda_backend(vc.model_config.use_mla)
+    cc = vc.cache_config
+    if not cc.user_specified_block_size:
+        cc.block_size = DEFAULT_BLOCK_SIZE
+    if cc.mamba_cache_mode == "align":
+        cc.mamba_block_size = cc.block_size
+    elif vc.model_config.is_hybrid or cc.mamba_block_size is not None:
+        cc.mamba_block_size = vc.model_config.max_model_len
+    saved = Platform.__dict__["_find_non_ssm_backends"]
+    Platform._find_non_ssm_backends = classmethod(lambda cls, vllm_config: [backend])
+    try:
+        with set_current_vllm_config(vc):
+            Platform.update_block_size_for_backend.__func__(Platform, vc)
+    finally:
+        Platform._find_non_ssm_backends = saved
+
+
+def _index(name: str) -> int | None:
+    from vllm.model_executor.models.utils import extract_layer_index
+    try:
+        return extract_layer_index(name)
+    except Exception:
+        return None
+
+
+def _group_record(group, vc) -> dict:
+    from vllm.utils.math_utils import cdiv
+    from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
+
+    spec = group.kv_cache_spec
+    one = next(iter(spec.kv_cache_specs.values())) if isinstance(spec, UniformTypeKVCacheSpecs) else spec
+    return {"spec": type(one).__name__, "layers": sorted(i for i in map(_index, group.layer_names) if i is not None),
+            "layer_names": list(group.layer_names), "block_size": one.block_size,
+            "page_size_bytes": one.page_size_bytes,
+            "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes)}
+
+
+def _capacity(vc, specs: dict, available: int) -> dict:
+    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity
+    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+
+    register_all_kvcache_specs(vc)
+    backend = _cuda_backend(vc.model_config.use_mla)
+    layout = resolve_kv_cache_layout(vc, [[x.name for x in get_supported_kv_cache_layouts([backend])]],
+                                     list(specs.values()))
+    groups = get_global_kv_cache_groups(vc, [specs])
+    out: dict = {"kv_cache_layout": layout.name, "groups": [_group_record(g, vc) for g in groups],
+                 "num_blocks": None, "gpu_kv_cache_tokens": None, "max_concurrency": None, "startup_error": None}
+    try:
+        configs = get_kv_cache_configs(vc, [specs], [available], groups)
+    except ValueError as e:
+        out["startup_error"] = str(e).splitlines()[0]
+        return out
+    tokens, conc = get_kv_cache_capacity(vc, configs[0])
+    out.update({"num_blocks": configs[0].num_blocks, "gpu_kv_cache_tokens": tokens, "max_concurrency": conc})
+    return out
+
+
+def run_case(ao, case: dict, base: Path) -> dict:
+    import torch
+    import vllm
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed.parallel_state import (
+        destroy_model_parallel,
+        ensure_model_parallel_initialized,
+        init_distributed_environment,
+    )
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    cfg_path = (base / case["config"]).resolve()
+    cfg = json.loads(cfg_path.read_text())
+    res: dict = {"kind": "kvplan.vllm_capacity_answer", "vllm_version": vllm.__version__, "case": case["name"],
+                 "config": case["config"], "config_sha256": hashlib.sha256(cfg_path.read_bytes()).hexdigest(),
+                 "flags": case["flags"], "available_bytes": case["available_bytes"], "engine": None,
+                 "answer": None, "error": None}
+    ao._register_unknown_model_type(cfg)
+    tmp = tempfile.mkdtemp(prefix="kvplan-capacity-")
+    stage = "create_engine_config"
+    try:
+        shutil.copy(cfg_path, Path(tmp) / "config.json")
+        f = case["flags"]
+        ea = EngineArgs(model=tmp, skip_tokenizer_init=True, trust_remote_code=True, enforce_eager=True,
+                        load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
+                        dtype=f.get("dtype", "auto"), max_model_len=f["max_model_len"],
+                        enable_prefix_caching=f.get("enable_prefix_caching"),
+                        max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
+                        kv_cache_dtype_skip_layers=list(f.get("kv_cache_dtype_skip_layers", [])),
+                        **({"mamba_ssm_cache_dtype": f["mamba_ssm_cache_dtype"]}
+                           if "mamba_ssm_cache_dtype" in f else {}))
+        vc = ea.create_engine_config()
+        stage = "build_model"
+        with set_current_vllm_config(vc):
+            if not ao._DIST_READY:
+                init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                             distributed_init_method=f"tcp://127.0.0.1:{ao._free_port()}")
+                ao._DIST_READY = True
+            destroy_model_parallel()
+            ensure_model_parallel_initialized(1, 1)
+        mc = vc.model_config
+        gdn = _gdn_prefill(case)
+        gdn.__enter__()
+        with set_default_torch_dtype(mc.dtype), torch.device("meta"):
+            model = initialize_model(vllm_config=vc)
+        stage = "align_block_size"
+        _align_as_on_cuda(vc)
+        stage = "specs"
+        specs = {}
+        with set_current_vllm_config(vc):
+            for name, layer in vc.compilation_config.static_forward_context.items():
+                if not hasattr(layer, "get_kv_cache_spec"):
+                    continue
+                if getattr(layer, "kv_sharing_target_layer_name", None):
+                    continue
+                backend = getattr(layer, "attn_backend", None)
+                if backend is not None and not backend.is_ssm():  # patch 4
+                    layer.attn_backend = _cuda_backend(backend.is_mla())
+                spec = layer.get_kv_cache_spec(vc)
+                if spec is not None:
+                    specs[name] = spec
+            stage = "capacity"
+            res["answer"] = _capacity(vc, specs, case["available_bytes"])
+        gdn.__exit__(None, None, None)
+        cc = vc.cache_config
+        res["engine"] = {"architecture": mc.architecture, "model_dtype": ao._dtype_name(mc.dtype),
+                         "max_model_len": mc.max_model_len, "block_size": cc.block_size,
+                         "mamba_cache_mode": cc.mamba_cache_mode, "mamba_block_size": cc.mamba_block_size,
+                         "mamba_page_size_padded": cc.mamba_page_size_padded,
+                         "mamba_ssm_cache_dtype": cc.mamba_ssm_cache_dtype,
+                         "enable_prefix_caching": cc.enable_prefix_caching}
+        del model
+    except Exception as e:
+        res["error"] = {"stage": stage, "type": type(e).__name__,
+                        "message": str(e).replace(tmp, "<model dir>").splitlines()[0][:400] if str(e) else "",
+                        "traceback_tail": [ln.strip()[:300] for ln in traceback.format_exc().splitlines()[-4:]]}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", required=True, type=Path)
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--force", action="store_true", help="rerun cases that have an answer")
+    args = ap.parse_args(argv)
+    base = args.cases.parent
+    cases = json.loads(args.cases.read_text())["cases"]
+    out_dir = base / "answers"
+    out_dir.mkdir(exist_ok=True)
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr  # vLLM logs to stdout
+    ao = _arch_oracle()
+    ao._install_patches()
+    _keep_ssm_dtype()
+    for case in cases:
+        if args.only and case["name"] not in args.only:
+            continue
+        out = out_dir / f"{case['name']}.json"
+        digest = hashlib.sha256((base / case["config"]).resolve().read_bytes()).hexdigest()
+        with contextlib.suppress(Exception):
+            if out.exists() and not args.force and json.loads(out.read_text())["config_sha256"] == digest:
+                continue
+        t0 = time.time()
+        res = run_case(ao, case, base)
+        out.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+        err = res["error"]
+        print(f"{case['name']}: {'ok' if err is None else err['type'] + ': ' + err['message'][:150]}"
+              f" ({time.time() - t0:.1f}s)", file=real_stdout, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Capacity as vLLM computes and logs it at startup: block size, KV cache groups, tokens and concurrency.
+
+tests/data/capacity/startup_logs.json holds public vLLM startup logs (URL, model, flags, the logged KV memory
+and the "GPU KV cache size" / "Maximum concurrency" lines). The logged memory is rounded to 0.01 GiB, so a
+log is reproduced when some budget that rounds to it gives vLLM's exact figures.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import kvplan.api
+from kvplan.model.plan import Plan
+from tests.conftest import ROOT
+
+CAPACITY = ROOT / "tests" / "data" / "capacity"
+LOGS = json.loads((CAPACITY / "startup_logs.json").read_text())["logs"]
+QWEN36_35B = CAPACITY / "Qwen3.6-35B-A3B"
+QWEN35_27B = ROOT / "tests" / "data" / "corpus" / "Qwen3.5-27B"
+GIB = 2**30
+
+
+def _plan(path, flags: list[str], budget: int | None = None, engine: str | None = None) -> Plan:
+    return kvplan.api.compile(path, flags, kv_budget_bytes=budget, engine=engine)
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[x["url"].rsplit("/", 1)[-1] for x in LOGS])
+def test_startup_log_is_reproduced(log: dict) -> None:
+    cfg = (CAPACITY / log["config"]).resolve()
+    engine = log.get("engine")
+    layout = _plan(cfg, log["flags"], budget=GIB, engine=engine).totals.kv_cache_layout
+    assert layout is not None
+    if log["available_kv_gib"] is None:  # memory not in the log: any pool size
+        lo, hi = layout.bytes_per_block, 20_000 * layout.bytes_per_block
+    else:
+        lo = math.ceil((log["available_kv_gib"] - 0.005) * GIB)
+        hi = math.floor((log["available_kv_gib"] + 0.005) * GIB)
+    hits = []
+    for n in range(lo // layout.bytes_per_block, hi // layout.bytes_per_block + 1):
+        budget = max(n * layout.bytes_per_block, lo)
+        conc = n / layout.blocks_per_request
+        if f"{conc:.2f}" != f"{log['max_concurrency']:.2f}":
+            continue
+        t = _plan(cfg, log["flags"], budget=budget, engine=engine).totals
+        if t.tokens_capacity == log["gpu_kv_cache_tokens"] and f"{t.max_concurrency:.2f}" == \
+                f"{log['max_concurrency']:.2f}":
+            hits.append(n)
+    assert hits, f"no budget rounding to {log['available_kv_gib']} GiB gives vLLM's logged figures"
+
+
+def test_hybrid_block_size_is_raised_to_hold_the_state_page() -> None:
+    """vLLM logs "Setting attention block size to 2096 tokens" for Qwen3.6-35B-A3B with an fp8 KV cache and
+    1568 for Qwen3.6-27B at TP 2 (issue 44)."""
+    t = _plan(QWEN36_35B, ["--kv-cache-dtype", "fp8", "--max-model-len", "131072"]).totals
+    assert t.kv_cache_layout is not None and t.kv_cache_layout.block_size == 2096
+    assert t.kv_cache_layout.page_size_bytes == 2096 * 1024
+    assert t.kv_cache_layout.state_page_size_bytes == 3 * 8192 * 2 + 32 * 128 * 128 * 4
+    t = _plan(QWEN35_27B, ["--kv-cache-dtype", "fp8_e5m2", "-tp", "2", "--max-model-len", "131072"]).totals
+    assert t.kv_cache_layout is not None and t.kv_cache_layout.block_size == 1568
+
+
+def test_hybrid_groups_and_blocks_per_request() -> None:
+    """10 full-attention and 30 gated-delta-net layers: 4 groups of 10; a request at 131072 holds
+    cdiv(131072, 2096) attention blocks and, with prefix caching (align mode), 2 blocks per state group."""
+    lay = _plan(QWEN36_35B, ["--kv-cache-dtype", "fp8", "--max-model-len", "131072"],
+                budget=6 * GIB).totals.kv_cache_layout
+    assert lay is not None
+    assert [(g.kind, len(g.layers), g.blocks_per_request) for g in lay.groups] == \
+        [("full_attention", 10, 63), ("state", 10, 2), ("state", 10, 2), ("state", 10, 2)]
+    assert lay.groups[1].layers == list(range(0, 40, 4))  # bucket layers i, i + n, ... (vLLM's layers[i::n])
+    assert lay.bytes_per_block == 10 * 2096 * 1024 and lay.blocks_per_request == 69
+    assert lay.mamba_cache_mode == "align" and lay.num_blocks == 6 * GIB // lay.bytes_per_block
+
+
+def test_prefix_caching_and_speculative_tokens_change_state_blocks() -> None:
+    base = ["--kv-cache-dtype", "fp8", "--max-model-len", "131072"]
+    off = _plan(QWEN36_35B, [*base, "--no-enable-prefix-caching"]).totals.kv_cache_layout
+    assert off is not None and off.mamba_cache_mode == "none"
+    assert [g.blocks_per_request for g in off.groups if g.kind == "state"] == [1, 1, 1]
+    mtp = _plan(QWEN36_35B, [*base, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}'])
+    lay = mtp.totals.kv_cache_layout
+    assert lay is not None
+    assert [g.blocks_per_request for g in lay.groups if g.kind == "state"] == [4, 4, 4]
+    # the MTP draft layer's own attention cache joins the full-attention layers: groups of 11, the 30 state
+    # layers split into cdiv(30, 11) = 3 groups of 10 (one padding layer each)
+    assert [len(g.layers) for g in lay.groups] == [11, 10, 10, 10] and 40 in lay.groups[0].layers
+    # conv states keep the draft tokens' columns: a larger state page, so a larger block
+    assert lay.block_size == (5 * 8192 * 2 + 32 * 128 * 128 * 4) // 1024 == 2128
+    assert mtp.layers[0].state_shapes == [[5, 8192], [32, 128, 128]]
+
+
+def test_state_layers_count_in_the_totals() -> None:
+    p = _plan(QWEN36_35B, ["--kv-cache-dtype", "fp8", "--max-model-len", "131072"], budget=6 * GIB)
+    states = [lp for lp in p.layers if lp.kind == "linear_attention"]
+    assert len(states) == 30 and all(lp.state_bytes == 2_146_304 for lp in states)
+    assert p.totals.state_bytes_per_request == 30 * 2_146_304
+    lay = p.totals.kv_cache_layout
+    assert lay is not None
+    assert p.totals.bytes_per_request == lay.bytes_per_block * lay.blocks_per_request
+    assert p.totals.max_concurrency == round(lay.num_blocks / 69, 2)
+    assert p.totals.tokens_capacity == int(lay.num_blocks / 69 * 131072)
+
+
+def test_dense_model_is_one_group() -> None:
+    """All layers full attention with one spec: one group, pages summed; the logged size is
+    int(num_blocks / cdiv(L, 16) x L)."""
+    p = _plan(ROOT / "tests" / "data" / "corpus" / "Qwen3-8B", ["--max-model-len", "32768"], budget=20 * GIB)
+    lay = p.totals.kv_cache_layout
+    assert lay is not None and len(lay.groups) == 1 and lay.block_size == 16
+    assert lay.bytes_per_block == 16 * p.totals.bytes_per_token
+    n = 20 * GIB // lay.bytes_per_block
+    assert lay.num_blocks == n and p.totals.tokens_capacity == int(n / 2048 * 32768)
+
+
+def test_sliding_and_full_layers_are_grouped_by_window() -> None:
+    """Gemma 3 4B (34 layers, 5 sliding : 1 full, so 5 full and 29 sliding): equal pages, groups of 5 (one full
+    group, cdiv(29, 5) = 6 sliding groups); the sliding groups hold their window + one prefill chunk, + 1 block."""
+    p = _plan(ROOT / "tests" / "data" / "corpus" / "gemma-3-4b-it", ["--max-model-len", "32768"])
+    lay = p.totals.kv_cache_layout
+    assert lay is not None
+    kinds = [g.kind for g in lay.groups]
+    assert kinds.count("full_attention") == 1 and kinds.count("sliding_attention") == 6
+    assert lay.bytes_per_block == 5 * lay.page_size_bytes
+    sw = next(lp for lp in p.layers if lp.kind == "sliding_attention").sliding_window
+    assert sw is not None
+    want = math.ceil(min(sw - 1 + 8192, 32768) / 16) + 1
+    assert {g.blocks_per_request for g in lay.groups if g.kind == "sliding_attention"} == {want}
+
+
+def test_too_small_budget_reads_like_vllms_startup_error() -> None:
+    p = _plan(QWEN36_35B, ["--kv-cache-dtype", "fp8", "--max-model-len", "131072"], budget=int(1.2 * GIB))
+    lay = p.totals.kv_cache_layout
+    assert lay is not None
+    fs = [f for f in p.findings if f.code == "KV502"]
+    assert len(fs) == 1
+    # (blocks after the null block - 6 state blocks) x 2096 tokens
+    want = (int(1.2 * GIB) // lay.bytes_per_block - 1 - 6) * 2096
+    assert p.totals.max_model_len_fits == want
+    assert fs[0].message.startswith("To serve at least one request with the model's max seq len (131072)")
+    assert f"the estimated maximum model length is {want}." in fs[0].message
+    ok = _plan(QWEN36_35B, ["--kv-cache-dtype", "fp8", "--max-model-len", "131072"], budget=2 * GIB)
+    assert not [f for f in ok.findings if f.code == "KV502"] and ok.totals.max_model_len_fits is None
