@@ -30,11 +30,11 @@ __all__ = [
     "tables_exact",
 ]
 
-MODELLED_VLLM_VERSIONS = ">=0.18,<0.34"
+MODELLED_VLLM_VERSIONS = ">=0.18,<0.35"
 """vLLM releases kvplan plans for: from 0.18 (the `--calculate-kv-scales` deprecation, one release
 before skip layers) to 0.33.x (the release the reference was read from)."""
 
-_FIRST_MINOR, _LAST_MINOR = 18, 33
+_FIRST_MINOR, _LAST_MINOR = 18, 34
 
 SUPPORTED_ENGINES: tuple[str, ...] = tuple(f"vllm==0.{m}.0" for m in range(_LAST_MINOR, _FIRST_MINOR - 1, -1))
 """`--engine` values for every modelled minor release, newest (the default) first. Patch

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -77,12 +78,17 @@ def layer_runs(layers: list[dict]) -> list[list]:
     return runs
 
 
+def scrub(text: str) -> str:
+    """No machine-specific temporary paths in checked-in answers."""
+    return re.sub(r"/tmp/[\w.-]*oracle-\w+", "<model dir>", text)
+
+
 def compact(res: dict) -> dict:
     err = res.get("error")
     out: dict = {"mode": res.get("mode"),
                  "model_dtype": (res.get("engine") or {}).get("model_dtype"),
                  "error": None if not err else {"stage": err["stage"], "type": err["type"],
-                                                "message": " ".join(str(err["message"]).split())[:300]},
+                                                "message": scrub(" ".join(str(err["message"]).split()))[:300]},
                  "layers": layer_runs(res.get("layers") or [])}
     return out
 
@@ -98,7 +104,7 @@ def run_forked(oracle, cfg_path: Path, flags: list[str]) -> dict:
         os.dup2(devnull, 2)
         try:
             rc = oracle.main(["--config", str(cfg_path), *flags, "--out", out])
-        except BaseException:  # noqa: BLE001 - the parent reads the (missing) answer
+        except BaseException:
             rc = 4
         os._exit(rc)
     os.waitpid(pid, 0)
@@ -120,12 +126,11 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(args.oracle_dir))
+    import vllm
+    import vllm.config
+    import vllm.engine.arg_utils
+    import vllm.model_executor.model_loader.utils
     import vllm_oracle  # the patched single-case oracle of --oracle-dir
-
-    import vllm  # noqa: F401 - imported once, before the children fork
-    import vllm.config  # noqa: F401
-    import vllm.engine.arg_utils  # noqa: F401
-    import vllm.model_executor.model_loader.utils  # noqa: F401
 
     args.out.mkdir(parents=True, exist_ok=True)
     models = sorted(p.name for p in args.corpus.iterdir() if (p / "config.json").is_file())

@@ -5,7 +5,7 @@
 #
 # Needs the 0.33 oracle interpreter of setup_venv.sh ($ORACLE_VENV, default /tmp/vllm-oracle-venv): the
 # release's wheel goes, without its dependencies, into $ORACLE_WORK/vllm-<version> (pip --target, ~1 GB,
-# the venv itself is not changed) and is imported in front of the venv's vLLM; releases before 0.25 also
+# the venv itself is not changed) and is imported in front of the venv's vLLM; older releases (0.18, 0.22) also
 # import gguf at module level, installed next to it. The single-case oracle (vllm_oracle.py) is copied to
 # $ORACLE_WORK/oracle-<version> and that release's harness patch (releases/README.md) applied there.
 # Answers go to tests/data/vllm_oracle_releases/<version>/ (tests/planner/test_vllm_parity.py reads them).
