@@ -415,6 +415,7 @@ RELEASE_DATES: Mapping[str, str] = MappingProxyType({
 downstream bump PRs; approximate where marked). Rule: a PR is in the first release whose date is
 at least ~one week after the merge (vLLM cuts release branches a few days before tagging)."""
 
+_V034 = "https://github.com/vllm-project/vllm/releases/tag/v0.34.0"
 _034 = "Read in the vllm==0.33.0 and vllm==0.34.0 wheels (a change between the two releases): "
 _MAP = ("Mapped from the merge date with RELEASE_DATES (first release tagged >= ~1 week after the "
         "merge); ")
@@ -486,7 +487,7 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "assumed cut before the merge -> assumed first in 0.22.0."),
     # ------------------------------------------------------------------ 0.33 -> 0.34 (read in both wheels)
     EngineFeature(
-        name="default_block_size_64", kind="feature", versions=">=0.34",
+        name="default_block_size_64", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="KV cache block size default 64 tokens (16 before): phase 1 of "
                 "update_block_size_for_backend keeps it where every backend accepts it, else the "
                 "backend's preferred size (FlashInfer-MLA 64, CUTLASS-MLA 128, CPU-MLA 16).",
@@ -494,13 +495,13 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "vllm/platforms/interface.py::Platform._preferred_block_size_for_backends; "
                "vllm/v1/attention/backend.py::AttentionBackend.get_preferred_block_size."),
     EngineFeature(
-        name="rocm_attn_prefers_block_16", kind="feature", versions=">=0.34",
+        name="rocm_attn_prefers_block_16", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="ROCM_ATTN keeps 16-token blocks (its native C++ paged-attention kernel) when the "
                 "block size is not given, although the default became 64.",
         source=_034 + "vllm/v1/attention/backends/rocm_attn.py::RocmAttentionBackend."
                "get_preferred_block_size (new in 0.34)."),
     EngineFeature(
-        name="extensible_kv_cache", kind="feature", versions=">=0.34",
+        name="extensible_kv_cache", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="--enable-extensible-kv-cache (default on CUDA and ROCm unless --kv-cache-memory-bytes "
                 "is set): the KV cache is sized from memory measured after CUDA graph capture, and "
                 "--gpu-memory-utilization defaults to None, resolved to 1.0 with it and 0.92 without.",
@@ -508,32 +509,32 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "CacheConfig.enable_extensible_kv_cache; "
                "vllm/config/vllm.py::VllmConfig._resolve_extensible_kv_cache."),
     EngineFeature(
-        name="fa_sm90_d512_quantized_block_64", kind="feature", versions=">=0.34",
+        name="fa_sm90_d512_quantized_block_64", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="FLASH_ATTN on SM90 at head size 512 with a quantized KV cache (the FA4 fp8-dequant "
                 "path) needs a block size divisible by 64 ('SM90 d512 FP8 KV requires a block size "
                 "divisible by 64') and no block sparsity.",
         source=_034 + "vllm/v1/attention/backends/flash_attn.py::FlashAttentionBackend."
                "supports_combination."),
     EngineFeature(
-        name="quantization_fp_quant", kind="removed_feature", versions="<0.34",
+        name="quantization_fp_quant", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
         summary="--quantization fp_quant (removed in 0.34: not a choice any more, vLLM exits with "
                 "'invalid choice'); 0.34 adds lut_b_moe, mxfp4_hadamard32 and w4afp8.",
         source=_034 + "vllm/model_executor/layers/quantization/__init__.py::QuantizationMethods."),
     EngineFeature(
-        name="mistral_large4_fp8_ds_mla", kind="feature", versions=">=0.34",
+        name="mistral_large4_fp8_ds_mla", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="Mistral Large 4: --kv-cache-dtype auto with the checkpoint's fp8_kv_cache becomes "
                 "fp8_ds_mla (fp8 on ROCm); an explicit bfloat16 becomes auto.",
         source=_034 + "vllm/model_executor/models/config.py::MistralLarge4ForCausalLM."
                "verify_and_update_config (architecture new in 0.34)."),
     EngineFeature(
-        name="minimax_m3_nvfp4_heads_per_rank", kind="feature", versions=">=0.34",
+        name="minimax_m3_nvfp4_heads_per_rank", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="MiniMax-M3 with an NVFP4 KV cache needs exactly 16 query heads per KV head on each "
                 "tensor-parallel rank ('MiniMax-M3 does not support an NVFP4 KV cache with "
                 "tensor_parallel_size=N yet').",
         source=_034 + "vllm/model_executor/models/config.py::MiniMaxM3SparseConfig."
                "verify_and_update_config."),
     EngineFeature(
-        name="glm5_draft_forced_auto", kind="removed_feature", versions="<0.34",
+        name="glm5_draft_forced_auto", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
         summary="GLM-5 (GlmMoeDsaForCausalLM) forced a separate (non-MTP) draft model's KV cache to "
                 "'auto' when the target defaulted to fp8_e4m3 on SM100; 0.34 drops this (the draft "
                 "inherits the target's dtype). Glm5Next keeps it (except mtp and dspark drafts).",
