@@ -28,6 +28,7 @@ type, first line) and the layers as runs of equal consecutive records
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -126,11 +127,11 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(args.oracle_dir))
+    # The patched oracle first: its release patch may set up the platform before vLLM resolves it.
+    oracle = importlib.import_module("vllm_oracle")
+    for mod in ("vllm.config", "vllm.engine.arg_utils", "vllm.model_executor.model_loader.utils"):
+        importlib.import_module(mod)  # imported once, before the children fork
     import vllm
-    import vllm.config
-    import vllm.engine.arg_utils
-    import vllm.model_executor.model_loader.utils
-    import vllm_oracle  # the patched single-case oracle of --oracle-dir
 
     args.out.mkdir(parents=True, exist_ok=True)
     models = sorted(p.name for p in args.corpus.iterdir() if (p / "config.json").is_file())
@@ -153,9 +154,9 @@ def main(argv=None) -> int:
                 if side.is_file() and p is main_cfg:
                     (p.parent / "hf_quant_config.json").write_text(side.read_text())
             for case in args.cases:
-                answers[case] = compact(run_forked(vllm_oracle, main_cfg, CASES[case]))
+                answers[case] = compact(run_forked(oracle, main_cfg, CASES[case]))
             if any(a["mode"] == "attention" for a in answers.values()):
-                answers["geometry"] = compact(run_forked(vllm_oracle, geo_cfg, CASES["auto"]))
+                answers["geometry"] = compact(run_forked(oracle, geo_cfg, CASES["auto"]))
         doc = {"format": FORMAT, "vllm_version": vllm.__version__, "model": model, "notes": notes,
                "cases": answers}
         (args.out / f"{model}.json").write_text(dumps(doc))
