@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from kvplan.backends.capabilities import BackendCapability, EngineFeature
+from kvplan.backends.capabilities import BackendCapability, EngineFeature, EngineVersion
 
 __all__ = [
     "BACKENDS",
@@ -19,11 +19,13 @@ __all__ = [
     "ENGINE_VERSIONS",
     "MLA_PREFILL_BACKENDS",
     "MLA_PREFILL_FP8_QUERY_BACKENDS",
+    "ORACLE_VERIFIED_RELEASES",
     "PRIORITY_ORDERS",
     "RELEASE_DATES",
     "cpu_priority",
     "cuda_priority",
     "engine_feature",
+    "oracle_verified",
     "rocm_priority",
 ]
 
@@ -542,6 +544,23 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "verify_and_update_config (draft branch removed), Glm5NextModelConfig."),
 )
 """KV-relevant vLLM history with version ranges (see each entry's `source` for the mapping)."""
+
+
+ORACLE_VERIFIED_RELEASES: tuple[str, ...] = ("0.18.1", "0.22.0", "0.28.0", "0.31.0", "0.33.0", "0.34.0")
+"""Releases whose own code answered kvplan's corpus (real model classes on the meta device, per layer:
+KV dtype, quant mode, sliding window, KV heads, head size) and whose answers the planner matches at
+`--engine` of that release: tests/data/vllm_oracle (0.33) and tests/data/vllm_oracle_releases/<version>,
+made with scripts/oracle/release_oracle.sh and checked by tests/planner/test_vllm_parity.py. A patch
+release stands for its minor release. Attention-backend capability rows are read from 0.33 (plus the
+0.34 rows above); the oracle runs on the CPU and does not check them."""
+
+
+def oracle_verified(engine: EngineVersion) -> str | None:
+    """The oracle-verified release of the engine's minor release (e.g. `0.28.0` for vllm==0.28.1), or None."""
+    if engine.engine != "vllm" or engine.version is None:
+        return None
+    minor = engine.version[:2]
+    return next((v for v in ORACLE_VERIFIED_RELEASES if tuple(int(x) for x in v.split(".")[:2]) == minor), None)
 
 
 def engine_feature(name: str) -> EngineFeature:
