@@ -546,13 +546,14 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
 """KV-relevant vLLM history with version ranges (see each entry's `source` for the mapping)."""
 
 
-ORACLE_VERIFIED_RELEASES: tuple[str, ...] = ("0.18.1", "0.22.0", "0.28.0", "0.31.0", "0.33.0", "0.34.0")
-"""Releases whose own code answered kvplan's corpus (real model classes on the meta device, per layer:
-KV dtype, quant mode, sliding window, KV heads, head size) and whose answers the planner matches at
-`--engine` of that release: tests/data/vllm_oracle (0.33) and tests/data/vllm_oracle_releases/<version>,
-made with scripts/oracle/release_oracle.sh and checked by tests/planner/test_vllm_parity.py. A patch
-release stands for its minor release. Attention-backend capability rows are read from 0.33 (plus the
-0.34 rows above); the oracle runs on the CPU and does not check them."""
+ORACLE_VERIFIED_RELEASES: tuple[str, ...] = ("0.18.1", "0.22.0", "0.28.0", "0.31.0", "0.34.0")
+"""Releases besides the one the rows were read from (0.33, answers in tests/data/vllm_oracle) whose own
+code answered kvplan's corpus (real model classes on the meta device, per layer: KV dtype, quant mode,
+sliding window, KV heads, head size) and whose answers the planner matches at `--engine` of that
+release: tests/data/vllm_oracle_releases/<version>, made with scripts/oracle/release_oracle.sh and
+checked by tests/planner/test_vllm_parity.py. A patch release stands for its minor release.
+Attention-backend capability rows are read from 0.33 (plus the 0.34 rows above); the oracle runs on
+the CPU and does not check them."""
 
 
 def oracle_verified(engine: EngineVersion) -> str | None:

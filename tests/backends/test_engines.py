@@ -29,7 +29,8 @@ SKIP_SW = "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window"
 def test_resolve_engine_default_and_range() -> None:
     assert str(resolve_engine(None)) == "vllm==0.33.0"
     assert resolve_engine("vllm==0.19.1").version == (0, 19, 1)
-    assert SUPPORTED_ENGINES[0] == "vllm==0.34.0" and SUPPORTED_ENGINES[-1] == "vllm==0.18.0"
+    assert SUPPORTED_ENGINES[0] == "vllm==0.33.0" and SUPPORTED_ENGINES[-1] == "vllm==0.18.0"
+    assert str(resolve_engine("vllm==0.34.0")) == "vllm==0.34.0"
     for spec in SUPPORTED_ENGINES:
         assert str(resolve_engine(spec)) == spec
 
