@@ -67,8 +67,12 @@ def _expand(answer: dict) -> dict:
             "error": answer["error"]}
 
 
-# vLLM errors that are the oracle machine's, not the release's answer (no plan is compared).
-_ORACLE_LIMITS = ("failed to be inspected", "Can't load image processor", "the oracle child wrote no answer")
+# vLLM errors that are the oracle machine's, not the release's answer (no plan is compared): model
+# classes that cannot be inspected or processors that cannot load on the CPU, and (0.18, which requires
+# transformers < 5) config code tripping on the oracle's transformers 5 ("'head_dim' is a per-layer
+# attribute", Gemma 4).
+_ORACLE_LIMITS = ("failed to be inspected", "Can't load image processor", "the oracle child wrote no answer",
+                  "is a per-layer attribute")
 
 
 def _release_params() -> list[tuple[str, str, str]]:
