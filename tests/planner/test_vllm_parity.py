@@ -68,9 +68,9 @@ def _expand(answer: dict) -> dict:
 
 
 # vLLM errors that are the oracle machine's, not the release's answer (no plan is compared): model
-# classes that cannot be inspected or processors that cannot load on the CPU, and (0.18, which requires
-# transformers < 5) config code tripping on the oracle's transformers 5 ("'head_dim' is a per-layer
-# attribute", Gemma 4).
+# classes that cannot be inspected or processors that cannot load on the CPU, and an older release's config
+# code tripping on the oracle's newer transformers (5.20.2: "'head_dim' is a per-layer attribute", Gemma 4
+# under 0.18, which requires transformers < 5, and 0.22, which predates that transformers API).
 _ORACLE_LIMITS = ("failed to be inspected", "Can't load image processor", "the oracle child wrote no answer",
                   "is a per-layer attribute")
 
