@@ -3,12 +3,12 @@
 What `vllm serve` uses when the launch line does not say, per release (the versions come from
 `ENGINE_FEATURES` in :mod:`kvplan.backends.vllm_033`, each row citing the vLLM source):
 
-* block size: `CacheConfig.DEFAULT_BLOCK_SIZE`, 16 up to 0.33 and 64 from 0.34; the attention
-  backend may still pick another size (`BackendHooks.default_block_size`).
+* block size: `CacheConfig.DEFAULT_BLOCK_SIZE`, 16 up to 0.33 (read in 0.25.1 and 0.33.0) and 64 from
+  0.34; the attention backend may still pick another size (`BackendHooks.default_block_size`).
 * extensible KV cache (0.34+): on for CUDA and ROCm unless `--kv-cache-memory-bytes` or
   `--num-gpu-blocks-override` is given (`VllmConfig._resolve_extensible_kv_cache`).
-* `--gpu-memory-utilization`: 0.92 up to 0.33; from 0.34 `None`, resolved to 1.0 with the extensible
-  KV cache and 0.92 without (`CacheConfig.resolved_gpu_memory_utilization`).
+* `--gpu-memory-utilization`: 0.92 up to 0.33 (read in 0.25.1 and 0.33.0); from 0.34 `None`, resolved
+  to 1.0 with the extensible KV cache and 0.92 without (`CacheConfig.resolved_gpu_memory_utilization`).
 
 The memory budget (planner) calls `resolved_gpu_memory_utilization`.
 """
