@@ -124,9 +124,13 @@ _ROWS: tuple[BackendCapability, ...] = (
     _row(name="B12X", platforms=("cuda",), explicit_only=True,
          file="vllm/v1/attention/backends/b12x.py", model_dtypes=("bfloat16",),
          kv_cache_dtypes=("auto", "bfloat16", *_FP8), cc_majors=(12,),
-         head_sizes=(64, 128, 192, 256), supports_sliding_window=True, attn_types=("decoder",),
-         notes=("SM120/SM121 only; bf16 queries only; no float16 KV.",),
-         source="backends/b12x.py (reference §5.2, §4.5)"),
+         head_sizes=(64, 128, 192, 256), block_sizes=(64, 128), supports_sliding_window=True,
+         attn_types=("decoder",),
+         notes=("SM120/SM121 only; bf16 queries only; no float16 KV.",
+                "Pages of 64 or 128 tokens (_B12X_SUPPORTED_PAGE_SIZES); 128 unless the release's "
+                "default block size is one of them (get_preferred_block_size)."),
+         source="backends/b12x.py B12xPagedAttentionBackend.get_supported_kernel_block_sizes/"
+                "get_preferred_block_size (reference §5.2, §4.5)"),
     _row(name="HPC_ATTN", platforms=("cuda",), explicit_only=True,
          file="vllm/v1/attention/backends/hpc_attn.py", model_dtypes=("bfloat16",),
          kv_cache_dtypes=("auto", "bfloat16", "fp8_e4m3"), min_compute_capability=(9, 0),
@@ -517,6 +521,11 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                 "divisible by 64') and no block sparsity.",
         source=_034 + "vllm/v1/attention/backends/flash_attn.py::FlashAttentionBackend."
                "supports_combination."),
+    EngineFeature(
+        name="b12x_head_size_64", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
+        summary="B12X accepts head size 64 (0.34 drops it until flashinfer-ai/flashinfer#6977 is fixed: "
+                "128, 192 and 256 remain).",
+        source=_034 + "vllm/v1/attention/backends/b12x.py::B12xPagedAttentionBackend.get_supported_head_sizes."),
     EngineFeature(
         name="quantization_fp_quant", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
         summary="--quantization fp_quant (removed in 0.34: not a choice any more, vLLM exits with "

@@ -73,3 +73,14 @@ def test_extensible_kv_cache_default() -> None:
     assert not extensible_kv_cache(V034, "cuda", num_gpu_blocks_override=1000)
     assert not extensible_kv_cache(V034, "cuda", requested=False)
     assert not extensible_kv_cache(V034, "cpu")
+
+
+def test_b12x_pages_and_head_sizes_per_release() -> None:
+    gpu = resolve_gpu("rtx-pro-6000")
+    # get_preferred_block_size: the default if it is a B12X page size (64, 128), else 128.
+    assert select_backend(dense(), gpu, V033, forced="B12X").block_size == 128
+    assert select_backend(dense(), gpu, V034, forced="B12X").block_size == 64
+    assert validate_backend("B12X", dense(block_size=16), gpu, engine=V034) == ["block_size not supported"]
+    # 0.34 drops head size 64 (flashinfer-ai/flashinfer#6977).
+    assert validate_backend("B12X", dense(head_size=64), gpu, engine=V033) == []
+    assert validate_backend("B12X", dense(head_size=64), gpu, engine=V034) == ["head_size not supported"]
