@@ -555,7 +555,7 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
 """KV-relevant vLLM history with version ranges (see each entry's `source` for the mapping)."""
 
 
-ORACLE_VERIFIED_RELEASES: tuple[str, ...] = ("0.18.1", "0.22.0", "0.28.0", "0.31.0", "0.34.0")
+ORACLE_VERIFIED_RELEASES: tuple[str, ...] = ("0.18.1", "0.22.0", "0.25.1", "0.28.0", "0.31.0", "0.34.0")
 """Releases besides the one the rows were read from (0.33, answers in tests/data/vllm_oracle) whose own
 code answered kvplan's corpus (real model classes on the meta device, per layer: KV dtype, quant mode,
 sliding window, KV heads, head size) and whose answers the planner matches at `--engine` of that
