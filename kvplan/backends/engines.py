@@ -30,9 +30,11 @@ __all__ = [
     "tables_exact",
 ]
 
-MODELLED_VLLM_VERSIONS = ">=0.18,<0.34"
+MODELLED_VLLM_VERSIONS = ">=0.18,<0.35"
 """vLLM releases kvplan plans for: from 0.18 (the `--calculate-kv-scales` deprecation, one release
-before skip layers) to 0.33.x (the release the reference was read from)."""
+before skip layers) to 0.34.x (0.33 is the release the reference was read from; 0.34's differences are
+ENGINE_FEATURES rows). `SUPPORTED_ENGINES` (the default and what lint calls the newest) still ends at 0.33
+until 0.34's option tables are in."""
 
 _FIRST_MINOR, _LAST_MINOR = 18, 33
 
@@ -62,7 +64,7 @@ def resolve_engine(spec: str | EngineVersion | None) -> EngineVersion:
     if engine.version is None or not version_in_range(engine.version, MODELLED_VLLM_VERSIONS):
         raise KvplanInputError(
             f"--engine {spec}: vLLM {engine.version_str} is not modelled (kvplan models vLLM "
-            f"0.{_FIRST_MINOR}.0 to 0.{_LAST_MINOR}.x).",
+            f"0.{_FIRST_MINOR}.0 to 0.{_LAST_MINOR + 1}.x).",
             f"Pass --engine {DEFAULT_ENGINE} or another release in that range.")
     return engine
 

@@ -29,6 +29,7 @@ from kvplan.backends.advice import (
     rocm_fp8_notes,
 )
 from kvplan.backends.capabilities import BackendCapability, EngineVersion
+from kvplan.backends.defaults import default_block_size
 from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, kv_cache_dtypes_for
 from kvplan.backends.impl import hooks_for
 from kvplan.backends.impl.base import BackendHooks, Site, rocm_arch
@@ -132,18 +133,19 @@ def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, 
 
 
 def validate_backend(name: str, req: BackendRequest, gpu: GpuProfile,
-                     attention_config: Mapping[str, Any] | None = None) -> list[str]:
+                     attention_config: Mapping[str, Any] | None = None,
+                     engine: EngineVersion | None = None) -> list[str]:
     """vLLM's `validate_configuration` for one backend: the reasons it is invalid ([] = valid).
 
     Generic reasons use vLLM's exact strings, in vLLM's order; the backend's `supports_combination`
-    reasons come last.
+    reasons come last (those of the release, `engine`, default vllm==0.33.0, first).
     """
     ac = attention_config or {}
     hooks = hooks_for(name)
     if gpu.platform not in hooks.row.platforms:
         return [f"not available on the {gpu.platform} platform"]
     return (_dtype_reasons(hooks, req, gpu, ac) + _feature_reasons(hooks, req, gpu, ac)
-            + hooks.combination_reasons(req, gpu))
+            + hooks.release_reasons(req, gpu, engine or EngineVersion()) + hooks.combination_reasons(req, gpu))
 
 
 # ============================================================================ the walk
@@ -216,8 +218,9 @@ def _config_error(req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -
 class _Walk:
     """One `get_attn_backend` call: the candidates tried, the reasons, the notes logged so far."""
 
-    def __init__(self, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any], base: dict[str, Any]):
-        self.req, self.gpu, self.ac, self.base = req, gpu, ac, base
+    def __init__(self, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any], base: dict[str, Any],
+                 engine: EngineVersion):
+        self.req, self.gpu, self.ac, self.base, self.engine = req, gpu, ac, base, engine
         self.notes: list[str] = []
         self.rejected: dict[str, tuple[str, ...]] = {}
         self.candidates: tuple[str, ...] = ()
@@ -239,7 +242,7 @@ class _Walk:
     def forced(self, name: str) -> BackendChoice | None:
         """A forced backend is validated alone; None = ROCm fell back to automatic selection."""
         self.candidates = (name,)
-        reasons = validate_backend(name, self.req, self.gpu, self.ac)
+        reasons = validate_backend(name, self.req, self.gpu, self.ac, self.engine)
         if not reasons:
             return _build(self, name, forced=True)
         if self.gpu.platform == "rocm" and hooks_for(name).rocm_forced_fallback:
@@ -255,7 +258,7 @@ class _Walk:
         self.candidates = _priority(self.req, self.gpu, self.ac)
         chosen: str | None = None
         for name in self.candidates:
-            reasons = validate_backend(name, self.req, self.gpu, self.ac)
+            reasons = validate_backend(name, self.req, self.gpu, self.ac, self.engine)
             if reasons:
                 self.rejected[name] = tuple(reasons)
             elif chosen is None:
@@ -297,7 +300,7 @@ def select_backend(req: BackendRequest, gpu: GpuProfile, engine: EngineVersion |
     if error is not None:
         return _fail(base, error, "config", "ValueError")
     forced_name = _forced_name(req, forced, ac)
-    walk = _Walk(req, gpu, ac, base)
+    walk = _Walk(req, gpu, ac, base, engine)
     done: BackendChoice | None = None
     if gpu.platform == "cpu" and forced_name is None:
         done = walk.cpu()
@@ -341,7 +344,7 @@ def _build(walk: _Walk, name: str, forced: bool) -> BackendChoice:
     req, gpu, ac = walk.req, walk.gpu, walk.ac
     hooks = hooks_for(name)
     fa_version, fa_notes = hooks.flash_attn_version(req, gpu, ac)
-    site = Site(req, gpu, ac, fa_version)
+    site = Site(req, gpu, ac, fa_version, engine_block_size=default_block_size(walk.engine))
     effective, canon_notes = hooks.canonical_kv_cache_dtype(req.kv_cache_dtype)
     qq = _quant_query_input(req) and hooks.query_quant(site)
     queries = hooks.query_dtypes(site, qq)

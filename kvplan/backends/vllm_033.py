@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from kvplan.backends.capabilities import BackendCapability, EngineFeature
+from kvplan.backends.capabilities import BackendCapability, EngineFeature, EngineVersion
 
 __all__ = [
     "BACKENDS",
@@ -19,11 +19,13 @@ __all__ = [
     "ENGINE_VERSIONS",
     "MLA_PREFILL_BACKENDS",
     "MLA_PREFILL_FP8_QUERY_BACKENDS",
+    "ORACLE_VERIFIED_RELEASES",
     "PRIORITY_ORDERS",
     "RELEASE_DATES",
     "cpu_priority",
     "cuda_priority",
     "engine_feature",
+    "oracle_verified",
     "rocm_priority",
 ]
 
@@ -122,9 +124,13 @@ _ROWS: tuple[BackendCapability, ...] = (
     _row(name="B12X", platforms=("cuda",), explicit_only=True,
          file="vllm/v1/attention/backends/b12x.py", model_dtypes=("bfloat16",),
          kv_cache_dtypes=("auto", "bfloat16", *_FP8), cc_majors=(12,),
-         head_sizes=(64, 128, 192, 256), supports_sliding_window=True, attn_types=("decoder",),
-         notes=("SM120/SM121 only; bf16 queries only; no float16 KV.",),
-         source="backends/b12x.py (reference §5.2, §4.5)"),
+         head_sizes=(64, 128, 192, 256), block_sizes=(64, 128), supports_sliding_window=True,
+         attn_types=("decoder",),
+         notes=("SM120/SM121 only; bf16 queries only; no float16 KV.",
+                "Pages of 64 or 128 tokens (_B12X_SUPPORTED_PAGE_SIZES); 128 unless the release's "
+                "default block size is one of them (get_preferred_block_size)."),
+         source="backends/b12x.py B12xPagedAttentionBackend.get_supported_kernel_block_sizes/"
+                "get_preferred_block_size (reference §5.2, §4.5)"),
     _row(name="HPC_ATTN", platforms=("cuda",), explicit_only=True,
          file="vllm/v1/attention/backends/hpc_attn.py", model_dtypes=("bfloat16",),
          kv_cache_dtypes=("auto", "bfloat16", "fp8_e4m3"), min_compute_capability=(9, 0),
@@ -415,6 +421,8 @@ RELEASE_DATES: Mapping[str, str] = MappingProxyType({
 downstream bump PRs; approximate where marked). Rule: a PR is in the first release whose date is
 at least ~one week after the merge (vLLM cuts release branches a few days before tagging)."""
 
+_V034 = "https://github.com/vllm-project/vllm/releases/tag/v0.34.0"
+_034 = "Read in the vllm==0.33.0 and vllm==0.34.0 wheels (a change between the two releases): "
 _MAP = ("Mapped from the merge date with RELEASE_DATES (first release tagged >= ~1 week after the "
         "merge); ")
 
@@ -483,8 +491,86 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_MAP + "merged 2026-05-16; v0.22.0 tagged 2026-05-30; 0.21.0's date is not in "
                "RELEASE_DATES and, at the ~2-week cadence between 0.20.2 (2026-05-10) and 0.22.0, "
                "assumed cut before the merge -> assumed first in 0.22.0."),
+    # ------------------------------------------------------------------ 0.33 -> 0.34 (read in both wheels)
+    EngineFeature(
+        name="default_block_size_64", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="KV cache block size default 64 tokens (16 before): phase 1 of "
+                "update_block_size_for_backend keeps it where every backend accepts it, else the "
+                "backend's preferred size (FlashInfer-MLA 64, CUTLASS-MLA 128, CPU-MLA 16).",
+        source=_034 + "vllm/config/cache.py::CacheConfig.DEFAULT_BLOCK_SIZE (16 -> 64); "
+               "vllm/platforms/interface.py::Platform._preferred_block_size_for_backends; "
+               "vllm/v1/attention/backend.py::AttentionBackend.get_preferred_block_size."),
+    EngineFeature(
+        name="rocm_attn_prefers_block_16", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="ROCM_ATTN keeps 16-token blocks (its native C++ paged-attention kernel) when the "
+                "block size is not given, although the default became 64.",
+        source=_034 + "vllm/v1/attention/backends/rocm_attn.py::RocmAttentionBackend."
+               "get_preferred_block_size (new in 0.34)."),
+    EngineFeature(
+        name="extensible_kv_cache", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="--enable-extensible-kv-cache (default on CUDA and ROCm unless --kv-cache-memory-bytes "
+                "is set): the KV cache is sized from memory measured after CUDA graph capture, and "
+                "--gpu-memory-utilization defaults to None, resolved to 1.0 with it and 0.92 without.",
+        source=_034 + "vllm/config/cache.py::CacheConfig.resolved_gpu_memory_utilization, "
+               "CacheConfig.enable_extensible_kv_cache; "
+               "vllm/config/vllm.py::VllmConfig._resolve_extensible_kv_cache."),
+    EngineFeature(
+        name="fa_sm90_d512_quantized_block_64", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="FLASH_ATTN on SM90 at head size 512 with a quantized KV cache (the FA4 fp8-dequant "
+                "path) needs a block size divisible by 64 ('SM90 d512 FP8 KV requires a block size "
+                "divisible by 64') and no block sparsity.",
+        source=_034 + "vllm/v1/attention/backends/flash_attn.py::FlashAttentionBackend."
+               "supports_combination."),
+    EngineFeature(
+        name="b12x_head_size_64", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
+        summary="B12X accepts head size 64 (0.34 drops it until flashinfer-ai/flashinfer#6977 is fixed: "
+                "128, 192 and 256 remain).",
+        source=_034 + "vllm/v1/attention/backends/b12x.py::B12xPagedAttentionBackend.get_supported_head_sizes."),
+    EngineFeature(
+        name="quantization_fp_quant", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
+        summary="--quantization fp_quant (removed in 0.34: not a choice any more, vLLM exits with "
+                "'invalid choice'); 0.34 adds lut_b_moe, mxfp4_hadamard32 and w4afp8.",
+        source=_034 + "vllm/model_executor/layers/quantization/__init__.py::QuantizationMethods."),
+    EngineFeature(
+        name="mistral_large4_fp8_ds_mla", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="Mistral Large 4: --kv-cache-dtype auto with the checkpoint's fp8_kv_cache becomes "
+                "fp8_ds_mla (fp8 on ROCm); an explicit bfloat16 becomes auto.",
+        source=_034 + "vllm/model_executor/models/config.py::MistralLarge4ForCausalLM."
+               "verify_and_update_config (architecture new in 0.34)."),
+    EngineFeature(
+        name="minimax_m3_nvfp4_heads_per_rank", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="MiniMax-M3 with an NVFP4 KV cache needs exactly 16 query heads per KV head on each "
+                "tensor-parallel rank ('MiniMax-M3 does not support an NVFP4 KV cache with "
+                "tensor_parallel_size=N yet').",
+        source=_034 + "vllm/model_executor/models/config.py::MiniMaxM3SparseConfig."
+               "verify_and_update_config."),
+    EngineFeature(
+        name="glm5_draft_forced_auto", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
+        summary="GLM-5 (GlmMoeDsaForCausalLM) forced a separate (non-MTP) draft model's KV cache to "
+                "'auto' when the target defaulted to fp8_e4m3 on SM100; 0.34 drops this (the draft "
+                "inherits the target's dtype). Glm5Next keeps it (except mtp and dspark drafts).",
+        source=_034 + "vllm/model_executor/models/config.py::GlmMoeDsaForCausalLM."
+               "verify_and_update_config (draft branch removed), Glm5NextModelConfig."),
 )
 """KV-relevant vLLM history with version ranges (see each entry's `source` for the mapping)."""
+
+
+ORACLE_VERIFIED_RELEASES: tuple[str, ...] = ("0.18.1", "0.22.0", "0.25.1", "0.28.0", "0.31.0", "0.34.0")
+"""Releases besides the one the rows were read from (0.33, answers in tests/data/vllm_oracle) whose own
+code answered kvplan's corpus (real model classes on the meta device, per layer: KV dtype, quant mode,
+sliding window, KV heads, head size) and whose answers the planner matches at `--engine` of that
+release: tests/data/vllm_oracle_releases/<version>, made with scripts/oracle/release_oracle.sh and
+checked by tests/planner/test_vllm_parity.py. A patch release stands for its minor release.
+Attention-backend capability rows are read from 0.33 (plus the 0.34 rows above); the oracle runs on
+the CPU and does not check them."""
+
+
+def oracle_verified(engine: EngineVersion) -> str | None:
+    """The oracle-verified release of the engine's minor release (e.g. `0.28.0` for vllm==0.28.1), or None."""
+    if engine.engine != "vllm" or engine.version is None:
+        return None
+    minor = engine.version[:2]
+    return next((v for v in ORACLE_VERIFIED_RELEASES if tuple(int(x) for x in v.split(".")[:2]) == minor), None)
 
 
 def engine_feature(name: str) -> EngineFeature:

@@ -1,8 +1,9 @@
-"""Errors vLLM 0.33 raises at config time, reported before launch."""
+"""Errors vLLM raises at config time (0.33, and later releases where a rule says so), reported before launch."""
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kvplan.model.vocab import QuantMode, quant_mode_of
 from kvplan.rules.base import Emit, declare
 from kvplan.rules.context import RuleContext
 
@@ -116,3 +117,30 @@ def pth_on_mla(ctx: RuleContext) -> Iterator[Emit]:
     if layers:
         yield Emit(f"{len(layers)} MLA layer(s) would use {ctx.kv_cache_dtype}, which no MLA attention backend "
                    "supports; vLLM fails to select a backend.", layers)
+
+
+_MINIMAX_M3 = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
+
+
+@declare(code="KV208", name="minimax-m3-nvfp4-heads-per-rank", severity="error", family="config",
+         summary="MiniMax-M3 with an NVFP4 KV cache needs 16 query heads per KV head on each rank (vLLM >= 0.34).",
+         why="vLLM 0.34's NVFP4 KV attention kernels for MiniMax-M3 (MSA's CUTLASS Q8KV4 prefill) take exactly 16 "
+             "query heads per KV head; its config hook refuses other tensor-parallel splits before the workers "
+             "start ('MiniMax-M3 does not support an NVFP4 KV cache with tensor_parallel_size=N yet').",
+         fix="Use a smaller --tensor-parallel-size (with data/expert parallelism) or another --kv-cache-dtype.",
+         references=("vllm/model_executor/models/config.py::MiniMaxM3SparseConfig.verify_and_update_config",),
+         versions=">=0.34")
+def minimax_m3_nvfp4_heads(ctx: RuleContext) -> Iterator[Emit]:
+    if ctx.arch.architecture not in _MINIMAX_M3 or not ctx.engine_has("minimax_m3_nvfp4_heads_per_rank") \
+            or quant_mode_of(ctx.kv_cache_dtype) not in (QuantMode.nvfp4, QuantMode.nvfp4_ds_mla):
+        return
+    attn = [la for la in ctx.arch.layers if la.num_heads and la.num_kv_heads]
+    if not attn:
+        return
+    top = max(attn, key=lambda la: la.num_heads or 0)
+    tp = ctx.flags.tensor_parallel_size
+    heads, kv_heads = (top.num_heads or 0) // tp, max(1, (top.num_kv_heads or 0) // tp)
+    if heads != 16 * kv_heads:
+        yield Emit(f"MiniMax-M3 does not support an NVFP4 KV cache with tensor_parallel_size={tp} in vLLM "
+                   f"{ctx.engine.version_str}: each rank holds {heads} query heads over {kv_heads} KV head(s), "
+                   "and the NVFP4 attention kernels need 16 per KV head.")

@@ -78,16 +78,27 @@ def kv_dtype_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
 
 
 @declare(code="KV009", name="engine-tables-from-0-33", severity="info", family="engine",
-         summary="An older vLLM release is planned with 0.33's tables plus the version history kvplan knows.",
-         why="kvplan's backend capability rows and dtype rules were read from vLLM 0.33.0. For an older "
+         summary="An older vLLM release is planned with 0.33's backend tables plus the version history kvplan knows.",
+         why="kvplan's attention-backend capability rows were read from vLLM 0.33.0. For an older "
              "release it applies the differences it has dated (flag removals, skip layers, "
              "per-token-head dtypes, the FlashInfer skip-layer crash, explicit-dtype-wins) and "
-             "assumes everything else behaved as in 0.33.",
-         fix="Plan for vllm==0.33.0 for an exact answer, or check the listed differences.",
-         references=("kvplan/backends/vllm_033.py::ENGINE_FEATURES",), versions="<0.33")
+             "assumes the backend rows held as in 0.33. The per-layer decisions (KV dtype, quant "
+             "mode, window, geometry) of the releases in ORACLE_VERIFIED_RELEASES were checked "
+             "against that release's own code on kvplan's corpus; other releases are approximated.",
+         fix="Plan for vllm==0.33.0 or 0.34.0 for exact backend rows, or check the listed differences.",
+         references=("kvplan/backends/vllm_033.py::ENGINE_FEATURES",
+                     "kvplan/backends/vllm_033.py::ORACLE_VERIFIED_RELEASES"), versions="<0.33")
 def tables_from_033(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.backends.engines import tables_exact
-    if not tables_exact(ctx.engine):
+    from kvplan.backends.vllm_033 import oracle_verified
+    if tables_exact(ctx.engine):
+        return
+    verified = oracle_verified(ctx.engine)
+    if verified:
+        yield Emit(f"{_release(ctx)}: per-layer KV decisions checked against vLLM {verified}'s own code on "
+                   "kvplan's corpus; the attention-backend rows (--gpu) are 0.33's plus the dated "
+                   "differences (see `kvplan rule KV009`).")
+    else:
         yield Emit(f"{_release(ctx)} is planned with vLLM 0.33.0's backend tables and dtype rules plus "
                    "the dated differences kvplan models (see `kvplan rule KV009`); other changes "
                    "between the releases are not modelled.")

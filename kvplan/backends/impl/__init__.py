@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from functools import cache
 from types import MappingProxyType
 
-from kvplan.backends.impl import cpu, flash_attn, flashinfer, flashmla, rocm, tokenspeed, triton, turboquant
+from kvplan.backends.impl import b12x, cpu, flash_attn, flashinfer, flashmla, rocm, tokenspeed, triton, turboquant
 from kvplan.backends.impl.base import BackendHooks
 from kvplan.backends.vllm_033 import BACKENDS
 
 __all__ = ["FAMILIES", "HOOK_CLASSES", "BackendHooks", "hooks_for"]
 
-FAMILIES = (cpu, flash_attn, flashinfer, flashmla, rocm, tokenspeed, triton, turboquant)
+FAMILIES = (b12x, cpu, flash_attn, flashinfer, flashmla, rocm, tokenspeed, triton, turboquant)
 """The family modules; each exports `HOOKS` (backend name -> its hooks class)."""
 
 HOOK_CLASSES: Mapping[str, type[BackendHooks]] = MappingProxyType(

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from kvplan.backends.capabilities import BackendCapability
+from kvplan.backends.capabilities import BackendCapability, EngineVersion
 from kvplan.backends.request import BackendRequest, ErrorStage
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import quant_mode_of
@@ -32,6 +32,8 @@ class Site:
     attention_config: Mapping[str, Any]
     flash_attn_version: int | None = None
     """FlashAttention version the chosen backend runs (set by `BackendHooks.flash_attn_version`)."""
+    engine_block_size: int = 16
+    """The release's `CacheConfig.DEFAULT_BLOCK_SIZE` (`kvplan.backends.defaults.default_block_size`)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,10 @@ class BackendHooks:
         """`supports_combination`: backend-specific reasons, checked last (kvplan wording unless noted)."""
         return []
 
+    def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
+        """`supports_combination` reasons that hold only in some releases (ENGINE_FEATURES ranges)."""
+        return []
+
     # ------------------------------------------------------------ after selection
     def flash_attn_version(self, req: BackendRequest, gpu: GpuProfile,
                            attention_config: Mapping[str, Any]) -> tuple[int | None, list[str]]:
@@ -148,11 +154,11 @@ class BackendHooks:
         return self.row.supports_quant_query_input
 
     def default_block_size(self, site: Site) -> int:
-        """Phase 1 of `update_block_size_for_backend` for a single backend (kvplan's reading): vLLM's
-        default 16 if accepted; else 64 from an explicit list (FlashInfer-MLA is forced to 64), else
-        the list's smallest; else the `MultipleOf` step."""
-        if self.block_size_ok(16, site.gpu):
-            return 16
+        """Phase 1 of `update_block_size_for_backend` for a single backend (kvplan's reading): the
+        release's default (16, 64 from 0.34) if accepted; else 64 from an explicit list
+        (FlashInfer-MLA is forced to 64), else the list's smallest; else the `MultipleOf` step."""
+        if self.block_size_ok(site.engine_block_size, site.gpu):
+            return site.engine_block_size
         if self.row.block_sizes:
             return 64 if 64 in self.row.block_sizes else min(self.row.block_sizes)
         return self.row.block_size_multiple_of or 16

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.impl.base import BackendHooks, ConstructionError, Site, is_quantized
 from kvplan.backends.request import BackendRequest
+from kvplan.backends.vllm_033 import engine_feature
 from kvplan.model.gpu import GpuProfile
 
 __all__ = ["HOOKS", "fa4_available", "fa_base_version", "fa_supports_kv_cache_dtype", "flash_attn_version"]
@@ -108,6 +110,19 @@ class FlashAttn(BackendHooks):
     def combination_reasons(self, req: BackendRequest, gpu: GpuProfile) -> list[str]:
         if req.has_sinks and not gpu.cc_at_least(9, 0):
             return ["sink not supported on compute capability < 9.0"]  # vLLM's text
+        return []
+
+    def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
+        # 0.34 flash_attn.py::FlashAttentionBackend.supports_combination: SM90 (exactly 9.0) at head
+        # 512 with a quantized cache runs FA4's fp8-dequant kernel, which pages in 64-token blocks.
+        if not (engine_feature("fa_sm90_d512_quantized_block_64").holds_for(engine)
+                and gpu.compute_capability == (9, 0) and req.head_size == 512
+                and req.quant_mode.is_quantized):
+            return []
+        if req.block_size is not None and req.block_size % 64 != 0:
+            return ["SM90 d512 FP8 KV requires a block size divisible by 64"]  # vLLM's text
+        if req.use_sparse:
+            return ["SM90 d512 FP8 KV does not support block sparsity"]
         return []
 
     def flash_attn_version(self, req: BackendRequest, gpu: GpuProfile,

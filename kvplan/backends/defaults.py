@@ -1,0 +1,63 @@
+"""Serving defaults that depend on the vLLM release: KV block size, extensible KV cache, memory share.
+
+What `vllm serve` uses when the launch line does not say, per release (the versions come from
+`ENGINE_FEATURES` in :mod:`kvplan.backends.vllm_033`, each row citing the vLLM source):
+
+* block size: `CacheConfig.DEFAULT_BLOCK_SIZE`, 16 up to 0.33 (read in 0.25.1 and 0.33.0) and 64 from
+  0.34; the attention backend may still pick another size (`BackendHooks.default_block_size`).
+* extensible KV cache (0.34+): on for CUDA and ROCm unless `--kv-cache-memory-bytes` or
+  `--num-gpu-blocks-override` is given (`VllmConfig._resolve_extensible_kv_cache`).
+* `--gpu-memory-utilization`: 0.92 up to 0.33 (read in 0.25.1 and 0.33.0); from 0.34 `None`, resolved
+  to 1.0 with the extensible KV cache and 0.92 without (`CacheConfig.resolved_gpu_memory_utilization`).
+
+The memory budget (planner) calls `resolved_gpu_memory_utilization`.
+"""
+from __future__ import annotations
+
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.vllm_033 import engine_feature
+
+__all__ = [
+    "GPU_MEMORY_UTILIZATION_BEFORE_034",
+    "default_block_size",
+    "extensible_kv_cache",
+    "resolved_gpu_memory_utilization",
+]
+
+GPU_MEMORY_UTILIZATION_BEFORE_034 = 0.92
+"""`CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION` (also the 0.34 default without the extensible cache)."""
+
+
+def default_block_size(engine: EngineVersion) -> int:
+    """`CacheConfig.DEFAULT_BLOCK_SIZE` of the release: 64 from 0.34, 16 before."""
+    return 64 if engine_feature("default_block_size_64").holds_for(engine) else 16
+
+
+def extensible_kv_cache(engine: EngineVersion, platform: str, *, requested: bool | None = None,
+                        kv_cache_memory_bytes: int | None = None,
+                        num_gpu_blocks_override: int | None = None) -> bool:
+    """Whether the release sizes the KV cache from measured memory (`--enable-extensible-kv-cache`).
+
+    Not before 0.34. An explicit `requested` wins (vLLM raises if it is unsupported there); unset,
+    it is on for CUDA and ROCm unless a fixed KV size is given. KV-connector cases (legacy IPC,
+    custom memory pools, NIXL without an IMEX channel) also turn it off in vLLM; kvplan does not
+    model KV connectors.
+    """
+    if not engine_feature("extensible_kv_cache").holds_for(engine):
+        return False
+    if requested is not None:
+        return requested
+    return (platform in ("cuda", "rocm") and kv_cache_memory_bytes is None
+            and num_gpu_blocks_override is None)
+
+
+def resolved_gpu_memory_utilization(engine: EngineVersion, platform: str, given: float | None = None, *,
+                                    extensible: bool | None = None) -> float:
+    """The share of GPU memory vLLM budgets: `given` if passed, else the release's default
+    (1.0 with the 0.34 extensible KV cache, else 0.92). `extensible`: the resolved
+    `extensible_kv_cache` (computed with its defaults when None)."""
+    if given is not None:
+        return given
+    if extensible is None:
+        extensible = extensible_kv_cache(engine, platform)
+    return 1.0 if extensible else GPU_MEMORY_UTILIZATION_BEFORE_034

@@ -1,0 +1,33 @@
+"""B12X (SM12x paged causal attention): its kernels page in 64 or 128 tokens."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.impl.base import BackendHooks, Site
+from kvplan.backends.request import BackendRequest
+from kvplan.backends.vllm_033 import engine_feature
+from kvplan.model.gpu import GpuProfile
+
+__all__ = ["HOOKS"]
+
+
+class B12x(BackendHooks):
+    """B12X: the release's default block size if it is a B12X page size, else 128; no head 64 from 0.34."""
+
+    def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
+        if req.head_size == 64 and not engine_feature("b12x_head_size_64").holds_for(engine):
+            return ["head_size not supported"]  # vLLM's generic reason
+        return []
+
+    def default_block_size(self, site: Site) -> int:
+        # backends/b12x.py::B12xAttentionBackend.get_preferred_block_size (0.33 and 0.34): the default
+        # if in _B12X_SUPPORTED_PAGE_SIZES (64, 128), else _B12X_PREFERRED_PAGE_SIZE (128). So 128 up to
+        # 0.33 (default 16) and 64 from 0.34 (default 64).
+        if self.block_size_ok(site.engine_block_size, site.gpu):
+            return site.engine_block_size
+        return 128
+
+
+HOOKS: Mapping[str, type[BackendHooks]] = {"B12X": B12x}
+"""Backends of this family with behaviour beyond their capability rows."""
