@@ -75,7 +75,8 @@ def modelled_release() -> ReleaseRegistry:
         transformers_model_classes=frozenset(types["transformers_model_classes"]))
 
 
-def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict[str, Any] | None) -> str | None:
+def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict[str, Any] | None,
+                 vllm_parser: bool = False) -> str | None:
     """vLLM's reason when it cannot load or build this config whatever the flags, else None.
 
     vLLM 0.33 loads a config through its own config class for the model_type or transformers'
@@ -85,12 +86,13 @@ def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict
     Transformers backend: a model class transformers exports, or one the config's auto_map names
     (vllm/model_executor/models/registry.py::_try_resolve_transformers); without either vLLM
     refuses it (registry.py::_raise_for_unsupported). Architectures the registry lists as no longer
-    supported are `refusal()`'s.
+    supported are `refusal()`'s. `vllm_parser`: vLLM builds the config object itself (a Mistral-format
+    params.json, vllm/transformers_utils/config.py::MistralConfigParser), so no model_type lookup happens.
     """
     rel = modelled_release()
     refused = registry()["refused"]
     arch = architectures[0]
-    if not (auto_map is not None or rel.loads_model_type(model_type) or arch in refused):
+    if not (vllm_parser or auto_map is not None or rel.loads_model_type(model_type) or arch in refused):
         return (f"vLLM {rel.vllm_version} cannot load this config: model_type {model_type!r} is unknown to "
                 f"transformers {rel.transformers_version} (the release vLLM {rel.vllm_version} runs with) and to "
                 "vLLM's own config classes, and the config has no auto_map naming its own config class "

@@ -34,6 +34,7 @@ from kvplan.ingest.limits import (
     limits,
     load_json_file,
 )
+from kvplan.ingest.mistral_params import PARAMS
 from kvplan.ingest.profile_dims import profile_dims
 from kvplan.ingest.state_layers import mtp_layer_count, with_state_caches
 from kvplan.model.arch import LayerArch, MlaDims, ModelArch
@@ -256,7 +257,8 @@ def _check_known(cfg: dict[str, Any], model_type: str, text_type: str, architect
         archs = tuple(a for a in listed if isinstance(a, str)) if isinstance(listed, list) else ()
         archs = archs if archs and archs[0] == architecture else (architecture,)
         auto_map = cfg.get("auto_map") if isinstance(cfg.get("auto_map"), dict) else None
-        reason = vreg.load_refusal(model_type, archs, auto_map)
+        # A Mistral-format params.json is converted by vLLM's own parser, not looked up by model_type.
+        reason = vreg.load_refusal(model_type, archs, auto_map, vllm_parser=path.name == PARAMS)
         if reason:
             raise KvplanInputError(
                 f"{path}: {reason}.",
