@@ -48,6 +48,14 @@ def _bench_result() -> dict[str, Any]:
     return bench_result_schema()
 
 
+def _engines() -> dict[str, Any]:
+    from kvplan.backends.release_list import SCHEMA_VERSION, EnginesDocument
+    s = EnginesDocument.model_json_schema(mode="serialization")
+    s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    s["$id"] = f"https://kvplan.dev/schemas/engines-{SCHEMA_VERSION}.json"
+    return s
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "plan": _plan,
     "lint-report": _lint_report,
@@ -56,6 +64,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "validate-report": _validate_report,
     "kv-scales": _kv_scales,
     "bench-result": _bench_result,
+    "engines": _engines,
 }
 """Schema name -> generator. The file is `schemas/<name>.schema.json`."""
 

@@ -1,8 +1,9 @@
-"""Engine flags, verbatim from a launch line -> ServingFlags, read the way vLLM 0.33's parser reads them.
+"""Engine flags, verbatim from a launch line -> ServingFlags, read the way the release's own parser reads them.
 
 vLLM's `vllm serve` parser is argparse with `allow_abbrev` (`FlexibleArgumentParser` around
-`make_arg_parser`). kvplan reads argv against the full option table generated from that parser
-(`kvplan/data/vllm/serve_options-0.33.0.json`, `scripts/gen_vllm_serve_options.py`):
+`make_arg_parser`). kvplan reads argv against the option table generated from that release's parser
+(`kvplan.releases`: `release(version).options`, written by `scripts/gen_vllm_release.py`); without a
+version, the default release's:
 
 * FlexibleArgumentParser's preprocessing: `--flag_name` -> `--flag-name` (up to the first '.'),
   `-O3` -> `--optimization-level 3`, dotted JSON keys (`--attention-config.backend X`, `key+` lists)
@@ -29,22 +30,19 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import check_argv, check_launch_line, input_boundary
-from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.flags import FlagError, ServingFlags
-from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
+from kvplan.releases import DEFAULT_ENGINE_VERSION, Release, ServeOption, ServeOptions, release
 
 __all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScanError", "ScannedArgv", "ServeOption",
            "ServeOptions", "expand_config_file", "flags_from", "parse_flags", "scan_argv", "serve_options",
            "split_launch_line", "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
 
 OPTIONS_VERSION = DEFAULT_ENGINE_VERSION
-OPTIONS_DIR = Path(__file__).resolve().parents[1] / "data" / "vllm"
 
 # Options kvplan models: dest -> ServingFlags field (the option table knows spellings, nargs and types).
 MODELLED_DESTS: dict[str, str] = {
@@ -65,96 +63,26 @@ MODELLED_DESTS: dict[str, str] = {
     "hf_overrides": "hf_overrides",  # applied to config.json before planning, as vLLM does
 }
 
-# Flags removed before 0.33: name -> (release note, takes a value). vLLM 0.33's parser calls them
-# unrecognized; kvplan reports them as KV002 (removed) instead of KV001 (unknown).
+# A removed flag whose effect kvplan still models: name -> (release note, takes a value). Every other
+# removed flag is found in the release history (`Release.removed_in_this_line`).
 REMOVED_FLAGS = {
     "--calculate-kv-scales": ("removed in vLLM 0.33 (PR #49389); scales now come from the checkpoint, else 1.0", False),
 }
 
 
 # ----------------------------------------------------------------------------- the option table
-@dataclass(frozen=True)
-class ServeOption:
-    """One `vllm serve` option, as vLLM's parser declares it."""
-
-    dest: str
-    option_strings: tuple[str, ...]      # the visible spellings (argparse names the option by these)
-    spellings: tuple[str, ...]           # every spelling the parser matches, hidden --no-<name> forms included
-    negative: frozenset[str]             # spellings that set a boolean option to False
-    nargs: Any                           # None (one value), 0 (a flag), '?', '+'
-    # flag | str | str_lower | int | float | human_readable_int[_or_auto] | json | json_or_str | csv_int_or_str
-    kind: str
-    type_name: str | None             # argparse's name of the type function ("invalid <type_name> value")
-    type_wrapper: str | None          # vLLM's optional_type / parse_type wrapper, which words errors itself
-    type_repr: str | None             # repr of the wrapped type, as those wrappers print it
-    choices: tuple[Any, ...] | None
-    group: str                           # engine | frontend | serve
-    action: str
-    const: Any = None
-
-    @property
-    def name(self) -> str:
-        """argparse's name of the option in error messages: the visible spellings joined by '/'."""
-        return "/".join(self.option_strings)
-
-    @property
-    def canonical(self) -> str:
-        """The long spelling kvplan reports the option by (e.g. '--tensor-parallel-size' for '-tp')."""
-        return next((s for s in self.option_strings if s.startswith("--")), self.option_strings[0])
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """vLLM's `vllm serve` option table for one release."""
-
-    engine_version: str
-    options: tuple[ServeOption, ...]
-    by_spelling: dict[str, ServeOption]
-    order: tuple[str, ...]               # spellings in registration order (argparse lists ambiguous matches so)
-    by_dest: dict[str, ServeOption]
-
-    def resolve(self, written: str) -> tuple[ServeOption | None, str | None, list[str]]:
-        """(option, spelling matched, ambiguous candidates) for a flag as argparse matches it."""
-        if written in self.by_spelling:
-            return self.by_spelling[written], written, []
-        if len(written) < 2:
-            return None, None, []
-        # allow_abbrev: every spelling the flag is a prefix of (for '-x' too: '-d' is a prefix of '-dp', '-dcp', ...)
-        hits = [s for s in self.order if s.startswith(written)]
-        if len(hits) == 1:
-            return self.by_spelling[hits[0]], hits[0], []
-        return None, None, hits
-
-
-@lru_cache(maxsize=2)
-def serve_options(version: str = OPTIONS_VERSION) -> ServeOptions:
-    """The option table generated from vLLM's parser (scripts/gen_vllm_serve_options.py)."""
-    path = OPTIONS_DIR / f"serve_options-{version}.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise KvplanInputError(f"no `vllm serve` option table for vLLM {version}.",
-                               f"Generate it with scripts/gen_vllm_serve_options.py (have: {OPTIONS_VERSION}).",
-                               ) from None
-    options = []
-    for row in data["options"]:
-        spellings = tuple(row["option_strings"]) + tuple(row["hidden_option_strings"])
-        options.append(ServeOption(
-            dest=row["dest"], option_strings=tuple(row["option_strings"]), spellings=spellings,
-            negative=frozenset(row["negative_option_strings"]), nargs=row["nargs"], kind=row["kind"],
-            type_name=row["type_name"], type_wrapper=row["type_wrapper"], type_repr=row["type_repr"],
-            choices=tuple(row["choices"]) if row["choices"] is not None else None, group=row["group"],
-            action=row["action"], const=row.get("const")))
-    by_spelling = {s: o for o in options for s in o.spellings}
-    return ServeOptions(engine_version=data["engine_version"], options=tuple(options), by_spelling=by_spelling,
-                        order=tuple(data["registration_order"]), by_dest={o.dest: o for o in options})
+def serve_options(version: str | None = None) -> ServeOptions:
+    """The `vllm serve` option table of a release (None: the default release)."""
+    return release(version).options
 
 
 def _modelled() -> dict[str, tuple[str, str]]:
     table = serve_options()
     out: dict[str, tuple[str, str]] = {}
     for dest, fld in MODELLED_DESTS.items():
-        o = table.by_dest[dest]
+        o = table.by_dest.get(dest)
+        if o is None:
+            continue
         kind = "list" if o.nargs == "+" else o.kind
         for s in o.spellings:
             out[s] = (fld, kind)
@@ -164,26 +92,39 @@ def _modelled() -> dict[str, tuple[str, str]]:
 
 # Every exact spelling of the options kvplan models: spelling -> (ServingFlags field, value kind).
 MODELLED: dict[str, tuple[str, str]] = _modelled()
-# Every spelling vLLM 0.33's `vllm serve` parser accepts exactly (prefixes of them resolve too).
+# Every spelling the default release's `vllm serve` parser accepts exactly (prefixes of them resolve too).
 KNOWN_FLAGS = frozenset(serve_options().by_spelling)
 
 
-def suggest_flag(flag: str, candidates: Iterable[str] | None = None) -> str | None:
+def suggest_flag(flag: str, candidates: Iterable[str] | None = None, cutoff: float | None = None) -> str | None:
     """Closest real vLLM flag, for typo findings."""
     pool = sorted(candidates) if candidates is not None else sorted(
         {s for s in KNOWN_FLAGS if s.startswith("--")} | set(REMOVED_FLAGS))
-    m = difflib.get_close_matches(flag, pool, n=1, cutoff=0.6 if candidates is not None else 0.75)
+    if cutoff is None:
+        cutoff = 0.6 if candidates is not None else 0.75
+    m = difflib.get_close_matches(flag, pool, n=1, cutoff=cutoff)
     return m[0] if m else None
 
 
-def validate_kv_cache_dtype(value: str) -> str:
-    if value not in VLLM_033_KV_CACHE_DTYPES:
-        close = difflib.get_close_matches(value, VLLM_033_KV_CACHE_DTYPES, n=1, cutoff=0.6)
+def validate_kv_cache_dtype(value: str, version: str | None = None) -> str:
+    """`value` if the release offers it as a `--kv-cache-dtype` choice; KvplanInputError naming them otherwise."""
+    rel = release(version)
+    valid = rel.kv_cache_dtypes
+    if value not in valid:
+        close = difflib.get_close_matches(value, valid, n=1, cutoff=0.6)
         hint = f" Did you mean {close[0]!r}?" if close else ""
+        later = next((r.version for r in known_releases_after(rel) if value in r.kv_cache_dtypes), None)
+        when = f" (vLLM {later} added it)" if later and not close else ""
         raise KvplanInputError(
-            f"invalid --kv-cache-dtype {value!r}.{hint}",
-            "Valid values (vLLM 0.33): " + ", ".join(VLLM_033_KV_CACHE_DTYPES) + ".")
+            f"invalid --kv-cache-dtype {value!r} for vLLM {rel.version}{when}.{hint}",
+            f"Valid values (vLLM {rel.version}): " + ", ".join(valid) + ".")
     return value
+
+
+def known_releases_after(rel: Release) -> list[Release]:
+    from kvplan.releases import known_releases
+
+    return [r for r in known_releases() if r.key > rel.key]
 
 
 def split_launch_line(line: str) -> list[str]:
@@ -247,8 +188,14 @@ def _expand_json_numbers(val: str) -> str:
 
 def _base_convert(opt: ServeOption, v: str) -> Any:
     k = opt.kind
-    if k in ("str",):
+    if k in ("str", "other"):  # other: a type of an old release kvplan does not convert (any word is taken)
         return v
+    if k == "nullable_str":
+        return None if v == "None" else v
+    if k == "kvs":  # 0.6-0.9 nullable_kvs: "image=16,video=2" -> {"image": 16, "video": 2}
+        if not v:
+            return None
+        return {key: int(val) for key, _, val in (p.partition("=") for p in v.split(","))}
     if k == "str_lower":
         return v.lower().replace("-", "_")
     if k == "int":
@@ -323,8 +270,10 @@ class ScanError:
     flag: str                          # as written (dashes for underscores), or the stray word
     message: str                       # vLLM's text after 'vllm serve: error: '
     position: int                      # argv index
-    suggestion: str | None = None   # closest real option
+    suggestion: str | None = None   # closest real option (for a removed flag: the successor vLLM names, if any)
     dest: str | None = None         # the option's dest, for invalid values
+    removed_in: str | None = None   # an earlier release accepted the flag; this release removed it
+    added_in: str | None = None     # the flag exists from this later release on
 
 
 @dataclass
@@ -377,8 +326,8 @@ Dotted = dict[str, tuple[dict[str, Any], int, list[int]]]
 """Dotted JSON keys gathered per option: key -> (JSON object, argv index of the first, value indices)."""
 
 
-def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArgv:
-    """Read argv (launcher words allowed) as vLLM 0.33's `vllm serve` parser does, keeping argv indices."""
+def scan_argv(argv: Sequence[str], version: str | None = None) -> ScannedArgv:
+    """Read argv (launcher words allowed) as the release's `vllm serve` parser does, keeping argv indices."""
     table = serve_options(version)
     skip, is_serve = strip_launcher(argv)
     kept, dotted = _gather_dotted(_preprocess(argv, skip, is_serve))
@@ -483,6 +432,24 @@ class _Scanner:
         self.errors.append(ScanError(kind=kind, flag=flag, message=message, position=index, suggestion=suggestion,
                                      dest=dest))
 
+    def unknown(self, written: str, message: str, index: int) -> None:
+        """An option the release's parser does not know: removed (and its successor, if vLLM names one),
+        added by a later release, or never an option (then the closest spelling of this release)."""
+        rel = release(self.table.engine_version)
+        gone = rel.removed_in_this_line(written)
+        if gone is not None:
+            removed_in, successor = gone
+            self.errors.append(ScanError(kind="unknown", flag=written, message=message, position=index,
+                                         suggestion=successor, removed_in=removed_in))
+            return
+        added = rel.added_later(written)
+        if added is not None:
+            self.errors.append(ScanError(kind="unknown", flag=written, message=message, position=index,
+                                         added_in=added))
+            return
+        pool = {s for s in self.table.by_spelling if s.startswith("--")} | set(REMOVED_FLAGS)
+        self.error("unknown", written, message, index, suggest_flag(written, pool, cutoff=0.75))
+
     def run(self) -> None:
         after_dd = False
         while self.j < len(self.kept):
@@ -537,8 +504,7 @@ class _Scanner:
             else:  # (a removed flag is KV002's, see parse_flags)
                 # argparse files the flag and the words after it (until the next option) as unrecognized
                 # (kvplan keeps those words as the unknown flag's values, never as the model).
-                self.error("unknown", written, "unrecognized arguments: " + " ".join([tok, *use.values]), i,
-                           suggest_flag(written))
+                self.unknown(written, "unrecognized arguments: " + " ".join([tok, *use.values]), i)
             return
         use.option = opt
         problem = self._option_values(use, opt, eq, inline_value)
@@ -575,8 +541,7 @@ class _Scanner:
                 self.error("ambiguous", use.written, f"ambiguous option: {use.written} could match "
                            f"{', '.join(ambiguous)}", i, suggest_flag(use.written, ambiguous))
             else:
-                self.error("unknown", use.written, f"unrecognized arguments: {use.written} {json.dumps(obj)}", i,
-                           suggest_flag(use.written))
+                self.unknown(use.written, f"unrecognized arguments: {use.written} {json.dumps(obj)}", i)
 
     def convert_values(self) -> dict[str, Any]:
         """dest -> the value through the option's type (the last occurrence wins; `append` options collect)."""
@@ -683,24 +648,27 @@ class FlagValueError(KvplanInputError):
 
 
 @input_boundary(fix="Pass a plausible value (limits: docs/limits.md).")
-def parse_flags(argv: Sequence[str]) -> ServingFlags:
-    """Parse engine flags as vLLM 0.33 does; the leading `vllm serve` / `python -m vllm...` part is skipped."""
+def parse_flags(argv: Sequence[str], version: str | None = None) -> ServingFlags:
+    """Parse engine flags as the release's parser does (None: the default release); the leading
+    `vllm serve` / `python -m vllm...` part is skipped."""
     check_argv(argv)  # argument count and size, before anything is parsed
-    scan = scan_argv(argv)
+    table = serve_options(version)
+    scan = scan_argv(argv, table.engine_version)
     for e in scan.errors:  # a value kvplan needs to plan with, which vLLM's parser rejects: exit 2 like vLLM
         if e.kind == "invalid_value" and e.dest in MODELLED_DESTS:
-            opt = serve_options().by_dest[e.dest]
+            opt = table.by_dest[e.dest]
             raise FlagValueError(opt.canonical, e.message if e.message.endswith((".", "?")) else e.message + ".",
-                                 _value_fix(opt))
+                                 _value_fix(opt, table.engine_version))
     fields = _modelled_fields(scan)
-    _check_values(fields)
+    _check_values(fields, table.engine_version)
     removed = {u.written for u in scan.uses if u.option is None and u.written in REMOVED_FLAGS}
-    if "--calculate-kv-scales" in removed:
+    if "--calculate-kv-scales" in removed or scan.values.get("calculate_kv_scales"):  # (accepted before 0.27)
         fields["calculate_kv_scales"] = True
     errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS)]
     fields["unknown_flags"] = tuple(e.flag for e in errors if e.kind == "unknown")
     fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message,  # type: ignore[arg-type]
-                                            suggestion=e.suggestion) for e in errors)
+                                            suggestion=e.suggestion, removed_in=e.removed_in,
+                                            added_in=e.added_in) for e in errors)
     return ServingFlags(**fields)
 
 
@@ -730,14 +698,14 @@ _POSITIVE = {"tensor_parallel_size": "--tensor-parallel-size", "pipeline_paralle
              "max_num_seqs": "--max-num-seqs", "max_model_len": "--max-model-len"}
 
 
-def _check_values(fields: dict[str, Any]) -> None:
+def _check_values(fields: dict[str, Any], version: str | None = None) -> None:
     """What vLLM's parser takes but its config validation refuses: an input error, as vLLM exits on it."""
     if "hf_overrides" in fields and not isinstance(fields["hf_overrides"], dict):
         raise FlagValueError("--hf-overrides", f"--hf-overrides must be a JSON object, got {fields['hf_overrides']!r}.",
                              """Pass e.g. --hf-overrides '{"max_position_embeddings": 65536}'.""")
     if "kv_cache_dtype" in fields:
         try:
-            validate_kv_cache_dtype(fields["kv_cache_dtype"])
+            validate_kv_cache_dtype(fields["kv_cache_dtype"], version)
         except KvplanInputError as e:
             raise FlagValueError("--kv-cache-dtype", e.problem, e.fix, value=fields["kv_cache_dtype"]) from None
     for dest, flag in _POSITIVE.items():
@@ -757,9 +725,9 @@ _EXAMPLES = {"kv_cache_dtype": "fp8", "kv_cache_dtype_skip_layers": "sliding_win
              "quantization": "fp8"}
 
 
-def _value_fix(opt: ServeOption) -> str:
+def _value_fix(opt: ServeOption, version: str) -> str:
     if opt.choices is not None:
-        return f"Valid values (vLLM {OPTIONS_VERSION}): " + ", ".join(map(str, opt.choices)) + "."
+        return f"Valid values (vLLM {version}): " + ", ".join(map(str, opt.choices)) + "."
     return f"Pass e.g. {opt.canonical} {_EXAMPLES.get(opt.dest, '<value>')}."
 
 
@@ -768,17 +736,18 @@ FlagsInput = ServingFlags | Sequence[str] | str | Mapping[str, Any] | None
 """What `kvplan.compile` takes as flags: ServingFlags, an argv list, a launch line, or vLLM field names."""
 
 
-def flags_from(flags: FlagsInput) -> ServingFlags:
-    """Accept ServingFlags, an argv list, a pasted launch line, or a dict of vLLM field names."""
+def flags_from(flags: FlagsInput, version: str | None = None) -> ServingFlags:
+    """Accept ServingFlags, an argv list, a pasted launch line, or a dict of vLLM field names; read the way
+    release `version` reads them (None: the default release)."""
     if flags is None:
         return ServingFlags()
     if isinstance(flags, ServingFlags):
         return flags
     if isinstance(flags, str):
-        return parse_flags(split_launch_line(flags))
+        return parse_flags(split_launch_line(flags), version)
     if isinstance(flags, Mapping):
-        return parse_flags(_argv_of_fields(flags))
-    return parse_flags(list(flags))
+        return parse_flags(_argv_of_fields(flags), version)
+    return parse_flags(list(flags), version)
 
 
 def _argv_of_fields(fields: Mapping[str, Any]) -> list[str]:

@@ -179,10 +179,10 @@ def test_every_vllm_option_spelling_is_known() -> None:
 def test_unpassed_flags_take_vllm_033_defaults(tmp_path: Path) -> None:
     """A flag the launch line leaves out plans with vLLM 0.33's own default (0.92 GPU memory, ...)."""
     from kvplan.model.flags import ServingFlags
-    rows = {o["dest"]: o for o in json.loads(
-        (Path(kvplan.__file__).parent / "data" / "vllm" / "serve_options-0.33.0.json").read_text())["options"]}
+    from kvplan.releases import release
+    rows = {o.dest: o for o in release("0.33.0").options.options}
     for dest, field in MODELLED_DESTS.items():
-        vllm_default = rows[dest]["default"]
+        vllm_default = rows[dest].default
         ours = ServingFlags.model_fields[field].default
         if vllm_default is None:
             assert ours in (None, (), {}), dest

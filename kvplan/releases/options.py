@@ -1,0 +1,90 @@
+"""One release's `vllm serve` option table: every spelling, how argparse matches it, what it takes.
+
+Rows are generated from the release's own parser (scripts/gen_vllm_release.py) into
+`kvplan/data/vllm/options/<id>.json`; this module only reads them.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ServeOption", "ServeOptions", "load_options"]
+
+
+@dataclass(frozen=True)
+class ServeOption:
+    """One `vllm serve` option, as the release's parser declares it."""
+
+    dest: str
+    option_strings: tuple[str, ...]      # the visible spellings (argparse names the option by these)
+    spellings: tuple[str, ...]           # every spelling the parser matches, hidden --no-<name> forms included
+    negative: frozenset[str]             # spellings that set a boolean option to False
+    nargs: Any                           # None (one value), 0 (a flag), '?', '+'
+    # flag | str | str_lower | nullable_str | int | float | human_readable_int[_or_auto] | json | json_or_str
+    # | kvs | csv_int_or_str | other (a type kvplan does not convert: any word is taken)
+    kind: str
+    type_name: str | None             # argparse's name of the type function ("invalid <type_name> value")
+    type_wrapper: str | None          # vLLM's optional_type / parse_type wrapper, which words errors itself
+    type_repr: str | None             # repr of the wrapped type, as those wrappers print it
+    choices: tuple[Any, ...] | None
+    group: str                           # engine | frontend | serve
+    action: str
+    const: Any = None
+    default: Any = None                  # the parser's default (None where it has none or it is not plain data)
+    deprecated: bool = False
+    deprecation_help: str | None = None  # the help text where it speaks of deprecation (names a successor)
+
+    @property
+    def name(self) -> str:
+        """argparse's name of the option in error messages: the visible spellings joined by '/'."""
+        return "/".join(self.option_strings)
+
+    @property
+    def canonical(self) -> str:
+        """The long spelling kvplan reports the option by (e.g. '--tensor-parallel-size' for '-tp')."""
+        return next((s for s in self.option_strings if s.startswith("--")), self.option_strings[0])
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """A release's `vllm serve` option table."""
+
+    engine_version: str
+    options: tuple[ServeOption, ...]
+    by_spelling: dict[str, ServeOption]
+    order: tuple[str, ...]               # spellings in registration order (argparse lists ambiguous matches so)
+    by_dest: dict[str, ServeOption]
+    allow_abbrev: bool = True
+
+    def resolve(self, written: str) -> tuple[ServeOption | None, str | None, list[str]]:
+        """(option, spelling matched, ambiguous candidates) for a flag as argparse matches it."""
+        if written in self.by_spelling:
+            return self.by_spelling[written], written, []
+        if len(written) < 2 or not self.allow_abbrev:
+            return None, None, []
+        # allow_abbrev: every spelling the flag is a prefix of (for '-x' too: '-d' is a prefix of '-dp', '-dcp', ...)
+        hits = [s for s in self.order if s.startswith(written)]
+        if len(hits) == 1:
+            return self.by_spelling[hits[0]], hits[0], []
+        return None, None, hits
+
+
+def load_options(path: Path, engine_version: str) -> ServeOptions:
+    """Read one generated option table."""
+    data = json.loads(path.read_text())
+    options = []
+    for row in data["options"]:
+        spellings = tuple(row["option_strings"]) + tuple(row["hidden_option_strings"])
+        options.append(ServeOption(
+            dest=row["dest"], option_strings=tuple(row["option_strings"]), spellings=spellings,
+            negative=frozenset(row["negative_option_strings"]), nargs=row["nargs"], kind=row["kind"],
+            type_name=row["type_name"], type_wrapper=row["type_wrapper"], type_repr=row["type_repr"],
+            choices=tuple(row["choices"]) if row["choices"] is not None else None, group=row["group"],
+            action=row["action"], const=row.get("const"), default=row.get("default"),
+            deprecated=bool(row.get("deprecated")), deprecation_help=row.get("deprecation_help")))
+    by_spelling = {s: o for o in options for s in o.spellings}
+    return ServeOptions(engine_version=engine_version, options=tuple(options), by_spelling=by_spelling,
+                        order=tuple(data["registration_order"]), by_dest={o.dest: o for o in options},
+                        allow_abbrev=bool(data.get("allow_abbrev", True)))
