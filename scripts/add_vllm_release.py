@@ -90,7 +90,15 @@ def option_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if s != a["option_strings"][0] and s in a["option_strings"][1:]:
             continue  # report an option once, by its first spelling
         for key in ("nargs", "kind", "choices", "default", "action", "deprecated"):
-            if a.get(key) != b.get(key):
+            if a.get(key) == b.get(key):
+                continue
+            if key == "choices" and a.get(key) and b.get(key):
+                plus = [c for c in b[key] if c not in a[key]]
+                minus = [c for c in a[key] if c not in b[key]]
+                changed.append(f"- `{s}` choices: added {plus or 'none'}, removed {minus or 'none'}")
+            elif key == "choices" and a.get(key):
+                changed.append(f"- `{s}` choices: no longer checked by the parser (were {len(a[key])} values)")
+            else:
                 changed.append(f"- `{s}` {key}: `{a.get(key)}` -> `{b.get(key)}`")
     lines += ["### Options whose values or defaults changed", ""] + (changed or ["No change."]) + [""]
     # abbreviations: a prefix that resolved to one option and now matches several (vLLM exits 2), or back
@@ -113,11 +121,14 @@ def defaults_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     lines = ["### Defaults that feed a plan", ""]
     a, b = old["facts"]["defaults"], new["facts"]["defaults"]
     rows = []
-    for group in ("parser", "config"):
-        ga, gb = a.get(group, {}), b.get(group, {})
-        for k in sorted(set(ga) | set(gb)):
-            if ga.get(k) != gb.get(k):
-                rows.append(f"- {group} `{k}`: `{ga.get(k)}` -> `{gb.get(k)}`")
+    flat_a = {f"--{k.replace('_', '-')}": v for k, v in a.get("parser", {}).items()}
+    flat_b = {f"--{k.replace('_', '-')}": v for k, v in b.get("parser", {}).items()}
+    for cls in sorted(set(a.get("config", {})) | set(b.get("config", {}))):
+        flat_a.update({f"{cls}.{k}": v for k, v in a.get("config", {}).get(cls, {}).items()})
+        flat_b.update({f"{cls}.{k}": v for k, v in b.get("config", {}).get(cls, {}).items()})
+    for k in sorted(set(flat_a) | set(flat_b)):
+        if flat_a.get(k) != flat_b.get(k):
+            rows.append(f"- `{k}`: `{flat_a.get(k)}` -> `{flat_b.get(k)}`")
     if a.get("max_model_len_auto") != b.get("max_model_len_auto"):
         rows.append(f"- `--max-model-len auto`: {a.get('max_model_len_auto')} -> {b.get('max_model_len_auto')}")
     return [*lines, *(rows or ["No change."]), ""]

@@ -1,7 +1,8 @@
 """kvplan reads launch lines as vLLM 0.33's own `vllm serve` parser does.
 
 The cases and their answers (namespace values, or the exit-2 message) were produced by vLLM 0.33.0's
-real parser with `scripts/gen_vllm_serve_options.py` (tests/data/vllm_serve_argv_cases-0.33.0.json).
+real parser imported with all its dependencies (tests/data/vllm_serve_argv_cases-0.33.0.json; every
+release's own cases: tests/releases/test_launch_lines.py).
 Each case is checked three ways: the shared argv scanner, the findings of a plan, and the findings
 of `kvplan lint` on a script that launches it.
 """
