@@ -179,6 +179,7 @@ def record(version: str, doc: dict[str, Any], wheel: Path) -> dict[str, Any]:
         "registry": store("registry", doc["registry"]),
         "facts": store("facts", facts),
         "serve_parser": doc["serve_parser"],
+        "platform": doc.get("platform"),
         "stubbed_modules": doc["stubbed_modules"],
         "wheel": wheel.name,
         "wheel_sha256": sha256(wheel),
@@ -215,8 +216,8 @@ _FLAG = re.compile(r"(?<![\w-])(--[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9_]+)*)")
 def successor_of(spelling: str, row: dict[str, Any], later: dict[str, Any]) -> str | None:
     """The option vLLM's deprecation help names instead of this one (present in the later release)."""
     text = row.get("deprecation_help") or ""
-    if not text:
-        return None
+    if not re.search(r"deprecat|removed|replaced|instead", text, re.I):
+        return None  # help that names another option without deprecating this one names no successor
     later_spellings = {s for r in later["options"] for s in r["option_strings"] + r["hidden_option_strings"]}
     for cand in _FLAG.findall(text):
         cand = cand.rstrip(".")

@@ -37,6 +37,7 @@ from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import check_argv, check_launch_line, input_boundary
 from kvplan.model.flags import FlagError, ServingFlags
 from kvplan.releases import DEFAULT_ENGINE_VERSION, Release, ServeOption, ServeOptions, release
+from kvplan.releases.options import Preprocess
 
 __all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScanError", "ScannedArgv", "ServeOption",
            "ServeOptions", "expand_config_file", "flags_from", "parse_flags", "scan_argv", "serve_options",
@@ -114,9 +115,9 @@ def validate_kv_cache_dtype(value: str, version: str | None = None) -> str:
         close = difflib.get_close_matches(value, valid, n=1, cutoff=0.6)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         later = next((r.version for r in known_releases_after(rel) if value in r.kv_cache_dtypes), None)
-        when = f" (vLLM {later} added it)" if later and not close else ""
+        when = f": vLLM {rel.version} does not have it (vLLM {later} added it)" if later else ""
         raise KvplanInputError(
-            f"invalid --kv-cache-dtype {value!r} for vLLM {rel.version}{when}.{hint}",
+            f"invalid --kv-cache-dtype {value!r}{when}.{hint if not later else ''}",
             f"Valid values (vLLM {rel.version}): " + ", ".join(valid) + ".")
     return value
 
@@ -293,11 +294,14 @@ _NEG_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _DOTTED_PREFIX = re.compile(r"(?<=--)[^.]*")
 
 
-def _norm_token(tok: str) -> str:
-    """FlexibleArgumentParser: underscores -> dashes in a --long name, up to the first '.' (and '=')."""
+def _norm_token(tok: str, whole_key: bool = False) -> str:
+    """FlexibleArgumentParser: underscores -> dashes in a --long name, up to the first '.' (and '='); in the
+    whole name before '=' in releases that did so (0.8)."""
     if not tok.startswith("--"):
         return tok
     key, eq, value = tok.partition("=")
+    if whole_key:
+        return key.replace("_", "-") + eq + value
     key = _DOTTED_PREFIX.sub(lambda m: m.group(0).replace("_", "-"), key, count=1)
     return key + eq + value
 
@@ -330,7 +334,8 @@ def scan_argv(argv: Sequence[str], version: str | None = None) -> ScannedArgv:
     """Read argv (launcher words allowed) as the release's `vllm serve` parser does, keeping argv indices."""
     table = serve_options(version)
     skip, is_serve = strip_launcher(argv)
-    kept, dotted = _gather_dotted(_preprocess(argv, skip, is_serve))
+    items = _preprocess(argv, skip, is_serve, table.preprocess)
+    kept, dotted = _gather_dotted(items) if table.preprocess.dotted_json else (items, {})
     scan = _Scanner(table, kept)
     scan.run()
     scan.add_dotted(dotted)  # dotted keys come last, as vLLM appends them after everything else
@@ -341,22 +346,24 @@ def scan_argv(argv: Sequence[str], version: str | None = None) -> ScannedArgv:
                        values=values, errors=scan.errors, launcher=skip)
 
 
-def _preprocess(argv: Sequence[str], skip: int, is_serve: bool) -> list[Item]:
-    """FlexibleArgumentParser's rewriting: `--flag_name` dashes, `-O3`, and `vllm serve --model M` -> M first."""
+def _preprocess(argv: Sequence[str], skip: int, is_serve: bool, how: Preprocess = Preprocess()) -> list[Item]:
+    """FlexibleArgumentParser's rewriting, as the release does it (`how`): `--flag_name` dashes, `-O3`, and
+    `vllm serve --model M` -> M first."""
     items: list[Item] = []
     args = list(argv)
     for i in range(skip, len(args)):
         tok = args[i]
         if tok.startswith("--"):
-            items.append((_norm_token(tok), i, False))
-        elif tok.startswith("-O") and tok != "-O":
+            items.append((_norm_token(tok, how.dash_whole_key), i, False))
+        elif tok.startswith("-O") and tok != "-O" and how.opt_level is not None:
             level = tok[3:] if tok[2:3] == "=" else tok[2:]
-            items.append(("--optimization-level=" + level, i, True))
-        elif tok == "-O" and i + 1 < len(args) and args[i + 1] in ("0", "1", "2", "3"):
-            items.append(("--optimization-level", i, False))
+            items.append((_opt_level(how.opt_level, level), i, True))
+        elif (tok == "-O" and i + 1 < len(args) and args[i + 1] in ("0", "1", "2", "3") and how.opt_level is not None
+              and how.opt_level_split):
+            items.append((how.opt_level[0], i, False))
         else:
             items.append((tok, i, False))
-    if not is_serve:
+    if not is_serve or not how.model_to_front:
         return items
     for j, (tok, i, _) in enumerate(items):  # FlexibleArgumentParser moves `--model M` to the positional
         if tok == "--model" and j + 1 < len(items):
@@ -364,6 +371,12 @@ def _preprocess(argv: Sequence[str], skip: int, is_serve: bool) -> list[Item]:
         if tok.startswith("--model="):
             return [(tok.removeprefix("--model="), i, True), *items[:j], *items[j + 1:]]
     return items
+
+
+def _opt_level(template: tuple[str, ...], level: str) -> str:
+    """`-O3` as the release rewrites it, in one token (`--optimization-level=3`)."""
+    words = [level if w == "3" else w for w in template]
+    return "=".join(words) if len(words) == 2 else words[0]
 
 
 def _gather_dotted(items: list[Item]) -> tuple[list[Item], Dotted]:

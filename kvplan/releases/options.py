@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ServeOption", "ServeOptions", "load_options"]
+__all__ = ["Preprocess", "ServeOption", "ServeOptions", "load_options"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,35 @@ class ServeOption:
 
 
 @dataclass(frozen=True)
+class Preprocess:
+    """How the release's FlexibleArgumentParser rewrites argv before argparse sees it (read from its own output
+    on probe argv at generation time, `preprocess` in the option table)."""
+
+    dotted_json: bool = True
+    """`--attention-config.backend X` is gathered into `--attention-config '{"backend": "X"}'` (else passed on)."""
+    dash_whole_key: bool = False
+    """Underscores become dashes in the whole key, dots included (else up to the first '.')."""
+    opt_level: tuple[str, ...] | None = ("--optimization-level", "3")
+    """What `-O3` becomes, with "3" standing for the level; None: passed on (argparse reads `-O3` itself)."""
+    opt_level_split: bool = True
+    """`-O 3` is rewritten like `-O3` (else passed on)."""
+    model_to_front: bool = True
+    """`vllm serve ... --model M` becomes `vllm serve M ...`."""
+
+    @classmethod
+    def from_probes(cls, probes: dict[str, list[str]] | None) -> Preprocess:
+        if not probes:
+            return cls()
+        dotted = probes.get("dotted", [])[2:]
+        level = probes.get("opt_level", [])[2:]
+        return cls(dotted_json=len(dotted) == 2 and dotted[0] == "--a-b" and dotted[1].startswith("{"),
+                   dash_whole_key=dotted[:1] == ["--a-b.c-d"],
+                   opt_level=None if level == ["-O3"] else tuple(level),
+                   opt_level_split=probes.get("opt_level_split", [])[2:] != ["-O", "3"],
+                   model_to_front=probes.get("model_flag", ["", ""])[1:2] == ["m"])
+
+
+@dataclass(frozen=True)
 class ServeOptions:
     """A release's `vllm serve` option table."""
 
@@ -57,6 +86,8 @@ class ServeOptions:
     order: tuple[str, ...]               # spellings in registration order (argparse lists ambiguous matches so)
     by_dest: dict[str, ServeOption]
     allow_abbrev: bool = True
+    preprocess: Preprocess = Preprocess()
+    model_required: bool = False         # `vllm serve` exits without a positional model (0.6 to 0.8)
 
     def resolve(self, written: str) -> tuple[ServeOption | None, str | None, list[str]]:
         """(option, spelling matched, ambiguous candidates) for a flag as argparse matches it."""
@@ -87,4 +118,7 @@ def load_options(path: Path, engine_version: str) -> ServeOptions:
     by_spelling = {s: o for o in options for s in o.spellings}
     return ServeOptions(engine_version=engine_version, options=tuple(options), by_spelling=by_spelling,
                         order=tuple(data["registration_order"]), by_dest={o.dest: o for o in options},
-                        allow_abbrev=bool(data.get("allow_abbrev", True)))
+                        allow_abbrev=bool(data.get("allow_abbrev", True)),
+                        preprocess=Preprocess.from_probes(data.get("preprocess")),
+                        model_required=any(p["dest"] == "model_tag" and p["nargs"] is None and p["required"]
+                                           for p in data.get("positionals", [])))

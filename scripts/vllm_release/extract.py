@@ -344,9 +344,12 @@ def options_table(serve: Any) -> dict[str, Any]:
                 is_dep or _DEPRECATION.search(help_text)) else None,
         })
     rows.sort(key=lambda r: r["option_strings"][0])
+    positionals = [{"dest": a.dest, "nargs": a.nargs, "required": bool(a.required)}
+                   for a in serve._actions if not a.option_strings]
     return {
         "prog": serve.prog,
         "allow_abbrev": serve.allow_abbrev,
+        "positionals": positionals,
         "num_options": len(rows),
         "registration_order": list(serve._option_string_actions),
         "options": rows,
@@ -451,6 +454,27 @@ def config_defaults() -> dict[str, Any]:
     return out
 
 
+def _cpu_platform() -> str:
+    """The platform the parser is built on: vLLM's CPU platform (VLLM_TARGET_DEVICE=cpu). A release that
+    detects the CPU platform only in a CPU build (0.27: from its version string) gets it set explicitly,
+    as the config defaults some options take (DeviceConfig) need a platform."""
+    import vllm.platforms as platforms
+
+    try:
+        current = platforms.current_platform
+        name = type(current).__name__
+    except Exception:  # noqa: BLE001 (a release that cannot resolve one)
+        current, name = None, "none"
+    if current is None or getattr(current, "device_type", "") in ("", None):
+        from vllm.platforms.cpu import CpuPlatform
+
+        if hasattr(platforms, "_current_platform"):
+            platforms._current_platform = CpuPlatform()
+        platforms.current_platform = CpuPlatform()
+        return f"CpuPlatform (set; detected {name})"
+    return name
+
+
 def _missing_of(e: ImportError) -> str | None:
     cause = e
     while isinstance(cause.__cause__ or cause.__context__, ImportError):
@@ -460,6 +484,49 @@ def _missing_of(e: ImportError) -> str | None:
     if m:
         return f"{m.group(2)}:{m.group(1)}"
     return e.name if isinstance(e, ModuleNotFoundError) else None
+
+
+PROBES = {
+    "dotted": ["serve", "m", "--a_b.c_d", "1"],
+    "dotted_list": ["serve", "m", "--a_b.c_d+", "1,2"],
+    "equals": ["serve", "m", "--x_y=1"],
+    "opt_level": ["serve", "m", "-O3"],
+    "opt_level_eq": ["serve", "m", "-O=3"],
+    "opt_level_split": ["serve", "m", "-O", "3"],
+    "model_flag": ["serve", "-tp", "2", "--model", "m"],
+    "model_flag_eq": ["serve", "-tp", "2", "--model=m"],
+}
+
+
+class _Captured(Exception):  # noqa: N818
+    pass
+
+
+def preprocess_probes(top: Any) -> dict[str, list[str]]:
+    """What the release's FlexibleArgumentParser hands argparse for a few argv shapes (dashes for underscores,
+    dotted JSON keys, `-O3`, `--model M`): kvplan repeats exactly that rewriting for this release."""
+    out = {}
+    orig = argparse.ArgumentParser.parse_known_args
+
+    def spy(self: Any, args: Any = None, namespace: Any = None) -> Any:
+        if self is top:
+            raise _Captured(list(args or []))
+        return orig(self, args, namespace)
+
+    argparse.ArgumentParser.parse_known_args = spy  # type: ignore[method-assign]
+    try:
+        for name, argv in PROBES.items():
+            try:
+                with contextlib.redirect_stderr(io.StringIO()):
+                    top.parse_args(list(argv))
+                out[name] = ["<parsed without argparse>"]
+            except _Captured as c:
+                out[name] = [str(x) for x in c.args[0]]
+            except BaseException as e:  # noqa: BLE001 (what the preprocessing itself raises)
+                out[name] = [f"<{type(e).__name__}>"]
+    finally:
+        argparse.ArgumentParser.parse_known_args = orig  # type: ignore[method-assign]
+    return out
 
 
 def run_cases(top: Any, cases: list[list[str]]) -> list[dict[str, Any]]:
@@ -506,6 +573,7 @@ def main() -> None:
     try:
         import vllm
 
+        platform = _cpu_platform()
         top, serve, how = build_serve_parser()
     except ImportError as e:  # the generator adds this one to --stub-missing and runs again
         import traceback
@@ -516,7 +584,8 @@ def main() -> None:
     doc = {
         "engine_version": getattr(vllm, "__version__", None),
         "serve_parser": how,
-        "options": options_table(serve),
+        "platform": platform,
+        "options": {**options_table(serve), "preprocess": preprocess_probes(top)},
         "quantization_methods": quantization_methods(),
         "kv_cache_dtypes": kv_cache_dtypes(),
         "registry": registry(),

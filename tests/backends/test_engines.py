@@ -29,14 +29,15 @@ SKIP_SW = "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window"
 def test_resolve_engine_default_and_range() -> None:
     assert str(resolve_engine(None)) == "vllm==0.33.0"
     assert resolve_engine("vllm==0.19.1").version == (0, 19, 1)
-    assert SUPPORTED_ENGINES[0] == "vllm==0.33.0" and SUPPORTED_ENGINES[-1] == "vllm==0.18.0"
+    assert SUPPORTED_ENGINES[0] == "vllm==0.34.0" and SUPPORTED_ENGINES[-1] == "vllm==0.18.0"  # newest first
     for spec in SUPPORTED_ENGINES:
         assert str(resolve_engine(spec)) == spec
 
 
 @pytest.mark.parametrize("spec,match", [
-    ("sglang==0.4.6", "vLLM only"), ("trtllm", "vLLM only"), ("vllm==0.1", "not modelled"),
-    ("vllm==0.17.9", "not modelled"), ("vllm==0.34.0", "not modelled"), ("vllm==abc", "cannot read"),
+    ("sglang==0.4.6", "vLLM only"), ("trtllm", "vLLM only"), ("vllm==0.1", "no data for vLLM 0.1.0"),
+    ("vllm==0.17.9", "judges launch lines only"), ("vllm==0.35.0", "no data for vLLM 0.35.0"),
+    ("vllm==abc", "cannot read"),
     ("vllmm==0.33", "unknown engine"),
 ])
 def test_resolve_engine_rejects_unmodelled_or_malformed(spec: str, match: str) -> None:
