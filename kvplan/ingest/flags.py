@@ -346,7 +346,11 @@ def scan_argv(argv: Sequence[str], version: str | None = None) -> ScannedArgv:
                        values=values, errors=scan.errors, launcher=skip)
 
 
-def _preprocess(argv: Sequence[str], skip: int, is_serve: bool, how: Preprocess = Preprocess()) -> list[Item]:
+_CURRENT = Preprocess()
+"""The rewriting of the newest releases."""
+
+
+def _preprocess(argv: Sequence[str], skip: int, is_serve: bool, how: Preprocess = _CURRENT) -> list[Item]:
     """FlexibleArgumentParser's rewriting, as the release does it (`how`): `--flag_name` dashes, `-O3`, and
     `vllm serve --model M` -> M first."""
     items: list[Item] = []

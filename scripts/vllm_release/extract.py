@@ -463,7 +463,7 @@ def _cpu_platform() -> str:
     try:
         current = platforms.current_platform
         name = type(current).__name__
-    except Exception:  # noqa: BLE001 (a release that cannot resolve one)
+    except Exception:
         current, name = None, "none"
     if current is None or getattr(current, "device_type", "") in ("", None):
         from vllm.platforms.cpu import CpuPlatform
@@ -498,7 +498,7 @@ PROBES = {
 }
 
 
-class _Captured(Exception):  # noqa: N818
+class _Captured(Exception):
     pass
 
 
@@ -522,7 +522,7 @@ def preprocess_probes(top: Any) -> dict[str, list[str]]:
                 out[name] = ["<parsed without argparse>"]
             except _Captured as c:
                 out[name] = [str(x) for x in c.args[0]]
-            except BaseException as e:  # noqa: BLE001 (what the preprocessing itself raises)
+            except BaseException as e:
                 out[name] = [f"<{type(e).__name__}>"]
     finally:
         argparse.ArgumentParser.parse_known_args = orig  # type: ignore[method-assign]

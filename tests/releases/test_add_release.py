@@ -6,7 +6,7 @@ import sys
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
-import add_vllm_release as add  # noqa: E402
+import add_vllm_release as add
 
 
 def test_report_sections_name_the_0_34_changes() -> None:

@@ -21,7 +21,7 @@ def test_engines_json_lists_every_release_with_what_is_exact() -> None:
     jsonschema.validate(doc, schema_dict("engines"))
     rows = {x["version"]: x for x in doc["releases"]}
     assert set(rows) == {rel.version for rel in known_releases()}
-    assert [x["version"] for x in doc["releases"]][0] == known_releases()[-1].version  # newest first
+    assert doc["releases"][0]["version"] == known_releases()[-1].version  # newest first
     assert doc["default"] == DEFAULT_ENGINE_VERSION and rows[DEFAULT_ENGINE_VERSION]["default"]
     assert rows["0.33.0"]["plan"] == "exact" and rows["0.33.0"]["options"] == 321
     assert rows["0.6.0"]["plan"] == "launch-lines-only" and rows["0.6.0"]["launch_lines"] == "exact"
