@@ -171,13 +171,15 @@ def install_stubs(forced: set[str], missing: set[str]) -> None:
 def _first(*paths: str) -> Any:
     """The first `module:attr` that imports."""
     errors = []
+    last: BaseException | None = None
     for p in paths:
         mod, _, attr = p.partition(":")
         try:
             return getattr(importlib.import_module(mod), attr)
         except (ImportError, AttributeError) as e:
             errors.append(f"{p}: {e}")
-    raise ImportError("; ".join(errors))
+            last = e
+    raise ImportError("; ".join(errors)) from last
 
 
 def flexible_parser_class() -> Any:
@@ -191,7 +193,13 @@ def build_serve_parser() -> tuple[Any, Any, str]:
     sub = top.add_subparsers(required=False, dest="subparser")
     import importlib.util
 
-    if importlib.util.find_spec("vllm.entrypoints.cli.serve") is not None:
+    try:
+        has_serve_cmd = importlib.util.find_spec("vllm.entrypoints.cli.serve") is not None
+    except ModuleNotFoundError as e:  # no vllm.entrypoints.cli package (0.6, 0.7)
+        if not (e.name or "").startswith("vllm.entrypoints"):
+            raise  # the package exists; something it imports is missing (stub it and retry)
+        has_serve_cmd = False
+    if has_serve_cmd:
         # the release has a `vllm serve` sub-command module: its import errors are real (stub and retry)
         serve_cmd = importlib.import_module("vllm.entrypoints.cli.serve").ServeSubcommand
         return top, serve_cmd().subparser_init(sub), "vllm.entrypoints.cli.serve:ServeSubcommand.subparser_init"
@@ -466,7 +474,10 @@ def _cpu_platform() -> str:
     except Exception:
         current, name = None, "none"
     if current is None or getattr(current, "device_type", "") in ("", None):
-        from vllm.platforms.cpu import CpuPlatform
+        try:
+            from vllm.platforms.cpu import CpuPlatform
+        except ImportError:  # a release without a CPU platform class (0.6)
+            return f"{name} (no CPU platform class in this release)"
 
         if hasattr(platforms, "_current_platform"):
             platforms._current_platform = CpuPlatform()
@@ -483,7 +494,10 @@ def _missing_of(e: ImportError) -> str | None:
     m = re.search(r"cannot import name '([^']+)' from '([^']+)'", str(e))
     if m:
         return f"{m.group(2)}:{m.group(1)}"
-    return e.name if isinstance(e, ModuleNotFoundError) else None
+    name = e.name if isinstance(e, ModuleNotFoundError) else None
+    if name and (name == "vllm" or name.startswith("vllm.")) and not name.split(".")[-1].startswith("_"):
+        return None  # a module of the release itself: never stubbed (its compiled extensions aside)
+    return name
 
 
 PROBES = {
