@@ -233,9 +233,11 @@ def main() -> None:
     ap.add_argument("--no-generate", action="store_true", help="the tables are already generated: report only")
     a = ap.parse_args()
     if not a.no_generate:
-        cmd = [sys.executable, str(HERE / "gen_vllm_release.py"), a.version, "--cases", "--python", a.python,
-               "--wheel-dir", str(a.wheel_dir)] + (["--default", a.version] if a.make_default else [])
-        subprocess.run(cmd, check=True)
+        subprocess.run([sys.executable, str(HERE / "gen_vllm_release.py"), a.version, "--cases", "--python", a.python,
+                        "--wheel-dir", str(a.wheel_dir)], check=True)
+    if a.make_default:
+        subprocess.run([sys.executable, str(HERE / "gen_vllm_release.py"), "--history", "--default", a.version],
+                       check=True)
     versions = sorted(gen.load_index()["releases"], key=gen.version_key)
     previous = a.previous or next((v for v in reversed(versions)
                                    if gen.version_key(v) < gen.version_key(a.version)), None)
