@@ -169,7 +169,7 @@ def source_changes(old_wheel: Path, new_wheel: Path) -> list[str]:
     return [*lines, "| file | | added | removed |", "|---|---|---|---|", *rows, ""]
 
 
-def oracle_changes(version: str, python: str) -> list[str]:
+def oracle_changes(version: str, python: str, only: list[str] | None = None, site: Path | None = None) -> list[str]:
     """Run the arch oracle cases with the release and list the cases whose answers differ from the stored ones."""
     cases_dir = ROOT / "tests" / "data" / "vllm_oracle_arch"
     lines = ["## Differential oracle with this release", ""]
@@ -177,8 +177,10 @@ def oracle_changes(version: str, python: str) -> list[str]:
         work = Path(tmp) / "cases"
         shutil.copytree(cases_dir, work, ignore=shutil.ignore_patterns("answers"))
         env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
-        p = subprocess.run([python, str(HERE / "oracle" / "arch_oracle.py"), "--cases", str(work / "cases.json")],
-                           env=env, capture_output=True, text=True)
+        if site:  # the release installed apart (pip install --no-deps --target SITE vllm==X), in front of the venv's
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
+        cmd = [python, str(HERE / "oracle" / "arch_oracle.py"), "--cases", str(work / "cases.json")]
+        p = subprocess.run(cmd + (["--only", *only] if only else []), env=env, capture_output=True, text=True)
         if p.returncode != 0:
             return [*lines, "The oracle did not run:", "", "```", *p.stderr.strip().splitlines()[-10:], "```", ""]
         differ, same = [], 0
@@ -188,13 +190,18 @@ def oracle_changes(version: str, python: str) -> list[str]:
             new = json.loads(ans.read_text())
             if old is not None and old.get("layers") == new.get("layers") and old.get("error") == new.get("error"):
                 same += 1
+            elif new.get("error"):  # vLLM's refusal, or the harness needing a patch for this release: say which
+                err = new["error"]
+                differ.append(f"- `{ans.stem}`: {err.get('stage')}: {err.get('type')}: {err.get('message', '')[:160]}")
             else:
-                differ.append(f"- `{ans.stem}`")
-    return [*lines, f"{same} cases build the same per-layer KV caches as the stored answers; "
+                differ.append(f"- `{ans.stem}`: per-layer KV caches differ")
+    ran = f"{len(only)} selected cases (--oracle-only)" if only else "every case"
+    return [*lines, f"Ran {ran}. {same} build the same per-layer KV caches as the stored answers; "
                     f"{len(differ)} differ:", "", *(differ or ["(none)"]), ""]
 
 
-def report(version: str, previous: str, wheel_dir: Path, oracle: str | None) -> str:
+def report(version: str, previous: str, wheel_dir: Path, oracle: str | None, only: list[str] | None = None,
+           site: Path | None = None) -> str:
     old, new = _read_release(previous), _read_release(version)
     of, nf = old["facts"], new["facts"]
     lines = [f"# vLLM {version}: what changed for KV plans (against {previous})", "",
@@ -214,7 +221,7 @@ def report(version: str, previous: str, wheel_dir: Path, oracle: str | None) -> 
     lines += defaults_changes(old, new)
     lines += source_changes(gen.wheel_for(previous, wheel_dir), gen.wheel_for(version, wheel_dir))
     if oracle:
-        lines += oracle_changes(version, oracle)
+        lines += oracle_changes(version, oracle, only, site)
     else:
         setup = f"VLLM_VERSION={version} ORACLE_VENV=/tmp/oracle-{version} scripts/oracle/setup_venv.sh"
         lines += ["## Differential oracle", "",
@@ -228,6 +235,9 @@ def main() -> None:
     ap.add_argument("--previous", help="release to compare with (default: the newest known release before it)")
     ap.add_argument("--python", default=gen.DEFAULT_PYTHON, help="interpreter with torch (CPU) for the extraction")
     ap.add_argument("--oracle-python", help="interpreter with this vLLM release installed, to run the oracle cases")
+    ap.add_argument("--oracle-only", nargs="*", help="run only these oracle cases (names in the cases file)")
+    ap.add_argument("--oracle-site", type=Path, help="the release installed apart (pip install --no-deps --target "
+                    "DIR vllm==X), put in front of --oracle-python's own vLLM")
     ap.add_argument("--wheel-dir", type=Path, default=gen.DEFAULT_WHEELS)
     ap.add_argument("--make-default", action="store_true", help="make it kvplan's default release")
     ap.add_argument("--no-generate", action="store_true", help="the tables are already generated: report only")
@@ -245,7 +255,7 @@ def main() -> None:
         raise SystemExit(f"no release before {a.version} to compare with")
     out = ROOT / "docs" / "releases" / f"vllm-{a.version}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report(a.version, previous, a.wheel_dir, a.oracle_python))
+    out.write_text(report(a.version, previous, a.wheel_dir, a.oracle_python, a.oracle_only, a.oracle_site))
     print(f"wrote {out.relative_to(ROOT)}: review it, then `git add kvplan/data/vllm tests/data/vllm_argv_cases "
           f"{out.relative_to(ROOT)}`", file=sys.stderr)
 

@@ -310,7 +310,7 @@ def main() -> None:
             save_index(index)
             log(f"vllm {version}: {doc['options']['num_options']} options, "
                 f"stubbed {len(doc['stubbed_modules'])} modules ({', '.join(doc['stubbed_modules'][:6])}...)")
-        prune()
+    prune()
     write_history()
 
 
