@@ -476,8 +476,8 @@ class Linter:
             runs = ", ".join(a if a == b else f"{a} to {b}" for a, b in hist.accepted)
             kept.append(replace(
                 f, severity="warning",
-                message=f"{f.message.rstrip('.')} (linted against vLLM {self.engine.version_str}, the default: vLLM "
-                        f"{runs} accept {flag})",
+                message=f"{f.message.rstrip('.')}; no release is set (linted against vLLM {self.engine.version_str}, "
+                        f"the default), and vLLM {runs} accept {flag}.",
                 fix=(f"{f.fix.rstrip('.')}; " if f.fix else "") + "if the launch runs one of those releases, set "
                     "engine-version in the kvplan configuration (or pin a vllm/vllm-openai:vX.Y.Z image) to make "
                     "the finding exact."))

@@ -10,7 +10,6 @@ from typing import Any, Literal, cast
 
 from kvplan import __version__
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.engines import release_of
 from kvplan.errors import KvplanInputError
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
@@ -67,13 +66,6 @@ def apply_strict(plan: Plan) -> Plan:
 
 def _refuse_unsupported(arch: ModelArch, engine: EngineVersion) -> None:
     """vLLM's registry refuses the architecture in the release modelled: one input error, its reason."""
-    rel = release_of(engine)
-    if rel is not None and arch.architecture in rel.previously_supported:  # that release's own registry
-        last = rel.previously_supported[arch.architecture]
-        raise KvplanInputError(
-            f"vLLM {engine.version_str} refuses architecture {arch.architecture}: it was supported in vLLM until "
-            f"v{last} and is not supported anymore (vLLM {rel.version}'s model registry).",
-            f"Serve it with vLLM {last} (--engine vllm=={last}) or use a supported architecture.")
     reason = arch.refused_reason
     if not reason or engine.engine != "vllm":
         return

@@ -146,10 +146,11 @@ def test_lint_without_a_release_warns_for_flags_another_release_takes(tmp_path: 
     assert kv001["--kv-cache-typo"].severity.value == "error"  # no release ever had it: a typo
 
 
-def test_architecture_a_release_refuses_is_refused_for_that_release(tmp_path: Path) -> None:
-    cfg = DATA / "vllm_oracle_arch" / "configs" / "KeyeForConditionalGeneration__default.json"
-    (tmp_path / "config.json").write_text(cfg.read_text())
-    kvplan.api.compile(tmp_path / "config.json", engine="vllm==0.33.0")  # 0.33 builds Keye
-    assert "KeyeForConditionalGeneration" in release("0.34.0").previously_supported
-    with pytest.raises(KvplanInputError, match=r"vLLM 0\.34\.0 refuses architecture KeyeForConditionalGeneration"):
-        kvplan.api.compile(tmp_path / "config.json", engine="vllm==0.34.0")
+def test_lint_engine_version_may_name_a_release_older_than_the_plans(tmp_path: Path) -> None:
+    (tmp_path / "kvplan.toml").write_text('[lint]\nengine-version = "0.10.0"\n')
+    script = tmp_path / "serve.sh"
+    script.write_text("vllm serve meta-llama/Meta-Llama-3.1-8B --swap-space 4 --kv-cache-typ fp8\n")
+    r = lint_paths([str(script)], cwd=tmp_path)
+    kv001 = [f for f in r.findings if f.code == "KV001"]
+    assert [f.severity.value for f in kv001] == ["error"] and "--kv-cache-typ" in kv001[0].message  # 0.10 takes swap
+    assert r.engine.version == "0.10.0"
