@@ -122,6 +122,15 @@ def validate_kv_cache_dtype(value: str, version: str | None = None) -> str:
     return value
 
 
+def _added_later(dtype: str | None, version: str | None) -> str | None:
+    """The first release after `version` whose `--kv-cache-dtype` values include `dtype` (None: none does, or
+    `version` has it)."""
+    rel = release(version)
+    if dtype is None or dtype in rel.kv_cache_dtypes:
+        return None
+    return next((r.version for r in known_releases_after(rel) if dtype in r.kv_cache_dtypes), None)
+
+
 def known_releases_after(rel: Release) -> list[Release]:
     from kvplan.releases import known_releases
 
@@ -274,7 +283,8 @@ class ScanError:
     suggestion: str | None = None   # closest real option (for a removed flag: the successor vLLM names, if any)
     dest: str | None = None         # the option's dest, for invalid values
     removed_in: str | None = None   # an earlier release accepted the flag; this release removed it
-    added_in: str | None = None     # the flag exists from this later release on
+    added_in: str | None = None     # the flag (or, for an invalid value, the value) exists from this release on
+    value: str | None = None        # the value rejected, for invalid values
 
 
 @dataclass
@@ -570,7 +580,9 @@ class _Scanner:
             try:
                 values[opt.dest] = _use_value(opt, use, values)
             except _TypeError_ as e:
-                self.error("invalid_value", use.written, f"argument {opt.name}: {e}", use.index, dest=opt.dest)
+                self.errors.append(ScanError(kind="invalid_value", flag=use.written, position=use.index,
+                                             message=f"argument {opt.name}: {e}", dest=opt.dest,
+                                             value=use.values[0] if use.values else None))
                 use.option = None
         return values
 
@@ -671,17 +683,23 @@ def parse_flags(argv: Sequence[str], version: str | None = None) -> ServingFlags
     check_argv(argv)  # argument count and size, before anything is parsed
     table = serve_options(version)
     scan = scan_argv(argv, table.engine_version)
+    later_dtype = None
     for e in scan.errors:  # a value kvplan needs to plan with, which vLLM's parser rejects: exit 2 like vLLM
+        if e.kind == "invalid_value" and e.dest == "kv_cache_dtype" and _added_later(e.value, version) is not None:
+            later_dtype = e  # a dtype a later release has: KV005 reports it (as KV004 a later flag)
+            continue
         if e.kind == "invalid_value" and e.dest in MODELLED_DESTS:
             opt = table.by_dest[e.dest]
             raise FlagValueError(opt.canonical, e.message if e.message.endswith((".", "?")) else e.message + ".",
                                  _value_fix(opt, table.engine_version))
     fields = _modelled_fields(scan)
+    if later_dtype is not None:
+        fields.update(kv_cache_dtype=later_dtype.value, kv_cache_dtype_explicit=True)
     _check_values(fields, table.engine_version)
     removed = {u.written for u in scan.uses if u.option is None and u.written in REMOVED_FLAGS}
     if "--calculate-kv-scales" in removed or scan.values.get("calculate_kv_scales"):  # (accepted before 0.27)
         fields["calculate_kv_scales"] = True
-    errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS)]
+    errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS) and e is not later_dtype]
     fields["unknown_flags"] = tuple(e.flag for e in errors if e.kind == "unknown")
     fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message,  # type: ignore[arg-type]
                                             suggestion=e.suggestion, removed_in=e.removed_in,
@@ -720,7 +738,7 @@ def _check_values(fields: dict[str, Any], version: str | None = None) -> None:
     if "hf_overrides" in fields and not isinstance(fields["hf_overrides"], dict):
         raise FlagValueError("--hf-overrides", f"--hf-overrides must be a JSON object, got {fields['hf_overrides']!r}.",
                              """Pass e.g. --hf-overrides '{"max_position_embeddings": 65536}'.""")
-    if "kv_cache_dtype" in fields:
+    if "kv_cache_dtype" in fields and _added_later(fields["kv_cache_dtype"], version) is None:
         try:
             validate_kv_cache_dtype(fields["kv_cache_dtype"], version)
         except KvplanInputError as e:

@@ -38,17 +38,17 @@ from kvplan.rules.lint_rules import (
 )
 
 # Flag rules that need no model: they run even when the model's config is unknown.
-MODEL_FREE = ("KV001", "KV002", "KV003", "KV006", "KV007", "KV301")
+MODEL_FREE = ("KV001", "KV002", "KV003", "KV004", "KV006", "KV007", "KV301")
 
 # Findings about the file, the pod or the variables, true whichever vLLM release runs: never upgrade findings.
 RELEASE_INDEPENDENT = frozenset({"KV802", "KV804", "KV807", "KV808", "KV809", "KV811", "KV812", "KV813"})
 
 # What makes vLLM's parser exit, and differs between releases (flags come and go, prefixes become ambiguous,
 # choices change): in an image whose vLLM release kvplan cannot read, these are warnings, not errors.
-RELEASE_DEPENDENT_EXITS = frozenset({"KV001", "KV002", "KV006", "KV007"})
+RELEASE_DEPENDENT_EXITS = frozenset({"KV001", "KV002", "KV004", "KV006", "KV007"})
 # What the release's own parser decides (unknown, ambiguous, rejected values): exact for a pinned release
 # kvplan has the option table of, whether or not it plans for it.
-PARSER_EXITS = frozenset({"KV001", "KV006", "KV007"})
+PARSER_EXITS = frozenset({"KV001", "KV004", "KV006", "KV007"})
 
 __all__ = ["Linter", "image_release", "index_flags"]  # image_release: kvplan.rules.lint_rules
 
@@ -469,7 +469,7 @@ class Linter:
         kept = []
         for f in out:
             flag = f.subject.flag if f.subject is not None else None
-            hist = option_history(flag) if f.code == "KV001" and flag else None
+            hist = option_history(flag) if f.code in ("KV001", "KV004") and flag else None
             if hist is None or (f.severity or self._sev(f.code)) != "error":
                 kept.append(f)
                 continue

@@ -36,7 +36,9 @@ def unknown_flag(ctx: FlagsContext) -> Iterator[Emit]:
         if e.kind != "unknown":
             continue
         seen.add(e.flag)
-        if e.removed_in is not None or e.added_in is not None:
+        if e.added_in is not None:
+            continue  # a flag a later release added: KV004
+        if e.removed_in is not None:
             yield _other_release_flag(e.flag, e.message, e.removed_in, e.added_in, e.suggestion)
             continue
         what = f"unknown flag {e.flag}" if e.flag.startswith("-") else f"unexpected argument {e.flag!r}"
@@ -110,13 +112,13 @@ def invalid_flag_value(ctx: FlagsContext) -> Iterator[Emit]:
              "PR #49389; scales now come from the checkpoint, else 1.0.",
          fix="Drop the flag; use a checkpoint with calibrated k/v scales, `kvplan calibrate`, or a "
              "per-token-head KV dtype.",
-         references=("https://github.com/vllm-project/vllm/pull/49389",), versions=">=0.27")
+         references=("https://github.com/vllm-project/vllm/pull/49389",), versions=">=0.28")
 def removed_flag(ctx: FlagsContext) -> Iterator[Emit]:
     if ctx.flags.calculate_kv_scales and not ctx.engine_has("calculate_kv_scales"):
         note, _ = REMOVED_FLAGS["--calculate-kv-scales"]
         if ctx.engine.version is not None and ctx.engine.version[:2] == (0, 33):
             yield Emit(f"--calculate-kv-scales was {note}.")
-        else:  # releases between the removal (0.27 by kvplan's mapping) and 0.33
+        else:  # releases between the removal (0.28: the first wheel without the flag) and 0.33
             yield Emit(f"--calculate-kv-scales does not exist in vLLM {ctx.engine.version_str}: it was "
-                       "removed by PR #49389 (first absent in 0.27 by kvplan's mapping); scales now come "
+                       "removed by PR #49389 (first absent in vLLM 0.28.0); scales now come "
                        "from the checkpoint, else 1.0.")

@@ -153,6 +153,19 @@ def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = 
     return mod
 
 
+def _torch_cpu_probes() -> None:
+    """CPU feature probes older vLLM CPU platforms call (`torch._C._cpu._is_avx512_supported`, 0.17) that this
+    torch no longer has: answered False (no such CPU feature), which only steers CPU kernels, never an option."""
+    with contextlib.suppress(Exception):
+        import torch
+
+        cpu = torch._C._cpu
+        for name in ("_is_avx512_supported", "_is_avx512_bf16_supported", "_is_avx512_vnni_supported",
+                     "_is_amx_tile_supported", "_is_amx_fp16_supported", "_is_avx2_supported"):
+            if not hasattr(cpu, name):
+                setattr(cpu, name, lambda: False)
+
+
 def install_stubs(forced: set[str], missing: set[str]) -> None:
     # The big dependencies probe their own optional packages: import them before any stub exists.
     for dep in ("torch", "transformers", "pydantic", "fastapi", "openai"):
@@ -160,6 +173,7 @@ def install_stubs(forced: set[str], missing: set[str]) -> None:
             with contextlib.suppress(Exception):
                 importlib.import_module(dep)
     FORCED.update(forced)
+    _torch_cpu_probes()
     for m in missing:
         (ALLOW_NAMES if ":" in m else ALLOW_MISSING).add(m)
     sys.meta_path.insert(0, _Forced())

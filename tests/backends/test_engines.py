@@ -104,8 +104,7 @@ def test_cli_engine_bad_value_one_line_exit_2(spec: str) -> None:
 # rule -> (ENGINE_FEATURES entry, whether the rule holds where the feature holds or where it does not)
 _RULE_FEATURES = {
     "KV002": ("calculate_kv_scales", False), "KV003": ("calculate_kv_scales_deprecated", True),
-    "KV004": ("kv_cache_dtype_skip_layers", False), "KV104": ("kv_cache_dtype_skip_layers", True),
-    "KV005": ("per_token_head_kv_dtypes", False), "KV109": ("explicit_kv_cache_dtype_wins", False),
+    "KV104": ("kv_cache_dtype_skip_layers", True), "KV109": ("explicit_kv_cache_dtype_wins", False),
     "KV704": ("flashinfer_skip_layer_query_dtype_crash", True),
 }
 

@@ -154,3 +154,15 @@ def test_lint_engine_version_may_name_a_release_older_than_the_plans(tmp_path: P
     kv001 = [f for f in r.findings if f.code == "KV001"]
     assert [f.severity.value for f in kv001] == ["error"] and "--kv-cache-typ" in kv001[0].message  # 0.10 takes swap
     assert r.engine.version == "0.10.0"
+
+
+def test_a_flag_or_dtype_of_a_later_release_is_kv004_or_kv005_with_that_release() -> None:
+    # (KV004/KV005 run for every release now: the release's own table says what it lacks)
+    p = kvplan.api.compile(LLAMA, "--kv-cache-dtype int4_per_token_head", engine="vllm==0.22.0")
+    (kv005,) = [f for f in p.findings if f.code == "KV005"]
+    assert "vLLM 0.25.0 added it" in kv005.message and kv005.severity.value == "error"
+    p = kvplan.api.compile(LLAMA, "--kv-cache-dtype fp8 --enable-extensible-kv-cache", engine="vllm==0.33.0")
+    (kv004,) = [f for f in p.findings if f.code == "KV004"]
+    assert "vLLM 0.34.0 added it" in kv004.message and not [f for f in p.findings if f.code == "KV001"]
+    with pytest.raises(KvplanInputError, match="invalid choice: 'fp9'"):  # no release has it: exit 2
+        kvplan.api.compile(LLAMA, "--kv-cache-dtype fp9", engine="vllm==0.22.0")
