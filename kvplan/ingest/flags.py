@@ -217,7 +217,11 @@ def _base_convert(opt: ServeOption, v: str) -> Any:
     if k == "human_readable_int_or_auto":
         s = v.strip()
         return -1 if s == "-1" or s.lower() == "auto" else human_readable_int(s)
-    if k == "json":
+    if k == "json_or_kvs" and not re.match(r"(?s)^{.*}$", v):  # 0.8: key=value pairs when not a JSON object
+        return {key: int(val) for key, _, val in (p.partition("=") for p in v.split(","))}
+    if k == "json_or_int" and v.strip().isdigit():  # 0.10: `-O 3` is a compilation level
+        return int(v)
+    if k in ("json", "json_or_kvs", "json_or_int"):
         return json.loads(_expand_json_numbers(v) if opt.type_name == "parse_dataclass" else v)
     if k == "json_or_str":
         return json.loads(v) if re.match(r"(?s)^\s*{.*}\s*$", v) else v
@@ -242,7 +246,7 @@ def convert_value(opt: ServeOption, v: str) -> Any:
         if opt.type_wrapper is not None:
             raise _TypeError_(f"Value {v} cannot be converted to {opt.type_repr}.") from None
         raise _TypeError_(f"invalid {opt.type_name} value: {v!r}") from None
-    if opt.type_name == "parse_dataclass" and not isinstance(out, dict):
+    if opt.type_name == "parse_dataclass" and not isinstance(out, dict) and opt.kind != "json_or_int":
         raise _TypeError_(f"invalid JSON for {opt.canonical}: expected an object, got {v!r}")
     if opt.choices is not None and out not in opt.choices:
         raise _TypeError_(f"invalid choice: {out!r} (choose from {', '.join(map(repr, opt.choices))})")

@@ -23,7 +23,7 @@ class ServeOption:
     negative: frozenset[str]             # spellings that set a boolean option to False
     nargs: Any                           # None (one value), 0 (a flag), '?', '+'
     # flag | str | str_lower | nullable_str | int | float | human_readable_int[_or_auto] | json | json_or_str
-    # | kvs | csv_int_or_str | other (a type kvplan does not convert: any word is taken)
+    # | json_or_kvs | json_or_int | kvs | csv_int_or_str | other (a type kvplan does not convert: any word taken)
     kind: str
     type_name: str | None             # argparse's name of the type function ("invalid <type_name> value")
     type_wrapper: str | None          # vLLM's optional_type / parse_type wrapper, which words errors itself

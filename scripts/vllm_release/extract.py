@@ -153,6 +153,21 @@ def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = 
     return mod
 
 
+def _tolerate_config_reregistration() -> None:
+    """Older releases register their own config classes for model types the installed transformers now has
+    (0.9: 'aimv2'); transformers refuses a second registration. Tolerated (exist_ok): the registry only matters
+    for loading models, never for the parser."""
+    with contextlib.suppress(Exception):
+        from transformers import AutoConfig
+
+        orig = AutoConfig.register
+
+        def register(model_type: Any, config: Any, exist_ok: bool = False) -> Any:
+            return orig(model_type, config, exist_ok=True)
+
+        AutoConfig.register = staticmethod(register)  # type: ignore[method-assign]
+
+
 def _torch_cpu_probes() -> None:
     """CPU feature probes older vLLM CPU platforms call (`torch._C._cpu._is_avx512_supported`, 0.17) that this
     torch no longer has: answered False (no such CPU feature), which only steers CPU kernels, never an option."""
@@ -174,6 +189,7 @@ def install_stubs(forced: set[str], missing: set[str]) -> None:
                 importlib.import_module(dep)
     FORCED.update(forced)
     _torch_cpu_probes()
+    _tolerate_config_reregistration()
     for m in missing:
         (ALLOW_NAMES if ":" in m else ALLOW_MISSING).add(m)
     sys.meta_path.insert(0, _Forced())
@@ -274,9 +290,25 @@ def value_kind(action: argparse.Action) -> dict[str, Any]:
         kind = _lambda_kind(base)
     else:
         kind = "other"
+    if kind == "json" and t is not None:
+        # what the type itself takes besides JSON objects: `image=2` (0.8: nullable_kvs fallback), a bare
+        # `3` (0.10: -O 3 is a compilation level)
+        if isinstance(_probe(t, "image=2"), dict):
+            kind = "json_or_kvs"
+        elif _probe(t, "3") is not None:
+            kind = "json_or_int"
     type_repr = re.sub(r" at 0x[0-9a-f]+", "", repr(base)) if wrapper else None
     return {"kind": kind, "type_name": name if t is not None else None, "type_wrapper": wrapper,
             "type_repr": type_repr}
+
+
+def _probe(t: Any, value: str) -> Any:
+    """What the option's type makes of `value` (None when it raises)."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return t(value)
+    except BaseException:  # argparse errors, SystemExit, pydantic errors alike
+        return None
 
 
 def _lambda_kind(base: Any) -> str:

@@ -277,7 +277,7 @@ def test_select_backend_config_errors(kv: str, model: str, msg: str) -> None:
 
 
 def test_select_backend_unmodelled_engine_does_not_guess() -> None:
-    for spec in ("sglang", "trtllm==1.0", "vllm==0.17.0", "vllm==0.34.0"):
+    for spec in ("sglang", "trtllm==1.0", "vllm==0.17.0", "vllm==0.35.0"):
         c = select_backend(dense("fp8"), resolve_gpu("h100"), EngineVersion.parse(spec))
         assert c.status == "not_modelled" and c.backend is None and "not modelled yet" in c.notes[0]
 

@@ -156,13 +156,10 @@ def test_engine_defaults_to_the_modelled_version() -> None:
 
 
 def test_engine_control_plans_an_older_release_like_kvplan_plan_engine() -> None:
-    pth = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "int8_per_token_head"], gpu="h100")
-    err = pth.set_engine("vllm==0.19.0")  # 0.19's own parser has no per-token-head dtypes: it exits, as kvplan plan
-    assert err and "invalid choice: 'int8_per_token_head'" in err and pth.plan.engine.version == "0.33.0"
-    s = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "fp8"], gpu="h100")
+    s = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "int8_per_token_head"], gpu="h100")
     assert s.set_engine("vllm==0.19.0") is None
     assert s.plan.engine.version == "0.19.0"
-    assert any(f.code == "KV009" for f in s.plan.findings)  # 0.33's backend rows, said so
+    assert any(f.code == "KV005" and f.severity is Severity.error for f in s.plan.findings)  # 0.20 added it
     assert s.plan_command().endswith("--gpu h100 --engine vllm==0.19.0 --format json")
     assert s.export_json() == kvplan_plan_json(str(GPT_OSS), *s.argv(), "--gpu", "h100", "--engine", "vllm==0.19.0")
     assert s.changes() == ["engine vllm==0.33.0 → vllm==0.19.0"]
