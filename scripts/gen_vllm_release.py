@@ -232,12 +232,12 @@ def build_history(index: dict[str, Any]) -> dict[str, Any]:
     tables = {v: json.loads((DATA / "options" / f"{index['releases'][v]['options']}.json").read_text())
               for v in versions}
     seen: dict[str, list[str]] = {}
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, list[dict[str, Any]]] = {}  # every release's row of the spelling, oldest first
     for v in versions:
         for r in tables[v]["options"]:
             for s in r["option_strings"] + r["hidden_option_strings"]:
                 seen.setdefault(s, []).append(v)
-                rows[s] = r
+                rows.setdefault(s, []).append(r)
     out: dict[str, Any] = {}
     for s, vs in sorted(seen.items()):
         # releases that accept the spelling, as [first, last] runs over the release list
@@ -252,9 +252,10 @@ def build_history(index: dict[str, Any]) -> dict[str, Any]:
         if last != versions[-1]:
             removed_in = versions[versions.index(last) + 1]
             entry["removed_in"] = removed_in
-            last_row = next(r for r in tables[last]["options"]
-                            if s in r["option_strings"] + r["hidden_option_strings"])
-            entry["successor"] = successor_of(s, last_row, tables[removed_in])
+            # the newest deprecation text that names a successor, in any release that had the flag
+            entry["successor"] = next((x for r in reversed(rows[s])
+                                       if (x := successor_of(s, r, tables[removed_in])) is not None), None)
+            last_row = rows[s][-1]
             if last_row.get("deprecation_help"):
                 entry["last_help"] = last_row["deprecation_help"][:300]
         out[s] = entry
