@@ -443,7 +443,8 @@ class Linter:
         """Findings of a launch whose image runs another vLLM release than the one linted against."""
         if pinned_old is not None:  # what the modelled release would reject: upgrade findings, not errors today
             # (the launch line itself was judged by the pinned release's own parser: those findings stand)
-            exact = PARSER_EXITS if release(flags_release).version == release(pinned_old).version else frozenset()
+            pinned = find_release(pinned_old)
+            exact = PARSER_EXITS if pinned is not None and pinned.version == flags_release else frozenset()
             return [f if f.code in RELEASE_INDEPENDENT or f.code in exact else replace(
                 f, message=f"on upgrade from vLLM {pinned_old} to {engine.version_str}: {f.message}",
                 severity="info", upgrade=engine.version_str) for f in out]

@@ -174,3 +174,8 @@ def test_a_flag_or_dtype_of_a_later_release_is_kv004_or_kv005_with_that_release(
     assert "vLLM 0.34.0 added it" in kv004.message and not [f for f in p.findings if f.code == "KV001"]
     with pytest.raises(KvplanInputError, match="invalid choice: 'fp9'"):  # no release has it: exit 2
         kvplan.api.compile(LLAMA, "--kv-cache-dtype fp9", engine="vllm==0.22.0")
+
+
+def test_lint_a_pinned_release_older_than_any_data_gets_upgrade_findings(tmp_path: Path) -> None:
+    found = _codes(tmp_path, "old.yaml", POD.format(image="vllm/vllm-openai:v0.5.4", args='"--kv-cache-typ", "fp8"'))
+    assert [c[1] for c in found if c[0] == "KV001"] == ["info"]  # no 0.5 table: judged as an upgrade to the newest
