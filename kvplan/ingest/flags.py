@@ -349,7 +349,7 @@ def scan_argv(argv: Sequence[str], version: str | None = None) -> ScannedArgv:
     table = serve_options(version)
     skip, is_serve = strip_launcher(argv)
     items = _preprocess(argv, skip, is_serve, table.preprocess)
-    kept, dotted = _gather_dotted(items) if table.preprocess.dotted_json else (items, {})
+    kept, dotted = _gather_dotted(items, table.preprocess.dotted_raw) if table.preprocess.dotted_json else (items, {})
     scan = _Scanner(table, kept)
     scan.run()
     scan.add_dotted(dotted)  # dotted keys come last, as vLLM appends them after everything else
@@ -379,6 +379,8 @@ def _preprocess(argv: Sequence[str], skip: int, is_serve: bool, how: Preprocess 
         elif (tok == "-O" and i + 1 < len(args) and args[i + 1] in ("0", "1", "2", "3") and how.opt_level is not None
               and how.opt_level_split):
             items.append((how.opt_level[0], i, False))
+            if len(how.opt_level) == 2 and how.opt_level[1] != "3":  # 0.10: `-O 3` -> `-O '{"level": 3}'`
+                args[i + 1] = re.sub(r"\b3\b", args[i + 1], how.opt_level[1])
         else:
             items.append((tok, i, False))
     if not is_serve or not how.model_to_front:
@@ -393,11 +395,11 @@ def _preprocess(argv: Sequence[str], skip: int, is_serve: bool, how: Preprocess 
 
 def _opt_level(template: tuple[str, ...], level: str) -> str:
     """`-O3` as the release rewrites it, in one token (`--optimization-level=3`)."""
-    words = [level if w == "3" else w for w in template]
+    words = [re.sub(r"\b3\b", level, w) for w in template]
     return "=".join(words) if len(words) == 2 else words[0]
 
 
-def _gather_dotted(items: list[Item]) -> tuple[list[Item], Dotted]:
+def _gather_dotted(items: list[Item], raw: bool = False) -> tuple[list[Item], Dotted]:
     """Dotted JSON keys (--attention-config.backend X, -ac.backend=X, --x.list+ a,b) -> one JSON value each."""
     dotted: Dotted = {}
     kept: list[Item] = []
@@ -417,7 +419,7 @@ def _gather_dotted(items: list[Item]) -> tuple[list[Item], Dotted]:
                 continue
             value_str, vidx = items[j + 1][0], [items[j + 1][1]]
             j += 1
-        key, value = _dotted_value(key_part, value_str)
+        key, value = _dotted_value(key_part, value_str, raw)
         if key not in dotted:
             dotted[key] = ({}, i, [])
         _merge(dotted[key][0], value)
@@ -426,8 +428,15 @@ def _gather_dotted(items: list[Item]) -> tuple[list[Item], Dotted]:
     return kept, dotted
 
 
-def _dotted_value(key_part: str, value_str: str) -> tuple[str, Any]:
-    """`attention-config.backend`, `X` -> ('attention-config', {'backend': X}), the value read as vLLM reads it."""
+def _dotted_value(key_part: str, value_str: str, raw: bool = False) -> tuple[str, Any]:
+    """`attention-config.backend`, `X` -> ('attention-config', {'backend': X}), the value read as vLLM reads it
+    (`raw`, 0.9: keys with dashes for underscores, the value a string, no `key+` lists)."""
+    if raw:
+        key, *keys = key_part.replace("_", "-").split(".")
+        nested: Any = value_str
+        for k in reversed(keys):
+            nested = {k: nested}
+        return key, nested
     if key_part.endswith("+"):
         key_part = key_part[:-1]
         value_str = json.dumps(value_str.split(","))

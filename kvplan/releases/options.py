@@ -62,6 +62,8 @@ class Preprocess:
     """`-O 3` is rewritten like `-O3` (else passed on)."""
     model_to_front: bool = True
     """`vllm serve ... --model M` becomes `vllm serve M ...`."""
+    dotted_raw: bool = False
+    """Dotted keys keep dashes for underscores and their values as strings, with no `key+` lists (0.9)."""
 
     @classmethod
     def from_probes(cls, probes: dict[str, list[str]] | None) -> Preprocess:
@@ -70,6 +72,7 @@ class Preprocess:
         dotted = probes.get("dotted", [])[2:]
         level = probes.get("opt_level", [])[2:]
         return cls(dotted_json=len(dotted) == 2 and dotted[0] == "--a-b" and dotted[1].startswith("{"),
+                   dotted_raw=dotted[1:] == ['{"c-d": "1"}'],
                    dash_whole_key=dotted[:1] == ["--a-b.c-d"],
                    opt_level=None if level == ["-O3"] else tuple(level),
                    opt_level_split=probes.get("opt_level_split", [])[2:] != ["-O", "3"],
