@@ -113,7 +113,7 @@ file_timeout = define(
 
 MODELLED_FIRST = (0, 18, 0)
 def _modelled() -> str:
-    return f"vLLM 0.{MODELLED_FIRST[1]} to {newest_engine().version_str}"
+    return f"vLLM {'.'.join(map(str, MODELLED_FIRST))} to {newest_engine().version_str}"
 # vLLM's own release images: their tag is the vLLM version (v0.10.0, v0.25.0-ubuntu2404, 0.11.0).
 _VLLM_RELEASE_REPO = re.compile(r"(?:^|/)vllm/vllm-openai(?:-[a-z0-9]+)?$", re.I)
 _RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:\.post\d+)|(?:[-+.][\w.-]*))?$")
