@@ -219,8 +219,8 @@ def _base_convert(opt: ServeOption, v: str) -> Any:
         return -1 if s == "-1" or s.lower() == "auto" else human_readable_int(s)
     if k == "json_or_kvs" and not re.match(r"(?s)^{.*}$", v):  # 0.8: key=value pairs when not a JSON object
         return {key: int(val) for key, _, val in (p.partition("=") for p in v.split(","))}
-    if k == "json_or_int" and v.strip().isdigit():  # 0.10: `-O 3` is a compilation level
-        return int(v)
+    if k == "json_or_int" and v.strip().isdigit():  # 0.9: `-O 3` is a compilation level
+        return {"level": int(v)}
     if k in ("json", "json_or_kvs", "json_or_int"):
         return json.loads(_expand_json_numbers(v) if opt.type_name == "parse_dataclass" else v)
     if k == "json_or_str":
@@ -246,7 +246,7 @@ def convert_value(opt: ServeOption, v: str) -> Any:
         if opt.type_wrapper is not None:
             raise _TypeError_(f"Value {v} cannot be converted to {opt.type_repr}.") from None
         raise _TypeError_(f"invalid {opt.type_name} value: {v!r}") from None
-    if opt.type_name == "parse_dataclass" and not isinstance(out, dict) and opt.kind != "json_or_int":
+    if opt.type_name == "parse_dataclass" and not isinstance(out, dict):
         raise _TypeError_(f"invalid JSON for {opt.canonical}: expected an object, got {v!r}")
     if opt.choices is not None and out not in opt.choices:
         raise _TypeError_(f"invalid choice: {out!r} (choose from {', '.join(map(repr, opt.choices))})")
@@ -349,7 +349,9 @@ def scan_argv(argv: Sequence[str], version: str | None = None) -> ScannedArgv:
     table = serve_options(version)
     skip, is_serve = strip_launcher(argv)
     items = _preprocess(argv, skip, is_serve, table.preprocess)
-    kept, dotted = _gather_dotted(items, table.preprocess.dotted_raw) if table.preprocess.dotted_json else (items, {})
+    how = table.preprocess
+    raw = "dashes" if how.dotted_key_dashes else "raw" if how.dotted_raw else ""
+    kept, dotted = _gather_dotted(items, raw) if how.dotted_json else (items, {})
     scan = _Scanner(table, kept)
     scan.run()
     scan.add_dotted(dotted)  # dotted keys come last, as vLLM appends them after everything else
@@ -399,7 +401,7 @@ def _opt_level(template: tuple[str, ...], level: str) -> str:
     return "=".join(words) if len(words) == 2 else words[0]
 
 
-def _gather_dotted(items: list[Item], raw: bool = False) -> tuple[list[Item], Dotted]:
+def _gather_dotted(items: list[Item], raw: str = "") -> tuple[list[Item], Dotted]:
     """Dotted JSON keys (--attention-config.backend X, -ac.backend=X, --x.list+ a,b) -> one JSON value each."""
     dotted: Dotted = {}
     kept: list[Item] = []
@@ -428,11 +430,11 @@ def _gather_dotted(items: list[Item], raw: bool = False) -> tuple[list[Item], Do
     return kept, dotted
 
 
-def _dotted_value(key_part: str, value_str: str, raw: bool = False) -> tuple[str, Any]:
+def _dotted_value(key_part: str, value_str: str, raw: str = "") -> tuple[str, Any]:
     """`attention-config.backend`, `X` -> ('attention-config', {'backend': X}), the value read as vLLM reads it
-    (`raw`, 0.9: keys with dashes for underscores, the value a string, no `key+` lists)."""
+    (`raw`, 0.9: the value a string, no `key+` lists; "dashes", 0.9.0: keys with dashes for underscores too)."""
     if raw:
-        key, *keys = key_part.replace("_", "-").split(".")
+        key, *keys = (key_part.replace("_", "-") if raw == "dashes" else key_part).split(".")
         nested: Any = value_str
         for k in reversed(keys):
             nested = {k: nested}

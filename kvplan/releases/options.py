@@ -63,7 +63,9 @@ class Preprocess:
     model_to_front: bool = True
     """`vllm serve ... --model M` becomes `vllm serve M ...`."""
     dotted_raw: bool = False
-    """Dotted keys keep dashes for underscores and their values as strings, with no `key+` lists (0.9)."""
+    """Dotted values stay strings, with no `key+` lists (0.9.0, 0.9.1)."""
+    dotted_key_dashes: bool = False
+    """Dotted keys get dashes for underscores too (0.9.0)."""
 
     @classmethod
     def from_probes(cls, probes: dict[str, list[str]] | None) -> Preprocess:
@@ -72,7 +74,8 @@ class Preprocess:
         dotted = probes.get("dotted", [])[2:]
         level = probes.get("opt_level", [])[2:]
         return cls(dotted_json=len(dotted) == 2 and dotted[0] == "--a-b" and dotted[1].startswith("{"),
-                   dotted_raw=dotted[1:] == ['{"c-d": "1"}'],
+                   dotted_raw=dotted[1:] in (['{"c-d": "1"}'], ['{"c_d": "1"}']),
+                   dotted_key_dashes=dotted[1:] == ['{"c-d": "1"}'],
                    dash_whole_key=dotted[:1] == ["--a-b.c-d"],
                    opt_level=None if level == ["-O3"] else tuple(level),
                    opt_level_split=probes.get("opt_level_split", [])[2:] != ["-O", "3"],
