@@ -50,8 +50,9 @@ SUPPORTED_ENGINES: tuple[str, ...] = tuple(
 """`--engine` values of every release kvplan plans for, newest first. A patch release kvplan stores no
 table for (`vllm==0.19.1` when 0.19.1 changed none of vLLM's tables) plans as the patch below it."""
 
-ENGINE_VERSIONS = SUPPORTED_ENGINES
-"""Alias read by `kvplan explore` (a tuple of `--engine` values, not the row range string)."""
+ENGINE_VERSIONS = tuple(s for s in SUPPORTED_ENGINES if s.endswith(".0") and s.count(".") == 2)
+"""The minor releases (`vllm==0.19.0`), newest first: `kvplan explore`'s engine control (a patch release is
+typed there, as in `--engine`)."""
 
 
 def release_of(engine: EngineVersion) -> Release | None:
