@@ -86,7 +86,7 @@ def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
         hf_quant_config: Mapping[str, Any] | None = None, label: str | None = None) -> Compiled:
     """`compile`, also returning the quantization metadata the plan was made from."""
     ev = resolve_engine(engine)
-    sf = flags_from(flags)
+    sf = flags_from(flags, ev.version_str)
     inputs = model_inputs(source, sf, hf_quant_config=hf_quant_config, read_safetensors=read_safetensors,
                           offline=offline, label=label)
     if kv_scales is not None:  # `kvplan calibrate` output: per-tensor FP8 layers become scale_source calibrated

@@ -53,6 +53,14 @@ def _tune_report() -> dict[str, Any]:
     return tune_report_schema()
 
 
+def _engines() -> dict[str, Any]:
+    from kvplan.backends.release_list import SCHEMA_VERSION, EnginesDocument
+    s = EnginesDocument.model_json_schema(mode="serialization")
+    s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    s["$id"] = f"https://kvplan.dev/schemas/engines-{SCHEMA_VERSION}.json"
+    return s
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "plan": _plan,
     "lint-report": _lint_report,
@@ -62,6 +70,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "kv-scales": _kv_scales,
     "bench-result": _bench_result,
     "tune-report": _tune_report,
+    "engines": _engines,
 }
 """Schema name -> generator. The file is `schemas/<name>.schema.json`."""
 

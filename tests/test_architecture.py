@@ -9,8 +9,8 @@ from tests.conftest import EXAMPLES, ROOT
 
 # The layers, lowest first: a package (kvplan/<name>/) or a module (kvplan/<name>.py). `pipeline` is the
 # one compile pipeline; `api` is the facade (kvplan/api.py and the package's own kvplan.compile & co).
-ORDER = ["model", "ingest", "backends", "rules", "planner", "report", "emit", "policy", "pipeline", "lint", "runtime",
-         "schemas", "api", "service", "explore", "cli"]
+ORDER = ["model", "releases", "ingest", "backends", "rules", "planner", "report", "emit", "policy", "pipeline", "lint",
+         "runtime", "schemas", "api", "service", "explore", "cli"]
 # Modules any layer may import besides those below it.
 SHARED = {"kvplan.errors", "kvplan.files"}
 # What a layer below the facade may take from the package itself (`from kvplan import __version__`).

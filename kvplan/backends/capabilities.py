@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from kvplan.errors import KvplanInputError
-from kvplan.model.engine import DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION
+from kvplan.releases import DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION
 
 __all__ = [
     "DEFAULT_ENGINE",

@@ -11,9 +11,9 @@ from kvplan.backends.request import BackendRequest, ModelDtype
 from kvplan.backends.select import hardware_reasons, select_backend
 from kvplan.backends.vllm_033 import BACKENDS, ENGINE_VERSIONS
 from kvplan.errors import KvplanInputError
-from kvplan.model.engine import DEFAULT_ENGINE
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
+from kvplan.releases import DEFAULT_ENGINE
 
 __all__ = ["SCHEMA_VERSION", "backends_document", "gpus_document"]
 

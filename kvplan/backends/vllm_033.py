@@ -434,20 +434,20 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         introduced_by=_PR + "31195", introduced_merged="2025-12-23",
         source=_MAP + "merged 2025-12-23, after v0.13.0 (2025-12-18) -> assumed first in 0.14.0."),
     EngineFeature(
-        name="calculate_kv_scales_deprecated", kind="feature", versions=">=0.18,<0.27",
+        name="calculate_kv_scales_deprecated", kind="feature", versions=">=0.18,<0.28",
         summary="--calculate-kv-scales emits a DeprecationWarning when enabled.",
         introduced_by=_PR + "37201", introduced_merged="2026-03-16",
         fixed_or_removed_by=_PR + "49389", fixed_or_removed_merged="2026-07-22",
         source=_MAP + "deprecation merged 2026-03-16 -> assumed in 0.18.0 (released ~2026-03-20; "
                "could be 0.19.0)."),
     EngineFeature(
-        name="calculate_kv_scales", kind="removed_feature", versions="<0.27",
+        name="calculate_kv_scales", kind="removed_feature", versions="<0.28",
         summary="--calculate-kv-scales: k/v/q scales from the first forward (amax/200, v amax/100), "
                 "then frozen. Not in 0.33.0: passing it is an unknown-argument error.",
         fixed_or_removed_by=_PR + "49389", fixed_or_removed_merged="2026-07-22",
-        source=_MAP + "removal merged 2026-07-22; v0.26.0 was tagged 2026-07-25/27, assumed cut "
-               "before the merge -> first release without the flag assumed 0.27.0 (certain: absent "
-               "in 0.33.0, reference §4.4)."),
+        source="the release wheels (kvplan/data/vllm, scripts/gen_vllm_release.py): vLLM 0.27.0 still has "
+               "--calculate-kv-scales (vllm/engine/arg_utils.py, CacheConfig.calculate_kv_scales with its "
+               "deprecation warning, gpu_model_runner), 0.28.0 is the first release without it."),
     EngineFeature(
         name="kv_cache_dtype_skip_layers", kind="feature", versions=">=0.19",
         summary="--kv-cache-dtype-skip-layers (layer indices and 'sliding_window') keep listed "

@@ -18,8 +18,8 @@ from kvplan.backends.document import SCHEMA_VERSION, _engine, _kind, backends_do
 from kvplan.backends.gpus import GPU_PROFILES
 from kvplan.backends.vllm_033 import BACKENDS
 from kvplan.errors import KvplanInputError
-from kvplan.model.engine import DEFAULT_ENGINE
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
+from kvplan.releases import DEFAULT_ENGINE
 
 __all__ = ["COMMANDS", "SCHEMA_VERSION", "backends", "backends_document", "gpus", "gpus_document"]
 

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from kvplan.errors import KvplanInputError
-from kvplan.model.engine import DEFAULT_ENGINE
+from kvplan.releases import DEFAULT_ENGINE
 
 __all__ = ["COMMANDS", "explore"]
 

@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 from kvplan import __version__
 from kvplan.errors import KvplanInputError
 from kvplan.files import write_atomic
-from kvplan.model.engine import DEFAULT_ENGINE
+from kvplan.releases import DEFAULT_ENGINE
 
 # `kvplan rules --format json`: 1.1 added every lint/emit/policy code, `scope` values for them and `reserved`.
 RULES_SCHEMA_VERSION = "1.1"
@@ -39,7 +39,8 @@ def _register_optional(target: typer.Typer) -> None:
     Their heavy imports (torch, triton, textual, fastapi) stay inside the command functions.
     """
     import importlib
-    for mod in ("cmd_backends", "cmd_lint", "cmd_emit", "cmd_serve", "cmd_validate", "cmd_bench", "cmd_explore"):
+    for mod in ("cmd_backends", "cmd_engines", "cmd_lint", "cmd_emit", "cmd_serve", "cmd_validate", "cmd_bench",
+                "cmd_explore"):
         try:
             m = importlib.import_module(f"kvplan.cli.{mod}")
         except ModuleNotFoundError as e:

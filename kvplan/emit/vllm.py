@@ -23,9 +23,9 @@ from kvplan import __version__
 from kvplan.emit._common import compact, has_kv
 from kvplan.emit.codes import finding, sort_findings
 from kvplan.emit.model import EmitResult, LayerDifference
-from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.plan import EngineRef, Finding, Plan
 from kvplan.model.vocab import Severity, quant_mode_of
+from kvplan.releases import DEFAULT_ENGINE_VERSION
 
 UNQUANTIZED = frozenset({"auto", "float16", "bfloat16"})
 # Rules whose kv_cache_dtype decision is what `--kv-cache-dtype auto` alone gives a layer

@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kvplan.backends.engines import DEFAULT_ENGINE, ENGINE_VERSIONS
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.engines import DEFAULT_ENGINE, ENGINE_VERSIONS, resolve_engine
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.flags import MODELLED, parse_flags, scan_argv, validate_kv_cache_dtype
 from kvplan.model.plan import Finding, LayerPlan, Plan
@@ -137,7 +138,7 @@ class ExploreSession:
                  engine: str | None = None) -> None:
         self.path = str(path)
         self.policy = policy
-        sf = parse_flags(list(argv))  # bad flags fail here, as in `kvplan plan`
+        sf = parse_flags(list(argv), resolve_engine(engine).version_str)  # bad flags fail here, as in `kvplan plan`
         self.passthrough = strip_flags(list(argv))
         self.controls = Controls(
             kv_cache_dtype=sf.kv_cache_dtype, kv_cache_dtype_explicit=sf.kv_cache_dtype_explicit,
@@ -183,7 +184,7 @@ class ExploreSession:
     # ---- setters: one per control ---------------------------------------------------------
     def set_kv_cache_dtype(self, value: str) -> str | None:
         try:
-            validate_kv_cache_dtype(value)
+            validate_kv_cache_dtype(value, EngineVersion.parse(self.controls.engine).version_str)
         except KvplanInputError as e:
             return str(e)
         return self.apply(kv_cache_dtype=value, kv_cache_dtype_explicit=True)

@@ -1,8 +1,9 @@
-"""Engine flags, verbatim from a launch line -> ServingFlags, read the way vLLM 0.33's parser reads them.
+"""Engine flags, verbatim from a launch line -> ServingFlags, read the way the release's own parser reads them.
 
 vLLM's `vllm serve` parser is argparse with `allow_abbrev` (`FlexibleArgumentParser` around
-`make_arg_parser`). kvplan reads argv against the full option table generated from that parser
-(`kvplan/data/vllm/serve_options-0.33.0.json`, `scripts/gen_vllm_serve_options.py`):
+`make_arg_parser`). kvplan reads argv against the option table generated from that release's parser
+(`kvplan.releases`: `release(version).options`, written by `scripts/gen_vllm_release.py`); without a
+version, the default release's:
 
 * FlexibleArgumentParser's preprocessing: `--flag_name` -> `--flag-name` (up to the first '.'),
   `-O3` -> `--optimization-level 3`, dotted JSON keys (`--attention-config.backend X`, `key+` lists)
@@ -29,22 +30,20 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import check_argv, check_launch_line, input_boundary
-from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.flags import FlagError, ServingFlags
-from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
+from kvplan.releases import DEFAULT_ENGINE_VERSION, Release, ServeOption, ServeOptions, release
+from kvplan.releases.options import Preprocess
 
 __all__ = ["KNOWN_FLAGS", "MODELLED", "REMOVED_FLAGS", "FlagUse", "ScanError", "ScannedArgv", "ServeOption",
            "ServeOptions", "expand_config_file", "flags_from", "parse_flags", "scan_argv", "serve_options",
            "split_launch_line", "strip_launcher", "suggest_flag", "validate_kv_cache_dtype"]
 
 OPTIONS_VERSION = DEFAULT_ENGINE_VERSION
-OPTIONS_DIR = Path(__file__).resolve().parents[1] / "data" / "vllm"
 
 # Options kvplan models: dest -> ServingFlags field (the option table knows spellings, nargs and types).
 MODELLED_DESTS: dict[str, str] = {
@@ -70,96 +69,26 @@ MODELLED_DESTS: dict[str, str] = {
     "enable_prefix_caching": "enable_prefix_caching",
 }
 
-# Flags removed before 0.33: name -> (release note, takes a value). vLLM 0.33's parser calls them
-# unrecognized; kvplan reports them as KV002 (removed) instead of KV001 (unknown).
+# A removed flag whose effect kvplan still models: name -> (release note, takes a value). Every other
+# removed flag is found in the release history (`Release.removed_in_this_line`).
 REMOVED_FLAGS = {
     "--calculate-kv-scales": ("removed in vLLM 0.33 (PR #49389); scales now come from the checkpoint, else 1.0", False),
 }
 
 
 # ----------------------------------------------------------------------------- the option table
-@dataclass(frozen=True)
-class ServeOption:
-    """One `vllm serve` option, as vLLM's parser declares it."""
-
-    dest: str
-    option_strings: tuple[str, ...]      # the visible spellings (argparse names the option by these)
-    spellings: tuple[str, ...]           # every spelling the parser matches, hidden --no-<name> forms included
-    negative: frozenset[str]             # spellings that set a boolean option to False
-    nargs: Any                           # None (one value), 0 (a flag), '?', '+'
-    # flag | str | str_lower | int | float | human_readable_int[_or_auto] | json | json_or_str | csv_int_or_str
-    kind: str
-    type_name: str | None             # argparse's name of the type function ("invalid <type_name> value")
-    type_wrapper: str | None          # vLLM's optional_type / parse_type wrapper, which words errors itself
-    type_repr: str | None             # repr of the wrapped type, as those wrappers print it
-    choices: tuple[Any, ...] | None
-    group: str                           # engine | frontend | serve
-    action: str
-    const: Any = None
-
-    @property
-    def name(self) -> str:
-        """argparse's name of the option in error messages: the visible spellings joined by '/'."""
-        return "/".join(self.option_strings)
-
-    @property
-    def canonical(self) -> str:
-        """The long spelling kvplan reports the option by (e.g. '--tensor-parallel-size' for '-tp')."""
-        return next((s for s in self.option_strings if s.startswith("--")), self.option_strings[0])
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """vLLM's `vllm serve` option table for one release."""
-
-    engine_version: str
-    options: tuple[ServeOption, ...]
-    by_spelling: dict[str, ServeOption]
-    order: tuple[str, ...]               # spellings in registration order (argparse lists ambiguous matches so)
-    by_dest: dict[str, ServeOption]
-
-    def resolve(self, written: str) -> tuple[ServeOption | None, str | None, list[str]]:
-        """(option, spelling matched, ambiguous candidates) for a flag as argparse matches it."""
-        if written in self.by_spelling:
-            return self.by_spelling[written], written, []
-        if len(written) < 2:
-            return None, None, []
-        # allow_abbrev: every spelling the flag is a prefix of (for '-x' too: '-d' is a prefix of '-dp', '-dcp', ...)
-        hits = [s for s in self.order if s.startswith(written)]
-        if len(hits) == 1:
-            return self.by_spelling[hits[0]], hits[0], []
-        return None, None, hits
-
-
-@lru_cache(maxsize=2)
-def serve_options(version: str = OPTIONS_VERSION) -> ServeOptions:
-    """The option table generated from vLLM's parser (scripts/gen_vllm_serve_options.py)."""
-    path = OPTIONS_DIR / f"serve_options-{version}.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise KvplanInputError(f"no `vllm serve` option table for vLLM {version}.",
-                               f"Generate it with scripts/gen_vllm_serve_options.py (have: {OPTIONS_VERSION}).",
-                               ) from None
-    options = []
-    for row in data["options"]:
-        spellings = tuple(row["option_strings"]) + tuple(row["hidden_option_strings"])
-        options.append(ServeOption(
-            dest=row["dest"], option_strings=tuple(row["option_strings"]), spellings=spellings,
-            negative=frozenset(row["negative_option_strings"]), nargs=row["nargs"], kind=row["kind"],
-            type_name=row["type_name"], type_wrapper=row["type_wrapper"], type_repr=row["type_repr"],
-            choices=tuple(row["choices"]) if row["choices"] is not None else None, group=row["group"],
-            action=row["action"], const=row.get("const")))
-    by_spelling = {s: o for o in options for s in o.spellings}
-    return ServeOptions(engine_version=data["engine_version"], options=tuple(options), by_spelling=by_spelling,
-                        order=tuple(data["registration_order"]), by_dest={o.dest: o for o in options})
+def serve_options(version: str | None = None) -> ServeOptions:
+    """The `vllm serve` option table of a release (None: the default release)."""
+    return release(version).options
 
 
 def _modelled() -> dict[str, tuple[str, str]]:
     table = serve_options()
     out: dict[str, tuple[str, str]] = {}
     for dest, fld in MODELLED_DESTS.items():
-        o = table.by_dest[dest]
+        o = table.by_dest.get(dest)
+        if o is None:
+            continue
         kind = "list" if o.nargs == "+" else o.kind
         for s in o.spellings:
             out[s] = (fld, kind)
@@ -169,26 +98,48 @@ def _modelled() -> dict[str, tuple[str, str]]:
 
 # Every exact spelling of the options kvplan models: spelling -> (ServingFlags field, value kind).
 MODELLED: dict[str, tuple[str, str]] = _modelled()
-# Every spelling vLLM 0.33's `vllm serve` parser accepts exactly (prefixes of them resolve too).
+# Every spelling the default release's `vllm serve` parser accepts exactly (prefixes of them resolve too).
 KNOWN_FLAGS = frozenset(serve_options().by_spelling)
 
 
-def suggest_flag(flag: str, candidates: Iterable[str] | None = None) -> str | None:
+def suggest_flag(flag: str, candidates: Iterable[str] | None = None, cutoff: float | None = None) -> str | None:
     """Closest real vLLM flag, for typo findings."""
     pool = sorted(candidates) if candidates is not None else sorted(
         {s for s in KNOWN_FLAGS if s.startswith("--")} | set(REMOVED_FLAGS))
-    m = difflib.get_close_matches(flag, pool, n=1, cutoff=0.6 if candidates is not None else 0.75)
+    if cutoff is None:
+        cutoff = 0.6 if candidates is not None else 0.75
+    m = difflib.get_close_matches(flag, pool, n=1, cutoff=cutoff)
     return m[0] if m else None
 
 
-def validate_kv_cache_dtype(value: str) -> str:
-    if value not in VLLM_033_KV_CACHE_DTYPES:
-        close = difflib.get_close_matches(value, VLLM_033_KV_CACHE_DTYPES, n=1, cutoff=0.6)
+def validate_kv_cache_dtype(value: str, version: str | None = None) -> str:
+    """`value` if the release offers it as a `--kv-cache-dtype` choice; KvplanInputError naming them otherwise."""
+    rel = release(version)
+    valid = rel.kv_cache_dtypes
+    if value not in valid:
+        close = difflib.get_close_matches(value, valid, n=1, cutoff=0.6)
         hint = f" Did you mean {close[0]!r}?" if close else ""
+        later = next((r.version for r in known_releases_after(rel) if value in r.kv_cache_dtypes), None)
+        when = f": vLLM {rel.version} does not have it (vLLM {later} added it)" if later else ""
         raise KvplanInputError(
-            f"invalid --kv-cache-dtype {value!r}.{hint}",
-            "Valid values (vLLM 0.33): " + ", ".join(VLLM_033_KV_CACHE_DTYPES) + ".")
+            f"invalid --kv-cache-dtype {value!r}{when}.{hint if not later else ''}",
+            f"Valid values (vLLM {rel.version}): " + ", ".join(valid) + ".")
     return value
+
+
+def _added_later(dtype: str | None, version: str | None) -> str | None:
+    """The first release after `version` whose `--kv-cache-dtype` values include `dtype` (None: none does, or
+    `version` has it)."""
+    rel = release(version)
+    if dtype is None or dtype in rel.kv_cache_dtypes:
+        return None
+    return next((r.version for r in known_releases_after(rel) if dtype in r.kv_cache_dtypes), None)
+
+
+def known_releases_after(rel: Release) -> list[Release]:
+    from kvplan.releases import known_releases
+
+    return [r for r in known_releases() if r.key > rel.key]
 
 
 def split_launch_line(line: str) -> list[str]:
@@ -252,8 +203,14 @@ def _expand_json_numbers(val: str) -> str:
 
 def _base_convert(opt: ServeOption, v: str) -> Any:
     k = opt.kind
-    if k in ("str",):
+    if k in ("str", "other"):  # other: a type of an old release kvplan does not convert (any word is taken)
         return v
+    if k == "nullable_str":
+        return None if v == "None" else v
+    if k == "kvs":  # 0.6-0.9 nullable_kvs: "image=16,video=2" -> {"image": 16, "video": 2}
+        if not v:
+            return None
+        return {key: int(val) for key, _, val in (p.partition("=") for p in v.split(","))}
     if k == "str_lower":
         return v.lower().replace("-", "_")
     if k == "int":
@@ -265,7 +222,11 @@ def _base_convert(opt: ServeOption, v: str) -> Any:
     if k == "human_readable_int_or_auto":
         s = v.strip()
         return -1 if s == "-1" or s.lower() == "auto" else human_readable_int(s)
-    if k == "json":
+    if k == "json_or_kvs" and not re.match(r"(?s)^{.*}$", v):  # 0.8: key=value pairs when not a JSON object
+        return {key: int(val) for key, _, val in (p.partition("=") for p in v.split(","))}
+    if k == "json_or_int" and v.strip().isdigit():  # 0.9: `-O 3` is a compilation level
+        return {"level": int(v)}
+    if k in ("json", "json_or_kvs", "json_or_int"):
         return json.loads(_expand_json_numbers(v) if opt.type_name == "parse_dataclass" else v)
     if k == "json_or_str":
         return json.loads(v) if re.match(r"(?s)^\s*{.*}\s*$", v) else v
@@ -328,8 +289,11 @@ class ScanError:
     flag: str                          # as written (dashes for underscores), or the stray word
     message: str                       # vLLM's text after 'vllm serve: error: '
     position: int                      # argv index
-    suggestion: str | None = None   # closest real option
+    suggestion: str | None = None   # closest real option (for a removed flag: the successor vLLM names, if any)
     dest: str | None = None         # the option's dest, for invalid values
+    removed_in: str | None = None   # an earlier release accepted the flag; this release removed it
+    added_in: str | None = None     # the flag (or, for an invalid value, the value) exists from this release on
+    value: str | None = None        # the value rejected, for invalid values
 
 
 @dataclass
@@ -349,11 +313,14 @@ _NEG_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _DOTTED_PREFIX = re.compile(r"(?<=--)[^.]*")
 
 
-def _norm_token(tok: str) -> str:
-    """FlexibleArgumentParser: underscores -> dashes in a --long name, up to the first '.' (and '=')."""
+def _norm_token(tok: str, whole_key: bool = False) -> str:
+    """FlexibleArgumentParser: underscores -> dashes in a --long name, up to the first '.' (and '='); in the
+    whole name before '=' in releases that did so (0.8)."""
     if not tok.startswith("--"):
         return tok
     key, eq, value = tok.partition("=")
+    if whole_key:
+        return key.replace("_", "-") + eq + value
     key = _DOTTED_PREFIX.sub(lambda m: m.group(0).replace("_", "-"), key, count=1)
     return key + eq + value
 
@@ -382,11 +349,14 @@ Dotted = dict[str, tuple[dict[str, Any], int, list[int]]]
 """Dotted JSON keys gathered per option: key -> (JSON object, argv index of the first, value indices)."""
 
 
-def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArgv:
-    """Read argv (launcher words allowed) as vLLM 0.33's `vllm serve` parser does, keeping argv indices."""
+def scan_argv(argv: Sequence[str], version: str | None = None) -> ScannedArgv:
+    """Read argv (launcher words allowed) as the release's `vllm serve` parser does, keeping argv indices."""
     table = serve_options(version)
     skip, is_serve = strip_launcher(argv)
-    kept, dotted = _gather_dotted(_preprocess(argv, skip, is_serve))
+    items = _preprocess(argv, skip, is_serve, table.preprocess)
+    how = table.preprocess
+    raw = "dashes" if how.dotted_key_dashes else "raw" if how.dotted_raw else ""
+    kept, dotted = _gather_dotted(items, raw) if how.dotted_json else (items, {})
     scan = _Scanner(table, kept)
     scan.run()
     scan.add_dotted(dotted)  # dotted keys come last, as vLLM appends them after everything else
@@ -397,22 +367,30 @@ def scan_argv(argv: Sequence[str], version: str = OPTIONS_VERSION) -> ScannedArg
                        values=values, errors=scan.errors, launcher=skip)
 
 
-def _preprocess(argv: Sequence[str], skip: int, is_serve: bool) -> list[Item]:
-    """FlexibleArgumentParser's rewriting: `--flag_name` dashes, `-O3`, and `vllm serve --model M` -> M first."""
+_CURRENT = Preprocess()
+"""The rewriting of the newest releases."""
+
+
+def _preprocess(argv: Sequence[str], skip: int, is_serve: bool, how: Preprocess = _CURRENT) -> list[Item]:
+    """FlexibleArgumentParser's rewriting, as the release does it (`how`): `--flag_name` dashes, `-O3`, and
+    `vllm serve --model M` -> M first."""
     items: list[Item] = []
     args = list(argv)
     for i in range(skip, len(args)):
         tok = args[i]
         if tok.startswith("--"):
-            items.append((_norm_token(tok), i, False))
-        elif tok.startswith("-O") and tok != "-O":
+            items.append((_norm_token(tok, how.dash_whole_key), i, False))
+        elif tok.startswith("-O") and tok != "-O" and how.opt_level is not None:
             level = tok[3:] if tok[2:3] == "=" else tok[2:]
-            items.append(("--optimization-level=" + level, i, True))
-        elif tok == "-O" and i + 1 < len(args) and args[i + 1] in ("0", "1", "2", "3"):
-            items.append(("--optimization-level", i, False))
+            items.append((_opt_level(how.opt_level, level), i, True))
+        elif (tok == "-O" and i + 1 < len(args) and args[i + 1] in ("0", "1", "2", "3") and how.opt_level is not None
+              and how.opt_level_split):
+            items.append((how.opt_level[0], i, False))
+            if len(how.opt_level) == 2 and how.opt_level[1] != "3":  # 0.10: `-O 3` -> `-O '{"level": 3}'`
+                args[i + 1] = re.sub(r"\b3\b", args[i + 1], how.opt_level[1])
         else:
             items.append((tok, i, False))
-    if not is_serve:
+    if not is_serve or not how.model_to_front:
         return items
     for j, (tok, i, _) in enumerate(items):  # FlexibleArgumentParser moves `--model M` to the positional
         if tok == "--model" and j + 1 < len(items):
@@ -422,7 +400,13 @@ def _preprocess(argv: Sequence[str], skip: int, is_serve: bool) -> list[Item]:
     return items
 
 
-def _gather_dotted(items: list[Item]) -> tuple[list[Item], Dotted]:
+def _opt_level(template: tuple[str, ...], level: str) -> str:
+    """`-O3` as the release rewrites it, in one token (`--optimization-level=3`)."""
+    words = [re.sub(r"\b3\b", level, w) for w in template]
+    return "=".join(words) if len(words) == 2 else words[0]
+
+
+def _gather_dotted(items: list[Item], raw: str = "") -> tuple[list[Item], Dotted]:
     """Dotted JSON keys (--attention-config.backend X, -ac.backend=X, --x.list+ a,b) -> one JSON value each."""
     dotted: Dotted = {}
     kept: list[Item] = []
@@ -442,7 +426,7 @@ def _gather_dotted(items: list[Item]) -> tuple[list[Item], Dotted]:
                 continue
             value_str, vidx = items[j + 1][0], [items[j + 1][1]]
             j += 1
-        key, value = _dotted_value(key_part, value_str)
+        key, value = _dotted_value(key_part, value_str, raw)
         if key not in dotted:
             dotted[key] = ({}, i, [])
         _merge(dotted[key][0], value)
@@ -451,8 +435,15 @@ def _gather_dotted(items: list[Item]) -> tuple[list[Item], Dotted]:
     return kept, dotted
 
 
-def _dotted_value(key_part: str, value_str: str) -> tuple[str, Any]:
-    """`attention-config.backend`, `X` -> ('attention-config', {'backend': X}), the value read as vLLM reads it."""
+def _dotted_value(key_part: str, value_str: str, raw: str = "") -> tuple[str, Any]:
+    """`attention-config.backend`, `X` -> ('attention-config', {'backend': X}), the value read as vLLM reads it
+    (`raw`, 0.9: the value a string, no `key+` lists; "dashes", 0.9.0: keys with dashes for underscores too)."""
+    if raw:
+        key, *keys = (key_part.replace("_", "-") if raw == "dashes" else key_part).split(".")
+        nested: Any = value_str
+        for k in reversed(keys):
+            nested = {k: nested}
+        return key, nested
     if key_part.endswith("+"):
         key_part = key_part[:-1]
         value_str = json.dumps(value_str.split(","))
@@ -487,6 +478,24 @@ class _Scanner:
               dest: str | None = None) -> None:
         self.errors.append(ScanError(kind=kind, flag=flag, message=message, position=index, suggestion=suggestion,
                                      dest=dest))
+
+    def unknown(self, written: str, message: str, index: int) -> None:
+        """An option the release's parser does not know: removed (and its successor, if vLLM names one),
+        added by a later release, or never an option (then the closest spelling of this release)."""
+        rel = release(self.table.engine_version)
+        gone = rel.removed_in_this_line(written)
+        if gone is not None:
+            removed_in, successor = gone
+            self.errors.append(ScanError(kind="unknown", flag=written, message=message, position=index,
+                                         suggestion=successor, removed_in=removed_in))
+            return
+        added = rel.added_later(written)
+        if added is not None:
+            self.errors.append(ScanError(kind="unknown", flag=written, message=message, position=index,
+                                         added_in=added))
+            return
+        pool = {s for s in self.table.by_spelling if s.startswith("--")} | set(REMOVED_FLAGS)
+        self.error("unknown", written, message, index, suggest_flag(written, pool, cutoff=0.75))
 
     def run(self) -> None:
         after_dd = False
@@ -542,8 +551,7 @@ class _Scanner:
             else:  # (a removed flag is KV002's, see parse_flags)
                 # argparse files the flag and the words after it (until the next option) as unrecognized
                 # (kvplan keeps those words as the unknown flag's values, never as the model).
-                self.error("unknown", written, "unrecognized arguments: " + " ".join([tok, *use.values]), i,
-                           suggest_flag(written))
+                self.unknown(written, "unrecognized arguments: " + " ".join([tok, *use.values]), i)
             return
         use.option = opt
         problem = self._option_values(use, opt, eq, inline_value)
@@ -580,8 +588,7 @@ class _Scanner:
                 self.error("ambiguous", use.written, f"ambiguous option: {use.written} could match "
                            f"{', '.join(ambiguous)}", i, suggest_flag(use.written, ambiguous))
             else:
-                self.error("unknown", use.written, f"unrecognized arguments: {use.written} {json.dumps(obj)}", i,
-                           suggest_flag(use.written))
+                self.unknown(use.written, f"unrecognized arguments: {use.written} {json.dumps(obj)}", i)
 
     def convert_values(self) -> dict[str, Any]:
         """dest -> the value through the option's type (the last occurrence wins; `append` options collect)."""
@@ -593,7 +600,9 @@ class _Scanner:
             try:
                 values[opt.dest] = _use_value(opt, use, values)
             except _TypeError_ as e:
-                self.error("invalid_value", use.written, f"argument {opt.name}: {e}", use.index, dest=opt.dest)
+                self.errors.append(ScanError(kind="invalid_value", flag=use.written, position=use.index,
+                                             message=f"argument {opt.name}: {e}", dest=opt.dest,
+                                             value=use.values[0] if use.values else None))
                 use.option = None
         return values
 
@@ -688,24 +697,33 @@ class FlagValueError(KvplanInputError):
 
 
 @input_boundary(fix="Pass a plausible value (limits: docs/limits.md).")
-def parse_flags(argv: Sequence[str]) -> ServingFlags:
-    """Parse engine flags as vLLM 0.33 does; the leading `vllm serve` / `python -m vllm...` part is skipped."""
+def parse_flags(argv: Sequence[str], version: str | None = None) -> ServingFlags:
+    """Parse engine flags as the release's parser does (None: the default release); the leading
+    `vllm serve` / `python -m vllm...` part is skipped."""
     check_argv(argv)  # argument count and size, before anything is parsed
-    scan = scan_argv(argv)
+    table = serve_options(version)
+    scan = scan_argv(argv, table.engine_version)
+    later_dtype = None
     for e in scan.errors:  # a value kvplan needs to plan with, which vLLM's parser rejects: exit 2 like vLLM
+        if e.kind == "invalid_value" and e.dest == "kv_cache_dtype" and _added_later(e.value, version) is not None:
+            later_dtype = e  # a dtype a later release has: KV005 reports it (as KV004 a later flag)
+            continue
         if e.kind == "invalid_value" and e.dest in MODELLED_DESTS:
-            opt = serve_options().by_dest[e.dest]
+            opt = table.by_dest[e.dest]
             raise FlagValueError(opt.canonical, e.message if e.message.endswith((".", "?")) else e.message + ".",
-                                 _value_fix(opt))
+                                 _value_fix(opt, table.engine_version))
     fields = _modelled_fields(scan)
-    _check_values(fields)
+    if later_dtype is not None:
+        fields.update(kv_cache_dtype=later_dtype.value, kv_cache_dtype_explicit=True)
+    _check_values(fields, table.engine_version)
     removed = {u.written for u in scan.uses if u.option is None and u.written in REMOVED_FLAGS}
-    if "--calculate-kv-scales" in removed:
+    if "--calculate-kv-scales" in removed or scan.values.get("calculate_kv_scales"):  # (accepted before 0.27)
         fields["calculate_kv_scales"] = True
-    errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS)]
+    errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS) and e is not later_dtype]
     fields["unknown_flags"] = tuple(e.flag for e in errors if e.kind == "unknown")
     fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message,  # type: ignore[arg-type]
-                                            suggestion=e.suggestion) for e in errors)
+                                            suggestion=e.suggestion, removed_in=e.removed_in,
+                                            added_in=e.added_in) for e in errors)
     return ServingFlags(**fields)
 
 
@@ -741,14 +759,14 @@ _POSITIVE = {"tensor_parallel_size": "--tensor-parallel-size", "pipeline_paralle
              "max_num_seqs": "--max-num-seqs", "max_model_len": "--max-model-len"}
 
 
-def _check_values(fields: dict[str, Any]) -> None:
+def _check_values(fields: dict[str, Any], version: str | None = None) -> None:
     """What vLLM's parser takes but its config validation refuses: an input error, as vLLM exits on it."""
     if "hf_overrides" in fields and not isinstance(fields["hf_overrides"], dict):
         raise FlagValueError("--hf-overrides", f"--hf-overrides must be a JSON object, got {fields['hf_overrides']!r}.",
                              """Pass e.g. --hf-overrides '{"max_position_embeddings": 65536}'.""")
-    if "kv_cache_dtype" in fields:
+    if "kv_cache_dtype" in fields and _added_later(fields["kv_cache_dtype"], version) is None:
         try:
-            validate_kv_cache_dtype(fields["kv_cache_dtype"])
+            validate_kv_cache_dtype(fields["kv_cache_dtype"], version)
         except KvplanInputError as e:
             raise FlagValueError("--kv-cache-dtype", e.problem, e.fix, value=fields["kv_cache_dtype"]) from None
     for dest, flag in _POSITIVE.items():
@@ -768,9 +786,9 @@ _EXAMPLES = {"kv_cache_dtype": "fp8", "kv_cache_dtype_skip_layers": "sliding_win
              "quantization": "fp8"}
 
 
-def _value_fix(opt: ServeOption) -> str:
+def _value_fix(opt: ServeOption, version: str) -> str:
     if opt.choices is not None:
-        return f"Valid values (vLLM {OPTIONS_VERSION}): " + ", ".join(map(str, opt.choices)) + "."
+        return f"Valid values (vLLM {version}): " + ", ".join(map(str, opt.choices)) + "."
     return f"Pass e.g. {opt.canonical} {_EXAMPLES.get(opt.dest, '<value>')}."
 
 
@@ -779,17 +797,18 @@ FlagsInput = ServingFlags | Sequence[str] | str | Mapping[str, Any] | None
 """What `kvplan.compile` takes as flags: ServingFlags, an argv list, a launch line, or vLLM field names."""
 
 
-def flags_from(flags: FlagsInput) -> ServingFlags:
-    """Accept ServingFlags, an argv list, a pasted launch line, or a dict of vLLM field names."""
+def flags_from(flags: FlagsInput, version: str | None = None) -> ServingFlags:
+    """Accept ServingFlags, an argv list, a pasted launch line, or a dict of vLLM field names; read the way
+    release `version` reads them (None: the default release)."""
     if flags is None:
         return ServingFlags()
     if isinstance(flags, ServingFlags):
         return flags
     if isinstance(flags, str):
-        return parse_flags(split_launch_line(flags))
+        return parse_flags(split_launch_line(flags), version)
     if isinstance(flags, Mapping):
-        return parse_flags(_argv_of_fields(flags))
-    return parse_flags(list(flags))
+        return parse_flags(_argv_of_fields(flags), version)
+    return parse_flags(list(flags), version)
 
 
 def _argv_of_fields(fields: Mapping[str, Any]) -> list[str]:

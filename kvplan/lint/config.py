@@ -32,8 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import read_toml
-from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.limits import LINT_FILE_TIMEOUT_S
+from kvplan.releases import DEFAULT_ENGINE_VERSION
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -169,11 +169,17 @@ def load_config(path: Path | None) -> LoadedConfig:
         loc = ".".join(str(x) for x in err["loc"])
         raise KvplanInputError(f"invalid {where} setting {loc!r} in {path}: {err['msg']}.",
                                "See docs/lint.md for the keys and their types.") from None
-    from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, resolve_engine
+    from kvplan.backends.capabilities import EngineVersion
+    from kvplan.releases import find_release, known_releases
     try:
-        resolve_engine(engine_spec(cfg.engine_version))
+        ev = EngineVersion.parse(engine_spec(cfg.engine_version))
+        known = ev.engine == "vllm" and ev.version is not None and find_release(ev.version) is not None
     except KvplanInputError:
-        raise KvplanInputError(f"engine-version {cfg.engine_version!r} in {path} is not a vLLM release kvplan models "
-                               f"({MODELLED_VLLM_VERSIONS}).",
-                               'Set engine-version to the release you deploy, e.g. "0.33.0".') from None
+        known = False
+    if not known:
+        rels = known_releases()
+        raise KvplanInputError(f"engine-version {cfg.engine_version!r} in {path} is not a vLLM release kvplan knows "
+                               f"({rels[0].version} to {rels[-1].version}; `kvplan engines` lists them).",
+                               f'Set engine-version to the release you deploy, e.g. "{DEFAULT_ENGINE_VERSION}".'
+                               ) from None
     return LoadedConfig(cfg, path)

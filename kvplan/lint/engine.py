@@ -25,6 +25,7 @@ from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import Plan, Subject
 from kvplan.pipeline import gpu_facts
 from kvplan.planner.compile import apply_strict, compile_plan
+from kvplan.releases import find_release, option_history, release
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import FlagsOnlyContext
 from kvplan.rules.lint_rules import (
@@ -37,14 +38,17 @@ from kvplan.rules.lint_rules import (
 )
 
 # Flag rules that need no model: they run even when the model's config is unknown.
-MODEL_FREE = ("KV001", "KV002", "KV003", "KV006", "KV007", "KV301")
+MODEL_FREE = ("KV001", "KV002", "KV003", "KV004", "KV006", "KV007", "KV301")
 
 # Findings about the file, the pod or the variables, true whichever vLLM release runs: never upgrade findings.
 RELEASE_INDEPENDENT = frozenset({"KV802", "KV804", "KV807", "KV808", "KV809", "KV811", "KV812", "KV813"})
 
 # What makes vLLM's parser exit, and differs between releases (flags come and go, prefixes become ambiguous,
 # choices change): in an image whose vLLM release kvplan cannot read, these are warnings, not errors.
-RELEASE_DEPENDENT_EXITS = frozenset({"KV001", "KV002", "KV006", "KV007"})
+RELEASE_DEPENDENT_EXITS = frozenset({"KV001", "KV002", "KV004", "KV006", "KV007"})
+# What the release's own parser decides (unknown, ambiguous, rejected values): exact for a pinned release
+# kvplan has the option table of, whether or not it plans for it.
+PARSER_EXITS = frozenset({"KV001", "KV004", "KV006", "KV007"})
 
 __all__ = ["Linter", "image_release", "index_flags"]  # image_release: kvplan.rules.lint_rules
 
@@ -78,13 +82,14 @@ def _norm(flag: str) -> str:
     return flag.replace("_", "-") if flag.startswith("--") else flag
 
 
-def index_flags(args: Sequence[Tok]) -> tuple[list[FlagUse], list[Tok]]:
-    """Split engine arguments with vLLM's own option table, as `kvplan.ingest.flags.parse_flags` reads them.
+def index_flags(args: Sequence[Tok], version: str | None = None) -> tuple[list[FlagUse], list[Tok]]:
+    """Split engine arguments with the release's own option table (None: the default release's), as
+    `kvplan.ingest.flags.parse_flags` reads them.
 
     `flag` is the option a prefix or alias resolved to (`--max-model` -> `--max-model-len`, `-tp` ->
     `--tensor-parallel-size`); unknown and ambiguous flags keep their written form.
     """
-    scan = scan_argv([t.value for t in args])
+    scan = scan_argv([t.value for t in args], version)
     uses: list[FlagUse] = []
     seen: set[int] = set()
     for u in scan.uses:
@@ -202,10 +207,11 @@ class LaunchResult:
     info: LaunchInfo
 
 
-def split_launch(site: Site) -> Launch:
-    """Split a launch's arguments; drop KServe's own flags and values only known at run time (never checked,
-    never shifting the arguments around them)."""
-    uses, positionals = index_flags(site.launch.args)
+def split_launch(site: Site, version: str | None = None) -> Launch:
+    """Split a launch's arguments with release `version`'s option table; drop KServe's own flags and values
+    only known at run time (never checked, never shifting the arguments around them)."""
+    uses, positionals = index_flags(site.launch.args, version)
+    known = release(version).options.by_spelling
     all_uses = list(uses)
     model_tok: Tok | None = site.model_hint
     if site.launch.dialect == "kserve-hf":
@@ -226,7 +232,7 @@ def split_launch(site: Site) -> Launch:
             continue  # the flag's own name is a variable
         bad = next((v for v in u.values if v.unknown), None)
         # (an unknown or ambiguous flag is wrong whatever its value: it stays, and vLLM exits on it)
-        if bad is not None and (u.flag in KNOWN_FLAGS or u.flag == "--model"):
+        if bad is not None and (u.flag in known or u.flag == "--model"):
             if u.flag == "--model":
                 launch.unknown_model = bad
             elif u.flag in MODELLED:
@@ -262,8 +268,15 @@ class Linter:
         self.plans: dict[tuple[Any, ...], Plan | KvplanInputError] = {}
         self.inputs: dict[tuple[str, str | None, str], ModelInputs | KvplanInputError] = {}
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
-        self.engine = resolve_engine(engine_spec(cfg.config.engine_version))
         self.newest = newest_engine()  # what :latest and upgrades mean
+        # engine-version may name a release older than the plans go (launch lines judged by its own parser,
+        # plan findings as upgrade findings, as for a pinned image of that release)
+        self.configured_old: str | None = None
+        configured = release(EngineVersion.parse(engine_spec(cfg.config.engine_version)).version)
+        if configured.version_tuple < MODELLED_FIRST:
+            self.engine, self.configured_old = self.newest, configured.version
+        else:
+            self.engine = resolve_engine(engine_spec(cfg.config.engine_version))
         rules = rules_in(*PLANNER_SCOPES)
         self.rules = {r.code: r for r in rules}
         self.launch_rules = rules_in("flags", "launch")  # bodies read LaunchFacts (kvplan.rules.lint_rules)
@@ -281,7 +294,7 @@ class Linter:
         and older than those it does (its findings become upgrade findings). KV812/KV813 say so."""
         v = pinned_version(site.image.value) if site.image is not None else None
         if site.image is None or image_release(site.image.value) is None:
-            return self.engine, None
+            return self.engine, self.configured_old
         if v is None:  # an unpinned vLLM image: the newest modelled release
             return self.newest, None
         modelled = modelled_engine(v)
@@ -290,12 +303,28 @@ class Linter:
         older = tuple(int(x) for x in v.split(".")) < MODELLED_FIRST
         return self.newest, (v if older else None)
 
+    def flags_release(self, site: Site, engine: EngineVersion) -> str:
+        """The release whose own parser judges the launch line: the image's pinned release whenever kvplan has
+        its option table (0.6 on, older than the plans go too), else the release linted against."""
+        v = pinned_version(site.image.value) if site.image is not None else None
+        rel = find_release(v) if v is not None else None
+        if rel is not None:
+            return rel.version
+        if self.configured_old is not None and (site.image is None or image_release(site.image.value) is None):
+            return self.configured_old
+        return release(engine.version_str).version
+
+    def release_unset(self, site: Site) -> bool:
+        """Nothing says which vLLM release runs the launch: no image, no engine-version setting."""
+        return "engine_version" not in self.cfg.config.model_fields_set and site.image is None
+
     # ------------------------------------------------------------------ one launch
     def lint_site(self, site: Site, file: Any, display: str) -> LaunchResult:
         engine, pinned_old = self.engine_for(site)
+        flags_release = self.flags_release(site, engine)
         out = self._kwarg_findings(site, engine)
-        launch = split_launch(site)
-        sf = self._parse(launch.uses, launch.positionals, out, site.launch.args)
+        launch = split_launch(site, flags_release)
+        sf = self._parse(launch.uses, launch.positionals, out, site.launch.args, flags_release)
         model, model_tok = self._served_model(sf, launch)
         gpu_named = gpu_from_label(site.gpu_label.value.strip().lower()) if site.gpu_label is not None else None
         gpu_name = gpu_named or self.default_gpu  # GPU: node selector label, else the run's default
@@ -314,7 +343,7 @@ class Linter:
             out += self._model_free_findings(sf, engine, anchors, default, model)
         else:
             out += self._plan_findings(src, sf, gpu_name, engine, anchors, default, model)
-        out = self._for_release(_drop_consequences(out), site, pinned_old, engine)
+        out = self._for_release(_drop_consequences(out), site, pinned_old, engine, flags_release)
         return LaunchResult(out, self._info(site, display, model, launch, src, gpu_name, engine, pinned_old))
 
     def _kwarg_findings(self, site: Site, engine: EngineVersion) -> list[RawFinding]:
@@ -410,14 +439,17 @@ class Linter:
                           model=model, subject=em.subject)
 
     def _for_release(self, out: list[RawFinding], site: Site, pinned_old: str | None,
-                     engine: EngineVersion) -> list[RawFinding]:
+                     engine: EngineVersion, flags_release: str) -> list[RawFinding]:
         """Findings of a launch whose image runs another vLLM release than the one linted against."""
         if pinned_old is not None:  # what the modelled release would reject: upgrade findings, not errors today
-            return [f if f.code in RELEASE_INDEPENDENT else replace(
+            # (the launch line itself was judged by the pinned release's own parser: those findings stand)
+            pinned = find_release(pinned_old)
+            exact = PARSER_EXITS if pinned is not None and pinned.version == flags_release else frozenset()
+            return [f if f.code in RELEASE_INDEPENDENT or f.code in exact else replace(
                 f, message=f"on upgrade from vLLM {pinned_old} to {engine.version_str}: {f.message}",
                 severity="info", upgrade=engine.version_str) for f in out]
         if not (self.release_unknown(site) and site.image is not None):
-            return out
+            return self._other_releases_accept(out, site) if self.release_unset(site) else out
         # The parser that runs is the image's, whose release is unknown: a flag vLLM 0.33 rejects may be one
         # that release accepts (--swap-space in older releases). A warning, not an error that fails CI on a pod
         # that starts; set engine-version (or pin a vllm/vllm-openai:vX.Y.Z image) to make it an error again.
@@ -431,6 +463,26 @@ class Linter:
                   "configuration to that release (findings are then errors or pass)."
         ) if f.code in RELEASE_DEPENDENT_EXITS and (f.severity or self._sev(f.code)) == "error" else f
             for f in out]
+
+    def _other_releases_accept(self, out: list[RawFinding], site: Site) -> list[RawFinding]:
+        """No release named: an unknown flag that another known vLLM release accepts is a warning (the launch
+        starts on that release), worded with the releases that accept it; a flag no release has stays an error."""
+        kept = []
+        for f in out:
+            flag = f.subject.flag if f.subject is not None else None
+            hist = option_history(flag) if f.code in ("KV001", "KV004") and flag else None
+            if hist is None or (f.severity or self._sev(f.code)) != "error":
+                kept.append(f)
+                continue
+            runs = ", ".join(a if a == b else f"{a} to {b}" for a, b in hist.accepted)
+            kept.append(replace(
+                f, severity="warning",
+                message=f"{f.message.rstrip('.')}; no release is set (linted against vLLM {self.engine.version_str}, "
+                        f"the default), and vLLM {runs} accept {flag}.",
+                fix=(f"{f.fix.rstrip('.')}; " if f.fix else "") + "if the launch runs one of those releases, set "
+                    "engine-version in the kvplan configuration (or pin a vllm/vllm-openai:vX.Y.Z image) to make "
+                    "the finding exact."))
+        return kept
 
     def _info(self, site: Site, display: str, model: str | None, launch: Launch, src: ModelSource | None,
               gpu_name: str | None, engine: EngineVersion, pinned_old: str | None) -> LaunchInfo:
@@ -453,12 +505,12 @@ class Linter:
 
     # ------------------------------------------------------------------ flags
     def _parse(self, uses: list[FlagUse], positionals: list[Tok], out: list[RawFinding],
-               order: Sequence[Tok] = ()) -> ServingFlags:
+               order: Sequence[Tok] = (), version: str | None = None) -> ServingFlags:
         """ServingFlags of the launch; each value vLLM rejects is a KV803 at its token, and planning goes on
         without that flag."""
         for _ in range(len(uses) + 1):
             try:
-                return parse_flags(_argv(uses, positionals, order))
+                return parse_flags(_argv(uses, positionals, order), version)
             except FlagValueError as e:
                 use = _last(uses, e.flag, *_ALIASES.get(e.flag, ()))
                 if use is None:  # spelled with underscores or a short alias

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvplan import __version__
-from kvplan.backends.engines import resolve_engine
+from kvplan.backends.capabilities import EngineVersion
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, TimeBudgetExceeded, check_text, limits, read_bounded, time_budget
 from kvplan.lint.config import LoadedConfig, engine_spec, find_config, load_config
@@ -504,7 +504,7 @@ class _Run:
                             fail_level=fail_level or base_cfg.config.fail_level,  # type: ignore[arg-type]
                             select=self.base.select, ignore=self.base.ignore, gpu=self.base.default_gpu,
                             strict=base_cfg.strict)
-        engine_version = resolve_engine(engine_spec(base_cfg.config.engine_version)).version_str or ENGINE_VERSION
+        engine_version = EngineVersion.parse(engine_spec(base_cfg.config.engine_version)).version_str or ENGINE_VERSION
         return LintReport(kvplan_version=__version__, engine=EngineRef(name=ENGINE_NAME, version=engine_version),
                           settings=settings, summary=summary, files=files, findings=reported, suppressed=suppressed)
 

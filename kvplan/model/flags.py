@@ -33,7 +33,12 @@ class FlagError(Frozen):
     message: str
     """vLLM's own error text (argparse wording), without the `vllm serve: error:` prefix."""
     suggestion: str | None = None
-    """The closest real option, for unknown and ambiguous flags."""
+    """The closest real option, for unknown and ambiguous flags; for a removed flag, the successor vLLM
+    names (None when it names none: kvplan never guesses one)."""
+    removed_in: str | None = None
+    """For an option an earlier vLLM release accepted: the release that removed it."""
+    added_in: str | None = None
+    """For an option only later releases accept: the first release that does."""
 
 
 class ServingFlags(Frozen):

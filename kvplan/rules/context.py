@@ -10,10 +10,10 @@ from typing import Any
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.gpus import GpuFacts
 from kvplan.model.arch import LayerArch, ModelArch
-from kvplan.model.engine import DEFAULT_ENGINE_VERSION
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan, Totals
 from kvplan.model.quant import QuantMetadata
+from kvplan.releases import DEFAULT_ENGINE_VERSION
 
 ENGINE_NAME = "vllm"
 ENGINE_VERSION = DEFAULT_ENGINE_VERSION

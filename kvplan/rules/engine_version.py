@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode
-from kvplan.rules.base import Emit, declare
+from kvplan.rules.base import Emit, Subject, declare
 from kvplan.rules.context import FlagsContext, RuleContext
 
 _PR = "https://github.com/vllm-project/vllm/pull/"
@@ -28,13 +28,13 @@ def _release(ctx: FlagsContext) -> str:
              "past the removal turns the launch line into a startup error.",
          fix="Drop the flag: use a checkpoint with calibrated k/v scales (ModelOpt, llm-compressor, "
              "`kvplan calibrate`) or a per-token-head KV dtype with dynamic scales.",
-         references=(_PR + "37201", _PR + "49389", _PR + "37565"), versions=">=0.18,<0.27")
+         references=(_PR + "37201", _PR + "49389", _PR + "37565"), versions=">=0.18,<0.28")
 def deprecated_flag(ctx: FlagsContext) -> Iterator[Emit]:
     if not ctx.flags.calculate_kv_scales or not ctx.engine_has("calculate_kv_scales"):
         return
     if ctx.engine_has("calculate_kv_scales_deprecated"):
         yield Emit(f"--calculate-kv-scales is deprecated in {_release(ctx)} (PR #37201) and removed "
-                   "in 0.27 (PR #49389): scales come from the first forward pass only, then stay "
+                   "in 0.28 (PR #49389): scales come from the first forward pass only, then stay "
                    "frozen; newer releases reject the flag at startup.")
 
 
@@ -43,14 +43,19 @@ _VERSIONED_FLAGS = {"--kv-cache-dtype-skip-layers": "kv_cache_dtype_skip_layers"
 
 
 @declare(code="KV004", name="flag-not-in-release", severity="error", family="flags",
-         summary="A flag the modelled release does not have yet (e.g. --kv-cache-dtype-skip-layers before 0.19).",
+         summary="A flag a later vLLM release added (e.g. --kv-cache-dtype-skip-layers before 0.19): vLLM exits.",
          why="vLLM's argument parser rejects flags it does not know ('unrecognized arguments'), so "
              "the launch fails; the behaviour the flag selects (bf16 skip layers) does not exist in "
              "that release, and kvplan does not apply it to the plan.",
          fix="Upgrade vLLM to the release named in the message, or drop the flag.",
-         references=(_PR + "33695",), versions="<0.19")
+         references=(_PR + "33695", "kvplan/data/vllm/history.json (each release's own option table)"))
 def flag_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.backends.vllm_033 import engine_feature
+    for e in ctx.flags.flag_errors:  # the release's own parser: a flag only later releases have
+        if e.kind == "unknown" and e.added_in is not None:
+            yield Emit(f"{e.flag} does not exist in {_release(ctx)}: vLLM {e.added_in} added it, so vLLM exits "
+                       f"with \"{e.message}\".", fix=f"Upgrade to vLLM >= {e.added_in}, or drop {e.flag}.",
+                       subject=Subject(flag=e.flag))
     if ctx.flags.kv_cache_dtype_skip_layers and not ctx.engine_has("kv_cache_dtype_skip_layers"):
         feat = engine_feature(_VERSIONED_FLAGS["--kv-cache-dtype-skip-layers"])
         first = feat.versions.lstrip(">=")
@@ -65,16 +70,19 @@ def flag_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
          why="CacheConfig validates the dtype string against the release's own list and raises "
              "'Invalid kv_cache_dtype' at startup; per-token-head INT8/FP8 KV (PR #38378) came in 0.20.",
          fix="Upgrade vLLM, or pick a dtype the release has (fp8, fp8_e4m3, fp8_e5m2, auto, ...).",
-         references=(_PR + "38378", "vllm/config/cache.py::CacheConfig._validate_cache_dtype"), versions="<0.20")
+         references=(_PR + "38378", "vllm/config/cache.py::CacheConfig._validate_cache_dtype"))
 def kv_dtype_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.backends.engines import kv_cache_dtypes_for
     valid = kv_cache_dtypes_for(ctx.engine)
     kv = ctx.flags.kv_cache_dtype
     if valid is not None and kv not in valid:
+        from kvplan.releases import known_releases
         layers = tuple(lp.index for lp in ctx.layers if lp.kv_cache_dtype == kv)
-        yield Emit(f"Invalid kv_cache_dtype: {kv!r} in {_release(ctx)}: per-token-head KV dtypes "
-                   "came with PR #38378 (first in 0.20 by kvplan's mapping); vLLM rejects the value at "
-                   "startup.", layers)
+        key = ctx.engine.version or (0, 0, 0)
+        added = next((r.version for r in known_releases() if r.version_tuple > key and kv in r.kv_cache_dtypes), None)
+        since = f"vLLM {added} added it" if added else "no release kvplan knows has it"
+        yield Emit(f"Invalid kv_cache_dtype: {kv!r} in {_release(ctx)} ({since}; its values: {', '.join(valid)}); "
+                   "vLLM rejects the value at startup.", layers)
 
 
 @declare(code="KV009", name="engine-tables-from-0-33", severity="info", family="engine",

@@ -1,7 +1,7 @@
 """Launch-line problems: flags vLLM's parser stops on (unknown, ambiguous, invalid) and removed flags.
 
-The parsing itself lives in `kvplan.ingest.flags` (vLLM 0.33's own option table); these rules turn
-what it recorded into findings that carry vLLM's wording.
+The parsing itself lives in `kvplan.ingest.flags` (the release's own option table, `kvplan.releases`);
+these rules turn what it recorded into findings that carry vLLM's wording.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kvplan.rules.base import Emit, Subject, declare
 from kvplan.rules.context import FlagsContext
 
 _PARSER_REF = "vllm/utils/argparse_utils.py::FlexibleArgumentParser"
-_OPTIONS_REF = "kvplan/data/vllm/serve_options-0.33.0.json (scripts/gen_vllm_serve_options.py)"
+_OPTIONS_REF = "kvplan/data/vllm/options/*.json, one table per release (scripts/gen_vllm_release.py)"
 
 
 def _exits(message: str) -> str:
@@ -20,12 +20,15 @@ def _exits(message: str) -> str:
 
 
 @declare(code="KV001", name="unknown-flag", severity="error", family="flags",
-         summary="An option vLLM 0.33's `vllm serve` parser does not know (often a typo of a KV flag).",
+         summary="An option the release's `vllm serve` parser does not know (a typo, or a flag another release has).",
          why="vLLM's argument parser rejects unrecognized arguments and exits with status 2 before "
-             "loading anything: a typo such as --kv-cache-type or --tensor_paralel_size stops the launch. "
-             "kvplan checks every flag against the 321 options of vLLM 0.33's parser (engine and "
-             "frontend), generated from the parser itself.",
-         fix="Use the flag's exact vLLM spelling (the message suggests the closest one).",
+             "loading anything: a typo such as --kv-cache-type or --tensor_paralel_size stops the launch, and "
+             "so does a flag an older release removed (--num-scheduler-steps) or a newer one added. kvplan "
+             "checks every flag against the option table of the release that runs (engine and frontend "
+             "options, generated from that release's own parser) and its history: a removed flag is named "
+             "with the release that removed it and the successor vLLM's own deprecation text names, never "
+             "a spelling neighbour.",
+         fix="Use the flag's exact vLLM spelling (the message suggests the closest one, or the successor).",
          references=("vllm/engine/arg_utils.py::EngineArgs.add_cli_args", _PARSER_REF, _OPTIONS_REF))
 def unknown_flag(ctx: FlagsContext) -> Iterator[Emit]:
     seen = set()
@@ -33,6 +36,11 @@ def unknown_flag(ctx: FlagsContext) -> Iterator[Emit]:
         if e.kind != "unknown":
             continue
         seen.add(e.flag)
+        if e.added_in is not None:
+            continue  # a flag a later release added: KV004
+        if e.removed_in is not None:
+            yield _other_release_flag(e.flag, e.message, e.removed_in, e.added_in, e.suggestion)
+            continue
         what = f"unknown flag {e.flag}" if e.flag.startswith("-") else f"unexpected argument {e.flag!r}"
         hint = f"; did you mean {e.suggestion}?" if e.suggestion else "."
         yield Emit(f"{what}: {_exits(e.message)}{hint}",
@@ -48,6 +56,23 @@ def unknown_flag(ctx: FlagsContext) -> Iterator[Emit]:
                    + (f"; did you mean {s}?" if s else "."),
                    fix=f"Replace it with {s}." if s else "Remove it or check `vllm serve --help=all`.",
                    subject=Subject(flag=flag))
+
+
+def _other_release_flag(flag: str, message: str, removed_in: str | None, added_in: str | None,
+                        successor: str | None) -> Emit:
+    """A flag the release lacks that another release has: when it went (and what replaced it) or came."""
+    if removed_in is not None:
+        if successor:
+            return Emit(f"unknown flag {flag}: {_exits(message)}; it was removed in vLLM {removed_in}, whose "
+                        f"deprecation note names {successor} instead.",
+                        fix=f"Replace it with {successor} (check the value: the successor may take another form).",
+                        subject=Subject(flag=flag))
+        return Emit(f"unknown flag {flag}: {_exits(message)}; it was removed in vLLM {removed_in} (vLLM names no "
+                    "successor).", fix=f"Remove it: vLLM {removed_in} and later have no such option.",
+                    subject=Subject(flag=flag))
+    return Emit(f"unknown flag {flag}: {_exits(message)}; vLLM {added_in} added it.",
+                fix=f"Remove it, or run vLLM {added_in} or later (and lint against that release).",
+                subject=Subject(flag=flag))
 
 
 @declare(code="KV006", name="ambiguous-flag", severity="error", family="flags",
@@ -87,13 +112,13 @@ def invalid_flag_value(ctx: FlagsContext) -> Iterator[Emit]:
              "PR #49389; scales now come from the checkpoint, else 1.0.",
          fix="Drop the flag; use a checkpoint with calibrated k/v scales, `kvplan calibrate`, or a "
              "per-token-head KV dtype.",
-         references=("https://github.com/vllm-project/vllm/pull/49389",), versions=">=0.27")
+         references=("https://github.com/vllm-project/vllm/pull/49389",), versions=">=0.28")
 def removed_flag(ctx: FlagsContext) -> Iterator[Emit]:
     if ctx.flags.calculate_kv_scales and not ctx.engine_has("calculate_kv_scales"):
         note, _ = REMOVED_FLAGS["--calculate-kv-scales"]
         if ctx.engine.version is not None and ctx.engine.version[:2] == (0, 33):
             yield Emit(f"--calculate-kv-scales was {note}.")
-        else:  # releases between the removal (0.27 by kvplan's mapping) and 0.33
+        else:  # releases between the removal (0.28: the first wheel without the flag) and 0.33
             yield Emit(f"--calculate-kv-scales does not exist in vLLM {ctx.engine.version_str}: it was "
-                       "removed by PR #49389 (first absent in 0.27 by kvplan's mapping); scales now come "
+                       "removed by PR #49389 (first absent in vLLM 0.28.0); scales now come "
                        "from the checkpoint, else 1.0.")

@@ -113,7 +113,8 @@ file_timeout = define(
 # finding's subject to the token it is about.
 
 MODELLED_FIRST = (0, 18, 0)
-_MODELLED = "vLLM 0.18 to 0.33"
+def _modelled() -> str:
+    return f"vLLM {'.'.join(map(str, MODELLED_FIRST))} to {newest_engine().version_str}"
 # vLLM's own release images: their tag is the vLLM version (v0.10.0, v0.25.0-ubuntu2404, 0.11.0).
 _VLLM_RELEASE_REPO = re.compile(r"(?:^|/)vllm/vllm-openai(?:-[a-z0-9]+)?$", re.I)
 _RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:\.post\d+)|(?:[-+.][\w.-]*))?$")
@@ -220,10 +221,11 @@ def unresolved_value(ctx: LaunchFacts) -> Iterator[Emit]:
 
 
 @declare(code="KV812", scope="launch", name="unmodelled-engine-release", severity="info", family=LINT_FAMILY,
-         summary="The image pins a vLLM release outside the ones kvplan models (0.18 to 0.33).",
-         why="Flags and KV rules change between releases: a launch pinned to vllm/vllm-openai:v0.10.0 is linted "
-             "against the newest modelled release, and its findings are reported as upgrade findings ('on "
-             "upgrade from vLLM 0.10.0 to 0.33.0: ...', severity info), not as errors of the release it runs.",
+         summary="The image pins a vLLM release outside the ones kvplan plans for (0.18 to the newest it knows).",
+         why="KV rules change between releases: a launch pinned to vllm/vllm-openai:v0.10.0 has its launch line "
+             "judged by 0.10.0's own parser (kvplan has the option table of every release from 0.6.0), and its "
+             "plan findings are reported as upgrade findings against the newest release ('on upgrade from vLLM "
+             "0.10.0 to X: ...', severity info), not as errors of the release it runs.",
          fix="Upgrade the image to a modelled release and fix the upgrade findings, or suppress KV812 with a reason.",
          references=("https://hub.docker.com/r/vllm/vllm-openai/tags (tags are vLLM release versions)", _LINT_DOC))
 def unmodelled_release(ctx: LaunchFacts) -> Iterator[Emit]:
@@ -232,13 +234,13 @@ def unmodelled_release(ctx: LaunchFacts) -> Iterator[Emit]:
         return
     newest = newest_engine().version_str
     if tuple(int(x) for x in v.split(".")) < MODELLED_FIRST:
-        yield Emit(f"image {ctx.image} runs vLLM {v}, older than the releases kvplan models ({_MODELLED}); "
-                   f"findings marked 'on upgrade' are what vLLM {newest} would reject or change, not errors of "
-                   "the pinned release.", subject=_IMAGE,
+        yield Emit(f"image {ctx.image} runs vLLM {v}, older than the releases kvplan plans for ({_modelled()}); "
+                   f"its flags are judged by vLLM {v}'s own parser where kvplan has it; findings marked 'on upgrade' "
+                   f"are what vLLM {newest} would reject or change, not errors of the pinned release.", subject=_IMAGE,
                    fix=f"Upgrade the image to a modelled release (vllm/vllm-openai:v{newest}) and fix the upgrade "
                        "findings, or suppress KV812 with a reason.")
     else:
-        yield Emit(f"image {ctx.image} runs vLLM {v}, newer than the releases kvplan models ({_MODELLED}); "
+        yield Emit(f"image {ctx.image} runs vLLM {v}, newer than the releases kvplan knows ({_modelled()}); "
                    f"linted against vLLM {newest}, the newest one.", subject=_IMAGE,
                    fix="Upgrade kvplan to a release that models it, or suppress KV812 with a reason.")
 

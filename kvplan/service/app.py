@@ -36,9 +36,9 @@ from kvplan.emit.load import plan_from_data
 from kvplan.emit.model import EmitResult
 from kvplan.errors import KvplanInputError
 from kvplan.ingest.limits import InputLimitError, active_limits, loads_json
-from kvplan.model.engine import DEFAULT_ENGINE_NAME, DEFAULT_ENGINE_VERSION
 from kvplan.model.limits import MAX_LAYERS
 from kvplan.model.plan import Plan
+from kvplan.releases import DEFAULT_ENGINE_NAME, DEFAULT_ENGINE_VERSION
 from kvplan.service.models import EmitRequest, ErrorResponse, Health, LintRequest, ModelRequest, PlanRequest
 
 log = logging.getLogger("kvplan.service")

@@ -29,15 +29,15 @@ SKIP_SW = "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window"
 def test_resolve_engine_default_and_range() -> None:
     assert str(resolve_engine(None)) == "vllm==0.33.0"
     assert resolve_engine("vllm==0.19.1").version == (0, 19, 1)
-    assert SUPPORTED_ENGINES[0] == "vllm==0.33.0" and SUPPORTED_ENGINES[-1] == "vllm==0.18.0"
-    assert str(resolve_engine("vllm==0.34.0")) == "vllm==0.34.0"
+    assert SUPPORTED_ENGINES[0] == "vllm==0.34.0" and SUPPORTED_ENGINES[-1] == "vllm==0.18.0"  # newest first
     for spec in SUPPORTED_ENGINES:
         assert str(resolve_engine(spec)) == spec
 
 
 @pytest.mark.parametrize("spec,match", [
-    ("sglang==0.4.6", "vLLM only"), ("trtllm", "vLLM only"), ("vllm==0.1", "not modelled"),
-    ("vllm==0.17.9", "not modelled"), ("vllm==0.35.0", "not modelled"), ("vllm==abc", "cannot read"),
+    ("sglang==0.4.6", "vLLM only"), ("trtllm", "vLLM only"), ("vllm==0.1", "no data for vLLM 0.1.0"),
+    ("vllm==0.17.9", "judges launch lines only"), ("vllm==0.35.0", "no data for vLLM 0.35.0"),
+    ("vllm==abc", "cannot read"),
     ("vllmm==0.33", "unknown engine"),
 ])
 def test_resolve_engine_rejects_unmodelled_or_malformed(spec: str, match: str) -> None:
@@ -104,8 +104,7 @@ def test_cli_engine_bad_value_one_line_exit_2(spec: str) -> None:
 # rule -> (ENGINE_FEATURES entry, whether the rule holds where the feature holds or where it does not)
 _RULE_FEATURES = {
     "KV002": ("calculate_kv_scales", False), "KV003": ("calculate_kv_scales_deprecated", True),
-    "KV004": ("kv_cache_dtype_skip_layers", False), "KV104": ("kv_cache_dtype_skip_layers", True),
-    "KV005": ("per_token_head_kv_dtypes", False), "KV109": ("explicit_kv_cache_dtype_wins", False),
+    "KV104": ("kv_cache_dtype_skip_layers", True), "KV109": ("explicit_kv_cache_dtype_wins", False),
     "KV704": ("flashinfer_skip_layer_query_dtype_crash", True),
 }
 
@@ -130,17 +129,15 @@ def test_rules_outside_their_release_do_not_run() -> None:
 
 
 def test_default_engine_is_defined_once() -> None:
-    """Every module reads the default release from kvplan.model.engine: no other string literal spells it."""
+    """Every module reads the default release from kvplan.releases (releases.json): no string literal spells it."""
     import ast
 
-    from kvplan.model.engine import DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION
+    from kvplan.releases import DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION
     from tests.conftest import ROOT
 
     spellings = {DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION}
     found = []
     for path in sorted((ROOT / "kvplan").rglob("*.py")):
-        if path.relative_to(ROOT).as_posix() == "kvplan/model/engine.py":
-            continue
         tree = ast.parse(path.read_text())
         # A release table's keys (RELEASE_DATES) name releases, not the default.
         keys = {id(k) for d in ast.walk(tree) if isinstance(d, ast.Dict) for k in d.keys}

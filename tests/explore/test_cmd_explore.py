@@ -39,7 +39,8 @@ def test_explore_without_a_terminal_prints_explain_with_a_note() -> None:
     ([str(GPT_OSS), "--tensor-parallel-size", "zero"],
      "kvplan: error: argument --tensor-parallel-size/-tp: invalid int value: 'zero'"),
     ([str(GPT_OSS), "--gpu", "h1000"], "kvplan: error: "),
-    ([str(GPT_OSS), "--engine", "vllm==0.17.0"], "kvplan: error: --engine vllm==0.17.0: vLLM 0.17.0 is not modelled"),
+    ([str(GPT_OSS), "--engine", "vllm==0.17.0"],
+     "kvplan: error: --engine vllm==0.17.0: kvplan makes KV plans for vLLM 0.18.0 to"),
     ([str(GPT_OSS), "--policy", "p.yaml", "--no-policy"], "kvplan: error: --policy and --no-policy contradict"),
 ])
 def test_explore_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:

@@ -149,7 +149,8 @@ def test_vllm_flags_realise_the_current_plan() -> None:
 
 def test_engine_defaults_to_the_modelled_version() -> None:
     s = ExploreSession(GPT_OSS, [])
-    assert s.controls.engine == DEFAULT_ENGINE == engine_versions()[0] == "vllm==0.33.0"
+    assert s.controls.engine == DEFAULT_ENGINE == "vllm==0.33.0" and DEFAULT_ENGINE in engine_versions()
+    assert engine_versions()[0] == "vllm==0.34.0"  # the newest first
     assert s.plan.engine.name == "vllm" and s.plan.engine.version == "0.33.0"
     assert engine_versions("vllm==0.19.1")[0] == "vllm==0.19.1" and "vllm==0.18.0" in engine_versions()
 
@@ -158,7 +159,7 @@ def test_engine_control_plans_an_older_release_like_kvplan_plan_engine() -> None
     s = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "int8_per_token_head"], gpu="h100")
     assert s.set_engine("vllm==0.19.0") is None
     assert s.plan.engine.version == "0.19.0"
-    assert any(f.code == "KV005" and f.severity is Severity.error for f in s.plan.findings)  # no per-token-head yet
+    assert any(f.code == "KV005" and f.severity is Severity.error for f in s.plan.findings)  # 0.20 added it
     assert s.plan_command().endswith("--gpu h100 --engine vllm==0.19.0 --format json")
     assert s.export_json() == kvplan_plan_json(str(GPT_OSS), *s.argv(), "--gpu", "h100", "--engine", "vllm==0.19.0")
     assert s.changes() == ["engine vllm==0.33.0 → vllm==0.19.0"]

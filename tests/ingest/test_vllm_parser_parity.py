@@ -1,7 +1,8 @@
 """kvplan reads launch lines as vLLM 0.33's own `vllm serve` parser does.
 
 The cases and their answers (namespace values, or the exit-2 message) were produced by vLLM 0.33.0's
-real parser with `scripts/gen_vllm_serve_options.py` (tests/data/vllm_serve_argv_cases-0.33.0.json).
+real parser imported with all its dependencies (tests/data/vllm_serve_argv_cases-0.33.0.json; every
+release's own cases: tests/releases/test_launch_lines.py).
 Each case is checked three ways: the shared argv scanner, the findings of a plan, and the findings
 of `kvplan lint` on a script that launches it.
 """
@@ -179,10 +180,10 @@ def test_every_vllm_option_spelling_is_known() -> None:
 def test_unpassed_flags_take_vllm_033_defaults(tmp_path: Path) -> None:
     """A flag the launch line leaves out plans with vLLM 0.33's own default (0.92 GPU memory, ...)."""
     from kvplan.model.flags import ServingFlags
-    rows = {o["dest"]: o for o in json.loads(
-        (Path(kvplan.__file__).parent / "data" / "vllm" / "serve_options-0.33.0.json").read_text())["options"]}
+    from kvplan.releases import release
+    rows = {o.dest: o for o in release("0.33.0").options.options}
     for dest, field in MODELLED_DESTS.items():
-        vllm_default = rows[dest]["default"]
+        vllm_default = rows[dest].default
         ours = ServingFlags.model_fields[field].default
         if vllm_default is None:
             assert ours in (None, (), {}), dest

@@ -55,6 +55,7 @@ def test_lint_points_skip_index_findings_at_the_index(tmp_path: Path) -> None:
 
 def test_upgrade_rewording_does_not_move_findings(tmp_path: Path) -> None:
     # The message of a launch pinned to an old release is reworded ("on upgrade from ..."); the position is not.
+    # (Its launch line is judged by that release's own parser: a typo is an error of that release, unchanged.)
     text = """
     apiVersion: v1
     kind: Pod
@@ -63,14 +64,18 @@ def test_upgrade_rewording_does_not_move_findings(tmp_path: Path) -> None:
       containers:
       - name: vllm
         image: IMAGE
-        args: ["vllm", "serve", "LLAMA", "--kv-cache-type", "fp8"]
+        args: ["vllm", "serve", "LLAMA", "--calculate-kv-scales", "--kv-cache-type", "fp8"]
     """.replace("LLAMA", LLAMA)
     now = lint_text(tmp_path, "now.yaml", text.replace("IMAGE", "vllm/vllm-openai:v0.33.0"))
     old = lint_text(tmp_path, "old.yaml", text.replace("IMAGE", "vllm/vllm-openai:v0.10.0"))
-    f_now = next(f for f in now.findings if f.code == "KV001")
-    f_old = next(f for f in old.findings if f.code == "KV001")
+    f_now = next(f for f in now.findings if f.code == "KV002")
+    f_old = next(f for f in old.findings if f.code == "KV002")
     assert f_old.message.startswith("on upgrade from vLLM 0.10.0") and not f_now.message.startswith("on upgrade")
     assert (f_old.location.line, f_old.location.column) == (f_now.location.line, f_now.location.column)
+    typo_now = next(f for f in now.findings if f.code == "KV001")
+    typo_old = next(f for f in old.findings if f.code == "KV001")
+    assert typo_old.severity.value == "error" and not typo_old.message.startswith("on upgrade")
+    assert (typo_old.location.line, typo_old.location.column) == (typo_now.location.line, typo_now.location.column)
 
 
 def test_plan_json_carries_the_subject(tmp_path: Path) -> None:

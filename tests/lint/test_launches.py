@@ -12,8 +12,11 @@ import pytest
 from kvplan.lint import lint_paths
 from kvplan.lint.engine import image_release
 from kvplan.lint.formats import render
+from kvplan.releases import known_releases
 from tests.lint.helpers import lint_text as _lint
 from tests.lint.helpers import write_file as _write
+
+NEWEST = known_releases()[-1].version  # what :latest and upgrades mean
 
 
 def _codes(report) -> list[tuple[int, str]]:
@@ -218,8 +221,8 @@ def test_pinned_release_is_honoured_and_older_ones_get_upgrade_findings(tmp_path
     (note,) = [f for f in old.findings if f.code == "KV812"]
     assert "0.10.0" in note.message and note.severity.value == "info"
     (up,) = [f for f in old.findings if f.code == "KV002"]
-    assert up.severity.value == "info" and up.upgrade_to == "0.33.0"
-    assert up.message.startswith("on upgrade from vLLM 0.10.0 to 0.33.0: ")
+    assert up.severity.value == "info" and up.upgrade_to == NEWEST
+    assert up.message.startswith(f"on upgrade from vLLM 0.10.0 to {NEWEST}: ")
     assert old.summary.errors == 0 and old.files[0].launches[0].pinned == "0.10.0"
 
     latest = _lint(tmp_path, "latest.yaml", POD.format(image="vllm/vllm-openai:latest"))
@@ -262,8 +265,8 @@ def test_helm_values_extra_args_list_is_a_partial_launch(tmp_path: Path) -> None
 def test_newer_release_and_docker_run_image_tags(tmp_path: Path) -> None:
     newer = _lint(tmp_path, "newer.yaml", POD.format(image="vllm/vllm-openai:v0.40.1"))
     (note,) = [f for f in newer.findings if f.code == "KV812"]
-    assert "newer than the releases kvplan models" in note.message and newer.files[0].launches[0].engine == "0.33.0"
-    assert [f.severity.value for f in newer.findings if f.code == "KV002"] == ["error"]  # linted as 0.33, not upgrade
+    assert "newer than the releases kvplan knows" in note.message and newer.files[0].launches[0].engine == NEWEST
+    assert [f.severity.value for f in newer.findings if f.code == "KV002"] == ["error"]  # linted as newest, not upgrade
     r = _lint(tmp_path, "run.sh", """
         docker run --gpus all vllm/vllm-openai:v0.20.0 --model Qwen/Qwen3-8B --calculate-kv-scales
         """)
@@ -272,7 +275,7 @@ def test_newer_release_and_docker_run_image_tags(tmp_path: Path) -> None:
 
 def test_latest_means_the_newest_modelled_release_whatever_engine_version_says(tmp_path: Path) -> None:
     (tmp_path / "kvplan.toml").write_text('[lint]\nengine-version = "0.20.0"\n')
-    for name, image, engine in (("a.yaml", "vllm/vllm-openai:latest", "0.33.0"),
+    for name, image, engine in (("a.yaml", "vllm/vllm-openai:latest", NEWEST),
                                 ("b.yaml", "registry.local/vllm-build:7", "0.20.0"),  # says nothing: config
                                 ("c.yaml", "vllm/vllm-openai:v0.25.0", "0.25.0")):
         _write(tmp_path, name, POD.format(image=image))
