@@ -60,9 +60,10 @@ class ServingFlags(Frozen):
     """--max-model-len (None: the model's max_position_embeddings)."""
     block_size: Annotated[int, Field(ge=1, le=MAX_BLOCK_SIZE)] | None = None
     """--block-size (None: chosen by the backend)."""
-    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.92
-    """--gpu-memory-utilization (fraction of GPU memory vLLM may use); 0.92 when not passed, as in
-    vLLM 0.33.0 (`CacheConfig.gpu_memory_utilization`, the `vllm serve` default)."""
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    """--gpu-memory-utilization (fraction of GPU memory vLLM may use); None when not passed: the release's
+    default (0.92 up to vLLM 0.33; from 0.34 1.0 with the extensible KV cache on CUDA/ROCm, else 0.92:
+    `kvplan.backends.defaults.resolved_gpu_memory_utilization`)."""
     max_num_batched_tokens: _Tokens | None = None
     """--max-num-batched-tokens."""
     max_num_seqs: Annotated[int, Field(ge=1, le=MAX_SEQS)] | None = None

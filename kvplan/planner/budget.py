@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.defaults import resolved_gpu_memory_utilization
 from kvplan.backends.gpus import GpuFacts
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
@@ -65,18 +67,26 @@ def _sampler_bytes(arch: ModelArch, seqs: int) -> int:
     return 0 if d is None else 2 * seqs * d.vocab_size * 4
 
 
+def _platform(gpu: GpuFacts) -> str:
+    """vLLM's platform for the GPU: cuda, rocm or another (the extensible KV cache is CUDA/ROCm only)."""
+    vendor = gpu.profile.vendor if gpu.profile is not None else "nvidia"
+    return {"nvidia": "cuda", "amd": "rocm"}.get(vendor, vendor)
+
+
 def estimate_budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts, weight_bytes: int,
-                    model_dtype: str) -> tuple[int, list[BudgetTerm]]:
+                    model_dtype: str, engine: EngineVersion) -> tuple[int, list[BudgetTerm]]:
     """KV memory per GPU and the terms it is made of (signed: requested memory +, the rest -)."""
     ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
     defaults = serving_defaults(gpu)
     tokens = flags.max_num_batched_tokens or defaults.max_num_batched_tokens
     seqs = min(flags.max_num_seqs or defaults.max_num_seqs, tokens)
     act_bytes = 4 if model_dtype == "float32" else 2
-    requested = int((gpu.memory_gib or 0) * GIB * flags.gpu_memory_utilization)
+    share = resolved_gpu_memory_utilization(engine, _platform(gpu), flags.gpu_memory_utilization)
+    said = "" if flags.gpu_memory_utilization is not None else f" (vLLM {engine.version_str}'s default)"
+    requested = int((gpu.memory_gib or 0) * GIB * share)
     terms = [
         BudgetTerm(name="requested", bytes=requested,
-                   basis=f"{gpu.memory_gib} GiB x --gpu-memory-utilization {flags.gpu_memory_utilization}"),
+                   basis=f"{gpu.memory_gib} GiB x --gpu-memory-utilization {share}{said}"),
         BudgetTerm(name="weights", bytes=-(weight_bytes // ranks),
                    basis=f"checkpoint weights / {ranks} GPU(s)"),
         BudgetTerm(name="activation peak", bytes=-_activation_bytes(arch, tokens, flags.tensor_parallel_size,

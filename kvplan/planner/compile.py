@@ -10,6 +10,7 @@ from typing import Any, Literal, cast
 
 from kvplan import __version__
 from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.defaults import default_block_size
 from kvplan.errors import KvplanInputError
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
@@ -381,11 +382,12 @@ def _bf16_total(arch: ModelArch, sized: list[LayerPlan], tp: int = 1) -> int:
 
 
 def _budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, weight_bytes: int | None,
-            kv_budget_bytes: int | None, model_dtype: str) -> tuple[int | None, list[BudgetTerm] | None]:
+            kv_budget_bytes: int | None, model_dtype: str,
+            engine: EngineVersion | None) -> tuple[int | None, list[BudgetTerm] | None]:
     """KV memory per GPU: given (--kv-budget-gib), or estimated from the GPU (kvplan.planner.budget)."""
     if kv_budget_bytes is not None or gpu is None or not gpu.memory_gib or weight_bytes is None:
         return kv_budget_bytes, None
-    return estimate_budget(arch, flags, gpu, weight_bytes, model_dtype)
+    return estimate_budget(arch, flags, gpu, weight_bytes, model_dtype, engine or EngineVersion())
 
 
 def _with_state(lp: LayerPlan, la: LayerArch | None, flags: ServingFlags, model_dtype: str) -> LayerPlan:
@@ -417,7 +419,7 @@ def _with_layout(totals: Totals, cap: Capacity | None) -> Totals:
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None, engine: EngineVersion | None,
                  model_dtype: str = "bfloat16") -> tuple[list[LayerPlan], Totals]:
-    bs = flags.block_size or DEFAULT_BLOCK_SIZE
+    bs = flags.block_size or (default_block_size(engine) if engine is not None else DEFAULT_BLOCK_SIZE)
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     by_index = {la.index: la for la in arch.layers}
@@ -431,7 +433,7 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     bpt = math.ceil(exact)
     base = _bf16_total(arch, sized, flags.tensor_parallel_size)
     per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
-    budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype)
+    budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype, engine)
     cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
                       gpu.compute_capability if gpu is not None else None)
     if cap is not None:

@@ -179,17 +179,22 @@ def test_every_vllm_option_spelling_is_known() -> None:
 
 def test_unpassed_flags_take_vllm_033_defaults(tmp_path: Path) -> None:
     """A flag the launch line leaves out plans with vLLM 0.33's own default (0.92 GPU memory, ...)."""
+    from kvplan.backends.capabilities import EngineVersion
+    from kvplan.backends.defaults import resolved_gpu_memory_utilization
     from kvplan.model.flags import ServingFlags
     from kvplan.releases import release
     rows = {o.dest: o for o in release("0.33.0").options.options}
     for dest, field in MODELLED_DESTS.items():
         vllm_default = rows[dest].default
         ours = ServingFlags.model_fields[field].default
+        if field == "gpu_memory_utilization":  # None: the release's default, resolved by the budget
+            assert ours is None and resolved_gpu_memory_utilization(EngineVersion(), "cuda") == vllm_default
+            continue
         if vllm_default is None:
             assert ours in (None, (), {}), dest
         else:
             assert ours == (tuple(vllm_default) if isinstance(vllm_default, list) else vllm_default), dest
-    assert parse_flags(["vllm", "serve", MODEL_ID]).gpu_memory_utilization == 0.92
+    assert parse_flags(["vllm", "serve", MODEL_ID]).gpu_memory_utilization is None
     from tests.hubserver import fp8_checkpoint
     ck = fp8_checkpoint(tmp_path / "ck", EXAMPLES / "nvidia-Llama-3.1-70B-Instruct-FP8", layers=4,
                         weight_bytes=1 << 30)  # weight size known: a capacity figure

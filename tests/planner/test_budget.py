@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.gpus import gpu_facts
 from kvplan.ingest.checkpoint import load_model_inputs
 from kvplan.ingest.flags import parse_flags
@@ -48,7 +49,7 @@ def test_flags_change_the_profiling_terms() -> None:
 
 def test_moe_activation_counts_routed_experts() -> None:
     arch = load_model_inputs(QWEN36_35B).arch
-    _, terms = estimate_budget(arch, parse_flags([]), gpu_facts("h100"), 20 * GIB, "bfloat16")
+    _, terms = estimate_budget(arch, parse_flags([]), gpu_facts("h100"), 20 * GIB, "bfloat16", EngineVersion())
     act = next(t.bytes for t in terms if t.name == "activation peak")
     # 8 routed experts x (3 x 512 + 2048) per token beats the dense MLP width (absent: 4 x hidden)
     assert act == -8192 * 2 * (4 * 2048 + 8 * (3 * 512 + 2048))
@@ -75,3 +76,22 @@ def test_plan_json_carries_the_terms() -> None:
     p = _plan(LLAMA_8B, [], "h100", weight_bytes=16 * GIB)
     doc = json.loads(p.model_dump_json())
     assert [t["name"] for t in doc["totals"]["kv_budget_terms"]][:2] == ["requested", "weights"]
+
+
+def test_release_default_memory_share_and_block_size() -> None:
+    """vLLM 0.34 resolves an unset --gpu-memory-utilization to 1.0 with its extensible KV cache (on by default
+    on CUDA) and stores 64-token blocks by default; 0.33 keeps 0.92 and 16. A passed share always wins."""
+    mi = load_model_inputs(LLAMA_8B)
+
+    def totals(argv: list[str], engine: str):
+        return compile_plan(mi.arch, mi.quant, parse_flags(argv), gpu_facts("h100"), weight_bytes=16 * GIB,
+                            engine=EngineVersion.parse(engine)).totals
+
+    old, new = totals([], "vllm==0.33.0"), totals([], "vllm==0.34.0")
+    share = {t.name: t for t in new.kv_budget_terms or []}["requested"]
+    assert share.bytes == 80 * GIB and "1.0 (vLLM 0.34.0's default)" in share.basis
+    assert {t.name: t.bytes for t in old.kv_budget_terms or []}["requested"] == int(80 * GIB * 0.92)
+    assert new.kv_cache_layout is not None and new.kv_cache_layout.block_size == 64
+    assert old.kv_cache_layout is not None and old.kv_cache_layout.block_size == 16
+    passed = totals(["--gpu-memory-utilization", "0.8"], "vllm==0.34.0")
+    assert {t.name: t.bytes for t in passed.kv_budget_terms or []}["requested"] == int(80 * GIB * 0.8)
