@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from kvplan.backends.capabilities import DEFAULT_ENGINE, EngineVersion, Version, version_in_range
 from kvplan.backends.vllm_033 import ENGINE_VERSIONS as TABLE_VERSIONS
+from kvplan.backends.vllm_033 import oracle_verified
 from kvplan.errors import KvplanInputError
 from kvplan.releases import Release, find_release, known_releases
 
@@ -63,11 +64,14 @@ def release_of(engine: EngineVersion) -> Release | None:
 
 
 def plan_status(release: Release) -> str:
-    """`exact` (the backend rows were read from this release), `modelled` (0.18 on: the release's own
-    options and dtypes, rules with their version ranges, the nearest backend rows) or `launch-lines-only`."""
+    """`exact` (the backend rows were read from this release), `verified` (per-layer decisions checked against
+    the release's own code: `ORACLE_VERIFIED_RELEASES`), `modelled` (0.18 on: the release's own options and
+    dtypes, rules with their version ranges, the nearest backend rows) or `launch-lines-only`."""
     if release.version_tuple < PLAN_FIRST:
         return "launch-lines-only"
-    return "exact" if version_in_range(release.version_tuple, TABLE_VERSIONS) else "modelled"
+    if version_in_range(release.version_tuple, TABLE_VERSIONS):
+        return "exact"
+    return "verified" if oracle_verified(EngineVersion(engine="vllm", version=release.version_tuple)) else "modelled"
 
 
 def resolve_engine(spec: str | EngineVersion | None) -> EngineVersion:

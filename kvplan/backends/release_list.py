@@ -28,10 +28,11 @@ class EngineRelease(BaseModel):
     launch_lines: Literal["exact"]
     """Launch lines are judged by the release's own `vllm serve` option table (spellings, abbreviations,
     choices, `--kv-cache-dtype` values), generated from its wheel."""
-    plan: Literal["exact", "modelled", "launch-lines-only"]
-    """exact: backend capability rows read from this release; modelled: the release's own options and
-    dtypes, rules with their version ranges, the nearest release's backend rows (KV009 says so);
-    launch-lines-only: no KV plan (older than 0.18)."""
+    plan: Literal["exact", "verified", "modelled", "launch-lines-only"]
+    """exact: backend capability rows read from this release; verified: per-layer KV decisions checked against
+    this release's own code on kvplan's corpus (the oracle), backend rows those of 0.33 plus the dated
+    differences; modelled: the release's own options and dtypes, rules with their version ranges, the nearest
+    release's backend rows (KV009 says so); launch-lines-only: no KV plan (older than 0.18)."""
     options: int
     """Number of `vllm serve` options."""
     kv_cache_dtypes: list[str]

@@ -116,7 +116,7 @@ def err_console() -> Console:
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"kvplan {__version__} (models vllm 0.33.0)")
+        typer.echo(f"kvplan {__version__} (models {DEFAULT_ENGINE} by default; `kvplan engines` lists every release)")
         raise typer.Exit()
 
 

@@ -86,8 +86,8 @@ def kv_dtype_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
 
 
 @declare(code="KV009", name="engine-tables-from-0-33", severity="info", family="engine",
-         summary="An older vLLM release is planned with 0.33's backend tables plus the version history kvplan knows.",
-         why="kvplan's attention-backend capability rows were read from vLLM 0.33.0. For an older "
+         summary="A vLLM release other than 0.33 is planned with 0.33's backend tables plus the version history kvplan knows.",
+         why="kvplan's attention-backend capability rows were read from vLLM 0.33.0. For another "
              "release it applies the differences it has dated (flag removals, skip layers, "
              "per-token-head dtypes, the FlashInfer skip-layer crash, explicit-dtype-wins) and "
              "assumes the backend rows held as in 0.33. The per-layer decisions (KV dtype, quant "
@@ -95,7 +95,7 @@ def kv_dtype_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
              "against that release's own code on kvplan's corpus; other releases are approximated.",
          fix="Plan for vllm==0.33.0 or 0.34.0 for exact backend rows, or check the listed differences.",
          references=("kvplan/backends/vllm_033.py::ENGINE_FEATURES",
-                     "kvplan/backends/vllm_033.py::ORACLE_VERIFIED_RELEASES"), versions="<0.33")
+                     "kvplan/backends/vllm_033.py::ORACLE_VERIFIED_RELEASES"), versions="!=0.33")
 def tables_from_033(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.backends.engines import tables_exact
     from kvplan.backends.vllm_033 import oracle_verified
