@@ -95,6 +95,41 @@ def _refuse_unsupported(arch: ModelArch, engine: EngineVersion) -> None:
                            "supported architecture.")
 
 
+def _refuse_unregistered_in_release(arch: ModelArch, engine: EngineVersion) -> None:
+    """An architecture vLLM builds natively (0.33's registry) that the modelled release's own registry lacks
+    (added later, or removed: 0.34 dropped Keye) and that transformers cannot build either: vLLM refuses it
+    at startup ("Model architectures [...] are not supported for now"; registry.py::_raise_for_unsupported).
+    Each release's registry is generated from its wheel (kvplan.releases)."""
+    from kvplan.backends.engines import release_of
+    from kvplan.ingest import architectures as vreg
+    from kvplan.releases import known_releases, release_key
+
+    name, rel = arch.architecture, release_of(engine)
+    if rel is None or not name or name in rel.architectures or arch.remote_code is not None \
+            or not vreg.is_registered(name) or vreg.modelled_release().transformers_builds(name):
+        return
+    last = rel.previously_supported.get(name)
+    having = [r.version for r in known_releases() if name in r.architectures]
+    if last:
+        why = f"vLLM {rel.version} no longer supports it (the last release that did: {last})"
+    elif having and release_key(having[0]) > rel.key:
+        why = f"vLLM added it in {having[0]}"
+    else:
+        why = f"it is not in vLLM {rel.version}'s model registry"
+    raise KvplanInputError(
+        f"vLLM {rel.version} refuses architecture {name}: {why} (vLLM: \"Model architectures ['{name}'] are not "
+        "supported for now\").",
+        f"Pass --engine with a release that builds it ({_span(having)}; `kvplan engines`), or serve another "
+        "architecture.")
+
+
+def _span(versions: list[str]) -> str:
+    """`0.9.2 to 0.33.0` (known releases, oldest first), or `none known`."""
+    if not versions:
+        return "none known"
+    return versions[0] if len(versions) == 1 else f"{versions[0]} to {versions[-1]}"
+
+
 def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
                  gpu: GpuFacts | None = None, *, source: str | None = None,
                  weight_bytes: int | None = None, kv_budget_bytes: int | None = None,
@@ -109,6 +144,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     rules = _rules()
     engine = engine or EngineVersion()
     _refuse_unsupported(arch, engine)
+    _refuse_unregistered_in_release(arch, engine)
     _refuse_untrusted(arch, flags, engine)
     ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                       engine=engine, engine_version=engine.version_str or ENGINE_VERSION)

@@ -86,7 +86,7 @@ def kv_dtype_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
 
 
 @declare(code="KV009", name="engine-tables-from-0-33", severity="info", family="engine",
-         summary="A vLLM release other than 0.33 is planned with 0.33's backend tables plus the version history kvplan knows.",
+         summary="A release other than vLLM 0.33 is planned with 0.33's backend tables plus its dated differences.",
          why="kvplan's attention-backend capability rows were read from vLLM 0.33.0. For another "
              "release it applies the differences it has dated (flag removals, skip layers, "
              "per-token-head dtypes, the FlashInfer skip-layer crash, explicit-dtype-wins) and "
