@@ -97,14 +97,20 @@ def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict
                 f"transformers {rel.transformers_version} (the release vLLM {rel.vllm_version} runs with) and to "
                 "vLLM's own config classes, and the config has no auto_map naming its own config class "
                 "(vLLM: \"The checkpoint you are trying to load has model type "
-                f"`{model_type}` but Transformers does not recognize this architecture\")")
+                f"`{_shown(model_type)}` but Transformers does not recognize this architecture\")")
     if not any(rel.registers(a) or a in refused for a in architectures) and not rel.transformers_builds(arch) \
             and not _auto_model(auto_map):
-        return (f"vLLM {rel.vllm_version} refuses this config: {arch} is not in vLLM's model registry, transformers "
-                f"{rel.transformers_version} has no model class of that name, and the config has no auto_map "
+        return (f"vLLM {rel.vllm_version} refuses this config: {_shown(arch)} is not in vLLM's model registry, "
+                f"transformers {rel.transformers_version} has no model class of that name, and the config has no auto_map "
                 "naming an AutoModel class for vLLM's Transformers backend (vLLM: \"Model architectures "
-                f"['{arch}'] are not supported for now\")")
+                f"{[arch]} are not supported for now\")")
     return None
+
+
+def _shown(name: str) -> str:
+    """A config value as a message shows it: itself, or escaped when it holds line breaks or control
+    characters (an input error is one line)."""
+    return name if name.isprintable() else ascii(name)
 
 
 def remote_code_reason(model_type: str, architectures: tuple[str, ...], auto_map: dict[str, Any] | None) -> str | None:
