@@ -101,8 +101,8 @@ def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict
     if not any(rel.registers(a) or a in refused for a in architectures) and not rel.transformers_builds(arch) \
             and not _auto_model(auto_map):
         return (f"vLLM {rel.vllm_version} refuses this config: {_shown(arch)} is not in vLLM's model registry, "
-                f"transformers {rel.transformers_version} has no model class of that name, and the config has no auto_map "
-                "naming an AutoModel class for vLLM's Transformers backend (vLLM: \"Model architectures "
+                f"transformers {rel.transformers_version} has no model class of that name, and the config has no "
+                "auto_map naming an AutoModel class for vLLM's Transformers backend (vLLM: \"Model architectures "
                 f"{[arch]} are not supported for now\")")
     return None
 
