@@ -938,7 +938,14 @@ def _sliding_window_pattern(s: _Stack) -> int | None:
     if v is None or v is False or v == 0:
         p = s.c.get("sliding_window_pattern", "_sliding_window_pattern", hf=True)
         if not p:
-            p = _PATTERN_DEFAULTS[s.text_type]
+            p = _PATTERN_DEFAULTS.get(s.text_type)
+            if p is None:  # Exaone4Config: (i + 1) % None or % 0 fails, so transformers cannot load it
+                raise KvplanInputError(
+                    f"{s.path}: sliding_window_pattern is {v!r} and layer_types is absent: the {s.text_type} config "
+                    "class cannot derive layer_types from it (transformers cannot load this config, so vLLM cannot "
+                    "build it).",
+                    "Add layer_types (one entry per layer, as the published config does) or set "
+                    "sliding_window_pattern to the period of global layers (an integer).")
             s.notes.append(f"sliding_window_pattern absent from the config: using {p}, the default of the "
                            f"{s.text_type} config class")
         return int(p)
