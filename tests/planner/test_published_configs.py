@@ -2,7 +2,7 @@
 
 tests/data/published_configs holds config.json files (and hf_quant_config.json where the checkpoint
 ships one) collected from public repositories: base and instruct releases, quantized re-uploads
-(FP8, NVFP4, compressed-tensors with and without kv_cache_scheme, modelopt), fine-tunes, older and
+(FP8, NVFP4, AWQ, GPTQ, compressed-tensors with and without kv_cache_scheme, modelopt), fine-tunes, older and
 newer revisions of the same model (PROVENANCE.md: source, commit, sha256). Two answers per file:
 
 * `answers/` (scripts/oracle/arch_oracle.py): the layers vLLM's own model class builds, every KV
