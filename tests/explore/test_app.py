@@ -15,8 +15,8 @@ from textual.widgets import DataTable, Input, Select
 
 from kvplan.cli.main import app as cli
 from kvplan.explore.app import ExploreApp
-from kvplan.releases import DEFAULT_ENGINE
 from kvplan.explore.state import ExploreSession, findings_sorted
+from kvplan.releases import DEFAULT_ENGINE
 from tests.conftest import EXAMPLES
 
 GPT_OSS = EXAMPLES / "gpt-oss-20b" / "config.json"

@@ -61,7 +61,8 @@ def test_scripts_over_the_line_and_word_limits_are_kv820(tmp_path: Path) -> None
     (tmp_path / "ok.sh").write_text(BAD_DTYPE)
     with active_limits(max_text_lines=20, max_text_tokens=100):
         r = lint_paths([str(tmp_path)], isolated=True, cwd=tmp_path)
-    assert _findings(r) == {("lines.sh", "KV820", 1), ("words.sh", "KV820", 1), ("ok.sh", "KV803", 1), ("ok.sh", "KV009", 1)}
+    assert _findings(r) == {("lines.sh", "KV820", 1), ("words.sh", "KV820", 1), ("ok.sh", "KV803", 1),
+                            ("ok.sh", "KV009", 1)}
     msgs = sorted(f.message for f in r.findings if f.code == "KV820")
     assert "lines.sh has 52 lines, over kvplan's limit of 20" in msgs[0]
     assert "words.sh has 505 words, over kvplan's limit of 100" in msgs[1]
