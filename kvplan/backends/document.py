@@ -9,11 +9,10 @@ from kvplan.backends.capabilities import DEFAULT_VLLM_VERSION, BackendCapability
 from kvplan.backends.gpus import GPU_PROFILES, resolve_gpu
 from kvplan.backends.request import BackendRequest, ModelDtype
 from kvplan.backends.select import hardware_reasons, select_backend
-from kvplan.backends.vllm_033 import BACKENDS, ENGINE_VERSIONS
+from kvplan.backends.vllm_033 import BACKENDS, ENGINE_VERSIONS, TABLE_ENGINE
 from kvplan.errors import KvplanInputError
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
-from kvplan.releases import DEFAULT_ENGINE
 
 __all__ = ["SCHEMA_VERSION", "backends_document", "gpus_document"]
 
@@ -44,7 +43,7 @@ def _engine(engine: str) -> EngineVersion:
             f"the attention-backend table for {ev} is not modelled yet (kvplan's table was read from vllm "
             f"{ENGINE_VERSIONS}" + ("; `kvplan plan --engine` plans older releases with it plus the dated "
                                     "differences, see `kvplan rule KV009`" if older else "") + ").",
-            f"pass --engine {DEFAULT_ENGINE}")
+            f"pass --engine {TABLE_ENGINE}")
     return ev
 
 
@@ -110,7 +109,7 @@ def _defaults(gpu: GpuProfile, ev: EngineVersion) -> dict[str, dict[str, Any]]:
     return result
 
 
-def backends_document(gpu: str | None = None, engine: str = DEFAULT_ENGINE) -> dict[str, Any]:
+def backends_document(gpu: str | None = None, engine: str = TABLE_ENGINE) -> dict[str, Any]:
     """The `kvplan backends --format json` document (sorted, stable)."""
     ev = _engine(engine)
     doc: dict[str, Any] = {

@@ -22,6 +22,7 @@ __all__ = [
     "ORACLE_VERIFIED_RELEASES",
     "PRIORITY_ORDERS",
     "RELEASE_DATES",
+    "TABLE_ENGINE",
     "cpu_priority",
     "cuda_priority",
     "engine_feature",
@@ -31,6 +32,9 @@ __all__ = [
 
 ENGINE_VERSIONS = ">=0.33,<0.34"
 """The vLLM versions these rows describe."""
+TABLE_ENGINE = "vllm==0.33.0"
+"""The release these rows were read from: what `kvplan backends` shows unless --engine names another.
+Plans for newer releases use the rows plus the dated differences (ENGINE_FEATURES)."""
 
 _PR = "https://github.com/vllm-project/vllm/pull/"
 _BASE_KV = ("auto", "float16", "bfloat16")

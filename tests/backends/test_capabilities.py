@@ -14,22 +14,26 @@ from kvplan.backends.vllm_033 import (
 )
 from kvplan.errors import KvplanInputError
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
+from kvplan.releases import DEFAULT_ENGINE
+from kvplan.releases.release import newest_release
+
+_DEFAULT = EngineVersion.parse(DEFAULT_ENGINE).version
 
 
 @pytest.mark.parametrize("spec,engine,version", [
     ("vllm==0.33.0", "vllm", (0, 33, 0)), ("vllm@0.33", "vllm", (0, 33, 0)),
-    ("0.33.0", "vllm", (0, 33, 0)), ("vllm", "vllm", (0, 33, 0)), ("vllm 0.19.1", "vllm", (0, 19, 1)),
+    ("0.33.0", "vllm", (0, 33, 0)), ("vllm", "vllm", _DEFAULT), ("vllm 0.19.1", "vllm", (0, 19, 1)),
     ("v0.20.0", "vllm", (0, 20, 0)), ("vllm==0.26.1.dev0+g568afb3a1", "vllm", (0, 26, 1)),
     ("sglang", "sglang", None), ("SGLang==0.5.4", "sglang", (0, 5, 4)), ("trtllm", "trtllm", None),
-    ("tensorrt-llm==1.1", "trtllm", (1, 1, 0)), ("", "vllm", (0, 33, 0)),
+    ("tensorrt-llm==1.1", "trtllm", (1, 1, 0)), ("", "vllm", _DEFAULT),
 ])
 def test_engine_version_parse_accepts_user_spellings(spec: str, engine: str, version) -> None:
     ev = EngineVersion.parse(spec)
     assert (ev.engine, ev.version) == (engine, version)
 
 
-def test_engine_version_default_is_vllm_033() -> None:
-    assert str(EngineVersion()) == "vllm==0.33.0" and EngineVersion.parse(None) == EngineVersion()
+def test_engine_version_default_is_the_newest_release() -> None:
+    assert str(EngineVersion()) == f"vllm=={newest_release().version}" and EngineVersion.parse(None) == EngineVersion()
 
 
 @pytest.mark.parametrize("spec,match", [("vlm==0.33", "Did you mean: vllm"), ("vllm==abc", "cannot read")])

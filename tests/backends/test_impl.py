@@ -82,9 +82,10 @@ def test_backend_without_quirks_is_decided_by_its_row_alone() -> None:
     assert "FLEX_ATTENTION" not in HOOK_CLASSES
     h100 = resolve_gpu("h100")
     req = BackendRequest(head_size=128, kv_cache_dtype="fp8")
-    choice = select_backend(req, h100, EngineVersion(), forced="FLEX_ATTENTION")
+    v033 = EngineVersion.parse("vllm==0.33.0")  # the release whose default block (16 tokens) is asserted
+    choice = select_backend(req, h100, v033, forced="FLEX_ATTENTION")
     assert choice.status == "error" and choice.rejected == {"FLEX_ATTENTION": ("kv_cache_dtype not supported",)}
-    ok = select_backend(BackendRequest(head_size=128), h100, EngineVersion(), forced="FLEX_ATTENTION")
+    ok = select_backend(BackendRequest(head_size=128), h100, v033, forced="FLEX_ATTENTION")
     assert ok.status == "selected" and ok.block_size == 16 and ok.flash_attn_version is None
 
 

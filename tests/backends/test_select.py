@@ -162,11 +162,15 @@ def test_select_backend_mla_fp8(gpu: str, backend: str, version) -> None:
         assert c.block_size == 64  # FlashMLA pages
 
 
-@pytest.mark.parametrize("gpu,backend,block", [
-    ("h100", "FLASH_ATTN_MLA", 16), ("b200", "FLASHINFER_MLA", 64), ("rtx-pro-6000", "TRITON_MLA", 16),
+@pytest.mark.parametrize("gpu,backend,block,engine", [
+    ("h100", "FLASH_ATTN_MLA", 16, "vllm==0.33.0"), ("b200", "FLASHINFER_MLA", 64, "vllm==0.33.0"),
+    ("rtx-pro-6000", "TRITON_MLA", 16, "vllm==0.33.0"),
+    # 0.34's default block is 64 tokens, kept where the backend accepts it (FlashInfer-MLA wants 64 anyway)
+    ("h100", "FLASH_ATTN_MLA", 64, "vllm==0.34.0"), ("b200", "FLASHINFER_MLA", 64, "vllm==0.34.0"),
+    ("rtx-pro-6000", "TRITON_MLA", 64, "vllm==0.34.0"),
 ])
-def test_select_backend_mla_auto(gpu: str, backend: str, block: int) -> None:
-    c = select_backend(BackendRequest(kv_cache_dtype="auto", **R1), resolve_gpu(gpu))
+def test_select_backend_mla_auto(gpu: str, backend: str, block: int, engine: str) -> None:
+    c = select_backend(BackendRequest(kv_cache_dtype="auto", **R1), resolve_gpu(gpu), EngineVersion.parse(engine))
     assert (c.backend, c.block_size, c.query_quant) == (backend, block, False)
 
 

@@ -9,6 +9,7 @@ from kvplan.api import compile as compile_plan
 from kvplan.emit import emit, render
 from kvplan.ingest.flags import parse_flags
 from kvplan.model.plan import Plan
+from kvplan.releases import DEFAULT_ENGINE
 from tests.emit.helpers import EXAMPLES, config, per_layer, vllm_config_argv
 
 GPT_OSS = EXAMPLES / "gpt-oss-20b" / "config.json"
@@ -140,7 +141,8 @@ def test_render_yaml_header_is_versioned_and_lists_findings() -> None:
     r = emit(_edit(compile_plan(model, ["--kv-cache-dtype", "fp8"]), l2="nvfp4"), "vllm")
     text = render(r, "yaml")
     lines = text.splitlines()
-    assert lines[0].startswith("# kvplan 0.1.0: KV cache settings for vllm 0.33.0 (kvplan.emit schema 1.1)")
+    assert lines[0].startswith(f"# kvplan 0.1.0: KV cache settings for {DEFAULT_ENGINE.replace('==', ' ')} "
+                               "(kvplan.emit schema 1.1)")
     assert any(line.startswith("# NOT exact: 1 layer(s)") for line in lines)
     assert any(line.startswith("# KV981 warning:") or line.startswith("# KV980 warning:") for line in lines)
     assert render(r, "args") == "--kv-cache-dtype fp8\n"

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Input, Select
 from kvplan.cli.main import app as cli
 from kvplan.explore.app import ExploreApp
 from kvplan.explore.state import ExploreSession, findings_sorted
+from kvplan.releases import DEFAULT_ENGINE
 from tests.conftest import EXAMPLES
 
 GPT_OSS = EXAMPLES / "gpt-oss-20b" / "config.json"
@@ -58,7 +59,9 @@ def drive(session: ExploreSession, script: Callable[[Pilot, ExploreApp], Awaitab
 def test_explore_gpt_oss_session_skip_sliding_then_int8_per_token_head(tmp_path: Path) -> None:
     """The issue's session: open gpt-oss-20b, skip sliding layers, int8_per_token_head, export, print flags."""
     export = tmp_path / "plan.json"
-    session = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "fp8"], gpu="h100", kv_budget_gib=40)
+    # the capacity figures below are vLLM 0.33.0's (16-token blocks)
+    session = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "fp8"], gpu="h100", kv_budget_gib=40,
+                             engine="vllm==0.33.0")
     seen: dict[str, object] = {}
 
     async def script(pilot: Pilot, app: ExploreApp) -> None:
@@ -108,7 +111,7 @@ def test_explore_gpt_oss_session_skip_sliding_then_int8_per_token_head(tmp_path:
     app = drive(session, script, export)
     flags = ["--kv-cache-dtype", "int8_per_token_head", "--kv-cache-dtype-skip-layers", "sliding_window"]
     plan = runner.invoke(cli, ["plan", str(GPT_OSS), *flags, "--gpu", "h100", "--kv-budget-gib", "40",
-                               "--format", "json", "--no-policy"], env=ENV)
+                               "--engine", "vllm==0.33.0", "--format", "json", "--no-policy"], env=ENV)
     assert plan.exit_code == 0, plan.output
     assert seen["exported"] == plan.stdout  # byte-equal
     emitted = runner.invoke(cli, ["emit", str(GPT_OSS), "--to", "vllm", "--no-policy", *flags], env=ENV)
@@ -169,13 +172,13 @@ def test_explore_engine_control_switches_the_modelled_release() -> None:
     session = ExploreSession(GPT_OSS, ["--kv-cache-dtype", "int8_per_token_head"])
 
     async def script(pilot: Pilot, app: ExploreApp) -> None:
-        assert app.query_one("#engine", Select).value == "vllm==0.33.0"
+        assert app.query_one("#engine", Select).value == DEFAULT_ENGINE
         await pilot.press("v", "enter", *"vllm==0.19", "enter")
         await pilot.pause()
         assert session.controls.engine == "vllm==0.19.0" and session.plan.engine.version == "0.19.0"
         shown = rows(app, "findings")
         assert ("error", "KV005") in [(r[0], r[1]) for r in shown]
-        assert "engine vllm==0.33.0 → vllm==0.19.0" in screen(app)
+        assert f"engine {DEFAULT_ENGINE} → vllm==0.19.0" in screen(app)
         assert "--engine vllm==0.19.0 --format json" in screen(app)
         await pilot.press("q")
 

@@ -21,7 +21,10 @@ from kvplan.ingest.flags import MODELLED_DESTS, parse_flags, scan_argv, serve_op
 from kvplan.lint import lint_paths
 from tests.conftest import DATA, EXAMPLES
 
-TABLE = json.loads((DATA / "vllm_serve_argv_cases-0.33.0.json").read_text())
+# the cases are vLLM 0.33.0's parser answers: every check below reads 0.33.0's table and plans for 0.33.0
+VERSION = "0.33.0"
+ENGINE = f"vllm=={VERSION}"
+TABLE = json.loads((DATA / f"vllm_serve_argv_cases-{VERSION}.json").read_text())
 CASES = TABLE["cases"]
 LLAMA = EXAMPLES / "Meta-Llama-3.1-8B" / "config.json"
 MODEL_ID = "meta-llama/Meta-Llama-3.1-8B"  # bundled with kvplan (kvplan/data/models), so lint can plan it
@@ -52,27 +55,27 @@ def _same(got: Any, want: Any, coerced: bool = False) -> bool:
 
 
 def test_table_comes_from_vllm_0_33_parser() -> None:
-    assert TABLE["engine_version"] == serve_options().engine_version == "0.33.0"
+    assert TABLE["engine_version"] == serve_options(VERSION).engine_version == VERSION
     assert len(CASES) >= 40 and sum(c["exit"] == 2 for c in CASES) >= 12
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_scan_matches_vllm_parser(case: dict[str, Any]) -> None:
-    scan = scan_argv(["vllm", "serve", *case["argv"]])
+    scan = scan_argv(["vllm", "serve", *case["argv"]], VERSION)
     if case["exit"] == 2:
         assert case["error"] in [e.message for e in scan.errors]
         return
     assert scan.errors == []
     got = {**scan.values, "model_tag": scan.model}
     for dest, want in case["namespace"].items():
-        opt = serve_options().by_dest.get(dest)
+        opt = serve_options(VERSION).by_dest.get(dest)
         coerced = opt is not None and opt.type_name == "parse_dataclass"
         assert _same(got.get(dest), want, coerced), (dest, got.get(dest), want)
 
 
 def _modelled_value_error(case: dict[str, Any]) -> bool:
     """The parser rejects the value of an option kvplan plans with: kvplan exits 2 as vLLM does."""
-    return any(e.dest in MODELLED_DESTS for e in scan_argv(["vllm", "serve", *case["argv"]]).errors)
+    return any(e.dest in MODELLED_DESTS for e in scan_argv(["vllm", "serve", *case["argv"]], VERSION).errors)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
@@ -80,14 +83,14 @@ def test_plan_findings_match_vllm_parser(case: dict[str, Any]) -> None:
     key = tuple(case["argv"])
     if key in REFUSED_LATER:
         with pytest.raises(KvplanInputError, match="Valid values"):
-            kvplan.api.compile(LLAMA, _argv(case))
+            kvplan.api.compile(LLAMA, _argv(case), engine=ENGINE)
         return
     if case["exit"] == 2 and _modelled_value_error(case):
         with pytest.raises(KvplanInputError) as e:
-            kvplan.api.compile(LLAMA, _argv(case))
+            kvplan.api.compile(LLAMA, _argv(case), engine=ENGINE)
         assert e.value.problem.rstrip(".") == case["error"].rstrip(".")
         return
-    plan = kvplan.api.compile(LLAMA, _argv(case))
+    plan = kvplan.api.compile(LLAMA, _argv(case), engine=ENGINE)
     errors = [f for f in plan.findings if f.severity.value == "error"]
     if key in REMOVED:
         assert [f.code for f in errors] == [REMOVED[key]]
@@ -96,7 +99,7 @@ def test_plan_findings_match_vllm_parser(case: dict[str, Any]) -> None:
         assert hits, [f.message for f in plan.findings]
     else:
         assert not [f for f in plan.findings if f.code in PARSER_CODES], [f.message for f in plan.findings]
-        sf = parse_flags(_argv(case))
+        sf = parse_flags(_argv(case), VERSION)
         for dest, fld in MODELLED_DESTS.items():
             if dest in case["namespace"] and dest != "attention_config":
                 want = case["namespace"][dest]
@@ -108,7 +111,9 @@ def test_lint_findings_match_vllm_parser(tmp_path: Path) -> None:
     """One script, one launch per case: lint reports exactly the parser's exits, at the flag."""
     script = tmp_path / "serve.sh"
     script.write_text("#!/bin/sh\n" + "".join(shlex.join(_argv(c)) + " &\n" for c in CASES))
-    report = lint_paths([str(script)], cwd=tmp_path, isolated=True)
+    config = tmp_path / "kvplan.toml"
+    config.write_text(f'[lint]\nengine-version = "{VERSION}"\n')
+    report = lint_paths([str(script)], cwd=tmp_path, config=config)
     by_line: dict[int, list[Any]] = {}
     for f in report.findings:
         by_line.setdefault(f.location.line, []).append(f)
@@ -168,11 +173,11 @@ def test_real_options_are_not_unknown() -> None:
 
 
 def test_every_vllm_option_spelling_is_known() -> None:
-    table = serve_options()
-    assert table.engine_version == "0.33.0" and len(table.options) == 321
+    table = serve_options(VERSION)
+    assert table.engine_version == VERSION and len(table.options) == 321
     for o in table.options:
         for s in o.spellings:
-            scan = scan_argv(["m", s] + (["1"] if o.nargs not in (0, "?") else []))
+            scan = scan_argv(["m", s] + (["1"] if o.nargs not in (0, "?") else []), VERSION)
             assert not [e for e in scan.errors if e.kind in ("unknown", "ambiguous")], s
 
 
@@ -188,17 +193,17 @@ def test_unpassed_flags_take_vllm_033_defaults(tmp_path: Path) -> None:
         vllm_default = rows[dest].default
         ours = ServingFlags.model_fields[field].default
         if field == "gpu_memory_utilization":  # None: the release's default, resolved by the budget
-            assert ours is None and resolved_gpu_memory_utilization(EngineVersion(), "cuda") == vllm_default
+            assert ours is None and resolved_gpu_memory_utilization(EngineVersion.parse(ENGINE), "cuda") == vllm_default
             continue
         if vllm_default is None:
             assert ours in (None, (), {}), dest
         else:
             assert ours == (tuple(vllm_default) if isinstance(vllm_default, list) else vllm_default), dest
-    assert parse_flags(["vllm", "serve", MODEL_ID]).gpu_memory_utilization is None
+    assert parse_flags(["vllm", "serve", MODEL_ID], VERSION).gpu_memory_utilization is None
     from tests.hubserver import fp8_checkpoint
     ck = fp8_checkpoint(tmp_path / "ck", EXAMPLES / "nvidia-Llama-3.1-70B-Instruct-FP8", layers=4,
                         weight_bytes=1 << 30)  # weight size known: a capacity figure
-    budget = {argv: kvplan.api.compile(ck, list(argv), gpu="h100").totals.kv_budget_bytes
+    budget = {argv: kvplan.api.compile(ck, list(argv), gpu="h100", engine=ENGINE).totals.kv_budget_bytes
               for argv in ((), ("--gpu-memory-utilization", "0.92"), ("--gpu-memory-utilization", "0.9"))}
     assert budget[()] is not None
     assert budget[()] == budget[("--gpu-memory-utilization", "0.92")] > budget[("--gpu-memory-utilization", "0.9")]

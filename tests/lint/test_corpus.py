@@ -58,7 +58,7 @@ def test_corpus_keeps_its_true_findings(report) -> None:
 
 
 def test_corpus_errors_are_reviewed_and_every_launch_is_found(report) -> None:
-    # the only errors are the reviewed ones (vLLM 0.33 exits on them), at the reviewed severity
+    # the only errors are the reviewed ones (the release linted against exits on them), at the reviewed severity
     reviewed_errors = {_key(f)[:4] for f in EXPECTED["findings"] if f.get("severity") == "error"}
     errors = {_key(f)[:4] for f, lf in zip(_actual(report), report.findings, strict=False)
               if lf.severity.value == "error"}

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kvplan.lint import lint_paths
 from kvplan.lint.dockerfile import extract_dockerfile, is_dockerfile
+from kvplan.releases import DEFAULT_ENGINE_VERSION
 from tests.lint.helpers import lint_text, write_file
 
 
@@ -31,7 +32,7 @@ def test_dockerfile_found_by_content_whatever_its_name(tmp_path: Path) -> None:
     """
     for name in ("Dockerfile", "Dockerfile.h100", "vllm.Dockerfile", "serve.dockerfile", "Containerfile"):
         r = lint_text(tmp_path / name.replace(".", "_"), name, text, offline=True)
-        assert r.files[0].kind == "dockerfile" and _launches(r) == [(name, 4, "Qwen/Qwen3-8B", "0.33.0")]
+        assert r.files[0].kind == "dockerfile" and _launches(r) == [(name, 4, "Qwen/Qwen3-8B", DEFAULT_ENGINE_VERSION)]
         # shell form: the words keep their lines and columns across the continuation
         assert _found(r) == {(5, 22, "KV803")}
 
@@ -42,7 +43,7 @@ def test_dockerfile_exec_form_entrypoint_and_cmd_are_one_argv(tmp_path: Path) ->
     ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server"]
     CMD ["--model", "Qwen/Qwen3-8B", "--kv-cache-dtype", "fp9"]
     """, offline=True)
-    assert _launches(r) == [("Dockerfile", 2, "Qwen/Qwen3-8B", "0.33.0")]
+    assert _launches(r) == [("Dockerfile", 2, "Qwen/Qwen3-8B", DEFAULT_ENGINE_VERSION)]
     assert _found(r) == {(3, 55, "KV803")}
 
 
@@ -52,7 +53,7 @@ def test_dockerfile_shell_form_entrypoint_ignores_cmd(tmp_path: Path) -> None:
     ENTRYPOINT vllm serve Qwen/Qwen3-8B
     CMD ["--kv-cache-dtype", "fp9"]
     """, offline=True)
-    assert _launches(r) == [("Dockerfile", 2, "Qwen/Qwen3-8B", "0.33.0")] and _found(r) == set()
+    assert _launches(r) == [("Dockerfile", 2, "Qwen/Qwen3-8B", DEFAULT_ENGINE_VERSION)] and _found(r) == set()
 
 
 def test_dockerfile_vllm_base_image_cmd_holds_engine_args_and_names_the_release(tmp_path: Path) -> None:
@@ -138,7 +139,7 @@ def test_compose_build_follows_the_dockerfile_and_counts_each_launch_once(tmp_pa
     # `tuned` overrides CMD of an image whose entrypoint is the vLLM server (release from its FROM); `plain`
     # runs the Dockerfile's own CMD: that launch is the Dockerfile's, found there and not again here
     assert _launches(r) == [("compose.yaml", 3, "Qwen/Qwen3-8B", "0.25.0"), ("compose.yaml", 12, "Qwen/Qwen3-8B",
-                                                                             "0.33.0"),
+                                                                             DEFAULT_ENGINE_VERSION),
                             ("server/Dockerfile.gpu", 1, "Qwen/Qwen3-8B", "0.25.0")]
     assert {(f.location.path, f.location.line, f.code) for f in r.findings if f.code == "KV803"} == {
         ("compose.yaml", 6, "KV803")}
@@ -154,7 +155,7 @@ def test_dockerfile_sh_c_script_in_exec_form_keeps_lines_across_continuations(tm
         --kv-cache-dtype fp9"]
     """, offline=True)
     # the build argument's default is the model; the script's words are where they are written
-    assert _launches(r) == [("Dockerfile", 4, "Qwen/Qwen3-8B", "0.33.0")]
+    assert _launches(r) == [("Dockerfile", 4, "Qwen/Qwen3-8B", DEFAULT_ENGINE_VERSION)]
     assert _found(r) == {(6, 22, "KV803")}
 
 

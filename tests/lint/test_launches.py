@@ -12,7 +12,7 @@ import pytest
 from kvplan.lint import lint_paths
 from kvplan.lint.engine import image_release
 from kvplan.lint.formats import render
-from kvplan.releases import known_releases
+from kvplan.releases import DEFAULT_ENGINE_VERSION, known_releases
 from tests.lint.helpers import lint_text as _lint
 from tests.lint.helpers import write_file as _write
 
@@ -118,8 +118,10 @@ def test_kustomize_patches_are_launches_of_the_patched_container(tmp_path: Path)
     files = {f.path: f for f in r.files}
     assert len(files["overlay/patch.yaml"].launches) == 1 and len(files["overlay/kustomization.yaml"].launches) == 1
     got = sorted((f.location.path, f.location.line, f.location.column, f.code) for f in r.findings)
-    # the patch names no model (the base does): no KV804; the bad dtypes are found at their lines
-    assert got == [("overlay/kustomization.yaml", 9, 66, "KV803"), ("overlay/patch.yaml", 9, 66, "KV803")]
+    # the patch names no model (the base does): no KV804; the bad dtypes are found at their lines; the
+    # kustomization's launch names its model, so it is planned for the default release (KV009's info)
+    assert got == [("overlay/kustomization.yaml", 9, 29, "KV009"), ("overlay/kustomization.yaml", 9, 66, "KV803"),
+                   ("overlay/patch.yaml", 9, 66, "KV803")]
 
 
 def test_helm_values_launches(tmp_path: Path) -> None:
@@ -303,7 +305,8 @@ def test_image_without_a_release_tag_makes_parser_exits_warnings_unless_engine_v
     # --swap-space (older releases accept it) and an explicit value for a 0.33 boolean option: release-dependent
     assert sev["KV001"] == "warning" and sev["KV007"] == "warning"
     swap = next(f for f in r.findings if f.code == "KV001")
-    assert swap.message.startswith(f"image {vertex} does not name its vLLM release (linted against vLLM 0.33.0")
+    assert swap.message.startswith(f"image {vertex} does not name its vLLM release (linted against vLLM "
+                                   f"{DEFAULT_ENGINE_VERSION}")
     assert "--swap-space" in swap.message and "engine-version" in (swap.fix or "")
     # an invalid KV cache dtype is invalid in every release: still an error, and the run fails on it
     assert sev["KV803"] == "error" and r.summary.errors == 1
@@ -518,7 +521,8 @@ def test_ray_serve_config_file_for_serve_run_is_linted_like_serve_config_v2(tmp_
         """)
     (launch,) = r.files[0].launches
     assert launch.model == "Qwen/Qwen3-8B" and r.files[0].kind == "vllm-config"
-    assert [(f.code, f.location.line, f.location.column) for f in r.findings] == [("KV803", 8, 25)]
+    # KV009: no image, so planned for the default release (0.33's backend rows), at the model
+    assert [(f.code, f.location.line, f.location.column) for f in r.findings] == [("KV009", 6, 57), ("KV803", 8, 25)]
 
 
 def test_rayservice_serve_config_v2_that_does_not_parse_is_kv801_at_its_line(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from kvplan.errors import KvplanInputError
 from kvplan.lint import lint_paths
+from kvplan.releases import DEFAULT_ENGINE_VERSION
 
 LAUNCH = "vllm serve meta-llama/Meta-Llama-3.1-8B --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window"
 
@@ -30,7 +31,8 @@ def test_comment_suppression_same_line_and_line_above(tmp_path: Path) -> None:
     {LAUNCH}
     """)
     r = lint_paths([str(tmp_path / "a.sh")], cwd=tmp_path, isolated=True)
-    assert _codes(r) == [("KV304", 3)]  # the comment above line 3 names only KV401
+    # the comment above line 3 names only KV401; KV009 is the default release's info (0.33's backend rows)
+    assert _codes(r) == [("KV009", 1), ("KV009", 3), ("KV304", 3)]
     assert sorted((s.code, s.location.line, s.via) for s in r.suppressed) == [
         ("KV304", 1, "comment"), ("KV401", 1, "comment"), ("KV401", 3, "comment")]
     assert {s.reason for s in r.suppressed} == {"scales validated offline; no SWA in Llama",
@@ -78,7 +80,7 @@ def test_annotation_suppression_covers_its_document_only(tmp_path: Path) -> None
 def test_select_ignore_and_fail_level(tmp_path: Path) -> None:
     _write(tmp_path, "c.sh", LAUNCH + " --calculate-kv-scales\n")
     p = str(tmp_path / "c.sh")
-    assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True))} == {"KV002", "KV304", "KV401"}
+    assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True))} == {"KV002", "KV009", "KV304", "KV401"}
     selected = lint_paths([p], cwd=tmp_path, isolated=True, select=["KV3", "KV002"])
     assert {c for c, _ in _codes(selected)} == {"KV002", "KV304"}
     assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True, ignore=["KV0"]))} == {"KV304", "KV401"}
@@ -157,10 +159,11 @@ def test_each_file_uses_its_nearest_config(tmp_path: Path) -> None:
 
 
 def test_engine_version_selects_the_release_behaviour(tmp_path: Path) -> None:
-    """--calculate-kv-scales: removed (error) on 0.33, deprecated (warning) on 0.24, at the flag."""
+    """--calculate-kv-scales: removed (error) on the default release (0.28 on), deprecated (warning) on 0.24, at
+    the flag."""
     _write(tmp_path, "run.sh", "vllm serve acme/unknown --calculate-kv-scales\n")
     new = lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path, isolated=True)
-    assert new.engine.version == "0.33.0"
+    assert new.engine.version == DEFAULT_ENGINE_VERSION
     assert [(f.code, f.severity.value, f.location.column) for f in new.findings if f.code.startswith("KV00")] == \
         [("KV002", "error", 25)]
     _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.24.0'\n")

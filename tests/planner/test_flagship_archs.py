@@ -148,8 +148,11 @@ def test_extra_caches_count_in_the_bf16_baseline() -> None:
 def test_request_bytes_keep_windowed_and_ring_caches_small() -> None:
     """One request at --max-model-len: Inkling's conv state keeps its kernel window (+ one prefill chunk),
     GLM-5 Next's tail ring one block, while the attention caches grow with the context."""
-    from kvplan.planner.compile import DEFAULT_BLOCK_SIZE as BS
+    from kvplan.backends.capabilities import EngineVersion
+    from kvplan.backends.defaults import default_block_size
     from kvplan.planner.compile import DEFAULT_MAX_NUM_BATCHED_TOKENS as MBT
+
+    BS = default_block_size(EngineVersion())  # the default release's block size (64 tokens from 0.34)
 
     mml = 65536
     plan = kvplan.api.compile(ARCH_DATA / "configs" / "InklingForCausalLM__default.json",

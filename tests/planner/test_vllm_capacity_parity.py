@@ -46,7 +46,8 @@ def _plan(case: dict) -> Plan:
     # FlashInfer's GDN prefill kernel is vLLM's choice on a Hopper GPU (the oracle case says it ran it)
     return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]),
                               gpu="h100" if case.get("gdn_prefill") == "flashinfer" else None,
-                              kv_budget_bytes=case["available_bytes"])
+                              kv_budget_bytes=case["available_bytes"],
+                              engine=f"vllm=={_answer(case)['vllm_version']}")
 
 
 def test_every_case_is_answered_for_its_config() -> None:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 import kvplan.api
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.defaults import default_block_size
 from kvplan.errors import KvplanInputError
 from tests.planner.arch_parity import ARCH_DATA, load_answer, oracle_layers
 
@@ -55,8 +57,9 @@ def test_pooled_window_bounds_one_request() -> None:
     """vLLM keeps the pooled window (ceil(750 / 4) + 1 = 189 tokens), not 750 tokens of 4 frames each."""
     plan = kvplan.api.compile(_params("default"), ["--max-model-len", "131072", "--max-num-batched-tokens", "8192"])
     last = plan.layers[-1]
-    blocks = math.ceil(min(189 - 1 + 8192, 131072) / 16) + 1
-    assert last.max_bytes_per_request == blocks * 16 * last.bytes_per_token
+    bs = default_block_size(EngineVersion())  # the default release's block size (64 tokens from 0.34)
+    blocks = math.ceil(min(189 - 1 + 8192, 131072) / bs) + 1
+    assert last.max_bytes_per_request == blocks * bs * last.bytes_per_token
 
 
 def test_tensor_parallel_splits_the_encoder_heads() -> None:

@@ -3,7 +3,7 @@
 Each case: `base` (a corpus model, or `arch:<name>` a config of tests/data/vllm_oracle_arch/configs),
 optional `config` (keys merged into its config.json),
 optional `hf_quant_config`, `flags` (a launch-line string), `gpu`, `engine` (`vllm==0.19.0`; default
-0.33.0), and what must / must not happen:
+kvplan's default release), and what must / must not happen:
 `expect_codes` (the rule fires, optionally on `expect_layers`), `absent` (it must not fire),
 `layers` ({index: {field: value}} on the plan).
 """

@@ -16,6 +16,7 @@ import pytest
 
 from kvplan.api import compile as compile_plan
 from kvplan.emit import emit
+from kvplan.releases import DEFAULT_ENGINE_VERSION
 from kvplan.schemas import schema_dict
 from kvplan.service import ServiceSettings
 from tests.emit.helpers import CORPUS, EXAMPLES, ROOT, load_config, per_layer
@@ -33,7 +34,7 @@ def _plan_layers(doc: dict) -> list[tuple]:
 def test_healthz(client: httpx.Client) -> None:
     r = client.get("/healthz")
     assert r.status_code == 200
-    assert r.json() == {"engine": {"name": "vllm", "version": "0.33.0"}, "kvplan_version": "0.1.0",
+    assert r.json() == {"engine": {"name": "vllm", "version": DEFAULT_ENGINE_VERSION}, "kvplan_version": "0.1.0",
                         "schema_version": "1.0", "status": "ok"}
 
 
