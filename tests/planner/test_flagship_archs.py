@@ -12,7 +12,7 @@ import pytest
 
 import kvplan.api
 from kvplan.errors import KvplanInputError
-from tests.planner.arch_parity import ARCH_DATA, load_answer, oracle_layers
+from tests.planner.arch_parity import ARCH_DATA, case_input, load_answer, oracle_layers
 
 
 def _config(name: str) -> dict[str, Any]:
@@ -67,14 +67,16 @@ def test_mla_head_dim_zero_is_accepted_but_not_for_dense_attention(tmp_path: Pat
 
 
 @pytest.mark.parametrize("case", ["default", "sparse-every-other"])
-def test_minimax_m3_sparse_layers_add_an_index_key_cache(case: str) -> None:
+def test_minimax_m3_sparse_layers_add_an_index_key_cache(case: str, tmp_path: Path) -> None:
     name = f"MiniMaxM3SparseForCausalLM__{case}"
+    # as the oracle ran it: the checkpoint's own config class (auto_map) under --trust-remote-code
+    src = case_input({"config": f"configs/{name}.json"}, ARCH_DATA, tmp_path)
     for flag in ("auto", "fp8"):
-        plan = kvplan.api.compile(ARCH_DATA / "configs" / f"{name}.json", ["--kv-cache-dtype", flag])
+        plan = kvplan.api.compile(src, ["--kv-cache-dtype", flag, "--trust-remote-code"])
         assert _have(plan) == _vllm_bytes(f"{name}__{flag}")
     cfg = _config(name)["sparse_attention_config"]
     dim, freq = cfg["sparse_index_dim"], cfg["sparse_attention_freq"]
-    plan = kvplan.api.compile(ARCH_DATA / "configs" / f"{name}.json", ["--kv-cache-dtype", "fp8"])
+    plan = kvplan.api.compile(src, ["--kv-cache-dtype", "fp8", "--trust-remote-code"])
     by = {lp.index: lp.bytes_per_token for lp in plan.layers}
     dense = by[freq.index(0)]
     assert all(by[i] == dense + (2 * dim if f else 0) for i, f in enumerate(freq[:len(by)]))  # bf16 keys

@@ -7,6 +7,7 @@ config must give every state layer the same shapes, dtypes and bytes.
 from __future__ import annotations
 
 from math import prod
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ import kvplan.api
 from kvplan.model.arch import StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.planner.state_cache import state_tensors
-from tests.planner.arch_parity import ARCH_DATA, flags_of, load_answer, load_cases
+from tests.planner.arch_parity import ARCH_DATA, case_input, flags_of, load_answer, load_cases
 
 _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -43,10 +44,10 @@ def test_the_oracle_covers_every_state_family() -> None:
 
 
 @pytest.mark.parametrize("case", MAMBA_CASES, ids=[c["name"] for c in MAMBA_CASES])
-def test_state_layers_match_vllm_mamba_spec(case: dict) -> None:
+def test_state_layers_match_vllm_mamba_spec(case: dict, tmp_path: Path) -> None:
     answer = load_answer(case["name"])
     assert answer is not None
-    plan = kvplan.api.compile(ARCH_DATA / case["config"], flags_of(case))
+    plan = kvplan.api.compile(case_input(case, ARCH_DATA, tmp_path), flags_of(case))  # as the oracle ran it
     by_index = {lp.index: lp for lp in plan.layers}
     checked = 0
     for la in answer["layers"]:
