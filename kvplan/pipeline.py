@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.engines import resolve_engine
+from kvplan.backends.engines import release_of, resolve_engine
 from kvplan.backends.gpus import GpuFacts, gpu_facts
+from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, model_inputs
 from kvplan.ingest.flags import FlagsInput, flags_from
 from kvplan.model.flags import ServingFlags
@@ -79,6 +80,19 @@ def compile(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
                offline=offline, strict=strict, hf_quant_config=hf_quant_config, label=label).plan
 
 
+def _check_quantization_method(method: str | None, engine: EngineVersion) -> None:
+    """`--quantization` must name a method of the release (vllm/config/model.py::ModelConfig._verify_quantization:
+    "Unknown quantization method"); the parser itself takes any string. Methods come from each release's wheel."""
+    rel = release_of(engine)
+    if method is None or rel is None or method in rel.quantization_methods:
+        return
+    raise KvplanInputError(
+        f"--quantization {method}: vLLM {rel.version} has no such quantization method (vLLM exits with "
+        f"\"Unknown quantization method: {method}\").",
+        f"Pass one of vLLM {rel.version}'s methods ({', '.join(sorted(rel.quantization_methods))}), or leave "
+        "--quantization out to use the checkpoint's own.")
+
+
 def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
         policy: Policy | str | Path | None = None, kv_budget_bytes: int | None = None,
         read_safetensors: bool = True, extra_checks: Iterable[Rule] = (), engine: str | None = None,
@@ -87,6 +101,7 @@ def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
     """`compile`, also returning the quantization metadata the plan was made from."""
     ev = resolve_engine(engine)
     sf = flags_from(flags, ev.version_str)
+    _check_quantization_method(sf.quantization, ev)
     inputs = model_inputs(source, sf, hf_quant_config=hf_quant_config, read_safetensors=read_safetensors,
                           offline=offline, label=label)
     if kv_scales is not None:  # `kvplan calibrate` output: per-tensor FP8 layers become scale_source calibrated

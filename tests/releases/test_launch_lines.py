@@ -181,3 +181,19 @@ def test_a_flag_or_dtype_of_a_later_release_is_kv004_or_kv005_with_that_release(
 def test_lint_a_pinned_release_older_than_any_data_gets_upgrade_findings(tmp_path: Path) -> None:
     found = _codes(tmp_path, "old.yaml", POD.format(image="vllm/vllm-openai:v0.5.4", args='"--kv-cache-typ", "fp8"'))
     assert [c[1] for c in found if c[0] == "KV001"] == ["info"]  # no 0.5 table: judged as an upgrade to the newest
+
+
+def test_quantization_method_must_be_one_of_the_releases(tmp_path) -> None:
+    """vLLM's parser takes any --quantization string; ModelConfig then exits with "Unknown quantization method"
+    for one the release does not have (fp_quant: removed in 0.34.0)."""
+    import pytest
+
+    import kvplan.api
+    from kvplan.errors import KvplanInputError
+    from tests.conftest import ROOT
+
+    cfg = ROOT / "examples" / "gpt-oss-20b" / "config.json"
+    assert kvplan.api.compile(cfg, "--quantization fp_quant", engine="vllm==0.33.0").layers
+    with pytest.raises(KvplanInputError, match=r"fp_quant: vLLM 0\.34\.0 has no such quantization method") as e:
+        kvplan.api.compile(cfg, "--quantization fp_quant", engine="vllm==0.34.0")
+    assert "mxfp4_hadamard32" in (e.value.fix or "")  # one of the three methods 0.34 added
