@@ -148,6 +148,12 @@ def load_config(path: Path | None) -> LoadedConfig:
         where, sub = "[tool.kvplan]", "[tool.kvplan.lint]"
     else:
         top, where, sub = doc, "kvplan.toml", "[lint]"
+        if isinstance(doc.get("tool"), dict) and "kvplan" in doc["tool"]:
+            # pyproject.toml's spelling in a kvplan.toml would be ignored without a word (as ruff.toml's [lint])
+            raise KvplanInputError(f"{path} has a [tool.kvplan] table: that is pyproject.toml's spelling, "
+                                   "which kvplan.toml does not read.",
+                                   "In kvplan.toml write the keys at the top level or under [lint] "
+                                   "([tool.kvplan.lint] -> [lint]).")
     if not isinstance(top, dict):
         raise KvplanInputError(f"{where} in {path} must be a table.", "See docs/lint.md for the keys.")
     lint = top.get("lint", {})

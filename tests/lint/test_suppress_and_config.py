@@ -124,6 +124,10 @@ def test_kvplan_toml_wins_and_bad_config_is_an_input_error(tmp_path: Path) -> No
     _write(tmp_path, "kvplan.toml", "[lint]\nengine-version = '0.5.4'\n")  # (0.6 on: launch lines judged)
     with pytest.raises(KvplanInputError, match="not a vLLM release kvplan knows"):
         lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path)
+    _write(tmp_path, "kvplan.toml", "[tool.kvplan.lint]\nfail-level = 'warning'\n")  # pyproject's spelling
+    with pytest.raises(KvplanInputError, match=r"pyproject.toml's spelling") as e:
+        lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path)
+    assert "[lint]" in (e.value.fix or "")
     _write(tmp_path, "kvplan.toml", "[lint\n")
     with pytest.raises(KvplanInputError, match="not valid TOML"):
         lint_paths([str(tmp_path / "run.sh")], cwd=tmp_path)
