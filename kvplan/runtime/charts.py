@@ -53,6 +53,11 @@ def plot_report(report: ValidateReport, path: str | Path) -> None:
         ax2.grid(alpha=0.3, axis="x")
         for y, row in enumerate(rows[::-1]):
             ax2.text(max(row.kl_mean, 1e-7), y, f" top1 {row.top1_agreement:.3f}", va="center", fontsize=7)
+    _save(plt, fig, path)
+
+
+def _save(plt, fig, path: str | Path) -> None:
+    """Lay out, write the PNG atomically (nothing half-written) and free the figure."""
     fig.tight_layout()
     try:
         with atomic_output(path, suffix=".png") as tmp:
@@ -93,12 +98,7 @@ def plot_model_eval(ev: ModelEval, path: str | Path) -> None:
         ax2.set_title("per-layer sensitivity", fontsize=9)
         ax2.tick_params(axis="y", labelsize=max(4, min(8, int(400 / max(1, len(sens))))))
         ax2.grid(alpha=0.3, axis="x")
-    fig.tight_layout()
-    try:
-        with atomic_output(path, suffix=".png") as tmp:
-            fig.savefig(tmp, dpi=110)
-    finally:
-        plt.close(fig)
+    _save(plt, fig, path)
 
 
 def plot_sensitivity(sens, path: str | Path, *, title: str, chosen: list[int] | None = None) -> None:
@@ -118,9 +118,4 @@ def plot_sensitivity(sens, path: str | Path, *, title: str, chosen: list[int] | 
     ax.set_title(title, fontsize=9)
     ax.tick_params(axis="y", labelsize=max(4, min(8, int(400 / max(1, len(rows))))))
     ax.grid(alpha=0.3, axis="x")
-    fig.tight_layout()
-    try:
-        with atomic_output(path, suffix=".png") as tmp:
-            fig.savefig(tmp, dpi=110)
-    finally:
-        plt.close(fig)
+    _save(plt, fig, path)
