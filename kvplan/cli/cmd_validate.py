@@ -14,8 +14,9 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -107,6 +108,27 @@ def _check_out(path: Path | None, what: str) -> None:
                                "Create it or pick another path.")
 
 
+def _write_report(report: Any, render: Callable[[Any, Any], None], format: str, out: Path | None) -> None:
+    """A report as sorted JSON or as the rich text `render` draws, to `out` (atomically) or stdout."""
+    from kvplan.cli.main import out_console, write_atomic
+    if format == "json":
+        text = json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    elif out is None:
+        render(report, out_console())
+        return
+    else:
+        from io import StringIO
+
+        from rich.console import Console
+        buf = StringIO()
+        render(report, Console(file=buf, width=160, no_color=True))
+        text = buf.getvalue()
+    if out is not None:
+        write_atomic(out, text)
+    else:
+        sys.stdout.write(text)
+
+
 def validate(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="PLAN.json, or a config.json / checkpoint folder to plan with the vLLM "
@@ -193,27 +215,8 @@ def validate(
     if chart is not None:
         from kvplan.runtime.charts import plot_report
         plot_report(report, chart)
-    if format == "json":
-        text = json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-        if out is not None:
-            from kvplan.cli.main import write_atomic
-            write_atomic(out, text)
-        else:
-            sys.stdout.write(text)
-    else:
-        from kvplan.runtime.validate_text import render_report
-        if out is not None:
-            from io import StringIO
-
-            from rich.console import Console
-
-            from kvplan.cli.main import write_atomic
-            buf = StringIO()
-            render_report(report, Console(file=buf, width=160, no_color=True))
-            write_atomic(out, buf.getvalue())
-        else:
-            from kvplan.cli.main import out_console
-            render_report(report, out_console())
+    from kvplan.runtime.validate_text import render_report
+    _write_report(report, render_report, format, out)
     raise typer.Exit(0 if report.passed else 1)
 
 
@@ -350,24 +353,8 @@ def tune(
         from kvplan.runtime.charts import plot_sensitivity
         plot_sensitivity(report.sensitivity, plot, title=f"{report.model}: {report.tokens} tokens of {report.text}",
                          chosen=report.skip_layers)
-    if format == "json":
-        text_out = json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-        if out is not None:
-            write_atomic(out, text_out)
-        else:
-            sys.stdout.write(text_out)
-    else:
-        from kvplan.runtime.validate_text import render_tune
-        if out is not None:
-            from io import StringIO
-
-            from rich.console import Console
-            buf = StringIO()
-            render_tune(report, Console(file=buf, width=160, no_color=True))
-            write_atomic(out, buf.getvalue())
-        else:
-            from kvplan.cli.main import out_console
-            render_tune(report, out_console())
+    from kvplan.runtime.validate_text import render_tune
+    _write_report(report, render_tune, format, out)
     raise typer.Exit(0 if report.met else 1)
 
 
