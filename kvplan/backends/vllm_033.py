@@ -511,6 +511,21 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_034 + "vllm/v1/attention/backends/rocm_attn.py::RocmAttentionBackend."
                "get_preferred_block_size (new in 0.34)."),
     EngineFeature(
+        name="cudagraph_memory_estimate", kind="feature", versions=">=0.21",
+        summary="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default: determine_available_memory "
+                "subtracts the CUDA graph memory it estimates before capture from the KV cache.",
+        source="vLLM's own startup line 'CUDA graph memory profiling is enabled (default since v0.21.0)' "
+               "(e.g. https://github.com/noonghunna/club-3090/issues/127); read in the vllm==0.33.0 wheel: "
+               "vllm/v1/worker/gpu_worker.py::determine_available_memory."),
+    EngineFeature(
+        name="triton_topk_topp_sampler", kind="feature", versions=">=0.16",
+        summary="Top-k / top-p masking by a Triton kernel instead of a full-vocabulary sort: the profiling "
+                "sampler run (top-k and top-p on) needs about a third of the memory per logit.",
+        introduced_by=_PR + "33538", introduced_merged="2026-02-02",
+        source=_MAP + "merged 2026-02-02; 0.15.0 and 0.16.0 have no date there: assumed first in 0.16.0. "
+               "Startup logs agree: 0.10.1 kept about 36 B per logit, 0.19.0 about 14 "
+               "(tests/data/capacity/startup_logs.json, budget_logs)."),
+    EngineFeature(
         name="extensible_kv_cache", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="--enable-extensible-kv-cache (default on CUDA and ROCm unless --kv-cache-memory-bytes "
                 "is set): the KV cache is sized from memory measured after CUDA graph capture, and "

@@ -198,11 +198,13 @@ class BudgetTerm(Frozen):
     """One term of the KV memory estimated from a GPU (what vLLM's startup profiling adds or takes away)."""
 
     name: str
-    """requested, weights, activation peak, sampler logits, CUDA graphs, non-torch."""
+    """requested, weights, activation peak, CUDA graphs, non-torch."""
     bytes: int
     """Signed bytes per GPU: the requested memory is positive, what vLLM keeps outside the KV cache negative."""
     basis: str
     """What the term is computed from."""
+    error_bytes: int = 0
+    """How far the term can be off either way (its error band from public vLLM startup logs; 0 when exact)."""
 
 
 class KvCacheGroup(Frozen):
