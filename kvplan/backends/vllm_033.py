@@ -518,13 +518,14 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "(e.g. https://github.com/noonghunna/club-3090/issues/127); read in the vllm==0.33.0 wheel: "
                "vllm/v1/worker/gpu_worker.py::determine_available_memory."),
     EngineFeature(
-        name="triton_topk_topp_sampler", kind="feature", versions=">=0.16",
+        name="triton_topk_topp_sampler", kind="feature", versions=">=0.17",
         summary="Top-k / top-p masking by a Triton kernel instead of a full-vocabulary sort: the profiling "
                 "sampler run (top-k and top-p on) needs about a third of the memory per logit.",
         introduced_by=_PR + "33538", introduced_merged="2026-02-02",
-        source=_MAP + "merged 2026-02-02; 0.15.0 and 0.16.0 have no date there: assumed first in 0.16.0. "
-               "Startup logs agree: 0.10.1 kept about 36 B per logit, 0.19.0 about 14 "
-               "(tests/data/capacity/startup_logs.json, budget_logs)."),
+        source="Read in the wheels: vllm/v1/sample/ops/topk_topp_triton.py is absent from vllm==0.15.1 and "
+               "0.16.0 (whose TopKTopPSampler runs forward_native, a full sort, unless "
+               "VLLM_USE_FLASHINFER_SAMPLER=1) and present in 0.17.0. Startup logs agree: 0.10.1 kept about "
+               "36 B per logit, 0.19.0 about 14 (tests/data/capacity/startup_logs.json, budget_logs)."),
     EngineFeature(
         name="extensible_kv_cache", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="--enable-extensible-kv-cache (default on CUDA and ROCm unless --kv-cache-memory-bytes "

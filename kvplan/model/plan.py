@@ -11,7 +11,7 @@ from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 SCHEMA_VERSION = "1.4"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
 # `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals); 1.4: state layers carry
 # `state_bytes`, `state_shapes`, `state_dtypes`; totals carry `state_bytes_per_request`, `kv_cache_layout`,
-# `max_model_len_fits`, `kv_budget_terms`, `kv_budget_error_bytes`
+# `max_model_len_fits`, `kv_budget_terms` (each with `error_bytes`), `kv_budget_error_bytes`
 
 
 class OmitsAbsent(Frozen):
