@@ -85,7 +85,8 @@ def cuda_visible_bytes(gpu: GpuFacts) -> tuple[int, int, str]:
         return int(mem * GIB), 0, f"{mem} GiB"
     if gpu.name in CUDA_VISIBLE_GIB:
         gib, url = CUDA_VISIBLE_GIB[gpu.name]
-        return int(gib * GIB), 0, f"{gib} GiB as CUDA reports it (vLLM's logs: {url.rsplit('/', 3)[-3]}#{url.rsplit('/', 1)[-1]})"
+        where = f"{url.rsplit('/', 3)[-3]}#{url.rsplit('/', 1)[-1]}"
+        return int(gib * GIB), 0, f"{gib} GiB as CUDA reports it (vLLM's logs: {where})"
     return (int(mem * CUDA_VISIBLE_SHARE * GIB), int(mem * CUDA_VISIBLE_ERROR_SHARE * GIB),
             f"{mem} GiB datasheet x {CUDA_VISIBLE_SHARE} (CUDA keeps about 1%)")
 

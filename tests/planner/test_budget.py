@@ -239,7 +239,7 @@ def test_explain_shows_every_term_with_its_error() -> None:
     for name, line in by_name.items():
         term = _terms(t)[name]
         assert f"{-term.bytes / GIB:.2f} GiB ± {term.error_bytes / GIB:.2f}" in line and term.basis in line
-    assert lines[-1].lstrip().startswith(f"= available KV") and \
+    assert lines[-1].lstrip().startswith("= available KV") and \
         f"{t.kv_budget_bytes / GIB:.2f} GiB ± {(t.kv_budget_error_bytes or 0) / GIB:.2f}" in lines[-1]
 
 
@@ -260,3 +260,18 @@ def test_release_default_memory_share_and_block_size() -> None:
     assert old.kv_cache_layout is not None and old.kv_cache_layout.block_size == 16
     passed = totals(["--gpu-memory-utilization", "0.8"], "vllm==0.34.0")
     assert _terms(passed)["requested"].bytes == int(int(H100_CUDA * GIB) * 0.8)
+
+
+def test_docs_show_what_kvplan_computes() -> None:
+    """docs/budget.md's explain block and evidence table are kvplan's current output, log by log."""
+    doc = (ROOT / "docs" / "budget.md").read_text()
+    p = _plan(GPT_OSS_120B, [], "h100", weight_bytes=int(65.9651 * GIB), engine=EngineVersion.parse("vllm==0.10.1"))
+    assert "\n".join(budget_lines(p.totals)) in doc
+    rows = [line for line in doc.splitlines() if line.startswith("| [")]
+    assert len(rows) == len(BUDGET_LOGS)
+    for log in BUDGET_LOGS:
+        budget, terms = _estimate(log)
+        logged = log["logged"]["available_kv_gib"]
+        cells = (f"| {logged:.2f} | {budget / GIB:.2f} | {budget / GIB - logged:+.2f} | "
+                 f"± {budget_error(terms) / GIB:.2f} |")
+        assert any(log["url"] in r and cells in r for r in rows), (log["url"], cells)
