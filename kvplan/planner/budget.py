@@ -7,10 +7,10 @@ vLLM (vllm/v1/worker/gpu_worker.py::determine_available_memory) gives the KV cac
       over --max-num-seqs requests x the vocabulary (the two do not overlap: the peak is the larger one)
     - non-torch memory (CUDA context, cuBLAS workspaces, NCCL buffers with tensor parallelism)
     - the CUDA graph memory it estimates before capture (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by
-      default since 0.21; 0.34's extensible KV cache measures the captured graphs instead).
+      default from 0.20; 0.34's extensible KV cache measures the captured graphs instead).
 It measures these on the GPU; kvplan estimates each from the model's dimensions, the flags and the release,
 and gives each term the error band public startup logs show (tests/data/capacity/startup_logs.json,
-`budget_logs`; docs/limits.md). Pure functions.
+`budget_logs`; docs/budget.md). Pure functions.
 """
 from __future__ import annotations
 
