@@ -53,8 +53,14 @@ FORWARD_ERROR_SHARE = 0.25
 NON_TORCH_BYTES = 256 * MIB          # CUDA context + cuBLAS workspaces (logs: 0.03-0.35 GiB since 0.7)
 NCCL_BYTES = 512 * MIB               # + NCCL / custom all-reduce buffers when the model is split over GPUs
 NON_TORCH_ERROR_BYTES = 384 * MIB
-CUDA_GRAPH_BYTES = 256 * MIB         # logged estimates 0.11-0.54 GiB (budget_logs, cuda_graph_estimates)
-CUDA_GRAPH_ERROR_BYTES = 320 * MIB
+# CUDA graphs: vLLM captures one graph per capture size and mode, and its estimate grows with their number
+# (it measures two graphs per mode and extrapolates); a graph's buffers are split over tensor-parallel ranks.
+# Fitted to logged estimates: 0.73 GiB for 51 piecewise + 35 full graphs on one GPU
+# (https://github.com/vllm-project/vllm/pull/39559), 0.13 GiB for 5 piecewise at TP 2
+# (https://github.com/noonghunna/club-3090/issues/104); cuda_graph_estimates in startup_logs.json.
+CUDA_GRAPH_BASE_BYTES = 96 * MIB
+CUDA_GRAPH_PER_GRAPH_BYTES = 8 * MIB
+CUDA_GRAPH_ERROR_BYTES = 448 * MIB   # the furthest logged estimate: 0.54 GiB for 6 graphs (club-3090#37)
 
 
 @dataclass(frozen=True)
@@ -144,18 +150,40 @@ def _activation(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts, model_dtype
               f"sampler over {seqs} requests x {vocab} logits at {per} B each ({_gib(sampler)})")
 
 
+def cuda_graph_count(flags: ServingFlags, gpu: GpuFacts) -> tuple[int, int]:
+    """(piecewise, full) graphs vLLM captures by default (VllmConfig._set_cudagraph_sizes): sizes 1, 2, 4, then
+    every 8 up to 256 and every 16 up to max-num-seqs x decode query length x 2, at most 512 (1024 on
+    data-center Blackwell) and --max-num-batched-tokens; full graphs for the decode batches (up to max-num-seqs
+    x query length; FULL_AND_PIECEWISE, the default mode)."""
+    defaults = serving_defaults(gpu)
+    seqs = flags.max_num_seqs or defaults.max_num_seqs
+    query = 1 + flags.num_speculative_tokens
+    cap = 1024 if gpu.compute_capability is not None and gpu.compute_capability[0] == 10 else 512
+    largest = min(seqs * query * 2, cap, flags.max_num_batched_tokens or defaults.max_num_batched_tokens)
+    sizes = [s for s in (1, 2, 4, *range(8, 256, 8), *range(256, cap + 1, 16)) if s <= largest]
+    return len(sizes), sum(1 for s in sizes if s <= seqs * query)
+
+
+def cuda_graph_bytes(graphs: int, tp: int) -> int:
+    """The CUDA graph term for this many graphs on one of `tp` ranks."""
+    return CUDA_GRAPH_BASE_BYTES + CUDA_GRAPH_PER_GRAPH_BYTES * graphs // tp
+
+
 def _cuda_graphs(flags: ServingFlags, gpu: GpuFacts, engine: EngineVersion) -> BudgetTerm:
     if flags.enforce_eager:
         return BudgetTerm(name="CUDA graphs", bytes=0, basis="--enforce-eager: no graphs captured")
+    piecewise, full = cuda_graph_count(flags, gpu)
+    size = cuda_graph_bytes(piecewise + full, flags.tensor_parallel_size)
+    graphs = f"{piecewise} piecewise + {full} full graphs" + (
+        f" per rank of {flags.tensor_parallel_size}" if flags.tensor_parallel_size > 1 else "")
     if extensible_kv_cache(engine, _platform(gpu)):
-        return BudgetTerm(name="CUDA graphs", bytes=-CUDA_GRAPH_BYTES, error_bytes=CUDA_GRAPH_ERROR_BYTES,
-                          basis="the extensible KV cache is sized after capture: the graphs' pool "
-                                "(logged 0.1-0.5 GiB)")
+        return BudgetTerm(name="CUDA graphs", bytes=-size, error_bytes=CUDA_GRAPH_ERROR_BYTES,
+                          basis=f"the extensible KV cache is sized after capture: the pool of {graphs}")
     if not engine_feature("cudagraph_memory_estimate").holds_for(engine):
         return BudgetTerm(name="CUDA graphs", bytes=0,
                           basis=f"vLLM {engine.version_str} captures graphs after sizing the KV cache")
-    return BudgetTerm(name="CUDA graphs", bytes=-CUDA_GRAPH_BYTES, error_bytes=CUDA_GRAPH_ERROR_BYTES,
-                      basis="vLLM estimates graph memory before capture (logged 0.1-0.5 GiB)")
+    return BudgetTerm(name="CUDA graphs", bytes=-size, error_bytes=CUDA_GRAPH_ERROR_BYTES,
+                      basis=f"vLLM's estimate before capture for {graphs}")
 
 
 def estimate_budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts, weight_bytes: int,
