@@ -203,6 +203,16 @@ def estimate_budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts, weight_
     return sum(t.bytes for t in terms), terms
 
 
+def fixed_budget(flags: ServingFlags) -> tuple[int, list[BudgetTerm]] | None:
+    """--kv-cache-memory-bytes: vLLM skips profiling and sizes the KV cache with it (no GPU or weights needed)."""
+    if flags.kv_cache_memory_bytes is None:
+        return None
+    return flags.kv_cache_memory_bytes, [BudgetTerm(
+        name="--kv-cache-memory-bytes", bytes=flags.kv_cache_memory_bytes,
+        basis="vLLM skips memory profiling and gives the KV cache this much per GPU "
+              "(gpu_worker.determine_available_memory; it does not respect --gpu-memory-utilization)")]
+
+
 def budget_error(terms: list[BudgetTerm]) -> int:
     """How far the sum of the terms can be off: the terms' error bands added up."""
     return sum(t.error_bytes for t in terms)

@@ -28,7 +28,7 @@ from kvplan.model.plan import (
 )
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
-from kvplan.planner.budget import budget_error, estimate_budget
+from kvplan.planner.budget import budget_error, estimate_budget, fixed_budget
 from kvplan.planner.layout import Capacity, plan_layout
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
@@ -421,6 +421,9 @@ def _budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, weight_b
             kv_budget_bytes: int | None, model_dtype: str,
             engine: EngineVersion | None) -> tuple[int | None, list[BudgetTerm] | None]:
     """KV memory per GPU: given (--kv-budget-gib), or estimated from the GPU (kvplan.planner.budget)."""
+    fixed = fixed_budget(flags) if kv_budget_bytes is None else None
+    if fixed is not None:
+        return fixed
     if kv_budget_bytes is not None or gpu is None or not gpu.memory_gib or weight_bytes is None:
         return kv_budget_bytes, None
     budget, terms = estimate_budget(arch, flags, gpu, weight_bytes, model_dtype, engine or EngineVersion())

@@ -183,6 +183,8 @@ def budget_lines(tot: Totals) -> list[str]:
     """The GPU budget's terms, one a line, each with its error band, and their sum (what vLLM will log as
     'Available KV cache memory')."""
     terms = tot.kv_budget_terms or []
+    if len(terms) == 1 and not terms[0].error_bytes:
+        return [f"KV budget from {terms[0].name}: {_gib(terms[0].bytes)} ({terms[0].basis})"]
     width = max(len(t.name) for t in terms) + 2
     out = ["KV budget from the GPU (estimated; pass --kv-budget-gib with vLLM's logged 'Available KV cache "
            "memory' for exact figures):"]

@@ -301,3 +301,19 @@ def test_docs_show_what_kvplan_computes() -> None:
         cells = (f"| {logged:.2f} | {budget / GIB:.2f} | {budget / GIB - logged:+.2f} | "
                  f"± {budget_error(terms) / GIB:.2f} |")
         assert any(log["url"] in r and cells in r for r in rows), (log["url"], cells)
+
+
+def test_kv_cache_memory_bytes_is_the_budget() -> None:
+    """--kv-cache-memory-bytes: vLLM skips profiling and sizes the KV cache with it, GPU or no GPU."""
+    p = _plan(LLAMA_8B, ["--kv-cache-memory-bytes", "20G", "--max-model-len", "32768"], "h100",
+              weight_bytes=16 * GIB)
+    t = p.totals
+    assert t.kv_budget_bytes == 20 * GIB and [x.name for x in t.kv_budget_terms or []] == ["--kv-cache-memory-bytes"]
+    assert t.kv_cache_layout is not None and t.kv_cache_layout.num_blocks == 20 * GIB // (16 * 131072)
+    assert budget_lines(t) == ["KV budget from --kv-cache-memory-bytes: 20.00 GiB (vLLM skips memory profiling and "
+                               "gives the KV cache this much per GPU (gpu_worker.determine_available_memory; it "
+                               "does not respect --gpu-memory-utilization))"]
+    mi = load_model_inputs(LLAMA_8B)
+    no_gpu = compile_plan(mi.arch, mi.quant, parse_flags(["--kv-cache-memory-bytes", "1073741824"]), None,
+                          engine=V033).totals
+    assert no_gpu.kv_budget_bytes == GIB
