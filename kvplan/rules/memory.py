@@ -207,6 +207,17 @@ def _no_memory(t: Totals) -> str:
             "take all of --gpu-memory-utilization. vLLM refuses to start.")
 
 
+def _within_error(t: Totals, shortfall: int) -> str:
+    """When the budget is kvplan's estimate and the shortfall is inside its error band: say that vLLM's own
+    figure decides."""
+    err = t.kv_budget_error_bytes or 0
+    if not t.kv_budget_terms or shortfall > err:
+        return ""
+    return (f" The shortfall ({shortfall / 2**30:.2f} GiB) is within the GPU budget estimate's error "
+            f"(+/- {err / 2**30:.2f} GiB): pass the 'Available KV cache memory' vLLM logs as --kv-budget-gib to "
+            "decide.")
+
+
 @declare(code="KV502", name="kv-cache-too-small", severity="error", family="memory",
          summary="One request of --max-model-len does not fit in the KV cache budget.",
          why="vLLM checks at startup that one max-length request fits and refuses to start otherwise "
@@ -231,7 +242,7 @@ def too_small(ctx: RuleContext) -> Iterator[Emit]:
             yield Emit(f"To serve at least one request with the model's max seq len ({t.max_model_len}), "
                        f"{t.bytes_per_request / 2**30:.2f} GiB KV cache is needed, which is larger than the "
                        f"available KV cache memory ({max(available, 0) / 2**30:.2f} GiB).{est} vLLM refuses to "
-                       "start.")
+                       "start." + _within_error(t, t.bytes_per_request - available))
         return
     if t.bytes_per_request > t.kv_budget_bytes:
         yield Emit(f"one request at --max-model-len {t.max_model_len} needs {t.bytes_per_request / 2**30:.2f} GiB "

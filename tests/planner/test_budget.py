@@ -247,6 +247,20 @@ def test_no_room_for_one_request_reads_like_vllm() -> None:
     msg = next(f.message for f in p.findings if f.code == "KV502")
     assert msg.startswith("To serve at least one request with the model's max seq len (131072)")
     assert f"estimated maximum model length is {p.totals.max_model_len_fits}." in msg
+    assert "within the GPU budget estimate's error" not in msg  # 16 GiB short: no doubt
+
+
+def test_a_shortfall_inside_the_error_band_says_so() -> None:
+    """gpt-oss-120b on one H100 with vLLM 0.33's defaults: 4.79 GiB for one 131072-token request against an
+    estimated 4.27 +/- 1.89 GiB; kvplan reports vLLM's refusal and that its own estimate cannot settle it."""
+    p = _plan(GPT_OSS_120B, [], "h100", weight_bytes=int(64.38 * GIB))
+    msg = next(f.message for f in p.findings if f.code == "KV502")
+    assert msg.startswith("To serve at least one request with the model's max seq len (131072)")
+    assert "is within the GPU budget estimate's error" in msg and "--kv-budget-gib" in msg
+    mi = load_model_inputs(GPT_OSS_120B)
+    given = compile_plan(mi.arch, mi.quant, parse_flags([]), gpu_facts("h100"), kv_budget_bytes=4 * GIB,
+                         engine=V033)
+    assert "estimate's error" not in next(f.message for f in given.findings if f.code == "KV502")
 
 
 def test_plan_json_carries_the_terms_and_their_errors() -> None:
