@@ -33,11 +33,17 @@ CUDA_VISIBLE_GIB: dict[str, tuple[float, str]] = {
     "h100-sxm": (79.19, "https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/550"),
     "b200": (178.36, "https://github.com/vllm-project/vllm/pull/21489"),
     "rtx-5090": (31.37, "https://github.com/vllm-project/vllm/issues/14452"),
+    "l4": (22.03, "https://kenrollins.github.io/gemma-forge/journal/gotchas/nvfp4-vram-math/"),
 }
 # Elsewhere: the datasheet memory x this share (79.19 / 80 on H100, 178.36 / 180 on B200), off by up to
 # 1% of the card (31.37 / 32 on the RTX 5090).
 CUDA_VISIBLE_SHARE = 0.99
 CUDA_VISIBLE_ERROR_SHARE = 0.01
+# GDDR6 data-center cards run with ECC on by default, which keeps 1/16 of the memory: the L4's 24 GB shows as
+# 22.03 GiB (24 x 15/16 x 0.98); the same share for the other ECC-by-default GDDR cards, off by up to 2%.
+ECC_GDDR_CARDS = frozenset({"l4", "l40s", "a10"})
+ECC_GDDR_SHARE = 15 / 16 * 0.98
+ECC_GDDR_ERROR_SHARE = 0.02
 
 # Sampler bytes per logit (requests x vocabulary) at its peak: float32 logits, probabilities, the random
 # sample's exponentials; the PyTorch top-k/top-p path adds a full sort (values + int64 indices). Fitted to the
@@ -93,6 +99,9 @@ def cuda_visible_bytes(gpu: GpuFacts) -> tuple[int, int, str]:
         gib, url = CUDA_VISIBLE_GIB[gpu.name]
         where = f"{url.rsplit('/', 3)[-3]}#{url.rsplit('/', 1)[-1]}"
         return int(gib * GIB), 0, f"{gib} GiB as CUDA reports it (vLLM's logs: {where})"
+    if gpu.name in ECC_GDDR_CARDS:
+        return (int(mem * ECC_GDDR_SHARE * GIB), int(mem * ECC_GDDR_ERROR_SHARE * GIB),
+                f"{mem} GiB datasheet x 15/16 (ECC) x 0.98")
     return (int(mem * CUDA_VISIBLE_SHARE * GIB), int(mem * CUDA_VISIBLE_ERROR_SHARE * GIB),
             f"{mem} GiB datasheet x {CUDA_VISIBLE_SHARE} (CUDA keeps about 1%)")
 

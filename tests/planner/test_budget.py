@@ -104,7 +104,7 @@ def test_serving_defaults_follow_vllm_by_gpu() -> None:
 
 def test_requested_memory_is_what_cuda_reports() -> None:
     """vLLM multiplies the memory CUDA reports, not the datasheet's: 79.19 GiB on an H100 80GB (logged), the
-    datasheet x 0.99 +/- 1% where no log gives it, and hand-built facts as given."""
+    datasheet x 0.99 +/- 1% where no log gives it (x 15/16 more on ECC GDDR cards), hand-built facts as given."""
     arch = load_model_inputs(LLAMA_8B).arch
     flags = parse_flags(["--gpu-memory-utilization", "0.5"])
 
@@ -115,6 +115,10 @@ def test_requested_memory_is_what_cuda_reports() -> None:
     a100 = requested(gpu_facts("a100-80gb"))
     assert a100.bytes == int(int(80 * 0.99 * GIB) * 0.5) and a100.error_bytes == int(int(0.8 * GIB) * 0.5)
     assert requested(GpuFacts(name="lab card", memory_gib=23.58)).bytes == int(int(23.58 * GIB) * 0.5)
+    # an L4 shows 22.03 GiB to CUDA (ECC keeps 1/16 of its 24 GB); an L40S is taken the same way
+    assert requested(gpu_facts("l4")).bytes == int(int(22.03 * GIB) * 0.5)
+    l40s = requested(gpu_facts("l40s"))
+    assert l40s.bytes == int(int(48 * 15 / 16 * 0.98 * GIB) * 0.5) and "ECC" in l40s.basis
 
 
 def test_release_sets_the_default_share_graph_term_and_sampler() -> None:
