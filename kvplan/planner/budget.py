@@ -29,11 +29,14 @@ MIB = 2**20
 
 # The memory CUDA reports for a GPU (torch.cuda.mem_get_info()[1], what vLLM multiplies by
 # --gpu-memory-utilization), as vLLM's startup logs print it; the datasheet figure is a little larger.
-CUDA_VISIBLE_GIB: dict[str, tuple[float, str]] = {
-    "h100-sxm": (79.19, "https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/550"),
-    "b200": (178.36, "https://github.com/vllm-project/vllm/pull/21489"),
-    "rtx-5090": (31.37, "https://github.com/vllm-project/vllm/issues/14452"),
-    "l4": (22.03, "https://kenrollins.github.io/gemma-forge/journal/gotchas/nvfp4-vram-math/"),
+# profile -> (GiB, where it was logged, URL)
+CUDA_VISIBLE_GIB: dict[str, tuple[float, str, str]] = {
+    "h100-sxm": (79.19, "gateway-api-inference-extension#550",
+                 "https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/550"),
+    "b200": (178.36, "vllm#21489", "https://github.com/vllm-project/vllm/pull/21489"),
+    "rtx-5090": (31.37, "vllm#14452", "https://github.com/vllm-project/vllm/issues/14452"),
+    "l4": (22.03, "a PyTorch OOM message in the gemma-forge journal",
+           "https://kenrollins.github.io/gemma-forge/journal/gotchas/nvfp4-vram-math/"),
 }
 # Elsewhere: the datasheet memory x this share (79.19 / 80 on H100, 178.36 / 180 on B200), off by up to
 # 1% of the card (31.37 / 32 on the RTX 5090).
@@ -96,9 +99,8 @@ def cuda_visible_bytes(gpu: GpuFacts) -> tuple[int, int, str]:
     if gpu.profile is None:
         return int(mem * GIB), 0, f"{mem} GiB"
     if gpu.name in CUDA_VISIBLE_GIB:
-        gib, url = CUDA_VISIBLE_GIB[gpu.name]
-        where = f"{url.rsplit('/', 3)[-3]}#{url.rsplit('/', 1)[-1]}"
-        return int(gib * GIB), 0, f"{gib} GiB as CUDA reports it (vLLM's logs: {where})"
+        gib, where, _ = CUDA_VISIBLE_GIB[gpu.name]
+        return int(gib * GIB), 0, f"{gib} GiB as CUDA reports it (logged: {where})"
     if gpu.name in ECC_GDDR_CARDS:
         return (int(mem * ECC_GDDR_SHARE * GIB), int(mem * ECC_GDDR_ERROR_SHARE * GIB),
                 f"{mem} GiB datasheet x 15/16 (ECC) x 0.98")
