@@ -7,8 +7,9 @@ What `vllm serve` uses when the launch line does not say, per release (the versi
   0.34; the attention backend may still pick another size (`BackendHooks.default_block_size`).
 * extensible KV cache (0.34+): on for CUDA and ROCm unless `--kv-cache-memory-bytes` or
   `--num-gpu-blocks-override` is given (`VllmConfig._resolve_extensible_kv_cache`).
-* `--gpu-memory-utilization`: 0.92 up to 0.33 (read in 0.25.1 and 0.33.0); from 0.34 `None`, resolved
-  to 1.0 with the extensible KV cache and 0.92 without (`CacheConfig.resolved_gpu_memory_utilization`).
+* `--gpu-memory-utilization`: the release's parser default (generated data: 0.9 up to 0.19, 0.92 from
+  0.20 to 0.33); from 0.34 `None`, resolved to 1.0 with the extensible KV cache and 0.92 without
+  (`CacheConfig.resolved_gpu_memory_utilization`).
 
 The memory budget (planner) calls `resolved_gpu_memory_utilization`.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.vllm_033 import engine_feature
+from kvplan.releases.release import find_release
 
 __all__ = [
     "GPU_MEMORY_UTILIZATION_BEFORE_034",
@@ -54,10 +56,15 @@ def extensible_kv_cache(engine: EngineVersion, platform: str, *, requested: bool
 def resolved_gpu_memory_utilization(engine: EngineVersion, platform: str, given: float | None = None, *,
                                     extensible: bool | None = None) -> float:
     """The share of GPU memory vLLM budgets: `given` if passed, else the release's default
-    (1.0 with the 0.34 extensible KV cache, else 0.92). `extensible`: the resolved
+    (1.0 with the 0.34 extensible KV cache, else the release's parser default: 0.9 up to 0.19, 0.92 from 0.20;
+    0.92 where kvplan has no data for the release). `extensible`: the resolved
     `extensible_kv_cache` (computed with its defaults when None)."""
     if given is not None:
         return given
     if extensible is None:
         extensible = extensible_kv_cache(engine, platform)
-    return 1.0 if extensible else GPU_MEMORY_UTILIZATION_BEFORE_034
+    if extensible:
+        return 1.0
+    found = find_release(engine.version) if engine.engine == "vllm" and engine.version else None
+    share = found.parser_default("gpu_memory_utilization") if found is not None else None
+    return float(share) if isinstance(share, (int, float)) else GPU_MEMORY_UTILIZATION_BEFORE_034

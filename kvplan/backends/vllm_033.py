@@ -511,6 +511,24 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_034 + "vllm/v1/attention/backends/rocm_attn.py::RocmAttentionBackend."
                "get_preferred_block_size (new in 0.34)."),
     EngineFeature(
+        name="cudagraph_memory_estimate", kind="feature", versions=">=0.20",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.20.0",
+        summary="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default: determine_available_memory "
+                "subtracts the CUDA graph memory it estimates before capture from the KV cache.",
+        source="Read in the vllm==0.19.0 and vllm==0.20.0 wheels: vllm/envs.py defaults "
+               "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS to 0 in 0.19.0 and to 1 in 0.20.0 (the startup line "
+               "both 0.20 and 0.21 print says 'default since v0.21.0'); "
+               "vllm/v1/worker/gpu_worker.py::determine_available_memory subtracts the estimate when it is on."),
+    EngineFeature(
+        name="triton_topk_topp_sampler", kind="feature", versions=">=0.17",
+        summary="Top-k / top-p masking by a Triton kernel instead of a full-vocabulary sort: the profiling "
+                "sampler run (top-k and top-p on) needs about a third of the memory per logit.",
+        introduced_by=_PR + "33538", introduced_merged="2026-02-02",
+        source="Read in the vllm==0.15.1, 0.16.0 and 0.17.0 wheels: vllm/v1/sample/ops/topk_topp_triton.py is "
+               "absent from 0.15.1 and 0.16.0 (whose TopKTopPSampler runs forward_native, a full sort, unless "
+               "VLLM_USE_FLASHINFER_SAMPLER=1) and present in 0.17.0. Startup logs agree: 0.10.1 kept about "
+               "36 B per logit, 0.19.0 about 14 (tests/data/capacity/startup_logs.json, budget_logs)."),
+    EngineFeature(
         name="extensible_kv_cache", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="--enable-extensible-kv-cache (default on CUDA and ROCm unless --kv-cache-memory-bytes "
                 "is set): the KV cache is sized from memory measured after CUDA graph capture, and "

@@ -719,6 +719,11 @@ def parse_flags(argv: Sequence[str], version: str | None = None) -> ServingFlags
     removed = {u.written for u in scan.uses if u.option is None and u.written in REMOVED_FLAGS}
     if "--calculate-kv-scales" in removed or scan.values.get("calculate_kv_scales"):  # (accepted before 0.27)
         fields["calculate_kv_scales"] = True
+    if scan.values.get("enforce_eager"):  # read, not modelled: a bad value stays a KV007 finding
+        fields["enforce_eager"] = True  # no CUDA graph memory in the GPU budget
+    kv_bytes = scan.values.get("kv_cache_memory_bytes")
+    if isinstance(kv_bytes, int) and not isinstance(kv_bytes, bool) and kv_bytes > 0:
+        fields["kv_cache_memory_bytes"] = kv_bytes  # the KV budget itself: vLLM skips profiling
     errors = [e for e in scan.errors if not (e.kind == "unknown" and e.flag in REMOVED_FLAGS) and e is not later_dtype]
     fields["unknown_flags"] = tuple(e.flag for e in errors if e.kind == "unknown")
     fields["flag_errors"] = tuple(FlagError(kind=e.kind, flag=e.flag, message=e.message,  # type: ignore[arg-type]

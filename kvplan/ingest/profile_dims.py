@@ -26,8 +26,11 @@ def profile_dims(raw: dict[str, Any], outer: dict[str, Any]) -> ProfileDims | No
     vocab = _i(raw, "vocab_size") or _i(outer, "vocab_size")
     if hidden is None or vocab is None:
         return None
-    return ProfileDims(
-        hidden_size=hidden, vocab_size=vocab,
-        intermediate_size=_i(raw, "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size") or 4 * hidden,
-        moe_intermediate_size=_i(raw, "moe_intermediate_size", "expert_intermediate_size") or 0,
-        experts_per_token=_i(raw, "num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k") or 0)
+    dense = _i(raw, "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size") or 4 * hidden
+    experts = _i(raw, "num_local_experts", "num_experts", "n_routed_experts")
+    per_token = _i(raw, "num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k") or 0
+    # Mixtral and gpt-oss give the expert width as intermediate_size (no moe_intermediate_size).
+    expert_width = _i(raw, "moe_intermediate_size", "expert_intermediate_size") or (
+        dense if experts and per_token else 0)
+    return ProfileDims(hidden_size=hidden, vocab_size=vocab, intermediate_size=dense,
+                       moe_intermediate_size=expert_width, experts_per_token=per_token)

@@ -100,6 +100,10 @@ class ServingFlags(Frozen):
     (MambaModelConfig: align with prefix caching, none without), and so does kvplan."""
     enable_prefix_caching: bool | None = None
     """--enable-prefix-caching / --no-enable-prefix-caching (None: vLLM's default, on for generative models)."""
+    enforce_eager: bool = False
+    """--enforce-eager: no CUDA graphs, so vLLM's startup profiling sets no graph memory aside."""
+    kv_cache_memory_bytes: Annotated[int, Field(ge=1)] | None = None
+    """--kv-cache-memory-bytes: vLLM skips memory profiling and gives the KV cache exactly this per GPU."""
     speculative_method: str | None = None
     """method of --speculative-config (mtp, eagle3, ngram, ...); None without speculative decoding."""
     num_speculative_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS)] = 0

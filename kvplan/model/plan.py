@@ -11,7 +11,7 @@ from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 SCHEMA_VERSION = "1.4"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
 # `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals); 1.4: state layers carry
 # `state_bytes`, `state_shapes`, `state_dtypes`; totals carry `state_bytes_per_request`, `kv_cache_layout`,
-# `max_model_len_fits`, `kv_budget_terms`, `kv_budget_error_bytes`
+# `max_model_len_fits`, `kv_budget_terms` (each with `error_bytes`), `kv_budget_error_bytes`
 
 
 class OmitsAbsent(Frozen):
@@ -198,11 +198,13 @@ class BudgetTerm(Frozen):
     """One term of the KV memory estimated from a GPU (what vLLM's startup profiling adds or takes away)."""
 
     name: str
-    """requested, weights, activation peak, sampler logits, CUDA graphs, non-torch."""
+    """requested, weights, activation peak, CUDA graphs, non-torch."""
     bytes: int
     """Signed bytes per GPU: the requested memory is positive, what vLLM keeps outside the KV cache negative."""
     basis: str
     """What the term is computed from."""
+    error_bytes: int = 0
+    """How far the term can be off either way (its error band from public vLLM startup logs; 0 when exact)."""
 
 
 class KvCacheGroup(Frozen):

@@ -28,7 +28,7 @@ from kvplan.model.plan import (
 )
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
-from kvplan.planner.budget import ESTIMATE_ERROR_BYTES, estimate_budget
+from kvplan.planner.budget import budget_error, estimate_budget, fixed_budget
 from kvplan.planner.layout import Capacity, plan_layout
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
@@ -421,9 +421,13 @@ def _budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, weight_b
             kv_budget_bytes: int | None, model_dtype: str,
             engine: EngineVersion | None) -> tuple[int | None, list[BudgetTerm] | None]:
     """KV memory per GPU: given (--kv-budget-gib), or estimated from the GPU (kvplan.planner.budget)."""
+    fixed = fixed_budget(flags) if kv_budget_bytes is None else None
+    if fixed is not None:
+        return fixed
     if kv_budget_bytes is not None or gpu is None or not gpu.memory_gib or weight_bytes is None:
         return kv_budget_bytes, None
-    return estimate_budget(arch, flags, gpu, weight_bytes, model_dtype, engine or EngineVersion())
+    budget, terms = estimate_budget(arch, flags, gpu, weight_bytes, model_dtype, engine or EngineVersion())
+    return max(budget, 0), terms  # the terms keep the sign (KV502 quotes vLLM's negative figure)
 
 
 def _with_state(lp: LayerPlan, la: LayerArch | None, flags: ServingFlags, model_dtype: str) -> LayerPlan:
@@ -485,5 +489,5 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
         tokens_capacity=math.floor(budget / exact) if budget is not None and exact else None,
         max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None,
         state_bytes_per_request=state_total or None, kv_budget_terms=terms,
-        kv_budget_error_bytes=ESTIMATE_ERROR_BYTES if terms else None)
+        kv_budget_error_bytes=budget_error(terms) if terms else None)
     return sized, _with_layout(totals, cap)

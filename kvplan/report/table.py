@@ -168,11 +168,7 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
         lines.append(f"state per request (one state per state layer, unpadded): {_gib(tot.state_bytes_per_request)}")
     lines += layout_lines(tot)
     if tot.kv_budget_terms and tot.kv_budget_bytes is not None:
-        parts = [f"{t.name} {_gib(t.bytes)}" if t.bytes >= 0 else f"− {t.name} {_gib(-t.bytes)}"
-                 for t in tot.kv_budget_terms]
-        err = f" (± {_gib(tot.kv_budget_error_bytes)})" if tot.kv_budget_error_bytes else ""
-        lines.append(f"KV budget from the GPU: {' '.join(parts)} = {_gib(tot.kv_budget_bytes)}{err}; pass "
-                     "--kv-budget-gib with vLLM's logged 'Available KV cache memory' for exact figures")
+        lines += budget_lines(tot)
     if tot.kv_budget_bytes is not None and tot.tokens_capacity is not None:
         lines.append(f"KV budget {_gib(tot.kv_budget_bytes)} → {tot.tokens_capacity:,} tokens, "
                      f"{tot.max_concurrency} concurrent requests at max-model-len")
@@ -181,6 +177,25 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
                          f"for {tot.max_model_len:,} tokens per request: {tot.max_concurrency:.2f}x")
     console.print(Panel("\n".join(lines), title="totals", title_align="left"))
     render_findings(plan.findings, console)
+
+
+def budget_lines(tot: Totals) -> list[str]:
+    """The GPU budget's terms, one a line, each with its error band, and their sum (what vLLM will log as
+    'Available KV cache memory')."""
+    terms = tot.kv_budget_terms or []
+    if len(terms) == 1 and not terms[0].error_bytes:
+        return [f"KV budget from {terms[0].name}: {_gib(terms[0].bytes)} ({terms[0].basis})"]
+    width = max(len(t.name) for t in terms) + 2
+    out = ["KV budget from the GPU (estimated; pass --kv-budget-gib with vLLM's logged 'Available KV cache "
+           "memory' for exact figures):"]
+    for i, t in enumerate(terms):
+        sign = "  " if i == 0 else ("− " if t.bytes <= 0 else "+ ")
+        err = f" ± {abs(t.error_bytes) / 2**30:.2f}" if t.error_bytes else "       "
+        out.append(f"  {sign}{t.name:<{width}}{_gib(abs(t.bytes)):>11}{err}  {t.basis}")
+    raw = sum(t.bytes for t in terms)
+    err = f" ± {(tot.kv_budget_error_bytes or 0) / 2**30:.2f}" if tot.kv_budget_error_bytes else ""
+    out.append(f"  = {'available KV':<{width}}{_gib(raw):>11}{err}  (vLLM logs 'Available KV cache memory')")
+    return out
 
 
 def layout_lines(tot: Totals) -> list[str]:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 
 from kvplan.model.arch import LayerArch
+from kvplan.model.plan import Totals
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode
 from kvplan.rules.base import Emit, declare
 from kvplan.rules.context import RuleContext
@@ -194,6 +195,29 @@ def mml_exceeds(ctx: RuleContext) -> Iterator[Emit]:
         yield Emit(f"--max-model-len {mml} exceeds the model's max_position_embeddings {mp}.")
 
 
+def _no_memory(t: Totals) -> str:
+    """vLLM's error when profiling leaves nothing for the KV cache, with the figure it would log first."""
+    logged = ""
+    if t.kv_budget_terms:
+        raw = sum(x.bytes for x in t.kv_budget_terms) / 2**30
+        err = (t.kv_budget_error_bytes or 0) / 2**30
+        logged = f"vLLM would log 'Available KV cache memory: {raw:.2f} GiB' (estimated, +/- {err:.2f} GiB), then: "
+    return (logged + "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine (_check_enough_kv_cache_memory): the weights and vLLM's startup profiling "
+            "take all of --gpu-memory-utilization. vLLM refuses to start.")
+
+
+def _within_error(t: Totals, shortfall: int) -> str:
+    """When the budget is kvplan's estimate and the shortfall is inside its error band: say that vLLM's own
+    figure decides."""
+    err = t.kv_budget_error_bytes or 0
+    if not t.kv_budget_terms or shortfall > err:
+        return ""
+    return (f" The shortfall ({shortfall / 2**30:.2f} GiB) is within the GPU budget estimate's error "
+            f"(+/- {err / 2**30:.2f} GiB): pass the 'Available KV cache memory' vLLM logs as --kv-budget-gib to "
+            "decide.")
+
+
 @declare(code="KV502", name="kv-cache-too-small", severity="error", family="memory",
          summary="One request of --max-model-len does not fit in the KV cache budget.",
          why="vLLM checks at startup that one max-length request fits and refuses to start otherwise "
@@ -207,8 +231,7 @@ def too_small(ctx: RuleContext) -> Iterator[Emit]:
         return
     lay = t.kv_cache_layout
     if t.kv_budget_bytes <= 0:
-        yield Emit("No available memory for the cache blocks (_check_enough_kv_cache_memory): the weights and "
-                   "vLLM's profiling take all of --gpu-memory-utilization. vLLM refuses to start.")
+        yield Emit(_no_memory(t))
         return
     if lay is not None:
         # vLLM 0.33 plans against the pool minus the null block, needs whole blocks per group.
@@ -219,7 +242,7 @@ def too_small(ctx: RuleContext) -> Iterator[Emit]:
             yield Emit(f"To serve at least one request with the model's max seq len ({t.max_model_len}), "
                        f"{t.bytes_per_request / 2**30:.2f} GiB KV cache is needed, which is larger than the "
                        f"available KV cache memory ({max(available, 0) / 2**30:.2f} GiB).{est} vLLM refuses to "
-                       "start.")
+                       "start." + _within_error(t, t.bytes_per_request - available))
         return
     if t.bytes_per_request > t.kv_budget_bytes:
         yield Emit(f"one request at --max-model-len {t.max_model_len} needs {t.bytes_per_request / 2**30:.2f} GiB "

@@ -69,7 +69,10 @@ def test_plan_flags_read_as_vllm_parser_reads_them(client: httpx.Client) -> None
     assert r.status_code == 200, r.text
     doc = r.json()
     assert doc["layers"][0]["kv_cache_dtype"] == "auto" and doc["layers"][1]["kv_cache_dtype"] == "fp8"
-    assert [f["code"] for f in doc["findings"] if f["severity"] == "error"] == []  # --config is not opened
+    # --kv-cache-mem (an abbreviation vLLM's parser takes) is --kv-cache-memory-bytes: a 1 GiB KV cache, too
+    # small for one 131072-token request (KV502, as vLLM refuses); --config is not opened (no input error)
+    assert doc["totals"]["kv_budget_bytes"] == 2**30
+    assert [f["code"] for f in doc["findings"] if f["severity"] == "error"] == ["KV502"]
     bad = client.post("/v1/plan", json={"config": GPT_OSS_CFG, "flags": ["--kv-cache", "fp8"]}).json()
     assert [(f["code"], f["severity"]) for f in bad["findings"] if f["code"] == "KV006"] == [("KV006", "error")]
 
