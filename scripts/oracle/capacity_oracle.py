@@ -62,7 +62,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_BLOCK_SIZE = 16  # vllm CacheConfig.DEFAULT_BLOCK_SIZE
+BASE_RELEASE = "0.33.0"  # the oracle venv's vLLM (scripts/oracle/setup_venv.sh)
+RELEASES_WORK = Path(os.environ.get("ORACLE_WORK", Path(os.environ.get("TMPDIR", "/tmp")) / "kvplan-oracle-releases"))
 
 
 def _keep_ssm_dtype() -> None:
@@ -103,7 +104,12 @@ def _arch_oracle():
     return mod
 
 
-def _cuda_backend(use_mla: bool):
+def _cuda_backend(use_mla: bool, name: str | None = None):
+    """The CUDA attention backend class the case runs with: its `backend` (a vLLM backend enum name,
+    patch 6), else FlashAttention (TRITON_MLA for MLA models)."""
+    if name is not None:
+        from vllm.v1.attention.backends.registry import AttentionBackendEnum
+        return AttentionBackendEnum[name].get_class()
     if use_mla:
         from vllm.v1.attention.backends.mla.triton_mla import TritonMLABackend
         return TritonMLABackend
@@ -111,15 +117,16 @@ def _cuda_backend(use_mla: bool):
     return FlashAttentionBackend
 
 
-def _align_as_on_cuda(vc) -> None:
+def _align_as_on_cuda(vc, backend_name: str | None) -> None:
     """Patches 1-2, then vLLM's own Platform.update_block_size_for_backend."""
     from vllm.config import set_current_vllm_config
+    from vllm.config.cache import CacheConfig
     from vllm.platforms.interface import Platform
 
-    backend = _cuda_backend(vc.model_config.use_mla)
+    backend = _cuda_backend(vc.model_config.use_mla, backend_name)
     cc = vc.cache_config
     if not cc.user_specified_block_size:
-        cc.block_size = DEFAULT_BLOCK_SIZE
+        cc.block_size = CacheConfig.DEFAULT_BLOCK_SIZE
     if cc.mamba_cache_mode == "align":
         cc.mamba_block_size = cc.block_size
     elif vc.model_config.is_hybrid or cc.mamba_block_size is not None:
@@ -153,14 +160,14 @@ def _group_record(group, vc) -> dict:
             "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes)}
 
 
-def _capacity(vc, specs: dict, available: int) -> dict:
+def _capacity(vc, specs: dict, available: int, backend_name: str | None) -> dict:
     from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
     from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
 
     register_all_kvcache_specs(vc)
-    backend = _cuda_backend(vc.model_config.use_mla)
+    backend = _cuda_backend(vc.model_config.use_mla, backend_name)
     layout = resolve_kv_cache_layout(vc, [[x.name for x in get_supported_kv_cache_layouts([backend])]],
                                      list(specs.values()))
     groups = get_global_kv_cache_groups(vc, [specs])
@@ -193,7 +200,8 @@ def run_case(ao, case: dict, base: Path) -> dict:
     cfg = json.loads(cfg_path.read_text())
     res: dict = {"kind": "kvplan.vllm_capacity_answer", "vllm_version": vllm.__version__, "case": case["name"],
                  "config": case["config"], "config_sha256": hashlib.sha256(cfg_path.read_bytes()).hexdigest(),
-                 "flags": case["flags"], "available_bytes": case["available_bytes"], "engine": None,
+                 "flags": case["flags"], "available_bytes": case["available_bytes"],
+                 "backend": case.get("backend"), "engine": None,
                  "answer": None, "error": None}
     ao._register_unknown_model_type(cfg)
     tmp = tempfile.mkdtemp(prefix="kvplan-capacity-")
@@ -224,7 +232,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
         with set_default_torch_dtype(mc.dtype), torch.device("meta"):
             model = initialize_model(vllm_config=vc)
         stage = "align_block_size"
-        _align_as_on_cuda(vc)
+        _align_as_on_cuda(vc, case.get("backend"))
         stage = "specs"
         specs = {}
         with set_current_vllm_config(vc):
@@ -235,12 +243,12 @@ def run_case(ao, case: dict, base: Path) -> dict:
                     continue
                 backend = getattr(layer, "attn_backend", None)
                 if backend is not None and not backend.is_ssm():  # patch 4
-                    layer.attn_backend = _cuda_backend(backend.is_mla())
+                    layer.attn_backend = _cuda_backend(backend.is_mla(), case.get("backend"))
                 spec = layer.get_kv_cache_spec(vc)
                 if spec is not None:
                     specs[name] = spec
             stage = "capacity"
-            res["answer"] = _capacity(vc, specs, case["available_bytes"])
+            res["answer"] = _capacity(vc, specs, case["available_bytes"], case.get("backend"))
         gdn.__exit__(None, None, None)
         cc = vc.cache_config
         res["engine"] = {"architecture": mc.architecture, "model_dtype": ao._dtype_name(mc.dtype),
@@ -259,21 +267,91 @@ def run_case(ao, case: dict, base: Path) -> dict:
     return res
 
 
+def _triton_present_for_cpu_checks() -> None:
+    """Patch 7 (0.34+): the CPU platform's check_and_update_config raises "vLLM on x86 CPUs requires
+    Triton (triton-cpu)" where 0.33 only warned; that one call sees Triton as present (the same harness
+    change as releases/vllm_oracle-0.34.0.patch). No KV cache decision reads it."""
+    import vllm.triton_utils as tu
+    from vllm.platforms import current_platform
+
+    if tu.HAS_TRITON:
+        return
+    orig = type(current_platform).check_and_update_config
+
+    def check_and_update_config(cls, vllm_config):
+        saved, tu.HAS_TRITON = tu.HAS_TRITON, True
+        try:
+            orig(vllm_config)
+        finally:
+            tu.HAS_TRITON = saved
+
+    type(current_platform).check_and_update_config = classmethod(check_and_update_config)
+
+
+def _import_release(release: str | None, site: Path | None) -> str | None:
+    """Put the release's vLLM (a `pip --target` folder, scripts/oracle/release_oracle.sh) in front of the
+    oracle venv's; the problem as one line when it cannot be used, else None."""
+    if site is None and release is not None and release != BASE_RELEASE:
+        site = RELEASES_WORK / f"vllm-{release}"
+    if site is None:
+        return None
+    if not (site / "vllm").is_dir():
+        return (f"no vLLM in {site}: install the wheel there first (scripts/oracle/release_oracle.sh {release} "
+                f"installs it), or pass --site DIR")
+    if not any(site.glob("vllm-*.dist-info")):  # pip --target writes it with the package; DONE follows it
+        return f"{site} is still being installed (no vllm-*.dist-info there yet): wait for it"
+    if (site.parent / "deps").is_dir():
+        sys.path.insert(0, str(site.parent / "deps"))
+    sys.path.insert(0, str(site))
+    return None
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cases", required=True, type=Path)
-    ap.add_argument("--only", nargs="*", default=None)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"""Answers for a release:
+  vLLM {BASE_RELEASE} (the oracle venv's own vLLM; answers in <cases dir>/answers/):
+    VLLM_TARGET_DEVICE=cpu $ORACLE_VENV/bin/python scripts/oracle/capacity_oracle.py \\
+        --cases tests/data/vllm_oracle_capacity/cases.json
+  another release (its wheel `pip install --no-deps --target {RELEASES_WORK}/vllm-VERSION vllm==VERSION`,
+  as scripts/oracle/release_oracle.sh VERSION does; answers in <cases dir>/releases/VERSION/):
+    VLLM_TARGET_DEVICE=cpu $ORACLE_VENV/bin/python scripts/oracle/capacity_oracle.py \\
+        --cases tests/data/vllm_oracle_capacity/cases.json --release VERSION [--site DIR]
+Exit status: 0 when every case ran (a case's error is recorded in its answer), 2 for bad input
+(a missing cases file, a release folder without vLLM or still being installed, a version mismatch).
+tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.""")
+    ap.add_argument("--cases", required=True, type=Path, help="cases.json (tests/data/vllm_oracle_capacity)")
+    ap.add_argument("--release", default=None, metavar="VERSION",
+                    help=f"the vLLM release to answer with (default: the interpreter's own, {BASE_RELEASE})")
+    ap.add_argument("--site", default=None, type=Path, metavar="DIR",
+                    help=f"folder holding that release's vllm package (default {RELEASES_WORK}/vllm-VERSION)")
+    ap.add_argument("--only", nargs="*", default=None, metavar="NAME", help="run only these cases")
     ap.add_argument("--force", action="store_true", help="rerun cases that have an answer")
     args = ap.parse_args(argv)
+    if not args.cases.is_file():
+        print(f"capacity_oracle: no cases file {args.cases}: pass --cases tests/data/vllm_oracle_capacity/cases.json",
+              file=sys.stderr)
+        return 2
+    problem = _import_release(args.release, args.site)
+    if problem is not None:
+        print(f"capacity_oracle: {problem}", file=sys.stderr)
+        return 2
+    import vllm
+
+    if args.release is not None and vllm.__version__ != args.release:
+        print(f"capacity_oracle: imported vLLM {vllm.__version__} from {vllm.__file__}, not {args.release}: "
+              "pass --site with the folder holding that release", file=sys.stderr)
+        return 2
     base = args.cases.parent
     cases = json.loads(args.cases.read_text())["cases"]
-    out_dir = base / "answers"
-    out_dir.mkdir(exist_ok=True)
+    out_dir = base / "answers" if vllm.__version__ == BASE_RELEASE else base / "releases" / vllm.__version__
+    out_dir.mkdir(parents=True, exist_ok=True)
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # vLLM logs to stdout
     ao = _arch_oracle()
     ao._install_patches()
     _keep_ssm_dtype()
+    _triton_present_for_cpu_checks()
     for case in cases:
         if args.only and case["name"] not in args.only:
             continue
