@@ -26,6 +26,7 @@ from kvplan.model.arch import LayerArch, ModelArch, StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
 from kvplan.planner.state_cache import checkpoint_alignment, checkpoint_blocks
+from kvplan.rules.memory import layer_bytes_per_token
 
 ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "mla")
 MIN_KERNEL_BLOCK = 16   # smallest kernel block of vLLM's CUDA attention backends (MultipleOf(16))
@@ -104,22 +105,25 @@ def _attn_blocks(lp: LayerPlan, mml: int, bs: int, mbt: int) -> int:
     return -(-mml // bs)
 
 
-def _bucket_key(lp: LayerPlan, page: int) -> tuple[str, int | None, int]:
+_Bucket = tuple[str, int | None, int, int]  # a KV cache spec: kind, window or chunk, page, block size
+
+
+def _bucket_key(lp: LayerPlan, page: int, block: int) -> _Bucket:
     if lp.kind == "sliding_attention":
-        return lp.kind, lp.sliding_window, page
+        return lp.kind, lp.sliding_window, page, block
     if lp.kind == "chunked_attention":
-        return lp.kind, lp.attention_chunk_size, page
-    return lp.kind, None, page
+        return lp.kind, lp.attention_chunk_size, page, block
+    return lp.kind, None, page, block
 
 
-def _groups(buckets: dict[tuple[str, int | None, int], list[LayerPlan]]) -> list[_Group]:
+def _groups(buckets: dict[_Bucket, list[LayerPlan]]) -> list[_Group]:
     """_get_kv_cache_groups_uniform_page_size: equal-size groups, bucket i's layers[j::n] in group j."""
     sizes = [len(v) for v in buckets.values()]
     group_size = min(sizes)
     if max(sizes) < group_size * 1.5:
         group_size = max(sizes)
     out: list[_Group] = []
-    for (kind, _, _), layers in buckets.items():
+    for (kind, *_), layers in buckets.items():
         n = -(-len(layers) // group_size)
         out.extend((kind, layers[j::n]) for j in range(n))
     return out
@@ -149,18 +153,54 @@ def _skip_page_differs(layers: list[LayerPlan]) -> bool:
     return any(lp.skipped and lp.bytes_per_token not in primary for lp in layers)
 
 
+def _model_geometry(attn: list[LayerPlan]) -> tuple[int, int]:
+    """(KV heads per rank, head size) of `ModelConfig.get_num_kv_heads` / `get_head_size`: where layers
+    differ, the whole-model value of a numeric field is its largest (ModelArchitectureConfig.from_layers
+    collapses with max: Gemma 4's head size is its full layers' 512, its KV heads its sliding layers' 16)."""
+    shapes = [(lp.num_kv_heads, lp.head_size) for lp in attn if lp.kind != "mla"]
+    return (max(h for h, _ in shapes), max(d for _, d in shapes)) if shapes else (0, 0)
+
+
+def _per_token_page(like: LayerPlan, heads: int, head_size: int) -> int:
+    """FullAttentionSpec(block_size=1) page in `like`'s cache dtype for the model-level geometry."""
+    return layer_bytes_per_token("full_attention", like.kv_cache_dtype or "auto", like.dtype or "bfloat16",
+                                 like.quant_mode, heads, head_size, head_size)[0]
+
+
 def _skip_alignment(attn: list[LayerPlan], bs: int) -> tuple[int, int | None]:
-    """Platform._align_heterogeneous_kv_block_size: when a skip layer's (model-dtype) page per token exceeds
-    the quantized layers', the block size becomes align x cdiv(skip x 16, align x primary) (align = max(16,
-    block size)) and sliding-window skip layers pad their page to block size x primary. (block size, padded
-    skip page or None)."""
-    primary = [lp.bytes_per_token for lp in attn if not lp.skipped]
-    skipped = [lp.bytes_per_token for lp in attn if lp.skipped]
-    if not primary or not skipped or max(skipped) <= max(primary):
+    """Platform._align_heterogeneous_kv_block_size: with skip layers, the per-token pages of the model-level
+    geometry (get_num_kv_heads x get_head_size) in the quantized (primary) and the model (skip) dtype; when
+    the skip page exceeds the primary, the block size becomes align x cdiv(skip x 16, align x primary) (align
+    = max(16, block size)) and sliding-window skip layers pad their page to block size x primary.
+    (block size, padded skip page or None)."""
+    quantized = next((lp for lp in attn if not lp.skipped and lp.kind != "mla"), None)
+    skipped = next((lp for lp in attn if lp.skipped and lp.kind != "mla"), None)
+    if quantized is None or skipped is None:
+        return bs, None
+    heads, head_size = _model_geometry(attn)
+    primary, padded = _per_token_page(quantized, heads, head_size), _per_token_page(skipped, heads, head_size)
+    if padded <= primary:
         return bs, None
     align = max(MIN_KERNEL_BLOCK, bs)
-    bs = align * -(-(max(skipped) * MIN_KERNEL_BLOCK) // (align * max(primary)))
-    return bs, bs * max(primary)
+    bs = align * -(-(padded * MIN_KERNEL_BLOCK) // (align * primary))
+    return bs, bs * primary
+
+
+def _unify_pages(attn: list[LayerPlan], blocks: dict[int, int], pages: dict[int, int]) -> bool:
+    """unify_kv_cache_spec_page_size, in place: a layer whose page divides the largest takes a block size
+    that many times larger; another non-MLA layer pads its page to the largest. False where vLLM raises
+    (an MLA page that does not divide it)."""
+    top = max(pages[lp.index] for lp in attn)
+    for lp in attn:
+        page = pages[lp.index]
+        if page == top:
+            continue
+        if top % page == 0:
+            blocks[lp.index] *= top // page
+        elif lp.kind == "mla":
+            return False
+        pages[lp.index] = top
+    return True
 
 
 def _layer_block(lp: LayerPlan, bs: int, skip_page: int | None) -> int:
@@ -198,6 +238,7 @@ def _pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int
     pages = {lp.index: page(lp) for lp in attn}
     if attn and states and len(set(pages.values())) != 1:
         return None  # state padding to several attention pages: not modelled
+
     pad = next(iter(pages.values())) if attn else state_page
     pages.update({lp.index: pad for lp in states})
     return pages
@@ -246,18 +287,21 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
 def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], blocks: dict[int, int],
               mml: int, mbt: int) -> list[_Group] | None:
     """get_kv_cache_groups: one group when the layers share one spec type and block count (pages summed:
-    UniformTypeKVCacheSpecs), else equal-page buckets split into equal-size groups; None for mixed pages."""
+    UniformTypeKVCacheSpecs), else pages unified (`blocks` and `pages` updated in place) and equal-page
+    buckets split into equal-size groups; None for mixed pages."""
     first = _attn_blocks(attn[0], mml, blocks[attn[0].index], mbt) if attn else 0
     if not (attn and states) and len({lp.kind for lp in attn}) <= 1 and all(
             _attn_blocks(lp, mml, blocks[lp.index], mbt) == first for lp in attn):
         return [(attn[0].kind if attn else "state", attn or states)]
+    if attn and not _unify_pages(attn, blocks, pages):
+        return None
     if len(set(pages.values())) != 1:
         return None  # mixed page sizes: vLLM packs them (not modelled)
-    buckets: dict[tuple[str, int | None, int], list[LayerPlan]] = {}
+    buckets: dict[_Bucket, list[LayerPlan]] = {}
     for lp in attn:
-        buckets.setdefault(_bucket_key(lp, pages[lp.index]), []).append(lp)
+        buckets.setdefault(_bucket_key(lp, pages[lp.index], blocks[lp.index]), []).append(lp)
     if states:
-        buckets[("state", None, 0)] = states
+        buckets[("state", None, 0, 0)] = states
     return _groups(buckets)
 
 

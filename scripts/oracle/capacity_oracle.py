@@ -195,6 +195,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
 
     cfg_path = (base / case["config"]).resolve()
     cfg = json.loads(cfg_path.read_text())
@@ -234,19 +235,14 @@ def run_case(ao, case: dict, base: Path) -> dict:
         stage = "align_block_size"
         _align_as_on_cuda(vc, case.get("backend"))
         stage = "specs"
-        specs = {}
         with set_current_vllm_config(vc):
-            for name, layer in vc.compilation_config.static_forward_context.items():
-                if not hasattr(layer, "get_kv_cache_spec"):
-                    continue
-                if getattr(layer, "kv_sharing_target_layer_name", None):
-                    continue
+            for layer in vc.compilation_config.static_forward_context.values():
                 backend = getattr(layer, "attn_backend", None)
                 if backend is not None and not backend.is_ssm():  # patch 4
                     layer.attn_backend = _cuda_backend(backend.is_mla(), case.get("backend"))
-                spec = layer.get_kv_cache_spec(vc)
-                if spec is not None:
-                    specs[name] = spec
+            # the GPU model runner's own spec collection: each layer's spec, the backend's packing
+            # (customize_attention_spec: inline per-token-head scales, fixed kernel-block strides), drafts
+            specs = get_kv_cache_spec(vc)
             stage = "capacity"
             res["answer"] = _capacity(vc, specs, case["available_bytes"], case.get("backend"))
         gdn.__exit__(None, None, None)
