@@ -104,12 +104,44 @@ def _arch_oracle():
     return mod
 
 
+class _ImportOnlyFlashInfer:
+    """Patch 8: while a FlashInfer backend module is imported, `flashinfer` (not installed with the CPU
+    oracle venv) is a placeholder module, so that vLLM's backend class loads; the harness reads only the
+    class's kernel block sizes, preferences and spec packing. No kernel is ever called; the placeholder is
+    removed from sys.modules right after the import (vLLM's has_flashinfer() stays False)."""
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.machinery
+
+        if name == "flashinfer" or name.startswith("flashinfer."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        from unittest import mock
+
+        module = mock.MagicMock(name=spec.name)
+        module.__path__, module.__spec__ = [], spec
+        return module
+
+    def exec_module(self, module) -> None:
+        return None
+
+
 def _cuda_backend(use_mla: bool, name: str | None = None):
     """The CUDA attention backend class the case runs with: its `backend` (a vLLM backend enum name,
     patch 6), else FlashAttention (TRITON_MLA for MLA models)."""
     if name is not None:
         from vllm.v1.attention.backends.registry import AttentionBackendEnum
-        return AttentionBackendEnum[name].get_class()
+
+        finder = _ImportOnlyFlashInfer()
+        sys.meta_path.insert(0, finder)
+        try:
+            return AttentionBackendEnum[name].get_class()
+        finally:
+            sys.meta_path.remove(finder)
+            for mod in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
+                del sys.modules[mod]
     if use_mla:
         from vllm.v1.attention.backends.mla.triton_mla import TritonMLABackend
         return TritonMLABackend
