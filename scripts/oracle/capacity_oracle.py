@@ -96,6 +96,19 @@ def _gdn_prefill(case: dict):
         q._resolve_gdn_prefill_backend = saved
 
 
+def _tp_rank0_view(tp: int) -> None:
+    """Patch 9: a case with `tensor_parallel_size` N builds the model as rank 0 of N tensor-parallel ranks
+    sees it: the process's TP group (one gloo rank) reports world size N and rank 0, so every layer splits
+    its heads, KV heads and state dims as on a GPU rank. Nothing communicates: the model is built on the
+    meta device and no forward runs; the KV cache specs and the capacity are rank 0's (every rank's is
+    the same)."""
+    from vllm.distributed import parallel_state as ps
+
+    tp_group = ps.get_tp_group()
+    tp_group.world_size, tp_group.rank_in_group = tp, 0
+    tp_group.ranks = list(range(tp))
+
+
 def _arch_oracle():
     spec = importlib.util.spec_from_file_location("kvplan_arch_oracle", HERE / "arch_oracle.py")
     assert spec and spec.loader
@@ -248,6 +261,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                         enable_prefix_caching=f.get("enable_prefix_caching"),
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
                         kv_cache_dtype_skip_layers=list(f.get("kv_cache_dtype_skip_layers", [])),
+                        tensor_parallel_size=f.get("tensor_parallel_size", 1),
                         **({"mamba_ssm_cache_dtype": f["mamba_ssm_cache_dtype"]}
                            if "mamba_ssm_cache_dtype" in f else {}))
         vc = ea.create_engine_config()
@@ -259,6 +273,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                 ao._DIST_READY = True
             destroy_model_parallel()
             ensure_model_parallel_initialized(1, 1)
+            _tp_rank0_view(f.get("tensor_parallel_size", 1))
         mc = vc.model_config
         gdn = _gdn_prefill(case)
         gdn.__enter__()

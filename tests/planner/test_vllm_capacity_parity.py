@@ -41,6 +41,8 @@ def _argv(flags: dict[str, Any]) -> list[str]:
         argv += ["--dtype", flags["dtype"]]
     if flags.get("enable_prefix_caching") is False:
         argv.append("--no-enable-prefix-caching")
+    if "tensor_parallel_size" in flags:
+        argv += ["--tensor-parallel-size", str(flags["tensor_parallel_size"])]
     if "mamba_ssm_cache_dtype" in flags:
         argv += ["--mamba-ssm-cache-dtype", flags["mamba_ssm_cache_dtype"]]
     return argv
