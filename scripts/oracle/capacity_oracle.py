@@ -1,32 +1,44 @@
 #!/usr/bin/env python3
-"""Capacity oracle: vLLM 0.33's own KV cache layout and capacity for a model, flags and KV memory.
+"""Capacity oracle: a vLLM release's own KV cache layout and capacity for a model, flags and KV memory.
 
-Run by hand with an interpreter that has vLLM 0.33.0 installed (CPU is enough; never in CI):
+Run by hand with the oracle interpreter (scripts/oracle/setup_venv.sh: vLLM 0.33.0 on the CPU; never in CI):
 
     VLLM_TARGET_DEVICE=cpu <venv>/bin/python scripts/oracle/capacity_oracle.py \
-        --cases tests/data/vllm_oracle_capacity/cases.json [--only NAME ...] [--force]
+        --cases tests/data/vllm_oracle_capacity/cases.json [--release VERSION] [--only NAME ...] [--force]
+
+Without --release the venv's own vLLM (0.33.0) answers, into <cases dir>/answers/. `--release VERSION`
+imports that release's wheel in front of the venv's vLLM, from /tmp/kvplan-oracle-releases/vllm-VERSION
+($ORACLE_WORK; `pip install --no-deps --target` there, as scripts/oracle/release_oracle.sh VERSION does) or
+from `--site DIR`, and answers into <cases dir>/releases/VERSION/. vLLM itself is never patched; what the
+harness does differently per release is a patch below that checks the release (patch 7).
 
 For every case (a config.json, serving flags and an available KV memory in bytes) it runs vLLM's code:
   * `EngineArgs(...).create_engine_config()` (the model's config hooks: Mamba cache mode from prefix
     caching, the SSM state dtype of Nemotron-H / Qwen3.5),
   * `initialize_model` on the meta device (the real model class builds every attention and state layer),
     with the machinery of scripts/oracle/arch_oracle.py (its patches, imported from it),
-  * `Platform.update_block_size_for_backend` as a CUDA GPU runs it: the attention backend is vLLM's
+  * `Platform.update_block_size_for_backend` as a CUDA GPU runs it: the attention backend is the case's
+    `backend` (a vLLM backend enum name; its `gpu` is the GPU kvplan must select it on), else vLLM's
     FlashAttention backend class (TRITON_MLA for MLA models; no kernel runs), so the default block size
-    and the hybrid alignment ("Setting attention block size to N tokens", state pages padded) are the
-    ones a CUDA launch gets; the CPU platform's own block-size choice is undone first,
-  * every layer's `get_kv_cache_spec`, then vLLM's `resolve_kv_cache_layout`, `get_global_kv_cache_groups`,
-    `get_kv_cache_configs` for the given memory and `get_kv_cache_capacity`: the KV cache groups, the block
-    size and page of each, the blocks one request at max_model_len holds per group, the pool's blocks, and
-    the "GPU KV cache size" / "Maximum concurrency" figures vLLM logs, or the error text when one request
-    does not fit.
+    (the release's CacheConfig.DEFAULT_BLOCK_SIZE, the backend's preference) and the hybrid alignment
+    ("Setting attention block size to N tokens", state pages padded) are the ones a CUDA launch gets; the
+    CPU platform's own block-size choice is undone first,
+  * the GPU model runner's `get_kv_cache_spec` (every layer's spec, the backend's `customize_spec` packing
+    such as Triton's inline per-token-head scales, fixed kernel-block strides), then vLLM's
+    `resolve_kv_cache_layout`, `get_global_kv_cache_groups`, `get_kv_cache_configs` for the given memory
+    and `get_kv_cache_capacity`: the KV cache groups, the block size and page of each, the blocks one
+    request at max_model_len holds per group, the pool's blocks, and the "GPU KV cache size" / "Maximum
+    concurrency" figures vLLM logs, or the error text when one request does not fit.
 
 What is patched beyond arch_oracle.py's patches (no vLLM function body is changed):
   1. `Platform._find_non_ssm_backends` answers the CUDA backend class named above instead of the CPU one
      (which backend's kernel block sizes the alignment reads).
-  2. The CPU platform's block size (its backends' kernel block) is reset to vLLM's default (16) before the
-     CUDA alignment runs, and the Mamba block size with it (MambaModelConfig: block_size in align mode,
-     max_model_len otherwise), as `create_engine_config` leaves them on a GPU.
+  2. The CPU platform's block size (its backends' kernel block) is reset to the release's default (16,
+     64 from 0.34) before the CUDA alignment runs, and the Mamba block size with it (MambaModelConfig:
+     block_size in align mode, max_model_len otherwise), as `create_engine_config` leaves them on a GPU.
+  3. The CPU platform's `check_and_update_config` resets --mamba-ssm-cache-dtype to float32 for its
+     accelerated GDN kernels on CPUs with AVX-512 BF16 (a CPU kernel choice): the run keeps the value the
+     flags and the model's config hooks gave, as on a GPU.
   4. Attention layers answer their KV cache spec with the CUDA backend class named above instead of the CPU
      one they were built with: a sliding-window layer picks its block size from its backend's kernel block
      sizes (the CPU backend's would make it 32 where FlashAttention's make it 16).
@@ -34,12 +46,20 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      what vLLM's `_resolve_gdn_prefill_backend` answers on a Hopper GPU (SM90) and on Blackwell with
      head_k_dim 128 and a CUDA 13 runtime: the GDN layers then export prefill checkpoints (one more state
      block per request in align mode, Mamba blocks aligned to 64 tokens). A kernel choice; no kernel runs.
-  3. The CPU platform's `check_and_update_config` resets --mamba-ssm-cache-dtype to float32 for its
-     accelerated GDN kernels on CPUs with AVX-512 BF16 (a CPU kernel choice): the run keeps the value the
-     flags and the model's config hooks gave, as on a GPU.
+  6. A case's `backend` is loaded by vLLM's AttentionBackendEnum (patch 8 lets FlashInfer's load).
+  7. 0.34+: the CPU platform's `check_and_update_config` raises "requires Triton (triton-cpu)" where 0.33
+     warned; that call sees Triton as present (as releases/vllm_oracle-0.34.0.patch does). Not applied
+     when the release's Triton import succeeds.
+  8. While a FlashInfer backend module is imported, `flashinfer` (absent from the CPU venv) is a
+     placeholder module, removed right after: the class's kernel block sizes and preferences are read,
+     no kernel runs, vLLM's has_flashinfer() stays False. CUTLASS_MLA and FLASH_ATTN_MLA need CUDA at
+     import and cannot be cases.
+  9. A case with `tensor_parallel_size` N builds the model as rank 0 of N sees it (the one-rank TP group
+     reports N ranks; the model is on the meta device, nothing communicates): heads, KV heads and state
+     dims are split as on a GPU rank.
 
-Answers go to <cases dir>/answers/<name>.json with the sha256 of the config they answer;
-tests/planner/test_vllm_capacity_parity.py compares kvplan with them.
+Answers carry the sha256 of the config they answer and the vLLM version;
+tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
 """
 from __future__ import annotations
 
@@ -314,10 +334,11 @@ def _triton_present_for_cpu_checks() -> None:
     """Patch 7 (0.34+): the CPU platform's check_and_update_config raises "vLLM on x86 CPUs requires
     Triton (triton-cpu)" where 0.33 only warned; that one call sees Triton as present (the same harness
     change as releases/vllm_oracle-0.34.0.patch). No KV cache decision reads it."""
+    import vllm
     import vllm.triton_utils as tu
     from vllm.platforms import current_platform
 
-    if tu.HAS_TRITON:
+    if tu.HAS_TRITON or tuple(int(x) for x in vllm.__version__.split(".")[:2]) < (0, 34):
         return
     orig = type(current_platform).check_and_update_config
 
@@ -351,7 +372,7 @@ def _import_release(release: str | None, site: Path | None) -> str | None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"""Answers for a release:
   vLLM {BASE_RELEASE} (the oracle venv's own vLLM; answers in <cases dir>/answers/):
     VLLM_TARGET_DEVICE=cpu $ORACLE_VENV/bin/python scripts/oracle/capacity_oracle.py \\
@@ -360,7 +381,8 @@ def main(argv=None) -> int:
   as scripts/oracle/release_oracle.sh VERSION does; answers in <cases dir>/releases/VERSION/):
     VLLM_TARGET_DEVICE=cpu $ORACLE_VENV/bin/python scripts/oracle/capacity_oracle.py \\
         --cases tests/data/vllm_oracle_capacity/cases.json --release VERSION [--site DIR]
-Exit status: 0 when every case ran (a case's error is recorded in its answer), 2 for bad input
+Exit status: 0 when every case was answered, 1 when a case ran into an error (recorded in its answer;
+the parity test fails on it), 2 for bad input
 (a missing cases file, a release folder without vLLM or still being installed, a version mismatch).
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.""")
     ap.add_argument("--cases", required=True, type=Path, help="cases.json (tests/data/vllm_oracle_capacity)")
@@ -395,6 +417,7 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     ao._install_patches()
     _keep_ssm_dtype()
     _triton_present_for_cpu_checks()
+    failed = 0
     for case in cases:
         if args.only and case["name"] not in args.only:
             continue
@@ -407,9 +430,13 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
         res = run_case(ao, case, base)
         out.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
         err = res["error"]
+        failed += err is not None
         print(f"{case['name']}: {'ok' if err is None else err['type'] + ': ' + err['message'][:150]}"
               f" ({time.time() - t0:.1f}s)", file=real_stdout, flush=True)
-    return 0
+    if failed:
+        print(f"capacity_oracle: {failed} case(s) answered with an error (recorded in their answers; "
+              "the parity test fails on them): fix the harness for this release (a patch above)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
