@@ -167,12 +167,13 @@ def _per_token_page(like: LayerPlan, heads: int, head_size: int) -> int:
                                  like.quant_mode, heads, head_size, head_size)[0]
 
 
-def _skip_alignment(attn: list[LayerPlan], bs: int) -> tuple[int, int | None]:
+def _skip_alignment(attn: list[LayerPlan], bs: int, state_pad: int = 0) -> tuple[int, int | None]:
     """Platform._align_heterogeneous_kv_block_size: with skip layers, the per-token pages of the model-level
     geometry (get_num_kv_heads x get_head_size) in the quantized (primary) and the model (skip) dtype; when
     the skip page exceeds the primary, the block size becomes align x cdiv(skip x 16, align x primary) (align
     = max(16, block size)) and sliding-window skip layers pad their page to block size x primary.
-    (block size, padded skip page or None)."""
+    `state_pad`: the state page already padded by the hybrid alignment, which the primary page must cover
+    too. (block size, padded skip page or None)."""
     quantized = next((lp for lp in attn if not lp.skipped and lp.kind != "mla"), None)
     skipped = next((lp for lp in attn if lp.skipped and lp.kind != "mla"), None)
     if quantized is None or skipped is None:
@@ -182,15 +183,17 @@ def _skip_alignment(attn: list[LayerPlan], bs: int) -> tuple[int, int | None]:
     if padded <= primary:
         return bs, None
     align = max(MIN_KERNEL_BLOCK, bs)
-    bs = align * -(-(padded * MIN_KERNEL_BLOCK) // (align * primary))
+    bs = max(bs, align * -(-max(padded * MIN_KERNEL_BLOCK, state_pad) // (align * primary)))
     return bs, bs * primary
 
 
-def _unify_pages(attn: list[LayerPlan], blocks: dict[int, int], pages: dict[int, int]) -> bool:
-    """unify_kv_cache_spec_page_size, in place: a layer whose page divides the largest takes a block size
-    that many times larger; another non-MLA layer pads its page to the largest. False where vLLM raises
-    (an MLA page that does not divide it)."""
-    top = max(pages[lp.index] for lp in attn)
+def _unify_pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int],
+                 pages: dict[int, int]) -> bool:
+    """unify_kv_cache_spec_page_size, in place: a state layer pads its page to the largest; an attention
+    layer whose page divides it takes a block size that many times larger, another non-MLA layer pads its
+    page. False where vLLM raises (an MLA page that does not divide it)."""
+    top = max(pages.values())
+    pages.update({lp.index: top for lp in states})
     for lp in attn:
         page = pages[lp.index]
         if page == top:
@@ -216,8 +219,8 @@ def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
     """(attention layers with MTP drafts, state layers), or None where kvplan does not lay the model out."""
     if not all(_plain(lp, by_index.get(lp.index)) for lp in layers):
         return None
-    if _skip_page_differs(layers) and any(lp.kind in ("mamba", "linear_attention", "mla") for lp in layers):
-        return None  # skip re-alignment with state layers or MLA latents: not modelled
+    if _skip_page_differs(layers) and any(lp.kind == "mla" for lp in layers):
+        return None  # skip re-alignment with MLA latents: not modelled
     attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
     attn += draft_layers(layers, arch, flags)
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
@@ -226,22 +229,28 @@ def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
     return attn, states
 
 
-def _pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int], state_page: int,
-           skip_page: int | None = None) -> dict[int, int] | None:
+def _pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int], state_pad: int,
+           skip_page: int | None = None) -> dict[int, int]:
     """Every layer's page: attention block x bytes per token (a sliding skip layer: the shared skip page);
-    state pages padded to the attention page."""
+    state pages padded to `state_pad` (the aligned attention page, cache_config.mamba_page_size_padded;
+    unify_kv_cache_spec_page_size pads them further to a larger attention page)."""
     def page(lp: LayerPlan) -> int:
         if skip_page is not None and lp.skipped and lp.kind == "sliding_attention":
             return skip_page
         return blocks[lp.index] * lp.bytes_per_token
 
     pages = {lp.index: page(lp) for lp in attn}
-    if attn and states and len(set(pages.values())) != 1:
-        return None  # state padding to several attention pages: not modelled
-
-    pad = next(iter(pages.values())) if attn else state_page
-    pages.update({lp.index: pad for lp in states})
+    pages.update({lp.index: state_pad for lp in states})
     return pages
+
+
+def _attn_page_1tok(attn: list[LayerPlan]) -> int:
+    """The attention page of one token the block-size alignment reads: FullAttentionSpec(block_size=1) of
+    the whole-model geometry in the cache dtype (--kv-cache-dtype, not a skip layer's); MLA: the latent."""
+    if any(lp.kind == "mla" for lp in attn):
+        return max(lp.bytes_per_token for lp in attn)
+    primary = next((lp for lp in attn if not lp.skipped), attn[0])
+    return _per_token_page(primary, *_model_geometry(attn))
 
 
 def _state_blocks(sc: StateCache | None, flags: ServingFlags, mode: str | None,
@@ -267,15 +276,13 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     state_page = max((lp.state_bytes or 0 for lp in states), default=0)
     mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
     sc = by_index[states[0].index].state if states else None
+    page_1tok = _attn_page_1tok(attn) if attn else 0
     if attn and states:
         ckpt = checkpoint_alignment(sc, compute_capability) if sc is not None and mode == "align" else 1
-        bs = _hybrid_block_size(bs, max(lp.bytes_per_token for lp in attn), state_page,
-                                any(lp.kind == "mla" for lp in attn), ckpt)
-    bs, skip_page = _skip_alignment(attn, bs)
+        bs = _hybrid_block_size(bs, page_1tok, state_page, any(lp.kind == "mla" for lp in attn), ckpt)
+    bs, skip_page = _skip_alignment(attn, bs, bs * page_1tok if states else 0)
     blocks = {lp.index: _layer_block(lp, bs, skip_page) for lp in attn}
-    pages = _pages(attn, states, blocks, state_page, skip_page)
-    if pages is None:
-        return None
+    pages = _pages(attn, states, blocks, bs * page_1tok if attn else state_page, skip_page)
     cap = _capacity(attn, states, pages, blocks, bs, mml, mbt,
                     _state_blocks(sc, flags, mode, compute_capability) if states else 0,
                     state_page or None, mode, budget)
@@ -293,7 +300,7 @@ def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, i
     if not (attn and states) and len({lp.kind for lp in attn}) <= 1 and all(
             _attn_blocks(lp, mml, blocks[lp.index], mbt) == first for lp in attn):
         return [(attn[0].kind if attn else "state", attn or states)]
-    if attn and not _unify_pages(attn, blocks, pages):
+    if attn and not _unify_pages(attn, states, blocks, pages):
         return None
     if len(set(pages.values())) != 1:
         return None  # mixed page sizes: vLLM packs them (not modelled)
