@@ -147,17 +147,14 @@ def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags) 
     return [main.model_copy(update={"index": first + i}) for i in range(arch.mtp_layers)]
 
 
-def _skip_page_differs(layers: list[LayerPlan]) -> bool:
-    """Skip layers whose cache differs from the quantized layers' (vLLM re-aligns the block size to them)."""
-    primary = {lp.bytes_per_token for lp in layers if not lp.skipped and lp.bytes_per_token}
-    return any(lp.skipped and lp.bytes_per_token not in primary for lp in layers)
-
-
 def _model_geometry(attn: list[LayerPlan]) -> tuple[int, int]:
     """(KV heads per rank, head size) of `ModelConfig.get_num_kv_heads` / `get_head_size`: where layers
     differ, the whole-model value of a numeric field is its largest (ModelArchitectureConfig.from_layers
-    collapses with max: Gemma 4's head size is its full layers' 512, its KV heads its sliding layers' 16)."""
-    shapes = [(lp.num_kv_heads, lp.head_size) for lp in attn if lp.kind != "mla"]
+    collapses with max: Gemma 4's head size is its full layers' 512, its KV heads its sliding layers' 16);
+    an MLA model has one KV head of the latent's size (kv_lora_rank + qk_rope_head_dim)."""
+    if any(lp.kind == "mla" for lp in attn):
+        return 1, max(lp.head_size for lp in attn if lp.kind == "mla")
+    shapes = [(lp.num_kv_heads, lp.head_size) for lp in attn]
     return (max(h for h, _ in shapes), max(d for _, d in shapes)) if shapes else (0, 0)
 
 
@@ -174,8 +171,8 @@ def _skip_alignment(attn: list[LayerPlan], bs: int, state_pad: int = 0) -> tuple
     = max(16, block size)) and sliding-window skip layers pad their page to block size x primary.
     `state_pad`: the state page already padded by the hybrid alignment, which the primary page must cover
     too. (block size, padded skip page or None)."""
-    quantized = next((lp for lp in attn if not lp.skipped and lp.kind != "mla"), None)
-    skipped = next((lp for lp in attn if lp.skipped and lp.kind != "mla"), None)
+    quantized = next((lp for lp in attn if not lp.skipped), None)
+    skipped = next((lp for lp in attn if lp.skipped), None)
     if quantized is None or skipped is None:
         return bs, None
     heads, head_size = _model_geometry(attn)
@@ -219,8 +216,6 @@ def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
     """(attention layers with MTP drafts, state layers), or None where kvplan does not lay the model out."""
     if not all(_plain(lp, by_index.get(lp.index)) for lp in layers):
         return None
-    if _skip_page_differs(layers) and any(lp.kind == "mla" for lp in layers):
-        return None  # skip re-alignment with MLA latents: not modelled
     attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
     attn += draft_layers(layers, arch, flags)
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
