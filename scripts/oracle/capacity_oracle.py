@@ -52,11 +52,13 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      when the release's Triton import succeeds.
   8. While a FlashInfer backend module is imported, `flashinfer` (absent from the CPU venv) is a
      placeholder module, removed right after: the class's kernel block sizes and preferences are read,
-     no kernel runs, vLLM's has_flashinfer() stays False. CUTLASS_MLA and FLASH_ATTN_MLA need CUDA at
-     import and cannot be cases.
+     no kernel runs, vLLM's has_flashinfer() stays False. FLASH_ATTN_MLA needs the CUDA flash-attn build at
+     import and cannot be a case.
   9. A case with `tensor_parallel_size` N builds the model as rank 0 of N sees it (the one-rank TP group
      reports N ranks; the model is on the meta device, nothing communicates): heads, KV heads and state
      dims are split as on a GPU rank.
+  10. While a case's backend module is imported, a tensor it allocates on "cuda" at import (CUTLASS MLA's
+     128 MB SM100 workspace) is allocated on the meta device instead; the workspace is never used here.
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -165,13 +167,23 @@ def _cuda_backend(use_mla: bool, name: str | None = None):
     """The CUDA attention backend class the case runs with: its `backend` (a vLLM backend enum name,
     patch 6), else FlashAttention (TRITON_MLA for MLA models)."""
     if name is not None:
+        import torch
         from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
         finder = _ImportOnlyFlashInfer()
         sys.meta_path.insert(0, finder)
+        empty = torch.empty
+
+        def meta_empty(*args, **kwargs):  # patch 10
+            if str(kwargs.get("device", "")).startswith("cuda"):
+                kwargs["device"] = "meta"
+            return empty(*args, **kwargs)
+
+        torch.empty = meta_empty
         try:
             return AttentionBackendEnum[name].get_class()
         finally:
+            torch.empty = empty
             sys.meta_path.remove(finder)
             for mod in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
                 del sys.modules[mod]

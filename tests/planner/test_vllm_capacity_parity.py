@@ -58,7 +58,9 @@ def _gpu(case: dict) -> str | None:
 
 
 def _plan(case: dict, release: str) -> Plan:
-    return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]), gpu=_gpu(case),
+    # `force_backend`: the launch passes --attention-backend (the oracle ran that backend's class)
+    forced = ["--attention-backend", case["backend"]] if case.get("force_backend") else []
+    return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]) + forced, gpu=_gpu(case),
                               kv_budget_bytes=case["available_bytes"],
                               engine=f"vllm=={_answer(case, release)['vllm_version']}")
 
