@@ -1,14 +1,19 @@
 """vLLM's KV cache layout and capacity: block size, groups, pages, blocks per request, tokens and concurrency.
 
-Mirrors vLLM 0.33.0:
+Mirrors vLLM 0.33.0 and 0.34.0 (the same code in both; checked case by case by
+tests/planner/test_vllm_capacity_parity.py against each release's own answers):
 * `Platform._align_hybrid_block_size` (vllm/platforms/interface.py): a hybrid model's attention block size is
   raised to the smallest multiple of the kernel alignment whose page holds the largest state page, and the
   state pages are padded to the attention page ("Setting attention block size to N tokens").
+* `Platform._align_heterogeneous_kv_block_size`: with --kv-cache-dtype-skip-layers the block size grows until
+  the quantized page of the whole-model geometry covers the skip (model dtype) page and the padded state page.
 * `MambaModelConfig.verify_and_update_config` (vllm/model_executor/models/config.py): with prefix caching
   (on by default) the state layers run in mamba_cache_mode "align".
 * `get_kv_cache_groups` / `_get_kv_cache_groups_uniform_page_size` (vllm/v1/core/kv_cache_planning.py):
-  one group when every layer has the same spec or type, else layers bucketed by spec and split into groups
-  of equal size (the smallest bucket's, or the largest when it is < 1.5x the smallest).
+  one group when every layer has the same spec or type, else pages unified (`unify_kv_cache_spec_page_size`:
+  a smaller page that divides the largest takes a larger block, others and state pages are padded) and layers
+  bucketed by spec and split into groups of equal size (the smallest bucket's, or the largest when it is
+  < 1.5x the smallest).
 * `get_kv_cache_configs`: num_blocks = KV memory // bytes per block (the largest group's pages);
   `get_max_concurrency_for_kv_cache_config`: num_blocks / the blocks one request at max_model_len holds,
   summed over groups; `get_kv_cache_capacity`: tokens = int(concurrency x max_model_len), the
