@@ -1,14 +1,19 @@
 """vLLM's KV cache layout and capacity: block size, groups, pages, blocks per request, tokens and concurrency.
 
-Mirrors vLLM 0.33.0:
+Mirrors vLLM 0.33.0 and 0.34.0 (the same code in both; checked case by case by
+tests/planner/test_vllm_capacity_parity.py against each release's own answers):
 * `Platform._align_hybrid_block_size` (vllm/platforms/interface.py): a hybrid model's attention block size is
   raised to the smallest multiple of the kernel alignment whose page holds the largest state page, and the
   state pages are padded to the attention page ("Setting attention block size to N tokens").
+* `Platform._align_heterogeneous_kv_block_size`: with --kv-cache-dtype-skip-layers the block size grows until
+  the quantized page of the whole-model geometry covers the skip (model dtype) page and the padded state page.
 * `MambaModelConfig.verify_and_update_config` (vllm/model_executor/models/config.py): with prefix caching
   (on by default) the state layers run in mamba_cache_mode "align".
 * `get_kv_cache_groups` / `_get_kv_cache_groups_uniform_page_size` (vllm/v1/core/kv_cache_planning.py):
-  one group when every layer has the same spec or type, else layers bucketed by spec and split into groups
-  of equal size (the smallest bucket's, or the largest when it is < 1.5x the smallest).
+  one group when every layer has the same spec or type, else pages unified (`unify_kv_cache_spec_page_size`:
+  a smaller page that divides the largest takes a larger block, others and state pages are padded) and layers
+  bucketed by spec and split into groups of equal size (the smallest bucket's, or the largest when it is
+  < 1.5x the smallest).
 * `get_kv_cache_configs`: num_blocks = KV memory // bytes per block (the largest group's pages);
   `get_max_concurrency_for_kv_cache_config`: num_blocks / the blocks one request at max_model_len holds,
   summed over groups; `get_kv_cache_capacity`: tokens = int(concurrency x max_model_len), the
@@ -26,6 +31,7 @@ from kvplan.model.arch import LayerArch, ModelArch, StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
 from kvplan.planner.state_cache import checkpoint_alignment, checkpoint_blocks
+from kvplan.rules.memory import layer_bytes_per_token
 
 ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "mla")
 MIN_KERNEL_BLOCK = 16   # smallest kernel block of vLLM's CUDA attention backends (MultipleOf(16))
@@ -104,22 +110,25 @@ def _attn_blocks(lp: LayerPlan, mml: int, bs: int, mbt: int) -> int:
     return -(-mml // bs)
 
 
-def _bucket_key(lp: LayerPlan, page: int) -> tuple[str, int | None, int]:
+_Bucket = tuple[str, int | None, int, int]  # a KV cache spec: kind, window or chunk, page, block size
+
+
+def _bucket_key(lp: LayerPlan, page: int, block: int) -> _Bucket:
     if lp.kind == "sliding_attention":
-        return lp.kind, lp.sliding_window, page
+        return lp.kind, lp.sliding_window, page, block
     if lp.kind == "chunked_attention":
-        return lp.kind, lp.attention_chunk_size, page
-    return lp.kind, None, page
+        return lp.kind, lp.attention_chunk_size, page, block
+    return lp.kind, None, page, block
 
 
-def _groups(buckets: dict[tuple[str, int | None, int], list[LayerPlan]]) -> list[_Group]:
+def _groups(buckets: dict[_Bucket, list[LayerPlan]]) -> list[_Group]:
     """_get_kv_cache_groups_uniform_page_size: equal-size groups, bucket i's layers[j::n] in group j."""
     sizes = [len(v) for v in buckets.values()]
     group_size = min(sizes)
     if max(sizes) < group_size * 1.5:
         group_size = max(sizes)
     out: list[_Group] = []
-    for (kind, _, _), layers in buckets.items():
+    for (kind, *_), layers in buckets.items():
         n = -(-len(layers) // group_size)
         out.extend((kind, layers[j::n]) for j in range(n))
     return out
@@ -143,24 +152,60 @@ def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags) 
     return [main.model_copy(update={"index": first + i}) for i in range(arch.mtp_layers)]
 
 
-def _skip_page_differs(layers: list[LayerPlan]) -> bool:
-    """Skip layers whose cache differs from the quantized layers' (vLLM re-aligns the block size to them)."""
-    primary = {lp.bytes_per_token for lp in layers if not lp.skipped and lp.bytes_per_token}
-    return any(lp.skipped and lp.bytes_per_token not in primary for lp in layers)
+def _model_geometry(attn: list[LayerPlan]) -> tuple[int, int]:
+    """(KV heads per rank, head size) of `ModelConfig.get_num_kv_heads` / `get_head_size`: where layers
+    differ, the whole-model value of a numeric field is its largest (ModelArchitectureConfig.from_layers
+    collapses with max: Gemma 4's head size is its full layers' 512, its KV heads its sliding layers' 16);
+    an MLA model has one KV head of the latent's size (kv_lora_rank + qk_rope_head_dim)."""
+    if any(lp.kind == "mla" for lp in attn):
+        return 1, max(lp.head_size for lp in attn if lp.kind == "mla")
+    shapes = [(lp.num_kv_heads, lp.head_size) for lp in attn]
+    return (max(h for h, _ in shapes), max(d for _, d in shapes)) if shapes else (0, 0)
 
 
-def _skip_alignment(attn: list[LayerPlan], bs: int) -> tuple[int, int | None]:
-    """Platform._align_heterogeneous_kv_block_size: when a skip layer's (model-dtype) page per token exceeds
-    the quantized layers', the block size becomes align x cdiv(skip x 16, align x primary) (align = max(16,
-    block size)) and sliding-window skip layers pad their page to block size x primary. (block size, padded
-    skip page or None)."""
-    primary = [lp.bytes_per_token for lp in attn if not lp.skipped]
-    skipped = [lp.bytes_per_token for lp in attn if lp.skipped]
-    if not primary or not skipped or max(skipped) <= max(primary):
+def _per_token_page(like: LayerPlan, heads: int, head_size: int) -> int:
+    """FullAttentionSpec(block_size=1) page in `like`'s cache dtype for the model-level geometry."""
+    return layer_bytes_per_token("full_attention", like.kv_cache_dtype or "auto", like.dtype or "bfloat16",
+                                 like.quant_mode, heads, head_size, head_size)[0]
+
+
+def _skip_alignment(attn: list[LayerPlan], bs: int, state_pad: int = 0) -> tuple[int, int | None]:
+    """Platform._align_heterogeneous_kv_block_size: with skip layers, the per-token pages of the model-level
+    geometry (get_num_kv_heads x get_head_size) in the quantized (primary) and the model (skip) dtype; when
+    the skip page exceeds the primary, the block size becomes align x cdiv(skip x 16, align x primary) (align
+    = max(16, block size)) and sliding-window skip layers pad their page to block size x primary.
+    `state_pad`: the state page already padded by the hybrid alignment, which the primary page must cover
+    too. (block size, padded skip page or None)."""
+    quantized = next((lp for lp in attn if not lp.skipped), None)
+    skipped = next((lp for lp in attn if lp.skipped), None)
+    if quantized is None or skipped is None:
+        return bs, None
+    heads, head_size = _model_geometry(attn)
+    primary, padded = _per_token_page(quantized, heads, head_size), _per_token_page(skipped, heads, head_size)
+    if padded <= primary:
         return bs, None
     align = max(MIN_KERNEL_BLOCK, bs)
-    bs = align * -(-(max(skipped) * MIN_KERNEL_BLOCK) // (align * max(primary)))
-    return bs, bs * max(primary)
+    bs = max(bs, align * -(-max(padded * MIN_KERNEL_BLOCK, state_pad) // (align * primary)))
+    return bs, bs * primary
+
+
+def _unify_pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int],
+                 pages: dict[int, int]) -> bool:
+    """unify_kv_cache_spec_page_size, in place: a state layer pads its page to the largest; an attention
+    layer whose page divides it takes a block size that many times larger, another non-MLA layer pads its
+    page. False where vLLM raises (an MLA page that does not divide it)."""
+    top = max(pages.values())
+    pages.update({lp.index: top for lp in states})
+    for lp in attn:
+        page = pages[lp.index]
+        if page == top:
+            continue
+        if top % page == 0:
+            blocks[lp.index] *= top // page
+        elif lp.kind == "mla":
+            return False
+        pages[lp.index] = top
+    return True
 
 
 def _layer_block(lp: LayerPlan, bs: int, skip_page: int | None) -> int:
@@ -176,8 +221,6 @@ def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
     """(attention layers with MTP drafts, state layers), or None where kvplan does not lay the model out."""
     if not all(_plain(lp, by_index.get(lp.index)) for lp in layers):
         return None
-    if _skip_page_differs(layers) and any(lp.kind in ("mamba", "linear_attention", "mla") for lp in layers):
-        return None  # skip re-alignment with state layers or MLA latents: not modelled
     attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
     attn += draft_layers(layers, arch, flags)
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
@@ -186,21 +229,28 @@ def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
     return attn, states
 
 
-def _pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int], state_page: int,
-           skip_page: int | None = None) -> dict[int, int] | None:
+def _pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int], state_pad: int,
+           skip_page: int | None = None) -> dict[int, int]:
     """Every layer's page: attention block x bytes per token (a sliding skip layer: the shared skip page);
-    state pages padded to the attention page."""
+    state pages padded to `state_pad` (the aligned attention page, cache_config.mamba_page_size_padded;
+    unify_kv_cache_spec_page_size pads them further to a larger attention page)."""
     def page(lp: LayerPlan) -> int:
         if skip_page is not None and lp.skipped and lp.kind == "sliding_attention":
             return skip_page
         return blocks[lp.index] * lp.bytes_per_token
 
     pages = {lp.index: page(lp) for lp in attn}
-    if attn and states and len(set(pages.values())) != 1:
-        return None  # state padding to several attention pages: not modelled
-    pad = next(iter(pages.values())) if attn else state_page
-    pages.update({lp.index: pad for lp in states})
+    pages.update({lp.index: state_pad for lp in states})
     return pages
+
+
+def _attn_page_1tok(attn: list[LayerPlan]) -> int:
+    """The attention page of one token the block-size alignment reads: FullAttentionSpec(block_size=1) of
+    the whole-model geometry in the cache dtype (--kv-cache-dtype, not a skip layer's); MLA: the latent."""
+    if any(lp.kind == "mla" for lp in attn):
+        return max(lp.bytes_per_token for lp in attn)
+    primary = next((lp for lp in attn if not lp.skipped), attn[0])
+    return _per_token_page(primary, *_model_geometry(attn))
 
 
 def _state_blocks(sc: StateCache | None, flags: ServingFlags, mode: str | None,
@@ -226,15 +276,13 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     state_page = max((lp.state_bytes or 0 for lp in states), default=0)
     mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
     sc = by_index[states[0].index].state if states else None
+    page_1tok = _attn_page_1tok(attn) if attn else 0
     if attn and states:
         ckpt = checkpoint_alignment(sc, compute_capability) if sc is not None and mode == "align" else 1
-        bs = _hybrid_block_size(bs, max(lp.bytes_per_token for lp in attn), state_page,
-                                any(lp.kind == "mla" for lp in attn), ckpt)
-    bs, skip_page = _skip_alignment(attn, bs)
+        bs = _hybrid_block_size(bs, page_1tok, state_page, any(lp.kind == "mla" for lp in attn), ckpt)
+    bs, skip_page = _skip_alignment(attn, bs, bs * page_1tok if states else 0)
     blocks = {lp.index: _layer_block(lp, bs, skip_page) for lp in attn}
-    pages = _pages(attn, states, blocks, state_page, skip_page)
-    if pages is None:
-        return None
+    pages = _pages(attn, states, blocks, bs * page_1tok if attn else state_page, skip_page)
     cap = _capacity(attn, states, pages, blocks, bs, mml, mbt,
                     _state_blocks(sc, flags, mode, compute_capability) if states else 0,
                     state_page or None, mode, budget)
@@ -246,18 +294,21 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
 def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], blocks: dict[int, int],
               mml: int, mbt: int) -> list[_Group] | None:
     """get_kv_cache_groups: one group when the layers share one spec type and block count (pages summed:
-    UniformTypeKVCacheSpecs), else equal-page buckets split into equal-size groups; None for mixed pages."""
+    UniformTypeKVCacheSpecs), else pages unified (`blocks` and `pages` updated in place) and equal-page
+    buckets split into equal-size groups; None for mixed pages."""
     first = _attn_blocks(attn[0], mml, blocks[attn[0].index], mbt) if attn else 0
     if not (attn and states) and len({lp.kind for lp in attn}) <= 1 and all(
             _attn_blocks(lp, mml, blocks[lp.index], mbt) == first for lp in attn):
         return [(attn[0].kind if attn else "state", attn or states)]
+    if attn and not _unify_pages(attn, states, blocks, pages):
+        return None
     if len(set(pages.values())) != 1:
         return None  # mixed page sizes: vLLM packs them (not modelled)
-    buckets: dict[tuple[str, int | None, int], list[LayerPlan]] = {}
+    buckets: dict[_Bucket, list[LayerPlan]] = {}
     for lp in attn:
-        buckets.setdefault(_bucket_key(lp, pages[lp.index]), []).append(lp)
+        buckets.setdefault(_bucket_key(lp, pages[lp.index], blocks[lp.index]), []).append(lp)
     if states:
-        buckets[("state", None, 0)] = states
+        buckets[("state", None, 0, 0)] = states
     return _groups(buckets)
 
 
