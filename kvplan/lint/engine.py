@@ -536,7 +536,8 @@ class Linter:
                engine.version_str)
         if key not in self.plans:
             try:
-                inputs = self._inputs(src, sf.quantization, sf.hf_overrides)
+                inputs = self._inputs(src, sf.quantization, sf.hf_overrides,
+                                     engine.version_str if engine.engine == "vllm" else None)
                 gpu = gpu_facts(gpu_name) if gpu_name else None
                 weight = src.weight_bytes if src.weight_bytes is not None else inputs.weight_bytes
                 self.plans[key] = compile_plan(inputs.arch, inputs.quant, sf, gpu, source=src.label,
@@ -545,12 +546,13 @@ class Linter:
                 self.plans[key] = e
         return self.plans[key]
 
-    def _inputs(self, src: ModelSource, quantization: str | None, hf_overrides: Any = None) -> ModelInputs:
-        key = (str(src.path), quantization, json.dumps(hf_overrides or {}, sort_keys=True))
+    def _inputs(self, src: ModelSource, quantization: str | None, hf_overrides: Any = None,
+                release: str | None = None) -> ModelInputs:
+        key = (str(src.path), quantization, json.dumps(hf_overrides or {}, sort_keys=True), release)
         if key not in self.inputs:
             try:
                 self.inputs[key] = load_model_inputs(src.path, quantization_flag=quantization,
-                                                     hf_overrides=hf_overrides)
+                                                     hf_overrides=hf_overrides, release=release)
             except KvplanInputError as e:
                 self.inputs[key] = e
         v = self.inputs[key]
