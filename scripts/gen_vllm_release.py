@@ -231,7 +231,10 @@ def _str_keys(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Dict):
         out = []
         for k, v in zip(node.keys, node.values, strict=True):
-            out += [k.value] if isinstance(k, ast.Constant) and isinstance(k.value, str) else _str_keys(v) if k is None else []
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                out.append(k.value)
+            elif k is None:  # **{...}
+                out += _str_keys(v)
         return out
     if isinstance(node, (ast.List, ast.Tuple)):  # [("llama", "LlamaConfig"), ...]
         return [e.elts[0].value for e in node.elts if isinstance(e, ast.Tuple) and e.elts

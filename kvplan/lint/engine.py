@@ -266,7 +266,7 @@ class Linter:
         self.cfg = cfg
         self.default_gpu = default_gpu
         self.plans: dict[tuple[Any, ...], Plan | KvplanInputError] = {}
-        self.inputs: dict[tuple[str, str | None, str], ModelInputs | KvplanInputError] = {}
+        self.inputs: dict[tuple[str, str | None, str, str | None], ModelInputs | KvplanInputError] = {}
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
         self.newest = newest_engine()  # what :latest and upgrades mean
         # engine-version may name a release older than the plans go (launch lines judged by its own parser,

@@ -141,9 +141,11 @@ def test_source_diff_counts_lines_per_file_sorted() -> None:
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
-<testcase classname="t" name="test_p[0.35.0-B-fp8]"><failure message="AssertionError: L3 kv_cache_dtype&#10;assert 'fp8' == 'auto'">x</failure></testcase>
+<testcase classname="t" name="test_p[0.35.0-B-fp8]">
+  <failure message="AssertionError: L3 kv_cache_dtype&#10;assert 'fp8' == 'auto'">x</failure></testcase>
 <testcase classname="t" name="test_p[0.35.0-A-auto]" />
-<testcase classname="t" name="test_p[0.35.0-C-auto]"><skipped message="the oracle could not run vLLM 0.35.0 here" /></testcase>
+<testcase classname="t" name="test_p[0.35.0-C-auto]">
+  <skipped message="the oracle could not run vLLM 0.35.0 here" /></testcase>
 </testsuite></testsuites>"""
 
 
@@ -160,25 +162,33 @@ def test_parity_results_list_every_mismatch_and_skip() -> None:
 
 def test_answers_compared_with_the_previous_release() -> None:
     add = _add_release()
-    run = {"error": None, "mode": "model", "model_dtype": "bfloat16", "layers": [[0, 3, "fp8", "FP8_PER_TENSOR", None, 8, 128]]}
+    run = {"error": None, "mode": "model", "model_dtype": "bfloat16",
+           "layers": [[0, 3, "fp8", "FP8_PER_TENSOR", None, 8, 128]]}
     old = {"M": {"auto": run, "fp8": run, "int8pth": run}, "N": {"auto": run}}
     new = {"M": {"auto": run, "fp8": {**run, "layers": [[0, 3, "auto", "NONE", None, 8, 128]]},
                  "int8pth": {**run, "error": {"message": "invalid choice: 'int8_per_token_head'"}}}}
-    same, differ = add.compare_answers(old, new)
-    assert same == 1
+    same, differ, limited = add.compare_answers(old, new, ("0.33.0", "0.34.0"))
+    assert same == 1 and limited == []
     assert differ == ["- `M` / `fp8`: per-layer KV caches differ (dtype, quant mode, window or geometry)",
                       "- `M` / `int8pth`: now refused: invalid choice: 'int8_per_token_head'"]
+    # An answer the oracle machine could not give is not a difference of the release.
+    inspected = {**run, "error": {"message": "Model architectures ['X'] failed to be inspected."}}
+    same, differ, limited = add.compare_answers({"Q": {"auto": inspected}}, {"Q": {"auto": run}}, ("0.33.0", "0.34.0"))
+    assert (same, differ) == (0, [])
+    assert limited == ["- `Q` / `auto`: the oracle could not run it here (0.33.0: failed to be inspected)"]
 
 
 def test_report_is_deterministic_and_says_what_was_not_run() -> None:
     add = _add_release()
     old, new = add.read_release("0.33.0"), add.read_release("0.34.0")
     backend = [add.FileChange("vllm/v1/attention/backends/flash_attn.py", "changed", 40, 2)]
-    parity = [add.Step("kvplan against the corpus answers", "ran", "", ["1 corpus cases: 1 match, 0 mismatch, 0 skipped"])]
+    parity = [add.Step("kvplan against the corpus answers", "ran", "",
+                       ["1 corpus cases: 1 match, 0 mismatch, 0 skipped"])]
     inp = add.ReportInput("0.34.0", "0.33.0", old, new, backend, [], None, parity)
     text = add.build_report(inp)
     assert text == add.build_report(inp)
-    assert "## Backend capability code touched" in text and "| `vllm/v1/attention/backends/flash_attn.py` | changed | +40 | -2 |" in text
+    assert "## Backend capability code touched" in text
+    assert "| `vllm/v1/attention/backends/flash_attn.py` | changed | +40 | -2 |" in text
     assert "Not run (--no-oracle)" in text and "### kvplan against the corpus answers: ran" in text
     assert "- removed (1): `fp_quant`" in text  # quantization methods
     steps = [add.Step("Capacity oracle (scripts/oracle/capacity_oracle.py)", "skipped", "no release option yet")]
