@@ -528,21 +528,25 @@ def run_capacity(version: str, python: str, site: Path, env: dict[str, str]) -> 
                                           "capacity cases", "kvplan against the capacity answers")]
 
 
-def run_backend(version: str, python: str, site: Path, env: dict[str, str]) -> list[Step]:
-    """Hook `run_backend`: scripts/oracle/backend_oracle.py with the release, then its parity tests."""
-    name = "Backend oracle (scripts/oracle/backend_oracle.py)"
-    script = ORACLE_DIR / "backend_oracle.py"
-    if not script.is_file():
-        return [Step(name, "skipped", "scripts/oracle/backend_oracle.py does not exist yet: hook `run_backend` in "
-                     "scripts/add_vllm_release.py calls it once it does.")]
-    cmd = release_aware_command(script, python, env, version, site, [])
+def run_backend(version: str, a: argparse.Namespace, site: Path, env: dict[str, str]) -> list[Step]:
+    """Hook `run_backend`: the backend oracle with the release (scripts/oracle/backend_oracle.sh VERSION, or
+    backend_oracle.py where it takes --release / --site), then its parity tests for that release."""
+    name = "Backend oracle (scripts/oracle/backend_oracle.sh)"
+    wrapper, script = ORACLE_DIR / "backend_oracle.sh", ORACLE_DIR / "backend_oracle.py"
+    python = str(a.oracle_venv / "bin" / "python")
+    if wrapper.is_file():
+        cmd = [str(wrapper), version]
+        env = {**os.environ, "ORACLE_VENV": str(a.oracle_venv), "ORACLE_WORK": str(a.oracle_work)}
+    else:
+        cmd = release_aware_command(script, python, env, version, site, []) if script.is_file() else None
     if cmd is None:
-        return [Step(name, "skipped", "backend_oracle.py takes no release option (--release / --site) yet: hook "
-                     "`run_backend` in scripts/add_vllm_release.py calls it once it does.")]
+        return [Step(name, "skipped", "no backend oracle that takes a release (scripts/oracle/backend_oracle.sh "
+                     "VERSION, or backend_oracle.py --release/--site) yet: hook `run_backend` in "
+                     "scripts/add_vllm_release.py calls it once there is.")]
     p = subprocess.run(cmd, env=env, cwd=ROOT)
     if p.returncode != 0:
-        return [Step(name, "failed", f"exited {p.returncode}")]
-    tests = sorted(TESTS.glob("**/test_*backend*parity*.py"))
+        return [Step(name, "failed", f"`{' '.join(cmd[-2:])}` exited {p.returncode}")]
+    tests = sorted(TESTS.glob("**/test_backend_oracle*.py")) + sorted(TESTS.glob("**/test_*backend*parity*.py"))
     if not tests:
         return [Step(name, "ran", "no backend parity test file found to compare kvplan with.")]
     return [Step(name, "ran"), run_parity(str(tests[0].relative_to(ROOT)), version, "backend cases",
@@ -580,7 +584,7 @@ def oracle_steps(a: argparse.Namespace, previous: str) -> list[Step]:
     env = _oracle_env(site, a.oracle_work)
     steps = run_corpus(a.version, a, previous)
     steps += run_capacity(a.version, python, site, env)
-    steps += run_backend(a.version, python, site, env)
+    steps += run_backend(a.version, a, site, env)
     if a.arch_cases:
         steps.append(run_arch(a.version, python, env, a.arch_cases))
     return steps

@@ -339,15 +339,20 @@ def transformers_wheel(requirement: str, wheel_dir: Path) -> Path:
     return dest
 
 
+_WRITTEN: set[str] = set()
+
+
 def model_types_record(version: str, wheel: Path, tf_wheels: Path) -> dict[str, Any]:
     req = transformers_requirement(wheel)
     tfw = transformers_wheel(req, tf_wheels)
     tf_version = tfw.name.split("-")[1]
     tf_path = DATA / "transformers" / f"{tf_version}.json"
     tf_path.parent.mkdir(parents=True, exist_ok=True)
-    tf_path.write_text(json.dumps({"transformers_version": tf_version, "wheel": tfw.name,
-                                   "model_types": transformers_model_types(tfw),
-                                   "model_classes": transformers_model_classes(tfw)}, indent=0) + "\n")
+    if tf_version not in _WRITTEN:  # once per run: several releases share a transformers release
+        _WRITTEN.add(tf_version)
+        tf_path.write_text(json.dumps({"transformers_version": tf_version, "wheel": tfw.name,
+                                       "model_types": transformers_model_types(tfw),
+                                       "model_classes": transformers_model_classes(tfw)}, indent=0) + "\n")
     return {"vllm_config": store("config_types", {"model_types": vllm_config_model_types(wheel)}),
             "transformers": tf_version, "transformers_requirement": req}
 

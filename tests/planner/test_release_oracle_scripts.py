@@ -70,8 +70,11 @@ def test_text_only_copy_keeps_dtype_and_quantization() -> None:
 
 # ----------------------------------------------------------------------------- scripts/add_vllm_release.py
 def _add_release():
+    if "add_vllm_release" in sys.modules:
+        return sys.modules["add_vllm_release"]
     spec = importlib.util.spec_from_file_location("add_vllm_release", ROOT / "scripts" / "add_vllm_release.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["add_vllm_release"] = mod  # its dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
