@@ -77,11 +77,10 @@ def modelled_release(version: str | None = None) -> ReleaseRegistry:
     """What vLLM release `version` (None: the default release) loads and builds: its model registry and the
     config model types it loads and the model classes of the transformers a user of it gets (kvplan/data/vllm/,
     generated from the wheels), read for that release only."""
-    ref = _reference_types()
     rel = find_release(version)
     loading = rel.config_loading if rel is not None else None
     if rel is None or loading is None:  # no per-release data (before 0.18): the reference release's tables
-        reg = registry()
+        reg, ref = registry(), _reference_types()
         return ReleaseRegistry(
             vllm_version=str(reg["vllm_version"]), transformers_version=str(ref["transformers_version"]),
             architectures=frozenset(reg["architectures"]) | frozenset(reg["other_registered"]),
