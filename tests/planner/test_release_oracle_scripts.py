@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -198,3 +199,17 @@ def test_report_is_deterministic_and_says_what_was_not_run() -> None:
     with_oracle = add.build_report(add.ReportInput("0.34.0", "0.33.0", old, new, backend, [], steps, parity))
     assert "### Capacity oracle (scripts/oracle/capacity_oracle.py): not run" in with_oracle
     assert "Not run (--no-oracle)" not in with_oracle
+
+
+def test_oracle_hooks_pass_the_release_only_to_scripts_that_take_it(tmp_path: Path) -> None:
+    add = _add_release()
+    aware, plain = tmp_path / "aware.py", tmp_path / "plain.py"
+    aware.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--cases')\n"
+                     "p.add_argument('--release')\np.add_argument('--site')\np.parse_args()\n")
+    plain.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--cases')\np.parse_args()\n")
+    site = tmp_path / "vllm-0.35.0"
+    cmd = add.release_aware_command(aware, sys.executable, dict(os.environ), "0.35.0", site, ["--cases", "c.json"])
+    assert cmd == [sys.executable, str(aware), "--cases", "c.json", "--release", "0.35.0", "--site", str(site)]
+    assert add.release_aware_command(plain, sys.executable, dict(os.environ), "0.35.0", site, []) is None
+    assert add.release_aware_command(tmp_path / "absent.py", sys.executable, dict(os.environ), "0.35.0", site,
+                                     []) is None
