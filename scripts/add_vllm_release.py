@@ -154,8 +154,34 @@ def read_release(version: str) -> dict[str, Any]:
         "options": json.loads((d / "options" / f"{entry['options']}.json").read_text()),
         "registry": json.loads((d / "registry" / f"{entry['registry']}.json").read_text()),
         "facts": json.loads((d / "facts" / f"{entry['facts']}.json").read_text()),
+        "model_types": read_model_types(version),
         "entry": entry,
     }
+
+
+def read_model_types(version: str) -> dict[str, Any] | None:
+    """The config model types a release loads (gen_vllm_release.py, from 0.18), or None."""
+    entry = gen.load_model_types_index()["releases"].get(version)
+    if entry is None:
+        return None
+    tf = json.loads((gen.DATA / "transformers" / f"{entry['transformers']}.json").read_text())
+    own = json.loads((gen.DATA / "config_types" / f"{entry['vllm_config']}.json").read_text())["model_types"]
+    return {"vllm_config": own, "transformers": entry["transformers"],
+            "transformers_requirement": entry["transformers_requirement"], "transformers_types": tf["model_types"]}
+
+
+def model_type_changes(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+    """What configs the release loads: vLLM's own config classes, the transformers its users get."""
+    if old is None or new is None:
+        return ["### Config model types", "", "Not compared (no config model types for one of the releases).", ""]
+    lines = set_diff("Config model types vLLM loads with its own config classes", old["vllm_config"],
+                     new["vllm_config"])
+    head = (f"transformers {old['transformers']} (`{old['transformers_requirement']}`) -> "
+            f"{new['transformers']} (`{new['transformers_requirement']}`)")
+    if old["transformers"] == new["transformers"]:
+        return [*lines, "### Transformers model types (AutoConfig)", "", f"{head}: no change.", ""]
+    body = set_diff("Transformers model types (AutoConfig)", old["transformers_types"], new["transformers_types"])
+    return [*lines, *body[:2], head + ":", "", *body[2:]]
 
 
 def _spellings(options: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -246,9 +272,7 @@ def table_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                       new["registry"]["tables"].get("vllm_models") or [])
     lines += set_diff("Previously supported (refused at startup)", old["registry"]["previously_supported"],
                       new["registry"]["previously_supported"])
-    if "config_model_types" in of or "config_model_types" in nf:
-        lines += set_diff("Config model types vLLM loads with its own config classes",
-                          of.get("config_model_types") or [], nf.get("config_model_types") or [])
+    lines += model_type_changes(old.get("model_types"), new.get("model_types"))
     lines += set_diff("Attention backend names", of["attention_backends"]["names"], nf["attention_backends"]["names"])
     return lines + defaults_changes(of, nf)
 
@@ -388,12 +412,12 @@ class Step:
     """One oracle or parity step, as the report shows it."""
 
     name: str
-    status: str  # ran / skipped / failed
+    status: str  # ran / stored / skipped / failed
     note: str = ""
     lines: list[str] = field(default_factory=list)
 
     def render(self) -> list[str]:
-        head = {"ran": "ran", "skipped": "not run", "failed": "FAILED"}[self.status]
+        head = {"ran": "ran", "stored": "from stored answers", "skipped": "not run", "failed": "FAILED"}[self.status]
         return [f"### {self.name}: {head}", "", *([self.note, ""] if self.note else []),
                 *self.lines, *([""] if self.lines else [])]
 
@@ -475,14 +499,18 @@ def run_corpus(version: str, a: argparse.Namespace, previous: str) -> list[Step]
 
 
 def corpus_step(name: str, version: str, previous: str, cases: Sequence[str], only: Sequence[str] | None,
-                changed: list[str]) -> Step:
-    """What the corpus answers say: how many, which changed in this run, which differ from the previous release."""
+                changed: list[str] | None) -> Step:
+    """What the corpus answers say: how many, which changed in this run (None: no run), which differ from the
+    previous release."""
     new = load_answers(version)
     n = sum(len([c for c in v if c in cases]) for v in new.values())
     sel = f"flag sets {', '.join(sorted(cases))}" + (f"; models {', '.join(sorted(only))}" if only else "")
-    lines = [f"{len(new)} models, {n} answers ({sel}) in `tests/data/vllm_oracle_releases/{version}/`; "
-             f"{len(changed)} answer files added or changed by this run" + (":" if changed else "."), ""]
-    lines += [f"- {c}" for c in changed] + ([""] if changed else [])
+    head = f"{len(new)} models, {n} answers ({sel}) in `tests/data/vllm_oracle_releases/{version}/`"
+    if changed is None:
+        lines = [head + ", stored by an earlier run.", ""]
+    else:
+        lines = [f"{head}; {len(changed)} answer files added or changed by this run" + (":" if changed else "."), ""]
+        lines += [f"- {c}" for c in changed] + ([""] if changed else [])
     old = load_answers(previous)
     if old:
         same, differ, limited = compare_answers(old, new, (previous, version))
@@ -492,7 +520,7 @@ def corpus_step(name: str, version: str, previous: str, cases: Sequence[str], on
             lines += [f"{len(limited)} cases not compared:", "", *limited]
     else:
         lines.append(f"vLLM {previous} has no stored corpus answers to compare with.")
-    return Step(name, "ran", "", lines)
+    return Step(name, "ran" if changed is not None else "stored", "", lines)
 
 
 def _accepted_options(script: Path, python: str, env: dict[str, str]) -> set[str]:
@@ -665,6 +693,9 @@ def run(a: argparse.Namespace) -> Path:
     log("comparing kvplan with the release's answers")
     parity = [run_parity("tests/planner/test_vllm_parity.py", f"test_vllm_release_parity_per_layer and {a.version}",
                          "corpus cases", "kvplan against the corpus answers (tests/planner/test_vllm_parity.py)")]
+    if oracle is None and load_answers(a.version):
+        parity.insert(0, corpus_step("Corpus answers (not refreshed: --no-oracle)", a.version, previous,
+                                     FLAG_SETS, None, None))
     text = build_report(ReportInput(a.version, previous, read_release(previous), read_release(a.version),
                                     backend, other, oracle, parity))
     out = a.report or ROOT / "docs" / "releases" / f"vllm-{a.version}.md"

@@ -213,3 +213,14 @@ def test_oracle_hooks_pass_the_release_only_to_scripts_that_take_it(tmp_path: Pa
     assert add.release_aware_command(plain, sys.executable, dict(os.environ), "0.35.0", site, []) is None
     assert add.release_aware_command(tmp_path / "absent.py", sys.executable, dict(os.environ), "0.35.0", site,
                                      []) is None
+
+
+def test_report_lists_the_config_model_types_a_release_loads_or_drops() -> None:
+    add = _add_release()
+    old, new = add.read_release("0.33.0"), add.read_release("0.34.0")
+    lines = add.model_type_changes(old["model_types"], new["model_types"])
+    assert ("- added (7): `kimi_k31`, `lfm3`, `lfm3_audio`, `lfm3_vl`, `ming_v3_asr`, `nemo_speechlm`, "
+            "`ricursive`") in lines
+    assert "transformers 5.20.2 (`<5.21.0,>=5.16.1`) -> 5.22.2 (`<5.23.0,>=5.16.1`):" in lines
+    assert any(x.startswith("- added (17): `flint`") and "`mistral_large4`" in x for x in lines)
+    assert add.model_type_changes(None, new["model_types"])[2].startswith("Not compared")
