@@ -70,12 +70,9 @@ def test_034_only_model_type_plans_at_034_and_is_refused_at_033(tmp_path: Path) 
 
 def test_cli_refusal_is_one_line_naming_the_planned_release(tmp_path: Path) -> None:
     p = _kimi_k31(tmp_path)
-    r = subprocess.run([sys.executable, "-m", "kvplan.cli.main", "plan", str(p), "--engine", "vllm==0.33.0"],
-                       capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
-    if r.returncode != 2:  # the console entry point, as users run it
-        r = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "plan", str(p),
-                            "--engine", "vllm==0.33.0"], capture_output=True, text=True,
-                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    r = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "plan", str(p),
+                        "--engine", "vllm==0.33.0"], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert r.returncode == 2 and r.stdout == "", r.stderr
     (line,) = r.stderr.strip().splitlines()
     assert "vLLM 0.33.0 cannot load this config: model_type 'kimi_k31'" in line
@@ -93,3 +90,25 @@ def test_t5_refusal_names_the_planned_releases_registry(version: str, measured: 
     assert f"vLLM {version} refuses architecture T5ForConditionalGeneration" in msg
     assert (f"Model architecture T5ForConditionalGeneration is not in vLLM {version}'s model registry, and its "
             f"Transformers-backend fallback fails{measured}:") in msg
+
+
+def test_lint_loads_the_config_as_the_pinned_release_does(tmp_path: Path) -> None:
+    """The same checkpoint launched by the default release (0.34) and by an image pinned to 0.33: only the
+    0.33 launch gets the refusal, naming 0.33."""
+    _kimi_k31(_model_dir(tmp_path))
+    (tmp_path / "a.sh").write_text("#!/bin/sh\nvllm serve ./k31 --kv-cache-dtype auto\n")
+    (tmp_path / "docker-compose.yml").write_text(
+        'services:\n  v:\n    image: vllm/vllm-openai:v0.33.0\n    command: ["--model", "./k31", "--kv-cache-dtype", '
+        '"auto"]\n')
+    r = subprocess.run([sys.executable, "-c", "from kvplan.cli.main import main; main()", "lint", "a.sh",
+                        "docker-compose.yml", "--format", "json"], capture_output=True, text=True, cwd=tmp_path,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "NO_COLOR": "1"})
+    findings = json.loads(r.stdout)["findings"]
+    refused = [f for f in findings if "cannot load this config" in f["message"]]
+    assert [f["location"]["path"] for f in refused] == ["docker-compose.yml"], findings
+    assert "vLLM 0.33.0 cannot load this config: model_type 'kimi_k31'" in refused[0]["message"]
+
+
+def _model_dir(tmp_path: Path) -> Path:
+    (tmp_path / "k31").mkdir()
+    return tmp_path / "k31"
