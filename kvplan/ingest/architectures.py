@@ -113,8 +113,8 @@ def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict
     arch = architectures[0]
     if not (vllm_parser or auto_map is not None or rel.loads_model_type(model_type) or arch in refused):
         return (f"vLLM {rel.vllm_version} cannot load this config: model_type {model_type!r} is unknown to "
-                f"transformers {rel.transformers_version} (the release vLLM {rel.vllm_version} runs with) and to "
-                "vLLM's own config classes, and the config has no auto_map naming its own config class "
+                f"transformers {rel.transformers_version} (what `pip install vllm=={rel.vllm_version}` installs) "
+                "and to vLLM's own config classes, and the config has no auto_map naming its own config class "
                 "(vLLM: \"The checkpoint you are trying to load has model type "
                 f"`{_shown(model_type)}` but Transformers does not recognize this architecture\")")
     if not any(rel.registers(a) or a in refused for a in architectures) and not rel.transformers_builds(arch) \

@@ -65,7 +65,7 @@ def test_034_only_model_type_plans_at_034_and_is_refused_at_033(tmp_path: Path) 
     with pytest.raises(KvplanInputError) as e:
         kvplan.api.compile(p, "--kv-cache-dtype auto", engine="vllm==0.33.0")
     assert ("vLLM 0.33.0 cannot load this config: model_type 'kimi_k31' is unknown to transformers 5.20.2 "
-            "(the release vLLM 0.33.0 runs with)") in str(e.value)
+            "(what `pip install vllm==0.33.0` installs)") in str(e.value)
 
 
 def test_cli_refusal_is_one_line_naming_the_planned_release(tmp_path: Path) -> None:
