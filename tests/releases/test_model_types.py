@@ -48,8 +48,9 @@ def test_034_loads_what_its_own_config_registry_and_transformers_add() -> None:
 
 
 def _kimi_k31(tmp_path: Path) -> Path:
-    """Kimi K3's published config as a K3.1 checkpoint names itself (model_type kimi_k31, which vLLM 0.34
-    registers for KimiK3Config), without the auto_map: only vLLM's own config class can load it."""
+    """Kimi K3's published config under model_type kimi_k31 (vLLM 0.34's _CONFIG_REGISTRY maps it to the same
+    KimiK3Config), without the auto_map: only vLLM's own config class can load it; the architecture
+    (KimiK3ForConditionalGeneration) is registered by both releases, so only config loading differs."""
     cfg = json.loads(KIMI_K3.read_text())
     cfg["model_type"] = "kimi_k31"
     cfg.pop("auto_map")
