@@ -103,7 +103,8 @@ def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
     sf = flags_from(flags, ev.version_str)
     _check_quantization_method(sf.quantization, ev)
     inputs = model_inputs(source, sf, hf_quant_config=hf_quant_config, read_safetensors=read_safetensors,
-                          offline=offline, label=label)
+                          offline=offline, label=label,
+                          release=ev.version_str if ev.engine == "vllm" else None)
     if kv_scales is not None:  # `kvplan calibrate` output: per-tensor FP8 layers become scale_source calibrated
         from kvplan.ingest.kv_scales import with_kv_scales
         inputs = replace(inputs, quant=with_kv_scales(inputs.quant, kv_scales))

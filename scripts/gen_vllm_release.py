@@ -15,12 +15,15 @@ Written under kvplan/data/vllm/ (never edited by hand):
 * `options/<sha>.json`, `registry/<sha>.json`, `facts/<sha>.json`: content-addressed tables (an
   identical table of two releases is stored once);
 * `releases.json`: release -> the ids of its tables, the wheel it was read from, how (the stubs);
+* `model_types.json`, `config_types/<sha>.json`, `transformers/<version>.json`: the config model types
+  each release (from 0.18) loads: its own config classes, and the transformers release a user of it gets;
 * `history.json`: for every option spelling, the releases that accept it, and for a removed one the
   release that removed it and the successor vLLM's own help text names (never a guess).
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -203,10 +206,172 @@ def prune() -> None:
     """Drop content files no release points at any more."""
     index = load_index()
     used = {(k, rel[k]) for rel in index["releases"].values() for k in ("options", "registry", "facts")}
-    for kind in ("options", "registry", "facts"):
+    types = load_model_types_index()["releases"].values()
+    used |= {("config_types", rel["vllm_config"]) for rel in types} | {("transformers", rel["transformers"])
+                                                                       for rel in types}
+    for kind in ("options", "registry", "facts", "config_types", "transformers"):
         for p in (DATA / kind).glob("*.json"):
             if (kind, p.stem) not in used:
                 p.unlink()
+
+
+# ----------------------------------------------------------------------------- config model types
+# What a release loads a config.json with (vllm/transformers_utils/config.py::HFConfigParser.parse): vLLM's own
+# config class for the model_type (`_CONFIG_REGISTRY`), else transformers' AutoConfig (`CONFIG_MAPPING_NAMES`
+# of the transformers release installed with it). Both are read statically (ast), from the vLLM wheel and from
+# the wheel of the transformers a user of the release gets: `pip install vllm==X` resolves transformers to the
+# newest release its requirement allows, which is what `pip download "transformers<req>"` picks. From 0.18
+# (the releases kvplan plans).
+MODEL_TYPES_FROM = "0.18.0"
+TRANSFORMERS_WHEELS = DEFAULT_WHEELS.parent / "kvplan-transformers-wheels"
+
+
+def _str_keys(node: ast.AST) -> list[str]:
+    """The string keys a dict display, dict(...)/OrderedDict([...]) call or LazyConfigDict(k=...) call spells."""
+    if isinstance(node, ast.Dict):
+        out = []
+        for k, v in zip(node.keys, node.values, strict=True):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                out.append(k.value)
+            elif k is None:  # **{...}
+                out += _str_keys(v)
+        return out
+    if isinstance(node, (ast.List, ast.Tuple)):  # [("llama", "LlamaConfig"), ...]
+        return [e.elts[0].value for e in node.elts if isinstance(e, ast.Tuple) and e.elts
+                and isinstance(e.elts[0], ast.Constant) and isinstance(e.elts[0].value, str)]
+    if isinstance(node, ast.Call):
+        out = [k for a in node.args for k in _str_keys(a)]
+        for kw in node.keywords:
+            out += [kw.arg] if kw.arg is not None else _str_keys(kw.value)
+        return out
+    return []
+
+
+def _mapping_keys(source: str, name: str, imported: dict[str, list[str]] | None = None) -> list[str] | None:
+    """The keys of module-level mapping `name` after the module's top-level statements: assignments
+    (`**name` spreads the value so far), `name.update({...})`, `from .x import name` (from `imported`)."""
+    keys: list[str] | None = None
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and any(a.name == name for a in node.names):
+            keys = list((imported or {}).get(node.module or "", []))
+            continue
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and target.id == name and node.value is not None:
+            spread = any(isinstance(kw.value, ast.Name) and kw.value.id == name
+                         for kw in getattr(node.value, "keywords", ()) if kw.arg is None)
+            keys = (keys or [] if spread else []) + _str_keys(node.value)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and keys is not None:
+            f = node.value.func
+            if isinstance(f, ast.Attribute) and f.attr == "update" and isinstance(f.value, ast.Name) \
+                    and f.value.id == name:
+                keys += [k for a in node.value.args for k in _str_keys(a)]
+    return keys
+
+
+def vllm_config_model_types(wheel: Path) -> list[str]:
+    """The model types of the release's `_CONFIG_REGISTRY` (vLLM's own config classes)."""
+    with zipfile.ZipFile(wheel) as z:
+        source = z.read("vllm/transformers_utils/config.py").decode()
+    keys = _mapping_keys(source, "_CONFIG_REGISTRY")
+    if not keys:
+        raise SystemExit(f"{wheel.name}: no _CONFIG_REGISTRY in vllm/transformers_utils/config.py")
+    return sorted(set(keys))
+
+
+def transformers_model_types(wheel: Path) -> list[str]:
+    """The keys of transformers' `CONFIG_MAPPING_NAMES` (what AutoConfig loads), from its wheel."""
+    base = "transformers/models/auto/"
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        imported = {}
+        if base + "auto_mappings.py" in names:  # transformers 5.x generates the table into its own module
+            imported["auto_mappings"] = _mapping_keys(z.read(base + "auto_mappings.py").decode(),
+                                                      "CONFIG_MAPPING_NAMES") or []
+        keys = _mapping_keys(z.read(base + "configuration_auto.py").decode(), "CONFIG_MAPPING_NAMES", imported)
+    if not keys:
+        raise SystemExit(f"{wheel.name}: no CONFIG_MAPPING_NAMES in {base}configuration_auto.py")
+    return sorted(set(keys))
+
+
+def transformers_model_classes(wheel: Path) -> list[str]:
+    """The model classes transformers exports (what vLLM's Transformers backend can build by name): the
+    `__all__` names of its modules that name a model (*Model*, *For*), as `dir(transformers)` lists them."""
+    names: set[str] = set()
+    with zipfile.ZipFile(wheel) as z:
+        for n in z.namelist():
+            if not (n.startswith("transformers/") and n.endswith(".py")):
+                continue
+            src = z.read(n).decode("utf-8", "replace")
+            if "__all__" not in src:
+                continue
+            for node in ast.parse(src).body:
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
+                                                        for t in node.targets) \
+                        and isinstance(node.value, (ast.List, ast.Tuple)):
+                    names |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)
+                              and isinstance(e.value, str)}
+    return sorted(x for x in names if x[:1].isupper() and ("Model" in x or "For" in x))
+
+
+def transformers_requirement(wheel: Path) -> str:
+    """The release's `Requires-Dist: transformers...` specifier (its METADATA)."""
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        text = z.read(meta).decode()
+    for line in text.splitlines():
+        m = re.match(r"Requires-Dist:\s*transformers\s*(\[[^]]*\])?\s*([^;]*?)\s*(;.*)?$", line)
+        if m and not (m.group(3) and "extra" in m.group(3)):
+            return m.group(2).strip("()") or ""
+    raise SystemExit(f"{wheel.name}: its METADATA requires no transformers")
+
+
+def transformers_wheel(requirement: str, wheel_dir: Path) -> Path:
+    """The wheel of the newest transformers the requirement allows (pip's own choice)."""
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=wheel_dir) as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
+                        f"transformers{requirement}", "-d", tmp], check=True)
+        got = next(Path(tmp).glob("transformers-*.whl"))
+        dest = wheel_dir / got.name
+        if not dest.exists():
+            got.replace(dest)
+    return dest
+
+
+_WRITTEN: set[str] = set()
+
+
+def model_types_record(version: str, wheel: Path, tf_wheels: Path) -> dict[str, Any]:
+    req = transformers_requirement(wheel)
+    tfw = transformers_wheel(req, tf_wheels)
+    tf_version = tfw.name.split("-")[1]
+    tf_path = DATA / "transformers" / f"{tf_version}.json"
+    tf_path.parent.mkdir(parents=True, exist_ok=True)
+    if tf_version not in _WRITTEN:  # once per run: several releases share a transformers release
+        _WRITTEN.add(tf_version)
+        tf_path.write_text(json.dumps({"transformers_version": tf_version, "wheel": tfw.name,
+                                       "model_types": transformers_model_types(tfw),
+                                       "model_classes": transformers_model_classes(tfw)}, indent=0) + "\n")
+    return {"vllm_config": store("config_types", {"model_types": vllm_config_model_types(wheel)}),
+            "transformers": tf_version, "transformers_requirement": req}
+
+
+def load_model_types_index() -> dict[str, Any]:
+    path = DATA / "model_types.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    return {"schema_version": SCHEMA_VERSION, "releases": {}}
+
+
+def save_model_types(version: str, rec: dict[str, Any]) -> None:
+    index = load_model_types_index()
+    index["releases"][version] = rec
+    index["releases"] = dict(sorted(index["releases"].items(), key=lambda kv: version_key(kv[0])))
+    index["generator"] = "scripts/gen_vllm_release.py (--model-types)"
+    index["transformers_rule"] = ("the newest transformers release the vLLM release's Requires-Dist allows "
+                                  "(what `pip install vllm==X` installs)")
+    (DATA / "model_types.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
 
 
 # ----------------------------------------------------------------------------- history
@@ -279,7 +444,17 @@ def main() -> None:
     ap.add_argument("--cases", action="store_true",
                     help=f"also run {CASES.relative_to(ROOT)} through the parser into {CASES_OUT.relative_to(ROOT)}/")
     ap.add_argument("--default", help="make this release kvplan's default (once its plans are exact)")
+    ap.add_argument("--model-types", action="store_true",
+                    help="only (re)generate the config model types of the versions (static: no interpreter)")
+    ap.add_argument("--transformers-wheel-dir", type=Path, default=TRANSFORMERS_WHEELS)
     a = ap.parse_args()
+    if a.model_types:
+        for version in a.versions:
+            rec = model_types_record(version, wheel_for(version, a.wheel_dir), a.transformers_wheel_dir)
+            save_model_types(version, rec)
+            log(f"vllm {version}: {rec}")
+        prune()
+        return
     if a.default:
         index = load_index()
         if a.default not in index["releases"]:
@@ -309,6 +484,8 @@ def main() -> None:
             index = load_index()
             index["releases"][version] = record(version, doc, wheel)
             save_index(index)
+            if version_key(version) >= version_key(MODEL_TYPES_FROM):
+                save_model_types(version, model_types_record(version, wheel, a.transformers_wheel_dir))
             log(f"vllm {version}: {doc['options']['num_options']} options, "
                 f"stubbed {len(doc['stubbed_modules'])} modules ({', '.join(doc['stubbed_modules'][:6])}...)")
     prune()

@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's model registry and kvplan's measured coverage of it, as data.
+"""vLLM's model registry per release and kvplan's measured coverage of it, as data.
 
 `kvplan/data/vllm_architectures.json` is generated from the installed vLLM by
 `scripts/oracle/vllm_registry.py` (architecture -> vLLM module/class, text or multimodal, the
@@ -7,9 +7,11 @@ architectures vLLM refuses with its reason, config-class defaults of the geometr
 differential oracle's answers: which architectures kvplan plans exactly as vLLM builds them.
 `kvplan/data/transformers_model_types.json` (scripts/oracle/transformers_model_types.py) holds the
 model types the release's transformers and vLLM's own config classes load, and the model classes
-that transformers exports (what vLLM's Transformers backend can build). Both are read lazily
-(a JSON load, no transformers, no vLLM). `modelled_release()` is the one object the readers ask
-what the modelled release loads and builds.
+that transformers exports (what vLLM's Transformers backend can build). Per release (from 0.18),
+the model types it loads and its registry come from kvplan/data/vllm/ (`kvplan.releases`,
+scripts/gen_vllm_release.py). All are read lazily (a JSON load, no transformers, no vLLM), for the
+release asked for only. `modelled_release(version)` is the one object the readers ask what a
+release loads and builds.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+from kvplan.releases import find_release
 
 VERIFIED = "verified"
 UNREGISTERED = "unregistered"
@@ -64,22 +68,36 @@ class ReleaseRegistry:
 
 
 @lru_cache(maxsize=1)
-def modelled_release() -> ReleaseRegistry:
-    """The registry of the modelled vLLM release (today the one release kvplan models)."""
-    reg = registry()
-    types = json.loads(resources.files("kvplan.data").joinpath("transformers_model_types.json").read_text("utf-8"))
+def _reference_types() -> dict[str, Any]:
+    return dict(json.loads(resources.files("kvplan.data").joinpath("transformers_model_types.json").read_text("utf-8")))
+
+
+@lru_cache(maxsize=8)
+def modelled_release(version: str | None = None) -> ReleaseRegistry:
+    """What vLLM release `version` (None: the default release) loads and builds: its model registry and the
+    config model types it loads and the model classes of the transformers a user of it gets (kvplan/data/vllm/,
+    generated from the wheels), read for that release only."""
+    rel = find_release(version)
+    loading = rel.config_loading if rel is not None else None
+    if rel is None or loading is None:  # no per-release data (before 0.18): the reference release's tables
+        reg, ref = registry(), _reference_types()
+        return ReleaseRegistry(
+            vllm_version=str(reg["vllm_version"]), transformers_version=str(ref["transformers_version"]),
+            architectures=frozenset(reg["architectures"]) | frozenset(reg["other_registered"]),
+            config_model_types=frozenset(ref["transformers_model_types"]) | frozenset(ref["vllm_config_model_types"]),
+            transformers_model_classes=frozenset(ref["transformers_model_classes"]))
     return ReleaseRegistry(
-        vllm_version=str(reg["vllm_version"]), transformers_version=str(types["transformers_version"]),
-        architectures=frozenset(reg["architectures"]) | frozenset(reg["other_registered"]),
-        config_model_types=frozenset(types["transformers_model_types"]) | frozenset(types["vllm_config_model_types"]),
-        transformers_model_classes=frozenset(types["transformers_model_classes"]))
+        vllm_version=rel.version, transformers_version=loading.transformers_version,
+        architectures=rel.architectures,
+        config_model_types=loading.vllm_config_model_types | loading.transformers_model_types,
+        transformers_model_classes=loading.transformers_model_classes)
 
 
 def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict[str, Any] | None,
-                 vllm_parser: bool = False) -> str | None:
+                 vllm_parser: bool = False, release: str | None = None) -> str | None:
     """vLLM's reason when it cannot load or build this config whatever the flags, else None.
 
-    vLLM 0.33 loads a config through its own config class for the model_type or transformers'
+    vLLM loads a config through its own config class for the model_type or transformers'
     AutoConfig (vllm/transformers_utils/config.py::HFConfigParser.parse); a model_type neither
     knows, in a config without an `auto_map` naming the checkpoint's own config class, fails there,
     whatever the architecture. An architecture not in its registry is built only through its
@@ -88,14 +106,15 @@ def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict
     refuses it (registry.py::_raise_for_unsupported). Architectures the registry lists as no longer
     supported are `refusal()`'s. `vllm_parser`: vLLM builds the config object itself (a Mistral-format
     params.json, vllm/transformers_utils/config.py::MistralConfigParser), so no model_type lookup happens.
+    `release`: the vLLM release planned (None: the default); its own tables answer.
     """
-    rel = modelled_release()
+    rel = modelled_release(release)
     refused = registry()["refused"]
     arch = architectures[0]
     if not (vllm_parser or auto_map is not None or rel.loads_model_type(model_type) or arch in refused):
         return (f"vLLM {rel.vllm_version} cannot load this config: model_type {model_type!r} is unknown to "
-                f"transformers {rel.transformers_version} (the release vLLM {rel.vllm_version} runs with) and to "
-                "vLLM's own config classes, and the config has no auto_map naming its own config class "
+                f"transformers {rel.transformers_version} (what `pip install vllm=={rel.vllm_version}` installs) "
+                "and to vLLM's own config classes, and the config has no auto_map naming its own config class "
                 "(vLLM: \"The checkpoint you are trying to load has model type "
                 f"`{_shown(model_type)}` but Transformers does not recognize this architecture\")")
     if not any(rel.registers(a) or a in refused for a in architectures) and not rel.transformers_builds(arch) \
@@ -113,13 +132,14 @@ def _shown(name: str) -> str:
     return name if name.isprintable() else ascii(name)
 
 
-def remote_code_reason(model_type: str, architectures: tuple[str, ...], auto_map: dict[str, Any] | None) -> str | None:
+def remote_code_reason(model_type: str, architectures: tuple[str, ...], auto_map: dict[str, Any] | None,
+                       release: str | None = None) -> str | None:
     """Why vLLM runs the checkpoint's own code named in config.json's auto_map (so needs
     --trust-remote-code), else None: a model_type only that config class loads, or an architecture
     only that model class builds (vLLM's Transformers backend)."""
     if auto_map is None:
         return None
-    rel = modelled_release()
+    rel = modelled_release(release)
     if not rel.loads_model_type(model_type):
         return (f"model_type {model_type!r} is unknown to transformers {rel.transformers_version} and to vLLM's own "
                 "config classes: vLLM loads the config class the config's auto_map names")
@@ -157,20 +177,23 @@ def known_model_type(model_type: str) -> bool:
         model_type in e["transformers_model_types"] for e in (*reg["architectures"].values(), *reg["refused"].values()))
 
 
-def refusal(arch: str) -> str | None:
+def refusal(arch: str, release: str | None = None) -> str | None:
     """vLLM's reason when it refuses this architecture, else None.
 
     vLLM lists architectures it no longer supports (or that moved to a plugin); it still runs one
     through its Transformers backend when transformers ships a compatible model class. The
-    oracle answered which of them it refuses (coverage data `refused`); without an answer, one
-    without a transformers model class is refused.
+    oracle answered which of them it refuses (coverage data `refused`, measured with the reference
+    release); without an answer, one without a transformers model class is refused. `release`: the
+    vLLM release planned (None: the default), whose registry the message names.
     """
     entry = registry()["refused"].get(arch)
     measured = (coverage().get("refused") or {}).get(arch) or {}
     if entry is None:
-        if measured.get("vllm") == "refused" and not is_registered(arch):
-            return (f"Model architecture {arch} is not in vLLM {vllm_version()}'s model registry, and its "
-                    f"Transformers-backend fallback fails: {measured['reason']}")
+        rel = modelled_release(release)
+        if measured.get("vllm") == "refused" and not is_registered(arch) and not rel.registers(arch):
+            seen = "" if rel.vllm_version == vllm_version() else f" (measured with vLLM {vllm_version()})"
+            return (f"Model architecture {arch} is not in vLLM {rel.vllm_version}'s model registry, and its "
+                    f"Transformers-backend fallback fails{seen}: {measured['reason']}")
         return None
     if measured.get("vllm") == "builds":
         return None  # vLLM's Transformers backend builds it

@@ -69,16 +69,17 @@ def apply_hf_overrides(config: dict[str, Any], overrides: Mapping[str, Any]) -> 
 def load_model_inputs(path: str | Path | HubModel, quantization_flag: str | None = None,
                       read_safetensors: bool = True, *, revision: str | None = None,
                       hf_overrides: Mapping[str, Any] | None = None,
-                      offline: bool | None = None) -> ModelInputs:
+                      offline: bool | None = None, release: str | None = None) -> ModelInputs:
     """Read config.json (+ hf_quant_config.json, + safetensors headers for a folder).
 
     `path` is a config.json, a checkpoint folder, or (when no such path exists) a Hugging Face
     model id resolved at `revision` through kvplan.ingest.hub (headers and scales by range
     requests, never the weights). `hf_overrides` is vLLM's --hf-overrides, applied to config.json
-    before anything is read from it.
+    before anything is read from it. `release`: the vLLM release planned (None: the default), whose tables
+    decide whether it can load the config at all.
     """
     if not isinstance(path, (str, Path)):
-        return _load_hub(path, quantization_flag, read_safetensors, hf_overrides)
+        return _load_hub(path, quantization_flag, read_safetensors, hf_overrides, release)
     p = Path(path)
     if not p.exists():
         from kvplan.ingest.hub import hub_id
@@ -86,7 +87,7 @@ def load_model_inputs(path: str | Path | HubModel, quantization_flag: str | None
         if repo is not None:
             from kvplan.ingest.hub import resolve
             return _load_hub(resolve(repo, revision, offline=offline), quantization_flag, read_safetensors,
-                             hf_overrides)
+                             hf_overrides, release)
         raise KvplanInputError(f"path not found: {p}.",
                                "Pass a config.json file, a checkpoint folder that contains one, "
                                "or a Hugging Face model id (org/name).")
@@ -97,7 +98,7 @@ def load_model_inputs(path: str | Path | HubModel, quantization_flag: str | None
                                    "Pass the checkpoint folder that holds config.json, or the file itself.")
     else:
         folder, cfg_path = p.parent, p
-    raw, arch = _read_config(cfg_path, hf_overrides)
+    raw, arch = _read_config(cfg_path, hf_overrides, release)
     hq = load_hf_quant_config(folder)
     scales: tuple[ScaleTensor, ...] = ()
     files: tuple[str, ...] = ()
@@ -109,7 +110,8 @@ def load_model_inputs(path: str | Path | HubModel, quantization_flag: str | None
                        weight_bytes=weight_bytes or None, source=str(path))
 
 
-def _read_config(cfg_path: Path, hf_overrides: Mapping[str, Any] | None) -> tuple[dict[str, Any], ModelArch]:
+def _read_config(cfg_path: Path, hf_overrides: Mapping[str, Any] | None,
+                 release: str | None = None) -> tuple[dict[str, Any], ModelArch]:
     """config.json, or a Mistral-format params.json as vLLM converts it; --hf-overrides applied after."""
     loaded = load_json(cfg_path, "config")
     mistral = cfg_path.name == PARAMS
@@ -117,7 +119,7 @@ def _read_config(cfg_path: Path, hf_overrides: Mapping[str, Any] | None) -> tupl
         hf_path = cfg_path.parent / "config.json"
         loaded = hf_config_from_params(loaded, cfg_path, load_json(hf_path, "config") if hf_path.is_file() else None)
     raw = apply_hf_overrides(loaded, hf_overrides or {})
-    arch = parse_hf_config(raw, cfg_path)
+    arch = parse_hf_config(raw, cfg_path, release)
     if mistral:
         arch = arch.model_copy(update={"notes": (*arch.notes, f"Mistral-format {PARAMS} read as vLLM's Mistral "
                                                                "config parser converts it")})
@@ -125,13 +127,13 @@ def _read_config(cfg_path: Path, hf_overrides: Mapping[str, Any] | None) -> tupl
 
 
 def _load_hub(m: HubModel, quantization_flag: str | None, read_safetensors: bool,
-              hf_overrides: Mapping[str, Any] | None) -> ModelInputs:
+              hf_overrides: Mapping[str, Any] | None, release: str | None = None) -> ModelInputs:
     """The same reading as for a local checkpoint folder, from the cache and range requests."""
     # vLLM's --config-format auto: params.json when the repository has consolidated*.safetensors.
     mistral = PARAMS in m.small_files and ("config.json" not in m.small_files
                                            or any(n.startswith("consolidated") for n in m.safetensors))
     cfg_path = m.folder / (PARAMS if mistral else "config.json")
-    raw, arch = _read_config(cfg_path, hf_overrides)
+    raw, arch = _read_config(cfg_path, hf_overrides, release)
     hq = load_hf_quant_config(m.folder)
     scales: tuple[ScaleTensor, ...] = ()
     files: tuple[str, ...] = ()
@@ -147,33 +149,35 @@ def _load_hub(m: HubModel, quantization_flag: str | None, read_safetensors: bool
 
 def model_inputs(source: str | Path | Mapping[str, Any], flags: ServingFlags | None = None, *,
                  hf_quant_config: Mapping[str, Any] | None = None, read_safetensors: bool = True,
-                 offline: bool | None = None, label: str | None = None) -> ModelInputs:
+                 offline: bool | None = None, label: str | None = None, release: str | None = None) -> ModelInputs:
     """What the planner needs about one model, from any source `kvplan.compile` takes.
 
     `source` is a config.json path, a checkpoint folder, a Hugging Face id, or a config.json object
     (with `hf_quant_config`, the hf_quant_config.json object, beside it). `flags` supplies
     --quantization, --revision and --hf-overrides. `label` is what the plan calls the model
-    (default: the path as given, the Hub id, or nothing for an inline object).
+    (default: the path as given, the Hub id, or nothing for an inline object). `release`: the vLLM release
+    planned (None: the default).
     """
     sf = flags if flags is not None else ServingFlags()
     if isinstance(source, Mapping):
-        return _inline_inputs(source, hf_quant_config, sf, label)
+        return _inline_inputs(source, hf_quant_config, sf, label, release)
     if hf_quant_config is not None:
         raise KvplanInputError("hf_quant_config is only taken with an inline config object.",
                                "Put hf_quant_config.json next to config.json instead.")
     mi = load_model_inputs(source, quantization_flag=sf.quantization, read_safetensors=read_safetensors,
-                           revision=sf.revision, hf_overrides=sf.hf_overrides, offline=offline)
+                           revision=sf.revision, hf_overrides=sf.hf_overrides, offline=offline,
+                           release=release)
     return replace(mi, source=label or mi.source or str(source))
 
 
 def _inline_inputs(config: Mapping[str, Any], hf_quant_config: Any, flags: ServingFlags,
-                   label: str | None) -> ModelInputs:
+                   label: str | None, release: str | None = None) -> ModelInputs:
     where = label or "<request>"
     if hf_quant_config is not None and not isinstance(hf_quant_config, Mapping):
         raise KvplanInputError(f"{where}: hf_quant_config must be a JSON object.",
                                "Pass the hf_quant_config.json object, or leave it out.")
     raw = apply_hf_overrides(dict(config), flags.hf_overrides)
-    arch = parse_hf_config(raw, Path(where))
+    arch = parse_hf_config(raw, Path(where), release)
     hq = dict(hf_quant_config) if hf_quant_config is not None else None
     quant = parse_quant_metadata(raw, hq, quantization_flag=flags.quantization)
     return ModelInputs(arch=arch, quant=quant, config_path=Path(where), raw_config=raw, source=label)

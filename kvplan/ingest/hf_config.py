@@ -248,7 +248,7 @@ _LANGUAGE_MODEL_MODULE = {"MiMoV2OmniForCausalLM": "vllm.model_executor.models.m
 
 
 def _check_known(cfg: dict[str, Any], model_type: str, text_type: str, architecture: str | None,
-                 path: Path) -> str | None:
+                 path: Path, release: str | None = None) -> str | None:
     """Refuse what vLLM cannot load or build whatever the flags; returns why vLLM would run the
     checkpoint's own code (auto_map), for the --trust-remote-code check of the planner."""
     remote = None
@@ -258,14 +258,14 @@ def _check_known(cfg: dict[str, Any], model_type: str, text_type: str, architect
         archs = archs if archs and archs[0] == architecture else (architecture,)
         auto_map = cfg.get("auto_map") if isinstance(cfg.get("auto_map"), dict) else None
         # A Mistral-format params.json is converted by vLLM's own parser, not looked up by model_type.
-        reason = vreg.load_refusal(model_type, archs, auto_map, vllm_parser=path.name == PARAMS)
+        reason = vreg.load_refusal(model_type, archs, auto_map, vllm_parser=path.name == PARAMS, release=release)
         if reason:
             raise KvplanInputError(
                 f"{path}: {reason}.",
                 "Check model_type and architectures for typos, or pass the checkpoint's own config.json "
                 "(its auto_map names the configuration and model code --trust-remote-code loads), or serve it "
                 "with a vLLM release that supports it.")
-        remote = vreg.remote_code_reason(model_type, archs, auto_map)
+        remote = vreg.remote_code_reason(model_type, archs, auto_map, release)
     known = (model_type in STANDARD_DECODER_TYPES or model_type in WRAPPER_TYPES
              or model_type in FAMILY_DEFAULTS or text_type in STANDARD_DECODER_TYPES
              or (architecture is not None and (vreg.is_registered(architecture)
@@ -473,12 +473,12 @@ def _unused_geometry_keys(text_plain: dict[str, Any], text_key: str, cfg: dict[s
 
 
 @input_boundary(source_arg="path", fix="Fix the value in config.json.")
-def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
+def parse_hf_config(cfg: dict[str, Any], path: Path, release: str | None = None) -> ModelArch:
     """Turn a loaded config.json into ModelArch; unknown model types are input errors."""
     check_config_values(cfg, str(path))  # depth and layer counts; values are checked where read (docs/limits.md)
     notes: list[str] = []
     model_type, text_plain, text_key, text_raw, text_type, architecture = _resolve_types(cfg, path, notes)
-    remote_code = _check_known(cfg, model_type, text_type, architecture, path)
+    remote_code = _check_known(cfg, model_type, text_type, architecture, path, release)
     c = _Cfg(text_raw, text_type, notes)
     if text_key:
         notes.append(f"language model read from {text_key} ({text_type})")
@@ -522,7 +522,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path) -> ModelArch:
         mamba_ssm_cache_dtype=text_raw.get("mamba_ssm_cache_dtype") or text_raw.get("mamba_ssm_dtype"),
         notes=tuple(dict.fromkeys(notes)),
         architecture_status=arch_status,
-        refused_reason=vreg.refusal(architecture) if architecture else None,
+        refused_reason=vreg.refusal(architecture, release) if architecture else None,
         remote_code=remote_code,
         keys_read=tuple(sorted(k for k in read if k in raw_keys)),
         unused_geometry_keys=tuple(unused),

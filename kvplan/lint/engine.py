@@ -266,7 +266,7 @@ class Linter:
         self.cfg = cfg
         self.default_gpu = default_gpu
         self.plans: dict[tuple[Any, ...], Plan | KvplanInputError] = {}
-        self.inputs: dict[tuple[str, str | None, str], ModelInputs | KvplanInputError] = {}
+        self.inputs: dict[tuple[str, str | None, str, str | None], ModelInputs | KvplanInputError] = {}
         self.budget = int(cfg.config.kv_budget_gib * 2**30) if cfg.config.kv_budget_gib is not None else None
         self.newest = newest_engine()  # what :latest and upgrades mean
         # engine-version may name a release older than the plans go (launch lines judged by its own parser,
@@ -536,7 +536,8 @@ class Linter:
                engine.version_str)
         if key not in self.plans:
             try:
-                inputs = self._inputs(src, sf.quantization, sf.hf_overrides)
+                inputs = self._inputs(src, sf.quantization, sf.hf_overrides,
+                                     engine.version_str if engine.engine == "vllm" else None)
                 gpu = gpu_facts(gpu_name) if gpu_name else None
                 weight = src.weight_bytes if src.weight_bytes is not None else inputs.weight_bytes
                 self.plans[key] = compile_plan(inputs.arch, inputs.quant, sf, gpu, source=src.label,
@@ -545,12 +546,13 @@ class Linter:
                 self.plans[key] = e
         return self.plans[key]
 
-    def _inputs(self, src: ModelSource, quantization: str | None, hf_overrides: Any = None) -> ModelInputs:
-        key = (str(src.path), quantization, json.dumps(hf_overrides or {}, sort_keys=True))
+    def _inputs(self, src: ModelSource, quantization: str | None, hf_overrides: Any = None,
+                release: str | None = None) -> ModelInputs:
+        key = (str(src.path), quantization, json.dumps(hf_overrides or {}, sort_keys=True), release)
         if key not in self.inputs:
             try:
                 self.inputs[key] = load_model_inputs(src.path, quantization_flag=quantization,
-                                                     hf_overrides=hf_overrides)
+                                                     hf_overrides=hf_overrides, release=release)
             except KvplanInputError as e:
                 self.inputs[key] = e
         v = self.inputs[key]

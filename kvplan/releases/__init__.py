@@ -10,6 +10,7 @@ from __future__ import annotations
 from kvplan.releases.options import ServeOption, ServeOptions
 from kvplan.releases.release import (
     DATA_DIR,
+    ConfigLoading,
     OptionHistory,
     Release,
     default_version,
@@ -22,9 +23,25 @@ from kvplan.releases.release import (
     spellings_of_any_release,
 )
 
-__all__ = ["DATA_DIR", "DEFAULT_ENGINE", "DEFAULT_ENGINE_NAME", "DEFAULT_ENGINE_VERSION", "OptionHistory", "Release",
-           "ServeOption", "ServeOptions", "default_version", "find_release", "known_releases", "newest_release",
-           "option_history", "release", "release_key", "spellings_of_any_release"]
+__all__ = [
+    "DATA_DIR",
+    "DEFAULT_ENGINE",
+    "DEFAULT_ENGINE_NAME",
+    "DEFAULT_ENGINE_VERSION",
+    "ConfigLoading",
+    "OptionHistory",
+    "Release",
+    "ServeOption",
+    "ServeOptions",
+    "default_version",
+    "find_release",
+    "known_releases",
+    "newest_release",
+    "option_history",
+    "release",
+    "release_key",
+    "spellings_of_any_release",
+]
 
 DEFAULT_ENGINE_NAME = "vllm"
 """Engine modelled by default."""

@@ -4,7 +4,8 @@ Everything here is read from data generated out of each release's own wheel by
 scripts/gen_vllm_release.py (kvplan/data/vllm/): `releases.json` names, per release, the
 content-addressed tables it uses (`options/`, `registry/`, `facts/`, identical tables stored once);
 `history.json` says, per option spelling, which releases accept it and, for a removed one, the
-release that removed it and the successor vLLM's own help text names. A table is read the first time
+release that removed it and the successor vLLM's own help text names; `model_types.json` (with
+`config_types/` and `transformers/`) the config model types each release loads. A table is read the first time
 a caller asks for it, for the release asked for only.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from kvplan.errors import KvplanInputError
 from kvplan.releases.options import ServeOptions, load_options
 
-__all__ = ["DATA_DIR", "OptionHistory", "Release", "default_version", "find_release", "known_releases",
+__all__ = ["DATA_DIR", "ConfigLoading", "OptionHistory", "Release", "default_version", "find_release", "known_releases",
            "newest_release", "option_history", "release", "release_key", "spellings_of_any_release"]
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "vllm"
@@ -38,6 +39,12 @@ def release_key(version: str) -> ReleaseKey:
 @lru_cache(maxsize=1)
 def _index() -> dict[str, Any]:
     return json.loads((DATA_DIR / "releases.json").read_text())
+
+
+@lru_cache(maxsize=1)
+def _model_types_index() -> dict[str, Any]:
+    path = DATA_DIR / "model_types.json"
+    return json.loads(path.read_text()) if path.is_file() else {"releases": {}}
 
 
 @lru_cache(maxsize=1)
@@ -79,6 +86,24 @@ def option_history(spelling: str) -> OptionHistory | None:
 def spellings_of_any_release() -> frozenset[str]:
     """Every option spelling at least one known release accepts exactly."""
     return frozenset(_history()["options"])
+
+
+@dataclass(frozen=True)
+class ConfigLoading:
+    """What a release loads a config.json with (vllm/transformers_utils/config.py::HFConfigParser.parse): vLLM's
+    own config class for the model_type (`_CONFIG_REGISTRY`), else the AutoConfig of the transformers release a
+    user of it gets (the newest one its requirement allows: what `pip install vllm==X` installs)."""
+
+    transformers_version: str
+    transformers_requirement: str
+    """The release's `Requires-Dist` specifier for transformers, e.g. `<5.23.0,>=5.16.1`."""
+    vllm_config_model_types: frozenset[str]
+    transformers_model_types: frozenset[str]
+    transformers_model_classes: frozenset[str]
+    """Model classes that transformers release exports (what vLLM's Transformers backend can build by name)."""
+
+    def loads(self, model_type: str) -> bool:
+        return model_type in self.vllm_config_model_types or model_type in self.transformers_model_types
 
 
 @dataclass(frozen=True)
@@ -157,6 +182,20 @@ class Release:
     def previously_supported(self) -> dict[str, str]:
         """Architectures the release refuses, with the last release that supported them."""
         return dict(self._registry.get("previously_supported") or {})
+
+    @cached_property
+    def config_loading(self) -> ConfigLoading | None:
+        """The model types this release loads a config.json with (None: not generated for it, before 0.18)."""
+        entry = _model_types_index()["releases"].get(self.version)
+        if entry is None:
+            return None
+        own = json.loads((DATA_DIR / "config_types" / f"{entry['vllm_config']}.json").read_text())["model_types"]
+        tf = json.loads((DATA_DIR / "transformers" / f"{entry['transformers']}.json").read_text())
+        return ConfigLoading(transformers_version=str(entry["transformers"]),
+                             transformers_requirement=str(entry["transformers_requirement"]),
+                             vllm_config_model_types=frozenset(own),
+                             transformers_model_types=frozenset(tf["model_types"]),
+                             transformers_model_classes=frozenset(tf["model_classes"]))
 
     def accepts(self, spelling: str) -> bool:
         """True if the release's parser takes this spelling exactly (not as a prefix)."""

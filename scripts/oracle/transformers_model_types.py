@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""Write kvplan/data/transformers_model_types.json: the model types the modelled vLLM release can load.
+"""Write kvplan/data/transformers_model_types.json: the model types vLLM 0.33.0 loads, as it imports them.
+
+Per release (from 0.18) the same tables are read statically from the wheels by scripts/gen_vllm_release.py
+(kvplan/data/vllm/model_types.json); this imported reference checks that reading
+(tests/releases/test_model_types.py) and serves releases without their own data.
 
 Run by hand with the interpreter of the vLLM 0.33.0 oracle venv (never in CI):
 

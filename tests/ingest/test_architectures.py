@@ -206,8 +206,11 @@ def test_model_type_vllm_cannot_load_is_refused_with_vllms_reason(tmp_path: Path
     registered MiMoForCausalLM, deepseek_ref under DeepseekV4ForCausalLM, an unregistered one)."""
     for path, model_type in ((_foreign(tmp_path), "acme_chat"), (_mimo(_sub(tmp_path, "mimo")), "mimo"),
                              (_mimo(_sub(tmp_path, "ref"), model_type="deepseek_ref"), "deepseek_ref")):
-        line = _one_line_refusal(str(path), "--trust-remote-code")
+        line = _one_line_refusal(str(path), "--trust-remote-code", "--engine", "vllm==0.33.0")
         assert "vLLM 0.33.0 cannot load this config" in line and "transformers 5.20.2" in line
+        # The default release (0.34.0) refuses it as well, naming itself and the transformers its users get.
+        line = _one_line_refusal(str(path), "--trust-remote-code")
+        assert "vLLM 0.34.0 cannot load this config" in line and "transformers 5.22.2" in line
         assert (f"The checkpoint you are trying to load has model type `{model_type}` but Transformers does not "
                 "recognize this architecture") in line and "auto_map" in line
 
@@ -231,11 +234,11 @@ def test_architecture_neither_registered_nor_in_transformers_is_refused(tmp_path
     """Step-3.7-Flash published as Step3p7ForCausalLM: model_type step3p7 loads (vLLM's config class),
     but vLLM registers only Step3p7ForConditionalGeneration and transformers has no such model class:
     "Model architectures ['Step3p7ForCausalLM'] are not supported for now" (measured)."""
-    rel = vreg.modelled_release()
+    rel = vreg.modelled_release("0.33.0")
     assert rel.loads_model_type("step3p7") and not rel.registers("Step3p7ForCausalLM")
     assert not rel.transformers_builds("Step3p7ForCausalLM") and rel.transformers_builds("LlamaForCausalLM")
     p = arch_config(tmp_path, "Step3p7ForConditionalGeneration__default", architectures=["Step3p7ForCausalLM"])
-    line = _one_line_refusal(str(p), "--trust-remote-code")
+    line = _one_line_refusal(str(p), "--trust-remote-code", "--engine", "vllm==0.33.0")
     assert "Model architectures ['Step3p7ForCausalLM'] are not supported for now" in line
     assert "not in vLLM's model registry" in line and "transformers 5.20.2 has no model class" in line
     # An architecture transformers exports is left to vLLM's Transformers backend (not refused here).
@@ -258,7 +261,7 @@ def test_what_kvplan_cannot_tell_vllm_refuses_stays_a_kv604_warning(tmp_path: Pa
 
 
 def test_model_types_are_the_modelled_releases() -> None:
-    rel = vreg.modelled_release()
+    rel = vreg.modelled_release("0.33.0")
     data = json.loads((ROOT / "kvplan" / "data" / "transformers_model_types.json").read_text())
     assert data["generated_by"] == "scripts/oracle/transformers_model_types.py"
     assert rel.vllm_version == vreg.vllm_version() == data["vllm_version"]

@@ -217,18 +217,20 @@ def check_case(case: dict[str, Any], data: Path = ARCH_DATA, tmp: Path | None = 
         with tempfile.TemporaryDirectory(prefix="kvplan-case-") as d:
             return check_case(case, data, Path(d))
     cfg = case_input(case, data, tmp)
+    # Planned for the release that answered (its registry and config loading decide what is refused).
+    engine = f"vllm=={answer['vllm_version']}" if answer.get("vllm_version") else None
     if answer.get("error"):
         arch = None if data == ARCH_DATA else (json.loads(cfg.read_text()).get("architectures") or [""])[0]
         if refused_by_vllm(answer, arch):
             try:
-                kvplan.api.compile(cfg, flags_of(case))
+                kvplan.api.compile(cfg, flags_of(case), engine=engine)
             except KvplanInputError:
                 return "refused-ok", []
             return "mismatch", ["vLLM refuses this architecture; kvplan plans it"]
         e = answer["error"]
         return "oracle-error", [f"{e['stage']}: {e['type']}: {e['message'][:200]}"]
     try:
-        plan = kvplan.api.compile(cfg, flags_of(case))
+        plan = kvplan.api.compile(cfg, flags_of(case), engine=engine)
     except KvplanInputError as e:
         return "kvplan-refuses", [str(e)[:300]]
     diffs = compare(plan, answer)
