@@ -750,6 +750,10 @@ def _modelled_fields(scan: ScannedArgv) -> dict[str, Any]:
         fields["num_speculative_tokens"] = spec["num_speculative_tokens"]
     if isinstance(spec, dict) and isinstance(spec.get("method"), str):
         fields["speculative_method"] = spec["method"]
+    if isinstance(spec, dict) and isinstance(spec.get("model"), str) and spec["model"]:
+        fields["speculative_model"] = spec["model"]
+    if isinstance(spec, dict) and isinstance(spec.get("kv_cache_dtype"), str):
+        fields["speculative_kv_cache_dtype"] = spec["kv_cache_dtype"]
     return fields
 
 

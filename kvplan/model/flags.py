@@ -105,6 +105,12 @@ class ServingFlags(Frozen):
     num_speculative_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS)] = 0
     """num_speculative_tokens of --speculative-config (0 without speculative decoding): Mamba layers keep one
     state block per draft token and their conv state that many more columns."""
+    speculative_model: Annotated[str, Field(max_length=4096)] | None = None
+    """model of --speculative-config: the draft model (EAGLE / EAGLE3 head or draft_model checkpoint: a
+    config.json, its folder or a Hub id) whose attention layers vLLM adds to the KV cache pool; None: the
+    checkpoint's own MTP layers (method mtp) or no draft model (ngram, suffix)."""
+    speculative_kv_cache_dtype: Annotated[str, Field(max_length=64)] | None = None
+    """kv_cache_dtype of --speculative-config: the draft's KV cache dtype (None: the target's --kv-cache-dtype)."""
 
     @field_validator("attention_config", "hf_overrides", mode="before")
     @classmethod

@@ -243,6 +243,25 @@ class KvCacheLayout(Frozen):
     """Blocks in the pool for the KV budget (null without a budget)."""
 
 
+class DraftKv(Frozen):
+    """The speculative-decoding draft's KV cache: vLLM builds the draft model's attention layers (an EAGLE /
+    EAGLE3 head, a draft_model checkpoint, or the checkpoint's own MTP layers) and adds their caches to the
+    pool next to the target's (gpu_model_runner.get_kv_cache_spec: every attention layer of the static forward
+    context, the drafter's included)."""
+
+    method: str
+    """The --speculative-config method (eagle, eagle3, mtp, draft_model, ...)."""
+    model: str | None = None
+    """The draft model as given in --speculative-config (None: the checkpoint's own MTP layers)."""
+    num_speculative_tokens: int
+    """Draft tokens per step."""
+    layers: list[LayerPlan]
+    """The draft's KV layers, numbered after the target's layers (as vLLM names an EAGLE head's layer
+    model.layers.<num_hidden_layers>), each with its dtype and bytes per token."""
+    bytes_per_token: int
+    """KV bytes per token of the draft's layers (per TP rank); not in Totals.bytes_per_token (the target's)."""
+
+
 class Totals(OmitsAbsent):
     """Whole-model numbers per tensor-parallel rank."""
 
@@ -280,6 +299,9 @@ class Totals(OmitsAbsent):
     """vLLM's block layout: block size, page, groups, blocks per request and in the pool; absent where kvplan
     does not model it (caches of several page sizes that vLLM packs)."""
 
+    draft: DraftKv | None = None
+    """The speculative-decoding draft's KV layers and bytes when --speculative-config gives a draft whose
+    layers hold KV (they are in kv_cache_layout's groups and in bytes_per_request); absent otherwise."""
     kv_budget_terms: list[BudgetTerm] | None = None
     """The terms of kv_budget_bytes when it is estimated from --gpu (absent when --kv-budget-gib gives it)."""
     kv_budget_error_bytes: int | None = None
@@ -289,6 +311,7 @@ class Totals(OmitsAbsent):
     vLLM estimates it in its startup error (0: not even one token); absent otherwise."""
 
     omit_when_none = ("bytes_per_token_exact", "state_bytes_per_request", "kv_cache_layout", "max_model_len_fits",
+                      "draft",
                       "kv_budget_terms", "kv_budget_error_bytes")
 
 

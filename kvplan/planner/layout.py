@@ -95,10 +95,11 @@ def _hybrid_block_size(bs: int, attn_page_1tok: int, state_page: int, mla: bool,
     return max(bs, need)
 
 
-def _attn_blocks(lp: LayerPlan, mml: int, bs: int, mbt: int) -> int:
-    """Blocks of one attention layer for one request (max_memory_usage_bytes / page, vllm-0.33 §7.2)."""
+def _attn_blocks(lp: LayerPlan, mml: int, bs: int, mbt: int, retained: int = 0) -> int:
+    """Blocks of one attention layer for one request (max_memory_usage_bytes / page, vllm-0.33 §7.2); a sliding
+    window keeps `retained` more tokens below it (SlidingWindowSpec.extra_retained_tokens)."""
     if lp.kind == "sliding_attention" and lp.sliding_window:
-        return -(-min(lp.sliding_window - 1 + mbt, mml) // bs) + 1
+        return -(-min(lp.sliding_window - 1 + retained + mbt, mml) // bs) + 1
     if lp.kind == "chunked_attention" and lp.attention_chunk_size:
         return -(-min(lp.attention_chunk_size + mbt, mml) // bs)
     return -(-mml // bs)
@@ -131,15 +132,37 @@ def is_mtp(flags: ServingFlags) -> bool:
     return flags.num_speculative_tokens > 0 and (m == "mtp" or m.endswith("_mtp"))
 
 
-def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags) -> list[LayerPlan]:
-    """The MTP draft model's layers: vLLM builds each of the checkpoint's MTP layers as a decoder layer with the
-    KV cache of the model's full attention (numbered after the model's layers here)."""
+# Methods whose draft is a model of its own (--speculative-config model), built by the drafter's load_model with
+# its attention layers in the KV cache pool (SpeculativeConfig.use_eagle / uses_draft_model; DFlash and DSpark
+# drafts, whose attention is not causal, are not modelled).
+DRAFT_MODEL_METHODS = ("eagle", "eagle3", "draft_model")
+
+
+def uses_draft_model(flags: ServingFlags) -> bool:
+    """--speculative-config names a draft model whose KV layers kvplan lays out (EAGLE, EAGLE3, draft_model)."""
+    return (flags.num_speculative_tokens > 0 and flags.speculative_model is not None
+            and (flags.speculative_method or "").lower() in DRAFT_MODEL_METHODS)
+
+
+def multi_module_mtp(arch: ModelArch, flags: ServingFlags) -> bool:
+    """SpeculativeConfig.use_multi_module_mtp: method mtp with more than one MTP module in use."""
+    return is_mtp(flags) and min(arch.mtp_layers, flags.num_speculative_tokens) > 1
+
+
+def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
+                 external: list[LayerPlan] | None = None) -> list[LayerPlan]:
+    """The draft model's KV layers, numbered after the model's layers: a draft model's own layers (planned from
+    its config, `external`), or the checkpoint's MTP layers, which vLLM builds as decoder layers with the KV
+    cache of the model's full attention."""
+    first = max((lp.index for lp in layers), default=-1) + 1
+    if external is not None and uses_draft_model(flags):
+        kv = [lp for lp in external if lp.bytes_per_token and lp.kind in ATTENTION_KINDS]
+        return [lp.model_copy(update={"index": first + i}) for i, lp in enumerate(kv)]
     if not (is_mtp(flags) and arch.mtp_layers):
         return []
     main = next((lp for lp in layers if lp.kind in ("full_attention", "mla") and lp.bytes_per_token), None)
     if main is None:
         return []
-    first = max(lp.index for lp in layers) + 1
     return [main.model_copy(update={"index": first + i}) for i in range(arch.mtp_layers)]
 
 
@@ -171,15 +194,15 @@ def _layer_block(lp: LayerPlan, bs: int, skip_page: int | None) -> int:
     return max(MIN_KERNEL_BLOCK, skip_page // lp.bytes_per_token // MIN_KERNEL_BLOCK * MIN_KERNEL_BLOCK)
 
 
-def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
+def _laid_out(layers: list[LayerPlan], drafts: list[LayerPlan],
               by_index: dict[int, LayerArch]) -> tuple[list[LayerPlan], list[LayerPlan]] | None:
-    """(attention layers with MTP drafts, state layers), or None where kvplan does not lay the model out."""
+    """(attention layers with the draft's, state layers), or None where kvplan does not lay the model out."""
     if not all(_plain(lp, by_index.get(lp.index)) for lp in layers):
         return None
     if _skip_page_differs(layers) and any(lp.kind in ("mamba", "linear_attention", "mla") for lp in layers):
         return None  # skip re-alignment with state layers or MLA latents: not modelled
     attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
-    attn += draft_layers(layers, arch, flags)
+    attn += drafts
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
     if any(lp.state_bytes is None for lp in states) or not (attn or states):
         return None
@@ -213,13 +236,15 @@ def _state_blocks(sc: StateCache | None, flags: ServingFlags, mode: str | None,
 
 def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                 bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None,
-                compute_capability: tuple[int, int] | None = None) -> Capacity | None:
-    """vLLM's layout and capacity for these layers (and the MTP draft layers a speculative config adds), or
-    None where kvplan does not model it (caches of several page sizes, extra caches, state layers it cannot
-    size). The GPU's compute capability decides kernel choices that change the layout (FlashInfer's GDN
-    prefill kernel and its checkpoints)."""
+                compute_capability: tuple[int, int] | None = None,
+                drafts: list[LayerPlan] | None = None) -> Capacity | None:
+    """vLLM's layout and capacity for these layers and the draft's (`drafts`, from `draft_layers`), or None
+    where kvplan does not model it (caches of several page sizes, extra caches, state layers it cannot size).
+    The GPU's compute capability decides kernel choices that change the layout (FlashInfer's GDN prefill
+    kernel and its checkpoints)."""
     by_index = {la.index: la for la in arch.layers}
-    picked = _laid_out(layers, arch, flags, by_index) if mml else None
+    drafts = draft_layers(layers, arch, flags) if drafts is None else drafts
+    picked = _laid_out(layers, drafts, by_index) if mml else None
     if picked is None or not mml:
         return None
     attn, states = picked
@@ -235,7 +260,10 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     pages = _pages(attn, states, blocks, state_page, skip_page)
     if pages is None:
         return None
-    cap = _capacity(attn, states, pages, blocks, bs, mml, mbt,
+    # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain
+    # may re-prefill (extra_retained_tokens = num_prefill_lookahead_tokens - 1 = num_speculative_tokens - 1).
+    retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
+    cap = _capacity(attn, states, pages, blocks, bs, mml, (mbt, retained),
                     _state_blocks(sc, flags, mode, compute_capability) if states else 0,
                     state_page or None, mode, budget)
     if cap is None or cap.max_concurrency is None:
@@ -243,13 +271,19 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
 
 
+def _uniform_type(kind: str) -> str:
+    """KVCacheSpecRegistry.get_uniform_type_base_spec: MLAAttentionSpec's base is FullAttentionSpec, so MLA
+    layers and full-attention layers (an EAGLE head next to an MLA model) are one uniform type."""
+    return "full_attention" if kind == "mla" else kind
+
+
 def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], blocks: dict[int, int],
-              mml: int, mbt: int) -> list[_Group] | None:
+              mml: int, inflight: tuple[int, int]) -> list[_Group] | None:
     """get_kv_cache_groups: one group when the layers share one spec type and block count (pages summed:
     UniformTypeKVCacheSpecs), else equal-page buckets split into equal-size groups; None for mixed pages."""
-    first = _attn_blocks(attn[0], mml, blocks[attn[0].index], mbt) if attn else 0
-    if not (attn and states) and len({lp.kind for lp in attn}) <= 1 and all(
-            _attn_blocks(lp, mml, blocks[lp.index], mbt) == first for lp in attn):
+    first = _attn_blocks(attn[0], mml, blocks[attn[0].index], *inflight) if attn else 0
+    if not (attn and states) and len({_uniform_type(lp.kind) for lp in attn}) <= 1 and all(
+            _attn_blocks(lp, mml, blocks[lp.index], *inflight) == first for lp in attn):
         return [(attn[0].kind if attn else "state", attn or states)]
     if len(set(pages.values())) != 1:
         return None  # mixed page sizes: vLLM packs them (not modelled)
@@ -262,14 +296,15 @@ def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, i
 
 
 def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], blocks: dict[int, int],
-              bs: int, mml: int, mbt: int, state_blocks: int, state_page: int | None, mode: str | None,
+              bs: int, mml: int, inflight: tuple[int, int], state_blocks: int, state_page: int | None,
+              mode: str | None,
               budget: int | None) -> Capacity | None:
-    groups = _grouping(attn, states, pages, blocks, mml, mbt)
+    groups = _grouping(attn, states, pages, blocks, mml, inflight)
     if groups is None:
         return None
 
     def blocks_at(length: int) -> list[int]:
-        return [state_blocks if kind == "state" else _attn_blocks(members[0], length, blocks[members[0].index], mbt)
+        return [state_blocks if kind == "state" else _attn_blocks(members[0], length, blocks[members[0].index], *inflight)
                 for kind, members in groups]
 
     out = [KvCacheGroup(kind=kind, layers=[lp.index for lp in members],  # type: ignore[arg-type]

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -166,6 +167,9 @@ def _capacity(vc, specs: dict, available: int) -> dict:
     groups = get_global_kv_cache_groups(vc, [specs])
     out: dict = {"kv_cache_layout": layout.name, "groups": [_group_record(g, vc) for g in groups],
                  "num_blocks": None, "gpu_kv_cache_tokens": None, "max_concurrency": None, "startup_error": None}
+    drafts = sorted(name for name, spec in specs.items() if spec.is_draft)
+    if drafts:  # the draft model's layers (speculative decoding), in the groups above by name
+        out["draft_layer_names"] = drafts
     try:
         configs = get_kv_cache_configs(vc, [specs], [available], groups)
     except ValueError as e:
@@ -174,6 +178,43 @@ def _capacity(vc, specs: dict, available: int) -> dict:
     tokens, conc = get_kv_cache_capacity(vc, configs[0])
     out.update({"num_blocks": configs[0].num_blocks, "gpu_kv_cache_tokens": tokens, "max_concurrency": conc})
     return out
+
+
+def _speculative_config(flags: dict, base: Path, tmp: str) -> dict | None:
+    """The case's --speculative-config; a draft model given as a config file is copied to a folder of its own."""
+    spec = flags.get("speculative_config")
+    if spec is None:
+        return None
+    spec = dict(spec)
+    if spec.get("model"):
+        draft = Path(tmp) / "draft"
+        draft.mkdir()
+        shutil.copy((base / spec["model"]).resolve(), draft / "config.json")
+        spec["model"] = str(draft)
+    return spec
+
+
+def _build_drafter(vc):
+    """Patch 6: the draft model the speculative config names is built on the meta device as the drafter's
+    load_model builds it (llm_base_proposer.py::_get_model: the draft VllmConfig of _create_draft_vllm_config,
+    the draft model config), so its attention layers join the static forward context and are marked as draft
+    layers, as load_model marks them. Methods without a draft model (ngram, suffix) build nothing."""
+    from types import SimpleNamespace
+
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    sc = vc.speculative_config
+    if sc is None or not sc.uses_draft_kv_cache():
+        return None
+    before = set(vc.compilation_config.static_forward_context)
+    draft_vc = SpecDecodeBaseProposer._create_draft_vllm_config(SimpleNamespace(speculative_config=sc, vllm_config=vc))
+    model = initialize_model(vllm_config=draft_vc, model_config=sc.draft_model_config)
+    for name, layer in vc.compilation_config.static_forward_context.items():
+        if name not in before and isinstance(layer, AttentionLayerBase):
+            layer.is_draft_layer = True
+    return model
 
 
 def run_case(ao, case: dict, base: Path) -> dict:
@@ -200,6 +241,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
     stage = "create_engine_config"
     try:
         shutil.copy(cfg_path, Path(tmp) / "config.json")
+        ao._drop_case_keys(case, tmp)  # arch_oracle.py patch 40 (drop_keys: quantization_config, auto_map)
         f = case["flags"]
         ea = EngineArgs(model=tmp, skip_tokenizer_init=True, trust_remote_code=True, enforce_eager=True,
                         load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
@@ -207,6 +249,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                         enable_prefix_caching=f.get("enable_prefix_caching"),
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
                         kv_cache_dtype_skip_layers=list(f.get("kv_cache_dtype_skip_layers", [])),
+                        speculative_config=_speculative_config(f, base, tmp),
                         **({"mamba_ssm_cache_dtype": f["mamba_ssm_cache_dtype"]}
                            if "mamba_ssm_cache_dtype" in f else {}))
         vc = ea.create_engine_config()
@@ -223,6 +266,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
         gdn.__enter__()
         with set_default_torch_dtype(mc.dtype), torch.device("meta"):
             model = initialize_model(vllm_config=vc)
+            drafter = _build_drafter(vc)
         stage = "align_block_size"
         _align_as_on_cuda(vc)
         stage = "specs"
@@ -237,6 +281,8 @@ def run_case(ao, case: dict, base: Path) -> dict:
                 if backend is not None and not backend.is_ssm():  # patch 4
                     layer.attn_backend = _cuda_backend(backend.is_mla())
                 spec = layer.get_kv_cache_spec(vc)
+                if spec is not None and getattr(layer, "is_draft_layer", False):
+                    spec = dataclasses.replace(spec, is_draft=True)  # gpu_model_runner.get_kv_cache_spec
                 if spec is not None:
                     specs[name] = spec
             stage = "capacity"
@@ -249,7 +295,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                          "mamba_page_size_padded": cc.mamba_page_size_padded,
                          "mamba_ssm_cache_dtype": cc.mamba_ssm_cache_dtype,
                          "enable_prefix_caching": cc.enable_prefix_caching}
-        del model
+        del model, drafter
     except Exception as e:
         res["error"] = {"stage": stage, "type": type(e).__name__,
                         "message": str(e).replace(tmp, "<model dir>").splitlines()[0][:400] if str(e) else "",

@@ -1,0 +1,86 @@
+"""Speculative decoding: kvplan's KV cache layout and capacity equal vLLM 0.33.0's own when a draft adds layers.
+
+tests/data/vllm_oracle_capacity/cases_speculative.json names a model, a --speculative-config (an EAGLE3 head's
+config.json, the checkpoint's MTP layers, or ngram with no draft) and a KV memory; answers/ holds what
+scripts/oracle/capacity_oracle.py computed with vLLM's code: the drafter's model built as its load_model builds
+it, every layer's spec (the draft's marked), the groups, pool blocks and logged figures.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import pytest
+
+import kvplan.api
+from kvplan.model.plan import Plan
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
+CASES = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
+_KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
+         "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state"}
+
+
+def _answer(case: dict) -> dict[str, Any]:
+    return json.loads((DATA / "answers" / f"{case['name']}.json").read_text())
+
+
+def _argv(flags: dict[str, Any]) -> list[str]:
+    argv = ["--max-model-len", str(flags["max_model_len"]), "--kv-cache-dtype", flags.get("kv_cache_dtype", "auto")]
+    if flags.get("enable_prefix_caching") is False:
+        argv.append("--no-enable-prefix-caching")
+    spec = dict(flags["speculative_config"])
+    if spec.get("model"):
+        spec["model"] = str((DATA / spec["model"]).resolve())
+    return [*argv, "--speculative-config", json.dumps(spec)]
+
+
+def _plan(case: dict) -> Plan:
+    return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]),
+                              kv_budget_bytes=case["available_bytes"],
+                              engine=f"vllm=={_answer(case)['vllm_version']}")
+
+
+def _layer_index(name: str, drafts: list[str], num_layers: int) -> int:
+    """vLLM's layer name -> kvplan's index: the draft's layers are numbered after the model's."""
+    if name in drafts:
+        return num_layers + drafts.index(name)
+    found = re.findall(r"\.(\d+)\.", name)
+    assert found, name
+    return int(found[-1])
+
+
+def test_every_case_is_answered_for_its_config() -> None:
+    for case in CASES:
+        answer = _answer(case)
+        digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
+        assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
+        assert answer["error"] is None, case["name"]
+    # the cases cover an EAGLE3 head, MTP on an MLA, a GQA and a hybrid model, and a method with no draft
+    drafts = {case["name"]: _answer(case)["answer"].get("draft_layer_names") for case in CASES}
+    assert any(d and "mtp." in d[0] for d in drafts.values()) and any(d is None for d in drafts.values())
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_layout_and_capacity_equal_vllms(case: dict) -> None:
+    answer = _answer(case)
+    want = answer["answer"]
+    plan = _plan(case)
+    t = plan.totals
+    lay = t.kv_cache_layout
+    assert lay is not None, "kvplan computes no layout"
+    drafts = want.get("draft_layer_names", [])
+    n = plan.model.num_layers
+    assert lay.block_size == answer["engine"]["block_size"]
+    got = sorted((g.kind, sorted(g.layers), g.block_size, g.blocks_per_request) for g in lay.groups)
+    wanted = sorted((_KIND[g["spec"]], sorted(_layer_index(x, drafts, n) for x in g["layer_names"]),
+                     g["block_size"], g["blocks_per_request"]) for g in want["groups"])
+    assert got == wanted
+    assert lay.num_blocks == want["num_blocks"]
+    assert t.tokens_capacity == want["gpu_kv_cache_tokens"]
+    assert t.max_concurrency == round(want["max_concurrency"], 2)
+    # the draft's layers are in the plan with their bytes, numbered as in the layout
+    assert sorted(lp.index for lp in (t.draft.layers if t.draft else [])) == [n + i for i in range(len(drafts))]
