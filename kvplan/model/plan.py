@@ -12,6 +12,7 @@ SCHEMA_VERSION = "1.4"  # 1.2: findings may carry a `subject`; 1.3: layers may c
 # `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals); 1.4: state layers carry
 # `state_bytes`, `state_shapes`, `state_dtypes`; totals carry `state_bytes_per_request`, `kv_cache_layout`,
 # `max_model_len_fits`, `kv_budget_terms`, `kv_budget_error_bytes`
+# (1.4 also: totals carry `draft`, the speculative-decoding draft's KV layers)
 
 
 class OmitsAbsent(Frozen):

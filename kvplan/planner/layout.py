@@ -304,7 +304,8 @@ def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, i
         return None
 
     def blocks_at(length: int) -> list[int]:
-        return [state_blocks if kind == "state" else _attn_blocks(members[0], length, blocks[members[0].index], *inflight)
+        return [state_blocks if kind == "state"
+                else _attn_blocks(members[0], length, blocks[members[0].index], *inflight)
                 for kind, members in groups]
 
     out = [KvCacheGroup(kind=kind, layers=[lp.index for lp in members],  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.model.plan import LayerPlan, Plan, Totals
+from kvplan.model.plan import DraftKv, LayerPlan, Plan, Totals
 from kvplan.model.vocab import Severity
 
 _KIND_SHORT = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
@@ -166,6 +166,8 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
         lines.append(f"one request at max-model-len {tot.max_model_len:,}: {_gib(tot.bytes_per_request)}")
     if tot.state_bytes_per_request:
         lines.append(f"state per request (one state per state layer, unpadded): {_gib(tot.state_bytes_per_request)}")
+    if tot.draft is not None:
+        lines.append(_draft_line(tot.draft))
     lines += layout_lines(tot)
     if tot.kv_budget_terms and tot.kv_budget_bytes is not None:
         parts = [f"{t.name} {_gib(t.bytes)}" if t.bytes >= 0 else f"− {t.name} {_gib(-t.bytes)}"
@@ -181,6 +183,16 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
                          f"for {tot.max_model_len:,} tokens per request: {tot.max_concurrency:.2f}x")
     console.print(Panel("\n".join(lines), title="totals", title_align="left"))
     render_findings(plan.findings, console)
+
+
+def _draft_line(d: DraftKv) -> str:
+    """The speculative-decoding draft's KV layers and what they add to the pool."""
+    what = f"draft model {d.model}" if d.model else "the checkpoint's MTP layers"
+    n, k = d.num_speculative_tokens, len(d.layers)
+    dtypes = ", ".join(sorted({lp.kv_cache_dtype or "auto" for lp in d.layers}))
+    return (f"speculative decoding ({d.method}, {n} draft token{'s' if n != 1 else ''}): {what} add {k} KV "
+            f"layer{'s' if k != 1 else ''} ({dtypes}), {d.bytes_per_token:,} B/token to the pool (in the request "
+            "above)")
 
 
 def layout_lines(tot: Totals) -> list[str]:

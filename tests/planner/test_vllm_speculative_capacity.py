@@ -84,3 +84,34 @@ def test_layout_and_capacity_equal_vllms(case: dict) -> None:
     assert t.max_concurrency == round(want["max_concurrency"], 2)
     # the draft's layers are in the plan with their bytes, numbered as in the layout
     assert sorted(lp.index for lp in (t.draft.layers if t.draft else [])) == [n + i for i in range(len(drafts))]
+
+
+def _eagle_flags(model: str, kv: str = "fp8") -> list[str]:
+    return ["--max-model-len", "65536", "--kv-cache-dtype", kv, "--speculative-config",
+            json.dumps({"method": "eagle3", "model": model, "num_speculative_tokens": 3})]
+
+
+def test_plan_json_shows_the_drafts_layers_and_bytes() -> None:
+    draft = str(DATA / "configs" / "drafts" / "EAGLE3-LLaMA3.1-Instruct-8B.json")
+    plan = kvplan.api.compile(ROOT / "tests/data/corpus/Meta-Llama-3.1-8B/config.json", _eagle_flags(draft),
+                              kv_budget_bytes=10 << 30)
+    doc = json.loads(plan.model_dump_json())
+    d = doc["totals"]["draft"]
+    assert (d["method"], d["model"], d["num_speculative_tokens"], d["bytes_per_token"]) == ("eagle3", draft, 3, 2048)
+    assert [(lp["index"], lp["kind"], lp["kv_cache_dtype"]) for lp in d["layers"]] == [(32, "full_attention", "fp8")]
+    assert doc["flags"]["speculative_config"] == {"method": "eagle3", "model": draft, "num_speculative_tokens": 3}
+    assert doc["totals"]["bytes_per_token"] == 32 * 2048  # the target's alone; the draft's is its own figure
+    assert doc["totals"]["bytes_per_request"] == 33 * 2048 * 65536  # the pool holds both
+
+
+def test_no_draft_no_draft_entry() -> None:
+    plan = kvplan.api.compile(ROOT / "tests/data/corpus/Meta-Llama-3.1-8B/config.json", "--max-model-len 8192")
+    assert "draft" not in json.loads(plan.model_dump_json())["totals"]
+
+
+def test_a_missing_draft_model_is_one_input_error() -> None:
+    from kvplan.errors import KvplanInputError
+
+    with pytest.raises(KvplanInputError, match=r"^--speculative-config model '/nonexistent/draft': path not found"):
+        kvplan.api.compile(ROOT / "tests/data/corpus/Meta-Llama-3.1-8B/config.json",
+                           _eagle_flags("/nonexistent/draft"))
