@@ -67,6 +67,7 @@ MODELLED_DESTS: dict[str, str] = {
     "mamba_ssm_cache_dtype": "mamba_ssm_cache_dtype",
     "mamba_cache_mode": "mamba_cache_mode",
     "enable_prefix_caching": "enable_prefix_caching",
+    "disable_hybrid_kv_cache_manager": "disable_hybrid_kv_cache_manager",
 }
 
 # A removed flag whose effect kvplan still models: name -> (release note, takes a value). Every other

@@ -100,6 +100,9 @@ class ServingFlags(Frozen):
     (MambaModelConfig: align with prefix caching, none without), and so does kvplan."""
     enable_prefix_caching: bool | None = None
     """--enable-prefix-caching / --no-enable-prefix-caching (None: vLLM's default, on for generative models)."""
+    disable_hybrid_kv_cache_manager: bool | None = None
+    """--disable-hybrid-kv-cache-manager / --no-disable-hybrid-kv-cache-manager (None: vLLM decides; it turns
+    the hybrid manager off for a chunked-attention model with an EAGLE / MTP draft)."""
     speculative_method: str | None = None
     """method of --speculative-config (mtp, eagle3, ngram, ...); None without speculative decoding."""
     num_speculative_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS)] = 0

@@ -166,6 +166,31 @@ def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
     return [main.model_copy(update={"index": first + i}) for i in range(arch.mtp_layers)]
 
 
+# SpeculativeConfig.use_eagle: the methods whose drafter reads the target's hidden states.
+EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+
+
+def hybrid_manager_disabled(layers: list[LayerPlan], flags: ServingFlags) -> bool:
+    """VllmConfig.__post_init__: the hybrid KV cache manager is off when --disable-hybrid-kv-cache-manager
+    says so, or (by default) for a model with chunked local attention and an EAGLE-family draft ("Hybrid KV
+    cache manager is not yet supported with chunked local attention + eagle")."""
+    if flags.disable_hybrid_kv_cache_manager is not None:
+        return flags.disable_hybrid_kv_cache_manager
+    m = (flags.speculative_method or "").lower()
+    eagle = flags.num_speculative_tokens > 0 and (m in EAGLE_METHODS or is_mtp(flags))
+    return eagle and any(lp.kind == "chunked_attention" for lp in layers)
+
+
+def _promote_local(attn: list[LayerPlan]) -> list[LayerPlan]:
+    """unify_hybrid_kv_cache_specs / _promote_local_kv_cache_specs: without the hybrid manager, sliding-window
+    and chunked layers next to full attention (or MLA) are allocated as full attention (their compute keeps
+    its window)."""
+    if not any(lp.kind in ("full_attention", "mla") for lp in attn):
+        return attn
+    return [lp.model_copy(update={"kind": "full_attention", "sliding_window": None, "attention_chunk_size": None})
+            if lp.kind in ("sliding_attention", "chunked_attention") else lp for lp in attn]
+
+
 def _skip_page_differs(layers: list[LayerPlan]) -> bool:
     """Skip layers whose cache differs from the quantized layers' (vLLM re-aligns the block size to them)."""
     primary = {lp.bytes_per_token for lp in layers if not lp.skipped and lp.bytes_per_token}
@@ -248,6 +273,10 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     if picked is None or not mml:
         return None
     attn, states = picked
+    if hybrid_manager_disabled(layers, flags):
+        if states and attn:
+            return None  # vLLM cannot promote state layers to one type: it refuses to start (not modelled)
+        attn = _promote_local(attn)
     state_page = max((lp.state_bytes or 0 for lp in states), default=0)
     mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
     sc = by_index[states[0].index].state if states else None

@@ -250,6 +250,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
                         kv_cache_dtype_skip_layers=list(f.get("kv_cache_dtype_skip_layers", [])),
                         speculative_config=_speculative_config(f, base, tmp),
+                        disable_hybrid_kv_cache_manager=f.get("disable_hybrid_kv_cache_manager"),
                         **({"mamba_ssm_cache_dtype": f["mamba_ssm_cache_dtype"]}
                            if "mamba_ssm_cache_dtype" in f else {}))
         vc = ea.create_engine_config()

@@ -32,6 +32,8 @@ def _argv(flags: dict[str, Any]) -> list[str]:
     argv = ["--max-model-len", str(flags["max_model_len"]), "--kv-cache-dtype", flags.get("kv_cache_dtype", "auto")]
     if flags.get("enable_prefix_caching") is False:
         argv.append("--no-enable-prefix-caching")
+    if flags.get("disable_hybrid_kv_cache_manager"):
+        argv.append("--disable-hybrid-kv-cache-manager")
     spec = dict(flags["speculative_config"])
     if spec.get("model"):
         spec["model"] = str((DATA / spec["model"]).resolve())
