@@ -209,11 +209,13 @@ class BudgetTerm(Frozen):
 class KvCacheGroup(Frozen):
     """One KV cache group of vLLM's hybrid allocator: layers sharing one block table."""
 
-    kind: Literal["full_attention", "sliding_attention", "chunked_attention", "mla", "state"]
-    """The spec kind of its layers (state: Mamba / linear-attention state layers)."""
+    kind: Literal["full_attention", "sliding_attention", "chunked_attention", "mla", "cross_attention", "state"]
+    """The spec kind of its layers (state: Mamba / linear-attention state layers; cross_attention: an
+    encoder-decoder's cross-attention caches, vLLM's CrossAttentionSpec)."""
     layers: list[int]
-    """Layer indices in the group (vLLM gives group i of a kind the kind's layers i, i + n, i + 2n, ...); MTP draft
-    layers are numbered after the model's layers."""
+    """Layer indices in the group (vLLM gives group i of a kind the kind's layers i, i + n, i + 2n, ...); a layer
+    with two caches in one group (a sparse-MLA indexer's keys next to its latent) is listed twice; the
+    speculative-decoding draft's layers are numbered after the model's layers."""
     block_size: int
     """Tokens per block of the group's layers (a sliding-window skip layer padded to the shared page keeps
     a smaller one; state layers: the attention block size)."""

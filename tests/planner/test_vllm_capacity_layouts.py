@@ -1,15 +1,17 @@
-"""Speculative decoding: kvplan's KV cache layout and capacity equal vLLM 0.33.0's own when a draft adds layers.
+"""Layouts beyond plain attention and state layers: kvplan's KV cache layout and capacity equal vLLM 0.33.0's own.
 
-tests/data/vllm_oracle_capacity/cases_speculative.json names a model, a --speculative-config (an EAGLE3 head's
-config.json, the checkpoint's MTP layers, or ngram with no draft) and a KV memory; answers/ holds what
-scripts/oracle/capacity_oracle.py computed with vLLM's code: the drafter's model built as its load_model builds
-it, every layer's spec (the draft's marked), the groups, pool blocks and logged figures.
+tests/data/vllm_oracle_capacity/cases_speculative.json: a --speculative-config (an EAGLE3 head's config.json,
+the checkpoint's MTP layers, or ngram with no draft); answers/ holds what scripts/oracle/capacity_oracle.py
+computed with vLLM's code, the drafter's model built as its load_model builds it (the draft's layers marked).
+tests/data/vllm_oracle_capacity/cases_extra.json: sparse-MLA indexer key caches (DeepSeek-V3.2, GLM-5),
+cross-attention (Whisper), --kv-cache-dtype-skip-layers next to MLA and state layers, KDA state layers.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +21,12 @@ from kvplan.model.plan import Plan
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
-CASES = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
+SPECULATIVE = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
+EXTRA = json.loads((DATA / "cases_extra.json").read_text())["cases"]
+CASES = SPECULATIVE + EXTRA
 _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
-         "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state"}
+         "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state",
+         "CrossAttentionSpec": "cross_attention"}
 
 
 def _answer(case: dict) -> dict[str, Any]:
@@ -34,14 +39,32 @@ def _argv(flags: dict[str, Any]) -> list[str]:
         argv.append("--no-enable-prefix-caching")
     if flags.get("disable_hybrid_kv_cache_manager"):
         argv.append("--disable-hybrid-kv-cache-manager")
+    if "max_num_batched_tokens" in flags:
+        argv += ["--max-num-batched-tokens", str(flags["max_num_batched_tokens"])]
+    if flags.get("kv_cache_dtype_skip_layers"):
+        argv += ["--kv-cache-dtype-skip-layers", *flags["kv_cache_dtype_skip_layers"]]
+    if "speculative_config" not in flags:
+        return argv
     spec = dict(flags["speculative_config"])
     if spec.get("model"):
         spec["model"] = str((DATA / spec["model"]).resolve())
     return [*argv, "--speculative-config", json.dumps(spec)]
 
 
-def _plan(case: dict) -> Plan:
-    return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]),
+def _config(case: dict, tmp: Path) -> Path:
+    """The config as the oracle ran it: a case that drops the weight quantization (no FP8 / NVFP4 weight kernel
+    runs on the CPU) is planned from a copy without it, and without the checkpoint's hf_quant_config.json."""
+    cfg = (DATA / case["config"]).resolve()
+    drop = [k for k in case.get("drop_keys", ()) if k != "auto_map"]
+    if not drop:
+        return cfg
+    doc = {k: v for k, v in json.loads(cfg.read_text()).items() if k not in drop}
+    (tmp / "config.json").write_text(json.dumps(doc))
+    return tmp / "config.json"
+
+
+def _plan(case: dict, tmp: Path) -> Plan:
+    return kvplan.api.compile(_config(case, tmp), _argv(case["flags"]),
                               kv_budget_bytes=case["available_bytes"],
                               engine=f"vllm=={_answer(case)['vllm_version']}")
 
@@ -62,15 +85,15 @@ def test_every_case_is_answered_for_its_config() -> None:
         assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
         assert answer["error"] is None, case["name"]
     # the cases cover an EAGLE3 head, MTP on an MLA, a GQA and a hybrid model, and a method with no draft
-    drafts = {case["name"]: _answer(case)["answer"].get("draft_layer_names") for case in CASES}
+    drafts = {case["name"]: _answer(case)["answer"].get("draft_layer_names") for case in SPECULATIVE}
     assert any(d and "mtp." in d[0] for d in drafts.values()) and any(d is None for d in drafts.values())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_layout_and_capacity_equal_vllms(case: dict) -> None:
+def test_layout_and_capacity_equal_vllms(case: dict, tmp_path: Path) -> None:
     answer = _answer(case)
     want = answer["answer"]
-    plan = _plan(case)
+    plan = _plan(case, tmp_path)
     t = plan.totals
     lay = t.kv_cache_layout
     assert lay is not None, "kvplan computes no layout"
