@@ -30,7 +30,7 @@ from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan, Plan
 from kvplan.model.quant import QuantMetadata
 from kvplan.planner.compile import apply_strict, compile_plan
-from kvplan.planner.layout import uses_draft_model
+from kvplan.planner.layout import is_mtp, uses_draft_model
 from kvplan.rules.base import Rule
 
 if TYPE_CHECKING:
@@ -109,11 +109,11 @@ def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
         from kvplan.ingest.kv_scales import with_kv_scales
         inputs = replace(inputs, quant=with_kv_scales(inputs.quant, kv_scales))
     gf = gpu_facts(gpu)
-    draft = _draft_plan_layers(sf, gf, ev, offline=offline)
+    draft = _draft_plan_layers(inputs, sf, gf, ev, offline=offline)
 
     def plan_for(f: ServingFlags, checks: Iterable[Rule] = ()) -> Plan:
-        return _compile_inputs(inputs, f, gf, kv_budget_bytes=kv_budget_bytes, checks=checks, engine=ev,
-                               draft=draft if _same_draft(f, sf) else _draft_plan_layers(f, gf, ev, offline=offline))
+        d = draft if _same_draft(f, sf) else _draft_plan_layers(inputs, f, gf, ev, offline=offline)
+        return _compile_inputs(inputs, f, gf, kv_budget_bytes=kv_budget_bytes, checks=checks, engine=ev, draft=d)
 
     if policy is None:
         plan = plan_for(sf, extra_checks)
@@ -141,19 +141,24 @@ def _same_draft(a: ServingFlags, b: ServingFlags) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in _DRAFT_FIELDS)
 
 
-def _draft_plan_layers(flags: ServingFlags, gpu: GpuFacts | None, engine: EngineVersion, *,
+def _draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | None, engine: EngineVersion, *,
                        offline: bool | None) -> list[LayerPlan] | None:
     """The layers of the draft model --speculative-config names (EAGLE / EAGLE3 head, draft_model), planned as
     vLLM's drafter builds it: the target's cache config with the speculative config's kv_cache_dtype when given
-    (SpecDecodeBaseProposer._create_draft_vllm_config), the target's tensor-parallel size and max_model_len;
-    None when the method has no draft model of its own."""
-    if not uses_draft_model(flags) or flags.speculative_model is None:
+    (SpecDecodeBaseProposer._create_draft_vllm_config), the target's tensor-parallel size and max_model_len.
+    MTP with a kv_cache_dtype of its own: the model's layers at that dtype (the MTP layers copy their cache).
+    None otherwise (no draft model, or MTP layers at the model's dtype)."""
+    mtp_dtype = is_mtp(flags) and flags.speculative_kv_cache_dtype not in (None, flags.kv_cache_dtype)
+    if not (mtp_dtype or (uses_draft_model(flags) and flags.speculative_model is not None)):
         return None
     dflags = ServingFlags(
         kv_cache_dtype=flags.speculative_kv_cache_dtype or flags.kv_cache_dtype,
         kv_cache_dtype_explicit=True, tensor_parallel_size=flags.tensor_parallel_size,
         max_model_len=flags.max_model_len, dtype=flags.dtype, trust_remote_code=flags.trust_remote_code,
         block_size=flags.block_size, max_num_batched_tokens=flags.max_num_batched_tokens)
+    if mtp_dtype:
+        return compile_plan(inputs.arch, inputs.quant, dflags, gpu, engine=engine).layers
+    assert flags.speculative_model is not None
     try:
         draft = model_inputs(flags.speculative_model, dflags, read_safetensors=False, offline=offline)
     except KvplanInputError as e:

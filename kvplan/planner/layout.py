@@ -145,14 +145,17 @@ def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
                  external: list[LayerPlan] | None = None) -> list[LayerPlan]:
     """The draft model's KV layers, numbered after the model's layers: a draft model's own layers (planned from
     its config, `external`), or the checkpoint's MTP layers, which vLLM builds as decoder layers with the KV
-    cache of the model's full attention."""
+    cache of the model's full attention (at the speculative config's kv_cache_dtype: `external` is then the
+    model planned at that dtype)."""
     first = max((lp.index for lp in layers), default=-1) + 1
     if external is not None and uses_draft_model(flags):
         kv = [lp for lp in external if lp.bytes_per_token and lp.kind in ATTENTION_KINDS]
         return [lp.model_copy(update={"index": first + i}) for i, lp in enumerate(kv)]
     if not (is_mtp(flags) and arch.mtp_layers):
         return []
-    main = next((lp for lp in layers if lp.kind in ("full_attention", "mla") and lp.bytes_per_token), None)
+    # MTP: `external` is the model planned at the speculative config's kv_cache_dtype, when it names one
+    main = next((lp for lp in (external or layers) if lp.kind in ("full_attention", "mla") and lp.bytes_per_token),
+                None)
     if main is None:
         return []
     return [main.model_copy(update={"index": first + i}) for i in range(arch.mtp_layers)]
