@@ -4,7 +4,9 @@ What `vllm serve` uses when the launch line does not say, per release (the versi
 `ENGINE_FEATURES` in :mod:`kvplan.backends.vllm_033`, each row citing the vLLM source):
 
 * block size: `CacheConfig.DEFAULT_BLOCK_SIZE`, 16 up to 0.33 (read in 0.25.1 and 0.33.0) and 64 from
-  0.34; the attention backend may still pick another size (`BackendHooks.default_block_size`).
+  0.34; the attention backends may still pick another size (`BackendHooks.default_block_size` for one,
+  `preferred_block_size` for the model's backends together: FlashMLA 64, CUTLASS MLA 128, FlashInfer-MLA
+  32 at 0.33's default).
 * extensible KV cache (0.34+): on for CUDA and ROCm unless `--kv-cache-memory-bytes` or
   `--num-gpu-blocks-override` is given (`VllmConfig._resolve_extensible_kv_cache`).
 * `--gpu-memory-utilization`: 0.92 up to 0.33 (read in 0.25.1 and 0.33.0); from 0.34 `None`, resolved
@@ -14,13 +16,19 @@ The memory budget (planner) calls `resolved_gpu_memory_utilization`.
 """
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Sequence
+
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.vllm_033 import engine_feature
+from kvplan.backends.vllm_033 import BACKENDS, engine_feature
+from kvplan.model.gpu import GpuProfile
 
 __all__ = [
     "GPU_MEMORY_UTILIZATION_BEFORE_034",
     "default_block_size",
     "extensible_kv_cache",
+    "preferred_block_size",
     "resolved_gpu_memory_utilization",
 ]
 
@@ -31,6 +39,31 @@ GPU_MEMORY_UTILIZATION_BEFORE_034 = 0.92
 def default_block_size(engine: EngineVersion) -> int:
     """`CacheConfig.DEFAULT_BLOCK_SIZE` of the release: 64 from 0.34, 16 before."""
     return 64 if engine_feature("default_block_size_64").holds_for(engine) else 16
+
+
+def preferred_block_size(chosen: Sequence[tuple[str, int]], gpu: GpuProfile, default: int) -> int | None:
+    """Phase 1 of `Platform.update_block_size_for_backend` (`_preferred_block_size_for_backends`, vLLM
+    0.33.0 and 0.34.0 alike): the block size of a launch without --block-size, from the model's attention
+    backends. `chosen`: (backend, the block size that backend prefers for its layers) in layer order. One
+    backend: its preference (`get_preferred_block_size`); several: the release default when every backend
+    accepts it, else the smallest LCM of one kernel block size per backend that all accept. None without
+    backends, or where they share no size (vLLM raises at startup; KV701 reports the backends)."""
+    from kvplan.backends.impl import hooks_for
+
+    names = list(dict.fromkeys(name for name, _ in chosen))
+    if not names:
+        return None
+    if len(names) == 1:
+        return max(bs for _, bs in chosen)
+    hooks = [hooks_for(n) for n in names]
+    if all(h.block_size_ok(default, gpu) for h in hooks):
+        return default
+    sizes = [[*(h.block_sizes(gpu) or ()), *((m,) if (m := BACKENDS[n].block_size_multiple_of) else ())] or [1]
+             for n, h in zip(names, hooks, strict=True)]
+    for candidate in sorted({math.lcm(*combo) for combo in itertools.product(*sizes)}):
+        if all(h.block_size_ok(candidate, gpu) for h in hooks):
+            return candidate
+    return None
 
 
 def extensible_kv_cache(engine: EngineVersion, platform: str, *, requested: bool | None = None,

@@ -10,7 +10,7 @@ from typing import Any, Literal, cast
 
 from kvplan import __version__
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.defaults import default_block_size
+from kvplan.backends.defaults import default_block_size, preferred_block_size
 from kvplan.errors import KvplanInputError
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
@@ -33,6 +33,7 @@ from kvplan.planner.budget import ESTIMATE_ERROR_BYTES, estimate_budget
 from kvplan.planner.layout import Capacity, draft_layers, plan_layout
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
+from kvplan.rules.backend import backend_choice
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
 from kvplan.rules.memory import DTYPE_BYTES, dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
@@ -158,7 +159,8 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     layers = _decide_layers(gctx, layer_rules, global_decisions["kv_cache_dtype"])
 
     layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
-                                  model_dtype=str(globals_["model_dtype"]), draft=draft)
+                                  model_dtype=str(globals_["model_dtype"]),
+                                  backend_block_size=_backend_block_size(gctx, layers), draft=draft)
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
                        globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
@@ -467,11 +469,24 @@ def _draft_kv(flags: ServingFlags, drafts: list[LayerPlan]) -> DraftKv | None:
                    bytes_per_token=sum(lp.bytes_per_token for lp in drafts))
 
 
+def _backend_block_size(gctx: RuleContext, layers: list[LayerPlan]) -> int | None:
+    """With --gpu: the block size vLLM gives the layers' attention backends (FlashMLA 64, CUTLASS MLA 128,
+    FlashInfer-MLA 32 at 0.33's default; `kvplan.backends.defaults.preferred_block_size`)."""
+    if gctx.gpu is None or gctx.gpu.profile is None:
+        return None
+    by_index = {la.index: la for la in gctx.arch.layers}
+    chosen = [(lp.backend, choice.block_size) for lp in layers
+              if lp.backend and lp.kv_cache_dtype and lp.index in by_index
+              and (choice := backend_choice(gctx, by_index[lp.index], lp.kv_cache_dtype)).block_size]
+    return preferred_block_size(chosen, gctx.gpu.profile, default_block_size(gctx.engine))
+
+
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None, engine: EngineVersion | None,
-                 model_dtype: str = "bfloat16", draft: list[LayerPlan] | None = None
-                 ) -> tuple[list[LayerPlan], Totals]:
-    bs = flags.block_size or (default_block_size(engine) if engine is not None else DEFAULT_BLOCK_SIZE)
+                 model_dtype: str = "bfloat16", backend_block_size: int | None = None,
+                 draft: list[LayerPlan] | None = None) -> tuple[list[LayerPlan], Totals]:
+    bs = (flags.block_size or backend_block_size
+          or (default_block_size(engine) if engine is not None else DEFAULT_BLOCK_SIZE))
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     by_index = {la.index: la for la in arch.layers}

@@ -26,6 +26,7 @@ from kvplan.model.arch import LayerArch, ModelArch, StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
 from kvplan.planner.state_cache import checkpoint_alignment, checkpoint_blocks
+from kvplan.rules.memory import layer_bytes_per_token
 
 ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "mla")
 MIN_KERNEL_BLOCK = 16   # smallest kernel block of vLLM's CUDA attention backends (MultipleOf(16))
@@ -176,18 +177,27 @@ def hybrid_manager_disabled(layers: list[LayerPlan], flags: ServingFlags) -> boo
     return eagle and any(lp.kind == "chunked_attention" for lp in layers)
 
 
+def _model_geometry(attn: list[_Cache]) -> tuple[int, int]:
+    """(KV heads per rank, head size) of `ModelConfig.get_num_kv_heads` / `get_head_size`: where layers
+    differ, the whole-model value of a numeric field is its largest (ModelArchitectureConfig.from_layers
+    collapses with max: Gemma 4's head size is its full layers' 512, its KV heads its sliding layers' 16)."""
+    shapes = [(c.heads, c.head) for c in attn if c.role == "main" and c.kind != "mla"]
+    return (max(h for h, _ in shapes), max(d for _, d in shapes)) if shapes else (0, 0)
+
+
 def _model_page(attn: list[_Cache], skipped: bool) -> int:
-    """The attention page per token vLLM's block-size alignment reads: one spec of the model-wide geometry
-    (ModelConfig.get_num_kv_heads x get_head_size; for a model whose layers differ, the largest of each,
-    ModelArchitectureConfig.from_layers) at the global --kv-cache-dtype (the model dtype for skip layers).
-    A layer's page scaled to that geometry."""
-    own = [c for c in attn if c.role == "main" and c.skipped == skipped]
+    """The attention page per token vLLM's block-size alignment reads: FullAttentionSpec(block_size=1) of the
+    whole-model geometry at the global --kv-cache-dtype (`skipped`: a skip layer's model dtype); MLA: the
+    latent. 0 without such a layer."""
+    own = [c for c in attn if c.role == "main" and c.skipped == skipped and c.lp is not None]
     if not own:
         return 0
     if any(c.kind == "mla" for c in own):
         return max(c.bpt for c in own)
-    geometry = max(c.heads for c in attn if c.role == "main") * max(c.head for c in attn if c.role == "main")
-    return max(c.bpt * geometry // (c.heads * c.head) for c in own if c.heads and c.head)
+    like = next(c.lp for c in own if c.kind != "mla" and c.lp is not None)
+    heads, head = _model_geometry(attn)
+    return layer_bytes_per_token("full_attention", like.kv_cache_dtype or "auto", like.dtype or "bfloat16",
+                                 like.quant_mode, heads, head, head)[0]
 
 
 def _skip_alignment(attn: list[_Cache], bs: int, state_padded: int = 0) -> tuple[int, int | None]:
@@ -231,6 +241,8 @@ class _Cache:
     heads: int = 0
     head: int = 0
     """KV heads and head size (the model-wide geometry is the largest of each)."""
+    lp: LayerPlan | None = None
+    """The layer plan of a main or draft cache (its dtype and quantization mode)."""
     state_page: int = 0
     block: int = 0
     page: int = 0
@@ -243,7 +255,7 @@ def _attention_caches(lp: LayerPlan, la: LayerArch | None, draft: bool) -> list[
     window = lp.sliding_window if lp.kind == "sliding_attention" else (
         lp.attention_chunk_size if lp.kind == "chunked_attention" else None)
     out = [_Cache(lp.index, lp.kind, lp.bytes_per_token - indexer, window, lp.skipped,
-                  role="draft" if draft else "main", heads=lp.num_kv_heads, head=lp.head_size)]
+                  role="draft" if draft else "main", heads=lp.num_kv_heads, head=lp.head_size, lp=lp)]
     if indexer:
         out.append(_Cache(lp.index, "mla", indexer, role="indexer"))
     if la is not None and la.cross_attention_tokens and lp.cross_attention_bytes_per_token:

@@ -75,6 +75,11 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
     return hit
 
 
+def backend_choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoice:
+    """The backend choice of one layer on ctx's GPU (the planner reads its block size for the layout)."""
+    return _choice(ctx, la, kv_cache_dtype)
+
+
 _CHOICES: dict[tuple[Any, ...], dict[tuple[Any, ...], BackendChoice]] = {}
 # Config-time errors that GPU-independent rules already report (with or without --gpu):
 # a dtype the release lacks (KV005), float16/bfloat16 != model dtype (KV201), nvfp4 with MLA (KV202).

@@ -1,32 +1,44 @@
 #!/usr/bin/env python3
-"""Capacity oracle: vLLM 0.33's own KV cache layout and capacity for a model, flags and KV memory.
+"""Capacity oracle: a vLLM release's own KV cache layout and capacity for a model, flags and KV memory.
 
-Run by hand with an interpreter that has vLLM 0.33.0 installed (CPU is enough; never in CI):
+Run by hand with the oracle interpreter (scripts/oracle/setup_venv.sh: vLLM 0.33.0 on the CPU; never in CI):
 
     VLLM_TARGET_DEVICE=cpu <venv>/bin/python scripts/oracle/capacity_oracle.py \
-        --cases tests/data/vllm_oracle_capacity/cases.json [--only NAME ...] [--force]
+        --cases tests/data/vllm_oracle_capacity/cases.json [--release VERSION] [--only NAME ...] [--force]
+
+Without --release the venv's own vLLM (0.33.0) answers, into <cases dir>/answers/. `--release VERSION`
+imports that release's wheel in front of the venv's vLLM, from /tmp/kvplan-oracle-releases/vllm-VERSION
+($ORACLE_WORK; `pip install --no-deps --target` there, as scripts/oracle/release_oracle.sh VERSION does) or
+from `--site DIR`, and answers into <cases dir>/releases/VERSION/. vLLM itself is never patched; what the
+harness does differently per release is a patch below that checks the release (patch 7).
 
 For every case (a config.json, serving flags and an available KV memory in bytes) it runs vLLM's code:
   * `EngineArgs(...).create_engine_config()` (the model's config hooks: Mamba cache mode from prefix
     caching, the SSM state dtype of Nemotron-H / Qwen3.5),
   * `initialize_model` on the meta device (the real model class builds every attention and state layer),
     with the machinery of scripts/oracle/arch_oracle.py (its patches, imported from it),
-  * `Platform.update_block_size_for_backend` as a CUDA GPU runs it: the attention backend is vLLM's
+  * `Platform.update_block_size_for_backend` as a CUDA GPU runs it: the attention backend is the case's
+    `backend` (a vLLM backend enum name; its `gpu` is the GPU kvplan must select it on), else vLLM's
     FlashAttention backend class (TRITON_MLA for MLA models; no kernel runs), so the default block size
-    and the hybrid alignment ("Setting attention block size to N tokens", state pages padded) are the
-    ones a CUDA launch gets; the CPU platform's own block-size choice is undone first,
-  * every layer's `get_kv_cache_spec`, then vLLM's `resolve_kv_cache_layout`, `get_global_kv_cache_groups`,
-    `get_kv_cache_configs` for the given memory and `get_kv_cache_capacity`: the KV cache groups, the block
-    size and page of each, the blocks one request at max_model_len holds per group, the pool's blocks, and
-    the "GPU KV cache size" / "Maximum concurrency" figures vLLM logs, or the error text when one request
-    does not fit.
+    (the release's CacheConfig.DEFAULT_BLOCK_SIZE, the backend's preference) and the hybrid alignment
+    ("Setting attention block size to N tokens", state pages padded) are the ones a CUDA launch gets; the
+    CPU platform's own block-size choice is undone first,
+  * the GPU model runner's `get_kv_cache_spec` (every layer's spec, the backend's `customize_spec` packing
+    such as Triton's inline per-token-head scales, fixed kernel-block strides), then vLLM's
+    `resolve_kv_cache_layout`, `get_global_kv_cache_groups`, `get_kv_cache_configs` for the given memory
+    and `get_kv_cache_capacity`: the KV cache groups, the block size and page of each, the blocks one
+    request at max_model_len holds per group, the pool's blocks, and the "GPU KV cache size" / "Maximum
+    concurrency" figures vLLM logs, or the error text when one request does not fit.
 
 What is patched beyond arch_oracle.py's patches (no vLLM function body is changed):
   1. `Platform._find_non_ssm_backends` answers the CUDA backend class named above instead of the CPU one
      (which backend's kernel block sizes the alignment reads).
-  2. The CPU platform's block size (its backends' kernel block) is reset to vLLM's default (16) before the
-     CUDA alignment runs, and the Mamba block size with it (MambaModelConfig: block_size in align mode,
-     max_model_len otherwise), as `create_engine_config` leaves them on a GPU.
+  2. The CPU platform's block size (its backends' kernel block) is reset to the release's default (16,
+     64 from 0.34) before the CUDA alignment runs, and the Mamba block size with it (MambaModelConfig:
+     block_size in align mode, max_model_len otherwise), as `create_engine_config` leaves them on a GPU.
+  3. The CPU platform's `check_and_update_config` resets --mamba-ssm-cache-dtype to float32 for its
+     accelerated GDN kernels on CPUs with AVX-512 BF16 (a CPU kernel choice): the run keeps the value the
+     flags and the model's config hooks gave, as on a GPU.
   4. Attention layers answer their KV cache spec with the CUDA backend class named above instead of the CPU
      one they were built with: a sliding-window layer picks its block size from its backend's kernel block
      sizes (the CPU backend's would make it 32 where FlashAttention's make it 16).
@@ -34,18 +46,34 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      what vLLM's `_resolve_gdn_prefill_backend` answers on a Hopper GPU (SM90) and on Blackwell with
      head_k_dim 128 and a CUDA 13 runtime: the GDN layers then export prefill checkpoints (one more state
      block per request in align mode, Mamba blocks aligned to 64 tokens). A kernel choice; no kernel runs.
-  3. The CPU platform's `check_and_update_config` resets --mamba-ssm-cache-dtype to float32 for its
-     accelerated GDN kernels on CPUs with AVX-512 BF16 (a CPU kernel choice): the run keeps the value the
-     flags and the model's config hooks gave, as on a GPU.
+  6. A case's `backend` is loaded by vLLM's AttentionBackendEnum (patch 8 lets FlashInfer's load).
+  7. 0.34+: the CPU platform's `check_and_update_config` raises "requires Triton (triton-cpu)" where 0.33
+     warned; that call sees Triton as present (as releases/vllm_oracle-0.34.0.patch does). Not applied
+     when the release's Triton import succeeds.
+  8. While a FlashInfer backend module is imported, `flashinfer` (absent from the CPU venv) is a
+     placeholder module, removed right after: the class's kernel block sizes and preferences are read,
+     no kernel runs, vLLM's has_flashinfer() stays False. CUTLASS_MLA and FLASH_ATTN_MLA need CUDA at
+     import and cannot be cases.
+  9. A case with `tensor_parallel_size` N builds the model as rank 0 of N sees it (the one-rank TP group
+     reports N ranks; the model is on the meta device, nothing communicates): heads, KV heads and state
+     dims are split as on a GPU rank.
+ 10. A case with `speculative_config` (the --speculative-config JSON; its `model`, an EAGLE / draft model's
+     config.json, is copied to a folder of its own) has the drafter's model built next to the target's, on
+     the meta device, as the drafter's load_model builds it (llm_base_proposer.py::_get_model: the draft
+     VllmConfig of _create_draft_vllm_config, the draft model config); the attention layers it adds are
+     marked as draft layers, as load_model marks them (their specs carry is_draft; the answer lists them in
+     `draft_layer_names`). Methods without a draft model (ngram, suffix) build nothing.
+ 11. A case's `drop_keys` are left out of its config copy (arch_oracle.py patch 40: a quantization_config
+     whose FP8 / NVFP4 weight kernels do not run on the CPU); `disable_hybrid_kv_cache_manager` is passed
+     on as the flag.
 
-Answers go to <cases dir>/answers/<name>.json with the sha256 of the config they answer;
-tests/planner/test_vllm_capacity_parity.py compares kvplan with them.
+Answers carry the sha256 of the config they answer and the vLLM version;
+tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -63,7 +91,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_BLOCK_SIZE = 16  # vllm CacheConfig.DEFAULT_BLOCK_SIZE
+BASE_RELEASE = "0.33.0"  # the oracle venv's vLLM (scripts/oracle/setup_venv.sh)
+RELEASES_WORK = Path(os.environ.get("ORACLE_WORK", Path(os.environ.get("TMPDIR", "/tmp")) / "kvplan-oracle-releases"))
 
 
 def _keep_ssm_dtype() -> None:
@@ -96,6 +125,19 @@ def _gdn_prefill(case: dict):
         q._resolve_gdn_prefill_backend = saved
 
 
+def _tp_rank0_view(tp: int) -> None:
+    """Patch 9: a case with `tensor_parallel_size` N builds the model as rank 0 of N tensor-parallel ranks
+    sees it: the process's TP group (one gloo rank) reports world size N and rank 0, so every layer splits
+    its heads, KV heads and state dims as on a GPU rank. Nothing communicates: the model is built on the
+    meta device and no forward runs; the KV cache specs and the capacity are rank 0's (every rank's is
+    the same)."""
+    from vllm.distributed import parallel_state as ps
+
+    tp_group = ps.get_tp_group()
+    tp_group.world_size, tp_group.rank_in_group = tp, 0
+    tp_group.ranks = list(range(tp))
+
+
 def _arch_oracle():
     spec = importlib.util.spec_from_file_location("kvplan_arch_oracle", HERE / "arch_oracle.py")
     assert spec and spec.loader
@@ -104,7 +146,44 @@ def _arch_oracle():
     return mod
 
 
-def _cuda_backend(use_mla: bool):
+class _ImportOnlyFlashInfer:
+    """Patch 8: while a FlashInfer backend module is imported, `flashinfer` (not installed with the CPU
+    oracle venv) is a placeholder module, so that vLLM's backend class loads; the harness reads only the
+    class's kernel block sizes, preferences and spec packing. No kernel is ever called; the placeholder is
+    removed from sys.modules right after the import (vLLM's has_flashinfer() stays False)."""
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.machinery
+
+        if name == "flashinfer" or name.startswith("flashinfer."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        from unittest import mock
+
+        module = mock.MagicMock(name=spec.name)
+        module.__path__, module.__spec__ = [], spec
+        return module
+
+    def exec_module(self, module) -> None:
+        return None
+
+
+def _cuda_backend(use_mla: bool, name: str | None = None):
+    """The CUDA attention backend class the case runs with: its `backend` (a vLLM backend enum name,
+    patch 6), else FlashAttention (TRITON_MLA for MLA models)."""
+    if name is not None:
+        from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+        finder = _ImportOnlyFlashInfer()
+        sys.meta_path.insert(0, finder)
+        try:
+            return AttentionBackendEnum[name].get_class()
+        finally:
+            sys.meta_path.remove(finder)
+            for mod in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
+                del sys.modules[mod]
     if use_mla:
         from vllm.v1.attention.backends.mla.triton_mla import TritonMLABackend
         return TritonMLABackend
@@ -112,15 +191,16 @@ def _cuda_backend(use_mla: bool):
     return FlashAttentionBackend
 
 
-def _align_as_on_cuda(vc) -> None:
+def _align_as_on_cuda(vc, backend_name: str | None) -> None:
     """Patches 1-2, then vLLM's own Platform.update_block_size_for_backend."""
     from vllm.config import set_current_vllm_config
+    from vllm.config.cache import CacheConfig
     from vllm.platforms.interface import Platform
 
-    backend = _cuda_backend(vc.model_config.use_mla)
+    backend = _cuda_backend(vc.model_config.use_mla, backend_name)
     cc = vc.cache_config
     if not cc.user_specified_block_size:
-        cc.block_size = DEFAULT_BLOCK_SIZE
+        cc.block_size = CacheConfig.DEFAULT_BLOCK_SIZE
     if cc.mamba_cache_mode == "align":
         cc.mamba_block_size = cc.block_size
     elif vc.model_config.is_hybrid or cc.mamba_block_size is not None:
@@ -154,14 +234,14 @@ def _group_record(group, vc) -> dict:
             "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes)}
 
 
-def _capacity(vc, specs: dict, available: int) -> dict:
+def _capacity(vc, specs: dict, available: int, backend_name: str | None) -> dict:
     from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
     from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
 
     register_all_kvcache_specs(vc)
-    backend = _cuda_backend(vc.model_config.use_mla)
+    backend = _cuda_backend(vc.model_config.use_mla, backend_name)
     layout = resolve_kv_cache_layout(vc, [[x.name for x in get_supported_kv_cache_layouts([backend])]],
                                      list(specs.values()))
     groups = get_global_kv_cache_groups(vc, [specs])
@@ -195,7 +275,7 @@ def _speculative_config(flags: dict, base: Path, tmp: str) -> dict | None:
 
 
 def _build_drafter(vc):
-    """Patch 6: the draft model the speculative config names is built on the meta device as the drafter's
+    """Patch 10: the draft model the speculative config names is built on the meta device as the drafter's
     load_model builds it (llm_base_proposer.py::_get_model: the draft VllmConfig of _create_draft_vllm_config,
     the draft model config), so its attention layers join the static forward context and are marked as draft
     layers, as load_model marks them. Methods without a draft model (ngram, suffix) build nothing."""
@@ -229,19 +309,21 @@ def run_case(ao, case: dict, base: Path) -> dict:
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
 
     cfg_path = (base / case["config"]).resolve()
     cfg = json.loads(cfg_path.read_text())
     res: dict = {"kind": "kvplan.vllm_capacity_answer", "vllm_version": vllm.__version__, "case": case["name"],
                  "config": case["config"], "config_sha256": hashlib.sha256(cfg_path.read_bytes()).hexdigest(),
-                 "flags": case["flags"], "available_bytes": case["available_bytes"], "engine": None,
+                 "flags": case["flags"], "available_bytes": case["available_bytes"],
+                 "backend": case.get("backend"), "engine": None,
                  "answer": None, "error": None}
     ao._register_unknown_model_type(cfg)
     tmp = tempfile.mkdtemp(prefix="kvplan-capacity-")
     stage = "create_engine_config"
     try:
         shutil.copy(cfg_path, Path(tmp) / "config.json")
-        ao._drop_case_keys(case, tmp)  # arch_oracle.py patch 40 (drop_keys: quantization_config, auto_map)
+        ao._drop_case_keys(case, tmp)  # patch 11 (arch_oracle.py patch 40)
         f = case["flags"]
         ea = EngineArgs(model=tmp, skip_tokenizer_init=True, trust_remote_code=True, enforce_eager=True,
                         load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
@@ -249,6 +331,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                         enable_prefix_caching=f.get("enable_prefix_caching"),
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
                         kv_cache_dtype_skip_layers=list(f.get("kv_cache_dtype_skip_layers", [])),
+                        tensor_parallel_size=f.get("tensor_parallel_size", 1),
                         speculative_config=_speculative_config(f, base, tmp),
                         disable_hybrid_kv_cache_manager=f.get("disable_hybrid_kv_cache_manager"),
                         **({"mamba_ssm_cache_dtype": f["mamba_ssm_cache_dtype"]}
@@ -262,6 +345,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                 ao._DIST_READY = True
             destroy_model_parallel()
             ensure_model_parallel_initialized(1, 1)
+            _tp_rank0_view(f.get("tensor_parallel_size", 1))
         mc = vc.model_config
         gdn = _gdn_prefill(case)
         gdn.__enter__()
@@ -269,25 +353,19 @@ def run_case(ao, case: dict, base: Path) -> dict:
             model = initialize_model(vllm_config=vc)
             drafter = _build_drafter(vc)
         stage = "align_block_size"
-        _align_as_on_cuda(vc)
+        _align_as_on_cuda(vc, case.get("backend"))
         stage = "specs"
-        specs = {}
         with set_current_vllm_config(vc):
-            for name, layer in vc.compilation_config.static_forward_context.items():
-                if not hasattr(layer, "get_kv_cache_spec"):
-                    continue
-                if getattr(layer, "kv_sharing_target_layer_name", None):
-                    continue
+            for layer in vc.compilation_config.static_forward_context.values():
                 backend = getattr(layer, "attn_backend", None)
                 if backend is not None and not backend.is_ssm():  # patch 4
-                    layer.attn_backend = _cuda_backend(backend.is_mla())
-                spec = layer.get_kv_cache_spec(vc)
-                if spec is not None and getattr(layer, "is_draft_layer", False):
-                    spec = dataclasses.replace(spec, is_draft=True)  # gpu_model_runner.get_kv_cache_spec
-                if spec is not None:
-                    specs[name] = spec
+                    layer.attn_backend = _cuda_backend(backend.is_mla(), case.get("backend"))
+            # the GPU model runner's own spec collection: each layer's spec, the backend's packing
+            # (customize_attention_spec: inline per-token-head scales, fixed kernel-block strides), drafts
+            # (patch 10 marks the draft's layers; their specs carry is_draft)
+            specs = get_kv_cache_spec(vc)
             stage = "capacity"
-            res["answer"] = _capacity(vc, specs, case["available_bytes"])
+            res["answer"] = _capacity(vc, specs, case["available_bytes"], case.get("backend"))
         gdn.__exit__(None, None, None)
         cc = vc.cache_config
         res["engine"] = {"architecture": mc.architecture, "model_dtype": ao._dtype_name(mc.dtype),
@@ -306,21 +384,94 @@ def run_case(ao, case: dict, base: Path) -> dict:
     return res
 
 
+def _triton_present_for_cpu_checks() -> None:
+    """Patch 7 (0.34+): the CPU platform's check_and_update_config raises "vLLM on x86 CPUs requires
+    Triton (triton-cpu)" where 0.33 only warned; that one call sees Triton as present (the same harness
+    change as releases/vllm_oracle-0.34.0.patch). No KV cache decision reads it."""
+    import vllm
+    import vllm.triton_utils as tu
+    from vllm.platforms import current_platform
+
+    if tu.HAS_TRITON or tuple(int(x) for x in vllm.__version__.split(".")[:2]) < (0, 34):
+        return
+    orig = type(current_platform).check_and_update_config
+
+    def check_and_update_config(cls, vllm_config):
+        saved, tu.HAS_TRITON = tu.HAS_TRITON, True
+        try:
+            orig(vllm_config)
+        finally:
+            tu.HAS_TRITON = saved
+
+    type(current_platform).check_and_update_config = classmethod(check_and_update_config)
+
+
+def _import_release(release: str | None, site: Path | None) -> str | None:
+    """Put the release's vLLM (a `pip --target` folder, scripts/oracle/release_oracle.sh) in front of the
+    oracle venv's; the problem as one line when it cannot be used, else None."""
+    if site is None and release is not None and release != BASE_RELEASE:
+        site = RELEASES_WORK / f"vllm-{release}"
+    if site is None:
+        return None
+    if not (site / "vllm").is_dir():
+        return (f"no vLLM in {site}: install the wheel there first (scripts/oracle/release_oracle.sh {release} "
+                f"installs it), or pass --site DIR")
+    if not any(site.glob("vllm-*.dist-info")):  # pip --target writes it with the package; DONE follows it
+        return f"{site} is still being installed (no vllm-*.dist-info there yet): wait for it"
+    if (site.parent / "deps").is_dir():
+        sys.path.insert(0, str(site.parent / "deps"))
+    sys.path.insert(0, str(site))
+    return None
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cases", required=True, type=Path)
-    ap.add_argument("--only", nargs="*", default=None)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"""Answers for a release:
+  vLLM {BASE_RELEASE} (the oracle venv's own vLLM; answers in <cases dir>/answers/):
+    VLLM_TARGET_DEVICE=cpu $ORACLE_VENV/bin/python scripts/oracle/capacity_oracle.py \\
+        --cases tests/data/vllm_oracle_capacity/cases.json
+  another release (its wheel `pip install --no-deps --target {RELEASES_WORK}/vllm-VERSION vllm==VERSION`,
+  as scripts/oracle/release_oracle.sh VERSION does; answers in <cases dir>/releases/VERSION/):
+    VLLM_TARGET_DEVICE=cpu $ORACLE_VENV/bin/python scripts/oracle/capacity_oracle.py \\
+        --cases tests/data/vllm_oracle_capacity/cases.json --release VERSION [--site DIR]
+Exit status: 0 when every case was answered, 1 when a case ran into an error (recorded in its answer;
+the parity test fails on it), 2 for bad input
+(a missing cases file, a release folder without vLLM or still being installed, a version mismatch).
+tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.""")
+    ap.add_argument("--cases", required=True, type=Path, help="cases.json (tests/data/vllm_oracle_capacity)")
+    ap.add_argument("--release", default=None, metavar="VERSION",
+                    help=f"the vLLM release to answer with (default: the interpreter's own, {BASE_RELEASE})")
+    ap.add_argument("--site", default=None, type=Path, metavar="DIR",
+                    help=f"folder holding that release's vllm package (default {RELEASES_WORK}/vllm-VERSION)")
+    ap.add_argument("--only", nargs="*", default=None, metavar="NAME", help="run only these cases")
     ap.add_argument("--force", action="store_true", help="rerun cases that have an answer")
     args = ap.parse_args(argv)
+    if not args.cases.is_file():
+        print(f"capacity_oracle: no cases file {args.cases}: pass --cases tests/data/vllm_oracle_capacity/cases.json",
+              file=sys.stderr)
+        return 2
+    problem = _import_release(args.release, args.site)
+    if problem is not None:
+        print(f"capacity_oracle: {problem}", file=sys.stderr)
+        return 2
+    import vllm
+
+    if args.release is not None and vllm.__version__ != args.release:
+        print(f"capacity_oracle: imported vLLM {vllm.__version__} from {vllm.__file__}, not {args.release}: "
+              "pass --site with the folder holding that release", file=sys.stderr)
+        return 2
     base = args.cases.parent
     cases = json.loads(args.cases.read_text())["cases"]
-    out_dir = base / "answers"
-    out_dir.mkdir(exist_ok=True)
+    out_dir = base / "answers" if vllm.__version__ == BASE_RELEASE else base / "releases" / vllm.__version__
+    out_dir.mkdir(parents=True, exist_ok=True)
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # vLLM logs to stdout
     ao = _arch_oracle()
     ao._install_patches()
     _keep_ssm_dtype()
+    _triton_present_for_cpu_checks()
+    failed = 0
     for case in cases:
         if args.only and case["name"] not in args.only:
             continue
@@ -333,9 +484,13 @@ def main(argv=None) -> int:
         res = run_case(ao, case, base)
         out.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
         err = res["error"]
+        failed += err is not None
         print(f"{case['name']}: {'ok' if err is None else err['type'] + ': ' + err['message'][:150]}"
               f" ({time.time() - t0:.1f}s)", file=real_stdout, flush=True)
-    return 0
+    if failed:
+        print(f"capacity_oracle: {failed} case(s) answered with an error (recorded in their answers; "
+              "the parity test fails on them): fix the harness for this release (a patch above)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

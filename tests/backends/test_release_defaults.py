@@ -84,3 +84,15 @@ def test_b12x_pages_and_head_sizes_per_release() -> None:
     # 0.34 drops head size 64 (flashinfer-ai/flashinfer#6977).
     assert validate_backend("B12X", dense(head_size=64), gpu, engine=V033) == []
     assert validate_backend("B12X", dense(head_size=64), gpu, engine=V034) == ["head_size not supported"]
+
+
+def test_fa4_head_256_on_blackwell_pages_in_128_tokens() -> None:
+    # FlashAttentionBackend.get_preferred_block_size -> _get_fa4_hd256_block_size (FA4_HD256_PAGE_SIZE, 0.33 and
+    # 0.34): FA4's head-256 kernel on SM100 takes 128-token pages; head 128 keeps the release default.
+    for engine in (V033, V034):
+        fa4 = select_backend(dense(head_size=256), resolve_gpu("b200"), engine, forced="FLASH_ATTN")
+        assert (fa4.flash_attn_version, fa4.block_size) == (4, 128)
+        head128 = select_backend(dense(head_size=128), resolve_gpu("b200"), engine, forced="FLASH_ATTN")
+        assert head128.block_size == default_block_size(engine)
+    fa3 = select_backend(dense(head_size=256), resolve_gpu("h100"), V033, forced="FLASH_ATTN")
+    assert (fa3.flash_attn_version, fa3.block_size) == (3, 16)

@@ -1,6 +1,7 @@
-"""kvplan's KV cache layout and capacity equal vLLM 0.33.0's own for the same model, flags and KV memory.
+"""kvplan's KV cache layout and capacity equal vLLM's own for the same model, flags and KV memory, per release.
 
-tests/data/vllm_oracle_capacity/answers hold what vLLM's code computed (scripts/oracle/capacity_oracle.py:
+tests/data/vllm_oracle_capacity/answers (vLLM 0.33.0) and releases/<version>/ (other releases, answered with
+`capacity_oracle.py --release VERSION`) hold what vLLM's code computed (scripts/oracle/capacity_oracle.py:
 the real model class, the block-size alignment a CUDA launch runs, get_kv_cache_groups,
 get_kv_cache_configs, get_kv_cache_capacity): block size, KV cache groups with their layers, page and
 blocks per request, pool blocks, the "GPU KV cache size" and "Maximum concurrency" figures, or the startup
@@ -21,12 +22,15 @@ from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 CASES = json.loads((DATA / "cases.json").read_text())["cases"]
+RELEASES = ["0.33.0", *sorted(p.name for p in (DATA / "releases").iterdir() if p.is_dir())]
+RUNS = [(r, c) for r in RELEASES for c in CASES]
 _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state"}
 
 
-def _answer(case: dict) -> dict[str, Any]:
-    return json.loads((DATA / "answers" / f"{case['name']}.json").read_text())
+def _answer(case: dict, release: str = "0.33.0") -> dict[str, Any]:
+    folder = DATA / "answers" if release == "0.33.0" else DATA / "releases" / release
+    return json.loads((folder / f"{case['name']}.json").read_text())
 
 
 def _argv(flags: dict[str, Any]) -> list[str]:
@@ -37,34 +41,45 @@ def _argv(flags: dict[str, Any]) -> list[str]:
         argv += ["--dtype", flags["dtype"]]
     if flags.get("enable_prefix_caching") is False:
         argv.append("--no-enable-prefix-caching")
+    if "tensor_parallel_size" in flags:
+        argv += ["--tensor-parallel-size", str(flags["tensor_parallel_size"])]
     if "mamba_ssm_cache_dtype" in flags:
         argv += ["--mamba-ssm-cache-dtype", flags["mamba_ssm_cache_dtype"]]
     return argv
 
 
-def _plan(case: dict) -> Plan:
-    # FlashInfer's GDN prefill kernel is vLLM's choice on a Hopper GPU (the oracle case says it ran it)
-    return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]),
-                              gpu="h100" if case.get("gdn_prefill") == "flashinfer" else None,
+def _gpu(case: dict) -> str | None:
+    """The GPU the case was answered for: its `gpu`, or a Hopper GPU where the oracle ran FlashInfer's GDN
+    prefill kernel (vLLM's choice there)."""
+    return case.get("gpu") or ("h100" if case.get("gdn_prefill") == "flashinfer" else None)
+
+
+def _plan(case: dict, release: str) -> Plan:
+    return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]), gpu=_gpu(case),
                               kv_budget_bytes=case["available_bytes"],
-                              engine=f"vllm=={_answer(case)['vllm_version']}")
+                              engine=f"vllm=={_answer(case, release)['vllm_version']}")
 
 
-def test_every_case_is_answered_for_its_config() -> None:
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_case_is_answered_for_its_config(release: str) -> None:
     for case in CASES:
-        answer = _answer(case)
+        answer = _answer(case, release)
+        assert answer["vllm_version"] == release
         digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
         assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
         assert answer["error"] is None, case["name"]
-    kinds = {g["spec"] for case in CASES for g in _answer(case)["answer"]["groups"]}
+        assert answer.get("backend") == case.get("backend"), f"{case['name']}: re-run with --force"
+    kinds = {g["spec"] for case in CASES for g in _answer(case, release)["answer"]["groups"]}
     assert {"FullAttentionSpec", "SlidingWindowSpec", "MLAAttentionSpec", "MambaSpec"} <= kinds
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_layout_and_capacity_equal_vllms(case: dict) -> None:
-    answer = _answer(case)
+@pytest.mark.parametrize(("release", "case"), RUNS, ids=[f"{r}-{c['name']}" for r, c in RUNS])
+def test_layout_and_capacity_equal_vllms(release: str, case: dict) -> None:
+    answer = _answer(case, release)
     want = answer["answer"]
-    plan = _plan(case)
+    plan = _plan(case, release)
+    if case.get("gpu") and case.get("backend"):  # the backend the oracle ran is the one kvplan selects there
+        assert {lp.backend for lp in plan.layers if lp.bytes_per_token} == {case["backend"]}
     t = plan.totals
     lay = t.kv_cache_layout
     assert lay is not None, "kvplan computes no layout"

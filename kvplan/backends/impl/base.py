@@ -154,14 +154,14 @@ class BackendHooks:
         return self.row.supports_quant_query_input
 
     def default_block_size(self, site: Site) -> int:
-        """Phase 1 of `update_block_size_for_backend` for a single backend (kvplan's reading): the
-        release's default (16, 64 from 0.34) if accepted; else 64 from an explicit list
-        (FlashInfer-MLA is forced to 64), else the list's smallest; else the `MultipleOf` step."""
+        """`AttentionBackend.get_preferred_block_size` (phase 1 of `update_block_size_for_backend` for a
+        single backend): the release's default (16, 64 from 0.34) if the backend accepts it, else its
+        smallest kernel block (FlashInfer-MLA [32, 64]: 32 at 0.33's default, 64 from 0.34)."""
         if self.block_size_ok(site.engine_block_size, site.gpu):
             return site.engine_block_size
-        if self.row.block_sizes:
-            return 64 if 64 in self.row.block_sizes else min(self.row.block_sizes)
-        return self.row.block_size_multiple_of or 16
+        sizes = [*(self.block_sizes(site.gpu) or ()),
+                 *((self.row.block_size_multiple_of,) if self.row.block_size_multiple_of else ())]
+        return min(sizes) if sizes else site.engine_block_size
 
     def query_dtypes(self, site: Site, query_quant: bool) -> QueryDtypes:
         """Query dtypes per phase; MLA layers report none here (see `prefill_query_advice`)."""

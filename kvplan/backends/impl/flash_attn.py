@@ -139,6 +139,12 @@ class FlashAttn(BackendHooks):
     def default_block_size(self, site: Site) -> int:
         if self._sm90_fa4_dequant(site) and site.req.quant_mode.is_quantized:
             return 64  # _get_sm90_fa4_fp8_kv_block_size: 64-token pages for the SM90 FA4 dequant path
+        req = site.req
+        if (site.flash_attn_version == 4 and site.gpu.cc_major in (10, 11) and req.head_size == 256
+                and req.head_size_v in (None, 256)):
+            # get_preferred_block_size -> _get_fa4_hd256_block_size (0.33.0, 0.34.0): FA4's head-256 kernel on
+            # Blackwell pages in FA4_HD256_PAGE_SIZE = 128 tokens (fa_utils.py::uses_fa4_hd256_kernel)
+            return max(site.engine_block_size, 128)
         return super().default_block_size(site)
 
     def notes(self, site: Site, query_quant: bool) -> list[str]:
