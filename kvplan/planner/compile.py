@@ -481,27 +481,41 @@ def _backend_block_size(gctx: RuleContext, layers: list[LayerPlan]) -> int | Non
     return preferred_block_size(chosen, gctx.gpu.profile, default_block_size(gctx.engine))
 
 
+def _block_size(flags: ServingFlags, engine: EngineVersion | None, backend_block_size: int | None) -> int:
+    """--block-size, else the block size vLLM gives the layers' backends, else the release's default."""
+    return (flags.block_size or backend_block_size
+            or (default_block_size(engine) if engine is not None else DEFAULT_BLOCK_SIZE))
+
+
+def _exact_bytes(sized: list[LayerPlan]) -> tuple[Fraction, bool]:
+    """The layers' bytes per token summed exactly (compressed caches, DeepSeek-V4, have fractional bytes per
+    token), and whether some layer's is fractional."""
+    exact = sum((Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
+                 else Fraction(lp.bytes_per_token) for lp in sized), Fraction(0))
+    return exact, any(lp.bytes_per_token_exact is not None for lp in sized)
+
+
+def _per_request_estimate(sized: list[LayerPlan], drafts: list[LayerPlan], mml: int | None) -> int | None:
+    return sum(lp.max_bytes_per_request or 0 for lp in sized + drafts) if mml else None
+
+
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None, engine: EngineVersion | None,
                  model_dtype: str = "bfloat16", backend_block_size: int | None = None,
                  draft: list[LayerPlan] | None = None) -> tuple[list[LayerPlan], Totals]:
-    bs = (flags.block_size or backend_block_size
-          or (default_block_size(engine) if engine is not None else DEFAULT_BLOCK_SIZE))
+    bs = _block_size(flags, engine, backend_block_size)
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     by_index = {la.index: la for la in arch.layers}
     sized = [_with_state(_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype,
                                       flags.tensor_parallel_size), by_index.get(lp.index), flags, model_dtype)
              for lp in layers]
-    # Exact sum: compressed caches (DeepSeek-V4) have fractional bytes per token.
-    exact = sum((Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
-                 else Fraction(lp.bytes_per_token) for lp in sized), Fraction(0))
-    fractional = any(lp.bytes_per_token_exact is not None for lp in sized)
+    exact, fractional = _exact_bytes(sized)
     bpt = math.ceil(exact)
     base = _bf16_total(arch, sized, flags.tensor_parallel_size)
     drafts = draft_layers(sized, arch, flags, draft)
     pool = exact + sum(lp.bytes_per_token for lp in drafts)  # the draft's layers share the pool
-    per_request = sum(lp.max_bytes_per_request or 0 for lp in sized + drafts) if mml else None
+    per_request = _per_request_estimate(sized, drafts, mml)
     budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype, engine)
     cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
                       gpu.compute_capability if gpu is not None else None, drafts=drafts)
