@@ -154,7 +154,8 @@ def _draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts |
     dflags = ServingFlags(
         kv_cache_dtype=flags.speculative_kv_cache_dtype or flags.kv_cache_dtype,
         kv_cache_dtype_explicit=True, tensor_parallel_size=flags.tensor_parallel_size,
-        max_model_len=flags.max_model_len, dtype=flags.dtype, trust_remote_code=flags.trust_remote_code,
+        max_model_len=flags.max_model_len or inputs.arch.max_position_embeddings, dtype=flags.dtype,
+        trust_remote_code=flags.trust_remote_code,
         block_size=flags.block_size, max_num_batched_tokens=flags.max_num_batched_tokens)
     if mtp_dtype:
         return compile_plan(inputs.arch, inputs.quant, dflags, gpu, engine=engine).layers

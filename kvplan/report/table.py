@@ -187,10 +187,10 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
 
 def _draft_line(d: DraftKv) -> str:
     """The speculative-decoding draft's KV layers and what they add to the pool."""
-    what = f"draft model {d.model}" if d.model else "the checkpoint's MTP layers"
+    what = f"draft model {d.model} adds" if d.model else "the checkpoint's MTP layers add"
     n, k = d.num_speculative_tokens, len(d.layers)
     dtypes = ", ".join(sorted({lp.kv_cache_dtype or "auto" for lp in d.layers}))
-    return (f"speculative decoding ({d.method}, {n} draft token{'s' if n != 1 else ''}): {what} add {k} KV "
+    return (f"speculative decoding ({d.method}, {n} draft token{'s' if n != 1 else ''}): {what} {k} KV "
             f"layer{'s' if k != 1 else ''} ({dtypes}), {d.bytes_per_token:,} B/token to the pool (in the request "
             "above)")
 
