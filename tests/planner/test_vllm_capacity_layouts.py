@@ -140,3 +140,18 @@ def test_a_missing_draft_model_is_one_input_error() -> None:
     with pytest.raises(KvplanInputError, match=r"^--speculative-config model '/nonexistent/draft': path not found"):
         kvplan.api.compile(ROOT / "tests/data/corpus/Meta-Llama-3.1-8B/config.json",
                            _eagle_flags("/nonexistent/draft"))
+
+
+def test_explain_names_the_drafts_kv_layers() -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.main import app
+
+    args = ["explain", str(ROOT / "tests/data/corpus/DeepSeek-V3/config.json"), "--max-model-len", "65536",
+            "--kv-budget-gib", "20", "--engine", "vllm==0.33.0", "--speculative-config",
+            json.dumps({"method": "mtp", "num_speculative_tokens": 1})]
+    out = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    assert ("speculative decoding (mtp, 1 draft token): the checkpoint's MTP layers add 1 KV layer (auto), "
+            "1,152 B/token to the pool") in out.output
+    assert "GPU KV cache size: 300,656 tokens" in out.output  # the oracle's answer for this case
