@@ -276,20 +276,25 @@ def _speculative_config(flags: dict, base: Path, tmp: str) -> dict | None:
 
 def _build_drafter(vc):
     """Patch 10: the draft model the speculative config names is built on the meta device as the drafter's
-    load_model builds it (llm_base_proposer.py::_get_model: the draft VllmConfig of _create_draft_vllm_config,
-    the draft model config), so its attention layers join the static forward context and are marked as draft
-    layers, as load_model marks them. Methods without a draft model (ngram, suffix) build nothing."""
+    load_model builds it, so its attention layers join the static forward context and are marked as draft
+    layers, as load_model marks them. The draft VllmConfig: 0.33 llm_base_proposer.py::_create_draft_vllm_config,
+    0.34 SpeculativeConfig.apply_draft_overrides (worker/gpu/spec_decode/eagle/utils.py::load_eagle_model).
+    Methods without a draft model (ngram, suffix) build nothing."""
     from types import SimpleNamespace
 
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
     from vllm.model_executor.model_loader.utils import initialize_model
-    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
 
     sc = vc.speculative_config
     if sc is None or not sc.uses_draft_kv_cache():
         return None
+    if hasattr(sc, "apply_draft_overrides"):
+        draft_vc = sc.apply_draft_overrides(vc)
+    else:
+        from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+        draft_vc = SpecDecodeBaseProposer._create_draft_vllm_config(SimpleNamespace(speculative_config=sc,
+                                                                                   vllm_config=vc))
     before = set(vc.compilation_config.static_forward_context)
-    draft_vc = SpecDecodeBaseProposer._create_draft_vllm_config(SimpleNamespace(speculative_config=sc, vllm_config=vc))
     model = initialize_model(vllm_config=draft_vc, model_config=sc.draft_model_config)
     for name, layer in vc.compilation_config.static_forward_context.items():
         if name not in before and isinstance(layer, AttentionLayerBase):

@@ -24,13 +24,16 @@ DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 SPECULATIVE = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
 EXTRA = json.loads((DATA / "cases_extra.json").read_text())["cases"]
 CASES = SPECULATIVE + EXTRA
+RELEASES = ["0.33.0", *sorted(p.name for p in (DATA / "releases").iterdir() if p.is_dir())]
+RUNS = [(r, c) for r in RELEASES for c in CASES]
 _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state",
          "CrossAttentionSpec": "cross_attention"}
 
 
-def _answer(case: dict) -> dict[str, Any]:
-    return json.loads((DATA / "answers" / f"{case['name']}.json").read_text())
+def _answer(case: dict, release: str = "0.33.0") -> dict[str, Any]:
+    folder = DATA / "answers" if release == "0.33.0" else DATA / "releases" / release
+    return json.loads((folder / f"{case['name']}.json").read_text())
 
 
 def _argv(flags: dict[str, Any]) -> list[str]:
@@ -63,10 +66,9 @@ def _config(case: dict, tmp: Path) -> Path:
     return tmp / "config.json"
 
 
-def _plan(case: dict, tmp: Path) -> Plan:
+def _plan(case: dict, tmp: Path, release: str = "0.33.0") -> Plan:
     return kvplan.api.compile(_config(case, tmp), _argv(case["flags"]),
-                              kv_budget_bytes=case["available_bytes"],
-                              engine=f"vllm=={_answer(case)['vllm_version']}")
+                              kv_budget_bytes=case["available_bytes"], engine=f"vllm=={release}")
 
 
 def _layer_index(name: str, drafts: list[str], num_layers: int) -> int:
@@ -78,9 +80,11 @@ def _layer_index(name: str, drafts: list[str], num_layers: int) -> int:
     return int(found[-1])
 
 
-def test_every_case_is_answered_for_its_config() -> None:
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_case_is_answered_for_its_config(release: str) -> None:
     for case in CASES:
-        answer = _answer(case)
+        answer = _answer(case, release)
+        assert answer["vllm_version"] == release
         digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
         assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
         assert answer["error"] is None, case["name"]
@@ -89,11 +93,11 @@ def test_every_case_is_answered_for_its_config() -> None:
     assert any(d and "mtp." in d[0] for d in drafts.values()) and any(d is None for d in drafts.values())
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_layout_and_capacity_equal_vllms(case: dict, tmp_path: Path) -> None:
-    answer = _answer(case)
+@pytest.mark.parametrize(("release", "case"), RUNS, ids=[f"{r}-{c['name']}" for r, c in RUNS])
+def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Path) -> None:
+    answer = _answer(case, release)
     want = answer["answer"]
-    plan = _plan(case, tmp_path)
+    plan = _plan(case, tmp_path, release)
     t = plan.totals
     lay = t.kv_cache_layout
     assert lay is not None, "kvplan computes no layout"
