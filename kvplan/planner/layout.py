@@ -1,14 +1,24 @@
 """vLLM's KV cache layout and capacity: block size, groups, pages, blocks per request, tokens and concurrency.
 
-Mirrors vLLM 0.33.0:
+Mirrors vLLM 0.33.0 and 0.34.0 (the same code in both; checked case by case by
+tests/planner/test_vllm_capacity_parity.py and test_vllm_capacity_layouts.py against each release's answers):
 * `Platform._align_hybrid_block_size` (vllm/platforms/interface.py): a hybrid model's attention block size is
   raised to the smallest multiple of the kernel alignment whose page holds the largest state page, and the
   state pages are padded to the attention page ("Setting attention block size to N tokens").
+* `Platform._align_heterogeneous_kv_block_size`: with --kv-cache-dtype-skip-layers the block size grows until
+  the quantized page of the whole-model geometry covers the skip (model dtype) page and the padded state page.
 * `MambaModelConfig.verify_and_update_config` (vllm/model_executor/models/config.py): with prefix caching
   (on by default) the state layers run in mamba_cache_mode "align".
+* The caches laid out: every attention layer's (the speculative-decoding draft's too: the drafter's load_model
+  adds its layers to the forward context), a sparse-MLA layer's indexer keys (DeepseekV32IndexerCache),
+  a decoder layer's cross-attention (CrossAttentionSpec), the state layers' (MambaSpec).
+* `VllmConfig.__post_init__` / `unify_hybrid_kv_cache_specs`: without the hybrid KV cache manager sliding and
+  chunked caches are allocated as full attention.
 * `get_kv_cache_groups` / `_get_kv_cache_groups_uniform_page_size` (vllm/v1/core/kv_cache_planning.py):
-  one group when every layer has the same spec or type, else layers bucketed by spec and split into groups
-  of equal size (the smallest bucket's, or the largest when it is < 1.5x the smallest).
+  one group when every cache has the same spec or type, else pages unified (`unify_kv_cache_spec_page_size`:
+  a smaller page that divides the largest takes a larger block, others and state pages are padded) and caches
+  bucketed by spec and split into groups of equal size (the smallest bucket's, or the largest when it is
+  < 1.5x the smallest).
 * `get_kv_cache_configs`: num_blocks = KV memory // bytes per block (the largest group's pages);
   `get_max_concurrency_for_kv_cache_config`: num_blocks / the blocks one request at max_model_len holds,
   summed over groups; `get_kv_cache_capacity`: tokens = int(concurrency x max_model_len), the
@@ -180,24 +190,34 @@ def hybrid_manager_disabled(layers: list[LayerPlan], flags: ServingFlags) -> boo
 def _model_geometry(attn: list[_Cache]) -> tuple[int, int]:
     """(KV heads per rank, head size) of `ModelConfig.get_num_kv_heads` / `get_head_size`: where layers
     differ, the whole-model value of a numeric field is its largest (ModelArchitectureConfig.from_layers
-    collapses with max: Gemma 4's head size is its full layers' 512, its KV heads its sliding layers' 16)."""
-    shapes = [(c.heads, c.head) for c in attn if c.role == "main" and c.kind != "mla"]
-    return (max(h for h, _ in shapes), max(d for _, d in shapes)) if shapes else (0, 0)
+    collapses with max: Gemma 4's head size is its full layers' 512, its KV heads its sliding layers' 16);
+    an MLA model has one KV head of the latent's size (kv_lora_rank + qk_rope_head_dim)."""
+    main = [c for c in attn if c.role == "main"]
+    if any(c.kind == "mla" for c in main):
+        return 1, max(c.head for c in main if c.kind == "mla")
+    return (max(c.heads for c in main), max(c.head for c in main)) if main else (0, 0)
 
 
 def _model_page(attn: list[_Cache], skipped: bool) -> int:
     """The attention page per token vLLM's block-size alignment reads: FullAttentionSpec(block_size=1) of the
-    whole-model geometry at the global --kv-cache-dtype (`skipped`: a skip layer's model dtype); MLA: the
-    latent. 0 without such a layer."""
-    own = [c for c in attn if c.role == "main" and c.skipped == skipped and c.lp is not None]
-    if not own:
+    whole-model geometry at the global --kv-cache-dtype (`skipped`: a skip layer's model dtype). 0 without
+    such a layer."""
+    like = next((c.lp for c in attn if c.role == "main" and c.skipped == skipped and c.lp is not None), None)
+    if like is None:
         return 0
-    if any(c.kind == "mla" for c in own):
-        return max(c.bpt for c in own)
-    like = next(c.lp for c in own if c.kind != "mla" and c.lp is not None)
     heads, head = _model_geometry(attn)
     return layer_bytes_per_token("full_attention", like.kv_cache_dtype or "auto", like.dtype or "bfloat16",
                                  like.quant_mode, heads, head, head)[0]
+
+
+def _attn_page_1tok(attn: list[_Cache]) -> int:
+    """The attention page of one token the hybrid alignment reads: MLAAttentionSpec(block_size=1) of the
+    latent for an MLA model, else FullAttentionSpec(block_size=1) of the whole-model geometry in the cache
+    dtype (--kv-cache-dtype, not a skip layer's)."""
+    mla = [c.bpt for c in attn if c.role == "main" and c.kind == "mla" and not c.skipped]
+    if mla:
+        return max(mla)
+    return _model_page(attn, False) or _model_page(attn, True) or max(c.bpt for c in attn)
 
 
 def _skip_alignment(attn: list[_Cache], bs: int, state_padded: int = 0) -> tuple[int, int | None]:
@@ -303,7 +323,7 @@ def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCach
     state_padded = 0
     if attn and states:
         ckpt = checkpoint_alignment(sc, cc) if sc is not None and mode == "align" else 1
-        page1 = _model_page(attn, False) or _model_page(attn, True) or max(c.bpt for c in attn)
+        page1 = _attn_page_1tok(attn)
         bs = _hybrid_block_size(bs, page1, max(c.state_page for c in states), any(c.kind == "mla" for c in attn),
                                 ckpt)
         state_padded = bs * page1

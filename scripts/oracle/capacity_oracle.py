@@ -52,18 +52,21 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      when the release's Triton import succeeds.
   8. While a FlashInfer backend module is imported, `flashinfer` (absent from the CPU venv) is a
      placeholder module, removed right after: the class's kernel block sizes and preferences are read,
-     no kernel runs, vLLM's has_flashinfer() stays False. CUTLASS_MLA and FLASH_ATTN_MLA need CUDA at
-     import and cannot be cases.
+     no kernel runs, vLLM's has_flashinfer() stays False. FLASH_ATTN_MLA needs the CUDA flash-attn build at
+     import and cannot be a case.
   9. A case with `tensor_parallel_size` N builds the model as rank 0 of N sees it (the one-rank TP group
      reports N ranks; the model is on the meta device, nothing communicates): heads, KV heads and state
      dims are split as on a GPU rank.
- 10. A case with `speculative_config` (the --speculative-config JSON; its `model`, an EAGLE / draft model's
+ 10. While a case's backend module is imported, a tensor it allocates on "cuda" at import (CUTLASS MLA's
+     128 MB SM100 workspace) is allocated on the meta device instead; the workspace is never used here.
+ 11. A case with `speculative_config` (the --speculative-config JSON; its `model`, an EAGLE / draft model's
      config.json, is copied to a folder of its own) has the drafter's model built next to the target's, on
-     the meta device, as the drafter's load_model builds it (llm_base_proposer.py::_get_model: the draft
-     VllmConfig of _create_draft_vllm_config, the draft model config); the attention layers it adds are
-     marked as draft layers, as load_model marks them (their specs carry is_draft; the answer lists them in
-     `draft_layer_names`). Methods without a draft model (ngram, suffix) build nothing.
- 11. A case's `drop_keys` are left out of its config copy (arch_oracle.py patch 40: a quantization_config
+     the meta device, as the drafter's load_model builds it (0.33: llm_base_proposer.py::_get_model with
+     _create_draft_vllm_config; 0.34: load_eagle_model with SpeculativeConfig.apply_draft_overrides); the
+     attention layers it adds are marked as draft layers, as load_model marks them (their specs carry
+     is_draft; the answer lists them in `draft_layer_names`). Methods without a draft model (ngram, suffix)
+     build nothing.
+ 12. A case's `drop_keys` are left out of its config copy (arch_oracle.py patch 40: a quantization_config
      whose FP8 / NVFP4 weight kernels do not run on the CPU); `disable_hybrid_kv_cache_manager` is passed
      on as the flag.
 
@@ -174,13 +177,23 @@ def _cuda_backend(use_mla: bool, name: str | None = None):
     """The CUDA attention backend class the case runs with: its `backend` (a vLLM backend enum name,
     patch 6), else FlashAttention (TRITON_MLA for MLA models)."""
     if name is not None:
+        import torch
         from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
         finder = _ImportOnlyFlashInfer()
         sys.meta_path.insert(0, finder)
+        empty = torch.empty
+
+        def meta_empty(*args, **kwargs):  # patch 10
+            if str(kwargs.get("device", "")).startswith("cuda"):
+                kwargs["device"] = "meta"
+            return empty(*args, **kwargs)
+
+        torch.empty = meta_empty
         try:
             return AttentionBackendEnum[name].get_class()
         finally:
+            torch.empty = empty
             sys.meta_path.remove(finder)
             for mod in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
                 del sys.modules[mod]
@@ -275,7 +288,7 @@ def _speculative_config(flags: dict, base: Path, tmp: str) -> dict | None:
 
 
 def _build_drafter(vc):
-    """Patch 10: the draft model the speculative config names is built on the meta device as the drafter's
+    """Patch 11: the draft model the speculative config names is built on the meta device as the drafter's
     load_model builds it, so its attention layers join the static forward context and are marked as draft
     layers, as load_model marks them. The draft VllmConfig: 0.33 llm_base_proposer.py::_create_draft_vllm_config,
     0.34 SpeculativeConfig.apply_draft_overrides (worker/gpu/spec_decode/eagle/utils.py::load_eagle_model).
@@ -328,7 +341,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
     stage = "create_engine_config"
     try:
         shutil.copy(cfg_path, Path(tmp) / "config.json")
-        ao._drop_case_keys(case, tmp)  # patch 11 (arch_oracle.py patch 40)
+        ao._drop_case_keys(case, tmp)  # patch 12 (arch_oracle.py patch 40)
         f = case["flags"]
         ea = EngineArgs(model=tmp, skip_tokenizer_init=True, trust_remote_code=True, enforce_eager=True,
                         load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
@@ -367,7 +380,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                     layer.attn_backend = _cuda_backend(backend.is_mla(), case.get("backend"))
             # the GPU model runner's own spec collection: each layer's spec, the backend's packing
             # (customize_attention_spec: inline per-token-head scales, fixed kernel-block strides), drafts
-            # (patch 10 marks the draft's layers; their specs carry is_draft)
+            # (patch 11 marks the draft's layers; their specs carry is_draft)
             specs = get_kv_cache_spec(vc)
             stage = "capacity"
             res["answer"] = _capacity(vc, specs, case["available_bytes"], case.get("backend"))

@@ -7,6 +7,7 @@ from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.defaults import (
     default_block_size,
     extensible_kv_cache,
+    preferred_block_size,
     resolved_gpu_memory_utilization,
 )
 from kvplan.backends.gpus import resolve_gpu
@@ -96,3 +97,14 @@ def test_fa4_head_256_on_blackwell_pages_in_128_tokens() -> None:
         assert head128.block_size == default_block_size(engine)
     fa3 = select_backend(dense(head_size=256), resolve_gpu("h100"), V033, forced="FLASH_ATTN")
     assert (fa3.flash_attn_version, fa3.block_size) == (3, 16)
+
+
+def test_preferred_block_size_for_several_backends() -> None:
+    # Platform._preferred_block_size_for_backends: the default when every backend accepts it, else the smallest
+    # LCM of one kernel block size per backend that all accept; one backend: its own preference.
+    b200 = resolve_gpu("b200")
+    assert preferred_block_size([], b200, 16) is None
+    assert preferred_block_size([("FLASHMLA", 64), ("FLASHMLA", 64)], b200, 16) == 64
+    assert preferred_block_size([("FLASH_ATTN", 16), ("TRITON_ATTN", 16)], b200, 16) == 16
+    assert preferred_block_size([("FLASHINFER_MLA", 32), ("CUTLASS_MLA", 128)], b200, 16) == 128
+    assert preferred_block_size([("FLASHINFER_MLA", 64), ("FLASHMLA", 64)], b200, 64) == 64

@@ -339,7 +339,9 @@ def test_validate_backend_uses_vllm_reason_strings() -> None:
     r = validate_backend("FLASHINFER", dense("int8_per_token_head", head_size=80), resolve_gpu("b200"))
     assert r == ["head_size not supported", "kv_cache_dtype not supported"]
     assert "non-MLA not supported" in validate_backend("CUTLASS_MLA", dense("auto"), resolve_gpu("b200"))
-    assert validate_backend("FLASHINFER_MLA", BackendRequest(block_size=128, **R1), resolve_gpu("b200")) == [
+    # supports_block_size accepts any multiple of a kernel block size (FlashInfer-MLA [32, 64]: 128 is split)
+    assert validate_backend("FLASHINFER_MLA", BackendRequest(block_size=128, **R1), resolve_gpu("b200")) == []
+    assert validate_backend("FLASHINFER_MLA", BackendRequest(block_size=48, **R1), resolve_gpu("b200")) == [
         "block_size not supported"]
     assert validate_backend("CUTLASS_MLA", BackendRequest(block_size=128, **R1), resolve_gpu("b200")) == []
 

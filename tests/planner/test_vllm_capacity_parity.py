@@ -12,6 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,7 +58,9 @@ def _gpu(case: dict) -> str | None:
 
 
 def _plan(case: dict, release: str) -> Plan:
-    return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]), gpu=_gpu(case),
+    # `force_backend`: the launch passes --attention-backend (the oracle ran that backend's class)
+    forced = ["--attention-backend", case["backend"]] if case.get("force_backend") else []
+    return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]) + forced, gpu=_gpu(case),
                               kv_budget_bytes=case["available_bytes"],
                               engine=f"vllm=={_answer(case, release)['vllm_version']}")
 
@@ -101,3 +106,22 @@ def test_layout_and_capacity_equal_vllms(release: str, case: dict) -> None:
     assert lay.num_blocks == want["num_blocks"]
     assert t.tokens_capacity == want["gpu_kv_cache_tokens"]
     assert t.max_concurrency == round(want["max_concurrency"], 2)
+
+
+def _oracle(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "oracle" / "capacity_oracle.py"), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_capacity_oracle_cli_documents_a_release_and_refuses_bad_input(tmp_path: Path) -> None:
+    # The release script calls this CLI; it needs no vLLM to explain itself or to refuse bad input.
+    helptext = _oracle("--help").stdout
+    assert "--release VERSION" in helptext and "releases/VERSION/" in helptext
+    cases = str(DATA / "cases.json")
+    missing = _oracle("--cases", str(tmp_path / "none.json"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no cases file" in missing.stderr
+    empty = _oracle("--cases", cases, "--release", "9.9.9", "--site", str(tmp_path))
+    assert empty.returncode == 2 and f"no vLLM in {tmp_path}" in empty.stderr
+    (tmp_path / "vllm").mkdir()
+    partial = _oracle("--cases", cases, "--release", "9.9.9", "--site", str(tmp_path))
+    assert partial.returncode == 2 and "still being installed" in partial.stderr

@@ -15,6 +15,8 @@ __all__ = ["HOOKS"]
 class B12x(BackendHooks):
     """B12X: the release's default block size if it is a B12X page size, else 128; no head 64 from 0.34."""
 
+    exact_block_sizes = True  # b12x.py::B12xPagedAttentionBackend.supports_block_size: only its page sizes
+
     def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
         if req.head_size == 64 and not engine_feature("b12x_head_size_64").holds_for(engine):
             return ["head_size not supported"]  # vLLM's generic reason

@@ -85,6 +85,9 @@ class BackendHooks:
     cache dtype, so a skipped (model-dtype) layer got the FP8 layers' queries (FlashInfer)."""
     encoder_quant_error: ClassVar[str] = "quantized KV cache is not supported for encoder attention"
     """The NotImplementedError text for a quantized KV cache on encoder attention."""
+    exact_block_sizes: ClassVar[bool] = False
+    """`supports_block_size` accepts only the listed kernel block sizes (B12X, CPU_MLA override it); vLLM's
+    default accepts any multiple of one (a larger block is split into kernel blocks)."""
 
     def __init__(self, row: BackendCapability) -> None:
         self.row = row
@@ -119,7 +122,8 @@ class BackendHooks:
         sizes, m = self.block_sizes(gpu), self.row.block_size_multiple_of
         if sizes is None and m is None:
             return True
-        if sizes is not None and block_size in sizes:
+        if sizes is not None and (block_size in sizes or (
+                not self.exact_block_sizes and any(block_size % s == 0 for s in sizes))):
             return True
         return m is not None and block_size % m == 0
 

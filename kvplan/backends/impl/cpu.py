@@ -23,5 +23,11 @@ class CpuAttn(BackendHooks):
         return None
 
 
-HOOKS: Mapping[str, type[BackendHooks]] = {"CPU_ATTN": CpuAttn}
+class CpuMla(BackendHooks):
+    """CPU_MLA: mla/cpu_mla.py::CPUMLABackend.supports_block_size takes 16 only, no multiple of it."""
+
+    exact_block_sizes = True
+
+
+HOOKS: Mapping[str, type[BackendHooks]] = {"CPU_ATTN": CpuAttn, "CPU_MLA": CpuMla}
 """Backends of this family with behaviour beyond their capability rows."""
