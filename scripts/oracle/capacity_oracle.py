@@ -64,8 +64,10 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      the meta device, as the drafter's load_model builds it (0.33: llm_base_proposer.py::_get_model with
      _create_draft_vllm_config; 0.34: load_eagle_model with SpeculativeConfig.apply_draft_overrides); the
      attention layers it adds are marked as draft layers, as load_model marks them (their specs carry
-     is_draft; the answer lists them in `draft_layer_names`). Methods without a draft model (ngram, suffix)
-     build nothing.
+     is_draft; the answer lists them in `draft_layer_names`). A `draft_model` checkpoint is built with its own
+     model config, the draft parallel config and no quantization config, under the prefix draft_model
+     (draft_model.py / standalone_ar/speculator.py). Methods without a draft model (ngram, suffix) build
+     nothing.
  12. A case's `drop_keys` are left out of its config copy (arch_oracle.py patch 40: a quantization_config
      whose FP8 / NVFP4 weight kernels do not run on the CPU); `disable_hybrid_kv_cache_manager` is passed
      on as the flag.
@@ -308,7 +310,14 @@ def _build_drafter(vc):
         draft_vc = SpecDecodeBaseProposer._create_draft_vllm_config(SimpleNamespace(speculative_config=sc,
                                                                                    vllm_config=vc))
     before = set(vc.compilation_config.static_forward_context)
-    model = initialize_model(vllm_config=draft_vc, model_config=sc.draft_model_config)
+    if sc.uses_draft_model():  # a separate draft checkpoint: its own model and parallel config, no quant config
+        from dataclasses import replace
+
+        draft_vc = replace(draft_vc, model_config=sc.draft_model_config, quant_config=None,
+                           parallel_config=replace(sc.draft_parallel_config, rank=vc.parallel_config.rank))
+        model = initialize_model(vllm_config=draft_vc, prefix="draft_model")
+    else:
+        model = initialize_model(vllm_config=draft_vc, model_config=sc.draft_model_config)
     for name, layer in vc.compilation_config.static_forward_context.items():
         if name not in before and isinstance(layer, AttentionLayerBase):
             layer.is_draft_layer = True
