@@ -30,7 +30,7 @@ from kvplan.model.plan import (
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.budget import ESTIMATE_ERROR_BYTES, estimate_budget
-from kvplan.planner.layout import Capacity, draft_layers, plan_layout
+from kvplan.planner.layout import Capacity, draft_layers, plan_layout, speculative_method
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.backend import backend_choice
@@ -464,7 +464,7 @@ def _with_layout(totals: Totals, cap: Capacity | None) -> Totals:
 def _draft_kv(flags: ServingFlags, drafts: list[LayerPlan]) -> DraftKv | None:
     if not drafts:
         return None
-    return DraftKv(method=flags.speculative_method or "", model=flags.speculative_model,
+    return DraftKv(method=speculative_method(flags), model=flags.speculative_model,
                    num_speculative_tokens=flags.num_speculative_tokens, layers=drafts,
                    bytes_per_token=sum(lp.bytes_per_token for lp in drafts))
 

@@ -129,10 +129,27 @@ def _groups(buckets: dict[tuple[str, int | None, int, int, int], list[_Cache]]) 
     return out
 
 
+def speculative_method(flags: ServingFlags) -> str:
+    """The method vLLM runs for --speculative-config (SpeculativeConfig.__post_init__): without a method a
+    model is a draft_model (ngram for "ngram"); a method other than eagle, eagle3, dflash and dspark becomes
+    eagle / eagle3 / dflash / dspark when the draft model's name says so ("eagle-", "eagle3", "dflash",
+    "dspark" in it); the deprecated per-family MTP names (deepseek_mtp, ...) are mtp."""
+    m = (flags.speculative_method or "").lower()
+    model = (flags.speculative_model or "").lower()
+    if not m and model:
+        m = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
+    if m.endswith("_mtp"):
+        m = "mtp"
+    if model and m not in ("eagle", "eagle3", "dflash", "dspark", "ngram", "suffix"):
+        for key, method in (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark")):
+            if key in model:
+                return method
+    return m
+
+
 def is_mtp(flags: ServingFlags) -> bool:
     """--speculative-config with an MTP method: the checkpoint's own MTP layers are the draft model."""
-    m = (flags.speculative_method or "").lower()
-    return flags.num_speculative_tokens > 0 and (m == "mtp" or m.endswith("_mtp"))
+    return flags.num_speculative_tokens > 0 and speculative_method(flags) == "mtp"
 
 
 # Methods whose draft is a model of its own (--speculative-config model), built by the drafter's load_model with
@@ -144,7 +161,7 @@ DRAFT_MODEL_METHODS = ("eagle", "eagle3", "draft_model")
 def uses_draft_model(flags: ServingFlags) -> bool:
     """--speculative-config names a draft model whose KV layers kvplan lays out (EAGLE, EAGLE3, draft_model)."""
     return (flags.num_speculative_tokens > 0 and flags.speculative_model is not None
-            and (flags.speculative_method or "").lower() in DRAFT_MODEL_METHODS)
+            and speculative_method(flags) in DRAFT_MODEL_METHODS)
 
 
 def multi_module_mtp(arch: ModelArch, flags: ServingFlags) -> bool:
@@ -182,8 +199,7 @@ def hybrid_manager_disabled(layers: list[LayerPlan], flags: ServingFlags) -> boo
     cache manager is not yet supported with chunked local attention + eagle")."""
     if flags.disable_hybrid_kv_cache_manager is not None:
         return flags.disable_hybrid_kv_cache_manager
-    m = (flags.speculative_method or "").lower()
-    eagle = flags.num_speculative_tokens > 0 and (m in EAGLE_METHODS or is_mtp(flags))
+    eagle = flags.num_speculative_tokens > 0 and speculative_method(flags) in EAGLE_METHODS
     return eagle and any(lp.kind == "chunked_attention" for lp in layers)
 
 

@@ -168,3 +168,23 @@ def test_several_mtp_modules_keep_more_of_each_sliding_window(mtp_layers: int, t
     assert sliding.blocks_per_request == math.ceil((128 - 1 + retained + 8192) / lay.block_size) + 1
     assert full.blocks_per_request == 65536 // lay.block_size
     assert len(full.layers) == 12 + mtp_layers  # the MTP layers join the full-attention group
+
+
+@pytest.mark.parametrize(("spec", "method"), [
+    ({"model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}, "eagle3"),
+    ({"model": "yuhuili/EAGLE-LLaMA3-Instruct-8B"}, "eagle"),
+    ({"model": "meta-llama/Llama-3.2-1B"}, "draft_model"),
+    ({"method": "draft_model", "model": "AngelSlim/Qwen3-8B_eagle3"}, "eagle3"),
+    ({"method": "eagle", "model": "org/some-eagle3-head"}, "eagle"),
+    ({"method": "deepseek_mtp"}, "mtp"),
+    ({"model": "ngram"}, "ngram"),
+])
+def test_speculative_method_is_resolved_as_vllm_does(spec: dict, method: str) -> None:
+    """SpeculativeConfig.__post_init__ (vllm/config/speculative.py, 0.33.0): a model without a method is a
+    draft_model, then the draft model's name decides eagle ("eagle-") or eagle3 ("eagle3") unless the method
+    already is eagle / eagle3 / dflash / dspark; deprecated MTP method names become mtp."""
+    from kvplan.ingest.flags import flags_from
+    from kvplan.planner.layout import speculative_method
+
+    flags = flags_from(["--speculative-config", json.dumps({**spec, "num_speculative_tokens": 2})])
+    assert speculative_method(flags) == method
