@@ -153,9 +153,9 @@ def is_mtp(flags: ServingFlags) -> bool:
 
 
 # Methods whose draft is a model of its own (--speculative-config model), built by the drafter's load_model with
-# its attention layers in the KV cache pool (SpeculativeConfig.use_eagle / uses_draft_model; DFlash and DSpark
-# drafts, whose attention is not causal, are not modelled).
-DRAFT_MODEL_METHODS = ("eagle", "eagle3", "draft_model")
+# its attention layers in the KV cache pool (SpeculativeConfig.use_eagle / uses_draft_model; a DFlash draft's
+# non-causal attention keeps an ordinary full-attention cache; DSpark drafts are not modelled).
+DRAFT_MODEL_METHODS = ("eagle", "eagle3", "dflash", "draft_model")
 
 
 def uses_draft_model(flags: ServingFlags) -> bool:
