@@ -69,8 +69,9 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      (draft_model.py / standalone_ar/speculator.py). Methods without a draft model (ngram, suffix) build
      nothing.
  12. A case's `drop_keys` are left out of its config copy (arch_oracle.py patch 40: a quantization_config
-     whose FP8 / NVFP4 weight kernels do not run on the CPU); `disable_hybrid_kv_cache_manager` is passed
-     on as the flag.
+     whose FP8 / NVFP4 weight kernels do not run on the CPU) and its `sub_configs` name the sub-configs of
+     the stand-in config class arch_oracle.py registers for an unknown model_type (its patch 32);
+     `disable_hybrid_kv_cache_manager` is passed on as the flag.
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -345,6 +346,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                  "flags": case["flags"], "available_bytes": case["available_bytes"],
                  "backend": case.get("backend"), "engine": None,
                  "answer": None, "error": None}
+    ao._use_case_sub_configs(case)  # patch 12 (arch_oracle.py patch 32: sub-configs of a stand-in config class)
     ao._register_unknown_model_type(cfg)
     tmp = tempfile.mkdtemp(prefix="kvplan-capacity-")
     stage = "create_engine_config"

@@ -54,20 +54,21 @@ def _argv(flags: dict[str, Any]) -> list[str]:
     return [*argv, "--speculative-config", json.dumps(spec)]
 
 
-def _config(case: dict, tmp: Path) -> Path:
-    """The config as the oracle ran it: a case that drops the weight quantization (no FP8 / NVFP4 weight kernel
-    runs on the CPU) is planned from a copy without it, and without the checkpoint's hf_quant_config.json."""
-    cfg = (DATA / case["config"]).resolve()
-    drop = [k for k in case.get("drop_keys", ()) if k != "auto_map"]
-    if not drop:
-        return cfg
-    doc = {k: v for k, v in json.loads(cfg.read_text()).items() if k not in drop}
-    (tmp / "config.json").write_text(json.dumps(doc))
-    return tmp / "config.json"
+def _config(case: dict, tmp: Path) -> tuple[Path, list[str]]:
+    """The config as the oracle ran it (tests/planner/arch_parity.py::case_input): a case that drops the weight
+    quantization (no FP8 / NVFP4 weight kernel runs on the CPU) is planned from a copy without it and without
+    the checkpoint's hf_quant_config.json; a model_type only the oracle's stand-in config class loads is planned
+    through that class, under --trust-remote-code as the oracle ran it."""
+    from tests.planner.arch_parity import case_input
+
+    cfg = case_input(case, DATA, tmp)
+    stand_in = str((json.loads(cfg.read_text()).get("auto_map") or {}).get("AutoConfig", "")).startswith("arch_oracle.")
+    return cfg, ["--trust-remote-code"] if stand_in else []
 
 
 def _plan(case: dict, tmp: Path, release: str = "0.33.0") -> Plan:
-    return kvplan.api.compile(_config(case, tmp), _argv(case["flags"]),
+    cfg, trust = _config(case, tmp)
+    return kvplan.api.compile(cfg, [*_argv(case["flags"]), *trust],
                               kv_budget_bytes=case["available_bytes"], engine=f"vllm=={release}")
 
 
