@@ -27,9 +27,10 @@ from kvplan.errors import KvplanInputError
 from kvplan.ingest.checkpoint import ModelInputs, model_inputs
 from kvplan.ingest.flags import FlagsInput, flags_from
 from kvplan.model.flags import ServingFlags
-from kvplan.model.plan import Plan
+from kvplan.model.plan import LayerPlan, Plan
 from kvplan.model.quant import QuantMetadata
 from kvplan.planner.compile import apply_strict, compile_plan
+from kvplan.planner.layout import is_mtp, uses_draft_model
 from kvplan.rules.base import Rule
 
 if TYPE_CHECKING:
@@ -109,9 +110,11 @@ def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
         from kvplan.ingest.kv_scales import with_kv_scales
         inputs = replace(inputs, quant=with_kv_scales(inputs.quant, kv_scales))
     gf = gpu_facts(gpu)
+    draft = _draft_plan_layers(inputs, sf, gf, ev, offline=offline)
 
     def plan_for(f: ServingFlags, checks: Iterable[Rule] = ()) -> Plan:
-        return _compile_inputs(inputs, f, gf, kv_budget_bytes=kv_budget_bytes, checks=checks, engine=ev)
+        d = draft if _same_draft(f, sf) else _draft_plan_layers(inputs, f, gf, ev, offline=offline)
+        return _compile_inputs(inputs, f, gf, kv_budget_bytes=kv_budget_bytes, checks=checks, engine=ev, draft=d)
 
     if policy is None:
         plan = plan_for(sf, extra_checks)
@@ -125,6 +128,42 @@ def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
 
 
 def _compile_inputs(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | None, *, kv_budget_bytes: int | None,
-                    checks: Iterable[Rule], engine: EngineVersion) -> Plan:
+                    checks: Iterable[Rule], engine: EngineVersion, draft: list[LayerPlan] | None = None) -> Plan:
     return compile_plan(inputs.arch, inputs.quant, flags, gpu, source=inputs.source, weight_bytes=inputs.weight_bytes,
-                        kv_budget_bytes=kv_budget_bytes, extra_checks=checks, engine=engine, hub=inputs.hub)
+                        kv_budget_bytes=kv_budget_bytes, extra_checks=checks, engine=engine, hub=inputs.hub,
+                        draft=draft)
+
+
+_DRAFT_FIELDS = ("speculative_method", "speculative_model", "speculative_kv_cache_dtype", "num_speculative_tokens",
+                 "kv_cache_dtype", "tensor_parallel_size", "max_model_len", "dtype")
+
+
+def _same_draft(a: ServingFlags, b: ServingFlags) -> bool:
+    return all(getattr(a, f) == getattr(b, f) for f in _DRAFT_FIELDS)
+
+
+def _draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | None, engine: EngineVersion, *,
+                       offline: bool | None) -> list[LayerPlan] | None:
+    """The layers of the draft model --speculative-config names (EAGLE / EAGLE3 head, draft_model), planned as
+    vLLM's drafter builds it: the target's cache config with the speculative config's kv_cache_dtype when given
+    (SpecDecodeBaseProposer._create_draft_vllm_config), the target's tensor-parallel size and max_model_len.
+    MTP with a kv_cache_dtype of its own: the model's layers at that dtype (the MTP layers copy their cache).
+    None otherwise (no draft model, or MTP layers at the model's dtype)."""
+    mtp_dtype = is_mtp(flags) and flags.speculative_kv_cache_dtype not in (None, flags.kv_cache_dtype)
+    if not (mtp_dtype or (uses_draft_model(flags) and flags.speculative_model is not None)):
+        return None
+    dflags = ServingFlags(
+        kv_cache_dtype=flags.speculative_kv_cache_dtype or flags.kv_cache_dtype,
+        kv_cache_dtype_explicit=True, tensor_parallel_size=flags.tensor_parallel_size,
+        max_model_len=flags.max_model_len or inputs.arch.max_position_embeddings, dtype=flags.dtype,
+        trust_remote_code=flags.trust_remote_code,
+        block_size=flags.block_size, max_num_batched_tokens=flags.max_num_batched_tokens)
+    if mtp_dtype:
+        return compile_plan(inputs.arch, inputs.quant, dflags, gpu, engine=engine).layers
+    assert flags.speculative_model is not None
+    try:
+        draft = model_inputs(flags.speculative_model, dflags, read_safetensors=False, offline=offline)
+    except KvplanInputError as e:
+        raise KvplanInputError(f"--speculative-config model {flags.speculative_model!r}: {e.problem}",
+                               e.fix) from None
+    return compile_plan(draft.arch, draft.quant, dflags, gpu, engine=engine).layers

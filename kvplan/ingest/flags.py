@@ -67,6 +67,7 @@ MODELLED_DESTS: dict[str, str] = {
     "mamba_ssm_cache_dtype": "mamba_ssm_cache_dtype",
     "mamba_cache_mode": "mamba_cache_mode",
     "enable_prefix_caching": "enable_prefix_caching",
+    "disable_hybrid_kv_cache_manager": "disable_hybrid_kv_cache_manager",
 }
 
 # A removed flag whose effect kvplan still models: name -> (release note, takes a value). Every other
@@ -755,6 +756,10 @@ def _modelled_fields(scan: ScannedArgv) -> dict[str, Any]:
         fields["num_speculative_tokens"] = spec["num_speculative_tokens"]
     if isinstance(spec, dict) and isinstance(spec.get("method"), str):
         fields["speculative_method"] = spec["method"]
+    if isinstance(spec, dict) and isinstance(spec.get("model"), str) and spec["model"]:
+        fields["speculative_model"] = spec["model"]
+    if isinstance(spec, dict) and isinstance(spec.get("kv_cache_dtype"), str):
+        fields["speculative_kv_cache_dtype"] = spec["kv_cache_dtype"]
     return fields
 
 

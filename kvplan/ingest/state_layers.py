@@ -34,11 +34,28 @@ def _hidden(raw: dict[str, Any]) -> int:
 
 def _kda(raw: dict[str, Any], module: str) -> StateCache | None:
     """Kimi delta attention: linear_attn_config {num_heads, head_dim, short_conv_kernel_size} (Kimi-Linear,
-    vllm kimi_k3), or AliceAI's linear_* keys with separate key heads (vllm alice_ai)."""
+    vllm kimi_k3), GLM-5 Next's linear_* keys (vllm glm5next), Ling 3.0's attention heads (vllm
+    bailing_moe_v3), or AliceAI's linear_* keys with separate key heads (vllm alice_ai)."""
     lac = raw.get("linear_attn_config")
     if isinstance(lac, dict) and _i(lac, "num_heads") and _i(lac, "head_dim"):
         return StateCache(family="kda", num_heads=_i(lac, "num_heads") or 0, head_dim=_i(lac, "head_dim") or 0,
                           conv_kernel=_i(lac, "short_conv_kernel_size") or 4)
+    if module.endswith(".glm5next") and _i(raw, "linear_num_heads") and _i(raw, "linear_head_dim"):
+        # Glm5NextLinearAttention (vllm/models/glm5next/common/kda.py): linear_num_heads x linear_head_dim,
+        # conv kernel linear_conv_kernel_dim
+        return StateCache(family="kda", num_heads=_i(raw, "linear_num_heads") or 0,
+                          head_dim=_i(raw, "linear_head_dim") or 0,
+                          conv_kernel=_i(raw, "linear_conv_kernel_dim") or 4)
+    heads = _i(raw, "num_attention_heads")
+    if module.endswith((".bailing_moe_v3", ".bailing_moe_v3_vl")) and heads:
+        # BailingMoeV3KimiDeltaAttention: num_attention_heads x config.head_dim. For the text model
+        # (model_type bailing_hybrid) transformers' BailingHybridConfig sets head_dim to qk_rope_head_dim
+        # (default 64); the VL model's text config is vLLM's BailingMoeV3TextConfig (head_dim, else
+        # hidden_size / heads).
+        hd = (_i(raw, "qk_rope_head_dim") or 64) if module.endswith(".bailing_moe_v3") else \
+            (_i(raw, "head_dim") or _hidden(raw) // heads)
+        return StateCache(family="kda", num_heads=heads, head_dim=hd,
+                          conv_kernel=_i(raw, "short_conv_kernel_size") or 4)
     if module.endswith(".alice_ai") and _i(raw, "linear_num_value_heads"):
         return StateCache(family="kda", num_heads=_i(raw, "linear_num_value_heads") or 0,
                           head_dim=_i(raw, "linear_value_head_dim") or 0,

@@ -104,11 +104,20 @@ class ServingFlags(Frozen):
     """--enforce-eager: no CUDA graphs, so vLLM's startup profiling sets no graph memory aside."""
     kv_cache_memory_bytes: Annotated[int, Field(ge=1)] | None = None
     """--kv-cache-memory-bytes: vLLM skips memory profiling and gives the KV cache exactly this per GPU."""
+    disable_hybrid_kv_cache_manager: bool | None = None
+    """--disable-hybrid-kv-cache-manager / --no-disable-hybrid-kv-cache-manager (None: vLLM decides; it turns
+    the hybrid manager off for a chunked-attention model with an EAGLE / MTP draft)."""
     speculative_method: str | None = None
     """method of --speculative-config (mtp, eagle3, ngram, ...); None without speculative decoding."""
     num_speculative_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS)] = 0
     """num_speculative_tokens of --speculative-config (0 without speculative decoding): Mamba layers keep one
     state block per draft token and their conv state that many more columns."""
+    speculative_model: Annotated[str, Field(max_length=4096)] | None = None
+    """model of --speculative-config: the draft model (EAGLE / EAGLE3 head or draft_model checkpoint: a
+    config.json, its folder or a Hub id) whose attention layers vLLM adds to the KV cache pool; None: the
+    checkpoint's own MTP layers (method mtp) or no draft model (ngram, suffix)."""
+    speculative_kv_cache_dtype: Annotated[str, Field(max_length=64)] | None = None
+    """kv_cache_dtype of --speculative-config: the draft's KV cache dtype (None: the target's --kv-cache-dtype)."""
 
     @field_validator("attention_config", "hf_overrides", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ SCHEMA_VERSION = "1.4"  # 1.2: findings may carry a `subject`; 1.3: layers may c
 # `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals); 1.4: state layers carry
 # `state_bytes`, `state_shapes`, `state_dtypes`; totals carry `state_bytes_per_request`, `kv_cache_layout`,
 # `max_model_len_fits`, `kv_budget_terms` (each with `error_bytes`), `kv_budget_error_bytes`
+# (1.4 also: totals carry `draft`, the speculative-decoding draft's KV layers)
 
 
 class OmitsAbsent(Frozen):
@@ -210,11 +211,13 @@ class BudgetTerm(Frozen):
 class KvCacheGroup(Frozen):
     """One KV cache group of vLLM's hybrid allocator: layers sharing one block table."""
 
-    kind: Literal["full_attention", "sliding_attention", "chunked_attention", "mla", "state"]
-    """The spec kind of its layers (state: Mamba / linear-attention state layers)."""
+    kind: Literal["full_attention", "sliding_attention", "chunked_attention", "mla", "cross_attention", "state"]
+    """The spec kind of its layers (state: Mamba / linear-attention state layers; cross_attention: an
+    encoder-decoder's cross-attention caches, vLLM's CrossAttentionSpec)."""
     layers: list[int]
-    """Layer indices in the group (vLLM gives group i of a kind the kind's layers i, i + n, i + 2n, ...); MTP draft
-    layers are numbered after the model's layers."""
+    """Layer indices in the group (vLLM gives group i of a kind the kind's layers i, i + n, i + 2n, ...); a layer
+    with two caches in one group (a sparse-MLA indexer's keys next to its latent) is listed twice; the
+    speculative-decoding draft's layers are numbered after the model's layers."""
     block_size: int
     """Tokens per block of the group's layers (a sliding-window skip layer padded to the shared page keeps
     a smaller one; state layers: the attention block size)."""
@@ -243,6 +246,25 @@ class KvCacheLayout(Frozen):
     request; none: 1 + draft); None without state layers."""
     num_blocks: int | None = None
     """Blocks in the pool for the KV budget (null without a budget)."""
+
+
+class DraftKv(Frozen):
+    """The speculative-decoding draft's KV cache: vLLM builds the draft model's attention layers (an EAGLE /
+    EAGLE3 head, a draft_model checkpoint, or the checkpoint's own MTP layers) and adds their caches to the
+    pool next to the target's (gpu_model_runner.get_kv_cache_spec: every attention layer of the static forward
+    context, the drafter's included)."""
+
+    method: str
+    """The --speculative-config method (eagle, eagle3, mtp, draft_model, ...)."""
+    model: str | None = None
+    """The draft model as given in --speculative-config (None: the checkpoint's own MTP layers)."""
+    num_speculative_tokens: int
+    """Draft tokens per step."""
+    layers: list[LayerPlan]
+    """The draft's KV layers, numbered after the target's layers (as vLLM names an EAGLE head's layer
+    model.layers.<num_hidden_layers>), each with its dtype and bytes per token."""
+    bytes_per_token: int
+    """KV bytes per token of the draft's layers (per TP rank); not in Totals.bytes_per_token (the target's)."""
 
 
 class Totals(OmitsAbsent):
@@ -282,6 +304,9 @@ class Totals(OmitsAbsent):
     """vLLM's block layout: block size, page, groups, blocks per request and in the pool; absent where kvplan
     does not model it (caches of several page sizes that vLLM packs)."""
 
+    draft: DraftKv | None = None
+    """The speculative-decoding draft's KV layers and bytes when --speculative-config gives a draft whose
+    layers hold KV (they are in kv_cache_layout's groups and in bytes_per_request); absent otherwise."""
     kv_budget_terms: list[BudgetTerm] | None = None
     """The terms of kv_budget_bytes when it is estimated from --gpu (absent when --kv-budget-gib gives it)."""
     kv_budget_error_bytes: int | None = None
@@ -291,6 +316,7 @@ class Totals(OmitsAbsent):
     vLLM estimates it in its startup error (0: not even one token); absent otherwise."""
 
     omit_when_none = ("bytes_per_token_exact", "state_bytes_per_request", "kv_cache_layout", "max_model_len_fits",
+                      "draft",
                       "kv_budget_terms", "kv_budget_error_bytes")
 
 

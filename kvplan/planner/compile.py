@@ -17,6 +17,7 @@ from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
     BudgetTerm,
     Decision,
+    DraftKv,
     EngineRef,
     Finding,
     GpuRef,
@@ -29,7 +30,7 @@ from kvplan.model.plan import (
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.budget import budget_error, estimate_budget, fixed_budget
-from kvplan.planner.layout import Capacity, plan_layout
+from kvplan.planner.layout import Capacity, draft_layers, plan_layout, speculative_method
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.backend import backend_choice
@@ -135,10 +136,12 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
                  gpu: GpuFacts | None = None, *, source: str | None = None,
                  weight_bytes: int | None = None, kv_budget_bytes: int | None = None,
                  extra_checks: Iterable[Rule] = (), engine: EngineVersion | None = None,
-                 hub: HubSource | None = None) -> Plan:
+                 hub: HubSource | None = None, draft: list[LayerPlan] | None = None) -> Plan:
     """Compile the per-layer KV plan. No I/O, no printing; deterministic for equal inputs.
 
-    `hub` records where a Hugging Face id's files came from (plan.model.hub).
+    `hub` records where a Hugging Face id's files came from (plan.model.hub). `draft` is the plan's layers of
+    the draft model --speculative-config names (EAGLE / EAGLE3 / draft_model), compiled under the draft's flags;
+    the checkpoint's own MTP layers need none.
 
     `engine` is the release modelled (default vllm==0.33.0; see `kvplan.backends.engines`).
     """
@@ -157,7 +160,7 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
 
     layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
                                   model_dtype=str(globals_["model_dtype"]),
-                                  backend_block_size=_backend_block_size(gctx, layers))
+                                  backend_block_size=_backend_block_size(gctx, layers), draft=draft)
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
                        globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
@@ -319,6 +322,10 @@ def _flag_summary(f: ServingFlags) -> dict[str, Any]:
         out["attention_config"] = dict(sorted(f.attention_config.items()))
     if f.hf_overrides:
         out["hf_overrides"] = f.hf_overrides
+    if f.speculative_method is not None or f.num_speculative_tokens:
+        spec = {"method": f.speculative_method, "num_speculative_tokens": f.num_speculative_tokens,
+                "model": f.speculative_model, "kv_cache_dtype": f.speculative_kv_cache_dtype}
+        out["speculative_config"] = {k: v for k, v in spec.items() if v is not None}
     return out
 
 
@@ -458,6 +465,14 @@ def _with_layout(totals: Totals, cap: Capacity | None) -> Totals:
         "max_concurrency": round(cap.max_concurrency, 2) if cap.max_concurrency is not None else None})
 
 
+def _draft_kv(flags: ServingFlags, drafts: list[LayerPlan]) -> DraftKv | None:
+    if not drafts:
+        return None
+    return DraftKv(method=speculative_method(flags), model=flags.speculative_model,
+                   num_speculative_tokens=flags.num_speculative_tokens, layers=drafts,
+                   bytes_per_token=sum(lp.bytes_per_token for lp in drafts))
+
+
 def _backend_block_size(gctx: RuleContext, layers: list[LayerPlan]) -> int | None:
     """With --gpu: the block size vLLM gives the layers' attention backends (FlashMLA 64, CUTLASS MLA 128,
     FlashInfer-MLA 32 at 0.33's default; `kvplan.backends.defaults.preferred_block_size`)."""
@@ -470,28 +485,44 @@ def _backend_block_size(gctx: RuleContext, layers: list[LayerPlan]) -> int | Non
     return preferred_block_size(chosen, gctx.gpu.profile, default_block_size(gctx.engine))
 
 
+def _block_size(flags: ServingFlags, engine: EngineVersion | None, backend_block_size: int | None) -> int:
+    """--block-size, else the block size vLLM gives the layers' backends, else the release's default."""
+    return (flags.block_size or backend_block_size
+            or (default_block_size(engine) if engine is not None else DEFAULT_BLOCK_SIZE))
+
+
+def _exact_bytes(sized: list[LayerPlan]) -> tuple[Fraction, bool]:
+    """The layers' bytes per token summed exactly (compressed caches, DeepSeek-V4, have fractional bytes per
+    token), and whether some layer's is fractional."""
+    exact = sum((Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
+                 else Fraction(lp.bytes_per_token) for lp in sized), Fraction(0))
+    return exact, any(lp.bytes_per_token_exact is not None for lp in sized)
+
+
+def _per_request_estimate(sized: list[LayerPlan], drafts: list[LayerPlan], mml: int | None) -> int | None:
+    return sum(lp.max_bytes_per_request or 0 for lp in sized + drafts) if mml else None
+
+
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None, engine: EngineVersion | None,
-                 model_dtype: str = "bfloat16",
-                 backend_block_size: int | None = None) -> tuple[list[LayerPlan], Totals]:
-    bs = (flags.block_size or backend_block_size
-          or (default_block_size(engine) if engine is not None else DEFAULT_BLOCK_SIZE))
+                 model_dtype: str = "bfloat16", backend_block_size: int | None = None,
+                 draft: list[LayerPlan] | None = None) -> tuple[list[LayerPlan], Totals]:
+    bs = _block_size(flags, engine, backend_block_size)
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     by_index = {la.index: la for la in arch.layers}
     sized = [_with_state(_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype,
                                       flags.tensor_parallel_size), by_index.get(lp.index), flags, model_dtype)
              for lp in layers]
-    # Exact sum: compressed caches (DeepSeek-V4) have fractional bytes per token.
-    exact = sum((Fraction(lp.bytes_per_token_exact) if lp.bytes_per_token_exact is not None
-                 else Fraction(lp.bytes_per_token) for lp in sized), Fraction(0))
-    fractional = any(lp.bytes_per_token_exact is not None for lp in sized)
+    exact, fractional = _exact_bytes(sized)
     bpt = math.ceil(exact)
     base = _bf16_total(arch, sized, flags.tensor_parallel_size)
-    per_request = sum(lp.max_bytes_per_request or 0 for lp in sized) if mml else None
+    drafts = draft_layers(sized, arch, flags, draft)
+    pool = exact + sum(lp.bytes_per_token for lp in drafts)  # the draft's layers share the pool
+    per_request = _per_request_estimate(sized, drafts, mml)
     budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype, engine)
     cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
-                      gpu.compute_capability if gpu is not None else None)
+                      gpu.compute_capability if gpu is not None else None, drafts=drafts)
     if cap is not None:
         sized, per_request = _state_request_bytes(sized, cap), cap.bytes_per_request
     state_total = sum(lp.state_bytes for lp in sized if lp.state_bytes is not None)
@@ -502,8 +533,8 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
         kv_layers=sum(1 for lp in sized if lp.bytes_per_token > 0),
         quantized_layers=sum(1 for lp in sized if lp.quant_mode.is_quantized),
         max_model_len=mml, bytes_per_request=per_request, kv_budget_bytes=budget,
-        tokens_capacity=math.floor(budget / exact) if budget is not None and exact else None,
+        tokens_capacity=math.floor(budget / pool) if budget is not None and pool else None,
         max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None,
-        state_bytes_per_request=state_total or None, kv_budget_terms=terms,
+        state_bytes_per_request=state_total or None, draft=_draft_kv(flags, drafts), kv_budget_terms=terms,
         kv_budget_error_bytes=budget_error(terms) if terms else None)
     return sized, _with_layout(totals, cap)

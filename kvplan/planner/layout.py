@@ -1,7 +1,7 @@
 """vLLM's KV cache layout and capacity: block size, groups, pages, blocks per request, tokens and concurrency.
 
 Mirrors vLLM 0.33.0 and 0.34.0 (the same code in both; checked case by case by
-tests/planner/test_vllm_capacity_parity.py against each release's own answers):
+tests/planner/test_vllm_capacity_parity.py and test_vllm_capacity_layouts.py against each release's answers):
 * `Platform._align_hybrid_block_size` (vllm/platforms/interface.py): a hybrid model's attention block size is
   raised to the smallest multiple of the kernel alignment whose page holds the largest state page, and the
   state pages are padded to the attention page ("Setting attention block size to N tokens").
@@ -9,9 +9,14 @@ tests/planner/test_vllm_capacity_parity.py against each release's own answers):
   the quantized page of the whole-model geometry covers the skip (model dtype) page and the padded state page.
 * `MambaModelConfig.verify_and_update_config` (vllm/model_executor/models/config.py): with prefix caching
   (on by default) the state layers run in mamba_cache_mode "align".
+* The caches laid out: every attention layer's (the speculative-decoding draft's too: the drafter's load_model
+  adds its layers to the forward context), a sparse-MLA layer's indexer keys (DeepseekV32IndexerCache),
+  a decoder layer's cross-attention (CrossAttentionSpec), the state layers' (MambaSpec).
+* `VllmConfig.__post_init__` / `unify_hybrid_kv_cache_specs`: without the hybrid KV cache manager sliding and
+  chunked caches are allocated as full attention.
 * `get_kv_cache_groups` / `_get_kv_cache_groups_uniform_page_size` (vllm/v1/core/kv_cache_planning.py):
-  one group when every layer has the same spec or type, else pages unified (`unify_kv_cache_spec_page_size`:
-  a smaller page that divides the largest takes a larger block, others and state pages are padded) and layers
+  one group when every cache has the same spec or type, else pages unified (`unify_kv_cache_spec_page_size`:
+  a smaller page that divides the largest takes a larger block, others and state pages are padded) and caches
   bucketed by spec and split into groups of equal size (the smallest bucket's, or the largest when it is
   < 1.5x the smallest).
 * `get_kv_cache_configs`: num_blocks = KV memory // bytes per block (the largest group's pages);
@@ -36,7 +41,7 @@ from kvplan.rules.memory import layer_bytes_per_token
 ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "mla")
 MIN_KERNEL_BLOCK = 16   # smallest kernel block of vLLM's CUDA attention backends (MultipleOf(16))
 MLA_HYBRID_ALIGNMENT = 128  # hybrid MLA + Mamba: block size a multiple of 128 (TRTLLM / FlashInfer MLA decode)
-_Group = tuple[str, list[LayerPlan]]  # (spec kind, layers) of one KV cache group
+_Group = tuple[str, list["_Cache"]]  # (spec kind, caches) of one KV cache group
 
 # How the "GPU KV cache size: N tokens" line is computed, per release range (the other figure, Maximum
 # concurrency, is num_blocks / blocks per request in every release modelled).
@@ -71,12 +76,12 @@ class Capacity:
 
 
 def _plain(lp: LayerPlan, la: LayerArch | None) -> bool:
-    """A layer whose cache is one spec kvplan lays out (no indexer, ring, cross or shared cache)."""
+    """A layer whose caches kvplan lays out (its attention, sparse indexer keys and cross-attention; not the
+    rings, compressor and further caches of DeepSeek-V4 and others, or block-pooled caches)."""
     if la is None:
         return False
     if lp.kind in ATTENTION_KINDS and lp.bytes_per_token:
         return (not la.extra_caches and la.dsv4_compress_ratio is None and la.states_per_token == 1
-                and not la.cross_attention_tokens and not la.indexer_bytes_per_token
                 and lp.bytes_per_token_exact is None)
     return True
 
@@ -101,27 +106,17 @@ def _hybrid_block_size(bs: int, attn_page_1tok: int, state_page: int, mla: bool,
     return max(bs, need)
 
 
-def _attn_blocks(lp: LayerPlan, mml: int, bs: int, mbt: int) -> int:
-    """Blocks of one attention layer for one request (max_memory_usage_bytes / page, vllm-0.33 §7.2)."""
-    if lp.kind == "sliding_attention" and lp.sliding_window:
-        return -(-min(lp.sliding_window - 1 + mbt, mml) // bs) + 1
-    if lp.kind == "chunked_attention" and lp.attention_chunk_size:
-        return -(-min(lp.attention_chunk_size + mbt, mml) // bs)
+def _attn_blocks(c: _Cache, mml: int, bs: int, mbt: int, retained: int = 0) -> int:
+    """Blocks of one attention cache for one request (max_memory_usage_bytes / page, vllm-0.33 §7.2); a sliding
+    window keeps `retained` more tokens below it (SlidingWindowSpec.extra_retained_tokens)."""
+    if c.kind == "sliding_attention" and c.window:
+        return -(-min(c.window - 1 + retained + mbt, mml) // bs) + 1
+    if c.kind == "chunked_attention" and c.window:
+        return -(-min(c.window + mbt, mml) // bs)
     return -(-mml // bs)
 
 
-_Bucket = tuple[str, int | None, int, int]  # a KV cache spec: kind, window or chunk, page, block size
-
-
-def _bucket_key(lp: LayerPlan, page: int, block: int) -> _Bucket:
-    if lp.kind == "sliding_attention":
-        return lp.kind, lp.sliding_window, page, block
-    if lp.kind == "chunked_attention":
-        return lp.kind, lp.attention_chunk_size, page, block
-    return lp.kind, None, page, block
-
-
-def _groups(buckets: dict[_Bucket, list[LayerPlan]]) -> list[_Group]:
+def _groups(buckets: dict[tuple[str, int | None, int, int, int], list[_Cache]]) -> list[_Group]:
     """_get_kv_cache_groups_uniform_page_size: equal-size groups, bucket i's layers[j::n] in group j."""
     sizes = [len(v) for v in buckets.values()]
     group_size = min(sizes)
@@ -134,123 +129,189 @@ def _groups(buckets: dict[_Bucket, list[LayerPlan]]) -> list[_Group]:
     return out
 
 
+def speculative_method(flags: ServingFlags) -> str:
+    """The method vLLM runs for --speculative-config (SpeculativeConfig.__post_init__): without a method a
+    model is a draft_model (ngram for "ngram"); a method other than eagle, eagle3, dflash and dspark becomes
+    eagle / eagle3 / dflash / dspark when the draft model's name says so ("eagle-", "eagle3", "dflash",
+    "dspark" in it); the deprecated per-family MTP names (deepseek_mtp, ...) are mtp."""
+    m = (flags.speculative_method or "").lower()
+    model = (flags.speculative_model or "").lower()
+    if not m and model:
+        m = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
+    if m.endswith("_mtp"):
+        m = "mtp"
+    if model and m not in ("eagle", "eagle3", "dflash", "dspark", "ngram", "suffix"):
+        for key, method in (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark")):
+            if key in model:
+                return method
+    return m
+
+
 def is_mtp(flags: ServingFlags) -> bool:
     """--speculative-config with an MTP method: the checkpoint's own MTP layers are the draft model."""
-    m = (flags.speculative_method or "").lower()
-    return flags.num_speculative_tokens > 0 and (m == "mtp" or m.endswith("_mtp"))
+    return flags.num_speculative_tokens > 0 and speculative_method(flags) == "mtp"
 
 
-def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags) -> list[LayerPlan]:
-    """The MTP draft model's layers: vLLM builds each of the checkpoint's MTP layers as a decoder layer with the
-    KV cache of the model's full attention (numbered after the model's layers here)."""
+# Methods whose draft is a model of its own (--speculative-config model), built by the drafter's load_model with
+# its attention layers in the KV cache pool (SpeculativeConfig.use_eagle / uses_draft_model; a DFlash draft's
+# non-causal attention keeps an ordinary full-attention cache; DSpark drafts are not modelled).
+DRAFT_MODEL_METHODS = ("eagle", "eagle3", "dflash", "draft_model")
+
+
+def uses_draft_model(flags: ServingFlags) -> bool:
+    """--speculative-config names a draft model whose KV layers kvplan lays out (EAGLE, EAGLE3, draft_model)."""
+    return (flags.num_speculative_tokens > 0 and flags.speculative_model is not None
+            and speculative_method(flags) in DRAFT_MODEL_METHODS)
+
+
+def multi_module_mtp(arch: ModelArch, flags: ServingFlags) -> bool:
+    """SpeculativeConfig.use_multi_module_mtp: method mtp with more than one MTP module in use."""
+    return is_mtp(flags) and min(arch.mtp_layers, flags.num_speculative_tokens) > 1
+
+
+def draft_layers(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
+                 external: list[LayerPlan] | None = None) -> list[LayerPlan]:
+    """The draft model's KV layers, numbered after the model's layers: a draft model's own layers (planned from
+    its config, `external`), or the checkpoint's MTP layers, which vLLM builds as decoder layers with the KV
+    cache of the model's full attention (at the speculative config's kv_cache_dtype: `external` is then the
+    model planned at that dtype)."""
+    first = max((lp.index for lp in layers), default=-1) + 1
+    if external is not None and uses_draft_model(flags):
+        kv = [lp for lp in external if lp.bytes_per_token and lp.kind in ATTENTION_KINDS]
+        return [lp.model_copy(update={"index": first + i}) for i, lp in enumerate(kv)]
     if not (is_mtp(flags) and arch.mtp_layers):
         return []
-    main = next((lp for lp in layers if lp.kind in ("full_attention", "mla") and lp.bytes_per_token), None)
+    # MTP: `external` is the model planned at the speculative config's kv_cache_dtype, when it names one
+    main = next((lp for lp in (external or layers) if lp.kind in ("full_attention", "mla") and lp.bytes_per_token),
+                None)
     if main is None:
         return []
-    first = max(lp.index for lp in layers) + 1
     return [main.model_copy(update={"index": first + i}) for i in range(arch.mtp_layers)]
 
 
-def _model_geometry(attn: list[LayerPlan]) -> tuple[int, int]:
+# SpeculativeConfig.use_eagle: the methods whose drafter reads the target's hidden states.
+EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+
+
+def hybrid_manager_disabled(layers: list[LayerPlan], flags: ServingFlags) -> bool:
+    """VllmConfig.__post_init__: the hybrid KV cache manager is off when --disable-hybrid-kv-cache-manager
+    says so, or (by default) for a model with chunked local attention and an EAGLE-family draft ("Hybrid KV
+    cache manager is not yet supported with chunked local attention + eagle")."""
+    if flags.disable_hybrid_kv_cache_manager is not None:
+        return flags.disable_hybrid_kv_cache_manager
+    eagle = flags.num_speculative_tokens > 0 and speculative_method(flags) in EAGLE_METHODS
+    return eagle and any(lp.kind == "chunked_attention" for lp in layers)
+
+
+def _model_geometry(attn: list[_Cache]) -> tuple[int, int]:
     """(KV heads per rank, head size) of `ModelConfig.get_num_kv_heads` / `get_head_size`: where layers
     differ, the whole-model value of a numeric field is its largest (ModelArchitectureConfig.from_layers
     collapses with max: Gemma 4's head size is its full layers' 512, its KV heads its sliding layers' 16);
     an MLA model has one KV head of the latent's size (kv_lora_rank + qk_rope_head_dim)."""
-    if any(lp.kind == "mla" for lp in attn):
-        return 1, max(lp.head_size for lp in attn if lp.kind == "mla")
-    shapes = [(lp.num_kv_heads, lp.head_size) for lp in attn]
-    return (max(h for h, _ in shapes), max(d for _, d in shapes)) if shapes else (0, 0)
+    main = [c for c in attn if c.role == "main"]
+    if any(c.kind == "mla" for c in main):
+        return 1, max(c.head for c in main if c.kind == "mla")
+    return (max(c.heads for c in main), max(c.head for c in main)) if main else (0, 0)
 
 
-def _per_token_page(like: LayerPlan, heads: int, head_size: int) -> int:
-    """FullAttentionSpec(block_size=1) page in `like`'s cache dtype for the model-level geometry."""
+def _model_page(attn: list[_Cache], skipped: bool) -> int:
+    """The attention page per token vLLM's block-size alignment reads: FullAttentionSpec(block_size=1) of the
+    whole-model geometry at the global --kv-cache-dtype (`skipped`: a skip layer's model dtype). 0 without
+    such a layer."""
+    like = next((c.lp for c in attn if c.role == "main" and c.skipped == skipped and c.lp is not None), None)
+    if like is None:
+        return 0
+    heads, head = _model_geometry(attn)
     return layer_bytes_per_token("full_attention", like.kv_cache_dtype or "auto", like.dtype or "bfloat16",
-                                 like.quant_mode, heads, head_size, head_size)[0]
+                                 like.quant_mode, heads, head, head)[0]
 
 
-def _skip_alignment(attn: list[LayerPlan], bs: int, state_pad: int = 0) -> tuple[int, int | None]:
-    """Platform._align_heterogeneous_kv_block_size: with skip layers, the per-token pages of the model-level
-    geometry (get_num_kv_heads x get_head_size) in the quantized (primary) and the model (skip) dtype; when
-    the skip page exceeds the primary, the block size becomes align x cdiv(skip x 16, align x primary) (align
-    = max(16, block size)) and sliding-window skip layers pad their page to block size x primary.
-    `state_pad`: the state page already padded by the hybrid alignment, which the primary page must cover
-    too. (block size, padded skip page or None)."""
-    quantized = next((lp for lp in attn if not lp.skipped), None)
-    skipped = next((lp for lp in attn if lp.skipped), None)
-    if quantized is None or skipped is None:
-        return bs, None
-    heads, head_size = _model_geometry(attn)
-    primary, padded = _per_token_page(quantized, heads, head_size), _per_token_page(skipped, heads, head_size)
-    if padded <= primary:
+def _attn_page_1tok(attn: list[_Cache]) -> int:
+    """The attention page of one token the hybrid alignment reads: MLAAttentionSpec(block_size=1) of the
+    latent for an MLA model, else FullAttentionSpec(block_size=1) of the whole-model geometry in the cache
+    dtype (--kv-cache-dtype, not a skip layer's)."""
+    mla = [c.bpt for c in attn if c.role == "main" and c.kind == "mla" and not c.skipped]
+    if mla:
+        return max(mla)
+    return _model_page(attn, False) or _model_page(attn, True) or max(c.bpt for c in attn)
+
+
+def _skip_alignment(attn: list[_Cache], bs: int, state_padded: int = 0) -> tuple[int, int | None]:
+    """Platform._align_heterogeneous_kv_block_size: with skip layers whose (model-dtype) page per token exceeds
+    the quantized one, the block size becomes the smallest multiple of align = max(16, block size) whose
+    primary page covers a skip page of 16 tokens (and an already padded state page); every sliding-window
+    layer then takes that shared page (block size x primary page per token). (block size, shared page or
+    None)."""
+    primary, padded = _model_page(attn, False), _model_page(attn, True)
+    if not primary or not padded or padded <= primary:
         return bs, None
     align = max(MIN_KERNEL_BLOCK, bs)
-    bs = max(bs, align * -(-max(padded * MIN_KERNEL_BLOCK, state_pad) // (align * primary)))
+    bs = max(bs, align * -(-max(padded * MIN_KERNEL_BLOCK, state_padded) // (align * primary)))
     return bs, bs * primary
 
 
-def _unify_pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int],
-                 pages: dict[int, int]) -> bool:
-    """unify_kv_cache_spec_page_size, in place: a state layer pads its page to the largest; an attention
-    layer whose page divides it takes a block size that many times larger, another non-MLA layer pads its
-    page. False where vLLM raises (an MLA page that does not divide it)."""
-    top = max(pages.values())
-    pages.update({lp.index: top for lp in states})
-    for lp in attn:
-        page = pages[lp.index]
-        if page == top:
-            continue
-        if top % page == 0:
-            blocks[lp.index] *= top // page
-        elif lp.kind == "mla":
-            return False
-        pages[lp.index] = top
-    return True
-
-
-def _layer_block(lp: LayerPlan, bs: int, skip_page: int | None) -> int:
-    """A layer's tokens per block: a sliding-window skip layer padded to the shared page takes the largest
-    kernel block (a multiple of 16) whose own page fits it (attention.py::_largest_kernel_block_within)."""
-    if skip_page is None or not lp.skipped or lp.kind != "sliding_attention":
+def _layer_block(c: _Cache, bs: int, shared_page: int | None) -> int:
+    """A cache's tokens per block: with a shared skip page a sliding-window layer takes the largest kernel block
+    (a multiple of 16) whose own page fits it (attention.py::get_kv_cache_spec, _largest_kernel_block_within);
+    every other cache the block size."""
+    if shared_page is None or c.kind != "sliding_attention":
         return bs
-    return max(MIN_KERNEL_BLOCK, skip_page // lp.bytes_per_token // MIN_KERNEL_BLOCK * MIN_KERNEL_BLOCK)
+    return max(MIN_KERNEL_BLOCK, shared_page // c.bpt // MIN_KERNEL_BLOCK * MIN_KERNEL_BLOCK)
 
 
-def _laid_out(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
-              by_index: dict[int, LayerArch]) -> tuple[list[LayerPlan], list[LayerPlan]] | None:
-    """(attention layers with MTP drafts, state layers), or None where kvplan does not lay the model out."""
+@dataclass(eq=False)
+class _Cache:
+    """One KV cache vLLM registers (one KVCacheSpec): a layer's attention, its sparse indexer's keys, its
+    cross-attention, or a state layer's state; its block and page once laid out."""
+
+    layer: int
+    kind: str
+    """An attention kind, cross_attention, or state."""
+    bpt: int = 0
+    """Bytes per token (attention caches)."""
+    window: int | None = None
+    """Sliding window or attention chunk."""
+    skipped: bool = False
+    role: str = "main"
+    """main (a model layer's own attention), draft, indexer, cross or state."""
+    heads: int = 0
+    head: int = 0
+    """KV heads and head size (the model-wide geometry is the largest of each)."""
+    lp: LayerPlan | None = None
+    """The layer plan of a main or draft cache (its dtype and quantization mode)."""
+    state_page: int = 0
+    block: int = 0
+    page: int = 0
+
+
+def _attention_caches(lp: LayerPlan, la: LayerArch | None, draft: bool) -> list[_Cache]:
+    """A layer's attention caches: its own, its sparse indexer's keys (MLAAttentionSpec, indexer role,
+    deepseek_v2.py::DeepseekV32IndexerCache) and its cross-attention (CrossAttentionSpec)."""
+    indexer = la.indexer_bytes_per_token if la is not None and lp.kind == "mla" else 0
+    window = lp.sliding_window if lp.kind == "sliding_attention" else (
+        lp.attention_chunk_size if lp.kind == "chunked_attention" else None)
+    out = [_Cache(lp.index, lp.kind, lp.bytes_per_token - indexer, window, lp.skipped,
+                  role="draft" if draft else "main", heads=lp.num_kv_heads, head=lp.head_size, lp=lp)]
+    if indexer:
+        out.append(_Cache(lp.index, "mla", indexer, role="indexer"))
+    if la is not None and la.cross_attention_tokens and lp.cross_attention_bytes_per_token:
+        out.append(_Cache(lp.index, "cross_attention", lp.cross_attention_bytes_per_token, role="cross"))
+    return out
+
+
+def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
+            by_index: dict[int, LayerArch]) -> tuple[list[_Cache], list[_Cache]] | None:
+    """(attention caches, the draft's included; state caches), or None where kvplan does not lay the model
+    out."""
     if not all(_plain(lp, by_index.get(lp.index)) for lp in layers):
         return None
-    attn = [lp for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token]
-    attn += draft_layers(layers, arch, flags)
+    attn = [c for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token
+            for c in _attention_caches(lp, by_index.get(lp.index), False)]
+    attn += [c for lp in drafts for c in _attention_caches(lp, None, True)]
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
     if any(lp.state_bytes is None for lp in states) or not (attn or states):
         return None
-    return attn, states
-
-
-def _pages(attn: list[LayerPlan], states: list[LayerPlan], blocks: dict[int, int], state_pad: int,
-           skip_page: int | None = None) -> dict[int, int]:
-    """Every layer's page: attention block x bytes per token (a sliding skip layer: the shared skip page);
-    state pages padded to `state_pad` (the aligned attention page, cache_config.mamba_page_size_padded;
-    unify_kv_cache_spec_page_size pads them further to a larger attention page)."""
-    def page(lp: LayerPlan) -> int:
-        if skip_page is not None and lp.skipped and lp.kind == "sliding_attention":
-            return skip_page
-        return blocks[lp.index] * lp.bytes_per_token
-
-    pages = {lp.index: page(lp) for lp in attn}
-    pages.update({lp.index: state_pad for lp in states})
-    return pages
-
-
-def _attn_page_1tok(attn: list[LayerPlan]) -> int:
-    """The attention page of one token the block-size alignment reads: FullAttentionSpec(block_size=1) of
-    the whole-model geometry in the cache dtype (--kv-cache-dtype, not a skip layer's); MLA: the latent."""
-    if any(lp.kind == "mla" for lp in attn):
-        return max(lp.bytes_per_token for lp in attn)
-    primary = next((lp for lp in attn if not lp.skipped), attn[0])
-    return _per_token_page(primary, *_model_geometry(attn))
+    return attn, [_Cache(lp.index, "state", role="state", state_page=lp.state_bytes or 0) for lp in states]
 
 
 def _state_blocks(sc: StateCache | None, flags: ServingFlags, mode: str | None,
@@ -261,73 +322,133 @@ def _state_blocks(sc: StateCache | None, flags: ServingFlags, mode: str | None,
     return 1 + flags.num_speculative_tokens
 
 
+def _promote_local(attn: list[_Cache]) -> None:
+    """unify_hybrid_kv_cache_specs / _promote_local_kv_cache_specs: without the hybrid manager, sliding-window
+    and chunked caches next to full attention (or MLA) are allocated as full attention (their compute keeps
+    its window)."""
+    if any(c.kind in ("full_attention", "mla") for c in attn):
+        for c in attn:
+            if c.kind in ("sliding_attention", "chunked_attention"):
+                c.kind, c.window = "full_attention", None
+
+
+def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCache | None, mode: str | None,
+                cc: tuple[int, int] | None) -> int:
+    """Platform.update_block_size_for_backend: the hybrid alignment (the model-wide attention page per token of
+    the global --kv-cache-dtype), then the skip layers' re-alignment; every attention cache's block and page."""
+    state_padded = 0
+    if attn and states:
+        ckpt = checkpoint_alignment(sc, cc) if sc is not None and mode == "align" else 1
+        page1 = _attn_page_1tok(attn)
+        bs = _hybrid_block_size(bs, page1, max(c.state_page for c in states), any(c.kind == "mla" for c in attn),
+                                ckpt)
+        state_padded = bs * page1
+    bs, shared_page = _skip_alignment(attn, bs, state_padded)
+    for c in attn:
+        c.block = _layer_block(c, bs, shared_page)
+        c.page = c.block * c.bpt
+        if shared_page is not None and c.kind == "sliding_attention":
+            c.page = max(c.page, shared_page)  # page_size_padded: the shared page
+    return bs
+
+
 def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                 bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None,
-                compute_capability: tuple[int, int] | None = None) -> Capacity | None:
-    """vLLM's layout and capacity for these layers (and the MTP draft layers a speculative config adds), or
-    None where kvplan does not model it (caches of several page sizes, extra caches, state layers it cannot
-    size). The GPU's compute capability decides kernel choices that change the layout (FlashInfer's GDN
-    prefill kernel and its checkpoints)."""
+                compute_capability: tuple[int, int] | None = None,
+                drafts: list[LayerPlan] | None = None) -> Capacity | None:
+    """vLLM's layout and capacity for these layers and the draft's (`drafts`, from `draft_layers`), or None
+    where kvplan does not model it (DeepSeek-V4 and other further caches, pages vLLM cannot unify, state
+    layers it cannot size). The GPU's compute capability decides kernel choices that change the layout
+    (FlashInfer's GDN prefill kernel and its checkpoints)."""
     by_index = {la.index: la for la in arch.layers}
-    picked = _laid_out(layers, arch, flags, by_index) if mml else None
+    drafts = draft_layers(layers, arch, flags) if drafts is None else drafts
+    picked = _caches(layers, drafts, by_index) if mml else None
     if picked is None or not mml:
         return None
     attn, states = picked
-    state_page = max((lp.state_bytes or 0 for lp in states), default=0)
+    if hybrid_manager_disabled(layers, flags):
+        if states and attn:
+            return None  # vLLM cannot promote state layers to one type: it refuses to start (not modelled)
+        _promote_local(attn)
     mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
-    sc = by_index[states[0].index].state if states else None
-    page_1tok = _attn_page_1tok(attn) if attn else 0
-    if attn and states:
-        ckpt = checkpoint_alignment(sc, compute_capability) if sc is not None and mode == "align" else 1
-        bs = _hybrid_block_size(bs, page_1tok, state_page, any(lp.kind == "mla" for lp in attn), ckpt)
-    bs, skip_page = _skip_alignment(attn, bs, bs * page_1tok if states else 0)
-    blocks = {lp.index: _layer_block(lp, bs, skip_page) for lp in attn}
-    pages = _pages(attn, states, blocks, bs * page_1tok if attn else state_page, skip_page)
-    cap = _capacity(attn, states, pages, blocks, bs, mml, mbt,
-                    _state_blocks(sc, flags, mode, compute_capability) if states else 0,
-                    state_page or None, mode, budget)
+    sc = by_index[states[0].layer].state if states else None
+    bs = _block_size(attn, states, bs, sc, mode, compute_capability)
+    # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain
+    # may re-prefill (extra_retained_tokens = num_prefill_lookahead_tokens - 1 = num_speculative_tokens - 1).
+    retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
+    cap = _capacity(attn, states, bs, mml, (mbt, retained),
+                    _state_blocks(sc, flags, mode, compute_capability) if states else 0, mode, budget)
     if cap is None or cap.max_concurrency is None:
         return cap
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
 
 
-def _grouping(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], blocks: dict[int, int],
-              mml: int, mbt: int) -> list[_Group] | None:
-    """get_kv_cache_groups: one group when the layers share one spec type and block count (pages summed:
-    UniformTypeKVCacheSpecs), else pages unified (`blocks` and `pages` updated in place) and equal-page
-    buckets split into equal-size groups; None for mixed pages."""
-    first = _attn_blocks(attn[0], mml, blocks[attn[0].index], mbt) if attn else 0
-    if not (attn and states) and len({lp.kind for lp in attn}) <= 1 and all(
-            _attn_blocks(lp, mml, blocks[lp.index], mbt) == first for lp in attn):
-        return [(attn[0].kind if attn else "state", attn or states)]
-    if attn and not _unify_pages(attn, states, blocks, pages):
+def _uniform_type(c: _Cache) -> tuple[str, int | None]:
+    """KVCacheSpecRegistry.get_uniform_type_base_spec and is_uniform_with_collection: MLAAttentionSpec's base is
+    FullAttentionSpec, so MLA caches (an indexer's keys too) and full attention (an EAGLE head next to an MLA
+    model) are one type; sliding windows and chunks only with their own size."""
+    return ("full_attention" if c.kind == "mla" else c.kind), c.window
+
+
+def _unify_pages(attn: list[_Cache], states: list[_Cache]) -> bool:
+    """unify_kv_cache_spec_page_size: every page becomes the largest; a smaller attention page by a larger
+    block (the ratio, when it divides) or padding (not for MLA), a state page by padding. False where vLLM
+    cannot (it raises, then falls back or refuses: not modelled)."""
+    top = max([c.page for c in attn] + [c.state_page for c in states])
+    for c in attn:
+        if c.page != top and top % c.page == 0:
+            c.block, c.page = c.block * (top // c.page), top
+        elif c.page != top:
+            if c.kind == "mla":
+                return False
+            c.page = top
+    for c in states:
+        c.page = top
+    return True
+
+
+def _grouping(attn: list[_Cache], states: list[_Cache]) -> list[_Group] | None:
+    """get_kv_cache_groups: one group when every cache has one uniform type and block size (pages summed:
+    UniformTypeKVCacheSpecs), else pages unified, caches bucketed by spec and split into equal-size groups;
+    None where the pages cannot be unified."""
+    if not states and len({_uniform_type(c) for c in attn}) == 1 and len({c.block for c in attn}) == 1:
+        return [(attn[0].kind, attn)]
+    for c in states:
+        c.page = c.state_page
+    if not _unify_pages(attn, states):
         return None
-    if len(set(pages.values())) != 1:
-        return None  # mixed page sizes: vLLM packs them (not modelled)
-    buckets: dict[_Bucket, list[LayerPlan]] = {}
-    for lp in attn:
-        buckets.setdefault(_bucket_key(lp, pages[lp.index], blocks[lp.index]), []).append(lp)
+    buckets: dict[tuple[str, int | None, int, int, int], list[_Cache]] = {}
+    for c in attn:
+        buckets.setdefault((c.kind, c.window, c.block, c.bpt, c.page), []).append(c)
     if states:
-        buckets[("state", None, 0, 0)] = states
+        buckets[("state", None, 0, 0, 0)] = states
     return _groups(buckets)
 
 
-def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, int], blocks: dict[int, int],
-              bs: int, mml: int, mbt: int, state_blocks: int, state_page: int | None, mode: str | None,
-              budget: int | None) -> Capacity | None:
-    groups = _grouping(attn, states, pages, blocks, mml, mbt)
+def _blocks(c: _Cache, length: int, inflight: tuple[int, int], state_blocks: int) -> int:
+    """Blocks one request of `length` tokens holds in a group of this cache's spec (max_memory_usage_bytes /
+    page): CrossAttentionSpec the encoder's input tokens (max_num_encoder_input_tokens = the batch budget)."""
+    if c.kind == "state":
+        return state_blocks
+    if c.kind == "cross_attention":
+        return -(-inflight[0] // c.block)
+    return _attn_blocks(c, length, c.block, *inflight)
+
+
+def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, inflight: tuple[int, int],
+              state_blocks: int, mode: str | None, budget: int | None) -> Capacity | None:
+    groups = _grouping(attn, states)
     if groups is None:
         return None
 
     def blocks_at(length: int) -> list[int]:
-        return [state_blocks if kind == "state" else _attn_blocks(members[0], length, blocks[members[0].index], mbt)
-                for kind, members in groups]
+        return [max(_blocks(c, length, inflight, state_blocks) for c in members) for _, members in groups]
 
-    out = [KvCacheGroup(kind=kind, layers=[lp.index for lp in members],  # type: ignore[arg-type]
+    out = [KvCacheGroup(kind=kind, layers=[c.layer for c in members],  # type: ignore[arg-type]
                         # Mamba layers: mamba_block_size (the block size in align mode, else max_model_len)
-                        block_size=(bs if mode == "align" else mml) if kind == "state" else blocks[members[0].index],
+                        block_size=(bs if mode == "align" else mml) if kind == "state" else members[0].block,
                         blocks_per_request=n) for (kind, members), n in zip(groups, blocks_at(mml), strict=True)]
-    bytes_per_block = max(sum(pages[lp.index] for lp in members) for _, members in groups)
+    bytes_per_block = max(sum(c.page for c in members) for _, members in groups)
     per_request = sum(g.blocks_per_request for g in out)
     num_blocks = budget // bytes_per_block if budget is not None else None
     conc = num_blocks / per_request if num_blocks is not None and per_request else None
@@ -335,9 +456,11 @@ def _capacity(attn: list[LayerPlan], states: list[LayerPlan], pages: dict[int, i
     if budget is not None and bytes_per_block * per_request > budget - bytes_per_block:
         # check_enough_kv_cache_memory: the pool keeps one null block; binary search as vLLM's estimate does.
         fits = _longest_fitting(lambda n: bytes_per_block * sum(blocks_at(n)), budget - bytes_per_block, mml)
-    layout = KvCacheLayout(block_size=bs, page_size_bytes=max(pages.values()), state_page_size_bytes=state_page,
-                           bytes_per_block=bytes_per_block, groups=out, blocks_per_request=per_request,
-                           mamba_cache_mode=mode, num_blocks=num_blocks)  # type: ignore[arg-type]
+    state_page = max((c.state_page for c in states), default=0) or None
+    layout = KvCacheLayout(block_size=bs, page_size_bytes=max(c.page for _, m in groups for c in m),
+                           state_page_size_bytes=state_page, bytes_per_block=bytes_per_block, groups=out,
+                           blocks_per_request=per_request, mamba_cache_mode=mode,  # type: ignore[arg-type]
+                           num_blocks=num_blocks)
     return Capacity(layout=layout, bytes_per_request=bytes_per_block * per_request,
                     max_concurrency=conc, tokens_capacity=int(conc * mml) if conc is not None else None,
                     max_model_len_fits=fits)

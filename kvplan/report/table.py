@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.model.plan import LayerPlan, Plan, Totals
+from kvplan.model.plan import DraftKv, LayerPlan, Plan, Totals
 from kvplan.model.vocab import Severity
 
 _KIND_SHORT = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
@@ -166,6 +166,8 @@ def render_plan(plan: Plan, console: Console, expand: bool = False) -> None:
         lines.append(f"one request at max-model-len {tot.max_model_len:,}: {_gib(tot.bytes_per_request)}")
     if tot.state_bytes_per_request:
         lines.append(f"state per request (one state per state layer, unpadded): {_gib(tot.state_bytes_per_request)}")
+    if tot.draft is not None:
+        lines.append(_draft_line(tot.draft))
     lines += layout_lines(tot)
     if tot.kv_budget_terms and tot.kv_budget_bytes is not None:
         lines += budget_lines(tot)
@@ -196,6 +198,16 @@ def budget_lines(tot: Totals) -> list[str]:
     err = f" ± {(tot.kv_budget_error_bytes or 0) / 2**30:.2f}" if tot.kv_budget_error_bytes else ""
     out.append(f"  = {'available KV':<{width}}{_gib(raw):>11}{err}  (vLLM logs 'Available KV cache memory')")
     return out
+
+
+def _draft_line(d: DraftKv) -> str:
+    """The speculative-decoding draft's KV layers and what they add to the pool."""
+    what = f"draft model {d.model} adds" if d.model else "the checkpoint's MTP layers add"
+    n, k = d.num_speculative_tokens, len(d.layers)
+    dtypes = ", ".join(sorted({lp.kv_cache_dtype or "auto" for lp in d.layers}))
+    return (f"speculative decoding ({d.method}, {n} draft token{'s' if n != 1 else ''}): {what} {k} KV "
+            f"layer{'s' if k != 1 else ''} ({dtypes}), {d.bytes_per_token:,} B/token to the pool (in the request "
+            "above)")
 
 
 def layout_lines(tot: Totals) -> list[str]:

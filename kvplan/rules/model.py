@@ -20,7 +20,8 @@ def enc_dec(ctx: RuleContext) -> Iterator[Emit]:
     if ctx.arch.is_encoder_decoder:
         enc = next((la.cross_attention_tokens for la in ctx.arch.layers if la.cross_attention_tokens), None)
         covers = (f"self-attention KV per decoded token, and their cross-attention KV for {enc} encoder tokens "
-                  "per request (cross_attention_bytes_per_token; in bytes_per_request)") if enc else \
+                  "per request (cross_attention_bytes_per_token; bytes_per_request reserves "
+                  "--max-num-batched-tokens of them, as vLLM's capacity check does)") if enc else \
             "self-attention KV"
         yield Emit(f"{ctx.arch.architecture or ctx.arch.model_type} is an encoder-decoder model; "
                    f"the plan covers its {ctx.arch.num_layers} decoder layers' {covers}.")

@@ -57,8 +57,21 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
   9. A case with `tensor_parallel_size` N builds the model as rank 0 of N sees it (the one-rank TP group
      reports N ranks; the model is on the meta device, nothing communicates): heads, KV heads and state
      dims are split as on a GPU rank.
-  10. While a case's backend module is imported, a tensor it allocates on "cuda" at import (CUTLASS MLA's
+ 10. While a case's backend module is imported, a tensor it allocates on "cuda" at import (CUTLASS MLA's
      128 MB SM100 workspace) is allocated on the meta device instead; the workspace is never used here.
+ 11. A case with `speculative_config` (the --speculative-config JSON; its `model`, an EAGLE / draft model's
+     config.json, is copied to a folder of its own) has the drafter's model built next to the target's, on
+     the meta device, as the drafter's load_model builds it (0.33: llm_base_proposer.py::_get_model with
+     _create_draft_vllm_config; 0.34: load_eagle_model with SpeculativeConfig.apply_draft_overrides); the
+     attention layers it adds are marked as draft layers, as load_model marks them (their specs carry
+     is_draft; the answer lists them in `draft_layer_names`). A `draft_model` checkpoint is built with its own
+     model config, the draft parallel config and no quantization config, under the prefix draft_model
+     (draft_model.py / standalone_ar/speculator.py). Methods without a draft model (ngram, suffix) build
+     nothing.
+ 12. A case's `drop_keys` are left out of its config copy (arch_oracle.py patch 40: a quantization_config
+     whose FP8 / NVFP4 weight kernels do not run on the CPU) and its `sub_configs` name the sub-configs of
+     the stand-in config class arch_oracle.py registers for an unknown model_type (its patch 32);
+     `disable_hybrid_kv_cache_manager` is passed on as the flag.
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -250,6 +263,9 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None) -> dict
     groups = get_global_kv_cache_groups(vc, [specs])
     out: dict = {"kv_cache_layout": layout.name, "groups": [_group_record(g, vc) for g in groups],
                  "num_blocks": None, "gpu_kv_cache_tokens": None, "max_concurrency": None, "startup_error": None}
+    drafts = sorted(name for name, spec in specs.items() if spec.is_draft)
+    if drafts:  # the draft model's layers (speculative decoding), in the groups above by name
+        out["draft_layer_names"] = drafts
     try:
         configs = get_kv_cache_configs(vc, [specs], [available], groups)
     except ValueError as e:
@@ -258,6 +274,55 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None) -> dict
     tokens, conc = get_kv_cache_capacity(vc, configs[0])
     out.update({"num_blocks": configs[0].num_blocks, "gpu_kv_cache_tokens": tokens, "max_concurrency": conc})
     return out
+
+
+def _speculative_config(flags: dict, base: Path, tmp: str) -> dict | None:
+    """The case's --speculative-config; a draft model given as a config file is copied to a folder of its own."""
+    spec = flags.get("speculative_config")
+    if spec is None:
+        return None
+    spec = dict(spec)
+    if spec.get("model"):
+        draft = Path(tmp) / "draft"
+        draft.mkdir()
+        shutil.copy((base / spec["model"]).resolve(), draft / "config.json")
+        spec["model"] = str(draft)
+    return spec
+
+
+def _build_drafter(vc):
+    """Patch 11: the draft model the speculative config names is built on the meta device as the drafter's
+    load_model builds it, so its attention layers join the static forward context and are marked as draft
+    layers, as load_model marks them. The draft VllmConfig: 0.33 llm_base_proposer.py::_create_draft_vllm_config,
+    0.34 SpeculativeConfig.apply_draft_overrides (worker/gpu/spec_decode/eagle/utils.py::load_eagle_model).
+    Methods without a draft model (ngram, suffix) build nothing."""
+    from types import SimpleNamespace
+
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+    from vllm.model_executor.model_loader.utils import initialize_model
+
+    sc = vc.speculative_config
+    if sc is None or not sc.uses_draft_kv_cache():
+        return None
+    if hasattr(sc, "apply_draft_overrides"):
+        draft_vc = sc.apply_draft_overrides(vc)
+    else:
+        from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+        draft_vc = SpecDecodeBaseProposer._create_draft_vllm_config(SimpleNamespace(speculative_config=sc,
+                                                                                   vllm_config=vc))
+    before = set(vc.compilation_config.static_forward_context)
+    if sc.uses_draft_model():  # a separate draft checkpoint: its own model and parallel config, no quant config
+        from dataclasses import replace
+
+        draft_vc = replace(draft_vc, model_config=sc.draft_model_config, quant_config=None,
+                           parallel_config=replace(sc.draft_parallel_config, rank=vc.parallel_config.rank))
+        model = initialize_model(vllm_config=draft_vc, prefix="draft_model")
+    else:
+        model = initialize_model(vllm_config=draft_vc, model_config=sc.draft_model_config)
+    for name, layer in vc.compilation_config.static_forward_context.items():
+        if name not in before and isinstance(layer, AttentionLayerBase):
+            layer.is_draft_layer = True
+    return model
 
 
 def run_case(ao, case: dict, base: Path) -> dict:
@@ -281,11 +346,13 @@ def run_case(ao, case: dict, base: Path) -> dict:
                  "flags": case["flags"], "available_bytes": case["available_bytes"],
                  "backend": case.get("backend"), "engine": None,
                  "answer": None, "error": None}
+    ao._use_case_sub_configs(case)  # patch 12 (arch_oracle.py patch 32: sub-configs of a stand-in config class)
     ao._register_unknown_model_type(cfg)
     tmp = tempfile.mkdtemp(prefix="kvplan-capacity-")
     stage = "create_engine_config"
     try:
         shutil.copy(cfg_path, Path(tmp) / "config.json")
+        ao._drop_case_keys(case, tmp)  # patch 12 (arch_oracle.py patch 40)
         f = case["flags"]
         ea = EngineArgs(model=tmp, skip_tokenizer_init=True, trust_remote_code=True, enforce_eager=True,
                         load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
@@ -294,6 +361,8 @@ def run_case(ao, case: dict, base: Path) -> dict:
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
                         kv_cache_dtype_skip_layers=list(f.get("kv_cache_dtype_skip_layers", [])),
                         tensor_parallel_size=f.get("tensor_parallel_size", 1),
+                        speculative_config=_speculative_config(f, base, tmp),
+                        disable_hybrid_kv_cache_manager=f.get("disable_hybrid_kv_cache_manager"),
                         **({"mamba_ssm_cache_dtype": f["mamba_ssm_cache_dtype"]}
                            if "mamba_ssm_cache_dtype" in f else {}))
         vc = ea.create_engine_config()
@@ -311,6 +380,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
         gdn.__enter__()
         with set_default_torch_dtype(mc.dtype), torch.device("meta"):
             model = initialize_model(vllm_config=vc)
+            drafter = _build_drafter(vc)
         stage = "align_block_size"
         _align_as_on_cuda(vc, case.get("backend"))
         stage = "specs"
@@ -321,6 +391,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                     layer.attn_backend = _cuda_backend(backend.is_mla(), case.get("backend"))
             # the GPU model runner's own spec collection: each layer's spec, the backend's packing
             # (customize_attention_spec: inline per-token-head scales, fixed kernel-block strides), drafts
+            # (patch 11 marks the draft's layers; their specs carry is_draft)
             specs = get_kv_cache_spec(vc)
             stage = "capacity"
             res["answer"] = _capacity(vc, specs, case["available_bytes"], case.get("backend"))
@@ -332,7 +403,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                          "mamba_page_size_padded": cc.mamba_page_size_padded,
                          "mamba_ssm_cache_dtype": cc.mamba_ssm_cache_dtype,
                          "enable_prefix_caching": cc.enable_prefix_caching}
-        del model
+        del model, drafter
     except Exception as e:
         res["error"] = {"stage": stage, "type": type(e).__name__,
                         "message": str(e).replace(tmp, "<model dir>").splitlines()[0][:400] if str(e) else "",

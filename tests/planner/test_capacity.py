@@ -145,3 +145,46 @@ def test_too_small_budget_reads_like_vllms_startup_error() -> None:
     assert f"the estimated maximum model length is {want}." in fs[0].message
     ok = _plan(QWEN36_35B, ["--kv-cache-dtype", "fp8", "--max-model-len", "131072"], budget=2 * GIB)
     assert not [f for f in ok.findings if f.code == "KV502"] and ok.totals.max_model_len_fits is None
+
+
+def _gpt_oss_with_mtp(n: int) -> dict:
+    cfg = json.loads((ROOT / "tests" / "data" / "corpus" / "gpt-oss-20b" / "config.json").read_text())
+    return {**cfg, "num_nextn_predict_layers": n}
+
+
+@pytest.mark.parametrize(("mtp_layers", "tokens", "retained"), [(2, 3, 2), (2, 1, 0), (1, 3, 0), (3, 2, 1)])
+def test_several_mtp_modules_keep_more_of_each_sliding_window(mtp_layers: int, tokens: int, retained: int) -> None:
+    """Modelled, not oracle-verified (no checked-in config has sliding windows and several MTP layers):
+    get_global_kv_cache_groups (vllm/v1/core/kv_cache_planning.py) gives every SlidingWindowSpec
+    extra_retained_tokens = num_prefill_lookahead_tokens - 1, which is num_speculative_tokens with more than
+    one MTP module in use (VllmConfig.num_prefill_lookahead_tokens, SpeculativeConfig.use_multi_module_mtp),
+    and SlidingWindowSpec.max_admission_blocks_per_request counts them below the window."""
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": tokens})
+    lay = _plan(_gpt_oss_with_mtp(mtp_layers), ["--max-model-len", "65536", "--speculative-config", spec],
+                budget=10 * GIB).totals.kv_cache_layout
+    assert lay is not None
+    sliding = next(g for g in lay.groups if g.kind == "sliding_attention")
+    full = next(g for g in lay.groups if g.kind == "full_attention")
+    assert sliding.blocks_per_request == math.ceil((128 - 1 + retained + 8192) / lay.block_size) + 1
+    assert full.blocks_per_request == 65536 // lay.block_size
+    assert len(full.layers) == 12 + mtp_layers  # the MTP layers join the full-attention group
+
+
+@pytest.mark.parametrize(("spec", "method"), [
+    ({"model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}, "eagle3"),
+    ({"model": "yuhuili/EAGLE-LLaMA3-Instruct-8B"}, "eagle"),
+    ({"model": "meta-llama/Llama-3.2-1B"}, "draft_model"),
+    ({"method": "draft_model", "model": "AngelSlim/Qwen3-8B_eagle3"}, "eagle3"),
+    ({"method": "eagle", "model": "org/some-eagle3-head"}, "eagle"),
+    ({"method": "deepseek_mtp"}, "mtp"),
+    ({"model": "ngram"}, "ngram"),
+])
+def test_speculative_method_is_resolved_as_vllm_does(spec: dict, method: str) -> None:
+    """SpeculativeConfig.__post_init__ (vllm/config/speculative.py, 0.33.0): a model without a method is a
+    draft_model, then the draft model's name decides eagle ("eagle-") or eagle3 ("eagle3") unless the method
+    already is eagle / eagle3 / dflash / dspark; deprecated MTP method names become mtp."""
+    from kvplan.ingest.flags import flags_from
+    from kvplan.planner.layout import speculative_method
+
+    flags = flags_from(["--speculative-config", json.dumps({**spec, "num_speculative_tokens": 2})])
+    assert speculative_method(flags) == method

@@ -84,9 +84,11 @@ def test_nemotron_parse_decoder_caches_self_and_cross_attention(flag: str, tmp_p
     assert {lp.index: lp.bytes_per_token for lp in plan.layers} == by_type["FullAttentionSpec"]
     assert {lp.index: lp.cross_attention_bytes_per_token for lp in plan.layers} == by_type["CrossAttentionSpec"]
     assert plan.model.num_layers == 10
-    # One request: max_model_len decoded tokens and 3201 encoder tokens, each in blocks of 16.
+    # One request as vLLM's startup check counts it (kvplan's layout, tests/planner/test_vllm_capacity_layouts.py):
+    # max_model_len decoded tokens and, for the cross-attention, CrossAttentionSpec's max_num_encoder_input_tokens
+    # (the batch budget, 8192), each in blocks of 16; the image itself has 3201 encoder tokens (KV601).
     per_layer = (-(-plan.totals.max_model_len // 16) * 16 * by_type["FullAttentionSpec"][0]
-                 + -(-3201 // 16) * 16 * by_type["CrossAttentionSpec"][0])
+                 + -(-8192 // 16) * 16 * by_type["CrossAttentionSpec"][0])
     assert plan.totals.bytes_per_request == 10 * per_layer
     kv601 = next(f for f in plan.findings if f.code == "KV601")
     assert "3201 encoder tokens" in kv601.message

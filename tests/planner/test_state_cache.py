@@ -32,14 +32,13 @@ def _mamba_cases() -> list[dict]:
 
 
 MAMBA_CASES = _mamba_cases()
-# Families kvplan does not size yet: their state layers carry no state_bytes (and no layout is computed).
-UNSIZED = ("BailingMoeV3", "Glm5Next")
 
 
 def test_the_oracle_covers_every_state_family() -> None:
     names = " ".join(c["name"] for c in MAMBA_CASES)
     for arch in ("Qwen3Next", "Qwen3_5", "NemotronH", "Jamba", "FalconH1", "GraniteMoeHybrid", "Zamba2",
-                 "Lfm2Moe", "KimiLinear", "Mamba2", "MambaFor", "BailingMoeV2_5", "OlmoHybrid"):
+                 "Lfm2Moe", "KimiLinear", "Mamba2", "MambaFor", "BailingMoeV2_5", "OlmoHybrid", "BailingMoeV3",
+                 "Glm5Next"):
         assert arch in names
 
 
@@ -55,15 +54,12 @@ def test_state_layers_match_vllm_mamba_spec(case: dict, tmp_path: Path) -> None:
         if spec is None:
             continue
         lp = by_index[la["index"]]
-        if case["name"].startswith(UNSIZED):
-            assert lp.state_bytes is None
-            continue
         assert lp.kind in ("mamba", "linear_attention"), la["prefix"]
         assert lp.state_shapes == spec["shapes"], la["prefix"]
         assert lp.state_dtypes == spec["dtypes"], la["prefix"]
         assert lp.state_bytes == spec["page_size_bytes"], la["prefix"]
         checked += 1
-    assert checked or case["name"].startswith(UNSIZED)
+    assert checked
 
 
 def test_state_bytes_are_the_sum_of_the_tensors() -> None:

@@ -1,0 +1,162 @@
+"""Layouts beyond plain attention and state layers: kvplan's KV cache layout and capacity equal vLLM 0.33.0's own.
+
+tests/data/vllm_oracle_capacity/cases_speculative.json: a --speculative-config (an EAGLE3 head's config.json,
+the checkpoint's MTP layers, or ngram with no draft); answers/ holds what scripts/oracle/capacity_oracle.py
+computed with vLLM's code, the drafter's model built as its load_model builds it (the draft's layers marked).
+tests/data/vllm_oracle_capacity/cases_extra.json: sparse-MLA indexer key caches (DeepSeek-V3.2, GLM-5),
+cross-attention (Whisper), --kv-cache-dtype-skip-layers next to MLA and state layers, KDA state layers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kvplan.api
+from kvplan.model.plan import Plan
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
+SPECULATIVE = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
+EXTRA = json.loads((DATA / "cases_extra.json").read_text())["cases"]
+CASES = SPECULATIVE + EXTRA
+RELEASES = ["0.33.0", *sorted(p.name for p in (DATA / "releases").iterdir() if p.is_dir())]
+RUNS = [(r, c) for r in RELEASES for c in CASES]
+_KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
+         "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state",
+         "CrossAttentionSpec": "cross_attention"}
+
+
+def _answer(case: dict, release: str = "0.33.0") -> dict[str, Any]:
+    folder = DATA / "answers" if release == "0.33.0" else DATA / "releases" / release
+    return json.loads((folder / f"{case['name']}.json").read_text())
+
+
+def _argv(flags: dict[str, Any]) -> list[str]:
+    argv = ["--max-model-len", str(flags["max_model_len"]), "--kv-cache-dtype", flags.get("kv_cache_dtype", "auto")]
+    if flags.get("enable_prefix_caching") is False:
+        argv.append("--no-enable-prefix-caching")
+    if flags.get("disable_hybrid_kv_cache_manager"):
+        argv.append("--disable-hybrid-kv-cache-manager")
+    if "max_num_batched_tokens" in flags:
+        argv += ["--max-num-batched-tokens", str(flags["max_num_batched_tokens"])]
+    if flags.get("kv_cache_dtype_skip_layers"):
+        argv += ["--kv-cache-dtype-skip-layers", *flags["kv_cache_dtype_skip_layers"]]
+    if "speculative_config" not in flags:
+        return argv
+    spec = dict(flags["speculative_config"])
+    if spec.get("model"):
+        spec["model"] = str((DATA / spec["model"]).resolve())
+    return [*argv, "--speculative-config", json.dumps(spec)]
+
+
+def _config(case: dict, tmp: Path) -> tuple[Path, list[str]]:
+    """The config as the oracle ran it (tests/planner/arch_parity.py::case_input): a case that drops the weight
+    quantization (no FP8 / NVFP4 weight kernel runs on the CPU) is planned from a copy without it and without
+    the checkpoint's hf_quant_config.json; a model_type only the oracle's stand-in config class loads is planned
+    through that class, under --trust-remote-code as the oracle ran it."""
+    from tests.planner.arch_parity import case_input
+
+    cfg = case_input(case, DATA, tmp)
+    stand_in = str((json.loads(cfg.read_text()).get("auto_map") or {}).get("AutoConfig", "")).startswith("arch_oracle.")
+    return cfg, ["--trust-remote-code"] if stand_in else []
+
+
+def _plan(case: dict, tmp: Path, release: str = "0.33.0") -> Plan:
+    cfg, trust = _config(case, tmp)
+    return kvplan.api.compile(cfg, [*_argv(case["flags"]), *trust],
+                              kv_budget_bytes=case["available_bytes"], engine=f"vllm=={release}")
+
+
+def _layer_index(name: str, drafts: list[str], num_layers: int) -> int:
+    """vLLM's layer name -> kvplan's index: the draft's layers are numbered after the model's."""
+    if name in drafts:
+        return num_layers + drafts.index(name)
+    found = re.findall(r"\.(\d+)\.", name)
+    assert found, name
+    return int(found[-1])
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_case_is_answered_for_its_config(release: str) -> None:
+    for case in CASES:
+        answer = _answer(case, release)
+        assert answer["vllm_version"] == release
+        digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
+        assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
+        assert answer["error"] is None, case["name"]
+    # the cases cover an EAGLE3 head, MTP on an MLA, a GQA and a hybrid model, and a method with no draft
+    drafts = {case["name"]: _answer(case)["answer"].get("draft_layer_names") for case in SPECULATIVE}
+    assert any(d and "mtp." in d[0] for d in drafts.values()) and any(d is None for d in drafts.values())
+
+
+@pytest.mark.parametrize(("release", "case"), RUNS, ids=[f"{r}-{c['name']}" for r, c in RUNS])
+def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Path) -> None:
+    answer = _answer(case, release)
+    want = answer["answer"]
+    plan = _plan(case, tmp_path, release)
+    t = plan.totals
+    lay = t.kv_cache_layout
+    assert lay is not None, "kvplan computes no layout"
+    drafts = want.get("draft_layer_names", [])
+    n = plan.model.num_layers
+    assert lay.block_size == answer["engine"]["block_size"]
+    got = sorted((g.kind, sorted(g.layers), g.block_size, g.blocks_per_request) for g in lay.groups)
+    wanted = sorted((_KIND[g["spec"]], sorted(_layer_index(x, drafts, n) for x in g["layer_names"]),
+                     g["block_size"], g["blocks_per_request"]) for g in want["groups"])
+    assert got == wanted
+    assert lay.num_blocks == want["num_blocks"]
+    assert t.tokens_capacity == want["gpu_kv_cache_tokens"]
+    assert t.max_concurrency == round(want["max_concurrency"], 2)
+    # the draft's layers are in the plan with their bytes, numbered as in the layout
+    assert sorted(lp.index for lp in (t.draft.layers if t.draft else [])) == [n + i for i in range(len(drafts))]
+
+
+def _eagle_flags(model: str, kv: str = "fp8") -> list[str]:
+    return ["--max-model-len", "65536", "--kv-cache-dtype", kv, "--speculative-config",
+            json.dumps({"method": "eagle3", "model": model, "num_speculative_tokens": 3})]
+
+
+def test_plan_json_shows_the_drafts_layers_and_bytes() -> None:
+    draft = str(DATA / "configs" / "drafts" / "EAGLE3-LLaMA3.1-Instruct-8B.json")
+    plan = kvplan.api.compile(ROOT / "tests/data/corpus/Meta-Llama-3.1-8B/config.json", _eagle_flags(draft),
+                              kv_budget_bytes=10 << 30)
+    doc = json.loads(plan.model_dump_json())
+    d = doc["totals"]["draft"]
+    assert (d["method"], d["model"], d["num_speculative_tokens"], d["bytes_per_token"]) == ("eagle3", draft, 3, 2048)
+    assert [(lp["index"], lp["kind"], lp["kv_cache_dtype"]) for lp in d["layers"]] == [(32, "full_attention", "fp8")]
+    assert doc["flags"]["speculative_config"] == {"method": "eagle3", "model": draft, "num_speculative_tokens": 3}
+    assert doc["totals"]["bytes_per_token"] == 32 * 2048  # the target's alone; the draft's is its own figure
+    assert doc["totals"]["bytes_per_request"] == 33 * 2048 * 65536  # the pool holds both
+
+
+def test_no_draft_no_draft_entry() -> None:
+    plan = kvplan.api.compile(ROOT / "tests/data/corpus/Meta-Llama-3.1-8B/config.json", "--max-model-len 8192")
+    assert "draft" not in json.loads(plan.model_dump_json())["totals"]
+
+
+def test_a_missing_draft_model_is_one_input_error() -> None:
+    from kvplan.errors import KvplanInputError
+
+    with pytest.raises(KvplanInputError, match=r"^--speculative-config model '/nonexistent/draft': path not found"):
+        kvplan.api.compile(ROOT / "tests/data/corpus/Meta-Llama-3.1-8B/config.json",
+                           _eagle_flags("/nonexistent/draft"))
+
+
+def test_explain_names_the_drafts_kv_layers() -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.main import app
+
+    args = ["explain", str(ROOT / "tests/data/corpus/DeepSeek-V3/config.json"), "--max-model-len", "65536",
+            "--kv-budget-gib", "20", "--engine", "vllm==0.33.0", "--speculative-config",
+            json.dumps({"method": "mtp", "num_speculative_tokens": 1})]
+    out = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    assert ("speculative decoding (mtp, 1 draft token): the checkpoint's MTP layers add 1 KV layer (auto), "
+            "1,152 B/token to the pool") in out.output
+    assert "GPU KV cache size: 300,656 tokens" in out.output  # the oracle's answer for this case
