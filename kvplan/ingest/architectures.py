@@ -119,11 +119,23 @@ def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict
                 f"`{_shown(model_type)}` but Transformers does not recognize this architecture\")")
     if not any(rel.registers(a) or a in refused for a in architectures) and not rel.transformers_builds(arch) \
             and not _auto_model(auto_map):
-        return (f"vLLM {rel.vllm_version} refuses this config: {_shown(arch)} is not in vLLM's model registry, "
-                f"transformers {rel.transformers_version} has no model class of that name, and the config has no "
-                "auto_map naming an AutoModel class for vLLM's Transformers backend (vLLM: \"Model architectures "
-                f"{[arch]} are not supported for now\")")
+        return (f"vLLM {rel.vllm_version} refuses this config: {_shown(arch)} is not in vLLM {rel.vllm_version}'s "
+                f"model registry{_registry_history(arch, rel.vllm_version)}, transformers {rel.transformers_version} "
+                "has no model class of that name, and the config has no auto_map naming an AutoModel class for "
+                f"vLLM's Transformers backend (vLLM: \"Model architectures {[arch]} are not supported for now\")")
     return None
+
+
+def _registry_history(arch: str, version: str) -> str:
+    """` (vLLM added it in 0.33.0)` or ` (the last release that built it: 0.33.0)` where another known release
+    registers the architecture (so `--engine` with that release plans it), else ``."""
+    from kvplan.releases import known_releases, release_key
+
+    having = [r.version for r in known_releases() if arch in r.architectures]
+    if not having:
+        return ""
+    later = [v for v in having if release_key(v) > release_key(version)]
+    return f" (vLLM added it in {later[0]})" if later else f" (the last release that built it: {having[-1]})"
 
 
 def _shown(name: str) -> str:
@@ -145,7 +157,7 @@ def remote_code_reason(model_type: str, architectures: tuple[str, ...], auto_map
                 "config classes: vLLM loads the config class the config's auto_map names")
     if not any(rel.registers(a) or a in registry()["refused"] for a in architectures) \
             and not rel.transformers_builds(architectures[0]) and _auto_model(auto_map):
-        return (f"{architectures[0]} is not in vLLM's model registry nor a transformers model class: vLLM's "
+        return (f"{architectures[0]} is not in vLLM {rel.vllm_version}'s model registry nor a transformers model class: vLLM's "
                 "Transformers backend builds the model class the config's auto_map names")
     return None
 

@@ -240,7 +240,7 @@ def test_architecture_neither_registered_nor_in_transformers_is_refused(tmp_path
     p = arch_config(tmp_path, "Step3p7ForConditionalGeneration__default", architectures=["Step3p7ForCausalLM"])
     line = _one_line_refusal(str(p), "--trust-remote-code", "--engine", "vllm==0.33.0")
     assert "Model architectures ['Step3p7ForCausalLM'] are not supported for now" in line
-    assert "not in vLLM's model registry" in line and "transformers 5.20.2 has no model class" in line
+    assert "not in vLLM 0.33.0's model registry," in line and "transformers 5.20.2 has no model class" in line
     # An architecture transformers exports is left to vLLM's Transformers backend (not refused here).
     ok = arch_config(_sub(tmp_path, "t"), "LlamaForCausalLM__default", architectures=["BioGptForCausalLM"])
     assert not vreg.registry()["refused"].get("BioGptForCausalLM") and not rel.registers("BioGptForCausalLM")
