@@ -157,8 +157,8 @@ def remote_code_reason(model_type: str, architectures: tuple[str, ...], auto_map
                 "config classes: vLLM loads the config class the config's auto_map names")
     if not any(rel.registers(a) or a in registry()["refused"] for a in architectures) \
             and not rel.transformers_builds(architectures[0]) and _auto_model(auto_map):
-        return (f"{architectures[0]} is not in vLLM {rel.vllm_version}'s model registry nor a transformers model class: vLLM's "
-                "Transformers backend builds the model class the config's auto_map names")
+        return (f"{architectures[0]} is not in vLLM {rel.vllm_version}'s model registry nor a transformers model "
+                "class: vLLM's Transformers backend builds the model class the config's auto_map names")
     return None
 
 
