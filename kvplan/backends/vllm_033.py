@@ -15,6 +15,7 @@ from kvplan.backends.capabilities import BackendCapability, EngineFeature, Engin
 
 __all__ = [
     "BACKENDS",
+    "BACKEND_ORACLE_RELEASES",
     "ENGINE_FEATURES",
     "ENGINE_VERSIONS",
     "MLA_PREFILL_BACKENDS",
@@ -97,6 +98,7 @@ _ROWS: tuple[BackendCapability, ...] = (
          references=(_PR + "39002", _PR + "33695")),
     _row(name="TRITON_ATTN", platforms=("cuda", "rocm"),
          file="vllm/v1/attention/backends/triton_attn.py",
+         model_dtypes=("float16", "bfloat16", "float32"),
          kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",) + _PTH, min_head_size=32,
          block_size_multiple_of=16, supports_sliding_window=True, supports_sinks=True,
          supports_quant_query_input=True, attn_types=_ALL_ATTN,
@@ -115,20 +117,22 @@ _ROWS: tuple[BackendCapability, ...] = (
     _row(name="FLEX_ATTENTION", platforms=("cuda",),
          file="vllm/v1/attention/backends/flex_attention.py",
          model_dtypes=("float16", "bfloat16", "float32"), kv_cache_dtypes=_BASE_KV,
-         supports_sliding_window=True, attn_types=("decoder", "encoder", "encoder_only"),
-         notes=("fp32 models land here on CUDA.",
+         supports_sliding_window=True, attn_types=("decoder", "encoder_only"),
+         notes=("fp32 models reach it on CUDA only where TRITON_ATTN (which takes fp32 too) refuses the layer.",
                 "Quantized KV -> NotImplementedError in the impl (validation already rejects it)."),
          source="backends/flex_attention.py FlexAttentionBackend (reference §5.2, §9.7)"),
     _row(name="TRITON_ATTN_DIFFKV", platforms=("cuda", "rocm"), explicit_only=True,
          file="vllm/v1/attention/backends/triton_attn_diffkv.py",
+         model_dtypes=("float16", "bfloat16", "float32"),
          kv_cache_dtypes=("auto", "bfloat16", *_FP8), min_head_size=32,
-         block_size_multiple_of=16, attn_types=("decoder",),
-         notes=("For models whose K and V head sizes differ; not in the automatic priority lists.",),
+         block_size_multiple_of=16, supports_sliding_window=True, supports_sinks=True, attn_types=("decoder",),
+         notes=("For models whose K and V head sizes differ; not in the automatic priority lists.",
+                "A TritonAttentionBackend subclass: its dtypes, sinks and sliding window are TRITON_ATTN's."),
          source="backends/triton_attn_diffkv.py (reference §5.2; priority lists §5.1 do not name it)"),
     _row(name="B12X", platforms=("cuda",), explicit_only=True,
          file="vllm/v1/attention/backends/b12x.py", model_dtypes=("bfloat16",),
          kv_cache_dtypes=("auto", "bfloat16", *_FP8), cc_majors=(12,),
-         head_sizes=(64, 128, 192, 256), block_sizes=(64, 128), supports_sliding_window=True,
+         head_sizes=(64, 128, 192, 256), block_sizes=(64, 128), supports_sliding_window=True, supports_sinks=True,
          attn_types=("decoder",),
          notes=("SM120/SM121 only; bf16 queries only; no float16 KV.",
                 "Pages of 64 or 128 tokens (_B12X_SUPPORTED_PAGE_SIZES); 128 unless the release's "
@@ -136,12 +140,11 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/b12x.py B12xPagedAttentionBackend.get_supported_kernel_block_sizes/"
                 "get_preferred_block_size (reference §5.2, §4.5)"),
     _row(name="HPC_ATTN", platforms=("cuda",), explicit_only=True,
-         file="vllm/v1/attention/backends/hpc_attn.py", model_dtypes=("bfloat16",),
+         file="vllm/v1/attention/backends/hpc_attn.py",
          kv_cache_dtypes=("auto", "bfloat16", "fp8_e4m3"), min_compute_capability=(9, 0),
          max_compute_capability=(9, 0), head_sizes=(128,), block_sizes=(64,),
          attn_types=("decoder",),
-         notes=("Exactly SM90, head_size 128, block 64. Model dtype list assumed bf16 (kv list "
-                "has no float16).",),
+         notes=("Exactly SM90, head_size 128, block 64 (or a multiple of it).",),
          source="backends/hpc_attn.py (reference §5.2)"),
     _row(name="TURBOQUANT", platforms=("cuda", "rocm"),
          file="vllm/v1/attention/backends/turboquant_attn.py", kv_cache_dtypes=_TQ,
@@ -154,7 +157,8 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/turboquant_attn.py; vllm/engine/arg_utils.py create_engine_config "
                 "(reference §2.5, §5.2, §8)"),
     _row(name="ULTRAQUANT", platforms=("rocm", "cuda"),
-         file="vllm/v1/attention/backends/ultraquant_attn.py", kv_cache_dtypes=("ultraquant_4bit",),
+         file="vllm/v1/attention/backends/ultraquant_attn.py", model_dtypes=("bfloat16",),
+         kv_cache_dtypes=("ultraquant_4bit",),
          attn_types=("decoder",),
          notes=("In the ROCm priority list (last); on CUDA only when forced. No sinks.",),
          source="backends/ultraquant_attn.py (reference §5.1, §5.2)"),
@@ -230,9 +234,10 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/mla/flashattn_mla.py FlashAttnMLAImpl (reference §6.1, §8)"),
     _row(name="FLASHMLA", platforms=("cuda",), use_mla=True,
          file="vllm/v1/attention/backends/mla/flashmla.py", kv_cache_dtypes=_BASE_KV + _FP8,
-         cc_majors=(9,), head_sizes=_MLA_HEADS, block_sizes=(64,),
-         notes=("Backend lists majors 9/10 but the dense kernel is effectively SM90-only "
-                "(modelled as SM90); FP8 via flash_mla_with_kvcache_fp8.",),
+         cc_majors=(9, 10), head_sizes=_MLA_HEADS, block_sizes=(64,),
+         notes=("supports_compute_capability takes majors 9 and 10; the dense kernel is SM90-only "
+                "(supports_combination: 'FlashMLA Dense is only supported on Hopper devices.'); FP8 via "
+                "flash_mla_with_kvcache_fp8.",),
          source="backends/mla/flashmla.py (reference §6.1, §9.7)"),
     _row(name="TRITON_MLA", platforms=("cuda", "rocm"), use_mla=True,
          file="vllm/v1/attention/backends/mla/triton_mla.py", kv_cache_dtypes=_BASE_KV + _FP8,
@@ -567,6 +572,12 @@ release: tests/data/vllm_oracle_releases/<version>, made with scripts/oracle/rel
 checked by tests/planner/test_vllm_parity.py. A patch release stands for its minor release.
 Attention-backend capability rows are read from 0.33 (plus the 0.34 rows above); the oracle runs on
 the CPU and does not check them."""
+
+
+BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.33.0", "0.34.0")
+"""Releases whose own attention selector answered kvplan's backend grid (scripts/oracle/backend_oracle.py, answers
+in tests/data/vllm_oracle_backends/<version>, checked by tests/backends/test_backend_oracle.py): for these the
+backend rows and their versioned differences are verified, not assumed."""
 
 
 def oracle_verified(engine: EngineVersion) -> str | None:

@@ -54,11 +54,12 @@ PATCHES = (
     "FA2_AVAILABLE/FA3_AVAILABLE are then True, as on a CUDA install of the wheel.",
     "2. vllm.platforms._current_platform is vLLM's own NonNvmlCudaPlatform with get_device_capability (and "
     "get_device_name, num_compute_units) answering the GPU under test; is_device_capability_family, "
-    "has_device_capability and the backends read the capability through it.",
+    "has_device_capability and the backends read the capability through it (vllm modules imported before the "
+    "switch get their `current_platform` name rebound).",
     "3. torch.cuda.get_device_capability / torch.cuda.is_available answer the GPU under test.",
-    "4. The current VllmConfig is VllmConfig(): attention_config defaults (no FA version override, trtllm auto), "
-    "no KV connector, no context parallelism, no batch invariance, block size not user-specified unless the case "
-    "names one (the selector receives block_size as AttentionSelectorConfig.block_size).",
+    "4. The current VllmConfig is VllmConfig(cache_config=CacheConfig(cache_dtype=<case kv dtype>[, block_size=<case "
+    "block size>])): no model config (checks that read the model's hf_config are skipped), attention_config "
+    "defaults (no FA version override, trtllm auto), no KV connector, no context parallelism, no batch invariance.",
     "5. While the backend classes are imported, torch.empty(device='cuda') allocates on the meta device "
     "(mla/cutlass_mla.py allocates its workspace at import).",
     "6. vllm/utils/flashinfer.py probes in _INSTALLED_FEATURES answer True: FlashInfer as the wheel pins it, with "
@@ -71,7 +72,7 @@ _STUB_PREFIXES = (
     "vllm._C", "vllm._C_stable_libtorch", "vllm._moe_C", "vllm._flashmla_C", "vllm._flashmla_extension_C",
     "vllm.vllm_flash_attn._vllm_fa2_C", "vllm.vllm_flash_attn._vllm_fa3_C", "vllm._qutlass_C",
     "flashinfer", "flashinfer_cubin", "tokenspeed_mla", "deep_gemm", "cutlass", "nvidia.cutlass_dsl",
-    "cuda.bindings", "triton_kernels", "b12x", "hpc_attn")
+    "cuda", "triton_kernels", "b12x", "hpc_attn", "quack")
 """Modules replaced by inert stubs at import (patch 1). A real module of these names is never imported."""
 
 _INSTALLED_FEATURES = ("has_flashinfer", "has_flashinfer_cubin", "has_nvidia_artifactory",
@@ -193,12 +194,16 @@ def _install_platform(cc: tuple[int, int], gpu: str) -> Any:
     plat_cls = cuda.NonNvmlCudaPlatform
     plat_cls.get_device_capability = classmethod(lambda cls, device_id=0: cap)  # type: ignore[method-assign]
     plat_cls.get_device_name = classmethod(lambda cls, device_id=0: gpu)  # type: ignore[method-assign]
+    plat_cls.num_compute_units = classmethod(lambda cls, device_id=0: 132)  # type: ignore[method-assign]
+    platform = plat_cls()
+    platforms._current_platform = platform  # patch 2
+    for mod in list(sys.modules.values()):  # modules imported before this bound vLLM's CPU platform by name
+        if getattr(mod, "__name__", "").startswith("vllm.") and hasattr(mod, "current_platform"):
+            mod.current_platform = platform
     import vllm.utils.flashinfer as fi
 
     for name in _INSTALLED_FEATURES:  # patch 6
         setattr(fi, name, lambda *a, **k: True)
-    plat_cls.num_compute_units = classmethod(lambda cls, device_id=0: 132)  # type: ignore[method-assign]
-    platforms._current_platform = plat_cls()  # patch 2
     return cuda, cap
 
 
@@ -226,6 +231,16 @@ def _import_classes(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, s
     finally:
         torch.empty = real_empty
     return classes, unjudged
+
+
+def _vllm_config(case: dict[str, Any]) -> Any:
+    """The run's config as vLLM would hold it for a model whose every layer is the case (patch 4)."""
+    from vllm.config import CacheConfig, VllmConfig
+
+    kw: dict[str, Any] = {"cache_dtype": case["kv_cache_dtype"]}
+    if case["block_size"] is not None:
+        kw["block_size"] = case["block_size"]
+    return VllmConfig(cache_config=CacheConfig(**kw))
 
 
 def _torch_dtype(name: str) -> Any:
@@ -307,10 +322,12 @@ def _interned(answers: list[dict[str, Any]]) -> dict[str, Any]:
 def worker(gpu: str, out: Path) -> None:
     cuda, cap = _install_platform(GPUS[gpu], gpu)
     classes, unjudged = _import_classes(JUDGED)
-    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.config import set_current_vllm_config
 
-    with set_current_vllm_config(VllmConfig()):  # patch 4: every config default
-        answers = [_judge(cuda, cap, c, classes) for c in cases()]
+    answers = []
+    for case in cases():
+        with set_current_vllm_config(_vllm_config(case)):  # patch 4
+            answers.append(_judge(cuda, cap, case, classes))
     doc = {"gpu": gpu, "compute_capability": list(GPUS[gpu]), "unjudged": unjudged, **_interned(answers)}
     (out / f"{gpu}.json").write_text(_dumps(doc))
 

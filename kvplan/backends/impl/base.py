@@ -115,11 +115,12 @@ class BackendHooks:
         return self.row.block_sizes
 
     def block_size_ok(self, block_size: int, gpu: GpuProfile) -> bool:
-        """`supports_block_size`."""
+        """`supports_block_size`: the block size is a multiple of one kernel block size (a larger block is split
+        into kernel pages, vllm/v1/attention/backend.py::AttentionBackend.supports_block_size)."""
         sizes, m = self.block_sizes(gpu), self.row.block_size_multiple_of
         if sizes is None and m is None:
             return True
-        if sizes is not None and block_size in sizes:
+        if sizes is not None and any(block_size % s == 0 for s in sizes):
             return True
         return m is not None and block_size % m == 0
 

@@ -88,6 +88,10 @@ def fa_supports_kv_cache_dtype(version: int | None, gpu: GpuProfile, kv: str, he
     return version == 4 and gpu.cc_major == 10
 
 
+_FP8_REASON = "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"
+"""flash_attn.py::FlashAttentionBackend.supports_combination's FP8 reason (0.33 wording)."""
+
+
 class FlashAttn(BackendHooks):
     """FLASH_ATTN: head sizes, FP8 and per-head scales depend on the FA version the GPU runs."""
 
@@ -99,18 +103,28 @@ class FlashAttn(BackendHooks):
 
     def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile,
                                attention_config: Mapping[str, Any]) -> list[str]:
+        # supports_kv_cache_dtype: flash_attn_supports_kv_cache_dtype without the layer's head size
         if fa_supports_kv_cache_dtype(fa_base_version(gpu, attention_config), gpu, req.kv_cache_dtype, None):
             return []
-        # flash_attn_supports_fp8() false (reference §5.2 gives this reason text)
-        return ["FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"]
+        return ["kv_cache_dtype not supported"]
+
+    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
+        # supports_sink -> fa_utils.py::flash_attn_supports_sinks: the GPU's FA version is 3 or 4
+        return fa_base_version(gpu, attention_config) in (3, 4)
 
     def supports_per_head_quant_scales(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
         return self.row.supports_per_head_quant_scales and (fa_base_version(gpu, attention_config) or 0) >= 3
 
     def combination_reasons(self, req: BackendRequest, gpu: GpuProfile) -> list[str]:
+        r: list[str] = []
         if req.has_sinks and not gpu.cc_at_least(9, 0):
-            return ["sink not supported on compute capability < 9.0"]  # vLLM's text
-        return []
+            r.append("sink not supported on compute capability < 9.0")  # vLLM's text
+        version, _ = flash_attn_version(gpu, req)
+        if req.quant_mode.is_quantized and not fa_supports_kv_cache_dtype(version, gpu, req.kv_cache_dtype,
+                                                                          req.head_size):
+            # the FA version this layer's head size, sinks and block size run (supports_combination)
+            r.append(_FP8_REASON)
+        return r
 
     def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
         # 0.34 flash_attn.py::FlashAttentionBackend.supports_combination: SM90 (exactly 9.0) at head
