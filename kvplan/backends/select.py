@@ -94,11 +94,12 @@ def hardware_reasons(name: str, gpu: GpuProfile) -> list[str]:
     return [] if _cc_ok(row, gpu) else ["compute capability not supported"]
 
 
-def _dtype_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any]) -> list[str]:
+def _dtype_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any],
+                   engine: EngineVersion) -> list[str]:
     """head size, model dtype, kv cache dtype and block size."""
     row = hooks.row
     reasons: list[str] = []
-    if not hooks.head_size_ok(req, gpu):
+    if not hooks.head_size_ok(req, gpu, engine):
         reasons.append("head_size not supported")
     if req.model_dtype not in row.model_dtypes:
         reasons.append("dtype not supported")
@@ -111,7 +112,8 @@ def _dtype_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac
     return reasons
 
 
-def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any]) -> list[str]:
+def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any],
+                     engine: EngineVersion) -> list[str]:
     """MLA, sinks, sparse, per-head scales, compute capability, attention type, sliding window."""
     row = hooks.row
     reasons: list[str] = []
@@ -127,7 +129,7 @@ def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, 
         reasons.append("compute capability not supported")
     if req.attn_type not in row.attn_types:
         reasons.append(f"attention type {req.attn_type} not supported")
-    if req.has_sliding_window and not row.supports_sliding_window:
+    if req.has_sliding_window and not hooks.sliding_window_ok(engine):
         reasons.append("sliding window not supported")
     return reasons
 
@@ -141,11 +143,12 @@ def validate_backend(name: str, req: BackendRequest, gpu: GpuProfile,
     reasons come last (those of the release, `engine`, default vllm==0.33.0, first).
     """
     ac = attention_config or {}
+    engine = engine or EngineVersion()
     hooks = hooks_for(name)
     if gpu.platform not in hooks.row.platforms:
         return [f"not available on the {gpu.platform} platform"]
-    return (_dtype_reasons(hooks, req, gpu, ac) + _feature_reasons(hooks, req, gpu, ac)
-            + hooks.release_reasons(req, gpu, engine or EngineVersion()) + hooks.combination_reasons(req, gpu))
+    return (_dtype_reasons(hooks, req, gpu, ac, engine) + _feature_reasons(hooks, req, gpu, ac, engine)
+            + hooks.release_reasons(req, gpu, engine) + hooks.combination_reasons(req, gpu))
 
 
 # ============================================================================ the walk

@@ -531,6 +531,20 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_034 + "vllm/v1/attention/backends/flash_attn.py::FlashAttentionBackend."
                "supports_combination."),
     EngineFeature(
+        name="triton_mla_sliding_window", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="TRITON_MLA accepts sliding-window MLA layers (decode clamps the KV length to the window; for "
+                "windowed DSpark drafts, prefill of such a layer raises), so a sliding-window MLA layer that no "
+                "other MLA backend takes gets TRITON_MLA instead of 'No valid attention backend found'.",
+        source=_034 + "vllm/v1/attention/backends/mla/triton_mla.py::TritonMLABackend.supports_sliding_window "
+               "(new in 0.34); verified by scripts/oracle/backend_oracle.py."),
+    EngineFeature(
+        name="flash_attn_fp8_reason_034", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="FLASH_ATTN's refusal of a quantized cache its FA version cannot read is worded 'FP8 KV requires "
+                "FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100).' (0.33: 'FP8 KV cache requires FA3 on SM90, "
+                "FA4 with head_size=512 on SM90, or FA4 on SM100'); the SM90 head-512 block check comes first.",
+        source=_034 + "vllm/v1/attention/backends/flash_attn.py::FlashAttentionBackend.supports_combination; "
+               "verified by scripts/oracle/backend_oracle.py."),
+    EngineFeature(
         name="b12x_head_size_64", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
         summary="B12X accepts head size 64 (0.34 drops it until flashinfer-ai/flashinfer#6977 is fixed: "
                 "128, 192 and 256 remain).",

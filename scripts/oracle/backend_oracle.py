@@ -286,7 +286,7 @@ def _enum_name_of(path: str) -> str:
         try:
             if b.get_path() == path:
                 return b.name
-        except Exception:  # noqa: S112 - unregistered placeholder members
+        except Exception:
             continue
     return path
 

@@ -20,7 +20,7 @@ from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.gpus import get_gpu
 from kvplan.backends.request import BackendRequest
 from kvplan.backends.select import select_backend, validate_backend
-from kvplan.backends.vllm_033 import BACKENDS, BACKEND_ORACLE_RELEASES
+from kvplan.backends.vllm_033 import BACKEND_ORACLE_RELEASES, BACKENDS
 
 ORACLE = Path(__file__).resolve().parents[1] / "data" / "vllm_oracle_backends"
 GPUS = {"a100": "a100-80gb", "l40s": "l40s", "h100": "h100-sxm", "b200": "b200", "b300": "b300",
@@ -110,7 +110,7 @@ def test_backend_validation_matches_vllm(version: str, gpu: str) -> None:
         for name in judged:
             if BACKENDS[name].use_mla != case["use_mla"]:
                 continue
-            theirs, ours = _verdict(reasons.get(name, [])), _verdict(validate_backend(name, req, profile, engine=engine))
-            if theirs != ours:
-                wrong.append((name, case, reasons.get(name, []), validate_backend(name, req, profile, engine=engine)))
+            ours = validate_backend(name, req, profile, engine=engine)
+            if _verdict(reasons.get(name, [])) != _verdict(ours):
+                wrong.append((name, case, reasons.get(name, []), ours))
     assert not wrong, f"{len(wrong)} differ, e.g. {wrong[:3]}"

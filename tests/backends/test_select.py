@@ -227,8 +227,13 @@ def test_select_backend_encoder_attention_on_sm100_skips_flashinfer() -> None:
 def test_select_backend_forced_invalid_backend_lists_reasons() -> None:
     c = select_backend(dense("fp8"), resolve_gpu("a100"), forced="FLASH_ATTN")
     assert c.status == "error" and c.forced and c.error_stage == "selection"
-    assert c.error.startswith("Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this "
-                              "configuration. Reason: ['FP8 KV cache requires FA3 on SM90")
+    assert c.error == ("Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration. "
+                       "Reason: ['kv_cache_dtype not supported', 'FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), "
+                       "or FA4 (SM100).']")
+    old = select_backend(dense("fp8"), resolve_gpu("a100"), EngineVersion.parse("vllm==0.33.0"), forced="FLASH_ATTN")
+    assert old.error is not None and old.error.endswith(
+        "Reason: ['kv_cache_dtype not supported', 'FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on "
+        "SM90, or FA4 on SM100']")
 
 
 def test_select_backend_forced_bypasses_priority_but_not_validation() -> None:
@@ -244,11 +249,12 @@ def test_select_backend_forced_unknown_name_is_input_error() -> None:
         select_backend(dense("fp8"), resolve_gpu("h100"), forced="FLASHINFR")
 
 
-def test_select_backend_fa4_head256_fp8_falls_back_to_fa2_and_fails() -> None:
+def test_select_backend_fa4_head256_fp8_falls_back_to_fa2_and_is_refused() -> None:
+    # the FA4 head-256 kernel hands a quantized cache to FA2, which reads no FP8: supports_combination refuses
     c = select_backend(dense("fp8", head_size=256), resolve_gpu("b200"), forced="FLASH_ATTN")
-    assert c.flash_attn_version == 2 and c.error == "FlashAttention does not support fp8 kv-cache on this device."
-    assert any(n.startswith("FA4's Blackwell head_size=256 kernel does not support quantized KV cache "
-                            "dtype fp8, defaulting to FA version 2.") for n in c.notes)
+    assert c.error_stage == "selection" and c.error is not None and "FP8 KV requires FA3" in c.error
+    auto = select_backend(dense("fp8", head_size=256), resolve_gpu("b200"))
+    assert auto.backend == "FLASHINFER" and "FLASH_ATTN" in auto.rejected
 
 
 def test_select_backend_sm90_head512_fp8_uses_fa4_dequant_without_fp8_query() -> None:
@@ -267,8 +273,9 @@ def test_select_backend_sinks_on_sm80_fall_to_triton() -> None:
     assert "sink not supported on compute capability < 9.0" in c.rejected["FLASH_ATTN"]
 
 
-def test_select_backend_fp32_model_uses_flex() -> None:
-    assert select_backend(dense("auto", model_dtype="float32"), resolve_gpu("h100")).backend == "FLEX_ATTENTION"
+def test_select_backend_fp32_model_uses_triton() -> None:
+    # TritonAttentionBackend.supported_dtypes includes float32 (FlashAttention and FlashInfer do not)
+    assert select_backend(dense("auto", model_dtype="float32"), resolve_gpu("h100")).backend == "TRITON_ATTN"
 
 
 @pytest.mark.parametrize("kv,model,msg", [
@@ -337,7 +344,9 @@ def test_validate_backend_uses_vllm_reason_strings() -> None:
     r = validate_backend("FLASHINFER", dense("int8_per_token_head", head_size=80), resolve_gpu("b200"))
     assert r == ["head_size not supported", "kv_cache_dtype not supported"]
     assert "non-MLA not supported" in validate_backend("CUTLASS_MLA", dense("auto"), resolve_gpu("b200"))
-    assert validate_backend("FLASHINFER_MLA", BackendRequest(block_size=128, **R1), resolve_gpu("b200")) == [
+    # a block size is accepted when it is a multiple of a kernel block size (128 = 4 x 32)
+    assert validate_backend("FLASHINFER_MLA", BackendRequest(block_size=128, **R1), resolve_gpu("b200")) == []
+    assert validate_backend("FLASHINFER_MLA", BackendRequest(block_size=16, **R1), resolve_gpu("b200")) == [
         "block_size not supported"]
     assert validate_backend("CUTLASS_MLA", BackendRequest(block_size=128, **R1), resolve_gpu("b200")) == []
 

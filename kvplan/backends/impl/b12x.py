@@ -15,10 +15,11 @@ __all__ = ["HOOKS"]
 class B12x(BackendHooks):
     """B12X: the release's default block size if it is a B12X page size, else 128; no head 64 from 0.34."""
 
-    def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
+    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> bool:
+        # b12x.py::B12xPagedAttentionBackend.get_supported_head_sizes: 0.34 drops 64 (ENGINE_FEATURES)
         if req.head_size == 64 and not engine_feature("b12x_head_size_64").holds_for(engine):
-            return ["head_size not supported"]  # vLLM's generic reason
-        return []
+            return False
+        return super().head_size_ok(req, gpu, engine)
 
     def default_block_size(self, site: Site) -> int:
         # backends/b12x.py::B12xAttentionBackend.get_preferred_block_size (0.33 and 0.34): the default

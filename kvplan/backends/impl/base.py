@@ -94,8 +94,8 @@ class BackendHooks:
         return self.row.name
 
     # ------------------------------------------------------------ validate_configuration parts
-    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile) -> bool:
-        """`supports_head_size`."""
+    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> bool:
+        """`supports_head_size` in the release `engine`."""
         row, h = self.row, req.head_size
         if row.head_sizes is not None and h not in row.head_sizes:
             return False
@@ -123,6 +123,10 @@ class BackendHooks:
         if sizes is not None and any(block_size % s == 0 for s in sizes):
             return True
         return m is not None and block_size % m == 0
+
+    def sliding_window_ok(self, engine: EngineVersion) -> bool:
+        """`supports_sliding_window` in the release `engine`."""
+        return self.row.supports_sliding_window
 
     def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
         """`supports_sink`."""

@@ -89,7 +89,9 @@ def fa_supports_kv_cache_dtype(version: int | None, gpu: GpuProfile, kv: str, he
 
 
 _FP8_REASON = "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"
-"""flash_attn.py::FlashAttentionBackend.supports_combination's FP8 reason (0.33 wording)."""
+"""flash_attn.py::FlashAttentionBackend.supports_combination's FP8 reason up to 0.33."""
+_FP8_REASON_034 = "FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)."
+"""The same reason from 0.34 (ENGINE_FEATURES flash_attn_fp8_reason_034)."""
 
 
 class FlashAttn(BackendHooks):
@@ -97,7 +99,7 @@ class FlashAttn(BackendHooks):
 
     encoder_quant_error: ClassVar[str] = "quantization is not supported for encoder attention"
 
-    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile) -> bool:
+    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> bool:
         h = req.head_size
         return h % 8 == 0 and (h <= 256 or (fa4_available(gpu) and h <= 512))
 
@@ -115,29 +117,27 @@ class FlashAttn(BackendHooks):
     def supports_per_head_quant_scales(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
         return self.row.supports_per_head_quant_scales and (fa_base_version(gpu, attention_config) or 0) >= 3
 
-    def combination_reasons(self, req: BackendRequest, gpu: GpuProfile) -> list[str]:
+    def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
+        """flash_attn.py::FlashAttentionBackend.supports_combination of the release, in its order (vLLM returns
+        the first reason only)."""
+        quantized = req.quant_mode.is_quantized
         r: list[str] = []
+        # 0.34: SM90 (exactly 9.0) at head 512 with a quantized cache runs FA4's fp8-dequant kernel, which pages
+        # in 64-token blocks (ENGINE_FEATURES fa_sm90_d512_quantized_block_64).
+        if (engine_feature("fa_sm90_d512_quantized_block_64").holds_for(engine) and quantized
+                and gpu.compute_capability == (9, 0) and req.head_size == 512):
+            if req.block_size is not None and req.block_size % 64 != 0:
+                r.append("SM90 d512 FP8 KV requires a block size divisible by 64")  # vLLM's text
+            elif req.use_sparse:
+                r.append("SM90 d512 FP8 KV does not support block sparsity")
         if req.has_sinks and not gpu.cc_at_least(9, 0):
             r.append("sink not supported on compute capability < 9.0")  # vLLM's text
         version, _ = flash_attn_version(gpu, req)
-        if req.quant_mode.is_quantized and not fa_supports_kv_cache_dtype(version, gpu, req.kv_cache_dtype,
-                                                                          req.head_size):
-            # the FA version this layer's head size, sinks and block size run (supports_combination)
-            r.append(_FP8_REASON)
+        if quantized and not fa_supports_kv_cache_dtype(version, gpu, req.kv_cache_dtype, req.head_size):
+            # the FA version this layer's head size, sinks and block size run
+            r.append(_FP8_REASON_034 if engine_feature("flash_attn_fp8_reason_034").holds_for(engine)
+                     else _FP8_REASON)
         return r
-
-    def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
-        # 0.34 flash_attn.py::FlashAttentionBackend.supports_combination: SM90 (exactly 9.0) at head
-        # 512 with a quantized cache runs FA4's fp8-dequant kernel, which pages in 64-token blocks.
-        if not (engine_feature("fa_sm90_d512_quantized_block_64").holds_for(engine)
-                and gpu.compute_capability == (9, 0) and req.head_size == 512
-                and req.quant_mode.is_quantized):
-            return []
-        if req.block_size is not None and req.block_size % 64 != 0:
-            return ["SM90 d512 FP8 KV requires a block size divisible by 64"]  # vLLM's text
-        if req.use_sparse:
-            return ["SM90 d512 FP8 KV does not support block sparsity"]
-        return []
 
     def flash_attn_version(self, req: BackendRequest, gpu: GpuProfile,
                            attention_config: Mapping[str, Any]) -> tuple[int | None, list[str]]:
