@@ -13,10 +13,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kvplan.backends.capabilities import BackendCapability
+from kvplan.backends.capabilities import DEFAULT_ENGINE, BackendCapability
 from kvplan.backends.document import SCHEMA_VERSION, _engine, _kind, backends_document, gpus_document
 from kvplan.backends.gpus import GPU_PROFILES
-from kvplan.backends.vllm_033 import BACKENDS, TABLE_ENGINE
+from kvplan.backends.vllm_033 import BACKENDS
 from kvplan.errors import KvplanInputError
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
@@ -151,8 +151,9 @@ def backends(
         "--gpu", help="Show which backends are eligible on this GPU and for which kv dtypes "
                       "(name, alias or compute capability such as h100, sm90, mi300x).")] = None,
     engine: Annotated[str, typer.Option(
-        "--engine", help="Engine and version whose backend table to show (default: the release the "
-                         "table was read from).")] = TABLE_ENGINE,
+        "--engine", help="Engine and version whose backend table to show (default: the default release; "
+                         "releases whose rows are verified against their own selector, see `kvplan engines`).")]
+        = DEFAULT_ENGINE,
     format: Annotated[str, typer.Option(
         "--format", help="Output format: text (table), json or markdown.")] = "text",
 ) -> None:

@@ -39,17 +39,17 @@ def fa_base_version(gpu: GpuProfile, attention_config: Mapping[str, Any]) -> int
 
 
 def _fa4_head256_fallback(req: BackendRequest) -> str | None:
-    """Why FA4's Blackwell head_size=256 kernel hands the layer to FA2, None if it keeps it."""
-    if req.quant_mode.is_quantized:
-        return ("FA4's Blackwell head_size=256 kernel does not support quantized KV cache dtype "
-                f"{req.kv_cache_dtype}, defaulting to FA version 2.")
+    """Why FA4's Blackwell head_size=256 kernel hands the layer to FA2, None if it keeps it
+    (fa_utils.py::_fa4_hd256_fallback_reason, in its order; logits soft capping is not modelled)."""
+    why = None
     if req.has_sinks:
-        return ("FA4's Blackwell head_size=256 kernel does not support sinks, defaulting to FA version 2. "
-                "(kvplan wording)")
-    if req.block_size is not None and req.block_size % 128 != 0:
-        return ("FA4's Blackwell head_size=256 kernel needs a block size that is a multiple of 128, "
-                "defaulting to FA version 2. (kvplan wording)")
-    return None
+        why = "attention sinks"
+    elif req.quant_mode.is_quantized:
+        why = f"quantized KV cache dtype {req.kv_cache_dtype}"
+    elif req.block_size is not None and req.block_size % 128 != 0:
+        why = f"a KV cache block size of {req.block_size}"
+    return None if why is None else f"FA4's Blackwell head_size=256 kernel does not support {why}, defaulting to FA " \
+                                    "version 2."
 
 
 def flash_attn_version(gpu: GpuProfile, req: BackendRequest,
