@@ -435,3 +435,31 @@ def test_select_backend_rocm_without_fp8_notes_only_fp8_dtypes() -> None:
     mi250 = resolve_gpu("mi250x")
     assert any("no FP8 hardware" in n for n in select_backend(dense("fp8"), mi250).notes)
     assert not any("no FP8 hardware" in n for n in select_backend(dense("int8_per_token_head"), mi250).notes)
+
+
+# ---------------------------------------------------------------------------- 0.33 -> 0.34 backend rows
+@pytest.mark.parametrize("gpu", ["a100", "h100", "b200", "rtx-pro-6000"])
+def test_sliding_window_mla_layer_gets_triton_mla_from_034_only(gpu: str) -> None:
+    # triton_mla.py::TritonMLABackend.supports_sliding_window is new in 0.34 (ENGINE_FEATURES
+    # triton_mla_sliding_window); before, no MLA backend takes a windowed layer
+    req = BackendRequest(has_sliding_window=True, **R1)
+    old = select_backend(req, resolve_gpu(gpu), EngineVersion.parse("vllm==0.33.0"))
+    assert old.error_stage == "selection" and "No valid attention backend found" in (old.error or "")
+    assert old.rejected["TRITON_MLA"] == ("sliding window not supported",)
+    new = select_backend(req, resolve_gpu(gpu), EngineVersion.parse("vllm==0.34.0"))
+    assert new.backend == "TRITON_MLA" and new.status == "selected"
+
+
+def test_b12x_head_64_is_a_head_size_refusal_from_034() -> None:
+    req = dense("auto", head_size=64)
+    assert validate_backend("B12X", req, resolve_gpu("rtx-pro-6000"), engine=EngineVersion.parse("vllm==0.33.0")) == []
+    assert validate_backend("B12X", req, resolve_gpu("rtx-pro-6000"),
+                            engine=EngineVersion.parse("vllm==0.34.0")) == ["head_size not supported"]
+
+
+def test_flash_attn_sinks_need_fa3_or_fa4() -> None:
+    # supports_sink -> flash_attn_supports_sinks: SM120 runs FA2, so FLASH_ATTN refuses a layer with sinks there
+    req = dense("auto", has_sinks=True)
+    assert "attention sinks not supported" in validate_backend("FLASH_ATTN", req, resolve_gpu("rtx-pro-6000"))
+    assert validate_backend("FLASH_ATTN", req, resolve_gpu("h100")) == []
+    assert select_backend(req, resolve_gpu("rtx-pro-6000")).backend == "FLASHINFER"
