@@ -29,6 +29,7 @@ __all__ = [
     "engine_feature",
     "oracle_verified",
     "rocm_priority",
+    "rows_for",
 ]
 
 ENGINE_VERSIONS = ">=0.33,<0.34"
@@ -608,3 +609,16 @@ def engine_feature(name: str) -> EngineFeature:
         if f.name == name:
             return f
     raise KeyError(name)
+
+
+def rows_for(engine: EngineVersion) -> Mapping[str, BackendCapability]:
+    """The capability rows as release `engine` reads them: BACKENDS with the versioned ENGINE_FEATURES applied to
+    the row fields they change (what `kvplan backends --engine` shows; selection asks the same features through
+    the backends' hooks)."""
+    rows = dict(BACKENDS)
+    if not engine_feature("b12x_head_size_64").holds_for(engine):
+        b12x = rows["B12X"]
+        rows["B12X"] = b12x.model_copy(update={"head_sizes": tuple(h for h in b12x.head_sizes or () if h != 64)})
+    if engine_feature("triton_mla_sliding_window").holds_for(engine):
+        rows["TRITON_MLA"] = rows["TRITON_MLA"].model_copy(update={"supports_sliding_window": True})
+    return MappingProxyType(rows)

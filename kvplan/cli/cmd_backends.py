@@ -16,7 +16,7 @@ from rich.table import Table
 from kvplan.backends.capabilities import DEFAULT_ENGINE, BackendCapability
 from kvplan.backends.document import SCHEMA_VERSION, _engine, _kind, backends_document, gpus_document
 from kvplan.backends.gpus import GPU_PROFILES
-from kvplan.backends.vllm_033 import BACKENDS
+from kvplan.backends.vllm_033 import rows_for
 from kvplan.errors import KvplanInputError
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
@@ -168,8 +168,7 @@ def backends(
         headers = ["backend", "kind", "platforms", "kv cache dtypes", "CC / arch", "head sizes",
                    "blocks", "SW", "sinks", "per-head", "Q fp8", "attn types"]
         rows = []
-        for n in sorted(BACKENDS):
-            r = BACKENDS[n]
+        for n, r in sorted(rows_for(ev).items()):
             rows.append([n + (" (explicit)" if r.explicit_only else ""), _kind(r),
                          ",".join(r.platforms), ", ".join(r.kv_cache_dtypes), _cc_text(r),
                          _heads_text(r), _blocks_text(r), _yn(r.supports_sliding_window),

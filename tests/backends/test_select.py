@@ -463,3 +463,16 @@ def test_flash_attn_sinks_need_fa3_or_fa4() -> None:
     assert "attention sinks not supported" in validate_backend("FLASH_ATTN", req, resolve_gpu("rtx-pro-6000"))
     assert validate_backend("FLASH_ATTN", req, resolve_gpu("h100")) == []
     assert select_backend(req, resolve_gpu("rtx-pro-6000")).backend == "FLASHINFER"
+
+
+def test_rows_for_a_release_show_its_own_row_fields() -> None:
+    from kvplan.backends.vllm_033 import rows_for
+    old, new = rows_for(EngineVersion.parse("vllm==0.33.0")), rows_for(EngineVersion.parse("vllm==0.34.0"))
+    assert 64 in (old["B12X"].head_sizes or ()) and 64 not in (new["B12X"].head_sizes or ())
+    assert not old["TRITON_MLA"].supports_sliding_window and new["TRITON_MLA"].supports_sliding_window
+    # the rows say what the hooks decide
+    req = BackendRequest(has_sliding_window=True, **R1)
+    for engine, rows in (("vllm==0.33.0", old), ("vllm==0.34.0", new)):
+        refused = "sliding window not supported" in validate_backend(
+            "TRITON_MLA", req, resolve_gpu("h100"), engine=EngineVersion.parse(engine))
+        assert refused is not rows["TRITON_MLA"].supports_sliding_window
