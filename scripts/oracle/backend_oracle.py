@@ -39,6 +39,18 @@ GPUS: dict[str, tuple[int, int]] = {
     "a100": (8, 0), "l40s": (8, 9), "h100": (9, 0), "b200": (10, 0), "b300": (10, 3), "rtx-pro-6000": (12, 0)}
 """GPU name (kvplan's `--gpu` spelling) -> CUDA compute capability under test."""
 
+ROCM_GPUS: dict[str, tuple[str, bool]] = {
+    "mi250x": ("gfx90a", False), "mi300x": ("gfx942", False), "mi300x-aiter": ("gfx942", True),
+    "mi355x": ("gfx950", False), "mi355x-aiter": ("gfx950", True)}
+"""ROCm GPUs under test: kvplan `--gpu` name (`-aiter`: VLLM_ROCM_USE_AITER=1, kvplan's attention_config
+`rocm_use_aiter`) -> (gfx target, AITER enabled)."""
+
+ROCM_JUDGED = (
+    "ROCM_ATTN", "ROCM_AITER_FA", "ROCM_AITER_UNIFIED_ATTN", "TRITON_ATTN", "TURBOQUANT", "ROCM_OCTAVE", "ULTRAQUANT",
+    "ROCM_SEGMENTED_ATTN", "TRITON_ATTN_DIFFKV", "TRITON_MLA", "ROCM_AITER_MLA", "ROCM_AITER_TRITON_MLA",
+    "ROCM_AITER_MLA_SPARSE")
+"""Backends whose `validate_configuration` is recorded on ROCm GPUs."""
+
 JUDGED = (
     "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TURBOQUANT", "TRITON_ATTN_DIFFKV", "B12X",
     "HPC_ATTN", "ULTRAQUANT", "FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA",
@@ -65,6 +77,9 @@ PATCHES = (
     "6. vllm/utils/flashinfer.py probes in _INSTALLED_FEATURES answer True: FlashInfer as the wheel pins it, with "
     "its cubins, is installed (the stub cannot be introspected; the artifactory probe would need the network).",
     "7. Every GPU runs in its own process (vLLM caches per-device answers with functools.cache).",
+    "8. ROCm: amdsmi is a stub answering the gfx target under test (vllm/platforms/rocm.py reads it once at import); "
+    "aiter is an import-level stub (installed, as in vLLM's ROCm images); VLLM_ROCM_USE_AITER is set for the "
+    "'-aiter' GPUs; the current platform is vLLM's own RocmPlatform.",
 )
 """Everything in the harness that is not stock vLLM (also written to meta.json)."""
 
@@ -79,6 +94,9 @@ _INSTALLED_FEATURES = ("has_flashinfer", "has_flashinfer_cubin", "has_nvidia_art
                        "has_flashinfer_sm90_nope_mla", "has_flashinfer_sparse_mla_sm120")
 """vllm/utils/flashinfer.py feature probes answered True (patch 6): the FlashInfer the wheel pins is installed
 with its cubins (no network probe of NVIDIA's artifactory)."""
+
+_ROCM_STUB_PREFIXES = ("aiter", "vllm._rocm_C", "flash_attn")
+"""Added to the stubs on ROCm GPUs (patch 8): AITER and ROCm's compiled ops, upstream flash-attn."""
 
 DENSE_HEAD_SIZES = (64, 80, 96, 128, 192, 256, 512)
 DENSE_KV = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4", "int8_per_token_head",
@@ -133,8 +151,11 @@ class _StubModule(types.ModuleType):
 
 
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, prefixes: tuple[str, ...] = ()) -> None:
+        self.prefixes = _STUB_PREFIXES + prefixes
+
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if any(fullname == p or fullname.startswith(p + ".") for p in _STUB_PREFIXES):
+        if any(fullname == p or fullname.startswith(p + ".") for p in self.prefixes):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
@@ -207,6 +228,44 @@ def _install_platform(cc: tuple[int, int], gpu: str) -> Any:
     return cuda, cap
 
 
+def _install_rocm_platform(arch: str, aiter: bool) -> Any:
+    """vLLM's RocmPlatform as the current platform on gfx target `arch` (patches 1, 2, 8)."""
+    sys.meta_path.insert(0, _StubFinder(_ROCM_STUB_PREFIXES))
+    amdsmi = types.ModuleType("amdsmi")
+    for name in ("amdsmi_init", "amdsmi_shut_down", "amdsmi_topo_get_link_type", "amdsmi_topo_get_numa_node_number",
+                 "amdsmi_get_gpu_device_uuid", "amdsmi_get_gpu_memory_total", "AmdSmiException"):
+        setattr(amdsmi, name, _inert(name))
+    amdsmi.amdsmi_get_processor_handles = lambda: [0]  # type: ignore[attr-defined]
+    amdsmi.amdsmi_get_gpu_asic_info = lambda h: {"target_graphics_version": arch}  # type: ignore[attr-defined]
+    amdsmi.AmdSmiMemoryType = _inert("AmdSmiMemoryType")  # type: ignore[attr-defined]
+    sys.modules["amdsmi"] = amdsmi
+    if aiter:
+        os.environ["VLLM_ROCM_USE_AITER"] = "1"
+    import torch
+
+    torch.cuda.is_available = lambda: True
+    import vllm.platforms as platforms
+    import vllm.platforms.rocm as rocm
+
+    platform = rocm.RocmPlatform()
+    platforms._current_platform = platform
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("vllm.") and hasattr(mod, "current_platform"):
+            mod.current_platform = platform
+    return rocm, rocm.RocmPlatform.get_device_capability()
+
+
+def _priority(module: Any, sel: Any, cap: Any, case: dict[str, Any]) -> list[str]:
+    """The platform module's `_get_backend_priorities` for the case (its signature differs per platform)."""
+    import inspect
+
+    offered = {"use_mla": sel.use_mla, "use_sparse": sel.use_sparse, "device_capability": cap,
+               "num_heads": case["num_heads"], "kv_cache_dtype": sel.kv_cache_dtype, "use_non_causal": False,
+               "head_size": sel.head_size, "use_mm_prefix": False, "use_kv_connector": False}
+    params = inspect.signature(module._get_backend_priorities).parameters
+    return [b.name for b in module._get_backend_priorities(**{k: v for k, v in offered.items() if k in params})]
+
+
 def _import_classes(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
     """The backend classes, imported with `torch.empty(device="cuda")` on the meta device (patch 5)."""
     import torch
@@ -249,16 +308,14 @@ def _torch_dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-def _judge(cuda: Any, cap: Any, case: dict[str, Any], classes: dict[str, Any]) -> dict[str, Any]:
+def _judge(module: Any, cap: Any, case: dict[str, Any], classes: dict[str, Any]) -> dict[str, Any]:
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
     sel = AttentionSelectorConfig(
         head_size=case["head_size"], dtype=_torch_dtype(case["dtype"]), kv_cache_dtype=case["kv_cache_dtype"],
         block_size=case["block_size"], use_mla=case["use_mla"], has_sink=case["has_sink"],
         use_sparse=case["use_sparse"], attn_type=case["attn_type"], has_sliding_window=case["has_sliding_window"])
-    priority = [b.name for b in cuda._get_backend_priorities(
-        use_mla=sel.use_mla, device_capability=cap, num_heads=case["num_heads"], kv_cache_dtype=sel.kv_cache_dtype,
-        use_non_causal=False, head_size=sel.head_size, use_mm_prefix=False)]
+    priority = _priority(module, sel, cap, case)
     reasons: dict[str, list[str]] = {}
     for name, cls in classes.items():
         if cls.is_mla() != sel.use_mla:
@@ -270,8 +327,9 @@ def _judge(cuda: Any, cap: Any, case: dict[str, Any], classes: dict[str, Any]) -
     out: dict[str, Any] = {"case": case, "priority": priority,
                            "reasons": {k: v for k, v in sorted(reasons.items()) if v}}
     try:
-        path = cuda.NonNvmlCudaPlatform.get_attn_backend_cls(None, attn_selector_config=sel,
-                                                             num_heads=case["num_heads"])
+        from vllm.platforms import current_platform
+
+        path = type(current_platform).get_attn_backend_cls(None, attn_selector_config=sel, num_heads=case["num_heads"])
         out["selected"] = _enum_name_of(path)
     except ValueError as e:
         out["selected"] = None
@@ -320,15 +378,22 @@ def _interned(answers: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def worker(gpu: str, out: Path) -> None:
-    cuda, cap = _install_platform(GPUS[gpu], gpu)
-    classes, unjudged = _import_classes(JUDGED)
+    if gpu in ROCM_GPUS:
+        module, cap = _install_rocm_platform(*ROCM_GPUS[gpu])
+        classes, unjudged = _import_classes(ROCM_JUDGED)
+        where: dict[str, Any] = {"gcn_arch": ROCM_GPUS[gpu][0], "aiter": ROCM_GPUS[gpu][1]}
+    else:
+        module, cap = _install_platform(GPUS[gpu], gpu)
+        classes, unjudged = _import_classes(JUDGED)
+        where = {}
     from vllm.config import set_current_vllm_config
 
     answers = []
     for case in cases():
         with set_current_vllm_config(_vllm_config(case)):  # patch 4
-            answers.append(_judge(cuda, cap, case, classes))
-    doc = {"gpu": gpu, "compute_capability": list(GPUS[gpu]), "unjudged": unjudged, **_interned(answers)}
+            answers.append(_judge(module, cap, case, classes))
+    doc = {"gpu": gpu, "compute_capability": [cap.major, cap.minor], "unjudged": unjudged, **where,
+           **_interned(answers)}
     (out / f"{gpu}.json").write_text(_dumps(doc))
 
 
@@ -348,8 +413,10 @@ def _dumps(doc: dict[str, Any]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="directory for <gpu>.json and meta.json")
-    ap.add_argument("--gpu", choices=sorted(GPUS), help="worker mode: answer one GPU in this process")
-    ap.add_argument("--gpus", nargs="*", default=sorted(GPUS), help="GPUs to answer (default: all)")
+    ap.add_argument("--gpu", choices=sorted(GPUS) + sorted(ROCM_GPUS),
+                    help="worker mode: answer one GPU in this process")
+    ap.add_argument("--gpus", nargs="*", default=sorted(GPUS) + sorted(ROCM_GPUS),
+                    help="GPUs to answer (default: all)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM's import-time platform probe stays on the CPU
@@ -360,7 +427,8 @@ def main() -> int:
         subprocess.run([sys.executable, __file__, "--out", str(args.out), "--gpu", gpu], check=True)
     import vllm
 
-    meta = {"vllm": vllm.__version__, "gpus": {g: list(GPUS[g]) for g in args.gpus}, "judged": list(JUDGED),
+    meta = {"vllm": vllm.__version__, "gpus": {g: list(GPUS.get(g) or ROCM_GPUS[g]) for g in args.gpus},
+            "judged": list(JUDGED), "rocm_judged": list(ROCM_JUDGED),
             "stubbed_modules": list(_STUB_PREFIXES), "cases": len(cases()),
             "patches": list(PATCHES)}
     (args.out / "meta.json").write_text(json.dumps(meta, sort_keys=True, indent=1) + "\n")

@@ -24,8 +24,11 @@ from kvplan.backends.vllm_033 import BACKEND_ORACLE_RELEASES, BACKENDS
 
 ORACLE = Path(__file__).resolve().parents[1] / "data" / "vllm_oracle_backends"
 GPUS = {"a100": "a100-80gb", "l40s": "l40s", "h100": "h100-sxm", "b200": "b200", "b300": "b300",
-        "rtx-pro-6000": "rtx-pro-6000"}
-"""The oracle's GPU names -> kvplan's `--gpu` profiles (same compute capability)."""
+        "rtx-pro-6000": "rtx-pro-6000", "mi250x": "mi250x", "mi300x": "mi300x", "mi300x-aiter": "mi300x",
+        "mi355x": "mi355x", "mi355x-aiter": "mi355x"}
+"""The oracle's GPU names -> kvplan's `--gpu` profiles (same compute capability or gfx target)."""
+AITER = {"rocm_use_aiter": True}
+"""kvplan's `--attention-config` stand-in for VLLM_ROCM_USE_AITER=1 (the oracle's `-aiter` GPUs)."""
 
 _GENERIC = re.compile(r"^(head_size|dtype|kv_cache_dtype|block_size|MLA|non-MLA|sparse|non-sparse|per-head quant "
                       r"scales|compute capability|sliding window) not supported$|^attention sinks not supported$"
@@ -56,9 +59,15 @@ def _request(case: dict[str, Any]) -> BackendRequest:
         index_topk=2048 if case["use_sparse"] else None)
 
 
-def _judged(version: str) -> list[str]:
+def _judged(version: str, gpu: str = "h100") -> list[str]:
     meta = json.loads((ORACLE / version / "meta.json").read_text())
-    return [b for b in meta["judged"] if b in BACKENDS and "cuda" in BACKENDS[b].platforms]
+    platform = get_gpu(GPUS[gpu]).platform
+    judged = meta["rocm_judged"] if platform == "rocm" else meta["judged"]
+    return [b for b in judged if b in BACKENDS and platform in BACKENDS[b].platforms]
+
+
+def _attention_config(gpu: str) -> dict[str, Any]:
+    return AITER if gpu.endswith("-aiter") else {}
 
 
 def _verdict(reasons: list[str]) -> tuple[list[str], bool]:
@@ -83,6 +92,8 @@ def test_oracle_judges_every_cuda_backend_kvplan_models() -> None:
         judged = set(_judged(version))
         cuda_rows = {n for n, r in BACKENDS.items() if "cuda" in r.platforms}
         assert cuda_rows <= judged, cuda_rows - judged
+        rocm_rows = {n for n, r in BACKENDS.items() if "rocm" in r.platforms}
+        assert rocm_rows <= set(_judged(version, "mi300x")), rocm_rows - set(_judged(version, "mi300x"))
 
 
 @pytest.mark.parametrize("version", BACKEND_ORACLE_RELEASES)
@@ -91,7 +102,7 @@ def test_selected_backend_matches_vllm(version: str, gpu: str) -> None:
     engine, profile = EngineVersion.parse(f"vllm=={version}"), get_gpu(GPUS[gpu])
     wrong = []
     for case, _, selected in _answers(version, gpu):
-        choice = select_backend(_request(case), profile, engine)
+        choice = select_backend(_request(case), profile, engine, attention_config=_attention_config(gpu))
         assert choice.error_stage != "config", case  # the grid holds only configs vLLM's config checks pass
         ours = None if choice.error_stage == "selection" else choice.backend
         if ours != selected:
@@ -103,14 +114,14 @@ def test_selected_backend_matches_vllm(version: str, gpu: str) -> None:
 @pytest.mark.parametrize("gpu", sorted(GPUS))
 def test_backend_validation_matches_vllm(version: str, gpu: str) -> None:
     engine, profile = EngineVersion.parse(f"vllm=={version}"), get_gpu(GPUS[gpu])
-    judged = _judged(version)
+    judged, ac = _judged(version, gpu), _attention_config(gpu)
     wrong = []
     for case, reasons, _ in _answers(version, gpu):
         req = _request(case)
         for name in judged:
             if BACKENDS[name].use_mla != case["use_mla"]:
                 continue
-            ours = validate_backend(name, req, profile, engine=engine)
+            ours = validate_backend(name, req, profile, ac, engine=engine)
             if _verdict(reasons.get(name, [])) != _verdict(ours):
                 wrong.append((name, case, reasons.get(name, []), ours))
     assert not wrong, f"{len(wrong)} differ, e.g. {wrong[:3]}"
