@@ -196,10 +196,11 @@ _ROWS: tuple[BackendCapability, ...] = (
     _row(name="ROCM_AITER_UNIFIED_ATTN", platforms=("rocm",),
          file="vllm/v1/attention/backends/rocm_aiter_unified_attn.py",
          kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",),
-         min_head_size=32, block_size_multiple_of=16,
+         min_head_size=32, block_size_multiple_of=16, supports_quant_query_input=True,
          supports_sliding_window=True, supports_sinks=True, attn_types=_ALL_ATTN,
          notes=("In the priority list when aiter is found and supported on the device (CDNA3+: gfx94x/gfx95x); "
-                "its validation accepts any ROCm GPU.",),
+                "its validation accepts any ROCm GPU.",
+                "Query FP8 except on gfx11 (RocmAiterUnifiedAttentionImpl.__init__).",),
          source="backends/rocm_aiter_unified_attn.py (reference §5.1, §5.2)"),
     _row(name="ROCM_SEGMENTED_ATTN", platforms=("rocm",), explicit_only=True,
          file="vllm/v1/attention/backends/rocm_segmented_attn.py",

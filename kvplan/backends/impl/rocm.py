@@ -23,6 +23,13 @@ class RocmSegmentedAttn(BackendHooks):
         return []
 
 
+class RocmAiterUnifiedAttn(BackendHooks):
+    """ROCM_AITER_UNIFIED_ATTN: quantizes its queries except on gfx11 (RocmAiterUnifiedAttentionImpl.__init__)."""
+
+    def query_quant(self, site: Site) -> bool:
+        return not rocm_arch(site.gpu).startswith("gfx11")
+
+
 class RocmAttn(BackendHooks):
     """ROCM_ATTN: its native C++ paged-attention kernel runs 16-token (and 32-token) pages."""
 
@@ -32,5 +39,6 @@ class RocmAttn(BackendHooks):
         return 16
 
 
-HOOKS: Mapping[str, type[BackendHooks]] = {"ROCM_SEGMENTED_ATTN": RocmSegmentedAttn, "ROCM_ATTN": RocmAttn}
+HOOKS: Mapping[str, type[BackendHooks]] = {"ROCM_AITER_UNIFIED_ATTN": RocmAiterUnifiedAttn,
+                                           "ROCM_SEGMENTED_ATTN": RocmSegmentedAttn, "ROCM_ATTN": RocmAttn}
 """Backends of this family with behaviour beyond their capability rows."""
