@@ -90,11 +90,12 @@ def kv_dtype_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
          why="kvplan's attention-backend rows and their versioned differences are checked against the own "
              "attention selector of the releases in BACKEND_ORACLE_RELEASES (scripts/oracle/backend_oracle.py: "
              "the backend vLLM picks and the reasons it refuses the others, for a grid of head sizes, dtypes, "
-             "block sizes, windows, sinks and MLA on SM80 to SM120). For another release kvplan applies the "
-             "differences it has dated (flag removals, skip layers, per-token-head dtypes, the FlashInfer "
-             "skip-layer crash, explicit-dtype-wins) and assumes the backend rows held as in 0.33. The per-layer "
-             "decisions (KV dtype, quant mode, window, geometry) of the releases in ORACLE_VERIFIED_RELEASES were "
-             "checked against that release's own code on kvplan's corpus; other releases are approximated.",
+             "block sizes, windows, sinks and MLA on CUDA SM80 to SM120 and ROCm gfx90a to gfx950). For "
+             "another release kvplan applies the differences it has dated (flag removals, skip layers, "
+             "per-token-head dtypes, the FlashInfer skip-layer crash, explicit-dtype-wins) and assumes the "
+             "backend rows held as in 0.33. The per-layer decisions (KV dtype, quant mode, window, geometry) of "
+             "the releases in ORACLE_VERIFIED_RELEASES were checked against that release's own code on "
+             "kvplan's corpus; other releases are approximated.",
          fix="Plan for a release whose backend rows are verified (`kvplan engines`, column 'backend rows'), or "
              "check the listed differences.",
          references=("kvplan/backends/vllm_033.py::BACKEND_ORACLE_RELEASES",
