@@ -347,7 +347,7 @@ def _build(walk: _Walk, name: str, forced: bool) -> BackendChoice:
     req, gpu, ac = walk.req, walk.gpu, walk.ac
     hooks = hooks_for(name)
     fa_version, fa_notes = hooks.flash_attn_version(req, gpu, ac)
-    site = Site(req, gpu, ac, fa_version, engine_block_size=default_block_size(walk.engine))
+    site = Site(req, gpu, ac, fa_version, engine_block_size=default_block_size(walk.engine), engine=walk.engine)
     effective, canon_notes = hooks.canonical_kv_cache_dtype(req.kv_cache_dtype)
     qq = _quant_query_input(req) and hooks.query_quant(site)
     queries = hooks.query_dtypes(site, qq)

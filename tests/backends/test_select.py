@@ -476,3 +476,11 @@ def test_rows_for_a_release_show_its_own_row_fields() -> None:
         refused = "sliding window not supported" in validate_backend(
             "TRITON_MLA", req, resolve_gpu("h100"), engine=EngineVersion.parse(engine))
         assert refused is not rows["TRITON_MLA"].supports_sliding_window
+
+
+def test_b12x_block_256_passes_validation_but_033_impl_refuses_it() -> None:
+    req = dense("auto", head_size=128, block_size=256)
+    old = select_backend(req, resolve_gpu("rtx-pro-6000"), EngineVersion.parse("vllm==0.33.0"), forced="B12X")
+    assert (old.error_stage, old.error) == ("impl", "b12x requires --block-size in (64, 128), got 256.")
+    new = select_backend(req, resolve_gpu("rtx-pro-6000"), EngineVersion.parse("vllm==0.34.0"), forced="B12X")
+    assert new.status == "selected" and new.block_size == 256

@@ -11,7 +11,7 @@ and validation live in :mod:`kvplan.backends.select`; a backend whose behaviour 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kvplan.backends.capabilities import BackendCapability, EngineVersion
@@ -34,6 +34,8 @@ class Site:
     """FlashAttention version the chosen backend runs (set by `BackendHooks.flash_attn_version`)."""
     engine_block_size: int = 16
     """The release's `CacheConfig.DEFAULT_BLOCK_SIZE` (`kvplan.backends.defaults.default_block_size`)."""
+    engine: EngineVersion = field(default_factory=EngineVersion)
+    """The release modelled (construction checks that hold only in some releases read ENGINE_FEATURES)."""
 
 
 @dataclass(frozen=True)
