@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import kvplan
-from kvplan.backends.capabilities import DEFAULT_VLLM_VERSION, BackendCapability, EngineVersion
+from kvplan.backends.capabilities import DEFAULT_ENGINE, DEFAULT_VLLM_VERSION, BackendCapability, EngineVersion
 from kvplan.backends.gpus import GPU_PROFILES, resolve_gpu
 from kvplan.backends.request import BackendRequest, ModelDtype
 from kvplan.backends.select import hardware_reasons, select_backend
-from kvplan.backends.vllm_033 import BACKENDS, ENGINE_VERSIONS, TABLE_ENGINE
+from kvplan.backends.vllm_033 import BACKEND_ORACLE_RELEASES, BACKENDS, ENGINE_VERSIONS, rows_for
 from kvplan.errors import KvplanInputError
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
@@ -36,14 +36,17 @@ def gpus_document() -> dict[str, Any]:
 
 
 def _engine(engine: str) -> EngineVersion:
+    """A release whose backend rows are verified against its own selector (`BACKEND_ORACLE_RELEASES`)."""
+    from kvplan.backends.engines import tables_exact
     ev = EngineVersion.parse(engine)
-    if ev.engine != "vllm" or not ev.satisfies(ENGINE_VERSIONS):
+    if not tables_exact(ev):
         older = ev.engine == "vllm" and ev.version is not None and ev.version < DEFAULT_VLLM_VERSION
         raise KvplanInputError(
-            f"the attention-backend table for {ev} is not modelled yet (kvplan's table was read from vllm "
-            f"{ENGINE_VERSIONS}" + ("; `kvplan plan --engine` plans older releases with it plus the dated "
-                                    "differences, see `kvplan rule KV009`" if older else "") + ").",
-            f"pass --engine {TABLE_ENGINE}")
+            f"the attention-backend table for {ev} is not verified (kvplan's rows are checked against vLLM "
+            f"{', '.join(BACKEND_ORACLE_RELEASES)}" + ("; `kvplan plan --engine` plans older releases with them "
+                                                      "plus the dated differences, see `kvplan rule KV009`"
+                                                      if older else "") + ").",
+            f"pass --engine {DEFAULT_ENGINE}")
     return ev
 
 
@@ -109,7 +112,7 @@ def _defaults(gpu: GpuProfile, ev: EngineVersion) -> dict[str, dict[str, Any]]:
     return result
 
 
-def backends_document(gpu: str | None = None, engine: str = TABLE_ENGINE) -> dict[str, Any]:
+def backends_document(gpu: str | None = None, engine: str = DEFAULT_ENGINE) -> dict[str, Any]:
     """The `kvplan backends --format json` document (sorted, stable)."""
     ev = _engine(engine)
     doc: dict[str, Any] = {
@@ -118,7 +121,7 @@ def backends_document(gpu: str | None = None, engine: str = TABLE_ENGINE) -> dic
         "engine": _engine_ref(ev),
         "engine_versions": ENGINE_VERSIONS,
         "gpu": None,
-        "backends": [_row_doc(BACKENDS[n]) for n in sorted(BACKENDS)],
+        "backends": [_row_doc(row) for _, row in sorted(rows_for(ev).items())],
     }
     if gpu is not None:
         prof = resolve_gpu(gpu)

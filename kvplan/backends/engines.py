@@ -10,14 +10,16 @@ removal, `--kv-cache-dtype-skip-layers` (PR #33695), the FlashInfer skip-layer c
 #39002), per-token-head KV dtypes (PR #38378), and explicit `--kv-cache-dtype` over a checkpoint
 `kv_cache_scheme` (PR #42782); its `--kv-cache-dtype` choices are the release's own.
 
-The attention-backend capability rows are read from the releases in `TABLE_VERSIONS`; for another
-release kvplan selects backends with those rows and says so in the plan (KV009), never silently.
+The attention-backend capability rows (with their versioned hooks) are verified against the own attention
+selector of the releases in `BACKEND_ORACLE_RELEASES` (scripts/oracle/backend_oracle.py); for another release
+kvplan selects backends with the 0.33 rows plus the dated differences and says so in the plan (KV009), never
+silently.
 """
 from __future__ import annotations
 
 from kvplan.backends.capabilities import DEFAULT_ENGINE, EngineVersion, Version, version_in_range
+from kvplan.backends.vllm_033 import BACKEND_ORACLE_RELEASES, oracle_verified
 from kvplan.backends.vllm_033 import ENGINE_VERSIONS as TABLE_VERSIONS
-from kvplan.backends.vllm_033 import oracle_verified
 from kvplan.errors import KvplanInputError
 from kvplan.releases import Release, find_release, known_releases
 
@@ -28,6 +30,7 @@ __all__ = [
     "PLAN_FIRST",
     "SUPPORTED_ENGINES",
     "TABLE_VERSIONS",
+    "backend_rows_status",
     "kv_cache_dtypes_for",
     "plan_status",
     "release_of",
@@ -64,14 +67,25 @@ def release_of(engine: EngineVersion) -> Release | None:
 
 
 def plan_status(release: Release) -> str:
-    """`exact` (the backend rows were read from this release), `verified` (per-layer decisions checked against
-    the release's own code: `ORACLE_VERIFIED_RELEASES`), `modelled` (0.18 on: the release's own options and
-    dtypes, rules with their version ranges, the nearest backend rows) or `launch-lines-only`."""
+    """`exact` (per-layer decisions and backend rows both checked against the release's own code), `verified`
+    (per-layer decisions checked: `ORACLE_VERIFIED_RELEASES`; backend rows 0.33's plus the dated differences),
+    `modelled` (0.18 on: the release's own options and dtypes, rules with their version ranges, the 0.33 backend
+    rows) or `launch-lines-only`."""
     if release.version_tuple < PLAN_FIRST:
         return "launch-lines-only"
-    if version_in_range(release.version_tuple, TABLE_VERSIONS):
+    engine = EngineVersion(engine="vllm", version=release.version_tuple)
+    layers = version_in_range(release.version_tuple, TABLE_VERSIONS) or oracle_verified(engine) is not None
+    if layers and tables_exact(engine):
         return "exact"
-    return "verified" if oracle_verified(EngineVersion(engine="vllm", version=release.version_tuple)) else "modelled"
+    return "verified" if layers else "modelled"
+
+
+def backend_rows_status(release: Release) -> str:
+    """`verified` (the release's own attention selector answered the backend grid and kvplan agrees:
+    `BACKEND_ORACLE_RELEASES`), `assumed` (0.33's rows plus the dated differences; KV009) or `none` (no plan)."""
+    if release.version_tuple < PLAN_FIRST:
+        return "none"
+    return "verified" if tables_exact(EngineVersion(engine="vllm", version=release.version_tuple)) else "assumed"
 
 
 def resolve_engine(spec: str | EngineVersion | None) -> EngineVersion:
@@ -105,8 +119,11 @@ def resolve_engine(spec: str | EngineVersion | None) -> EngineVersion:
 
 
 def tables_exact(engine: EngineVersion) -> bool:
-    """True if the backend capability rows were read from this very release."""
-    return engine.satisfies(TABLE_VERSIONS)
+    """True if the backend rows are verified against this release's own attention selector (its minor release
+    is in `BACKEND_ORACLE_RELEASES`; a patch release stands for its minor release)."""
+    if engine.engine != "vllm" or engine.version is None:
+        return False
+    return any(engine.version[:2] == tuple(int(x) for x in v.split(".")[:2]) for v in BACKEND_ORACLE_RELEASES)
 
 
 def kv_cache_dtypes_for(engine: EngineVersion) -> tuple[str, ...] | None:

@@ -6,7 +6,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from kvplan import __version__
-from kvplan.backends.engines import TABLE_VERSIONS, plan_status
+from kvplan.backends.engines import backend_rows_status, plan_status
+from kvplan.backends.vllm_033 import BACKEND_ORACLE_RELEASES
 from kvplan.releases import DEFAULT_ENGINE_VERSION, known_releases
 
 __all__ = ["SCHEMA_VERSION", "EngineRelease", "EnginesDocument", "engines_document"]
@@ -29,10 +30,14 @@ class EngineRelease(BaseModel):
     """Launch lines are judged by the release's own `vllm serve` option table (spellings, abbreviations,
     choices, `--kv-cache-dtype` values), generated from its wheel."""
     plan: Literal["exact", "verified", "modelled", "launch-lines-only"]
-    """exact: backend capability rows read from this release; verified: per-layer KV decisions checked against
-    this release's own code on kvplan's corpus (the oracle), backend rows those of 0.33 plus the dated
-    differences; modelled: the release's own options and dtypes, rules with their version ranges, the nearest
-    release's backend rows (KV009 says so); launch-lines-only: no KV plan (older than 0.18)."""
+    """exact: per-layer KV decisions (kvplan's corpus) and attention-backend rows (the backend grid) both checked
+    against this release's own code; verified: per-layer KV decisions checked, backend rows those of 0.33 plus
+    the dated differences; modelled: the release's own options and dtypes, rules with their version ranges, 0.33's
+    backend rows (KV009 says so); launch-lines-only: no KV plan (older than 0.18)."""
+    backend_rows: Literal["verified", "assumed", "none"]
+    """verified: this release's own attention selector and backend `validate_configuration` answered kvplan's
+    backend grid (scripts/oracle/backend_oracle.py) and kvplan agrees on every case; assumed: 0.33's rows plus the
+    dated differences (KV009 says so); none: no KV plan."""
     options: int
     """Number of `vllm serve` options."""
     kv_cache_dtypes: list[str]
@@ -57,7 +62,7 @@ class EnginesDocument(BaseModel):
     default: str
     """The default release."""
     backend_rows_from: str
-    """The releases the attention-backend capability rows were read from (a version range)."""
+    """The releases whose own attention selector verified kvplan's attention-backend rows (comma-separated)."""
     releases: list[EngineRelease]
     """Every release kvplan knows, newest first."""
 
@@ -68,8 +73,9 @@ def engines_document() -> EnginesDocument:
         rows.append(EngineRelease(
             version=r.version, engine=f"vllm=={r.version}", default=r.version == DEFAULT_ENGINE_VERSION,
             launch_lines="exact", plan=plan_status(r),  # type: ignore[arg-type]
+            backend_rows=backend_rows_status(r),  # type: ignore[arg-type]
             options=len(r.options.options), kv_cache_dtypes=list(r.kv_cache_dtypes),
             quantization_methods=len(r.quantization_methods), architectures=len(r.architectures),
             wheel=str(r.entry.get("wheel", ""))))
     return EnginesDocument(kvplan_version=__version__, default=DEFAULT_ENGINE_VERSION,
-                           backend_rows_from=TABLE_VERSIONS, releases=rows)
+                           backend_rows_from=", ".join(BACKEND_ORACLE_RELEASES), releases=rows)

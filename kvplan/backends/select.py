@@ -94,11 +94,12 @@ def hardware_reasons(name: str, gpu: GpuProfile) -> list[str]:
     return [] if _cc_ok(row, gpu) else ["compute capability not supported"]
 
 
-def _dtype_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any]) -> list[str]:
+def _dtype_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any],
+                   engine: EngineVersion) -> list[str]:
     """head size, model dtype, kv cache dtype and block size."""
     row = hooks.row
     reasons: list[str] = []
-    if not hooks.head_size_ok(req, gpu):
+    if not hooks.head_size_ok(req, gpu, engine):
         reasons.append("head_size not supported")
     if req.model_dtype not in row.model_dtypes:
         reasons.append("dtype not supported")
@@ -111,14 +112,15 @@ def _dtype_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac
     return reasons
 
 
-def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any]) -> list[str]:
+def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any],
+                     engine: EngineVersion) -> list[str]:
     """MLA, sinks, sparse, per-head scales, compute capability, attention type, sliding window."""
     row = hooks.row
     reasons: list[str] = []
     if req.use_mla != row.use_mla:
         reasons.append("MLA not supported" if req.use_mla else "non-MLA not supported")
     if req.has_sinks and not hooks.supports_sinks(gpu, ac):
-        reasons.append("sink setting not supported")
+        reasons.append("attention sinks not supported")
     if req.use_sparse != row.sparse:
         reasons.append("sparse not supported" if req.use_sparse else "non-sparse not supported")
     if req.use_per_head_quant_scales and not hooks.supports_per_head_quant_scales(gpu, ac):
@@ -127,7 +129,7 @@ def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, 
         reasons.append("compute capability not supported")
     if req.attn_type not in row.attn_types:
         reasons.append(f"attention type {req.attn_type} not supported")
-    if req.has_sliding_window and not row.supports_sliding_window:
+    if req.has_sliding_window and not hooks.sliding_window_ok(engine):
         reasons.append("sliding window not supported")
     return reasons
 
@@ -141,11 +143,12 @@ def validate_backend(name: str, req: BackendRequest, gpu: GpuProfile,
     reasons come last (those of the release, `engine`, default vllm==0.33.0, first).
     """
     ac = attention_config or {}
+    engine = engine or EngineVersion()
     hooks = hooks_for(name)
     if gpu.platform not in hooks.row.platforms:
         return [f"not available on the {gpu.platform} platform"]
-    return (_dtype_reasons(hooks, req, gpu, ac) + _feature_reasons(hooks, req, gpu, ac)
-            + hooks.release_reasons(req, gpu, engine or EngineVersion()) + hooks.combination_reasons(req, gpu))
+    return (_dtype_reasons(hooks, req, gpu, ac, engine) + _feature_reasons(hooks, req, gpu, ac, engine)
+            + hooks.release_reasons(req, gpu, engine) + hooks.combination_reasons(req, gpu))
 
 
 # ============================================================================ the walk
@@ -344,7 +347,7 @@ def _build(walk: _Walk, name: str, forced: bool) -> BackendChoice:
     req, gpu, ac = walk.req, walk.gpu, walk.ac
     hooks = hooks_for(name)
     fa_version, fa_notes = hooks.flash_attn_version(req, gpu, ac)
-    site = Site(req, gpu, ac, fa_version, engine_block_size=default_block_size(walk.engine))
+    site = Site(req, gpu, ac, fa_version, engine_block_size=default_block_size(walk.engine), engine=walk.engine)
     effective, canon_notes = hooks.canonical_kv_cache_dtype(req.kv_cache_dtype)
     qq = _quant_query_input(req) and hooks.query_quant(site)
     queries = hooks.query_dtypes(site, qq)

@@ -15,6 +15,7 @@ from kvplan.backends.capabilities import BackendCapability, EngineFeature, Engin
 
 __all__ = [
     "BACKENDS",
+    "BACKEND_ORACLE_RELEASES",
     "ENGINE_FEATURES",
     "ENGINE_VERSIONS",
     "MLA_PREFILL_BACKENDS",
@@ -28,6 +29,7 @@ __all__ = [
     "engine_feature",
     "oracle_verified",
     "rocm_priority",
+    "rows_for",
 ]
 
 ENGINE_VERSIONS = ">=0.33,<0.34"
@@ -97,6 +99,7 @@ _ROWS: tuple[BackendCapability, ...] = (
          references=(_PR + "39002", _PR + "33695")),
     _row(name="TRITON_ATTN", platforms=("cuda", "rocm"),
          file="vllm/v1/attention/backends/triton_attn.py",
+         model_dtypes=("float16", "bfloat16", "float32"),
          kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",) + _PTH, min_head_size=32,
          block_size_multiple_of=16, supports_sliding_window=True, supports_sinks=True,
          supports_quant_query_input=True, attn_types=_ALL_ATTN,
@@ -115,20 +118,22 @@ _ROWS: tuple[BackendCapability, ...] = (
     _row(name="FLEX_ATTENTION", platforms=("cuda",),
          file="vllm/v1/attention/backends/flex_attention.py",
          model_dtypes=("float16", "bfloat16", "float32"), kv_cache_dtypes=_BASE_KV,
-         supports_sliding_window=True, attn_types=("decoder", "encoder", "encoder_only"),
-         notes=("fp32 models land here on CUDA.",
+         supports_sliding_window=True, attn_types=("decoder", "encoder_only"),
+         notes=("fp32 models reach it on CUDA only where TRITON_ATTN (which takes fp32 too) refuses the layer.",
                 "Quantized KV -> NotImplementedError in the impl (validation already rejects it)."),
          source="backends/flex_attention.py FlexAttentionBackend (reference §5.2, §9.7)"),
     _row(name="TRITON_ATTN_DIFFKV", platforms=("cuda", "rocm"), explicit_only=True,
          file="vllm/v1/attention/backends/triton_attn_diffkv.py",
+         model_dtypes=("float16", "bfloat16", "float32"),
          kv_cache_dtypes=("auto", "bfloat16", *_FP8), min_head_size=32,
-         block_size_multiple_of=16, attn_types=("decoder",),
-         notes=("For models whose K and V head sizes differ; not in the automatic priority lists.",),
+         block_size_multiple_of=16, supports_sliding_window=True, supports_sinks=True, attn_types=("decoder",),
+         notes=("For models whose K and V head sizes differ; not in the automatic priority lists.",
+                "A TritonAttentionBackend subclass: its dtypes, sinks and sliding window are TRITON_ATTN's."),
          source="backends/triton_attn_diffkv.py (reference §5.2; priority lists §5.1 do not name it)"),
     _row(name="B12X", platforms=("cuda",), explicit_only=True,
          file="vllm/v1/attention/backends/b12x.py", model_dtypes=("bfloat16",),
          kv_cache_dtypes=("auto", "bfloat16", *_FP8), cc_majors=(12,),
-         head_sizes=(64, 128, 192, 256), block_sizes=(64, 128), supports_sliding_window=True,
+         head_sizes=(64, 128, 192, 256), block_sizes=(64, 128), supports_sliding_window=True, supports_sinks=True,
          attn_types=("decoder",),
          notes=("SM120/SM121 only; bf16 queries only; no float16 KV.",
                 "Pages of 64 or 128 tokens (_B12X_SUPPORTED_PAGE_SIZES); 128 unless the release's "
@@ -136,12 +141,11 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/b12x.py B12xPagedAttentionBackend.get_supported_kernel_block_sizes/"
                 "get_preferred_block_size (reference §5.2, §4.5)"),
     _row(name="HPC_ATTN", platforms=("cuda",), explicit_only=True,
-         file="vllm/v1/attention/backends/hpc_attn.py", model_dtypes=("bfloat16",),
+         file="vllm/v1/attention/backends/hpc_attn.py",
          kv_cache_dtypes=("auto", "bfloat16", "fp8_e4m3"), min_compute_capability=(9, 0),
          max_compute_capability=(9, 0), head_sizes=(128,), block_sizes=(64,),
          attn_types=("decoder",),
-         notes=("Exactly SM90, head_size 128, block 64. Model dtype list assumed bf16 (kv list "
-                "has no float16).",),
+         notes=("Exactly SM90, head_size 128, block 64 (or a multiple of it).",),
          source="backends/hpc_attn.py (reference §5.2)"),
     _row(name="TURBOQUANT", platforms=("cuda", "rocm"),
          file="vllm/v1/attention/backends/turboquant_attn.py", kv_cache_dtypes=_TQ,
@@ -154,7 +158,8 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/turboquant_attn.py; vllm/engine/arg_utils.py create_engine_config "
                 "(reference §2.5, §5.2, §8)"),
     _row(name="ULTRAQUANT", platforms=("rocm", "cuda"),
-         file="vllm/v1/attention/backends/ultraquant_attn.py", kv_cache_dtypes=("ultraquant_4bit",),
+         file="vllm/v1/attention/backends/ultraquant_attn.py", model_dtypes=("bfloat16",),
+         kv_cache_dtypes=("ultraquant_4bit",),
          attn_types=("decoder",),
          notes=("In the ROCm priority list (last); on CUDA only when forced. No sinks.",),
          source="backends/ultraquant_attn.py (reference §5.1, §5.2)"),
@@ -170,9 +175,9 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/cpu_attn.py; vllm/platforms/cpu.py (reference §5.1, §5.2, §8)"),
     # ------------------------------------------------------------------ dense, ROCm
     _row(name="ROCM_ATTN", platforms=("rocm",), file="vllm/v1/attention/backends/rocm_attn.py",
-         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",),
-         head_sizes=(32, 64, 80, 96, 128, 160, 192, 224, 256), supports_sliding_window=True,
-         attn_types=("decoder",),
+         model_dtypes=("float16", "bfloat16", "float32"), kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",),
+         head_sizes=(32, 64, 80, 96, 128, 160, 192, 224, 256), block_size_multiple_of=16,
+         supports_sliding_window=True, attn_types=("decoder", "encoder", "encoder_only"),
          notes=("No sinks; not with a KV connector.",
                 "Native kernel only for head 64/128 and block 16/32, else Triton.",
                 "FP8 bytes are float8_e4m3fnuz on gfx94x (scales doubled at load)."),
@@ -181,7 +186,7 @@ _ROWS: tuple[BackendCapability, ...] = (
     _row(name="ROCM_AITER_FA", platforms=("rocm",),
          file="vllm/v1/attention/backends/rocm_aiter_fa.py",
          kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",), rocm_archs=("gfx94", "gfx95"),
-         head_sizes=(64, 128, 256), block_sizes=(16, 32), supports_sliding_window=True,
+         head_sizes=(64, 128, 256), block_sizes=(16, 32), supports_sliding_window=True, supports_sinks=True,
          attn_types=("decoder",),
          notes=("get_name() returns 'FLASH_ATTN'; the registry/--attention-backend name is "
                 "ROCM_AITER_FA.",
@@ -190,21 +195,24 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/rocm_aiter_fa.py (reference §5.1, §5.2)"),
     _row(name="ROCM_AITER_UNIFIED_ATTN", platforms=("rocm",),
          file="vllm/v1/attention/backends/rocm_aiter_unified_attn.py",
-         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",), rocm_archs=("gfx94", "gfx95"),
-         min_head_size=32, supports_sliding_window=True, attn_types=("decoder",),
-         notes=("In the list when aiter is supported on the device (modelled: gfx94x/gfx95x).",),
+         kv_cache_dtypes=_BASE_KV + _FP8 + ("fp8_e5m2",),
+         min_head_size=32, block_size_multiple_of=16, supports_quant_query_input=True,
+         supports_sliding_window=True, supports_sinks=True, attn_types=_ALL_ATTN,
+         notes=("In the priority list when aiter is found and supported on the device (CDNA3+: gfx94x/gfx95x); "
+                "its validation accepts any ROCm GPU.",
+                "Query FP8 except on gfx11 (RocmAiterUnifiedAttentionImpl.__init__).",),
          source="backends/rocm_aiter_unified_attn.py (reference §5.1, §5.2)"),
     _row(name="ROCM_SEGMENTED_ATTN", platforms=("rocm",), explicit_only=True,
          file="vllm/v1/attention/backends/rocm_segmented_attn.py",
-         kv_cache_dtypes=_BASE_KV + _FP8, rocm_archs=("gfx11", "gfx12"), head_sizes=(64, 128, 256),
-         supports_sliding_window=True, attn_types=("decoder",),
-         notes=("RDNA only; FP8 needs gfx12. Position in the ROCm priority list not in the "
-                "reference: modelled as explicit-only.",),
+         kv_cache_dtypes=_BASE_KV + _FP8, head_sizes=(64, 128, 256), block_size_multiple_of=16,
+         supports_sliding_window=True, supports_sinks=True, attn_types=("decoder",),
+         notes=("RDNA only ('ROCM_SEGMENTED_ATTN requires AMD RDNA GPUs on ROCm'); FP8 needs gfx12 (its "
+                "supports_combination). Not in the ROCm priority lists: explicit-only.",),
          source="backends/rocm_segmented_attn.py (reference §5.2)"),
     _row(name="ROCM_OCTAVE", platforms=("rocm",),
          file="vllm/v1/attention/backends/rocm_octave_attn.py", kv_cache_dtypes=_OCTAVE,
-         rocm_archs=("gfx11", "gfx942"), attn_types=("decoder",),
-         notes=("Octave dtypes only; RDNA3/CDNA3.",),
+         rocm_archs=("gfx11", "gfx942"), head_sizes=(256,), block_size_multiple_of=16, attn_types=("decoder",),
+         notes=("Octave dtypes only; RDNA3/CDNA3; head size 256 (get_supported_head_sizes).",),
          source="backends/rocm_octave_attn.py (reference §1.2, §5.2)"),
     # ------------------------------------------------------------------ MLA, CUDA
     _row(name="FLASHINFER_MLA", platforms=("cuda",), use_mla=True,
@@ -230,9 +238,10 @@ _ROWS: tuple[BackendCapability, ...] = (
          source="backends/mla/flashattn_mla.py FlashAttnMLAImpl (reference §6.1, §8)"),
     _row(name="FLASHMLA", platforms=("cuda",), use_mla=True,
          file="vllm/v1/attention/backends/mla/flashmla.py", kv_cache_dtypes=_BASE_KV + _FP8,
-         cc_majors=(9,), head_sizes=_MLA_HEADS, block_sizes=(64,),
-         notes=("Backend lists majors 9/10 but the dense kernel is effectively SM90-only "
-                "(modelled as SM90); FP8 via flash_mla_with_kvcache_fp8.",),
+         cc_majors=(9, 10), head_sizes=_MLA_HEADS, block_sizes=(64,),
+         notes=("supports_compute_capability takes majors 9 and 10; the dense kernel is SM90-only "
+                "(supports_combination: 'FlashMLA Dense is only supported on Hopper devices.'); FP8 via "
+                "flash_mla_with_kvcache_fp8.",),
          source="backends/mla/flashmla.py (reference §6.1, §9.7)"),
     _row(name="TRITON_MLA", platforms=("cuda", "rocm"), use_mla=True,
          file="vllm/v1/attention/backends/mla/triton_mla.py", kv_cache_dtypes=_BASE_KV + _FP8,
@@ -544,6 +553,26 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_034 + "vllm/v1/attention/backends/flash_attn.py::FlashAttentionBackend."
                "supports_combination."),
     EngineFeature(
+        name="triton_mla_sliding_window", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="TRITON_MLA accepts sliding-window MLA layers (decode clamps the KV length to the window; for "
+                "windowed DSpark drafts, prefill of such a layer raises), so a sliding-window MLA layer that no "
+                "other MLA backend takes gets TRITON_MLA instead of 'No valid attention backend found'.",
+        source=_034 + "vllm/v1/attention/backends/mla/triton_mla.py::TritonMLABackend.supports_sliding_window "
+               "(new in 0.34); verified by scripts/oracle/backend_oracle.py."),
+    EngineFeature(
+        name="flash_attn_fp8_reason_034", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="FLASH_ATTN's refusal of a quantized cache its FA version cannot read is worded 'FP8 KV requires "
+                "FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100).' (0.33: 'FP8 KV cache requires FA3 on SM90, "
+                "FA4 with head_size=512 on SM90, or FA4 on SM100'); the SM90 head-512 block check comes first.",
+        source=_034 + "vllm/v1/attention/backends/flash_attn.py::FlashAttentionBackend.supports_combination; "
+               "verified by scripts/oracle/backend_oracle.py."),
+    EngineFeature(
+        name="b12x_impl_block_size", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
+        summary="B12X's impl refuses a --block-size that is not one of its page sizes (64, 128) with 'b12x requires "
+                "--block-size in (64, 128), got N.', although validation accepts any multiple of one (256, 384...); "
+                "0.34 drops the check.",
+        source=_034 + "vllm/v1/attention/backends/b12x.py::B12xPagedAttentionImpl.__init__ (check removed in 0.34)."),
+    EngineFeature(
         name="b12x_head_size_64", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
         summary="B12X accepts head size 64 (0.34 drops it until flashinfer-ai/flashinfer#6977 is fixed: "
                 "128, 192 and 256 remain).",
@@ -587,6 +616,12 @@ Attention-backend capability rows are read from 0.33 (plus the 0.34 rows above);
 the CPU and does not check them."""
 
 
+BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.33.0", "0.34.0")
+"""Releases whose own attention selector answered kvplan's backend grid (scripts/oracle/backend_oracle.py, answers
+in tests/data/vllm_oracle_backends/<version>, checked by tests/backends/test_backend_oracle.py): for these the
+backend rows and their versioned differences are verified, not assumed."""
+
+
 def oracle_verified(engine: EngineVersion) -> str | None:
     """The oracle-verified release of the engine's minor release (e.g. `0.28.0` for vllm==0.28.1), or None."""
     if engine.engine != "vllm" or engine.version is None:
@@ -601,3 +636,16 @@ def engine_feature(name: str) -> EngineFeature:
         if f.name == name:
             return f
     raise KeyError(name)
+
+
+def rows_for(engine: EngineVersion) -> Mapping[str, BackendCapability]:
+    """The capability rows as release `engine` reads them: BACKENDS with the versioned ENGINE_FEATURES applied to
+    the row fields they change (what `kvplan backends --engine` shows; selection asks the same features through
+    the backends' hooks)."""
+    rows = dict(BACKENDS)
+    if not engine_feature("b12x_head_size_64").holds_for(engine):
+        b12x = rows["B12X"]
+        rows["B12X"] = b12x.model_copy(update={"head_sizes": tuple(h for h in b12x.head_sizes or () if h != 64)})
+    if engine_feature("triton_mla_sliding_window").holds_for(engine):
+        rows["TRITON_MLA"] = rows["TRITON_MLA"].model_copy(update={"supports_sliding_window": True})
+    return MappingProxyType(rows)

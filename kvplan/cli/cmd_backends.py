@@ -13,10 +13,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kvplan.backends.capabilities import BackendCapability
+from kvplan.backends.capabilities import DEFAULT_ENGINE, BackendCapability
 from kvplan.backends.document import SCHEMA_VERSION, _engine, _kind, backends_document, gpus_document
 from kvplan.backends.gpus import GPU_PROFILES
-from kvplan.backends.vllm_033 import BACKENDS, TABLE_ENGINE
+from kvplan.backends.vllm_033 import rows_for
 from kvplan.errors import KvplanInputError
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 
@@ -151,8 +151,9 @@ def backends(
         "--gpu", help="Show which backends are eligible on this GPU and for which kv dtypes "
                       "(name, alias or compute capability such as h100, sm90, mi300x).")] = None,
     engine: Annotated[str, typer.Option(
-        "--engine", help="Engine and version whose backend table to show (default: the release the "
-                         "table was read from).")] = TABLE_ENGINE,
+        "--engine", help="Engine and version whose backend table to show (default: the default release; "
+                         "releases whose rows are verified against their own selector, see `kvplan engines`).")]
+        = DEFAULT_ENGINE,
     format: Annotated[str, typer.Option(
         "--format", help="Output format: text (table), json or markdown.")] = "text",
 ) -> None:
@@ -167,8 +168,7 @@ def backends(
         headers = ["backend", "kind", "platforms", "kv cache dtypes", "CC / arch", "head sizes",
                    "blocks", "SW", "sinks", "per-head", "Q fp8", "attn types"]
         rows = []
-        for n in sorted(BACKENDS):
-            r = BACKENDS[n]
+        for n, r in sorted(rows_for(ev).items()):
             rows.append([n + (" (explicit)" if r.explicit_only else ""), _kind(r),
                          ",".join(r.platforms), ", ".join(r.kv_cache_dtypes), _cc_text(r),
                          _heads_text(r), _blocks_text(r), _yn(r.supports_sliding_window),

@@ -26,11 +26,14 @@ def engines(fmt: Annotated[str, typer.Option("--format", "-f", help="text or jso
         return
     from rich.table import Table
 
-    t = Table(title=f"vLLM releases (default {doc.default}; backend rows read from {doc.backend_rows_from})")
-    for h in ("release", "launch lines", "KV plan", "options", "kv dtypes", "quant methods", "architectures"):
+    t = Table(title=f"vLLM releases (default {doc.default}; attention-backend rows verified against vLLM's own "
+                    f"selector for {doc.backend_rows_from})")
+    for h in ("release", "launch lines", "KV plan", "backend rows", "options", "kv dtypes", "quant methods",
+              "architectures"):
         t.add_column(h)
     for r in doc.releases:
-        t.add_row(r.version + (" (default)" if r.default else ""), r.launch_lines, r.plan, str(r.options),
+        t.add_row(r.version + (" (default)" if r.default else ""), r.launch_lines, r.plan, r.backend_rows,
+                  str(r.options),
                   str(len(r.kv_cache_dtypes)), str(r.quantization_methods), str(r.architectures))
     _console().print(t)
 

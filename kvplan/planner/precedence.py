@@ -12,6 +12,7 @@ GLOBAL_ORDER: tuple[str, ...] = (
     "KV100",  # model-dtype: what 'auto' means
     "KV101",  # explicit-dtype-wins: --kv-cache-dtype as given (explicit never rewritten)
     "KV102",  # modelopt-auto-resolution: 'auto' -> checkpoint dtype at config time
+    "KV117",  # model-class-kv-cache-dtype: the architecture's verify_and_update_config (GLM-5 on SM100, ...)
 )
 
 LAYER_ORDER: tuple[str, ...] = (

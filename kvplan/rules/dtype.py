@@ -102,6 +102,43 @@ def modelopt_auto(ctx: RuleContext) -> Iterator[Set]:
                   f"ModelOpt checkpoint ({q.source}) {q.modelopt_kv_field}: {how} -> {resolved}")
 
 
+_MODEL_CONFIG_REF = "vllm/model_executor/models/config.py"
+_GLM5_NEXT = ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration")
+
+
+def _sm100_family(ctx: RuleContext) -> bool:
+    """`current_platform.is_cuda() and is_device_capability_family(100)` for the --gpu given."""
+    cc = ctx.gpu.compute_capability if ctx.gpu is not None else None
+    return cc is not None and cc[0] == 10
+
+
+@declare(code="KV117", name="model-class-kv-cache-dtype", kind="decision", scope="global", family="dtype",
+         severity="info",
+         summary="Some model classes rewrite the KV cache dtype at config time (GLM-5 on SM100: fp8).",
+         why="vLLM runs each architecture's verify_and_update_config after resolving --kv-cache-dtype: "
+             "GlmMoeDsaForCausalLM (GLM-5) turns 'auto' into fp8_e4m3 on the CUDA SM100 family, Glm5Next "
+             "turns 'auto' into fp8 there when the config has an indexer (index_topk), and DeepseekV32ForCausalLM "
+             "turns an explicit bfloat16 into 'auto'. These depend on the GPU, so kvplan applies the SM100 ones "
+             "only when --gpu names the GPU.",
+         fix="Pass --kv-cache-dtype explicitly (e.g. bfloat16) to keep the model dtype on SM100.",
+         references=(f"{_MODEL_CONFIG_REF}::GlmMoeDsaForCausalLM.verify_and_update_config",
+                     f"{_MODEL_CONFIG_REF}::Glm5NextModelConfig.verify_and_update_config",
+                     f"{_MODEL_CONFIG_REF}::DeepseekV32ForCausalLM.verify_and_update_config"))
+@decides_global("kv_cache_dtype")
+def model_class_kv_cache_dtype(ctx: RuleContext) -> Iterator[Set]:
+    arch, kv = ctx.arch.architecture, ctx.kv_cache_dtype
+    if arch == "GlmMoeDsaForCausalLM" and kv == "auto" and _sm100_family(ctx):
+        yield Set("kv_cache_dtype", "fp8_e4m3", f"GlmMoeDsaForCausalLM on {ctx.gpu.name if ctx.gpu else ''} "
+                  "(SM100 family): 'Using fp8 kv-cache for GlmMoeDsaForCausalLM on SM10x'")
+    elif (arch in _GLM5_NEXT and kv == "auto" and _sm100_family(ctx)
+          and any(la.mla is not None and la.mla.index_topk is not None for la in ctx.arch.layers)):
+        yield Set("kv_cache_dtype", "fp8", f"{arch} with an indexer on the SM100 family: 'Using fp8 KV cache for "
+                  "GLM-5.3-Flash'")
+    elif arch == "DeepseekV32ForCausalLM" and kv == "bfloat16":
+        yield Set("kv_cache_dtype", "auto", "DeepseekV32ForCausalLM: 'Using bfloat16 kv-cache for DeepSeekV3.2' "
+                  "(--kv-cache-dtype bfloat16 becomes auto)")
+
+
 @declare(code="KV106", name="modelopt-kv-algo-ignored", severity="warning", family="dtype",
          summary="The ModelOpt KV algorithm is not one vLLM maps, so 'auto' stays unquantized.",
          why="vLLM only maps FP8 and NVFP4 (an fp8 dict needs dynamic: false); anything else "

@@ -86,16 +86,21 @@ def kv_dtype_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
 
 
 @declare(code="KV009", name="engine-tables-from-0-33", severity="info", family="engine",
-         summary="A release other than vLLM 0.33 is planned with 0.33's backend tables plus its dated differences.",
-         why="kvplan's attention-backend capability rows were read from vLLM 0.33.0. For another "
-             "release it applies the differences it has dated (flag removals, skip layers, "
-             "per-token-head dtypes, the FlashInfer skip-layer crash, explicit-dtype-wins) and "
-             "assumes the backend rows held as in 0.33. The per-layer decisions (KV dtype, quant "
-             "mode, window, geometry) of the releases in ORACLE_VERIFIED_RELEASES were checked "
-             "against that release's own code on kvplan's corpus; other releases are approximated.",
-         fix="Plan for vllm==0.33.0 or 0.34.0 for exact backend rows, or check the listed differences.",
-         references=("kvplan/backends/vllm_033.py::ENGINE_FEATURES",
-                     "kvplan/backends/vllm_033.py::ORACLE_VERIFIED_RELEASES"), versions="!=0.33")
+         summary="A release without oracle-verified backend rows is planned with 0.33's rows plus dated differences.",
+         why="kvplan's attention-backend rows and their versioned differences are checked against the own "
+             "attention selector of the releases in BACKEND_ORACLE_RELEASES (scripts/oracle/backend_oracle.py: "
+             "the backend vLLM picks and the reasons it refuses the others, for a grid of head sizes, dtypes, "
+             "block sizes, windows, sinks and MLA on CUDA SM80 to SM120 and ROCm gfx90a to gfx950). For "
+             "another release kvplan applies the differences it has dated (flag removals, skip layers, "
+             "per-token-head dtypes, the FlashInfer skip-layer crash, explicit-dtype-wins) and assumes the "
+             "backend rows held as in 0.33. The per-layer decisions (KV dtype, quant mode, window, geometry) of "
+             "the releases in ORACLE_VERIFIED_RELEASES were checked against that release's own code on "
+             "kvplan's corpus; other releases are approximated.",
+         fix="Plan for a release whose backend rows are verified (`kvplan engines`, column 'backend rows'), or "
+             "check the listed differences.",
+         references=("kvplan/backends/vllm_033.py::BACKEND_ORACLE_RELEASES",
+                     "kvplan/backends/vllm_033.py::ENGINE_FEATURES",
+                     "kvplan/backends/vllm_033.py::ORACLE_VERIFIED_RELEASES"))
 def tables_from_033(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.backends.engines import tables_exact
     from kvplan.backends.vllm_033 import oracle_verified
@@ -105,7 +110,7 @@ def tables_from_033(ctx: RuleContext) -> Iterator[Emit]:
     if verified:
         yield Emit(f"{_release(ctx)}: per-layer KV decisions checked against vLLM {verified}'s own code on "
                    "kvplan's corpus; the attention-backend rows (--gpu) are 0.33's plus the dated "
-                   "differences (see `kvplan rule KV009`).")
+                   "differences, not checked against this release's selector (see `kvplan rule KV009`).")
     else:
         yield Emit(f"{_release(ctx)} is planned with vLLM 0.33.0's backend tables and dtype rules plus "
                    "the dated differences kvplan models (see `kvplan rule KV009`); other changes "

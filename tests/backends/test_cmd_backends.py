@@ -52,7 +52,7 @@ def test_gpus_markdown_is_a_pipe_table() -> None:
 def test_backends_json_full_matrix() -> None:
     r = run("backends", "--format", "json")
     doc = json.loads(r.stdout)
-    assert doc["engine"] == {"name": "vllm", "version": "0.33.0"} and doc["gpu"] is None
+    assert doc["engine"] == {"name": "vllm", "version": "0.34.0"} and doc["gpu"] is None  # the default release
     names = [b["name"] for b in doc["backends"]]
     assert names == sorted(names) and "FLASHINFER_MLA_SPARSE_SM120" in names
     assert all(b["source"] for b in doc["backends"])
@@ -80,13 +80,13 @@ def test_backends_text_for_gpu_prints_matrix_and_defaults() -> None:
 
 def test_backends_markdown_without_gpu() -> None:
     out = run("backends", "--format", "markdown").stdout
-    assert out.startswith("### Attention backends, vllm==0.33.0") and "| FLASH_ATTN | dense |" in out
+    assert out.startswith("### Attention backends, vllm==0.34.0") and "| FLASH_ATTN | dense |" in out
 
 
 @pytest.mark.parametrize("args,match", [
     (("backends", "--gpu", "h10"), "unknown GPU 'h10'"),
-    (("backends", "--engine", "sglang"), "not modelled yet"),
-    (("backends", "--engine", "vllm==0.19.0"), "not modelled yet"),
+    (("backends", "--engine", "sglang"), "is not verified"),
+    (("backends", "--engine", "vllm==0.19.0"), "is not verified"),
     (("gpus", "--format", "yaml"), "unknown --format"),
 ])
 def test_backends_bad_input_raises_kvplan_input_error(args, match: str) -> None:

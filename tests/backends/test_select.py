@@ -229,8 +229,13 @@ def test_select_backend_encoder_attention_on_sm100_skips_flashinfer() -> None:
 def test_select_backend_forced_invalid_backend_lists_reasons() -> None:
     c = select_backend(dense("fp8"), resolve_gpu("a100"), forced="FLASH_ATTN")
     assert c.status == "error" and c.forced and c.error_stage == "selection"
-    assert c.error.startswith("Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this "
-                              "configuration. Reason: ['FP8 KV cache requires FA3 on SM90")
+    assert c.error == ("Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration. "
+                       "Reason: ['kv_cache_dtype not supported', 'FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), "
+                       "or FA4 (SM100).']")
+    old = select_backend(dense("fp8"), resolve_gpu("a100"), EngineVersion.parse("vllm==0.33.0"), forced="FLASH_ATTN")
+    assert old.error is not None and old.error.endswith(
+        "Reason: ['kv_cache_dtype not supported', 'FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on "
+        "SM90, or FA4 on SM100']")
 
 
 def test_select_backend_forced_bypasses_priority_but_not_validation() -> None:
@@ -246,11 +251,12 @@ def test_select_backend_forced_unknown_name_is_input_error() -> None:
         select_backend(dense("fp8"), resolve_gpu("h100"), forced="FLASHINFR")
 
 
-def test_select_backend_fa4_head256_fp8_falls_back_to_fa2_and_fails() -> None:
+def test_select_backend_fa4_head256_fp8_falls_back_to_fa2_and_is_refused() -> None:
+    # the FA4 head-256 kernel hands a quantized cache to FA2, which reads no FP8: supports_combination refuses
     c = select_backend(dense("fp8", head_size=256), resolve_gpu("b200"), forced="FLASH_ATTN")
-    assert c.flash_attn_version == 2 and c.error == "FlashAttention does not support fp8 kv-cache on this device."
-    assert any(n.startswith("FA4's Blackwell head_size=256 kernel does not support quantized KV cache "
-                            "dtype fp8, defaulting to FA version 2.") for n in c.notes)
+    assert c.error_stage == "selection" and c.error is not None and "FP8 KV requires FA3" in c.error
+    auto = select_backend(dense("fp8", head_size=256), resolve_gpu("b200"))
+    assert auto.backend == "FLASHINFER" and "FLASH_ATTN" in auto.rejected
 
 
 def test_select_backend_sm90_head512_fp8_uses_fa4_dequant_without_fp8_query() -> None:
@@ -269,8 +275,9 @@ def test_select_backend_sinks_on_sm80_fall_to_triton() -> None:
     assert "sink not supported on compute capability < 9.0" in c.rejected["FLASH_ATTN"]
 
 
-def test_select_backend_fp32_model_uses_flex() -> None:
-    assert select_backend(dense("auto", model_dtype="float32"), resolve_gpu("h100")).backend == "FLEX_ATTENTION"
+def test_select_backend_fp32_model_uses_triton() -> None:
+    # TritonAttentionBackend.supported_dtypes includes float32 (FlashAttention and FlashInfer do not)
+    assert select_backend(dense("auto", model_dtype="float32"), resolve_gpu("h100")).backend == "TRITON_ATTN"
 
 
 @pytest.mark.parametrize("kv,model,msg", [
@@ -430,3 +437,52 @@ def test_select_backend_rocm_without_fp8_notes_only_fp8_dtypes() -> None:
     mi250 = resolve_gpu("mi250x")
     assert any("no FP8 hardware" in n for n in select_backend(dense("fp8"), mi250).notes)
     assert not any("no FP8 hardware" in n for n in select_backend(dense("int8_per_token_head"), mi250).notes)
+
+
+# ---------------------------------------------------------------------------- 0.33 -> 0.34 backend rows
+@pytest.mark.parametrize("gpu", ["a100", "h100", "b200", "rtx-pro-6000"])
+def test_sliding_window_mla_layer_gets_triton_mla_from_034_only(gpu: str) -> None:
+    # triton_mla.py::TritonMLABackend.supports_sliding_window is new in 0.34 (ENGINE_FEATURES
+    # triton_mla_sliding_window); before, no MLA backend takes a windowed layer
+    req = BackendRequest(has_sliding_window=True, **R1)
+    old = select_backend(req, resolve_gpu(gpu), EngineVersion.parse("vllm==0.33.0"))
+    assert old.error_stage == "selection" and "No valid attention backend found" in (old.error or "")
+    assert old.rejected["TRITON_MLA"] == ("sliding window not supported",)
+    new = select_backend(req, resolve_gpu(gpu), EngineVersion.parse("vllm==0.34.0"))
+    assert new.backend == "TRITON_MLA" and new.status == "selected"
+
+
+def test_b12x_head_64_is_a_head_size_refusal_from_034() -> None:
+    req = dense("auto", head_size=64)
+    assert validate_backend("B12X", req, resolve_gpu("rtx-pro-6000"), engine=EngineVersion.parse("vllm==0.33.0")) == []
+    assert validate_backend("B12X", req, resolve_gpu("rtx-pro-6000"),
+                            engine=EngineVersion.parse("vllm==0.34.0")) == ["head_size not supported"]
+
+
+def test_flash_attn_sinks_need_fa3_or_fa4() -> None:
+    # supports_sink -> flash_attn_supports_sinks: SM120 runs FA2, so FLASH_ATTN refuses a layer with sinks there
+    req = dense("auto", has_sinks=True)
+    assert "attention sinks not supported" in validate_backend("FLASH_ATTN", req, resolve_gpu("rtx-pro-6000"))
+    assert validate_backend("FLASH_ATTN", req, resolve_gpu("h100")) == []
+    assert select_backend(req, resolve_gpu("rtx-pro-6000")).backend == "FLASHINFER"
+
+
+def test_rows_for_a_release_show_its_own_row_fields() -> None:
+    from kvplan.backends.vllm_033 import rows_for
+    old, new = rows_for(EngineVersion.parse("vllm==0.33.0")), rows_for(EngineVersion.parse("vllm==0.34.0"))
+    assert 64 in (old["B12X"].head_sizes or ()) and 64 not in (new["B12X"].head_sizes or ())
+    assert not old["TRITON_MLA"].supports_sliding_window and new["TRITON_MLA"].supports_sliding_window
+    # the rows say what the hooks decide
+    req = BackendRequest(has_sliding_window=True, **R1)
+    for engine, rows in (("vllm==0.33.0", old), ("vllm==0.34.0", new)):
+        refused = "sliding window not supported" in validate_backend(
+            "TRITON_MLA", req, resolve_gpu("h100"), engine=EngineVersion.parse(engine))
+        assert refused is not rows["TRITON_MLA"].supports_sliding_window
+
+
+def test_b12x_block_256_passes_validation_but_033_impl_refuses_it() -> None:
+    req = dense("auto", head_size=128, block_size=256)
+    old = select_backend(req, resolve_gpu("rtx-pro-6000"), EngineVersion.parse("vllm==0.33.0"), forced="B12X")
+    assert (old.error_stage, old.error) == ("impl", "b12x requires --block-size in (64, 128), got 256.")
+    new = select_backend(req, resolve_gpu("rtx-pro-6000"), EngineVersion.parse("vllm==0.34.0"), forced="B12X")
+    assert new.status == "selected" and new.block_size == 256

@@ -46,9 +46,9 @@ def test_k8s_env_substitution_is_one_argument_not_split(tmp_path: Path) -> None:
                   value: "--kv-cache-dtype fp8"
     """
     r = _lint(tmp_path, "d.yaml", text)
-    # KV809 points at the env value that gets substituted; KV813: the :latest image pins no release; KV009: it is
-    # linted as the newest release, planned with 0.33's backend rows (info, at the model)
-    assert {c for c in _codes(r)} == {(13, 23, "KV809"), (9, 18, "KV813"), (10, 19, "KV009")}
+    # KV809 points at the env value that gets substituted; KV813: the :latest image pins no release (it is linted
+    # as the newest release, whose backend rows are verified: no KV009)
+    assert {c for c in _codes(r)} == {(13, 23, "KV809"), (9, 18, "KV813")}
 
 
 def test_k8s_extra_args_env_var_is_appended(tmp_path: Path) -> None:
@@ -68,8 +68,8 @@ def test_k8s_extra_args_env_var_is_appended(tmp_path: Path) -> None:
                   value: "--max-model-len 8192 --kv-cache-dtype fp9"
     """
     r = _lint(tmp_path, "d.yaml", text)
-    # KV009: an image that is not vLLM's own is linted as the default release (info, at the model)
-    assert _codes(r) == {(13, 61, "KV803"), (10, 19, "KV009")}
+    # an image that is not vLLM's own is linted as the default release (backend rows verified: no KV009)
+    assert _codes(r) == {(13, 61, "KV803")}
     assert "Did you mean" in next(f.message for f in r.findings if f.code == "KV803")
 
 
@@ -129,5 +129,5 @@ def test_kserve_flags_are_not_unknown_and_model_id_is_the_model(tmp_path: Path) 
           args: ["--model_name=q", "--model_id=Qwen/Qwen3-8B", "--backend=vllm", "--kv-cache-dtpye=fp8"]
     """
     r = _lint(tmp_path, "isvc.yaml", text, gpu="h100")
-    assert _codes(r) == {(8, 79, "KV001"), (8, 44, "KV009")}  # KV009: the default release's info, at the model
+    assert _codes(r) == {(8, 79, "KV001")}  # the default release: backend rows verified, no KV009
     assert r.files[0].launches[0].model == "Qwen/Qwen3-8B"

@@ -31,8 +31,8 @@ def test_comment_suppression_same_line_and_line_above(tmp_path: Path) -> None:
     {LAUNCH}
     """)
     r = lint_paths([str(tmp_path / "a.sh")], cwd=tmp_path, isolated=True)
-    # the comment above line 3 names only KV401; KV009 is the default release's info (0.33's backend rows)
-    assert _codes(r) == [("KV009", 1), ("KV009", 3), ("KV304", 3)]
+    # the comment above line 3 names only KV401
+    assert _codes(r) == [("KV304", 3)]
     assert sorted((s.code, s.location.line, s.via) for s in r.suppressed) == [
         ("KV304", 1, "comment"), ("KV401", 1, "comment"), ("KV401", 3, "comment")]
     assert {s.reason for s in r.suppressed} == {"scales validated offline; no SWA in Llama",
@@ -80,7 +80,7 @@ def test_annotation_suppression_covers_its_document_only(tmp_path: Path) -> None
 def test_select_ignore_and_fail_level(tmp_path: Path) -> None:
     _write(tmp_path, "c.sh", LAUNCH + " --calculate-kv-scales\n")
     p = str(tmp_path / "c.sh")
-    assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True))} == {"KV002", "KV009", "KV304", "KV401"}
+    assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True))} == {"KV002", "KV304", "KV401"}
     selected = lint_paths([p], cwd=tmp_path, isolated=True, select=["KV3", "KV002"])
     assert {c for c, _ in _codes(selected)} == {"KV002", "KV304"}
     assert {c for c, _ in _codes(lint_paths([p], cwd=tmp_path, isolated=True, ignore=["KV0"]))} == {"KV304", "KV401"}

@@ -4,12 +4,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.impl.base import BackendHooks, Site
+from kvplan.backends.impl.base import BackendHooks, ConstructionError, Site
 from kvplan.backends.request import BackendRequest
 from kvplan.backends.vllm_033 import engine_feature
 from kvplan.model.gpu import GpuProfile
 
 __all__ = ["HOOKS"]
+
+_PAGE_SIZES = (64, 128)
+"""b12x.py::_B12X_SUPPORTED_PAGE_SIZES."""
 
 
 class B12x(BackendHooks):
@@ -17,10 +20,19 @@ class B12x(BackendHooks):
 
     exact_block_sizes = True  # b12x.py::B12xPagedAttentionBackend.supports_block_size: only its page sizes
 
-    def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
+    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> bool:
+        # b12x.py::B12xPagedAttentionBackend.get_supported_head_sizes: 0.34 drops 64 (ENGINE_FEATURES)
         if req.head_size == 64 and not engine_feature("b12x_head_size_64").holds_for(engine):
-            return ["head_size not supported"]  # vLLM's generic reason
-        return []
+            return False
+        return super().head_size_ok(req, gpu, engine)
+
+    def construction_error(self, site: Site) -> ConstructionError | None:
+        # 0.33 b12x.py::B12xPagedAttentionImpl.__init__ refuses a cache block size that is not a page size
+        # (a multiple of one passes validation); 0.34 splits it into pages (ENGINE_FEATURES b12x_impl_block_size)
+        bs = site.req.block_size
+        if bs is None or bs in _PAGE_SIZES or not engine_feature("b12x_impl_block_size").holds_for(site.engine):
+            return None
+        return ConstructionError(f"b12x requires --block-size in {_PAGE_SIZES}, got {bs}.", "impl", "ValueError")
 
     def default_block_size(self, site: Site) -> int:
         # backends/b12x.py::B12xAttentionBackend.get_preferred_block_size (0.33 and 0.34): the default

@@ -11,7 +11,7 @@ and validation live in :mod:`kvplan.backends.select`; a backend whose behaviour 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kvplan.backends.capabilities import BackendCapability, EngineVersion
@@ -34,6 +34,8 @@ class Site:
     """FlashAttention version the chosen backend runs (set by `BackendHooks.flash_attn_version`)."""
     engine_block_size: int = 16
     """The release's `CacheConfig.DEFAULT_BLOCK_SIZE` (`kvplan.backends.defaults.default_block_size`)."""
+    engine: EngineVersion = field(default_factory=EngineVersion)
+    """The release modelled (construction checks that hold only in some releases read ENGINE_FEATURES)."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,8 @@ class BackendHooks:
         return self.row.name
 
     # ------------------------------------------------------------ validate_configuration parts
-    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile) -> bool:
-        """`supports_head_size`."""
+    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> bool:
+        """`supports_head_size` in the release `engine`."""
         row, h = self.row, req.head_size
         if row.head_sizes is not None and h not in row.head_sizes:
             return False
@@ -118,7 +120,8 @@ class BackendHooks:
         return self.row.block_sizes
 
     def block_size_ok(self, block_size: int, gpu: GpuProfile) -> bool:
-        """`supports_block_size`."""
+        """`supports_block_size`: the block size is a multiple of one kernel block size (a larger block is split
+        into kernel pages, vllm/v1/attention/backend.py::AttentionBackend.supports_block_size)."""
         sizes, m = self.block_sizes(gpu), self.row.block_size_multiple_of
         if sizes is None and m is None:
             return True
@@ -126,6 +129,10 @@ class BackendHooks:
                 not self.exact_block_sizes and any(block_size % s == 0 for s in sizes))):
             return True
         return m is not None and block_size % m == 0
+
+    def sliding_window_ok(self, engine: EngineVersion) -> bool:
+        """`supports_sliding_window` in the release `engine`."""
+        return self.row.supports_sliding_window
 
     def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
         """`supports_sink`."""

@@ -39,17 +39,17 @@ def fa_base_version(gpu: GpuProfile, attention_config: Mapping[str, Any]) -> int
 
 
 def _fa4_head256_fallback(req: BackendRequest) -> str | None:
-    """Why FA4's Blackwell head_size=256 kernel hands the layer to FA2, None if it keeps it."""
-    if req.quant_mode.is_quantized:
-        return ("FA4's Blackwell head_size=256 kernel does not support quantized KV cache dtype "
-                f"{req.kv_cache_dtype}, defaulting to FA version 2.")
+    """Why FA4's Blackwell head_size=256 kernel hands the layer to FA2, None if it keeps it
+    (fa_utils.py::_fa4_hd256_fallback_reason, in its order; logits soft capping is not modelled)."""
+    why = None
     if req.has_sinks:
-        return ("FA4's Blackwell head_size=256 kernel does not support sinks, defaulting to FA version 2. "
-                "(kvplan wording)")
-    if req.block_size is not None and req.block_size % 128 != 0:
-        return ("FA4's Blackwell head_size=256 kernel needs a block size that is a multiple of 128, "
-                "defaulting to FA version 2. (kvplan wording)")
-    return None
+        why = "attention sinks"
+    elif req.quant_mode.is_quantized:
+        why = f"quantized KV cache dtype {req.kv_cache_dtype}"
+    elif req.block_size is not None and req.block_size % 128 != 0:
+        why = f"a KV cache block size of {req.block_size}"
+    return None if why is None else f"FA4's Blackwell head_size=256 kernel does not support {why}, defaulting to FA " \
+                                    "version 2."
 
 
 def flash_attn_version(gpu: GpuProfile, req: BackendRequest,
@@ -88,42 +88,56 @@ def fa_supports_kv_cache_dtype(version: int | None, gpu: GpuProfile, kv: str, he
     return version == 4 and gpu.cc_major == 10
 
 
+_FP8_REASON = "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"
+"""flash_attn.py::FlashAttentionBackend.supports_combination's FP8 reason up to 0.33."""
+_FP8_REASON_034 = "FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)."
+"""The same reason from 0.34 (ENGINE_FEATURES flash_attn_fp8_reason_034)."""
+
+
 class FlashAttn(BackendHooks):
     """FLASH_ATTN: head sizes, FP8 and per-head scales depend on the FA version the GPU runs."""
 
     encoder_quant_error: ClassVar[str] = "quantization is not supported for encoder attention"
 
-    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile) -> bool:
+    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> bool:
         h = req.head_size
         return h % 8 == 0 and (h <= 256 or (fa4_available(gpu) and h <= 512))
 
     def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile,
                                attention_config: Mapping[str, Any]) -> list[str]:
+        # supports_kv_cache_dtype: flash_attn_supports_kv_cache_dtype without the layer's head size
         if fa_supports_kv_cache_dtype(fa_base_version(gpu, attention_config), gpu, req.kv_cache_dtype, None):
             return []
-        # flash_attn_supports_fp8() false (reference §5.2 gives this reason text)
-        return ["FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"]
+        return ["kv_cache_dtype not supported"]
+
+    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
+        # supports_sink -> fa_utils.py::flash_attn_supports_sinks: the GPU's FA version is 3 or 4
+        return fa_base_version(gpu, attention_config) in (3, 4)
 
     def supports_per_head_quant_scales(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
         return self.row.supports_per_head_quant_scales and (fa_base_version(gpu, attention_config) or 0) >= 3
 
-    def combination_reasons(self, req: BackendRequest, gpu: GpuProfile) -> list[str]:
-        if req.has_sinks and not gpu.cc_at_least(9, 0):
-            return ["sink not supported on compute capability < 9.0"]  # vLLM's text
-        return []
-
     def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
-        # 0.34 flash_attn.py::FlashAttentionBackend.supports_combination: SM90 (exactly 9.0) at head
-        # 512 with a quantized cache runs FA4's fp8-dequant kernel, which pages in 64-token blocks.
-        if not (engine_feature("fa_sm90_d512_quantized_block_64").holds_for(engine)
-                and gpu.compute_capability == (9, 0) and req.head_size == 512
-                and req.quant_mode.is_quantized):
-            return []
-        if req.block_size is not None and req.block_size % 64 != 0:
-            return ["SM90 d512 FP8 KV requires a block size divisible by 64"]  # vLLM's text
-        if req.use_sparse:
-            return ["SM90 d512 FP8 KV does not support block sparsity"]
-        return []
+        """flash_attn.py::FlashAttentionBackend.supports_combination of the release, in its order (vLLM returns
+        the first reason only)."""
+        quantized = req.quant_mode.is_quantized
+        r: list[str] = []
+        # 0.34: SM90 (exactly 9.0) at head 512 with a quantized cache runs FA4's fp8-dequant kernel, which pages
+        # in 64-token blocks (ENGINE_FEATURES fa_sm90_d512_quantized_block_64).
+        if (engine_feature("fa_sm90_d512_quantized_block_64").holds_for(engine) and quantized
+                and gpu.compute_capability == (9, 0) and req.head_size == 512):
+            if req.block_size is not None and req.block_size % 64 != 0:
+                r.append("SM90 d512 FP8 KV requires a block size divisible by 64")  # vLLM's text
+            elif req.use_sparse:
+                r.append("SM90 d512 FP8 KV does not support block sparsity")
+        if req.has_sinks and not gpu.cc_at_least(9, 0):
+            r.append("sink not supported on compute capability < 9.0")  # vLLM's text
+        version, _ = flash_attn_version(gpu, req)
+        if quantized and not fa_supports_kv_cache_dtype(version, gpu, req.kv_cache_dtype, req.head_size):
+            # the FA version this layer's head size, sinks and block size run
+            r.append(_FP8_REASON_034 if engine_feature("flash_attn_fp8_reason_034").holds_for(engine)
+                     else _FP8_REASON)
+        return r
 
     def flash_attn_version(self, req: BackendRequest, gpu: GpuProfile,
                            attention_config: Mapping[str, Any]) -> tuple[int | None, list[str]]:

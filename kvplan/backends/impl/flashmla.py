@@ -11,20 +11,35 @@ __all__ = ["HOOKS"]
 
 
 class FlashMlaSparse(BackendHooks):
-    """FLASHMLA_SPARSE: NoPE head 512 on SM90 only, nvfp4_ds_mla on SM100 only; any other
-    quantized dtype is stored as fp8_ds_mla."""
+    """FLASHMLA_SPARSE: NoPE head 512 on SM90 only (bf16 or fp8_ds_mla cache, rope-free models), nvfp4_ds_mla on
+    SM100 only; any other quantized dtype is stored as fp8_ds_mla."""
 
     def combination_reasons(self, req: BackendRequest, gpu: GpuProfile) -> list[str]:
-        r: list[str] = []
-        if req.head_size == 512 and gpu.cc_major != 9:
-            r.append("head_size 512 (NoPE) is only supported on SM90")
-        if req.kv_cache_dtype == "nvfp4_ds_mla" and gpu.cc_major != 10:
-            r.append("nvfp4_ds_mla requires the SM100 family")
-        return r
+        # flashmla_sparse.py::FlashMLASparseBackend.supports_combination (0.33 and 0.34 alike)
+        kv = req.kv_cache_dtype
+        if req.head_size == 512:
+            if kv not in ("auto", "bfloat16", "float16", "fp8_ds_mla") or gpu.cc_major != 9:
+                return [f"FLASHMLA_SPARSE supports head_size 512 only with bf16 or fp8_ds_mla kv-cache on SM90 "
+                        f"(NoPE), got kv_cache_dtype={kv}"]
+            if req.qk_rope_head_dim not in (0, None):
+                return ["FLASHMLA_SPARSE supports head_size 512 only for rope-free (NoPE) models"]
+        if kv == "nvfp4_ds_mla" and gpu.cc_major != 10:
+            return [f"FLASHMLA_SPARSE only supports the {kv} kv-cache dtype on SM100 (Blackwell)"]
+        return []
 
     def canonical_kv_cache_dtype(self, kv: str) -> tuple[str, list[str]]:
         return canonicalized(self.name, kv, "fp8_ds_mla" if is_quantized(kv) and kv != "nvfp4_ds_mla" else kv)
 
 
-HOOKS: Mapping[str, type[BackendHooks]] = {"FLASHMLA_SPARSE": FlashMlaSparse}
+class FlashMla(BackendHooks):
+    """FLASHMLA (dense): validation takes majors 9 and 10, the dense kernel runs on Hopper only."""
+
+    def combination_reasons(self, req: BackendRequest, gpu: GpuProfile) -> list[str]:
+        # flashmla.py::FlashMLABackend.supports_combination -> ops/flashmla.py::is_flashmla_dense_supported
+        if not req.use_sparse and gpu.cc_major != 9:
+            return ["FlashMLA Dense is only supported on Hopper devices."]  # vLLM's text
+        return []
+
+
+HOOKS: Mapping[str, type[BackendHooks]] = {"FLASHMLA": FlashMla, "FLASHMLA_SPARSE": FlashMlaSparse}
 """Backends of this family with behaviour beyond their capability rows."""

@@ -1,22 +1,33 @@
-"""ROCm-only backends: ROCM_OCTAVE (fixed octave layouts), ROCM_ATTN (16-token pages by default)."""
+"""ROCm-only backends: ROCM_SEGMENTED_ATTN (RDNA only), ROCM_ATTN (16-token pages by default)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kvplan.backends.impl.base import BackendHooks, Site
+from kvplan.backends.impl.base import BackendHooks, Site, rocm_arch
 from kvplan.backends.request import BackendRequest
 from kvplan.model.gpu import GpuProfile
 
 __all__ = ["HOOKS"]
 
 
-class RocmOctave(BackendHooks):
-    """ROCM_OCTAVE: the octave layouts exist for head sizes 64, 128 and 256."""
+class RocmSegmentedAttn(BackendHooks):
+    """ROCM_SEGMENTED_ATTN: RDNA GPUs only; an FP8 cache needs gfx12."""
 
     def combination_reasons(self, req: BackendRequest, gpu: GpuProfile) -> list[str]:
-        if req.head_size not in (64, 128, 256):
-            return ["head_size not supported by the fixed octave layouts"]
+        # rocm_segmented_attn.py::RocmSegmentedAttentionBackend.supports_combination (vLLM's texts)
+        arch = rocm_arch(gpu)
+        if not arch.startswith(("gfx11", "gfx12")) or arch.startswith("gfx1250"):
+            return ["ROCM_SEGMENTED_ATTN requires AMD RDNA GPUs on ROCm"]
+        if req.kv_cache_dtype in ("fp8", "fp8_e4m3") and not arch.startswith("gfx12"):
+            return ["FP8 segmented attention requires gfx12"]
         return []
+
+
+class RocmAiterUnifiedAttn(BackendHooks):
+    """ROCM_AITER_UNIFIED_ATTN: quantizes its queries except on gfx11 (RocmAiterUnifiedAttentionImpl.__init__)."""
+
+    def query_quant(self, site: Site) -> bool:
+        return not rocm_arch(site.gpu).startswith("gfx11")
 
 
 class RocmAttn(BackendHooks):
@@ -28,5 +39,6 @@ class RocmAttn(BackendHooks):
         return 16
 
 
-HOOKS: Mapping[str, type[BackendHooks]] = {"ROCM_OCTAVE": RocmOctave, "ROCM_ATTN": RocmAttn}
+HOOKS: Mapping[str, type[BackendHooks]] = {"ROCM_AITER_UNIFIED_ATTN": RocmAiterUnifiedAttn,
+                                           "ROCM_SEGMENTED_ATTN": RocmSegmentedAttn, "ROCM_ATTN": RocmAttn}
 """Backends of this family with behaviour beyond their capability rows."""

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.impl.base import BackendHooks, ConstructionError, Site, rocm_arch
+from kvplan.backends.vllm_033 import engine_feature
 
 __all__ = ["HOOKS"]
 
@@ -40,7 +42,10 @@ class TritonAttn(_TritonFp8):
 
 
 class TritonMla(_TritonFp8):
-    """TRITON_MLA: dequantizes an fp8 cache to bf16 (no FP8 queries)."""
+    """TRITON_MLA: dequantizes an fp8 cache to bf16 (no FP8 queries); sliding-window decode from 0.34."""
+
+    def sliding_window_ok(self, engine: EngineVersion) -> bool:
+        return engine_feature("triton_mla_sliding_window").holds_for(engine)
 
 
 HOOKS: Mapping[str, type[BackendHooks]] = {"TRITON_ATTN": TritonAttn, "TRITON_MLA": TritonMla}
