@@ -567,12 +567,6 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_034 + "vllm/v1/attention/backends/flash_attn.py::FlashAttentionBackend.supports_combination; "
                "verified by scripts/oracle/backend_oracle.py."),
     EngineFeature(
-        name="b12x_impl_block_size", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
-        summary="B12X's impl refuses a --block-size that is not one of its page sizes (64, 128) with 'b12x requires "
-                "--block-size in (64, 128), got N.', although validation accepts any multiple of one (256, 384...); "
-                "0.34 drops the check.",
-        source=_034 + "vllm/v1/attention/backends/b12x.py::B12xPagedAttentionImpl.__init__ (check removed in 0.34)."),
-    EngineFeature(
         name="b12x_head_size_64", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
         summary="B12X accepts head size 64 (0.34 drops it until flashinfer-ai/flashinfer#6977 is fixed: "
                 "128, 192 and 256 remain).",

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.impl.base import BackendHooks, ConstructionError, Site
+from kvplan.backends.impl.base import BackendHooks, Site
 from kvplan.backends.request import BackendRequest
 from kvplan.backends.vllm_033 import engine_feature
 from kvplan.model.gpu import GpuProfile
@@ -25,14 +25,6 @@ class B12x(BackendHooks):
         if req.head_size == 64 and not engine_feature("b12x_head_size_64").holds_for(engine):
             return False
         return super().head_size_ok(req, gpu, engine)
-
-    def construction_error(self, site: Site) -> ConstructionError | None:
-        # 0.33 b12x.py::B12xPagedAttentionImpl.__init__ refuses a cache block size that is not a page size
-        # (a multiple of one passes validation); 0.34 splits it into pages (ENGINE_FEATURES b12x_impl_block_size)
-        bs = site.req.block_size
-        if bs is None or bs in _PAGE_SIZES or not engine_feature("b12x_impl_block_size").holds_for(site.engine):
-            return None
-        return ConstructionError(f"b12x requires --block-size in {_PAGE_SIZES}, got {bs}.", "impl", "ValueError")
 
     def default_block_size(self, site: Site) -> int:
         # backends/b12x.py::B12xAttentionBackend.get_preferred_block_size (0.33 and 0.34): the default
