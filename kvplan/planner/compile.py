@@ -35,7 +35,7 @@ from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.backend import backend_choice
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
-from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
+from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, KV_CACHE_DTYPE_SET_BY, GpuFacts, RuleContext
 from kvplan.rules.memory import DTYPE_BYTES, dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
 from kvplan.rules.state import (
     CARRIED_FIELDS,
@@ -153,8 +153,8 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                       engine=engine, engine_version=engine.version_str or ENGINE_VERSION)
     gstate, global_decisions = _decide_globals(ctx, rules)
-    globals_ = _globals_of(gstate)
-    gctx = _with(ctx, gstate)
+    globals_ = {**_globals_of(gstate), KV_CACHE_DTYPE_SET_BY: global_decisions["kv_cache_dtype"][0]}
+    gctx = _with(ctx, gstate, global_decisions)
     layer_rules = [(c, _layer_decision(rules[c])) for c in LAYER_ORDER if engine.satisfies(rules[c].versions)]
     layers = _decide_layers(gctx, layer_rules, global_decisions["kv_cache_dtype"])
 
@@ -200,10 +200,26 @@ def _globals_of(state: GlobalState) -> dict[str, Any]:
     return {f: v for f in sorted(GLOBAL_FIELDS) if (v := getattr(state, f)) is not None}
 
 
-def _with(ctx: RuleContext, state: GlobalState) -> RuleContext:
+def _with(ctx: RuleContext, state: GlobalState, decided: dict[str, tuple[str, str]] | None = None) -> RuleContext:
+    g = _globals_of(state)
+    if decided and "kv_cache_dtype" in decided:
+        g[KV_CACHE_DTYPE_SET_BY] = decided["kv_cache_dtype"][0]
     return RuleContext(arch=ctx.arch, quant=ctx.quant, flags=ctx.flags, gpu=ctx.gpu,
-                       globals=MappingProxyType(_globals_of(state)), weight_bytes=ctx.weight_bytes,
+                       globals=MappingProxyType(g), weight_bytes=ctx.weight_bytes,
                        engine=ctx.engine, engine_version=ctx.engine_version)
+
+
+def config_context(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags, gpu: GpuFacts | None = None, *,
+                   engine: EngineVersion | None = None) -> RuleContext:
+    """The rule context once the global (config-time) decisions ran: what vLLM's VllmConfig holds after
+    create_engine_config and the architecture's verify_and_update_config (model dtype, cache_config.cache_dtype
+    and the rule that set it). A speculative draft model is built from this config (its cache dtype, its model
+    dtype), so the pipeline plans the draft from it before the target's layers."""
+    engine = engine or EngineVersion()
+    ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, engine=engine,
+                      engine_version=engine.version_str or ENGINE_VERSION)
+    gstate, decided = _decide_globals(ctx, _rules())
+    return _with(ctx, gstate, decided)
 
 
 # ---------------------------------------------------------------- the rule loop
