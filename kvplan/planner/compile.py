@@ -36,7 +36,14 @@ from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.backend import backend_choice
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, KV_CACHE_DTYPE_SET_BY, GpuFacts, RuleContext
-from kvplan.rules.memory import DTYPE_BYTES, dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
+from kvplan.rules.memory import (
+    DTYPE_BYTES,
+    LAYOUT_WITHOUT_SKIP,
+    LayoutReference,
+    dsv4_bytes_per_token,
+    dsv4_caches,
+    extra_cache_bytes,
+)
 from kvplan.rules.state import (
     CARRIED_FIELDS,
     GLOBAL_FIELDS,
@@ -161,9 +168,12 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
                                   model_dtype=str(globals_["model_dtype"]),
                                   backend_block_size=_backend_block_size(gctx, layers), draft=draft)
+    reference = _layout_without_skip(gctx, layer_rules, global_decisions["kv_cache_dtype"], layers, totals,
+                                     weight_bytes=weight_bytes, kv_budget_bytes=kv_budget_bytes, draft=draft)
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
-                       globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
+                       globals=MappingProxyType({**globals_, "totals": totals, LAYOUT_WITHOUT_SKIP: reference}),
+                       layers=tuple(layers))
     findings = _run_checks(cctx, rules, extra_checks)
 
     return Plan(
@@ -176,6 +186,33 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
         if gpu else None,
         flags=_flag_summary(flags), kv_cache_dtype=globals_["kv_cache_dtype"],
         layers=layers, totals=totals, findings=findings)
+
+
+def _ideal_request_bytes(layers: list[LayerPlan], totals: Totals) -> int:
+    """One request's bytes at --max-model-len without page padding: every layer's own (and the draft's)."""
+    drafts = totals.draft.layers if totals.draft is not None else []
+    return sum(lp.max_bytes_per_request or 0 for lp in [*layers, *drafts])
+
+
+def _layout_without_skip(gctx: RuleContext, layer_rules: list[tuple[str, LayerDecision]], kv_decision: tuple[str, str],
+                         layers: list[LayerPlan], totals: Totals, *, weight_bytes: int | None,
+                         kv_budget_bytes: int | None, draft: list[LayerPlan] | None) -> LayoutReference | None:
+    """The same plan laid out without --kv-cache-dtype-skip-layers (for KV503): only where skipped layers hold
+    KV and vLLM's layout is computed for a budget."""
+    f = gctx.flags
+    if not (f.kv_cache_dtype_skip_layers and totals.tokens_capacity and totals.kv_cache_layout is not None
+            and any(lp.skipped and lp.bytes_per_token for lp in layers)):
+        return None
+    flags = f.model_copy(update={"kv_cache_dtype_skip_layers": ()})
+    ctx = RuleContext(arch=gctx.arch, quant=gctx.quant, flags=flags, gpu=gctx.gpu, globals=gctx.globals,
+                      weight_bytes=weight_bytes, engine=gctx.engine, engine_version=gctx.engine_version)
+    base = _decide_layers(ctx, layer_rules, kv_decision)
+    sized, t = _size_memory(gctx.arch, flags, gctx.gpu, base, weight_bytes, kv_budget_bytes, gctx.engine,
+                            model_dtype=gctx.model_dtype, backend_block_size=_backend_block_size(ctx, base), draft=draft)
+    if not t.tokens_capacity or t.kv_cache_layout is None:
+        return None
+    return LayoutReference(tokens_capacity=t.tokens_capacity, ideal_bytes_per_request=_ideal_request_bytes(sized, t),
+                           block_size=t.kv_cache_layout.block_size, groups=len(t.kv_cache_layout.groups))
 
 
 _DECISIONS: dict[tuple[str, type, Any, str, str], Decision] = {}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 
 from kvplan.model.arch import LayerArch
@@ -247,3 +248,58 @@ def too_small(ctx: RuleContext) -> Iterator[Emit]:
     if t.bytes_per_request > t.kv_budget_bytes:
         yield Emit(f"one request at --max-model-len {t.max_model_len} needs {t.bytes_per_request / 2**30:.2f} GiB "
                    f"of KV per GPU but the budget is {t.kv_budget_bytes / 2**30:.2f} GiB.")
+
+
+LAYOUT_WITHOUT_SKIP = "layout_without_skip"
+"""The `globals` key of the `LayoutReference` the planner computes for KV503."""
+MATERIAL_LAYOUT_LOSS = 0.05  # KV503 fires when the page padding costs at least this share of the tokens
+
+
+@dataclass(frozen=True)
+class LayoutReference:
+    """The same plan laid out without --kv-cache-dtype-skip-layers (the planner computes it for KV503)."""
+
+    tokens_capacity: int
+    """The tokens vLLM's layout holds for the same budget."""
+    ideal_bytes_per_request: int
+    """One request's bytes at --max-model-len without page padding (the layers' own bytes)."""
+    block_size: int
+    groups: int
+
+
+@declare(code="KV503", name="skip-layers-inflate-pages", severity="warning", family="memory",
+         summary="The skip list mixes page sizes: vLLM pads pages to the largest and holds materially fewer tokens.",
+         why="vLLM lays every KV cache out in pages of one size (unify_kv_cache_spec_page_size): a skipped layer "
+             "keeps the model dtype, so its page is larger than the quantized layers' (2x for fp8 next to "
+             "bfloat16); the smaller attention pages take proportionally larger blocks and every state page of a "
+             "hybrid model is padded to the skipped layer's page, and the layers split into more KV cache groups. "
+             "The pool then holds fewer tokens than the skipped layers' own bytes explain (Qwen3.5-27B, fp8, skip "
+             "layer 3: 241,745 tokens at 10 GiB instead of 283,989 without the skip list, checked against vLLM "
+             "0.33).",
+         fix="Skip none of the full-attention layers, or all of them (one page size again), or use a "
+             "--kv-cache-dtype whose page matches the skipped layers'.",
+         references=("vllm/v1/core/kv_cache_planning.py::unify_kv_cache_spec_page_size",
+                     "vllm/v1/core/kv_cache_planning.py::_get_kv_cache_groups_uniform_page_size",
+                     "vllm/platforms/interface.py::Platform._align_heterogeneous_kv_block_size"))
+def skip_inflates_pages(ctx: RuleContext) -> Iterator[Emit]:
+    t, ref = ctx.totals, ctx.globals.get(LAYOUT_WITHOUT_SKIP)
+    if t is None or not isinstance(ref, LayoutReference) or not t.tokens_capacity or t.kv_cache_layout is None:
+        return
+    drafts = t.draft.layers if t.draft is not None else []
+    ideal = sum(lp.max_bytes_per_request or 0 for lp in [*ctx.layers, *drafts])
+    if not ideal:
+        return
+    expected = ref.tokens_capacity * ref.ideal_bytes_per_request / ideal  # the skip's own bytes, no padding
+    lost = expected - t.tokens_capacity
+    if lost < MATERIAL_LAYOUT_LOSS * expected:
+        return
+    skipped = tuple(lp.index for lp in ctx.layers if lp.skipped and lp.bytes_per_token)
+    lay = t.kv_cache_layout
+    drop = 1 - t.tokens_capacity / ref.tokens_capacity
+    block = f"block size {ref.block_size} -> {lay.block_size}, " if lay.block_size != ref.block_size else ""
+    yield Emit(f"--kv-cache-dtype-skip-layers keeps {len(skipped)} layer(s) in {ctx.model_dtype} next to "
+               f"{ctx.kv_cache_dtype} pages: vLLM pads every page to the largest ({block}{ref.groups} -> "
+               f"{len(lay.groups)} KV cache groups) and holds "
+               f"{t.tokens_capacity:,} tokens instead of {ref.tokens_capacity:,} without the skip list "
+               f"({drop:.1%} fewer); the skipped layers' own bytes explain about {round(expected):,}, the padding "
+               f"costs {round(lost):,} tokens ({lost / expected:.1%}).", skipped)
