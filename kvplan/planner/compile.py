@@ -208,7 +208,8 @@ def _layout_without_skip(gctx: RuleContext, layer_rules: list[tuple[str, LayerDe
                       weight_bytes=weight_bytes, engine=gctx.engine, engine_version=gctx.engine_version)
     base = _decide_layers(ctx, layer_rules, kv_decision)
     sized, t = _size_memory(gctx.arch, flags, gctx.gpu, base, weight_bytes, kv_budget_bytes, gctx.engine,
-                            model_dtype=gctx.model_dtype, backend_block_size=_backend_block_size(ctx, base), draft=draft)
+                            model_dtype=gctx.model_dtype, backend_block_size=_backend_block_size(ctx, base),
+                            draft=draft)
     if not t.tokens_capacity or t.kv_cache_layout is None:
         return None
     return LayoutReference(tokens_capacity=t.tokens_capacity, ideal_bytes_per_request=_ideal_request_bytes(sized, t),

@@ -276,8 +276,9 @@ class LayoutReference:
              "The pool then holds fewer tokens than the skipped layers' own bytes explain (Qwen3.5-27B, fp8, skip "
              "layer 3: 241,745 tokens at 10 GiB instead of 283,989 without the skip list, checked against vLLM "
              "0.33).",
-         fix="Skip none of the full-attention layers, or all of them (one page size again), or use a "
-             "--kv-cache-dtype whose page matches the skipped layers'.",
+         fix="Skip none of these layers, or use a --kv-cache-dtype whose page matches the skipped layers'. "
+             "Skipping every full-attention layer restores one page size but stores all of them in the model "
+             "dtype (Qwen3.5-27B: 151,460 tokens): compare the plans.",
          references=("vllm/v1/core/kv_cache_planning.py::unify_kv_cache_spec_page_size",
                      "vllm/v1/core/kv_cache_planning.py::_get_kv_cache_groups_uniform_page_size",
                      "vllm/platforms/interface.py::Platform._align_heterogeneous_kv_block_size"))
@@ -303,3 +304,36 @@ def skip_inflates_pages(ctx: RuleContext) -> Iterator[Emit]:
                f"{t.tokens_capacity:,} tokens instead of {ref.tokens_capacity:,} without the skip list "
                f"({drop:.1%} fewer); the skipped layers' own bytes explain about {round(expected):,}, the padding "
                f"costs {round(lost):,} tokens ({lost / expected:.1%}).", skipped)
+
+
+# SpeculativeConfig.use_eagle: the methods whose drafter reads the target's hidden states.
+_EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+
+
+def _method(ctx: RuleContext) -> str:
+    t = ctx.totals
+    if t is not None and t.draft is not None:
+        return t.draft.method
+    m = (ctx.flags.speculative_method or "").lower()
+    return "mtp" if m.endswith("_mtp") else m
+
+
+@declare(code="KV504", name="kv-cache-layout-refused", severity="error", family="memory",
+         summary="vLLM refuses to start: the hybrid KV cache manager was enabled where it cannot run.",
+         why="VllmConfig.__post_init__ turns the hybrid KV cache manager off for a model with chunked local "
+             "attention (Llama 4) and an EAGLE-family draft (eagle, eagle3, mtp, dflash, dspark); when "
+             "--enable-hybrid-kv-cache-manager asked for it explicitly, vLLM raises instead of starting.",
+         fix="Omit --enable-hybrid-kv-cache-manager (vLLM then allocates the chunked layers as full attention), "
+             "or drop the EAGLE-family draft.",
+         references=("vllm/config/vllm.py::VllmConfig.__post_init__",))
+def layout_refused(ctx: RuleContext) -> Iterator[Emit]:
+    f = ctx.flags
+    if f.disable_hybrid_kv_cache_manager is not False or f.num_speculative_tokens <= 0:
+        return
+    chunked = tuple(lp.index for lp in ctx.layers if lp.kind == "chunked_attention")
+    method = _method(ctx)
+    if chunked and method in _EAGLE_METHODS:
+        yield Emit(f"{len(chunked)} chunked local attention layer(s) and a {method} draft: vLLM raises \"Hybrid KV "
+                   "cache manager was explicitly enabled but is not supported in this configuration. Consider "
+                   "omitting the --enable-hybrid-kv-cache-manager flag to let vLLM decide automatically.\" and "
+                   "refuses to start.", chunked)
