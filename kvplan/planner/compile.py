@@ -30,7 +30,7 @@ from kvplan.model.plan import (
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.budget import budget_error, estimate_budget, fixed_budget
-from kvplan.planner.layout import Capacity, draft_layers, plan_layout, speculative_method
+from kvplan.planner.layout import Capacity, LayoutRefused, draft_layers, plan_layout, speculative_method
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.backend import backend_choice
@@ -38,6 +38,7 @@ from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, KV_CACHE_DTYPE_SET_BY, GpuFacts, RuleContext
 from kvplan.rules.memory import (
     DTYPE_BYTES,
+    LAYOUT_REFUSAL,
     LAYOUT_WITHOUT_SKIP,
     LayoutReference,
     dsv4_bytes_per_token,
@@ -165,14 +166,16 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     layer_rules = [(c, _layer_decision(rules[c])) for c in LAYER_ORDER if engine.satisfies(rules[c].versions)]
     layers = _decide_layers(gctx, layer_rules, global_decisions["kv_cache_dtype"])
 
-    layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
+    layers, totals, refused = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
                                   model_dtype=str(globals_["model_dtype"]),
                                   backend_block_size=_backend_block_size(gctx, layers), draft=draft)
     reference = _layout_without_skip(gctx, layer_rules, global_decisions["kv_cache_dtype"], layers, totals,
                                      weight_bytes=weight_bytes, kv_budget_bytes=kv_budget_bytes, draft=draft)
+    refusal = (refused.layers, refused.message) if refused is not None else None
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
-                       globals=MappingProxyType({**globals_, "totals": totals, LAYOUT_WITHOUT_SKIP: reference}),
+                       globals=MappingProxyType({**globals_, "totals": totals, LAYOUT_WITHOUT_SKIP: reference,
+                                                 LAYOUT_REFUSAL: refusal}),
                        layers=tuple(layers))
     findings = _run_checks(cctx, rules, extra_checks)
 
@@ -207,7 +210,7 @@ def _layout_without_skip(gctx: RuleContext, layer_rules: list[tuple[str, LayerDe
     ctx = RuleContext(arch=gctx.arch, quant=gctx.quant, flags=flags, gpu=gctx.gpu, globals=gctx.globals,
                       weight_bytes=weight_bytes, engine=gctx.engine, engine_version=gctx.engine_version)
     base = _decide_layers(ctx, layer_rules, kv_decision)
-    sized, t = _size_memory(gctx.arch, flags, gctx.gpu, base, weight_bytes, kv_budget_bytes, gctx.engine,
+    sized, t, _ = _size_memory(gctx.arch, flags, gctx.gpu, base, weight_bytes, kv_budget_bytes, gctx.engine,
                             model_dtype=gctx.model_dtype, backend_block_size=_backend_block_size(ctx, base),
                             draft=draft)
     if not t.tokens_capacity or t.kv_cache_layout is None:
@@ -560,7 +563,8 @@ def _per_request_estimate(sized: list[LayerPlan], drafts: list[LayerPlan], mml: 
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None, engine: EngineVersion | None,
                  model_dtype: str = "bfloat16", backend_block_size: int | None = None,
-                 draft: list[LayerPlan] | None = None) -> tuple[list[LayerPlan], Totals]:
+                 draft: list[LayerPlan] | None = None) -> tuple[list[LayerPlan], Totals, LayoutRefused | None]:
+    """The layers sized, the totals with vLLM's layout, and vLLM's refusal where it cannot lay the cache out."""
     bs = _block_size(flags, engine, backend_block_size)
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
@@ -575,8 +579,12 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     pool = exact + sum(lp.bytes_per_token for lp in drafts)  # the draft's layers share the pool
     per_request = _per_request_estimate(sized, drafts, mml)
     budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype, engine)
-    cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
-                      gpu.compute_capability if gpu is not None else None, drafts=drafts)
+    refused: LayoutRefused | None = None
+    try:
+        cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
+                          gpu.compute_capability if gpu is not None else None, drafts=drafts)
+    except LayoutRefused as e:  # vLLM raises while laying the cache out: finding KV504, no layout
+        cap, refused = None, e
     if cap is not None:
         sized, per_request = _state_request_bytes(sized, cap), cap.bytes_per_request
     state_total = sum(lp.state_bytes for lp in sized if lp.state_bytes is not None)
@@ -591,4 +599,4 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
         max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None,
         state_bytes_per_request=state_total or None, draft=_draft_kv(flags, drafts), kv_budget_terms=terms,
         kv_budget_error_bytes=budget_error(terms) if terms else None)
-    return sized, _with_layout(totals, cap)
+    return sized, _with_layout(totals, cap), refused

@@ -318,15 +318,30 @@ def _method(ctx: RuleContext) -> str:
     return "mtp" if m.endswith("_mtp") else m
 
 
+LAYOUT_REFUSAL = "layout_refusal"
+"""The `globals` key of (layers, vLLM's message) where vLLM raises while laying the KV cache out (KV504)."""
+
+
 @declare(code="KV504", name="kv-cache-layout-refused", severity="error", family="memory",
-         summary="vLLM refuses to start: the hybrid KV cache manager was enabled where it cannot run.",
-         why="VllmConfig.__post_init__ turns the hybrid KV cache manager off for a model with chunked local "
-             "attention (Llama 4) and an EAGLE-family draft (eagle, eagle3, mtp, dflash, dspark); when "
-             "--enable-hybrid-kv-cache-manager asked for it explicitly, vLLM raises instead of starting.",
-         fix="Omit --enable-hybrid-kv-cache-manager (vLLM then allocates the chunked layers as full attention), "
-             "or drop the EAGLE-family draft.",
-         references=("vllm/config/vllm.py::VllmConfig.__post_init__",))
+         summary="vLLM refuses to start: it cannot lay out this KV cache (pages, or the hybrid manager forced on).",
+         why="vLLM lays every KV cache out in pages of one size (unify_kv_cache_spec_page_size): a smaller page "
+             "takes a larger block when it divides the largest, else it is padded, which MLA pages cannot be "
+             "(sparse MLA indexes whole token rows); unless MLA sits next to regular sliding-window layers only "
+             "(then they are allocated as full attention), vLLM raises 'Layer <name>: page size is not divisible "
+             "by the maximum page size and cannot be padded'. Separately, VllmConfig.__post_init__ turns the hybrid "
+             "KV cache manager off for chunked local attention (Llama 4) with an EAGLE-family draft (eagle, "
+             "eagle3, mtp, dflash, dspark) and raises when --enable-hybrid-kv-cache-manager asked for it.",
+         fix="For pages: make the MLA pages divide the largest (the same --kv-cache-dtype for every layer, no skip "
+             "list, a draft at the target's dtype). For the manager: omit --enable-hybrid-kv-cache-manager (vLLM "
+             "then allocates the chunked layers as full attention), or drop the EAGLE-family draft.",
+         references=("vllm/v1/core/kv_cache_planning.py::unify_kv_cache_spec_page_size",
+                     "vllm/v1/core/kv_cache_planning.py::get_kv_cache_groups",
+                     "vllm/config/vllm.py::VllmConfig.__post_init__"))
 def layout_refused(ctx: RuleContext) -> Iterator[Emit]:
+    refusal = ctx.globals.get(LAYOUT_REFUSAL)
+    if refusal is not None:
+        layers, message = refusal
+        yield Emit(f"vLLM raises while laying out the KV cache: \"{message}\" and refuses to start.", tuple(layers))
     f = ctx.flags
     if f.disable_hybrid_kv_cache_manager is not False or f.num_speculative_tokens <= 0:
         return
