@@ -30,7 +30,7 @@ from kvplan.model.plan import (
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.budget import budget_error, estimate_budget, fixed_budget
-from kvplan.planner.layout import Capacity, LayoutRefused, draft_layers, plan_layout, speculative_method
+from kvplan.planner.layout import Capacity, LayoutRefused, draft_layers, is_mtp, plan_layout, speculative_method
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.backend import backend_choice
@@ -38,8 +38,8 @@ from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
 from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, KV_CACHE_DTYPE_SET_BY, GpuFacts, RuleContext
 from kvplan.rules.memory import (
     DTYPE_BYTES,
+    LAYOUT_REFERENCE,
     LAYOUT_REFUSAL,
-    LAYOUT_WITHOUT_SKIP,
     LayoutReference,
     dsv4_bytes_per_token,
     dsv4_caches,
@@ -169,12 +169,12 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     layers, totals, refused = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
                                   model_dtype=str(globals_["model_dtype"]),
                                   backend_block_size=_backend_block_size(gctx, layers), draft=draft)
-    reference = _layout_without_skip(gctx, layer_rules, global_decisions["kv_cache_dtype"], layers, totals,
+    reference = _layout_reference(gctx, layer_rules, global_decisions["kv_cache_dtype"], layers, totals,
                                      weight_bytes=weight_bytes, kv_budget_bytes=kv_budget_bytes, draft=draft)
     refusal = (refused.layers, refused.message) if refused is not None else None
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
-                       globals=MappingProxyType({**globals_, "totals": totals, LAYOUT_WITHOUT_SKIP: reference,
+                       globals=MappingProxyType({**globals_, "totals": totals, LAYOUT_REFERENCE: reference,
                                                  LAYOUT_REFUSAL: refusal}),
                        layers=tuple(layers))
     findings = _run_checks(cctx, rules, extra_checks)
@@ -197,26 +197,35 @@ def _ideal_request_bytes(layers: list[LayerPlan], totals: Totals) -> int:
     return sum(lp.max_bytes_per_request or 0 for lp in [*layers, *drafts])
 
 
-def _layout_without_skip(gctx: RuleContext, layer_rules: list[tuple[str, LayerDecision]], kv_decision: tuple[str, str],
-                         layers: list[LayerPlan], totals: Totals, *, weight_bytes: int | None,
-                         kv_budget_bytes: int | None, draft: list[LayerPlan] | None) -> LayoutReference | None:
-    """The same plan laid out without --kv-cache-dtype-skip-layers (for KV503): only where skipped layers hold
-    KV and vLLM's layout is computed for a budget."""
+def _layout_reference(gctx: RuleContext, layer_rules: list[tuple[str, LayerDecision]], kv_decision: tuple[str, str],
+                      layers: list[LayerPlan], totals: Totals, *, weight_bytes: int | None,
+                      kv_budget_bytes: int | None, draft: list[LayerPlan] | None) -> LayoutReference | None:
+    """The same plan laid out with one page size (for KV503): without --kv-cache-dtype-skip-layers, and with MTP
+    layers at the model's KV cache dtype instead of the speculative config's; only where such layers hold KV in
+    another dtype and vLLM's layout is computed for a budget."""
     f = gctx.flags
-    if not (f.kv_cache_dtype_skip_layers and totals.tokens_capacity and totals.kv_cache_layout is not None
-            and any(lp.skipped and lp.bytes_per_token for lp in layers)):
+    skipped = any(lp.skipped and lp.bytes_per_token for lp in layers) and bool(f.kv_cache_dtype_skip_layers)
+    mtp = is_mtp(f) and draft is not None and totals.draft is not None and any(
+        lp.kv_cache_dtype != gctx.kv_cache_dtype for lp in totals.draft.layers)
+    if not ((skipped or mtp) and totals.tokens_capacity and totals.kv_cache_layout is not None):
         return None
-    flags = f.model_copy(update={"kv_cache_dtype_skip_layers": ()})
+    update: dict[str, Any] = {"kv_cache_dtype_skip_layers": ()}
+    if mtp:
+        update["speculative_kv_cache_dtype"] = None
+    flags = f.model_copy(update=update)
     ctx = RuleContext(arch=gctx.arch, quant=gctx.quant, flags=flags, gpu=gctx.gpu, globals=gctx.globals,
                       weight_bytes=weight_bytes, engine=gctx.engine, engine_version=gctx.engine_version)
     base = _decide_layers(ctx, layer_rules, kv_decision)
     sized, t, _ = _size_memory(gctx.arch, flags, gctx.gpu, base, weight_bytes, kv_budget_bytes, gctx.engine,
-                            model_dtype=gctx.model_dtype, backend_block_size=_backend_block_size(ctx, base),
-                            draft=draft)
+                               model_dtype=gctx.model_dtype, backend_block_size=_backend_block_size(ctx, base),
+                               draft=None if mtp else draft)
     if not t.tokens_capacity or t.kv_cache_layout is None:
         return None
+    what = " and ".join(x for x, on in (("without the skip list", skipped),
+                                        (f"with the MTP layers at {gctx.kv_cache_dtype}", mtp)) if on)
     return LayoutReference(tokens_capacity=t.tokens_capacity, ideal_bytes_per_request=_ideal_request_bytes(sized, t),
-                           block_size=t.kv_cache_layout.block_size, groups=len(t.kv_cache_layout.groups))
+                           block_size=t.kv_cache_layout.block_size, groups=len(t.kv_cache_layout.groups),
+                           reference=what)
 
 
 _DECISIONS: dict[tuple[str, type, Any, str, str], Decision] = {}

@@ -250,14 +250,15 @@ def too_small(ctx: RuleContext) -> Iterator[Emit]:
                    f"of KV per GPU but the budget is {t.kv_budget_bytes / 2**30:.2f} GiB.")
 
 
-LAYOUT_WITHOUT_SKIP = "layout_without_skip"
+LAYOUT_REFERENCE = "layout_reference"
 """The `globals` key of the `LayoutReference` the planner computes for KV503."""
 MATERIAL_LAYOUT_LOSS = 0.05  # KV503 fires when the page padding costs at least this share of the tokens
 
 
 @dataclass(frozen=True)
 class LayoutReference:
-    """The same plan laid out without --kv-cache-dtype-skip-layers (the planner computes it for KV503)."""
+    """The same plan laid out with one page size: without --kv-cache-dtype-skip-layers, MTP layers at the model's
+    KV cache dtype (the planner computes it for KV503)."""
 
     tokens_capacity: int
     """The tokens vLLM's layout holds for the same budget."""
@@ -265,45 +266,48 @@ class LayoutReference:
     """One request's bytes at --max-model-len without page padding (the layers' own bytes)."""
     block_size: int
     groups: int
+    reference: str
+    """What the reference changes, as the finding words it ("without the skip list", ...)."""
 
 
-@declare(code="KV503", name="skip-layers-inflate-pages", severity="warning", family="memory",
-         summary="The skip list mixes page sizes: vLLM pads pages to the largest and holds materially fewer tokens.",
+@declare(code="KV503", name="mixed-pages-inflate-layout", severity="warning", family="memory",
+         summary="Skip layers or MTP layers with a larger page make vLLM pad every page: materially fewer tokens.",
          why="vLLM lays every KV cache out in pages of one size (unify_kv_cache_spec_page_size): a skipped layer "
-             "keeps the model dtype, so its page is larger than the quantized layers' (2x for fp8 next to "
-             "bfloat16); the smaller attention pages take proportionally larger blocks and every state page of a "
-             "hybrid model is padded to the skipped layer's page, and the layers split into more KV cache groups. "
-             "The pool then holds fewer tokens than the skipped layers' own bytes explain (Qwen3.5-27B, fp8, skip "
-             "layer 3: 241,745 tokens at 10 GiB instead of 283,989 without the skip list, checked against vLLM "
-             "0.33).",
-         fix="Skip none of these layers, or use a --kv-cache-dtype whose page matches the skipped layers'. "
-             "Skipping every full-attention layer restores one page size but stores all of them in the model "
-             "dtype (Qwen3.5-27B: 151,460 tokens): compare the plans.",
+             "keeps the model dtype (as do MTP layers given another kv_cache_dtype in --speculative-config), so "
+             "its page is larger than the quantized layers' (2x for fp8 next to bfloat16); the smaller attention "
+             "pages take proportionally larger blocks, every state page of a hybrid model is padded to the larger "
+             "page, and the layers split into more KV cache groups. The pool then holds fewer tokens than those "
+             "layers' own bytes explain (Qwen3.5-27B, fp8, skip layer 3: 241,745 tokens at 10 GiB instead of "
+             "283,989 without the skip list, checked against vLLM 0.33).",
+         fix="Skip none of these layers (keep the MTP layers at --kv-cache-dtype), or use a --kv-cache-dtype whose "
+             "page matches theirs. Skipping every full-attention layer restores one page size but stores all of "
+             "them in the model dtype (Qwen3.5-27B: 151,460 tokens): compare the plans.",
          references=("vllm/v1/core/kv_cache_planning.py::unify_kv_cache_spec_page_size",
                      "vllm/v1/core/kv_cache_planning.py::_get_kv_cache_groups_uniform_page_size",
                      "vllm/platforms/interface.py::Platform._align_heterogeneous_kv_block_size"))
-def skip_inflates_pages(ctx: RuleContext) -> Iterator[Emit]:
-    t, ref = ctx.totals, ctx.globals.get(LAYOUT_WITHOUT_SKIP)
+def mixed_pages_inflate_layout(ctx: RuleContext) -> Iterator[Emit]:
+    t, ref = ctx.totals, ctx.globals.get(LAYOUT_REFERENCE)
     if t is None or not isinstance(ref, LayoutReference) or not t.tokens_capacity or t.kv_cache_layout is None:
         return
     drafts = t.draft.layers if t.draft is not None else []
     ideal = sum(lp.max_bytes_per_request or 0 for lp in [*ctx.layers, *drafts])
     if not ideal:
         return
-    expected = ref.tokens_capacity * ref.ideal_bytes_per_request / ideal  # the skip's own bytes, no padding
+    expected = ref.tokens_capacity * ref.ideal_bytes_per_request / ideal  # those layers' own bytes, no padding
     lost = expected - t.tokens_capacity
     if lost < MATERIAL_LAYOUT_LOSS * expected:
         return
-    skipped = tuple(lp.index for lp in ctx.layers if lp.skipped and lp.bytes_per_token)
+    g, mtp = ctx.kv_cache_dtype, t.draft is not None and t.draft.method == "mtp"
+    odd = tuple(lp.index for lp in [*ctx.layers, *drafts]
+                if lp.bytes_per_token and (lp.skipped or (mtp and lp in drafts and lp.kv_cache_dtype != g)))
     lay = t.kv_cache_layout
     drop = 1 - t.tokens_capacity / ref.tokens_capacity
     block = f"block size {ref.block_size} -> {lay.block_size}, " if lay.block_size != ref.block_size else ""
-    yield Emit(f"--kv-cache-dtype-skip-layers keeps {len(skipped)} layer(s) in {ctx.model_dtype} next to "
-               f"{ctx.kv_cache_dtype} pages: vLLM pads every page to the largest ({block}{ref.groups} -> "
-               f"{len(lay.groups)} KV cache groups) and holds "
-               f"{t.tokens_capacity:,} tokens instead of {ref.tokens_capacity:,} without the skip list "
-               f"({drop:.1%} fewer); the skipped layers' own bytes explain about {round(expected):,}, the padding "
-               f"costs {round(lost):,} tokens ({lost / expected:.1%}).", skipped)
+    yield Emit(f"{len(odd)} layer(s) keep a larger page than the {g} layers: vLLM pads every page to the largest "
+               f"({block}{ref.groups} -> {len(lay.groups)} KV cache groups) and holds {t.tokens_capacity:,} tokens "
+               f"instead of {ref.tokens_capacity:,} {ref.reference} ({drop:.1%} fewer); those layers' own bytes "
+               f"explain about {round(expected):,}, the padding costs {round(lost):,} tokens ({lost / expected:.1%}).",
+               odd)
 
 
 # SpeculativeConfig.use_eagle: the methods whose drafter reads the target's hidden states.
