@@ -29,9 +29,10 @@ from kvplan.ingest.flags import FlagsInput, flags_from
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan, Plan
 from kvplan.model.quant import QuantMetadata
-from kvplan.planner.compile import apply_strict, compile_plan
-from kvplan.planner.layout import is_mtp, uses_draft_model
+from kvplan.planner.compile import apply_strict, compile_plan, config_context
+from kvplan.planner.layout import is_mtp, speculative_method, uses_draft_model
 from kvplan.rules.base import Rule
+from kvplan.rules.dtype import draft_kv_cache_dtype
 
 if TYPE_CHECKING:
     from kvplan.policy.model import Policy
@@ -145,17 +146,20 @@ def _same_draft(a: ServingFlags, b: ServingFlags) -> bool:
 def _draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | None, engine: EngineVersion, *,
                        offline: bool | None) -> list[LayerPlan] | None:
     """The layers of the draft model --speculative-config names (EAGLE / EAGLE3 head, draft_model), planned as
-    vLLM's drafter builds it: the target's cache config with the speculative config's kv_cache_dtype when given
-    (SpecDecodeBaseProposer._create_draft_vllm_config), the target's tensor-parallel size and max_model_len.
-    MTP with a kv_cache_dtype of its own: the model's layers at that dtype (the MTP layers copy their cache).
-    None otherwise (no draft model, or MTP layers at the model's dtype)."""
+    vLLM's drafter builds it: the target's cache config, whose dtype is the target's as resolved at config time
+    unless the speculative config's kv_cache_dtype replaces it or the model class kept the draft at 'auto'
+    (SpecDecodeBaseProposer._create_draft_vllm_config; rules.dtype.draft_kv_cache_dtype, KV118), the target's
+    model dtype (SpeculativeConfig: the draft model config takes the target's dtype), tensor-parallel size and
+    max_model_len. MTP with a kv_cache_dtype of its own: the model's layers at that dtype (the MTP layers copy
+    their cache). None otherwise (no draft model, or MTP layers at the model's dtype)."""
     mtp_dtype = is_mtp(flags) and flags.speculative_kv_cache_dtype not in (None, flags.kv_cache_dtype)
     if not (mtp_dtype or (uses_draft_model(flags) and flags.speculative_model is not None)):
         return None
+    target = config_context(inputs.arch, inputs.quant, flags, gpu, engine=engine)
+    kv_cache_dtype, why = draft_kv_cache_dtype(target, speculative_method(flags))
     dflags = ServingFlags(
-        kv_cache_dtype=flags.speculative_kv_cache_dtype or flags.kv_cache_dtype,
-        kv_cache_dtype_explicit=True, tensor_parallel_size=flags.tensor_parallel_size,
-        max_model_len=flags.max_model_len or inputs.arch.max_position_embeddings, dtype=flags.dtype,
+        kv_cache_dtype=kv_cache_dtype, kv_cache_dtype_explicit=True, tensor_parallel_size=flags.tensor_parallel_size,
+        max_model_len=flags.max_model_len or inputs.arch.max_position_embeddings, dtype=target.model_dtype,
         trust_remote_code=flags.trust_remote_code,
         block_size=flags.block_size, max_num_batched_tokens=flags.max_num_batched_tokens)
     if mtp_dtype:
@@ -166,4 +170,12 @@ def _draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts |
     except KvplanInputError as e:
         raise KvplanInputError(f"--speculative-config model {flags.speculative_model!r}: {e.problem}",
                                e.fix) from None
-    return compile_plan(draft.arch, draft.quant, dflags, gpu, engine=engine).layers
+    planned = compile_plan(draft.arch, draft.quant, dflags, gpu, engine=engine)
+    return [_with_draft_fact(lp, why) for lp in planned.layers]
+
+
+def _with_draft_fact(lp: LayerPlan, why: str) -> LayerPlan:
+    """The draft layer's kv_cache_dtype decision says where the draft's dtype came from (not 'passed explicitly')."""
+    ds = [d.model_copy(update={"fact": why}) if d.field == "kv_cache_dtype" and d.rule == "KV101" else d
+          for d in lp.decisions]
+    return lp.model_copy(update={"decisions": ds})

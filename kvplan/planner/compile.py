@@ -30,13 +30,21 @@ from kvplan.model.plan import (
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.budget import budget_error, estimate_budget, fixed_budget
-from kvplan.planner.layout import Capacity, draft_layers, plan_layout, speculative_method
+from kvplan.planner.layout import Capacity, LayoutRefused, draft_layers, is_mtp, plan_layout, speculative_method
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.backend import backend_choice
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
-from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, GpuFacts, RuleContext
-from kvplan.rules.memory import DTYPE_BYTES, dsv4_bytes_per_token, dsv4_caches, extra_cache_bytes
+from kvplan.rules.context import ENGINE_NAME, ENGINE_VERSION, KV_CACHE_DTYPE_SET_BY, GpuFacts, RuleContext
+from kvplan.rules.memory import (
+    DTYPE_BYTES,
+    LAYOUT_REFERENCE,
+    LAYOUT_REFUSAL,
+    LayoutReference,
+    dsv4_bytes_per_token,
+    dsv4_caches,
+    extra_cache_bytes,
+)
 from kvplan.rules.state import (
     CARRIED_FIELDS,
     GLOBAL_FIELDS,
@@ -153,17 +161,22 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
     ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                       engine=engine, engine_version=engine.version_str or ENGINE_VERSION)
     gstate, global_decisions = _decide_globals(ctx, rules)
-    globals_ = _globals_of(gstate)
-    gctx = _with(ctx, gstate)
+    globals_ = {**_globals_of(gstate), KV_CACHE_DTYPE_SET_BY: global_decisions["kv_cache_dtype"][0]}
+    gctx = _with(ctx, gstate, global_decisions)
     layer_rules = [(c, _layer_decision(rules[c])) for c in LAYER_ORDER if engine.satisfies(rules[c].versions)]
     layers = _decide_layers(gctx, layer_rules, global_decisions["kv_cache_dtype"])
 
-    layers, totals = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
+    layers, totals, refused = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
                                   model_dtype=str(globals_["model_dtype"]),
                                   backend_block_size=_backend_block_size(gctx, layers), draft=draft)
+    reference = _layout_reference(gctx, layer_rules, global_decisions["kv_cache_dtype"], layers, totals,
+                                     weight_bytes=weight_bytes, kv_budget_bytes=kv_budget_bytes, draft=draft)
+    refusal = (refused.layers, refused.message) if refused is not None else None
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
-                       globals=MappingProxyType({**globals_, "totals": totals}), layers=tuple(layers))
+                       globals=MappingProxyType({**globals_, "totals": totals, LAYOUT_REFERENCE: reference,
+                                                 LAYOUT_REFUSAL: refusal}),
+                       layers=tuple(layers))
     findings = _run_checks(cctx, rules, extra_checks)
 
     return Plan(
@@ -176,6 +189,43 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
         if gpu else None,
         flags=_flag_summary(flags), kv_cache_dtype=globals_["kv_cache_dtype"],
         layers=layers, totals=totals, findings=findings)
+
+
+def _ideal_request_bytes(layers: list[LayerPlan], totals: Totals) -> int:
+    """One request's bytes at --max-model-len without page padding: every layer's own (and the draft's)."""
+    drafts = totals.draft.layers if totals.draft is not None else []
+    return sum(lp.max_bytes_per_request or 0 for lp in [*layers, *drafts])
+
+
+def _layout_reference(gctx: RuleContext, layer_rules: list[tuple[str, LayerDecision]], kv_decision: tuple[str, str],
+                      layers: list[LayerPlan], totals: Totals, *, weight_bytes: int | None,
+                      kv_budget_bytes: int | None, draft: list[LayerPlan] | None) -> LayoutReference | None:
+    """The same plan laid out with one page size (for KV503): without --kv-cache-dtype-skip-layers, and with MTP
+    layers at the model's KV cache dtype instead of the speculative config's; only where such layers hold KV in
+    another dtype and vLLM's layout is computed for a budget."""
+    f = gctx.flags
+    skipped = any(lp.skipped and lp.bytes_per_token for lp in layers) and bool(f.kv_cache_dtype_skip_layers)
+    mtp = is_mtp(f) and draft is not None and totals.draft is not None and any(
+        lp.kv_cache_dtype != gctx.kv_cache_dtype for lp in totals.draft.layers)
+    if not ((skipped or mtp) and totals.tokens_capacity and totals.kv_cache_layout is not None):
+        return None
+    update: dict[str, Any] = {"kv_cache_dtype_skip_layers": ()}
+    if mtp:
+        update["speculative_kv_cache_dtype"] = None
+    flags = f.model_copy(update=update)
+    ctx = RuleContext(arch=gctx.arch, quant=gctx.quant, flags=flags, gpu=gctx.gpu, globals=gctx.globals,
+                      weight_bytes=weight_bytes, engine=gctx.engine, engine_version=gctx.engine_version)
+    base = _decide_layers(ctx, layer_rules, kv_decision)
+    sized, t, _ = _size_memory(gctx.arch, flags, gctx.gpu, base, weight_bytes, kv_budget_bytes, gctx.engine,
+                               model_dtype=gctx.model_dtype, backend_block_size=_backend_block_size(ctx, base),
+                               draft=None if mtp else draft)
+    if not t.tokens_capacity or t.kv_cache_layout is None:
+        return None
+    what = " and ".join(x for x, on in (("without the skip list", skipped),
+                                        (f"with the MTP layers at {gctx.kv_cache_dtype}", mtp)) if on)
+    return LayoutReference(tokens_capacity=t.tokens_capacity, ideal_bytes_per_request=_ideal_request_bytes(sized, t),
+                           block_size=t.kv_cache_layout.block_size, groups=len(t.kv_cache_layout.groups),
+                           reference=what)
 
 
 _DECISIONS: dict[tuple[str, type, Any, str, str], Decision] = {}
@@ -200,10 +250,26 @@ def _globals_of(state: GlobalState) -> dict[str, Any]:
     return {f: v for f in sorted(GLOBAL_FIELDS) if (v := getattr(state, f)) is not None}
 
 
-def _with(ctx: RuleContext, state: GlobalState) -> RuleContext:
+def _with(ctx: RuleContext, state: GlobalState, decided: dict[str, tuple[str, str]] | None = None) -> RuleContext:
+    g = _globals_of(state)
+    if decided and "kv_cache_dtype" in decided:
+        g[KV_CACHE_DTYPE_SET_BY] = decided["kv_cache_dtype"][0]
     return RuleContext(arch=ctx.arch, quant=ctx.quant, flags=ctx.flags, gpu=ctx.gpu,
-                       globals=MappingProxyType(_globals_of(state)), weight_bytes=ctx.weight_bytes,
+                       globals=MappingProxyType(g), weight_bytes=ctx.weight_bytes,
                        engine=ctx.engine, engine_version=ctx.engine_version)
+
+
+def config_context(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags, gpu: GpuFacts | None = None, *,
+                   engine: EngineVersion | None = None) -> RuleContext:
+    """The rule context once the global (config-time) decisions ran: what vLLM's VllmConfig holds after
+    create_engine_config and the architecture's verify_and_update_config (model dtype, cache_config.cache_dtype
+    and the rule that set it). A speculative draft model is built from this config (its cache dtype, its model
+    dtype), so the pipeline plans the draft from it before the target's layers."""
+    engine = engine or EngineVersion()
+    ctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, engine=engine,
+                      engine_version=engine.version_str or ENGINE_VERSION)
+    gstate, decided = _decide_globals(ctx, _rules())
+    return _with(ctx, gstate, decided)
 
 
 # ---------------------------------------------------------------- the rule loop
@@ -506,7 +572,8 @@ def _per_request_estimate(sized: list[LayerPlan], drafts: list[LayerPlan], mml: 
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None, engine: EngineVersion | None,
                  model_dtype: str = "bfloat16", backend_block_size: int | None = None,
-                 draft: list[LayerPlan] | None = None) -> tuple[list[LayerPlan], Totals]:
+                 draft: list[LayerPlan] | None = None) -> tuple[list[LayerPlan], Totals, LayoutRefused | None]:
+    """The layers sized, the totals with vLLM's layout, and vLLM's refusal where it cannot lay the cache out."""
     bs = _block_size(flags, engine, backend_block_size)
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
@@ -521,8 +588,12 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     pool = exact + sum(lp.bytes_per_token for lp in drafts)  # the draft's layers share the pool
     per_request = _per_request_estimate(sized, drafts, mml)
     budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype, engine)
-    cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
-                      gpu.compute_capability if gpu is not None else None, drafts=drafts)
+    refused: LayoutRefused | None = None
+    try:
+        cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
+                          gpu.compute_capability if gpu is not None else None, drafts=drafts)
+    except LayoutRefused as e:  # vLLM raises while laying the cache out: finding KV504, no layout
+        cap, refused = None, e
     if cap is not None:
         sized, per_request = _state_request_bytes(sized, cap), cap.bytes_per_request
     state_total = sum(lp.state_bytes for lp in sized if lp.state_bytes is not None)
@@ -537,4 +608,4 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
         max_concurrency=round(budget / per_request, 2) if budget is not None and per_request else None,
         state_bytes_per_request=state_total or None, draft=_draft_kv(flags, drafts), kv_budget_terms=terms,
         kv_budget_error_bytes=budget_error(terms) if terms else None)
-    return sized, _with_layout(totals, cap)
+    return sized, _with_layout(totals, cap), refused

@@ -357,8 +357,9 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
                 compute_capability: tuple[int, int] | None = None,
                 drafts: list[LayerPlan] | None = None) -> Capacity | None:
     """vLLM's layout and capacity for these layers and the draft's (`drafts`, from `draft_layers`), or None
-    where kvplan does not model it (DeepSeek-V4 and other further caches, pages vLLM cannot unify, state
-    layers it cannot size). The GPU's compute capability decides kernel choices that change the layout
+    where kvplan does not model it (DeepSeek-V4 and other further caches, vLLM's full-allocation fallback for
+    pages it cannot unify, state layers it cannot size). Raises LayoutRefused where vLLM raises instead. The
+    GPU's compute capability decides kernel choices that change the layout
     (FlashInfer's GDN prefill kernel and its checkpoints)."""
     by_index = {la.index: la for la in arch.layers}
     drafts = draft_layers(layers, arch, flags) if drafts is None else drafts
@@ -390,33 +391,57 @@ def _uniform_type(c: _Cache) -> tuple[str, int | None]:
     return ("full_attention" if c.kind == "mla" else c.kind), c.window
 
 
-def _unify_pages(attn: list[_Cache], states: list[_Cache]) -> bool:
+UNIFY_REFUSAL = ("page size is not divisible by the maximum page size and cannot be padded. Padding is only "
+                 "supported for non-MLA attention layers.")
+"""vLLM 0.33's NotImplementedError in unify_kv_cache_spec_page_size (after "Layer <name>: ")."""
+
+
+class LayoutRefused(Exception):
+    """vLLM raises while laying the KV cache out and refuses to start: the layers it names and its message."""
+
+    def __init__(self, layers: tuple[int, ...], message: str) -> None:
+        super().__init__(message)
+        self.layers, self.message = layers, message
+
+
+def _unify_pages(attn: list[_Cache], states: list[_Cache]) -> _Cache | None:
     """unify_kv_cache_spec_page_size: every page becomes the largest; a smaller attention page by a larger
-    block (the ratio, when it divides) or padding (not for MLA), a state page by padding. False where vLLM
-    cannot (it raises, then falls back or refuses: not modelled)."""
+    block (the ratio, when it divides) or padding (not for MLA), a state page by padding. Returns the first
+    cache vLLM cannot unify (an MLA page that does not divide the largest: vLLM raises), None when unified."""
     top = max([c.page for c in attn] + [c.state_page for c in states])
     for c in attn:
         if c.page != top and top % c.page == 0:
             c.block, c.page = c.block * (top // c.page), top
         elif c.page != top:
             if c.kind == "mla":
-                return False
+                return c
             c.page = top
     for c in states:
         c.page = top
-    return True
+    return None
+
+
+def _full_allocation_fallback(attn: list[_Cache], states: list[_Cache]) -> bool:
+    """_try_get_full_allocation_fallback_groups: where pages cannot be unified, MLA next to regular
+    sliding-window layers (no chunked ones, no state layers: promotion must reach one type) is allocated as
+    full attention instead of refusing (kvplan does not lay that fallback out)."""
+    kinds = {c.kind for c in attn}
+    return not states and "mla" in kinds and "sliding_attention" in kinds and "chunked_attention" not in kinds
 
 
 def _grouping(attn: list[_Cache], states: list[_Cache]) -> list[_Group] | None:
     """get_kv_cache_groups: one group when every cache has one uniform type and block size (pages summed:
     UniformTypeKVCacheSpecs), else pages unified, caches bucketed by spec and split into equal-size groups;
-    None where the pages cannot be unified."""
+    None where vLLM falls back to full allocation; LayoutRefused where it raises."""
     if not states and len({_uniform_type(c) for c in attn}) == 1 and len({c.block for c in attn}) == 1:
         return [(attn[0].kind, attn)]
     for c in states:
         c.page = c.state_page
-    if not _unify_pages(attn, states):
-        return None
+    bad = _unify_pages(attn, states)
+    if bad is not None:
+        if _full_allocation_fallback(attn, states):
+            return None
+        raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {UNIFY_REFUSAL}")
     buckets: dict[tuple[str, int | None, int, int, int], list[_Cache]] = {}
     for c in attn:
         buckets.setdefault((c.kind, c.window, c.block, c.bpt, c.page), []).append(c)

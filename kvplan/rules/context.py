@@ -17,6 +17,8 @@ from kvplan.releases import DEFAULT_ENGINE_VERSION
 
 ENGINE_NAME = "vllm"
 ENGINE_VERSION = DEFAULT_ENGINE_VERSION
+KV_CACHE_DTYPE_SET_BY = "kv_cache_dtype_set_by"
+"""The `globals` key holding the code of the rule that set the global kv_cache_dtype last (KV101, KV102, KV117)."""
 
 
 @lru_cache(maxsize=512)

@@ -8,7 +8,7 @@ from kvplan.ingest.families import DTYPE_ALIASES
 from kvplan.model.arch import LayerArch
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, Severity, quant_mode_of
 from kvplan.rules.base import Emit, declare
-from kvplan.rules.context import RuleContext
+from kvplan.rules.context import KV_CACHE_DTYPE_SET_BY, RuleContext
 from kvplan.rules.state import LayerState, Set, decides_global, decides_layer
 
 V = "vllm-0.33: "
@@ -137,6 +137,78 @@ def model_class_kv_cache_dtype(ctx: RuleContext) -> Iterator[Set]:
     elif arch == "DeepseekV32ForCausalLM" and kv == "bfloat16":
         yield Set("kv_cache_dtype", "auto", "DeepseekV32ForCausalLM: 'Using bfloat16 kv-cache for DeepSeekV3.2' "
                   "(--kv-cache-dtype bfloat16 becomes auto)")
+
+
+# Model classes whose verify_and_update_config, after defaulting the target's cache to fp8 on SM100, sets a
+# separate draft model's speculative kv_cache_dtype to 'auto' (when the speculative config names none): the
+# ENGINE_FEATURES row that bounds it (None: every release modelled) and the methods it leaves alone (MTP
+# layers share the target's cache; Glm5Next in 0.34 also exempts dspark, a draft kvplan does not plan).
+_DRAFT_KEPT_AUTO: dict[str, str | None] = {"GlmMoeDsaForCausalLM": "glm5_draft_forced_auto",
+                                           **{a: None for a in _GLM5_NEXT}}
+_DRAFT_KEEPS_TARGET = ("mtp", "dspark")
+
+
+def draft_kept_auto(ctx: RuleContext, method: str) -> bool:
+    """True where the target's model class keeps a separate draft model's cache at 'auto' (KV117's SM100
+    default rewrote the target's 'auto' and the speculative config names no kv_cache_dtype)."""
+    arch = ctx.arch.architecture or ""
+    if (arch not in _DRAFT_KEPT_AUTO or ctx.globals.get(KV_CACHE_DTYPE_SET_BY) != "KV117"
+            or ctx.flags.speculative_kv_cache_dtype is not None or method in _DRAFT_KEEPS_TARGET):
+        return False
+    feature = _DRAFT_KEPT_AUTO[arch]
+    return feature is None or ctx.engine_has(feature)
+
+
+def draft_kv_cache_dtype(ctx: RuleContext, method: str) -> tuple[str, str]:
+    """(kv_cache_dtype, why) of the draft model --speculative-config names, given the target's config-time
+    context: the speculative config's kv_cache_dtype when set (SpecDecodeBaseProposer._create_draft_vllm_config
+    replaces the cache config's dtype), else the target's cache_config.cache_dtype as resolved at config time
+    (explicit flag, ModelOpt checkpoint, the model class's default: the draft's config shares the target's cache
+    config), except where the model class kept the draft at 'auto' (`draft_kept_auto`)."""
+    f = ctx.flags
+    if f.speculative_kv_cache_dtype is not None:
+        return f.speculative_kv_cache_dtype, f"--speculative-config kv_cache_dtype {f.speculative_kv_cache_dtype}"
+    target = ctx.kv_cache_dtype
+    if draft_kept_auto(ctx, method):
+        return "auto", (f"{ctx.arch.architecture}.verify_and_update_config (vLLM {ctx.engine_version}) sets the "
+                        f"{method} draft's kv_cache_dtype to 'auto' after defaulting the target's to {target}")
+    return target, f"the draft inherits the target's cache dtype {target!r} (the target's cache config)"
+
+
+@declare(code="KV118", name="draft-kv-cache-dtype", severity="info", family="dtype",
+         summary="GLM-5's SM100 fp8 KV default reaches a separate draft's cache from vLLM 0.34 ('auto' before).",
+         why="A separate draft model (EAGLE, EAGLE3, DFlash, draft_model) shares the target's cache config, so "
+             "its KV cache takes the target's dtype unless --speculative-config sets kv_cache_dtype. GLM-5 "
+             "(GlmMoeDsaForCausalLM) defaults 'auto' to fp8_e4m3 on the SM100 family (KV117); up to vLLM 0.33 "
+             "it also set the draft's kv_cache_dtype to 'auto' ('a separate draft model must not inherit a "
+             "default it was never validated with'), 0.34 drops that and the draft inherits fp8_e4m3. "
+             "Glm5Next (fp8 with an indexer) keeps the draft at 'auto' in 0.33 and 0.34 (MTP drafts, and in "
+             "0.34 DSpark drafts, share the target's). The draft's dtype changes its page and the layout.",
+         fix="Set \"kv_cache_dtype\" in --speculative-config to choose the draft's KV cache dtype explicitly.",
+         references=(f"{_MODEL_CONFIG_REF}::GlmMoeDsaForCausalLM.verify_and_update_config",
+                     f"{_MODEL_CONFIG_REF}::Glm5NextModelConfig.verify_and_update_config",
+                     "vllm/v1/spec_decode/llm_base_proposer.py::SpecDecodeBaseProposer._create_draft_vllm_config"))
+def draft_cache_dtype(ctx: RuleContext) -> Iterator[Emit]:
+    t, arch = ctx.totals, ctx.arch.architecture or ""
+    draft = t.draft if t is not None else None
+    if (draft is None or not draft.layers or draft.method in _DRAFT_KEEPS_TARGET or arch not in _DRAFT_KEPT_AUTO
+            or ctx.globals.get(KV_CACHE_DTYPE_SET_BY) != "KV117" or ctx.flags.speculative_kv_cache_dtype is not None):
+        return
+    target, gpu = ctx.kv_cache_dtype, ctx.gpu.name if ctx.gpu is not None else "the GPU"
+    n, stored = len(draft.layers), ", ".join(sorted({lp.dtype or "" for lp in draft.layers}))
+    layers = tuple(lp.index for lp in draft.layers)
+    head = (f"{arch} defaults the target's KV cache to {target} on {gpu} (SM100 family) and vLLM "
+            f"{ctx.engine_version}")
+    if draft_kept_auto(ctx, draft.method):
+        yield Emit(f"{head} keeps the separate {draft.method} draft's cache at 'auto': its {n} layer(s) store "
+                   f"{stored} ({draft.bytes_per_token} B/token per rank), next to the target's {target}.", layers,
+                   fix=f"Add \"kv_cache_dtype\": \"{target}\" to --speculative-config to quantize the draft's "
+                       "cache too (a smaller draft page; vLLM 0.34 does this by default).")
+    else:
+        yield Emit(f"{head} lets the separate {draft.method} draft inherit it (vLLM 0.33 kept the draft at "
+                   f"'auto'): its {n} layer(s) store {stored} ({draft.bytes_per_token} B/token per rank).", layers,
+                   fix="Add \"kv_cache_dtype\": \"auto\" to --speculative-config to keep the draft's cache in the "
+                       "model dtype (as vLLM 0.33 did) if its acceptance rate drops.")
 
 
 @declare(code="KV106", name="modelopt-kv-algo-ignored", severity="warning", family="dtype",

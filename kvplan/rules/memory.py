@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 
 from kvplan.model.arch import LayerArch
@@ -247,3 +248,111 @@ def too_small(ctx: RuleContext) -> Iterator[Emit]:
     if t.bytes_per_request > t.kv_budget_bytes:
         yield Emit(f"one request at --max-model-len {t.max_model_len} needs {t.bytes_per_request / 2**30:.2f} GiB "
                    f"of KV per GPU but the budget is {t.kv_budget_bytes / 2**30:.2f} GiB.")
+
+
+LAYOUT_REFERENCE = "layout_reference"
+"""The `globals` key of the `LayoutReference` the planner computes for KV503."""
+MATERIAL_LAYOUT_LOSS = 0.05  # KV503 fires when the page padding costs at least this share of the tokens
+
+
+@dataclass(frozen=True)
+class LayoutReference:
+    """The same plan laid out with one page size: without --kv-cache-dtype-skip-layers, MTP layers at the model's
+    KV cache dtype (the planner computes it for KV503)."""
+
+    tokens_capacity: int
+    """The tokens vLLM's layout holds for the same budget."""
+    ideal_bytes_per_request: int
+    """One request's bytes at --max-model-len without page padding (the layers' own bytes)."""
+    block_size: int
+    groups: int
+    reference: str
+    """What the reference changes, as the finding words it ("without the skip list", ...)."""
+
+
+@declare(code="KV503", name="mixed-pages-inflate-layout", severity="warning", family="memory",
+         summary="Skip layers or MTP layers with a larger page make vLLM pad every page: materially fewer tokens.",
+         why="vLLM lays every KV cache out in pages of one size (unify_kv_cache_spec_page_size): a skipped layer "
+             "keeps the model dtype (as do MTP layers given another kv_cache_dtype in --speculative-config), so "
+             "its page is larger than the quantized layers' (2x for fp8 next to bfloat16); the smaller attention "
+             "pages take proportionally larger blocks, every state page of a hybrid model is padded to the larger "
+             "page, and the layers split into more KV cache groups. The pool then holds fewer tokens than those "
+             "layers' own bytes explain (Qwen3.5-27B, fp8, skip layer 3: 241,745 tokens at 10 GiB instead of "
+             "283,989 without the skip list, checked against vLLM 0.33).",
+         fix="Skip none of these layers (keep the MTP layers at --kv-cache-dtype), or use a --kv-cache-dtype whose "
+             "page matches theirs. Skipping every full-attention layer restores one page size but stores all of "
+             "them in the model dtype (Qwen3.5-27B: 151,460 tokens): compare the plans.",
+         references=("vllm/v1/core/kv_cache_planning.py::unify_kv_cache_spec_page_size",
+                     "vllm/v1/core/kv_cache_planning.py::_get_kv_cache_groups_uniform_page_size",
+                     "vllm/platforms/interface.py::Platform._align_heterogeneous_kv_block_size"))
+def mixed_pages_inflate_layout(ctx: RuleContext) -> Iterator[Emit]:
+    t, ref = ctx.totals, ctx.globals.get(LAYOUT_REFERENCE)
+    if t is None or not isinstance(ref, LayoutReference) or not t.tokens_capacity or t.kv_cache_layout is None:
+        return
+    drafts = t.draft.layers if t.draft is not None else []
+    ideal = sum(lp.max_bytes_per_request or 0 for lp in [*ctx.layers, *drafts])
+    if not ideal:
+        return
+    expected = ref.tokens_capacity * ref.ideal_bytes_per_request / ideal  # those layers' own bytes, no padding
+    lost = expected - t.tokens_capacity
+    if lost < MATERIAL_LAYOUT_LOSS * expected:
+        return
+    g, mtp = ctx.kv_cache_dtype, t.draft is not None and t.draft.method == "mtp"
+    odd = tuple(lp.index for lp in [*ctx.layers, *drafts]
+                if lp.bytes_per_token and (lp.skipped or (mtp and lp in drafts and lp.kv_cache_dtype != g)))
+    lay = t.kv_cache_layout
+    drop = 1 - t.tokens_capacity / ref.tokens_capacity
+    block = f"block size {ref.block_size} -> {lay.block_size}, " if lay.block_size != ref.block_size else ""
+    yield Emit(f"{len(odd)} layer(s) keep a larger page than the {g} layers: vLLM pads every page to the largest "
+               f"({block}{ref.groups} -> {len(lay.groups)} KV cache groups) and holds {t.tokens_capacity:,} tokens "
+               f"instead of {ref.tokens_capacity:,} {ref.reference} ({drop:.1%} fewer); those layers' own bytes "
+               f"explain about {round(expected):,}, the padding costs {round(lost):,} tokens ({lost / expected:.1%}).",
+               odd)
+
+
+# SpeculativeConfig.use_eagle: the methods whose drafter reads the target's hidden states.
+_EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+
+
+def _method(ctx: RuleContext) -> str:
+    t = ctx.totals
+    if t is not None and t.draft is not None:
+        return t.draft.method
+    m = (ctx.flags.speculative_method or "").lower()
+    return "mtp" if m.endswith("_mtp") else m
+
+
+LAYOUT_REFUSAL = "layout_refusal"
+"""The `globals` key of (layers, vLLM's message) where vLLM raises while laying the KV cache out (KV504)."""
+
+
+@declare(code="KV504", name="kv-cache-layout-refused", severity="error", family="memory",
+         summary="vLLM refuses to start: it cannot lay out this KV cache (pages, or the hybrid manager forced on).",
+         why="vLLM lays every KV cache out in pages of one size (unify_kv_cache_spec_page_size): a smaller page "
+             "takes a larger block when it divides the largest, else it is padded, which MLA pages cannot be "
+             "(sparse MLA indexes whole token rows); unless MLA sits next to regular sliding-window layers only "
+             "(then they are allocated as full attention), vLLM raises 'Layer <name>: page size is not divisible "
+             "by the maximum page size and cannot be padded'. Separately, VllmConfig.__post_init__ turns the hybrid "
+             "KV cache manager off for chunked local attention (Llama 4) with an EAGLE-family draft (eagle, "
+             "eagle3, mtp, dflash, dspark) and raises when --enable-hybrid-kv-cache-manager asked for it.",
+         fix="For pages: make the MLA pages divide the largest (the same --kv-cache-dtype for every layer, no skip "
+             "list, a draft at the target's dtype). For the manager: omit --enable-hybrid-kv-cache-manager (vLLM "
+             "then allocates the chunked layers as full attention), or drop the EAGLE-family draft.",
+         references=("vllm/v1/core/kv_cache_planning.py::unify_kv_cache_spec_page_size",
+                     "vllm/v1/core/kv_cache_planning.py::get_kv_cache_groups",
+                     "vllm/config/vllm.py::VllmConfig.__post_init__"))
+def layout_refused(ctx: RuleContext) -> Iterator[Emit]:
+    refusal = ctx.globals.get(LAYOUT_REFUSAL)
+    if refusal is not None:
+        layers, message = refusal
+        yield Emit(f"vLLM raises while laying out the KV cache: \"{message}\" and refuses to start.", tuple(layers))
+    f = ctx.flags
+    if f.disable_hybrid_kv_cache_manager is not False or f.num_speculative_tokens <= 0:
+        return
+    chunked = tuple(lp.index for lp in ctx.layers if lp.kind == "chunked_attention")
+    method = _method(ctx)
+    if chunked and method in _EAGLE_METHODS:
+        yield Emit(f"{len(chunked)} chunked local attention layer(s) and a {method} draft: vLLM raises \"Hybrid KV "
+                   "cache manager was explicitly enabled but is not supported in this configuration. Consider "
+                   "omitting the --enable-hybrid-kv-cache-manager flag to let vLLM decide automatically.\" and "
+                   "refuses to start.", chunked)

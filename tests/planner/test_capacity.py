@@ -188,3 +188,52 @@ def test_speculative_method_is_resolved_as_vllm_does(spec: dict, method: str) ->
 
     flags = flags_from(["--speculative-config", json.dumps({**spec, "num_speculative_tokens": 2})])
     assert speculative_method(flags) == method
+
+
+GLM5 = ROOT / "tests" / "data" / "vllm_oracle_arch" / "configs" / "GlmMoeDsaForCausalLM__default.json"
+EAGLE3_HEAD = ROOT / "tests" / "data" / "vllm_oracle_capacity" / "configs" / "drafts" / \
+    "EAGLE3-LLaMA3.1-Instruct-8B.json"
+
+
+def _glm5_with_eagle3(engine: str, gpu: str = "b200", **spec: str) -> Plan:
+    cfg = json.dumps({"method": "eagle3", "model": str(EAGLE3_HEAD), "num_speculative_tokens": 3, **spec})
+    return kvplan.api.compile(GLM5, ["--max-model-len", "8192", "--speculative-config", cfg], gpu,
+                              kv_budget_bytes=10 * GIB, engine=engine)
+
+
+@pytest.mark.parametrize("engine,kv,stored,bpt", [
+    ("vllm==0.33.0", "auto", "bfloat16", 4096),        # GlmMoeDsaForCausalLM sets the draft's kv_cache_dtype to auto
+    ("vllm==0.34.0", "fp8_e4m3", "float8_e4m3fn", 2048),  # 0.34 drops that: the draft inherits fp8_e4m3
+])
+def test_glm5_draft_cache_dtype_follows_the_release(engine: str, kv: str, stored: str, bpt: int) -> None:
+    """vllm/model_executor/models/config.py::GlmMoeDsaForCausalLM.verify_and_update_config, read in both wheels:
+    on SM100 the target's 'auto' becomes fp8_e4m3; 0.33 also forces a separate (non-MTP) draft to 'auto'."""
+    plan = _glm5_with_eagle3(engine)
+    assert plan.kv_cache_dtype == "fp8_e4m3" and plan.layers[0].kv_cache_dtype == "fp8_e4m3"
+    draft = plan.totals.draft
+    assert draft is not None and [(lp.index, lp.kv_cache_dtype, lp.dtype) for lp in draft.layers] == [(78, kv, stored)]
+    assert draft.bytes_per_token == bpt
+    fact = next(d.fact for d in draft.layers[0].decisions if d.field == "kv_cache_dtype")
+    assert ("sets the eagle3 draft's kv_cache_dtype to 'auto'" in fact) is (kv == "auto")
+    (finding,) = [f for f in plan.findings if f.code == "KV118"]
+    assert finding.layers == [78] and f"{bpt} B/token" in finding.message
+
+
+def test_glm5_draft_cache_dtype_from_the_speculative_config_or_off_sm100() -> None:
+    """An explicit speculative kv_cache_dtype is the draft's in both releases; off SM100 the target stays 'auto'
+    and so does the draft (no finding)."""
+    for engine in ("vllm==0.33.0", "vllm==0.34.0"):
+        plan = _glm5_with_eagle3(engine, kv_cache_dtype="fp8_e4m3")
+        assert plan.totals.draft is not None and plan.totals.draft.layers[0].kv_cache_dtype == "fp8_e4m3"
+        assert not [f for f in plan.findings if f.code == "KV118"]
+        h100 = _glm5_with_eagle3(engine, gpu="h100")
+        assert h100.totals.draft is not None and h100.totals.draft.layers[0].kv_cache_dtype == "auto"
+        assert not [f for f in h100.findings if f.code == "KV118"]
+
+
+def test_draft_runs_in_the_target_model_dtype() -> None:
+    """SpeculativeConfig builds the draft model config with the target's dtype: the EAGLE3 head's float16 config
+    stores bfloat16 next to a bfloat16 target."""
+    plan = _glm5_with_eagle3("vllm==0.33.0", gpu="h100")
+    assert plan.model.dtype == "bfloat16" and plan.totals.draft is not None
+    assert plan.totals.draft.layers[0].dtype == "bfloat16"

@@ -5,6 +5,7 @@ the checkpoint's MTP layers, or ngram with no draft); answers/ holds what script
 computed with vLLM's code, the drafter's model built as its load_model builds it (the draft's layers marked).
 tests/data/vllm_oracle_capacity/cases_extra.json: sparse-MLA indexer key caches (DeepSeek-V3.2, GLM-5),
 cross-attention (Whisper), --kv-cache-dtype-skip-layers next to MLA and state layers, KDA state layers.
+tests/data/vllm_oracle_capacity/cases_refused.json: layouts vLLM raises on (its exception is the answer).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 SPECULATIVE = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
 EXTRA = json.loads((DATA / "cases_extra.json").read_text())["cases"]
 CASES = SPECULATIVE + EXTRA
+REFUSED = json.loads((DATA / "cases_refused.json").read_text())["cases"]
 RELEASES = ["0.33.0", *sorted(p.name for p in (DATA / "releases").iterdir() if p.is_dir())]
 RUNS = [(r, c) for r in RELEASES for c in CASES]
 _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
@@ -114,6 +116,24 @@ def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Pat
     assert t.max_concurrency == round(want["max_concurrency"], 2)
     # the draft's layers are in the plan with their bytes, numbered as in the layout
     assert sorted(lp.index for lp in (t.draft.layers if t.draft else [])) == [n + i for i in range(len(drafts))]
+
+
+@pytest.mark.parametrize(("release", "case"), [(r, c) for r in RELEASES for c in REFUSED],
+                         ids=[f"{r}-{c['name']}" for r in RELEASES for c in REFUSED])
+def test_layout_vllm_refuses_is_finding_kv504(release: str, case: dict, tmp_path: Path) -> None:
+    """Where vLLM's own layout code raises (its exception recorded by the oracle), kvplan computes no layout and
+    reports KV504 with vLLM's message, naming the same layer."""
+    answer = _answer(case, release)
+    digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
+    assert answer["vllm_version"] == release and answer["config_sha256"] == digest
+    err = answer["error"]
+    assert err is not None and err["stage"] == "capacity"
+    name, _, message = err["message"].partition(": ")
+    plan = _plan(case, tmp_path, release)
+    assert plan.totals.kv_cache_layout is None
+    (finding,) = [f for f in plan.findings if f.code == "KV504"]
+    assert finding.severity.value == "error" and message in finding.message
+    assert finding.layers == [_layer_index(name + ".", [], plan.model.num_layers)]
 
 
 def _eagle_flags(model: str, kv: str = "fp8") -> list[str]:
