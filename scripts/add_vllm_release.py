@@ -545,15 +545,20 @@ def run_capacity(version: str, python: str, site: Path, env: dict[str, str]) -> 
     """Hook `run_capacity`: scripts/oracle/capacity_oracle.py with the release, then its parity tests."""
     name = "Capacity oracle (scripts/oracle/capacity_oracle.py)"
     script = ORACLE_DIR / "capacity_oracle.py"
-    cmd = release_aware_command(script, python, env, version, site, ["--cases", str(CAPACITY_CASES)])
-    if cmd is None:
-        return [Step(name, "skipped", "capacity_oracle.py takes no release option (--release / --site) yet: hook "
-                     "`run_capacity` in scripts/add_vllm_release.py calls it once it does.")]
-    p = subprocess.run(cmd, env=env, cwd=ROOT)
-    if p.returncode != 0:
-        return [Step(name, "failed", f"exited {p.returncode}")]
-    return [Step(name, "ran"), run_parity("tests/planner/test_vllm_capacity_parity.py", version,
-                                          "capacity cases", "kvplan against the capacity answers")]
+    case_files = sorted(CAPACITY_CASES.parent.glob("cases*.json"))  # plain, extra caches, drafts, refusals
+    for cases in case_files:
+        cmd = release_aware_command(script, python, env, version, site, ["--cases", str(cases)])
+        if cmd is None:
+            return [Step(name, "skipped", "capacity_oracle.py takes no release option (--release / --site) yet: "
+                         "hook `run_capacity` in scripts/add_vllm_release.py calls it once it does.")]
+        p = subprocess.run(cmd, env=env, cwd=ROOT)
+        if p.returncode not in (0, 1):  # 1: a case answered with vLLM's exception (recorded; parity judges it)
+            return [Step(name, "failed", f"{cases.name}: exited {p.returncode}")]
+    return [Step(name, "ran", ", ".join(c.name for c in case_files)),
+            run_parity("tests/planner/test_vllm_capacity_parity.py", version, "capacity cases",
+                       "kvplan against the capacity answers"),
+            run_parity("tests/planner/test_vllm_capacity_layouts.py", version, "layout cases (drafts, extra "
+                       "caches, refusals)", "kvplan against the capacity layout answers")]
 
 
 def run_backend(version: str, a: argparse.Namespace, site: Path, env: dict[str, str]) -> list[Step]:
