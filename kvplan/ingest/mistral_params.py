@@ -5,7 +5,8 @@ e.g. Pixtral-12B-2409); vLLM reads them with its Mistral config parser
 (vllm/transformers_utils/configs/mistral.py `adapt_config_dict`), which renames the keys to
 Hugging Face names and picks the architecture: Pixtral for a `vision_encoder`, Voxtral for a Whisper
 encoder, Mistral-Large-3 (a DeepSeek-V3 layout) for MoE with shared experts, Mixtral for other MoE,
-Mistral otherwise. This module makes the same dict, so the rest of kvplan reads it as any config.json.
+Mistral otherwise; vLLM 0.34 adds Mistral-Large-4 (`mistral_large_4`, MistralLarge4ForCausalLM) for an
+MLA + shared-expert model with a `dsa` block. This module makes the same dict, so the rest of kvplan reads it as any config.json.
 
 Which file vLLM reads (`--config-format auto`): params.json when the checkpoint also has
 consolidated*.safetensors, else config.json. kvplan also reads params.json from a folder without
@@ -91,7 +92,81 @@ def _quantization(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     return cfg
 
 
-def _architecture(cfg: dict[str, Any]) -> dict[str, Any]:
+# Unprefixed `dsa` keys -> the prefixed spelling (vLLM 0.34's _DSA_KEY_ALIASES).
+_DSA_ALIASES = {"topk": "index_topk", "n_heads": "index_n_heads", "head_dim": "index_head_dim",
+                "rope_head_dim": "index_rope_head_dim", "nope": "index_nope", "match_nope": "indexer_match_nope",
+                "ssmax_scaling": "indexer_ssmax_scaling", "norm_eps": "indexer_norm_eps", "sharing": "index_sharing"}
+
+
+def _pattern(value: Any, n: int, key: str, path: Path) -> list[str]:
+    """A comma-separated per-layer pattern repeated over the layers (vLLM's _expand_layer_pattern)."""
+    if not isinstance(value, str) or not value.strip():
+        raise KvplanInputError(f"{path}: {key} must be a non-empty comma-separated string, got {value!r}.",
+                               "Fix params.json.")
+    parts = [v.strip() for v in value.split(",")]
+    return (parts * -(-n // len(parts)))[:n]
+
+
+def _mistral_large_4(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Mistral Large 4 (a `dsa` block on an MLA + shared-expert model): vLLM 0.34's
+    _remap_mistral_large_4_args expands the per-layer patterns (NoPE layers, KV-sharing sources,
+    indexer sharing) and lifts the DSA keys; its assertions are refusals here."""
+    n = cfg.get("num_hidden_layers")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise KvplanInputError(f"{path}: n_layers must be a positive integer.", "Fix params.json.")
+    fix = "Fix params.json (vLLM 0.34's Mistral Large 4 config parser refuses it too)."
+    nope = [v == "nope" for v in _pattern(cfg.pop("nope"), n, "nope", path)] if cfg.get("nope") else [False] * n
+    cfg.pop("nope", None)
+    sharing = cfg.pop("kv_sharing", None) or {}
+    if not isinstance(sharing, dict) or set(sharing) - {"source_layers_str"}:
+        raise KvplanInputError(f"{path}: unsupported kv_sharing {sharing!r} (vLLM reads only source_layers_str).", fix)
+    try:
+        sources = ([int(v) for v in str(sharing["source_layers_str"]).split(",")]
+                   if sharing.get("source_layers_str") else list(range(n)))
+    except ValueError:
+        raise KvplanInputError(f"{path}: kv_sharing.source_layers_str must list layer indices, got "
+                               f"{sharing['source_layers_str']!r}.", fix) from None
+    if len(sources) != n:
+        raise KvplanInputError(f"{path}: kv_sharing.source_layers_str lists {len(sources)} layers, n_layers is {n}.",
+                               fix)
+    for layer, src in enumerate(sources):
+        if not 0 <= src <= layer or sources[src] != src or nope[layer] != nope[src]:
+            raise KvplanInputError(f"{path}: layer {layer} must share KV with an earlier, non-sharing layer of the "
+                                   f"same NoPE/RoPE kind, got source {src}.", fix)
+    raw_dsa = cfg.pop("dsa")
+    if not isinstance(raw_dsa, dict):
+        raise KvplanInputError(f"{path}: dsa must be an object, got {raw_dsa!r}.", fix)
+    dsa: dict[str, Any] = {}
+    for key, value in raw_dsa.items():
+        name = _DSA_ALIASES.get(key, key)
+        if name in dsa and dsa[name] != value:
+            raise KvplanInputError(f"{path}: conflicting dsa keys for {name}: {dsa[name]!r} and {value!r}.", fix)
+        dsa[name] = value
+    out: dict[str, Any] = {"nope_layer_flags": nope, "kv_source_layers": sources}
+    for key in ("index_topk", "index_n_heads", "index_head_dim", "indexer_norm_eps", "indexer_ssmax_scaling"):
+        if key not in dsa:
+            raise KvplanInputError(f"{path}: dsa has no {key} (vLLM reads it).", fix)
+        out[key] = dsa.pop(key)
+    if dsa.pop("index_rope_head_dim", None) not in (None, -1, cfg.get("qk_rope_head_dim")) \
+            or dsa.pop("index_nope", False) or not dsa.pop("fp8_indexer", True):
+        raise KvplanInputError(f"{path}: dsa asks for an indexer vLLM does not build (index_rope_head_dim other than "
+                               "qk_rope_head_dim, index_nope, or a non-FP8 indexer cache).", fix)
+    out["indexer_nope_layer_flags"] = list(nope) if dsa.pop("indexer_match_nope", False) else [False] * n
+    # The checkpoint's default latent KV cache dtype (vLLM 0.34: fp8_ds_mla for --kv-cache-dtype auto).
+    out["fp8_kv_cache"] = bool(dsa.pop("fp8_kv_cache", False))
+    sharing_pattern = dsa.pop("index_sharing", None)
+    out["index_sharing"] = _pattern(sharing_pattern, n, "dsa.sharing", path) if sharing_pattern else ["full"] * n
+    if set(out["index_sharing"]) - {"full", "shared"} or out["index_sharing"][0] != "full":
+        raise KvplanInputError(f"{path}: dsa sharing must list 'full' / 'shared' per layer, starting with 'full'.",
+                               fix)
+    if dsa:
+        raise KvplanInputError(f"{path}: unknown dsa keys {sorted(dsa)} (vLLM refuses them).", fix)
+    if (mtp := cfg.pop("mtp", None)) is not None:
+        out["mtp_config"] = mtp
+    return out
+
+
+def _architecture(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     moe = cfg.get("moe")
     if cfg.get("qk_nope_head_dim") and not moe:
         # vLLM's _remap_mistral_mla_args: a dense MLA model is a one-expert MoE of the DeepSeek layout.
@@ -106,6 +181,9 @@ def _architecture(cfg: dict[str, Any]) -> dict[str, Any]:
                 cfg[new] = moe.pop(old)
         cfg.update(model_type="deepseek_v3", architectures=["MistralLarge3ForCausalLM"], topk_method=None,
                    norm_topk_prob=True, scoring_func="softmax")
+        if cfg.get("dsa"):
+            cfg.update(_mistral_large_4(cfg, path), model_type="mistral_large_4",
+                       architectures=["MistralLarge4ForCausalLM"])
     elif moe:
         cfg["architectures"] = ["MixtralForCausalLM"]
     else:
@@ -160,7 +238,7 @@ def hf_config_from_params(params: dict[str, Any], path: Path,
         hf_len = (sub if isinstance(sub, dict) else hf).get("max_position_embeddings")
         params["max_position_embeddings"] = hf_len if isinstance(hf_len, int) and hf_len > 0 else 128_000
     cfg = _sliding_window(_general(params), path)
-    cfg = _multimodal(_architecture(_quantization(cfg, path)), path)
+    cfg = _multimodal(_architecture(_quantization(cfg, path), path), path)
     for k, v in hf.items():
         cfg.setdefault(k, copy.deepcopy(v))
     return cfg
