@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Ask vLLM 0.34+ what it builds for a Mistral Large 4 params.json (run by hand, never in CI; CPU only).
 
-    scripts/oracle/release_oracle.sh 0.34.0 --install-only    # the release's wheel and patched oracle
-    PYTHONPATH=/tmp/kvplan-oracle-releases/vllm-0.34.0:/tmp/kvplan-oracle-releases/deps VLLM_TARGET_DEVICE=cpu \\
-      /tmp/vllm-oracle-venv/bin/python scripts/oracle/mistral_large4_oracle.py \\
-      --oracle-dir /tmp/kvplan-oracle-releases/oracle-0.34.0 --out tests/data/vllm_oracle_releases/0.34.0
+    scripts/oracle/release_oracle.sh 0.34.0 --install-only    # the release's wheel (/tmp/kvplan-oracle-releases)
+    mkdir /tmp/oracle-0.34.0 && cp scripts/oracle/vllm_oracle.py /tmp/oracle-0.34.0/ \
+      && patch -d /tmp/oracle-0.34.0 -p0 < scripts/oracle/releases/vllm_oracle-0.34.0.patch
+    PYTHONPATH=/tmp/kvplan-oracle-releases/vllm-0.34.0:/tmp/kvplan-oracle-releases/deps VLLM_TARGET_DEVICE=cpu \
+      /tmp/vllm-oracle-venv/bin/python scripts/oracle/mistral_large4_oracle.py \
+      --oracle-dir /tmp/oracle-0.34.0 --out tests/data/vllm_oracle_releases/0.34.0
 
 Every folder of tests/data/mistral_large4 holds a params.json; each runs through the release's
 single-case oracle (vllm_oracle.py --config-format mistral, in a forked child as release_corpus.py
 does) for the `--kv-cache-dtype` cases below. Output: <out>/mistral-large-4-<folder>.json in
 release_corpus.py's format, plus per case the layers that read another layer's cache
-(`kv_shared`: [index, source index]) and the indexer key caches (`indexer`: [index, head_size]).
+(`kv_shared`: [index, source index]), the indexer key caches (`indexer`: [index, head_size, dtype]), the
+cache dtype after create_engine_config (`cache_dtype`) and the oracle's notes (`build_notes`).
 
 Harness steps (vLLM itself is not changed):
   * vllm/models/mistral/mistral_large4/__init__.py raises NotImplementedError on any platform but
@@ -172,7 +175,8 @@ def main(argv=None) -> int:
         importlib.import_module(mod)
     import_nvidia_model()
     import vllm
-    corpus = importlib.import_module("release_corpus")
+    sys.path.insert(1, str(Path(__file__).resolve().parent))
+    corpus = importlib.import_module("release_corpus")  # its compact() and answer FORMAT
 
     args.out.mkdir(parents=True, exist_ok=True)
     for folder in sorted(p for p in args.models.iterdir() if (p / "params.json").is_file()):
