@@ -517,6 +517,11 @@ def parse_hf_config(cfg: dict[str, Any], path: Path, release: str | None = None)
                                    "no KV cache)") for la in layers]
         notes.append(f"{architecture}: a pooling model in vLLM {vreg.vllm_version()}: no KV cache")
     arch_status = vreg.status(architecture)
+    planned = vreg.modelled_release(release)
+    if arch_status == vreg.UNREGISTERED and architecture and planned.registers(architecture):
+        # Registered by the planned release only (e.g. 0.34's MistralLarge4ForCausalLM): the 0.33.0
+        # architecture oracle never built it.
+        arch_status = f"registered from vLLM {planned.vllm_version}, not measured by the 0.33.0 architecture oracle"
     raw_keys, read, unused = _unused_geometry_keys(text_plain, text_key, cfg, text_raw, arch_status, architecture)
     return ModelArch(
         model_type=model_type, text_model_type=text_type or model_type, architecture=architecture,

@@ -105,7 +105,8 @@ def not_verified(ctx: RuleContext) -> Iterator[Emit]:
              "--kv-cache-dtype: with 'auto' and the text config's fp8_kv_cache (params.json dsa.fp8_kv_cache) "
              "the latent cache becomes fp8_ds_mla, DeepSeek's 656-byte FP8 sparse-MLA row ('Using fp8_ds_mla "
              "kv-cache for Mistral Large 4'), or plain fp8 on ROCm, whose sparse MLA has no fp8_ds_mla layout; "
-             "an explicit bfloat16 becomes 'auto' (the model dtype). Without --gpu kvplan takes the CUDA branch.",
+             "an explicit bfloat16 becomes 'auto' (the model dtype). Pixtral with a Mistral Large 4 text model "
+             "gets the same (PixtralForConditionalGenerationConfig). Without --gpu kvplan takes the CUDA branch.",
          fix="Pass --kv-cache-dtype bfloat16 to keep the latent cache in the model dtype; pass --gpu for an AMD "
              "GPU to see the ROCm choice.",
          references=("vllm/model_executor/models/config.py::MistralLarge4ForCausalLM.verify_and_update_config "
@@ -114,7 +115,8 @@ def not_verified(ctx: RuleContext) -> Iterator[Emit]:
          versions=">=0.34")
 @decides_global("kv_cache_dtype")
 def mistral_large4_kv_cache_dtype(ctx: RuleContext) -> Iterator[Set]:
-    if ctx.arch.architecture != "MistralLarge4ForCausalLM" or not ctx.engine_has("mistral_large4_fp8_ds_mla"):
+    # Pixtral with a Mistral Large 4 text model too (PixtralForConditionalGenerationConfig calls the same hook).
+    if ctx.arch.text_model_type != "mistral_large_4" or not ctx.engine_has("mistral_large4_fp8_ds_mla"):
         return
     kv = ctx.kv_cache_dtype
     if kv == "auto" and ctx.arch.fp8_kv_cache:

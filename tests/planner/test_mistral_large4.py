@@ -60,6 +60,13 @@ def test_plan_equals_vllm_034(answer_file: Path, case: str) -> None:
         assert lp.bytes_per_token == own, f"L{lp.index} bytes per token"
 
 
+def test_fp8_ds_mla_carries_its_own_scales() -> None:
+    """DeepSeek's fp8_ds_mla row holds an fp32 scale per 128 latent values: no uncalibrated-scale warning."""
+    plan = kvplan.api.compile(DATA / "mistral_large4" / "fp8-kv", "", engine="vllm==0.34.0")
+    assert {lp.scale_source.value for lp in plan.layers} == {"block_scales"}
+    assert not [f for f in plan.findings if f.code == "KV401"]
+
+
 def test_rocm_takes_fp8() -> None:
     """The ROCm branch of verify_and_update_config (read from the source: the oracle runs on the CPU platform)."""
     plan = kvplan.api.compile(DATA / "mistral_large4" / "fp8-kv", "", "mi300x", engine="vllm==0.34.0")
@@ -72,6 +79,23 @@ def test_kv150_says_why() -> None:
     facts = [d.fact for d in plan.layers[0].decisions if d.rule == "KV150"] + \
         [d.fact for d in getattr(plan, "global_decisions", []) or [] if getattr(d, "rule", None) == "KV150"]
     assert any("fp8_ds_mla" in f for f in facts), facts
+
+
+def test_pixtral_with_a_mistral_large_4_text_model(tmp_path: Path) -> None:
+    """A vision encoder wraps it in Pixtral (vLLM builds text_config's MistralLarge4ForCausalLM as the language
+    model, pixtral.py); PixtralForConditionalGenerationConfig applies the same dtype rewrite."""
+    params = json.loads((DATA / "mistral_large4" / "fp8-kv" / "params.json").read_text())
+    params["vision_encoder"] = {"hidden_size": 1024, "num_channels": 3, "image_size": 1024, "patch_size": 16,
+                                "rope_theta": 10000.0, "intermediate_size": 4096, "num_hidden_layers": 4,
+                                "num_attention_heads": 16, "image_token_id": 10, "image_break_token_id": 12,
+                                "image_end_token_id": 13, "adapter_bias": True}
+    (tmp_path / "params.json").write_text(json.dumps(params))
+    plan = kvplan.api.compile(tmp_path, "", engine="vllm==0.34.0")
+    text = kvplan.api.compile(DATA / "mistral_large4" / "fp8-kv", "", engine="vllm==0.34.0")
+    assert plan.model.architecture == "PixtralForConditionalGeneration"
+    assert plan.kv_cache_dtype == "fp8_ds_mla"
+    assert [(lp.kv_cache_dtype, lp.bytes_per_token, lp.kv_shared_with) for lp in plan.layers] == \
+        [(lp.kv_cache_dtype, lp.bytes_per_token, lp.kv_shared_with) for lp in text.layers]
 
 
 def test_refused_before_034() -> None:
