@@ -581,7 +581,8 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         summary="Mistral Large 4: --kv-cache-dtype auto with the checkpoint's fp8_kv_cache becomes "
                 "fp8_ds_mla (fp8 on ROCm); an explicit bfloat16 becomes auto.",
         source=_034 + "vllm/model_executor/models/config.py::MistralLarge4ForCausalLM."
-               "verify_and_update_config (architecture new in 0.34)."),
+               "verify_and_update_config (architecture new in 0.34); applied by rule KV150 "
+               "(kvplan/rules/model.py), the architecture read by kvplan/ingest/mistral_params.py."),
     EngineFeature(
         name="minimax_m3_nvfp4_heads_per_rank", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="MiniMax-M3 with an NVFP4 KV cache needs exactly 16 query heads per KV head on each "

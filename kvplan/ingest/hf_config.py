@@ -41,6 +41,9 @@ from kvplan.model.arch import LayerArch, MlaDims, ModelArch
 from kvplan.model.limits import MAX_TOKENS
 from kvplan.model.vocab import NO_KV_KINDS, LayerKind
 
+# vLLM 0.34's Mistral Large 4 (the model_type its Mistral params.json parser gives it).
+MISTRAL_LARGE_4 = "mistral_large_4"
+
 
 class _Reads(dict[Any, Any]):
     """A config dict that records which keys were looked up (for KV604's 'keys read') and checks
@@ -269,6 +272,7 @@ def _check_known(cfg: dict[str, Any], model_type: str, text_type: str, architect
     known = (model_type in STANDARD_DECODER_TYPES or model_type in WRAPPER_TYPES
              or model_type in FAMILY_DEFAULTS or text_type in STANDARD_DECODER_TYPES
              or (architecture is not None and (vreg.is_registered(architecture)
+                                               or vreg.modelled_release(release).registers(architecture)
                                                or architecture in vreg.registry()["refused"]))
              or vreg.known_model_type(model_type))
     if not known:
@@ -513,6 +517,11 @@ def parse_hf_config(cfg: dict[str, Any], path: Path, release: str | None = None)
                                    "no KV cache)") for la in layers]
         notes.append(f"{architecture}: a pooling model in vLLM {vreg.vllm_version()}: no KV cache")
     arch_status = vreg.status(architecture)
+    planned = vreg.modelled_release(release)
+    if arch_status == vreg.UNREGISTERED and architecture and planned.registers(architecture):
+        # Registered by the planned release only (e.g. 0.34's MistralLarge4ForCausalLM): the 0.33.0
+        # architecture oracle never built it.
+        arch_status = f"registered from vLLM {planned.vllm_version}, not measured by the 0.33.0 architecture oracle"
     raw_keys, read, unused = _unused_geometry_keys(text_plain, text_key, cfg, text_raw, arch_status, architecture)
     return ModelArch(
         model_type=model_type, text_model_type=text_type or model_type, architecture=architecture,
@@ -528,6 +537,7 @@ def parse_hf_config(cfg: dict[str, Any], path: Path, release: str | None = None)
         unused_geometry_keys=tuple(unused),
         unknown_layer_types=tuple(dict.fromkeys(unknown_types)),
         pooling=pooling, mtp_layers=mtp_layer_count(text_raw), profile_dims=profile_dims(text_plain or cfg, cfg),
+        fp8_kv_cache=text_type == MISTRAL_LARGE_4 and text_raw.get("fp8_kv_cache") is True,
     )
 
 
@@ -1271,6 +1281,8 @@ def _kv_sharing(s: _Stack, layers: list[LayerArch]) -> list[LayerArch]:
     vLLM's Gemma 3n attention picks the layer 2 (sliding) or 1 (full) before the first shared
     one; its Gemma 4 attention picks the last non-shared layer of the same layer type."""
     gemma3n, gemma4 = s.text_type.startswith("gemma3n"), s.text_type.startswith("gemma4")
+    if s.text_type == MISTRAL_LARGE_4:
+        return _mistral_large_4_sharing(s, layers)
     if not (gemma3n or gemma4):
         return layers
     shared = s.c.get("num_kv_shared_layers", hf=True)
@@ -1306,8 +1318,38 @@ def _kv_sharing(s: _Stack, layers: list[LayerArch]) -> list[LayerArch]:
     return out
 
 
+def _mistral_large_4_sharing(s: _Stack, layers: list[LayerArch]) -> list[LayerArch]:
+    """Mistral Large 4 (vLLM 0.34, vllm/models/mistral/common/layer_spec.py::get_layer_specs): a layer
+    whose kv_source_layers entry names an earlier layer attends to that layer's latent cache
+    (kv_sharing_target_layer_name) and registers none of its own."""
+    sources = s.raw.get("kv_source_layers")
+    if sources is None:
+        return layers
+    if not isinstance(sources, list) or len(sources) != s.n \
+            or any(not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= i for i, v in enumerate(sources)):
+        raise KvplanInputError(f"{s.path}: kv_source_layers must list, per layer, itself or an earlier layer.",
+                               "Fix kv_sharing in params.json.")
+    out = list(layers)
+    for i, src in enumerate(sources):
+        if src != i:
+            out[i] = out[i].model_copy(update={
+                "kv_shared_with": src, "source": out[i].source + f" (kv_sharing: reads layer {src}'s latent KV cache)"})
+    shared = [i for i, v in enumerate(sources) if v != i]
+    if shared:
+        s.notes.append(f"kv_sharing: {len(shared)} of {s.n} layers read an earlier layer's latent KV cache and "
+                       "allocate none")
+    return out
+
+
 def _indexer_layers(raw: dict[str, Any], n: int, module: str) -> set[int]:
     """Layers whose MLA attention builds a sparse-attention indexer key cache (vLLM's rule)."""
+    if raw.get("model_type") == MISTRAL_LARGE_4:
+        # vLLM 0.34's Mistral Large 4: an indexer where index_sharing says 'full'; 'shared' layers reuse the
+        # top-k of the closest preceding one (layer_spec.py::get_layer_specs).
+        sharing = raw.get("index_sharing")
+        if raw.get("index_topk") is None:
+            return set()
+        return {i for i in range(n) if not isinstance(sharing, list) or (i < len(sharing) and sharing[i] == "full")}
     if any(module.endswith(m) for m in INDEXER_ALWAYS_MODULES):
         pass
     elif not (any(module.endswith(m) for m in INDEXER_IF_TOPK_MODULES) and "index_topk" in raw):

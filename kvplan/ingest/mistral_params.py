@@ -5,7 +5,9 @@ e.g. Pixtral-12B-2409); vLLM reads them with its Mistral config parser
 (vllm/transformers_utils/configs/mistral.py `adapt_config_dict`), which renames the keys to
 Hugging Face names and picks the architecture: Pixtral for a `vision_encoder`, Voxtral for a Whisper
 encoder, Mistral-Large-3 (a DeepSeek-V3 layout) for MoE with shared experts, Mixtral for other MoE,
-Mistral otherwise. This module makes the same dict, so the rest of kvplan reads it as any config.json.
+Mistral otherwise; vLLM 0.34 adds Mistral-Large-4 (`mistral_large_4`, MistralLarge4ForCausalLM) for an
+MLA + shared-expert model with a `dsa` block. This module makes the same dict, so the rest of kvplan
+reads it as any config.json.
 
 Which file vLLM reads (`--config-format auto`): params.json when the checkpoint also has
 consolidated*.safetensors, else config.json. kvplan also reads params.json from a folder without
@@ -91,8 +93,104 @@ def _quantization(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     return cfg
 
 
-def _architecture(cfg: dict[str, Any]) -> dict[str, Any]:
+# Unprefixed `dsa` keys -> the prefixed spelling (vLLM 0.34's _DSA_KEY_ALIASES).
+_DSA_ALIASES = {"topk": "index_topk", "n_heads": "index_n_heads", "head_dim": "index_head_dim",
+                "rope_head_dim": "index_rope_head_dim", "nope": "index_nope", "match_nope": "indexer_match_nope",
+                "ssmax_scaling": "indexer_ssmax_scaling", "norm_eps": "indexer_norm_eps", "sharing": "index_sharing"}
+
+
+def _pattern(value: Any, n: int, key: str, path: Path) -> list[str]:
+    """A comma-separated per-layer pattern repeated over the layers (vLLM's _expand_layer_pattern)."""
+    if not isinstance(value, str) or not value.strip():
+        raise KvplanInputError(f"{path}: {key} must be a non-empty comma-separated string, got {value!r}.",
+                               "Fix params.json.")
+    parts = [v.strip() for v in value.split(",")]
+    return (parts * -(-n // len(parts)))[:n]
+
+
+_ML4_FIX = "Fix params.json (vLLM 0.34's Mistral Large 4 config parser refuses it too)."
+
+
+def _kv_sources(cfg: dict[str, Any], n: int, nope: list[bool], path: Path) -> list[int]:
+    """kv_sharing.source_layers_str: per layer, itself or the earlier non-sharing layer whose cache it reads."""
+    sharing = cfg.pop("kv_sharing", None) or {}
+    if not isinstance(sharing, dict) or set(sharing) - {"source_layers_str"}:
+        raise KvplanInputError(f"{path}: unsupported kv_sharing {sharing!r} (vLLM reads only source_layers_str).",
+                               _ML4_FIX)
+    text = sharing.get("source_layers_str")
+    try:
+        sources = [int(v) for v in str(text).split(",")] if text else list(range(n))
+    except ValueError:
+        raise KvplanInputError(f"{path}: kv_sharing.source_layers_str must list layer indices, got {text!r}.",
+                               _ML4_FIX) from None
+    if len(sources) != n:
+        raise KvplanInputError(f"{path}: kv_sharing.source_layers_str lists {len(sources)} layers, n_layers is {n}.",
+                               _ML4_FIX)
+    for layer, src in enumerate(sources):
+        if not 0 <= src <= layer or sources[src] != src or nope[layer] != nope[src]:
+            raise KvplanInputError(f"{path}: layer {layer} must share KV with an earlier, non-sharing layer of the "
+                                   f"same NoPE/RoPE kind, got source {src}.", _ML4_FIX)
+    return sources
+
+
+def _dsa_keys(raw: Any, path: Path) -> dict[str, Any]:
+    """The dsa block with vLLM's prefixed key names (both spellings accepted; a conflict is refused)."""
+    if not isinstance(raw, dict):
+        raise KvplanInputError(f"{path}: dsa must be an object, got {raw!r}.", _ML4_FIX)
+    dsa: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = _DSA_ALIASES.get(str(key), str(key))
+        if name in dsa and dsa[name] != value:
+            raise KvplanInputError(f"{path}: conflicting dsa keys for {name}: {dsa[name]!r} and {value!r}.", _ML4_FIX)
+        dsa[name] = value
+    return dsa
+
+
+def _indexer_keys(dsa: dict[str, Any], cfg: dict[str, Any], n: int, nope: list[bool], path: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("index_topk", "index_n_heads", "index_head_dim", "indexer_norm_eps", "indexer_ssmax_scaling"):
+        if key not in dsa:
+            raise KvplanInputError(f"{path}: dsa has no {key} (vLLM reads it).", _ML4_FIX)
+        out[key] = dsa.pop(key)
+    if dsa.pop("index_rope_head_dim", None) not in (None, -1, cfg.get("qk_rope_head_dim")) \
+            or dsa.pop("index_nope", False) or not dsa.pop("fp8_indexer", True):
+        raise KvplanInputError(f"{path}: dsa asks for an indexer vLLM does not build (index_rope_head_dim other than "
+                               "qk_rope_head_dim, index_nope, or a non-FP8 indexer cache).", _ML4_FIX)
+    out["indexer_nope_layer_flags"] = list(nope) if dsa.pop("indexer_match_nope", False) else [False] * n
+    # The checkpoint's default latent KV cache dtype (vLLM 0.34: fp8_ds_mla for --kv-cache-dtype auto).
+    out["fp8_kv_cache"] = bool(dsa.pop("fp8_kv_cache", False))
+    pattern = dsa.pop("index_sharing", None)
+    out["index_sharing"] = _pattern(pattern, n, "dsa.sharing", path) if pattern else ["full"] * n
+    if set(out["index_sharing"]) - {"full", "shared"} or out["index_sharing"][0] != "full":
+        raise KvplanInputError(f"{path}: dsa sharing must list 'full' / 'shared' per layer, starting with 'full'.",
+                               _ML4_FIX)
+    if dsa:
+        raise KvplanInputError(f"{path}: unknown dsa keys {sorted(dsa)} (vLLM refuses them).", _ML4_FIX)
+    return out
+
+
+def _mistral_large_4(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Mistral Large 4 (a `dsa` block on an MLA + shared-expert model): vLLM 0.34's
+    _remap_mistral_large_4_args expands the per-layer patterns (NoPE layers, KV-sharing sources,
+    indexer sharing) and lifts the DSA keys; its assertions are refusals here."""
+    n = cfg.get("num_hidden_layers")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise KvplanInputError(f"{path}: n_layers must be a positive integer.", "Fix params.json.")
+    pattern = cfg.pop("nope", None)
+    nope = [v == "nope" for v in _pattern(pattern, n, "nope", path)] if pattern else [False] * n
+    out: dict[str, Any] = {"nope_layer_flags": nope, "kv_source_layers": _kv_sources(cfg, n, nope, path)}
+    out.update(_indexer_keys(_dsa_keys(cfg.pop("dsa"), path), cfg, n, nope, path))
+    if (mtp := cfg.pop("mtp", None)) is not None:
+        out["mtp_config"] = mtp
+    return out
+
+
+def _architecture(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     moe = cfg.get("moe")
+    shared_experts = not moe or (isinstance(moe, dict) and (moe.get("num_shared_experts") or 0) > 0)
+    if cfg.get("dsa") and not (cfg.get("qk_nope_head_dim") and shared_experts):
+        raise KvplanInputError(f"{path}: a dsa block needs MLA (qk_nope_head_dim) and shared experts (vLLM 0.34: "
+                               "'Mistral DSA requires MLA + MoE').", "Fix params.json.")
     if cfg.get("qk_nope_head_dim") and not moe:
         # vLLM's _remap_mistral_mla_args: a dense MLA model is a one-expert MoE of the DeepSeek layout.
         cfg["moe"] = moe = {"num_experts": 1, "first_k_dense_replace": cfg.get("num_hidden_layers"),
@@ -106,6 +204,9 @@ def _architecture(cfg: dict[str, Any]) -> dict[str, Any]:
                 cfg[new] = moe.pop(old)
         cfg.update(model_type="deepseek_v3", architectures=["MistralLarge3ForCausalLM"], topk_method=None,
                    norm_topk_prob=True, scoring_func="softmax")
+        if cfg.get("dsa"):
+            cfg.update(_mistral_large_4(cfg, path), model_type="mistral_large_4",
+                       architectures=["MistralLarge4ForCausalLM"])
     elif moe:
         cfg["architectures"] = ["MixtralForCausalLM"]
     else:
@@ -160,7 +261,7 @@ def hf_config_from_params(params: dict[str, Any], path: Path,
         hf_len = (sub if isinstance(sub, dict) else hf).get("max_position_embeddings")
         params["max_position_embeddings"] = hf_len if isinstance(hf_len, int) and hf_len > 0 else 128_000
     cfg = _sliding_window(_general(params), path)
-    cfg = _multimodal(_architecture(_quantization(cfg, path)), path)
+    cfg = _multimodal(_architecture(_quantization(cfg, path), path), path)
     for k, v in hf.items():
         cfg.setdefault(k, copy.deepcopy(v))
     return cfg

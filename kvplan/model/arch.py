@@ -223,3 +223,6 @@ class ModelArch(Frozen):
     pooling: bool = False
     """vLLM runs the model as a pooling (embedding / classification) model: encoder-only attention,
     no KV cache, and a float32 config runs in float16."""
+    fp8_kv_cache: bool = False
+    """The text config declares an FP8 latent KV cache as the checkpoint's default (Mistral Large 4's
+    `dsa.fp8_kv_cache`, vLLM 0.34: `--kv-cache-dtype auto` becomes fp8_ds_mla, fp8 on ROCm)."""

@@ -13,6 +13,7 @@ GLOBAL_ORDER: tuple[str, ...] = (
     "KV101",  # explicit-dtype-wins: --kv-cache-dtype as given (explicit never rewritten)
     "KV102",  # modelopt-auto-resolution: 'auto' -> checkpoint dtype at config time
     "KV117",  # model-class-kv-cache-dtype: the architecture's verify_and_update_config (GLM-5 on SM100, ...)
+    "KV150",  # mistral-large4-kv-cache-dtype: Mistral Large 4's verify_and_update_config (vLLM >= 0.34)
 )
 
 LAYER_ORDER: tuple[str, ...] = (

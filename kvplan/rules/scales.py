@@ -30,6 +30,11 @@ def _inline_scales(la: LayerArch, st: LayerState, mode: QuantMode) -> Set | None
     if la.dsv4_compress_ratio is not None and st.kv_cache_dtype == "fp8_ds_mla":
         return Set("scale_source", ScaleSource.block_scales,
                    "DeepSeek-V4 fp8_ds_mla stores UE8M0 block scales with each state (8 B)")
+    if st.kv_cache_dtype == "fp8_ds_mla":
+        # DeepSeek's 656-byte sparse-MLA row: 512 fp8 latent values, one fp32 scale per 128 (16 B), the bf16 RoPE
+        # part (128 B); the cache writer computes the scales (no checkpoint k/v scale is read).
+        return Set("scale_source", ScaleSource.block_scales,
+                   "fp8_ds_mla stores an fp32 scale per 128 latent values with each row (16 B)")
     return None
 
 

@@ -158,3 +158,34 @@ def test_config_json_beside_params_json_fills_what_params_json_lacks(tmp_path: P
     assert plan.totals.max_model_len == 32768
     assert plan.model.dtype == "float16"
     assert plan.model.architecture == "MistralForCausalLM"
+
+
+ML4 = Path(__file__).parents[1] / "data" / "mistral_large4" / "fp8-kv" / "params.json"
+
+
+def test_mistral_large_4_remap_is_vllms() -> None:
+    """vLLM 0.34's _remap_mistral_large_4_args: patterns repeated over the layers, DSA keys lifted."""
+    cfg = hf_config_from_params(json.loads(ML4.read_text()), ML4)
+    assert (cfg["model_type"], cfg["architectures"]) == ("mistral_large_4", ["MistralLarge4ForCausalLM"])
+    assert cfg["kv_source_layers"] == [0, 0, 2, 2, 4, 4, 6, 6]
+    assert cfg["nope_layer_flags"] == [False, False, True, True] * 2
+    assert cfg["index_sharing"] == ["full", "shared"] * 4
+    assert (cfg["index_topk"], cfg["index_head_dim"], cfg["fp8_kv_cache"]) == (64, 128, True)
+    assert "dsa" not in cfg and "kv_sharing" not in cfg
+
+
+@pytest.mark.parametrize(("over", "words"), [
+    ({"kv_sharing": {"source_layers_str": "0,0,1,2,4,4,6,6"}}, "must share KV with an earlier, non-sharing layer"),
+    ({"kv_sharing": {"source_layers_str": "0,0,2"}}, "lists 3 layers, n_layers is 8"),
+    ({"kv_sharing": {"source_layers_str": "0,0,0,3,4,4,6,6"}}, "layer 2 must share KV .* same NoPE/RoPE kind"),
+    ({"dsa": {"topk": 64, "n_heads": 4, "head_dim": 128, "norm_eps": 1e-6, "ssmax_scaling": False,
+              "sharing": "shared,full"}}, "starting with 'full'"),
+    ({"dsa": {"topk": 64, "n_heads": 4, "head_dim": 128, "norm_eps": 1e-6, "ssmax_scaling": False,
+              "window": 3}}, "unknown dsa keys"),
+    ({"dsa": {"n_heads": 4, "head_dim": 128, "norm_eps": 1e-6, "ssmax_scaling": False}}, "dsa has no index_topk"),
+    ({"qk_nope_head_dim": None}, "needs MLA"),
+])
+def test_bad_mistral_large_4_params_is_one_clear_error(tmp_path: Path, over: dict, words: str) -> None:
+    folder = _folder(tmp_path, dict(json.loads(ML4.read_text()), **over))
+    with pytest.raises(KvplanInputError, match=words):
+        kvplan.api.compile(folder, "", engine="vllm==0.34.0")

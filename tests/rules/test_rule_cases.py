@@ -1,6 +1,7 @@
 """Rule cases as YAML (tests/rules/cases/KVnnn.yaml): minimal inputs, expected findings/decisions.
 
-Each case: `base` (a corpus model, or `arch:<name>` a config of tests/data/vllm_oracle_arch/configs),
+Each case: `base` (a corpus model, `arch:<name>` a config of tests/data/vllm_oracle_arch/configs, or
+`params:<folder>` a Mistral params.json of tests/data/mistral_large4),
 optional `config` (keys merged into its config.json),
 optional `hf_quant_config`, `flags` (a launch-line string), `gpu`, `engine` (`vllm==0.19.0`; default
 kvplan's default release), and what must / must not happen:
@@ -21,6 +22,7 @@ from tests.conftest import CORPUS
 
 CASES_DIR = Path(__file__).parent / "cases"
 ARCH_CONFIGS = Path(__file__).parents[1] / "data" / "vllm_oracle_arch" / "configs"
+MISTRAL_PARAMS = Path(__file__).parents[1] / "data" / "mistral_large4"
 CASES = [(p.stem, i, c) for p in sorted(CASES_DIR.glob("KV*.yaml"))
          for i, c in enumerate(yaml.safe_load(p.read_text())["cases"])]
 
@@ -35,12 +37,14 @@ def _merge(a: dict, b: dict) -> dict:
 @pytest.mark.parametrize("code,i,case", CASES, ids=[f"{c}-{i}-{x.get('name', '')}" for c, i, x in CASES])
 def test_rule_case(code: str, i: int, case: dict, tmp_path: Path) -> None:
     name = case["base"]
-    src = (ARCH_CONFIGS / f"{name[5:]}.json" if name.startswith("arch:") else CORPUS / name / "config.json")
+    src = (ARCH_CONFIGS / f"{name[5:]}.json" if name.startswith("arch:")
+           else MISTRAL_PARAMS / name[7:] / "params.json" if name.startswith("params:")
+           else CORPUS / name / "config.json")
     base = json.loads(src.read_text())
     cfg = _merge(base, case.get("config", {}))
     for k in case.get("drop", []):
         cfg.pop(k, None)
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / ("params.json" if name.startswith("params:") else "config.json")).write_text(json.dumps(cfg))
     if "hf_quant_config" in case:
         (tmp_path / "hf_quant_config.json").write_text(json.dumps(case["hf_quant_config"]))
     if "scales" in case:
