@@ -30,7 +30,7 @@ from kvplan.backends.advice import (
 )
 from kvplan.backends.capabilities import BackendCapability, EngineVersion
 from kvplan.backends.defaults import default_block_size
-from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, kv_cache_dtypes_for
+from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, backends_of, kv_cache_dtypes_for
 from kvplan.backends.impl import hooks_for
 from kvplan.backends.impl.base import BackendHooks, Site, rocm_arch
 from kvplan.backends.impl.flash_attn import flash_attn_version
@@ -106,7 +106,7 @@ def _dtype_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac
     if req.kv_cache_dtype not in row.kv_cache_dtypes:
         reasons.append("kv_cache_dtype not supported")
     else:
-        reasons.extend(hooks.kv_cache_dtype_reasons(req, gpu, ac))
+        reasons.extend(hooks.kv_cache_dtype_reasons(req, gpu, ac, engine))
     if req.block_size is not None and not hooks.block_size_ok(req.block_size, gpu):
         reasons.append("block_size not supported")
     return reasons
@@ -167,7 +167,8 @@ def _fail(base: dict[str, Any], msg: str, stage: ErrorStage, etype: str) -> Back
                             "error_type": etype})
 
 
-def _forced_name(req: BackendRequest, forced: str | None, ac: Mapping[str, Any]) -> str | None:
+def _forced_name(req: BackendRequest, forced: str | None, ac: Mapping[str, Any],
+                 engine: EngineVersion) -> str | None:
     per_kind = ac.get("backend_per_kind") or {}
     name = per_kind.get(attention_kind(req)) or forced or ac.get("backend")
     if name is None:
@@ -181,10 +182,22 @@ def _forced_name(req: BackendRequest, forced: str | None, ac: Mapping[str, Any])
         raise KvplanInputError(
             f"unknown or unmodelled attention backend {name!r}.{hint}",
             f"pass one of: {', '.join(sorted(BACKENDS))} (see `kvplan backends`)")
+    present = backends_of(engine)
+    if present is not None and name not in present:
+        raise KvplanInputError(
+            f"attention backend {name} is not a backend of vLLM {engine.version_str} (its AttentionBackendEnum "
+            "does not name it).",
+            f"pass one of that release's backends (`kvplan backends --engine {engine}`) or a newer --engine")
     return name
 
 
-def _priority(req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any]) -> tuple[str, ...]:
+def _priority(req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any], engine: EngineVersion) -> tuple[str, ...]:
+    """The platform's priority list, without the backends the release does not have (`backends_of`)."""
+    present = backends_of(engine)
+    return tuple(n for n in _platform_priority(req, gpu, ac) if present is None or n in present)
+
+
+def _platform_priority(req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any]) -> tuple[str, ...]:
     if gpu.platform == "cuda":
         return cuda_priority(gpu.cc_major or 0, use_mla=req.use_mla, use_sparse=req.use_sparse,
                              causal=req.attn_type == "decoder",
@@ -234,7 +247,7 @@ class _Walk:
     def cpu(self) -> BackendChoice | None:
         """CPU platform: dense layers always get CPU_ATTN, no validation walk (vllm/platforms/cpu.py, §5.1)."""
         req = self.req
-        self.candidates = _priority(req, self.gpu, self.ac)
+        self.candidates = _priority(req, self.gpu, self.ac, self.engine)
         if req.kv_cache_dtype not in BACKENDS[self.candidates[0]].kv_cache_dtypes:
             what = "MLA attention on CPU" if req.use_mla else "the CPU attention backend on this host"
             return self.fail(f"--kv-cache-dtype {req.kv_cache_dtype} is not supported by {what}.")
@@ -258,7 +271,7 @@ class _Walk:
 
     def automatic(self) -> BackendChoice:
         """Validate every candidate of the priority list; the first valid one wins."""
-        self.candidates = _priority(self.req, self.gpu, self.ac)
+        self.candidates = _priority(self.req, self.gpu, self.ac, self.engine)
         chosen: str | None = None
         for name in self.candidates:
             reasons = validate_backend(name, self.req, self.gpu, self.ac, self.engine)
@@ -302,7 +315,7 @@ def select_backend(req: BackendRequest, gpu: GpuProfile, engine: EngineVersion |
     error = _config_error(req, gpu, engine)
     if error is not None:
         return _fail(base, error, "config", "ValueError")
-    forced_name = _forced_name(req, forced, ac)
+    forced_name = _forced_name(req, forced, ac, engine)
     walk = _Walk(req, gpu, ac, base, engine)
     done: BackendChoice | None = None
     if gpu.platform == "cpu" and forced_name is None:

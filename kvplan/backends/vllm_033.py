@@ -434,6 +434,9 @@ RELEASE_DATES: Mapping[str, str] = MappingProxyType({
 downstream bump PRs; approximate where marked). Rule: a PR is in the first release whose date is
 at least ~one week after the merge (vLLM cuts release branches a few days before tagging)."""
 
+_V032 = "https://github.com/vllm-project/vllm/releases/tag/v0.32.0"
+_032 = ("Read in the vllm==0.31.0 and vllm==0.32.0 wheels (a change between the two releases; the 0.31.0 "
+        "backend oracle answers, tests/data/vllm_oracle_backends/0.31.0, show the older behaviour): ")
 _V034 = "https://github.com/vllm-project/vllm/releases/tag/v0.34.0"
 _034 = "Read in the vllm==0.33.0 and vllm==0.34.0 wheels (a change between the two releases): "
 _MAP = ("Mapped from the merge date with RELEASE_DATES (first release tagged >= ~1 week after the "
@@ -504,6 +507,43 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_MAP + "merged 2026-05-16; v0.22.0 tagged 2026-05-30; 0.21.0's date is not in "
                "RELEASE_DATES and, at the ~2-week cadence between 0.20.2 (2026-05-10) and 0.22.0, "
                "assumed cut before the merge -> assumed first in 0.22.0."),
+    # ------------------------------------------------------------------ 0.31 -> 0.32 (read in both wheels)
+    EngineFeature(
+        name="triton_attn_diffkv_fp8", kind="feature", versions=">=0.32", introduced_by=_V032,
+        summary="TRITON_ATTN_DIFFKV accepts an fp8 / fp8_e4m3 KV cache (before: auto and bfloat16 only, "
+                "'kv_cache_dtype not supported').",
+        source=_032 + "vllm/v1/attention/backends/triton_attn_diffkv.py::TritonAttentionDiffKVBackend."
+               "supported_kv_cache_dtypes."),
+    EngineFeature(
+        name="flashinfer_nvfp4_fa2", kind="feature", versions=">=0.32", introduced_by=_V032,
+        summary="FLASHINFER takes an nvfp4 KV cache outside the SM100 family through its fa2 path (only 'nvfp4', "
+                "no head size 64, no sinks); before, nvfp4 needed the SM100 trtllm-gen path ('kv_cache_dtype not "
+                "supported' elsewhere), so an nvfp4 cache on Ampere/Hopper/SM120 found no backend.",
+        source=_032 + "vllm/v1/attention/backends/flashinfer.py::FlashInferBackend.supports_kv_cache_dtype "
+               "(_nvfp4_kv_on_fa2 branch new in 0.32), FlashInferBackend.supports_combination."),
+    EngineFeature(
+        name="flashmla_sparse_nope512_fp8_ds_mla", kind="feature", versions=">=0.32", introduced_by=_V032,
+        summary="FLASHMLA_SPARSE serves head size 512 (NoPE) on SM90 with an fp8_ds_mla cache too (before: "
+                "a bf16 cache only, 'FLASHMLA_SPARSE supports head_size 512 only with bf16 kv-cache on SM90').",
+        source=_032 + "vllm/v1/attention/backends/mla/flashmla_sparse.py::FlashMLASparseBackend."
+               "supports_combination."),
+    EngineFeature(
+        name="mamba2_prefill_checkpoint", kind="feature", versions=">=0.32", introduced_by=_V032,
+        summary="Mamba2 layers (MambaMixer2: Nemotron-H, Falcon-H1, Granite 4.0-H, Zamba2, Bamba, ...) export a "
+                "prefill checkpoint in align mode: one more state block per request (3 instead of 2 with prefix "
+                "caching).",
+        source=_032 + "vllm/model_executor/layers/mamba/mamba_mixer2.py::MambaMixer2.get_kv_cache_spec "
+               "(num_prefill_checkpoint_blocks=1, new in 0.32); vllm/v1/kv_cache_interface.py::MambaSpec."
+               "max_memory_usage_bytes; verified by scripts/oracle/capacity_oracle.py."),
+    EngineFeature(
+        name="gdn_flashinfer_prefill_checkpoint", kind="feature", versions=">=0.33",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.33.0",
+        summary="Qwen's gated delta nets running FlashInfer's GDN prefill kernel (SM90; Blackwell with 128-wide "
+                "key heads) export a prefill checkpoint in align mode: one more state block per request and a "
+                "block size aligned to 64 tokens.",
+        source="Read in the vllm==0.32.0 and vllm==0.33.0 wheels: vllm/model_executor/layers/mamba/gdn/"
+               "qwen_gdn_linear_attn.py::QwenGatedDeltaNetAttention.get_kv_cache_spec (checkpoint export new in "
+               "0.33; absent from 0.31 and 0.32); verified by scripts/oracle/capacity_oracle.py (0.31.0)."),
     # ------------------------------------------------------------------ 0.33 -> 0.34 (read in both wheels)
     EngineFeature(
         name="default_block_size_64", kind="feature", versions=">=0.34", introduced_by=_V034,
@@ -610,7 +650,7 @@ Attention-backend capability rows are read from 0.33 (plus the 0.34 rows above);
 the CPU and does not check them."""
 
 
-BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.33.0", "0.34.0")
+BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.31.0", "0.33.0", "0.34.0")
 """Releases whose own attention selector answered kvplan's backend grid (scripts/oracle/backend_oracle.py, answers
 in tests/data/vllm_oracle_backends/<version>, checked by tests/backends/test_backend_oracle.py): for these the
 backend rows and their versioned differences are verified, not assumed."""

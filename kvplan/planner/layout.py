@@ -315,10 +315,10 @@ def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
 
 
 def _state_blocks(sc: StateCache | None, flags: ServingFlags, mode: str | None,
-                  cc: tuple[int, int] | None) -> int:
+                  cc: tuple[int, int] | None, engine: EngineVersion | None) -> int:
     """MambaSpec.max_memory_usage_bytes / page: align mode 2 + drafts + checkpoint, none mode 1 + drafts."""
     if mode == "align":
-        return 2 + (checkpoint_blocks(sc, cc) if sc is not None else 0) + flags.num_speculative_tokens
+        return 2 + (checkpoint_blocks(sc, cc, engine) if sc is not None else 0) + flags.num_speculative_tokens
     return 1 + flags.num_speculative_tokens
 
 
@@ -333,12 +333,12 @@ def _promote_local(attn: list[_Cache]) -> None:
 
 
 def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCache | None, mode: str | None,
-                cc: tuple[int, int] | None) -> int:
+                cc: tuple[int, int] | None, engine: EngineVersion | None) -> int:
     """Platform.update_block_size_for_backend: the hybrid alignment (the model-wide attention page per token of
     the global --kv-cache-dtype), then the skip layers' re-alignment; every attention cache's block and page."""
     state_padded = 0
     if attn and states:
-        ckpt = checkpoint_alignment(sc, cc) if sc is not None and mode == "align" else 1
+        ckpt = checkpoint_alignment(sc, cc, engine) if sc is not None and mode == "align" else 1
         page1 = _attn_page_1tok(attn)
         bs = _hybrid_block_size(bs, page1, max(c.state_page for c in states), any(c.kind == "mla" for c in attn),
                                 ckpt)
@@ -372,12 +372,12 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
         _promote_local(attn)
     mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
     sc = by_index[states[0].layer].state if states else None
-    bs = _block_size(attn, states, bs, sc, mode, compute_capability)
+    bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine)
     # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain
     # may re-prefill (extra_retained_tokens = num_prefill_lookahead_tokens - 1 = num_speculative_tokens - 1).
     retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
     cap = _capacity(attn, states, bs, mml, (mbt, retained),
-                    _state_blocks(sc, flags, mode, compute_capability) if states else 0, mode, budget)
+                    _state_blocks(sc, flags, mode, compute_capability, engine) if states else 0, mode, budget)
     if cap is None or cap.max_concurrency is None:
         return cap
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))

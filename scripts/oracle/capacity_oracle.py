@@ -72,6 +72,12 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      whose FP8 / NVFP4 weight kernels do not run on the CPU) and its `sub_configs` name the sub-configs of
      the stand-in config class arch_oracle.py registers for an unknown model_type (its patch 32);
      `disable_hybrid_kv_cache_manager` is passed on as the flag.
+ 13. Before 0.33 there is no `vllm.v1.core.kv_cache_planning`: `get_kv_cache_configs(vllm_config, specs,
+     memory)` in `vllm/v1/core/kv_cache_utils.py` groups the layers itself (after merging the workers'
+     specs and tagging sliding-window specs with the retained lookahead tokens); the answer's groups are
+     the ones of the KV cache config it returns, or, where one request does not fit (ValueError), those
+     of that release's `get_kv_cache_groups` run on the specs prepared the same way. Specs carry no
+     `is_draft` before 0.33: the draft's layers are the ones patch 11 marked on the layers themselves.
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -250,9 +256,40 @@ def _group_record(group, vc) -> dict:
             "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes)}
 
 
+def _groups_pre_033(vc, specs: dict) -> list:
+    """Patch 13: the KV cache groups a release before 0.33 forms inside get_kv_cache_configs (its preamble:
+    the one worker's specs, sliding-window specs tagged with the retained lookahead tokens)."""
+    from dataclasses import replace
+
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_groups
+    from vllm.v1.kv_cache_interface import SlidingWindowSpec
+
+    extra = max(0, vc.num_prefill_lookahead_tokens - 1)
+    merged = {name: replace(spec, extra_retained_tokens=extra) if isinstance(spec, SlidingWindowSpec) else spec
+              for name, spec in specs.items()}
+    return get_kv_cache_groups(vc, merged)
+
+
+def _kv_cache_configs(vc, specs: dict, available: int):
+    """(groups, configs or the ValueError's first line): 0.33+ kv_cache_planning, else patch 13."""
+    try:
+        from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    except ModuleNotFoundError:
+        from vllm.v1.core.kv_cache_utils import get_kv_cache_configs as configs_pre_033
+        try:
+            configs = configs_pre_033(vc, [specs], [available])
+        except ValueError as e:
+            return _groups_pre_033(vc, specs), str(e).splitlines()[0]
+        return configs[0].kv_cache_groups, configs
+    groups = get_global_kv_cache_groups(vc, [specs])
+    try:
+        return groups, get_kv_cache_configs(vc, [specs], [available], groups)
+    except ValueError as e:
+        return groups, str(e).splitlines()[0]
+
+
 def _capacity(vc, specs: dict, available: int, backend_name: str | None) -> dict:
     from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
-    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
     from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
 
@@ -260,16 +297,16 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None) -> dict
     backend = _cuda_backend(vc.model_config.use_mla, backend_name)
     layout = resolve_kv_cache_layout(vc, [[x.name for x in get_supported_kv_cache_layouts([backend])]],
                                      list(specs.values()))
-    groups = get_global_kv_cache_groups(vc, [specs])
+    groups, configs = _kv_cache_configs(vc, specs, available)
     out: dict = {"kv_cache_layout": layout.name, "groups": [_group_record(g, vc) for g in groups],
                  "num_blocks": None, "gpu_kv_cache_tokens": None, "max_concurrency": None, "startup_error": None}
-    drafts = sorted(name for name, spec in specs.items() if spec.is_draft)
+    ctx = vc.compilation_config.static_forward_context  # patch 13: before 0.33 specs carry no is_draft
+    drafts = sorted(name for name, spec in specs.items()
+                    if getattr(spec, "is_draft", getattr(ctx.get(name), "is_draft_layer", False)))
     if drafts:  # the draft model's layers (speculative decoding), in the groups above by name
         out["draft_layer_names"] = drafts
-    try:
-        configs = get_kv_cache_configs(vc, [specs], [available], groups)
-    except ValueError as e:
-        out["startup_error"] = str(e).splitlines()[0]
+    if isinstance(configs, str):
+        out["startup_error"] = configs
         return out
     tokens, conc = get_kv_cache_capacity(vc, configs[0])
     out.update({"num_blocks": configs[0].num_blocks, "gpu_kv_cache_tokens": tokens, "max_concurrency": conc})

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import kvplan.api
+from kvplan.errors import KvplanInputError
 from kvplan.model.plan import Plan
 from tests.conftest import ROOT
 
@@ -98,7 +99,14 @@ def test_every_case_is_answered_for_its_config(release: str) -> None:
 def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Path) -> None:
     answer = _answer(case, release)
     want = answer["answer"]
-    plan = _plan(case, tmp_path, release)
+    try:
+        plan = _plan(case, tmp_path, release)
+    except KvplanInputError as e:
+        # A model type newer than the release's transformers pin (bailing_hybrid before 0.33): that release
+        # refuses the config, as kvplan does; the oracle built it only because its venv carries 0.33's
+        # transformers (scripts/oracle/releases/README.md), so its layout is not the release's.
+        assert release != "0.33.0" and "cannot load this config" in str(e) and "unknown to transformers" in str(e)
+        return
     t = plan.totals
     lay = t.kv_cache_layout
     assert lay is not None, "kvplan computes no layout"

@@ -110,9 +110,10 @@ class BackendHooks:
             return False
         return row.head_size_multiple_of is None or h % row.head_size_multiple_of == 0
 
-    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile,
-                               attention_config: Mapping[str, Any]) -> list[str]:
-        """Reasons a listed `supported_kv_cache_dtypes` entry is still refused (`supports_kv_cache_dtype`)."""
+    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                               engine: EngineVersion) -> list[str]:
+        """Reasons a listed `supported_kv_cache_dtypes` entry is still refused in the release `engine`
+        (`supports_kv_cache_dtype`, or a dtype the release does not list yet)."""
         return []
 
     def block_sizes(self, gpu: GpuProfile) -> tuple[int, ...] | None:

@@ -103,8 +103,8 @@ class FlashAttn(BackendHooks):
         h = req.head_size
         return h % 8 == 0 and (h <= 256 or (fa4_available(gpu) and h <= 512))
 
-    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile,
-                               attention_config: Mapping[str, Any]) -> list[str]:
+    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                               engine: EngineVersion) -> list[str]:
         # supports_kv_cache_dtype: flash_attn_supports_kv_cache_dtype without the layer's head size
         if fa_supports_kv_cache_dtype(fa_base_version(gpu, attention_config), gpu, req.kv_cache_dtype, None):
             return []
