@@ -119,7 +119,7 @@ def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, 
     reasons: list[str] = []
     if req.use_mla != row.use_mla:
         reasons.append("MLA not supported" if req.use_mla else "non-MLA not supported")
-    if req.has_sinks and not hooks.supports_sinks(gpu, ac):
+    if req.has_sinks and not hooks.supports_sinks(gpu, ac, engine):
         reasons.append("attention sinks not supported")
     if req.use_sparse != row.sparse:
         reasons.append("sparse not supported" if req.use_sparse else "non-sparse not supported")

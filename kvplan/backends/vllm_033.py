@@ -507,6 +507,42 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_MAP + "merged 2026-05-16; v0.22.0 tagged 2026-05-30; 0.21.0's date is not in "
                "RELEASE_DATES and, at the ~2-week cadence between 0.20.2 (2026-05-10) and 0.22.0, "
                "assumed cut before the merge -> assumed first in 0.22.0."),
+    # ------------------------------------------------------------------ 0.29 -> 0.31 (read in the wheels)
+    EngineFeature(
+        name="mla_nope_head_512", kind="feature", versions=">=0.30",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.30.0",
+        summary="MLA backends take head size 512 (a NoPE latent without rope dims, GLM5Next): the shared MLA "
+                "head sizes become 320, 512 and 576 and FlashInfer's sparse MLA takes 512 too; before, a "
+                "512-wide MLA layer found only TRITON_MLA (which takes any head size).",
+        source="Read in the vllm==0.29.0 and vllm==0.30.0 wheels: vllm/model_executor/layers/attention/"
+               "mla_attention.py::MLACommonBackend.get_supported_head_sizes ([320, 576] -> [320, 512, 576]), "
+               "vllm/v1/attention/backends/mla/flashinfer_mla_sparse.py::FlashInferMLASparseBackend."
+               "get_supported_head_sizes ([576] -> [512, 576]); verified by scripts/oracle/backend_oracle.py "
+               "(0.28.0)."),
+    EngineFeature(
+        name="flashmla_sparse_nope_head_512", kind="feature", versions=">=0.31",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.31.0",
+        summary="FLASHMLA_SPARSE takes head size 512 (rope-free NoPE on SM90); before, 576 only.",
+        source="Read in the vllm==0.30.0 and vllm==0.31.0 wheels: vllm/v1/attention/backends/mla/"
+               "flashmla_sparse.py::FlashMLASparseBackend.get_supported_head_sizes ([576] -> [576, 512])."),
+    EngineFeature(
+        name="flashinfer_sm90_sinks", kind="feature", versions=">=0.30",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.30.0",
+        summary="FLASHINFER takes attention sinks on SM90 (XQA decode); before, sinks needed SM100 trtllm-gen "
+                "or SM12x XQA, so a gpt-oss layer on Hopper fell to TRITON_ATTN where FLASH_ATTN refused it.",
+        source="Read in the vllm==0.29.0 and vllm==0.30.0 wheels: vllm/v1/attention/backends/flashinfer.py::"
+               "FlashInferBackend.supports_sink (family 90 joins family 120); verified by "
+               "scripts/oracle/backend_oracle.py (0.28.0)."),
+    EngineFeature(
+        name="flash_attn_fa4_sm90_d512_fp8", kind="feature", versions=">=0.31",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.31.0",
+        summary="FLASH_ATTN on SM90 reads an FP8 cache with FA4 at head size 512 (in-kernel dequant); before, "
+                "FP8 needed FA3 on SM90 or FA4 on SM100 ('FP8 KV cache requires FA3 on SM90 or FA4 on SM100'), "
+                "so a 512-wide layer with an FP8 cache went to FlashInfer or Triton on Hopper.",
+        source="Read in the vllm==0.30.0 and vllm==0.31.0 wheels: vllm/v1/attention/backends/fa_utils.py::"
+               "flash_attn_supports_kv_cache_dtype (sm90_fp8_kv_supported), vllm/v1/attention/backends/"
+               "flash_attn.py::FlashAttentionBackend.supports_combination; verified by "
+               "scripts/oracle/backend_oracle.py (0.28.0)."),
     # ------------------------------------------------------------------ 0.31 -> 0.32 (read in both wheels)
     EngineFeature(
         name="triton_attn_diffkv_fp8", kind="feature", versions=">=0.32", introduced_by=_V032,
@@ -650,7 +686,7 @@ Attention-backend capability rows are read from 0.33 (plus the 0.34 rows above);
 the CPU and does not check them."""
 
 
-BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.31.0", "0.33.0", "0.34.0")
+BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.28.0", "0.31.0", "0.33.0", "0.34.0")
 """Releases whose own attention selector answered kvplan's backend grid (scripts/oracle/backend_oracle.py, answers
 in tests/data/vllm_oracle_backends/<version>, checked by tests/backends/test_backend_oracle.py): for these the
 backend rows and their versioned differences are verified, not assumed."""

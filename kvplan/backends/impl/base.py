@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from kvplan.backends.capabilities import BackendCapability, EngineVersion
 from kvplan.backends.request import BackendRequest, ErrorStage
+from kvplan.backends.vllm_033 import engine_feature
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import quant_mode_of
 
@@ -104,6 +105,8 @@ class BackendHooks:
         row, h = self.row, req.head_size
         if row.head_sizes is not None and h not in row.head_sizes:
             return False
+        if row.use_mla and row.head_sizes and h == 512 and not engine_feature("mla_nope_head_512").holds_for(engine):
+            return False  # the NoPE latent's head size is an MLA head size from 0.30 (ENGINE_FEATURES)
         if row.min_head_size is not None and h < row.min_head_size:
             return False
         if row.max_head_size is not None and h > row.max_head_size:
@@ -135,8 +138,9 @@ class BackendHooks:
         """`supports_sliding_window` in the release `engine`."""
         return self.row.supports_sliding_window
 
-    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
-        """`supports_sink`."""
+    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                       engine: EngineVersion | None = None) -> bool:
+        """`supports_sink` in the release `engine` (None: the newest)."""
         return self.row.supports_sinks
 
     def supports_per_head_quant_scales(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:

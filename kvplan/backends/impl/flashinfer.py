@@ -30,10 +30,13 @@ class FlashInfer(BackendHooks):
         # trtllm-gen GQA pages up to 1024 on SM100
         return _SM100_TRTLLM_PAGES if gpu.cc_major == 10 else self.row.block_sizes
 
-    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
+    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                       engine: EngineVersion | None = None) -> bool:
         if attention_config.get("use_trtllm_attention") is False:
             return False
-        return gpu.compute_capability == (9, 0) or gpu.cc_major in (10, 12)
+        # SM90 (XQA) from 0.30 (ENGINE_FEATURES flashinfer_sm90_sinks)
+        sm90 = engine is None or engine_feature("flashinfer_sm90_sinks").holds_for(engine)
+        return (sm90 and gpu.compute_capability == (9, 0)) or gpu.cc_major in (10, 12)
 
     def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile, attention_config: Mapping[str, Any],
                                engine: EngineVersion) -> list[str]:

@@ -16,6 +16,12 @@ class FlashMlaSparse(BackendHooks):
     """FLASHMLA_SPARSE: NoPE head 512 on SM90 only (bf16 or fp8_ds_mla cache, rope-free models), nvfp4_ds_mla on
     SM100 only; any other quantized dtype is stored as fp8_ds_mla."""
 
+    def head_size_ok(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> bool:
+        # flashmla_sparse.py::FlashMLASparseBackend.get_supported_head_sizes: 512 from 0.31
+        if req.head_size == 512 and not engine_feature("flashmla_sparse_nope_head_512").holds_for(engine):
+            return False
+        return super().head_size_ok(req, gpu, engine)
+
     def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
         # flashmla_sparse.py::FlashMLASparseBackend.supports_combination (0.32 on: fp8_ds_mla at head 512 too,
         # ENGINE_FEATURES flashmla_sparse_nope512_fp8_ds_mla)
