@@ -543,6 +543,24 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "flash_attn_supports_kv_cache_dtype (sm90_fp8_kv_supported), vllm/v1/attention/backends/"
                "flash_attn.py::FlashAttentionBackend.supports_combination; verified by "
                "scripts/oracle/backend_oracle.py (0.28.0)."),
+    EngineFeature(
+        name="null_block_reserved", kind="feature", versions=">=0.29",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.29.0",
+        summary="The startup memory check (and the estimated maximum model length in its error) holds back the "
+                "pool's null block: one request at --max-model-len needs one block more than its own; before, "
+                "the whole KV memory was checked.",
+        source="Read in the vllm==0.28.0 and vllm==0.29.0 wheels: vllm/v1/core/kv_cache_utils.py::"
+               "get_kv_cache_configs (check_memory = available - _pool_bytes_per_block, new in 0.29); verified "
+               "by scripts/oracle/capacity_oracle.py (0.28.0)."),
+    EngineFeature(
+        name="sliding_window_largest_multiple_block", kind="feature", versions=">=0.30",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.30.0",
+        summary="With skip layers sharing a padded page, a sliding-window layer on a backend whose kernel blocks "
+                "are 'a multiple of 16' (FlashAttention, Triton) takes the largest such block whose page fits the "
+                "shared page; before, 16 (the MultipleOf base only), so it held twice as many blocks.",
+        source="Read in the vllm==0.29.0 and vllm==0.30.0 wheels: vllm/model_executor/layers/attention/"
+               "attention.py::_largest_kernel_block_within (MultipleOf expanded, new in 0.30); verified by "
+               "scripts/oracle/capacity_oracle.py (0.28.0)."),
     # ------------------------------------------------------------------ 0.31 -> 0.32 (read in both wheels)
     EngineFeature(
         name="triton_attn_diffkv_fp8", kind="feature", versions=">=0.32", introduced_by=_V032,
