@@ -35,7 +35,7 @@ from kvplan.backends.impl import hooks_for
 from kvplan.backends.impl.base import BackendHooks, Site, rocm_arch
 from kvplan.backends.impl.flash_attn import flash_attn_version
 from kvplan.backends.request import BackendChoice, BackendRequest, ErrorStage
-from kvplan.backends.vllm_033 import BACKENDS, cpu_priority, cuda_priority, rocm_priority
+from kvplan.backends.vllm_033 import BACKENDS, cpu_priority, cuda_priority, engine_feature, rocm_priority
 from kvplan.errors import KvplanInputError
 from kvplan.model.arch import MlaDims
 from kvplan.model.gpu import GpuProfile
@@ -73,7 +73,8 @@ def attention_kind(req: BackendRequest) -> str:
 
 
 # ============================================================================ validate_configuration
-def _cc_ok(row: BackendCapability, gpu: GpuProfile) -> bool:
+def _cc_ok(row: BackendCapability, gpu: GpuProfile, top: tuple[int, int] | bool | None = True) -> bool:
+    """`supports_compute_capability` (`top`: the release's upper bound; True = the row's)."""
     if gpu.platform == "rocm":
         return row.rocm_archs is None or rocm_arch(gpu).startswith(row.rocm_archs)
     if gpu.platform != "cuda" or gpu.compute_capability is None:
@@ -81,7 +82,8 @@ def _cc_ok(row: BackendCapability, gpu: GpuProfile) -> bool:
     cc = gpu.compute_capability
     if row.min_compute_capability is not None and cc < row.min_compute_capability:
         return False
-    if row.max_compute_capability is not None and cc > row.max_compute_capability:
+    top = row.max_compute_capability if top is True else top
+    if isinstance(top, tuple) and cc > top:
         return False
     return row.cc_majors is None or cc[0] in row.cc_majors
 
@@ -101,7 +103,7 @@ def _dtype_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac
     reasons: list[str] = []
     if not hooks.head_size_ok(req, gpu, engine):
         reasons.append("head_size not supported")
-    if req.model_dtype not in row.model_dtypes:
+    if req.model_dtype not in hooks.model_dtypes(engine):
         reasons.append("dtype not supported")
     if req.kv_cache_dtype not in row.kv_cache_dtypes:
         reasons.append("kv_cache_dtype not supported")
@@ -125,12 +127,13 @@ def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, 
         reasons.append("sparse not supported" if req.use_sparse else "non-sparse not supported")
     if req.use_per_head_quant_scales and not hooks.supports_per_head_quant_scales(gpu, ac):
         reasons.append("per-head quant scales not supported")
-    if not _cc_ok(row, gpu):
+    if not _cc_ok(row, gpu, hooks.max_compute_capability(engine)):
         reasons.append("compute capability not supported")
     if req.attn_type not in row.attn_types:
         reasons.append(f"attention type {req.attn_type} not supported")
-    if req.has_sliding_window and not hooks.sliding_window_ok(engine):
-        reasons.append("sliding window not supported")
+    if req.has_sliding_window and engine_feature("selector_sliding_window").holds_for(engine) \
+            and not hooks.sliding_window_ok(engine):
+        reasons.append("sliding window not supported")  # the selector asks about windows from 0.26
     return reasons
 
 

@@ -507,6 +507,48 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_MAP + "merged 2026-05-16; v0.22.0 tagged 2026-05-30; 0.21.0's date is not in "
                "RELEASE_DATES and, at the ~2-week cadence between 0.20.2 (2026-05-10) and 0.22.0, "
                "assumed cut before the merge -> assumed first in 0.22.0."),
+    # ------------------------------------------------------------------ 0.25 -> 0.28 (read in the wheels)
+    EngineFeature(
+        name="selector_sliding_window", kind="feature", versions=">=0.26",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.26.0",
+        summary="The attention selector asks whether a backend supports sliding windows (has_sliding_window, "
+                "'sliding window not supported'); before, a sliding-window layer was selected as a full one.",
+        source="Read in the vllm==0.25.1 and vllm==0.26.0 wheels: vllm/v1/attention/selector.py::"
+               "AttentionSelectorConfig.has_sliding_window and vllm/v1/attention/backend.py::"
+               "AttentionBackend.validate_configuration (new in 0.26); verified by scripts/oracle/"
+               "backend_oracle.py (0.25.1)."),
+    EngineFeature(
+        name="rocm_aiter_unified_fp16_e5m2", kind="feature", versions=">=0.26",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.26.0",
+        summary="ROCM_AITER_UNIFIED_ATTN takes float16 models and a float16 or fp8_e5m2 cache (bfloat16 models "
+                "and auto / bfloat16 / fp8 / fp8_e4m3 caches before).",
+        source="Read in the vllm==0.25.1 and vllm==0.26.0 wheels: vllm/v1/attention/backends/"
+               "rocm_aiter_unified_attn.py::RocmAiterUnifiedAttentionBackend.supported_dtypes, "
+               "supported_kv_cache_dtypes; verified by scripts/oracle/backend_oracle.py (0.25.1)."),
+    EngineFeature(
+        name="flash_attn_fa4_fp8", kind="feature", versions=">=0.27",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.27.0",
+        summary="FLASH_ATTN reads an FP8 cache with FA4 on the SM100 family, checked per layer in "
+                "supports_combination; before, only with FA3 on SM90 (supports_kv_cache_dtype), whatever the "
+                "layer's head size.",
+        source="Read in the vllm==0.26.0 and vllm==0.27.0 wheels: vllm/v1/attention/backends/flash_attn.py::"
+               "FlashAttentionBackend.supports_kv_cache_dtype, supports_combination ('FP8 KV cache requires "
+               "FA3 on SM90 or FA4 on SM100', new in 0.27); verified by scripts/oracle/backend_oracle.py (0.25.1)."),
+    EngineFeature(
+        name="flashinfer_sm120_sinks", kind="feature", versions=">=0.28",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.28.0",
+        summary="FLASHINFER takes attention sinks on SM12x (XQA decode); before, on the SM100 trtllm-gen path "
+                "only.",
+        source="Read in the vllm==0.27.0 and vllm==0.28.0 wheels: vllm/v1/attention/backends/flashinfer.py::"
+               "FlashInferBackend.supports_sink; verified by scripts/oracle/backend_oracle.py (0.25.1)."),
+    EngineFeature(
+        name="hpc_attn_sm90_only", kind="feature", versions=">=0.28",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.28.0",
+        summary="HPC_ATTN validates on compute capability 9.0 only (>= 9.0 before, so Blackwell passed "
+                "validation).",
+        source="Read in the vllm==0.27.0 and vllm==0.28.0 wheels: vllm/v1/attention/backends/hpc_attn.py::"
+               "HpcAttentionBackend.supports_compute_capability; verified by scripts/oracle/backend_oracle.py "
+               "(0.25.1)."),
     # ------------------------------------------------------------------ 0.29 -> 0.31 (read in the wheels)
     EngineFeature(
         name="mla_nope_head_512", kind="feature", versions=">=0.30",
@@ -704,7 +746,7 @@ Attention-backend capability rows are read from 0.33 (plus the 0.34 rows above);
 the CPU and does not check them."""
 
 
-BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.28.0", "0.31.0", "0.33.0", "0.34.0")
+BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.25.1", "0.28.0", "0.31.0", "0.33.0", "0.34.0")
 """Releases whose own attention selector answered kvplan's backend grid (scripts/oracle/backend_oracle.py, answers
 in tests/data/vllm_oracle_backends/<version>, checked by tests/backends/test_backend_oracle.py): for these the
 backend rows and their versioned differences are verified, not assumed."""

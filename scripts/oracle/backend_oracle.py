@@ -83,6 +83,9 @@ PATCHES = (
     "9. The grid asks only the --kv-cache-dtype values of the release's own CacheDType (an older release's parser "
     "refuses the others before a backend is asked); a JUDGED backend the release's AttentionBackendEnum does not "
     "name is listed under `absent` (the release has no such backend), never judged.",
+    "10. A case property the release's AttentionSelectorConfig has no field for (has_sliding_window before 0.26) "
+    "is not passed: the release's layers ask its selector without it, so such a case answers as its twin without "
+    "the property.",
 )
 """Everything in the harness that is not stock vLLM (also written to meta.json)."""
 
@@ -330,10 +333,13 @@ def _torch_dtype(name: str) -> Any:
 def _judge(module: Any, cap: Any, case: dict[str, Any], classes: dict[str, Any]) -> dict[str, Any]:
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
-    sel = AttentionSelectorConfig(
-        head_size=case["head_size"], dtype=_torch_dtype(case["dtype"]), kv_cache_dtype=case["kv_cache_dtype"],
-        block_size=case["block_size"], use_mla=case["use_mla"], has_sink=case["has_sink"],
-        use_sparse=case["use_sparse"], attn_type=case["attn_type"], has_sliding_window=case["has_sliding_window"])
+    asked = dict(head_size=case["head_size"], dtype=_torch_dtype(case["dtype"]), kv_cache_dtype=case["kv_cache_dtype"],
+                 block_size=case["block_size"], use_mla=case["use_mla"], has_sink=case["has_sink"],
+                 use_sparse=case["use_sparse"], attn_type=case["attn_type"],
+                 has_sliding_window=case["has_sliding_window"])
+    # patch 10: a release whose selector config has no field for a property (has_sliding_window before 0.26)
+    # is asked without it, as its attention layers ask
+    sel = AttentionSelectorConfig(**{k: v for k, v in asked.items() if k in AttentionSelectorConfig._fields})
     priority = _priority(module, sel, cap, case)
     reasons: dict[str, list[str]] = {}
     for name, cls in classes.items():

@@ -119,6 +119,14 @@ class BackendHooks:
         (`supports_kv_cache_dtype`, or a dtype the release does not list yet)."""
         return []
 
+    def model_dtypes(self, engine: EngineVersion) -> tuple[str, ...]:
+        """`supported_dtypes` in the release `engine`."""
+        return self.row.model_dtypes
+
+    def max_compute_capability(self, engine: EngineVersion) -> tuple[int, int] | None:
+        """The upper bound of `supports_compute_capability` in the release `engine`."""
+        return self.row.max_compute_capability
+
     def block_sizes(self, gpu: GpuProfile) -> tuple[int, ...] | None:
         """`get_supported_kernel_block_sizes` as explicit sizes (None = see `block_size_multiple_of`)."""
         return self.row.block_sizes

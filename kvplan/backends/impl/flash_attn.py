@@ -85,6 +85,8 @@ def fa_supports_kv_cache_dtype(version: int | None, gpu: GpuProfile, kv: str, he
         return False  # never fp8_e5m2 (or any non-fp8 quantized dtype)
     if version == 3 and gpu.cc_major == 9:
         return True
+    if engine is not None and not engine_feature("flash_attn_fa4_fp8").holds_for(engine):
+        return False  # before 0.27 FA3 on SM90 only
     if version == 4 and gpu.cc_major == 9:  # FA4's in-kernel dequant at head 512 from 0.31 (ENGINE_FEATURES)
         if engine is not None and not engine_feature("flash_attn_fa4_sm90_d512_fp8").holds_for(engine):
             return False
@@ -140,7 +142,8 @@ class FlashAttn(BackendHooks):
         if req.has_sinks and not gpu.cc_at_least(9, 0):
             r.append("sink not supported on compute capability < 9.0")  # vLLM's text
         version, _ = flash_attn_version(gpu, req)
-        if quantized and not fa_supports_kv_cache_dtype(version, gpu, req.kv_cache_dtype, req.head_size, engine):
+        if quantized and engine_feature("flash_attn_fa4_fp8").holds_for(engine) \
+                and not fa_supports_kv_cache_dtype(version, gpu, req.kv_cache_dtype, req.head_size, engine):
             # the FA version this layer's head size, sinks and block size run
             r.append(_FP8_REASON_034 if engine_feature("flash_attn_fp8_reason_034").holds_for(engine)
                      else _FP8_REASON if engine_feature("flash_attn_fa4_sm90_d512_fp8").holds_for(engine)

@@ -36,7 +36,8 @@ class FlashInfer(BackendHooks):
             return False
         # SM90 (XQA) from 0.30 (ENGINE_FEATURES flashinfer_sm90_sinks)
         sm90 = engine is None or engine_feature("flashinfer_sm90_sinks").holds_for(engine)
-        return (sm90 and gpu.compute_capability == (9, 0)) or gpu.cc_major in (10, 12)
+        sm120 = engine is None or engine_feature("flashinfer_sm120_sinks").holds_for(engine)  # from 0.28
+        return (sm90 and gpu.compute_capability == (9, 0)) or gpu.cc_major == 10 or (sm120 and gpu.cc_major == 12)
 
     def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile, attention_config: Mapping[str, Any],
                                engine: EngineVersion) -> list[str]:
