@@ -87,6 +87,8 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      `use_eagle() or uses_draft_model() or uses_extract_hidden_states()` (0.33's definition of it); before
      0.31 VllmConfig has no `num_prefill_lookahead_tokens`: the sliding-window retention of patch 13 is the
      release's own (num_speculative_tokens - 1 with multi-module MTP, kv_cache_utils.get_kv_cache_configs).
+ 17. Before 0.26 the CPU platform plugin answers only for a CPU build of vLLM: it answers vLLM's own
+     CpuPlatform, as releases/vllm_oracle-pre-0.33.patch (1) does for the per-layer oracle.
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -481,6 +483,19 @@ def run_case(ao, case: dict, base: Path) -> dict:
     return res
 
 
+def _cpu_platform_before_026() -> None:
+    """Patch 17 (as releases/vllm_oracle-pre-0.33.patch (1)): before 0.26 the CPU platform plugin activates only
+    for a CPU build of vLLM and VLLM_TARGET_DEVICE is not read, so no platform resolves ("Device string must not
+    be empty"); the plugin answers vLLM's own CpuPlatform, as on a CPU build, and a platform resolved as
+    unspecified during `import vllm` is resolved again."""
+    import vllm.platforms as plats
+
+    if type(plats._current_platform).__name__ != "UnspecifiedPlatform" and plats._current_platform is not None:
+        return
+    plats.builtin_platform_plugins["cpu"] = lambda: "vllm.platforms.cpu.CpuPlatform"
+    plats._current_platform = None
+
+
 def _triton_present_for_cpu_checks() -> None:
     """Patch 7 (0.34+): the CPU platform's check_and_update_config raises "vLLM on x86 CPUs requires
     Triton (triton-cpu)" where 0.33 only warned; that one call sees Triton as present (the same harness
@@ -564,6 +579,7 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     out_dir.mkdir(parents=True, exist_ok=True)
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # vLLM logs to stdout
+    _cpu_platform_before_026()
     ao = _arch_oracle()
     ao._install_patches()
     _keep_ssm_dtype()
