@@ -31,6 +31,7 @@ __all__ = [
     "SUPPORTED_ENGINES",
     "TABLE_VERSIONS",
     "backend_rows_status",
+    "backends_of",
     "kv_cache_dtypes_for",
     "plan_status",
     "release_of",
@@ -124,6 +125,15 @@ def tables_exact(engine: EngineVersion) -> bool:
     if engine.engine != "vllm" or engine.version is None:
         return False
     return any(engine.version[:2] == tuple(int(x) for x in v.split(".")[:2]) for v in BACKEND_ORACLE_RELEASES)
+
+
+def backends_of(engine: EngineVersion) -> frozenset[str] | None:
+    """The names of the release's own AttentionBackendEnum (`vllm/v1/attention/backends/registry.py`, generated
+    per release), or None if kvplan has no data for it. A backend kvplan models that the release does not name
+    (ULTRAQUANT and FLASH_ATTN_MLA_SPARSE_FA4 before 0.32, ...) is in none of its priority lists."""
+    rel = release_of(engine)
+    names = rel.attention_backends if rel is not None else ()
+    return frozenset(names) if names else None
 
 
 def kv_cache_dtypes_for(engine: EngineVersion) -> tuple[str, ...] | None:

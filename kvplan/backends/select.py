@@ -30,12 +30,12 @@ from kvplan.backends.advice import (
 )
 from kvplan.backends.capabilities import BackendCapability, EngineVersion
 from kvplan.backends.defaults import default_block_size
-from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, kv_cache_dtypes_for
+from kvplan.backends.engines import MODELLED_VLLM_VERSIONS, backends_of, kv_cache_dtypes_for
 from kvplan.backends.impl import hooks_for
 from kvplan.backends.impl.base import BackendHooks, Site, rocm_arch
 from kvplan.backends.impl.flash_attn import flash_attn_version
 from kvplan.backends.request import BackendChoice, BackendRequest, ErrorStage
-from kvplan.backends.vllm_033 import BACKENDS, cpu_priority, cuda_priority, rocm_priority
+from kvplan.backends.vllm_033 import BACKENDS, cpu_priority, cuda_priority, engine_feature, rocm_priority
 from kvplan.errors import KvplanInputError
 from kvplan.model.arch import MlaDims
 from kvplan.model.gpu import GpuProfile
@@ -73,7 +73,8 @@ def attention_kind(req: BackendRequest) -> str:
 
 
 # ============================================================================ validate_configuration
-def _cc_ok(row: BackendCapability, gpu: GpuProfile) -> bool:
+def _cc_ok(row: BackendCapability, gpu: GpuProfile, top: tuple[int, int] | bool | None = True) -> bool:
+    """`supports_compute_capability` (`top`: the release's upper bound; True = the row's)."""
     if gpu.platform == "rocm":
         return row.rocm_archs is None or rocm_arch(gpu).startswith(row.rocm_archs)
     if gpu.platform != "cuda" or gpu.compute_capability is None:
@@ -81,7 +82,8 @@ def _cc_ok(row: BackendCapability, gpu: GpuProfile) -> bool:
     cc = gpu.compute_capability
     if row.min_compute_capability is not None and cc < row.min_compute_capability:
         return False
-    if row.max_compute_capability is not None and cc > row.max_compute_capability:
+    top = row.max_compute_capability if top is True else top
+    if isinstance(top, tuple) and cc > top:
         return False
     return row.cc_majors is None or cc[0] in row.cc_majors
 
@@ -101,12 +103,12 @@ def _dtype_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, ac
     reasons: list[str] = []
     if not hooks.head_size_ok(req, gpu, engine):
         reasons.append("head_size not supported")
-    if req.model_dtype not in row.model_dtypes:
+    if req.model_dtype not in hooks.model_dtypes(engine):
         reasons.append("dtype not supported")
     if req.kv_cache_dtype not in row.kv_cache_dtypes:
         reasons.append("kv_cache_dtype not supported")
     else:
-        reasons.extend(hooks.kv_cache_dtype_reasons(req, gpu, ac))
+        reasons.extend(hooks.kv_cache_dtype_reasons(req, gpu, ac, engine))
     if req.block_size is not None and not hooks.block_size_ok(req.block_size, gpu):
         reasons.append("block_size not supported")
     return reasons
@@ -119,18 +121,19 @@ def _feature_reasons(hooks: BackendHooks, req: BackendRequest, gpu: GpuProfile, 
     reasons: list[str] = []
     if req.use_mla != row.use_mla:
         reasons.append("MLA not supported" if req.use_mla else "non-MLA not supported")
-    if req.has_sinks and not hooks.supports_sinks(gpu, ac):
+    if req.has_sinks and not hooks.supports_sinks(gpu, ac, engine):
         reasons.append("attention sinks not supported")
     if req.use_sparse != row.sparse:
         reasons.append("sparse not supported" if req.use_sparse else "non-sparse not supported")
     if req.use_per_head_quant_scales and not hooks.supports_per_head_quant_scales(gpu, ac):
         reasons.append("per-head quant scales not supported")
-    if not _cc_ok(row, gpu):
+    if not _cc_ok(row, gpu, hooks.max_compute_capability(engine)):
         reasons.append("compute capability not supported")
     if req.attn_type not in row.attn_types:
         reasons.append(f"attention type {req.attn_type} not supported")
-    if req.has_sliding_window and not hooks.sliding_window_ok(engine):
-        reasons.append("sliding window not supported")
+    if req.has_sliding_window and engine_feature("selector_sliding_window").holds_for(engine) \
+            and not hooks.sliding_window_ok(engine):
+        reasons.append("sliding window not supported")  # the selector asks about windows from 0.26
     return reasons
 
 
@@ -167,7 +170,8 @@ def _fail(base: dict[str, Any], msg: str, stage: ErrorStage, etype: str) -> Back
                             "error_type": etype})
 
 
-def _forced_name(req: BackendRequest, forced: str | None, ac: Mapping[str, Any]) -> str | None:
+def _forced_name(req: BackendRequest, forced: str | None, ac: Mapping[str, Any],
+                 engine: EngineVersion) -> str | None:
     per_kind = ac.get("backend_per_kind") or {}
     name = per_kind.get(attention_kind(req)) or forced or ac.get("backend")
     if name is None:
@@ -181,10 +185,22 @@ def _forced_name(req: BackendRequest, forced: str | None, ac: Mapping[str, Any])
         raise KvplanInputError(
             f"unknown or unmodelled attention backend {name!r}.{hint}",
             f"pass one of: {', '.join(sorted(BACKENDS))} (see `kvplan backends`)")
+    present = backends_of(engine)
+    if present is not None and name not in present:
+        raise KvplanInputError(
+            f"attention backend {name} is not a backend of vLLM {engine.version_str} (its AttentionBackendEnum "
+            "does not name it).",
+            f"pass one of that release's backends (`kvplan backends --engine {engine}`) or a newer --engine")
     return name
 
 
-def _priority(req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any]) -> tuple[str, ...]:
+def _priority(req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any], engine: EngineVersion) -> tuple[str, ...]:
+    """The platform's priority list, without the backends the release does not have (`backends_of`)."""
+    present = backends_of(engine)
+    return tuple(n for n in _platform_priority(req, gpu, ac) if present is None or n in present)
+
+
+def _platform_priority(req: BackendRequest, gpu: GpuProfile, ac: Mapping[str, Any]) -> tuple[str, ...]:
     if gpu.platform == "cuda":
         return cuda_priority(gpu.cc_major or 0, use_mla=req.use_mla, use_sparse=req.use_sparse,
                              causal=req.attn_type == "decoder",
@@ -234,7 +250,7 @@ class _Walk:
     def cpu(self) -> BackendChoice | None:
         """CPU platform: dense layers always get CPU_ATTN, no validation walk (vllm/platforms/cpu.py, §5.1)."""
         req = self.req
-        self.candidates = _priority(req, self.gpu, self.ac)
+        self.candidates = _priority(req, self.gpu, self.ac, self.engine)
         if req.kv_cache_dtype not in BACKENDS[self.candidates[0]].kv_cache_dtypes:
             what = "MLA attention on CPU" if req.use_mla else "the CPU attention backend on this host"
             return self.fail(f"--kv-cache-dtype {req.kv_cache_dtype} is not supported by {what}.")
@@ -258,7 +274,7 @@ class _Walk:
 
     def automatic(self) -> BackendChoice:
         """Validate every candidate of the priority list; the first valid one wins."""
-        self.candidates = _priority(self.req, self.gpu, self.ac)
+        self.candidates = _priority(self.req, self.gpu, self.ac, self.engine)
         chosen: str | None = None
         for name in self.candidates:
             reasons = validate_backend(name, self.req, self.gpu, self.ac, self.engine)
@@ -302,7 +318,7 @@ def select_backend(req: BackendRequest, gpu: GpuProfile, engine: EngineVersion |
     error = _config_error(req, gpu, engine)
     if error is not None:
         return _fail(base, error, "config", "ValueError")
-    forced_name = _forced_name(req, forced, ac)
+    forced_name = _forced_name(req, forced, ac, engine)
     walk = _Walk(req, gpu, ac, base, engine)
     done: BackendChoice | None = None
     if gpu.platform == "cpu" and forced_name is None:

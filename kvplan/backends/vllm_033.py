@@ -434,6 +434,9 @@ RELEASE_DATES: Mapping[str, str] = MappingProxyType({
 downstream bump PRs; approximate where marked). Rule: a PR is in the first release whose date is
 at least ~one week after the merge (vLLM cuts release branches a few days before tagging)."""
 
+_V032 = "https://github.com/vllm-project/vllm/releases/tag/v0.32.0"
+_032 = ("Read in the vllm==0.31.0 and vllm==0.32.0 wheels (a change between the two releases; the 0.31.0 "
+        "backend oracle answers, tests/data/vllm_oracle_backends/0.31.0, show the older behaviour): ")
 _V034 = "https://github.com/vllm-project/vllm/releases/tag/v0.34.0"
 _034 = "Read in the vllm==0.33.0 and vllm==0.34.0 wheels (a change between the two releases): "
 _MAP = ("Mapped from the merge date with RELEASE_DATES (first release tagged >= ~1 week after the "
@@ -504,6 +507,139 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_MAP + "merged 2026-05-16; v0.22.0 tagged 2026-05-30; 0.21.0's date is not in "
                "RELEASE_DATES and, at the ~2-week cadence between 0.20.2 (2026-05-10) and 0.22.0, "
                "assumed cut before the merge -> assumed first in 0.22.0."),
+    # ------------------------------------------------------------------ 0.25 -> 0.28 (read in the wheels)
+    EngineFeature(
+        name="selector_sliding_window", kind="feature", versions=">=0.26",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.26.0",
+        summary="The attention selector asks whether a backend supports sliding windows (has_sliding_window, "
+                "'sliding window not supported'); before, a sliding-window layer was selected as a full one.",
+        source="Read in the vllm==0.25.1 and vllm==0.26.0 wheels: vllm/v1/attention/selector.py::"
+               "AttentionSelectorConfig.has_sliding_window and vllm/v1/attention/backend.py::"
+               "AttentionBackend.validate_configuration (new in 0.26); verified by scripts/oracle/"
+               "backend_oracle.py (0.25.1)."),
+    EngineFeature(
+        name="rocm_aiter_unified_fp16_e5m2", kind="feature", versions=">=0.26",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.26.0",
+        summary="ROCM_AITER_UNIFIED_ATTN takes float16 models and a float16 or fp8_e5m2 cache (bfloat16 models "
+                "and auto / bfloat16 / fp8 / fp8_e4m3 caches before).",
+        source="Read in the vllm==0.25.1 and vllm==0.26.0 wheels: vllm/v1/attention/backends/"
+               "rocm_aiter_unified_attn.py::RocmAiterUnifiedAttentionBackend.supported_dtypes, "
+               "supported_kv_cache_dtypes; verified by scripts/oracle/backend_oracle.py (0.25.1)."),
+    EngineFeature(
+        name="flash_attn_fa4_fp8", kind="feature", versions=">=0.27",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.27.0",
+        summary="FLASH_ATTN reads an FP8 cache with FA4 on the SM100 family, checked per layer in "
+                "supports_combination; before, only with FA3 on SM90 (supports_kv_cache_dtype), whatever the "
+                "layer's head size.",
+        source="Read in the vllm==0.26.0 and vllm==0.27.0 wheels: vllm/v1/attention/backends/flash_attn.py::"
+               "FlashAttentionBackend.supports_kv_cache_dtype, supports_combination ('FP8 KV cache requires "
+               "FA3 on SM90 or FA4 on SM100', new in 0.27); verified by scripts/oracle/backend_oracle.py (0.25.1)."),
+    EngineFeature(
+        name="flashinfer_sm120_sinks", kind="feature", versions=">=0.28",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.28.0",
+        summary="FLASHINFER takes attention sinks on SM12x (XQA decode); before, on the SM100 trtllm-gen path "
+                "only.",
+        source="Read in the vllm==0.27.0 and vllm==0.28.0 wheels: vllm/v1/attention/backends/flashinfer.py::"
+               "FlashInferBackend.supports_sink; verified by scripts/oracle/backend_oracle.py (0.25.1)."),
+    EngineFeature(
+        name="hpc_attn_sm90_only", kind="feature", versions=">=0.28",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.28.0",
+        summary="HPC_ATTN validates on compute capability 9.0 only (>= 9.0 before, so Blackwell passed "
+                "validation).",
+        source="Read in the vllm==0.27.0 and vllm==0.28.0 wheels: vllm/v1/attention/backends/hpc_attn.py::"
+               "HpcAttentionBackend.supports_compute_capability; verified by scripts/oracle/backend_oracle.py "
+               "(0.25.1)."),
+    # ------------------------------------------------------------------ 0.29 -> 0.31 (read in the wheels)
+    EngineFeature(
+        name="mla_nope_head_512", kind="feature", versions=">=0.30",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.30.0",
+        summary="MLA backends take head size 512 (a NoPE latent without rope dims, GLM5Next): the shared MLA "
+                "head sizes become 320, 512 and 576 and FlashInfer's sparse MLA takes 512 too; before, a "
+                "512-wide MLA layer found only TRITON_MLA (which takes any head size).",
+        source="Read in the vllm==0.29.0 and vllm==0.30.0 wheels: vllm/model_executor/layers/attention/"
+               "mla_attention.py::MLACommonBackend.get_supported_head_sizes ([320, 576] -> [320, 512, 576]), "
+               "vllm/v1/attention/backends/mla/flashinfer_mla_sparse.py::FlashInferMLASparseBackend."
+               "get_supported_head_sizes ([576] -> [512, 576]); verified by scripts/oracle/backend_oracle.py "
+               "(0.28.0)."),
+    EngineFeature(
+        name="flashmla_sparse_nope_head_512", kind="feature", versions=">=0.31",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.31.0",
+        summary="FLASHMLA_SPARSE takes head size 512 (rope-free NoPE on SM90); before, 576 only.",
+        source="Read in the vllm==0.30.0 and vllm==0.31.0 wheels: vllm/v1/attention/backends/mla/"
+               "flashmla_sparse.py::FlashMLASparseBackend.get_supported_head_sizes ([576] -> [576, 512])."),
+    EngineFeature(
+        name="flashinfer_sm90_sinks", kind="feature", versions=">=0.30",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.30.0",
+        summary="FLASHINFER takes attention sinks on SM90 (XQA decode); before, sinks needed SM100 trtllm-gen "
+                "or SM12x XQA, so a gpt-oss layer on Hopper fell to TRITON_ATTN where FLASH_ATTN refused it.",
+        source="Read in the vllm==0.29.0 and vllm==0.30.0 wheels: vllm/v1/attention/backends/flashinfer.py::"
+               "FlashInferBackend.supports_sink (family 90 joins family 120); verified by "
+               "scripts/oracle/backend_oracle.py (0.28.0)."),
+    EngineFeature(
+        name="flash_attn_fa4_sm90_d512_fp8", kind="feature", versions=">=0.31",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.31.0",
+        summary="FLASH_ATTN on SM90 reads an FP8 cache with FA4 at head size 512 (in-kernel dequant); before, "
+                "FP8 needed FA3 on SM90 or FA4 on SM100 ('FP8 KV cache requires FA3 on SM90 or FA4 on SM100'), "
+                "so a 512-wide layer with an FP8 cache went to FlashInfer or Triton on Hopper.",
+        source="Read in the vllm==0.30.0 and vllm==0.31.0 wheels: vllm/v1/attention/backends/fa_utils.py::"
+               "flash_attn_supports_kv_cache_dtype (sm90_fp8_kv_supported), vllm/v1/attention/backends/"
+               "flash_attn.py::FlashAttentionBackend.supports_combination; verified by "
+               "scripts/oracle/backend_oracle.py (0.28.0)."),
+    EngineFeature(
+        name="null_block_reserved", kind="feature", versions=">=0.29",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.29.0",
+        summary="The startup memory check (and the estimated maximum model length in its error) holds back the "
+                "pool's null block: one request at --max-model-len needs one block more than its own; before, "
+                "the whole KV memory was checked.",
+        source="Read in the vllm==0.28.0 and vllm==0.29.0 wheels: vllm/v1/core/kv_cache_utils.py::"
+               "get_kv_cache_configs (check_memory = available - _pool_bytes_per_block, new in 0.29); verified "
+               "by scripts/oracle/capacity_oracle.py (0.28.0)."),
+    EngineFeature(
+        name="sliding_window_largest_multiple_block", kind="feature", versions=">=0.30",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.30.0",
+        summary="With skip layers sharing a padded page, a sliding-window layer on a backend whose kernel blocks "
+                "are 'a multiple of 16' (FlashAttention, Triton) takes the largest such block whose page fits the "
+                "shared page; before, 16 (the MultipleOf base only), so it held twice as many blocks.",
+        source="Read in the vllm==0.29.0 and vllm==0.30.0 wheels: vllm/model_executor/layers/attention/"
+               "attention.py::_largest_kernel_block_within (MultipleOf expanded, new in 0.30); verified by "
+               "scripts/oracle/capacity_oracle.py (0.28.0)."),
+    # ------------------------------------------------------------------ 0.31 -> 0.32 (read in both wheels)
+    EngineFeature(
+        name="triton_attn_diffkv_fp8", kind="feature", versions=">=0.32", introduced_by=_V032,
+        summary="TRITON_ATTN_DIFFKV accepts an fp8 / fp8_e4m3 KV cache (before: auto and bfloat16 only, "
+                "'kv_cache_dtype not supported').",
+        source=_032 + "vllm/v1/attention/backends/triton_attn_diffkv.py::TritonAttentionDiffKVBackend."
+               "supported_kv_cache_dtypes."),
+    EngineFeature(
+        name="flashinfer_nvfp4_fa2", kind="feature", versions=">=0.32", introduced_by=_V032,
+        summary="FLASHINFER takes an nvfp4 KV cache outside the SM100 family through its fa2 path (only 'nvfp4', "
+                "no head size 64, no sinks); before, nvfp4 needed the SM100 trtllm-gen path ('kv_cache_dtype not "
+                "supported' elsewhere), so an nvfp4 cache on Ampere/Hopper/SM120 found no backend.",
+        source=_032 + "vllm/v1/attention/backends/flashinfer.py::FlashInferBackend.supports_kv_cache_dtype "
+               "(_nvfp4_kv_on_fa2 branch new in 0.32), FlashInferBackend.supports_combination."),
+    EngineFeature(
+        name="flashmla_sparse_nope512_fp8_ds_mla", kind="feature", versions=">=0.32", introduced_by=_V032,
+        summary="FLASHMLA_SPARSE serves head size 512 (NoPE) on SM90 with an fp8_ds_mla cache too (before: "
+                "a bf16 cache only, 'FLASHMLA_SPARSE supports head_size 512 only with bf16 kv-cache on SM90').",
+        source=_032 + "vllm/v1/attention/backends/mla/flashmla_sparse.py::FlashMLASparseBackend."
+               "supports_combination."),
+    EngineFeature(
+        name="mamba2_prefill_checkpoint", kind="feature", versions=">=0.32", introduced_by=_V032,
+        summary="Mamba2 layers (MambaMixer2: Nemotron-H, Falcon-H1, Granite 4.0-H, Zamba2, Bamba, ...) export a "
+                "prefill checkpoint in align mode: one more state block per request (3 instead of 2 with prefix "
+                "caching).",
+        source=_032 + "vllm/model_executor/layers/mamba/mamba_mixer2.py::MambaMixer2.get_kv_cache_spec "
+               "(num_prefill_checkpoint_blocks=1, new in 0.32); vllm/v1/kv_cache_interface.py::MambaSpec."
+               "max_memory_usage_bytes; verified by scripts/oracle/capacity_oracle.py."),
+    EngineFeature(
+        name="gdn_flashinfer_prefill_checkpoint", kind="feature", versions=">=0.33",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.33.0",
+        summary="Qwen's gated delta nets running FlashInfer's GDN prefill kernel (SM90; Blackwell with 128-wide "
+                "key heads) export a prefill checkpoint in align mode: one more state block per request and a "
+                "block size aligned to 64 tokens.",
+        source="Read in the vllm==0.32.0 and vllm==0.33.0 wheels: vllm/model_executor/layers/mamba/gdn/"
+               "qwen_gdn_linear_attn.py::QwenGatedDeltaNetAttention.get_kv_cache_spec (checkpoint export new in "
+               "0.33; absent from 0.31 and 0.32); verified by scripts/oracle/capacity_oracle.py (0.31.0)."),
     # ------------------------------------------------------------------ 0.33 -> 0.34 (read in both wheels)
     EngineFeature(
         name="default_block_size_64", kind="feature", versions=">=0.34", introduced_by=_V034,
@@ -611,7 +747,7 @@ Attention-backend capability rows are read from 0.33 (plus the 0.34 rows above);
 the CPU and does not check them."""
 
 
-BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.33.0", "0.34.0")
+BACKEND_ORACLE_RELEASES: tuple[str, ...] = ("0.25.1", "0.28.0", "0.31.0", "0.33.0", "0.34.0")
 """Releases whose own attention selector answered kvplan's backend grid (scripts/oracle/backend_oracle.py, answers
 in tests/data/vllm_oracle_backends/<version>, checked by tests/backends/test_backend_oracle.py): for these the
 backend rows and their versioned differences are verified, not assumed."""

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.vllm_033 import engine_feature
 from kvplan.model.arch import LayerArch, ModelArch, StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
@@ -250,12 +251,15 @@ def _skip_alignment(attn: list[_Cache], bs: int, state_padded: int = 0) -> tuple
     return bs, bs * primary
 
 
-def _layer_block(c: _Cache, bs: int, shared_page: int | None) -> int:
+def _layer_block(c: _Cache, bs: int, shared_page: int | None, engine: EngineVersion | None = None) -> int:
     """A cache's tokens per block: with a shared skip page a sliding-window layer takes the largest kernel block
-    (a multiple of 16) whose own page fits it (attention.py::get_kv_cache_spec, _largest_kernel_block_within);
+    (a multiple of 16) whose own page fits it (attention.py::get_kv_cache_spec, _largest_kernel_block_within;
+    before 0.30 a MultipleOf(16) backend offers 16 only: ENGINE_FEATURES sliding_window_largest_multiple_block);
     every other cache the block size."""
     if shared_page is None or c.kind != "sliding_attention":
         return bs
+    if engine is not None and not engine_feature("sliding_window_largest_multiple_block").holds_for(engine):
+        return MIN_KERNEL_BLOCK
     return max(MIN_KERNEL_BLOCK, shared_page // c.bpt // MIN_KERNEL_BLOCK * MIN_KERNEL_BLOCK)
 
 
@@ -315,10 +319,10 @@ def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
 
 
 def _state_blocks(sc: StateCache | None, flags: ServingFlags, mode: str | None,
-                  cc: tuple[int, int] | None) -> int:
+                  cc: tuple[int, int] | None, engine: EngineVersion | None) -> int:
     """MambaSpec.max_memory_usage_bytes / page: align mode 2 + drafts + checkpoint, none mode 1 + drafts."""
     if mode == "align":
-        return 2 + (checkpoint_blocks(sc, cc) if sc is not None else 0) + flags.num_speculative_tokens
+        return 2 + (checkpoint_blocks(sc, cc, engine) if sc is not None else 0) + flags.num_speculative_tokens
     return 1 + flags.num_speculative_tokens
 
 
@@ -333,19 +337,19 @@ def _promote_local(attn: list[_Cache]) -> None:
 
 
 def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCache | None, mode: str | None,
-                cc: tuple[int, int] | None) -> int:
+                cc: tuple[int, int] | None, engine: EngineVersion | None) -> int:
     """Platform.update_block_size_for_backend: the hybrid alignment (the model-wide attention page per token of
     the global --kv-cache-dtype), then the skip layers' re-alignment; every attention cache's block and page."""
     state_padded = 0
     if attn and states:
-        ckpt = checkpoint_alignment(sc, cc) if sc is not None and mode == "align" else 1
+        ckpt = checkpoint_alignment(sc, cc, engine) if sc is not None and mode == "align" else 1
         page1 = _attn_page_1tok(attn)
         bs = _hybrid_block_size(bs, page1, max(c.state_page for c in states), any(c.kind == "mla" for c in attn),
                                 ckpt)
         state_padded = bs * page1
     bs, shared_page = _skip_alignment(attn, bs, state_padded)
     for c in attn:
-        c.block = _layer_block(c, bs, shared_page)
+        c.block = _layer_block(c, bs, shared_page, engine)
         c.page = c.block * c.bpt
         if shared_page is not None and c.kind == "sliding_attention":
             c.page = max(c.page, shared_page)  # page_size_padded: the shared page
@@ -373,12 +377,15 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
         _promote_local(attn)
     mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
     sc = by_index[states[0].layer].state if states else None
-    bs = _block_size(attn, states, bs, sc, mode, compute_capability)
+    bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine)
     # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain
     # may re-prefill (extra_retained_tokens = num_prefill_lookahead_tokens - 1 = num_speculative_tokens - 1).
     retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
+    # the pool's null block is held back from the memory check from 0.29 (ENGINE_FEATURES null_block_reserved)
+    reserve = engine is None or engine_feature("null_block_reserved").holds_for(engine)
     cap = _capacity(attn, states, bs, mml, (mbt, retained),
-                    _state_blocks(sc, flags, mode, compute_capability) if states else 0, mode, budget)
+                    _state_blocks(sc, flags, mode, compute_capability, engine) if states else 0, mode,
+                    budget, reserve)
     if cap is None or cap.max_concurrency is None:
         return cap
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
@@ -461,7 +468,7 @@ def _blocks(c: _Cache, length: int, inflight: tuple[int, int], state_blocks: int
 
 
 def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, inflight: tuple[int, int],
-              state_blocks: int, mode: str | None, budget: int | None) -> Capacity | None:
+              state_blocks: int, mode: str | None, budget: int | None, reserve_null: bool = True) -> Capacity | None:
     groups = _grouping(attn, states)
     if groups is None:
         return None
@@ -478,9 +485,10 @@ def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, infli
     num_blocks = budget // bytes_per_block if budget is not None else None
     conc = num_blocks / per_request if num_blocks is not None and per_request else None
     fits = None
-    if budget is not None and bytes_per_block * per_request > budget - bytes_per_block:
+    usable = budget - bytes_per_block if budget is not None and reserve_null else budget
+    if usable is not None and bytes_per_block * per_request > usable:
         # check_enough_kv_cache_memory: the pool keeps one null block; binary search as vLLM's estimate does.
-        fits = _longest_fitting(lambda n: bytes_per_block * sum(blocks_at(n)), budget - bytes_per_block, mml)
+        fits = _longest_fitting(lambda n: bytes_per_block * sum(blocks_at(n)), usable, mml)
     state_page = max((c.state_page for c in states), default=0) or None
     layout = KvCacheLayout(block_size=bs, page_size_bytes=max(c.page for _, m in groups for c in m),
                            state_page_size_bytes=state_page, bytes_per_block=bytes_per_block, groups=out,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.vllm_033 import engine_feature
 from kvplan.model.arch import StateCache
 from kvplan.model.flags import ServingFlags
 
@@ -85,6 +87,15 @@ def state_tensors(sc: StateCache, flags: ServingFlags, model_dtype: str) -> Stat
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64  # vllm/v1/attention/backends/gdn_attn.py
 
 
+def _exports_checkpoint(sc: StateCache, engine: EngineVersion | None) -> bool:
+    """The release's state layer exports prefill checkpoints at all: MambaMixer2 from 0.32, Qwen's GDN (with
+    FlashInfer's prefill kernel) from 0.33 (ENGINE_FEATURES mamba2_prefill_checkpoint,
+    gdn_flashinfer_prefill_checkpoint); None = the newest release."""
+    feature = {"always": "mamba2_prefill_checkpoint", "flashinfer_gdn": "gdn_flashinfer_prefill_checkpoint"}.get(
+        sc.prefill_checkpoint or "")
+    return feature is not None and (engine is None or engine_feature(feature).holds_for(engine))
+
+
 def flashinfer_gdn(sc: StateCache, compute_capability: tuple[int, int] | None) -> bool:
     """vLLM's _resolve_gdn_prefill_backend picks FlashInfer's GDN prefill kernel: SM90, or SM10x / SM12x with
     key heads of 128 (and a CUDA 13 runtime, assumed there); never without a GPU."""
@@ -93,13 +104,19 @@ def flashinfer_gdn(sc: StateCache, compute_capability: tuple[int, int] | None) -
     return compute_capability == (9, 0) or (compute_capability[0] in (10, 12) and sc.head_k_dim == 128)
 
 
-def checkpoint_blocks(sc: StateCache, compute_capability: tuple[int, int] | None) -> int:
+def checkpoint_blocks(sc: StateCache, compute_capability: tuple[int, int] | None,
+                      engine: EngineVersion | None = None) -> int:
     """Prefill-checkpoint blocks a request holds in align mode: MambaMixer2 exports one always
-    (mamba_mixer2.py::get_kv_cache_spec), Qwen's GDN with FlashInfer's prefill kernel one
-    (qwen_gdn_linear_attn.py::get_kv_cache_spec), the other families none."""
+    (mamba_mixer2.py::get_kv_cache_spec, 0.32 on), Qwen's GDN with FlashInfer's prefill kernel one
+    (qwen_gdn_linear_attn.py::get_kv_cache_spec, 0.33 on), the other families none."""
+    if not _exports_checkpoint(sc, engine):
+        return 0
     return 1 if sc.prefill_checkpoint == "always" or flashinfer_gdn(sc, compute_capability) else 0
 
 
-def checkpoint_alignment(sc: StateCache, compute_capability: tuple[int, int] | None) -> int:
+def checkpoint_alignment(sc: StateCache, compute_capability: tuple[int, int] | None,
+                         engine: EngineVersion | None = None) -> int:
     """Tokens the block size must be a multiple of in align mode (get_mamba_prefill_checkpoint_alignment)."""
+    if not _exports_checkpoint(sc, engine):
+        return 1
     return FLASHINFER_GDN_CHECKPOINT_ALIGNMENT if flashinfer_gdn(sc, compute_capability) else 1

@@ -235,8 +235,9 @@ def too_small(ctx: RuleContext) -> Iterator[Emit]:
         yield Emit(_no_memory(t))
         return
     if lay is not None:
-        # vLLM 0.33 plans against the pool minus the null block, needs whole blocks per group.
-        available = t.kv_budget_bytes - lay.bytes_per_block
+        # vLLM plans against the pool minus the null block from 0.29 (ENGINE_FEATURES null_block_reserved),
+        # needs whole blocks per group.
+        available = t.kv_budget_bytes - (lay.bytes_per_block if ctx.engine_has("null_block_reserved") else 0)
         if t.bytes_per_request > available:
             est = (f" Based on the available memory, the estimated maximum model length is "
                    f"{t.max_model_len_fits}." if t.max_model_len_fits else "")

@@ -80,6 +80,12 @@ PATCHES = (
     "8. ROCm: amdsmi is a stub answering the gfx target under test (vllm/platforms/rocm.py reads it once at import); "
     "aiter is an import-level stub (installed, as in vLLM's ROCm images); VLLM_ROCM_USE_AITER is set for the "
     "'-aiter' GPUs; the current platform is vLLM's own RocmPlatform.",
+    "9. The grid asks only the --kv-cache-dtype values of the release's own CacheDType (an older release's parser "
+    "refuses the others before a backend is asked); a JUDGED backend the release's AttentionBackendEnum does not "
+    "name is listed under `absent` (the release has no such backend), never judged.",
+    "10. A case property the release's AttentionSelectorConfig has no field for (has_sliding_window before 0.26) "
+    "is not passed: the release's layers ask its selector without it, so such a case answers as its twin without "
+    "the property.",
 )
 """Everything in the harness that is not stock vLLM (also written to meta.json)."""
 
@@ -177,8 +183,22 @@ def _case(head_size: int, kv: str, block: int | None, *, dtype: str = "bfloat16"
             "num_heads": num_heads}
 
 
+def _release_kv_dtypes() -> frozenset[str]:
+    """The --kv-cache-dtype values the imported release offers (vllm/config/cache.py::CacheDType; patch 9)."""
+    import typing
+
+    from vllm.config.cache import CacheDType
+
+    return frozenset(typing.get_args(CacheDType))
+
+
 def cases() -> list[dict[str, Any]]:
-    """The attention configurations asked on every GPU."""
+    """The attention configurations asked on every GPU (only the release's own KV cache dtypes, patch 9)."""
+    offered = _release_kv_dtypes()
+    return [c for c in _grid() if c["kv_cache_dtype"] in offered]
+
+
+def _grid() -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     # dense decoder: head size x KV dtype x block size x (window, sinks)
     for h, kv, blk, (sw, sinks) in itertools.product(DENSE_HEAD_SIZES, DENSE_KV, BLOCKS,
@@ -283,6 +303,8 @@ def _import_classes(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, s
     torch.empty = empty
     try:
         for name in names:
+            if name not in AttentionBackendEnum.__members__:  # patch 9: not a backend of this release
+                continue
             try:
                 classes[name] = AttentionBackendEnum[name].get_class()
             except Exception as e:
@@ -311,10 +333,13 @@ def _torch_dtype(name: str) -> Any:
 def _judge(module: Any, cap: Any, case: dict[str, Any], classes: dict[str, Any]) -> dict[str, Any]:
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
-    sel = AttentionSelectorConfig(
-        head_size=case["head_size"], dtype=_torch_dtype(case["dtype"]), kv_cache_dtype=case["kv_cache_dtype"],
-        block_size=case["block_size"], use_mla=case["use_mla"], has_sink=case["has_sink"],
-        use_sparse=case["use_sparse"], attn_type=case["attn_type"], has_sliding_window=case["has_sliding_window"])
+    asked = dict(head_size=case["head_size"], dtype=_torch_dtype(case["dtype"]), kv_cache_dtype=case["kv_cache_dtype"],
+                 block_size=case["block_size"], use_mla=case["use_mla"], has_sink=case["has_sink"],
+                 use_sparse=case["use_sparse"], attn_type=case["attn_type"],
+                 has_sliding_window=case["has_sliding_window"])
+    # patch 10: a release whose selector config has no field for a property (has_sliding_window before 0.26)
+    # is asked without it, as its attention layers ask
+    sel = AttentionSelectorConfig(**{k: v for k, v in asked.items() if k in AttentionSelectorConfig._fields})
     priority = _priority(module, sel, cap, case)
     reasons: dict[str, list[str]] = {}
     for name, cls in classes.items():
@@ -392,7 +417,11 @@ def worker(gpu: str, out: Path) -> None:
     for case in cases():
         with set_current_vllm_config(_vllm_config(case)):  # patch 4
             answers.append(_judge(module, cap, case, classes))
-    doc = {"gpu": gpu, "compute_capability": [cap.major, cap.minor], "unjudged": unjudged, **where,
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    absent = sorted(n for n in (ROCM_JUDGED if gpu in ROCM_GPUS else JUDGED)
+                    if n not in AttentionBackendEnum.__members__)
+    doc = {"gpu": gpu, "compute_capability": [cap.major, cap.minor], "unjudged": unjudged, "absent": absent, **where,
            **_interned(answers)}
     (out / f"{gpu}.json").write_text(_dumps(doc))
 
@@ -430,6 +459,7 @@ def main() -> int:
     meta = {"vllm": vllm.__version__, "gpus": {g: list(GPUS.get(g) or ROCM_GPUS[g]) for g in args.gpus},
             "judged": list(JUDGED), "rocm_judged": list(ROCM_JUDGED),
             "stubbed_modules": list(_STUB_PREFIXES), "cases": len(cases()),
+            "kv_cache_dtypes": sorted(_release_kv_dtypes()),
             "patches": list(PATCHES)}
     (args.out / "meta.json").write_text(json.dumps(meta, sort_keys=True, indent=1) + "\n")
     return 0

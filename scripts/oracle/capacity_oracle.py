@@ -72,6 +72,23 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      whose FP8 / NVFP4 weight kernels do not run on the CPU) and its `sub_configs` name the sub-configs of
      the stand-in config class arch_oracle.py registers for an unknown model_type (its patch 32);
      `disable_hybrid_kv_cache_manager` is passed on as the flag.
+ 13. Before 0.33 there is no `vllm.v1.core.kv_cache_planning`: `get_kv_cache_configs(vllm_config, specs,
+     memory)` in `vllm/v1/core/kv_cache_utils.py` groups the layers itself (after merging the workers'
+     specs and tagging sliding-window specs with the retained lookahead tokens); the answer's groups are
+     the ones of the KV cache config it returns, or, where one request does not fit (ValueError), those
+     of that release's `get_kv_cache_groups` run on the specs prepared the same way. Specs carry no
+     `is_draft` before 0.33: the draft's layers are the ones patch 11 marked on the layers themselves.
+ 14. Before 0.31 `update_block_size_for_backend` asks `Platform._find_non_ssm_backend` for one backend
+     class (not `_find_non_ssm_backends` for a list): patch 1 answers that one with the same class.
+ 15. Before 0.29 there is no per-model `resolve_kv_cache_layout`: the answer's `kv_cache_layout` is the
+     release's one global `get_kv_cache_layout()` (None unless an override, VLLM_KV_CACHE_LAYOUT or a KV
+     connector sets it).
+ 16. Before 0.30 SpeculativeConfig has no `uses_draft_kv_cache`: patch 11 asks the release's own
+     `use_eagle() or uses_draft_model() or uses_extract_hidden_states()` (0.33's definition of it); before
+     0.31 VllmConfig has no `num_prefill_lookahead_tokens`: the sliding-window retention of patch 13 is the
+     release's own (num_speculative_tokens - 1 with multi-module MTP, kv_cache_utils.get_kv_cache_configs).
+ 17. Before 0.26 the CPU platform plugin answers only for a CPU build of vLLM: it answers vLLM's own
+     CpuPlatform, as releases/vllm_oracle-pre-0.33.patch (1) does for the per-layer oracle.
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -221,13 +238,16 @@ def _align_as_on_cuda(vc, backend_name: str | None) -> None:
         cc.mamba_block_size = cc.block_size
     elif vc.model_config.is_hybrid or cc.mamba_block_size is not None:
         cc.mamba_block_size = vc.model_config.max_model_len
-    saved = Platform.__dict__["_find_non_ssm_backends"]
-    Platform._find_non_ssm_backends = classmethod(lambda cls, vllm_config: [backend])
+    # patch 1 (patch 14 before 0.31: the platform asks `_find_non_ssm_backend` for one backend class)
+    name, answer = (("_find_non_ssm_backends", [backend]) if "_find_non_ssm_backends" in Platform.__dict__
+                    else ("_find_non_ssm_backend", backend))
+    saved = Platform.__dict__[name]
+    setattr(Platform, name, classmethod(lambda cls, vllm_config: answer))
     try:
         with set_current_vllm_config(vc):
             Platform.update_block_size_for_backend.__func__(Platform, vc)
     finally:
-        Platform._find_non_ssm_backends = saved
+        setattr(Platform, name, saved)
 
 
 def _index(name: str) -> int | None:
@@ -250,26 +270,70 @@ def _group_record(group, vc) -> dict:
             "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes)}
 
 
+def _groups_pre_033(vc, specs: dict) -> list:
+    """Patch 13: the KV cache groups a release before 0.33 forms inside get_kv_cache_configs (its preamble:
+    the one worker's specs, sliding-window specs tagged with the retained lookahead tokens)."""
+    from dataclasses import replace
+
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_groups
+    from vllm.v1.kv_cache_interface import SlidingWindowSpec
+
+    if hasattr(vc, "num_prefill_lookahead_tokens"):
+        extra = max(0, vc.num_prefill_lookahead_tokens - 1)
+    else:  # patch 16, before 0.31: multi-module MTP retains num_speculative_tokens - 1 tokens
+        sc = vc.speculative_config
+        extra = sc.num_speculative_tokens - 1 if sc is not None and sc.use_multi_module_mtp() else 0
+    merged = {name: replace(spec, extra_retained_tokens=extra) if isinstance(spec, SlidingWindowSpec) else spec
+              for name, spec in specs.items()}
+    return get_kv_cache_groups(vc, merged)
+
+
+def _kv_cache_configs(vc, specs: dict, available: int):
+    """(groups, configs or the ValueError's first line): 0.33+ kv_cache_planning, else patch 13."""
+    try:
+        from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    except ModuleNotFoundError:
+        from vllm.v1.core.kv_cache_utils import get_kv_cache_configs as configs_pre_033
+        try:
+            configs = configs_pre_033(vc, [specs], [available])
+        except ValueError as e:
+            return _groups_pre_033(vc, specs), str(e).splitlines()[0]
+        return configs[0].kv_cache_groups, configs
+    groups = get_global_kv_cache_groups(vc, [specs])
+    try:
+        return groups, get_kv_cache_configs(vc, [specs], [available], groups)
+    except ValueError as e:
+        return groups, str(e).splitlines()[0]
+
+
+def _layout_name(vc, specs: dict, backend_name: str | None) -> str | None:
+    """vLLM's resolved KV cache layout; patch 15: before 0.29 one global layout (`get_kv_cache_layout`: the
+    override, VLLM_KV_CACHE_LAYOUT or the KV connector's; None without them)."""
+    from vllm.v1.attention.backends import utils
+
+    if not hasattr(utils, "resolve_kv_cache_layout"):
+        return utils.get_kv_cache_layout()
+    backend = _cuda_backend(vc.model_config.use_mla, backend_name)
+    supported = [[x.name for x in utils.get_supported_kv_cache_layouts([backend])]]
+    return utils.resolve_kv_cache_layout(vc, supported, list(specs.values())).name
+
+
 def _capacity(vc, specs: dict, available: int, backend_name: str | None) -> dict:
-    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
-    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
     from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
 
     register_all_kvcache_specs(vc)
-    backend = _cuda_backend(vc.model_config.use_mla, backend_name)
-    layout = resolve_kv_cache_layout(vc, [[x.name for x in get_supported_kv_cache_layouts([backend])]],
-                                     list(specs.values()))
-    groups = get_global_kv_cache_groups(vc, [specs])
-    out: dict = {"kv_cache_layout": layout.name, "groups": [_group_record(g, vc) for g in groups],
+    layout = _layout_name(vc, specs, backend_name)
+    groups, configs = _kv_cache_configs(vc, specs, available)
+    out: dict = {"kv_cache_layout": layout, "groups": [_group_record(g, vc) for g in groups],
                  "num_blocks": None, "gpu_kv_cache_tokens": None, "max_concurrency": None, "startup_error": None}
-    drafts = sorted(name for name, spec in specs.items() if spec.is_draft)
+    ctx = vc.compilation_config.static_forward_context  # patch 13: before 0.33 specs carry no is_draft
+    drafts = sorted(name for name, spec in specs.items()
+                    if getattr(spec, "is_draft", getattr(ctx.get(name), "is_draft_layer", False)))
     if drafts:  # the draft model's layers (speculative decoding), in the groups above by name
         out["draft_layer_names"] = drafts
-    try:
-        configs = get_kv_cache_configs(vc, [specs], [available], groups)
-    except ValueError as e:
-        out["startup_error"] = str(e).splitlines()[0]
+    if isinstance(configs, str):
+        out["startup_error"] = configs
         return out
     tokens, conc = get_kv_cache_capacity(vc, configs[0])
     out.update({"num_blocks": configs[0].num_blocks, "gpu_kv_cache_tokens": tokens, "max_concurrency": conc})
@@ -302,7 +366,13 @@ def _build_drafter(vc):
     from vllm.model_executor.model_loader.utils import initialize_model
 
     sc = vc.speculative_config
-    if sc is None or not sc.uses_draft_kv_cache():
+    if sc is None:
+        return None
+    if hasattr(sc, "uses_draft_kv_cache"):
+        uses_draft = sc.uses_draft_kv_cache()
+    else:  # patch 16: before 0.30, 0.33's definition from the release's own predicates
+        uses_draft = sc.use_eagle() or sc.uses_draft_model() or sc.uses_extract_hidden_states()
+    if not uses_draft:
         return None
     if hasattr(sc, "apply_draft_overrides"):
         draft_vc = sc.apply_draft_overrides(vc)
@@ -413,6 +483,19 @@ def run_case(ao, case: dict, base: Path) -> dict:
     return res
 
 
+def _cpu_platform_before_026() -> None:
+    """Patch 17 (as releases/vllm_oracle-pre-0.33.patch (1)): before 0.26 the CPU platform plugin activates only
+    for a CPU build of vLLM and VLLM_TARGET_DEVICE is not read, so no platform resolves ("Device string must not
+    be empty"); the plugin answers vLLM's own CpuPlatform, as on a CPU build, and a platform resolved as
+    unspecified during `import vllm` is resolved again."""
+    import vllm.platforms as plats
+
+    if type(plats._current_platform).__name__ != "UnspecifiedPlatform" and plats._current_platform is not None:
+        return
+    plats.builtin_platform_plugins["cpu"] = lambda: "vllm.platforms.cpu.CpuPlatform"
+    plats._current_platform = None
+
+
 def _triton_present_for_cpu_checks() -> None:
     """Patch 7 (0.34+): the CPU platform's check_and_update_config raises "vLLM on x86 CPUs requires
     Triton (triton-cpu)" where 0.33 only warned; that one call sees Triton as present (the same harness
@@ -496,6 +579,7 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     out_dir.mkdir(parents=True, exist_ok=True)
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # vLLM logs to stdout
+    _cpu_platform_before_026()
     ao = _arch_oracle()
     ao._install_patches()
     _keep_ssm_dtype()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from kvplan.backends.capabilities import EngineVersion
+from kvplan.backends.engines import backends_of
 from kvplan.backends.gpus import get_gpu
 from kvplan.backends.request import BackendRequest
 from kvplan.backends.select import select_backend, validate_backend
@@ -60,10 +61,12 @@ def _request(case: dict[str, Any]) -> BackendRequest:
 
 
 def _judged(version: str, gpu: str = "h100") -> list[str]:
+    """The backends the oracle judged on the GPU: those it asks about, less those the release does not have."""
     meta = json.loads((ORACLE / version / "meta.json").read_text())
     platform = get_gpu(GPUS[gpu]).platform
     judged = meta["rocm_judged"] if platform == "rocm" else meta["judged"]
-    return [b for b in judged if b in BACKENDS and platform in BACKENDS[b].platforms]
+    absent = set(_load(version, gpu).get("absent", []))
+    return [b for b in judged if b in BACKENDS and platform in BACKENDS[b].platforms and b not in absent]
 
 
 def _attention_config(gpu: str) -> dict[str, Any]:
@@ -89,11 +92,25 @@ def test_oracle_answers_every_release_kvplan_calls_verified() -> None:
 
 def test_oracle_judges_every_cuda_backend_kvplan_models() -> None:
     for version in BACKEND_ORACLE_RELEASES:
+        present = backends_of(EngineVersion.parse(f"vllm=={version}"))
+        assert present is not None
         judged = set(_judged(version))
-        cuda_rows = {n for n, r in BACKENDS.items() if "cuda" in r.platforms}
+        cuda_rows = {n for n, r in BACKENDS.items() if "cuda" in r.platforms and n in present}
         assert cuda_rows <= judged, cuda_rows - judged
-        rocm_rows = {n for n, r in BACKENDS.items() if "rocm" in r.platforms}
+        rocm_rows = {n for n, r in BACKENDS.items() if "rocm" in r.platforms and n in present}
         assert rocm_rows <= set(_judged(version, "mi300x")), rocm_rows - set(_judged(version, "mi300x"))
+
+
+@pytest.mark.parametrize("version", BACKEND_ORACLE_RELEASES)
+def test_backends_a_release_lacks_are_the_ones_kvplan_leaves_out(version: str) -> None:
+    # the oracle lists a backend it asks about as absent when the release's AttentionBackendEnum does not name
+    # it; kvplan's per-release backend names (generated from the wheel) must say the same
+    present = backends_of(EngineVersion.parse(f"vllm=={version}"))
+    assert present is not None
+    for gpu in GPUS:
+        absent = set(_load(version, gpu).get("absent", []))
+        asked = set(_judged(version, gpu)) | absent
+        assert absent == asked - present, (gpu, absent, asked - present)
 
 
 @pytest.mark.parametrize("version", BACKEND_ORACLE_RELEASES)

@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 import kvplan.api
+from kvplan.errors import KvplanInputError
 from kvplan.model.plan import Plan
 from tests.conftest import ROOT
+from tests.planner.test_vllm_capacity_parity import refused_by_release
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 SPECULATIVE = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
@@ -90,7 +92,7 @@ def test_every_case_is_answered_for_its_config(release: str) -> None:
         assert answer["vllm_version"] == release
         digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
         assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
-        assert answer["error"] is None, case["name"]
+        assert answer["error"] is None or refused_by_release(answer), case["name"]
     # the cases cover an EAGLE3 head, MTP on an MLA, a GQA and a hybrid model, and a method with no draft
     drafts = {case["name"]: _answer(case)["answer"].get("draft_layer_names") for case in SPECULATIVE}
     assert any(d and "mtp." in d[0] for d in drafts.values()) and any(d is None for d in drafts.values())
@@ -100,7 +102,16 @@ def test_every_case_is_answered_for_its_config(release: str) -> None:
 def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Path) -> None:
     answer = _answer(case, release)
     want = answer["answer"]
-    plan = _plan(case, tmp_path, release)
+    try:
+        plan = _plan(case, tmp_path, release)
+    except KvplanInputError as e:
+        # A model type newer than the release's transformers pin (bailing_hybrid before 0.33): that release
+        # refuses the config, as kvplan does; the oracle built it only because its venv carries 0.33's
+        # transformers (scripts/oracle/releases/README.md), so its layout is not the release's. An architecture
+        # the release does not have (BailingMoeV3VL before 0.29): the release's own answer is that refusal.
+        assert release != "0.33.0" and "cannot load this config" in str(e) and "unknown to transformers" in str(e)
+        return
+    assert not refused_by_release(answer), f"vLLM {release} refuses {case['name']}; kvplan plans it"
     t = plan.totals
     lay = t.kv_cache_layout
     assert lay is not None, "kvplan computes no layout"

@@ -27,6 +27,23 @@ DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 CASES = json.loads((DATA / "cases.json").read_text())["cases"]
 RELEASES = ["0.33.0", *sorted(p.name for p in (DATA / "releases").iterdir() if p.is_dir())]
 RUNS = [(r, c) for r in RELEASES for c in CASES]
+ORACLE_LIMITS = {
+    ("0.28.0", "Lfm2ForCausalLM__auto__4096"):
+        "0.28's lfm2.py reads Lfm2Config.conv_dim, which the oracle venv's transformers (5.20.2) does not have",
+    ("0.28.0", "Lfm2ForCausalLM__fp8__4096__no-prefix-caching"):
+        "0.28's CPU attention refuses FP8 at a head size that is not a multiple of 32 (a CPU kernel limit); "
+        "past it the model is the conv_dim case above",
+}
+"""Cases a release's code could not answer on the CPU, and why (the oracle's limit, not the release's)."""
+
+
+def refused_by_release(answer: dict[str, Any]) -> bool:
+    """The release refuses the model at create_engine_config (an architecture it does not have)."""
+    err = answer["error"]
+    return (err is not None and err["stage"] == "create_engine_config"
+            and "are not supported for now" in " ".join(err["traceback_tail"]))
+
+
 _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state"}
 
@@ -72,15 +89,17 @@ def test_every_case_is_answered_for_its_config(release: str) -> None:
         assert answer["vllm_version"] == release
         digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
         assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
-        assert answer["error"] is None, case["name"]
+        assert answer["error"] is None or (release, case["name"]) in ORACLE_LIMITS, case["name"]
         assert answer.get("backend") == case.get("backend"), f"{case['name']}: re-run with --force"
-    kinds = {g["spec"] for case in CASES for g in _answer(case, release)["answer"]["groups"]}
+    kinds = {g["spec"] for case in CASES for g in (_answer(case, release)["answer"] or {"groups": []})["groups"]}
     assert {"FullAttentionSpec", "SlidingWindowSpec", "MLAAttentionSpec", "MambaSpec"} <= kinds
 
 
 @pytest.mark.parametrize(("release", "case"), RUNS, ids=[f"{r}-{c['name']}" for r, c in RUNS])
 def test_layout_and_capacity_equal_vllms(release: str, case: dict) -> None:
     answer = _answer(case, release)
+    if (release, case["name"]) in ORACLE_LIMITS:
+        pytest.skip(f"vLLM {release} could not answer on the CPU: {ORACLE_LIMITS[release, case['name']]}")
     want = answer["answer"]
     plan = _plan(case, release)
     if case.get("gpu") and case.get("backend"):  # the backend the oracle ran is the one kvplan selects there

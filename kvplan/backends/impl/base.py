@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from kvplan.backends.capabilities import BackendCapability, EngineVersion
 from kvplan.backends.request import BackendRequest, ErrorStage
+from kvplan.backends.vllm_033 import engine_feature
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import quant_mode_of
 
@@ -104,16 +105,27 @@ class BackendHooks:
         row, h = self.row, req.head_size
         if row.head_sizes is not None and h not in row.head_sizes:
             return False
+        if row.use_mla and row.head_sizes and h == 512 and not engine_feature("mla_nope_head_512").holds_for(engine):
+            return False  # the NoPE latent's head size is an MLA head size from 0.30 (ENGINE_FEATURES)
         if row.min_head_size is not None and h < row.min_head_size:
             return False
         if row.max_head_size is not None and h > row.max_head_size:
             return False
         return row.head_size_multiple_of is None or h % row.head_size_multiple_of == 0
 
-    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile,
-                               attention_config: Mapping[str, Any]) -> list[str]:
-        """Reasons a listed `supported_kv_cache_dtypes` entry is still refused (`supports_kv_cache_dtype`)."""
+    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                               engine: EngineVersion) -> list[str]:
+        """Reasons a listed `supported_kv_cache_dtypes` entry is still refused in the release `engine`
+        (`supports_kv_cache_dtype`, or a dtype the release does not list yet)."""
         return []
+
+    def model_dtypes(self, engine: EngineVersion) -> tuple[str, ...]:
+        """`supported_dtypes` in the release `engine`."""
+        return self.row.model_dtypes
+
+    def max_compute_capability(self, engine: EngineVersion) -> tuple[int, int] | None:
+        """The upper bound of `supports_compute_capability` in the release `engine`."""
+        return self.row.max_compute_capability
 
     def block_sizes(self, gpu: GpuProfile) -> tuple[int, ...] | None:
         """`get_supported_kernel_block_sizes` as explicit sizes (None = see `block_size_multiple_of`)."""
@@ -134,8 +146,9 @@ class BackendHooks:
         """`supports_sliding_window` in the release `engine`."""
         return self.row.supports_sliding_window
 
-    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
-        """`supports_sink`."""
+    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                       engine: EngineVersion | None = None) -> bool:
+        """`supports_sink` in the release `engine` (None: the newest)."""
         return self.row.supports_sinks
 
     def supports_per_head_quant_scales(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:

@@ -75,21 +75,29 @@ def flash_attn_version(gpu: GpuProfile, req: BackendRequest,
     return (4 if heads == (192, 128) else 2), []
 
 
-def fa_supports_kv_cache_dtype(version: int | None, gpu: GpuProfile, kv: str, head_size: int | None) -> bool:
-    """`flash_attn_supports_kv_cache_dtype` (head_size None = unknown, as in validation)."""
+def fa_supports_kv_cache_dtype(version: int | None, gpu: GpuProfile, kv: str, head_size: int | None,
+                               engine: EngineVersion | None = None) -> bool:
+    """`flash_attn_supports_kv_cache_dtype` in the release `engine` (None: the newest; head_size None = unknown,
+    as in validation)."""
     if not is_quantized(kv):
         return True
     if kv not in ("fp8", "fp8_e4m3"):
         return False  # never fp8_e5m2 (or any non-fp8 quantized dtype)
     if version == 3 and gpu.cc_major == 9:
         return True
-    if version == 4 and gpu.cc_major == 9:
+    if engine is not None and not engine_feature("flash_attn_fa4_fp8").holds_for(engine):
+        return False  # before 0.27 FA3 on SM90 only
+    if version == 4 and gpu.cc_major == 9:  # FA4's in-kernel dequant at head 512 from 0.31 (ENGINE_FEATURES)
+        if engine is not None and not engine_feature("flash_attn_fa4_sm90_d512_fp8").holds_for(engine):
+            return False
         return head_size is None or head_size == 512
     return version == 4 and gpu.cc_major == 10
 
 
 _FP8_REASON = "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"
 """flash_attn.py::FlashAttentionBackend.supports_combination's FP8 reason up to 0.33."""
+_FP8_REASON_030 = "FP8 KV cache requires FA3 on SM90 or FA4 on SM100"
+"""The same reason before 0.31 (no FA4 on SM90: ENGINE_FEATURES flash_attn_fa4_sm90_d512_fp8)."""
 _FP8_REASON_034 = "FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)."
 """The same reason from 0.34 (ENGINE_FEATURES flash_attn_fp8_reason_034)."""
 
@@ -103,14 +111,15 @@ class FlashAttn(BackendHooks):
         h = req.head_size
         return h % 8 == 0 and (h <= 256 or (fa4_available(gpu) and h <= 512))
 
-    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile,
-                               attention_config: Mapping[str, Any]) -> list[str]:
+    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                               engine: EngineVersion) -> list[str]:
         # supports_kv_cache_dtype: flash_attn_supports_kv_cache_dtype without the layer's head size
-        if fa_supports_kv_cache_dtype(fa_base_version(gpu, attention_config), gpu, req.kv_cache_dtype, None):
+        if fa_supports_kv_cache_dtype(fa_base_version(gpu, attention_config), gpu, req.kv_cache_dtype, None, engine):
             return []
         return ["kv_cache_dtype not supported"]
 
-    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
+    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                       engine: EngineVersion | None = None) -> bool:
         # supports_sink -> fa_utils.py::flash_attn_supports_sinks: the GPU's FA version is 3 or 4
         return fa_base_version(gpu, attention_config) in (3, 4)
 
@@ -133,10 +142,12 @@ class FlashAttn(BackendHooks):
         if req.has_sinks and not gpu.cc_at_least(9, 0):
             r.append("sink not supported on compute capability < 9.0")  # vLLM's text
         version, _ = flash_attn_version(gpu, req)
-        if quantized and not fa_supports_kv_cache_dtype(version, gpu, req.kv_cache_dtype, req.head_size):
+        if quantized and engine_feature("flash_attn_fa4_fp8").holds_for(engine) \
+                and not fa_supports_kv_cache_dtype(version, gpu, req.kv_cache_dtype, req.head_size, engine):
             # the FA version this layer's head size, sinks and block size run
             r.append(_FP8_REASON_034 if engine_feature("flash_attn_fp8_reason_034").holds_for(engine)
-                     else _FP8_REASON)
+                     else _FP8_REASON if engine_feature("flash_attn_fa4_sm90_d512_fp8").holds_for(engine)
+                     else _FP8_REASON_030)
         return r
 
     def flash_attn_version(self, req: BackendRequest, gpu: GpuProfile,
@@ -170,7 +181,7 @@ class FlashAttn(BackendHooks):
     def construction_error(self, site: Site) -> ConstructionError | None:
         req = site.req
         if req.quant_mode.is_quantized and not fa_supports_kv_cache_dtype(
-                site.flash_attn_version, site.gpu, req.kv_cache_dtype, req.head_size):
+                site.flash_attn_version, site.gpu, req.kv_cache_dtype, req.head_size, site.engine):
             return ConstructionError(f"FlashAttention does not support {req.kv_cache_dtype} kv-cache on this "
                                      "device.", "impl", "NotImplementedError")
         return None

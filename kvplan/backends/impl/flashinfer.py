@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvplan.backends.advice import flashinfer_query_dtypes
+from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.impl.base import BackendHooks, ConstructionError, QueryDtypes, Site, canonicalized
 from kvplan.backends.request import BackendRequest
+from kvplan.backends.vllm_033 import engine_feature
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import QuantMode
 
@@ -28,14 +30,29 @@ class FlashInfer(BackendHooks):
         # trtllm-gen GQA pages up to 1024 on SM100
         return _SM100_TRTLLM_PAGES if gpu.cc_major == 10 else self.row.block_sizes
 
-    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any]) -> bool:
+    def supports_sinks(self, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                       engine: EngineVersion | None = None) -> bool:
         if attention_config.get("use_trtllm_attention") is False:
             return False
-        return gpu.compute_capability == (9, 0) or gpu.cc_major in (10, 12)
+        # SM90 (XQA) from 0.30 (ENGINE_FEATURES flashinfer_sm90_sinks)
+        sm90 = engine is None or engine_feature("flashinfer_sm90_sinks").holds_for(engine)
+        sm120 = engine is None or engine_feature("flashinfer_sm120_sinks").holds_for(engine)  # from 0.28
+        return (sm90 and gpu.compute_capability == (9, 0)) or gpu.cc_major == 10 or (sm120 and gpu.cc_major == 12)
 
-    def combination_reasons(self, req: BackendRequest, gpu: GpuProfile) -> list[str]:
+    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                               engine: EngineVersion) -> list[str]:
+        # flashinfer.py::FlashInferBackend.supports_kv_cache_dtype: before 0.32 nvfp4 needs the SM100 trtllm-gen
+        # path (ENGINE_FEATURES flashinfer_nvfp4_fa2)
+        if (req.kv_cache_dtype.startswith("nvfp4") and gpu.cc_major != 10
+                and not engine_feature("flashinfer_nvfp4_fa2").holds_for(engine)):
+            return ["kv_cache_dtype not supported"]
+        return []
+
+    def release_reasons(self, req: BackendRequest, gpu: GpuProfile, engine: EngineVersion) -> list[str]:
+        # flashinfer.py::FlashInferBackend.supports_combination: the fa2 nvfp4 path (0.32 on)
         kv = req.kv_cache_dtype
-        if not kv.startswith("nvfp4") or gpu.cc_major == 10:
+        if (not kv.startswith("nvfp4") or gpu.cc_major == 10
+                or not engine_feature("flashinfer_nvfp4_fa2").holds_for(engine)):
             return []
         r: list[str] = []
         if kv != "nvfp4":

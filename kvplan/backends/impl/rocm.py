@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.impl.base import BackendHooks, Site, rocm_arch
 from kvplan.backends.request import BackendRequest
+from kvplan.backends.vllm_033 import engine_feature
 from kvplan.model.gpu import GpuProfile
 
 __all__ = ["HOOKS"]
@@ -24,7 +27,20 @@ class RocmSegmentedAttn(BackendHooks):
 
 
 class RocmAiterUnifiedAttn(BackendHooks):
-    """ROCM_AITER_UNIFIED_ATTN: quantizes its queries except on gfx11 (RocmAiterUnifiedAttentionImpl.__init__)."""
+    """ROCM_AITER_UNIFIED_ATTN: quantizes its queries except on gfx11 (RocmAiterUnifiedAttentionImpl.__init__);
+    float16 models and fp8_e5m2 from 0.26 (ENGINE_FEATURES rocm_aiter_unified_fp16_e5m2)."""
+
+    def model_dtypes(self, engine: EngineVersion) -> tuple[str, ...]:
+        if engine_feature("rocm_aiter_unified_fp16_e5m2").holds_for(engine):
+            return self.row.model_dtypes
+        return tuple(d for d in self.row.model_dtypes if d == "bfloat16")
+
+    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                               engine: EngineVersion) -> list[str]:
+        if req.kv_cache_dtype in ("float16", "fp8_e5m2") \
+                and not engine_feature("rocm_aiter_unified_fp16_e5m2").holds_for(engine):
+            return ["kv_cache_dtype not supported"]
+        return []
 
     def query_quant(self, site: Site) -> bool:
         return not rocm_arch(site.gpu).startswith("gfx11")
@@ -39,6 +55,15 @@ class RocmAttn(BackendHooks):
         return 16
 
 
+class HpcAttn(BackendHooks):
+    """HPC_ATTN (CUDA, here for want of a family): exactly SM90 from 0.28, SM90 and newer before."""
+
+    def max_compute_capability(self, engine: EngineVersion) -> tuple[int, int] | None:
+        # hpc_attn.py::HpcAttentionBackend.supports_compute_capability (ENGINE_FEATURES hpc_attn_sm90_only)
+        return self.row.max_compute_capability if engine_feature("hpc_attn_sm90_only").holds_for(engine) else None
+
+
 HOOKS: Mapping[str, type[BackendHooks]] = {"ROCM_AITER_UNIFIED_ATTN": RocmAiterUnifiedAttn,
-                                           "ROCM_SEGMENTED_ATTN": RocmSegmentedAttn, "ROCM_ATTN": RocmAttn}
+                                           "ROCM_SEGMENTED_ATTN": RocmSegmentedAttn, "ROCM_ATTN": RocmAttn,
+                                           "HPC_ATTN": HpcAttn}
 """Backends of this family with behaviour beyond their capability rows."""

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.impl.base import BackendHooks, ConstructionError, Site, rocm_arch
+from kvplan.backends.impl.base import BackendHooks, ConstructionError, Site, is_quantized, rocm_arch
+from kvplan.backends.request import BackendRequest
 from kvplan.backends.vllm_033 import engine_feature
+from kvplan.model.gpu import GpuProfile
 
 __all__ = ["HOOKS"]
 
@@ -48,5 +51,17 @@ class TritonMla(_TritonFp8):
         return engine_feature("triton_mla_sliding_window").holds_for(engine)
 
 
-HOOKS: Mapping[str, type[BackendHooks]] = {"TRITON_ATTN": TritonAttn, "TRITON_MLA": TritonMla}
+class TritonAttnDiffKv(BackendHooks):
+    """TRITON_ATTN_DIFFKV: an FP8 cache from 0.32 (ENGINE_FEATURES triton_attn_diffkv_fp8)."""
+
+    def kv_cache_dtype_reasons(self, req: BackendRequest, gpu: GpuProfile, attention_config: Mapping[str, Any],
+                               engine: EngineVersion) -> list[str]:
+        # triton_attn_diffkv.py::TritonAttentionDiffKVBackend.supported_kv_cache_dtypes: auto, bfloat16 before 0.32
+        if is_quantized(req.kv_cache_dtype) and not engine_feature("triton_attn_diffkv_fp8").holds_for(engine):
+            return ["kv_cache_dtype not supported"]
+        return []
+
+
+HOOKS: Mapping[str, type[BackendHooks]] = {"TRITON_ATTN": TritonAttn, "TRITON_MLA": TritonMla,
+                                           "TRITON_ATTN_DIFFKV": TritonAttnDiffKv}
 """Backends of this family with behaviour beyond their capability rows."""
