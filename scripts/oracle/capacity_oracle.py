@@ -77,7 +77,9 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      1-3, 5-6): each attention layer is built with the backend the GPU's selector picks (the sparse FlashMLA
      backend and the fp8_ds_mla cache it makes of fp8 for DeepSeek-V3.2 / GLM-5, DeepSeek-V4's sparse SWA
      backends), and the alignment, specs and capacity run with those backends (patches 1 and 4 not applied);
-     the answer lists them under `backends`. See _OnGpu.
+     the answer lists them under `backends`. A case's `gpu_model_module` (DeepSeek-V4's package, which imports
+     its nvidia/ implementation only on a CUDA platform) is imported and built with the CUDA platform current.
+     See _OnGpu.
  14. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
      patch 19: MiniMax-M3's text config), and `v2_model_runner` selects Model Runner V2 as a GPU launch
      does (arch_oracle.py patch 12: Step 5).
@@ -232,6 +234,20 @@ class _OnGpu:
             yield
         finally:
             VllmConfig.try_verify_and_update_config = orig
+
+    @contextlib.contextmanager
+    def model_module(self, package: str):
+        """A model package that picks its implementation by platform at import (DeepSeek-V4:
+        vllm/models/deepseek_v4/__init__.py imports nvidia/, amd/ or cpu/: the case's `gpu_model_module`) is
+        imported afresh with the CUDA platform current, and the model is built with it current (its layers
+        read the platform as they build); the CPU's copy is restored afterwards."""
+        saved = sys.modules.pop(package, None)  # its submodules stay (their ops are registered once)
+        try:
+            with self.current():
+                yield
+        finally:
+            if saved is not None:
+                sys.modules[package] = saved
 
     @contextlib.contextmanager
     def selecting(self):
@@ -524,7 +540,9 @@ def run_case(ao, case: dict, base: Path) -> dict:
         gdn.__enter__()
         with set_default_torch_dtype(mc.dtype), torch.device("meta"), \
                 (on_gpu.selecting() if on_gpu else contextlib.nullcontext()), \
-                ao._device_capability({"device_capability": on_gpu.cc if on_gpu else None}):
+                ao._device_capability({"device_capability": on_gpu.cc if on_gpu else None}), \
+                (on_gpu.model_module(case["gpu_model_module"]) if on_gpu and case.get("gpu_model_module")
+                 else contextlib.nullcontext()):
             model = initialize_model(vllm_config=vc)
             drafter = _build_drafter(vc)
         stage = "align_block_size"
