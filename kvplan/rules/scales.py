@@ -30,6 +30,9 @@ def _inline_scales(la: LayerArch, st: LayerState, mode: QuantMode) -> Set | None
     if la.dsv4_compress_ratio is not None and st.kv_cache_dtype == "fp8_ds_mla":
         return Set("scale_source", ScaleSource.block_scales,
                    "DeepSeek-V4 fp8_ds_mla stores UE8M0 block scales with each state (8 B)")
+    if st.kv_cache_dtype == "fp8_ds_mla":  # the sparse FlashMLA row (rule KV121): no k/v scale is read
+        return Set("scale_source", ScaleSource.block_scales,
+                   "fp8_ds_mla stores an fp32 scale per 128 NoPE values with each token (16 B), set at write time")
     return None
 
 
