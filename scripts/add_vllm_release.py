@@ -545,7 +545,8 @@ def run_capacity(version: str, python: str, site: Path, env: dict[str, str]) -> 
     """Hook `run_capacity`: scripts/oracle/capacity_oracle.py with the release, then its parity tests."""
     name = "Capacity oracle (scripts/oracle/capacity_oracle.py)"
     script = ORACLE_DIR / "capacity_oracle.py"
-    case_files = sorted(CAPACITY_CASES.parent.glob("cases*.json"))  # plain, extra caches, drafts, refusals
+    # plain, extra caches, drafts, refusals, GPU backends
+    case_files = sorted(CAPACITY_CASES.parent.glob("cases*.json"))
     for cases in case_files:
         cmd = release_aware_command(script, python, env, version, site, ["--cases", str(cases)])
         if cmd is None:
@@ -558,7 +559,9 @@ def run_capacity(version: str, python: str, site: Path, env: dict[str, str]) -> 
             run_parity("tests/planner/test_vllm_capacity_parity.py", version, "capacity cases",
                        "kvplan against the capacity answers"),
             run_parity("tests/planner/test_vllm_capacity_layouts.py", version, "layout cases (drafts, extra "
-                       "caches, refusals)", "kvplan against the capacity layout answers")]
+                       "caches, refusals)", "kvplan against the capacity layout answers"),
+            run_parity("tests/planner/test_vllm_capacity_gpu_backends.py", version, "GPU-backend layout cases",
+                       "kvplan at --gpu against the answers of vLLM's CUDA platform")]
 
 
 def run_backend(version: str, a: argparse.Namespace, site: Path, env: dict[str, str]) -> list[Step]:

@@ -43,27 +43,44 @@ def default_block_size(engine: EngineVersion) -> int:
     return 64 if engine_feature("default_block_size_64").holds_for(engine) else 16
 
 
-def preferred_block_size(chosen: Sequence[tuple[str, int]], gpu: GpuProfile, default: int) -> int | None:
+SPARSE_INDEXER_KERNEL_BLOCK = 64
+"""The sparse-MLA indexer's kernel block on CUDA (DeepSeek-V3.2 / GLM-5's `DEEPSEEK_V32_INDEXER` backend:
+`DeepseekV32IndexerBackend.get_supported_kernel_block_sizes` answers [64]; on ROCm any multiple of 1),
+vllm/v1/attention/backends/mla/indexer.py, vLLM 0.33.0 and 0.34.0."""
+
+
+def _indexer_ok(block_size: int, kernel: int | None) -> bool:
+    return kernel is None or block_size % kernel == 0
+
+
+def preferred_block_size(chosen: Sequence[tuple[str, int]], gpu: GpuProfile, default: int, *,
+                         sparse_indexer: bool = False) -> int | None:
     """Phase 1 of `Platform.update_block_size_for_backend` (`_preferred_block_size_for_backends`, vLLM
     0.33.0 and 0.34.0 alike): the block size of a launch without --block-size, from the model's attention
     backends. `chosen`: (backend, the block size that backend prefers for its layers) in layer order. One
     backend: its preference (`get_preferred_block_size`); several: the release default when every backend
     accepts it, else the smallest LCM of one kernel block size per backend that all accept. None without
-    backends, or where they share no size (vLLM raises at startup; KV701 reports the backends)."""
+    backends, or where they share no size (vLLM raises at startup; KV701 reports the backends).
+    `sparse_indexer`: the model's sparse-MLA layers also register their indexer's key cache, whose backend
+    (`DEEPSEEK_V32_INDEXER`) is one more of the model's backends (`_find_non_ssm_backends` walks every
+    attention layer): block size a multiple of SPARSE_INDEXER_KERNEL_BLOCK on CUDA."""
     from kvplan.backends.impl import hooks_for
 
     names = list(dict.fromkeys(name for name, _ in chosen))
     if not names:
         return None
-    if len(names) == 1:
+    kernel = (SPARSE_INDEXER_KERNEL_BLOCK if gpu.vendor == "nvidia" else 1) if sparse_indexer else None
+    if len(names) == 1 and kernel is None:
         return max(bs for _, bs in chosen)
     hooks = [hooks_for(n) for n in names]
-    if all(h.block_size_ok(default, gpu) for h in hooks):
+    if all(h.block_size_ok(default, gpu) for h in hooks) and _indexer_ok(default, kernel):
         return default
     sizes = [[*(h.block_sizes(gpu) or ()), *((m,) if (m := BACKENDS[n].block_size_multiple_of) else ())] or [1]
              for n, h in zip(names, hooks, strict=True)]
+    if kernel is not None:
+        sizes.append([kernel])
     for candidate in sorted({math.lcm(*combo) for combo in itertools.product(*sizes)}):
-        if all(h.block_size_ok(candidate, gpu) for h in hooks):
+        if all(h.block_size_ok(candidate, gpu) for h in hooks) and _indexer_ok(candidate, kernel):
             return candidate
     return None
 

@@ -541,14 +541,17 @@ def _draft_kv(flags: ServingFlags, drafts: list[LayerPlan]) -> DraftKv | None:
 
 def _backend_block_size(gctx: RuleContext, layers: list[LayerPlan]) -> int | None:
     """With --gpu: the block size vLLM gives the layers' attention backends (FlashMLA 64, CUTLASS MLA 128,
-    FlashInfer-MLA 32 at 0.33's default; `kvplan.backends.defaults.preferred_block_size`)."""
+    FlashInfer-MLA 32 at 0.33's default; a sparse-MLA model's indexer backend with them:
+    `kvplan.backends.defaults.preferred_block_size`)."""
     if gctx.gpu is None or gctx.gpu.profile is None:
         return None
     by_index = {la.index: la for la in gctx.arch.layers}
     chosen = [(lp.backend, choice.block_size) for lp in layers
               if lp.backend and lp.kv_cache_dtype and lp.index in by_index
               and (choice := backend_choice(gctx, by_index[lp.index], lp.kv_cache_dtype)).block_size]
-    return preferred_block_size(chosen, gctx.gpu.profile, default_block_size(gctx.engine))
+    indexer = any(by_index[lp.index].indexer_bytes_per_token for lp in layers
+                  if lp.index in by_index and lp.kind == "mla" and lp.bytes_per_token)
+    return preferred_block_size(chosen, gctx.gpu.profile, default_block_size(gctx.engine), sparse_indexer=indexer)
 
 
 def _block_size(flags: ServingFlags, engine: EngineVersion | None, backend_block_size: int | None) -> int:

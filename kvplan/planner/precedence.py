@@ -21,6 +21,7 @@ LAYER_ORDER: tuple[str, ...] = (
     "KV104",  # skip-layers: after the checkpoint override, back to 'auto'
     "KV111",  # model-class-ignores-kv-cache-dtype: layers built without the cache config stay 'auto'
     "KV114",  # deepseek-v4-fp8-ds-mla: DeepSeek-V4 attention resolves the global dtype to fp8_ds_mla
+    "KV121",  # sparse-mla-fp8-ds-mla: the sparse FlashMLA backend serves an fp8 cache as fp8_ds_mla
     "KV110",  # storage-dtype: string -> stored element type + quant mode
     "KV120",  # scale-source: checkpoint / dynamic per-token-head / 1.0
     "KV130",  # kv-bytes-per-token: spec formulas, per TP rank

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from kvplan.model.arch import LayerArch
+from kvplan.model.plan import LayerPlan
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, Severity
 from kvplan.rules.base import Emit, declare
 from kvplan.rules.context import RuleContext
@@ -145,6 +146,16 @@ def no_backend(ctx: RuleContext) -> Iterator[Emit]:
         yield Emit(f"{msg} ({len(layers)} layer(s) on {ctx.gpu.name})", tuple(layers))
 
 
+def _asked_kv_cache_dtype(ctx: RuleContext, lp: LayerPlan) -> str:
+    """The cache dtype the layer's backend was selected with: before rule KV121 made the sparse backend's
+    fp8_ds_mla of it (vLLM logs that rewrite: "Using fp8_ds_mla KV cache format for ... backend.")."""
+    assert lp.kv_cache_dtype is not None
+    decided = [d for d in lp.decisions if d.field == "kv_cache_dtype"]
+    if not decided or decided[-1].rule != "KV121":
+        return lp.kv_cache_dtype
+    return str(decided[-2].value) if len(decided) > 1 else ctx.kv_cache_dtype
+
+
 @declare(code="KV702", name="backend-note", severity="warning", family="backend",
          summary="The backend will do something you did not ask for (fallback, format change, assertion risk).",
          why="vLLM logs these at startup or fails at the first forward: FA4 falling back to FA2, e5m2 stored "
@@ -159,7 +170,7 @@ def backend_notes(ctx: RuleContext) -> Iterator[Emit]:
         la = ctx.arch_layer(lp.index)
         if la is None or lp.kv_cache_dtype is None or lp.kind in NO_KV_KINDS:
             continue
-        ch = _choice(ctx, la, lp.kv_cache_dtype)
+        ch = _choice(ctx, la, _asked_kv_cache_dtype(ctx, lp))
         pre_39002 = _global_dtype_queries(ctx, ch.backend) and lp.kv_cache_dtype != ctx.kv_cache_dtype
         if ch.status != "error" or ch.error_stage in ("impl", "builder", "forward"):
             # a chosen backend logs its notes before its impl/builder/forward error (e.g. FA4 -> FA2)

@@ -385,6 +385,34 @@ def dsv4_fp8_ds_mla(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator
         yield Set("kv_cache_dtype", "fp8_ds_mla", f"DeepSeek-V4 attention resolves cache dtype {g!r} to fp8_ds_mla")
 
 
+SPARSE_MLA_REF = "vllm/model_executor/layers/attention/mla_attention.py::_canonicalize_sparse_mla_kv_cache_dtype"
+
+
+@declare(code="KV121", name="sparse-mla-fp8-ds-mla", kind="decision", scope="layer", family="dtype",
+         severity="info",
+         summary="On the sparse FlashMLA backend a sparse-MLA layer stores an fp8 KV cache as fp8_ds_mla.",
+         why="vLLM's MLAAttention selects the layer's backend, then rewrites its cache dtype for it: on "
+             "FLASHMLA_SPARSE any quantized dtype but nvfp4_ds_mla becomes fp8_ds_mla (512 fp8 NoPE + 16 B scales + "
+             "64 bf16 RoPE: 656 B per token instead of the 576 B fp8 latent), on FLASHINFER_MLA_SPARSE_SM120 "
+             "'auto', 'fp8' and 'fp8_e4m3' do (vLLM 0.33.0 and 0.34.0; "
+             "measured with the capacity oracle on the CUDA platform, cases_gpu_backends.json). Other sparse "
+             "backends keep the dtype (FlashInfer's SM100 sparse backend: the 576 B fp8 latent). Needs --gpu.",
+         fix="Nothing to do: budget the fp8_ds_mla size, or pass --attention-backend to pick another sparse backend.",
+         references=(SPARSE_MLA_REF,))
+@decides_layer("kv_cache_dtype")
+def sparse_mla_fp8_ds_mla(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
+    d = st.kv_cache_dtype
+    if (ctx.gpu is None or ctx.gpu.profile is None or la.kind != "mla" or la.mla is None or not la.mla.index_topk
+            or la.dsv4_compress_ratio is not None or d is None):
+        return
+    from kvplan.rules.backend import backend_choice
+
+    ch = backend_choice(ctx, la, d)  # the backend's _canonicalize_sparse_mla_kv_cache_dtype (kvplan.backends)
+    to = ch.effective_kv_cache_dtype
+    if ch.backend and to and to != d:
+        yield Set("kv_cache_dtype", to, f"{ch.backend} serves cache dtype {d!r} as {to}")
+
+
 @declare(code="KV115", name="deepseek-v4-needs-fp8", severity="error", family="dtype",
          summary="DeepSeek-V4's fp8_ds_mla layout only supports an fp8 KV cache: vLLM refuses other dtypes.",
          why="vLLM 0.33's DeepseekV4Attention raises 'DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache' "

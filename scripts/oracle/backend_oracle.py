@@ -221,13 +221,12 @@ def _grid() -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------- one GPU (worker)
-def _install_platform(cc: tuple[int, int], gpu: str) -> Any:
-    sys.meta_path.insert(0, _StubFinder())
-    import torch
-
-    torch.cuda.get_device_capability = lambda device=None: cc  # patch 3
-    torch.cuda.is_available = lambda: True
-    import vllm.platforms as platforms
+def cuda_platform(cc: tuple[int, int], gpu: str) -> tuple[Any, Any, Any]:
+    """vLLM's NonNvmlCudaPlatform answering compute capability `cc` (patch 2), with the import-level stubs
+    installed (patch 1) and FlashInfer's features answered (patch 6); the CPU platform stays current.
+    Returns (vllm.platforms.cuda, the DeviceCapability, the platform). Also used by capacity_oracle.py."""
+    if not any(isinstance(f, _StubFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _StubFinder())
     import vllm.platforms.cuda as cuda
     from vllm.platforms.interface import DeviceCapability
 
@@ -236,15 +235,34 @@ def _install_platform(cc: tuple[int, int], gpu: str) -> Any:
     plat_cls.get_device_capability = classmethod(lambda cls, device_id=0: cap)  # type: ignore[method-assign]
     plat_cls.get_device_name = classmethod(lambda cls, device_id=0: gpu)  # type: ignore[method-assign]
     plat_cls.num_compute_units = classmethod(lambda cls, device_id=0: 132)  # type: ignore[method-assign]
-    platform = plat_cls()
-    platforms._current_platform = platform  # patch 2
-    for mod in list(sys.modules.values()):  # modules imported before this bound vLLM's CPU platform by name
-        if getattr(mod, "__name__", "").startswith("vllm.") and hasattr(mod, "current_platform"):
-            mod.current_platform = platform
     import vllm.utils.flashinfer as fi
 
     for name in _INSTALLED_FEATURES:  # patch 6
         setattr(fi, name, lambda *a, **k: True)
+    return cuda, cap, plat_cls()
+
+
+def make_current(platform: Any) -> Any:
+    """Patch 2: `platform` becomes vllm.platforms' current platform, and every vllm module that bound
+    `current_platform` by name sees it. Returns the platform it replaced."""
+    import vllm.platforms as platforms
+
+    before = platforms.current_platform
+    platforms._current_platform = platform
+    for mod in list(sys.modules.values()):  # modules imported before this bound vLLM's CPU platform by name
+        if getattr(mod, "__name__", "").startswith("vllm.") and hasattr(mod, "current_platform"):
+            mod.current_platform = platform
+    return before
+
+
+def _install_platform(cc: tuple[int, int], gpu: str) -> Any:
+    sys.meta_path.insert(0, _StubFinder())
+    import torch
+
+    torch.cuda.get_device_capability = lambda device=None: cc  # patch 3
+    torch.cuda.is_available = lambda: True
+    cuda, cap, platform = cuda_platform(cc, gpu)
+    make_current(platform)
     return cuda, cap
 
 

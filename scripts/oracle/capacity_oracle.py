@@ -89,6 +89,17 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      release's own (num_speculative_tokens - 1 with multi-module MTP, kv_cache_utils.get_kv_cache_configs).
  17. Before 0.26 the CPU platform plugin answers only for a CPU build of vLLM: it answers vLLM's own
      CpuPlatform, as releases/vllm_oracle-pre-0.33.patch (1) does for the per-layer oracle.
+ 18. A case with a `gpu` and no `backend` (tests/data/vllm_oracle_capacity/cases_gpu_backends.json) runs on
+     vLLM's CUDA platform for that GPU, faked by scripts/oracle/backend_oracle.py (imported, its PATCHES
+     1-3, 5-6): each attention layer is built with the backend the GPU's selector picks (the sparse FlashMLA
+     backend and the fp8_ds_mla cache it makes of fp8 for DeepSeek-V3.2 / GLM-5, DeepSeek-V4's sparse SWA
+     backends), and the alignment, specs and capacity run with those backends (patches 1 and 4 not applied);
+     the answer lists them under `backends`. A case's `gpu_model_module` (DeepSeek-V4's package, which imports
+     its nvidia/ implementation only on a CUDA platform) is imported and built with the CUDA platform current.
+     See _OnGpu.
+ 19. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
+     patch 19: MiniMax-M3's text config), and `v2_model_runner` selects Model Runner V2 as a GPU launch
+     does (arch_oracle.py patch 12: Step 5).
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -169,6 +180,144 @@ def _arch_oracle():
     return mod
 
 
+def _backend_oracle():
+    spec = importlib.util.spec_from_file_location("kvplan_backend_oracle", HERE / "backend_oracle.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _OnGpu:
+    """Patch 18: a case with `"gpu"` (a backend_oracle.py GPU name: h100, b200, ...) and no `backend` runs with
+    vLLM's CUDA platform answering that GPU's compute capability, set up by backend_oracle.py's own fakes (its patches
+    1-3, 5-6: import-level stubs for compiled extensions, NonNvmlCudaPlatform with the capability, FlashInfer
+    features, torch.empty(device="cuda") on the meta device). While the model is built, every attention
+    layer's backend is chosen by `CudaPlatform.get_attn_backend_cls`, and the platform reports the GPU's compute
+    capability to the model classes (arch_oracle.py patch 22: Step 5's DSA checks it); the model class's config
+    hooks see the GPU too (model_hooks) (the CUDA platform current for that one
+    call), so the layer keeps what the GPU's selector picks and what follows from it (the sparse FlashMLA
+    backend serving fp8 as fp8_ds_mla); the block-size alignment, the specs and the capacity then run with
+    the CUDA platform current and the layers' own backends (patches 1 and 4 are not applied). The workspace
+    manager the GPU model runner creates before building the model is created on the meta device (the
+    sparse FlashMLA layers reserve their workspace in it; torch.accelerator.empty_cache is a no-op and
+    current_device_index answers 0)."""
+
+    def __init__(self, gpu: str) -> None:
+        import torch
+
+        bo = _backend_oracle()
+        self.cc = bo.GPUS[gpu]
+        self.bo = bo
+        _, _, self.platform = bo.cuda_platform(self.cc, gpu)
+        self.torch = torch
+        from vllm.v1.worker import workspace
+
+        for name in [m for m in sys.modules if m.startswith("vllm.vllm_flash_attn")]:
+            del sys.modules[name]  # re-imported with the stubs: FA2/FA3 available, as on a CUDA install (patch 1)
+        if workspace._manager is None:  # GPUModelRunner.__init__ sets it up before the model is built
+            workspace.init_workspace_manager(torch.device("meta"))
+
+    @contextlib.contextmanager
+    def current(self):
+        """The CUDA platform current (and torch.cuda answering the GPU) inside the block."""
+        torch = self.torch
+        saved = (torch.cuda.get_device_capability, torch.cuda.is_available)
+        torch.cuda.get_device_capability = lambda device=None: self.cc
+        torch.cuda.is_available = lambda: True
+        before = self.bo.make_current(self.platform)
+        try:
+            with self._meta_cuda_empty():
+                yield
+        finally:
+            self.bo.make_current(before)
+            torch.cuda.get_device_capability, torch.cuda.is_available = saved
+
+    @contextlib.contextmanager
+    def model_hooks(self):
+        """Inside the block the model class's config hooks (`VllmConfig.try_verify_and_update_config`: GLM-5's
+        fp8 cache by default on the SM100 family) run with the CUDA platform current."""
+        from vllm.config import VllmConfig
+
+        orig = VllmConfig.__dict__["try_verify_and_update_config"]
+        gpu = self
+
+        def try_verify_and_update_config(vc):
+            with gpu.current():
+                return orig(vc)
+
+        VllmConfig.try_verify_and_update_config = try_verify_and_update_config
+        try:
+            yield
+        finally:
+            VllmConfig.try_verify_and_update_config = orig
+
+    @contextlib.contextmanager
+    def model_module(self, package: str):
+        """A model package that picks its implementation by platform at import (DeepSeek-V4:
+        vllm/models/deepseek_v4/__init__.py imports nvidia/, amd/ or cpu/: the case's `gpu_model_module`) is
+        imported afresh with the CUDA platform current, and the model is built with it current (its layers
+        read the platform as they build); the CPU's copy is restored afterwards."""
+        saved = sys.modules.pop(package, None)  # its submodules stay (their ops are registered once)
+        try:
+            with self.current():
+                yield
+        finally:
+            if saved is not None:
+                sys.modules[package] = saved
+
+    @contextlib.contextmanager
+    def selecting(self):
+        """Inside the block the CPU platform's attention selector answers as the CUDA platform's."""
+        from vllm.platforms import current_platform
+        from vllm.v1.attention import selector
+
+        cpu_cls = type(current_platform)
+        orig = cpu_cls.__dict__["get_attn_backend_cls"]
+        gpu = self
+
+        def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
+            with gpu.current():
+                return type(gpu.platform).get_attn_backend_cls(selected_backend, attn_selector_config, num_heads)
+
+        selector._cached_get_attn_backend.cache_clear()
+        cpu_cls.get_attn_backend_cls = classmethod(get_attn_backend_cls)
+        try:
+            with self._meta_cuda_empty():
+                yield
+        finally:
+            cpu_cls.get_attn_backend_cls = orig
+            selector._cached_get_attn_backend.cache_clear()
+
+    @contextlib.contextmanager
+    def _meta_cuda_empty(self):
+        torch = self.torch
+        empty = torch.empty
+
+        def meta_empty(*args, **kwargs):
+            if str(kwargs.get("device", "")).startswith("cuda"):
+                kwargs["device"] = "meta"
+            return empty(*args, **kwargs)
+
+        acc = torch.accelerator
+        # the workspace manager flushes the device cache as it grows; 0.34's sparse FlashMLA layer counts the
+        # SMs of the current device (answered by the faked platform's num_compute_units)
+        saved = (acc.empty_cache, acc.current_device_index)
+        torch.empty, acc.empty_cache, acc.current_device_index = meta_empty, lambda: None, lambda: 0
+        try:
+            yield
+        finally:
+            torch.empty = empty
+            acc.empty_cache, acc.current_device_index = saved
+
+
+def _layer_backends(vc) -> list:
+    """The distinct non-SSM attention backends of the built layers, in layer order."""
+    from vllm.platforms.interface import Platform
+
+    return Platform._find_non_ssm_backends.__func__(Platform, vc)
+
+
 class _ImportOnlyFlashInfer:
     """Patch 8: while a FlashInfer backend module is imported, `flashinfer` (not installed with the CPU
     oracle venv) is a placeholder module, so that vLLM's backend class loads; the harness reads only the
@@ -224,13 +373,14 @@ def _cuda_backend(use_mla: bool, name: str | None = None):
     return FlashAttentionBackend
 
 
-def _align_as_on_cuda(vc, backend_name: str | None) -> None:
-    """Patches 1-2, then vLLM's own Platform.update_block_size_for_backend."""
+def _align_as_on_cuda(vc, backend_name: str | None, on_gpu: bool = False) -> None:
+    """Patches 1-2, then vLLM's own Platform.update_block_size_for_backend (patch 18: the layers' own
+    backends, patch 1 not applied)."""
     from vllm.config import set_current_vllm_config
     from vllm.config.cache import CacheConfig
     from vllm.platforms.interface import Platform
 
-    backend = _cuda_backend(vc.model_config.use_mla, backend_name)
+    backend = None if on_gpu else _cuda_backend(vc.model_config.use_mla, backend_name)
     cc = vc.cache_config
     if not cc.user_specified_block_size:
         cc.block_size = CacheConfig.DEFAULT_BLOCK_SIZE
@@ -238,11 +388,13 @@ def _align_as_on_cuda(vc, backend_name: str | None) -> None:
         cc.mamba_block_size = cc.block_size
     elif vc.model_config.is_hybrid or cc.mamba_block_size is not None:
         cc.mamba_block_size = vc.model_config.max_model_len
-    # patch 1 (patch 14 before 0.31: the platform asks `_find_non_ssm_backend` for one backend class)
+    # patch 1 (patch 14 before 0.31: the platform asks `_find_non_ssm_backend` for one backend class); on a
+    # GPU (patch 18) the platform's own answer stands
     name, answer = (("_find_non_ssm_backends", [backend]) if "_find_non_ssm_backends" in Platform.__dict__
                     else ("_find_non_ssm_backend", backend))
     saved = Platform.__dict__[name]
-    setattr(Platform, name, classmethod(lambda cls, vllm_config: answer))
+    if backend is not None:
+        setattr(Platform, name, classmethod(lambda cls, vllm_config: answer))
     try:
         with set_current_vllm_config(vc):
             Platform.update_block_size_for_backend.__func__(Platform, vc)
@@ -306,24 +458,24 @@ def _kv_cache_configs(vc, specs: dict, available: int):
         return groups, str(e).splitlines()[0]
 
 
-def _layout_name(vc, specs: dict, backend_name: str | None) -> str | None:
+def _layout_name(vc, specs: dict, backends: list) -> str | None:
     """vLLM's resolved KV cache layout; patch 15: before 0.29 one global layout (`get_kv_cache_layout`: the
     override, VLLM_KV_CACHE_LAYOUT or the KV connector's; None without them)."""
     from vllm.v1.attention.backends import utils
 
     if not hasattr(utils, "resolve_kv_cache_layout"):
         return utils.get_kv_cache_layout()
-    backend = _cuda_backend(vc.model_config.use_mla, backend_name)
-    supported = [[x.name for x in utils.get_supported_kv_cache_layouts([backend])]]
+    supported = [[x.name for x in utils.get_supported_kv_cache_layouts(backends)]]
     return utils.resolve_kv_cache_layout(vc, supported, list(specs.values())).name
 
 
-def _capacity(vc, specs: dict, available: int, backend_name: str | None) -> dict:
+def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu: bool = False) -> dict:
     from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
 
     register_all_kvcache_specs(vc)
-    layout = _layout_name(vc, specs, backend_name)
+    backends = _layer_backends(vc) if on_gpu else [_cuda_backend(vc.model_config.use_mla, backend_name)]
+    layout = _layout_name(vc, specs, backends)
     groups, configs = _kv_cache_configs(vc, specs, available)
     out: dict = {"kv_cache_layout": layout, "groups": [_group_record(g, vc) for g in groups],
                  "num_blocks": None, "gpu_kv_cache_tokens": None, "max_concurrency": None, "startup_error": None}
@@ -415,12 +567,19 @@ def run_case(ao, case: dict, base: Path) -> dict:
                  "config": case["config"], "config_sha256": hashlib.sha256(cfg_path.read_bytes()).hexdigest(),
                  "flags": case["flags"], "available_bytes": case["available_bytes"],
                  "backend": case.get("backend"), "engine": None,
+                 **({"gpu": case["gpu"]} if case.get("gpu") else {}),
                  "answer": None, "error": None}
     ao._use_case_sub_configs(case)  # patch 12 (arch_oracle.py patch 32: sub-configs of a stand-in config class)
-    ao._register_unknown_model_type(cfg)
+    if not case.get("vllm_config_class"):
+        ao._register_unknown_model_type(cfg)
+    saved_v2 = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+    if case.get("v2_model_runner"):  # patch 19 (arch_oracle.py patch 12)
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     tmp = tempfile.mkdtemp(prefix="kvplan-capacity-")
     stage = "create_engine_config"
     try:
+        if case.get("vllm_config_class"):  # patch 19 (arch_oracle.py patch 19); a release without it: an error
+            ao._register_shipped_config_class(case, cfg)
         shutil.copy(cfg_path, Path(tmp) / "config.json")
         ao._drop_case_keys(case, tmp)  # patch 12 (arch_oracle.py patch 40)
         f = case["flags"]
@@ -435,7 +594,9 @@ def run_case(ao, case: dict, base: Path) -> dict:
                         disable_hybrid_kv_cache_manager=f.get("disable_hybrid_kv_cache_manager"),
                         **({"mamba_ssm_cache_dtype": f["mamba_ssm_cache_dtype"]}
                            if "mamba_ssm_cache_dtype" in f else {}))
-        vc = ea.create_engine_config()
+        on_gpu = _OnGpu(case["gpu"]) if case.get("gpu") and not case.get("backend") else None  # patch 18
+        with on_gpu.model_hooks() if on_gpu else contextlib.nullcontext():
+            vc = ea.create_engine_config()
         stage = "build_model"
         with set_current_vllm_config(vc):
             if not ao._DIST_READY:
@@ -448,23 +609,32 @@ def run_case(ao, case: dict, base: Path) -> dict:
         mc = vc.model_config
         gdn = _gdn_prefill(case)
         gdn.__enter__()
-        with set_default_torch_dtype(mc.dtype), torch.device("meta"):
+        with set_default_torch_dtype(mc.dtype), torch.device("meta"), \
+                (on_gpu.selecting() if on_gpu else contextlib.nullcontext()), \
+                ao._device_capability({"device_capability": on_gpu.cc if on_gpu else None}), \
+                (on_gpu.model_module(case["gpu_model_module"]) if on_gpu and case.get("gpu_model_module")
+                 else contextlib.nullcontext()):
             model = initialize_model(vllm_config=vc)
             drafter = _build_drafter(vc)
         stage = "align_block_size"
-        _align_as_on_cuda(vc, case.get("backend"))
+        gpu_current = on_gpu.current() if on_gpu else contextlib.nullcontext()
+        gpu_current.__enter__()
+        _align_as_on_cuda(vc, case.get("backend"), on_gpu is not None)
         stage = "specs"
         with set_current_vllm_config(vc):
             for layer in vc.compilation_config.static_forward_context.values():
                 backend = getattr(layer, "attn_backend", None)
-                if backend is not None and not backend.is_ssm():  # patch 4
+                if on_gpu is None and backend is not None and not backend.is_ssm():  # patch 4
                     layer.attn_backend = _cuda_backend(backend.is_mla(), case.get("backend"))
             # the GPU model runner's own spec collection: each layer's spec, the backend's packing
             # (customize_attention_spec: inline per-token-head scales, fixed kernel-block strides), drafts
             # (patch 11 marks the draft's layers; their specs carry is_draft)
             specs = get_kv_cache_spec(vc)
             stage = "capacity"
-            res["answer"] = _capacity(vc, specs, case["available_bytes"], case.get("backend"))
+            res["answer"] = _capacity(vc, specs, case["available_bytes"], case.get("backend"), on_gpu is not None)
+            if on_gpu is not None:  # the backends the GPU's selector gave the layers
+                res["answer"]["backends"] = [b.get_name() for b in _layer_backends(vc)]
+        gpu_current.__exit__(None, None, None)
         gdn.__exit__(None, None, None)
         cc = vc.cache_config
         res["engine"] = {"architecture": mc.architecture, "model_dtype": ao._dtype_name(mc.dtype),
@@ -480,6 +650,14 @@ def run_case(ao, case: dict, base: Path) -> dict:
                         "traceback_tail": [ln.strip()[:300] for ln in traceback.format_exc().splitlines()[-4:]]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if case.get("vllm_config_class"):  # the model_type's own class again
+            from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+            CONFIG_MAPPING._extra_content.pop(cfg.get("model_type"), None)
+        if saved_v2 is None:
+            os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
+        else:
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved_v2
     return res
 
 
