@@ -130,11 +130,11 @@ def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Pat
 
 
 # vLLM 0.28 still lays this Kimi-Linear + Kimi-K2 EAGLE3 case out (every group, the draft's full-attention layer
-# included, at one 2048-token block: its answer in releases/0.28.0); from 0.31 it refuses. kvplan models the
+# included, at one 2048-token block: its answer in releases/0.28.0); from 0.29 it refuses. kvplan models the
 # refusal only, so at 0.28 it reports KV504 where vLLM starts: a known gap (docs/capacity-layouts.md).
 _LAID_OUT_BEFORE_REFUSAL = {"0.28.0"}
 _REFUSED_RUNS = [pytest.param(r, c, id=f"{r}-{c['name']}", marks=pytest.mark.xfail(
-    r in _LAID_OUT_BEFORE_REFUSAL, strict=True, reason="vLLM 0.28 lays it out; kvplan models 0.31+'s refusal"))
+    r in _LAID_OUT_BEFORE_REFUSAL, strict=True, reason="vLLM 0.28 lays it out; kvplan models 0.29+'s refusal"))
     for r in RELEASES for c in REFUSED]
 
 
