@@ -19,7 +19,7 @@ from kvplan.backends.select import (
     rocm_fp8_notes,
     select_backend,
 )
-from kvplan.backends.vllm_033 import BACKENDS, ENGINE_FEATURES
+from kvplan.backends.vllm_rows import BACKENDS, ENGINE_FEATURES
 
 __all__ = [
     "BACKENDS",

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.request import MlaDims
-from kvplan.backends.vllm_033 import ENGINE_VERSIONS, MLA_PREFILL_FP8_QUERY_BACKENDS, engine_feature
+from kvplan.backends.vllm_rows import ENGINE_VERSIONS, MLA_PREFILL_FP8_QUERY_BACKENDS, engine_feature
 from kvplan.errors import KvplanInputError
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import QuantMode, quant_mode_of

@@ -1,6 +1,6 @@
 """Types for engine versions, attention-backend capability rows and engine feature history.
 
-The data lives in per-engine modules (:mod:`kvplan.backends.vllm_033`); the selection walk in
+The data lives in per-engine modules (:mod:`kvplan.backends.vllm_rows`); the selection walk in
 :mod:`kvplan.backends.select`, each backend's quirks in :mod:`kvplan.backends.impl`. Version ranges are
 small PEP 440-like strings (`">=0.33,<0.34"`) compared on (major, minor, patch) tuples; pre-release/dev
 suffixes are ignored.

@@ -1,7 +1,7 @@
 """Serving defaults that depend on the vLLM release: KV block size, extensible KV cache, memory share.
 
 What `vllm serve` uses when the launch line does not say, per release (the versions come from
-`ENGINE_FEATURES` in :mod:`kvplan.backends.vllm_033`, each row citing the vLLM source):
+`ENGINE_FEATURES` in :mod:`kvplan.backends.vllm_rows`, each row citing the vLLM source):
 
 * block size: `CacheConfig.DEFAULT_BLOCK_SIZE`, 16 up to 0.33 (read in 0.25.1 and 0.33.0) and 64 from
   0.34; the attention backends may still pick another size (`BackendHooks.default_block_size` for one,
@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.vllm_033 import BACKENDS, engine_feature
+from kvplan.backends.vllm_rows import BACKENDS, engine_feature
 from kvplan.model.gpu import GpuProfile
 from kvplan.releases.release import find_release
 

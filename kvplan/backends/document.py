@@ -9,7 +9,7 @@ from kvplan.backends.capabilities import DEFAULT_ENGINE, DEFAULT_VLLM_VERSION, B
 from kvplan.backends.gpus import GPU_PROFILES, resolve_gpu
 from kvplan.backends.request import BackendRequest, ModelDtype
 from kvplan.backends.select import hardware_reasons, select_backend
-from kvplan.backends.vllm_033 import BACKEND_ORACLE_RELEASES, BACKENDS, ENGINE_VERSIONS, rows_for
+from kvplan.backends.vllm_rows import BACKEND_ORACLE_RELEASES, BACKENDS, ENGINE_VERSIONS, rows_for
 from kvplan.errors import KvplanInputError
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES

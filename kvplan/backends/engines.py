@@ -4,7 +4,7 @@ Every release kvplan has data for (`kvplan.releases.known_releases()`, generated
 scripts/gen_vllm_release.py) has its launch lines judged exactly by its own option table. Plans are
 made from 0.18 on (`MODELLED_VLLM_VERSIONS`, the `--calculate-kv-scales` deprecation, one release
 before skip layers) to the newest release kvplan knows. kvplan's KV rules carry the version ranges in
-which they hold (`ENGINE_FEATURES` in :mod:`kvplan.backends.vllm_033`), so a plan for an older release
+which they hold (`ENGINE_FEATURES` in :mod:`kvplan.backends.vllm_rows`), so a plan for an older release
 reports that release's behaviour for the modelled history: the `--calculate-kv-scales` deprecation and
 removal, `--kv-cache-dtype-skip-layers` (PR #33695), the FlashInfer skip-layer crash and its fix (PR
 #39002), per-token-head KV dtypes (PR #38378), and explicit `--kv-cache-dtype` over a checkpoint
@@ -18,8 +18,8 @@ silently.
 from __future__ import annotations
 
 from kvplan.backends.capabilities import DEFAULT_ENGINE, EngineVersion, Version, version_in_range
-from kvplan.backends.vllm_033 import BACKEND_ORACLE_RELEASES, oracle_verified
-from kvplan.backends.vllm_033 import ENGINE_VERSIONS as TABLE_VERSIONS
+from kvplan.backends.vllm_rows import BACKEND_ORACLE_RELEASES, oracle_verified
+from kvplan.backends.vllm_rows import ENGINE_VERSIONS as TABLE_VERSIONS
 from kvplan.errors import KvplanInputError
 from kvplan.releases import Release, find_release, known_releases
 

@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kvplan import __version__
 from kvplan.backends.engines import backend_rows_status, plan_status
-from kvplan.backends.vllm_033 import BACKEND_ORACLE_RELEASES
+from kvplan.backends.vllm_rows import BACKEND_ORACLE_RELEASES
 from kvplan.releases import DEFAULT_ENGINE_VERSION, known_releases
 
 __all__ = ["SCHEMA_VERSION", "EngineRelease", "EnginesDocument", "engines_document"]

@@ -35,7 +35,7 @@ from kvplan.backends.impl import hooks_for
 from kvplan.backends.impl.base import BackendHooks, Site, rocm_arch
 from kvplan.backends.impl.flash_attn import flash_attn_version
 from kvplan.backends.request import BackendChoice, BackendRequest, ErrorStage
-from kvplan.backends.vllm_033 import BACKENDS, cpu_priority, cuda_priority, engine_feature, rocm_priority
+from kvplan.backends.vllm_rows import BACKENDS, cpu_priority, cuda_priority, engine_feature, rocm_priority
 from kvplan.errors import KvplanInputError
 from kvplan.model.arch import MlaDims
 from kvplan.model.gpu import GpuProfile

@@ -16,7 +16,7 @@ from rich.table import Table
 from kvplan.backends.capabilities import DEFAULT_ENGINE, BackendCapability
 from kvplan.backends.document import SCHEMA_VERSION, _engine, _kind, backends_document, gpus_document
 from kvplan.backends.gpus import GPU_PROFILES
-from kvplan.backends.vllm_033 import rows_for
+from kvplan.backends.vllm_rows import rows_for
 from kvplan.errors import KvplanInputError
 from kvplan.model.vocab import VLLM_033_KV_CACHE_DTYPES
 

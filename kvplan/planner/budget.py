@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.defaults import extensible_kv_cache, resolved_gpu_memory_utilization
 from kvplan.backends.gpus import GpuFacts
-from kvplan.backends.vllm_033 import engine_feature
+from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import BudgetTerm

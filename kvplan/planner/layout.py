@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.vllm_033 import engine_feature
+from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.arch import LayerArch, ModelArch, StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan

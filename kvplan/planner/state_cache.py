@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from math import prod
 
 from kvplan.backends.capabilities import EngineVersion
-from kvplan.backends.vllm_033 import engine_feature
+from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.arch import StateCache
 from kvplan.model.flags import ServingFlags
 

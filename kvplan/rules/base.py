@@ -66,7 +66,7 @@ class Rule:
     fn: Callable[..., Iterable[Any]] = field(default=lambda *a: (), repr=False, compare=False)
     versions: str = "*"
     """Engine releases the rule holds in (`>=0.19,<0.20`; `*` = every modelled release). The planner
-    runs a rule only for a release in this range (kvplan.backends.vllm_033.ENGINE_FEATURES dates them)."""
+    runs a rule only for a release in this range (kvplan.backends.vllm_rows.ENGINE_FEATURES dates them)."""
     subject_flags: tuple[str, ...] = ()
     """The flags the rule's findings are about, first present wins, when a finding names no subject of
     its own (the linter points there; none present: at the served model)."""

@@ -23,7 +23,7 @@ KV_CACHE_DTYPE_SET_BY = "kv_cache_dtype_set_by"
 
 @lru_cache(maxsize=512)
 def _engine_has(feature: str, engine: EngineVersion) -> bool:
-    from kvplan.backends.vllm_033 import engine_feature
+    from kvplan.backends.vllm_rows import engine_feature
     return engine_feature(feature).holds_for(engine)
 
 

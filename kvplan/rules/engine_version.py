@@ -1,6 +1,6 @@
 """Rules that depend on the engine release modelled (`--engine vllm==X.Y.Z`).
 
-Each rule reads the version ranges in `kvplan.backends.vllm_033.ENGINE_FEATURES` (PR merge dates
+Each rule reads the version ranges in `kvplan.backends.vllm_rows.ENGINE_FEATURES` (PR merge dates
 mapped to releases, assumptions stated there); none of them fires for the default vllm==0.33.0
 except where 0.33 itself behaves so (KV002 lives in `kvplan.rules.flags`).
 """
@@ -50,7 +50,7 @@ _VERSIONED_FLAGS = {"--kv-cache-dtype-skip-layers": "kv_cache_dtype_skip_layers"
          fix="Upgrade vLLM to the release named in the message, or drop the flag.",
          references=(_PR + "33695", "kvplan/data/vllm/history.json (each release's own option table)"))
 def flag_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
-    from kvplan.backends.vllm_033 import engine_feature
+    from kvplan.backends.vllm_rows import engine_feature
     for e in ctx.flags.flag_errors:  # the release's own parser: a flag only later releases have
         if e.kind == "unknown" and e.added_in is not None:
             yield Emit(f"{e.flag} does not exist in {_release(ctx)}: vLLM {e.added_in} added it, so vLLM exits "
@@ -98,12 +98,12 @@ def kv_dtype_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
              "kvplan's corpus; other releases are approximated.",
          fix="Plan for a release whose backend rows are verified (`kvplan engines`, column 'backend rows'), or "
              "check the listed differences.",
-         references=("kvplan/backends/vllm_033.py::BACKEND_ORACLE_RELEASES",
-                     "kvplan/backends/vllm_033.py::ENGINE_FEATURES",
-                     "kvplan/backends/vllm_033.py::ORACLE_VERIFIED_RELEASES"))
+         references=("kvplan/backends/vllm_rows.py::BACKEND_ORACLE_RELEASES",
+                     "kvplan/backends/vllm_rows.py::ENGINE_FEATURES",
+                     "kvplan/backends/vllm_rows.py::ORACLE_VERIFIED_RELEASES"))
 def tables_from_033(ctx: RuleContext) -> Iterator[Emit]:
     from kvplan.backends.engines import tables_exact
-    from kvplan.backends.vllm_033 import oracle_verified
+    from kvplan.backends.vllm_rows import oracle_verified
     if tables_exact(ctx.engine):
         return
     verified = oracle_verified(ctx.engine)

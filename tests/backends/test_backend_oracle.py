@@ -21,7 +21,7 @@ from kvplan.backends.engines import backends_of
 from kvplan.backends.gpus import get_gpu
 from kvplan.backends.request import BackendRequest
 from kvplan.backends.select import select_backend, validate_backend
-from kvplan.backends.vllm_033 import BACKEND_ORACLE_RELEASES, BACKENDS
+from kvplan.backends.vllm_rows import BACKEND_ORACLE_RELEASES, BACKENDS
 
 ORACLE = Path(__file__).resolve().parents[1] / "data" / "vllm_oracle_backends"
 GPUS = {"a100": "a100-80gb", "l40s": "l40s", "h100": "h100-sxm", "b200": "b200", "b300": "b300",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.backends.capabilities import EngineVersion, parse_version, version_in_range
-from kvplan.backends.vllm_033 import (
+from kvplan.backends.vllm_rows import (
     BACKENDS,
     ENGINE_FEATURES,
     PRIORITY_ORDERS,

@@ -17,7 +17,7 @@ from kvplan.backends.engines import (
     resolve_engine,
     tables_exact,
 )
-from kvplan.backends.vllm_033 import ENGINE_FEATURES
+from kvplan.backends.vllm_rows import ENGINE_FEATURES
 from kvplan.cli.main import app
 from kvplan.errors import KvplanInputError
 from tests.conftest import EXAMPLES
@@ -111,7 +111,7 @@ _RULE_FEATURES = {
 
 @pytest.mark.parametrize("code", sorted(_RULE_FEATURES))
 def test_rule_version_ranges_agree_with_engine_features(code: str) -> None:
-    from kvplan.backends.vllm_033 import engine_feature
+    from kvplan.backends.vllm_rows import engine_feature
     from kvplan.rules.base import get_rule
     rule = get_rule(code)
     feature, same = _RULE_FEATURES[code]

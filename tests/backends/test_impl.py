@@ -11,7 +11,7 @@ from kvplan.backends.gpus import resolve_gpu
 from kvplan.backends.impl import FAMILIES, HOOK_CLASSES, BackendHooks, hooks_for
 from kvplan.backends.request import BackendRequest
 from kvplan.backends.select import select_backend
-from kvplan.backends.vllm_033 import BACKENDS
+from kvplan.backends.vllm_rows import BACKENDS
 from tests.conftest import ROOT
 
 BACKENDS_PKG = ROOT / "kvplan" / "backends"

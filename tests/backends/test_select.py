@@ -468,7 +468,7 @@ def test_flash_attn_sinks_need_fa3_or_fa4() -> None:
 
 
 def test_rows_for_a_release_show_its_own_row_fields() -> None:
-    from kvplan.backends.vllm_033 import rows_for
+    from kvplan.backends.vllm_rows import rows_for
     old, new = rows_for(EngineVersion.parse("vllm==0.33.0")), rows_for(EngineVersion.parse("vllm==0.34.0"))
     assert 64 in (old["B12X"].head_sizes or ()) and 64 not in (new["B12X"].head_sizes or ())
     assert not old["TRITON_MLA"].supports_sliding_window and new["TRITON_MLA"].supports_sliding_window

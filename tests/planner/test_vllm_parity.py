@@ -136,6 +136,6 @@ def test_corpus_model_vllm_refuses_is_refused(model: str) -> None:
 
 def test_oracle_verified_releases_are_the_answered_ones() -> None:
     """KV009 calls a release's per-layer decisions verified only where that release answered the corpus here."""
-    from kvplan.backends.vllm_033 import ORACLE_VERIFIED_RELEASES
+    from kvplan.backends.vllm_rows import ORACLE_VERIFIED_RELEASES
     answered = {p.name for p in RELEASES.iterdir() if any(p.glob("*.json"))}
     assert set(ORACLE_VERIFIED_RELEASES) == answered

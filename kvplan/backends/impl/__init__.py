@@ -1,6 +1,6 @@
 """Each attention backend's behaviour beyond its capability row, one module per backend family.
 
-`hooks_for(name)` gives the `BackendHooks` of a backend in :data:`kvplan.backends.vllm_033.BACKENDS`:
+`hooks_for(name)` gives the `BackendHooks` of a backend in :data:`kvplan.backends.vllm_rows.BACKENDS`:
 its family module's subclass when it has quirks, else the row-only defaults. Selection code asks
 the hooks and never compares backend names (tests/backends/test_impl.py enforces it).
 """
@@ -12,7 +12,7 @@ from types import MappingProxyType
 
 from kvplan.backends.impl import b12x, cpu, flash_attn, flashinfer, flashmla, rocm, tokenspeed, triton, turboquant
 from kvplan.backends.impl.base import BackendHooks
-from kvplan.backends.vllm_033 import BACKENDS
+from kvplan.backends.vllm_rows import BACKENDS
 
 __all__ = ["FAMILIES", "HOOK_CLASSES", "BackendHooks", "hooks_for"]
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.impl.base import BackendHooks, Site
 from kvplan.backends.request import BackendRequest
-from kvplan.backends.vllm_033 import engine_feature
+from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.gpu import GpuProfile
 
 __all__ = ["HOOKS"]

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from kvplan.backends.capabilities import BackendCapability, EngineVersion
 from kvplan.backends.request import BackendRequest, ErrorStage
-from kvplan.backends.vllm_033 import engine_feature
+from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import quant_mode_of
 

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.impl.base import BackendHooks, ConstructionError, Site, is_quantized
 from kvplan.backends.request import BackendRequest
-from kvplan.backends.vllm_033 import engine_feature
+from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.gpu import GpuProfile
 
 __all__ = ["HOOKS", "fa4_available", "fa_base_version", "fa_supports_kv_cache_dtype", "flash_attn_version"]

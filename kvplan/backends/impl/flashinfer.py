@@ -12,7 +12,7 @@ from kvplan.backends.advice import flashinfer_query_dtypes
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.impl.base import BackendHooks, ConstructionError, QueryDtypes, Site, canonicalized
 from kvplan.backends.request import BackendRequest
-from kvplan.backends.vllm_033 import engine_feature
+from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import QuantMode
 

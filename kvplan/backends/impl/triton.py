@@ -7,7 +7,7 @@ from typing import Any
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.impl.base import BackendHooks, ConstructionError, Site, is_quantized, rocm_arch
 from kvplan.backends.request import BackendRequest
-from kvplan.backends.vllm_033 import engine_feature
+from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.gpu import GpuProfile
 
 __all__ = ["HOOKS"]

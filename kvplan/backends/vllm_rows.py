@@ -1,8 +1,11 @@
-"""vLLM 0.33 attention-backend capability rows, priority orders and KV feature history (data).
+"""vLLM's attention-backend capability rows, priority orders and KV feature history, for every release (data).
 
-Read from the `vllm==0.33.0` wheel (its attention selector and backend classes; sections of the team's
-vLLM 0.33 KV-rules notes: §5.1 selection and priorities, §5.2 dense backends, §6.1 MLA backends, §4.5 query
-quantization).
+The rows and priority orders are read from the base release's wheel, `vllm==0.33.0` (its attention selector and
+backend classes; sections of the team's vLLM 0.33 KV-rules notes: §5.1 selection and priorities, §5.2 dense
+backends, §6.1 MLA backends, §4.5 query quantization). `ENGINE_FEATURES` carries every difference of another
+release as a row with its release range and the vLLM source it comes from; the per-release backend hooks
+(`kvplan.backends.impl`) read them. `BACKEND_ORACLE_RELEASES` lists the releases whose own selector answered
+scripts/oracle/backend_oracle.py's grid and agrees with these rows on every case.
 Paths are package-relative (`vllm/...`); `backends/x.py` means `vllm/v1/attention/backends/x.py`.
 """
 from __future__ import annotations
