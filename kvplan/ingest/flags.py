@@ -722,6 +722,8 @@ def parse_flags(argv: Sequence[str], version: str | None = None) -> ServingFlags
         fields["calculate_kv_scales"] = True
     if scan.values.get("enforce_eager"):  # read, not modelled: a bad value stays a KV007 finding
         fields["enforce_eager"] = True  # no CUDA graph memory in the GPU budget
+    if scan.values.get("enable_lora"):  # read, not modelled: LoRA profiling memory is not estimated (KV505)
+        fields["enable_lora"] = True
     kv_bytes = scan.values.get("kv_cache_memory_bytes")
     if isinstance(kv_bytes, int) and not isinstance(kv_bytes, bool) and kv_bytes > 0:
         fields["kv_cache_memory_bytes"] = kv_bytes  # the KV budget itself: vLLM skips profiling

@@ -102,6 +102,8 @@ class ServingFlags(Frozen):
     """--enable-prefix-caching / --no-enable-prefix-caching (None: vLLM's default, on for generative models)."""
     enforce_eager: bool = False
     """--enforce-eager: no CUDA graphs, so vLLM's startup profiling sets no graph memory aside."""
+    enable_lora: bool = False
+    """--enable-lora: vLLM's startup profiling also runs LoRA adapters, which kvplan's GPU budget does not estimate."""
     kv_cache_memory_bytes: Annotated[int, Field(ge=1)] | None = None
     """--kv-cache-memory-bytes: vLLM skips memory profiling and gives the KV cache exactly this per GPU."""
     disable_hybrid_kv_cache_manager: bool | None = None

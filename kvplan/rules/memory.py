@@ -251,6 +251,26 @@ def too_small(ctx: RuleContext) -> Iterator[Emit]:
                    f"of KV per GPU but the budget is {t.kv_budget_bytes / 2**30:.2f} GiB.")
 
 
+@declare(code="KV505", name="lora-budget-not-estimated", severity="warning", family="memory",
+         summary="--enable-lora with a KV budget estimated from the GPU: the LoRA part of vLLM's profiling is not "
+                 "in the estimate.",
+         why="With --enable-lora vLLM's startup profiling runs --max-loras dummy adapters (their weights and "
+             "activation buffers), so the memory left for the KV cache is lower than kvplan's GPU budget, which has "
+             "no LoRA term (docs/budget.md: a logged Llama-2-7b launch with --max-loras 4 on an H100 kept 2.38 GiB "
+             "of activation peak against kvplan's 0.38 GiB, 1.9 GiB less KV memory).",
+         fix="Pass --kv-budget-gib with the 'Available KV cache memory' vLLM logs for this launch, or keep a margin "
+             "of a few GiB in --max-model-len / --max-num-seqs.",
+         references=("vllm/v1/worker/gpu_model_runner.py::GPUModelRunner.profile_run (maybe_dummy_run_with_lora)",
+                     "https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/550"))
+def lora_budget(ctx: RuleContext) -> Iterator[Emit]:
+    t = ctx.totals
+    if not ctx.flags.enable_lora or t is None or t.kv_budget_bytes is None or not t.kv_budget_error_bytes:
+        return
+    yield Emit(f"--enable-lora: the estimated KV budget ({t.kv_budget_bytes / 2**30:.2f} GiB, +/- "
+               f"{t.kv_budget_error_bytes / 2**30:.2f} GiB) has no LoRA term; vLLM profiles with dummy adapters and "
+               "will report less KV memory.")
+
+
 LAYOUT_REFERENCE = "layout_reference"
 """The `globals` key of the `LayoutReference` the planner computes for KV503."""
 MATERIAL_LAYOUT_LOSS = 0.05  # KV503 fires when the page padding costs at least this share of the tokens

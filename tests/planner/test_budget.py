@@ -335,3 +335,14 @@ def test_kv_cache_memory_bytes_is_the_budget() -> None:
     no_gpu = compile_plan(mi.arch, mi.quant, parse_flags(["--kv-cache-memory-bytes", "1073741824"]), None,
                           engine=V033).totals
     assert no_gpu.kv_budget_bytes == GIB
+
+
+def test_lora_with_an_estimated_budget_warns_that_it_has_no_lora_term() -> None:
+    """KV505: vLLM profiles --enable-lora launches with dummy adapters (a logged Llama-2-7b --max-loras 4 H100
+    launch kept 1.9 GiB less KV memory than kvplan's estimate: startup_logs.json); the estimate has no such term."""
+    lora = _plan(LLAMA_8B, ["--enable-lora", "--max-model-len", "8192"], "h100", weight_bytes=16 * GIB)
+    (f,) = [f for f in lora.findings if f.code == "KV505"]
+    assert f.severity.value == "warning" and "has no LoRA term" in f.message
+    plain = _plan(LLAMA_8B, ["--max-model-len", "8192"], "h100", weight_bytes=16 * GIB)
+    assert not [f for f in plain.findings if f.code == "KV505"]
+    assert lora.totals.kv_budget_bytes == plain.totals.kv_budget_bytes  # a warning, not a guessed term
