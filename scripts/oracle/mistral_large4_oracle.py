@@ -33,7 +33,6 @@ import importlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
@@ -123,42 +122,29 @@ def collect_extra(vllm_config) -> dict:
 
 
 def run_case(oracle, params: Path, flags: list[str]) -> dict:
-    """One case in a forked child: the release's vllm_oracle.run, plus the extra fields."""
-    fd, out = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    pid = os.fork()
-    if pid == 0:  # child
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        rc = 4
-        try:
-            captured = {}
-            from vllm.config import VllmConfig
-            post_init = VllmConfig.__post_init__
+    """One case in a forked child (release_corpus.fork_json): the release's vllm_oracle.run, plus the extra
+    fields."""
+    from release_corpus import fork_json  # this folder is on sys.path (main)
 
-            def keep(self, *a, **k):
-                captured["config"] = self
-                return post_init(self, *a, **k)
+    def child(out: str) -> int:
+        captured = {}
+        from vllm.config import VllmConfig
+        post_init = VllmConfig.__post_init__
 
-            VllmConfig.__post_init__ = keep  # type: ignore[method-assign]
-            route_sparse_mla(oracle)
-            args = oracle._parse_args(["--config", str(params), "--config-format", "mistral", *flags])
-            res = oracle.run(args)
-            if res.get("error") is None and "config" in captured:
-                res["extra"] = collect_extra(captured["config"])
-            Path(out).write_text(json.dumps(res))
-            rc = 0
-        finally:
-            os._exit(rc)
-    os.waitpid(pid, 0)
-    try:
-        return json.loads(Path(out).read_text())
-    except ValueError:
-        return {"mode": None, "engine": None, "layers": [],
-                "error": {"stage": "oracle", "type": "Crash", "message": "the oracle child wrote no answer"}}
-    finally:
-        os.unlink(out)
+        def keep(self, *a, **k):
+            captured["config"] = self
+            return post_init(self, *a, **k)
+
+        VllmConfig.__post_init__ = keep  # type: ignore[method-assign]
+        route_sparse_mla(oracle)
+        args = oracle._parse_args(["--config", str(params), "--config-format", "mistral", *flags])
+        res = oracle.run(args)
+        if res.get("error") is None and "config" in captured:
+            res["extra"] = collect_extra(captured["config"])
+        Path(out).write_text(json.dumps(res))
+        return 0
+
+    return fork_json(child)
 
 
 def main(argv=None) -> int:

@@ -94,8 +94,9 @@ def compact(res: dict) -> dict:
     return out
 
 
-def run_forked(oracle, cfg_path: Path, flags: list[str]) -> dict:
-    """One case in a forked child: vllm_oracle.main unchanged, its JSON through a file."""
+def fork_json(child) -> dict:
+    """Run `child(out_path) -> exit code` in a forked child with stdout/stderr silenced; its JSON answer comes back
+    through the file (a crash, or no answer written, is an oracle error record)."""
     fd, out = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     pid = os.fork()
@@ -103,11 +104,13 @@ def run_forked(oracle, cfg_path: Path, flags: list[str]) -> dict:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
+        rc = 4
         try:
-            rc = oracle.main(["--config", str(cfg_path), *flags, "--out", out])
+            rc = child(out)
         except BaseException:
             rc = 4
-        os._exit(rc)
+        finally:
+            os._exit(rc)
     os.waitpid(pid, 0)
     try:
         return json.loads(Path(out).read_text())
@@ -116,6 +119,11 @@ def run_forked(oracle, cfg_path: Path, flags: list[str]) -> dict:
                 "error": {"stage": "oracle", "type": "Crash", "message": "the oracle child wrote no answer"}}
     finally:
         os.unlink(out)
+
+
+def run_forked(oracle, cfg_path: Path, flags: list[str]) -> dict:
+    """One case in a forked child: vllm_oracle.main unchanged, its JSON through a file."""
+    return fork_json(lambda out: oracle.main(["--config", str(cfg_path), *flags, "--out", out]))
 
 
 def main(argv=None) -> int:
