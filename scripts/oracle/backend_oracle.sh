@@ -5,7 +5,7 @@
 #
 # Uses the 0.33 oracle interpreter of setup_venv.sh ($ORACLE_VENV, default /tmp/vllm-oracle-venv). For a release
 # other than the venv's own, the release's wheel is imported in front of it from $ORACLE_WORK/vllm-<version>
-# (installed there by release_oracle.sh, or here if missing: pip --target, no dependencies). Answers go to
+# (installed by `release_oracle.sh VERSION --install-only`, which this calls: atomic, no dependencies). Answers go to
 # tests/data/vllm_oracle_backends/<version>/ (tests/backends/test_backend_oracle.py reads them).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -19,11 +19,8 @@ out="$root/tests/data/vllm_oracle_backends/$version"
 own="$("$py" -c 'import importlib.metadata as m; print(m.version("vllm"))')"
 pp=""
 if [ "$own" != "$version" ]; then
-  site="$work/vllm-$version"
-  if [ ! -d "$site/vllm" ]; then
-    mkdir -p "$work"; "$py" -m pip install -q --no-deps --target "$site" "vllm==$version"
-  fi
-  pp="$site:$work/deps"
+  ORACLE_VENV="$venv" ORACLE_WORK="$work" "$here/release_oracle.sh" "$version" --install-only >/dev/null
+  pp="$work/vllm-$version:$work/deps"
 fi
 rm -rf "$out"; mkdir -p "$out"
 PYTHONPATH="$pp" VLLM_TARGET_DEVICE=cpu "$py" "$here/backend_oracle.py" --out "$out" "$@"
