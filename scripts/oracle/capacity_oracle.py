@@ -94,7 +94,8 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      1-3, 5-6): each attention layer is built with the backend the GPU's selector picks (the sparse FlashMLA
      backend and the fp8_ds_mla cache it makes of fp8 for DeepSeek-V3.2 / GLM-5, DeepSeek-V4's sparse SWA
      backends), and the alignment, specs and capacity run with those backends (patches 1 and 4 not applied);
-     the answer lists them under `backends`. A case's `gpu_model_module` (DeepSeek-V4's package, which imports
+     the answer lists them under `backends`, and every cache's own spec (class, block, page, block-stride
+     alignment, window, blocks per request) under `layer_specs`, in vLLM's order. A case's `gpu_model_module` (DeepSeek-V4's package, which imports
      its nvidia/ implementation only on a CUDA platform) is imported and built with the CUDA platform current.
      See _OnGpu.
  19. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
@@ -422,6 +423,22 @@ def _group_record(group, vc) -> dict:
             "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes)}
 
 
+def _spec_record(spec, vc) -> dict:
+    """One cache's KVCacheSpec (listed in vLLM's order, which its grouping follows) as kvplan models it: its class, block, page, block-stride alignment, window,
+    tokens per stored state and the blocks one request at max_model_len holds (max_memory_usage_bytes)."""
+    from vllm.utils.math_utils import cdiv
+
+    rec = {"spec": type(spec).__name__, "block_size": spec.block_size, "page_size_bytes": spec.page_size_bytes,
+           "stride_alignment": spec.get_block_stride_alignment() if hasattr(spec, "get_block_stride_alignment")
+           else 1,
+           "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes)}
+    for key in ("sliding_window", "tokens_per_state"):
+        value = getattr(spec, key, None)
+        if value is not None:
+            rec[key] = value if isinstance(value, int) else str(value)
+    return rec
+
+
 def _groups_pre_033(vc, specs: dict) -> list:
     """Patch 13: the KV cache groups a release before 0.33 forms inside get_kv_cache_configs (its preamble:
     the one worker's specs, sliding-window specs tagged with the retained lookahead tokens)."""
@@ -479,6 +496,8 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu:
     groups, configs = _kv_cache_configs(vc, specs, available)
     out: dict = {"kv_cache_layout": layout, "groups": [_group_record(g, vc) for g in groups],
                  "num_blocks": None, "gpu_kv_cache_tokens": None, "max_concurrency": None, "startup_error": None}
+    if on_gpu:  # every cache's own spec, before grouping (the layouts set by the GPU's backends)
+        out["layer_specs"] = [{"name": name, **_spec_record(spec, vc)} for name, spec in specs.items()]
     ctx = vc.compilation_config.static_forward_context  # patch 13: before 0.33 specs carry no is_draft
     drafts = sorted(name for name, spec in specs.items()
                     if getattr(spec, "is_draft", getattr(ctx.get(name), "is_draft_layer", False)))
