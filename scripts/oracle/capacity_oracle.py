@@ -95,9 +95,9 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      backend and the fp8_ds_mla cache it makes of fp8 for DeepSeek-V3.2 / GLM-5, DeepSeek-V4's sparse SWA
      backends), and the alignment, specs and capacity run with those backends (patches 1 and 4 not applied);
      the answer lists them under `backends`, and every cache's own spec (class, block, page, block-stride
-     alignment, window, blocks per request) under `layer_specs`, in vLLM's order. A case's `gpu_model_module` (DeepSeek-V4's package, which imports
-     its nvidia/ implementation only on a CUDA platform) is imported and built with the CUDA platform current.
-     See _OnGpu.
+     alignment, window, blocks per request) under `layer_specs`, in vLLM's order. A case's
+     `gpu_model_module` (DeepSeek-V4's package, which imports its nvidia/ implementation only on a CUDA
+     platform) is imported and built with the CUDA platform current. See _OnGpu.
  19. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
      patch 19: MiniMax-M3's text config), and `v2_model_runner` selects Model Runner V2 as a GPU launch
      does (arch_oracle.py patch 12: Step 5).
@@ -424,8 +424,9 @@ def _group_record(group, vc) -> dict:
 
 
 def _spec_record(spec, vc) -> dict:
-    """One cache's KVCacheSpec (listed in vLLM's order, which its grouping follows) as kvplan models it: its class, block, page, block-stride alignment, window,
-    tokens per stored state and the blocks one request at max_model_len holds (max_memory_usage_bytes)."""
+    """One cache's KVCacheSpec (listed in vLLM's order, which its grouping follows): its class, block, page,
+    block-stride alignment, window, tokens per stored state and the blocks one request at max_model_len
+    holds (max_memory_usage_bytes)."""
     from vllm.utils.math_utils import cdiv
 
     rec = {"spec": type(spec).__name__, "block_size": spec.block_size, "page_size_bytes": spec.page_size_bytes,
