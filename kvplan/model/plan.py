@@ -8,11 +8,12 @@ from pydantic import Field, model_serializer
 from kvplan.model.base import Frozen
 from kvplan.model.vocab import LayerKind, QuantMode, ScaleSource, Severity
 
-SCHEMA_VERSION = "1.4"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
+SCHEMA_VERSION = "1.5"  # 1.2: findings may carry a `subject`; 1.3: layers may carry `kv_shared_with`,
 # `cross_attention_bytes_per_token`, `bytes_per_token_exact` (layers and totals); 1.4: state layers carry
 # `state_bytes`, `state_shapes`, `state_dtypes`; totals carry `state_bytes_per_request`, `kv_cache_layout`,
 # `max_model_len_fits`, `kv_budget_terms` (each with `error_bytes`), `kv_budget_error_bytes`
-# (1.4 also: totals carry `draft`, the speculative-decoding draft's KV layers)
+# (1.4 also: totals carry `draft`, the speculative-decoding draft's KV layers); 1.5: KV cache groups may carry
+# `spec` and `page_size_bytes`, kind `ring`; the layout `memory_layout` (models laid out cache by cache)
 
 
 class OmitsAbsent(Frozen):
@@ -208,12 +209,16 @@ class BudgetTerm(Frozen):
     """How far the term can be off either way (its error band from public vLLM startup logs; 0 when exact)."""
 
 
-class KvCacheGroup(Frozen):
+class KvCacheGroup(OmitsAbsent):
     """One KV cache group of vLLM's hybrid allocator: layers sharing one block table."""
 
-    kind: Literal["full_attention", "sliding_attention", "chunked_attention", "mla", "cross_attention", "state"]
+    omit_when_none = ("spec", "page_size_bytes")
+
+    kind: Literal["full_attention", "sliding_attention", "chunked_attention", "mla", "cross_attention", "state",
+                  "ring"]
     """The spec kind of its layers (state: Mamba / linear-attention state layers; cross_attention: an
-    encoder-decoder's cross-attention caches, vLLM's CrossAttentionSpec)."""
+    encoder-decoder's cross-attention caches, vLLM's CrossAttentionSpec; ring: a circular buffer holding one
+    block per request, CircularBufferSpec)."""
     layers: list[int]
     """Layer indices in the group (vLLM gives group i of a kind the kind's layers i, i + n, i + 2n, ...); a layer
     with two caches in one group (a sparse-MLA indexer's keys next to its latent) is listed twice; the
@@ -223,15 +228,25 @@ class KvCacheGroup(Frozen):
     a smaller one; state layers: the attention block size)."""
     blocks_per_request: int
     """Blocks one request at max_model_len holds in this group (vLLM: cdiv(max_memory_usage_bytes, page))."""
+    spec: str | None = None
+    """vLLM's KVCacheSpec class of the group's first cache (FullAttentionSpec, MLAAttentionSpec,
+    SlidingWindowMLASpec, CircularBufferSpec, MambaSpec, ...), for models laid out cache by cache (a layer
+    with several caches: DeepSeek-V4, GLM-5 Next, Step 5, Inkling); absent otherwise."""
+    page_size_bytes: int | None = None
+    """Bytes of one block of the group's first cache (pages differ within a group of a block-outermost
+    layout); absent where every page is the layout's page_size_bytes."""
 
 
-class KvCacheLayout(Frozen):
+class KvCacheLayout(OmitsAbsent):
     """How vLLM lays the KV cache pool out for this model and these flags (vllm/v1/core/kv_cache_planning.py)."""
+
+    omit_when_none = ("memory_layout",)
 
     block_size: int
     """Tokens per attention block, after vLLM raised it so an attention page holds a state page (hybrid)."""
     page_size_bytes: int
-    """Bytes of one page (one layer's block) on one tensor-parallel rank: every layer's page is this one."""
+    """Bytes of one page (one layer's block) on one tensor-parallel rank: every layer's page is this one (the
+    largest, where a block-outermost layout packs pages of several sizes)."""
     state_page_size_bytes: int | None = None
     """The largest state layer's page before padding (None without state layers); vLLM pads it to
     page_size_bytes."""
@@ -246,6 +261,10 @@ class KvCacheLayout(Frozen):
     request; none: 1 + draft); None without state layers."""
     num_blocks: int | None = None
     """Blocks in the pool for the KV budget (null without a budget)."""
+    memory_layout: str | None = None
+    """The physical KV cache layout vLLM resolves from the backends (resolve_kv_cache_layout: BLHNC and BLNHC
+    are block-outermost, pages of different sizes packed side by side in each block; LBNHC layer-outermost),
+    for models laid out cache by cache; absent otherwise."""
 
 
 class DraftKv(Frozen):

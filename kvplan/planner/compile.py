@@ -30,7 +30,8 @@ from kvplan.model.plan import (
 from kvplan.model.quant import QuantMetadata
 from kvplan.model.vocab import NO_KV_KINDS, QuantMode, ScaleSource, Severity
 from kvplan.planner.budget import budget_error, estimate_budget, fixed_budget
-from kvplan.planner.layout import Capacity, LayoutRefused, draft_layers, is_mtp, plan_layout, speculative_method
+from kvplan.planner.cache_layout import plan_capacity
+from kvplan.planner.layout import Capacity, LayoutRefused, draft_layers, is_mtp, speculative_method
 from kvplan.planner.precedence import GLOBAL_ORDER, LAYER_ORDER
 from kvplan.planner.state_cache import state_tensors
 from kvplan.rules.backend import backend_choice
@@ -593,7 +594,7 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype, engine)
     refused: LayoutRefused | None = None
     try:
-        cap = plan_layout(sized, arch, flags, mml, bs, mbt, budget, engine,
+        cap = plan_capacity(sized, arch, flags, mml, bs, mbt, budget, engine,
                           gpu.compute_capability if gpu is not None else None, drafts=drafts)
     except LayoutRefused as e:  # vLLM raises while laying the cache out: finding KV504, no layout
         cap, refused = None, e

@@ -32,7 +32,7 @@ def test_plan_json_validates_against_published_schema() -> None:
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, schema_dict("plan"))
-    assert doc["schema_version"] == "1.4" and doc["engine"] == {"name": "vllm", "version": DEFAULT_ENGINE_VERSION}
+    assert doc["schema_version"] == "1.5" and doc["engine"] == {"name": "vllm", "version": DEFAULT_ENGINE_VERSION}
     assert [layer["kv_cache_dtype"] for layer in doc["layers"][:2]] == ["auto", "fp8"]
 
 

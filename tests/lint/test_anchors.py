@@ -88,4 +88,4 @@ def test_plan_json_carries_the_subject(tmp_path: Path) -> None:
                                            "launch_fact": None}
     assert by_code["KV001"]["subject"]["flag"] == "--kv-cache-type"
     assert all("subject" not in f for f in doc["findings"] if f["code"] not in ("KV001", "KV302"))
-    assert doc["schema_version"] == "1.4"
+    assert doc["schema_version"] == "1.5"
