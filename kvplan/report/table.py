@@ -220,10 +220,10 @@ def layout_lines(tot: Totals) -> list[str]:
     out = [f"vLLM layout: block size {lay.block_size} tokens{raised}, page {lay.page_size_bytes:,} B"
            + (f" (state page {lay.state_page_size_bytes:,} B padded)" if lay.state_page_size_bytes
               and lay.state_page_size_bytes != lay.page_size_bytes else "")
-           + f", {lay.bytes_per_block:,} B per block"]
+           + f", {lay.bytes_per_block:,} B per block" + _memory_layout(lay)]
     kinds: dict[tuple[str, int], list[int]] = {}
-    for g in lay.groups:
-        kinds.setdefault((g.kind, g.block_size), []).append(g.blocks_per_request)
+    for g in lay.groups:  # a model laid out cache by cache names vLLM's spec class of each group
+        kinds.setdefault((g.spec or g.kind, g.block_size), []).append(g.blocks_per_request)
     parts = [f"{len(v)} {k} group{'s' if len(v) > 1 else ''} × {v[0]} block{'s' if v[0] != 1 else ''}"
              + (f" of {b} tokens" if b != lay.block_size and k != "state" else "")
              for (k, b), v in kinds.items()]
@@ -231,6 +231,17 @@ def layout_lines(tot: Totals) -> list[str]:
     out.append(f"KV cache groups: {', '.join(parts)} = {lay.blocks_per_request} blocks per request{mode}"
                + (f"; {lay.num_blocks:,} blocks in the pool" if lay.num_blocks is not None else ""))
     return out
+
+
+def _memory_layout(lay) -> str:
+    """The physical layout vLLM resolves, where kvplan models it: block-outermost packs pages of several
+    sizes side by side in one block."""
+    if lay.memory_layout is None:
+        return ""
+    pages = {g.page_size_bytes for g in lay.groups if g.page_size_bytes}
+    packed = lay.memory_layout.startswith("B") and len(pages) > 1
+    return f", {lay.memory_layout}" + (" (pages of different sizes packed side by side in each block)"
+                                       if packed else "")
 
 
 def render_findings(findings, console: Console) -> None:
