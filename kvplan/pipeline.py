@@ -15,7 +15,7 @@ quantization metadata (its scale tensors with the values read from the safetenso
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -111,10 +111,13 @@ def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
         from kvplan.ingest.kv_scales import with_kv_scales
         inputs = replace(inputs, quant=with_kv_scales(inputs.quant, kv_scales))
     gf = gpu_facts(gpu)
-    draft = _draft_plan_layers(inputs, sf, gf, ev, offline=offline)
+    def load(model: str, dflags: ServingFlags) -> ModelInputs:
+        return model_inputs(model, dflags, read_safetensors=False, offline=offline)
+
+    draft = draft_plan_layers(inputs, sf, gf, ev, load)
 
     def plan_for(f: ServingFlags, checks: Iterable[Rule] = ()) -> Plan:
-        d = draft if _same_draft(f, sf) else _draft_plan_layers(inputs, f, gf, ev, offline=offline)
+        d = draft if _same_draft(f, sf) else draft_plan_layers(inputs, f, gf, ev, load)
         return _compile_inputs(inputs, f, gf, kv_budget_bytes=kv_budget_bytes, checks=checks, engine=ev, draft=d)
 
     if policy is None:
@@ -143,15 +146,21 @@ def _same_draft(a: ServingFlags, b: ServingFlags) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in _DRAFT_FIELDS)
 
 
-def _draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | None, engine: EngineVersion, *,
-                       offline: bool | None) -> list[LayerPlan] | None:
+DraftLoader = Callable[[str, ServingFlags], ModelInputs]
+"""Reads the config of the draft model --speculative-config names (a Hub id or a path), under the draft's flags."""
+
+
+def draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | None, engine: EngineVersion,
+                      load: DraftLoader) -> list[LayerPlan] | None:
     """The layers of the draft model --speculative-config names (EAGLE / EAGLE3 head, draft_model), planned as
     vLLM's drafter builds it: the target's cache config, whose dtype is the target's as resolved at config time
     unless the speculative config's kv_cache_dtype replaces it or the model class kept the draft at 'auto'
     (SpecDecodeBaseProposer._create_draft_vllm_config; rules.dtype.draft_kv_cache_dtype, KV118), the target's
     model dtype (SpeculativeConfig: the draft model config takes the target's dtype), tensor-parallel size and
     max_model_len. MTP with a kv_cache_dtype of its own: the model's layers at that dtype (the MTP layers copy
-    their cache). None otherwise (no draft model, or MTP layers at the model's dtype)."""
+    their cache). None otherwise (no draft model, or MTP layers at the model's dtype). `load` reads the draft's
+    config (plan/explain: the Hub or a path; lint: also the deployment's model map); its KvplanInputError is
+    re-raised naming --speculative-config."""
     mtp_dtype = is_mtp(flags) and flags.speculative_kv_cache_dtype not in (None, flags.kv_cache_dtype)
     if not (mtp_dtype or (uses_draft_model(flags) and flags.speculative_model is not None)):
         return None
@@ -166,7 +175,7 @@ def _draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts |
         return compile_plan(inputs.arch, inputs.quant, dflags, gpu, engine=engine).layers
     assert flags.speculative_model is not None
     try:
-        draft = model_inputs(flags.speculative_model, dflags, read_safetensors=False, offline=offline)
+        draft = load(flags.speculative_model, dflags)
     except KvplanInputError as e:
         raise KvplanInputError(f"--speculative-config model {flags.speculative_model!r}: {e.problem}",
                                e.fix) from None

@@ -22,8 +22,8 @@ from kvplan.lint.resolve import ModelSource, gpu_from_label, resolve_model
 from kvplan.lint.shell import Tok
 from kvplan.lint.sources import RawFinding, Site
 from kvplan.model.flags import ServingFlags
-from kvplan.model.plan import Plan, Subject
-from kvplan.pipeline import gpu_facts
+from kvplan.model.plan import LayerPlan, Plan, Subject
+from kvplan.pipeline import draft_plan_layers, gpu_facts
 from kvplan.planner.compile import apply_strict, compile_plan
 from kvplan.releases import find_release, option_history, release
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
@@ -342,7 +342,7 @@ class Linter:
         if src is None:
             out += self._model_free_findings(sf, engine, anchors, default, model)
         else:
-            out += self._plan_findings(src, sf, gpu_name, engine, anchors, default, model)
+            out += self._plan_findings(src, sf, gpu_name, engine, anchors, default, model, file)
         out = self._for_release(_drop_consequences(out), site, pinned_old, engine, flags_release)
         return LaunchResult(out, self._info(site, display, model, launch, src, gpu_name, engine, pinned_old))
 
@@ -423,16 +423,48 @@ class Linter:
         return out
 
     def _plan_findings(self, src: ModelSource, sf: ServingFlags, gpu_name: str | None, engine: EngineVersion,
-                       anchors: Anchors, default: Tok, model: str | None) -> list[RawFinding]:
-        plan = self._plan(src, sf, gpu_name, engine)
+                       anchors: Anchors, default: Tok, model: str | None, file: Any = None) -> list[RawFinding]:
+        draft = self._draft(src, sf, gpu_name, engine, file)
+        out = []
+        if isinstance(draft, KvplanInputError):  # the target is still planned, without the draft's caches
+            use = anchors.flag("--speculative-config")
+            out.append(RawFinding("KV804", f"{draft.problem.rstrip('.')}; the draft's KV cache is not counted "
+                                  "in the capacity findings.", use.tok if use is not None else default,
+                                  fix=draft.fix, model=sf.speculative_model))
+            draft = None
+        plan = self._plan(src, sf, gpu_name, engine, draft)
         if isinstance(plan, KvplanInputError):
             return [RawFinding("KV804", f"the config for model {model!r} ({src.label}) cannot be read: {plan}",
                                default, model=model, skipped_rules=tuple(self.model_rules))]
         if self.cfg.strict:  # KV604 (unverified architecture, unused geometry keys) is an error
             plan = apply_strict(plan)
-        return [RawFinding(f.code, f.message, anchors.token(self.rules.get(f.code), f.subject, default), fix=f.fix,
-                           model=model, layers=tuple(f.layers), severity=f.severity.value, subject=f.subject)
-                for f in plan.findings]
+        return out + [RawFinding(f.code, f.message, anchors.token(self.rules.get(f.code), f.subject, default),
+                                 fix=f.fix, model=model, layers=tuple(f.layers), severity=f.severity.value,
+                                 subject=f.subject) for f in plan.findings]
+
+    def _draft(self, src: ModelSource, sf: ServingFlags, gpu_name: str | None, engine: EngineVersion,
+               file: Any) -> list[LayerPlan] | KvplanInputError | None:
+        """The draft model's layers --speculative-config names (an EAGLE head or draft model: its config found
+        as the served model's is, the deployment's model map and the Hub included), as plan/explain plan them;
+        the reason where its config cannot be read; None without a draft model (or the target unreadable)."""
+        release = engine.version_str if engine.engine == "vllm" else None
+        try:
+            inputs = self._inputs(src, sf.quantization, sf.hf_overrides, release)
+        except KvplanInputError:
+            return None  # the target's own KV804 says it
+
+        def load(model: str, dflags: ServingFlags) -> ModelInputs:
+            found = resolve_model(model, file, self.cfg)
+            if found is None:
+                raise KvplanInputError(f"model {model!r} has no config.json kvplan can find",
+                                       f'Map it in pyproject.toml: [tool.kvplan.lint.models] "{model}" = '
+                                       '"path/to/config.json" (or a checkpoint folder).')
+            return self._inputs(found, None, None, release)
+
+        try:
+            return draft_plan_layers(inputs, sf, gpu_facts(gpu_name) if gpu_name else None, engine, load)
+        except KvplanInputError as e:
+            return e
 
     def _raw(self, r: Rule, em: Emit, anchors: Anchors, default: Tok, model: str | None) -> RawFinding:
         return RawFinding(r.code, em.message, anchors.token(r, em.subject, default), fix=em.fix or r.fix,
@@ -530,10 +562,10 @@ class Linter:
 
     # ------------------------------------------------------------------ plans
     def _plan(self, src: ModelSource, sf: ServingFlags, gpu_name: str | None,
-              engine: EngineVersion | None = None) -> Plan | KvplanInputError:
+              engine: EngineVersion | None = None, draft: list[LayerPlan] | None = None) -> Plan | KvplanInputError:
         engine = engine or self.engine
         key = (str(src.path), src.weight_bytes, sf.model_dump_json(exclude={"model"}), gpu_name, self.budget,
-               engine.version_str)
+               engine.version_str, draft is not None)
         if key not in self.plans:
             try:
                 inputs = self._inputs(src, sf.quantization, sf.hf_overrides,
@@ -541,7 +573,8 @@ class Linter:
                 gpu = gpu_facts(gpu_name) if gpu_name else None
                 weight = src.weight_bytes if src.weight_bytes is not None else inputs.weight_bytes
                 self.plans[key] = compile_plan(inputs.arch, inputs.quant, sf, gpu, source=src.label,
-                                               weight_bytes=weight, kv_budget_bytes=self.budget, engine=engine)
+                                               weight_bytes=weight, kv_budget_bytes=self.budget, engine=engine,
+                                               draft=draft)
             except KvplanInputError as e:
                 self.plans[key] = e
         return self.plans[key]
