@@ -589,6 +589,16 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "flash_attn.py::FlashAttentionBackend.supports_combination; verified by "
                "scripts/oracle/backend_oracle.py (0.28.0)."),
     EngineFeature(
+        name="promote_local_specs_message", kind="feature", versions=">=0.27",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.27.0",
+        summary="With the hybrid KV cache manager off, caches that cannot become one type (state layers next to "
+                "attention) make vLLM raise 'Failed to promote local KV cache specs to one unified type.'; "
+                "before, 'Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "
+                "unified type.' (the same refusal, reworded).",
+        source="Read in the vllm==0.26.0 and vllm==0.27.0 wheels: vllm/v1/core/kv_cache_utils.py::"
+               "unify_hybrid_kv_cache_specs (0.27: _promote_local_kv_cache_specs); 0.33.0: "
+               "vllm/v1/core/kv_cache_planning.py::_promote_local_kv_cache_specs."),
+    EngineFeature(
         name="null_block_reserved", kind="feature", versions=">=0.29",
         introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.29.0",
         summary="The startup memory check (and the estimated maximum model length in its error) holds back the "

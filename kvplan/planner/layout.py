@@ -372,8 +372,8 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
         return None
     attn, states = picked
     if hybrid_manager_disabled(layers, flags):
-        if states and attn:
-            return None  # vLLM cannot promote state layers to one type: it refuses to start (not modelled)
+        if states and attn:  # state pages cannot be promoted to attention: vLLM refuses to start
+            raise LayoutRefused(tuple(c.layer for c in states), _promotion_refusal(engine))
         _promote_local(attn)
     mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
     sc = by_index[states[0].layer].state if states else None
@@ -401,6 +401,14 @@ def _uniform_type(c: _Cache) -> tuple[str, int | None]:
 UNIFY_REFUSAL = ("page size is not divisible by the maximum page size and cannot be padded. Padding is only "
                  "supported for non-MLA attention layers.")
 """vLLM 0.33's NotImplementedError in unify_kv_cache_spec_page_size (after "Layer <name>: ")."""
+
+
+def _promotion_refusal(engine: EngineVersion | None) -> str:
+    """unify_hybrid_kv_cache_specs's ValueError with the hybrid manager off and state layers next to attention
+    (its words per release: ENGINE_FEATURES promote_local_specs_message)."""
+    if engine is None or engine_feature("promote_local_specs_message").holds_for(engine):
+        return "Failed to promote local KV cache specs to one unified type."
+    return "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one unified type."
 
 
 class LayoutRefused(Exception):

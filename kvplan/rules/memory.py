@@ -355,13 +355,19 @@ LAYOUT_REFUSAL = "layout_refusal"
              "(then they are allocated as full attention), vLLM raises 'Layer <name>: page size is not divisible "
              "by the maximum page size and cannot be padded'. Separately, VllmConfig.__post_init__ turns the hybrid "
              "KV cache manager off for chunked local attention (Llama 4) with an EAGLE-family draft (eagle, "
-             "eagle3, mtp, dflash, dspark) and raises when --enable-hybrid-kv-cache-manager asked for it.",
+             "eagle3, mtp, dflash, dspark) and raises when --enable-hybrid-kv-cache-manager asked for it. And with "
+             "--disable-hybrid-kv-cache-manager a model with state layers (Mamba, gated delta nets, linear "
+             "attention) cannot have its caches promoted to one type: 'Failed to promote local KV cache specs to one "
+             "unified type.'",
          fix="For pages: make the MLA pages divide the largest (the same --kv-cache-dtype for every layer, no skip "
              "list, a draft at the target's dtype). For the manager: omit --enable-hybrid-kv-cache-manager (vLLM "
-             "then allocates the chunked layers as full attention), or drop the EAGLE-family draft.",
+             "then allocates the chunked layers as full attention), or drop the EAGLE-family draft; a hybrid "
+             "state model needs the hybrid manager: drop --disable-hybrid-kv-cache-manager (or a KV connector "
+             "that turns it off).",
          references=("vllm/v1/core/kv_cache_planning.py::unify_kv_cache_spec_page_size",
                      "vllm/v1/core/kv_cache_planning.py::get_kv_cache_groups",
-                     "vllm/config/vllm.py::VllmConfig.__post_init__"))
+                     "vllm/config/vllm.py::VllmConfig.__post_init__",
+                     "vllm/v1/core/kv_cache_planning.py::_promote_local_kv_cache_specs"))
 def layout_refused(ctx: RuleContext) -> Iterator[Emit]:
     refusal = ctx.globals.get(LAYOUT_REFUSAL)
     if refusal is not None:
