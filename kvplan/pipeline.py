@@ -112,7 +112,7 @@ def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
         inputs = replace(inputs, quant=with_kv_scales(inputs.quant, kv_scales))
     gf = gpu_facts(gpu)
     def load(model: str, dflags: ServingFlags) -> ModelInputs:
-        return model_inputs(model, dflags, read_safetensors=False, offline=offline)
+        return model_inputs(model, dflags, read_safetensors=read_safetensors, offline=offline)
 
     draft = draft_plan_layers(inputs, sf, gf, ev, load)
 
@@ -132,10 +132,11 @@ def run(source: ModelSource, flags: FlagsInput = None, gpu: Any = None, *,
 
 
 def _compile_inputs(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | None, *, kv_budget_bytes: int | None,
-                    checks: Iterable[Rule], engine: EngineVersion, draft: list[LayerPlan] | None = None) -> Plan:
+                    checks: Iterable[Rule], engine: EngineVersion, draft: DraftPlan | None = None) -> Plan:
     return compile_plan(inputs.arch, inputs.quant, flags, gpu, source=inputs.source, weight_bytes=inputs.weight_bytes,
                         kv_budget_bytes=kv_budget_bytes, extra_checks=checks, engine=engine, hub=inputs.hub,
-                        draft=draft)
+                        draft=draft.layers if draft is not None else None,
+                        draft_weight_bytes=draft.weight_bytes if draft is not None else None)
 
 
 _DRAFT_FIELDS = ("speculative_method", "speculative_model", "speculative_kv_cache_dtype", "num_speculative_tokens",
@@ -150,8 +151,16 @@ DraftLoader = Callable[[str, ServingFlags], ModelInputs]
 """Reads the config of the draft model --speculative-config names (a Hub id or a path), under the draft's flags."""
 
 
+class DraftPlan(NamedTuple):
+    """The draft's KV layers, planned, and its checkpoint weights (None: unknown, or MTP layers, which are the
+    target checkpoint's own)."""
+
+    layers: list[LayerPlan]
+    weight_bytes: int | None
+
+
 def draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | None, engine: EngineVersion,
-                      load: DraftLoader) -> list[LayerPlan] | None:
+                      load: DraftLoader) -> DraftPlan | None:
     """The layers of the draft model --speculative-config names (EAGLE / EAGLE3 head, draft_model), planned as
     vLLM's drafter builds it: the target's cache config, whose dtype is the target's as resolved at config time
     unless the speculative config's kv_cache_dtype replaces it or the model class kept the draft at 'auto'
@@ -172,7 +181,7 @@ def draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | 
         trust_remote_code=flags.trust_remote_code,
         block_size=flags.block_size, max_num_batched_tokens=flags.max_num_batched_tokens)
     if mtp_dtype:
-        return compile_plan(inputs.arch, inputs.quant, dflags, gpu, engine=engine).layers
+        return DraftPlan(compile_plan(inputs.arch, inputs.quant, dflags, gpu, engine=engine).layers, None)
     assert flags.speculative_model is not None
     try:
         draft = load(flags.speculative_model, dflags)
@@ -180,7 +189,7 @@ def draft_plan_layers(inputs: ModelInputs, flags: ServingFlags, gpu: GpuFacts | 
         raise KvplanInputError(f"--speculative-config model {flags.speculative_model!r}: {e.problem}",
                                e.fix) from None
     planned = compile_plan(draft.arch, draft.quant, dflags, gpu, engine=engine)
-    return [_with_draft_fact(lp, why) for lp in planned.layers]
+    return DraftPlan([_with_draft_fact(lp, why) for lp in planned.layers], draft.weight_bytes)
 
 
 def _with_draft_fact(lp: LayerPlan, why: str) -> LayerPlan:

@@ -22,8 +22,8 @@ from kvplan.lint.resolve import ModelSource, gpu_from_label, resolve_model
 from kvplan.lint.shell import Tok
 from kvplan.lint.sources import RawFinding, Site
 from kvplan.model.flags import ServingFlags
-from kvplan.model.plan import LayerPlan, Plan, Subject
-from kvplan.pipeline import draft_plan_layers, gpu_facts
+from kvplan.model.plan import Plan, Subject
+from kvplan.pipeline import DraftPlan, draft_plan_layers, gpu_facts
 from kvplan.planner.compile import apply_strict, compile_plan
 from kvplan.releases import find_release, option_history, release
 from kvplan.rules.base import PLANNER_SCOPES, Emit, Rule, rules_in
@@ -443,7 +443,7 @@ class Linter:
                                  subject=f.subject) for f in plan.findings]
 
     def _draft(self, src: ModelSource, sf: ServingFlags, gpu_name: str | None, engine: EngineVersion,
-               file: Any) -> list[LayerPlan] | KvplanInputError | None:
+               file: Any) -> DraftPlan | KvplanInputError | None:
         """The draft model's layers --speculative-config names (an EAGLE head or draft model: its config found
         as the served model's is, the deployment's model map and the Hub included), as plan/explain plan them;
         the reason where its config cannot be read; None without a draft model (or the target unreadable)."""
@@ -459,7 +459,8 @@ class Linter:
                 raise KvplanInputError(f"model {model!r} has no config.json kvplan can find",
                                        f'Map it in pyproject.toml: [tool.kvplan.lint.models] "{model}" = '
                                        '"path/to/config.json" (or a checkpoint folder).')
-            return self._inputs(found, None, None, release)
+            got = self._inputs(found, None, None, release)
+            return got if found.weight_bytes is None else replace(got, weight_bytes=found.weight_bytes)
 
         try:
             return draft_plan_layers(inputs, sf, gpu_facts(gpu_name) if gpu_name else None, engine, load)
@@ -562,7 +563,7 @@ class Linter:
 
     # ------------------------------------------------------------------ plans
     def _plan(self, src: ModelSource, sf: ServingFlags, gpu_name: str | None,
-              engine: EngineVersion | None = None, draft: list[LayerPlan] | None = None) -> Plan | KvplanInputError:
+              engine: EngineVersion | None = None, draft: DraftPlan | None = None) -> Plan | KvplanInputError:
         engine = engine or self.engine
         key = (str(src.path), src.weight_bytes, sf.model_dump_json(exclude={"model"}), gpu_name, self.budget,
                engine.version_str, draft is not None)
@@ -574,7 +575,8 @@ class Linter:
                 weight = src.weight_bytes if src.weight_bytes is not None else inputs.weight_bytes
                 self.plans[key] = compile_plan(inputs.arch, inputs.quant, sf, gpu, source=src.label,
                                                weight_bytes=weight, kv_budget_bytes=self.budget, engine=engine,
-                                               draft=draft)
+                                               draft=draft.layers if draft is not None else None,
+                                               draft_weight_bytes=draft.weight_bytes if draft is not None else None)
             except KvplanInputError as e:
                 self.plans[key] = e
         return self.plans[key]

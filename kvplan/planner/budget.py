@@ -198,13 +198,20 @@ def _cuda_graphs(flags: ServingFlags, gpu: GpuFacts, engine: EngineVersion) -> B
 
 
 def estimate_budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts, weight_bytes: int,
-                    model_dtype: str, engine: EngineVersion) -> tuple[int, list[BudgetTerm]]:
+                    model_dtype: str, engine: EngineVersion,
+                    draft_weight_bytes: int | None = None) -> tuple[int, list[BudgetTerm]]:
     """KV memory per GPU and the terms it is made of (signed: requested memory +, the rest -).
-    Can be negative: vLLM then logs a negative 'Available KV cache memory' and refuses to start."""
+    Can be negative: vLLM then logs a negative 'Available KV cache memory' and refuses to start.
+    `draft_weight_bytes`: the checkpoint weights of the draft model --speculative-config names (an EAGLE head, a
+    draft model), which the drafter loads before profiling (GPUModelRunner.load_model: drafter.load_model)."""
     ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
     terms = [
         _requested(gpu, flags, engine),
         BudgetTerm(name="weights", bytes=-(weight_bytes // ranks), basis=f"checkpoint weights / {ranks} GPU(s)"),
+        *([BudgetTerm(name="draft weights", bytes=-(draft_weight_bytes // flags.tensor_parallel_size),
+                      basis=f"{flags.speculative_model}'s checkpoint weights / {flags.tensor_parallel_size} "
+                            "GPU(s): the drafter loads them before profiling")]
+          if draft_weight_bytes else []),
         _activation(arch, flags, gpu, model_dtype, engine),
         _cuda_graphs(flags, gpu, engine),
         BudgetTerm(name="non-torch", bytes=-(NON_TORCH_BYTES + (NCCL_BYTES if ranks > 1 else 0)),

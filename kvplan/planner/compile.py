@@ -145,12 +145,14 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
                  gpu: GpuFacts | None = None, *, source: str | None = None,
                  weight_bytes: int | None = None, kv_budget_bytes: int | None = None,
                  extra_checks: Iterable[Rule] = (), engine: EngineVersion | None = None,
-                 hub: HubSource | None = None, draft: list[LayerPlan] | None = None) -> Plan:
+                 hub: HubSource | None = None, draft: list[LayerPlan] | None = None,
+                 draft_weight_bytes: int | None = None) -> Plan:
     """Compile the per-layer KV plan. No I/O, no printing; deterministic for equal inputs.
 
     `hub` records where a Hugging Face id's files came from (plan.model.hub). `draft` is the plan's layers of
     the draft model --speculative-config names (EAGLE / EAGLE3 / draft_model), compiled under the draft's flags;
-    the checkpoint's own MTP layers need none.
+    the checkpoint's own MTP layers need none. `draft_weight_bytes`: that draft's checkpoint weights (vLLM loads
+    them before profiling: a term of the GPU budget), None when unknown.
 
     `engine` is the release modelled (default vllm==0.33.0; see `kvplan.backends.engines`).
     """
@@ -169,9 +171,11 @@ def compile_plan(arch: ModelArch, quant: QuantMetadata, flags: ServingFlags,
 
     layers, totals, refused = _size_memory(arch, flags, gpu, layers, weight_bytes, kv_budget_bytes, engine,
                                   model_dtype=str(globals_["model_dtype"]),
-                                  backend_block_size=_backend_block_size(gctx, layers), draft=draft)
+                                  backend_block_size=_backend_block_size(gctx, layers), draft=draft,
+                                  draft_weight_bytes=draft_weight_bytes)
     reference = _layout_reference(gctx, layer_rules, global_decisions["kv_cache_dtype"], layers, totals,
-                                     weight_bytes=weight_bytes, kv_budget_bytes=kv_budget_bytes, draft=draft)
+                                     weight_bytes=weight_bytes, kv_budget_bytes=kv_budget_bytes, draft=draft,
+                                     draft_weight_bytes=draft_weight_bytes)
     refusal = (refused.layers, refused.message) if refused is not None else None
     cctx = RuleContext(arch=arch, quant=quant, flags=flags, gpu=gpu, weight_bytes=weight_bytes,
                        engine=engine, engine_version=ctx.engine_version,
@@ -200,7 +204,8 @@ def _ideal_request_bytes(layers: list[LayerPlan], totals: Totals) -> int:
 
 def _layout_reference(gctx: RuleContext, layer_rules: list[tuple[str, LayerDecision]], kv_decision: tuple[str, str],
                       layers: list[LayerPlan], totals: Totals, *, weight_bytes: int | None,
-                      kv_budget_bytes: int | None, draft: list[LayerPlan] | None) -> LayoutReference | None:
+                      kv_budget_bytes: int | None, draft: list[LayerPlan] | None,
+                      draft_weight_bytes: int | None = None) -> LayoutReference | None:
     """The same plan laid out with one page size (for KV503): without --kv-cache-dtype-skip-layers, and with MTP
     layers at the model's KV cache dtype instead of the speculative config's; only where such layers hold KV in
     another dtype and vLLM's layout is computed for a budget."""
@@ -219,7 +224,7 @@ def _layout_reference(gctx: RuleContext, layer_rules: list[tuple[str, LayerDecis
     base = _decide_layers(ctx, layer_rules, kv_decision)
     sized, t, _ = _size_memory(gctx.arch, flags, gctx.gpu, base, weight_bytes, kv_budget_bytes, gctx.engine,
                                model_dtype=gctx.model_dtype, backend_block_size=_backend_block_size(ctx, base),
-                               draft=None if mtp else draft)
+                               draft=None if mtp else draft, draft_weight_bytes=draft_weight_bytes)
     if not t.tokens_capacity or t.kv_cache_layout is None:
         return None
     what = " and ".join(x for x, on in (("without the skip list", skipped),
@@ -494,15 +499,16 @@ def _bf16_total(arch: ModelArch, sized: list[LayerPlan], tp: int = 1) -> int:
 
 
 def _budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, weight_bytes: int | None,
-            kv_budget_bytes: int | None, model_dtype: str,
-            engine: EngineVersion | None) -> tuple[int | None, list[BudgetTerm] | None]:
+            kv_budget_bytes: int | None, model_dtype: str, engine: EngineVersion | None,
+            draft_weight_bytes: int | None = None) -> tuple[int | None, list[BudgetTerm] | None]:
     """KV memory per GPU: given (--kv-budget-gib), or estimated from the GPU (kvplan.planner.budget)."""
     fixed = fixed_budget(flags) if kv_budget_bytes is None else None
     if fixed is not None:
         return fixed
     if kv_budget_bytes is not None or gpu is None or not gpu.memory_gib or weight_bytes is None:
         return kv_budget_bytes, None
-    budget, terms = estimate_budget(arch, flags, gpu, weight_bytes, model_dtype, engine or EngineVersion())
+    budget, terms = estimate_budget(arch, flags, gpu, weight_bytes, model_dtype, engine or EngineVersion(),
+                                    draft_weight_bytes)
     return max(budget, 0), terms  # the terms keep the sign (KV502 quotes vLLM's negative figure)
 
 
@@ -576,7 +582,8 @@ def _per_request_estimate(sized: list[LayerPlan], drafts: list[LayerPlan], mml: 
 def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, layers: list[LayerPlan],
                  weight_bytes: int | None, kv_budget_bytes: int | None, engine: EngineVersion | None,
                  model_dtype: str = "bfloat16", backend_block_size: int | None = None,
-                 draft: list[LayerPlan] | None = None) -> tuple[list[LayerPlan], Totals, LayoutRefused | None]:
+                 draft: list[LayerPlan] | None = None,
+                 draft_weight_bytes: int | None = None) -> tuple[list[LayerPlan], Totals, LayoutRefused | None]:
     """The layers sized, the totals with vLLM's layout, and vLLM's refusal where it cannot lay the cache out."""
     bs = _block_size(flags, engine, backend_block_size)
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -591,7 +598,8 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     drafts = draft_layers(sized, arch, flags, draft)
     pool = exact + sum(lp.bytes_per_token for lp in drafts)  # the draft's layers share the pool
     per_request = _per_request_estimate(sized, drafts, mml)
-    budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype, engine)
+    budget, terms = _budget(arch, flags, gpu, weight_bytes, kv_budget_bytes, model_dtype, engine,
+                            draft_weight_bytes if drafts and not is_mtp(flags) else None)
     refused: LayoutRefused | None = None
     try:
         cap = plan_capacity(sized, arch, flags, mml, bs, mbt, budget, engine,

@@ -20,21 +20,21 @@ _MODELS = """[tool.kvplan.lint.models]
 """
 
 
-def _compose(draft: str) -> str:
+def _compose(draft: str, max_model_len: int = 131072) -> str:
     spec = json.dumps({"method": "eagle3", "model": draft, "num_speculative_tokens": 3})
     return f"""
     services:
       llm:
         image: vllm/vllm-openai:v0.33.0
-        command: ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "131072", "--speculative-config", '{spec}']
+        command: ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "{max_model_len}", "--speculative-config", '{spec}']
     """
 
 
-def _lint(tmp_path: Path, draft: str, name: str):
+def _lint(tmp_path: Path, draft: str, name: str, models: str = _MODELS, max_model_len: int = 131072):
     shutil.copy(TARGET, tmp_path / "target.json")
     shutil.copy(EAGLE3, tmp_path / "eagle.json")
-    (tmp_path / "pyproject.toml").write_text(_MODELS)
-    path = write_file(tmp_path, name, _compose(draft))
+    (tmp_path / "pyproject.toml").write_text(models)
+    path = write_file(tmp_path, name, _compose(draft, max_model_len))
     return lint_paths([str(path)], cwd=tmp_path, gpu="l4", offline=True)
 
 
@@ -59,3 +59,15 @@ def test_a_draft_without_config_is_kv804_on_the_speculative_config_flag(tmp_path
     # on the --speculative-config flag (the command's 4th item), not on the served model (its 1st)
     assert (kv804.location.line, kv804.location.yaml_path) == (4, "services.llm.command[3]")
     assert any(f.code == "KV502" for f in report.findings)  # the target is still checked
+
+
+def test_the_drafts_weights_are_a_term_of_the_gpu_budget(tmp_path: Path) -> None:
+    """The drafter loads its weights before vLLM profiles: with the EAGLE3 head's 0.79 GiB known, an L4's KV memory
+    (3.68 GiB for Llama-3.1-8B alone) drops to 2.89 GiB and a 24,000-token request (3.02 GiB) no longer fits."""
+    heavy = _MODELS.replace('= "eagle.json"', '= { config = "eagle.json", weight-gib = 0.79 }')
+    assert heavy != _MODELS
+    report = _lint(tmp_path, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "heavy.yml", heavy, max_model_len=24000)
+    (kv502,) = [f for f in report.findings if f.code == "KV502"]
+    assert "(24000), 3.02 GiB KV cache is needed" in kv502.message and "memory (2.89 GiB)" in kv502.message
+    light = _lint(tmp_path, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "light.yml", max_model_len=24000)
+    assert not [f for f in light.findings if f.code == "KV502"]  # the head's weights unknown: 3.68 GiB
