@@ -1,7 +1,7 @@
 """Rules that decide the KV cache dtype: model dtype, explicit flag, checkpoint schemes, storage."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kvplan.ingest.families import DTYPE_ALIASES
@@ -112,6 +112,83 @@ def _sm100_family(ctx: RuleContext) -> bool:
     return cc is not None and cc[0] == 10
 
 
+@dataclass(frozen=True)
+class ModelClassRewrite:
+    """One branch of a model class's verify_and_update_config (vllm/model_executor/models/config.py) that rewrites
+    the resolved --kv-cache-dtype: where it applies, the dtype it rewrites, what it makes of it and vLLM's log line
+    (the fact kvplan records)."""
+
+    applies: Callable[[RuleContext], bool]
+    before: str
+    after: Callable[[RuleContext], str]
+    fact: Callable[[RuleContext], str]
+
+
+def _is_arch(*names: str) -> Callable[[RuleContext], bool]:
+    return lambda ctx: ctx.arch.architecture in names
+
+
+def _has_indexer(ctx: RuleContext) -> bool:
+    return any(la.mla is not None and la.mla.index_topk is not None for la in ctx.arch.layers)
+
+
+def _mistral_large4(ctx: RuleContext) -> bool:
+    """Mistral Large 4, or Pixtral with a Mistral Large 4 text model (PixtralForConditionalGenerationConfig
+    calls the same hook), in a release that has it."""
+    return ctx.arch.text_model_type == "mistral_large_4" and ctx.engine_has("mistral_large4_fp8_ds_mla")
+
+
+def _rocm(ctx: RuleContext) -> bool:
+    return ctx.gpu is not None and ctx.gpu.profile is not None and ctx.gpu.profile.vendor == "amd"
+
+
+def _gpu_name(ctx: RuleContext) -> str:
+    return ctx.gpu.name if ctx.gpu is not None else ""
+
+
+def _const(value: str) -> Callable[[RuleContext], str]:
+    return lambda ctx: value
+
+
+_GLM5_REWRITES: tuple[ModelClassRewrite, ...] = (
+    ModelClassRewrite(  # GlmMoeDsaForCausalLM.verify_and_update_config
+        applies=lambda ctx: _is_arch("GlmMoeDsaForCausalLM")(ctx) and _sm100_family(ctx), before="auto",
+        after=_const("fp8_e4m3"),
+        fact=lambda ctx: f"GlmMoeDsaForCausalLM on {_gpu_name(ctx)} (SM100 family): 'Using fp8 kv-cache for "
+                         "GlmMoeDsaForCausalLM on SM10x'"),
+    ModelClassRewrite(  # Glm5NextModelConfig.verify_and_update_config
+        applies=lambda ctx: _is_arch(*_GLM5_NEXT)(ctx) and _sm100_family(ctx) and _has_indexer(ctx), before="auto",
+        after=_const("fp8"),
+        fact=lambda ctx: f"{ctx.arch.architecture} with an indexer on the SM100 family: 'Using fp8 KV cache for "
+                         "GLM-5.3-Flash'"),
+    ModelClassRewrite(  # DeepseekV32ForCausalLM.verify_and_update_config
+        applies=_is_arch("DeepseekV32ForCausalLM"), before="bfloat16", after=_const("auto"),
+        fact=lambda ctx: "DeepseekV32ForCausalLM: 'Using bfloat16 kv-cache for DeepSeekV3.2' (--kv-cache-dtype "
+                         "bfloat16 becomes auto)"),
+)
+"""KV117's rows."""
+
+_MISTRAL_LARGE4_REWRITES: tuple[ModelClassRewrite, ...] = (
+    ModelClassRewrite(  # MistralLarge4ForCausalLM.verify_and_update_config (0.34)
+        applies=lambda ctx: _mistral_large4(ctx) and ctx.arch.fp8_kv_cache, before="auto",
+        after=lambda ctx: "fp8" if _rocm(ctx) else "fp8_ds_mla",
+        fact=lambda ctx: f"MistralLarge4ForCausalLM with fp8_kv_cache on {_gpu_name(ctx) or 'CUDA (no --gpu)'}: "
+                         "'auto' becomes " + ("fp8 (ROCm sparse MLA has no fp8_ds_mla layout)" if _rocm(ctx)
+                                             else "fp8_ds_mla")),
+    ModelClassRewrite(
+        applies=_mistral_large4, before="bfloat16", after=_const("auto"),
+        fact=lambda ctx: "MistralLarge4ForCausalLM: an explicit --kv-cache-dtype bfloat16 becomes auto"),
+)
+"""KV150's rows."""
+
+
+def _rewrite(ctx: RuleContext, rows: tuple[ModelClassRewrite, ...]) -> Iterator[Set]:
+    """The first row that applies to the resolved --kv-cache-dtype rewrites it."""
+    row = next((r for r in rows if r.before == ctx.kv_cache_dtype and r.applies(ctx)), None)
+    if row is not None:
+        yield Set("kv_cache_dtype", row.after(ctx), row.fact(ctx))
+
+
 @declare(code="KV117", name="model-class-kv-cache-dtype", kind="decision", scope="global", family="dtype",
          severity="info",
          summary="Some model classes rewrite the KV cache dtype at config time (GLM-5 on SM100: fp8).",
@@ -119,24 +196,34 @@ def _sm100_family(ctx: RuleContext) -> bool:
              "GlmMoeDsaForCausalLM (GLM-5) turns 'auto' into fp8_e4m3 on the CUDA SM100 family, Glm5Next "
              "turns 'auto' into fp8 there when the config has an indexer (index_topk), and DeepseekV32ForCausalLM "
              "turns an explicit bfloat16 into 'auto'. These depend on the GPU, so kvplan applies the SM100 ones "
-             "only when --gpu names the GPU.",
+             "only when --gpu names the GPU. (Mistral Large 4's hook, new in 0.34, is KV150: the same table.)",
          fix="Pass --kv-cache-dtype explicitly (e.g. bfloat16) to keep the model dtype on SM100.",
          references=(f"{_MODEL_CONFIG_REF}::GlmMoeDsaForCausalLM.verify_and_update_config",
                      f"{_MODEL_CONFIG_REF}::Glm5NextModelConfig.verify_and_update_config",
                      f"{_MODEL_CONFIG_REF}::DeepseekV32ForCausalLM.verify_and_update_config"))
 @decides_global("kv_cache_dtype")
 def model_class_kv_cache_dtype(ctx: RuleContext) -> Iterator[Set]:
-    arch, kv = ctx.arch.architecture, ctx.kv_cache_dtype
-    if arch == "GlmMoeDsaForCausalLM" and kv == "auto" and _sm100_family(ctx):
-        yield Set("kv_cache_dtype", "fp8_e4m3", f"GlmMoeDsaForCausalLM on {ctx.gpu.name if ctx.gpu else ''} "
-                  "(SM100 family): 'Using fp8 kv-cache for GlmMoeDsaForCausalLM on SM10x'")
-    elif (arch in _GLM5_NEXT and kv == "auto" and _sm100_family(ctx)
-          and any(la.mla is not None and la.mla.index_topk is not None for la in ctx.arch.layers)):
-        yield Set("kv_cache_dtype", "fp8", f"{arch} with an indexer on the SM100 family: 'Using fp8 KV cache for "
-                  "GLM-5.3-Flash'")
-    elif arch == "DeepseekV32ForCausalLM" and kv == "bfloat16":
-        yield Set("kv_cache_dtype", "auto", "DeepseekV32ForCausalLM: 'Using bfloat16 kv-cache for DeepSeekV3.2' "
-                  "(--kv-cache-dtype bfloat16 becomes auto)")
+    yield from _rewrite(ctx, _GLM5_REWRITES)
+
+
+@declare(code="KV150", name="mistral-large4-kv-cache-dtype", kind="decision", scope="global", family="dtype",
+         severity="info",
+         summary="Mistral Large 4: 'auto' becomes fp8_ds_mla when the checkpoint declares an FP8 KV cache.",
+         why="vLLM 0.34's MistralLarge4ForCausalLM.verify_and_update_config rewrites the resolved "
+             "--kv-cache-dtype: with 'auto' and the text config's fp8_kv_cache (params.json dsa.fp8_kv_cache) "
+             "the latent cache becomes fp8_ds_mla, DeepSeek's 656-byte FP8 sparse-MLA row ('Using fp8_ds_mla "
+             "kv-cache for Mistral Large 4'), or plain fp8 on ROCm, whose sparse MLA has no fp8_ds_mla layout; "
+             "an explicit bfloat16 becomes 'auto' (the model dtype). Pixtral with a Mistral Large 4 text model "
+             "gets the same (PixtralForConditionalGenerationConfig). Without --gpu kvplan takes the CUDA branch. "
+             "The same mechanism as KV117 (one table of model-class rewrites), kept under its own code.",
+         fix="Pass --kv-cache-dtype bfloat16 to keep the latent cache in the model dtype; pass --gpu for an AMD "
+             "GPU to see the ROCm choice.",
+         references=(f"{_MODEL_CONFIG_REF}::MistralLarge4ForCausalLM.verify_and_update_config (vLLM 0.34.0)",
+                     "vllm/transformers_utils/configs/mistral.py::_remap_mistral_large_4_args (fp8_kv_cache)"),
+         versions=">=0.34")
+@decides_global("kv_cache_dtype")
+def mistral_large4_kv_cache_dtype(ctx: RuleContext) -> Iterator[Set]:
+    yield from _rewrite(ctx, _MISTRAL_LARGE4_REWRITES)
 
 
 # Model classes whose verify_and_update_config, after defaulting the target's cache to fp8 on SM100, sets a

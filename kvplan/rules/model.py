@@ -5,7 +5,6 @@ from collections.abc import Iterator
 
 from kvplan.rules.base import Emit, declare
 from kvplan.rules.context import RuleContext
-from kvplan.rules.state import Set, decides_global
 
 
 @declare(code="KV601", name="encoder-decoder-model", severity="warning", family="model",
@@ -96,35 +95,3 @@ def not_verified(ctx: RuleContext) -> Iterator[Emit]:
         parts.append("layer types kvplan does not know (planned as full attention): "
                      + ", ".join(a.unknown_layer_types[:8]) + (" ..." if len(a.unknown_layer_types) > 8 else ""))
     yield Emit("; ".join(parts) + ".")
-
-
-@declare(code="KV150", name="mistral-large4-kv-cache-dtype", kind="decision", scope="global", family="model",
-         severity="info",
-         summary="Mistral Large 4: 'auto' becomes fp8_ds_mla when the checkpoint declares an FP8 KV cache.",
-         why="vLLM 0.34's MistralLarge4ForCausalLM.verify_and_update_config rewrites the resolved "
-             "--kv-cache-dtype: with 'auto' and the text config's fp8_kv_cache (params.json dsa.fp8_kv_cache) "
-             "the latent cache becomes fp8_ds_mla, DeepSeek's 656-byte FP8 sparse-MLA row ('Using fp8_ds_mla "
-             "kv-cache for Mistral Large 4'), or plain fp8 on ROCm, whose sparse MLA has no fp8_ds_mla layout; "
-             "an explicit bfloat16 becomes 'auto' (the model dtype). Pixtral with a Mistral Large 4 text model "
-             "gets the same (PixtralForConditionalGenerationConfig). Without --gpu kvplan takes the CUDA branch.",
-         fix="Pass --kv-cache-dtype bfloat16 to keep the latent cache in the model dtype; pass --gpu for an AMD "
-             "GPU to see the ROCm choice.",
-         references=("vllm/model_executor/models/config.py::MistralLarge4ForCausalLM.verify_and_update_config "
-                     "(vLLM 0.34.0)",
-                     "vllm/transformers_utils/configs/mistral.py::_remap_mistral_large_4_args (fp8_kv_cache)"),
-         versions=">=0.34")
-@decides_global("kv_cache_dtype")
-def mistral_large4_kv_cache_dtype(ctx: RuleContext) -> Iterator[Set]:
-    # Pixtral with a Mistral Large 4 text model too (PixtralForConditionalGenerationConfig calls the same hook).
-    if ctx.arch.text_model_type != "mistral_large_4" or not ctx.engine_has("mistral_large4_fp8_ds_mla"):
-        return
-    kv = ctx.kv_cache_dtype
-    if kv == "auto" and ctx.arch.fp8_kv_cache:
-        rocm = ctx.gpu is not None and ctx.gpu.profile is not None and ctx.gpu.profile.vendor == "amd"
-        where = ctx.gpu.name if ctx.gpu is not None else "CUDA (no --gpu)"
-        yield Set("kv_cache_dtype", "fp8" if rocm else "fp8_ds_mla",
-                  f"MistralLarge4ForCausalLM with fp8_kv_cache on {where}: 'auto' becomes "
-                  + ("fp8 (ROCm sparse MLA has no fp8_ds_mla layout)" if rocm else "fp8_ds_mla"))
-    elif kv == "bfloat16":
-        yield Set("kv_cache_dtype", "auto", "MistralLarge4ForCausalLM: an explicit --kv-cache-dtype bfloat16 "
-                  "becomes auto")
