@@ -589,6 +589,30 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "flash_attn.py::FlashAttentionBackend.supports_combination; verified by "
                "scripts/oracle/backend_oracle.py (0.28.0)."),
     EngineFeature(
+        name="gemma4_triton_for_mixed_heads", kind="feature", versions=">=0.19,<0.24",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.19.0",
+        summary="Gemma 4 with heterogeneous head sizes (head_dim != global_head_dim) and one above 256: "
+                "Gemma4Config forces TRITON_ATTN for every layer unless a backend is chosen.",
+        source="Read in the vllm==0.19.0 to 0.23.0 wheels: vllm/model_executor/models/config.py::"
+               "Gemma4Config.verify_and_update_config (0.24.0 switches to FA4 where available)."),
+    EngineFeature(
+        name="gemma4_fa4_for_mixed_heads", kind="feature", versions=">=0.24",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.24.0",
+        summary="Gemma 4 with heterogeneous head sizes: where FA4 runs (SM90 / SM100 / SM110) and the largest "
+                "head is at most 512, Gemma4Config sets flash_attn_version 4 for every layer (no FA version "
+                "or a backend other than FLASH_ATTN chosen); elsewhere it forces TRITON_ATTN unless a backend "
+                "is chosen.",
+        source="Read in the vllm==0.23.0 and 0.24.0 wheels (0.25.1, 0.28.0 to 0.34.0 too): "
+               "vllm/model_executor/models/config.py::Gemma4Config.verify_and_update_config; "
+               "vllm/vllm_flash_attn/flash_attn_interface.py::_is_fa4_supported."),
+    EngineFeature(
+        name="gemma4_sm90_fp8_per_layer_fa", kind="feature", versions=">=0.31",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.31.0",
+        summary="Gemma 4 on the SM90 family with an fp8 KV cache keeps per-layer FA3/FA4 selection (FA3 for "
+                "the layers it supports) instead of FA4 for every layer.",
+        source="Read in the vllm==0.30.0 and 0.31.0 wheels: vllm/model_executor/models/config.py::"
+               "Gemma4Config.verify_and_update_config (use_per_layer_fa)."),
+    EngineFeature(
         name="promote_local_specs_message", kind="feature", versions=">=0.27",
         introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.27.0",
         summary="With the hybrid KV cache manager off, caches that cannot become one type (state layers next to "

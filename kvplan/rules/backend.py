@@ -41,6 +41,41 @@ def _request(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendReq
         index_topk=mla.index_topk if mla else None)
 
 
+_GEMMA4_CONFIG = ("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration")
+"""Architectures vLLM maps to Gemma4Config (vllm/model_executor/models/config.py::MODELS_CONFIG_MAP)."""
+
+
+def model_attention_config(ctx: RuleContext) -> tuple[str | None, dict[str, Any], str | None]:
+    """(forced backend, attention config, why) after the model class's verify_and_update_config, which runs before
+    any layer asks for a backend: Gemma4Config, for Gemma 4's mixed head sizes (256 sliding, 512 full), sets
+    flash_attn_version 4 where FA4 runs, else forces TRITON_ATTN (ENGINE_FEATURES gemma4_*). `why` is None
+    where the model class changes nothing."""
+    forced, ac = ctx.flags.attention_backend, dict(ctx.flags.attention_config)
+    gpu = ctx.gpu.profile if ctx.gpu is not None else None
+    heads = {la.head_size for la in ctx.arch.layers if la.kind not in NO_KV_KINDS and la.head_size}
+    if ctx.arch.architecture not in _GEMMA4_CONFIG or gpu is None or len(heads) <= 1:
+        return forced, ac, None
+    from kvplan.backends.impl.flash_attn import fa4_available, leaves_fa_version_open
+    chosen = forced or ac.get("backend")
+    mixed = f"Gemma4Config: head sizes {sorted(heads)} differ"
+    if ctx.engine_has("gemma4_triton_for_mixed_heads"):
+        if max(heads) > 256 and chosen is None:
+            return "TRITON_ATTN", ac, f"{mixed} and exceed 256: TRITON_ATTN for every layer"
+        return forced, ac, None
+    if not ctx.engine_has("gemma4_fa4_for_mixed_heads"):
+        return forced, ac, None
+    if fa4_available(gpu) and max(heads) <= 512:
+        if ac.get("flash_attn_version") is not None or not leaves_fa_version_open(chosen):
+            return forced, ac, None
+        if (gpu.cc_major == 9 and ctx.kv_cache_dtype.startswith("fp8")
+                and ctx.engine_has("gemma4_sm90_fp8_per_layer_fa")):
+            return forced, ac, None  # SM90 with an fp8 cache: per-layer FA3/FA4
+        return forced, {**ac, "flash_attn_version": 4}, f"{mixed}: FA4 for every layer"
+    if chosen is None:
+        return "TRITON_ATTN", ac, f"{mixed} and FA4 does not run on {gpu.display_name}: TRITON_ATTN for every layer"
+    return forced, ac, None
+
+
 def _global_dtype_queries(ctx: RuleContext, backend: str | None) -> bool:
     """The chosen backend takes a skipped layer's query dtype from the global cache dtype (pre-#39002)."""
     if backend is None or not ctx.engine_has("flashinfer_skip_layer_query_dtype_crash"):
@@ -54,10 +89,9 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
     global _LAST
     assert ctx.gpu is not None, "backend rules run only with --gpu"
     if _LAST[0] is not ctx:  # the context part of the key, computed once per rule context
-        ac = ctx.flags.attention_config
+        forced, ac, _ = model_attention_config(ctx)
         ctx_key = (ctx.model_dtype, (ctx.quant.ct_kv_cache_scheme or {}).get("strategy"), ctx.flags.block_size,
-                   ctx.flags.attention_backend, tuple(sorted((k, str(v)) for k, v in ac.items())),
-                   ctx.gpu.profile, ctx.engine)
+                   forced, tuple(sorted((k, str(v)) for k, v in ac.items())), ctx.gpu.profile, ctx.engine)
         if len(_CHOICES) > 512:
             _CHOICES.clear()
         _LAST = (ctx, _CHOICES.setdefault(ctx_key, {}))
@@ -71,8 +105,9 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
     if hit is None:
         from kvplan.backends.select import select_backend
         assert ctx.gpu is not None and ctx.gpu.profile is not None  # callers return early without a GPU profile
+        forced, ac, _ = model_attention_config(ctx)
         hit = memo[key] = select_backend(_request(ctx, la, kv_cache_dtype), ctx.gpu.profile, ctx.engine,
-                                         ctx.flags.attention_backend, ctx.flags.attention_config)
+                                         forced, ac)
     return hit
 
 
@@ -103,7 +138,9 @@ def backend_selection(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterat
     ch = _choice(ctx, la, st.kv_cache_dtype)
     if ch.backend:
         # `backend` is vLLM's enum name exactly; the FlashAttention version is a field of its own.
-        yield Set("backend", ch.backend, f"first valid backend on {ctx.gpu.name} for kv dtype {st.kv_cache_dtype!r}")
+        why = model_attention_config(ctx)[2]
+        yield Set("backend", ch.backend, f"first valid backend on {ctx.gpu.name} for kv dtype {st.kv_cache_dtype!r}"
+                  + (f" ({why})" if why else ""))
         if ch.flash_attn_version:
             yield Set("flash_attn_version", ch.flash_attn_version,
                       f"get_flash_attn_version() on {ctx.gpu.name} for head size {la.head_size} and kv dtype "

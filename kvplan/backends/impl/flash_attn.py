@@ -13,12 +13,19 @@ from kvplan.backends.request import BackendRequest
 from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.gpu import GpuProfile
 
-__all__ = ["HOOKS", "fa4_available", "fa_base_version", "fa_supports_kv_cache_dtype", "flash_attn_version"]
+__all__ = ["HOOKS", "fa4_available", "fa_base_version", "fa_supports_kv_cache_dtype", "flash_attn_version",
+           "leaves_fa_version_open"]
 
 
 def fa4_available(gpu: GpuProfile) -> bool:
     """`is_fa_version_supported(4)`: the cute-DSL FA4 kernels run on Hopper and datacenter Blackwell."""
     return gpu.platform == "cuda" and gpu.cc_major in (9, 10)
+
+
+def leaves_fa_version_open(backend: str | None) -> bool:
+    """A chosen backend (--attention-backend / attention_config.backend) that lets a model class pick the
+    FlashAttention version: none chosen, or FLASH_ATTN itself (Gemma4Config)."""
+    return backend in (None, "FLASH_ATTN")
 
 
 def fa_base_version(gpu: GpuProfile, attention_config: Mapping[str, Any]) -> int | None:
