@@ -278,3 +278,15 @@ def test_draft_runs_in_the_target_model_dtype() -> None:
     plan = _glm5_with_eagle3("vllm==0.33.0", gpu="h100")
     assert plan.model.dtype == "bfloat16" and plan.totals.draft is not None
     assert plan.totals.draft.layers[0].dtype == "bfloat16"
+
+
+def test_docs_list_every_startup_log() -> None:
+    """docs/capacity-layouts.md's tables carry every log of startup_logs.json with its logged tokens, and every
+    excluded one with kvplan's figure."""
+    doc = (ROOT / "docs" / "capacity-layouts.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| [")]
+    for log in LOGS:
+        assert any(log["url"] in r and f"{log['gpu_kv_cache_tokens']:,}" in r for r in rows), log["url"]
+    for log in EXCLUDED_LOGS:
+        assert any(log["url"] in r and f"{log['kvplan']['gpu_kv_cache_tokens']:,}" in r and
+                   f"{log['gpu_kv_cache_tokens']:,}" in r for r in rows), log["url"]
