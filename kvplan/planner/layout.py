@@ -47,11 +47,12 @@ _Group = tuple[str, list["_Cache"]]  # (spec kind, caches) of one KV cache group
 # How the "GPU KV cache size: N tokens" line is computed, per release range (the other figure, Maximum
 # concurrency, is num_blocks / blocks per request in every release modelled).
 KV_CACHE_SIZE_FORMULAS: tuple[tuple[str, str, str], ...] = (
-    ("<0.20", "num_blocks // groups x smallest block size",
-     "vllm/v1/core/kv_cache_utils.py::_report_kv_cache_config before vLLM PR #40694 (issue #40691: 290,864 tokens "
-     "logged for Qwen3.5-27B at 33.04x of 32,768)"),
-    (">=0.20", "int(max_concurrency x max_model_len)",
-     "vllm/v1/core/kv_cache_utils.py::get_kv_cache_capacity (0.33.0); vLLM PR #40694"),
+    ("<0.20.1", "num_blocks // groups x smallest block size",
+     "vllm/v1/core/kv_cache_utils.py::_report_kv_cache_config up to 0.20.0 (read in the 0.20.0 wheel), before vLLM "
+     "PR #40694 (issue #40691: 290,864 tokens logged for Qwen3.5-27B at 33.04x of 32,768)"),
+    (">=0.20.1", "int(max_concurrency x max_model_len)",
+     "vllm/v1/core/kv_cache_utils.py::_report_kv_cache_config from 0.20.1 (read in the 0.20.1 and 0.21.0 wheels), "
+     "get_kv_cache_capacity (0.33.0); vLLM PR #40694"),
 )
 
 

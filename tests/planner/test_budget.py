@@ -179,7 +179,7 @@ def test_logged_activation_peaks_are_within_the_term_band() -> None:
     checked = 0
     for log in BUDGET_LOGS:
         logged = log["logged"].get("activation_peak_gib")
-        if logged is None or "LoRA" in log.get("outside_bound", ""):  # LoRA buffers are not modelled
+        if logged is None or "activation" in log.get("outside_bound", ""):  # held outside for this term
             continue
         act = next(t for t in _estimate(log)[1] if t.name == "activation peak")
         assert abs(-act.bytes - logged * GIB) <= act.error_bytes, log["url"]

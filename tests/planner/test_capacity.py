@@ -16,7 +16,9 @@ from kvplan.model.plan import Plan
 from tests.conftest import ROOT
 
 CAPACITY = ROOT / "tests" / "data" / "capacity"
-LOGS = json.loads((CAPACITY / "startup_logs.json").read_text())["logs"]
+STARTUP_LOGS = json.loads((CAPACITY / "startup_logs.json").read_text())
+LOGS = STARTUP_LOGS["logs"]
+EXCLUDED_LOGS = STARTUP_LOGS["excluded_logs"]
 QWEN36_35B = CAPACITY / "Qwen3.6-35B-A3B"
 QWEN35_27B = ROOT / "tests" / "data" / "corpus" / "Qwen3.5-27B"
 GIB = 2**30
@@ -28,11 +30,24 @@ def _plan(path, flags: list[str], budget: int | None = None, engine: str = ENGIN
     return kvplan.api.compile(path, flags, kv_budget_bytes=budget, engine=engine)
 
 
-@pytest.mark.parametrize("log", LOGS, ids=[x["url"].rsplit("/", 1)[-1] for x in LOGS])
+def _log_id(log: dict) -> str:
+    return log["url"].rsplit("/", 1)[-1]
+
+
+def _engine(log: dict) -> str:
+    version = log.get("vllm_version")
+    return log.get("engine") or (f"vllm=={version}" if version else ENGINE)
+
+
+def _same_concurrency(conc: float | None, logged: float | None) -> bool:
+    """Maximum concurrency as vLLM prints it (%.2f); a log without the line checks the tokens only."""
+    return logged is None or (conc is not None and f"{conc:.2f}" == f"{logged:.2f}")
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[_log_id(x) for x in LOGS])
 def test_startup_log_is_reproduced(log: dict) -> None:
     cfg = (CAPACITY / log["config"]).resolve()
-    version = log.get("vllm_version")
-    engine = log.get("engine") or (f"vllm=={version}" if version else ENGINE)
+    engine = _engine(log)
     layout = _plan(cfg, log["flags"], budget=GIB, engine=engine).totals.kv_cache_layout
     assert layout is not None
     if log["available_kv_gib"] is None:  # memory not in the log: any pool size
@@ -43,14 +58,40 @@ def test_startup_log_is_reproduced(log: dict) -> None:
     hits = []
     for n in range(lo // layout.bytes_per_block, hi // layout.bytes_per_block + 1):
         budget = max(n * layout.bytes_per_block, lo)
-        conc = n / layout.blocks_per_request
-        if f"{conc:.2f}" != f"{log['max_concurrency']:.2f}":
+        if not _same_concurrency(n / layout.blocks_per_request, log["max_concurrency"]):
             continue
         t = _plan(cfg, log["flags"], budget=budget, engine=engine).totals
-        if t.tokens_capacity == log["gpu_kv_cache_tokens"] and f"{t.max_concurrency:.2f}" == \
-                f"{log['max_concurrency']:.2f}":
+        if t.tokens_capacity == log["gpu_kv_cache_tokens"] and _same_concurrency(t.max_concurrency,
+                                                                                  log["max_concurrency"]):
             hits.append(n)
     assert hits, f"no budget rounding to {log['available_kv_gib']} GiB gives vLLM's logged figures"
+
+
+@pytest.mark.parametrize("log", EXCLUDED_LOGS, ids=[_log_id(x) for x in EXCLUDED_LOGS])
+def test_excluded_startup_log_stays_where_recorded(log: dict) -> None:
+    """A log kvplan does not reproduce keeps its reason and kvplan's figures at the logged memory: kvplan still
+    misses vLLM's (else the log belongs in `logs`) and gives what the record says (else the reason is stale)."""
+    assert log["reason"] and log["url"].startswith("https://")
+    cfg = (CAPACITY / log["config"]).resolve()
+    t = _plan(cfg, log["flags"], budget=int(log["available_kv_gib"] * GIB), engine=_engine(log)).totals
+    mine = log["kvplan"]
+    assert t.tokens_capacity == mine["gpu_kv_cache_tokens"] != log["gpu_kv_cache_tokens"]
+    if mine["max_concurrency"] is not None:
+        assert t.max_concurrency is not None and f"{t.max_concurrency:.2f}" == f"{mine['max_concurrency']:.2f}"
+
+
+def test_tokens_line_follows_the_release_formula() -> None:
+    """vLLM 0.20.0 still logs num_blocks // groups x block size; 0.20.1 logs int(concurrency x max-model-len)
+    (_report_kv_cache_config, read in both wheels). Qwen3.6-35B-A3B at fp8 and 8192 with 15 blocks of 2096
+    tokens in 4 groups, 10 per request: 0.20.0 prints 6,288 tokens, 0.20.1 12,288, both 1.50x."""
+    flags = ["--kv-cache-dtype", "fp8_e4m3", "--max-model-len", "8192", "--max-num-seqs", "32"]
+    layout = _plan(QWEN36_35B, flags, budget=GIB).totals.kv_cache_layout
+    assert layout is not None
+    budget = 15 * layout.bytes_per_block
+    old = _plan(QWEN36_35B, flags, budget=budget, engine="vllm==0.20.0").totals
+    new = _plan(QWEN36_35B, flags, budget=budget, engine="vllm==0.20.1").totals
+    assert old.max_concurrency == new.max_concurrency == 15 / 10
+    assert old.tokens_capacity == 15 // 4 * 2096 == 6288 and new.tokens_capacity == int(1.5 * 8192) == 12288
 
 
 def test_hybrid_block_size_is_raised_to_hold_the_state_page() -> None:
@@ -237,3 +278,15 @@ def test_draft_runs_in_the_target_model_dtype() -> None:
     plan = _glm5_with_eagle3("vllm==0.33.0", gpu="h100")
     assert plan.model.dtype == "bfloat16" and plan.totals.draft is not None
     assert plan.totals.draft.layers[0].dtype == "bfloat16"
+
+
+def test_docs_list_every_startup_log() -> None:
+    """docs/capacity-layouts.md's tables carry every log of startup_logs.json with its logged tokens, and every
+    excluded one with kvplan's figure."""
+    doc = (ROOT / "docs" / "capacity-layouts.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| [")]
+    for log in LOGS:
+        assert any(log["url"] in r and f"{log['gpu_kv_cache_tokens']:,}" in r for r in rows), log["url"]
+    for log in EXCLUDED_LOGS:
+        assert any(log["url"] in r and f"{log['kvplan']['gpu_kv_cache_tokens']:,}" in r and
+                   f"{log['gpu_kv_cache_tokens']:,}" in r for r in rows), log["url"]
