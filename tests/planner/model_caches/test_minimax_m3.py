@@ -136,3 +136,17 @@ def test_minimax_m3_fp8_indexer_halves_the_index_cache(tmp_path: Path) -> None:
     assert base is not None and fp8 is not None
     for a, b in zip(base.specs, fp8.specs, strict=True):
         assert b.page_size_bytes == (a.page_size_bytes // 2 if a.name.endswith("index_cache") else a.page_size_bytes)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_minimax_m3_transformers_schema_marks_the_same_sparse_layers(release: str, tmp_path: Path) -> None:
+    """A text_config in transformers' schema (layer_types 'minimax_m3_sparse', index_head_dim; no
+    sparse_attention_config) gives the sparse layers and index caches of the checkpoint's schema: the same
+    specs vLLM answers for both configs."""
+    old = next(c for c in CASES if c["name"] == "MiniMaxM3SparseForConditionalGeneration__h100__fp8__8192")
+    new = next(c for c in CASES if "transformers-schema" in c["name"])
+    _, a = _run({**old, "flags": new["flags"]}, release, tmp_path)
+    _, b = _run(new, release, tmp_path)
+    assert a is not None and b is not None
+    assert sum(s.spec == "MLAAttentionSpec" for s in b.specs) == 57
+    assert a == b
