@@ -55,9 +55,12 @@ def _attn_spec(lp: LayerPlan, block_size: int) -> CacheSpec:
 
 def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:
     """Inkling's caches in vLLM's order. None (not laid out) with a speculative draft (InklingMTP registers
-    caches of its own), a model dtype other than bfloat16 or TP above a layer's KV heads (vLLM refuses both)."""
-    if flags.num_speculative_tokens or flags.speculative_method or flags.dtype not in ("auto", "bfloat16") \
-            or arch.config_dtype not in (None, "bfloat16"):
+    caches of its own), --kv-cache-dtype-skip-layers, a model dtype other than bfloat16 or TP above a layer's KV
+    heads (vLLM refuses both)."""
+    # --kv-cache-dtype-skip-layers: vLLM re-aligns the block size to the mixed pages
+    # (Platform._align_heterogeneous_kv_block_size), which this builder does not model
+    if flags.num_speculative_tokens or flags.speculative_method or flags.kv_cache_dtype_skip_layers \
+            or flags.dtype not in ("auto", "bfloat16") or arch.config_dtype not in (None, "bfloat16"):
         return None
     by_index = {la.index: la for la in arch.layers}
     specs: list[CacheSpec] = []

@@ -62,12 +62,13 @@ def _layer_specs(lp: LayerPlan, la: LayerArch, bs: int, index_bytes: int, prefix
 
 def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:
     """MiniMax-M3's caches in vLLM's order. None (not laid out) on Blackwell (see the module docstring), with a
-    speculative draft (its MTP layers register caches of their own), a cache dtype stored in packed blocks
-    (nvfp4), an unknown indexer_kv_dtype or a --block-size the sparse backends refuse."""
+    speculative draft (its MTP layers register caches of their own), --kv-cache-dtype-skip-layers (vLLM
+    re-aligns the block size to the mixed pages), a cache dtype stored in packed blocks (nvfp4), an unknown
+    indexer_kv_dtype or a --block-size the sparse backends refuse."""
     cc = ctx.compute_capability
     index_bytes = _INDEXER_BYTES.get(str(flags.attention_config.get("indexer_kv_dtype", "auto")))
     if (cc is not None and cc[0] >= 10) or flags.num_speculative_tokens or flags.speculative_method \
-            or index_bytes is None:
+            or flags.kv_cache_dtype_skip_layers or index_bytes is None:
         return None
     by_index = {la.index: la for la in arch.layers}
     kv = [(lp, by_index[lp.index]) for lp in layers if lp.bytes_per_token and lp.index in by_index]

@@ -106,3 +106,9 @@ def test_inkling_with_a_speculative_draft_is_not_laid_out() -> None:
     case = next(c for c in CASES if c["name"] == "InklingForCausalLM__h100__auto__8192")
     assert _caches(case, "0.33.0", ("--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}')) \
         is None
+
+
+def test_inkling_with_skip_layers_is_not_laid_out() -> None:
+    """--kv-cache-dtype-skip-layers: vLLM re-aligns the block size to the mixed pages, not modelled here."""
+    case = next(c for c in CASES if c["name"] == "InklingForCausalLM__h100__fp8__8192")
+    assert _caches(case, "0.33.0", ("--kv-cache-dtype-skip-layers", "3")) is None
