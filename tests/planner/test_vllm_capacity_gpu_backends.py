@@ -54,10 +54,13 @@ def _oracle_cannot(case: dict[str, Any], release: str) -> str | None:
 
 
 KVPLAN_CANNOT_READ = {
-    "MiniMaxM3SparseForCausalLM": "model_type 'minimax_m3_text' is unknown to transformers; vLLM 0.33.0 loads "
-                                  "it with a config class of its own, which kvplan does not have",
+    "MiniMaxM3SparseForCausalLM": "model_type 'minimax_m3_text' is unknown to transformers and to vLLM's config "
+                                  "registry (0.33.0 ships MiniMaxM3TextConfig only as minimax_m3_vl's text_config "
+                                  "class): vLLM refuses the bare config as kvplan does; the oracle registers the "
+                                  "class as a checkpoint's auto_map would (tests/planner/model_caches/"
+                                  "test_minimax_m3.py plans it so)",
 }
-"""Architectures kvplan refuses as an input error (one line naming the model_type)."""
+"""Architectures kvplan refuses as an input error (one line naming the model_type), as vLLM does."""
 
 _KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention"}
 
