@@ -90,18 +90,29 @@ def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list
 
 
 def _minimax_m3(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
-    """vLLM's MiniMax-M3: a layer whose sparse_attention_config.sparse_attention_freq entry is non-zero
-    also registers an index-key cache of sparse_index_dim elements (one head, model dtype)."""
+    """vLLM's MiniMax-M3: a sparse-attention layer also registers an index-key cache (one head, model dtype).
+
+    The sparse layers: sparse_attention_config.sparse_attention_freq entries that are non-zero, with
+    sparse_index_dim elements (the checkpoint's schema, which vLLM 0.33's MiniMaxM3TextConfig and transformers'
+    MiniMaxM3VLTextConfig both read); without that section, layer_types entries 'minimax_m3_sparse' with
+    index_head_dim elements (transformers' schema: what vLLM 0.34 reads, vllm/models/minimax_m3/nvidia/
+    model.py::_sparse_attention_layer_ids; 0.33's class ignores those keys and falls back to its default
+    section, layers 3-59 sparse, which equals them for the published checkpoint)."""
     cfg = raw.get("sparse_attention_config")
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("sparse_attention_freq"), list):
+    if isinstance(cfg, dict) and isinstance(cfg.get("sparse_attention_freq"), list):
+        dim = _pos_int(cfg, "sparse_index_dim", 128, path)
+        sparse = {i for i, f in enumerate(cfg["sparse_attention_freq"]) if f != 0}
+        why = "sparse_attention_freq[{}] != 0"
+    elif cfg is None and "minimax_m3_sparse" in (types := _list(raw, "layer_types", path, str)):
+        dim = _pos_int(raw, "index_head_dim", 128, path)
+        sparse = {i for i, t in enumerate(types) if t == "minimax_m3_sparse"}
+        why = "layer_types[{}] = 'minimax_m3_sparse'"
+    else:
         return layers
-    freq = cfg["sparse_attention_freq"]
-    dim = _pos_int(cfg, "sparse_index_dim", 128, path)
-    sparse = {i for i, f in enumerate(freq) if f != 0}
-    notes.append(f"MiniMax-M3: sparse layers (sparse_attention_freq) keep an index-key cache of {dim} elements")
+    notes.append(f"MiniMax-M3: sparse layers keep an index-key cache of {dim} elements")
     return [la.model_copy(update={
         "extra_caches": (ExtraCache(name="index keys", elements=dim),),
-        "source": la.source + f" (sparse_attention_freq[{la.index}] != 0: index-key cache)"})
+        "source": la.source + f" ({why.format(la.index)}: index-key cache)"})
         if la.index in sparse and la.kind not in ("none", "mamba", "linear_attention") else la for la in layers]
 
 

@@ -13,7 +13,8 @@ It reads, from vLLM's own `vllm.model_executor.models.registry` module:
   * for each architecture, the model_type(s) whose transformers or vLLM config class names it
     (transformers' auto-model name tables and vLLM's own config registry), so that kvplan can
     find the architecture of a config.json that has no `architectures` list;
-  * `config_defaults`: for every such model_type (and the text model types of multimodal ones),
+  * `config_defaults`: for every such model_type (and the text model types of multimodal ones, and
+    the model_type of every config class vLLM ships, registered or not: a sub-config's class),
     the defaults its config class declares for the layer-geometry keys kvplan reads (constructor
     signature defaults; a None default means "derived" and is left out). With them kvplan plans a
     config that omits a key without importing transformers.
@@ -78,6 +79,25 @@ def _vllm_config_class(mt: str):
     return cls
 
 
+def _shipped_config_classes() -> dict:
+    """model_type -> the config class vLLM ships for it (vllm.transformers_utils.configs' exports), registered
+    or not: a sub-config's class such as MiniMaxM3TextConfig, the text_config class of minimax_m3_vl, is the
+    one that reads minimax_m3_text text configs."""
+    import importlib
+
+    mod = importlib.import_module("vllm.transformers_utils.configs")
+    out = {}
+    for name in getattr(mod, "__all__", []):
+        try:
+            cls = getattr(mod, name)
+        except Exception:
+            continue
+        mt = getattr(cls, "model_type", None)
+        if isinstance(mt, str) and mt:
+            out.setdefault(mt, cls)
+    return out
+
+
 def _signature_defaults(cls) -> dict:
     import inspect
 
@@ -109,6 +129,8 @@ def _config_defaults(model_types: set[str]) -> dict[str, dict]:
         cls = _vllm_config_class(mt)
         if cls is None:
             cls = CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None  # noqa: SIM401 (lazy mapping: .get skips loading)
+        if cls is None:  # neither registered nor transformers': a sub-config class vLLM ships
+            cls = _shipped_config_classes().get(mt)
         if cls is None:
             continue
         out[mt] = _signature_defaults(cls)
@@ -150,7 +172,7 @@ def main() -> int:
         }
     other = sorted(a for a in reg._VLLM_MODELS if a not in archs)
     types = {t for a in (*archs.values(), *refused.values()) for t in a["transformers_model_types"]}
-    types |= set(vcfg_types())
+    types |= set(vcfg_types()) | set(_shipped_config_classes())
     doc = {
         "kind": "kvplan.vllm_architectures",
         "vllm_version": vllm.__version__,

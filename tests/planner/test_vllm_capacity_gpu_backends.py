@@ -33,6 +33,9 @@ NOT_LAID_OUT = {
     "Glm5NextForCausalLM": "its pooled (compressed) MLA latent and KPOOL_TAIL circular-buffer cache "
                            "(CircularBufferSpec) next to the KDA states are not modelled",
     "InklingForCausalLM": "its short-conv state kept as a 4-token sliding-window cache is not modelled",
+    "InklingForConditionalGeneration": "its short-conv state kept as a 4-token sliding-window cache is not modelled",
+    "MiniMaxM3SparseForConditionalGeneration": "its sparse layers' indexer key cache (MLAAttentionSpec) next to "
+                                               "the K/V cache is not modelled",
     "Step5ForCausalLM": "its DSA indexer, CSA summary and tail-ring caches are not modelled",
 }
 """Architectures whose layout vLLM answers (or refuses, for the KV memory given) but kvplan does not lay out."""
@@ -51,10 +54,13 @@ def _oracle_cannot(case: dict[str, Any], release: str) -> str | None:
 
 
 KVPLAN_CANNOT_READ = {
-    "MiniMaxM3SparseForCausalLM": "model_type 'minimax_m3_text' is unknown to transformers; vLLM 0.33.0 loads "
-                                  "it with a config class of its own, which kvplan does not have",
+    "MiniMaxM3SparseForCausalLM": "model_type 'minimax_m3_text' is unknown to transformers and to vLLM's config "
+                                  "registry (0.33.0 ships MiniMaxM3TextConfig only as minimax_m3_vl's text_config "
+                                  "class): vLLM refuses the bare config as kvplan does; the oracle registers the "
+                                  "class as a checkpoint's auto_map would (tests/planner/model_caches/"
+                                  "test_minimax_m3.py plans it so)",
 }
-"""Architectures kvplan refuses as an input error (one line naming the model_type)."""
+"""Architectures kvplan refuses as an input error (one line naming the model_type), as vLLM does."""
 
 _KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention"}
 
@@ -71,7 +77,8 @@ def _answer(case: dict[str, Any], release: str) -> dict[str, Any]:
 def _plan(case: dict[str, Any], release: str) -> Plan:
     f = case["flags"]
     return kvplan.api.compile((DATA / case["config"]).resolve(),
-                              ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"]],
+                              ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"],
+                               "--tensor-parallel-size", str(f.get("tensor_parallel_size", 1))],
                               kv_budget_bytes=case["available_bytes"], gpu=case["gpu"], engine=f"vllm=={release}")
 
 
