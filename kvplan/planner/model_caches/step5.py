@@ -1,0 +1,161 @@
+"""Step 5's KV caches (vllm/models/step5/nvidia, vLLM 0.33; vllm/models/step5/{nvidia,common}, 0.34).
+
+Every sliding-window layer keeps one FlashAttention cache (Step5SplitKVFlashAttentionBackend, registered as
+FLASH_ATTN). Every full-attention layer of a checkpoint with an enabled `sparse_config` is a DSA layer
+(Step5Attention.use_dsa_backend) and registers, in this order:
+
+1. `<prefix>.attn`: its GQA KV (STEP5_DSA, FullAttentionSpec) with a block stride of whole 8-token kernel
+   blocks (sparse_attention.py::Step5DSAAttentionBackend.customize_spec: MultipleOf(8));
+2. `<prefix>.attn.sparse_summary_cache`: one 256-byte uint8 summary per closed 8-token region
+   (STEP5_CSA_SUMMARY; sparse_summary_cache.py::Step5SparseSummaryCacheLayer.get_kv_cache_spec:
+   FullAttentionSpec, one head of 256, head_size_v 0, tokens_per_state 8, the main block size);
+3. `<prefix>.attn.csa_tail_ring`: the open region's raw 1 KiB indexer rows (STEP5_CSA_TAIL_RING;
+   csa_tail_ring.py::Step5CSATailRing.get_kv_cache_spec: a CircularBufferSpec whose page is the layer's own
+   KV page, block stride aligned to one 1 KiB row).
+
+The DSA backend supports only the BLNHC layout (Step5DSAAttentionBackend.supported_kv_cache_layouts): the
+region summaries are packed beside the KV inside each block, so vLLM lays every group out block-outermost.
+"""
+from __future__ import annotations
+
+from math import gcd
+
+from kvplan.backends.vllm_rows import engine_feature
+from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
+from kvplan.model.flags import ServingFlags
+from kvplan.model.plan import LayerPlan
+from kvplan.planner.cache_specs import CacheSpec, ModelCaches, SpecContext
+from kvplan.rules.memory import DTYPE_BYTES
+
+ARCHITECTURES = ("Step5ForCausalLM", "Step5ForConditionalGeneration")
+
+_LAYOUT = "BLNHC"
+"""Step5DSAAttentionBackend.supported_kv_cache_layouts: BLNHC only."""
+_DSA_KERNEL_TOKENS = 8
+"""Step5DSAAttentionBackend.customize_spec: block_stride_alignment=MultipleOf(8) (sparse prefill reads
+eight-token pages, which must tile every block stride)."""
+_RING_ROW_BYTES = 1024
+"""csa_tail_ring.py::_ROW_BYTES: one bf16 [index_k | index_z] row, 2 * 256 * 2 bytes."""
+_RING_OPEN_ROWS = 7
+"""Step5CSATailRing.required_rows = 7 + num_speculative_tokens: the region's seven earlier rows."""
+_DSA_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3")
+"""Step5DSAAttentionBackend.supported_kv_cache_dtypes (Step5DSAAttentionImpl refuses other quantized caches)."""
+
+
+def _refuse(layer: int, message: str) -> None:
+    # imported here: kvplan.planner.layout imports the builders (model_caches.BUILDERS)
+    from kvplan.planner.layout import LayoutRefused
+    raise LayoutRefused((layer,), message)
+
+
+def _prefix(arch: ModelArch) -> str:
+    """The text model's module path: Step5ForConditionalGeneration (Step3p7ForConditionalGeneration's
+    frontend) keeps it under `language_model`."""
+    return "language_model.model" if arch.architecture == "Step5ForConditionalGeneration" else "model"
+
+
+def _kv_page(lp: LayerPlan, block_size: int) -> int:
+    """AttentionSpec.page_size_bytes: block_size x KV heads on this rank x (K + V head size) x element bytes."""
+    return block_size * lp.num_kv_heads * (lp.head_size + lp.head_size_v) * DTYPE_BYTES[lp.dtype or "bfloat16"]
+
+
+def _check_kv_cache_dtype(lp: LayerPlan, dsa: bool) -> None:
+    """The model build's refusals, in layer order: FlashAttentionImpl never reads fp8_e5m2
+    (fa_utils.py::flash_attn_supports_kv_cache_dtype); Step5DSAAttentionImpl reads E4M3 FP8 only and no
+    float16 cache."""
+    dtype = lp.kv_cache_dtype or "auto"
+    if not dsa and dtype == "fp8_e5m2":
+        _refuse(lp.index, "FlashAttention does not support fp8_e5m2 kv-cache on this device.")
+    if dsa and dtype == "float16":
+        _refuse(lp.index, "Step5 DSA does not support a float16 KV cache")
+    if dsa and dtype not in _DSA_KV_DTYPES:
+        _refuse(lp.index, "Step5 DSA supports E4M3 FP8 KV cache only")
+
+
+def _summary(name: str, lp: LayerPlan, x: ExtraCache, block_size: int) -> CacheSpec:
+    """Step5SparseSummaryCacheLayer.get_kv_cache_spec: FullAttentionSpec(block_size, 1 head of 256 uint8,
+    tokens_per_state 8): block_size / 8 summaries per block, not split over tensor-parallel ranks."""
+    if block_size % x.tokens_per_state:
+        _refuse(lp.index, "Step5 KV blocks must align to eight-token regions")
+    page = block_size // x.tokens_per_state * x.elements * (x.element_bytes or 1)
+    return CacheSpec(name=f"{name}.sparse_summary_cache", layer=lp.index, spec="FullAttentionSpec",
+                     block_size=block_size, page_size_bytes=page)
+
+
+def _tail_ring(name: str, lp: LayerPlan, page: int, block_size: int, rows: int,
+               ctx: SpecContext) -> CacheSpec | None:
+    """Step5CSATailRing.get_kv_cache_spec: a CircularBufferSpec of the main block size whose page is the DSA
+    layer's own KV page (it must hold `rows` 1 KiB rows, else vLLM 0.33 refuses; 0.34 raises the kernel
+    block instead, not modelled: None)."""
+    if page % _RING_ROW_BYTES or page // _RING_ROW_BYTES < rows:
+        if ctx.engine is not None and engine_feature("step5_tail_ring_kernel_block").holds_for(ctx.engine):
+            return None
+        _refuse(lp.index, f"Step5 CSA tail ring needs {rows} rows of {_RING_ROW_BYTES} bytes in one "
+                          f"{page}-byte KV page; increase --block-size.")
+    return CacheSpec(name=f"{name}.csa_tail_ring", layer=lp.index, spec="CircularBufferSpec",
+                     block_size=block_size, page_size_bytes=page, stride_alignment=_RING_ROW_BYTES,
+                     fixed_blocks=1)
+
+
+def _dsa_alignment(lp: LayerPlan, block_size: int) -> int:
+    """KVCacheSpec.get_block_stride_alignment of MultipleOf(8): the page of a gcd(8, block)-token kernel
+    block, 1 where the kernel block is the whole block."""
+    kernel = gcd(_DSA_KERNEL_TOKENS, block_size)
+    return 1 if kernel == block_size else _kv_page(lp, kernel)
+
+
+def _dsa_layer(name: str, lp: LayerPlan, la: LayerArch, bs: int, rows: int,
+               ctx: SpecContext) -> list[CacheSpec] | None:
+    """A DSA layer's three caches, in registration order (Step5Attention.__init__: the Attention layer, then
+    the summary layer, then the tail ring)."""
+    page = _kv_page(lp, bs)
+    main = CacheSpec(name=name, layer=lp.index, spec="FullAttentionSpec", block_size=bs, page_size_bytes=page,
+                     stride_alignment=_dsa_alignment(lp, bs))
+    summary = next(x for x in la.extra_caches if not x.ring and not x.same_as_layer)
+    ring = _tail_ring(name, lp, page, bs, rows, ctx)
+    return None if ring is None else [main, _summary(name, lp, summary, bs), ring]
+
+
+def _flash_attn(name: str, lp: LayerPlan, block_size: int) -> CacheSpec:
+    """A layer on Step5SplitKVFlashAttentionBackend: FLASH_ATTN's own spec (Attention.get_kv_cache_spec)."""
+    if lp.kind == "sliding_attention":
+        return CacheSpec(name=name, layer=lp.index, spec="SlidingWindowSpec", block_size=block_size,
+                         page_size_bytes=_kv_page(lp, block_size), sliding_window=lp.sliding_window)
+    return CacheSpec(name=name, layer=lp.index, spec="FullAttentionSpec", block_size=block_size,
+                     page_size_bytes=_kv_page(lp, block_size))
+
+
+def _is_dsa(la: LayerArch | None) -> bool:
+    """A DSA layer: kvplan.ingest.flagship._step5 gives it the tail ring and the summary cache."""
+    return la is not None and any(x.ring and x.same_as_layer for x in la.extra_caches)
+
+
+def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:
+    """Step 5's caches in vLLM's order (model.layers.N.self_attn.attn and the DSA layers' two more), or None
+    where kvplan does not lay it out: no DSA layer (a sparse_config with enabled false runs every layer on
+    FlashAttention; vLLM refuses a checkpoint without the section), or a 0.34 tail ring that raises the
+    kernel block. Raises LayoutRefused where vLLM refuses to build the model (a KV cache dtype its kernels
+    do not read, blocks not of whole 8-token regions, a tail ring that does not fit one page)."""
+    by_index = {la.index: la for la in arch.layers}
+    attn = [lp for lp in sorted(layers, key=lambda lp: lp.index)
+            if lp.kind in ("full_attention", "sliding_attention") and lp.bytes_per_token]
+    if not any(_is_dsa(by_index.get(lp.index)) for lp in attn):
+        return None
+    # Step5Attention: the ring keeps 7 + k rows, k the speculative tokens of an MTP draft (method "mtp")
+    from kvplan.planner.layout import is_mtp  # here: kvplan.planner.layout imports the builders
+    rows = _RING_OPEN_ROWS + (flags.num_speculative_tokens if is_mtp(flags) else 0)
+    bs, prefix = ctx.block_size, _prefix(arch)
+    specs: list[CacheSpec] = []
+    for lp in attn:  # the model's build refuses before any spec is asked for
+        _check_kv_cache_dtype(lp, _is_dsa(by_index.get(lp.index)))
+    for lp in attn:
+        la = by_index.get(lp.index)
+        name = f"{prefix}.layers.{lp.index}.self_attn.attn"
+        if la is not None and _is_dsa(la):
+            dsa = _dsa_layer(name, lp, la, bs, rows, ctx)
+            if dsa is None:
+                return None
+            specs += dsa
+        else:
+            specs.append(_flash_attn(name, lp, bs))
+    return ModelCaches(specs=tuple(specs), block_size=bs, block_outermost=True, layout_name=_LAYOUT)

@@ -1,0 +1,155 @@
+"""Step 5's caches (kvplan/planner/model_caches/step5.py) equal the ones vLLM's GPU model runner collects.
+
+Every Step 5 case of tests/data/vllm_oracle_capacity/cases_gpu_backends.json has an answer per release
+(answers/ = vLLM 0.33.0, releases/0.34.0/) recording `layer_specs`: each KV cache vLLM registers, in order,
+as scripts/oracle/capacity_oracle.py read it from the model built on that GPU's CUDA platform. The builder gets
+the layer plans, model and flags `kvplan.api.compile` hands to plan_layout for the same case, and must give
+the same caches field by field, or refuse where vLLM refused to build the model.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+import kvplan.api
+import kvplan.planner.compile as compile_mod
+from kvplan.model.arch import ModelArch
+from kvplan.model.flags import ServingFlags
+from kvplan.model.plan import LayerPlan
+from kvplan.planner.cache_specs import CacheSpec, SpecContext, blocks_per_request
+from kvplan.planner.layout import LayoutRefused
+from kvplan.planner.model_caches import BUILDERS, step5
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
+RELEASES = ("0.33.0", "0.34.0")
+CASES = [c for c in json.loads((DATA / "cases_gpu_backends.json").read_text())["cases"]
+         if c["name"].split("__")[0] in step5.ARCHITECTURES]
+RUNS = [(r, c) for r in RELEASES for c in CASES]
+MAX_NUM_BATCHED_TOKENS = 8192
+"""The oracle's max_num_batched_tokens (its blocks_per_request)."""
+
+Inputs = tuple[list[LayerPlan], ModelArch, ServingFlags, SpecContext]
+
+
+def _answer(case: dict[str, Any], release: str) -> dict[str, Any]:
+    folder = DATA / "answers" if release == "0.33.0" else DATA / "releases" / release
+    return json.loads((folder / f"{case['name']}.json").read_text())
+
+
+def _inputs(case: dict[str, Any], release: str, monkeypatch: pytest.MonkeyPatch) -> Inputs:
+    """What compile hands plan_layout for the case (its first call: the plan itself)."""
+    seen: list[Inputs] = []
+    real = compile_mod.plan_layout
+
+    def spy(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None, bs: int, mbt: int,
+            budget: int | None, engine: Any = None, compute_capability: tuple[int, int] | None = None,
+            drafts: list[LayerPlan] | None = None) -> Any:
+        assert mml is not None
+        seen.append((layers, arch, flags, SpecContext(max_model_len=mml, block_size=bs, max_num_batched_tokens=mbt,
+                                                      engine=engine, compute_capability=compute_capability)))
+        return real(layers, arch, flags, mml, bs, mbt, budget, engine, compute_capability, drafts=drafts)
+
+    monkeypatch.setattr(compile_mod, "plan_layout", spy)
+    f = case["flags"]
+    argv = ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"],
+            "--tensor-parallel-size", str(f.get("tensor_parallel_size", 1))]
+    kvplan.api.compile((DATA / case["config"]).resolve(), argv, kv_budget_bytes=case["available_bytes"],
+                       gpu=case["gpu"], engine=f"vllm=={release}")
+    return seen[0]
+
+
+def _record(spec: CacheSpec, mml: int) -> dict[str, Any]:
+    """A builder's cache as the oracle records it (capacity_oracle.py::_spec_record)."""
+    rec = {"name": spec.name, "spec": spec.spec, "block_size": spec.block_size,
+           "page_size_bytes": spec.page_size_bytes, "stride_alignment": spec.stride_alignment,
+           "blocks_per_request": blocks_per_request(spec, mml, MAX_NUM_BATCHED_TOKENS)}
+    if spec.sliding_window is not None:
+        rec["sliding_window"] = spec.sliding_window
+    return rec
+
+
+def test_every_architecture_is_registered_and_has_cases() -> None:
+    assert all(BUILDERS[a] is step5.build for a in step5.ARCHITECTURES)
+    assert {c["name"].split("__")[0] for c in CASES} == set(step5.ARCHITECTURES)
+    for release in RELEASES:
+        for case in CASES:
+            assert _answer(case, release)["vllm_version"] == release, case["name"]
+
+
+@pytest.mark.parametrize(("release", "case"), RUNS, ids=[f"{r}-{c['name']}" for r, c in RUNS])
+def test_caches_equal_vllms(release: str, case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = _answer(case, release)
+    layers, arch, flags, ctx = _inputs(case, release, monkeypatch)
+    if answer["error"] is not None:  # vLLM refused to build the model: kvplan refuses with its reason
+        with pytest.raises(LayoutRefused) as refused:
+            step5.build(layers, arch, flags, ctx)
+        assert refused.value.message == answer["error"]["message"]
+        return
+    got = step5.build(layers, arch, flags, ctx)
+    assert got is not None
+    want = answer["answer"]
+    assert [_record(s, ctx.max_model_len) for s in got.specs] == [
+        {k: v for k, v in s.items() if k != "tokens_per_state"} for s in want["layer_specs"]]
+    # the CircularBufferSpec holds one ring per request whatever its length
+    assert [s.fixed_blocks for s in got.specs] == [1 if s["spec"] == "CircularBufferSpec" else None
+                                                   for s in want["layer_specs"]]
+    assert [s.layer for s in got.specs] == [int(s["name"].split(".layers.")[1].split(".")[0])
+                                            for s in want["layer_specs"]]
+    assert got.block_size == answer["engine"]["block_size"]
+    assert (got.layout_name, got.block_outermost) == (want["kv_cache_layout"], True)
+
+
+def _default(release: str, monkeypatch: pytest.MonkeyPatch, name: str = "Step5ForCausalLM__h100__fp8__4096__tp4",
+             ) -> Inputs:
+    return _inputs(next(c for c in CASES if c["name"] == name), release, monkeypatch)
+
+
+def test_dsa_stride_is_whole_eight_token_kernel_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MultipleOf(8): a block of 8 tokens is one kernel block (alignment 1); 24 tokens are three of 8."""
+    layers, arch, flags, ctx = _default("0.33.0", monkeypatch, "Step5ForCausalLM__h100__auto__4096")
+    for bs, align in ((8, 1), (24, 8 * 8 * 384 * 2), (64, 8 * 8 * 384 * 2)):
+        got = step5.build(layers, arch, flags, replace(ctx, block_size=bs))
+        assert got is not None
+        dsa = next(s for s in got.specs if s.name == "model.layers.3.self_attn.attn")
+        summary = next(s for s in got.specs if s.name.endswith("sparse_summary_cache"))
+        assert (dsa.stride_alignment, dsa.page_size_bytes, summary.page_size_bytes) == (align, bs * 6144, bs * 32)
+
+
+def test_blocks_not_of_eight_token_regions_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    layers, arch, flags, ctx = _default("0.33.0", monkeypatch)
+    with pytest.raises(LayoutRefused, match="align to eight-token regions"):
+        step5.build(layers, arch, flags, replace(ctx, block_size=12))
+
+
+def test_tail_ring_must_hold_its_rows_in_one_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fp8 at TP 4: 2 KV heads x 384 B a token, 768 B; 8 tokens hold 6 rows of 1 KiB, fewer than the 7 the
+    ring needs: vLLM 0.33 refuses, 0.34 asks for a larger kernel block (not modelled: no layout)."""
+    layers, arch, flags, ctx = _default("0.33.0", monkeypatch)
+    with pytest.raises(LayoutRefused, match="needs 7 rows of 1024 bytes in one 6144-byte KV page"):
+        step5.build(layers, arch, flags, replace(ctx, block_size=8))
+    layers, arch, flags, ctx = _default("0.34.0", monkeypatch)
+    assert step5.build(layers, arch, flags, replace(ctx, block_size=8)) is None
+
+
+def test_mtp_tokens_lengthen_the_tail_ring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step5CSATailRing keeps 7 + k rows: a 12 KiB page holds them up to k = 5."""
+    layers, arch, flags, ctx = _default("0.33.0", monkeypatch)
+    for k, fits in ((5, True), (6, False)):
+        mtp = flags.model_copy(update={"speculative_method": "mtp", "num_speculative_tokens": k})
+        if fits:
+            assert step5.build(layers, arch, mtp, ctx) is not None
+        else:
+            with pytest.raises(LayoutRefused, match="needs 13 rows"):
+                step5.build(layers, arch, mtp, ctx)
+
+
+def test_without_dsa_layers_no_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sparse_config with enabled false: no layer registers the DSA caches; kvplan does not lay it out."""
+    layers, arch, flags, ctx = _default("0.33.0", monkeypatch)
+    dense = arch.model_copy(update={"layers": tuple(la.model_copy(update={"extra_caches": ()})
+                                                    for la in arch.layers)})
+    assert step5.build(layers, dense, flags, ctx) is None
