@@ -34,6 +34,9 @@ _LAYOUT = "BLNHC"
 _DSA_KERNEL_TOKENS = 8
 """Step5DSAAttentionBackend.customize_spec: block_stride_alignment=MultipleOf(8) (sparse prefill reads
 eight-token pages, which must tile every block stride)."""
+_FA_KERNEL_TOKENS = 16
+"""FlashAttentionBackend.get_supported_kernel_block_sizes: MultipleOf(16) (Step 5's head sizes 128 and 192;
+STEP5_DSA inherits it)."""
 _RING_ROW_BYTES = 1024
 """csa_tail_ring.py::_ROW_BYTES: one bf16 [index_k | index_z] row, 2 * 256 * 2 bytes."""
 _RING_OPEN_ROWS = 7
@@ -116,13 +119,39 @@ def _dsa_layer(name: str, lp: LayerPlan, la: LayerArch, bs: int, rows: int,
     return None if ring is None else [main, _summary(name, lp, summary, bs), ring]
 
 
-def _flash_attn(name: str, lp: LayerPlan, block_size: int) -> CacheSpec:
-    """A layer on Step5SplitKVFlashAttentionBackend: FLASH_ATTN's own spec (Attention.get_kv_cache_spec)."""
+def _flash_attn(name: str, lp: LayerPlan, block_size: int, shared_page: int | None) -> CacheSpec:
+    """A layer on Step5SplitKVFlashAttentionBackend: FLASH_ATTN's own spec (Attention.get_kv_cache_spec). A
+    sliding-window layer picks its own block (_largest_kernel_block_within: FlashAttention's kernel blocks
+    are multiples of 16): the largest multiple of 16 whose page fits the budget (the shared skip page, else
+    the page of the block size), at least 16; with a shared page it is padded to it (page_size_padded)."""
+    per_token = _kv_page(lp, 1)
     if lp.kind == "sliding_attention":
-        return CacheSpec(name=name, layer=lp.index, spec="SlidingWindowSpec", block_size=block_size,
-                         page_size_bytes=_kv_page(lp, block_size), sliding_window=lp.sliding_window)
+        budget = shared_page or per_token * block_size
+        block = max(_FA_KERNEL_TOKENS, budget // per_token // _FA_KERNEL_TOKENS * _FA_KERNEL_TOKENS)
+        return CacheSpec(name=name, layer=lp.index, spec="SlidingWindowSpec", block_size=block,
+                         page_size_bytes=max(block * per_token, shared_page or 0), sliding_window=lp.sliding_window)
     return CacheSpec(name=name, layer=lp.index, spec="FullAttentionSpec", block_size=block_size,
-                     page_size_bytes=_kv_page(lp, block_size))
+                     page_size_bytes=block_size * per_token)
+
+
+def _skip_alignment(attn: list[LayerPlan], flags: ServingFlags, block_size: int) -> tuple[int, int | None]:
+    """Platform._align_heterogeneous_kv_block_size, with --kv-cache-dtype-skip-layers: where a model-dtype
+    token page (the whole model's KV heads and head size: ModelConfig.get_num_kv_heads / get_head_size, the
+    largest of the layers') exceeds the cache dtype's, the block grows to the smallest multiple of
+    max(16, block) whose cache-dtype page covers 16 model-dtype tokens; that page is shared (the sliding
+    layers pad to it). (block size, shared page or None)."""
+    primary = next((lp for lp in attn if not lp.skipped), None)
+    skipped = next((lp for lp in attn if lp.skipped), None)
+    if not flags.kv_cache_dtype_skip_layers or primary is None or skipped is None:
+        return block_size, None
+    width = max(lp.num_kv_heads for lp in attn) * 2 * max(lp.head_size for lp in attn)
+    primary_page = width * DTYPE_BYTES[primary.dtype or "bfloat16"]
+    padded_page = width * DTYPE_BYTES[skipped.dtype or "bfloat16"]
+    if padded_page <= primary_page:
+        return block_size, None
+    align = max(_FA_KERNEL_TOKENS, block_size)
+    block_size = max(block_size, align * -(-padded_page * _FA_KERNEL_TOKENS // (align * primary_page)))
+    return block_size, block_size * primary_page
 
 
 def _is_dsa(la: LayerArch | None) -> bool:
@@ -144,7 +173,8 @@ def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: Sp
     # Step5Attention: the ring keeps 7 + k rows, k the speculative tokens of an MTP draft (method "mtp")
     from kvplan.planner.layout import is_mtp  # here: kvplan.planner.layout imports the builders
     rows = _RING_OPEN_ROWS + (flags.num_speculative_tokens if is_mtp(flags) else 0)
-    bs, prefix = ctx.block_size, _prefix(arch)
+    bs, shared_page = _skip_alignment(attn, flags, ctx.block_size)
+    prefix = _prefix(arch)
     specs: list[CacheSpec] = []
     for lp in attn:  # the model's build refuses before any spec is asked for
         _check_kv_cache_dtype(lp, _is_dsa(by_index.get(lp.index)))
@@ -157,5 +187,5 @@ def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: Sp
                 return None
             specs += dsa
         else:
-            specs.append(_flash_attn(name, lp, bs))
+            specs.append(_flash_attn(name, lp, bs, shared_page))
     return ModelCaches(specs=tuple(specs), block_size=bs, block_outermost=True, layout_name=_LAYOUT)
