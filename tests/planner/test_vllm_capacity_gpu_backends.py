@@ -80,10 +80,19 @@ def _answer(case: dict[str, Any], release: str) -> dict[str, Any]:
     return json.loads((folder / f"{case['name']}.json").read_text())
 
 
+def _argv(f: dict[str, Any]) -> list[str]:
+    argv = ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"]]
+    if "tensor_parallel_size" in f:
+        argv += ["--tensor-parallel-size", str(f["tensor_parallel_size"])]
+    if f.get("kv_cache_dtype_skip_layers"):
+        argv += ["--kv-cache-dtype-skip-layers", *f["kv_cache_dtype_skip_layers"]]
+    if "speculative_config" in f:  # the checkpoint's own MTP layers (no draft model file)
+        argv += ["--speculative-config", json.dumps(f["speculative_config"])]
+    return argv
+
+
 def _plan(case: dict[str, Any], release: str) -> Plan:
-    f = case["flags"]
-    return kvplan.api.compile((DATA / case["config"]).resolve(),
-                              ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"]],
+    return kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]),
                               kv_budget_bytes=case["available_bytes"], gpu=case["gpu"], engine=f"vllm=={release}")
 
 

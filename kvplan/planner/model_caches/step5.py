@@ -162,16 +162,18 @@ def _is_dsa(la: LayerArch | None) -> bool:
 def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:
     """Step 5's caches in vLLM's order (model.layers.N.self_attn.attn and the DSA layers' two more), or None
     where kvplan does not lay it out: no DSA layer (a sparse_config with enabled false runs every layer on
-    FlashAttention; vLLM refuses a checkpoint without the section), or a 0.34 tail ring that raises the
-    kernel block. Raises LayoutRefused where vLLM refuses to build the model (a KV cache dtype its kernels
-    do not read, blocks not of whole 8-token regions, a tail ring that does not fit one page)."""
+    FlashAttention; vLLM refuses a checkpoint without the section), the checkpoint's MTP layers drafting
+    (Step5MTP's `model.layers.N.mtp_block` layers, of layer_types_with_mtp's kinds, which kvplan's model does
+    not carry), or a 0.34 tail ring that raises the kernel block. Raises LayoutRefused where vLLM refuses to
+    build the model (a KV cache dtype its kernels do not read, blocks not of whole 8-token regions, a tail
+    ring that does not fit one page)."""
     by_index = {la.index: la for la in arch.layers}
     attn = [lp for lp in sorted(layers, key=lambda lp: lp.index)
             if lp.kind in ("full_attention", "sliding_attention") and lp.bytes_per_token]
-    if not any(_is_dsa(by_index.get(lp.index)) for lp in attn):
+    from kvplan.planner.layout import is_mtp  # here: kvplan.planner.layout imports the builders
+    if not any(_is_dsa(by_index.get(lp.index)) for lp in attn) or (is_mtp(flags) and arch.mtp_layers):
         return None
     # Step5Attention: the ring keeps 7 + k rows, k the speculative tokens of an MTP draft (method "mtp")
-    from kvplan.planner.layout import is_mtp  # here: kvplan.planner.layout imports the builders
     rows = _RING_OPEN_ROWS + (flags.num_speculative_tokens if is_mtp(flags) else 0)
     bs, shared_page = _skip_alignment(attn, flags, ctx.block_size)
     prefix = _prefix(arch)

@@ -23,6 +23,7 @@ from kvplan.planner.cache_specs import CacheSpec, SpecContext, blocks_per_reques
 from kvplan.planner.layout import LayoutRefused
 from kvplan.planner.model_caches import BUILDERS, step5
 from tests.conftest import ROOT
+from tests.planner.test_vllm_capacity_gpu_backends import _argv
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 RELEASES = ("0.33.0", "0.34.0")
@@ -54,12 +55,7 @@ def _inputs(case: dict[str, Any], release: str, monkeypatch: pytest.MonkeyPatch)
         return real(layers, arch, flags, mml, bs, mbt, budget, engine, compute_capability, drafts=drafts)
 
     monkeypatch.setattr(compile_mod, "plan_layout", spy)
-    f = case["flags"]
-    argv = ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"],
-            "--tensor-parallel-size", str(f.get("tensor_parallel_size", 1))]
-    if f.get("kv_cache_dtype_skip_layers"):
-        argv += ["--kv-cache-dtype-skip-layers", *f["kv_cache_dtype_skip_layers"]]
-    kvplan.api.compile((DATA / case["config"]).resolve(), argv, kv_budget_bytes=case["available_bytes"],
+    kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]), kv_budget_bytes=case["available_bytes"],
                        gpu=case["gpu"], engine=f"vllm=={release}")
     return seen[0]
 
@@ -98,8 +94,11 @@ def test_caches_equal_vllms(release: str, case: dict[str, Any], monkeypatch: pyt
         assert got is not None and len(got.specs) == 12
         return
     got = step5.build(layers, arch, flags, ctx)
-    assert got is not None
     want = answer["answer"]
+    if want.get("draft_layer_names"):  # Step5MTP's layers: not modelled (their kinds are not in kvplan's model)
+        assert got is None and arch.mtp_layers == 1
+        return
+    assert got is not None
     assert [_record(s, ctx.max_model_len) for s in got.specs] == [
         {k: v for k, v in s.items() if k != "tokens_per_state"} for s in want["layer_specs"]]
     # the CircularBufferSpec holds one ring per request whatever its length
