@@ -88,8 +88,8 @@ def _summary(name: str, lp: LayerPlan, x: ExtraCache, block_size: int) -> CacheS
 def _tail_ring(name: str, lp: LayerPlan, page: int, block_size: int, rows: int,
                ctx: SpecContext) -> CacheSpec | None:
     """Step5CSATailRing.get_kv_cache_spec: a CircularBufferSpec of the main block size whose page is the DSA
-    layer's own KV page (it must hold `rows` 1 KiB rows, else vLLM 0.33 refuses; 0.34 raises the kernel
-    block instead, not modelled: None)."""
+    layer's own KV page (it must hold `rows` 1 KiB rows, else vLLM 0.33 refuses; 0.34 advertises a larger
+    kernel block for the ring, which steers the block size vLLM resolves: not modelled, None)."""
     if page % _RING_ROW_BYTES or page // _RING_ROW_BYTES < rows:
         if ctx.engine is not None and engine_feature("step5_tail_ring_kernel_block").holds_for(ctx.engine):
             return None
