@@ -42,6 +42,8 @@ NOT_LAID_OUT = {
 VLLM_REFUSES = {
     "Step5ForCausalLM__h100__fp8_e5m2__4096": "FlashAttention does not support fp8_e5m2 kv-cache on this device.",
     "Step5ForCausalLM__h100__int8_per_token_head__4096": "Step5 DSA supports E4M3 FP8 KV cache only",
+    "Step5ForCausalLM__a100__auto__4096": "Step5 DSA requires SM90, SM100 or SM103; got "
+                                          "DeviceCapability(major=8, minor=0).",
     # one DSA layer skipped: its bf16 pages next to the other's fp8 make _get_packed_kv_cache_groups zip
     # page lists of different lengths into an empty group (a bare StopIteration, 0.33.0 and 0.34.0)
     "Step5ForCausalLM__h100__fp8__4096__skip-3": "",

@@ -42,6 +42,8 @@ _RING_ROW_BYTES = 1024
 _RING_OPEN_ROWS = 7
 """Step5CSATailRing.required_rows = 7 + num_speculative_tokens: the region's seven earlier rows."""
 _DSA_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3")
+_DSA_CAPABILITIES = ((9, 0), (10, 0), (10, 3))
+"""Step5DSAAttentionBackend.supports_compute_capability: SM90, SM100, SM103."""
 """Step5DSAAttentionBackend.supported_kv_cache_dtypes (Step5DSAAttentionImpl refuses other quantized caches)."""
 
 
@@ -62,16 +64,22 @@ def _kv_page(lp: LayerPlan, block_size: int) -> int:
     return block_size * lp.num_kv_heads * (lp.head_size + lp.head_size_v) * DTYPE_BYTES[lp.dtype or "bfloat16"]
 
 
-def _check_kv_cache_dtype(lp: LayerPlan, dsa: bool) -> None:
-    """The model build's refusals, in layer order: FlashAttentionImpl never reads fp8_e5m2
-    (fa_utils.py::flash_attn_supports_kv_cache_dtype); Step5DSAAttentionImpl reads E4M3 FP8 only and no
-    float16 cache."""
+def _check_build(lp: LayerPlan, dsa: bool, capability: tuple[int, int] | None) -> None:
+    """The model build's refusals for one layer, as vLLM meets them: FlashAttentionImpl never reads fp8_e5m2
+    (fa_utils.py::flash_attn_supports_kv_cache_dtype); a DSA layer needs SM90, SM100 or SM103
+    (Step5Attention.__init__, Step5DSAAttentionBackend.supports_compute_capability), then an E4M3 FP8 or
+    16-bit cache other than float16 (Step5DSAAttentionImpl.__init__)."""
     dtype = lp.kv_cache_dtype or "auto"
-    if not dsa and dtype == "fp8_e5m2":
-        _refuse(lp.index, "FlashAttention does not support fp8_e5m2 kv-cache on this device.")
-    if dsa and dtype == "float16":
+    if not dsa:
+        if dtype == "fp8_e5m2":
+            _refuse(lp.index, "FlashAttention does not support fp8_e5m2 kv-cache on this device.")
+        return
+    if capability is not None and capability not in _DSA_CAPABILITIES:
+        _refuse(lp.index, "Step5 DSA requires SM90, SM100 or SM103; got "
+                          f"DeviceCapability(major={capability[0]}, minor={capability[1]}).")
+    if dtype == "float16":
         _refuse(lp.index, "Step5 DSA does not support a float16 KV cache")
-    if dsa and dtype not in _DSA_KV_DTYPES:
+    if dtype not in _DSA_KV_DTYPES:
         _refuse(lp.index, "Step5 DSA supports E4M3 FP8 KV cache only")
 
 
@@ -179,7 +187,7 @@ def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: Sp
     prefix = _prefix(arch)
     specs: list[CacheSpec] = []
     for lp in attn:  # the model's build refuses before any spec is asked for
-        _check_kv_cache_dtype(lp, _is_dsa(by_index.get(lp.index)))
+        _check_build(lp, _is_dsa(by_index.get(lp.index)), ctx.compute_capability)
     for lp in attn:
         la = by_index.get(lp.index)
         name = f"{prefix}.layers.{lp.index}.self_attn.attn"
