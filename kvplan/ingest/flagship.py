@@ -55,7 +55,7 @@ def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list
     attention_other_setting's attention_type takes that setting's heads, KV groups and head_dim.
     With a sparse_config section (enabled), each full-attention layer (its DSA layers) also registers
     a CSA tail ring (one page of the layer's own cache) and a uint8 region-summary cache (256 B per
-    8-token region)."""
+    8-token region). vLLM refuses a checkpoint without the section (an input error)."""
     types = _list(raw, "layer_types_with_mtp", path, str) or _list(raw, "layer_types", path, str)
     aos = raw.get("attention_other_setting")
     other: dict[str, Any] = aos if isinstance(aos, dict) else {}
@@ -64,6 +64,11 @@ def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list
     other_groups = _pos_int(other, "num_attention_groups", 1, path) if other else 1
     other_head = _pos_int(other, "head_dim", 1, path) if other.get("head_dim") is not None else None
     sparse = raw.get("sparse_config")
+    if sparse is None:  # step5/nvidia/model.py::Step5DecoderLayer (checkpoint_has_step5_sparse_config)
+        raise KvplanInputError(f"{path}: vLLM refuses a Step 5 checkpoint without a sparse_config section "
+                               "('dense-only checkpoints are not supported').",
+                               "Use the checkpoint's config.json with its sparse_config section (enabled: false "
+                               "runs every layer on FlashAttention).")
     dsa = isinstance(sparse, dict) and sparse.get("enabled") is not False
     out = []
     for la in layers:

@@ -47,9 +47,20 @@ VLLM_REFUSES = {
     # one DSA layer skipped: its bf16 pages next to the other's fp8 make _get_packed_kv_cache_groups zip
     # page lists of different lengths into an empty group (a bare StopIteration, 0.33.0 and 0.34.0)
     "Step5ForCausalLM__h100__fp8__4096__skip-3": "",
+    # kvplan refuses the config itself (KVPLAN_REFUSES_INPUT)
+    "Step5ForCausalLM__h100__auto__4096__dense": "Step5 requires a checkpoint with a sparse_config section; "
+                                                 "dense-only checkpoints are not supported.",
 }
 """Cases vLLM refuses to start (the answer records its error: the model build's, or the KV cache grouping's):
 kvplan lays out none (KV504 names vLLM's reason where kvplan refuses: kvplan/planner/model_caches)."""
+
+
+KVPLAN_REFUSES_INPUT = {"Step5ForCausalLM__h100__auto__4096__dense": "without a sparse_config section"}
+"""Cases vLLM refuses whatever the flags, which kvplan reads as an input error (one line naming the fix)."""
+
+LAID_OUT_CASES = {"Step5ForCausalLM__h100__auto__4096__sparse-disabled"}
+"""Cases of a NOT_LAID_OUT architecture that kvplan lays out: Step 5 with sparse_config enabled false keeps
+plain FlashAttention caches."""
 
 
 def _oracle_cannot(case: dict[str, Any], release: str) -> str | None:
@@ -70,7 +81,7 @@ KVPLAN_CANNOT_READ = {
 }
 """Architectures kvplan refuses as an input error (one line naming the model_type)."""
 
-_KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention"}
+_KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention"}
 
 
 def _arch(case: dict[str, Any]) -> str:
@@ -120,6 +131,10 @@ def test_layout_and_capacity_equal_vllms_on_the_gpu(release: str, case: dict[str
         with pytest.raises(KvplanInputError, match="minimax_m3_text"):
             _plan(case, release)
         return
+    if case["name"] in KVPLAN_REFUSES_INPUT:
+        with pytest.raises(KvplanInputError, match=KVPLAN_REFUSES_INPUT[case["name"]]):
+            _plan(case, release)
+        return
     plan = _plan(case, release)
     t = plan.totals
     lay = t.kv_cache_layout
@@ -127,7 +142,7 @@ def test_layout_and_capacity_equal_vllms_on_the_gpu(release: str, case: dict[str
         assert lay is None, "vLLM refuses to build this model"
         assert all(VLLM_REFUSES[case["name"]] in f.message for f in plan.findings if f.code == "KV504")
         return
-    if _arch(case) in NOT_LAID_OUT:
+    if _arch(case) in NOT_LAID_OUT and case["name"] not in LAID_OUT_CASES:
         assert lay is None, f"kvplan now lays {_arch(case)} out: compare it and drop it from NOT_LAID_OUT"
         return
     assert lay is not None, "kvplan computes no layout"

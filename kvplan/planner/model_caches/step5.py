@@ -31,6 +31,9 @@ ARCHITECTURES = ("Step5ForCausalLM", "Step5ForConditionalGeneration")
 
 _LAYOUT = "BLNHC"
 """Step5DSAAttentionBackend.supported_kv_cache_layouts: BLNHC only."""
+_FA_LAYOUT = "LBNHC"
+"""The layout vLLM resolves where every layer runs FlashAttention (sparse_config enabled: false): FlashAttention's
+first supported layout (v1/attention/backends/utils.py::resolve_kv_cache_layout)."""
 _DSA_KERNEL_TOKENS = 8
 """Step5DSAAttentionBackend.customize_spec: block_stride_alignment=MultipleOf(8) (sparse prefill reads
 eight-token pages, which must tile every block stride)."""
@@ -40,7 +43,8 @@ STEP5_DSA inherits it)."""
 _RING_ROW_BYTES = 1024
 """csa_tail_ring.py::_ROW_BYTES: one bf16 [index_k | index_z] row, 2 * 256 * 2 bytes."""
 _RING_OPEN_ROWS = 7
-"""Step5CSATailRing.required_rows = 7 + num_speculative_tokens: the region's seven earlier rows."""
+"""Step5CSATailRing.required_rows = 7 + num_speculative_tokens (MTP drafting, not laid out): the region's seven
+earlier rows."""
 _DSA_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3")
 _DSA_CAPABILITIES = ((9, 0), (10, 0), (10, 3))
 """Step5DSAAttentionBackend.supports_compute_capability: SM90, SM100, SM103."""
@@ -93,11 +97,12 @@ def _summary(name: str, lp: LayerPlan, x: ExtraCache, block_size: int) -> CacheS
                      block_size=block_size, page_size_bytes=page)
 
 
-def _tail_ring(name: str, lp: LayerPlan, page: int, block_size: int, rows: int,
-               ctx: SpecContext) -> CacheSpec | None:
+def _tail_ring(name: str, lp: LayerPlan, page: int, block_size: int, ctx: SpecContext) -> CacheSpec | None:
     """Step5CSATailRing.get_kv_cache_spec: a CircularBufferSpec of the main block size whose page is the DSA
-    layer's own KV page (it must hold `rows` 1 KiB rows, else vLLM 0.33 refuses; 0.34 advertises a larger
-    kernel block for the ring, which steers the block size vLLM resolves: not modelled, None)."""
+    layer's own KV page (it must hold 7 rows of 1 KiB without MTP drafting, else vLLM 0.33 refuses; 0.34
+    advertises a larger kernel block for the ring, which steers the block size vLLM resolves: not modelled,
+    None)."""
+    rows = _RING_OPEN_ROWS
     if page % _RING_ROW_BYTES or page // _RING_ROW_BYTES < rows:
         if ctx.engine is not None and engine_feature("step5_tail_ring_kernel_block").holds_for(ctx.engine):
             return None
@@ -115,15 +120,14 @@ def _dsa_alignment(lp: LayerPlan, block_size: int) -> int:
     return 1 if kernel == block_size else _kv_page(lp, kernel)
 
 
-def _dsa_layer(name: str, lp: LayerPlan, la: LayerArch, bs: int, rows: int,
-               ctx: SpecContext) -> list[CacheSpec] | None:
+def _dsa_layer(name: str, lp: LayerPlan, la: LayerArch, bs: int, ctx: SpecContext) -> list[CacheSpec] | None:
     """A DSA layer's three caches, in registration order (Step5Attention.__init__: the Attention layer, then
     the summary layer, then the tail ring)."""
     page = _kv_page(lp, bs)
     main = CacheSpec(name=name, layer=lp.index, spec="FullAttentionSpec", block_size=bs, page_size_bytes=page,
                      stride_alignment=_dsa_alignment(lp, bs))
     summary = next(x for x in la.extra_caches if not x.ring and not x.same_as_layer)
-    ring = _tail_ring(name, lp, page, bs, rows, ctx)
+    ring = _tail_ring(name, lp, page, bs, ctx)
     return None if ring is None else [main, _summary(name, lp, summary, bs), ring]
 
 
@@ -168,9 +172,9 @@ def _is_dsa(la: LayerArch | None) -> bool:
 
 
 def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:
-    """Step 5's caches in vLLM's order (model.layers.N.self_attn.attn and the DSA layers' two more), or None
-    where kvplan does not lay it out: no DSA layer (a sparse_config with enabled false runs every layer on
-    FlashAttention; vLLM refuses a checkpoint without the section), the checkpoint's MTP layers drafting
+    """Step 5's caches in vLLM's order (model.layers.N.self_attn.attn and the DSA layers' two more; with a
+    sparse_config whose enabled is false, every layer on FlashAttention, layer-outermost), or None
+    where kvplan does not lay it out: the checkpoint's MTP layers drafting
     (Step5MTP's `model.layers.N.mtp_block` layers, of layer_types_with_mtp's kinds, which kvplan's model does
     not carry), or a 0.34 tail ring that raises the kernel block. Raises LayoutRefused where vLLM refuses to
     build the model (a KV cache dtype its kernels do not read, blocks not of whole 8-token regions, a tail
@@ -179,10 +183,9 @@ def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: Sp
     attn = [lp for lp in sorted(layers, key=lambda lp: lp.index)
             if lp.kind in ("full_attention", "sliding_attention") and lp.bytes_per_token]
     from kvplan.planner.layout import is_mtp  # here: kvplan.planner.layout imports the builders
-    if not any(_is_dsa(by_index.get(lp.index)) for lp in attn) or (is_mtp(flags) and arch.mtp_layers):
+    if is_mtp(flags):  # Step5MTP drafting (vLLM refuses it without MTP layers)
         return None
-    # Step5Attention: the ring keeps 7 + k rows, k the speculative tokens of an MTP draft (method "mtp")
-    rows = _RING_OPEN_ROWS + (flags.num_speculative_tokens if is_mtp(flags) else 0)
+    sparse = any(_is_dsa(by_index.get(lp.index)) for lp in attn)
     bs, shared_page = _skip_alignment(attn, flags, ctx.block_size)
     prefix = _prefix(arch)
     specs: list[CacheSpec] = []
@@ -192,10 +195,12 @@ def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: Sp
         la = by_index.get(lp.index)
         name = f"{prefix}.layers.{lp.index}.self_attn.attn"
         if la is not None and _is_dsa(la):
-            dsa = _dsa_layer(name, lp, la, bs, rows, ctx)
+            dsa = _dsa_layer(name, lp, la, bs, ctx)
             if dsa is None:
                 return None
             specs += dsa
         else:
             specs.append(_flash_attn(name, lp, bs, shared_page))
-    return ModelCaches(specs=tuple(specs), block_size=bs, block_outermost=True, layout_name=_LAYOUT)
+    # without DSA layers FlashAttention's default layout (layer-outermost) stands
+    return ModelCaches(specs=tuple(specs), block_size=bs, block_outermost=sparse,
+                       layout_name=_LAYOUT if sparse else _FA_LAYOUT)
