@@ -19,6 +19,7 @@ region summaries are packed beside the KV inside each block, so vLLM lays every 
 from __future__ import annotations
 
 from math import gcd
+from typing import NoReturn
 
 from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
@@ -46,12 +47,12 @@ _RING_OPEN_ROWS = 7
 """Step5CSATailRing.required_rows = 7 + num_speculative_tokens (MTP drafting, not laid out): the region's seven
 earlier rows."""
 _DSA_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3")
+"""Step5DSAAttentionBackend.supported_kv_cache_dtypes (Step5DSAAttentionImpl refuses other quantized caches)."""
 _DSA_CAPABILITIES = ((9, 0), (10, 0), (10, 3))
 """Step5DSAAttentionBackend.supports_compute_capability: SM90, SM100, SM103."""
-"""Step5DSAAttentionBackend.supported_kv_cache_dtypes (Step5DSAAttentionImpl refuses other quantized caches)."""
 
 
-def _refuse(layer: int, message: str) -> None:
+def _refuse(layer: int, message: str) -> NoReturn:
     # imported here: kvplan.planner.layout imports the builders (model_caches.BUILDERS)
     from kvplan.planner.layout import LayoutRefused
     raise LayoutRefused((layer,), message)
