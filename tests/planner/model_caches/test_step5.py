@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -157,3 +158,21 @@ def test_a_checkpoint_without_sparse_config_is_refused() -> None:
     assert _answer(case, "0.33.0")["error"]["message"].startswith("Step5 requires a checkpoint with a sparse_config")
     with pytest.raises(KvplanInputError, match="without a sparse_config section"):
         kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]), gpu="h100")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"proxy_dim": 128}, "requires sparse_config.proxy_dim=256, got 128"),
+    ({"region_block_size": 16}, "requires sparse_config.region_block_size=8, got 16"),
+    ({"enabled": "yes"}, "enabled is a bool"),
+])
+def test_sparse_config_vllm_refuses_is_an_input_error(change: dict[str, Any], message: str, tmp_path: Path) -> None:
+    """get_step5_sparse_config: the summary and tail-ring caches are built for 256 elements per 8 tokens."""
+    cfg = json.loads((DATA / "../vllm_oracle_arch/configs/Step5ForCausalLM__default.json").read_text())
+    cfg["sparse_config"].update(change)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(KvplanInputError, match=message):
+        kvplan.api.compile(tmp_path / "config.json", ["--max-model-len", "4096"])
+    cfg["sparse_config"]["enabled"] = False  # no DSA layers: vLLM reads nothing else of the section
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    if "enabled" not in change:
+        assert kvplan.api.compile(tmp_path / "config.json", ["--max-model-len", "4096"]).layers
