@@ -764,6 +764,15 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_034 + "vllm/model_executor/models/config.py::MiniMaxM3SparseConfig."
                "verify_and_update_config."),
     EngineFeature(
+        name="step5_tail_ring_kernel_block", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="Step 5's CSA tail-ring backend advertises a kernel block of 32, 64 or 128 tokens where one KV "
+                "page of the block size cannot hold the ring's 7 + k rows of 1 KiB, so the block size vLLM "
+                "resolves can hold it (0.33 only refuses: 'Step5 CSA tail ring needs N rows ... increase "
+                "--block-size', which 0.34 still raises for a page that stays too small).",
+        source=_034 + "vllm/models/step5/common/csa_tail_ring.py::Step5CSATailRingBackend."
+               "get_supported_kernel_block_sizes, _minimum_tail_ring_block_size (0.33: "
+               "vllm/models/step5/nvidia/csa_tail_ring.py::Step5CSATailRing.get_kv_cache_spec raises)."),
+    EngineFeature(
         name="glm5_draft_forced_auto", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
         summary="GLM-5 (GlmMoeDsaForCausalLM) forced a separate (non-MTP) draft model's KV cache to "
                 "'auto' when the target defaulted to fp8_e4m3 on SM100; 0.34 drops this (the draft "

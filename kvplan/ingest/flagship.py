@@ -50,12 +50,36 @@ def _flint(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list
             if la.kind == "sliding_attention" else la for la in layers]
 
 
+def _step5_dsa(raw: dict[str, Any], path: Path) -> bool:
+    """Whether Step 5's full-attention layers run DSA (step5/nvidia/config.py::get_step5_sparse_config): a
+    sparse_config section not disabled. vLLM refuses a checkpoint without the section
+    (checkpoint_has_step5_sparse_config), and an enabled one whose region summaries are not 256 elements per
+    8 tokens (the sizes its summary and tail-ring caches are built with)."""
+    sparse = raw.get("sparse_config")
+    fix = "Use the checkpoint's own config.json (sparse_config enabled: false runs every layer on FlashAttention)."
+    if sparse is None:
+        raise KvplanInputError(f"{path}: vLLM refuses a Step 5 checkpoint without a sparse_config section "
+                               "('dense-only checkpoints are not supported').", fix)
+    enabled = sparse.get("enabled") if isinstance(sparse, dict) else None
+    if not isinstance(sparse, dict) or not isinstance(enabled, (bool, type(None))):
+        raise KvplanInputError(f"{path}: sparse_config must be an object whose enabled is a bool, got {sparse!r}.",
+                               fix)
+    if enabled is False:
+        return False
+    for key, want in (("proxy_dim", 256), ("region_block_size", 8)):
+        got = sparse.get(key)
+        if got not in (None, "", want, str(want)):
+            raise KvplanInputError(f"{path}: vLLM's Step 5 DSA requires sparse_config.{key}={want}, got {got!r}.",
+                                   fix)
+    return True
+
+
 def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
     """vLLM's Step 5: KV heads are num_attention_groups; a layer whose layer_types entry is
     attention_other_setting's attention_type takes that setting's heads, KV groups and head_dim.
     With a sparse_config section (enabled), each full-attention layer (its DSA layers) also registers
     a CSA tail ring (one page of the layer's own cache) and a uint8 region-summary cache (256 B per
-    8-token region)."""
+    8-token region). vLLM refuses a checkpoint without the section (an input error)."""
     types = _list(raw, "layer_types_with_mtp", path, str) or _list(raw, "layer_types", path, str)
     aos = raw.get("attention_other_setting")
     other: dict[str, Any] = aos if isinstance(aos, dict) else {}
@@ -63,8 +87,7 @@ def _step5(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list
     head = _pos_int(raw, "head_dim", 1, path) if raw.get("head_dim") is not None else None
     other_groups = _pos_int(other, "num_attention_groups", 1, path) if other else 1
     other_head = _pos_int(other, "head_dim", 1, path) if other.get("head_dim") is not None else None
-    sparse = raw.get("sparse_config")
-    dsa = isinstance(sparse, dict) and sparse.get("enabled") is not False
+    dsa = _step5_dsa(raw, path)
     out = []
     for la in layers:
         if la.kind not in ("full_attention", "sliding_attention"):

@@ -50,6 +50,10 @@ class CacheSpec:
     (SlidingWindowMLASpec: bounded_replay)."""
     draft: bool = False
     """A speculative-decoding draft's cache (is_draft)."""
+    identity: tuple[object, ...] = ()
+    """The rest of vLLM's spec equality (KV heads, head size, dtype): caches equal in every field are one spec,
+    and vLLM's page-unifying grouping buckets caches by spec (Inkling's conv states of local and global layers
+    share a page and window but not their heads)."""
 
 
 @dataclass(frozen=True)

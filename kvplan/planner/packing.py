@@ -67,7 +67,7 @@ def is_uniform_type(specs: Sequence[CacheSpec]) -> bool:
 def _same_spec(s: CacheSpec) -> tuple[object, ...]:
     """What KVCacheSpec equality compares (the name, layer and draft flag aside)."""
     return s.spec, s.block_size, s.page_size_bytes, s.stride_alignment, s.sliding_window, s.fixed_blocks, \
-        s.uniform_key
+        s.uniform_key, s.identity
 
 
 def approximate_gcd(values: Sequence[int], lower_bound: int | None = None) -> int:
@@ -140,6 +140,9 @@ def packed_groups(specs: Sequence[CacheSpec]) -> list[list[CacheSpec]]:
             groups.append(b.specs)
             continue
         pattern = list(zip(*b.by_page.values(), strict=False))
+        if len(pattern) < n:  # more groups than repeats: vLLM builds a group of no layers and raises
+            raise PackingRefused(b.specs[0], f"StopIteration (grouping {len(b.specs)} {b.specs[0].spec} caches of "
+                                 f"{len(b.by_page)} page sizes into {n} groups leaves a group empty)")
         groups.extend([s for rep in pattern[i::n] for s in rep] for i in range(n))
     return groups
 

@@ -433,7 +433,7 @@ def _spec_record(spec, vc) -> dict:
            "stride_alignment": spec.get_block_stride_alignment() if hasattr(spec, "get_block_stride_alignment")
            else 1,
            "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes)}
-    for key in ("sliding_window", "tokens_per_state"):
+    for key in ("sliding_window", "tokens_per_state", "num_kv_heads", "head_size", "dtype"):
         value = getattr(spec, key, None)
         if value is not None:
             rec[key] = value if isinstance(value, int) else str(value)

@@ -31,7 +31,8 @@ def _spec(rec: dict[str, Any]) -> CacheSpec:
     fixed = {"CircularBufferSpec": 1, "MambaSpec": rec["blocks_per_request"]}.get(rec["spec"])
     return CacheSpec(name=rec["name"], layer=_index(rec["name"]), spec=rec["spec"], block_size=rec["block_size"],
                      page_size_bytes=rec["page_size_bytes"], stride_alignment=rec["stride_alignment"],
-                     sliding_window=rec.get("sliding_window"), fixed_blocks=fixed)
+                     sliding_window=rec.get("sliding_window"), fixed_blocks=fixed,
+                     identity=tuple(rec.get(k) for k in ("num_kv_heads", "head_size", "dtype")))
 
 
 def test_answers_with_layer_specs_exist() -> None:

@@ -40,17 +40,19 @@ def _conv_spec(lp: LayerPlan, la: LayerArch, tp: int) -> CacheSpec | None:
     assert kernel is not None
     return CacheSpec(name=f"model.layers.{lp.index}.conv_state", layer=lp.index, spec="SlidingWindowSpec",
                      block_size=kernel, page_size_bytes=kernel * (la.num_kv_heads // tp) * width * _CONV_BYTES,
-                     sliding_window=kernel)
+                     sliding_window=kernel, identity=(la.num_kv_heads // tp, width))
 
 
 def _attn_spec(lp: LayerPlan, block_size: int) -> CacheSpec:
     """The layer's attention cache (InklingAttention): K and V of its per-rank KV heads, the cache dtype."""
     page = block_size * lp.num_kv_heads * (lp.head_size + lp.head_size_v) * DTYPE_BYTES[lp.dtype or "bfloat16"]
+    identity = (lp.num_kv_heads, lp.head_size, lp.dtype)
     if lp.sliding_window:
         return CacheSpec(name=f"model.layers.{lp.index}.attn", layer=lp.index, spec="SlidingWindowSpec",
-                         block_size=block_size, page_size_bytes=page, sliding_window=lp.sliding_window)
+                         block_size=block_size, page_size_bytes=page, sliding_window=lp.sliding_window,
+                         identity=identity)
     return CacheSpec(name=f"model.layers.{lp.index}.attn", layer=lp.index, spec="FullAttentionSpec",
-                     block_size=block_size, page_size_bytes=page)
+                     block_size=block_size, page_size_bytes=page, identity=identity)
 
 
 def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:

@@ -39,9 +39,9 @@ def _argv(case: dict[str, Any], extra: tuple[str, ...] = ()) -> list[str]:
 
 
 def _caches(case: dict[str, Any], release: str, extra: tuple[str, ...] = ()) -> ModelCaches | None:
-    """The builder's caches for the layers and model compile hands to plan_layout (kvplan plan's inputs)."""
+    """The builder's caches for the layers and model compile hands to plan_capacity (kvplan plan's inputs)."""
     seen: dict[str, Any] = {}
-    real = compile_mod.plan_layout
+    real = compile_mod.plan_capacity
 
     def spy(layers, arch, flags, mml, bs, mbt, budget, engine=None, cc=None, drafts=None):
         seen.update(layers=layers, arch=arch, flags=flags, ctx=SpecContext(
@@ -49,7 +49,7 @@ def _caches(case: dict[str, Any], release: str, extra: tuple[str, ...] = ()) -> 
         return real(layers, arch, flags, mml, bs, mbt, budget, engine, cc, drafts=drafts)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compile_mod, "plan_layout", spy)
+        mp.setattr(compile_mod, "plan_capacity", spy)
         kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case, extra),
                            kv_budget_bytes=case["available_bytes"], gpu=case["gpu"], engine=f"vllm=={release}")
     return inkling.build(seen["layers"], seen["arch"], seen["flags"], seen["ctx"])

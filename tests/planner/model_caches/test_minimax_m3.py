@@ -53,9 +53,9 @@ def _config(case: dict[str, Any], tmp: Path) -> Path:
 
 
 def _run(case: dict[str, Any], release: str, tmp: Path, extra: tuple[str, ...] = ()) -> tuple[Plan, ModelCaches | None]:
-    """kvplan's plan of the case and the builder's caches for the layers and model compile hands to plan_layout."""
+    """kvplan's plan of the case and the builder's caches for the layers and model compile hands to plan_capacity."""
     seen: dict[str, Any] = {}
-    real = compile_mod.plan_layout
+    real = compile_mod.plan_capacity
 
     def spy(layers, arch, flags, mml, bs, mbt, budget, engine=None, cc=None, drafts=None):
         seen.update(layers=layers, arch=arch, flags=flags, ctx=SpecContext(
@@ -66,7 +66,7 @@ def _run(case: dict[str, Any], release: str, tmp: Path, extra: tuple[str, ...] =
     argv = ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"],
             "--tensor-parallel-size", str(f.get("tensor_parallel_size", 1)), "--trust-remote-code", *extra]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compile_mod, "plan_layout", spy)
+        mp.setattr(compile_mod, "plan_capacity", spy)
         plan = kvplan.api.compile(_config(case, tmp), argv, kv_budget_bytes=case["available_bytes"],
                                   gpu=case["gpu"], engine=f"vllm=={release}")
     return plan, minimax_m3.build(seen["layers"], seen["arch"], seen["flags"], seen["ctx"])
