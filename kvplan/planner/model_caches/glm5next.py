@@ -39,7 +39,6 @@ from kvplan.model.arch import LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
 from kvplan.planner.cache_specs import CacheSpec, ModelCaches, SpecContext
-from kvplan.planner.layout import mamba_cache_mode
 
 ARCHITECTURES = ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration")
 
@@ -79,6 +78,12 @@ def flashkda(la: LayerArch, model_dtype: str | None, cc: tuple[int, int] | None)
     head_dim 128 and a bounded gate; else Triton (no prefill checkpoint)."""
     return (cc is not None and cc[0] in FLASHKDA_CCS and model_dtype == "bfloat16" and la.state is not None
             and la.state.head_dim == FLASHKDA_HEAD_DIM and la.kda_gate_lower_bound is not None)
+
+
+def _mamba_cache_mode(flags: ServingFlags) -> str:
+    """MambaModelConfig.verify_and_update_config: 'align' with prefix caching (on by default for a model with
+    attention layers, ModelConfig.is_prefix_caching_supported), else 'none'."""
+    return "none" if flags.enable_prefix_caching is False else "align"
 
 
 def _model_dtype(kda: LayerPlan, mla: LayerPlan, flags: ServingFlags) -> str | None:
@@ -142,7 +147,7 @@ def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: Sp
         return None
     kpool = int(keys.tokens_per_state or 1)
     cc = ctx.compute_capability
-    mode = mamba_cache_mode(flags)
+    mode = _mamba_cache_mode(flags)
     kda_la = by_index[kdas[0].index]
     checkpoint = flashkda(kda_la, model_dtype, cc)
     # the backends in layer order (_find_non_ssm_backends): indexer keys, tail ring (MultipleOf(1)), MLA
