@@ -33,9 +33,10 @@ dtype.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from kvplan.backends.vllm_rows import rows_for
-from kvplan.model.arch import LayerArch, ModelArch
+from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
 from kvplan.planner.cache_specs import CacheSpec, ModelCaches, SpecContext
@@ -106,7 +107,7 @@ def _phase1_block(backend_blocks: list[tuple[int, ...]], default: int) -> int:
 def _products(lists: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = [()]
     for sizes in lists:
-        out = [p + (s,) for p in out for s in sizes]
+        out = [(*p, s) for p in out for s in sizes]
     return out
 
 
@@ -128,62 +129,98 @@ def _stride(kernel: int, block: int, tokens_per_state: int, state_bytes: int) ->
     return 1 if k == block else k // tokens_per_state * state_bytes
 
 
-def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:
-    """GLM-5 Next's caches in vLLM's order (get_kv_cache_spec: layer by layer; an MLA layer's indexer keys,
-    tail ring, then latent), or None where not laid out (module docstring)."""
-    by_index = {la.index: la for la in arch.layers}
-    kdas = [lp for lp in layers if lp.kind == "linear_attention" and lp.state_bytes]
-    mlas = [lp for lp in layers if lp.kind == "mla" and lp.bytes_per_token]
-    if not kdas or not mlas or flags.num_speculative_tokens or ctx.compute_capability is None:
+@dataclass(frozen=True)
+class _Geometry:
+    """What every layer's caches share once the block size is aligned."""
+
+    block: int
+    """The engine block size (the MLA latent's and the indexer keys' block)."""
+    state_block: int
+    state_page: int
+    state_blocks: int
+    kpool: int
+    key_bytes: int
+    """Bytes of one pooled indexer-key state."""
+    key_stride: int
+    ring_tokens: int
+    ring_slot_bytes: int
+    mla_bpt: int
+    mla_stride: int
+
+
+def _indexer(arch: ModelArch, mla: LayerPlan) -> tuple[ExtraCache, ExtraCache] | None:
+    """The MLA layer's pooled indexer keys and tail ring (kvplan/ingest/flagship.py::_glm5_next)."""
+    la = next((la for la in arch.layers if la.index == mla.index), None)
+    extras = la.extra_caches if la is not None else ()
+    keys = next((x for x in extras if x.tokens_per_state > 1 and x.element_bytes), None)
+    ring = next((x for x in extras if x.ring and x.element_bytes), None)
+    return (keys, ring) if keys is not None and ring is not None else None
+
+
+def _geometry(kdas: list[LayerPlan], mla: LayerPlan, arch: ModelArch, flags: ServingFlags,
+              ctx: SpecContext) -> _Geometry | None:
+    """Platform.update_block_size_for_backend and the specs' sizes, or None where not laid out."""
+    indexer = _indexer(arch, mla)
+    backend = mla.backend or ""
+    model_dtype = _model_dtype(kdas[0], mla, flags)
+    kda_la = next((la for la in arch.layers if la.index == kdas[0].index), None)
+    if indexer is None or backend not in SPARSE_MLA_STRIDE_ROWS or model_dtype is None or kda_la is None:
         return None
-    extras = by_index[mlas[0].index].extra_caches
-    keys = next((x for x in extras if x.tokens_per_state and x.tokens_per_state > 1), None)
-    ring = next((x for x in extras if x.ring), None)
-    backend = mlas[0].backend or ""
-    if keys is None or ring is None or backend not in SPARSE_MLA_STRIDE_ROWS:
-        return None
-    model_dtype = _model_dtype(kdas[0], mlas[0], flags)
-    if model_dtype is None:
-        return None
-    kpool = int(keys.tokens_per_state or 1)
-    cc = ctx.compute_capability
-    mode = _mamba_cache_mode(flags)
-    kda_la = by_index[kdas[0].index]
+    keys, ring = indexer
+    kpool, cc, mode = keys.tokens_per_state, ctx.compute_capability, _mamba_cache_mode(flags)
     checkpoint = flashkda(kda_la, model_dtype, cc)
-    # the backends in layer order (_find_non_ssm_backends): indexer keys, tail ring (MultipleOf(1)), MLA
+    # the backends in layer order (_find_non_ssm_backends): indexer keys, tail ring (MultipleOf(1)), MLA latent
     indexer_blocks = _indexer_kernel_blocks(kpool, cc)
     mla_kernel = _kernel_block(backend, ctx)
     backend_blocks = [indexer_blocks, (1,), (mla_kernel,)]
     bs = flags.block_size or _phase1_block(backend_blocks, ctx.block_size)
-    mla_bpt = mlas[0].head_size * _KV_BYTES[mlas[0].dtype or model_dtype]
-    # the alignment's attention page: MLAAttentionSpec(1 token) at the global cache dtype
-    page1 = mla_bpt
+    # the alignment's attention page: MLAAttentionSpec of one token at the cache dtype (kv_lora_rank + rope)
+    mla_bpt = mla.head_size * _KV_BYTES[mla.dtype or model_dtype]
     state_page = max(lp.state_bytes or 0 for lp in kdas)
     ckpt = FLASHKDA_CHECKPOINT_ALIGNMENT if mode == "align" and checkpoint else 1
-    block = _hybrid_block(bs, min(indexer_blocks), [min(b) for b in backend_blocks], page1, state_page, ckpt)
-    state_padded = max(state_page, block * page1)
-    state_block = block if mode == "align" else ctx.max_model_len
-    state_blocks = (2 + int(checkpoint) if mode == "align" else 1) + flags.num_speculative_tokens
-    ring_tokens = kpool * (1 << max(0, -(-(kpool + flags.num_speculative_tokens) // kpool) - 1).bit_length())
-    rows = SPARSE_MLA_STRIDE_ROWS[backend] or mla_kernel
-    prefix = "language_model.model.layers" if arch.architecture == "Glm5NextForConditionalGeneration" \
-        else "model.layers"
+    block = _hybrid_block(bs, min(indexer_blocks), [min(b) for b in backend_blocks], mla_bpt, state_page, ckpt)
+    key_bytes = keys.elements * (keys.element_bytes or 1)
+    # Glm5NextTailCache: index_kpool x next_power_of_2(cdiv(index_kpool + speculative tokens, index_kpool))
+    span = -(-(kpool + flags.num_speculative_tokens) // kpool)
+    return _Geometry(
+        block=block, state_block=block if mode == "align" else ctx.max_model_len,
+        state_page=max(state_page, block * mla_bpt),
+        state_blocks=(2 + int(checkpoint) if mode == "align" else 1) + flags.num_speculative_tokens,
+        kpool=kpool, key_bytes=key_bytes, key_stride=_stride(max(indexer_blocks), block, kpool, key_bytes),
+        ring_tokens=kpool * (1 << (span - 1).bit_length()), ring_slot_bytes=ring.elements * (ring.element_bytes or 2),
+        mla_bpt=mla_bpt, mla_stride=(SPARSE_MLA_STRIDE_ROWS[backend] or mla_kernel) * mla_bpt)
+
+
+def _mla_specs(name: str, layer: int, g: _Geometry) -> list[CacheSpec]:
+    """An MLA layer's caches in registration order: indexer keys, tail ring, latent."""
+    return [
+        CacheSpec(name=f"{name}.indexer.k_cache", layer=layer, spec="MLAAttentionSpec", block_size=g.block,
+                  page_size_bytes=g.block // g.kpool * g.key_bytes, stride_alignment=g.key_stride),
+        CacheSpec(name=f"{name}.indexer.tail_cache", layer=layer, spec="CircularBufferSpec", block_size=g.ring_tokens,
+                  page_size_bytes=g.ring_tokens * g.ring_slot_bytes, fixed_blocks=1),
+        CacheSpec(name=f"{name}.attn", layer=layer, spec="MLAAttentionSpec", block_size=g.block,
+                  page_size_bytes=g.block * g.mla_bpt, stride_alignment=g.mla_stride)]
+
+
+def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:
+    """GLM-5 Next's caches in vLLM's order (get_kv_cache_spec: layer by layer; an MLA layer's indexer keys,
+    tail ring, then latent), or None where not laid out (module docstring)."""
+    kdas = [lp for lp in layers if lp.kind == "linear_attention" and lp.state_bytes]
+    mlas = [lp for lp in layers if lp.kind == "mla" and lp.bytes_per_token]
+    if not kdas or not mlas or flags.num_speculative_tokens or ctx.compute_capability is None:
+        return None
+    g = _geometry(kdas, mlas[0], arch, flags, ctx)
+    if g is None:
+        return None
+    prefix = ("language_model.model.layers" if arch.architecture == "Glm5NextForConditionalGeneration"
+              else "model.layers")
     kda_at, mla_at = {lp.index for lp in kdas}, {lp.index for lp in mlas}
     specs: list[CacheSpec] = []
     for lp in layers:
         name = f"{prefix}.{lp.index}.self_attn"
         if lp.index in kda_at:
-            specs.append(CacheSpec(name=name, layer=lp.index, spec="MambaSpec", block_size=state_block,
-                                   page_size_bytes=state_padded, fixed_blocks=state_blocks))
+            specs.append(CacheSpec(name=name, layer=lp.index, spec="MambaSpec", block_size=g.state_block,
+                                   page_size_bytes=g.state_page, fixed_blocks=g.state_blocks))
         elif lp.index in mla_at:
-            key_bytes = keys.elements * keys.element_bytes
-            specs += [
-                CacheSpec(name=f"{name}.indexer.k_cache", layer=lp.index, spec="MLAAttentionSpec", block_size=block,
-                          page_size_bytes=block // kpool * key_bytes,
-                          stride_alignment=_stride(max(indexer_blocks), block, kpool, key_bytes)),
-                CacheSpec(name=f"{name}.indexer.tail_cache", layer=lp.index, spec="CircularBufferSpec",
-                          block_size=ring_tokens, page_size_bytes=ring_tokens * ring.elements * ring.element_bytes,
-                          fixed_blocks=1),
-                CacheSpec(name=f"{name}.attn", layer=lp.index, spec="MLAAttentionSpec", block_size=block,
-                          page_size_bytes=block * mla_bpt, stride_alignment=rows * mla_bpt)]
-    return ModelCaches(specs=tuple(specs), block_size=block, block_outermost=True, layout_name="BLHNC")
+            specs += _mla_specs(name, lp.index, g)
+    return ModelCaches(specs=tuple(specs), block_size=g.block, block_outermost=True, layout_name="BLHNC")
