@@ -16,6 +16,7 @@ import pytest
 import kvplan.api
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.gpus import resolve_gpu
+from kvplan.errors import KvplanInputError
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.pipeline import flags_from, model_inputs
@@ -115,3 +116,11 @@ def test_user_block_size_skips_the_backend_preference() -> None:
     case = next(c for c in CASES if c["name"] == "Glm5NextForCausalLM__h100__auto__8192")
     caches, _ = _build(case, "0.33.0", block_size=16)
     assert caches is not None and caches.block_size == 4608
+
+
+def test_malformed_linear_lower_bound_is_one_input_error() -> None:
+    raw = json.loads((ROOT / "tests" / "data" / "vllm_oracle_arch" / "configs" /
+                      "Glm5NextForCausalLM__default.json").read_text())
+    raw["text_config"]["linear_lower_bound"] = "low"
+    with pytest.raises(KvplanInputError, match="linear_lower_bound must be a number"):
+        kvplan.api.compile(raw, ["--max-model-len", "8192"], gpu="h100")
