@@ -165,7 +165,9 @@ def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: 
         extra = (ExtraCache(name="indexer keys", elements=ihd + ihd // 128 * 4, element_bytes=1,
                             tokens_per_state=kpool),
                  ExtraCache(name="indexer tail ring", elements=2 * ihd, element_bytes=2, ring=True))
-    bound = raw.get("linear_lower_bound")
+    # transformers' Glm5NextTextConfig (the config class vLLM loads) defaults linear_lower_bound to -5.0; null
+    # is an unbounded gate
+    bound = raw.get("linear_lower_bound", -5.0)
     if bound is not None and (not isinstance(bound, int | float) or isinstance(bound, bool)):
         raise KvplanInputError(f"{path}: linear_lower_bound must be a number, got {bound!r}.",
                                "Fix linear_lower_bound in config.json.")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvplan.backends.defaults import default_block_size
 from kvplan.backends.vllm_rows import rows_for
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
@@ -173,7 +174,9 @@ def _geometry(kdas: list[LayerPlan], mla: LayerPlan, arch: ModelArch, flags: Ser
     indexer_blocks = _indexer_kernel_blocks(kpool, cc)
     mla_kernel = _kernel_block(backend, ctx)
     backend_blocks = [indexer_blocks, (1,), (mla_kernel,)]
-    bs = flags.block_size or _phase1_block(backend_blocks, ctx.block_size)
+    # phase 1 starts from CacheConfig.DEFAULT_BLOCK_SIZE (not a backend's preference kvplan chose before)
+    default = default_block_size(ctx.engine) if ctx.engine is not None else ctx.block_size
+    bs = flags.block_size or _phase1_block(backend_blocks, default)
     # the alignment's attention page: MLAAttentionSpec of one token at the cache dtype (kv_lora_rank + rope)
     mla_bpt = mla.head_size * _KV_BYTES[mla.dtype or model_dtype]
     state_page = max(lp.state_bytes or 0 for lp in kdas)

@@ -124,3 +124,14 @@ def test_malformed_linear_lower_bound_is_one_input_error() -> None:
     raw["text_config"]["linear_lower_bound"] = "low"
     with pytest.raises(KvplanInputError, match="linear_lower_bound must be a number"):
         kvplan.api.compile(raw, ["--max-model-len", "8192"], gpu="h100")
+
+
+def test_linear_lower_bound_defaults_as_the_config_class_does() -> None:
+    """Absent, transformers' Glm5NextTextConfig gives -5.0 (FlashKDA runs); null is an unbounded gate (Triton)."""
+    raw = json.loads((ROOT / "tests" / "data" / "vllm_oracle_arch" / "configs" /
+                      "Glm5NextForCausalLM__default.json").read_text())
+    flags = flags_from(["--max-model-len", "8192"], "0.33.0")
+    del raw["text_config"]["linear_lower_bound"]
+    assert model_inputs(raw, flags).arch.layers[0].kda_gate_lower_bound == -5.0
+    raw["text_config"]["linear_lower_bound"] = None
+    assert model_inputs(raw, flags).arch.layers[0].kda_gate_lower_bound is None
