@@ -54,10 +54,10 @@ FLASHKDA_HEAD_DIM = 128
 PAGED_MQA_PAGE_STATES = {12: (64,)}
 """vllm/utils/deep_gemm.py::get_paged_mqa_page_sizes: paged-MQA kernel pages in states (SM120: 64 only)."""
 PAGED_MQA_PAGE_STATES_DEFAULT = (32, 64)
-SPARSE_MLA_STRIDE_ROWS = {"FLASHINFER_MLA_SPARSE_SM90": 1, "FLASHINFER_MLA_SPARSE": None}
+SPARSE_MLA_STRIDE_ROWS = {"FLASHINFER_MLA_SPARSE_SM90": 1, "FLASH_ATTN_MLA_SPARSE": 1, "FLASHINFER_MLA_SPARSE": None}
 """Rows a sparse MLA backend's customize_spec aligns blocks to (sparse_utils.py::align_blocks_to_rows):
-FlashInferMLASparseSM90Backend one row; FlashInferMLASparseTRTLLMBackend its kernel block (None: the
-backend's MultipleOf base)."""
+FlashInferMLASparseSM90Backend and FlashAttnMLASparseBackend (a float16 model on SM90) one row;
+FlashInferMLASparseTRTLLMBackend its kernel block (None: the backend's MultipleOf base)."""
 _KV_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 

@@ -2,7 +2,7 @@
 
 Every Glm5Next case of tests/data/vllm_oracle_capacity/cases_gpu_backends.json (H100 and B200, bf16 / fp8,
 ForCausalLM and ForConditionalGeneration, 8192 / 32768 / 131072 tokens, prefix caching on and off, TP=2) against
-its answer's `layer_specs` (answers/ = vLLM 0.33.0, releases/0.34.0/), field by field and in vLLM's order, and
+its answer's `layer_specs` (answers/ = vLLM 0.33.0, releases/0.34.0/; also a float16 model, TP=8), field by field and in vLLM's order, and
 the engine block size vLLM logs.
 """
 from __future__ import annotations
@@ -37,6 +37,8 @@ def _folder(release: str) -> Path:
 
 def _args(flags: dict[str, Any]) -> list[str]:
     args = ["--max-model-len", str(flags["max_model_len"]), "--kv-cache-dtype", flags["kv_cache_dtype"]]
+    if "dtype" in flags:
+        args += ["--dtype", flags["dtype"]]
     if "tensor_parallel_size" in flags:
         args += ["--tensor-parallel-size", str(flags["tensor_parallel_size"])]
     if flags.get("enable_prefix_caching") is False:
