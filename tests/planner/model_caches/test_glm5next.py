@@ -1,9 +1,9 @@
 """GLM-5 Next's caches (kvplan/planner/model_caches/glm5next.py) equal the ones vLLM registers, cache by cache.
 
-Every Glm5Next case of tests/data/vllm_oracle_capacity/cases_gpu_backends.json (H100 and B200, bf16 / fp8,
-ForCausalLM and ForConditionalGeneration, 8192 / 32768 / 131072 tokens, prefix caching on and off, TP=2) against
-its answer's `layer_specs` (answers/ = vLLM 0.33.0, releases/0.34.0/; also a float16 model, TP=8), field by field and in vLLM's order, and
-the engine block size vLLM logs.
+Every Glm5Next case of tests/data/vllm_oracle_capacity/cases_gpu_backends.json (H100 and B200, bf16 / fp8, a
+float16 model, ForCausalLM and ForConditionalGeneration, 8192 / 32768 / 131072 tokens, prefix caching on and
+off, TP=2 and TP=8) against its answer's `layer_specs` (answers/ = vLLM 0.33.0, releases/0.34.0/), field by
+field and in vLLM's order, and the engine block size vLLM logs.
 """
 from __future__ import annotations
 
