@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass
 
 from kvplan.backends.defaults import default_block_size
-from kvplan.backends.vllm_rows import rows_for
+from kvplan.backends.vllm_rows import engine_feature, rows_for
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
@@ -54,10 +54,17 @@ FLASHKDA_HEAD_DIM = 128
 PAGED_MQA_PAGE_STATES = {12: (64,)}
 """vllm/utils/deep_gemm.py::get_paged_mqa_page_sizes: paged-MQA kernel pages in states (SM120: 64 only)."""
 PAGED_MQA_PAGE_STATES_DEFAULT = (32, 64)
-SPARSE_MLA_STRIDE_ROWS = {"FLASHINFER_MLA_SPARSE_SM90": 1, "FLASH_ATTN_MLA_SPARSE": 1, "FLASHINFER_MLA_SPARSE": None}
+SPARSE_MLA_STRIDE_ROWS = {"FLASHINFER_MLA_SPARSE_SM90": 1, "FLASH_ATTN_MLA_SPARSE": 1, "FLASHINFER_MLA_SPARSE": None,
+                          "FLASHINFER_MLA_SPARSE_SM120": None}
 """Rows a sparse MLA backend's customize_spec aligns blocks to (sparse_utils.py::align_blocks_to_rows):
-FlashInferMLASparseSM90Backend and FlashAttnMLASparseBackend (a float16 model on SM90) one row;
-FlashInferMLASparseTRTLLMBackend its kernel block (None: the backend's MultipleOf base)."""
+FlashInferMLASparseSM90Backend and FlashAttnMLASparseBackend (a float16 model on SM90) one row; the
+FlashInfer TRTLLM-gen backends of SM100 and SM120 (flashinfer_mla_sparse.py::_FlashInferMLASparseBackendBase)
+their kernel block (None: the backend's MultipleOf base)."""
+FP8_DS_MLA_ROW = 656
+"""An fp8_ds_mla row (512 fp8 NoPE + 64 bf16 RoPE + 16 B of scales): MLAAttention.get_kv_cache_spec."""
+FP8_DS_MLA_NOPE_ROW = 528
+"""FLASHINFER_MLA_SPARSE_SM120's row for kv_lora_rank 512 without RoPE (0.34+: ENGINE_FEATURES
+sm120_sparse_mla_nope_rows)."""
 _KV_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
@@ -158,6 +165,21 @@ def _indexer(arch: ModelArch, mla: LayerPlan) -> tuple[ExtraCache, ExtraCache] |
     return (keys, ring) if keys is not None and ring is not None else None
 
 
+def _mla_row(mla: LayerPlan, model_dtype: str, mla_la: LayerArch | None, ctx: SpecContext) -> tuple[int, int]:
+    """(the hybrid alignment's bytes per token, the latent's bytes per token). The alignment builds an
+    MLAAttentionSpec of one token at the cache dtype (kv_lora_rank + rope elements; fp8_ds_mla as uint8);
+    the layer's own spec stores an fp8_ds_mla row whole (FLASHINFER_MLA_SPARSE_SM120 turns auto and fp8 into
+    it: mla_attention.py::_canonicalize_sparse_mla_kv_cache_dtype)."""
+    if mla.kv_cache_dtype != "fp8_ds_mla":
+        page = mla.head_size * _KV_BYTES[mla.dtype or model_dtype]
+        return page, page
+    nope = (mla.backend == "FLASHINFER_MLA_SPARSE_SM120" and ctx.engine is not None
+            and engine_feature("sm120_sparse_mla_nope_rows").holds_for(ctx.engine)
+            and mla_la is not None and mla_la.mla is not None and mla_la.mla.kv_lora_rank == 512
+            and mla_la.mla.qk_rope_head_dim == 0)
+    return mla.head_size, FP8_DS_MLA_NOPE_ROW if nope else FP8_DS_MLA_ROW
+
+
 def _geometry(kdas: list[LayerPlan], mla: LayerPlan, arch: ModelArch, flags: ServingFlags,
               ctx: SpecContext) -> _Geometry | None:
     """Platform.update_block_size_for_backend and the specs' sizes, or None where not laid out."""
@@ -177,17 +199,17 @@ def _geometry(kdas: list[LayerPlan], mla: LayerPlan, arch: ModelArch, flags: Ser
     # phase 1 starts from CacheConfig.DEFAULT_BLOCK_SIZE (not a backend's preference kvplan chose before)
     default = default_block_size(ctx.engine) if ctx.engine is not None else ctx.block_size
     bs = flags.block_size or _phase1_block(backend_blocks, default)
-    # the alignment's attention page: MLAAttentionSpec of one token at the cache dtype (kv_lora_rank + rope)
-    mla_bpt = mla.head_size * _KV_BYTES[mla.dtype or model_dtype]
+    page1, mla_bpt = _mla_row(mla, model_dtype, next((la for la in arch.layers if la.index == mla.index), None),
+                              ctx)
     state_page = max(lp.state_bytes or 0 for lp in kdas)
     ckpt = FLASHKDA_CHECKPOINT_ALIGNMENT if mode == "align" and checkpoint else 1
-    block = _hybrid_block(bs, min(indexer_blocks), [min(b) for b in backend_blocks], mla_bpt, state_page, ckpt)
+    block = _hybrid_block(bs, min(indexer_blocks), [min(b) for b in backend_blocks], page1, state_page, ckpt)
     key_bytes = keys.elements * (keys.element_bytes or 1)
     # Glm5NextTailCache: index_kpool x next_power_of_2(cdiv(index_kpool + speculative tokens, index_kpool))
     span = -(-(kpool + flags.num_speculative_tokens) // kpool)
     return _Geometry(
         block=block, state_block=block if mode == "align" else ctx.max_model_len,
-        state_page=max(state_page, block * mla_bpt),
+        state_page=max(state_page, block * page1),
         state_blocks=(2 + int(checkpoint) if mode == "align" else 1) + flags.num_speculative_tokens,
         kpool=kpool, key_bytes=key_bytes, key_stride=_stride(max(indexer_blocks), block, kpool, key_bytes),
         ring_tokens=kpool * (1 << (span - 1).bit_length()), ring_slot_bytes=ring.elements * (ring.element_bytes or 2),

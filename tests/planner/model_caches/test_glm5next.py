@@ -1,6 +1,6 @@
 """GLM-5 Next's caches (kvplan/planner/model_caches/glm5next.py) equal the ones vLLM registers, cache by cache.
 
-Every Glm5Next case of tests/data/vllm_oracle_capacity/cases_gpu_backends.json (H100 and B200, bf16 / fp8, a
+Every Glm5Next case of tests/data/vllm_oracle_capacity/cases_gpu_backends.json (H100, B200, RTX PRO 6000, bf16 / fp8, a
 float16 model, ForCausalLM and ForConditionalGeneration, 8192 / 32768 / 131072 tokens, prefix caching on and
 off, TP=2 and TP=8) against its answer's `layer_specs` (answers/ = vLLM 0.33.0, releases/0.34.0/), field by
 field and in vLLM's order, and the engine block size vLLM logs.
