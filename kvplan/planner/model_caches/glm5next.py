@@ -26,9 +26,10 @@
   FLASHINFER_MLA_SPARSE); the ring none.
 * The layout: KpoolTailBackend supports only BLHNC (vllm/v1/attention/backends/mla/indexer.py), so the pool is
   block-outermost.
-Not laid out (None): a config without index_topk (dense MLA, other backends), speculative decoding (the MTP
-layers' caches), MLA backends other than the two FlashInfer sparse ones, a --mamba-cache-dtype that hides the model
-dtype.
+With speculative decoding by n-gram or suffix matching (no draft model) the draft tokens add state blocks
+(num_speculative_blocks), conv-state columns and tail-ring slots. Not laid out (None): a config without index_topk
+(dense MLA, other backends), MTP or a draft model (their layers' caches), sparse MLA backends other than the
+FlashInfer and FlashAttention ones named below, a --mamba-cache-dtype that hides the model dtype.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
 from kvplan.planner.cache_specs import CacheSpec, ModelCaches, SpecContext
+from kvplan.planner.layout import speculative_method
 
 ARCHITECTURES = ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration")
 
@@ -65,6 +67,9 @@ FP8_DS_MLA_ROW = 656
 FP8_DS_MLA_NOPE_ROW = 528
 """FLASHINFER_MLA_SPARSE_SM120's row for kv_lora_rank 512 without RoPE (0.34+: ENGINE_FEATURES
 sm120_sparse_mla_nope_rows)."""
+DRAFTLESS_METHODS = ("ngram", "suffix")
+"""Speculative methods without a draft model: only the draft tokens change the caches (more state blocks, a
+wider conv state, a larger tail ring)."""
 _KV_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
@@ -232,8 +237,10 @@ def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: Sp
     tail ring, then latent), or None where not laid out (module docstring)."""
     kdas = [lp for lp in layers if lp.kind == "linear_attention" and lp.state_bytes]
     mlas = [lp for lp in layers if lp.kind == "mla" and lp.bytes_per_token]
-    if not kdas or not mlas or flags.num_speculative_tokens or ctx.compute_capability is None:
+    if not kdas or not mlas or ctx.compute_capability is None:
         return None
+    if flags.num_speculative_tokens and speculative_method(flags) not in DRAFTLESS_METHODS:
+        return None  # MTP layers or a draft model register caches of their own (not modelled here)
     g = _geometry(kdas, mlas[0], arch, flags, ctx)
     if g is None:
         return None

@@ -1,9 +1,9 @@
 """GLM-5 Next's caches (kvplan/planner/model_caches/glm5next.py) equal the ones vLLM registers, cache by cache.
 
-Every Glm5Next case of tests/data/vllm_oracle_capacity/cases_gpu_backends.json (H100, B200, RTX PRO 6000, bf16 / fp8, a
-float16 model, ForCausalLM and ForConditionalGeneration, 8192 / 32768 / 131072 tokens, prefix caching on and
-off, TP=2 and TP=8) against its answer's `layer_specs` (answers/ = vLLM 0.33.0, releases/0.34.0/), field by
-field and in vLLM's order, and the engine block size vLLM logs.
+Every Glm5Next case of tests/data/vllm_oracle_capacity/cases_gpu_backends.json (H100, B200, RTX PRO 6000;
+bf16 / fp8 caches, a float16 model; ForCausalLM and ForConditionalGeneration; 8192 / 32768 / 131072 tokens;
+prefix caching on and off; TP=2 and TP=8; n-gram speculative decoding) against its answer's `layer_specs`
+(answers/ = vLLM 0.33.0, releases/0.34.0/), field by field and in vLLM's order, and the engine block size.
 """
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ def _folder(release: str) -> Path:
 
 def _args(flags: dict[str, Any]) -> list[str]:
     args = ["--max-model-len", str(flags["max_model_len"]), "--kv-cache-dtype", flags["kv_cache_dtype"]]
+    if "speculative_config" in flags:
+        args += ["--speculative-config", json.dumps(flags["speculative_config"])]
     if "dtype" in flags:
         args += ["--dtype", flags["dtype"]]
     if "tensor_parallel_size" in flags:
@@ -106,9 +108,12 @@ def test_flashkda_checkpoint_block_follows_the_gpu_and_dtype() -> None:
     assert layers[0].kind == "linear_attention"
 
 
-def test_not_laid_out_with_speculative_decoding() -> None:
+def test_not_laid_out_with_mtp_or_a_draft_model() -> None:
     case = next(c for c in CASES if c["name"] == "Glm5NextForCausalLM__h100__fp8__8192")
-    caches, _ = _build(case, "0.34.0", num_speculative_tokens=1)
+    caches, _ = _build(case, "0.34.0", num_speculative_tokens=1, speculative_method="mtp")
+    assert caches is None
+    caches, _ = _build(case, "0.34.0", num_speculative_tokens=3, speculative_method="eagle3",
+                       speculative_model="some/eagle3-head")
     assert caches is None
 
 
