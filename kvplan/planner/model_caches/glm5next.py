@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 
 from kvplan.backends.defaults import default_block_size
-from kvplan.backends.vllm_rows import engine_feature, rows_for
+from kvplan.backends.vllm_rows import BACKENDS, engine_feature, rows_for
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
@@ -74,10 +74,9 @@ _KV_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "flo
 
 
 def _kernel_block(backend: str, ctx: SpecContext) -> int:
-    """The backend's smallest kernel block (its MultipleOf base or smallest fixed size) in this release."""
-    row = rows_for(ctx.engine)[backend] if ctx.engine is not None else None
-    if row is None:
-        raise KeyError(backend)
+    """The backend's smallest kernel block (its MultipleOf base or smallest fixed size) in this release (the
+    newest modelled without one)."""
+    row = (rows_for(ctx.engine) if ctx.engine is not None else BACKENDS)[backend]
     return row.block_size_multiple_of or min(row.block_sizes or (1,))
 
 
@@ -178,8 +177,8 @@ def _mla_row(mla: LayerPlan, model_dtype: str, mla_la: LayerArch | None, ctx: Sp
     if mla.kv_cache_dtype != "fp8_ds_mla":
         page = mla.head_size * _KV_BYTES[mla.dtype or model_dtype]
         return page, page
-    nope = (mla.backend == "FLASHINFER_MLA_SPARSE_SM120" and ctx.engine is not None
-            and engine_feature("sm120_sparse_mla_nope_rows").holds_for(ctx.engine)
+    nope = (mla.backend == "FLASHINFER_MLA_SPARSE_SM120"
+            and (ctx.engine is None or engine_feature("sm120_sparse_mla_nope_rows").holds_for(ctx.engine))
             and mla_la is not None and mla_la.mla is not None and mla_la.mla.kv_lora_rank == 512
             and mla_la.mla.qk_rope_head_dim == 0)
     return mla.head_size, FP8_DS_MLA_NOPE_ROW if nope else FP8_DS_MLA_ROW

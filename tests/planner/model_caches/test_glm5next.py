@@ -142,3 +142,14 @@ def test_linear_lower_bound_defaults_as_the_config_class_does() -> None:
     assert model_inputs(raw, flags).arch.layers[0].kda_gate_lower_bound == -5.0
     raw["text_config"]["linear_lower_bound"] = None
     assert model_inputs(raw, flags).arch.layers[0].kda_gate_lower_bound is None
+
+
+def test_without_an_engine_the_newest_release_is_built() -> None:
+    case = next(c for c in CASES if c["name"] == "Glm5NextForCausalLM__rtx-pro-6000__auto__8192")
+    newest, flags = _build(case, "0.34.0")
+    plan = kvplan.api.compile((DATA / case["config"]).resolve(), _args(case["flags"]), gpu=case["gpu"],
+                              engine="vllm==0.34.0")
+    arch = model_inputs((DATA / case["config"]).resolve(), flags, release="0.34.0").arch
+    ctx = SpecContext(max_model_len=8192, block_size=64, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
+                      compute_capability=resolve_gpu("rtx-pro-6000").compute_capability)
+    assert newest is not None and glm5next.build(list(plan.layers), arch, flags, ctx) == newest
