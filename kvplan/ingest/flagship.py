@@ -174,7 +174,7 @@ def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: 
     out = []
     for la in layers:
         if la.index < len(types) and types[la.index] == "linear_attention":
-            out.append(LayerArch(index=la.index, kind="linear_attention", state=la.state,
+            out.append(LayerArch(index=la.index, kind="linear_attention",
                                  kda_gate_lower_bound=None if bound is None else float(bound),
                                  source=f"layer_types[{la.index}] = 'linear_attention': KDA linear attention"))
         elif la.kind == "mla":
