@@ -22,14 +22,16 @@
 * Block-stride alignments (vllm/v1/worker/utils.py::customize_attention_spec, KVCacheSpec.get_block_stride_alignment):
   the indexer keys, whose backend takes fixed kernel blocks, a whole kernel block (gcd(largest kernel block,
   block size) tokens) unless the block is one kernel block; the sparse MLA latent its backend's rows
-  (sparse_utils.py::align_blocks_to_rows: 1 row on FLASHINFER_MLA_SPARSE_SM90, a 32-token kernel block on
-  FLASHINFER_MLA_SPARSE); the ring none.
+  (sparse_utils.py::align_blocks_to_rows: 1 row on FLASHINFER_MLA_SPARSE_SM90 and FLASH_ATTN_MLA_SPARSE, the
+  kernel block on FLASHINFER_MLA_SPARSE (32) and FLASHINFER_MLA_SPARSE_SM120 (64)); the ring none.
+* SM120: FLASHINFER_MLA_SPARSE_SM120 stores auto and fp8 as fp8_ds_mla rows (656 B; 528 B from 0.34 for a
+  latent without RoPE), while the hybrid alignment counts the latent as uint8 (kv_lora_rank bytes per token).
 * The layout: KpoolTailBackend supports only BLHNC (vllm/v1/attention/backends/mla/indexer.py), so the pool is
   block-outermost.
 With speculative decoding by n-gram or suffix matching (no draft model) the draft tokens add state blocks
-(num_speculative_blocks), conv-state columns and tail-ring slots. Not laid out (None): a config without index_topk
-(dense MLA, other backends), MTP or a draft model (their layers' caches), sparse MLA backends other than the
-FlashInfer and FlashAttention ones named below, a --mamba-cache-dtype that hides the model dtype.
+(num_speculative_blocks), conv-state columns and tail-ring slots. Not laid out (None): no GPU, MTP or a draft
+model (their layers' caches), MLA layers without the indexer caches (index_topk null: the config class of
+0.33 / 0.34 refuses it), other sparse MLA backends, a --mamba-cache-dtype that hides the model dtype.
 """
 from __future__ import annotations
 
