@@ -779,6 +779,13 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                 "inherits the target's dtype). Glm5Next keeps it (except mtp and dspark drafts).",
         source=_034 + "vllm/model_executor/models/config.py::GlmMoeDsaForCausalLM."
                "verify_and_update_config (draft branch removed), Glm5NextModelConfig."),
+    EngineFeature(
+        name="sm120_sparse_mla_nope_rows", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="FLASHINFER_MLA_SPARSE_SM120 stores an fp8_ds_mla row of 528 B (512 fp8 + 16 B of scales) for a "
+                "latent of kv_lora_rank 512 without RoPE (GLM-5 Next); before, every fp8_ds_mla row was 656 B.",
+        source=_034 + "vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm120.py::FlashInferMLASparseSM120Impl."
+               "get_fp8_ds_mla_row_bytes (0.33: mla_attention.py::MLAAttention.get_kv_cache_spec, fixed 656); "
+               "verified by scripts/oracle/capacity_oracle.py (GLM-5 Next on an RTX PRO 6000)."),
 )
 """KV-relevant vLLM history with version ranges (see each entry's `source` for the mapping)."""
 

@@ -199,10 +199,17 @@ def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: 
         extra = (ExtraCache(name="indexer keys", elements=ihd + ihd // 128 * 4, element_bytes=1,
                             tokens_per_state=kpool),
                  ExtraCache(name="indexer tail ring", elements=2 * ihd, element_bytes=2, ring=True))
+    # transformers' Glm5NextTextConfig (the config class vLLM loads) defaults linear_lower_bound to -5.0; null
+    # is an unbounded gate
+    bound = raw.get("linear_lower_bound", -5.0)
+    if bound is not None and (not isinstance(bound, int | float) or isinstance(bound, bool)):
+        raise KvplanInputError(f"{path}: linear_lower_bound must be a number, got {bound!r}.",
+                               "Fix linear_lower_bound in config.json.")
     out = []
     for la in layers:
         if la.index < len(types) and types[la.index] == "linear_attention":
             out.append(LayerArch(index=la.index, kind="linear_attention",
+                                 kda_gate_lower_bound=None if bound is None else float(bound),
                                  source=f"layer_types[{la.index}] = 'linear_attention': KDA linear attention"))
         elif la.kind == "mla":
             # Sparse MLA (index_topk: vLLM's is_sparse backends); its indexer caches are the extras.

@@ -155,6 +155,10 @@ class LayerArch(Frozen):
     state: StateCache | None = None
     """The per-request state cache of a mamba / linear_attention layer, when kvplan reads its dimensions
     from the config (None: no state cache, or a family kvplan does not size)."""
+    kda_gate_lower_bound: float | None = None
+    """GLM-5 Next's KDA layers: the config's linear_lower_bound (-5.0 when absent; a bounded gate, which FlashKDA's
+    prefill kernel needs: vllm/models/glm5next/common/kda.py::_resolve_kda_prefill_backend); None: unbounded
+    (null), or no KDA layer."""
 
 
 _Width = Annotated[int, Field(ge=0, le=MAX_HEADS * MAX_HEAD_SIZE * 64)]

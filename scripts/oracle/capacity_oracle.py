@@ -101,6 +101,10 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
  19. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
      patch 19: MiniMax-M3's text config), and `v2_model_runner` selects Model Runner V2 as a GPU launch
      does (arch_oracle.py patch 12: Step 5).
+ 20. On a GPU (patch 18) a KDA layer (GLM-5 Next) resolves its prefill kernel with the CUDA platform current, as
+     it does on the GPU (_resolve_kda_prefill_backend: FlashKDA on SM90 / SM10x / SM12x for bf16, head_dim 128
+     and a bounded gate, whose layers export a prefill checkpoint); FlashKDA's extension (not built for the
+     CPU) answers a workspace size of 0 (a runtime buffer, not in the KV cache).
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -158,6 +162,35 @@ def _gdn_prefill(case: dict):
         yield
     finally:
         q._resolve_gdn_prefill_backend = saved
+
+
+@contextlib.contextmanager
+def _kda_prefill(on_gpu, architecture: str):
+    """Patch 20."""
+    if on_gpu is None or not architecture.startswith("Glm5Next"):
+        yield
+        return
+    import types
+
+    import torch
+    from vllm.models.glm5next.common import kda
+
+    saved = kda._resolve_kda_prefill_backend
+
+    def resolve(*args, **kwargs):
+        with on_gpu.current():
+            return saved(*args, **kwargs)
+
+    kda._resolve_kda_prefill_backend = resolve
+    ext = sys.modules.setdefault("vllm._flashkda_C", types.ModuleType("vllm._flashkda_C"))
+    torch.ops._flashkda_C = types.SimpleNamespace(get_workspace_size=lambda *a: 0)
+    try:
+        yield
+    finally:
+        kda._resolve_kda_prefill_backend = saved
+        del torch.ops._flashkda_C
+        if sys.modules.get("vllm._flashkda_C") is ext:
+            del sys.modules["vllm._flashkda_C"]
 
 
 def _tp_rank0_view(tp: int) -> None:
@@ -633,7 +666,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                 (on_gpu.selecting() if on_gpu else contextlib.nullcontext()), \
                 ao._device_capability({"device_capability": on_gpu.cc if on_gpu else None}), \
                 (on_gpu.model_module(case["gpu_model_module"]) if on_gpu and case.get("gpu_model_module")
-                 else contextlib.nullcontext()):
+                 else contextlib.nullcontext()), _kda_prefill(on_gpu, mc.architecture):
             model = initialize_model(vllm_config=vc)
             drafter = _build_drafter(vc)
         stage = "align_block_size"

@@ -32,6 +32,7 @@ NOT_LAID_OUT = {
                              "different block sizes (vLLM's layout for DeepSeek-V4 is not modelled)",
     "Glm5NextForCausalLM": "its pooled (compressed) MLA latent and KPOOL_TAIL circular-buffer cache "
                            "(CircularBufferSpec) next to the KDA states are not modelled",
+    "Glm5NextForConditionalGeneration": "the same caches as Glm5NextForCausalLM (its text model)",
     "InklingForCausalLM": "its short-conv state kept as a 4-token sliding-window cache is not modelled",
     "InklingForConditionalGeneration": "its short-conv state kept as a 4-token sliding-window cache is not modelled",
     "MiniMaxM3SparseForConditionalGeneration": "its sparse layers' indexer key cache (MLAAttentionSpec) next to "
