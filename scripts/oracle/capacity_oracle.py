@@ -101,6 +101,13 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
  19. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
      patch 19: MiniMax-M3's text config), and `v2_model_runner` selects Model Runner V2 as a GPU launch
      does (arch_oracle.py patch 12: Step 5).
+ 20. A case carries the architecture-oracle keys of its config (tests/data/vllm_oracle_capacity/cases_arch.json,
+     scripts/oracle/capacity_arch_cases.py), applied as scripts/oracle/arch_oracle.py applies them: its
+     `remote_config` / `remote_config_base` stand-in config class (its patch 3), `as_published` (no stand-in,
+     its patch 41), the checkpoint's processor `files` (patches 15, 31), a Mistral-format params.json read by
+     vLLM's Mistral parser (patch 37), `flashinfer_impl_check` (patch 21) and `device_capability` (patch 22) while the model builds, and a model
+     class that computes a buffer from a tensor at build time built on the CPU instead of the meta device
+     (patch 10; weights reserved, never written).
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -567,8 +574,31 @@ def _build_drafter(vc):
     return model
 
 
-def run_case(ao, case: dict, base: Path) -> dict:
+def _build(vc, case: dict, ao, on_gpu: _OnGpu | None):
+    """The model and the drafter, built on the meta device (patch 20: on the CPU for a model class that
+    computes a buffer from a tensor at build time, arch_oracle.py patch 10)."""
     import torch
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    cap = on_gpu.cc if on_gpu else case.get("device_capability")
+    for device in ("meta", "cpu"):
+        try:
+            with set_default_torch_dtype(vc.model_config.dtype), torch.device(device), \
+                    (on_gpu.selecting() if on_gpu else contextlib.nullcontext()), \
+                    ao._device_capability({"device_capability": cap}), ao._flashinfer_impl_check(case), \
+                    (on_gpu.model_module(case["gpu_model_module"]) if on_gpu and case.get("gpu_model_module")
+                     else contextlib.nullcontext()):
+                model = initialize_model(vllm_config=vc)
+                return model, _build_drafter(vc)
+        except (NotImplementedError, RuntimeError) as e:
+            if device == "cpu" or "meta tensor" not in str(e):
+                raise
+            vc.compilation_config.static_forward_context.clear()
+    raise AssertionError("unreachable")
+
+
+def run_case(ao, case: dict, base: Path) -> dict:
     import vllm
     from vllm.config import set_current_vllm_config
     from vllm.distributed.parallel_state import (
@@ -577,8 +607,6 @@ def run_case(ao, case: dict, base: Path) -> dict:
         init_distributed_environment,
     )
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.model_executor.model_loader.utils import initialize_model
-    from vllm.utils.torch_utils import set_default_torch_dtype
     from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
 
     cfg_path = (base / case["config"]).resolve()
@@ -590,8 +618,8 @@ def run_case(ao, case: dict, base: Path) -> dict:
                  **({"gpu": case["gpu"]} if case.get("gpu") else {}),
                  "answer": None, "error": None}
     ao._use_case_sub_configs(case)  # patch 12 (arch_oracle.py patch 32: sub-configs of a stand-in config class)
-    if not case.get("vllm_config_class"):
-        ao._register_unknown_model_type(cfg)
+    if not case.get("vllm_config_class") and not case.get("as_published"):  # patch 20 (arch_oracle.py 3, 41)
+        ao._register_unknown_model_type(cfg, bool(case.get("remote_config")), case.get("remote_config_base"))
     saved_v2 = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
     if case.get("v2_model_runner"):  # patch 19 (arch_oracle.py patch 12)
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
@@ -600,10 +628,12 @@ def run_case(ao, case: dict, base: Path) -> dict:
     try:
         if case.get("vllm_config_class"):  # patch 19 (arch_oracle.py patch 19); a release without it: an error
             ao._register_shipped_config_class(case, cfg)
-        shutil.copy(cfg_path, Path(tmp) / "config.json")
+        fmt = ao._config_format(cfg_path, tmp)  # patch 20 (arch_oracle.py patches 37, 15)
+        ao._write_case_files(tmp, case.get("files", {}))
         ao._drop_case_keys(case, tmp)  # patch 12 (arch_oracle.py patch 40)
         f = case["flags"]
-        ea = EngineArgs(model=tmp, skip_tokenizer_init=True, trust_remote_code=True, enforce_eager=True,
+        ea = EngineArgs(config_format=fmt, model=tmp, skip_tokenizer_init=True, trust_remote_code=True,
+                        enforce_eager=True,
                         load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
                         dtype=f.get("dtype", "auto"), max_model_len=f["max_model_len"],
                         enable_prefix_caching=f.get("enable_prefix_caching"),
@@ -629,13 +659,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
         mc = vc.model_config
         gdn = _gdn_prefill(case)
         gdn.__enter__()
-        with set_default_torch_dtype(mc.dtype), torch.device("meta"), \
-                (on_gpu.selecting() if on_gpu else contextlib.nullcontext()), \
-                ao._device_capability({"device_capability": on_gpu.cc if on_gpu else None}), \
-                (on_gpu.model_module(case["gpu_model_module"]) if on_gpu and case.get("gpu_model_module")
-                 else contextlib.nullcontext()):
-            model = initialize_model(vllm_config=vc)
-            drafter = _build_drafter(vc)
+        model, drafter = _build(vc, case, ao, on_gpu)
         stage = "align_block_size"
         gpu_current = on_gpu.current() if on_gpu else contextlib.nullcontext()
         gpu_current.__enter__()
