@@ -17,7 +17,9 @@ Configs of the architectures other parts of the sweep own (SKIP_PREFIXES: GPU-pl
 cases_gpu_backends.json) are left out. A config kvplan refuses is kept out where vLLM 0.33.0 refuses it too
 (its architecture-oracle answer says so; listed under `refused_by_both` and checked by
 tests/planner/test_vllm_capacity_arch.py); where vLLM builds it, the case stays (kvplan's refusal is then
-a mismatch the parity test reports). Then run the capacity oracle on the file (docs/capacity-layouts.md).
+a mismatch the parity test reports). A config (or its fp8 variant) whose vLLM model class fails to build
+it in the architecture oracle (its answer's error, not a refusal of the architecture) is listed under
+`not_built_by_vllm` with that error. Then run the capacity oracle on the file (docs/capacity-layouts.md).
 `--check` exits 1 when the file on disk differs from what would be written.
 """
 from __future__ import annotations
@@ -72,27 +74,39 @@ def _sized(case: dict, tmp: Path) -> tuple[dict, set[str]]:
     return {**flags, "available_bytes": available}, kinds
 
 
+def _error_line(answer: dict) -> str:
+    err = answer["error"]
+    return f"{err['stage']}: {err['type']}: {err['message'] or err['traceback_tail'][-1]}"[:240]
+
+
 def build(fp8_kinds: tuple[str, ...]) -> dict:
     cases: list[dict] = []
     refused: dict[str, str] = {}
+    not_built: dict[str, str] = {}
     for arch_case in load_cases():
         if arch_case.get("kv_cache_dtype", "auto") != "auto" or arch_case["name"].startswith(SKIP_PREFIXES):
             continue
         stem = arch_case["name"].removesuffix("__auto")
         case = {"config": f"../vllm_oracle_arch/{arch_case['config']}",
                 **{k: arch_case[k] for k in CARRIED if k in arch_case}}
+        answer = load_answer(arch_case["name"]) or {}
         with tempfile.TemporaryDirectory(prefix="kvplan-capacity-arch-") as d:
             try:
                 sized, kinds = _sized(case, Path(d))
             except KvplanInputError as e:
-                answer = load_answer(arch_case["name"]) or {}
                 if answer.get("error") and refused_by_vllm(answer):
                     refused[stem] = str(e).replace(f"{CAPACITY}/", "").splitlines()[0][:200]
                     continue
                 sized, kinds = {"kv_cache_dtype": "auto", "max_model_len": MAX_LEN, "available_bytes": GIB}, set()
+        if answer.get("error") and not refused_by_vllm(answer):  # vLLM's model class fails to build it
+            not_built[stem] = _error_line(answer)
+            continue
         available = sized.pop("available_bytes")
         cases.append({"name": f"arch__{stem}__auto", **case, "flags": sized, "available_bytes": available})
-        if kinds & set(fp8_kinds):
+        fp8 = load_answer(arch_case["name"].removesuffix("__auto") + "__fp8") or {}
+        if kinds & set(fp8_kinds) and fp8.get("error"):
+            not_built[f"{stem}__fp8"] = _error_line(fp8)
+        elif kinds & set(fp8_kinds):
             cases.append({"name": f"arch__{stem}__fp8", **case, "flags": {**sized, "kv_cache_dtype": "fp8"},
                           "available_bytes": available})
     return {"about": "Capacity cases for scripts/oracle/capacity_oracle.py, one per architecture-oracle config "
@@ -104,6 +118,7 @@ def build(fp8_kinds: tuple[str, ...]) -> dict:
             "generated_by": "scripts/oracle/capacity_arch_cases.py",
             "skipped_prefixes": list(SKIP_PREFIXES),
             "refused_by_both": dict(sorted(refused.items())),
+            "not_built_by_vllm": dict(sorted(not_built.items())),
             "cases": cases}
 
 

@@ -105,9 +105,16 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      scripts/oracle/capacity_arch_cases.py), applied as scripts/oracle/arch_oracle.py applies them: its
      `remote_config` / `remote_config_base` stand-in config class (its patch 3), `as_published` (no stand-in,
      its patch 41), the checkpoint's processor `files` (patches 15, 31), a Mistral-format params.json read by
-     vLLM's Mistral parser (patch 37), `flashinfer_impl_check` (patch 21) and `device_capability` (patch 22) while the model builds, and a model
-     class that computes a buffer from a tensor at build time built on the CPU instead of the meta device
-     (patch 10; weights reserved, never written).
+     vLLM's Mistral parser (patch 37), `flashinfer_impl_check` (patch 21) and `device_capability` (patch 22)
+     while the model builds, and a model class that computes a buffer from a tensor at build time built on
+     the CPU instead of the meta device (patch 10; weights reserved, never written); Muse Spark without its
+     CuTe-DSL kernel and openPangu-VL's ViT backend as on a GPU (its patches 34, 36).
+ 21. A model without KV cache specs (an attention-free pooling model) gets no KV memory and logs no capacity,
+     as EngineCore._initialize_kv_caches runs it (available memory 0; update_kv_cache_capacity only with
+     KV cache groups): the answer has no groups, the pool's blocks and no tokens or concurrency.
+ 22. `tiktoken` (imported by Kimi-Audio's tokenizer module when its model class loads; not installed in the
+     oracle venv) is a stand-in module like those of arch_oracle.py's STUB_MODULES (its patch 5), where it
+     is not installed; no tokenizer runs (skip_tokenizer_init).
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -501,6 +508,8 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu:
     register_all_kvcache_specs(vc)
     backends = _layer_backends(vc) if on_gpu else [_cuda_backend(vc.model_config.use_mla, backend_name)]
     layout = _layout_name(vc, specs, backends)
+    if not specs:  # patch 21: an attention-free model gets no KV memory
+        available = 0
     groups, configs = _kv_cache_configs(vc, specs, available)
     out: dict = {"kv_cache_layout": layout, "groups": [_group_record(g, vc) for g in groups],
                  "num_blocks": None, "gpu_kv_cache_tokens": None, "max_concurrency": None, "startup_error": None}
@@ -513,6 +522,9 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu:
         out["draft_layer_names"] = drafts
     if isinstance(configs, str):
         out["startup_error"] = configs
+        return out
+    if not configs[0].kv_cache_groups:  # patch 21: no capacity to log
+        out["num_blocks"] = configs[0].num_blocks
         return out
     tokens, conc = get_kv_cache_capacity(vc, configs[0])
     out.update({"num_blocks": configs[0].num_blocks, "gpu_kv_cache_tokens": tokens, "max_concurrency": conc})
@@ -803,7 +815,11 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     sys.stdout = sys.stderr  # vLLM logs to stdout
     _cpu_platform_before_026()
     ao = _arch_oracle()
+    ao.STUB_MODULES += ("tiktoken",)  # patch 22
     ao._install_patches()
+    for patch in (ao._muse_spark_without_cute_dsl, ao._openpangu_vl_vit_backend):  # patch 20 (arch_oracle 34, 36)
+        with contextlib.suppress(ImportError, AttributeError):  # a release without the model
+            patch()
     _keep_ssm_dtype()
     _triton_present_for_cpu_checks()
     failed = 0
