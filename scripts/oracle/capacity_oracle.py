@@ -115,6 +115,8 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
  22. `tiktoken` (imported by Kimi-Audio's tokenizer module when its model class loads; not installed in the
      oracle venv) is a stand-in module like those of arch_oracle.py's STUB_MODULES (its patch 5), where it
      is not installed; no tokenizer runs (skip_tokenizer_init).
+ 23. A cache's layer index is the GPU model runner's: LongCat-Flash's `layers.N.self_attn.M` is N x 2 + M
+     (gpu_model_runner.py: bind_kv_cache with num_attn_module 2 for longcat_flash).
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -418,11 +420,16 @@ def _align_as_on_cuda(vc, backend_name: str | None, on_gpu: bool = False) -> Non
 
 
 def _index(name: str) -> int | None:
+    """The layer index of a cache's layer name; patch 23: a name with two integers (LongCat-Flash's two attention
+    modules per decoder layer, `layers.N.self_attn.M`) is numbered as the GPU model runner binds it
+    (extract_layer_index with num_attn_module 2: N x 2 + M)."""
     from vllm.model_executor.models.utils import extract_layer_index
-    try:
-        return extract_layer_index(name)
-    except Exception:
-        return None
+    for modules in (1, 2):
+        try:
+            return extract_layer_index(name, modules)
+        except Exception:
+            continue
+    return None
 
 
 def _group_record(group, vc) -> dict:
