@@ -730,6 +730,15 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_034 + "vllm/model_executor/models/config.py::MiniMaxM3SparseConfig."
                "verify_and_update_config."),
     EngineFeature(
+        name="nemotron_h_omni_ssm_dtype_hook", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="The Nemotron-H Omni V3 architectures (NemotronH_Nano_Omni_Reasoning_V3, "
+                "NemotronH_Omni_Reasoning_V3, NemotronH_Super_Omni_Reasoning_V3) take their text config's "
+                "mamba_ssm_cache_dtype (float32 when absent) for --mamba-ssm-cache-dtype auto, as Nemotron-H "
+                "does; before, their SSM state kept the model dtype.",
+        source=_034 + "vllm/model_executor/models/config.py::MODELS_CONFIG_MAP (the three architectures mapped "
+               "to NemotronHNanoVLV2Config, new in 0.34); verified by scripts/oracle/capacity_oracle.py "
+               "(tests/data/vllm_oracle_capacity/cases_arch.json, 0.33.0 and 0.34.0)."),
+    EngineFeature(
         name="glm5_draft_forced_auto", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
         summary="GLM-5 (GlmMoeDsaForCausalLM) forced a separate (non-MTP) draft model's KV cache to "
                 "'auto' when the target defaulted to fp8_e4m3 on SM100; 0.34 drops this (the draft "

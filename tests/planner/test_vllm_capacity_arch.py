@@ -48,6 +48,13 @@ ORACLE_LIMITS: dict[tuple[str, str], str] = {
     **{(r, f"arch__VoxtralRealtimeGeneration__{v}__auto"): _NO_MISTRAL_COMMON
        for r in RELEASES for v in ("default", "encoder-16-pool-2")},
     **{(r, "arch__VoxtralForConditionalGeneration__default__auto"): _VOXTRAL_META for r in RELEASES},
+    ("0.34.0", "arch__AriaForConditionalGeneration__default__auto"):
+        "0.34 loads the model's image processor at create_engine_config; the architecture-oracle case carries "
+        "no preprocessor_config.json (0.33 did not read it)",
+    **{("0.34.0", f"arch__{a}__default__auto"):
+       "the config is transformers' class defaults, timestamp_token_id None, which 0.34's Qwen3-ASR config class "
+       "(a strict dataclass) refuses at create_engine_config; published checkpoints set it"
+       for a in ("Qwen3ASRForConditionalGeneration", "Qwen3ASRRealtimeGeneration")},
 }
 """(release, case): the release's code could not answer it on the CPU, and why (the oracle's limit)."""
 
@@ -58,17 +65,23 @@ _HYBRID_CLASS = ("vLLM decides the hybrid layout from the model class (IsHybrid:
 _LOOP_ORDER = ("IQuest-LoopCoder registers each layer's loop attentions together (layer i: i, n + i, 2n + i), and "
                "vLLM splits the sliding bucket into groups in that order ([8..15], [16..23]); kvplan splits it "
                "in layer-index order ([8, 10, ...], [9, 11, ...]): same sizes, pages and capacity")
-_MLA_UNIFY = ("vLLM raises in unify_kv_cache_spec_page_size (an MLA page that does not divide the largest page); "
-              "kvplan's alignment gives pages that divide: not yet traced to the term that differs")
+_NOT_MLA_MODEL = ("vLLM's ModelConfig.use_mla is False for model_type bailing_moe_v2_5 (not in "
+                  "ModelArchConfigConvertor.is_deepseek_mla's list), so the hybrid alignment sizes the attention "
+                  "page from FullAttentionSpec(num_key_value_heads, head_dim): block 256, the MLA layers' page "
+                  "(256 x 1152 B) does not divide the 1 MiB state page and vLLM raises; kvplan aligns on the MLA "
+                  "latent (block 1024) and lays it out")
+_SLIDING_MLA = ("vLLM 0.33 gives Dots3-Note's sliding-window MLA layers a SlidingWindowMLASpec, a type of its own, "
+                "so the pages are unified and the indexer's 2,112-byte page does not divide the 18,432-byte latent "
+                "page: vLLM raises (NotImplementedError); kvplan lays sliding MLA out as full MLA, one uniform "
+                "group, which is 0.34's layout (MLAAttentionSpec for every layer)")
 MISMATCHES: dict[tuple[str, str], str] = {
     **{(r, f"arch__{stem}__{dt}"): _HYBRID_CLASS for r in RELEASES for dt in ("auto", "fp8")
        for stem in ("GraniteMoeHybridForCausalLM__default", "BailingMoeV2_5ForCausalLM__default")},
     **{(r, f"arch__IQuestLoopCoderForCausalLM__loop3-window128__{dt}"): _LOOP_ORDER
        for r in RELEASES for dt in ("auto", "fp8")},
-    **{(r, f"arch__{stem}__{dt}"): _MLA_UNIFY for r in RELEASES for dt in ("auto", "fp8")
-       for stem in ("BailingMoeV2_5ForCausalLM__group4",)},
-    **{(r, f"arch__Dots3NoteForCausalLM__{v}__auto"): _MLA_UNIFY for r in RELEASES
-       for v in ("default", "wide-swa-rows")},
+    **{(r, f"arch__BailingMoeV2_5ForCausalLM__group4__{dt}"): _NOT_MLA_MODEL for r in RELEASES
+       for dt in ("auto", "fp8")},
+    **{("0.33.0", f"arch__Dots3NoteForCausalLM__{v}__auto"): _SLIDING_MLA for v in ("default", "wide-swa-rows")},
 }
 """(release, case): kvplan differs from the release, and why (strict xfail: fixing it turns the test red
 until the entry goes)."""
