@@ -155,6 +155,10 @@ class LayerArch(Frozen):
     state: StateCache | None = None
     """The per-request state cache of a mamba / linear_attention layer, when kvplan reads its dimensions
     from the config (None: no state cache, or a family kvplan does not size)."""
+    build_order: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
+    """Where vLLM's model class registers this layer's attention among the model's layers, when that is not
+    the layer order (IQuest-LoopCoder builds each layer's loop attentions together); vLLM splits a bucket of
+    equal caches into KV cache groups in that order. None: the layer index."""
 
 
 _Width = Annotated[int, Field(ge=0, le=MAX_HEADS * MAX_HEAD_SIZE * 64)]

@@ -309,6 +309,12 @@ def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
     out."""
     if not all(_plain(lp, by_index.get(lp.index)) for lp in layers):
         return None
+    def built(lp: LayerPlan) -> int:  # vLLM's registration order (the order its grouping splits buckets in)
+        la = by_index.get(lp.index)
+        return la.build_order if la is not None and la.build_order is not None else lp.index
+
+    if any(la.build_order is not None for la in by_index.values()):
+        layers = sorted(layers, key=built)
     attn = [c for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token
             for c in _attention_caches(lp, by_index.get(lp.index), False)]
     attn += [c for lp in drafts for c in _attention_caches(lp, None, True)]

@@ -62,9 +62,6 @@ _HYBRID_CLASS = ("vLLM decides the hybrid layout from the model class (IsHybrid:
                  "attention block size raised to the class's state page from the config's attention geometry) "
                  "even where this config builds layers of one kind only; kvplan decides from the layers built "
                  "(no published checkpoint of the family lacks either kind)")
-_LOOP_ORDER = ("IQuest-LoopCoder registers each layer's loop attentions together (layer i: i, n + i, 2n + i), and "
-               "vLLM splits the sliding bucket into groups in that order ([8..15], [16..23]); kvplan splits it "
-               "in layer-index order ([8, 10, ...], [9, 11, ...]): same sizes, pages and capacity")
 _NOT_MLA_MODEL = ("vLLM's ModelConfig.use_mla is False for model_type bailing_moe_v2_5 (not in "
                   "ModelArchConfigConvertor.is_deepseek_mla's list), so the hybrid alignment sizes the attention "
                   "page from FullAttentionSpec(num_key_value_heads, head_dim): block 256, the MLA layers' page "
@@ -77,8 +74,6 @@ _SLIDING_MLA = ("vLLM 0.33 gives Dots3-Note's sliding-window MLA layers a Slidin
 MISMATCHES: dict[tuple[str, str], str] = {
     **{(r, f"arch__{stem}__{dt}"): _HYBRID_CLASS for r in RELEASES for dt in ("auto", "fp8")
        for stem in ("GraniteMoeHybridForCausalLM__default", "BailingMoeV2_5ForCausalLM__default")},
-    **{(r, f"arch__IQuestLoopCoderForCausalLM__loop3-window128__{dt}"): _LOOP_ORDER
-       for r in RELEASES for dt in ("auto", "fp8")},
     **{(r, f"arch__BailingMoeV2_5ForCausalLM__group4__{dt}"): _NOT_MLA_MODEL for r in RELEASES
        for dt in ("auto", "fp8")},
     **{("0.33.0", f"arch__Dots3NoteForCausalLM__{v}__auto"): _SLIDING_MLA for v in ("default", "wide-swa-rows")},
