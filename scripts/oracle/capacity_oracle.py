@@ -710,7 +710,8 @@ def run_case(ao, case: dict, base: Path) -> dict:
     except Exception as e:
         res["error"] = {"stage": stage, "type": type(e).__name__,
                         "message": str(e).replace(tmp, "<model dir>").splitlines()[0][:400] if str(e) else "",
-                        "traceback_tail": [ln.strip()[:300] for ln in traceback.format_exc().splitlines()[-4:]]}
+                        "traceback_tail": [ln.strip().replace(tmp, "<model dir>")[:300]
+                                           for ln in traceback.format_exc().splitlines()[-4:]]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if case.get("vllm_config_class"):  # the model_type's own class again
