@@ -730,6 +730,15 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
         source=_034 + "vllm/model_executor/models/config.py::MiniMaxM3SparseConfig."
                "verify_and_update_config."),
     EngineFeature(
+        name="sliding_mla_full_allocation_fallback", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="Sliding-window MLA layers (SlidingWindowMLASpec) may take the full-allocation fallback: where "
+                "pages cannot be unified (a sparse indexer's key page next to the MLA latent's) every layer is "
+                "allocated as full MLA in one group; before, a SlidingWindowMLASpec ruled the fallback out and "
+                "vLLM raised 'page size is not divisible by the maximum page size' (Dots3-Note).",
+        source=_034 + "vllm/v1/core/kv_cache_planning.py::_try_get_full_allocation_fallback_groups "
+               "(SlidingWindowMLASpec no longer excluded); verified by scripts/oracle/capacity_oracle.py "
+               "(cases_arch.json: Dots3NoteForCausalLM, 0.33.0 raises, 0.34.0 one group)."),
+    EngineFeature(
         name="nemotron_h_omni_ssm_dtype_hook", kind="feature", versions=">=0.34", introduced_by=_V034,
         summary="The Nemotron-H Omni V3 architectures (NemotronH_Nano_Omni_Reasoning_V3, "
                 "NemotronH_Omni_Reasoning_V3, NemotronH_Super_Omni_Reasoning_V3) take their text config's "

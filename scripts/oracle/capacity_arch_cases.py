@@ -10,7 +10,7 @@ oracle shares with the architecture oracle are carried over) a case is written w
   * `--kv-cache-dtype auto`, `--max-model-len` min(4096, the model's own maximum as kvplan derives it),
   * a KV memory that holds a few requests: the larger of 1 GiB and REQUESTS x kvplan's bytes per request,
     rounded up to a MiB (so a large model is not a startup error by construction),
-  * and the same under `--kv-cache-dtype fp8` where kvplan's layout has a group of a kind in --fp8-kinds
+  * and the same under `--kv-cache-dtype fp8` where kvplan plans a layer of a kind in --fp8-kinds
     (default: state caches, sliding-window attention and MLA: the families whose page unification or
     alignment depends on the cache dtype).
 Configs of the architectures other parts of the sweep own (SKIP_PREFIXES: GPU-platform cases in
@@ -62,15 +62,14 @@ def _compile(case: dict, argv: list[str], tmp: Path, budget: int | None = None):
 
 
 def _sized(case: dict, tmp: Path) -> tuple[dict, set[str]]:
-    """The case's flags and KV memory, and the kinds of kvplan's layout groups."""
+    """The case's flags and KV memory, and the kinds of kvplan's layers (mamba and linear attention: state)."""
     whole = _compile(case, [], tmp / "whole")
     max_len = min(MAX_LEN, whole.totals.max_model_len or MAX_LEN)
     flags = {"kv_cache_dtype": "auto", "max_model_len": max_len}
     plan = _compile(case, ["--max-model-len", str(max_len)], tmp / "sized", GIB)
     per_request = plan.totals.bytes_per_request or 0
     available = max(GIB, -(-REQUESTS * per_request // MIB) * MIB)
-    lay = plan.totals.kv_cache_layout
-    kinds = {g.kind for g in lay.groups} if lay is not None else set()
+    kinds = {"state" if lp.kind in ("mamba", "linear_attention") else lp.kind for lp in plan.layers}
     return {**flags, "available_bytes": available}, kinds
 
 
@@ -111,7 +110,7 @@ def build(fp8_kinds: tuple[str, ...]) -> dict:
                           "available_bytes": available})
     return {"about": "Capacity cases for scripts/oracle/capacity_oracle.py, one per architecture-oracle config "
                      "(tests/data/vllm_oracle_arch/configs), written by scripts/oracle/capacity_arch_cases.py: "
-                     f"--kv-cache-dtype auto (and fp8 where kvplan's layout has a {'/'.join(fp8_kinds)} group), "
+                     f"--kv-cache-dtype auto (and fp8 where kvplan plans a {'/'.join(fp8_kinds)} layer), "
                      f"--max-model-len min({MAX_LEN}, the model's), a KV memory of max(1 GiB, {REQUESTS} requests). "
                      "answers/ holds vLLM 0.33.0's layout and capacity for each, releases/<version>/ another "
                      "release's; tests/planner/test_vllm_capacity_arch.py compares kvplan with them.",
@@ -125,7 +124,8 @@ def build(fp8_kinds: tuple[str, ...]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fp8-kinds", nargs="*", default=list(FP8_KINDS), metavar="KIND",
-                    help=f"layout group kinds that get an fp8 variant (default: {' '.join(FP8_KINDS)})")
+                    help="layer kinds (state: mamba and linear attention) that get an fp8 variant "
+                         f"(default: {' '.join(FP8_KINDS)})")
     ap.add_argument("--check", action="store_true", help="exit 1 when the file on disk is not current")
     args = ap.parse_args(argv)
     text = json.dumps(build(tuple(args.fp8_kinds)), indent=1, sort_keys=True) + "\n"

@@ -45,8 +45,8 @@ _NO_MISTRAL_COMMON = ("the oracle venv has no mistral_common: vLLM's Mistral tok
 _VOXTRAL_META = ("Voxtral's audio encoder computes its mel filter bank with mistral_common at build time; the oracle "
                  "venv has none (a stand-in module), so torch.tensor of the stand-in's answer fails at build_model")
 ORACLE_LIMITS: dict[tuple[str, str], str] = {
-    **{(r, f"arch__VoxtralRealtimeGeneration__{v}__auto"): _NO_MISTRAL_COMMON
-       for r in RELEASES for v in ("default", "encoder-16-pool-2")},
+    **{(r, f"arch__VoxtralRealtimeGeneration__{v}__{dt}"): _NO_MISTRAL_COMMON
+       for r in RELEASES for v in ("default", "encoder-16-pool-2") for dt in ("auto", "fp8")},
     **{(r, "arch__VoxtralForConditionalGeneration__default__auto"): _VOXTRAL_META for r in RELEASES},
     ("0.34.0", "arch__AriaForConditionalGeneration__default__auto"):
         "0.34 loads the model's image processor at create_engine_config; the architecture-oracle case carries "
@@ -67,16 +67,11 @@ _NOT_MLA_MODEL = ("vLLM's ModelConfig.use_mla is False for model_type bailing_mo
                   "page from FullAttentionSpec(num_key_value_heads, head_dim): block 256, the MLA layers' page "
                   "(256 x 1152 B) does not divide the 1 MiB state page and vLLM raises; kvplan aligns on the MLA "
                   "latent (block 1024) and lays it out")
-_SLIDING_MLA = ("vLLM 0.33 gives Dots3-Note's sliding-window MLA layers a SlidingWindowMLASpec, a type of its own, "
-                "so the pages are unified and the indexer's 2,112-byte page does not divide the 18,432-byte latent "
-                "page: vLLM raises (NotImplementedError); kvplan lays sliding MLA out as full MLA, one uniform "
-                "group, which is 0.34's layout (MLAAttentionSpec for every layer)")
 MISMATCHES: dict[tuple[str, str], str] = {
     **{(r, f"arch__{stem}__{dt}"): _HYBRID_CLASS for r in RELEASES for dt in ("auto", "fp8")
        for stem in ("GraniteMoeHybridForCausalLM__default", "BailingMoeV2_5ForCausalLM__default")},
     **{(r, f"arch__BailingMoeV2_5ForCausalLM__group4__{dt}"): _NOT_MLA_MODEL for r in RELEASES
        for dt in ("auto", "fp8")},
-    **{("0.33.0", f"arch__Dots3NoteForCausalLM__{v}__auto"): _SLIDING_MLA for v in ("default", "wide-swa-rows")},
 }
 """(release, case): kvplan differs from the release, and why (strict xfail: fixing it turns the test red
 until the entry goes)."""
