@@ -545,7 +545,7 @@ def run_capacity(version: str, python: str, site: Path, env: dict[str, str]) -> 
     """Hook `run_capacity`: scripts/oracle/capacity_oracle.py with the release, then its parity tests."""
     name = "Capacity oracle (scripts/oracle/capacity_oracle.py)"
     script = ORACLE_DIR / "capacity_oracle.py"
-    # plain, extra caches, drafts, refusals, GPU backends
+    # plain, extra caches, drafts, refusals, GPU backends, one per architecture config (cases_arch.json)
     case_files = sorted(CAPACITY_CASES.parent.glob("cases*.json"))
     for cases in case_files:
         cmd = release_aware_command(script, python, env, version, site, ["--cases", str(cases)])
@@ -561,7 +561,9 @@ def run_capacity(version: str, python: str, site: Path, env: dict[str, str]) -> 
             run_parity("tests/planner/test_vllm_capacity_layouts.py", version, "layout cases (drafts, extra "
                        "caches, refusals)", "kvplan against the capacity layout answers"),
             run_parity("tests/planner/test_vllm_capacity_gpu_backends.py", version, "GPU-backend layout cases",
-                       "kvplan at --gpu against the answers of vLLM's CUDA platform")]
+                       "kvplan at --gpu against the answers of vLLM's CUDA platform"),
+            run_parity("tests/planner/test_vllm_capacity_arch.py", version, "architecture capacity cases",
+                       "kvplan against the capacity answers for every architecture config")]
 
 
 def run_backend(version: str, a: argparse.Namespace, site: Path, env: dict[str, str]) -> list[Step]:

@@ -773,6 +773,24 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "get_supported_kernel_block_sizes, _minimum_tail_ring_block_size (0.33: "
                "vllm/models/step5/nvidia/csa_tail_ring.py::Step5CSATailRing.get_kv_cache_spec raises)."),
     EngineFeature(
+        name="sliding_mla_full_allocation_fallback", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="Sliding-window MLA layers (SlidingWindowMLASpec) may take the full-allocation fallback: where "
+                "pages cannot be unified (a sparse indexer's key page next to the MLA latent's) every layer is "
+                "allocated as full MLA in one group; before, a SlidingWindowMLASpec ruled the fallback out and "
+                "vLLM raised 'page size is not divisible by the maximum page size' (Dots3-Note).",
+        source=_034 + "vllm/v1/core/kv_cache_planning.py::_try_get_full_allocation_fallback_groups "
+               "(SlidingWindowMLASpec no longer excluded); verified by scripts/oracle/capacity_oracle.py "
+               "(cases_arch.json: Dots3NoteForCausalLM, 0.33.0 raises, 0.34.0 one group)."),
+    EngineFeature(
+        name="nemotron_h_omni_ssm_dtype_hook", kind="feature", versions=">=0.34", introduced_by=_V034,
+        summary="The Nemotron-H Omni V3 architectures (NemotronH_Nano_Omni_Reasoning_V3, "
+                "NemotronH_Omni_Reasoning_V3, NemotronH_Super_Omni_Reasoning_V3) take their text config's "
+                "mamba_ssm_cache_dtype (float32 when absent) for --mamba-ssm-cache-dtype auto, as Nemotron-H "
+                "does; before, their SSM state kept the model dtype.",
+        source=_034 + "vllm/model_executor/models/config.py::MODELS_CONFIG_MAP (the three architectures mapped "
+               "to NemotronHNanoVLV2Config, new in 0.34); verified by scripts/oracle/capacity_oracle.py "
+               "(tests/data/vllm_oracle_capacity/cases_arch.json, 0.33.0 and 0.34.0)."),
+    EngineFeature(
         name="glm5_draft_forced_auto", kind="removed_feature", versions="<0.34", fixed_or_removed_by=_V034,
         summary="GLM-5 (GlmMoeDsaForCausalLM) forced a separate (non-MTP) draft model's KV cache to "
                 "'auto' when the target defaulted to fp8_e4m3 on SM100; 0.34 drops this (the draft "

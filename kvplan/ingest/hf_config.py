@@ -705,13 +705,15 @@ def _loop_layers(raw: dict[str, Any], layers: list[LayerArch], n: int, path: Pat
             raise KvplanInputError(f"{path}: {key} must be a positive integer, got {v!r}.",
                                    f"Fix {key} in config.json (IQuest-LoopCoder).")
     check_count(str(path), "num_hidden_layers * loop_num", n * loops, limits().max_layers)
-    out = list(layers)
+    # LoopCoderAttention builds layer i's attention for every loop together (i, n + i, 2n + i, ...)
+    out = [la.model_copy(update={"build_order": la.index * loops}) for la in layers]
     for k in range(1, loops):
         for la in layers:
             if la.kind in ("mamba", "linear_attention", "none"):
                 continue
             out.append(la.model_copy(update={
-                "index": k * n + la.index, "kind": "sliding_attention", "sliding_window": window,
+                "index": k * n + la.index, "build_order": la.index * loops + k,
+                "kind": "sliding_attention", "sliding_window": window,
                 "source": f"IQuest-LoopCoder loop {k} of layer {la.index}: loop_window_size {window} "
                           f"(loop_num {loops})"}))
     notes.append(f"IQuest-LoopCoder: {loops} loops over {n} layers, loop 1+ sliding with window {window}")

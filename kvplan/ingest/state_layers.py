@@ -16,6 +16,10 @@ from kvplan.model.arch import LayerArch, StateCache
 # (vllm/model_executor/models/config.py): Nemotron-H takes config mamba_ssm_cache_dtype, float32 when
 # absent (NemotronHForCausalLMConfig); Qwen3.5 takes text config mamba_ssm_dtype (Qwen3_5...Config).
 _NEMOTRON_H_SSM_HOOK = ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Nano_VL_V2")
+NEMOTRON_H_OMNI_SSM_HOOK = ("NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3",
+                            "NemotronH_Super_Omni_Reasoning_V3")
+"""Nemotron-H Omni V3: the same hook from vLLM 0.34 (engine feature nemotron_h_omni_ssm_dtype_hook; the planner
+drops the config's value for an earlier release)."""
 _QWEN3_5_SSM_HOOK = ("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
                      "Qwen3_5MoeForConditionalGeneration")
 
@@ -156,7 +160,7 @@ def state_cache_of(raw: dict[str, Any], module: str, architecture: str | None) -
 
 
 def _ssm_dtype_hook(raw: dict[str, Any], architecture: str | None) -> str | None:
-    if architecture in _NEMOTRON_H_SSM_HOOK:
+    if architecture in _NEMOTRON_H_SSM_HOOK or architecture in NEMOTRON_H_OMNI_SSM_HOOK:
         v = raw.get("mamba_ssm_cache_dtype", "float32")
         return v if isinstance(v, str) else "float32"
     if architecture in _QWEN3_5_SSM_HOOK:

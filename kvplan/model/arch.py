@@ -159,6 +159,10 @@ class LayerArch(Frozen):
     """GLM-5 Next's KDA layers: the config's linear_lower_bound (-5.0 when absent; a bounded gate, which FlashKDA's
     prefill kernel needs: vllm/models/glm5next/common/kda.py::_resolve_kda_prefill_backend); None: unbounded
     (null), or no KDA layer."""
+    build_order: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
+    """Where vLLM's model class registers this layer's attention among the model's layers, when that is not
+    the layer order (IQuest-LoopCoder builds each layer's loop attentions together); vLLM splits a bucket of
+    equal caches into KV cache groups in that order. None: the layer index."""
 
 
 _Width = Annotated[int, Field(ge=0, le=MAX_HEADS * MAX_HEAD_SIZE * 64)]

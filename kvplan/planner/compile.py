@@ -11,7 +11,9 @@ from typing import Any, Literal, cast
 from kvplan import __version__
 from kvplan.backends.capabilities import EngineVersion
 from kvplan.backends.defaults import default_block_size, preferred_block_size
+from kvplan.backends.vllm_rows import engine_feature
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.state_layers import NEMOTRON_H_OMNI_SSM_HOOK
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import (
@@ -512,11 +514,14 @@ def _budget(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, weight_b
     return max(budget, 0), terms  # the terms keep the sign (KV502 quotes vLLM's negative figure)
 
 
-def _with_state(lp: LayerPlan, la: LayerArch | None, flags: ServingFlags, model_dtype: str) -> LayerPlan:
-    """A state layer with its state tensors and bytes (vLLM's MambaSpec), when kvplan reads its dimensions."""
+def _with_state(lp: LayerPlan, la: LayerArch | None, flags: ServingFlags, model_dtype: str,
+                config_hook: bool = True) -> LayerPlan:
+    """A state layer with its state tensors and bytes (vLLM's MambaSpec), when kvplan reads its dimensions;
+    `config_hook`: the release applies the architecture's SSM-dtype config hook."""
     if la is None or la.state is None or lp.kind not in ("mamba", "linear_attention"):
         return lp
-    st = state_tensors(la.state, flags, model_dtype)
+    sc = la.state if config_hook else la.state.model_copy(update={"ssm_dtype_from_config": None})
+    st = state_tensors(sc, flags, model_dtype)
     return lp.model_copy(update={"state_bytes": st.page_bytes, "state_shapes": [list(s) for s in st.shapes],
                                  "state_dtypes": list(st.dtypes)})
 
@@ -589,8 +594,11 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     mbt = flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     mml = flags.max_model_len or arch.max_position_embeddings
     by_index = {la.index: la for la in arch.layers}
+    hook = (arch.architecture not in NEMOTRON_H_OMNI_SSM_HOOK
+            or engine_feature("nemotron_h_omni_ssm_dtype_hook").holds_for(engine or EngineVersion()))
     sized = [_with_state(_sized_layer(lp, by_index.get(lp.index), mml, bs, mbt, model_dtype,
-                                      flags.tensor_parallel_size), by_index.get(lp.index), flags, model_dtype)
+                                      flags.tensor_parallel_size), by_index.get(lp.index), flags, model_dtype,
+                         hook)
              for lp in layers]
     exact, fractional = _exact_bytes(sized)
     bpt = math.ceil(exact)

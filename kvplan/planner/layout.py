@@ -310,6 +310,12 @@ def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
     out."""
     if not all(_plain(lp, by_index.get(lp.index)) for lp in layers):
         return None
+    def built(lp: LayerPlan) -> int:  # vLLM's registration order (the order its grouping splits buckets in)
+        la = by_index.get(lp.index)
+        return la.build_order if la is not None and la.build_order is not None else lp.index
+
+    if any(la.build_order is not None for la in by_index.values()):
+        layers = sorted(layers, key=built)
     attn = [c for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token
             for c in _attention_caches(lp, by_index.get(lp.index), False)]
     attn += [c for lp in drafts for c in _attention_caches(lp, None, True)]
@@ -379,6 +385,8 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
     sc = by_index[states[0].layer].state if states else None
     bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine)
+    if engine is not None and not engine_feature("sliding_mla_full_allocation_fallback").holds_for(engine):
+        _refuse_sliding_mla(attn)
     # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain
     # may re-prefill (extra_retained_tokens = num_prefill_lookahead_tokens - 1 = num_speculative_tokens - 1).
     retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
@@ -435,6 +443,19 @@ def _unify_pages(attn: list[_Cache], states: list[_Cache]) -> _Cache | None:
     for c in states:
         c.page = top
     return None
+
+
+def _refuse_sliding_mla(attn: list[_Cache]) -> None:
+    """Before 0.34 a sliding-window MLA layer (SlidingWindowMLASpec, a type of its own) keeps vLLM from the
+    full-allocation fallback: where an MLA page does not divide the largest page (a sparse indexer's keys
+    next to the latent), unify_kv_cache_spec_page_size raises. From 0.34 the fallback allocates every layer
+    as full MLA, one uniform group, which is how kvplan lays sliding MLA out."""
+    if not any(c.kind == "mla" and c.lp is not None and c.lp.sliding_window for c in attn):
+        return
+    top = max(c.page for c in attn)
+    bad = next((c for c in attn if c.kind == "mla" and top % c.page), None)
+    if bad is not None:
+        raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {UNIFY_REFUSAL}")
 
 
 def _full_allocation_fallback(attn: list[_Cache], states: list[_Cache]) -> bool:

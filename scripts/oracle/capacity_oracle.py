@@ -101,7 +101,23 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
  19. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
      patch 19: MiniMax-M3's text config), and `v2_model_runner` selects Model Runner V2 as a GPU launch
      does (arch_oracle.py patch 12: Step 5).
- 20. On a GPU (patch 18) a KDA layer (GLM-5 Next) resolves its prefill kernel with the CUDA platform current, as
+ 20. A case carries the architecture-oracle keys of its config (tests/data/vllm_oracle_capacity/cases_arch.json,
+     scripts/oracle/capacity_arch_cases.py), applied as scripts/oracle/arch_oracle.py applies them: its
+     `remote_config` / `remote_config_base` stand-in config class (its patch 3), `as_published` (no stand-in,
+     its patch 41), the checkpoint's processor `files` (patches 15, 31), a Mistral-format params.json read by
+     vLLM's Mistral parser (patch 37), `flashinfer_impl_check` (patch 21) and `device_capability` (patch 22)
+     while the model builds, and a model class that computes a buffer from a tensor at build time built on
+     the CPU instead of the meta device (patch 10; weights reserved, never written); Muse Spark without its
+     CuTe-DSL kernel and openPangu-VL's ViT backend as on a GPU (its patches 34, 36).
+ 21. A model without KV cache specs (an attention-free pooling model) gets no KV memory and logs no capacity,
+     as EngineCore._initialize_kv_caches runs it (available memory 0; update_kv_cache_capacity only with
+     KV cache groups): the answer has no groups, the pool's blocks and no tokens or concurrency.
+ 22. `tiktoken` (imported by Kimi-Audio's tokenizer module when its model class loads; not installed in the
+     oracle venv) is a stand-in module like those of arch_oracle.py's STUB_MODULES (its patch 5), where it
+     is not installed; no tokenizer runs (skip_tokenizer_init).
+ 23. A cache's layer index is the GPU model runner's: LongCat-Flash's `layers.N.self_attn.M` is N x 2 + M
+     (gpu_model_runner.py: bind_kv_cache with num_attn_module 2 for longcat_flash).
+ 24. On a GPU (patch 18) a KDA layer (GLM-5 Next) resolves its prefill kernel with the CUDA platform current, as
      it does on the GPU (_resolve_kda_prefill_backend: FlashKDA on SM90 / SM10x / SM12x for bf16, head_dim 128
      and a bounded gate, whose layers export a prefill checkpoint); FlashKDA's extension (not built for the
      CPU) answers a workspace size of 0 (a runtime buffer, not in the KV cache).
@@ -166,7 +182,7 @@ def _gdn_prefill(case: dict):
 
 @contextlib.contextmanager
 def _kda_prefill(on_gpu, architecture: str):
-    """Patch 20."""
+    """Patch 24."""
     if on_gpu is None or not architecture.startswith("Glm5Next"):
         yield
         return
@@ -437,11 +453,16 @@ def _align_as_on_cuda(vc, backend_name: str | None, on_gpu: bool = False) -> Non
 
 
 def _index(name: str) -> int | None:
+    """The layer index of a cache's layer name; patch 23: a name with two integers (LongCat-Flash's two attention
+    modules per decoder layer, `layers.N.self_attn.M`) is numbered as the GPU model runner binds it
+    (extract_layer_index with num_attn_module 2: N x 2 + M)."""
     from vllm.model_executor.models.utils import extract_layer_index
-    try:
-        return extract_layer_index(name)
-    except Exception:
-        return None
+    for modules in (1, 2):
+        try:
+            return extract_layer_index(name, modules)
+        except Exception:
+            continue
+    return None
 
 
 def _group_record(group, vc) -> dict:
@@ -527,6 +548,8 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu:
     register_all_kvcache_specs(vc)
     backends = _layer_backends(vc) if on_gpu else [_cuda_backend(vc.model_config.use_mla, backend_name)]
     layout = _layout_name(vc, specs, backends)
+    if not specs:  # patch 21: an attention-free model gets no KV memory
+        available = 0
     groups, configs = _kv_cache_configs(vc, specs, available)
     out: dict = {"kv_cache_layout": layout, "groups": [_group_record(g, vc) for g in groups],
                  "num_blocks": None, "gpu_kv_cache_tokens": None, "max_concurrency": None, "startup_error": None}
@@ -539,6 +562,9 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu:
         out["draft_layer_names"] = drafts
     if isinstance(configs, str):
         out["startup_error"] = configs
+        return out
+    if not configs[0].kv_cache_groups:  # patch 21: no capacity to log
+        out["num_blocks"] = configs[0].num_blocks
         return out
     tokens, conc = get_kv_cache_capacity(vc, configs[0])
     out.update({"num_blocks": configs[0].num_blocks, "gpu_kv_cache_tokens": tokens, "max_concurrency": conc})
@@ -600,8 +626,31 @@ def _build_drafter(vc):
     return model
 
 
-def run_case(ao, case: dict, base: Path) -> dict:
+def _build(vc, case: dict, ao, on_gpu: _OnGpu | None):
+    """The model and the drafter, built on the meta device (patch 20: on the CPU for a model class that
+    computes a buffer from a tensor at build time, arch_oracle.py patch 10)."""
     import torch
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    cap = on_gpu.cc if on_gpu else case.get("device_capability")
+    for device in ("meta", "cpu"):
+        try:
+            with set_default_torch_dtype(vc.model_config.dtype), torch.device(device), \
+                    (on_gpu.selecting() if on_gpu else contextlib.nullcontext()), \
+                    ao._device_capability({"device_capability": cap}), ao._flashinfer_impl_check(case), \
+                    (on_gpu.model_module(case["gpu_model_module"]) if on_gpu and case.get("gpu_model_module")
+                     else contextlib.nullcontext()), _kda_prefill(on_gpu, vc.model_config.architecture):
+                model = initialize_model(vllm_config=vc)
+                return model, _build_drafter(vc)
+        except (NotImplementedError, RuntimeError) as e:
+            if device == "cpu" or "meta tensor" not in str(e):
+                raise
+            vc.compilation_config.static_forward_context.clear()
+    raise AssertionError("unreachable")
+
+
+def run_case(ao, case: dict, base: Path) -> dict:
     import vllm
     from vllm.config import set_current_vllm_config
     from vllm.distributed.parallel_state import (
@@ -610,8 +659,6 @@ def run_case(ao, case: dict, base: Path) -> dict:
         init_distributed_environment,
     )
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.model_executor.model_loader.utils import initialize_model
-    from vllm.utils.torch_utils import set_default_torch_dtype
     from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
 
     cfg_path = (base / case["config"]).resolve()
@@ -623,8 +670,8 @@ def run_case(ao, case: dict, base: Path) -> dict:
                  **({"gpu": case["gpu"]} if case.get("gpu") else {}),
                  "answer": None, "error": None}
     ao._use_case_sub_configs(case)  # patch 12 (arch_oracle.py patch 32: sub-configs of a stand-in config class)
-    if not case.get("vllm_config_class"):
-        ao._register_unknown_model_type(cfg)
+    if not case.get("vllm_config_class") and not case.get("as_published"):  # patch 20 (arch_oracle.py 3, 41)
+        ao._register_unknown_model_type(cfg, bool(case.get("remote_config")), case.get("remote_config_base"))
     saved_v2 = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
     if case.get("v2_model_runner"):  # patch 19 (arch_oracle.py patch 12)
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
@@ -633,10 +680,12 @@ def run_case(ao, case: dict, base: Path) -> dict:
     try:
         if case.get("vllm_config_class"):  # patch 19 (arch_oracle.py patch 19); a release without it: an error
             ao._register_shipped_config_class(case, cfg)
-        shutil.copy(cfg_path, Path(tmp) / "config.json")
+        fmt = ao._config_format(cfg_path, tmp)  # patch 20 (arch_oracle.py patches 37, 15)
+        ao._write_case_files(tmp, case.get("files", {}))
         ao._drop_case_keys(case, tmp)  # patch 12 (arch_oracle.py patch 40)
         f = case["flags"]
-        ea = EngineArgs(model=tmp, skip_tokenizer_init=True, trust_remote_code=True, enforce_eager=True,
+        ea = EngineArgs(config_format=fmt, model=tmp, skip_tokenizer_init=True, trust_remote_code=True,
+                        enforce_eager=True,
                         load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
                         dtype=f.get("dtype", "auto"), max_model_len=f["max_model_len"],
                         enable_prefix_caching=f.get("enable_prefix_caching"),
@@ -662,13 +711,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
         mc = vc.model_config
         gdn = _gdn_prefill(case)
         gdn.__enter__()
-        with set_default_torch_dtype(mc.dtype), torch.device("meta"), \
-                (on_gpu.selecting() if on_gpu else contextlib.nullcontext()), \
-                ao._device_capability({"device_capability": on_gpu.cc if on_gpu else None}), \
-                (on_gpu.model_module(case["gpu_model_module"]) if on_gpu and case.get("gpu_model_module")
-                 else contextlib.nullcontext()), _kda_prefill(on_gpu, mc.architecture):
-            model = initialize_model(vllm_config=vc)
-            drafter = _build_drafter(vc)
+        model, drafter = _build(vc, case, ao, on_gpu)
         stage = "align_block_size"
         gpu_current = on_gpu.current() if on_gpu else contextlib.nullcontext()
         gpu_current.__enter__()
@@ -700,7 +743,8 @@ def run_case(ao, case: dict, base: Path) -> dict:
     except Exception as e:
         res["error"] = {"stage": stage, "type": type(e).__name__,
                         "message": str(e).replace(tmp, "<model dir>").splitlines()[0][:400] if str(e) else "",
-                        "traceback_tail": [ln.strip()[:300] for ln in traceback.format_exc().splitlines()[-4:]]}
+                        "traceback_tail": [ln.strip().replace(tmp, "<model dir>")[:300]
+                                           for ln in traceback.format_exc().splitlines()[-4:]]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if case.get("vllm_config_class"):  # the model_type's own class again
@@ -812,7 +856,11 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     sys.stdout = sys.stderr  # vLLM logs to stdout
     _cpu_platform_before_026()
     ao = _arch_oracle()
+    ao.STUB_MODULES += ("tiktoken",)  # patch 22
     ao._install_patches()
+    for patch in (ao._muse_spark_without_cute_dsl, ao._openpangu_vl_vit_backend):  # patch 20 (arch_oracle 34, 36)
+        with contextlib.suppress(ImportError, AttributeError):  # a release without the model
+            patch()
     _keep_ssm_dtype()
     _triton_present_for_cpu_checks()
     failed = 0

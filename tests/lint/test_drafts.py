@@ -22,11 +22,12 @@ _MODELS = """[tool.kvplan.lint.models]
 
 def _compose(draft: str, max_model_len: int = 131072) -> str:
     spec = json.dumps({"method": "eagle3", "model": draft, "num_speculative_tokens": 3})
+    served = '"meta-llama/Llama-3.1-8B-Instruct", "--max-model-len"'
     return f"""
     services:
       llm:
         image: vllm/vllm-openai:v0.33.0
-        command: ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "{max_model_len}", "--speculative-config", '{spec}']
+        command: [{served}, "{max_model_len}", "--speculative-config", '{spec}']
     """
 
 

@@ -46,7 +46,9 @@ def test_the_oracle_covers_every_state_family() -> None:
 def test_state_layers_match_vllm_mamba_spec(case: dict, tmp_path: Path) -> None:
     answer = load_answer(case["name"])
     assert answer is not None
-    plan = kvplan.api.compile(case_input(case, ARCH_DATA, tmp_path), flags_of(case))  # as the oracle ran it
+    # as the oracle ran it, for the release that answered
+    plan = kvplan.api.compile(case_input(case, ARCH_DATA, tmp_path), flags_of(case),
+                              engine=f"vllm=={answer['vllm_version']}")
     by_index = {lp.index: lp for lp in plan.layers}
     checked = 0
     for la in answer["layers"]:
