@@ -1,0 +1,142 @@
+"""DeepSeek-V4 (and V4.1) cache builders against vLLM's own specs.
+
+The GPU capacity answers (tests/data/vllm_oracle_capacity/cases_gpu_backends.json: answers/ for vLLM 0.33.0,
+releases/0.34.0/) list every cache vLLM's GPU model runner collects, in its order (`answer.layer_specs`); the
+builder must give each one's name, class, block, page, block-stride alignment and window, and the blocks one
+request holds, for every case of the family and both releases. The vision-language class (whose GPU capacity
+run the oracle cannot build: the CPU platform registers a stub for it) is checked against the architecture
+oracle's specs of its language model (tests/data/vllm_oracle_arch/answers/).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kvplan.backends.engines import resolve_engine
+from kvplan.backends.gpus import gpu_facts
+from kvplan.ingest.checkpoint import model_inputs
+from kvplan.ingest.flags import flags_from
+from kvplan.model.arch import ModelArch
+from kvplan.model.flags import ServingFlags
+from kvplan.model.plan import LayerPlan
+from kvplan.planner.cache_specs import CacheSpec, ModelCaches, SpecContext, blocks_per_request
+from kvplan.planner.compile import compile_plan
+from kvplan.planner.model_caches import BUILDERS, deepseek_v4
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
+ARCH_DATA = ROOT / "tests" / "data" / "vllm_oracle_arch"
+FAMILY = ("DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration", "DeepseekV41ForCausalLM")
+CASES = [c for c in json.loads((DATA / "cases_gpu_backends.json").read_text())["cases"]
+         if c["name"].split("__")[0] in FAMILY]
+RELEASES = ("0.33.0", "0.34.0")
+MBT = 8192
+FIELDS = ("spec", "block_size", "page_size_bytes", "stride_alignment", "sliding_window")
+
+
+def _answer(case: dict[str, Any], release: str) -> dict[str, Any]:
+    folder = DATA / "answers" if release == "0.33.0" else DATA / "releases" / release
+    return dict(json.loads((folder / f"{case['name']}.json").read_text()))
+
+
+def _inputs(config: str, argv: list[str], gpu: str | None, release: str,
+            budget: int | None = None) -> tuple[list[LayerPlan], ModelArch, ServingFlags, SpecContext]:
+    """The plan's layers and the ModelArch as `kvplan.api.compile` makes them, and the builder's context."""
+    engine = resolve_engine(f"vllm=={release}")
+    flags = flags_from(argv, engine.version_str)
+    inputs = model_inputs((DATA / config).resolve(), flags, release=engine.version_str)
+    gf = gpu_facts(gpu)
+    plan = compile_plan(inputs.arch, inputs.quant, flags, gf, kv_budget_bytes=budget, engine=engine)
+    mml = flags.max_model_len or inputs.arch.max_position_embeddings
+    assert mml is not None
+    ctx = SpecContext(max_model_len=mml, block_size=flags.block_size or 16, max_num_batched_tokens=MBT,
+                      engine=engine, compute_capability=gf.compute_capability if gf is not None else None)
+    return list(plan.layers), inputs.arch, flags, ctx
+
+
+def _build(case: dict[str, Any], release: str) -> tuple[ModelCaches, SpecContext]:
+    f = case["flags"]
+    layers, arch, flags, ctx = _inputs(case["config"], ["--max-model-len", str(f["max_model_len"]),
+                                                        "--kv-cache-dtype", f["kv_cache_dtype"]],
+                                       case["gpu"], release, case["available_bytes"])
+    built = BUILDERS[case["name"].split("__")[0]](layers, arch, flags, ctx)
+    assert built is not None, f"{case['name']}: the builder does not lay the case out"
+    return built, ctx
+
+
+def _record(spec: CacheSpec, ctx: SpecContext) -> dict[str, Any]:
+    rec: dict[str, Any] = {"name": spec.name, **{k: getattr(spec, k) for k in FIELDS}}
+    rec["blocks_per_request"] = blocks_per_request(spec, ctx.max_model_len, ctx.max_num_batched_tokens)
+    return rec
+
+
+def test_family_has_cases_for_both_gpus_and_dtypes() -> None:
+    seen = {(c["name"].split("__")[0], c["gpu"], c["flags"]["kv_cache_dtype"]) for c in CASES}
+    for arch in ("DeepseekV4ForCausalLM", "DeepseekV41ForCausalLM"):
+        assert {(g, d) for a, g, d in seen if a == arch} == {(g, d) for g in ("h100", "b200")
+                                                             for d in ("auto", "fp8")}
+
+
+def test_builders_are_registered() -> None:
+    assert BUILDERS["DeepseekV4ForCausalLM"] is deepseek_v4.build
+    assert BUILDERS["DeepseekV4ForConditionalGeneration"] is deepseek_v4.build
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_specs_equal_vllms_in_order(case: dict[str, Any], release: str) -> None:
+    answer = _answer(case, release)["answer"]
+    built, ctx = _build(case, release)
+    want = [{k: s.get(k) for k in ("name", *FIELDS, "blocks_per_request")} for s in answer["layer_specs"]]
+    got = [_record(s, ctx) for s in built.specs]
+    assert [g["name"] for g in got] == [w["name"] for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert g == w, g["name"]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_block_size_and_layout_equal_vllms(case: dict[str, Any], release: str) -> None:
+    ans = _answer(case, release)
+    built, _ = _build(case, release)
+    assert built.block_size == ans["engine"]["block_size"]
+    assert built.layout_name == ans["answer"]["kv_cache_layout"]
+    assert built.block_outermost == (ans["answer"]["kv_cache_layout"] in ("BLHNC", "BLNHC"))
+
+
+VL_CASES = sorted(p.stem for p in (ARCH_DATA / "answers").glob("DeepseekV4ForConditionalGeneration__*.json"))
+
+
+@pytest.mark.parametrize("name", VL_CASES)
+def test_vision_language_class_registers_the_language_models_caches(name: str) -> None:
+    """The VL class nests the text model under language_model: the same caches, named with that prefix
+    (architecture oracle, vLLM 0.33.0; its CPU attention class registers them in another order, so they are
+    compared by name)."""
+    ans = json.loads((ARCH_DATA / "answers" / f"{name}.json").read_text())
+    case = next(c for c in json.loads((ARCH_DATA / "cases.json").read_text())["cases"] if c["name"] == name)
+    layers, arch, flags, ctx = _inputs(str(ARCH_DATA / case["config"]), ["--max-model-len", "8192",
+                                                                         "--kv-cache-dtype", case["kv_cache_dtype"]],
+                                       "h100", "0.33.0")
+    built = deepseek_v4.build(layers, arch, flags, ctx)
+    assert built is not None
+    want = {layer["prefix"]: (s["type"], s["block_size"], s["page_size_bytes"], s["sliding_window"])
+            for layer in ans["layers"] for s in layer["specs"]}
+    got = {s.name: (s.spec, s.block_size, s.page_size_bytes, s.sliding_window) for s in built.specs}
+    assert got == want
+
+
+def test_dense_layouts_and_other_block_sizes_are_not_laid_out() -> None:
+    """A backend DeepSeek-V4's CUDA model does not build (FLASHINFER_MLA_SPARSE: vLLM raises "not a DeepSeek V4
+    attention backend") gets no layout rather than a wrong one; a --block-size the 256-token sparse backends
+    reject neither."""
+    case = next(c for c in CASES if c["name"] == "DeepseekV4ForCausalLM__b200__fp8__8192")
+    base = ["--max-model-len", "8192", "--kv-cache-dtype", "fp8"]
+    layers, arch, flags, ctx = _inputs(case["config"], [*base, "--attention-backend", "FLASHINFER_MLA_SPARSE"],
+                                       "b200", "0.33.0")
+    assert deepseek_v4.build(layers, arch, flags, ctx) is None
+    layers, arch, flags, ctx = _inputs(case["config"], [*base, "--block-size", "64"], "b200", "0.33.0")
+    assert deepseek_v4.build(layers, arch, flags, ctx) is None
+    layers, arch, flags, ctx = _inputs(case["config"], [*base, "--block-size", "256"], "b200", "0.33.0")
+    assert deepseek_v4.build(layers, arch, flags, ctx) is not None
