@@ -69,7 +69,7 @@ def compressor_state(name: str, layer: int, ratio: int, head_dim: int, alignment
     block = COMPRESSOR_BLOCKS[ratio]
     return CacheSpec(name=name, layer=layer, spec="SlidingWindowMLASpec", block_size=block,
                      page_size_bytes=round_up(block * 2 * coff * head_dim * FP32, alignment),
-                     sliding_window=coff * ratio)
+                     sliding_window=coff * ratio, uniform_key=(False,))
 
 
 def index_key_bytes(index_head_dim: int) -> int:
@@ -101,7 +101,8 @@ def _layer_caches(la: LayerArch, prefix: str, block: int) -> list[CacheSpec]:
                              page_size_bytes=mla_page(block, r, index_key_bytes(ihd), al)))
         out.append(compressor_state(f"{base}.indexer.compressor.state_cache", i, r, ihd, al))
     out.append(CacheSpec(name=f"{base}.swa_cache", layer=i, spec="SlidingWindowMLASpec", block_size=SWA_BLOCK,
-                         page_size_bytes=round_up(SWA_BLOCK * FP8_DS_MLA_RECORD, al), sliding_window=la.dsv4_window))
+                         page_size_bytes=round_up(SWA_BLOCK * FP8_DS_MLA_RECORD, al), sliding_window=la.dsv4_window,
+                         uniform_key=(False,)))  # bounded_replay: V4.1 only
     if r > 1:  # ratio 1 layers keep the sliding window only: their attention spec is None
         out.append(CacheSpec(name=base, layer=i, spec="MLAAttentionSpec", block_size=block,
                              page_size_bytes=mla_page(block, r, FP8_DS_MLA_RECORD, al)))

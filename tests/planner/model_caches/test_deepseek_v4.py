@@ -23,7 +23,7 @@ from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
 from kvplan.planner.cache_specs import CacheSpec, ModelCaches, SpecContext, blocks_per_request
 from kvplan.planner.compile import compile_plan
-from kvplan.planner.model_caches import BUILDERS, deepseek_v4
+from kvplan.planner.model_caches import BUILDERS, deepseek_v4, deepseek_v41
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
@@ -82,6 +82,7 @@ def test_family_has_cases_for_both_gpus_and_dtypes() -> None:
 def test_builders_are_registered() -> None:
     assert BUILDERS["DeepseekV4ForCausalLM"] is deepseek_v4.build
     assert BUILDERS["DeepseekV4ForConditionalGeneration"] is deepseek_v4.build
+    assert BUILDERS["DeepseekV41ForCausalLM"] is deepseek_v41.build
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -94,6 +95,8 @@ def test_specs_equal_vllms_in_order(case: dict[str, Any], release: str) -> None:
     assert [g["name"] for g in got] == [w["name"] for w in want]
     for g, w in zip(got, want, strict=True):
         assert g == w, g["name"]
+    if case["name"].startswith("DeepseekV41"):  # SWA bounded replay (Model Runner V2): kept out of prefix caching
+        assert {s.uniform_key for s in built.specs if s.spec == "SlidingWindowMLASpec"} == {(True,)}
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -140,3 +143,22 @@ def test_dense_layouts_and_other_block_sizes_are_not_laid_out() -> None:
     assert deepseek_v4.build(layers, arch, flags, ctx) is None
     layers, arch, flags, ctx = _inputs(case["config"], [*base, "--block-size", "256"], "b200", "0.33.0")
     assert deepseek_v4.build(layers, arch, flags, ctx) is not None
+
+
+@pytest.mark.parametrize("config", ["DeepseekV41ForCausalLM__default", "DeepseekV41ForCausalLM__sources-ratio2"])
+def test_v41_model_that_bounded_replay_refuses_is_not_laid_out(config: str) -> None:
+    """With Model Runner V2 (a GPU launch's default) vLLM 0.33.0 and 0.34.0 stop building these configs: their
+    last kv source layer is compressed (ratio 2) and layers follow it (nvidia/model.py asserts
+    `self.layers[cut].attn.compress_ratio <= 1`; the capacity oracle records that AssertionError)."""
+    for release in RELEASES:
+        layers, arch, flags, ctx = _inputs(str(ARCH_DATA / "configs" / f"{config}.json"),
+                                           ["--max-model-len", "8192"], "h100", release)
+        assert deepseek_v41.build(layers, arch, flags, ctx) is None
+
+
+def test_v41_other_gpus_and_packed_dtypes_are_not_laid_out() -> None:
+    case = next(c for c in CASES if c["name"].startswith("DeepseekV41") and c["gpu"] == "h100")
+    for gpu, dtype in (("a100", "auto"), ("h100", "bfloat16")):
+        layers, arch, flags, ctx = _inputs(case["config"], ["--max-model-len", "8192", "--kv-cache-dtype", dtype],
+                                           gpu, "0.33.0")
+        assert deepseek_v41.build(layers, arch, flags, ctx) is None
