@@ -90,6 +90,7 @@ def _layer_caches(la: LayerArch, rec: _Record, ring_block: int, bounded_replay: 
         out.append(CacheSpec(name=base, layer=i, spec="MLAAttentionSpec", block_size=rec.block,
                              page_size_bytes=mla_page(rec.block, r, rec.bytes, rec.alignment)))
         if keys is not None:  # an index source that is also a kv source owns the index keys
+            assert keys.element_bytes is not None  # uint8 rows (DeepseekV4IndexerCache dtype=torch.uint8)
             out.append(CacheSpec(name=f"{base}.indexer.k_cache", layer=i, spec="MLAAttentionSpec",
                                  block_size=rec.block,
                                  page_size_bytes=mla_page(rec.block, keys.tokens_per_state,
