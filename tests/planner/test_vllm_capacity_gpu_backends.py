@@ -30,6 +30,9 @@ RUNS = [(r, c) for r in RELEASES for c in CASES]
 NOT_LAID_OUT = {
     "DeepseekV4ForCausalLM": "compressed latent, sliding-window, compressor and indexer caches in groups of "
                              "different block sizes (vLLM's layout for DeepSeek-V4 is not modelled)",
+    "DeepseekV4ForConditionalGeneration": "DeepSeek-V4's language model (its caches, as DeepseekV4ForCausalLM)",
+    "DeepseekV41ForCausalLM": "compressed latent, sliding-window, compressor-ring and indexer caches in groups of "
+                              "different block sizes (vLLM's layout for DeepSeek-V4.1 is not modelled)",
     "Glm5NextForCausalLM": "its pooled (compressed) MLA latent and KPOOL_TAIL circular-buffer cache "
                            "(CircularBufferSpec) next to the KDA states are not modelled",
     "InklingForCausalLM": "its short-conv state kept as a 4-token sliding-window cache is not modelled",

@@ -3,9 +3,9 @@
 The GPU capacity answers (tests/data/vllm_oracle_capacity/cases_gpu_backends.json: answers/ for vLLM 0.33.0,
 releases/0.34.0/) list every cache vLLM's GPU model runner collects, in its order (`answer.layer_specs`); the
 builder must give each one's name, class, block, page, block-stride alignment and window, and the blocks one
-request holds, for every case of the family and both releases. The vision-language class (whose GPU capacity
-run the oracle cannot build: the CPU platform registers a stub for it) is checked against the architecture
-oracle's specs of its language model (tests/data/vllm_oracle_arch/answers/).
+request holds, for every case of the family and both releases (the vision-language class included: the
+capacity oracle builds vLLM's common VL class, not the CPU platform's stub). Each of the architecture oracle's
+vision-language configs is also checked against that oracle's specs (tests/data/vllm_oracle_arch/answers/).
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def _record(spec: CacheSpec, ctx: SpecContext) -> dict[str, Any]:
 
 def test_family_has_cases_for_both_gpus_and_dtypes() -> None:
     seen = {(c["name"].split("__")[0], c["gpu"], c["flags"]["kv_cache_dtype"]) for c in CASES}
-    for arch in ("DeepseekV4ForCausalLM", "DeepseekV41ForCausalLM"):
+    for arch in FAMILY:
         assert {(g, d) for a, g, d in seen if a == arch} == {(g, d) for g in ("h100", "b200")
                                                              for d in ("auto", "fp8")}
 
