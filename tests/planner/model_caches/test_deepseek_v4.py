@@ -58,9 +58,9 @@ def _inputs(config: str, argv: list[str], gpu: str | None, release: str,
 
 def _build(case: dict[str, Any], release: str) -> tuple[ModelCaches, SpecContext]:
     f = case["flags"]
-    layers, arch, flags, ctx = _inputs(case["config"], ["--max-model-len", str(f["max_model_len"]),
-                                                        "--kv-cache-dtype", f["kv_cache_dtype"]],
-                                       case["gpu"], release, case["available_bytes"])
+    argv = ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"],
+            "--tensor-parallel-size", str(f.get("tensor_parallel_size", 1))]
+    layers, arch, flags, ctx = _inputs(case["config"], argv, case["gpu"], release, case["available_bytes"])
     built = BUILDERS[case["name"].split("__")[0]](layers, arch, flags, ctx)
     assert built is not None, f"{case['name']}: the builder does not lay the case out"
     return built, ctx
@@ -75,8 +75,10 @@ def _record(spec: CacheSpec, ctx: SpecContext) -> dict[str, Any]:
 def test_family_has_cases_for_both_gpus_and_dtypes() -> None:
     seen = {(c["name"].split("__")[0], c["gpu"], c["flags"]["kv_cache_dtype"]) for c in CASES}
     for arch in FAMILY:
-        assert {(g, d) for a, g, d in seen if a == arch} == {(g, d) for g in ("h100", "b200")
+        assert {(g, d) for a, g, d in seen if a == arch} >= {(g, d) for g in ("h100", "b200")
                                                              for d in ("auto", "fp8")}
+    assert {c["name"].split("__")[0] for c in CASES if c["flags"].get("tensor_parallel_size", 1) > 1} >= {
+        "DeepseekV4ForCausalLM", "DeepseekV41ForCausalLM"}
 
 
 def test_builders_are_registered() -> None:
