@@ -116,20 +116,44 @@ def layer_prefix(arch: ModelArch) -> str:
     return "model" if arch.architecture == "DeepseekV4ForCausalLM" else "language_model.model"
 
 
+def mtp_caches(arch: ModelArch, flags: ServingFlags, window: int) -> list[CacheSpec] | None:
+    """The MTP draft's caches with --speculative-config method mtp (vllm/models/deepseek_v4/nvidia/mtp.py builds
+    every one of num_nextn_predict_layers modules as `model.layers.<num_hidden_layers + j>`): a layer past
+    num_hidden_layers has compress ratio 1, so each keeps its sliding-window cache only. [] without speculative
+    decoding; None for another method, a draft cache dtype of its own, or the vision-language class."""
+    from kvplan.planner.layout import is_mtp  # layout.py imports the builders: imported when called
+
+    if flags.speculative_method is None:
+        return []
+    if (not is_mtp(flags) or flags.speculative_kv_cache_dtype is not None
+            or arch.architecture != "DeepseekV4ForCausalLM"):
+        return None
+    al = FP8_DS_MLA_ALIGNMENT
+    return [CacheSpec(name=f"model.layers.{arch.num_layers + j}.attn.swa_cache", layer=arch.num_layers + j,
+                      spec="SlidingWindowMLASpec", block_size=SWA_BLOCK,
+                      page_size_bytes=round_up(SWA_BLOCK * FP8_DS_MLA_RECORD, al), sliding_window=window,
+                      uniform_key=(False,), draft=True)
+            for j in range(arch.mtp_layers)]
+
+
 def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:
-    """DeepSeek-V4's caches in vLLM's order. None (not laid out) for the plain-row layouts of FlashInfer's SM100
-    class, a --block-size other than the backends' 256, speculative decoding (the MTP draft's caches), and a
-    model without compressed sparse (ratio 4) layers (no indexer: another layout)."""
+    """DeepSeek-V4's caches in vLLM's order (the MTP draft's last). None (not laid out) for the plain-row layouts
+    of FlashInfer's SM100 class, a --block-size other than the backends' 256, speculative decoding other than
+    the checkpoint's MTP, and a model without compressed sparse (ratio 4) layers (no indexer: another layout)."""
     by_index = {la.index: la for la in arch.layers}
-    planned = [by_index[lp.index] for lp in layers
-               if lp.index in by_index and by_index[lp.index].dsv4_compress_ratio is not None]
-    if (not planned or not uses_fp8_ds_mla(flags, ctx) or flags.speculative_method is not None
+    planned = sorted((by_index[lp.index] for lp in layers
+                      if lp.index in by_index and by_index[lp.index].dsv4_compress_ratio is not None),
+                     key=lambda x: x.index)
+    if (not planned or not uses_fp8_ds_mla(flags, ctx)
             or any(lp.kv_cache_dtype != FP8_DS_MLA for lp in layers if lp.index in by_index)
             or flags.block_size not in (None, SPARSE_MLA_BLOCK)
             or not any(la.dsv4_compress_ratio == 4 for la in planned)):
         return None
+    assert planned[0].dsv4_window is not None
+    draft = mtp_caches(arch, flags, planned[0].dsv4_window)
+    if draft is None:
+        return None
     prefix = layer_prefix(arch)
-    specs = tuple(s for la in sorted(planned, key=lambda x: x.index)
-                  for s in _layer_caches(la, prefix, SPARSE_MLA_BLOCK))
+    specs = tuple(s for la in planned for s in _layer_caches(la, prefix, SPARSE_MLA_BLOCK)) + tuple(draft)
     return ModelCaches(specs=specs, block_size=SPARSE_MLA_BLOCK, block_outermost=True,
                        layout_name=BLOCK_OUTERMOST_LAYOUT)

@@ -60,6 +60,8 @@ def _build(case: dict[str, Any], release: str) -> tuple[ModelCaches, SpecContext
     f = case["flags"]
     argv = ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"],
             "--tensor-parallel-size", str(f.get("tensor_parallel_size", 1))]
+    if "speculative_config" in f:
+        argv += ["--speculative-config", json.dumps(f["speculative_config"])]
     layers, arch, flags, ctx = _inputs(case["config"], argv, case["gpu"], release, case["available_bytes"])
     built = BUILDERS[case["name"].split("__")[0]](layers, arch, flags, ctx)
     assert built is not None, f"{case['name']}: the builder does not lay the case out"
@@ -97,6 +99,8 @@ def test_specs_equal_vllms_in_order(case: dict[str, Any], release: str) -> None:
     assert [g["name"] for g in got] == [w["name"] for w in want]
     for g, w in zip(got, want, strict=True):
         assert g == w, g["name"]
+    drafts = set(_answer(case, release)["answer"].get("draft_layer_names", []))
+    assert {s.name for s in built.specs if s.draft} == drafts
     if case["name"].startswith("DeepseekV41"):  # SWA bounded replay (Model Runner V2): kept out of prefix caching
         assert {s.uniform_key for s in built.specs if s.spec == "SlidingWindowMLASpec"} == {(True,)}
 
