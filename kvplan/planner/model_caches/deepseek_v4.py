@@ -139,7 +139,8 @@ def mtp_caches(arch: ModelArch, flags: ServingFlags, window: int) -> list[CacheS
 def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: SpecContext) -> ModelCaches | None:
     """DeepSeek-V4's caches in vLLM's order (the MTP draft's last). None (not laid out) for the plain-row layouts
     of FlashInfer's SM100 class, a --block-size other than the backends' 256, speculative decoding other than
-    the checkpoint's MTP, and a model without compressed sparse (ratio 4) layers (no indexer: another layout)."""
+    the checkpoint's MTP, a compress ratio vLLM refuses (not 4 or 128) and a model without compressed sparse
+    (ratio 4) layers (no indexer: another layout)."""
     by_index = {la.index: la for la in arch.layers}
     planned = sorted((by_index[lp.index] for lp in layers
                       if lp.index in by_index and by_index[lp.index].dsv4_compress_ratio is not None),
@@ -147,8 +148,9 @@ def build(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, ctx: Sp
     if (not planned or not uses_fp8_ds_mla(flags, ctx)
             or any(lp.kv_cache_dtype != FP8_DS_MLA for lp in layers if lp.index in by_index)
             or flags.block_size not in (None, SPARSE_MLA_BLOCK)
-            or not any(la.dsv4_compress_ratio == 4 for la in planned)):
-        return None
+            or not any(la.dsv4_compress_ratio == 4 for la in planned)
+            or any(la.dsv4_compress_ratio not in (1, *COMPRESSOR_BLOCKS) for la in planned)):
+        return None  # CompressorStateCache asserts compress ratio 4 or 128
     assert planned[0].dsv4_window is not None
     draft = mtp_caches(arch, flags, planned[0].dsv4_window)
     if draft is None:

@@ -10,6 +10,7 @@ vision-language configs is also checked against that oracle's specs (tests/data/
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,6 +150,16 @@ def test_dense_layouts_and_other_block_sizes_are_not_laid_out() -> None:
     assert deepseek_v4.build(layers, arch, flags, ctx) is None
     layers, arch, flags, ctx = _inputs(case["config"], [*base, "--block-size", "256"], "b200", "0.33.0")
     assert deepseek_v4.build(layers, arch, flags, ctx) is not None
+
+
+def test_compress_ratio_vllm_refuses_is_not_laid_out(tmp_path: Path) -> None:
+    """CompressorStateCache asserts a compress ratio of 4 or 128: a config with another rate builds nothing."""
+    raw = json.loads((ARCH_DATA / "configs" / "DeepseekV4ForCausalLM__default.json").read_text())
+    raw["compress_rates"]["heavily_compressed_attention"] = 64
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    layers, arch, flags, ctx = _inputs(str(tmp_path / "config.json"), ["--max-model-len", "8192"], "h100", "0.33.0")
+    assert {la.dsv4_compress_ratio for la in arch.layers} == {4, 64}
+    assert deepseek_v4.build(layers, arch, flags, ctx) is None
 
 
 @pytest.mark.parametrize("config", ["DeepseekV41ForCausalLM__default", "DeepseekV41ForCausalLM__sources-ratio2"])
