@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from kvplan.backends.defaults import default_block_size
 from kvplan.backends.engines import resolve_engine
 from kvplan.backends.gpus import gpu_facts
 from kvplan.ingest.checkpoint import model_inputs
@@ -52,8 +53,9 @@ def _inputs(config: str, argv: list[str], gpu: str | None, release: str,
     plan = compile_plan(inputs.arch, inputs.quant, flags, gf, kv_budget_bytes=budget, engine=engine)
     mml = flags.max_model_len or inputs.arch.max_position_embeddings
     assert mml is not None
-    ctx = SpecContext(max_model_len=mml, block_size=flags.block_size or 16, max_num_batched_tokens=MBT,
-                      engine=engine, compute_capability=gf.compute_capability if gf is not None else None)
+    ctx = SpecContext(max_model_len=mml, block_size=flags.block_size or default_block_size(engine),
+                      max_num_batched_tokens=MBT, engine=engine,
+                      compute_capability=gf.compute_capability if gf is not None else None)
     return list(plan.layers), inputs.arch, flags, ctx
 
 
