@@ -18,6 +18,7 @@ from kvplan.planner.layout import (
     hybrid_manager_disabled,
     logged_tokens,
     mamba_cache_mode,
+    multi_module_mtp,
     plan_layout,
 )
 from kvplan.planner.model_caches import BUILDERS
@@ -37,8 +38,10 @@ def plan_capacity(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags,
     builder = BUILDERS.get(arch.architecture or "")
     if builder is None:
         return plan_layout(layers, arch, flags, mml, bs, mbt, budget, engine, compute_capability, drafts)
-    if not mml or drafts or hybrid_manager_disabled(layers, flags):
-        return None  # a draft's caches or the hybrid manager off are not modelled for these models
+    if not mml or hybrid_manager_disabled(layers, flags):
+        return None  # the hybrid manager off is not modelled for these models
+    # a speculative draft: each builder lays out the drafts its model's vLLM code builds (DeepSeek-V4's MTP
+    # layers) and returns None for the others
     return _built_capacity(builder, layers, arch, flags, SpecContext(mml, bs, mbt, engine, compute_capability),
                            budget)
 
@@ -51,8 +54,10 @@ def _built_capacity(builder: Builder, layers: list[LayerPlan], arch: ModelArch, 
     # the pool's null block is held back from the memory check from 0.29 (ENGINE_FEATURES null_block_reserved)
     reserve = ctx.engine is None or engine_feature("null_block_reserved").holds_for(ctx.engine)
     try:
+        # get_global_kv_cache_groups: several MTP modules in use retain the tokens the chain may re-prefill
+        retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
         packed = pack(caches.specs, caches.block_outermost, ctx.max_model_len, ctx.max_num_batched_tokens,
-                      budget, reserve)
+                      budget, reserve, retained)
     except PackingRefused as e:
         raise LayoutRefused((e.cache.layer,), e.message) from None
     layout = _layout(caches, packed.groups, packed.blocks_per_request, packed.bytes_per_block,

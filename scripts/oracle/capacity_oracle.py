@@ -97,7 +97,9 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      the answer lists them under `backends`, and every cache's own spec (class, block, page, block-stride
      alignment, window, blocks per request) under `layer_specs`, in vLLM's order. A case's
      `gpu_model_module` (DeepSeek-V4's package, which imports its nvidia/ implementation only on a CUDA
-     platform) is imported and built with the CUDA platform current. See _OnGpu.
+     platform) is imported and built with the CUDA platform current. See _OnGpu. DeepSeek-V4's
+     vision-language class is vLLM's common (CUDA / ROCm) one, not the CPU platform's refusing stub
+     (arch_oracle.py patch 33), so that vLLM's registry sees a generative model.
  19. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
      patch 19: MiniMax-M3's text config), and `v2_model_runner` selects Model Runner V2 as a GPU launch
      does (arch_oracle.py patch 12: Step 5).
@@ -861,6 +863,7 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     for patch in (ao._muse_spark_without_cute_dsl, ao._openpangu_vl_vit_backend):  # patch 20 (arch_oracle 34, 36)
         with contextlib.suppress(ImportError, AttributeError):  # a release without the model
             patch()
+    ao._deepseek_v4_vl_on_cpu()  # patch 18 (arch_oracle.py patch 33)
     _keep_ssm_dtype()
     _triton_present_for_cpu_checks()
     failed = 0

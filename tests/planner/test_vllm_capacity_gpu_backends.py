@@ -27,10 +27,7 @@ RELEASES = ["0.33.0", *sorted(p.name for p in (DATA / "releases").iterdir()
                               if (p / f"{CASES[0]['name']}.json").is_file())]
 RUNS = [(r, c) for r in RELEASES for c in CASES]
 
-NOT_LAID_OUT = {
-    "DeepseekV4ForCausalLM": "compressed latent, sliding-window, compressor and indexer caches in groups of "
-                             "different block sizes (vLLM's layout for DeepSeek-V4 is not modelled)",
-}
+NOT_LAID_OUT: dict[str, str] = {}
 """Architectures whose layout vLLM answers (or refuses, for the KV memory given) but kvplan does not lay out."""
 
 NOT_LAID_OUT_CASES = {
@@ -89,9 +86,9 @@ KVPLAN_CANNOT_READ = {
 _KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "SlidingWindowMLASpec": "sliding_attention", "CircularBufferSpec": "ring", "MambaSpec": "state"}
 
-MODEL_CLASS_BACKENDS = ("Glm5Next", "Inkling", "MiniMaxM3", "Step5")
+MODEL_CLASS_BACKENDS = ("DeepseekV4", "DeepseekV41", "Glm5Next", "Inkling", "MiniMaxM3", "Step5")
 """Families whose model classes hand their layers (and their further caches) backends of their own, past vLLM's
-selector (Step 5's DSA and Step5FlashAttention, Inkling's FLASH_ATTN and sconv, MiniMax-M3's sparse backends,
+selector (DeepSeek-V4's sparse SWA and FlashMLA backends, Step 5's DSA and Step5FlashAttention, Inkling's FLASH_ATTN and sconv, MiniMax-M3's sparse backends,
 GLM-5 Next's KPOOL_TAIL): their caches are compared through the layout, not kvplan's per-layer backend column."""
 
 _CACHE_BACKENDS = {"DEEPSEEK_V32_INDEXER"}

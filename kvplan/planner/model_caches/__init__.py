@@ -6,9 +6,9 @@ config.json architectures it builds) and `build` (a cache_specs.Builder).
 from __future__ import annotations
 
 from kvplan.planner.cache_specs import Builder
-from kvplan.planner.model_caches import glm5next, inkling, minimax_m3, step5
+from kvplan.planner.model_caches import deepseek_v4, deepseek_v41, glm5next, inkling, minimax_m3, step5
 
-_MODULES: tuple[object, ...] = (glm5next, inkling, minimax_m3, step5)
+_MODULES: tuple[object, ...] = (deepseek_v4, deepseek_v41, glm5next, inkling, minimax_m3, step5)
 
 BUILDERS: dict[str, Builder] = {arch: mod.build for mod in _MODULES  # type: ignore[attr-defined]
                                 for arch in mod.ARCHITECTURES}  # type: ignore[attr-defined]
