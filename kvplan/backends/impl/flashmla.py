@@ -9,7 +9,7 @@ from kvplan.backends.request import BackendRequest
 from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.gpu import GpuProfile
 
-__all__ = ["HOOKS"]
+__all__ = ["HOOKS", "is_flashmla_sparse"]
 
 
 class FlashMlaSparse(BackendHooks):
@@ -54,3 +54,8 @@ class FlashMla(BackendHooks):
 
 HOOKS: Mapping[str, type[BackendHooks]] = {"FLASHMLA": FlashMla, "FLASHMLA_SPARSE": FlashMlaSparse}
 """Backends of this family with behaviour beyond their capability rows."""
+
+
+def is_flashmla_sparse(backend: str | None) -> bool:
+    """The sparse FlashMLA backend (DeepSeek-V4's model class picks its fp8_ds_mla attention class for it)."""
+    return backend == "FLASHMLA_SPARSE"

@@ -20,6 +20,7 @@ the FlashMLA decode kernel's stride. The same in vLLM 0.33.0 and 0.34.0.
 """
 from __future__ import annotations
 
+from kvplan.backends.impl.flashmla import is_flashmla_sparse
 from kvplan.model.arch import LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
@@ -83,7 +84,7 @@ def uses_fp8_ds_mla(flags: ServingFlags, ctx: SpecContext) -> bool:
     (vllm/models/deepseek_v4/nvidia/model.py::_select_dsv4_attn_cls): FlashMLA (the default off SM12, or
     FLASHMLA_SPARSE[_DSV4]) and FlashInfer's SM120 class do; FlashInfer's SM100 class keeps plain rows."""
     backend = flags.attention_backend
-    if backend is None or backend in ("FLASHMLA_SPARSE", "FLASHMLA_SPARSE_DSV4"):
+    if backend is None or is_flashmla_sparse(backend) or backend == "FLASHMLA_SPARSE_DSV4":
         return True
     return (backend == "FLASHINFER_MLA_SPARSE_DSV4" and ctx.compute_capability is not None
             and ctx.compute_capability[0] == 12)

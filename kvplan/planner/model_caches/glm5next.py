@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass
 
 from kvplan.backends.defaults import default_block_size
+from kvplan.backends.impl.flashinfer import is_flashinfer_mla_sparse_sm120
 from kvplan.backends.vllm_rows import BACKENDS, engine_feature, rows_for
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
@@ -179,7 +180,7 @@ def _mla_row(mla: LayerPlan, model_dtype: str, mla_la: LayerArch | None, ctx: Sp
     if mla.kv_cache_dtype != "fp8_ds_mla":
         page = mla.head_size * _KV_BYTES[mla.dtype or model_dtype]
         return page, page
-    nope = (mla.backend == "FLASHINFER_MLA_SPARSE_SM120"
+    nope = (is_flashinfer_mla_sparse_sm120(mla.backend)
             and (ctx.engine is None or engine_feature("sm120_sparse_mla_nope_rows").holds_for(ctx.engine))
             and mla_la is not None and mla_la.mla is not None and mla_la.mla.kv_lora_rank == 512
             and mla_la.mla.qk_rope_head_dim == 0)
