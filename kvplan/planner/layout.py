@@ -28,7 +28,6 @@ Pure functions.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvplan.backends.capabilities import EngineVersion
@@ -36,6 +35,7 @@ from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.arch import LayerArch, ModelArch, StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
+from kvplan.planner.packing import longest_fitting
 from kvplan.planner.state_cache import checkpoint_alignment, checkpoint_blocks
 from kvplan.rules.memory import layer_bytes_per_token
 
@@ -518,7 +518,7 @@ def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, infli
     usable = budget - bytes_per_block if budget is not None and reserve_null else budget
     if usable is not None and bytes_per_block * per_request > usable:
         # check_enough_kv_cache_memory: the pool keeps one null block; binary search as vLLM's estimate does.
-        fits = _longest_fitting(lambda n: bytes_per_block * sum(blocks_at(n)), usable, mml)
+        fits = longest_fitting(lambda n: bytes_per_block * sum(blocks_at(n)), usable, mml)
     state_page = max((c.state_page for c in states), default=0) or None
     layout = KvCacheLayout(block_size=bs, page_size_bytes=max(c.page for _, m in groups for c in m),
                            state_page_size_bytes=state_page, bytes_per_block=bytes_per_block, groups=out,
@@ -527,17 +527,3 @@ def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, infli
     return Capacity(layout=layout, bytes_per_request=bytes_per_block * per_request,
                     max_concurrency=conc, tokens_capacity=int(conc * mml) if conc is not None else None,
                     max_model_len_fits=fits)
-
-
-def _longest_fitting(needed: Callable[[int], int], available: int, upper: int) -> int:
-    """_estimate_max_model_len_from_groups: the longest length in [1, upper] whose request fits, else 0."""
-    if available <= 0 or needed(1) > available:
-        return 0
-    lo, hi, best = 1, upper, 1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if needed(mid) <= available:
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return best

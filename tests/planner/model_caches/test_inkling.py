@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-import kvplan.api
-import kvplan.planner.compile as compile_mod
 from kvplan.planner import cache_specs
-from kvplan.planner.cache_specs import ModelCaches, SpecContext
+from kvplan.planner.cache_specs import ModelCaches
 from kvplan.planner.model_caches import BUILDERS, inkling
 from tests.conftest import ROOT
+from tests.planner.model_caches.helpers import plan_and_inputs
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 CASES = [c for c in json.loads((DATA / "cases_gpu_backends.json").read_text())["cases"]
@@ -40,19 +39,9 @@ def _argv(case: dict[str, Any], extra: tuple[str, ...] = ()) -> list[str]:
 
 def _caches(case: dict[str, Any], release: str, extra: tuple[str, ...] = ()) -> ModelCaches | None:
     """The builder's caches for the layers and model compile hands to plan_capacity (kvplan plan's inputs)."""
-    seen: dict[str, Any] = {}
-    real = compile_mod.plan_capacity
-
-    def spy(layers, arch, flags, mml, bs, mbt, budget, engine=None, cc=None, drafts=None):
-        seen.update(layers=layers, arch=arch, flags=flags, ctx=SpecContext(
-            max_model_len=mml, block_size=bs, max_num_batched_tokens=mbt, engine=engine, compute_capability=cc))
-        return real(layers, arch, flags, mml, bs, mbt, budget, engine, cc, drafts=drafts)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compile_mod, "plan_capacity", spy)
-        kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case, extra),
-                           kv_budget_bytes=case["available_bytes"], gpu=case["gpu"], engine=f"vllm=={release}")
-    return inkling.build(seen["layers"], seen["arch"], seen["flags"], seen["ctx"])
+    _, inputs = plan_and_inputs((DATA / case["config"]).resolve(), _argv(case, extra), case["available_bytes"],
+                                case["gpu"], release)
+    return inkling.build(*inputs)
 
 
 def test_inkling_builder_is_registered_for_both_classes() -> None:

@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 import kvplan.api
-import kvplan.planner.compile as compile_mod
 from kvplan.errors import KvplanInputError
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import Plan
 from kvplan.planner import cache_specs
-from kvplan.planner.cache_specs import ModelCaches, SpecContext
+from kvplan.planner.cache_specs import ModelCaches
 from kvplan.planner.model_caches import BUILDERS, minimax_m3
 from tests.conftest import ROOT
+from tests.planner.model_caches.helpers import plan_and_inputs
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 CASES = [c for c in json.loads((DATA / "cases_gpu_backends.json").read_text())["cases"]
@@ -54,22 +54,11 @@ def _config(case: dict[str, Any], tmp: Path) -> Path:
 
 def _run(case: dict[str, Any], release: str, tmp: Path, extra: tuple[str, ...] = ()) -> tuple[Plan, ModelCaches | None]:
     """kvplan's plan of the case and the builder's caches for the layers and model compile hands to plan_capacity."""
-    seen: dict[str, Any] = {}
-    real = compile_mod.plan_capacity
-
-    def spy(layers, arch, flags, mml, bs, mbt, budget, engine=None, cc=None, drafts=None):
-        seen.update(layers=layers, arch=arch, flags=flags, ctx=SpecContext(
-            max_model_len=mml, block_size=bs, max_num_batched_tokens=mbt, engine=engine, compute_capability=cc))
-        return real(layers, arch, flags, mml, bs, mbt, budget, engine, cc, drafts=drafts)
-
     f = case["flags"]
     argv = ["--max-model-len", str(f["max_model_len"]), "--kv-cache-dtype", f["kv_cache_dtype"],
             "--tensor-parallel-size", str(f.get("tensor_parallel_size", 1)), "--trust-remote-code", *extra]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compile_mod, "plan_capacity", spy)
-        plan = kvplan.api.compile(_config(case, tmp), argv, kv_budget_bytes=case["available_bytes"],
-                                  gpu=case["gpu"], engine=f"vllm=={release}")
-    return plan, minimax_m3.build(seen["layers"], seen["arch"], seen["flags"], seen["ctx"])
+    plan, inputs = plan_and_inputs(_config(case, tmp), argv, case["available_bytes"], case["gpu"], release)
+    return plan, minimax_m3.build(*inputs)
 
 
 def test_minimax_m3_builder_is_registered_for_both_classes() -> None:

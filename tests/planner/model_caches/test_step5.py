@@ -16,15 +16,12 @@ from typing import Any
 import pytest
 
 import kvplan.api
-import kvplan.planner.compile as compile_mod
 from kvplan.errors import KvplanInputError
-from kvplan.model.arch import ModelArch
-from kvplan.model.flags import ServingFlags
-from kvplan.model.plan import LayerPlan
-from kvplan.planner.cache_specs import CacheSpec, SpecContext, blocks_per_request
+from kvplan.planner.cache_specs import CacheSpec, blocks_per_request
 from kvplan.planner.layout import LayoutRefused
 from kvplan.planner.model_caches import BUILDERS, step5
 from tests.conftest import ROOT
+from tests.planner.model_caches.helpers import Inputs, plan_and_inputs
 from tests.planner.test_vllm_capacity_gpu_backends import _argv
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
@@ -35,7 +32,6 @@ RUNS = [(r, c) for r in RELEASES for c in CASES]
 MAX_NUM_BATCHED_TOKENS = 8192
 """The oracle's max_num_batched_tokens (its blocks_per_request)."""
 
-Inputs = tuple[list[LayerPlan], ModelArch, ServingFlags, SpecContext]
 _NOT_MODELLED = ("tokens_per_state", "num_kv_heads", "head_size", "dtype")
 """Recorded spec fields CacheSpec does not carry as such (the geometry goes into its identity)."""
 
@@ -47,21 +43,8 @@ def _answer(case: dict[str, Any], release: str) -> dict[str, Any]:
 
 def _inputs(case: dict[str, Any], release: str, monkeypatch: pytest.MonkeyPatch) -> Inputs:
     """What compile hands plan_capacity for the case (its first call: the plan itself)."""
-    seen: list[Inputs] = []
-    real = compile_mod.plan_capacity
-
-    def spy(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None, bs: int, mbt: int,
-            budget: int | None, engine: Any = None, compute_capability: tuple[int, int] | None = None,
-            drafts: list[LayerPlan] | None = None) -> Any:
-        assert mml is not None
-        seen.append((layers, arch, flags, SpecContext(max_model_len=mml, block_size=bs, max_num_batched_tokens=mbt,
-                                                      engine=engine, compute_capability=compute_capability)))
-        return real(layers, arch, flags, mml, bs, mbt, budget, engine, compute_capability, drafts=drafts)
-
-    monkeypatch.setattr(compile_mod, "plan_capacity", spy)
-    kvplan.api.compile((DATA / case["config"]).resolve(), _argv(case["flags"]), kv_budget_bytes=case["available_bytes"],
-                       gpu=case["gpu"], engine=f"vllm=={release}")
-    return seen[0]
+    return plan_and_inputs((DATA / case["config"]).resolve(), _argv(case["flags"]), case["available_bytes"],
+                           case["gpu"], release)[1]
 
 
 def _record(spec: CacheSpec, mml: int) -> dict[str, Any]:
