@@ -83,7 +83,7 @@ def test_valid_plan_round_trips() -> None:
 @pytest.mark.parametrize("mutate,expected", [
     (lambda d: d.update(kind="kvplan.lint-report"), "<request> is a kvplan.lint-report document."),
     (lambda d: d.pop("kind"), "<request> is not a kvplan plan"),
-    (lambda d: d.update(schema_version="2.0"), "<request> has plan schema_version '2.0'; this kvplan reads 1.4."),
+    (lambda d: d.update(schema_version="2.0"), "<request> has plan schema_version '2.0'; this kvplan reads 1.5."),
     (lambda d: d["layers"][3].update(kv_cache_dtype="fp8_e4m3fn"),
      "<request>: layers[3] (layer 3) has kv_cache_dtype 'fp8_e4m3fn', which vLLM 0.33 does not know."),
     (lambda d: d["layers"][0].pop("index"),

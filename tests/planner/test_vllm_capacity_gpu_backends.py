@@ -88,8 +88,9 @@ _KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention", "Slid
 
 MODEL_CLASS_BACKENDS = ("DeepseekV4", "DeepseekV41", "Glm5Next", "Inkling", "MiniMaxM3", "Step5")
 """Families whose model classes hand their layers (and their further caches) backends of their own, past vLLM's
-selector (DeepSeek-V4's sparse SWA and FlashMLA backends, Step 5's DSA and Step5FlashAttention, Inkling's FLASH_ATTN and sconv, MiniMax-M3's sparse backends,
-GLM-5 Next's KPOOL_TAIL): their caches are compared through the layout, not kvplan's per-layer backend column."""
+selector (DeepSeek-V4's sparse SWA and FlashMLA backends, Step 5's DSA and Step5FlashAttention, Inkling's
+FLASH_ATTN and sconv, MiniMax-M3's sparse backends, GLM-5 Next's KPOOL_TAIL): their caches are compared through
+the layout, not kvplan's per-layer backend column."""
 
 _CACHE_BACKENDS = {"DEEPSEEK_V32_INDEXER"}
 """Backends of a layer's further caches, not of its attention (kvplan's backend column names the latter)."""
