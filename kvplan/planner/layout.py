@@ -383,9 +383,11 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
     # the pool's null block is held back from the memory check from 0.29 (ENGINE_FEATURES null_block_reserved)
     reserve = engine is None or engine_feature("null_block_reserved").holds_for(engine)
+    # before 0.29 a dense MLA page that does not divide the largest is padded (ENGINE_FEATURES mla_page_padding)
+    pad_mla = engine is not None and engine_feature("mla_page_padding").holds_for(engine)
     cap = _capacity(attn, states, bs, mml, (mbt, retained),
                     _state_blocks(sc, flags, mode, compute_capability, engine) if states else 0, mode,
-                    budget, reserve)
+                    budget, reserve, pad_mla)
     if cap is None or cap.max_concurrency is None:
         return cap
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
@@ -411,16 +413,20 @@ class LayoutRefused(Exception):
         self.layers, self.message = layers, message
 
 
-def _unify_pages(attn: list[_Cache], states: list[_Cache]) -> _Cache | None:
+def _unify_pages(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False) -> _Cache | None:
     """unify_kv_cache_spec_page_size: every page becomes the largest; a smaller attention page by a larger
     block (the ratio, when it divides) or padding (not for MLA), a state page by padding. Returns the first
-    cache vLLM cannot unify (an MLA page that does not divide the largest: vLLM raises), None when unified."""
+    cache vLLM cannot unify (an MLA page that does not divide the largest: vLLM raises), None when unified.
+    `pad_mla` (before 0.29): an MLA page is padded where its backend reads pages by the block stride
+    (AttentionSpec.indexes_kv_by_block_stride: every dense MLA backend; not the sparse-MLA backends nor the
+    indexer's key cache, whose stride order keeps the layer dimension first)."""
     top = max([c.page for c in attn] + [c.state_page for c in states])
+    sparse = {c.layer for c in attn if c.role == "indexer"}
     for c in attn:
         if c.page != top and top % c.page == 0:
             c.block, c.page = c.block * (top // c.page), top
         elif c.page != top:
-            if c.kind == "mla":
+            if c.kind == "mla" and not (pad_mla and c.role in ("main", "draft") and c.layer not in sparse):
                 return c
             c.page = top
     for c in states:
@@ -436,7 +442,7 @@ def _full_allocation_fallback(attn: list[_Cache], states: list[_Cache]) -> bool:
     return not states and "mla" in kinds and "sliding_attention" in kinds and "chunked_attention" not in kinds
 
 
-def _grouping(attn: list[_Cache], states: list[_Cache]) -> list[_Group] | None:
+def _grouping(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False) -> list[_Group] | None:
     """get_kv_cache_groups: one group when every cache has one uniform type and block size (pages summed:
     UniformTypeKVCacheSpecs), else pages unified, caches bucketed by spec and split into equal-size groups;
     None where vLLM falls back to full allocation; LayoutRefused where it raises."""
@@ -444,7 +450,7 @@ def _grouping(attn: list[_Cache], states: list[_Cache]) -> list[_Group] | None:
         return [(attn[0].kind, attn)]
     for c in states:
         c.page = c.state_page
-    bad = _unify_pages(attn, states)
+    bad = _unify_pages(attn, states, pad_mla)
     if bad is not None:
         if _full_allocation_fallback(attn, states):
             return None
@@ -468,8 +474,9 @@ def _blocks(c: _Cache, length: int, inflight: tuple[int, int], state_blocks: int
 
 
 def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, inflight: tuple[int, int],
-              state_blocks: int, mode: str | None, budget: int | None, reserve_null: bool = True) -> Capacity | None:
-    groups = _grouping(attn, states)
+              state_blocks: int, mode: str | None, budget: int | None, reserve_null: bool = True,
+              pad_mla: bool = False) -> Capacity | None:
+    groups = _grouping(attn, states, pad_mla)
     if groups is None:
         return None
 
