@@ -77,12 +77,13 @@ class Capacity:
 
 
 def _plain(lp: LayerPlan, la: LayerArch | None) -> bool:
-    """A layer whose caches kvplan lays out (its attention, sparse indexer keys and cross-attention; not the
-    rings, compressor and further caches of DeepSeek-V4 and others, or block-pooled caches)."""
+    """A layer whose caches kvplan lays out (its attention, sparse indexer keys, cross-attention and the
+    block-pooled caches of Voxtral Realtime's causal audio encoder; not the rings, compressor and further
+    caches of DeepSeek-V4 and others)."""
     if la is None:
         return False
     if lp.kind in ATTENTION_KINDS and lp.bytes_per_token:
-        return (not la.extra_caches and la.dsv4_compress_ratio is None and la.states_per_token == 1
+        return (all(x.kv_heads is not None for x in la.extra_caches) and la.dsv4_compress_ratio is None
                 and lp.bytes_per_token_exact is None)
     return True
 
@@ -277,7 +278,7 @@ class _Cache:
     """Sliding window or attention chunk."""
     skipped: bool = False
     role: str = "main"
-    """main (a model layer's own attention), draft, indexer, cross or state."""
+    """main (a model layer's own attention), draft, indexer, cross, encoder (an audio encoder's) or state."""
     heads: int = 0
     head: int = 0
     """KV heads and head size (the model-wide geometry is the largest of each)."""
@@ -288,14 +289,38 @@ class _Cache:
     page: int = 0
 
 
+def _pooled(window: int | None, states: int) -> int | None:
+    """whisper_causal.py::WhisperCausalAttentionWithBlockPooling.get_kv_cache_spec: a block-pooled sliding cache
+    keeps its window in pooled tokens, ceil(window / N) + 1."""
+    return -(-window // states) + 1 if window and states > 1 else window
+
+
+def _audio_caches(lp: LayerPlan, la: LayerArch | None) -> list[_Cache]:
+    """Voxtral Realtime's causal audio encoder layer of the same index (ExtraCache with kv_heads): a
+    SlidingWindowSpec of its own (tokens_per_state 1/N, window in pooled tokens), N states per token; its bytes
+    are the layer's beyond its own attention cache."""
+    audio = [x for x in la.extra_caches if x.kv_heads is not None] if la is not None else []
+    if not audio:
+        return []
+    own = layer_bytes_per_token(lp.kind, lp.kv_cache_dtype or "auto", lp.dtype or "bfloat16", lp.quant_mode,
+                                lp.num_kv_heads, lp.head_size, lp.head_size_v)[0]
+    (x,) = audio
+    return [_Cache(lp.index, "sliding_attention", lp.bytes_per_token - own, x.window, lp.skipped, role="encoder")]
+
+
 def _attention_caches(lp: LayerPlan, la: LayerArch | None, draft: bool) -> list[_Cache]:
     """A layer's attention caches: its own, its sparse indexer's keys (MLAAttentionSpec, indexer role,
-    deepseek_v2.py::DeepseekV32IndexerCache) and its cross-attention (CrossAttentionSpec)."""
+    deepseek_v2.py::DeepseekV32IndexerCache), its cross-attention (CrossAttentionSpec) and an audio encoder's
+    cache numbered with it (Voxtral Realtime). A causal audio encoder layer past the decoder's is a block-pooled
+    cache of its own (encoder role: not part of the language model's geometry)."""
     indexer = la.indexer_bytes_per_token if la is not None and lp.kind == "mla" else 0
-    window = lp.sliding_window if lp.kind == "sliding_attention" else (
+    audio = _audio_caches(lp, la)
+    states = la.states_per_token if la is not None else 1
+    window = _pooled(lp.sliding_window, states) if lp.kind == "sliding_attention" else (
         lp.attention_chunk_size if lp.kind == "chunked_attention" else None)
-    out = [_Cache(lp.index, lp.kind, lp.bytes_per_token - indexer, window, lp.skipped,
-                  role="draft" if draft else "main", heads=lp.num_kv_heads, head=lp.head_size, lp=lp)]
+    role = "draft" if draft else ("encoder" if states > 1 else "main")
+    out = [_Cache(lp.index, lp.kind, lp.bytes_per_token - indexer - sum(c.bpt for c in audio), window, lp.skipped,
+                  role=role, heads=lp.num_kv_heads, head=lp.head_size, lp=lp), *audio]
     if indexer:
         out.append(_Cache(lp.index, "mla", indexer, role="indexer"))
     if la is not None and la.cross_attention_tokens and lp.cross_attention_bytes_per_token:
@@ -312,6 +337,8 @@ def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
     attn = [c for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token
             for c in _attention_caches(lp, by_index.get(lp.index), False)]
     attn += [c for lp in drafts for c in _attention_caches(lp, None, True)]
+    if any(c.role == "encoder" for c in attn) and any(c.skipped for c in attn):
+        return None  # an audio encoder's caches next to skip layers' shared page: not modelled
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
     if any(lp.state_bytes is None for lp in states) or not (attn or states):
         return None

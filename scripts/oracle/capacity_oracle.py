@@ -101,6 +101,18 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
  19. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
      patch 19: MiniMax-M3's text config), and `v2_model_runner` selects Model Runner V2 as a GPU launch
      does (arch_oracle.py patch 12: Step 5).
+ 20. A case whose config is a Mistral-format `params.json` (Voxtral Realtime is published only so) is
+     written under that name and read with `config_format="mistral"` (arch_oracle.py patch 37: vLLM's own
+     Mistral parser), and a case's `files` (name -> a file next to the cases file: its `tekken.json`) are
+     copied next to it, where vLLM's Mistral
+     tokenizer is read from (arch_oracle.py patches 15 and 38: Voxtral Realtime's model class reads its
+     audio settings at build time).
+ 21. Before 0.31 Voxtral Realtime's causal audio encoder (whisper_causal.py::
+     create_whisper_attention_backend_with_block_pooling) refuses the CPU attention backend its layers are
+     built with ("is not yet supported"): where it refuses, it wraps TritonAttention, a CUDA backend it
+     supports (FlashAttention's impl refuses an fp8 cache without a GPU). Only the wrapper's kernel class
+     changes; the KV cache spec is the layer's own (get_kv_cache_spec: K/V heads x block_pool_size before
+     0.31, tokens_per_state 1/block_pool_size from 0.31: the same page).
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -600,11 +612,12 @@ def run_case(ao, case: dict, base: Path) -> dict:
     try:
         if case.get("vllm_config_class"):  # patch 19 (arch_oracle.py patch 19); a release without it: an error
             ao._register_shipped_config_class(case, cfg)
-        shutil.copy(cfg_path, Path(tmp) / "config.json")
+        fmt = ao._config_format(cfg_path, tmp)  # patch 20 (arch_oracle.py patch 37)
+        _case_files(case, base, tmp)  # patch 20
         ao._drop_case_keys(case, tmp)  # patch 12 (arch_oracle.py patch 40)
         f = case["flags"]
-        ea = EngineArgs(model=tmp, skip_tokenizer_init=True, trust_remote_code=True, enforce_eager=True,
-                        load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
+        ea = EngineArgs(model=tmp, config_format=fmt, skip_tokenizer_init=True, trust_remote_code=True,
+                        enforce_eager=True, load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
                         dtype=f.get("dtype", "auto"), max_model_len=f["max_model_len"],
                         enable_prefix_caching=f.get("enable_prefix_caching"),
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
@@ -679,6 +692,31 @@ def run_case(ao, case: dict, base: Path) -> dict:
         else:
             os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved_v2
     return res
+
+
+def _whisper_pooling_on_cuda_backend() -> None:
+    """Patch 21: a release whose block-pooling wrapper refuses the CPU backend wraps the CUDA one instead."""
+    try:
+        from vllm.model_executor.models import whisper_causal as wc
+    except ImportError:  # a release without Voxtral Realtime
+        return
+    orig = getattr(wc, "create_whisper_attention_backend_with_block_pooling", None)
+    if orig is None:
+        return
+
+    def create(underlying, *args, **kwargs):
+        try:
+            return orig(underlying, *args, **kwargs)
+        except NotImplementedError:
+            return orig(_cuda_backend(False, "TRITON_ATTN"), *args, **kwargs)
+
+    wc.create_whisper_attention_backend_with_block_pooling = create
+
+
+def _case_files(case: dict, base: Path, tmp: str) -> None:
+    """Patch 20: the checkpoint files a case names (name -> a file relative to the cases file) next to its config."""
+    for name, rel in case.get("files", {}).items():
+        shutil.copy((base / rel).resolve(), Path(tmp) / name)
 
 
 def _cpu_platform_before_026() -> None:
@@ -782,6 +820,7 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     ao._install_patches()
     _keep_ssm_dtype()
     _triton_present_for_cpu_checks()
+    _whisper_pooling_on_cuda_backend()
     failed = 0
     for case in cases:
         if args.only and case["name"] not in args.only:

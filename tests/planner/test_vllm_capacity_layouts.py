@@ -5,6 +5,8 @@ the checkpoint's MTP layers, or ngram with no draft); answers/ holds what script
 computed with vLLM's code, the drafter's model built as its load_model builds it (the draft's layers marked).
 tests/data/vllm_oracle_capacity/cases_extra.json: sparse-MLA indexer key caches (DeepSeek-V3.2, GLM-5),
 cross-attention (Whisper), --kv-cache-dtype-skip-layers next to MLA and state layers, KDA state layers.
+tests/data/vllm_oracle_capacity/cases_audio.json: Voxtral Realtime's causal audio encoder caches (block-pooled
+sliding windows numbered with the decoder layers), from its Mistral-format params.json.
 tests/data/vllm_oracle_capacity/cases_refused.json: layouts vLLM raises on (its exception is the answer); a
 release that lays such a case out (its answer has no exception) is checked like the others.
 """
@@ -27,7 +29,8 @@ from tests.planner.test_vllm_capacity_parity import refused_by_release
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 SPECULATIVE = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
 EXTRA = json.loads((DATA / "cases_extra.json").read_text())["cases"]
-CASES = SPECULATIVE + EXTRA
+AUDIO = json.loads((DATA / "cases_audio.json").read_text())["cases"]
+CASES = SPECULATIVE + EXTRA + AUDIO
 REFUSED = json.loads((DATA / "cases_refused.json").read_text())["cases"]
 RELEASES = ["0.33.0", *sorted(p.name for p in (DATA / "releases").iterdir() if p.is_dir())]
 
