@@ -598,6 +598,17 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "get_kv_cache_configs (check_memory = available - _pool_bytes_per_block, new in 0.29); verified "
                "by scripts/oracle/capacity_oracle.py (0.28.0)."),
     EngineFeature(
+        name="hybrid_prefix_caching_default", kind="feature", versions=">=0.27",
+        introduced_by=_PR + "50991", introduced_merged="2026-08-04",
+        summary="Prefix caching is on by default for hybrid (attention + Mamba / linear-attention) models, so "
+                "their state layers run in mamba_cache_mode 'align' (state blocks of the attention block size, "
+                "two or more per request); before, hybrids defaulted to no prefix caching ('none': one state "
+                "block per request of max_model_len tokens) unless --enable-prefix-caching was passed.",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/config/model.py::ModelConfig."
+               "is_prefix_caching_supported ('Hybrid models do not support prefix caching' in 0.25.1); PR #50991 "
+               "merged 2026-08-04, after 0.26.0 (2026-07-25), so first in 0.27 (mapped from the merge date); "
+               "verified by scripts/oracle/capacity_oracle.py (0.25.1: enable_prefix_caching False, 0.28.0: True)."),
+    EngineFeature(
         name="mla_page_padding", kind="removed_feature", versions=">=0.25,<0.29",
         introduced_by=_PR + "45181",
         fixed_or_removed_by="https://github.com/vllm-project/vllm/releases/tag/v0.29.0",

@@ -88,10 +88,13 @@ def _plain(lp: LayerPlan, la: LayerArch | None) -> bool:
     return True
 
 
-def mamba_cache_mode(flags: ServingFlags, attention_free: bool = False) -> str:
+def mamba_cache_mode(flags: ServingFlags, attention_free: bool = False, engine: EngineVersion | None = None) -> str:
     """align with prefix caching, else none. Prefix caching is on by default for generative models with
-    attention layers, off for attention-free ones (ModelConfig.is_prefix_caching_supported)."""
-    on = flags.enable_prefix_caching if flags.enable_prefix_caching is not None else not attention_free
+    attention layers, off for attention-free ones (ModelConfig.is_prefix_caching_supported); for hybrid ones
+    only from 0.27 (ENGINE_FEATURES hybrid_prefix_caching_default)."""
+    hybrid_on = engine is None or engine_feature("hybrid_prefix_caching_default").holds_for(engine)
+    on = flags.enable_prefix_caching if flags.enable_prefix_caching is not None else (
+        not attention_free and hybrid_on)
     return "align" if on else "none"
 
 
@@ -402,7 +405,7 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
         if states and attn:
             return None  # vLLM cannot promote state layers to one type: it refuses to start (not modelled)
         _promote_local(attn)
-    mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
+    mode = mamba_cache_mode(flags, attention_free=not attn, engine=engine) if states else None
     sc = by_index[states[0].layer].state if states else None
     bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine)
     # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain

@@ -113,6 +113,18 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      supports (FlashAttention's impl refuses an fp8 cache without a GPU). Only the wrapper's kernel class
      changes; the KV cache spec is the layer's own (get_kv_cache_spec: K/V heads x block_pool_size before
      0.31, tokens_per_state 1/block_pool_size from 0.31: the same page).
+ 22. Before 0.26 vLLM has no CPU MLA backend (AttentionBackendEnum.CPU_MLA, which arch_oracle.py's build-time
+     backend answers for MLA layers): an MLA layer is built with TRITON_MLA, the class patch 4 gives it for
+     its spec anyway; a sparse-MLA layer's top-k index buffer (a kernel argument TRITON_MLA's impl does not
+     take) is not passed to it. No kernel runs.
+ 23. A release older than the oracle venv's transformers (5.20.2; 0.25.1 was built against 5.5+, before
+     transformers' heterogeneous per-layer configs and its layer-type names): where the release's own code
+     knows no `per_layer_config` (vllm/transformers_utils/model_arch_config_convertor.py), a per-layer
+     attribute read on the whole config (Gemma 4's head_dim) answers the config's own value, as those
+     transformers did, instead of raising AmbiguousGlobalPerLayerAttributeError; and where a model's decoder
+     layer table lacks the names transformers now writes for "mamba" and "attention" ("linear_attention",
+     "full_attention": GraniteMoeHybrid's layer_types), they map to its Mamba and attention layers. The
+     config and the model class are the release's own.
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -694,6 +706,61 @@ def run_case(ao, case: dict, base: Path) -> dict:
     return res
 
 
+def _mla_build_backend_before_026() -> None:
+    """Patch 22: without a CPU MLA backend, MLA layers are built with TRITON_MLA (arch_oracle.py answers the
+    CPU backends at build time)."""
+    from vllm.platforms import current_platform
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    if "CPU_MLA" in AttentionBackendEnum.__members__:
+        return
+    plat = type(current_platform)
+    orig = plat.get_attn_backend_cls
+
+    def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
+        if getattr(attn_selector_config, "use_mla", False):
+            return AttentionBackendEnum.TRITON_MLA.get_path()
+        return orig(selected_backend, attn_selector_config, num_heads)
+
+    plat.get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    impl = AttentionBackendEnum.TRITON_MLA.get_class().get_impl_cls()
+    init = impl.__init__
+
+    def init_without_topk(self, *args, **kwargs):
+        kwargs.pop("topk_indices_buffer", None)
+        init(self, *args, **kwargs)
+
+    impl.__init__ = init_without_topk
+
+
+def _transformers_as_the_release_read_them() -> None:
+    """Patch 23: a release from before transformers' heterogeneous configs reads a per-layer attribute on the
+    whole config and the layer-type names of its time."""
+    import vllm
+
+    conv = Path(vllm.__file__).parent / "transformers_utils" / "model_arch_config_convertor.py"
+    if conv.is_file() and "per_layer_config" in conv.read_text():
+        return
+    with contextlib.suppress(ImportError):
+        from transformers.integrations.heterogeneity import configuration_utils as het
+
+        mixin = het.HeterogeneousConfigMixin
+        get = mixin.__getattribute__
+
+        def getattribute(self, key):
+            try:
+                return get(self, key)
+            except het.AmbiguousGlobalPerLayerAttributeError:
+                return super(mixin, self).__getattribute__(key)
+
+        mixin.__getattribute__ = getattribute
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.models import granitemoehybrid as gmh
+
+        for new_name, old_name in (("linear_attention", "mamba"), ("full_attention", "attention")):
+            gmh.ALL_DECODER_LAYER_TYPES.setdefault(new_name, gmh.ALL_DECODER_LAYER_TYPES[old_name])
+
+
 def _whisper_pooling_on_cuda_backend() -> None:
     """Patch 21: a release whose block-pooling wrapper refuses the CPU backend wraps the CUDA one instead."""
     try:
@@ -821,6 +888,8 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     _keep_ssm_dtype()
     _triton_present_for_cpu_checks()
     _whisper_pooling_on_cuda_backend()
+    _mla_build_backend_before_026()
+    _transformers_as_the_release_read_them()
     failed = 0
     for case in cases:
         if args.only and case["name"] not in args.only:
