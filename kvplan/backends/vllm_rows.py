@@ -608,6 +608,30 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "get_kv_cache_configs (check_memory = available - _pool_bytes_per_block, new in 0.29); verified "
                "by scripts/oracle/capacity_oracle.py (0.28.0)."),
     EngineFeature(
+        name="hybrid_prefix_caching_default", kind="feature", versions=">=0.27",
+        introduced_by=_PR + "50991", introduced_merged="2026-08-04",
+        summary="Prefix caching is on by default for hybrid (attention + Mamba / linear-attention) models, so "
+                "their state layers run in mamba_cache_mode 'align' (state blocks of the attention block size, "
+                "two or more per request); before, hybrids defaulted to no prefix caching ('none': one state "
+                "block per request of max_model_len tokens) unless --enable-prefix-caching was passed.",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/config/model.py::ModelConfig."
+               "is_prefix_caching_supported ('Hybrid models do not support prefix caching' in 0.25.1); PR #50991 "
+               "merged 2026-08-04, after 0.26.0 (2026-07-25), so first in 0.27 (mapped from the merge date); "
+               "verified by scripts/oracle/capacity_oracle.py (0.25.1: enable_prefix_caching False, 0.28.0: True)."),
+    EngineFeature(
+        name="mla_page_padding", kind="removed_feature", versions=">=0.25,<0.29",
+        introduced_by=_PR + "45181",
+        fixed_or_removed_by="https://github.com/vllm-project/vllm/releases/tag/v0.29.0",
+        summary="Unifying page sizes pads an MLA page that does not divide the largest (a Kimi-Linear model "
+                "with a Kimi-K2 EAGLE3 head: MLA and state pages padded to the head's) where its backend reads "
+                "pages by the block stride (every dense MLA backend; not sparse MLA or the indexer's keys); "
+                "from 0.29 MLA pages are never padded and vLLM refuses to start (kvplan KV504).",
+        source="Read in the vllm==0.28.0 and vllm==0.29.0 wheels: vllm/v1/core/kv_cache_utils.py::"
+               "unify_kv_cache_spec_page_size (0.28: pad when AttentionSpec.indexes_kv_by_block_stride, set "
+               "from AttentionBackend.indexes_kv_by_block_stride, a layer-dimension stride order not first; "
+               "0.29: pad non-MLA attention only), also in the vllm==0.25.1 wheel; verified by "
+               "scripts/oracle/capacity_oracle.py (0.28.0, KimiLinear__auto__4096__kimi-k2-eagle3)."),
+    EngineFeature(
         name="sliding_window_largest_multiple_block", kind="feature", versions=">=0.30",
         introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.30.0",
         summary="With skip layers sharing a padded page, a sliding-window layer on a backend whose kernel blocks "

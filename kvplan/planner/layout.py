@@ -77,20 +77,24 @@ class Capacity:
 
 
 def _plain(lp: LayerPlan, la: LayerArch | None) -> bool:
-    """A layer whose caches kvplan lays out (its attention, sparse indexer keys and cross-attention; not the
-    rings, compressor and further caches of DeepSeek-V4 and others, or block-pooled caches)."""
+    """A layer whose caches kvplan lays out (its attention, sparse indexer keys, cross-attention and the
+    block-pooled caches of Voxtral Realtime's causal audio encoder; not the rings, compressor and further
+    caches of DeepSeek-V4 and others)."""
     if la is None:
         return False
     if lp.kind in ATTENTION_KINDS and lp.bytes_per_token:
-        return (not la.extra_caches and la.dsv4_compress_ratio is None and la.states_per_token == 1
+        return (all(x.kv_heads is not None for x in la.extra_caches) and la.dsv4_compress_ratio is None
                 and lp.bytes_per_token_exact is None)
     return True
 
 
-def mamba_cache_mode(flags: ServingFlags, attention_free: bool = False) -> str:
+def mamba_cache_mode(flags: ServingFlags, attention_free: bool = False, engine: EngineVersion | None = None) -> str:
     """align with prefix caching, else none. Prefix caching is on by default for generative models with
-    attention layers, off for attention-free ones (ModelConfig.is_prefix_caching_supported)."""
-    on = flags.enable_prefix_caching if flags.enable_prefix_caching is not None else not attention_free
+    attention layers, off for attention-free ones (ModelConfig.is_prefix_caching_supported); for hybrid ones
+    only from 0.27 (ENGINE_FEATURES hybrid_prefix_caching_default)."""
+    hybrid_on = engine is None or engine_feature("hybrid_prefix_caching_default").holds_for(engine)
+    on = flags.enable_prefix_caching if flags.enable_prefix_caching is not None else (
+        not attention_free and hybrid_on)
     return "align" if on else "none"
 
 
@@ -277,7 +281,7 @@ class _Cache:
     """Sliding window or attention chunk."""
     skipped: bool = False
     role: str = "main"
-    """main (a model layer's own attention), draft, indexer, cross or state."""
+    """main (a model layer's own attention), draft, indexer, cross, encoder (an audio encoder's) or state."""
     heads: int = 0
     head: int = 0
     """KV heads and head size (the model-wide geometry is the largest of each)."""
@@ -288,14 +292,38 @@ class _Cache:
     page: int = 0
 
 
+def _pooled(window: int | None, states: int) -> int | None:
+    """whisper_causal.py::WhisperCausalAttentionWithBlockPooling.get_kv_cache_spec: a block-pooled sliding cache
+    keeps its window in pooled tokens, ceil(window / N) + 1."""
+    return -(-window // states) + 1 if window and states > 1 else window
+
+
+def _audio_caches(lp: LayerPlan, la: LayerArch | None) -> list[_Cache]:
+    """Voxtral Realtime's causal audio encoder layer of the same index (ExtraCache with kv_heads): a
+    SlidingWindowSpec of its own (tokens_per_state 1/N, window in pooled tokens), N states per token; its bytes
+    are the layer's beyond its own attention cache."""
+    audio = [x for x in la.extra_caches if x.kv_heads is not None] if la is not None else []
+    if not audio:
+        return []
+    own = layer_bytes_per_token(lp.kind, lp.kv_cache_dtype or "auto", lp.dtype or "bfloat16", lp.quant_mode,
+                                lp.num_kv_heads, lp.head_size, lp.head_size_v)[0]
+    (x,) = audio
+    return [_Cache(lp.index, "sliding_attention", lp.bytes_per_token - own, x.window, lp.skipped, role="encoder")]
+
+
 def _attention_caches(lp: LayerPlan, la: LayerArch | None, draft: bool) -> list[_Cache]:
     """A layer's attention caches: its own, its sparse indexer's keys (MLAAttentionSpec, indexer role,
-    deepseek_v2.py::DeepseekV32IndexerCache) and its cross-attention (CrossAttentionSpec)."""
+    deepseek_v2.py::DeepseekV32IndexerCache), its cross-attention (CrossAttentionSpec) and an audio encoder's
+    cache numbered with it (Voxtral Realtime). A causal audio encoder layer past the decoder's is a block-pooled
+    cache of its own (encoder role: not part of the language model's geometry)."""
     indexer = la.indexer_bytes_per_token if la is not None and lp.kind == "mla" else 0
-    window = lp.sliding_window if lp.kind == "sliding_attention" else (
+    audio = _audio_caches(lp, la)
+    states = la.states_per_token if la is not None else 1
+    window = _pooled(lp.sliding_window, states) if lp.kind == "sliding_attention" else (
         lp.attention_chunk_size if lp.kind == "chunked_attention" else None)
-    out = [_Cache(lp.index, lp.kind, lp.bytes_per_token - indexer, window, lp.skipped,
-                  role="draft" if draft else "main", heads=lp.num_kv_heads, head=lp.head_size, lp=lp)]
+    role = "draft" if draft else ("encoder" if states > 1 else "main")
+    out = [_Cache(lp.index, lp.kind, lp.bytes_per_token - indexer - sum(c.bpt for c in audio), window, lp.skipped,
+                  role=role, heads=lp.num_kv_heads, head=lp.head_size, lp=lp), *audio]
     if indexer:
         out.append(_Cache(lp.index, "mla", indexer, role="indexer"))
     if la is not None and la.cross_attention_tokens and lp.cross_attention_bytes_per_token:
@@ -312,6 +340,8 @@ def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
     attn = [c for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token
             for c in _attention_caches(lp, by_index.get(lp.index), False)]
     attn += [c for lp in drafts for c in _attention_caches(lp, None, True)]
+    if any(c.role == "encoder" for c in attn) and any(c.skipped for c in attn):
+        return None  # an audio encoder's caches next to skip layers' shared page: not modelled
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
     if any(lp.state_bytes is None for lp in states) or not (attn or states):
         return None
@@ -375,7 +405,7 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
         if states and attn:  # state pages cannot be promoted to attention: vLLM refuses to start
             raise LayoutRefused(tuple(c.layer for c in states), _promotion_refusal(engine))
         _promote_local(attn)
-    mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
+    mode = mamba_cache_mode(flags, attention_free=not attn, engine=engine) if states else None
     sc = by_index[states[0].layer].state if states else None
     bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine)
     # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain
@@ -383,9 +413,11 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
     # the pool's null block is held back from the memory check from 0.29 (ENGINE_FEATURES null_block_reserved)
     reserve = engine is None or engine_feature("null_block_reserved").holds_for(engine)
+    # before 0.29 a dense MLA page that does not divide the largest is padded (ENGINE_FEATURES mla_page_padding)
+    pad_mla = engine is not None and engine_feature("mla_page_padding").holds_for(engine)
     cap = _capacity(attn, states, bs, mml, (mbt, retained),
                     _state_blocks(sc, flags, mode, compute_capability, engine) if states else 0, mode,
-                    budget, reserve)
+                    budget, reserve, pad_mla)
     if cap is None or cap.max_concurrency is None:
         return cap
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
@@ -419,16 +451,20 @@ class LayoutRefused(Exception):
         self.layers, self.message = layers, message
 
 
-def _unify_pages(attn: list[_Cache], states: list[_Cache]) -> _Cache | None:
+def _unify_pages(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False) -> _Cache | None:
     """unify_kv_cache_spec_page_size: every page becomes the largest; a smaller attention page by a larger
     block (the ratio, when it divides) or padding (not for MLA), a state page by padding. Returns the first
-    cache vLLM cannot unify (an MLA page that does not divide the largest: vLLM raises), None when unified."""
+    cache vLLM cannot unify (an MLA page that does not divide the largest: vLLM raises), None when unified.
+    `pad_mla` (before 0.29): an MLA page is padded where its backend reads pages by the block stride
+    (AttentionSpec.indexes_kv_by_block_stride: every dense MLA backend; not the sparse-MLA backends nor the
+    indexer's key cache, whose stride order keeps the layer dimension first)."""
     top = max([c.page for c in attn] + [c.state_page for c in states])
+    sparse = {c.layer for c in attn if c.role == "indexer"}
     for c in attn:
         if c.page != top and top % c.page == 0:
             c.block, c.page = c.block * (top // c.page), top
         elif c.page != top:
-            if c.kind == "mla":
+            if c.kind == "mla" and not (pad_mla and c.role in ("main", "draft") and c.layer not in sparse):
                 return c
             c.page = top
     for c in states:
@@ -444,7 +480,7 @@ def _full_allocation_fallback(attn: list[_Cache], states: list[_Cache]) -> bool:
     return not states and "mla" in kinds and "sliding_attention" in kinds and "chunked_attention" not in kinds
 
 
-def _grouping(attn: list[_Cache], states: list[_Cache]) -> list[_Group] | None:
+def _grouping(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False) -> list[_Group] | None:
     """get_kv_cache_groups: one group when every cache has one uniform type and block size (pages summed:
     UniformTypeKVCacheSpecs), else pages unified, caches bucketed by spec and split into equal-size groups;
     None where vLLM falls back to full allocation; LayoutRefused where it raises."""
@@ -452,7 +488,7 @@ def _grouping(attn: list[_Cache], states: list[_Cache]) -> list[_Group] | None:
         return [(attn[0].kind, attn)]
     for c in states:
         c.page = c.state_page
-    bad = _unify_pages(attn, states)
+    bad = _unify_pages(attn, states, pad_mla)
     if bad is not None:
         if _full_allocation_fallback(attn, states):
             return None
@@ -476,8 +512,9 @@ def _blocks(c: _Cache, length: int, inflight: tuple[int, int], state_blocks: int
 
 
 def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, inflight: tuple[int, int],
-              state_blocks: int, mode: str | None, budget: int | None, reserve_null: bool = True) -> Capacity | None:
-    groups = _grouping(attn, states)
+              state_blocks: int, mode: str | None, budget: int | None, reserve_null: bool = True,
+              pad_mla: bool = False) -> Capacity | None:
+    groups = _grouping(attn, states, pad_mla)
     if groups is None:
         return None
 

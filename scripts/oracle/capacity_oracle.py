@@ -101,6 +101,30 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
  19. A case's `vllm_config_class` registers the config class vLLM ships for its model_type (arch_oracle.py
      patch 19: MiniMax-M3's text config), and `v2_model_runner` selects Model Runner V2 as a GPU launch
      does (arch_oracle.py patch 12: Step 5).
+ 20. A case whose config is a Mistral-format `params.json` (Voxtral Realtime is published only so) is
+     written under that name and read with `config_format="mistral"` (arch_oracle.py patch 37: vLLM's own
+     Mistral parser), and a case's `files` (name -> a file next to the cases file: its `tekken.json`) are
+     copied next to it, where vLLM's Mistral
+     tokenizer is read from (arch_oracle.py patches 15 and 38: Voxtral Realtime's model class reads its
+     audio settings at build time).
+ 21. Before 0.31 Voxtral Realtime's causal audio encoder (whisper_causal.py::
+     create_whisper_attention_backend_with_block_pooling) refuses the CPU attention backend its layers are
+     built with ("is not yet supported"): where it refuses, it wraps TritonAttention, a CUDA backend it
+     supports (FlashAttention's impl refuses an fp8 cache without a GPU). Only the wrapper's kernel class
+     changes; the KV cache spec is the layer's own (get_kv_cache_spec: K/V heads x block_pool_size before
+     0.31, tokens_per_state 1/block_pool_size from 0.31: the same page).
+ 22. Before 0.26 vLLM has no CPU MLA backend (AttentionBackendEnum.CPU_MLA, which arch_oracle.py's build-time
+     backend answers for MLA layers): an MLA layer is built with TRITON_MLA, the class patch 4 gives it for
+     its spec anyway; a sparse-MLA layer's top-k index buffer (a kernel argument TRITON_MLA's impl does not
+     take) is not passed to it. No kernel runs.
+ 23. A release older than the oracle venv's transformers (5.20.2; 0.25.1 was built against 5.5+, before
+     transformers' heterogeneous per-layer configs and its layer-type names): where the release's own code
+     knows no `per_layer_config` (vllm/transformers_utils/model_arch_config_convertor.py), a per-layer
+     attribute read on the whole config (Gemma 4's head_dim) answers the config's own value, as those
+     transformers did, instead of raising AmbiguousGlobalPerLayerAttributeError; and where a model's decoder
+     layer table lacks the names transformers now writes for "mamba" and "attention" ("linear_attention",
+     "full_attention": GraniteMoeHybrid's layer_types), they map to its Mamba and attention layers. The
+     config and the model class are the release's own.
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -600,11 +624,12 @@ def run_case(ao, case: dict, base: Path) -> dict:
     try:
         if case.get("vllm_config_class"):  # patch 19 (arch_oracle.py patch 19); a release without it: an error
             ao._register_shipped_config_class(case, cfg)
-        shutil.copy(cfg_path, Path(tmp) / "config.json")
+        fmt = ao._config_format(cfg_path, tmp)  # patch 20 (arch_oracle.py patch 37)
+        _case_files(case, base, tmp)  # patch 20
         ao._drop_case_keys(case, tmp)  # patch 12 (arch_oracle.py patch 40)
         f = case["flags"]
-        ea = EngineArgs(model=tmp, skip_tokenizer_init=True, trust_remote_code=True, enforce_eager=True,
-                        load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
+        ea = EngineArgs(model=tmp, config_format=fmt, skip_tokenizer_init=True, trust_remote_code=True,
+                        enforce_eager=True, load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
                         dtype=f.get("dtype", "auto"), max_model_len=f["max_model_len"],
                         enable_prefix_caching=f.get("enable_prefix_caching"),
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
@@ -679,6 +704,86 @@ def run_case(ao, case: dict, base: Path) -> dict:
         else:
             os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved_v2
     return res
+
+
+def _mla_build_backend_before_026() -> None:
+    """Patch 22: without a CPU MLA backend, MLA layers are built with TRITON_MLA (arch_oracle.py answers the
+    CPU backends at build time)."""
+    from vllm.platforms import current_platform
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    if "CPU_MLA" in AttentionBackendEnum.__members__:
+        return
+    plat = type(current_platform)
+    orig = plat.get_attn_backend_cls
+
+    def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
+        if getattr(attn_selector_config, "use_mla", False):
+            return AttentionBackendEnum.TRITON_MLA.get_path()
+        return orig(selected_backend, attn_selector_config, num_heads)
+
+    plat.get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    impl = AttentionBackendEnum.TRITON_MLA.get_class().get_impl_cls()
+    init = impl.__init__
+
+    def init_without_topk(self, *args, **kwargs):
+        kwargs.pop("topk_indices_buffer", None)
+        init(self, *args, **kwargs)
+
+    impl.__init__ = init_without_topk
+
+
+def _transformers_as_the_release_read_them() -> None:
+    """Patch 23: a release from before transformers' heterogeneous configs reads a per-layer attribute on the
+    whole config and the layer-type names of its time."""
+    import vllm
+
+    conv = Path(vllm.__file__).parent / "transformers_utils" / "model_arch_config_convertor.py"
+    if conv.is_file() and "per_layer_config" in conv.read_text():
+        return
+    with contextlib.suppress(ImportError):
+        from transformers.integrations.heterogeneity import configuration_utils as het
+
+        mixin = het.HeterogeneousConfigMixin
+        get = mixin.__getattribute__
+
+        def getattribute(self, key):
+            try:
+                return get(self, key)
+            except het.AmbiguousGlobalPerLayerAttributeError:
+                return super(mixin, self).__getattribute__(key)
+
+        mixin.__getattribute__ = getattribute
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.models import granitemoehybrid as gmh
+
+        for new_name, old_name in (("linear_attention", "mamba"), ("full_attention", "attention")):
+            gmh.ALL_DECODER_LAYER_TYPES.setdefault(new_name, gmh.ALL_DECODER_LAYER_TYPES[old_name])
+
+
+def _whisper_pooling_on_cuda_backend() -> None:
+    """Patch 21: a release whose block-pooling wrapper refuses the CPU backend wraps the CUDA one instead."""
+    try:
+        from vllm.model_executor.models import whisper_causal as wc
+    except ImportError:  # a release without Voxtral Realtime
+        return
+    orig = getattr(wc, "create_whisper_attention_backend_with_block_pooling", None)
+    if orig is None:
+        return
+
+    def create(underlying, *args, **kwargs):
+        try:
+            return orig(underlying, *args, **kwargs)
+        except NotImplementedError:
+            return orig(_cuda_backend(False, "TRITON_ATTN"), *args, **kwargs)
+
+    wc.create_whisper_attention_backend_with_block_pooling = create
+
+
+def _case_files(case: dict, base: Path, tmp: str) -> None:
+    """Patch 20: the checkpoint files a case names (name -> a file relative to the cases file) next to its config."""
+    for name, rel in case.get("files", {}).items():
+        shutil.copy((base / rel).resolve(), Path(tmp) / name)
 
 
 def _cpu_platform_before_026() -> None:
@@ -782,6 +887,9 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     ao._install_patches()
     _keep_ssm_dtype()
     _triton_present_for_cpu_checks()
+    _whisper_pooling_on_cuda_backend()
+    _mla_build_backend_before_026()
+    _transformers_as_the_release_read_them()
     failed = 0
     for case in cases:
         if args.only and case["name"] not in args.only:

@@ -5,7 +5,10 @@ the checkpoint's MTP layers, or ngram with no draft); answers/ holds what script
 computed with vLLM's code, the drafter's model built as its load_model builds it (the draft's layers marked).
 tests/data/vllm_oracle_capacity/cases_extra.json: sparse-MLA indexer key caches (DeepSeek-V3.2, GLM-5),
 cross-attention (Whisper), --kv-cache-dtype-skip-layers next to MLA and state layers, KDA state layers.
-tests/data/vllm_oracle_capacity/cases_refused.json: layouts vLLM raises on (its exception is the answer).
+tests/data/vllm_oracle_capacity/cases_audio.json: Voxtral Realtime's causal audio encoder caches (block-pooled
+sliding windows numbered with the decoder layers), from its Mistral-format params.json.
+tests/data/vllm_oracle_capacity/cases_refused.json: layouts vLLM raises on (its exception is the answer); a
+release that lays such a case out (its answer has no exception) is checked like the others.
 """
 from __future__ import annotations
 
@@ -26,10 +29,12 @@ from tests.planner.test_vllm_capacity_parity import refused_by_release
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 SPECULATIVE = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
 EXTRA = json.loads((DATA / "cases_extra.json").read_text())["cases"]
-CASES = SPECULATIVE + EXTRA
+AUDIO = json.loads((DATA / "cases_audio.json").read_text())["cases"]
+CASES = SPECULATIVE + EXTRA + AUDIO
 REFUSED = json.loads((DATA / "cases_refused.json").read_text())["cases"]
 RELEASES = ["0.33.0", *sorted(p.name for p in (DATA / "releases").iterdir() if p.is_dir())]
-RUNS = [(r, c) for r in RELEASES for c in CASES]
+
+
 _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state",
          "CrossAttentionSpec": "cross_attention"}
@@ -38,6 +43,13 @@ _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_at
 def _answer(case: dict, release: str = "0.33.0") -> dict[str, Any]:
     folder = DATA / "answers" if release == "0.33.0" else DATA / "releases" / release
     return json.loads((folder / f"{case['name']}.json").read_text())
+
+
+# A case vLLM refuses from one release on is laid out by the releases before it (the Kimi-Linear + Kimi-K2
+# EAGLE3 case: 0.28 pads the MLA pages, ENGINE_FEATURES mla_page_padding): those releases check its layout.
+RUNS = [(r, c) for r in RELEASES for c in CASES] + [
+    (r, c) for r in RELEASES for c in REFUSED if _answer(c, r)["error"] is None]
+_REFUSED_RUNS = [(r, c) for r in RELEASES for c in REFUSED if _answer(c, r)["error"] is not None]
 
 
 def _argv(flags: dict[str, Any]) -> list[str]:
@@ -129,17 +141,7 @@ def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Pat
     assert sorted(lp.index for lp in (t.draft.layers if t.draft else [])) == [n + i for i in range(len(drafts))]
 
 
-# vLLM 0.28 still lays this Kimi-Linear + Kimi-K2 EAGLE3 case out (every group, the draft's full-attention layer
-# included, at one 2048-token block: its answer in releases/0.28.0); from 0.29 it refuses. kvplan models the
-# refusal only, so at 0.28 it reports KV504 where vLLM starts: a known gap (docs/capacity-layouts.md).
-_LAID_OUT_BEFORE_REFUSAL = {"0.28.0"}
-_REFUSED_RUNS = [pytest.param(r, c, id=f"{r}-{c['name']}", marks=pytest.mark.xfail(
-    r in _LAID_OUT_BEFORE_REFUSAL and c["name"].startswith("KimiLinear"),
-    strict=True, reason="vLLM 0.28 lays it out; kvplan models 0.29+'s refusal"))
-    for r in RELEASES for c in REFUSED]
-
-
-@pytest.mark.parametrize(("release", "case"), _REFUSED_RUNS)
+@pytest.mark.parametrize(("release", "case"), _REFUSED_RUNS, ids=[f"{r}-{c['name']}" for r, c in _REFUSED_RUNS])
 def test_layout_vllm_refuses_is_finding_kv504(release: str, case: dict, tmp_path: Path) -> None:
     """Where vLLM's own layout code raises (its exception recorded by the oracle), kvplan computes no layout and
     reports KV504 with vLLM's message, naming the same layer."""
