@@ -58,7 +58,8 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      reports N ranks; the model is on the meta device, nothing communicates): heads, KV heads and state
      dims are split as on a GPU rank.
  10. While a case's backend module is imported, a tensor it allocates on "cuda" at import (CUTLASS MLA's
-     128 MB SM100 workspace) is allocated on the meta device instead; the workspace is never used here.
+     128 MB SM100 workspace; 0.22's FlashInfer MLA workspace, torch.zeros) is allocated on the meta device
+     instead; the workspace is never used here.
  11. A case with `speculative_config` (the --speculative-config JSON; its `model`, an EAGLE / draft model's
      config.json, is copied to a folder of its own) has the drafter's model built next to the target's, on
      the meta device, as the drafter's load_model builds it (0.33: llm_base_proposer.py::_get_model with
@@ -125,6 +126,22 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      layer table lacks the names transformers now writes for "mamba" and "attention" ("linear_attention",
      "full_attention": GraniteMoeHybrid's layer_types), they map to its Mamba and attention layers. The
      config and the model class are the release's own.
+ 30. Before 0.25 there is no `get_kv_cache_capacity` (and no `register_all_kvcache_specs`: a static
+     spec_manager_map): the "GPU KV cache size" tokens are the ones the release's own
+     `kv_cache_utils._report_kv_cache_config` logs (its logger stood in for while it runs, so the release's
+     formula of that line answers), the maximum concurrency is its `get_max_concurrency_for_kv_cache_config`
+     (the float that line prints with %.2f).
+ 31. Before 0.25 the CPU platform has no `num_compute_units` (the base class raises), which TRITON_MLA's impl
+     reads while patch 22 builds an MLA layer with it (an SM count for its kernel grid; no kernel runs): it
+     answers torch's thread count, as 0.25's CpuPlatform.num_compute_units does.
+ 32. Before 0.25 FusedMoE refuses a non-gated MoE activation (Nemotron-H's relu2 experts) on a platform that
+     is neither CUDA-alike nor XPU ("is_act_and_mul=False is supported only for CUDA and XPU for now", a
+     kernel limit of the CPU platform; fused_moe/layer.py reads the platform for that check only): that
+     check sees a CUDA platform. The experts' weights and the KV cache specs are untouched by it.
+ 33. Before 0.25 `import_utils._has_module` asks `importlib.util.find_spec` only, which raises for a module
+     without a spec: arch_oracle.py's DeepGEMM stand-in (its patch 26, a module the CPU cannot load) made
+     `has_deep_gemm()` raise while DeepSeek-V3.2 / GLM-5 build. It answers False there, as 0.25+'s own
+     `_has_module` does for a module whose check or trial import fails (and as the 0.33 oracle ran).
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -376,18 +393,20 @@ def _cuda_backend(use_mla: bool, name: str | None = None):
 
         finder = _ImportOnlyFlashInfer()
         sys.meta_path.insert(0, finder)
-        empty = torch.empty
+        empty, zeros = torch.empty, torch.zeros
 
-        def meta_empty(*args, **kwargs):  # patch 10
-            if str(kwargs.get("device", "")).startswith("cuda"):
-                kwargs["device"] = "meta"
-            return empty(*args, **kwargs)
+        def on_meta(alloc):  # patch 10
+            def meta_alloc(*args, **kwargs):
+                if str(kwargs.get("device", "")).startswith("cuda"):
+                    kwargs["device"] = "meta"
+                return alloc(*args, **kwargs)
+            return meta_alloc
 
-        torch.empty = meta_empty
+        torch.empty, torch.zeros = on_meta(empty), on_meta(zeros)
         try:
             return AttentionBackendEnum[name].get_class()
         finally:
-            torch.empty = empty
+            torch.empty, torch.zeros = empty, zeros
             sys.meta_path.remove(finder)
             for mod in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
                 del sys.modules[mod]
@@ -511,11 +530,41 @@ def _layout_name(vc, specs: dict, backends: list) -> str | None:
     return utils.resolve_kv_cache_layout(vc, supported, list(specs.values())).name
 
 
-def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu: bool = False) -> dict:
-    from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity
-    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+class _LoggedFigures:
+    """Patch 30: stands in for kv_cache_utils' logger while the release's `_report_kv_cache_config` runs, and
+    keeps the figures it logs (the "GPU KV cache size" line by the release's own formula)."""
 
-    register_all_kvcache_specs(vc)
+    def __init__(self) -> None:
+        self.lines: dict[str, tuple] = {}
+
+    def info_once(self, msg: str, *args, **kwargs) -> None:
+        self.lines[msg.split(":")[0]] = args
+
+    info = debug = warning = warning_once = info_once
+
+
+def _kv_cache_capacity(vc, config) -> tuple[int, float]:
+    """(the "GPU KV cache size" tokens, the maximum concurrency) of a KV cache config: 0.25+
+    `get_kv_cache_capacity`; patch 30 before it, the tokens the release's `_report_kv_cache_config` logs and
+    the concurrency of its `get_max_concurrency_for_kv_cache_config` (the float that line prints with %.2f)."""
+    from vllm.v1.core import kv_cache_utils as kcu
+
+    if hasattr(kcu, "get_kv_cache_capacity"):
+        return kcu.get_kv_cache_capacity(vc, config)
+    saved, kcu.logger = kcu.logger, _LoggedFigures()
+    try:
+        kcu._report_kv_cache_config(vc, config)
+        tokens = int(kcu.logger.lines["GPU KV cache size"][0].replace(",", ""))
+    finally:
+        kcu.logger = saved
+    return tokens, kcu.get_max_concurrency_for_kv_cache_config(vc, config)
+
+
+def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu: bool = False) -> dict:
+    from vllm.v1.core import single_type_kv_cache_manager as managers
+
+    if hasattr(managers, "register_all_kvcache_specs"):  # patch 30: before 0.25 a static spec_manager_map
+        managers.register_all_kvcache_specs(vc)
     backends = _layer_backends(vc) if on_gpu else [_cuda_backend(vc.model_config.use_mla, backend_name)]
     layout = _layout_name(vc, specs, backends)
     groups, configs = _kv_cache_configs(vc, specs, available)
@@ -531,7 +580,7 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu:
     if isinstance(configs, str):
         out["startup_error"] = configs
         return out
-    tokens, conc = get_kv_cache_capacity(vc, configs[0])
+    tokens, conc = _kv_cache_capacity(vc, configs[0])
     out.update({"num_blocks": configs[0].num_blocks, "gpu_kv_cache_tokens": tokens, "max_concurrency": conc})
     return out
 
@@ -733,6 +782,56 @@ def _mla_build_backend_before_026() -> None:
     impl.__init__ = init_without_topk
 
 
+def _cpu_compute_units_before_025() -> None:
+    """Patch 31: the CPU platform's compute units, as 0.25's CpuPlatform.num_compute_units answers them."""
+    import torch
+    from vllm.platforms import current_platform
+
+    plat = type(current_platform)
+    if plat.__name__ == "CpuPlatform" and "num_compute_units" not in plat.__dict__:
+        plat.num_compute_units = classmethod(lambda cls, device_id=0: torch.get_num_threads())
+
+
+class _CudaAlikeForMoeCheck:
+    """Patch 32: the platform fused_moe/layer.py reads, answering CUDA-alike for its non-gated-activation check."""
+
+    def __init__(self, platform) -> None:
+        self._platform = platform
+
+    def is_cuda_alike(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str):
+        return getattr(self._platform, name)
+
+
+def _moe_activation_check_before_025() -> None:
+    """Patch 32."""
+    import inspect
+
+    from vllm.model_executor.layers.fused_moe import layer
+
+    if "is_act_and_mul=False is supported only for CUDA" in inspect.getsource(layer):
+        layer.current_platform = _CudaAlikeForMoeCheck(layer.current_platform)
+
+
+def _module_check_without_spec_before_025() -> None:
+    """Patch 33: a stand-in module without a spec is not available (0.25+'s _has_module answers so)."""
+    from vllm.utils import import_utils
+
+    orig = import_utils._has_module
+    if "import_module" in getattr(orig, "__wrapped__", orig).__code__.co_names:  # 0.25+: a trial import
+        return
+
+    def has_module(module_name: str) -> bool:
+        try:
+            return orig(module_name)
+        except ValueError:
+            return False
+
+    import_utils._has_module = has_module
+
+
 def _transformers_as_the_release_read_them() -> None:
     """Patch 23: a release from before transformers' heterogeneous configs reads a per-layer attribute on the
     whole config and the layer-type names of its time."""
@@ -890,6 +989,9 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     _whisper_pooling_on_cuda_backend()
     _mla_build_backend_before_026()
     _transformers_as_the_release_read_them()
+    _cpu_compute_units_before_025()
+    _moe_activation_check_before_025()
+    _module_check_without_spec_before_025()
     failed = 0
     for case in cases:
         if args.only and case["name"] not in args.only:
