@@ -619,6 +619,17 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "merged 2026-08-04, after 0.26.0 (2026-07-25), so first in 0.27 (mapped from the merge date); "
                "verified by scripts/oracle/capacity_oracle.py (0.25.1: enable_prefix_caching False, 0.28.0: True)."),
     EngineFeature(
+        name="skip_layer_block_alignment", kind="feature", versions=">=0.25",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.25.0",
+        summary="With --kv-cache-dtype-skip-layers the platform raises the block size until the quantized page "
+                "covers a skip layer's 16-token page, and sliding-window layers take that shared page; before, "
+                "the block size stays the default and unify_kv_cache_spec_page_size gives every smaller page "
+                "(the quantized layers', sliding-window ones included) a larger block, the page ratio.",
+        source="Read in the vllm==0.22.0, vllm==0.24.0 and vllm==0.25.1 wheels: vllm/platforms/interface.py::"
+               "Platform._align_heterogeneous_kv_block_size (Phase 3 of update_block_size_for_backend, absent in "
+               "0.22.0 and 0.24.0); verified by scripts/oracle/capacity_oracle.py (0.22.0: block size 16, fp8 "
+               "layers at 32-token blocks; 0.25.1: block size 32)."),
+    EngineFeature(
         name="mla_page_padding", kind="removed_feature", versions=">=0.25,<0.29",
         introduced_by=_PR + "45181",
         fixed_or_removed_by="https://github.com/vllm-project/vllm/releases/tag/v0.29.0",

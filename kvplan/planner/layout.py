@@ -377,7 +377,11 @@ def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCach
         bs = _hybrid_block_size(bs, page1, max(c.state_page for c in states), any(c.kind == "mla" for c in attn),
                                 ckpt)
         state_padded = bs * page1
-    bs, shared_page = _skip_alignment(attn, bs, state_padded)
+    # skip layers re-align the block size from 0.25 (ENGINE_FEATURES skip_layer_block_alignment); before, their
+    # pages are unified by a larger block only (unify_kv_cache_spec_page_size)
+    shared_page = None
+    if engine is None or engine_feature("skip_layer_block_alignment").holds_for(engine):
+        bs, shared_page = _skip_alignment(attn, bs, state_padded)
     for c in attn:
         c.block = _layer_block(c, bs, shared_page, engine)
         c.page = c.block * c.bpt
