@@ -609,6 +609,14 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "merged 2026-08-04, after 0.26.0 (2026-07-25), so first in 0.27 (mapped from the merge date); "
                "verified by scripts/oracle/capacity_oracle.py (0.25.1: enable_prefix_caching False, 0.28.0: True)."),
     EngineFeature(
+        name="speculative_config_kv_cache_dtype", kind="feature", versions=">=0.28", introduced_by=_PR + "48787",
+        summary="--speculative-config takes kv_cache_dtype (the draft's KV cache dtype, apart from the target's); "
+                "before, SpeculativeConfig rejects the key ('Unexpected keyword argument') and vLLM exits (KV004).",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/config/speculative.py::SpeculativeConfig "
+               "(no kv_cache_dtype field in 0.25.1; PR #48787, opened 2026-07-15, merge date not read, and 0.26 "
+               "and 0.27 not read, so the range starts at 0.28); verified by scripts/oracle/capacity_oracle.py "
+               "(0.25.1: the *-draft-auto cases end in create_engine_config with that ValidationError)."),
+    EngineFeature(
         name="mla_kv_cache_dtype_skip_layers", kind="feature", versions=">=0.28",
         introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.28.0",
         summary="--kv-cache-dtype-skip-layers keeps a listed MLA layer in the model dtype; before, MLAAttention "
