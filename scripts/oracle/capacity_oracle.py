@@ -106,7 +106,9 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      Mistral parser), and a case's `files` (name -> a file next to the cases file: its `tekken.json`) are
      copied next to it, where vLLM's Mistral
      tokenizer is read from (arch_oracle.py patches 15 and 38: Voxtral Realtime's model class reads its
-     audio settings at build time).
+     audio settings at build time). This needs mistral_common (scripts/oracle/requirements.txt); a venv
+     built without it takes it from a folder on PYTHONPATH (`pip install --no-deps --target DIR` of the
+     pinned mistral_common, soundfile, soxr, tiktoken, jsonschema and their pins there).
  21. Before 0.31 Voxtral Realtime's causal audio encoder (whisper_causal.py::
      create_whisper_attention_backend_with_block_pooling) refuses the CPU attention backend its layers are
      built with ("is not yet supported"): where it refuses, it wraps TritonAttention, a CUDA backend it
