@@ -630,6 +630,44 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "0.22.0 and 0.24.0); verified by scripts/oracle/capacity_oracle.py (0.22.0: block size 16, fp8 "
                "layers at 32-token blocks; 0.25.1: block size 32)."),
     EngineFeature(
+        name="speculative_config_kv_cache_dtype", kind="feature", versions=">=0.28", introduced_by=_PR + "48787",
+        summary="--speculative-config takes kv_cache_dtype (the draft's KV cache dtype, apart from the target's); "
+                "before, SpeculativeConfig rejects the key ('Unexpected keyword argument') and vLLM exits (KV004).",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/config/speculative.py::SpeculativeConfig "
+               "(no kv_cache_dtype field in 0.25.1; PR #48787, opened 2026-07-15, merge date not read, and 0.26 "
+               "and 0.27 not read, so the range starts at 0.28); verified by scripts/oracle/capacity_oracle.py "
+               "(0.25.1: the *-draft-auto cases end in create_engine_config with that ValidationError)."),
+    EngineFeature(
+        name="mla_kv_cache_dtype_skip_layers", kind="feature", versions=">=0.28",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.28.0",
+        summary="--kv-cache-dtype-skip-layers keeps a listed MLA layer in the model dtype; before, MLAAttention "
+                "did not read the list and every MLA layer took --kv-cache-dtype (DeepSeek-V3 fp8 with layer 0 "
+                "listed: 61 fp8 layers).",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/model_executor/layers/attention/"
+               "mla_attention.py::MLAAttention.__init__ (the kv_cache_dtype_skip_layers check, absent in 0.25.1); "
+               "0.26 and 0.27 not read, so the range starts at 0.28; verified by scripts/oracle/capacity_oracle.py "
+               "(0.25.1: DeepSeek-V3__fp8__32768__skip-0, one fp8 page for all 61 layers)."),
+    EngineFeature(
+        name="mla_hybrid_block_alignment_128", kind="feature", versions=">=0.28",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.28.0",
+        summary="A hybrid MLA + state model (Kimi-Linear) raises its attention block size in multiples of 128 "
+                "tokens (TRTLLM / FlashInfer MLA decode kernels need the kernel blocks aligned to 128); before, "
+                "in multiples of the kernel block (16): Kimi-Linear at 4096, 1,888 tokens instead of 1,920.",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/platforms/interface.py::Platform."
+               "_align_hybrid_block_size (kernel_block_alignment_size = max(.., 128) if use_mla, absent in "
+               "0.25.1; 0.26 and 0.27 not read, so the range starts at 0.28, the first release known to have "
+               "it); verified by scripts/oracle/capacity_oracle.py (0.25.1, 0.28.0)."),
+    EngineFeature(
+        name="mamba_unify_padding", kind="feature", versions=">=0.28", introduced_by=_PR + "45207",
+        summary="Unifying page sizes pads a state (Mamba) page smaller than the largest; before, it was given a "
+                "larger block like an attention page, which leaves a state page unchanged, so vLLM failed a bare "
+                "assert (or raised 'cannot be padded' where it did not divide) and refused to start: a hybrid "
+                "with a --kv-cache-dtype-skip-layers layer or a draft whose page exceeds the state page (KV504).",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/v1/core/kv_cache_utils.py::"
+               "unify_kv_cache_spec_page_size (the MambaSpec branch, page_size_padded, absent in 0.25.1; vLLM "
+               "issue #43626); 0.26 and 0.27 not read, so the range starts at 0.28; verified by "
+               "scripts/oracle/capacity_oracle.py (0.25.1: Qwen3.5-27B with skip layers, AssertionError)."),
+    EngineFeature(
         name="mla_page_padding", kind="removed_feature", versions=">=0.25,<0.29",
         introduced_by=_PR + "45181",
         fixed_or_removed_by="https://github.com/vllm-project/vllm/releases/tag/v0.29.0",

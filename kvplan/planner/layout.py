@@ -374,8 +374,10 @@ def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCach
     if attn and states:
         ckpt = checkpoint_alignment(sc, cc, engine) if sc is not None and mode == "align" else 1
         page1 = _attn_page_1tok(attn)
-        bs = _hybrid_block_size(bs, page1, max(c.state_page for c in states), any(c.kind == "mla" for c in attn),
-                                ckpt)
+        # MLA hybrids align to 128 tokens from 0.28 (ENGINE_FEATURES mla_hybrid_block_alignment_128)
+        mla = any(c.kind == "mla" for c in attn) and (
+            engine is None or engine_feature("mla_hybrid_block_alignment_128").holds_for(engine))
+        bs = _hybrid_block_size(bs, page1, max(c.state_page for c in states), mla, ckpt)
         state_padded = bs * page1
     # skip layers re-align the block size from 0.25 (ENGINE_FEATURES skip_layer_block_alignment); before, their
     # pages are unified by a larger block only (unify_kv_cache_spec_page_size)
@@ -419,9 +421,11 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     reserve = engine is None or engine_feature("null_block_reserved").holds_for(engine)
     # before 0.29 a dense MLA page that does not divide the largest is padded (ENGINE_FEATURES mla_page_padding)
     pad_mla = engine is not None and engine_feature("mla_page_padding").holds_for(engine)
+    # before 0.28 a state page that divides the largest is not padded: vLLM's assert fails (mamba_unify_padding)
+    pad_state = engine is None or engine_feature("mamba_unify_padding").holds_for(engine)
     cap = _capacity(attn, states, bs, mml, (mbt, retained),
                     _state_blocks(sc, flags, mode, compute_capability, engine) if states else 0, mode,
-                    budget, reserve, pad_mla)
+                    budget, reserve, (pad_mla, pad_state))
     if cap is None or cap.max_concurrency is None:
         return cap
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
@@ -455,14 +459,26 @@ class LayoutRefused(Exception):
         self.layers, self.message = layers, message
 
 
-def _unify_pages(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False) -> _Cache | None:
+UNIFY_REFUSAL_BEFORE_029 = ("page size is not divisible by the maximum page size and cannot be padded. Padding is "
+                            "only supported for attention layers whose backend indexes KV pages by the block stride "
+                            "(indexes_kv_by_block_stride is True).")
+"""The same NotImplementedError before 0.29 (0.25.1, 0.28.0)."""
+STATE_UNIFY_ASSERT = ("AssertionError in unify_kv_cache_spec_page_size: a state page that divides the largest "
+                      "page is given a larger block instead of padding, which leaves its page size unchanged")
+"""vLLM before 0.28 (PR #45207): the bare assert that fails (its message, after "Layer <name>: ")."""
+
+
+def _unify_pages(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False,
+                 pad_state: bool = True) -> _Cache | None:
     """unify_kv_cache_spec_page_size: every page becomes the largest; a smaller attention page by a larger
     block (the ratio, when it divides) or padding (not for MLA), a state page by padding. Returns the first
     cache vLLM cannot unify (an MLA page that does not divide the largest: vLLM raises), None when unified.
     `pad_mla` (before 0.29): an MLA page is padded where its backend reads pages by the block stride
     (AttentionSpec.indexes_kv_by_block_stride: every dense MLA backend; not the sparse-MLA backends nor the
-    indexer's key cache, whose stride order keeps the layer dimension first)."""
+    indexer's key cache, whose stride order keeps the layer dimension first). Without `pad_state` (before 0.28)
+    a state page below the largest fails vLLM's assert (it dividing the largest) or its padding check."""
     top = max([c.page for c in attn] + [c.state_page for c in states])
+    platform = _platform_state_page(attn, states)
     sparse = {c.layer for c in attn if c.role == "indexer"}
     for c in attn:
         if c.page != top and top % c.page == 0:
@@ -472,8 +488,17 @@ def _unify_pages(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False
                 return c
             c.page = top
     for c in states:
+        if not pad_state and platform != top:
+            return c
         c.page = top
     return None
+
+
+def _platform_state_page(attn: list[_Cache], states: list[_Cache]) -> int:
+    """The state page as the hybrid alignment left it (mamba_page_size_padded: the model's attention page at the
+    aligned block size, the page of a layer's own unskipped attention cache), before pages are unified."""
+    own = [c.page for c in attn if c.role == "main" and not c.skipped]
+    return max([*own, *(c.state_page for c in states)])
 
 
 def _full_allocation_fallback(attn: list[_Cache], states: list[_Cache]) -> bool:
@@ -484,7 +509,8 @@ def _full_allocation_fallback(attn: list[_Cache], states: list[_Cache]) -> bool:
     return not states and "mla" in kinds and "sliding_attention" in kinds and "chunked_attention" not in kinds
 
 
-def _grouping(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False) -> list[_Group] | None:
+def _grouping(attn: list[_Cache], states: list[_Cache],
+              pads: tuple[bool, bool] = (False, True)) -> list[_Group] | None:
     """get_kv_cache_groups: one group when every cache has one uniform type and block size (pages summed:
     UniformTypeKVCacheSpecs), else pages unified, caches bucketed by spec and split into equal-size groups;
     None where vLLM falls back to full allocation; LayoutRefused where it raises."""
@@ -492,11 +518,17 @@ def _grouping(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False) -
         return [(attn[0].kind, attn)]
     for c in states:
         c.page = c.state_page
-    bad = _unify_pages(attn, states, pad_mla)
+    platform = _platform_state_page(attn, states) if states else 0
+    bad = _unify_pages(attn, states, *pads)
     if bad is not None:
-        if _full_allocation_fallback(attn, states):
+        top = max([c.page for c in attn] + [c.state_page for c in states])
+        if bad.kind == "state" and top % platform == 0:
+            raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {STATE_UNIFY_ASSERT}")
+        if bad.kind != "state" and _full_allocation_fallback(attn, states):
             return None
-        raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {UNIFY_REFUSAL}")
+        before_029 = pads[0] or bad.kind == "state"
+        text = UNIFY_REFUSAL_BEFORE_029 if before_029 else UNIFY_REFUSAL
+        raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {text}")
     buckets: dict[tuple[str, int | None, int, int, int], list[_Cache]] = {}
     for c in attn:
         buckets.setdefault((c.kind, c.window, c.block, c.bpt, c.page), []).append(c)
@@ -517,8 +549,8 @@ def _blocks(c: _Cache, length: int, inflight: tuple[int, int], state_blocks: int
 
 def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, inflight: tuple[int, int],
               state_blocks: int, mode: str | None, budget: int | None, reserve_null: bool = True,
-              pad_mla: bool = False) -> Capacity | None:
-    groups = _grouping(attn, states, pad_mla)
+              pads: tuple[bool, bool] = (False, True)) -> Capacity | None:
+    groups = _grouping(attn, states, pads)
     if groups is None:
         return None
 

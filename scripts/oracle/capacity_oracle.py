@@ -107,7 +107,9 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      Mistral parser), and a case's `files` (name -> a file next to the cases file: its `tekken.json`) are
      copied next to it, where vLLM's Mistral
      tokenizer is read from (arch_oracle.py patches 15 and 38: Voxtral Realtime's model class reads its
-     audio settings at build time).
+     audio settings at build time). This needs mistral_common (scripts/oracle/requirements.txt); a venv
+     built without it takes it from a folder on PYTHONPATH (`pip install --no-deps --target DIR` of the
+     pinned mistral_common, soundfile, soxr, tiktoken, jsonschema and their pins there).
  21. Before 0.31 Voxtral Realtime's causal audio encoder (whisper_causal.py::
      create_whisper_attention_backend_with_block_pooling) refuses the CPU attention backend its layers are
      built with ("is not yet supported"): where it refuses, it wraps TritonAttention, a CUDA backend it
@@ -122,10 +124,16 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      transformers' heterogeneous per-layer configs and its layer-type names): where the release's own code
      knows no `per_layer_config` (vllm/transformers_utils/model_arch_config_convertor.py), a per-layer
      attribute read on the whole config (Gemma 4's head_dim) answers the config's own value, as those
-     transformers did, instead of raising AmbiguousGlobalPerLayerAttributeError; and where a model's decoder
+     transformers did, instead of raising AmbiguousGlobalPerLayerAttributeError, and Gemma 4's text config
+     keeps its global_head_dim and num_global_key_value_heads fields (now folded into per-layer overrides),
+     which the release's gemma4.py reads for its full-attention layers; and where a model's decoder
      layer table lacks the names transformers now writes for "mamba" and "attention" ("linear_attention",
      "full_attention": GraniteMoeHybrid's layer_types), they map to its Mamba and attention layers. The
      config and the model class are the release's own.
+ 24. Before 0.26 the CPU platform's MLA reset of max_num_batched_tokens (to max(max_model_len, 2048): a CPU
+     scheduling choice) makes the speculative-decoding slot check fail when the drafter's VllmConfig is
+     re-validated (patch 11: "does not have enough slots"); the run keeps the batch budget the flags gave,
+     as a GPU launch does. (Later releases re-validate without failing; their answers are unchanged.)
  30. Before 0.25 there is no `get_kv_cache_capacity` (and no `register_all_kvcache_specs`: a static
      spec_manager_map): the "GPU KV cache size" tokens are the ones the release's own
      `kv_cache_utils._report_kv_cache_config` logs (its logger stood in for while it runs, so the release's
@@ -854,10 +862,40 @@ def _transformers_as_the_release_read_them() -> None:
 
         mixin.__getattribute__ = getattribute
     with contextlib.suppress(ImportError):
+        from transformers.models.gemma4 import configuration_gemma4 as g4
+
+        post_init = g4.Gemma4TextConfig.__post_init__
+
+        def gemma4_post_init(self, **kwargs):
+            legacy = {k: kwargs[k] for k in ("global_head_dim", "num_global_key_value_heads") if k in kwargs}
+            post_init(self, **kwargs)
+            for key, value in legacy.items():  # the fields transformers 5.5 kept (now per-layer overrides)
+                setattr(self, key, value)
+
+        g4.Gemma4TextConfig.__post_init__ = gemma4_post_init
+    with contextlib.suppress(ImportError):
         from vllm.model_executor.models import granitemoehybrid as gmh
 
         for new_name, old_name in (("linear_attention", "mamba"), ("full_attention", "attention")):
             gmh.ALL_DECODER_LAYER_TYPES.setdefault(new_name, gmh.ALL_DECODER_LAYER_TYPES[old_name])
+
+
+def _keep_batch_budget_before_026() -> None:
+    """Patch 24: before 0.26 the CPU platform's MLA batch-budget reset is undone."""
+    import vllm
+    from vllm.platforms import current_platform
+
+    if tuple(int(x) for x in vllm.__version__.split(".")[:2]) >= (0, 26):
+        return
+    orig = type(current_platform).check_and_update_config
+
+    def check_and_update_config(cls, vllm_config):
+        sc = vllm_config.scheduler_config
+        keep = sc.max_num_batched_tokens, sc.enable_chunked_prefill
+        orig(vllm_config)
+        sc.max_num_batched_tokens, sc.enable_chunked_prefill = keep
+
+    type(current_platform).check_and_update_config = classmethod(check_and_update_config)
 
 
 def _whisper_pooling_on_cuda_backend() -> None:
@@ -989,6 +1027,7 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     _whisper_pooling_on_cuda_backend()
     _mla_build_backend_before_026()
     _transformers_as_the_release_read_them()
+    _keep_batch_budget_before_026()
     _cpu_compute_units_before_025()
     _moe_activation_check_before_025()
     _module_check_without_spec_before_025()
