@@ -619,6 +619,17 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "merged 2026-08-04, after 0.26.0 (2026-07-25), so first in 0.27 (mapped from the merge date); "
                "verified by scripts/oracle/capacity_oracle.py (0.25.1: enable_prefix_caching False, 0.28.0: True)."),
     EngineFeature(
+        name="attention_page_padding", kind="feature", versions=">=0.24",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.24.0",
+        summary="Unifying page sizes pads an attention page that does not divide the largest (where its backend "
+                "reads pages by the block stride); before, no page is padded and vLLM raises 'The page size of "
+                "the layer is not divisible by the maximum page size. Cannot unify by adjusting block_size.' and "
+                "refuses to start (kvplan KV504), with no full-allocation fallback.",
+        source="Read in the vllm==0.22.0, vllm==0.23.0 and vllm==0.24.0 wheels: vllm/v1/core/kv_cache_utils.py::"
+               "unify_kv_cache_spec_page_size (page_size_padded and AttentionSpec.indexes_kv_by_block_stride new "
+               "in 0.24.0); verified by scripts/oracle/capacity_oracle.py (0.22.0: Gemma-4-31B-IT-NVFP4 with "
+               "int8_per_token_head, its NotImplementedError)."),
+    EngineFeature(
         name="skip_layer_block_alignment", kind="feature", versions=">=0.25",
         introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.25.0",
         summary="With --kv-cache-dtype-skip-layers the platform raises the block size until the quantized page "

@@ -423,9 +423,11 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     pad_mla = engine is not None and engine_feature("mla_page_padding").holds_for(engine)
     # before 0.28 a state page that divides the largest is not padded: vLLM's assert fails (mamba_unify_padding)
     pad_state = engine is None or engine_feature("mamba_unify_padding").holds_for(engine)
+    # before 0.24 no attention page is padded either (ENGINE_FEATURES attention_page_padding)
+    pad_attn = engine is None or engine_feature("attention_page_padding").holds_for(engine)
     cap = _capacity(attn, states, bs, mml, (mbt, retained),
                     _state_blocks(sc, flags, mode, compute_capability, engine) if states else 0, mode,
-                    budget, reserve, (pad_mla, pad_state))
+                    budget, reserve, (pad_mla, pad_state, pad_attn))
     if cap is None or cap.max_concurrency is None:
         return cap
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
@@ -466,17 +468,22 @@ UNIFY_REFUSAL_BEFORE_029 = ("page size is not divisible by the maximum page size
 STATE_UNIFY_ASSERT = ("AssertionError in unify_kv_cache_spec_page_size: a state page that divides the largest "
                       "page is given a larger block instead of padding, which leaves its page size unchanged")
 """vLLM before 0.28 (PR #45207): the bare assert that fails (its message, after "Layer <name>: ")."""
+UNIFY_REFUSAL_BEFORE_024 = ("The page size of the layer is not divisible by the maximum page size. Cannot unify by "
+                            "adjusting block_size.")
+"""vLLM before 0.24 (ENGINE_FEATURES attention_page_padding): no page is padded; a page that does not divide the
+largest makes unify_kv_cache_spec_page_size raise this NotImplementedError, naming no layer."""
 
 
 def _unify_pages(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False,
-                 pad_state: bool = True) -> _Cache | None:
+                 pad_state: bool = True, pad_attn: bool = True) -> _Cache | None:
     """unify_kv_cache_spec_page_size: every page becomes the largest; a smaller attention page by a larger
     block (the ratio, when it divides) or padding (not for MLA), a state page by padding. Returns the first
     cache vLLM cannot unify (an MLA page that does not divide the largest: vLLM raises), None when unified.
     `pad_mla` (before 0.29): an MLA page is padded where its backend reads pages by the block stride
     (AttentionSpec.indexes_kv_by_block_stride: every dense MLA backend; not the sparse-MLA backends nor the
     indexer's key cache, whose stride order keeps the layer dimension first). Without `pad_state` (before 0.28)
-    a state page below the largest fails vLLM's assert (it dividing the largest) or its padding check."""
+    a state page below the largest fails vLLM's assert (it dividing the largest) or its padding check. Without
+    `pad_attn` (before 0.24) no attention page is padded either: one that does not divide the largest is refused."""
     top = max([c.page for c in attn] + [c.state_page for c in states])
     platform = _platform_state_page(attn, states)
     sparse = {c.layer for c in attn if c.role == "indexer"}
@@ -484,7 +491,8 @@ def _unify_pages(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False
         if c.page != top and top % c.page == 0:
             c.block, c.page = c.block * (top // c.page), top
         elif c.page != top:
-            if c.kind == "mla" and not (pad_mla and c.role in ("main", "draft") and c.layer not in sparse):
+            if not pad_attn or (c.kind == "mla" and not (pad_mla and c.role in ("main", "draft")
+                                                          and c.layer not in sparse)):
                 return c
             c.page = top
     for c in states:
@@ -510,7 +518,7 @@ def _full_allocation_fallback(attn: list[_Cache], states: list[_Cache]) -> bool:
 
 
 def _grouping(attn: list[_Cache], states: list[_Cache],
-              pads: tuple[bool, bool] = (False, True)) -> list[_Group] | None:
+              pads: tuple[bool, bool, bool] = (False, True, True)) -> list[_Group] | None:
     """get_kv_cache_groups: one group when every cache has one uniform type and block size (pages summed:
     UniformTypeKVCacheSpecs), else pages unified, caches bucketed by spec and split into equal-size groups;
     None where vLLM falls back to full allocation; LayoutRefused where it raises."""
@@ -524,6 +532,8 @@ def _grouping(attn: list[_Cache], states: list[_Cache],
         top = max([c.page for c in attn] + [c.state_page for c in states])
         if bad.kind == "state" and top % platform == 0:
             raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {STATE_UNIFY_ASSERT}")
+        if not pads[2]:  # before 0.24: one message, no layer named, no full-allocation fallback
+            raise LayoutRefused((bad.layer,), UNIFY_REFUSAL_BEFORE_024)
         if bad.kind != "state" and _full_allocation_fallback(attn, states):
             return None
         before_029 = pads[0] or bad.kind == "state"
@@ -549,7 +559,7 @@ def _blocks(c: _Cache, length: int, inflight: tuple[int, int], state_blocks: int
 
 def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, inflight: tuple[int, int],
               state_blocks: int, mode: str | None, budget: int | None, reserve_null: bool = True,
-              pads: tuple[bool, bool] = (False, True)) -> Capacity | None:
+              pads: tuple[bool, bool, bool] = (False, True, True)) -> Capacity | None:
     groups = _grouping(attn, states, pads)
     if groups is None:
         return None
