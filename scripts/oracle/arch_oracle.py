@@ -406,7 +406,7 @@ def _flashinfer_impl_check(case: dict):
 
 def _patch_flash_attn_package() -> None:
     """Patch 25: vllm.vllm_flash_attn importable without its CUDA extensions (the interface names the release
-    has: 0.22 has no compile_flash_attn_varlen_func_from_specs)."""
+    has: 0.22 has no compile_flash_attn_varlen_func_from_specs, 0.18 no MLA prefill module)."""
     import importlib
     import types
 
@@ -434,8 +434,10 @@ def _patch_flash_attn_package() -> None:
             setattr(fa_utils, name, getattr(iface, name))
     if not hasattr(fa_utils, "reshape_and_cache_flash"):
         fa_utils.reshape_and_cache_flash = lambda *a, **k: None
-    from vllm.v1.attention.backends.mla.prefill import flash_attn as mla_prefill_fa
-
+    try:
+        from vllm.v1.attention.backends.mla.prefill import flash_attn as mla_prefill_fa
+    except ModuleNotFoundError:  # 0.18: no separate MLA prefill backends
+        return
     if mla_prefill_fa.flash_attn_varlen_func is None:  # the MLA prefill backend a model class names
         mla_prefill_fa.flash_attn_varlen_func = iface.flash_attn_varlen_func
 

@@ -150,6 +150,8 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      without a spec: arch_oracle.py's DeepGEMM stand-in (its patch 26, a module the CPU cannot load) made
      `has_deep_gemm()` raise while DeepSeek-V3.2 / GLM-5 build. It answers False there, as 0.25+'s own
      `_has_module` does for a module whose check or trial import fails (and as the 0.33 oracle ran).
+ 34. Before 0.19 EngineArgs has no `kv_cache_dtype_skip_layers`: the argument is passed only for a case that
+     lists skip layers, which the release then refuses (an unexpected keyword, as its parser refuses the flag).
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -690,7 +692,7 @@ def run_case(ao, case: dict, base: Path) -> dict:
                         dtype=f.get("dtype", "auto"), max_model_len=f["max_model_len"],
                         enable_prefix_caching=f.get("enable_prefix_caching"),
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
-                        kv_cache_dtype_skip_layers=list(f.get("kv_cache_dtype_skip_layers", [])),
+                        **_skip_layers_arg(f),
                         tensor_parallel_size=f.get("tensor_parallel_size", 1),
                         speculative_config=_speculative_config(f, base, tmp),
                         disable_hybrid_kv_cache_manager=f.get("disable_hybrid_kv_cache_manager"),
@@ -788,6 +790,18 @@ def _mla_build_backend_before_026() -> None:
         init(self, *args, **kwargs)
 
     impl.__init__ = init_without_topk
+
+
+def _skip_layers_arg(flags: dict) -> dict:
+    """Patch 34: the --kv-cache-dtype-skip-layers argument; before 0.19 EngineArgs has no such field, so it is
+    passed only where the case lists skip layers (the release then refuses it, as its parser refuses the flag)."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    skip = list(flags.get("kv_cache_dtype_skip_layers", []))
+    known = any(f.name == "kv_cache_dtype_skip_layers" for f in dataclasses.fields(EngineArgs))
+    return {"kv_cache_dtype_skip_layers": skip} if skip or known else {}
 
 
 def _cpu_compute_units_before_025() -> None:
