@@ -630,6 +630,16 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "in 0.24.0); verified by scripts/oracle/capacity_oracle.py (0.22.0: Gemma-4-31B-IT-NVFP4 with "
                "int8_per_token_head, its NotImplementedError)."),
     EngineFeature(
+        name="pooled_encoder_window", kind="feature", versions=">=0.25",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.25.0",
+        summary="A block-pooled causal audio encoder cache (Voxtral Realtime) keeps its sliding window in pooled "
+                "tokens, ceil(window / block_pool_size) + 1; before, in encoder frames, so each request holds "
+                "block_pool_size x the encoder blocks (Voxtral Realtime at 16,384: 560 blocks, not 525).",
+        source="Read in the vllm==0.22.0, vllm==0.23.0, vllm==0.24.0 and vllm==0.25.1 wheels: vllm/model_executor/"
+               "models/whisper_causal.py::WhisperCausalAttentionWithBlockPooling.get_kv_cache_spec (the pooled "
+               "window, absent before 0.25.1); verified by scripts/oracle/capacity_oracle.py (0.22.0, "
+               "cases_audio.json)."),
+    EngineFeature(
         name="skip_layer_block_alignment", kind="feature", versions=">=0.25",
         introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.25.0",
         summary="With --kv-cache-dtype-skip-layers the platform raises the block size until the quantized page "

@@ -331,6 +331,18 @@ def _attention_caches(lp: LayerPlan, la: LayerArch | None, draft: bool) -> list[
     return out
 
 
+def _unpool_encoder_windows(attn: list[_Cache], by_index: dict[int, LayerArch]) -> None:
+    """Before 0.25 (ENGINE_FEATURES pooled_encoder_window) a block-pooled audio encoder cache keeps its window in
+    frames: the encoder layer's own sliding window, or the unpooled window of the cache numbered with a decoder
+    layer."""
+    for c in attn:
+        la = by_index.get(c.layer)
+        if c.role != "encoder" or la is None:
+            continue
+        audio = [x.unpooled_window for x in la.extra_caches if x.kv_heads is not None]
+        c.window = audio[0] if audio else la.sliding_window
+
+
 def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
             by_index: dict[int, LayerArch]) -> tuple[list[_Cache], list[_Cache]] | None:
     """(attention caches, the draft's included; state caches), or None where kvplan does not lay the model
@@ -407,6 +419,8 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     if picked is None or not mml:
         return None
     attn, states = picked
+    if engine is not None and not engine_feature("pooled_encoder_window").holds_for(engine):
+        _unpool_encoder_windows(attn, by_index)
     if hybrid_manager_disabled(layers, flags):
         if states and attn:  # state pages cannot be promoted to attention: vLLM refuses to start
             raise LayoutRefused(tuple(c.layer for c in states), _promotion_refusal(engine))

@@ -124,17 +124,9 @@ def _refuses_draft_kv_cache_dtype(answer: dict[str, Any]) -> bool:
             and "kv_cache_dtype" in " ".join(err["traceback_tail"]))
 
 
-# vLLM before 0.25 keeps a block-pooled audio encoder cache's window in frames, not pooled tokens (whisper_causal.py::
-# WhisperCausalAttentionWithBlockPooling.get_kv_cache_spec pools it from 0.25: cdiv(window, block_pool_size) + 1; absent
-# in the 0.22.0, 0.23.0 and 0.24.0 wheels), so each request holds block_pool_size x the encoder blocks (560 where 0.25
-# holds 525). kvplan reads the pooled window only (ingest/audio_tower.py): a known gap.
-UNPOOLED_ENCODER_WINDOW = {("0.22.0", c["name"]) for c in AUDIO}
-_RUNS = [pytest.param(r, c, id=f"{r}-{c['name']}", marks=[
-    pytest.mark.xfail((r, c["name"]) in SKIP_LIST_ALIGNS_UNSKIPPED_MLA, strict=True,
-                      reason="vLLM 0.25.1 aligns the block size for a skip list its MLA layers ignore"),
-    pytest.mark.xfail((r, c["name"]) in UNPOOLED_ENCODER_WINDOW, strict=True,
-                      reason="vLLM 0.22 keeps the audio encoder's unpooled window; kvplan models the pooled one")])
-         for r, c in RUNS]
+_RUNS = [pytest.param(r, c, id=f"{r}-{c['name']}", marks=pytest.mark.xfail(
+    (r, c["name"]) in SKIP_LIST_ALIGNS_UNSKIPPED_MLA, strict=True,
+    reason="vLLM 0.25.1 aligns the block size for a skip list its MLA layers ignore")) for r, c in RUNS]
 
 
 @pytest.mark.parametrize(("release", "case"), _RUNS)
