@@ -394,6 +394,16 @@ def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCach
     return bs
 
 
+def _skip_list_dtype(layers: list[LayerPlan], flags: ServingFlags, model_dtype: str | None) -> str | None:
+    """The model dtype where the skip list names a KV layer: vLLM aligns the block size for the list whatever the
+    layers did with it (0.25's MLA layers ignore it). A list whose tokens match nothing raises vLLM's block size
+    too; kvplan does not model that (its emitters drop such tokens)."""
+    toks = set(flags.kv_cache_dtype_skip_layers)
+    names = any(str(lp.index) in toks for lp in layers if lp.bytes_per_token) or (
+        "sliding_window" in toks and any(lp.kind == "sliding_attention" for lp in layers))
+    return model_dtype if names else None
+
+
 def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                 bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None,
                 compute_capability: tuple[int, int] | None = None,
@@ -415,8 +425,8 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
         _promote_local(attn)
     mode = mamba_cache_mode(flags, attention_free=not attn, engine=engine) if states else None
     sc = by_index[states[0].layer].state if states else None
-    skip_dtype = model_dtype if flags.kv_cache_dtype_skip_layers else None
-    bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine, skip_dtype)
+    bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine,
+                     _skip_list_dtype(layers, flags, model_dtype))
     # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain
     # may re-prefill (extra_retained_tokens = num_prefill_lookahead_tokens - 1 = num_speculative_tokens - 1).
     retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
