@@ -31,12 +31,13 @@ _KIND = {"FullAttentionSpec": "full_attention", "MLAAttentionSpec": "mla", "Slid
 def plan_capacity(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                   bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None,
                   compute_capability: tuple[int, int] | None = None,
-                  drafts: list[LayerPlan] | None = None) -> Capacity | None:
+                  drafts: list[LayerPlan] | None = None, model_dtype: str | None = None) -> Capacity | None:
     """vLLM's layout and capacity (see layout.plan_layout for the arguments), or None where kvplan does not
     model it. Raises LayoutRefused where vLLM raises instead."""
     builder = BUILDERS.get(arch.architecture or "")
     if builder is None:
-        return plan_layout(layers, arch, flags, mml, bs, mbt, budget, engine, compute_capability, drafts)
+        return plan_layout(layers, arch, flags, mml, bs, mbt, budget, engine, compute_capability, drafts,
+                           model_dtype=model_dtype)
     if not mml or drafts or hybrid_manager_disabled(layers, flags):
         return None  # a draft's caches or the hybrid manager off are not modelled for these models
     return _built_capacity(builder, layers, arch, flags, SpecContext(mml, bs, mbt, engine, compute_capability),

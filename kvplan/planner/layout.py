@@ -36,6 +36,7 @@ from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.arch import LayerArch, ModelArch, StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
+from kvplan.model.vocab import QuantMode
 from kvplan.planner.state_cache import checkpoint_alignment, checkpoint_blocks
 from kvplan.rules.memory import layer_bytes_per_token
 
@@ -241,13 +242,18 @@ def _attn_page_1tok(attn: list[_Cache]) -> int:
     return _model_page(attn, False) or _model_page(attn, True) or max(c.bpt for c in attn)
 
 
-def _skip_alignment(attn: list[_Cache], bs: int, state_padded: int = 0) -> tuple[int, int | None]:
+def _skip_alignment(attn: list[_Cache], bs: int, state_padded: int = 0,
+                    listed_dtype: str | None = None) -> tuple[int, int | None]:
     """Platform._align_heterogeneous_kv_block_size: with skip layers whose (model-dtype) page per token exceeds
     the quantized one, the block size becomes the smallest multiple of align = max(16, block size) whose
     primary page covers a skip page of 16 tokens (and an already padded state page); every sliding-window
     layer then takes that shared page (block size x primary page per token). (block size, shared page or
-    None)."""
+    None). vLLM reads the flag, not the layers: with a skip list (`listed_dtype`, the model dtype) and no layer
+    skipped (0.25's MLA layers ignore the list) the skip page is the whole-model geometry's in the model dtype."""
     primary, padded = _model_page(attn, False), _model_page(attn, True)
+    if not padded and listed_dtype is not None and primary:
+        heads, head = _model_geometry(attn)
+        padded = layer_bytes_per_token("full_attention", "auto", listed_dtype, QuantMode.none, heads, head, head)[0]
     if not primary or not padded or padded <= primary:
         return bs, None
     align = max(MIN_KERNEL_BLOCK, bs)
@@ -379,7 +385,7 @@ def _promote_local(attn: list[_Cache]) -> None:
 
 
 def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCache | None, mode: str | None,
-                cc: tuple[int, int] | None, engine: EngineVersion | None) -> int:
+                cc: tuple[int, int] | None, engine: EngineVersion | None, skip_dtype: str | None = None) -> int:
     """Platform.update_block_size_for_backend: the hybrid alignment (the model-wide attention page per token of
     the global --kv-cache-dtype), then the skip layers' re-alignment; every attention cache's block and page."""
     state_padded = 0
@@ -395,7 +401,7 @@ def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCach
     # pages are unified by a larger block only (unify_kv_cache_spec_page_size)
     shared_page = None
     if engine is None or engine_feature("skip_layer_block_alignment").holds_for(engine):
-        bs, shared_page = _skip_alignment(attn, bs, state_padded)
+        bs, shared_page = _skip_alignment(attn, bs, state_padded, skip_dtype)
     for c in attn:
         c.block = _layer_block(c, bs, shared_page, engine)
         c.page = c.block * c.bpt
@@ -404,10 +410,20 @@ def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCach
     return bs
 
 
+def _skip_list_dtype(layers: list[LayerPlan], flags: ServingFlags, model_dtype: str | None) -> str | None:
+    """The model dtype where the skip list names a KV layer: vLLM aligns the block size for the list whatever the
+    layers did with it (0.25's MLA layers ignore it). A list whose tokens match nothing raises vLLM's block size
+    too; kvplan does not model that (its emitters drop such tokens)."""
+    toks = set(flags.kv_cache_dtype_skip_layers)
+    names = any(str(lp.index) in toks for lp in layers if lp.bytes_per_token) or (
+        "sliding_window" in toks and any(lp.kind == "sliding_attention" for lp in layers))
+    return model_dtype if names else None
+
+
 def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                 bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None,
                 compute_capability: tuple[int, int] | None = None,
-                drafts: list[LayerPlan] | None = None) -> Capacity | None:
+                drafts: list[LayerPlan] | None = None, model_dtype: str | None = None) -> Capacity | None:
     """vLLM's layout and capacity for these layers and the draft's (`drafts`, from `draft_layers`), or None
     where kvplan does not model it (DeepSeek-V4 and other further caches, vLLM's full-allocation fallback for
     pages it cannot unify, state layers it cannot size). Raises LayoutRefused where vLLM raises instead. The
@@ -427,7 +443,8 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
         _promote_local(attn)
     mode = mamba_cache_mode(flags, attention_free=not attn, engine=engine) if states else None
     sc = by_index[states[0].layer].state if states else None
-    bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine)
+    bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine,
+                     _skip_list_dtype(layers, flags, model_dtype))
     # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain
     # may re-prefill (extra_retained_tokens = num_prefill_lookahead_tokens - 1 = num_speculative_tokens - 1).
     retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0

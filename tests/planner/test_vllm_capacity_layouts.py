@@ -26,7 +26,6 @@ from kvplan.model.plan import Plan
 from kvplan.planner.layout import UNIFY_REFUSAL_BEFORE_024
 from tests.conftest import ROOT
 from tests.planner.test_vllm_capacity_parity import (
-    SKIP_LIST_ALIGNS_UNSKIPPED_MLA,
     check_layout_refusal,
     crashes_laying_out,
     refused_by_release,
@@ -124,12 +123,7 @@ def _refuses_draft_kv_cache_dtype(answer: dict[str, Any]) -> bool:
             and "kv_cache_dtype" in " ".join(err["traceback_tail"]))
 
 
-_RUNS = [pytest.param(r, c, id=f"{r}-{c['name']}", marks=pytest.mark.xfail(
-    (r, c["name"]) in SKIP_LIST_ALIGNS_UNSKIPPED_MLA, strict=True,
-    reason="vLLM 0.25.1 aligns the block size for a skip list its MLA layers ignore")) for r, c in RUNS]
-
-
-@pytest.mark.parametrize(("release", "case"), _RUNS)
+@pytest.mark.parametrize(("release", "case"), RUNS, ids=[f"{r}-{c['name']}" for r, c in RUNS])
 def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Path) -> None:
     answer = _answer(case, release)
     want = answer["answer"]

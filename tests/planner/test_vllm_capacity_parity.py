@@ -70,13 +70,6 @@ def check_layout_refusal(plan: Plan, answer: dict[str, Any]) -> None:
     assert (message or "AssertionError in unify_kv_cache_spec_page_size") in finding.message
 
 
-# vLLM 0.25.1 aligns the block size for the skip list (Platform._align_heterogeneous_kv_block_size reads the flag)
-# although its MLAAttention ignores the list (ENGINE_FEATURES mla_kv_cache_dtype_skip_layers): kvplan aligns for
-# the layers it skips, so with none skipped it keeps 16-token blocks where vLLM takes 32.
-SKIP_LIST_ALIGNS_UNSKIPPED_MLA = {("0.25.1", "DeepSeek-V3__fp8__32768__skip-0-2"),
-                                  ("0.25.1", "DeepSeek-V3__fp8__32768__skip-0")}
-
-
 _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state"}
 
@@ -129,12 +122,7 @@ def test_every_case_is_answered_for_its_config(release: str) -> None:
     assert {"FullAttentionSpec", "SlidingWindowSpec", "MLAAttentionSpec", "MambaSpec"} <= kinds
 
 
-_RUNS = [pytest.param(r, c, id=f"{r}-{c['name']}", marks=pytest.mark.xfail(
-    (r, c["name"]) in SKIP_LIST_ALIGNS_UNSKIPPED_MLA, strict=True,
-    reason="vLLM 0.25.1 aligns the block size for a skip list its MLA layers ignore")) for r, c in RUNS]
-
-
-@pytest.mark.parametrize(("release", "case"), _RUNS)
+@pytest.mark.parametrize(("release", "case"), RUNS, ids=[f"{r}-{c['name']}" for r, c in RUNS])
 def test_layout_and_capacity_equal_vllms(release: str, case: dict) -> None:
     answer = _answer(case, release)
     if (release, case["name"]) in ORACLE_LIMITS:
@@ -189,9 +177,12 @@ def test_capacity_oracle_cli_documents_a_release_and_refuses_bad_input(tmp_path:
 
 
 def test_mla_layers_ignore_the_skip_list_before_0_28() -> None:
-    # vLLM 0.25.1's one MLA group has the fp8 page (32 tokens x 576 B) with layer 0 listed; 0.28's the bf16 page
+    # vLLM 0.25.1's one MLA group has the fp8 page (32 tokens x 576 B) with layer 0 listed; 0.28's the bf16 page.
+    # Both raise the block to 32 tokens: Platform._align_heterogeneous_kv_block_size reads the flag, not the layers
     case = next(c for c in CASES if c["name"] == "DeepSeek-V3__fp8__32768__skip-0-2")
     for release, skipped, page in (("0.25.1", False, 32 * 576), ("0.28.0", True, 32 * 1152)):
         assert max(g["page_size_bytes"] for g in _answer(case, release)["answer"]["groups"]) == page
-        layer0 = _plan(case, release).layers[0]
+        plan = _plan(case, release)
+        layer0 = plan.layers[0]
         assert (layer0.skipped, layer0.kv_cache_dtype) == (skipped, "auto" if skipped else "fp8")
+        assert plan.totals.kv_cache_layout is not None and plan.totals.kv_cache_layout.block_size == 32
