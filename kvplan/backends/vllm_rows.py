@@ -632,6 +632,100 @@ ENGINE_FEATURES: tuple[EngineFeature, ...] = (
                "get_kv_cache_configs (check_memory = available - _pool_bytes_per_block, new in 0.29); verified "
                "by scripts/oracle/capacity_oracle.py (0.28.0)."),
     EngineFeature(
+        name="hybrid_prefix_caching_default", kind="feature", versions=">=0.27",
+        introduced_by=_PR + "50991", introduced_merged="2026-08-04",
+        summary="Prefix caching is on by default for hybrid (attention + Mamba / linear-attention) models, so "
+                "their state layers run in mamba_cache_mode 'align' (state blocks of the attention block size, "
+                "two or more per request); before, hybrids defaulted to no prefix caching ('none': one state "
+                "block per request of max_model_len tokens) unless --enable-prefix-caching was passed.",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/config/model.py::ModelConfig."
+               "is_prefix_caching_supported ('Hybrid models do not support prefix caching' in 0.25.1); PR #50991 "
+               "merged 2026-08-04, after 0.26.0 (2026-07-25), so first in 0.27 (mapped from the merge date); "
+               "verified by scripts/oracle/capacity_oracle.py (0.25.1: enable_prefix_caching False, 0.28.0: True)."),
+    EngineFeature(
+        name="attention_page_padding", kind="feature", versions=">=0.24",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.24.0",
+        summary="Unifying page sizes pads an attention page that does not divide the largest (where its backend "
+                "reads pages by the block stride); before, no page is padded and vLLM raises 'The page size of "
+                "the layer is not divisible by the maximum page size. Cannot unify by adjusting block_size.' and "
+                "refuses to start (kvplan KV504), with no full-allocation fallback.",
+        source="Read in the vllm==0.22.0, vllm==0.23.0 and vllm==0.24.0 wheels: vllm/v1/core/kv_cache_utils.py::"
+               "unify_kv_cache_spec_page_size (page_size_padded and AttentionSpec.indexes_kv_by_block_stride new "
+               "in 0.24.0); verified by scripts/oracle/capacity_oracle.py (0.22.0: Gemma-4-31B-IT-NVFP4 with "
+               "int8_per_token_head, its NotImplementedError)."),
+    EngineFeature(
+        name="pooled_encoder_window", kind="feature", versions=">=0.25",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.25.0",
+        summary="A block-pooled causal audio encoder cache (Voxtral Realtime) keeps its sliding window in pooled "
+                "tokens, ceil(window / block_pool_size) + 1; before, in encoder frames, so each request holds "
+                "block_pool_size x the encoder blocks (Voxtral Realtime at 16,384: 560 blocks, not 525).",
+        source="Read in the vllm==0.22.0, vllm==0.23.0, vllm==0.24.0 and vllm==0.25.1 wheels: vllm/model_executor/"
+               "models/whisper_causal.py::WhisperCausalAttentionWithBlockPooling.get_kv_cache_spec (the pooled "
+               "window, absent before 0.25.1); verified by scripts/oracle/capacity_oracle.py (0.22.0, "
+               "cases_audio.json)."),
+    EngineFeature(
+        name="skip_layer_block_alignment", kind="feature", versions=">=0.25",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.25.0",
+        summary="With --kv-cache-dtype-skip-layers the platform raises the block size until the quantized page "
+                "covers a skip layer's 16-token page, and sliding-window layers take that shared page; before, "
+                "the block size stays the default and unify_kv_cache_spec_page_size gives every smaller page "
+                "(the quantized layers', sliding-window ones included) a larger block, the page ratio.",
+        source="Read in the vllm==0.22.0, vllm==0.24.0 and vllm==0.25.1 wheels: vllm/platforms/interface.py::"
+               "Platform._align_heterogeneous_kv_block_size (Phase 3 of update_block_size_for_backend, absent in "
+               "0.22.0 and 0.24.0); verified by scripts/oracle/capacity_oracle.py (0.22.0: block size 16, fp8 "
+               "layers at 32-token blocks; 0.25.1: block size 32)."),
+    EngineFeature(
+        name="speculative_config_kv_cache_dtype", kind="feature", versions=">=0.28", introduced_by=_PR + "48787",
+        summary="--speculative-config takes kv_cache_dtype (the draft's KV cache dtype, apart from the target's); "
+                "before, SpeculativeConfig rejects the key ('Unexpected keyword argument') and vLLM exits (KV004).",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/config/speculative.py::SpeculativeConfig "
+               "(no kv_cache_dtype field in 0.25.1; PR #48787, opened 2026-07-15, merge date not read, and 0.26 "
+               "and 0.27 not read, so the range starts at 0.28); verified by scripts/oracle/capacity_oracle.py "
+               "(0.25.1: the *-draft-auto cases end in create_engine_config with that ValidationError)."),
+    EngineFeature(
+        name="mla_kv_cache_dtype_skip_layers", kind="feature", versions=">=0.28",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.28.0",
+        summary="--kv-cache-dtype-skip-layers keeps a listed MLA layer in the model dtype; before, MLAAttention "
+                "did not read the list and every MLA layer took --kv-cache-dtype (DeepSeek-V3 fp8 with layer 0 "
+                "listed: 61 fp8 layers).",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/model_executor/layers/attention/"
+               "mla_attention.py::MLAAttention.__init__ (the kv_cache_dtype_skip_layers check, absent in 0.25.1); "
+               "0.26 and 0.27 not read, so the range starts at 0.28; verified by scripts/oracle/capacity_oracle.py "
+               "(0.25.1: DeepSeek-V3__fp8__32768__skip-0, one fp8 page for all 61 layers)."),
+    EngineFeature(
+        name="mla_hybrid_block_alignment_128", kind="feature", versions=">=0.28",
+        introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.28.0",
+        summary="A hybrid MLA + state model (Kimi-Linear) raises its attention block size in multiples of 128 "
+                "tokens (TRTLLM / FlashInfer MLA decode kernels need the kernel blocks aligned to 128); before, "
+                "in multiples of the kernel block (16): Kimi-Linear at 4096, 1,888 tokens instead of 1,920.",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/platforms/interface.py::Platform."
+               "_align_hybrid_block_size (kernel_block_alignment_size = max(.., 128) if use_mla, absent in "
+               "0.25.1; 0.26 and 0.27 not read, so the range starts at 0.28, the first release known to have "
+               "it); verified by scripts/oracle/capacity_oracle.py (0.25.1, 0.28.0)."),
+    EngineFeature(
+        name="mamba_unify_padding", kind="feature", versions=">=0.28", introduced_by=_PR + "45207",
+        summary="Unifying page sizes pads a state (Mamba) page smaller than the largest; before, it was given a "
+                "larger block like an attention page, which leaves a state page unchanged, so vLLM failed a bare "
+                "assert (or raised 'cannot be padded' where it did not divide) and refused to start: a hybrid "
+                "with a --kv-cache-dtype-skip-layers layer or a draft whose page exceeds the state page (KV504).",
+        source="Read in the vllm==0.25.1 and vllm==0.28.0 wheels: vllm/v1/core/kv_cache_utils.py::"
+               "unify_kv_cache_spec_page_size (the MambaSpec branch, page_size_padded, absent in 0.25.1; vLLM "
+               "issue #43626); 0.26 and 0.27 not read, so the range starts at 0.28; verified by "
+               "scripts/oracle/capacity_oracle.py (0.25.1: Qwen3.5-27B with skip layers, AssertionError)."),
+    EngineFeature(
+        name="mla_page_padding", kind="removed_feature", versions=">=0.25,<0.29",
+        introduced_by=_PR + "45181",
+        fixed_or_removed_by="https://github.com/vllm-project/vllm/releases/tag/v0.29.0",
+        summary="Unifying page sizes pads an MLA page that does not divide the largest (a Kimi-Linear model "
+                "with a Kimi-K2 EAGLE3 head: MLA and state pages padded to the head's) where its backend reads "
+                "pages by the block stride (every dense MLA backend; not sparse MLA or the indexer's keys); "
+                "from 0.29 MLA pages are never padded and vLLM refuses to start (kvplan KV504).",
+        source="Read in the vllm==0.28.0 and vllm==0.29.0 wheels: vllm/v1/core/kv_cache_utils.py::"
+               "unify_kv_cache_spec_page_size (0.28: pad when AttentionSpec.indexes_kv_by_block_stride, set "
+               "from AttentionBackend.indexes_kv_by_block_stride, a layer-dimension stride order not first; "
+               "0.29: pad non-MLA attention only), also in the vllm==0.25.1 wheel; verified by "
+               "scripts/oracle/capacity_oracle.py (0.28.0, KimiLinear__auto__4096__kimi-k2-eagle3)."),
+    EngineFeature(
         name="sliding_window_largest_multiple_block", kind="feature", versions=">=0.30",
         introduced_by="https://github.com/vllm-project/vllm/releases/tag/v0.30.0",
         summary="With skip layers sharing a padded page, a sliding-window layer on a backend whose kernel blocks "

@@ -61,7 +61,7 @@ def causal_audio_encoder_caches(cfg: dict[str, Any], architecture: str | None, l
         la = by_index.get(j)
         if la is not None:
             extra = ExtraCache(name=f"audio encoder layer {j} K/V ({pool} frames per token)", elements=pool * 2 * hd,
-                               kv_heads=heads, window=pooled_window)
+                               kv_heads=heads, window=pooled_window, unpooled_window=window)
             out[out.index(la)] = la.model_copy(update={"extra_caches": (*la.extra_caches, extra),
                                                        "source": f"{la.source} (+ {what} {j})".strip()})
         else:

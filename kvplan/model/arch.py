@@ -56,6 +56,9 @@ class ExtraCache(Frozen):
     token as the layer's main cache, whatever its dtype."""
     window: Tokens | None = None
     """Tokens it keeps per request when it slides (Inkling's conv state: the kernel size); None: all."""
+    unpooled_window: Tokens | None = None
+    """A block-pooled cache's window in its own frames, where `window` is in pooled tokens (Voxtral Realtime's
+    causal audio encoder: vLLM's spec keeps this one before 0.25)."""
     ring: bool = False
     """A circular buffer (vLLM's CircularBufferSpec): one block per request, whatever the context."""
     kv_heads: HeadCount | None = None

@@ -32,12 +32,13 @@ _KIND = {"FullAttentionSpec": "full_attention", "MLAAttentionSpec": "mla", "Slid
 def plan_capacity(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                   bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None,
                   compute_capability: tuple[int, int] | None = None,
-                  drafts: list[LayerPlan] | None = None) -> Capacity | None:
+                  drafts: list[LayerPlan] | None = None, model_dtype: str | None = None) -> Capacity | None:
     """vLLM's layout and capacity (see layout.plan_layout for the arguments), or None where kvplan does not
     model it. Raises LayoutRefused where vLLM raises instead."""
     builder = BUILDERS.get(arch.architecture or "")
     if builder is None:
-        return plan_layout(layers, arch, flags, mml, bs, mbt, budget, engine, compute_capability, drafts)
+        return plan_layout(layers, arch, flags, mml, bs, mbt, budget, engine, compute_capability, drafts,
+                           model_dtype=model_dtype)
     if not mml or hybrid_manager_disabled(layers, flags):
         return None  # the hybrid manager off is not modelled for these models
     # a speculative draft: each builder lays out the drafts its model's vLLM code builds (DeepSeek-V4's MTP

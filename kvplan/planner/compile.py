@@ -611,7 +611,8 @@ def _size_memory(arch: ModelArch, flags: ServingFlags, gpu: GpuFacts | None, lay
     refused: LayoutRefused | None = None
     try:
         cap = plan_capacity(sized, arch, flags, mml, bs, mbt, budget, engine,
-                          gpu.compute_capability if gpu is not None else None, drafts=drafts)
+                            gpu.compute_capability if gpu is not None else None, drafts=drafts,
+                            model_dtype=model_dtype)
     except LayoutRefused as e:  # vLLM raises while laying the cache out: finding KV504, no layout
         cap, refused = None, e
     if cap is not None:

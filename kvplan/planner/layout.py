@@ -35,6 +35,7 @@ from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.arch import LayerArch, ModelArch, StateCache
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import KvCacheGroup, KvCacheLayout, LayerPlan
+from kvplan.model.vocab import QuantMode
 from kvplan.planner.packing import longest_fitting
 from kvplan.planner.state_cache import checkpoint_alignment, checkpoint_blocks
 from kvplan.rules.memory import layer_bytes_per_token
@@ -78,20 +79,24 @@ class Capacity:
 
 
 def _plain(lp: LayerPlan, la: LayerArch | None) -> bool:
-    """A layer whose caches kvplan lays out (its attention, sparse indexer keys and cross-attention; not the
-    rings, compressor and further caches of DeepSeek-V4 and others, or block-pooled caches)."""
+    """A layer whose caches kvplan lays out (its attention, sparse indexer keys, cross-attention and the
+    block-pooled caches of Voxtral Realtime's causal audio encoder; not the rings, compressor and further
+    caches of DeepSeek-V4 and others)."""
     if la is None:
         return False
     if lp.kind in ATTENTION_KINDS and lp.bytes_per_token:
-        return (not la.extra_caches and la.dsv4_compress_ratio is None and la.states_per_token == 1
+        return (all(x.kv_heads is not None for x in la.extra_caches) and la.dsv4_compress_ratio is None
                 and lp.bytes_per_token_exact is None)
     return True
 
 
-def mamba_cache_mode(flags: ServingFlags, attention_free: bool = False) -> str:
+def mamba_cache_mode(flags: ServingFlags, attention_free: bool = False, engine: EngineVersion | None = None) -> str:
     """align with prefix caching, else none. Prefix caching is on by default for generative models with
-    attention layers, off for attention-free ones (ModelConfig.is_prefix_caching_supported)."""
-    on = flags.enable_prefix_caching if flags.enable_prefix_caching is not None else not attention_free
+    attention layers, off for attention-free ones (ModelConfig.is_prefix_caching_supported); for hybrid ones
+    only from 0.27 (ENGINE_FEATURES hybrid_prefix_caching_default)."""
+    hybrid_on = engine is None or engine_feature("hybrid_prefix_caching_default").holds_for(engine)
+    on = flags.enable_prefix_caching if flags.enable_prefix_caching is not None else (
+        not attention_free and hybrid_on)
     return "align" if on else "none"
 
 
@@ -238,13 +243,18 @@ def _attn_page_1tok(attn: list[_Cache]) -> int:
     return _model_page(attn, False) or _model_page(attn, True) or max(c.bpt for c in attn)
 
 
-def _skip_alignment(attn: list[_Cache], bs: int, state_padded: int = 0) -> tuple[int, int | None]:
+def _skip_alignment(attn: list[_Cache], bs: int, state_padded: int = 0,
+                    listed_dtype: str | None = None) -> tuple[int, int | None]:
     """Platform._align_heterogeneous_kv_block_size: with skip layers whose (model-dtype) page per token exceeds
     the quantized one, the block size becomes the smallest multiple of align = max(16, block size) whose
     primary page covers a skip page of 16 tokens (and an already padded state page); every sliding-window
     layer then takes that shared page (block size x primary page per token). (block size, shared page or
-    None)."""
+    None). vLLM reads the flag, not the layers: with a skip list (`listed_dtype`, the model dtype) and no layer
+    skipped (0.25's MLA layers ignore the list) the skip page is the whole-model geometry's in the model dtype."""
     primary, padded = _model_page(attn, False), _model_page(attn, True)
+    if not padded and listed_dtype is not None and primary:
+        heads, head = _model_geometry(attn)
+        padded = layer_bytes_per_token("full_attention", "auto", listed_dtype, QuantMode.none, heads, head, head)[0]
     if not primary or not padded or padded <= primary:
         return bs, None
     align = max(MIN_KERNEL_BLOCK, bs)
@@ -278,7 +288,7 @@ class _Cache:
     """Sliding window or attention chunk."""
     skipped: bool = False
     role: str = "main"
-    """main (a model layer's own attention), draft, indexer, cross or state."""
+    """main (a model layer's own attention), draft, indexer, cross, encoder (an audio encoder's) or state."""
     heads: int = 0
     head: int = 0
     """KV heads and head size (the model-wide geometry is the largest of each)."""
@@ -289,19 +299,55 @@ class _Cache:
     page: int = 0
 
 
+def _pooled(window: int | None, states: int) -> int | None:
+    """whisper_causal.py::WhisperCausalAttentionWithBlockPooling.get_kv_cache_spec: a block-pooled sliding cache
+    keeps its window in pooled tokens, ceil(window / N) + 1."""
+    return -(-window // states) + 1 if window and states > 1 else window
+
+
+def _audio_caches(lp: LayerPlan, la: LayerArch | None) -> list[_Cache]:
+    """Voxtral Realtime's causal audio encoder layer of the same index (ExtraCache with kv_heads): a
+    SlidingWindowSpec of its own (tokens_per_state 1/N, window in pooled tokens), N states per token; its bytes
+    are the layer's beyond its own attention cache."""
+    audio = [x for x in la.extra_caches if x.kv_heads is not None] if la is not None else []
+    if not audio:
+        return []
+    own = layer_bytes_per_token(lp.kind, lp.kv_cache_dtype or "auto", lp.dtype or "bfloat16", lp.quant_mode,
+                                lp.num_kv_heads, lp.head_size, lp.head_size_v)[0]
+    (x,) = audio
+    return [_Cache(lp.index, "sliding_attention", lp.bytes_per_token - own, x.window, lp.skipped, role="encoder")]
+
+
 def _attention_caches(lp: LayerPlan, la: LayerArch | None, draft: bool) -> list[_Cache]:
     """A layer's attention caches: its own, its sparse indexer's keys (MLAAttentionSpec, indexer role,
-    deepseek_v2.py::DeepseekV32IndexerCache) and its cross-attention (CrossAttentionSpec)."""
+    deepseek_v2.py::DeepseekV32IndexerCache), its cross-attention (CrossAttentionSpec) and an audio encoder's
+    cache numbered with it (Voxtral Realtime). A causal audio encoder layer past the decoder's is a block-pooled
+    cache of its own (encoder role: not part of the language model's geometry)."""
     indexer = la.indexer_bytes_per_token if la is not None and lp.kind == "mla" else 0
-    window = lp.sliding_window if lp.kind == "sliding_attention" else (
+    audio = _audio_caches(lp, la)
+    states = la.states_per_token if la is not None else 1
+    window = _pooled(lp.sliding_window, states) if lp.kind == "sliding_attention" else (
         lp.attention_chunk_size if lp.kind == "chunked_attention" else None)
-    out = [_Cache(lp.index, lp.kind, lp.bytes_per_token - indexer, window, lp.skipped,
-                  role="draft" if draft else "main", heads=lp.num_kv_heads, head=lp.head_size, lp=lp)]
+    role = "draft" if draft else ("encoder" if states > 1 else "main")
+    out = [_Cache(lp.index, lp.kind, lp.bytes_per_token - indexer - sum(c.bpt for c in audio), window, lp.skipped,
+                  role=role, heads=lp.num_kv_heads, head=lp.head_size, lp=lp), *audio]
     if indexer:
         out.append(_Cache(lp.index, "mla", indexer, role="indexer"))
     if la is not None and la.cross_attention_tokens and lp.cross_attention_bytes_per_token:
         out.append(_Cache(lp.index, "cross_attention", lp.cross_attention_bytes_per_token, role="cross"))
     return out
+
+
+def _unpool_encoder_windows(attn: list[_Cache], by_index: dict[int, LayerArch]) -> None:
+    """Before 0.25 (ENGINE_FEATURES pooled_encoder_window) a block-pooled audio encoder cache keeps its window in
+    frames: the encoder layer's own sliding window, or the unpooled window of the cache numbered with a decoder
+    layer."""
+    for c in attn:
+        la = by_index.get(c.layer)
+        if c.role != "encoder" or la is None:
+            continue
+        audio = [x.unpooled_window for x in la.extra_caches if x.kv_heads is not None]
+        c.window = audio[0] if audio else la.sliding_window
 
 
 def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
@@ -319,6 +365,8 @@ def _caches(layers: list[LayerPlan], drafts: list[LayerPlan],
     attn = [c for lp in layers if lp.kind in ATTENTION_KINDS and lp.bytes_per_token
             for c in _attention_caches(lp, by_index.get(lp.index), False)]
     attn += [c for lp in drafts for c in _attention_caches(lp, None, True)]
+    if any(c.role == "encoder" for c in attn) and any(c.skipped for c in attn):
+        return None  # an audio encoder's caches next to skip layers' shared page: not modelled
     states = [lp for lp in layers if lp.kind in ("mamba", "linear_attention")]
     if any(lp.state_bytes is None for lp in states) or not (attn or states):
         return None
@@ -344,17 +392,23 @@ def _promote_local(attn: list[_Cache]) -> None:
 
 
 def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCache | None, mode: str | None,
-                cc: tuple[int, int] | None, engine: EngineVersion | None) -> int:
+                cc: tuple[int, int] | None, engine: EngineVersion | None, skip_dtype: str | None = None) -> int:
     """Platform.update_block_size_for_backend: the hybrid alignment (the model-wide attention page per token of
     the global --kv-cache-dtype), then the skip layers' re-alignment; every attention cache's block and page."""
     state_padded = 0
     if attn and states:
         ckpt = checkpoint_alignment(sc, cc, engine) if sc is not None and mode == "align" else 1
         page1 = _attn_page_1tok(attn)
-        bs = _hybrid_block_size(bs, page1, max(c.state_page for c in states), any(c.kind == "mla" for c in attn),
-                                ckpt)
+        # MLA hybrids align to 128 tokens from 0.28 (ENGINE_FEATURES mla_hybrid_block_alignment_128)
+        mla = any(c.kind == "mla" for c in attn) and (
+            engine is None or engine_feature("mla_hybrid_block_alignment_128").holds_for(engine))
+        bs = _hybrid_block_size(bs, page1, max(c.state_page for c in states), mla, ckpt)
         state_padded = bs * page1
-    bs, shared_page = _skip_alignment(attn, bs, state_padded)
+    # skip layers re-align the block size from 0.25 (ENGINE_FEATURES skip_layer_block_alignment); before, their
+    # pages are unified by a larger block only (unify_kv_cache_spec_page_size)
+    shared_page = None
+    if engine is None or engine_feature("skip_layer_block_alignment").holds_for(engine):
+        bs, shared_page = _skip_alignment(attn, bs, state_padded, skip_dtype)
     for c in attn:
         c.block = _layer_block(c, bs, shared_page, engine)
         c.page = c.block * c.bpt
@@ -363,10 +417,20 @@ def _block_size(attn: list[_Cache], states: list[_Cache], bs: int, sc: StateCach
     return bs
 
 
+def _skip_list_dtype(layers: list[LayerPlan], flags: ServingFlags, model_dtype: str | None) -> str | None:
+    """The model dtype where the skip list names a KV layer: vLLM aligns the block size for the list whatever the
+    layers did with it (0.25's MLA layers ignore it). A list whose tokens match nothing raises vLLM's block size
+    too; kvplan does not model that (its emitters drop such tokens)."""
+    toks = set(flags.kv_cache_dtype_skip_layers)
+    names = any(str(lp.index) in toks for lp in layers if lp.bytes_per_token) or (
+        "sliding_window" in toks and any(lp.kind == "sliding_attention" for lp in layers))
+    return model_dtype if names else None
+
+
 def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                 bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None,
                 compute_capability: tuple[int, int] | None = None,
-                drafts: list[LayerPlan] | None = None) -> Capacity | None:
+                drafts: list[LayerPlan] | None = None, model_dtype: str | None = None) -> Capacity | None:
     """vLLM's layout and capacity for these layers and the draft's (`drafts`, from `draft_layers`), or None
     where kvplan does not model it (DeepSeek-V4 and other further caches, vLLM's full-allocation fallback for
     pages it cannot unify, state layers it cannot size). Raises LayoutRefused where vLLM raises instead. The
@@ -378,13 +442,16 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     if picked is None or not mml:
         return None
     attn, states = picked
+    if engine is not None and not engine_feature("pooled_encoder_window").holds_for(engine):
+        _unpool_encoder_windows(attn, by_index)
     if hybrid_manager_disabled(layers, flags):
         if states and attn:  # state pages cannot be promoted to attention: vLLM refuses to start
             raise LayoutRefused(tuple(c.layer for c in states), _promotion_refusal(engine))
         _promote_local(attn)
-    mode = mamba_cache_mode(flags, attention_free=not attn) if states else None
+    mode = mamba_cache_mode(flags, attention_free=not attn, engine=engine) if states else None
     sc = by_index[states[0].layer].state if states else None
-    bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine)
+    bs = _block_size(attn, states, bs, sc, mode, compute_capability, engine,
+                     _skip_list_dtype(layers, flags, model_dtype))
     if engine is not None and not engine_feature("sliding_mla_full_allocation_fallback").holds_for(engine):
         _refuse_sliding_mla(attn)
     # get_global_kv_cache_groups: with several MTP modules in use, sliding windows retain the tokens the chain
@@ -392,9 +459,15 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     retained = flags.num_speculative_tokens - 1 if multi_module_mtp(arch, flags) else 0
     # the pool's null block is held back from the memory check from 0.29 (ENGINE_FEATURES null_block_reserved)
     reserve = engine is None or engine_feature("null_block_reserved").holds_for(engine)
+    # before 0.29 a dense MLA page that does not divide the largest is padded (ENGINE_FEATURES mla_page_padding)
+    pad_mla = engine is not None and engine_feature("mla_page_padding").holds_for(engine)
+    # before 0.28 a state page that divides the largest is not padded: vLLM's assert fails (mamba_unify_padding)
+    pad_state = engine is None or engine_feature("mamba_unify_padding").holds_for(engine)
+    # before 0.24 no attention page is padded either (ENGINE_FEATURES attention_page_padding)
+    pad_attn = engine is None or engine_feature("attention_page_padding").holds_for(engine)
     cap = _capacity(attn, states, bs, mml, (mbt, retained),
                     _state_blocks(sc, flags, mode, compute_capability, engine) if states else 0, mode,
-                    budget, reserve)
+                    budget, reserve, (pad_mla, pad_state, pad_attn))
     if cap is None or cap.max_concurrency is None:
         return cap
     return replace(cap, tokens_capacity=logged_tokens(cap.layout, cap.max_concurrency, mml, engine))
@@ -428,19 +501,43 @@ class LayoutRefused(Exception):
         self.layers, self.message = layers, message
 
 
-def _unify_pages(attn: list[_Cache], states: list[_Cache]) -> _Cache | None:
+UNIFY_REFUSAL_BEFORE_029 = ("page size is not divisible by the maximum page size and cannot be padded. Padding is "
+                            "only supported for attention layers whose backend indexes KV pages by the block stride "
+                            "(indexes_kv_by_block_stride is True).")
+"""The same NotImplementedError before 0.29 (0.25.1, 0.28.0)."""
+STATE_UNIFY_ASSERT = ("AssertionError in unify_kv_cache_spec_page_size: a state page that divides the largest "
+                      "page is given a larger block instead of padding, which leaves its page size unchanged")
+"""vLLM before 0.28 (PR #45207): the bare assert that fails (its message, after "Layer <name>: ")."""
+UNIFY_REFUSAL_BEFORE_024 = ("The page size of the layer is not divisible by the maximum page size. Cannot unify by "
+                            "adjusting block_size.")
+"""vLLM before 0.24 (ENGINE_FEATURES attention_page_padding): no page is padded; a page that does not divide the
+largest makes unify_kv_cache_spec_page_size raise this NotImplementedError, naming no layer."""
+
+
+def _unify_pages(attn: list[_Cache], states: list[_Cache], pad_mla: bool = False,
+                 pad_state: bool = True, pad_attn: bool = True) -> _Cache | None:
     """unify_kv_cache_spec_page_size: every page becomes the largest; a smaller attention page by a larger
     block (the ratio, when it divides) or padding (not for MLA), a state page by padding. Returns the first
-    cache vLLM cannot unify (an MLA page that does not divide the largest: vLLM raises), None when unified."""
+    cache vLLM cannot unify (an MLA page that does not divide the largest: vLLM raises), None when unified.
+    `pad_mla` (before 0.29): an MLA page is padded where its backend reads pages by the block stride
+    (AttentionSpec.indexes_kv_by_block_stride: every dense MLA backend; not the sparse-MLA backends nor the
+    indexer's key cache, whose stride order keeps the layer dimension first). Without `pad_state` (before 0.28)
+    a state page below the largest fails vLLM's assert (it dividing the largest) or its padding check. Without
+    `pad_attn` (before 0.24) no attention page is padded either: one that does not divide the largest is refused."""
     top = max([c.page for c in attn] + [c.state_page for c in states])
+    platform = _platform_state_page(attn, states)
+    sparse = {c.layer for c in attn if c.role == "indexer"}
     for c in attn:
         if c.page != top and top % c.page == 0:
             c.block, c.page = c.block * (top // c.page), top
         elif c.page != top:
-            if c.kind == "mla":
+            if not pad_attn or (c.kind == "mla" and not (pad_mla and c.role in ("main", "draft")
+                                                          and c.layer not in sparse)):
                 return c
             c.page = top
     for c in states:
+        if not pad_state and platform != top:
+            return c
         c.page = top
     return None
 
@@ -458,6 +555,13 @@ def _refuse_sliding_mla(attn: list[_Cache]) -> None:
         raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {UNIFY_REFUSAL}")
 
 
+def _platform_state_page(attn: list[_Cache], states: list[_Cache]) -> int:
+    """The state page as the hybrid alignment left it (mamba_page_size_padded: the model's attention page at the
+    aligned block size, the page of a layer's own unskipped attention cache), before pages are unified."""
+    own = [c.page for c in attn if c.role == "main" and not c.skipped]
+    return max([*own, *(c.state_page for c in states)])
+
+
 def _full_allocation_fallback(attn: list[_Cache], states: list[_Cache]) -> bool:
     """_try_get_full_allocation_fallback_groups: where pages cannot be unified, MLA next to regular
     sliding-window layers (no chunked ones, no state layers: promotion must reach one type) is allocated as
@@ -466,7 +570,8 @@ def _full_allocation_fallback(attn: list[_Cache], states: list[_Cache]) -> bool:
     return not states and "mla" in kinds and "sliding_attention" in kinds and "chunked_attention" not in kinds
 
 
-def _grouping(attn: list[_Cache], states: list[_Cache]) -> list[_Group] | None:
+def _grouping(attn: list[_Cache], states: list[_Cache],
+              pads: tuple[bool, bool, bool] = (False, True, True)) -> list[_Group] | None:
     """get_kv_cache_groups: one group when every cache has one uniform type and block size (pages summed:
     UniformTypeKVCacheSpecs), else pages unified, caches bucketed by spec and split into equal-size groups;
     None where vLLM falls back to full allocation; LayoutRefused where it raises."""
@@ -474,11 +579,19 @@ def _grouping(attn: list[_Cache], states: list[_Cache]) -> list[_Group] | None:
         return [(attn[0].kind, attn)]
     for c in states:
         c.page = c.state_page
-    bad = _unify_pages(attn, states)
+    platform = _platform_state_page(attn, states) if states else 0
+    bad = _unify_pages(attn, states, *pads)
     if bad is not None:
-        if _full_allocation_fallback(attn, states):
+        top = max([c.page for c in attn] + [c.state_page for c in states])
+        if bad.kind == "state" and top % platform == 0:
+            raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {STATE_UNIFY_ASSERT}")
+        if not pads[2]:  # before 0.24: one message, no layer named, no full-allocation fallback
+            raise LayoutRefused((bad.layer,), UNIFY_REFUSAL_BEFORE_024)
+        if bad.kind != "state" and _full_allocation_fallback(attn, states):
             return None
-        raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {UNIFY_REFUSAL}")
+        before_029 = pads[0] or bad.kind == "state"
+        text = UNIFY_REFUSAL_BEFORE_029 if before_029 else UNIFY_REFUSAL
+        raise LayoutRefused((bad.layer,), f"Layer {bad.layer}: {text}")
     buckets: dict[tuple[str, int | None, int, int, int], list[_Cache]] = {}
     for c in attn:
         buckets.setdefault((c.kind, c.window, c.block, c.bpt, c.page), []).append(c)
@@ -498,8 +611,9 @@ def _blocks(c: _Cache, length: int, inflight: tuple[int, int], state_blocks: int
 
 
 def _capacity(attn: list[_Cache], states: list[_Cache], bs: int, mml: int, inflight: tuple[int, int],
-              state_blocks: int, mode: str | None, budget: int | None, reserve_null: bool = True) -> Capacity | None:
-    groups = _grouping(attn, states)
+              state_blocks: int, mode: str | None, budget: int | None, reserve_null: bool = True,
+              pads: tuple[bool, bool, bool] = (False, True, True)) -> Capacity | None:
+    groups = _grouping(attn, states, pads)
     if groups is None:
         return None
 

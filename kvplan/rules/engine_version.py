@@ -63,6 +63,13 @@ def flag_not_in_release(ctx: RuleContext) -> Iterator[Emit]:
                    f"#33695 (first in {first} by kvplan's mapping), so vLLM exits with "
                    "'unrecognized arguments' and no layer is skipped.",
                    fix=f"Upgrade to vLLM >= {first}, or drop --kv-cache-dtype-skip-layers.")
+    if ctx.flags.speculative_kv_cache_dtype is not None and not ctx.engine_has("speculative_config_kv_cache_dtype"):
+        first = engine_feature("speculative_config_kv_cache_dtype").versions.lstrip(">=")
+        yield Emit(f"--speculative-config kv_cache_dtype does not exist in {_release(ctx)}: SpeculativeConfig "
+                   "rejects the key ('Unexpected keyword argument'), so vLLM exits; it came with PR #48787 (first "
+                   f"in {first} by kvplan's reading of the release wheels).",
+                   fix=f"Upgrade to vLLM >= {first}, or drop kv_cache_dtype from --speculative-config (the draft "
+                       "then takes --kv-cache-dtype).", subject=Subject(flag="--speculative-config"))
 
 
 @declare(code="KV005", name="kv-dtype-not-in-release", severity="error", family="dtype",

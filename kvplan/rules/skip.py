@@ -30,6 +30,8 @@ def skip_layers(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set
     toks = ctx.flags.kv_cache_dtype_skip_layers
     if not toks or la.kind in NO_KV_KINDS or st.kv_cache_dtype is None:
         return
+    if la.kind == "mla" and not ctx.engine_has("mla_kv_cache_dtype_skip_layers"):
+        return  # MLAAttention reads the skip list from 0.28 (ENGINE_FEATURES mla_kv_cache_dtype_skip_layers)
     reasons: list[str] = []
     if la.kind != "mla" and la.sliding_window is not None and "sliding_window" in toks:
         reasons.append(f"'sliding_window' listed and the layer slides (window {la.sliding_window})")

@@ -405,7 +405,8 @@ def _flashinfer_impl_check(case: dict):
 
 
 def _patch_flash_attn_package() -> None:
-    """Patch 25: vllm.vllm_flash_attn importable without its CUDA extensions."""
+    """Patch 25: vllm.vllm_flash_attn importable without its CUDA extensions (the interface names the release
+    has: 0.22 has no compile_flash_attn_varlen_func_from_specs, 0.18 no MLA prefill module)."""
     import importlib
     import types
 
@@ -423,17 +424,20 @@ def _patch_flash_attn_package() -> None:
     iface = importlib.import_module("vllm.vllm_flash_attn.flash_attn_interface")
     for name in ("compile_flash_attn_varlen_func_from_specs", "fa_version_unsupported_reason",
                  "flash_attn_varlen_func", "get_scheduler_metadata", "is_fa_version_supported"):
-        setattr(pkg, name, getattr(iface, name))
+        if hasattr(iface, name):  # an older release's interface has fewer (0.22: no compile_..._from_specs)
+            setattr(pkg, name, getattr(iface, name))
     # vLLM's fa_utils binds the kernel entry points only on CUDA / ROCm / XPU platforms.
     from vllm.v1.attention.backends import fa_utils
 
     for name in ("compile_flash_attn_varlen_func_from_specs", "flash_attn_varlen_func", "get_scheduler_metadata"):
-        if not hasattr(fa_utils, name):
+        if not hasattr(fa_utils, name) and hasattr(iface, name):
             setattr(fa_utils, name, getattr(iface, name))
     if not hasattr(fa_utils, "reshape_and_cache_flash"):
         fa_utils.reshape_and_cache_flash = lambda *a, **k: None
-    from vllm.v1.attention.backends.mla.prefill import flash_attn as mla_prefill_fa
-
+    try:
+        from vllm.v1.attention.backends.mla.prefill import flash_attn as mla_prefill_fa
+    except ModuleNotFoundError:  # 0.18: no separate MLA prefill backends
+        return
     if mla_prefill_fa.flash_attn_varlen_func is None:  # the MLA prefill backend a model class names
         mla_prefill_fa.flash_attn_varlen_func = iface.flash_attn_varlen_func
 

@@ -58,7 +58,8 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      reports N ranks; the model is on the meta device, nothing communicates): heads, KV heads and state
      dims are split as on a GPU rank.
  10. While a case's backend module is imported, a tensor it allocates on "cuda" at import (CUTLASS MLA's
-     128 MB SM100 workspace) is allocated on the meta device instead; the workspace is never used here.
+     128 MB SM100 workspace; 0.22's FlashInfer MLA workspace, torch.zeros) is allocated on the meta device
+     instead; the workspace is never used here.
  11. A case with `speculative_config` (the --speculative-config JSON; its `model`, an EAGLE / draft model's
      config.json, is copied to a folder of its own) has the drafter's model built next to the target's, on
      the meta device, as the drafter's load_model builds it (0.33: llm_base_proposer.py::_get_model with
@@ -123,6 +124,56 @@ What is patched beyond arch_oracle.py's patches (no vLLM function body is change
      it does on the GPU (_resolve_kda_prefill_backend: FlashKDA on SM90 / SM10x / SM12x for bf16, head_dim 128
      and a bounded gate, whose layers export a prefill checkpoint); FlashKDA's extension (not built for the
      CPU) answers a workspace size of 0 (a runtime buffer, not in the KV cache).
+ 25. A case whose config is a Mistral-format `params.json` (Voxtral Realtime is published only so) is
+     written under that name and read with `config_format="mistral"` (arch_oracle.py patch 37: vLLM's own
+     Mistral parser), and a case's `files` (name -> a file next to the cases file: its `tekken.json`) are
+     copied next to it, where vLLM's Mistral
+     tokenizer is read from (arch_oracle.py patches 15 and 38: Voxtral Realtime's model class reads its
+     audio settings at build time). This needs mistral_common (scripts/oracle/requirements.txt); a venv
+     built without it takes it from a folder on PYTHONPATH (`pip install --no-deps --target DIR` of the
+     pinned mistral_common, soundfile, soxr, tiktoken, jsonschema and their pins there).
+ 26. Before 0.31 Voxtral Realtime's causal audio encoder (whisper_causal.py::
+     create_whisper_attention_backend_with_block_pooling) refuses the CPU attention backend its layers are
+     built with ("is not yet supported"): where it refuses, it wraps TritonAttention, a CUDA backend it
+     supports (FlashAttention's impl refuses an fp8 cache without a GPU). Only the wrapper's kernel class
+     changes; the KV cache spec is the layer's own (get_kv_cache_spec: K/V heads x block_pool_size before
+     0.31, tokens_per_state 1/block_pool_size from 0.31: the same page).
+ 27. Before 0.26 vLLM has no CPU MLA backend (AttentionBackendEnum.CPU_MLA, which arch_oracle.py's build-time
+     backend answers for MLA layers): an MLA layer is built with TRITON_MLA, the class patch 4 gives it for
+     its spec anyway; a sparse-MLA layer's top-k index buffer (a kernel argument TRITON_MLA's impl does not
+     take) is not passed to it. No kernel runs.
+ 28. A release older than the oracle venv's transformers (5.20.2; 0.25.1 was built against 5.5+, before
+     transformers' heterogeneous per-layer configs and its layer-type names): where the release's own code
+     knows no `per_layer_config` (vllm/transformers_utils/model_arch_config_convertor.py), a per-layer
+     attribute read on the whole config (Gemma 4's head_dim) answers the config's own value, as those
+     transformers did, instead of raising AmbiguousGlobalPerLayerAttributeError, and Gemma 4's text config
+     keeps its global_head_dim and num_global_key_value_heads fields (now folded into per-layer overrides),
+     which the release's gemma4.py reads for its full-attention layers; and where a model's decoder
+     layer table lacks the names transformers now writes for "mamba" and "attention" ("linear_attention",
+     "full_attention": GraniteMoeHybrid's layer_types), they map to its Mamba and attention layers. The
+     config and the model class are the release's own.
+ 29. Before 0.26 the CPU platform's MLA reset of max_num_batched_tokens (to max(max_model_len, 2048): a CPU
+     scheduling choice) makes the speculative-decoding slot check fail when the drafter's VllmConfig is
+     re-validated (patch 11: "does not have enough slots"); the run keeps the batch budget the flags gave,
+     as a GPU launch does. (Later releases re-validate without failing; their answers are unchanged.)
+ 30. Before 0.25 there is no `get_kv_cache_capacity` (and no `register_all_kvcache_specs`: a static
+     spec_manager_map): the "GPU KV cache size" tokens are the ones the release's own
+     `kv_cache_utils._report_kv_cache_config` logs (its logger stood in for while it runs, so the release's
+     formula of that line answers), the maximum concurrency is its `get_max_concurrency_for_kv_cache_config`
+     (the float that line prints with %.2f).
+ 31. Before 0.25 the CPU platform has no `num_compute_units` (the base class raises), which TRITON_MLA's impl
+     reads while patch 27 builds an MLA layer with it (an SM count for its kernel grid; no kernel runs): it
+     answers torch's thread count, as 0.25's CpuPlatform.num_compute_units does.
+ 32. Before 0.25 FusedMoE refuses a non-gated MoE activation (Nemotron-H's relu2 experts) on a platform that
+     is neither CUDA-alike nor XPU ("is_act_and_mul=False is supported only for CUDA and XPU for now", a
+     kernel limit of the CPU platform; fused_moe/layer.py reads the platform for that check only): that
+     check sees a CUDA platform. The experts' weights and the KV cache specs are untouched by it.
+ 33. Before 0.25 `import_utils._has_module` asks `importlib.util.find_spec` only, which raises for a module
+     without a spec: arch_oracle.py's DeepGEMM stand-in (its patch 26, a module the CPU cannot load) made
+     `has_deep_gemm()` raise while DeepSeek-V3.2 / GLM-5 build. It answers False there, as 0.25+'s own
+     `_has_module` does for a module whose check or trial import fails (and as the 0.33 oracle ran).
+ 34. Before 0.19 EngineArgs has no `kv_cache_dtype_skip_layers`: the argument is passed only for a case that
+     lists skip layers, which the release then refuses (an unexpected keyword, as its parser refuses the flag).
 
 Answers carry the sha256 of the config they answer and the vLLM version;
 tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VERSION with every answer.
@@ -403,18 +454,20 @@ def _cuda_backend(use_mla: bool, name: str | None = None):
 
         finder = _ImportOnlyFlashInfer()
         sys.meta_path.insert(0, finder)
-        empty = torch.empty
+        empty, zeros = torch.empty, torch.zeros
 
-        def meta_empty(*args, **kwargs):  # patch 10
-            if str(kwargs.get("device", "")).startswith("cuda"):
-                kwargs["device"] = "meta"
-            return empty(*args, **kwargs)
+        def on_meta(alloc):  # patch 10
+            def meta_alloc(*args, **kwargs):
+                if str(kwargs.get("device", "")).startswith("cuda"):
+                    kwargs["device"] = "meta"
+                return alloc(*args, **kwargs)
+            return meta_alloc
 
-        torch.empty = meta_empty
+        torch.empty, torch.zeros = on_meta(empty), on_meta(zeros)
         try:
             return AttentionBackendEnum[name].get_class()
         finally:
-            torch.empty = empty
+            torch.empty, torch.zeros = empty, zeros
             sys.meta_path.remove(finder)
             for mod in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
                 del sys.modules[mod]
@@ -543,11 +596,41 @@ def _layout_name(vc, specs: dict, backends: list) -> str | None:
     return utils.resolve_kv_cache_layout(vc, supported, list(specs.values())).name
 
 
-def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu: bool = False) -> dict:
-    from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity
-    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+class _LoggedFigures:
+    """Patch 30: stands in for kv_cache_utils' logger while the release's `_report_kv_cache_config` runs, and
+    keeps the figures it logs (the "GPU KV cache size" line by the release's own formula)."""
 
-    register_all_kvcache_specs(vc)
+    def __init__(self) -> None:
+        self.lines: dict[str, tuple] = {}
+
+    def info_once(self, msg: str, *args, **kwargs) -> None:
+        self.lines[msg.split(":")[0]] = args
+
+    info = debug = warning = warning_once = info_once
+
+
+def _kv_cache_capacity(vc, config) -> tuple[int, float]:
+    """(the "GPU KV cache size" tokens, the maximum concurrency) of a KV cache config: 0.25+
+    `get_kv_cache_capacity`; patch 30 before it, the tokens the release's `_report_kv_cache_config` logs and
+    the concurrency of its `get_max_concurrency_for_kv_cache_config` (the float that line prints with %.2f)."""
+    from vllm.v1.core import kv_cache_utils as kcu
+
+    if hasattr(kcu, "get_kv_cache_capacity"):
+        return kcu.get_kv_cache_capacity(vc, config)
+    saved, kcu.logger = kcu.logger, _LoggedFigures()
+    try:
+        kcu._report_kv_cache_config(vc, config)
+        tokens = int(kcu.logger.lines["GPU KV cache size"][0].replace(",", ""))
+    finally:
+        kcu.logger = saved
+    return tokens, kcu.get_max_concurrency_for_kv_cache_config(vc, config)
+
+
+def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu: bool = False) -> dict:
+    from vllm.v1.core import single_type_kv_cache_manager as managers
+
+    if hasattr(managers, "register_all_kvcache_specs"):  # patch 30: before 0.25 a static spec_manager_map
+        managers.register_all_kvcache_specs(vc)
     backends = _layer_backends(vc) if on_gpu else [_cuda_backend(vc.model_config.use_mla, backend_name)]
     layout = _layout_name(vc, specs, backends)
     if not specs:  # patch 21: an attention-free model gets no KV memory
@@ -568,7 +651,7 @@ def _capacity(vc, specs: dict, available: int, backend_name: str | None, on_gpu:
     if not configs[0].kv_cache_groups:  # patch 21: no capacity to log
         out["num_blocks"] = configs[0].num_blocks
         return out
-    tokens, conc = get_kv_cache_capacity(vc, configs[0])
+    tokens, conc = _kv_cache_capacity(vc, configs[0])
     out.update({"num_blocks": configs[0].num_blocks, "gpu_kv_cache_tokens": tokens, "max_concurrency": conc})
     return out
 
@@ -682,17 +765,16 @@ def run_case(ao, case: dict, base: Path) -> dict:
     try:
         if case.get("vllm_config_class"):  # patch 19 (arch_oracle.py patch 19); a release without it: an error
             ao._register_shipped_config_class(case, cfg)
-        fmt = ao._config_format(cfg_path, tmp)  # patch 20 (arch_oracle.py patches 37, 15)
-        ao._write_case_files(tmp, case.get("files", {}))
+        fmt = ao._config_format(cfg_path, tmp)  # patches 20, 25 (arch_oracle.py patch 37)
+        _case_files(case, base, tmp)  # patches 20, 25 (arch_oracle.py patches 15, 31)
         ao._drop_case_keys(case, tmp)  # patch 12 (arch_oracle.py patch 40)
         f = case["flags"]
-        ea = EngineArgs(config_format=fmt, model=tmp, skip_tokenizer_init=True, trust_remote_code=True,
-                        enforce_eager=True,
-                        load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
+        ea = EngineArgs(model=tmp, config_format=fmt, skip_tokenizer_init=True, trust_remote_code=True,
+                        enforce_eager=True, load_format="dummy", kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
                         dtype=f.get("dtype", "auto"), max_model_len=f["max_model_len"],
                         enable_prefix_caching=f.get("enable_prefix_caching"),
                         max_num_batched_tokens=f.get("max_num_batched_tokens", 8192),
-                        kv_cache_dtype_skip_layers=list(f.get("kv_cache_dtype_skip_layers", [])),
+                        **_skip_layers_arg(f),
                         tensor_parallel_size=f.get("tensor_parallel_size", 1),
                         speculative_config=_speculative_config(f, base, tmp),
                         disable_hybrid_kv_cache_manager=f.get("disable_hybrid_kv_cache_manager"),
@@ -758,6 +840,185 @@ def run_case(ao, case: dict, base: Path) -> dict:
         else:
             os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved_v2
     return res
+
+
+def _mla_build_backend_before_026() -> None:
+    """Patch 27: without a CPU MLA backend, MLA layers are built with TRITON_MLA (arch_oracle.py answers the
+    CPU backends at build time)."""
+    from vllm.platforms import current_platform
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    if "CPU_MLA" in AttentionBackendEnum.__members__:
+        return
+    plat = type(current_platform)
+    orig = plat.get_attn_backend_cls
+
+    def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
+        if getattr(attn_selector_config, "use_mla", False):
+            return AttentionBackendEnum.TRITON_MLA.get_path()
+        return orig(selected_backend, attn_selector_config, num_heads)
+
+    plat.get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    impl = AttentionBackendEnum.TRITON_MLA.get_class().get_impl_cls()
+    init = impl.__init__
+
+    def init_without_topk(self, *args, **kwargs):
+        kwargs.pop("topk_indices_buffer", None)
+        init(self, *args, **kwargs)
+
+    impl.__init__ = init_without_topk
+
+
+def _skip_layers_arg(flags: dict) -> dict:
+    """Patch 34: the --kv-cache-dtype-skip-layers argument; before 0.19 EngineArgs has no such field, so it is
+    passed only where the case lists skip layers (the release then refuses it, as its parser refuses the flag)."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    skip = list(flags.get("kv_cache_dtype_skip_layers", []))
+    known = any(f.name == "kv_cache_dtype_skip_layers" for f in dataclasses.fields(EngineArgs))
+    return {"kv_cache_dtype_skip_layers": skip} if skip or known else {}
+
+
+def _cpu_compute_units_before_025() -> None:
+    """Patch 31: the CPU platform's compute units, as 0.25's CpuPlatform.num_compute_units answers them."""
+    import torch
+    from vllm.platforms import current_platform
+
+    plat = type(current_platform)
+    if plat.__name__ == "CpuPlatform" and "num_compute_units" not in plat.__dict__:
+        plat.num_compute_units = classmethod(lambda cls, device_id=0: torch.get_num_threads())
+
+
+class _CudaAlikeForMoeCheck:
+    """Patch 32: the platform fused_moe/layer.py reads, answering CUDA-alike for its non-gated-activation check."""
+
+    def __init__(self, platform) -> None:
+        self._platform = platform
+
+    def is_cuda_alike(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str):
+        return getattr(self._platform, name)
+
+
+def _moe_activation_check_before_025() -> None:
+    """Patch 32."""
+    import inspect
+
+    from vllm.model_executor.layers.fused_moe import layer
+
+    if "is_act_and_mul=False is supported only for CUDA" in inspect.getsource(layer):
+        layer.current_platform = _CudaAlikeForMoeCheck(layer.current_platform)
+
+
+def _module_check_without_spec_before_025() -> None:
+    """Patch 33: a stand-in module without a spec is not available (0.25+'s _has_module answers so)."""
+    from vllm.utils import import_utils
+
+    orig = import_utils._has_module
+    if "import_module" in getattr(orig, "__wrapped__", orig).__code__.co_names:  # 0.25+: a trial import
+        return
+
+    def has_module(module_name: str) -> bool:
+        try:
+            return orig(module_name)
+        except ValueError:
+            return False
+
+    import_utils._has_module = has_module
+
+
+def _transformers_as_the_release_read_them() -> None:
+    """Patch 28: a release from before transformers' heterogeneous configs reads a per-layer attribute on the
+    whole config and the layer-type names of its time."""
+    import vllm
+
+    conv = Path(vllm.__file__).parent / "transformers_utils" / "model_arch_config_convertor.py"
+    if conv.is_file() and "per_layer_config" in conv.read_text():
+        return
+    with contextlib.suppress(ImportError):
+        from transformers.integrations.heterogeneity import configuration_utils as het
+
+        mixin = het.HeterogeneousConfigMixin
+        get = mixin.__getattribute__
+
+        def getattribute(self, key):
+            try:
+                return get(self, key)
+            except het.AmbiguousGlobalPerLayerAttributeError:
+                return super(mixin, self).__getattribute__(key)
+
+        mixin.__getattribute__ = getattribute
+    with contextlib.suppress(ImportError):
+        from transformers.models.gemma4 import configuration_gemma4 as g4
+
+        post_init = g4.Gemma4TextConfig.__post_init__
+
+        def gemma4_post_init(self, **kwargs):
+            legacy = {k: kwargs[k] for k in ("global_head_dim", "num_global_key_value_heads") if k in kwargs}
+            post_init(self, **kwargs)
+            for key, value in legacy.items():  # the fields transformers 5.5 kept (now per-layer overrides)
+                setattr(self, key, value)
+
+        g4.Gemma4TextConfig.__post_init__ = gemma4_post_init
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.models import granitemoehybrid as gmh
+
+        for new_name, old_name in (("linear_attention", "mamba"), ("full_attention", "attention")):
+            gmh.ALL_DECODER_LAYER_TYPES.setdefault(new_name, gmh.ALL_DECODER_LAYER_TYPES[old_name])
+
+
+def _keep_batch_budget_before_026() -> None:
+    """Patch 29: before 0.26 the CPU platform's MLA batch-budget reset is undone."""
+    import vllm
+    from vllm.platforms import current_platform
+
+    if tuple(int(x) for x in vllm.__version__.split(".")[:2]) >= (0, 26):
+        return
+    orig = type(current_platform).check_and_update_config
+
+    def check_and_update_config(cls, vllm_config):
+        sc = vllm_config.scheduler_config
+        keep = sc.max_num_batched_tokens, sc.enable_chunked_prefill
+        orig(vllm_config)
+        sc.max_num_batched_tokens, sc.enable_chunked_prefill = keep
+
+    type(current_platform).check_and_update_config = classmethod(check_and_update_config)
+
+
+def _whisper_pooling_on_cuda_backend() -> None:
+    """Patch 26: a release whose block-pooling wrapper refuses the CPU backend wraps the CUDA one instead."""
+    try:
+        from vllm.model_executor.models import whisper_causal as wc
+    except ImportError:  # a release without Voxtral Realtime
+        return
+    orig = getattr(wc, "create_whisper_attention_backend_with_block_pooling", None)
+    if orig is None:
+        return
+
+    def create(underlying, *args, **kwargs):
+        try:
+            return orig(underlying, *args, **kwargs)
+        except NotImplementedError:
+            return orig(_cuda_backend(False, "TRITON_ATTN"), *args, **kwargs)
+
+    wc.create_whisper_attention_backend_with_block_pooling = create
+
+
+def _case_files(case: dict, base: Path, tmp: str) -> None:
+    """The checkpoint files a case carries next to its config: patch 25, name -> a file relative to the cases file
+    (Voxtral Realtime's tekken.json); patch 20, name -> its JSON content (the architecture oracle's processor
+    files, arch_oracle.py patches 15, 31)."""
+    for name, value in case.get("files", {}).items():
+        target = Path(tmp) / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(value, str):
+            shutil.copy((base / value).resolve(), target)
+        else:
+            target.write_text(json.dumps(value))
 
 
 def _cpu_platform_before_026() -> None:
@@ -866,6 +1127,13 @@ tests/planner/test_vllm_capacity_parity.py compares kvplan at --engine vllm==VER
     ao._deepseek_v4_vl_on_cpu()  # patch 18 (arch_oracle.py patch 33)
     _keep_ssm_dtype()
     _triton_present_for_cpu_checks()
+    _whisper_pooling_on_cuda_backend()
+    _mla_build_backend_before_026()
+    _transformers_as_the_release_read_them()
+    _keep_batch_budget_before_026()
+    _cpu_compute_units_before_025()
+    _moe_activation_check_before_025()
+    _module_check_without_spec_before_025()
     failed = 0
     for case in cases:
         if args.only and case["name"] not in args.only:

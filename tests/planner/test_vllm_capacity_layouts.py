@@ -5,7 +5,10 @@ the checkpoint's MTP layers, or ngram with no draft); answers/ holds what script
 computed with vLLM's code, the drafter's model built as its load_model builds it (the draft's layers marked).
 tests/data/vllm_oracle_capacity/cases_extra.json: sparse-MLA indexer key caches (DeepSeek-V3.2, GLM-5),
 cross-attention (Whisper), --kv-cache-dtype-skip-layers next to MLA and state layers, KDA state layers.
-tests/data/vllm_oracle_capacity/cases_refused.json: layouts vLLM raises on (its exception is the answer).
+tests/data/vllm_oracle_capacity/cases_audio.json: Voxtral Realtime's causal audio encoder caches (block-pooled
+sliding windows numbered with the decoder layers), from its Mistral-format params.json.
+tests/data/vllm_oracle_capacity/cases_refused.json: layouts vLLM raises on (its exception is the answer); a
+release that lays such a case out (its answer has no exception) is checked like the others.
 """
 from __future__ import annotations
 
@@ -20,16 +23,23 @@ import pytest
 import kvplan.api
 from kvplan.errors import KvplanInputError
 from kvplan.model.plan import Plan
+from kvplan.planner.layout import UNIFY_REFUSAL_BEFORE_024
 from tests.conftest import ROOT
-from tests.planner.test_vllm_capacity_parity import refused_by_release
+from tests.planner.test_vllm_capacity_parity import (
+    check_layout_refusal,
+    crashes_laying_out,
+    refused_by_release,
+)
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 SPECULATIVE = json.loads((DATA / "cases_speculative.json").read_text())["cases"]
 EXTRA = json.loads((DATA / "cases_extra.json").read_text())["cases"]
-CASES = SPECULATIVE + EXTRA
+AUDIO = json.loads((DATA / "cases_audio.json").read_text())["cases"]
+CASES = SPECULATIVE + EXTRA + AUDIO
 REFUSED = json.loads((DATA / "cases_refused.json").read_text())["cases"]
 RELEASES = ["0.33.0", *sorted(p.name for p in (DATA / "releases").iterdir() if p.is_dir())]
-RUNS = [(r, c) for r in RELEASES for c in CASES]
+
+
 _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "ChunkedLocalAttentionSpec": "chunked_attention", "MLAAttentionSpec": "mla", "MambaSpec": "state",
          "CrossAttentionSpec": "cross_attention"}
@@ -38,6 +48,13 @@ _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_at
 def _answer(case: dict, release: str = "0.33.0") -> dict[str, Any]:
     folder = DATA / "answers" if release == "0.33.0" else DATA / "releases" / release
     return json.loads((folder / f"{case['name']}.json").read_text())
+
+
+# A case vLLM refuses from one release on is laid out by the releases before it (the Kimi-Linear + Kimi-K2
+# EAGLE3 case: 0.28 pads the MLA pages, ENGINE_FEATURES mla_page_padding): those releases check its layout.
+RUNS = [(r, c) for r in RELEASES for c in CASES] + [
+    (r, c) for r in RELEASES for c in REFUSED if _answer(c, r)["error"] is None]
+_REFUSED_RUNS = [(r, c) for r in RELEASES for c in REFUSED if _answer(c, r)["error"] is not None]
 
 
 def _argv(flags: dict[str, Any]) -> list[str]:
@@ -92,10 +109,18 @@ def test_every_case_is_answered_for_its_config(release: str) -> None:
         assert answer["vllm_version"] == release
         digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
         assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
-        assert answer["error"] is None or refused_by_release(answer), case["name"]
+        assert (answer["error"] is None or refused_by_release(answer) or crashes_laying_out(answer)
+                or _refuses_draft_kv_cache_dtype(answer)), case["name"]
     # the cases cover an EAGLE3 head, MTP on an MLA, a GQA and a hybrid model, and a method with no draft
     drafts = {case["name"]: _answer(case)["answer"].get("draft_layer_names") for case in SPECULATIVE}
     assert any(d and "mtp." in d[0] for d in drafts.values()) and any(d is None for d in drafts.values())
+
+
+def _refuses_draft_kv_cache_dtype(answer: dict[str, Any]) -> bool:
+    """The release's SpeculativeConfig has no kv_cache_dtype (before 0.28): vLLM exits at create_engine_config."""
+    err = answer["error"]
+    return (err is not None and err["stage"] == "create_engine_config" and "SpeculativeConfig" in err["message"]
+            and "kv_cache_dtype" in " ".join(err["traceback_tail"]))
 
 
 @pytest.mark.parametrize(("release", "case"), RUNS, ids=[f"{r}-{c['name']}" for r, c in RUNS])
@@ -108,10 +133,20 @@ def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Pat
         # A model type newer than the release's transformers pin (bailing_hybrid before 0.33): that release
         # refuses the config, as kvplan does; the oracle built it only because its venv carries 0.33's
         # transformers (scripts/oracle/releases/README.md), so its layout is not the release's. An architecture
-        # the release does not have (BailingMoeV3VL before 0.29): the release's own answer is that refusal.
-        assert release != "0.33.0" and "cannot load this config" in str(e) and "unknown to transformers" in str(e)
+        # the release does not have (BailingMoeV3VL before 0.29, BailingMoeV3 before 0.28): the release's own
+        # answer is that refusal, and kvplan names it.
+        assert release != "0.33.0"
+        assert ("cannot load this config" in str(e) and "unknown to transformers" in str(e)) or (
+            refused_by_release(answer) and f"vLLM {release} refuses this config" in str(e))
         return
     assert not refused_by_release(answer), f"vLLM {release} refuses {case['name']}; kvplan plans it"
+    if crashes_laying_out(answer):
+        check_layout_refusal(plan, answer)
+        return
+    if _refuses_draft_kv_cache_dtype(answer):
+        (finding,) = [f for f in plan.findings if f.code == "KV004"]
+        assert "--speculative-config kv_cache_dtype does not exist" in finding.message
+        return
     t = plan.totals
     lay = t.kv_cache_layout
     assert lay is not None, "kvplan computes no layout"
@@ -129,17 +164,7 @@ def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Pat
     assert sorted(lp.index for lp in (t.draft.layers if t.draft else [])) == [n + i for i in range(len(drafts))]
 
 
-# vLLM 0.28 still lays this Kimi-Linear + Kimi-K2 EAGLE3 case out (every group, the draft's full-attention layer
-# included, at one 2048-token block: its answer in releases/0.28.0); from 0.29 it refuses. kvplan models the
-# refusal only, so at 0.28 it reports KV504 where vLLM starts: a known gap (docs/capacity-layouts.md).
-_LAID_OUT_BEFORE_REFUSAL = {"0.28.0"}
-_REFUSED_RUNS = [pytest.param(r, c, id=f"{r}-{c['name']}", marks=pytest.mark.xfail(
-    r in _LAID_OUT_BEFORE_REFUSAL and c["name"].startswith("KimiLinear"),
-    strict=True, reason="vLLM 0.28 lays it out; kvplan models 0.29+'s refusal"))
-    for r in RELEASES for c in REFUSED]
-
-
-@pytest.mark.parametrize(("release", "case"), _REFUSED_RUNS)
+@pytest.mark.parametrize(("release", "case"), _REFUSED_RUNS, ids=[f"{r}-{c['name']}" for r, c in _REFUSED_RUNS])
 def test_layout_vllm_refuses_is_finding_kv504(release: str, case: dict, tmp_path: Path) -> None:
     """Where vLLM's own layout code raises (its exception recorded by the oracle), kvplan computes no layout and
     reports KV504 with vLLM's message, naming the same layer."""
@@ -156,6 +181,8 @@ def test_layout_vllm_refuses_is_finding_kv504(release: str, case: dict, tmp_path
         name, _, message = err["message"].partition(": ")
         assert message in finding.message
         assert finding.layers == [_layer_index(name + ".", [], plan.model.num_layers)]
+    elif err["message"] == UNIFY_REFUSAL_BEFORE_024:  # before 0.24 vLLM names no layer; kvplan names the first
+        assert err["message"] in finding.message and finding.layers
     else:  # the hybrid manager off next to state layers: vLLM names none; kvplan lists the state layers
         assert f'"{err["message"]}"' in finding.message
         assert finding.layers == [lp.index for lp in plan.layers if lp.kind in ("mamba", "linear_attention")]

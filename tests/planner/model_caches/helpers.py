@@ -26,11 +26,11 @@ def plan_and_inputs(config: Path, argv: list[str], budget: int | None, gpu: str 
 
     def spy(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None, bs: int, mbt: int,
             budget: int | None, engine: Any = None, cc: tuple[int, int] | None = None,
-            drafts: list[LayerPlan] | None = None) -> Any:
+            drafts: list[LayerPlan] | None = None, model_dtype: str | None = None) -> Any:
         assert mml is not None
         seen.append((layers, arch, flags, SpecContext(max_model_len=mml, block_size=bs, max_num_batched_tokens=mbt,
                                                       engine=engine, compute_capability=cc)))
-        return real(layers, arch, flags, mml, bs, mbt, budget, engine, cc, drafts=drafts)
+        return real(layers, arch, flags, mml, bs, mbt, budget, engine, cc, drafts=drafts, model_dtype=model_dtype)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(compile_mod, "plan_capacity", spy)
