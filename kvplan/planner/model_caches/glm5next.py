@@ -30,8 +30,8 @@
   block-outermost.
 With speculative decoding by n-gram or suffix matching (no draft model) the draft tokens add state blocks
 (num_speculative_blocks), conv-state columns and tail-ring slots. Not laid out (None): no GPU, MTP or a draft
-model (their layers' caches), MLA layers without the indexer caches (index_topk null: the config class of
-0.33 / 0.34 refuses it), other sparse MLA backends, a --mamba-cache-dtype that hides the model dtype.
+model (their layers' caches), other sparse MLA backends, a --mamba-cache-dtype that hides the model dtype.
+(Every MLA layer is sparse: the config class defaults index_topk to 2048 and refuses null; ingest/flagship.py.)
 """
 from __future__ import annotations
 

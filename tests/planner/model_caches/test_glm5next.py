@@ -144,6 +144,27 @@ def test_linear_lower_bound_defaults_as_the_config_class_does() -> None:
     assert model_inputs(raw, flags).arch.layers[0].kda_gate_lower_bound is None
 
 
+def test_index_topk_follows_the_config_class() -> None:
+    """transformers' Glm5NextTextConfig (vLLM 0.33 / 0.34 load it) defaults index_topk to 2048: without the key
+    every MLA layer is still sparse, with its indexer caches; null, or a top-k that is not a multiple of
+    index_kpool, fails the strict config class, so vLLM loads nothing: one input error."""
+    case = next(c for c in CASES if c["name"] == "Glm5NextForCausalLM__h100__auto__8192")
+    raw = json.loads((DATA / case["config"]).resolve().read_text())
+    flags = flags_from(_args(case["flags"]), "0.33.0")
+    with_key = kvplan.api.compile(raw, _args(case["flags"]), gpu="h100")
+    del raw["text_config"]["index_topk"]
+    without = kvplan.api.compile(raw, _args(case["flags"]), gpu="h100")
+    mla = next(la for la in model_inputs(raw, flags).arch.layers if la.kind == "mla")
+    assert mla.mla is not None and mla.mla.index_topk == 2048 and len(mla.extra_caches) == 2
+    assert [lp.bytes_per_token for lp in without.layers] == [lp.bytes_per_token for lp in with_key.layers]
+    assert without.totals.kv_cache_layout == with_key.totals.kv_cache_layout is not None
+    for bad, message in ((None, "index_topk must be a positive integer, got None"),
+                         (2050, r"index_topk \(2050\) must be divisible by index_kpool \(16\)")):
+        raw["text_config"]["index_topk"] = bad
+        with pytest.raises(KvplanInputError, match=message):
+            kvplan.api.compile(raw, _args(case["flags"]), gpu="h100")
+
+
 def test_without_an_engine_the_newest_release_is_built() -> None:
     case = next(c for c in CASES if c["name"] == "Glm5NextForCausalLM__rtx-pro-6000__auto__8192")
     newest, flags = _build(case, "0.34.0")
