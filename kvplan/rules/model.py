@@ -95,3 +95,33 @@ def not_verified(ctx: RuleContext) -> Iterator[Emit]:
         parts.append("layer types kvplan does not know (planned as full attention): "
                      + ", ".join(a.unknown_layer_types[:8]) + (" ..." if len(a.unknown_layer_types) > 8 else ""))
     yield Emit("; ".join(parts) + ".")
+
+
+KDA_SSM_DTYPES = ("auto", "float32", "bfloat16")
+"""--mamba-ssm-cache-dtype values MambaStateDtypeCalculator.kda_state_dtype takes (vLLM 0.33.0 / 0.34.0)."""
+
+
+@declare(code="KV605", name="kda-recurrent-state-dtype-refused", severity="error", family="model",
+         summary="--mamba-ssm-cache-dtype float16 on a KDA model that passes it on: vLLM refuses to start.",
+         why="MambaStateDtypeCalculator.kda_state_dtype keeps the KDA recurrent state in auto (float32), float32 "
+             "or bfloat16 and raises 'KDA recurrent state supports only auto, float32, and bfloat16' otherwise. "
+             "The flag is a valid config value (MambaDType), so vLLM accepts it and raises while the engine "
+             "starts: the model class's get_mamba_state_dtype_from_config, which "
+             "Platform.update_block_size_for_backend calls after the model loads (Kimi-Linear / Kimi-K3, "
+             "GLM-5 Next), and those layers' get_state_dtype. Ling 3.0 (BailingMoeV3) and AliceAI never pass "
+             "the flag: their recurrent state stays float32 whatever it says.",
+         fix="Pass --mamba-ssm-cache-dtype auto (float32), float32 or bfloat16.",
+         references=("vllm/model_executor/layers/mamba/mamba_utils.py::MambaStateDtypeCalculator.kda_state_dtype",
+                     "vllm/platforms/interface.py::Platform._align_hybrid_block_size",
+                     "vllm/models/glm5next/common/model.py::Glm5NextForCausalLM.get_mamba_state_dtype_from_config",
+                     "vllm/models/kimi_k3/nvidia/model.py::KimiLinearForCausalLM.get_mamba_state_dtype_from_config"))
+def kda_state_dtype_refused(ctx: RuleContext) -> Iterator[Emit]:
+    d = ctx.flags.mamba_ssm_cache_dtype
+    if d in KDA_SSM_DTYPES:
+        return
+    layers = tuple(la.index for la in ctx.arch.layers
+                   if la.state is not None and la.state.family == "kda" and la.state.ssm_dtype_flag != "ignored")
+    if layers:
+        yield Emit(f"--mamba-ssm-cache-dtype {d}: {ctx.arch.architecture or ctx.arch.model_type} keeps its KDA "
+                   "recurrent state in auto / float32 / bfloat16 only; vLLM raises 'KDA recurrent state supports "
+                   f"only auto, float32, and bfloat16; got {d}' and refuses to start.", layers)

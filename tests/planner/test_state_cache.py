@@ -103,3 +103,12 @@ def test_ssm_dtype_flags() -> None:
     assert state_tensors(m1, f, "bfloat16").shapes[0][0] == 3
     kda = StateCache(family="kda", num_heads=32, head_dim=128, conv_kernel=4)
     assert state_tensors(kda, ServingFlags(), "bfloat16").dtypes == ("bfloat16", "float32")
+
+
+def test_kda_recurrent_dtype_follows_the_layer_class() -> None:
+    """kda_state_dtype gets --mamba-ssm-cache-dtype only where the layer class passes it (GLM-5 Next, Kimi-K3's
+    full-rank-gate layers); Kimi-Linear's, Ling 3.0's and AliceAI's layers keep a float32 recurrent state."""
+    f = ServingFlags(mamba_ssm_cache_dtype="bfloat16")
+    for flag, recurrent in (("layer", "bfloat16"), ("hook", "float32"), ("ignored", "float32")):
+        kda = StateCache(family="kda", num_heads=32, head_dim=128, conv_kernel=4, ssm_dtype_flag=flag)
+        assert state_tensors(kda, f, "bfloat16").dtypes == ("bfloat16", recurrent)
