@@ -125,3 +125,33 @@ def kda_state_dtype_refused(ctx: RuleContext) -> Iterator[Emit]:
         yield Emit(f"--mamba-ssm-cache-dtype {d}: {ctx.arch.architecture or ctx.arch.model_type} keeps its KDA "
                    "recurrent state in auto / float32 / bfloat16 only; vLLM raises 'KDA recurrent state supports "
                    f"only auto, float32, and bfloat16; got {d}' and refuses to start.", layers)
+
+
+_INKLING = ("InklingForCausalLM", "InklingForConditionalGeneration")
+_SCONV = "vllm/models/inkling/nvidia/sconv_swa_attn.py::InklingConvState.__init__"
+
+
+@declare(code="KV606", name="inkling-conv-state-refused", severity="error", family="model",
+         summary="Inkling's short-convolution state cache takes TP <= the layer's KV heads and a bfloat16 model.",
+         why="Every Inkling decoder layer builds an InklingConvState, which keeps whole KV heads on each rank and "
+             "writes bfloat16 only: it asserts 'sconv SWA cache supports tp_size <= num_kv_heads (N), got T' and "
+             "'sconv SWA cache supports bfloat16 only'. The flags pass vLLM's config checks; the assertion stops "
+             "the engine while it builds the model (vLLM 0.33.0 and 0.34.0).",
+         fix="Use a --tensor-parallel-size no larger than the layers' KV heads (with data or expert parallelism "
+             "for more GPUs), and --dtype bfloat16 (or auto on a bfloat16 checkpoint).",
+         references=(_SCONV,))
+def inkling_conv_state_refused(ctx: RuleContext) -> Iterator[Emit]:
+    if ctx.arch.architecture not in _INKLING:
+        return
+    conv = [la for la in ctx.arch.layers if la.num_kv_heads and any(x.window is not None for x in la.extra_caches)]
+    tp = ctx.flags.tensor_parallel_size
+    over = [la for la in conv if tp > (la.num_kv_heads or 0)]
+    if over:
+        heads = min(over, key=lambda la: la.index).num_kv_heads  # vLLM builds the layers in order
+        yield Emit(f"--tensor-parallel-size {tp} is above the KV heads of {len(over)} Inkling layer(s): "
+                   f"vLLM asserts 'sconv SWA cache supports tp_size <= num_kv_heads ({heads}), got {tp}' while "
+                   "building the model and refuses to start.", tuple(la.index for la in over))
+    if conv and ctx.model_dtype != "bfloat16":
+        yield Emit(f"model dtype {ctx.model_dtype}: vLLM asserts 'sconv SWA cache supports bfloat16 only' while "
+                   "building Inkling's conv-state layers and refuses to start.", tuple(la.index for la in conv),
+                   fix="Pass --dtype bfloat16 (or auto on a bfloat16 checkpoint).")
