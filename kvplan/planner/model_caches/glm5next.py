@@ -39,13 +39,13 @@ import math
 from dataclasses import dataclass
 
 from kvplan.backends.defaults import default_block_size
-from kvplan.backends.impl.flashinfer import is_flashinfer_mla_sparse_sm120
 from kvplan.backends.vllm_rows import BACKENDS, engine_feature, rows_for
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
 from kvplan.planner.cache_specs import CacheSpec, ModelCaches, SpecContext
 from kvplan.planner.layout import speculative_method
+from kvplan.rules.memory import fp8_ds_mla_row_bytes
 
 ARCHITECTURES = ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration")
 
@@ -67,9 +67,6 @@ FlashInfer TRTLLM-gen backends of SM100 and SM120 (flashinfer_mla_sparse.py::_Fl
 their kernel block (None: the backend's MultipleOf base)."""
 FP8_DS_MLA_ROW = 656
 """An fp8_ds_mla row (512 fp8 NoPE + 64 bf16 RoPE + 16 B of scales): MLAAttention.get_kv_cache_spec."""
-FP8_DS_MLA_NOPE_ROW = 528
-"""FLASHINFER_MLA_SPARSE_SM120's row for kv_lora_rank 512 without RoPE (0.34+: ENGINE_FEATURES
-sm120_sparse_mla_nope_rows)."""
 DRAFTLESS_METHODS = ("ngram", "suffix")
 """Speculative methods without a draft model: only the draft tokens change the caches (more state blocks, a
 wider conv state, a larger tail ring)."""
@@ -180,11 +177,9 @@ def _mla_row(mla: LayerPlan, model_dtype: str, mla_la: LayerArch | None, ctx: Sp
     if mla.kv_cache_dtype != "fp8_ds_mla":
         page = mla.head_size * _KV_BYTES[mla.dtype or model_dtype]
         return page, page
-    nope = (is_flashinfer_mla_sparse_sm120(mla.backend)
-            and (ctx.engine is None or engine_feature("sm120_sparse_mla_nope_rows").holds_for(ctx.engine))
-            and mla_la is not None and mla_la.mla is not None and mla_la.mla.kv_lora_rank == 512
-            and mla_la.mla.qk_rope_head_dim == 0)
-    return mla.head_size, FP8_DS_MLA_NOPE_ROW if nope else FP8_DS_MLA_ROW
+    nope_rows = ctx.engine is None or engine_feature("sm120_sparse_mla_nope_rows").holds_for(ctx.engine)
+    row = fp8_ds_mla_row_bytes(mla_la, mla.backend, nope_rows) if mla_la is not None else FP8_DS_MLA_ROW
+    return mla.head_size, row
 
 
 def _geometry(kdas: list[LayerPlan], mla: LayerPlan, arch: ModelArch, flags: ServingFlags,
