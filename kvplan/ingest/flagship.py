@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.architectures import config_defaults
 from kvplan.model.arch import ExtraCache, LayerArch, MlaDims
 
 _Reader = Callable[[dict[str, Any], list[LayerArch], Path, list[str]], list[LayerArch]]
@@ -186,20 +187,18 @@ def _inkling(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: li
     return out
 
 
-GLM5_NEXT_INDEX_TOPK = 2048
-"""transformers' Glm5NextTextConfig.index_topk default (the config class vLLM 0.33 / 0.34 load)."""
-
-
 def _glm5_next_topk(raw: dict[str, Any], kpool: int, path: Path) -> int:
-    """index_topk as transformers' Glm5NextTextConfig (a @strict dataclass) gives it: 2048 when absent, so
-    every MLA layer is sparse; it refuses a value that is not an integer (null included: 'Field 'index_topk'
-    expected int') or not a multiple of index_kpool (validate_architecture), so vLLM loads no config."""
-    topk = raw.get("index_topk", GLM5_NEXT_INDEX_TOPK)
+    """index_topk as transformers' Glm5NextTextConfig (a @strict dataclass; vLLM 0.33 and 0.34 load it) gives it:
+    its default when absent (2048: config_defaults), so every MLA layer is sparse; it refuses a value that is not
+    an integer (null included: 'Field 'index_topk' expected int') or not a multiple of index_kpool
+    (validate_architecture), so vLLM loads no config."""
+    default = config_defaults("glm5_next_text").get("index_topk")
+    topk = raw.get("index_topk", default)
     if not isinstance(topk, int) or isinstance(topk, bool) or topk < 1:
         raise KvplanInputError(f"{path}: GLM-5 Next's index_topk must be a positive integer, got {topk!r} "
                                "(its config class refuses it, so vLLM cannot load the config).",
                                "Set index_topk to the checkpoint's top-k (the config class default is "
-                               f"{GLM5_NEXT_INDEX_TOPK}), or leave it out.")
+                               f"{default}), or leave it out.")
     if topk % kpool:
         raise KvplanInputError(f"{path}: GLM-5 Next's index_topk ({topk}) must be divisible by index_kpool "
                                f"({kpool}); its config class refuses the config.",
