@@ -18,21 +18,6 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "f
                "float8_e5m2": 1, "int8": 1}
 # Fixed per-token layouts of the DeepSeek sparse-MLA formats (vllm-0.33-kv-rules.md §6.3).
 MLA_FIXED = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
-FP8_DS_MLA_NOPE_ROW = 528
-"""FLASHINFER_MLA_SPARSE_SM120's fp8_ds_mla row for a latent of kv_lora_rank 512 without RoPE (512 fp8 + 16 B
-of scales), from vLLM 0.34 (ENGINE_FEATURES sm120_sparse_mla_nope_rows)."""
-SM120_SPARSE_MLA = "FLASHINFER_MLA_SPARSE_SM120"
-
-
-def fp8_ds_mla_row_bytes(la: LayerArch, backend: str | None, nope_rows: bool) -> int:
-    """Bytes of one fp8_ds_mla row as the layer's MLAAttention.get_kv_cache_spec stores it
-    (state_content_bytes = impl.get_fp8_ds_mla_row_bytes()): 528 on FLASHINFER_MLA_SPARSE_SM120 for a latent
-    of 512 without RoPE where the release has it (`nope_rows`), else 656
-    (flashinfer_mla_sparse_sm120.py::FlashInferMLASparseSM120Impl.get_fp8_ds_mla_row_bytes, 0.34)."""
-    if (nope_rows and backend == SM120_SPARSE_MLA and la.mla is not None and la.mla.kv_lora_rank == 512
-            and la.mla.qk_rope_head_dim == 0):
-        return FP8_DS_MLA_NOPE_ROW
-    return MLA_FIXED["fp8_ds_mla"]
 # Nominal bits per element of K and V for packed formats whose slot layout kvplan does not model exactly.
 PACKED_BITS = {"turboquant_k8v4": (8, 4), "turboquant_4bit_nc": (4, 4), "turboquant_k3v4_nc": (3, 4),
                "turboquant_3bit_nc": (3, 3), "octave_k3v4": (3, 4), "octave_k3v3": (3, 3),
@@ -133,7 +118,7 @@ def layer_bytes_per_token(kind: str, kv_cache_dtype: str, dtype: str, quant_mode
 @declare(code="KV130", name="kv-bytes-per-token", kind="decision", scope="layer", family="memory",
          severity="info", summary="Bytes per token per layer and rank, with the formulas of vLLM's KV cache specs.",
          why="Memory planning needs exact sizes: dense 2*H*D*b, per-token-head H*(2D+8), NVFP4 "
-             "2*H*(D/2+D/16), MLA latent (kv_lora_rank+rope)*b or fp8_ds_mla's 656 B (528 B on vLLM 0.34's "
+             "2*H*(D/2+D/16), MLA latent (kv_lora_rank+rope)*b or fp8_ds_mla's row (656 B; 528 B on vLLM 0.34's "
              "FLASHINFER_MLA_SPARSE_SM120 for a 512 latent without RoPE); KV heads are "
              "split over tensor-parallel ranks and replicated when fewer than TP.",
          fix="Quantize the KV cache or skip fewer layers to reduce bytes per token.",
@@ -149,8 +134,10 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     heads = 1 if la.kind == "mla" else kv_heads_per_rank(la.num_kv_heads or 0, tp)
     n, formula = layer_bytes_per_token(la.kind, st.kv_cache_dtype, st.dtype, st.quant_mode,
                                        heads, la.head_size or 0, la.head_size_v or 0)
-    if la.kind == "mla" and st.kv_cache_dtype == "fp8_ds_mla" and _nope_row(ctx, la, st.kv_cache_dtype):
-        n, formula = FP8_DS_MLA_NOPE_ROW, f"fp8_ds_mla row without RoPE on {SM120_SPARSE_MLA}: 512 fp8 + 16 B scales"
+    if la.kind == "mla" and st.kv_cache_dtype == "fp8_ds_mla":
+        row, backend = _fp8_ds_mla_row(ctx, la, st.kv_cache_dtype)
+        if row != n:
+            n, formula = row, f"fp8_ds_mla {row}-byte row on {backend} (a latent without RoPE)"
     if la.dsv4_compress_ratio is not None:
         exact, formula = dsv4_bytes_per_token(la, st.kv_cache_dtype, st.dtype)
         if la.extra_caches:  # DeepSeek-V4.1: the caches its source layers own
@@ -202,14 +189,18 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     yield Set("bytes_per_token", n, formula)
 
 
-def _nope_row(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> bool:
-    """The layer's backend (KV140's choice, on ctx's GPU) stores the 528-byte row: fp8_ds_mla_row_bytes."""
-    if ctx.gpu is None or ctx.gpu.profile is None or not ctx.engine_has("sm120_sparse_mla_nope_rows") \
-            or fp8_ds_mla_row_bytes(la, SM120_SPARSE_MLA, True) != FP8_DS_MLA_NOPE_ROW:
-        return False
+def _fp8_ds_mla_row(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> tuple[int, str | None]:
+    """(the bytes of the layer's fp8_ds_mla row, its backend): the backend KV140 picks on ctx's GPU decides
+    (impl get_fp8_ds_mla_row_bytes); 656 without a GPU."""
+    if ctx.gpu is None or ctx.gpu.profile is None or la.mla is None:
+        return MLA_FIXED["fp8_ds_mla"], None
+    from kvplan.backends.impl import hooks_for
     from kvplan.rules.backend import backend_choice  # the backend rules import this module
 
-    return backend_choice(ctx, la, kv_cache_dtype).backend == SM120_SPARSE_MLA
+    backend = backend_choice(ctx, la, kv_cache_dtype).backend
+    if backend is None:
+        return MLA_FIXED["fp8_ds_mla"], None
+    return hooks_for(backend).fp8_ds_mla_row_bytes(la.mla.kv_lora_rank, la.mla.qk_rope_head_dim, ctx.engine), backend
 
 
 @declare(code="KV501", name="max-model-len-exceeds-model", severity="warning", family="memory",

@@ -39,13 +39,13 @@ import math
 from dataclasses import dataclass
 
 from kvplan.backends.defaults import default_block_size
-from kvplan.backends.vllm_rows import BACKENDS, engine_feature, rows_for
+from kvplan.backends.impl import hooks_for
+from kvplan.backends.vllm_rows import BACKENDS, rows_for
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
 from kvplan.planner.cache_specs import CacheSpec, ModelCaches, SpecContext
 from kvplan.planner.layout import speculative_method
-from kvplan.rules.memory import fp8_ds_mla_row_bytes
 
 ARCHITECTURES = ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration")
 
@@ -177,9 +177,10 @@ def _mla_row(mla: LayerPlan, model_dtype: str, mla_la: LayerArch | None, ctx: Sp
     if mla.kv_cache_dtype != "fp8_ds_mla":
         page = mla.head_size * _KV_BYTES[mla.dtype or model_dtype]
         return page, page
-    nope_rows = ctx.engine is None or engine_feature("sm120_sparse_mla_nope_rows").holds_for(ctx.engine)
-    row = fp8_ds_mla_row_bytes(mla_la, mla.backend, nope_rows) if mla_la is not None else FP8_DS_MLA_ROW
-    return mla.head_size, row
+    if mla_la is None or mla_la.mla is None or mla.backend is None:
+        return mla.head_size, FP8_DS_MLA_ROW
+    return mla.head_size, hooks_for(mla.backend).fp8_ds_mla_row_bytes(mla_la.mla.kv_lora_rank,
+                                                                       mla_la.mla.qk_rope_head_dim, ctx.engine)
 
 
 def _geometry(kdas: list[LayerPlan], mla: LayerPlan, arch: ModelArch, flags: ServingFlags,
