@@ -16,7 +16,8 @@ Written under kvplan/data/vllm/ (never edited by hand):
   identical table of two releases is stored once);
 * `releases.json`: release -> the ids of its tables, the wheel it was read from, how (the stubs);
 * `model_types.json`, `config_types/<sha>.json`, `transformers/<version>.json`: the config model types
-  each release (from 0.18) loads: its own config classes, and the transformers release a user of it gets;
+  each release (from 0.18) loads: its own config classes (model type -> class name, `classes`, in tables
+  generated since it was added), and the transformers release a user of it gets;
 * `history.json`: for every option spelling, the releases that accept it, and for a removed one the
   release that removed it and the successor vLLM's own help text names (never a guess).
 """
@@ -279,6 +280,38 @@ def vllm_config_model_types(wheel: Path) -> list[str]:
     return sorted(set(keys))
 
 
+def _class_name(node: ast.AST) -> str | None:
+    """A registry value: the class's name as a string ("MiniMaxM3Config") or the class itself (a Name)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def vllm_config_classes(wheel: Path) -> dict[str, str]:
+    """model type -> the name of the config class the release's `_CONFIG_REGISTRY` loads it with (its last
+    top-level assignment, `LazyConfigDict(name="Class")` or a dict display)."""
+    with zipfile.ZipFile(wheel) as z:
+        source = z.read("vllm/transformers_utils/config.py").decode()
+    out: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        if not (isinstance(target, ast.Name) and target.id == "_CONFIG_REGISTRY" and node.value is not None):
+            continue
+        value, found = node.value, {}
+        if isinstance(value, ast.Call):  # name="Class", and **{"spelled-key": "Class"} spreads
+            spreads = [kw.value for kw in value.keywords if kw.arg is None and isinstance(kw.value, ast.Dict)]
+            found = {kw.arg: c for kw in value.keywords if kw.arg and (c := _class_name(kw.value))}
+            found |= {k.value: c for d in spreads for k, v in zip(d.keys, d.values, strict=True)
+                      if isinstance(k, ast.Constant) and isinstance(k.value, str) and (c := _class_name(v))}
+            value = value.args[0] if value.args else value
+        if isinstance(value, ast.Dict):
+            found |= {k.value: c for k, v in zip(value.keys, value.values, strict=True)
+                      if isinstance(k, ast.Constant) and isinstance(k.value, str) and (c := _class_name(v))}
+        out = found
+    return dict(sorted(out.items()))
+
+
 def transformers_model_types(wheel: Path) -> list[str]:
     """The keys of transformers' `CONFIG_MAPPING_NAMES` (what AutoConfig loads), from its wheel."""
     base = "transformers/models/auto/"
@@ -353,7 +386,8 @@ def model_types_record(version: str, wheel: Path, tf_wheels: Path) -> dict[str, 
         tf_path.write_text(json.dumps({"transformers_version": tf_version, "wheel": tfw.name,
                                        "model_types": transformers_model_types(tfw),
                                        "model_classes": transformers_model_classes(tfw)}, indent=0) + "\n")
-    return {"vllm_config": store("config_types", {"model_types": vllm_config_model_types(wheel)}),
+    return {"vllm_config": store("config_types", {"model_types": vllm_config_model_types(wheel),
+                                                  "classes": vllm_config_classes(wheel)}),
             "transformers": tf_version, "transformers_requirement": req}
 
 

@@ -55,12 +55,19 @@ class ReleaseRegistry:
     """model_type values transformers' AutoConfig or vLLM's own config classes load."""
     transformers_model_classes: frozenset[str] = frozenset()
     """Model classes the transformers release exports (what vLLM's Transformers backend can build)."""
+    vllm_config_classes: tuple[tuple[str, str], ...] | None = None
+    """(model type, class name) of vLLM's own config registry; None: not recorded for the release."""
 
     def registers(self, arch: str) -> bool:
         return arch in self.architectures
 
     def loads_model_type(self, model_type: str) -> bool:
         return model_type in self.config_model_types
+
+    def vllm_config_class(self, model_type: str) -> str | None:
+        """The name of the class vLLM's own config registry loads `model_type` with (None: transformers'
+        AutoConfig or remote code loads it, or the release's names are not recorded)."""
+        return dict(self.vllm_config_classes or ()).get(model_type)
 
     def transformers_builds(self, arch: str) -> bool:
         """transformers exports a model class of this name (vLLM's Transformers backend may build it)."""
@@ -90,7 +97,29 @@ def modelled_release(version: str | None = None) -> ReleaseRegistry:
         vllm_version=rel.version, transformers_version=loading.transformers_version,
         architectures=rel.architectures,
         config_model_types=loading.vllm_config_model_types | loading.transformers_model_types,
-        transformers_model_classes=loading.transformers_model_classes)
+        transformers_model_classes=loading.transformers_model_classes,
+        vllm_config_classes=loading.vllm_config_classes)
+
+
+SECTION_DEFAULT_KEYS = ("sparse_attention_config",)
+"""Config sections a config class fills in when absent (config_defaults, scripts/oracle/vllm_registry.py
+SECTION_KEYS)."""
+
+
+def class_section_defaults(model_type: str, text_type: str, release: str | None = None) -> dict[str, Any]:
+    """The sections vLLM's own config class for `model_type` gives the text config (`text_type`) when they are
+    absent, in `release`: the reference release's class defaults (config_defaults[text_type]), where the
+    release's registry loads `model_type` with a class of the same name as the reference release's. vLLM 0.33's
+    MiniMaxM3Config builds its text config as MiniMaxM3TextConfig, whose default sparse_attention_config makes
+    layers 3-59 sparse; 0.34 loads minimax_m3_vl with transformers' MiniMaxM3VLConfig, which has none. A release
+    whose class names were not recorded reads as the reference release; a model type vLLM's registry does not
+    load (transformers' AutoConfig, remote code) gets none."""
+    ref = modelled_release(vllm_version()).vllm_config_class(model_type)  # the release config_defaults are of
+    rel = modelled_release(release)
+    if ref is None or (rel.vllm_config_classes is not None and rel.vllm_config_class(model_type) != ref):
+        return {}
+    defaults = config_defaults(text_type)
+    return {k: defaults[k] for k in SECTION_DEFAULT_KEYS if isinstance(defaults.get(k), dict)}
 
 
 def load_refusal(model_type: str, architectures: tuple[str, ...], auto_map: dict[str, Any] | None,

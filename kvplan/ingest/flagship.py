@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanInputError
+from kvplan.ingest.architectures import config_defaults
 from kvplan.model.arch import ExtraCache, LayerArch, MlaDims
 
 _Reader = Callable[[dict[str, Any], list[LayerArch], Path, list[str]], list[LayerArch]]
@@ -186,19 +187,35 @@ def _inkling(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: li
     return out
 
 
+def _glm5_next_topk(raw: dict[str, Any], kpool: int, path: Path) -> int:
+    """index_topk as transformers' Glm5NextTextConfig (a @strict dataclass; vLLM 0.33 and 0.34 load it) gives it:
+    its default when absent (2048: config_defaults), so every MLA layer is sparse; it refuses a value that is not
+    an integer (null included: 'Field 'index_topk' expected int') or not a multiple of index_kpool
+    (validate_architecture), so vLLM loads no config."""
+    default = config_defaults("glm5_next_text").get("index_topk")
+    topk = raw.get("index_topk", default)
+    if not isinstance(topk, int) or isinstance(topk, bool) or topk < 1:
+        raise KvplanInputError(f"{path}: GLM-5 Next's index_topk must be a positive integer, got {topk!r} "
+                               "(its config class refuses it, so vLLM cannot load the config).",
+                               "Set index_topk to the checkpoint's top-k (the config class default is "
+                               f"{default}), or leave it out.")
+    if topk % kpool:
+        raise KvplanInputError(f"{path}: GLM-5 Next's index_topk ({topk}) must be divisible by index_kpool "
+                               f"({kpool}); its config class refuses the config.",
+                               "Fix index_topk or index_kpool in config.json.")
+    return topk
+
+
 def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: list[str]) -> list[LayerArch]:
     """vLLM's GLM-5 Next: layer_types 'linear_attention' layers are KDA linear attention, the others
-    MLA; with index_topk set, each MLA layer's indexer keeps uint8 keys (index_head_dim + fp32 scale
+    sparse MLA (index_topk, 2048 when absent), whose indexer keeps uint8 keys (index_head_dim + fp32 scale
     per 128) pooled over index_kpool tokens, and a bf16 ring of the in-progress pool (K and gate)."""
     types = _list(raw, "layer_types", path, str)
-    topk = raw.get("index_topk")
     ihd = _pos_int(raw, "index_head_dim", 128, path)
     kpool = _pos_int(raw, "index_kpool", 16, path)
-    extra: tuple[ExtraCache, ...] = ()
-    if topk is not None:
-        extra = (ExtraCache(name="indexer keys", elements=ihd + ihd // 128 * 4, element_bytes=1,
-                            tokens_per_state=kpool),
-                 ExtraCache(name="indexer tail ring", elements=2 * ihd, element_bytes=2, ring=True))
+    topk = _glm5_next_topk(raw, kpool, path)
+    extra = (ExtraCache(name="indexer keys", elements=ihd + ihd // 128 * 4, element_bytes=1, tokens_per_state=kpool),
+             ExtraCache(name="indexer tail ring", elements=2 * ihd, element_bytes=2, ring=True))
     # transformers' Glm5NextTextConfig (the config class vLLM loads) defaults linear_lower_bound to -5.0; null
     # is an unbounded gate
     bound = raw.get("linear_lower_bound", -5.0)
@@ -213,12 +230,12 @@ def _glm5_next(raw: dict[str, Any], layers: list[LayerArch], path: Path, notes: 
                                  source=f"layer_types[{la.index}] = 'linear_attention': KDA linear attention"))
         elif la.kind == "mla":
             # Sparse MLA (index_topk: vLLM's is_sparse backends); its indexer caches are the extras.
-            out.append(la.model_copy(update={"indexer_bytes_per_token": 0, "extra_caches": extra}))
+            mla = la.mla.model_copy(update={"index_topk": topk}) if la.mla is not None else None
+            out.append(la.model_copy(update={"indexer_bytes_per_token": 0, "extra_caches": extra, "mla": mla}))
         else:
             out.append(la)
-    if topk is not None:
-        notes.append(f"GLM-5 Next: MLA layers keep indexer keys pooled over index_kpool {kpool} tokens and a "
-                     "tail ring")
+    notes.append(f"GLM-5 Next: sparse MLA (index_topk {topk}); MLA layers keep indexer keys pooled over "
+                 f"index_kpool {kpool} tokens and a tail ring")
     return out
 
 

@@ -42,11 +42,15 @@ def _kda(raw: dict[str, Any], module: str) -> StateCache | None:
     bailing_moe_v3), or AliceAI's linear_* keys with separate key heads (vllm alice_ai)."""
     lac = raw.get("linear_attn_config")
     if isinstance(lac, dict) and _i(lac, "num_heads") and _i(lac, "head_dim"):
+        # kimi_k3/nvidia/model.py::KimiDecoderLayer: KimiK3DeltaAttention (use_full_rank_gate) passes
+        # --mamba-ssm-cache-dtype to kda_state_dtype, Kimi-Linear's KimiGatedDeltaNetAttention does not;
+        # KimiLinearForCausalLM.get_mamba_state_dtype_from_config always does.
         return StateCache(family="kda", num_heads=_i(lac, "num_heads") or 0, head_dim=_i(lac, "head_dim") or 0,
-                          conv_kernel=_i(lac, "short_conv_kernel_size") or 4)
+                          conv_kernel=_i(lac, "short_conv_kernel_size") or 4,
+                          ssm_dtype_flag="layer" if lac.get("use_full_rank_gate") is True else "hook")
     if module.endswith(".glm5next") and _i(raw, "linear_num_heads") and _i(raw, "linear_head_dim"):
         # Glm5NextLinearAttention (vllm/models/glm5next/common/kda.py): linear_num_heads x linear_head_dim,
-        # conv kernel linear_conv_kernel_dim
+        # conv kernel linear_conv_kernel_dim; get_state_dtype passes --mamba-ssm-cache-dtype
         return StateCache(family="kda", num_heads=_i(raw, "linear_num_heads") or 0,
                           head_dim=_i(raw, "linear_head_dim") or 0,
                           conv_kernel=_i(raw, "linear_conv_kernel_dim") or 4)
@@ -58,14 +62,15 @@ def _kda(raw: dict[str, Any], module: str) -> StateCache | None:
         # hidden_size / heads).
         hd = (_i(raw, "qk_rope_head_dim") or 64) if module.endswith(".bailing_moe_v3") else \
             (_i(raw, "head_dim") or _hidden(raw) // heads)
+        # the layer and BailingMoeV3ForCausalLM.get_mamba_state_dtype_from_config leave out the SSM flag
         return StateCache(family="kda", num_heads=heads, head_dim=hd,
-                          conv_kernel=_i(raw, "short_conv_kernel_size") or 4)
+                          conv_kernel=_i(raw, "short_conv_kernel_size") or 4, ssm_dtype_flag="ignored")
     if module.endswith(".alice_ai") and _i(raw, "linear_num_value_heads"):
         return StateCache(family="kda", num_heads=_i(raw, "linear_num_value_heads") or 0,
                           head_dim=_i(raw, "linear_value_head_dim") or 0,
                           num_k_heads=_i(raw, "linear_num_key_heads") or 0,
                           head_k_dim=_i(raw, "linear_key_head_dim") or 0,
-                          conv_kernel=_i(raw, "linear_conv_kernel_dim") or 4)
+                          conv_kernel=_i(raw, "linear_conv_kernel_dim") or 4, ssm_dtype_flag="ignored")
     return None
 
 

@@ -103,6 +103,12 @@ class StateCache(Frozen):
     ssm_dtype_from_config: str | None = None
     """The SSM state dtype vLLM's config hook for the architecture takes when --mamba-ssm-cache-dtype is auto
     (Nemotron-H: mamba_ssm_cache_dtype, float32 when absent; Qwen3.5: mamba_ssm_dtype); None: none."""
+    ssm_dtype_flag: Literal["layer", "hook", "ignored"] = "layer"
+    """Where vLLM reads --mamba-ssm-cache-dtype for a KDA layer (MambaStateDtypeCalculator.kda_state_dtype, which
+    takes only auto / float32 / bfloat16): layer (the layer's state dtype and the model class hook read it:
+    GLM-5 Next, Kimi-K3's full-rank-gate layers), hook (only the model class hook that sizes the hybrid block
+    reads it: Kimi-Linear's layers keep a float32 recurrent state), ignored (neither: Ling 3.0, AliceAI).
+    Other families: layer."""
 
 
 class LayerArch(Frozen):

@@ -427,6 +427,14 @@ def _skip_list_dtype(layers: list[LayerPlan], flags: ServingFlags, model_dtype: 
     return model_dtype if names else None
 
 
+def _hook_sizes_another_state(states: list[_Cache], by_index: dict[int, LayerArch], flags: ServingFlags) -> bool:
+    """Kimi-Linear with --mamba-ssm-cache-dtype bfloat16: the model class hook that sizes the hybrid block
+    (get_mamba_state_dtype_from_config) passes the flag, its KDA layers do not (a float32 recurrent state), so
+    vLLM aligns the block to a state page the layers do not register: not modelled."""
+    return flags.mamba_ssm_cache_dtype not in ("auto", "float32") and any(
+        (sc := by_index[c.layer].state) is not None and sc.ssm_dtype_flag == "hook" for c in states)
+
+
 def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, mml: int | None,
                 bs: int, mbt: int, budget: int | None, engine: EngineVersion | None = None,
                 compute_capability: tuple[int, int] | None = None,
@@ -439,7 +447,7 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
     by_index = {la.index: la for la in arch.layers}
     drafts = draft_layers(layers, arch, flags) if drafts is None else drafts
     picked = _caches(layers, drafts, by_index) if mml else None
-    if picked is None or not mml:
+    if picked is None or not mml or _hook_sizes_another_state(picked[1], by_index, flags):
         return None
     attn, states = picked
     if engine is not None and not engine_feature("pooled_encoder_window").holds_for(engine):

@@ -73,8 +73,8 @@ def _dtypes(sc: StateCache, flags: ServingFlags, model_dtype: str, n: int) -> tu
     if sc.family in ("short_conv", "linear_attention"):
         return (conv,) * n
     ssm = ssm_cache_dtype(sc, flags)
-    if sc.family == "kda":  # kda_state_dtype: the recurrent state is float32 unless asked otherwise
-        return conv, ("float32" if ssm == "auto" else ssm)
+    if sc.family == "kda":  # kda_state_dtype: the recurrent state is float32 unless the layer passes the flag
+        return conv, ("float32" if ssm == "auto" or sc.ssm_dtype_flag != "layer" else ssm)
     return conv, (conv if ssm == "auto" else ssm)
 
 

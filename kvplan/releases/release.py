@@ -101,6 +101,10 @@ class ConfigLoading:
     transformers_model_types: frozenset[str]
     transformers_model_classes: frozenset[str]
     """Model classes that transformers release exports (what vLLM's Transformers backend can build by name)."""
+    vllm_config_classes: tuple[tuple[str, str], ...] | None = None
+    """(model type, class name) of `_CONFIG_REGISTRY`: the class vLLM's own registry loads each model type with
+    (0.33's minimax_m3_vl: MiniMaxM3Config; 0.34's: MiniMaxM3VLConfig, transformers'). None: the release's
+    table was generated before the names were recorded (scripts/gen_vllm_release.py --model-types)."""
 
     def loads(self, model_type: str) -> bool:
         return model_type in self.vllm_config_model_types or model_type in self.transformers_model_types
@@ -189,13 +193,16 @@ class Release:
         entry = _model_types_index()["releases"].get(self.version)
         if entry is None:
             return None
-        own = json.loads((DATA_DIR / "config_types" / f"{entry['vllm_config']}.json").read_text())["model_types"]
+        own = json.loads((DATA_DIR / "config_types" / f"{entry['vllm_config']}.json").read_text())
         tf = json.loads((DATA_DIR / "transformers" / f"{entry['transformers']}.json").read_text())
+        classes = own.get("classes")
         return ConfigLoading(transformers_version=str(entry["transformers"]),
                              transformers_requirement=str(entry["transformers_requirement"]),
-                             vllm_config_model_types=frozenset(own),
+                             vllm_config_model_types=frozenset(own["model_types"]),
                              transformers_model_types=frozenset(tf["model_types"]),
-                             transformers_model_classes=frozenset(tf["model_classes"]))
+                             transformers_model_classes=frozenset(tf["model_classes"]),
+                             vllm_config_classes=tuple(sorted(classes.items())) if isinstance(classes, dict)
+                             else None)
 
     def accepts(self, spelling: str) -> bool:
         """True if the release's parser takes this spelling exactly (not as a prefix)."""

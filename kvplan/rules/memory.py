@@ -118,7 +118,8 @@ def layer_bytes_per_token(kind: str, kv_cache_dtype: str, dtype: str, quant_mode
 @declare(code="KV130", name="kv-bytes-per-token", kind="decision", scope="layer", family="memory",
          severity="info", summary="Bytes per token per layer and rank, with the formulas of vLLM's KV cache specs.",
          why="Memory planning needs exact sizes: dense 2*H*D*b, per-token-head H*(2D+8), NVFP4 "
-             "2*H*(D/2+D/16), MLA latent (kv_lora_rank+rope)*b or fp8_ds_mla's 656 B; KV heads are "
+             "2*H*(D/2+D/16), MLA latent (kv_lora_rank+rope)*b or fp8_ds_mla's row (656 B; 528 B on vLLM 0.34's "
+             "FLASHINFER_MLA_SPARSE_SM120 for a 512 latent without RoPE); KV heads are "
              "split over tensor-parallel ranks and replicated when fewer than TP.",
          fix="Quantize the KV cache or skip fewer layers to reduce bytes per token.",
          references=(SPEC, "vllm/v1/attention/backends/triton_attn.py::TritonAttentionBackend.customize_spec"))
@@ -133,6 +134,10 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     heads = 1 if la.kind == "mla" else kv_heads_per_rank(la.num_kv_heads or 0, tp)
     n, formula = layer_bytes_per_token(la.kind, st.kv_cache_dtype, st.dtype, st.quant_mode,
                                        heads, la.head_size or 0, la.head_size_v or 0)
+    if la.kind == "mla" and st.kv_cache_dtype == "fp8_ds_mla":
+        row, backend = _fp8_ds_mla_row(ctx, la, st.kv_cache_dtype)
+        if row != n:
+            n, formula = row, f"fp8_ds_mla {row}-byte row on {backend} (a latent without RoPE)"
     if la.dsv4_compress_ratio is not None:
         exact, formula = dsv4_bytes_per_token(la, st.kv_cache_dtype, st.dtype)
         if la.extra_caches:  # DeepSeek-V4.1: the caches its source layers own
@@ -182,6 +187,20 @@ def kv_bytes(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
                                         "not per decoded token")
         return
     yield Set("bytes_per_token", n, formula)
+
+
+def _fp8_ds_mla_row(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> tuple[int, str | None]:
+    """(the bytes of the layer's fp8_ds_mla row, its backend): the backend KV140 picks on ctx's GPU decides
+    (impl get_fp8_ds_mla_row_bytes); 656 without a GPU."""
+    if ctx.gpu is None or ctx.gpu.profile is None or la.mla is None:
+        return MLA_FIXED["fp8_ds_mla"], None
+    from kvplan.backends.impl import hooks_for
+    from kvplan.rules.backend import backend_choice  # the backend rules import this module
+
+    backend = backend_choice(ctx, la, kv_cache_dtype).backend
+    if backend is None:
+        return MLA_FIXED["fp8_ds_mla"], None
+    return hooks_for(backend).fp8_ds_mla_row_bytes(la.mla.kv_lora_rank, la.mla.qk_rope_head_dim, ctx.engine), backend
 
 
 @declare(code="KV501", name="max-model-len-exceeds-model", severity="warning", family="memory",

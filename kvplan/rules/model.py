@@ -95,3 +95,63 @@ def not_verified(ctx: RuleContext) -> Iterator[Emit]:
         parts.append("layer types kvplan does not know (planned as full attention): "
                      + ", ".join(a.unknown_layer_types[:8]) + (" ..." if len(a.unknown_layer_types) > 8 else ""))
     yield Emit("; ".join(parts) + ".")
+
+
+KDA_SSM_DTYPES = ("auto", "float32", "bfloat16")
+"""--mamba-ssm-cache-dtype values MambaStateDtypeCalculator.kda_state_dtype takes (vLLM 0.33.0 / 0.34.0)."""
+
+
+@declare(code="KV605", name="kda-recurrent-state-dtype-refused", severity="error", family="model",
+         summary="--mamba-ssm-cache-dtype float16 on a KDA model that passes it on: vLLM refuses to start.",
+         why="MambaStateDtypeCalculator.kda_state_dtype keeps the KDA recurrent state in auto (float32), float32 "
+             "or bfloat16 and raises 'KDA recurrent state supports only auto, float32, and bfloat16' otherwise. "
+             "The flag is a valid config value (MambaDType), so vLLM accepts it and raises while the engine "
+             "starts: the model class's get_mamba_state_dtype_from_config, which "
+             "Platform.update_block_size_for_backend calls after the model loads (Kimi-Linear / Kimi-K3, "
+             "GLM-5 Next), and those layers' get_state_dtype. Ling 3.0 (BailingMoeV3) and AliceAI never pass "
+             "the flag: their recurrent state stays float32 whatever it says.",
+         fix="Pass --mamba-ssm-cache-dtype auto (float32), float32 or bfloat16.",
+         references=("vllm/model_executor/layers/mamba/mamba_utils.py::MambaStateDtypeCalculator.kda_state_dtype",
+                     "vllm/platforms/interface.py::Platform._align_hybrid_block_size",
+                     "vllm/models/glm5next/common/model.py::Glm5NextForCausalLM.get_mamba_state_dtype_from_config",
+                     "vllm/models/kimi_k3/nvidia/model.py::KimiLinearForCausalLM.get_mamba_state_dtype_from_config"))
+def kda_state_dtype_refused(ctx: RuleContext) -> Iterator[Emit]:
+    d = ctx.flags.mamba_ssm_cache_dtype
+    if d in KDA_SSM_DTYPES:
+        return
+    layers = tuple(la.index for la in ctx.arch.layers
+                   if la.state is not None and la.state.family == "kda" and la.state.ssm_dtype_flag != "ignored")
+    if layers:
+        yield Emit(f"--mamba-ssm-cache-dtype {d}: {ctx.arch.architecture or ctx.arch.model_type} keeps its KDA "
+                   "recurrent state in auto / float32 / bfloat16 only; vLLM raises 'KDA recurrent state supports "
+                   f"only auto, float32, and bfloat16; got {d}' and refuses to start.", layers)
+
+
+_INKLING = ("InklingForCausalLM", "InklingForConditionalGeneration")
+_SCONV = "vllm/models/inkling/nvidia/sconv_swa_attn.py::InklingConvState.__init__"
+
+
+@declare(code="KV606", name="inkling-conv-state-refused", severity="error", family="model",
+         summary="Inkling's short-convolution state cache takes TP <= the layer's KV heads and a bfloat16 model.",
+         why="Every Inkling decoder layer builds an InklingConvState, which keeps whole KV heads on each rank and "
+             "writes bfloat16 only: it asserts 'sconv SWA cache supports tp_size <= num_kv_heads (N), got T' and "
+             "'sconv SWA cache supports bfloat16 only'. The flags pass vLLM's config checks; the assertion stops "
+             "the engine while it builds the model (vLLM 0.33.0 and 0.34.0).",
+         fix="Use a --tensor-parallel-size no larger than the layers' KV heads (with data or expert parallelism "
+             "for more GPUs), and --dtype bfloat16 (or auto on a bfloat16 checkpoint).",
+         references=(_SCONV,))
+def inkling_conv_state_refused(ctx: RuleContext) -> Iterator[Emit]:
+    if ctx.arch.architecture not in _INKLING:
+        return
+    conv = [la for la in ctx.arch.layers if la.num_kv_heads and any(x.window is not None for x in la.extra_caches)]
+    tp = ctx.flags.tensor_parallel_size
+    over = [la for la in conv if tp > (la.num_kv_heads or 0)]
+    if over:
+        heads = min(over, key=lambda la: la.index).num_kv_heads  # vLLM builds the layers in order
+        yield Emit(f"--tensor-parallel-size {tp} is above the KV heads of {len(over)} Inkling layer(s): "
+                   f"vLLM asserts 'sconv SWA cache supports tp_size <= num_kv_heads ({heads}), got {tp}' while "
+                   "building the model and refuses to start.", tuple(la.index for la in over))
+    if conv and ctx.model_dtype != "bfloat16":
+        yield Emit(f"model dtype {ctx.model_dtype}: vLLM asserts 'sconv SWA cache supports bfloat16 only' while "
+                   "building Inkling's conv-state layers and refuses to start.", tuple(la.index for la in conv),
+                   fix="Pass --dtype bfloat16 (or auto on a bfloat16 checkpoint).")

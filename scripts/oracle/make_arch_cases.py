@@ -664,6 +664,9 @@ VARIANTS.extend([
                                                    "text_config.kv_source_layer_ids": [0, 2, 4, 6],
                                                    "text_config.index_source_layer_ids": [0, 2, 6],
                                                    "text_config.sliding_window": 64}),
+    # MiniMax-M3 (VL) without a sparse_attention_config: vLLM 0.33's MiniMaxM3TextConfig applies its default
+    # section (layers 3-59 sparse).
+    ("MiniMaxM3SparseForConditionalGeneration", "no-section", {"text_config.sparse_attention_config": None}),
     ("InklingForCausalLM", "swa-geometry", {"sliding_window_size": 1024, "swa_num_key_value_heads": 2,
                                             "swa_head_dim": 64, "local_layer_ids": [0, 2, 4, 6, 8, 10, 12, 14]}),
 ])

@@ -98,6 +98,11 @@ def _shipped_config_classes() -> dict:
     return out
 
 
+SECTION_KEYS = ("sparse_attention_config",)
+"""Geometry sections whose signature default is None and that the constructor fills in (vLLM 0.33's
+MiniMaxM3TextConfig: the default sparse-attention section); read from an instance built without arguments."""
+
+
 def _signature_defaults(cls) -> dict:
     import inspect
 
@@ -112,6 +117,13 @@ def _signature_defaults(cls) -> dict:
             continue
         if isinstance(p.default, (bool, int, float, str)):
             out[k] = p.default
+    sections = [k for k in SECTION_KEYS if k in params and params[k].default is None]
+    if sections:
+        try:
+            made = cls()
+        except Exception:
+            return out
+        out |= {k: v for k in sections if isinstance(v := getattr(made, k, None), dict)}
     return out
 
 

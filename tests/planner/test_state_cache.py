@@ -103,3 +103,26 @@ def test_ssm_dtype_flags() -> None:
     assert state_tensors(m1, f, "bfloat16").shapes[0][0] == 3
     kda = StateCache(family="kda", num_heads=32, head_dim=128, conv_kernel=4)
     assert state_tensors(kda, ServingFlags(), "bfloat16").dtypes == ("bfloat16", "float32")
+
+
+def test_kda_recurrent_dtype_follows_the_layer_class() -> None:
+    """kda_state_dtype gets --mamba-ssm-cache-dtype only where the layer class passes it (GLM-5 Next, Kimi-K3's
+    full-rank-gate layers); Kimi-Linear's, Ling 3.0's and AliceAI's layers keep a float32 recurrent state."""
+    f = ServingFlags(mamba_ssm_cache_dtype="bfloat16")
+    for flag, recurrent in (("layer", "bfloat16"), ("hook", "float32"), ("ignored", "float32")):
+        kda = StateCache(family="kda", num_heads=32, head_dim=128, conv_kernel=4, ssm_dtype_flag=flag)
+        assert state_tensors(kda, f, "bfloat16").dtypes == ("bfloat16", recurrent)
+
+
+def test_kimi_linear_hook_dtype_is_not_laid_out(tmp_path: Path) -> None:
+    """Kimi-Linear at --mamba-ssm-cache-dtype bfloat16: its layers keep a float32 recurrent state (the oracle's
+    MambaSpec dtypes) while the model class hook that sizes the hybrid block reads bfloat16; kvplan plans the
+    layers' state but gives no layout (not modelled) rather than one sized from either page."""
+    cfg = ARCH_DATA / "configs" / "KimiLinearForCausalLM__default.json"
+    args = ["--max-model-len", "4096", "--mamba-ssm-cache-dtype"]
+    auto = kvplan.api.compile(cfg, [*args, "auto"], gpu="h100", kv_budget_bytes=2**30)
+    bf16 = kvplan.api.compile(cfg, [*args, "bfloat16"], gpu="h100", kv_budget_bytes=2**30)
+    kda = next(lp for lp in bf16.layers if lp.state_dtypes)
+    assert kda.state_dtypes == ["bfloat16", "float32"] and kda.state_bytes == next(
+        lp.state_bytes for lp in auto.layers if lp.state_dtypes)
+    assert auto.totals.kv_cache_layout is not None and bf16.totals.kv_cache_layout is None

@@ -173,6 +173,12 @@ class BackendHooks:
         """The dtype string after `_canonicalize_sparse_mla_kv_cache_dtype`, and its info lines."""
         return kv, []
 
+    def fp8_ds_mla_row_bytes(self, kv_lora_rank: int, qk_rope_head_dim: int, engine: EngineVersion | None) -> int:
+        """impl `get_fp8_ds_mla_row_bytes`: the bytes of one fp8_ds_mla token row the layer's MLAAttentionSpec
+        stores (512 fp8 NoPE + 16 B of scales + 64 bf16 RoPE; vllm/v1/attention/backend.py, 0.34; 0.33:
+        mla_attention.py::MLAAttention.get_kv_cache_spec, fixed). `engine` None: the newest release."""
+        return 656
+
     def query_quant(self, site: Site) -> bool:
         """impl `supports_quant_query_input` (asked only for fp8*/nvfp4* dense layers, §4.5)."""
         return self.row.supports_quant_query_input

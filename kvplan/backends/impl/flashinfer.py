@@ -135,6 +135,14 @@ class FlashInferMlaSparseSm120(BackendHooks):
     def canonical_kv_cache_dtype(self, kv: str) -> tuple[str, list[str]]:
         return canonicalized(self.name, kv, "fp8_ds_mla" if kv in ("auto", "fp8", "fp8_e4m3") else kv)
 
+    def fp8_ds_mla_row_bytes(self, kv_lora_rank: int, qk_rope_head_dim: int, engine: EngineVersion | None) -> int:
+        """From 0.34 a latent of 512 without RoPE is a 528-byte row (512 fp8 + 16 B of scales): ENGINE_FEATURES
+        sm120_sparse_mla_nope_rows (flashinfer_mla_sparse_sm120.py::FlashInferMLASparseSM120Impl)."""
+        if kv_lora_rank == 512 and qk_rope_head_dim == 0 and (
+                engine is None or engine_feature("sm120_sparse_mla_nope_rows").holds_for(engine)):
+            return 528
+        return super().fp8_ds_mla_row_bytes(kv_lora_rank, qk_rope_head_dim, engine)
+
 
 class FlashInferMlaSparseSm90(BackendHooks):
     """FLASHINFER_MLA_SPARSE_SM90: kv_lora_rank 512 with rope 0 or 64."""

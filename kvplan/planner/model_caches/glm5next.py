@@ -30,8 +30,8 @@
   block-outermost.
 With speculative decoding by n-gram or suffix matching (no draft model) the draft tokens add state blocks
 (num_speculative_blocks), conv-state columns and tail-ring slots. Not laid out (None): no GPU, MTP or a draft
-model (their layers' caches), MLA layers without the indexer caches (index_topk null: the config class of
-0.33 / 0.34 refuses it), other sparse MLA backends, a --mamba-cache-dtype that hides the model dtype.
+model (their layers' caches), other sparse MLA backends, a --mamba-cache-dtype that hides the model dtype.
+(Every MLA layer is sparse: the config class defaults index_topk to 2048 and refuses null; ingest/flagship.py.)
 """
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ import math
 from dataclasses import dataclass
 
 from kvplan.backends.defaults import default_block_size
-from kvplan.backends.impl.flashinfer import is_flashinfer_mla_sparse_sm120
-from kvplan.backends.vllm_rows import BACKENDS, engine_feature, rows_for
+from kvplan.backends.impl import hooks_for
+from kvplan.backends.vllm_rows import BACKENDS, rows_for
 from kvplan.model.arch import ExtraCache, LayerArch, ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan
@@ -67,9 +67,6 @@ FlashInfer TRTLLM-gen backends of SM100 and SM120 (flashinfer_mla_sparse.py::_Fl
 their kernel block (None: the backend's MultipleOf base)."""
 FP8_DS_MLA_ROW = 656
 """An fp8_ds_mla row (512 fp8 NoPE + 64 bf16 RoPE + 16 B of scales): MLAAttention.get_kv_cache_spec."""
-FP8_DS_MLA_NOPE_ROW = 528
-"""FLASHINFER_MLA_SPARSE_SM120's row for kv_lora_rank 512 without RoPE (0.34+: ENGINE_FEATURES
-sm120_sparse_mla_nope_rows)."""
 DRAFTLESS_METHODS = ("ngram", "suffix")
 """Speculative methods without a draft model: only the draft tokens change the caches (more state blocks, a
 wider conv state, a larger tail ring)."""
@@ -180,11 +177,10 @@ def _mla_row(mla: LayerPlan, model_dtype: str, mla_la: LayerArch | None, ctx: Sp
     if mla.kv_cache_dtype != "fp8_ds_mla":
         page = mla.head_size * _KV_BYTES[mla.dtype or model_dtype]
         return page, page
-    nope = (is_flashinfer_mla_sparse_sm120(mla.backend)
-            and (ctx.engine is None or engine_feature("sm120_sparse_mla_nope_rows").holds_for(ctx.engine))
-            and mla_la is not None and mla_la.mla is not None and mla_la.mla.kv_lora_rank == 512
-            and mla_la.mla.qk_rope_head_dim == 0)
-    return mla.head_size, FP8_DS_MLA_NOPE_ROW if nope else FP8_DS_MLA_ROW
+    if mla_la is None or mla_la.mla is None or mla.backend is None:
+        return mla.head_size, FP8_DS_MLA_ROW
+    return mla.head_size, hooks_for(mla.backend).fp8_ds_mla_row_bytes(mla_la.mla.kv_lora_rank,
+                                                                       mla_la.mla.qk_rope_head_dim, ctx.engine)
 
 
 def _geometry(kdas: list[LayerPlan], mla: LayerPlan, arch: ModelArch, flags: ServingFlags,

@@ -8,6 +8,7 @@ prefix caching on and off; TP=2 and TP=8; n-gram speculative decoding) against i
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from kvplan.model.flags import ServingFlags
 from kvplan.pipeline import flags_from, model_inputs
 from kvplan.planner.cache_specs import CacheSpec, ModelCaches, SpecContext, blocks_per_request
 from kvplan.planner.model_caches import BUILDERS, glm5next
+from kvplan.rules.memory import extra_cache_bytes
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
@@ -142,6 +144,46 @@ def test_linear_lower_bound_defaults_as_the_config_class_does() -> None:
     assert model_inputs(raw, flags).arch.layers[0].kda_gate_lower_bound == -5.0
     raw["text_config"]["linear_lower_bound"] = None
     assert model_inputs(raw, flags).arch.layers[0].kda_gate_lower_bound is None
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_latent_bytes_per_token_are_vllms_row(case: dict[str, Any], release: str) -> None:
+    """The MLA layers' per-token bytes (KV130) count the latent row vLLM's spec stores: the `.self_attn.attn`
+    page over its block (0.34's FLASHINFER_MLA_SPARSE_SM120: 528 B without RoPE; 656 B before, and the plain
+    latent elsewhere); the layer's other caches are its extras."""
+    answer = json.loads((_folder(release) / f"{case['name']}.json").read_text())["answer"]
+    attn = next(s for s in answer["layer_specs"] if s["name"].endswith(".self_attn.attn"))
+    config = (DATA / case["config"]).resolve()
+    plan = kvplan.api.compile(config, _args(case["flags"]), kv_budget_bytes=case["available_bytes"],
+                              gpu=case["gpu"], engine=f"vllm=={release}")
+    arch = model_inputs(config, flags_from(_args(case["flags"]), release), release=release).arch
+    lp = next(lp for lp in plan.layers if lp.kind == "mla")
+    la = next(la for la in arch.layers if la.index == lp.index)
+    extra, _ = extra_cache_bytes(la, 0, plan.model.dtype or "bfloat16")
+    assert Fraction(lp.bytes_per_token_exact or lp.bytes_per_token) - extra == Fraction(
+        attn["page_size_bytes"], attn["block_size"])
+
+
+def test_index_topk_follows_the_config_class() -> None:
+    """transformers' Glm5NextTextConfig (vLLM 0.33 / 0.34 load it) defaults index_topk to 2048: without the key
+    every MLA layer is still sparse, with its indexer caches; null, or a top-k that is not a multiple of
+    index_kpool, fails the strict config class, so vLLM loads nothing: one input error."""
+    case = next(c for c in CASES if c["name"] == "Glm5NextForCausalLM__h100__auto__8192")
+    raw = json.loads((DATA / case["config"]).resolve().read_text())
+    flags = flags_from(_args(case["flags"]), "0.33.0")
+    with_key = kvplan.api.compile(raw, _args(case["flags"]), gpu="h100")
+    del raw["text_config"]["index_topk"]
+    without = kvplan.api.compile(raw, _args(case["flags"]), gpu="h100")
+    mla = next(la for la in model_inputs(raw, flags).arch.layers if la.kind == "mla")
+    assert mla.mla is not None and mla.mla.index_topk == 2048 and len(mla.extra_caches) == 2
+    assert [lp.bytes_per_token for lp in without.layers] == [lp.bytes_per_token for lp in with_key.layers]
+    assert without.totals.kv_cache_layout == with_key.totals.kv_cache_layout is not None
+    for bad, message in ((None, "index_topk must be a positive integer, got None"),
+                         (2050, r"index_topk \(2050\) must be divisible by index_kpool \(16\)")):
+        raw["text_config"]["index_topk"] = bad
+        with pytest.raises(KvplanInputError, match=message):
+            kvplan.api.compile(raw, _args(case["flags"]), gpu="h100")
 
 
 def test_without_an_engine_the_newest_release_is_built() -> None:

@@ -140,3 +140,27 @@ def test_minimax_m3_transformers_schema_marks_the_same_sparse_layers(release: st
     assert a is not None and b is not None
     assert sum(s.spec == "MLAAttentionSpec" for s in b.specs) == 57
     assert a == b
+
+
+def test_minimax_m3_text_config_without_sparse_layers_follows_the_release_config_class() -> None:
+    """Neither sparse_attention_config nor layer_types: vLLM 0.33 loads minimax_m3_vl with its own MiniMaxM3Config,
+    whose MiniMaxM3TextConfig applies its default section (layers 3-59 sparse, 128-element index keys; the
+    architecture oracle's MiniMaxM3SparseForConditionalGeneration__no-section answers); 0.34 loads it with
+    transformers' MiniMaxM3VLConfig (kvplan/data/vllm config_types `classes`), whose text config has every
+    layer full attention. A layer_types marking one layer is read by 0.34 only."""
+    from kvplan.ingest.architectures import modelled_release
+    from kvplan.pipeline import flags_from, model_inputs
+
+    assert modelled_release("0.33.0").vllm_config_class("minimax_m3_vl") == "MiniMaxM3Config"
+    assert modelled_release("0.34.0").vllm_config_class("minimax_m3_vl") == "MiniMaxM3VLConfig"
+    raw = json.loads((ROOT / "tests" / "data" / "vllm_oracle_arch" / "configs" /
+                      "MiniMaxM3SparseForConditionalGeneration__no-section.json").read_text())
+
+    def sparse(cfg: dict[str, Any], release: str) -> list[int]:
+        arch = model_inputs(cfg, flags_from([], release), release=release).arch
+        return [la.index for la in arch.layers if la.extra_caches and la.extra_caches[0].elements == 128]
+
+    assert sparse(raw, "0.33.0") == list(range(3, 60)) and sparse(raw, "0.34.0") == []
+    n = raw["text_config"]["num_hidden_layers"]
+    raw["text_config"]["layer_types"] = ["minimax_m3_sparse" if i == 5 else "full_attention" for i in range(n)]
+    assert sparse(raw, "0.33.0") == list(range(3, 60)) and sparse(raw, "0.34.0") == [5]
