@@ -16,7 +16,7 @@ from kvplan.backends.vllm_rows import engine_feature
 from kvplan.model.gpu import GpuProfile
 from kvplan.model.vocab import QuantMode
 
-__all__ = ["HOOKS", "is_flashinfer_mla_sparse_sm120"]
+__all__ = ["HOOKS"]
 
 _SM100_TRTLLM_PAGES = (16, 32, 64, 128, 256, 512, 1024)
 
@@ -162,8 +162,3 @@ HOOKS: Mapping[str, type[BackendHooks]] = {
     "FLASHINFER_MLA_SPARSE_SM90": FlashInferMlaSparseSm90,
 }
 """Backends of this family with behaviour beyond their capability rows."""
-
-
-def is_flashinfer_mla_sparse_sm120(backend: str | None) -> bool:
-    """FlashInfer's SM120 sparse MLA backend (it stores auto and fp8 latents as fp8_ds_mla rows)."""
-    return backend == "FLASHINFER_MLA_SPARSE_SM120"
