@@ -83,9 +83,11 @@ def test_excluded_startup_log_stays_where_recorded(log: dict) -> None:
 def test_tokens_line_follows_the_release_formula() -> None:
     """vLLM 0.20.0 still logs num_blocks // groups x block size; 0.20.1 logs int(concurrency x max-model-len)
     (_report_kv_cache_config, read in both wheels). Qwen3.6-35B-A3B at fp8 and 8192 with 15 blocks of 2096
-    tokens in 4 groups, 10 per request: 0.20.0 prints 6,288 tokens, 0.20.1 12,288, both 1.50x."""
-    flags = ["--kv-cache-dtype", "fp8_e4m3", "--max-model-len", "8192", "--max-num-seqs", "32"]
-    layout = _plan(QWEN36_35B, flags, budget=GIB).totals.kv_cache_layout
+    tokens in 4 groups, 10 per request: 0.20.0 prints 6,288 tokens, 0.20.1 12,288, both 1.50x. (Prefix caching
+    named: before 0.27 a hybrid model runs without it by default.)"""
+    flags = ["--kv-cache-dtype", "fp8_e4m3", "--max-model-len", "8192", "--max-num-seqs", "32",
+             "--enable-prefix-caching"]
+    layout = _plan(QWEN36_35B, flags, budget=GIB, engine="vllm==0.20.0").totals.kv_cache_layout
     assert layout is not None
     budget = 15 * layout.bytes_per_block
     old = _plan(QWEN36_35B, flags, budget=budget, engine="vllm==0.20.0").totals

@@ -40,14 +40,7 @@ _KIND = {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_at
          # max_memory_usage_bytes: a request holds max_model_len tokens, as kvplan's full attention
          "RSWASpec": "full_attention"}
 
-_NO_MISTRAL_COMMON = ("the oracle venv has no mistral_common: vLLM's Mistral tokenizer, which Voxtral Realtime's model "
-                      "config reads at create_engine_config, fails in transformers (NameError ValidationMode)")
-_VOXTRAL_META = ("Voxtral's audio encoder computes its mel filter bank with mistral_common at build time; the oracle "
-                 "venv has none (a stand-in module), so torch.tensor of the stand-in's answer fails at build_model")
 ORACLE_LIMITS: dict[tuple[str, str], str] = {
-    **{(r, f"arch__VoxtralRealtimeGeneration__{v}__{dt}"): _NO_MISTRAL_COMMON
-       for r in RELEASES for v in ("default", "encoder-16-pool-2") for dt in ("auto", "fp8")},
-    **{(r, "arch__VoxtralForConditionalGeneration__default__auto"): _VOXTRAL_META for r in RELEASES},
     ("0.34.0", "arch__AriaForConditionalGeneration__default__auto"):
         "0.34 loads the model's image processor at create_engine_config; the architecture-oracle case carries "
         "no preprocessor_config.json (0.33 did not read it)",
