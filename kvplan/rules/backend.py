@@ -6,6 +6,7 @@ layers can land on different backends. Needs --gpu; without it these rules stay 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from kvplan.model.arch import LayerArch
@@ -76,6 +77,102 @@ def model_attention_config(ctx: RuleContext) -> tuple[str | None, dict[str, Any]
     return forced, ac, None
 
 
+@dataclass(frozen=True)
+class ModelClassBackend:
+    """One row of MODEL_CLASS_BACKENDS: the backend a model class hands some of its layers itself, past the
+    selector (neither `--attention-backend` nor the priority walk reaches them)."""
+
+    architectures: tuple[str, ...]
+    """The vLLM architectures (config.json `architectures`) whose model class does it."""
+    backend: str
+    """The backend's get_name(), as vLLM logs the layer's backend."""
+    layers: str
+    """Which attention layers: 'all', or 'cache:NAME' (the layers that register the further cache NAME, as
+    kvplan.ingest reads the checkpoint: ExtraCache.name), or 'no-cache:NAME' (those that do not)."""
+    impl_checks: bool
+    """vLLM builds the backend's own impl for the layer (Attention(attn_backend=...) of a registered backend):
+    its construction errors, logs and query dtype apply (kvplan.backends.select.build_pinned_backend). False:
+    the layer runs the model's own kernels; its refusals are the model's (KV504, planner/model_caches)."""
+    source: str
+    """vLLM file::function that makes the choice."""
+
+    def takes(self, la: LayerArch) -> bool:
+        if self.layers == "all":
+            return True
+        want, _, name = self.layers.partition(":")
+        has = any(x.name == name for x in la.extra_caches)
+        return has if want == "cache" else not has
+
+
+_STEP5 = ("Step5ForCausalLM", "Step5ForConditionalGeneration")
+_INKLING = ("InklingForCausalLM", "InklingForConditionalGeneration")
+_MINIMAX_M3 = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
+_GLM5_NEXT = ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration")
+
+MODEL_CLASS_BACKENDS: tuple[ModelClassBackend, ...] = (
+    # use_dsa_backend = sparse_config is not None and sliding_window is None: the DSA layers (kvplan.ingest
+    # gives exactly them the CSA tail ring) run Step5DSAAttentionBackend
+    ModelClassBackend(_STEP5, "STEP5_DSA", "cache:CSA tail ring", False,
+                      "vllm/models/step5/nvidia/model.py::Step5Attention.__init__ (Step5DSAAttentionBackend)"),
+    # every other layer pins Step5SplitKVFlashAttentionBackend, which keeps FlashAttentionBackend.get_name()
+    # and builds a FlashAttentionImpl subclass
+    ModelClassBackend(_STEP5, "FLASH_ATTN", "no-cache:CSA tail ring", True,
+                      "vllm/models/step5/nvidia/model.py::Step5Attention.__init__ "
+                      "(sparse_attention.py::Step5SplitKVFlashAttentionBackend)"),
+    # InklingAttention is an AttentionLayerBase of its own (FA4 relative-attention kernel): no impl is built
+    ModelClassBackend(_INKLING, "FLASH_ATTN", "all", False,
+                      "vllm/models/inkling/nvidia/attention.py::InklingAttention.get_attn_backend "
+                      "(amd/attention.py the same)"),
+    # the sparse layers (sparse_attention_freq != 0; those with the index-key cache) take the backend of
+    # select_main_backend_and_impl_cls, whose classes all keep MiniMaxM3SparseBackend.get_name(); the dense
+    # layers are plain Attention layers (the selector)
+    ModelClassBackend(_MINIMAX_M3, "MINIMAX_M3_SPARSE", "cache:index keys", False,
+                      "vllm/models/minimax_m3/nvidia/model.py::MiniMaxM3SparseAttention.get_attn_backend "
+                      "(common/sparse_attention.py::select_main_backend_and_impl_cls)"),
+)
+"""Backends model classes give their attention layers past vLLM's selector (vLLM 0.33.0 and 0.34.0, read in
+both wheels). A layer no row takes is selected (rule KV140's walk)."""
+
+FURTHER_CACHE_BACKENDS: dict[tuple[tuple[str, ...], str], tuple[str, str]] = {
+    (_STEP5, "CSA tail ring"): ("STEP5_CSA_TAIL_RING",
+                                "vllm/models/step5/nvidia/csa_tail_ring.py::Step5CSATailRing.get_attn_backend"),
+    (_STEP5, "sparse region summaries"): (
+        "STEP5_CSA_SUMMARY",
+        "vllm/models/step5/nvidia/sparse_summary_cache.py::Step5SparseSummaryCacheLayer.get_attn_backend"),
+    (_INKLING, "short-conv state"): ("INKLING_SCONV_SWA",
+                                     "vllm/models/inkling/nvidia/sconv_swa_attn.py::InklingConvState.get_attn_backend"),
+    (_MINIMAX_M3, "index keys"): ("MINIMAX_M3_SPARSE_INDEXER",
+                                  "vllm/models/minimax_m3/common/indexer.py::MiniMaxM3IndexerCache.get_attn_backend"),
+    (_GLM5_NEXT, "indexer keys"): (
+        "DEEPSEEK_V32_INDEXER",
+        "vllm/models/glm5next/common/attention.py::Glm5NextIndexerCache.get_attn_backend (Glm5NextIndexerBackend)"),
+    (_GLM5_NEXT, "indexer tail ring"): (
+        "KPOOL_TAIL", "vllm/models/glm5next/common/attention.py::Glm5NextTailCache.get_attn_backend"),
+}
+"""The backends of the caches a layer registers next to its attention (ExtraCache, by architecture and name):
+each is an AttentionLayerBase module of its own with its own get_attn_backend and KV cache spec and no attention
+impl, so vLLM lists them among the model's backends while the layer's attention keeps its own. A sparse-MLA
+layer's indexer keys (DeepSeek-V3.2, GLM-5) are DEEPSEEK_V32_INDEXER
+(vllm/model_executor/models/deepseek_v2.py::DeepseekV32IndexerCache.get_attn_backend)."""
+
+SPARSE_MLA_INDEXER_BACKEND = "DEEPSEEK_V32_INDEXER"
+
+
+def model_class_backend(arch: str, la: LayerArch) -> ModelClassBackend | None:
+    """The MODEL_CLASS_BACKENDS row that gives this layer its backend, or None (the selector does)."""
+    return next((r for r in MODEL_CLASS_BACKENDS if arch in r.architectures and r.takes(la)), None)
+
+
+def further_cache_backends(arch: str, la: LayerArch) -> tuple[str, ...]:
+    """The backends of the caches the layer registers next to its attention (FURTHER_CACHE_BACKENDS), in
+    the layer's order; a sparse-MLA indexer's too."""
+    out = [b for x in la.extra_caches for (archs, name), (b, _) in FURTHER_CACHE_BACKENDS.items()
+           if arch in archs and x.name == name]
+    if la.kind == "mla" and la.indexer_bytes_per_token and not la.extra_caches:
+        out.append(SPARSE_MLA_INDEXER_BACKEND)
+    return tuple(dict.fromkeys(out))
+
+
 def _global_dtype_queries(ctx: RuleContext, backend: str | None) -> bool:
     """The chosen backend takes a skipped layer's query dtype from the global cache dtype (pre-#39002)."""
     if backend is None or not ctx.engine_has("flashinfer_skip_layer_query_dtype_crash"):
@@ -97,18 +194,34 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
         _LAST = (ctx, _CHOICES.setdefault(ctx_key, {}))
     memo = _LAST[1]
     mla = la.mla
+    row = model_class_backend(ctx.arch.architecture, la)
     key = (la.kind, la.head_size, la.head_size_v, la.num_heads, la.num_kv_heads,
            la.sliding_window is not None, la.has_sinks,
            (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim, mla.index_topk)
-           if mla else None, kv_cache_dtype)
+           if mla else None, kv_cache_dtype, row)
     hit = memo.get(key)
     if hit is None:
-        from kvplan.backends.select import select_backend
+        from kvplan.backends.select import build_pinned_backend, select_backend
         assert ctx.gpu is not None and ctx.gpu.profile is not None  # callers return early without a GPU profile
         forced, ac, _ = model_attention_config(ctx)
-        hit = memo[key] = select_backend(_request(ctx, la, kv_cache_dtype), ctx.gpu.profile, ctx.engine,
-                                         forced, ac)
+        req = _request(ctx, la, kv_cache_dtype)
+        if row is None:
+            hit = select_backend(req, ctx.gpu.profile, ctx.engine, forced, ac)
+        elif row.impl_checks:
+            hit = build_pinned_backend(req, ctx.gpu.profile, row.backend, ctx.engine, ac)
+        else:
+            hit = _model_kernel_choice(row.backend, kv_cache_dtype, ctx)
+        memo[key] = hit
     return hit
+
+
+def _model_kernel_choice(backend: str, kv_cache_dtype: str, ctx: RuleContext) -> BackendChoice:
+    """A backend whose layer runs the model's own kernels: named, with no impl of vLLM's registry to ask
+    about block sizes, query dtypes or construction errors (the model's refusals are KV504's)."""
+    from kvplan.backends.select import BackendChoice
+    return BackendChoice(status="selected", backend=backend, forced=True, candidates=(backend,),
+                         kv_cache_dtype=kv_cache_dtype, effective_kv_cache_dtype=kv_cache_dtype,
+                         engine=str(ctx.engine))
 
 
 def backend_choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoice:
@@ -122,6 +235,21 @@ _CHOICES: dict[tuple[Any, ...], dict[tuple[Any, ...], BackendChoice]] = {}
 _CONFIG_ERRORS_OF_OTHER_RULES = ("Invalid kv_cache_dtype", 'kv_cache_dtype="',
                                  "nvfp4 KV cache is not supported with MLA")
 _LAST: tuple[RuleContext | None, dict[tuple[Any, ...], BackendChoice]] = (None, {})
+
+
+def _backend_fact(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str, backend: str) -> str:
+    """Why the layer runs `backend`: the model class's own choice (MODEL_CLASS_BACKENDS), or the selector's
+    walk; with the backends of the caches the layer registers next to its attention."""
+    assert ctx.gpu is not None
+    row = model_class_backend(ctx.arch.architecture, la)
+    if row is not None:
+        fact = f"the model class chooses {backend} for this layer, past the selector ({row.source})"
+    else:
+        why = model_attention_config(ctx)[2]
+        fact = (f"first valid backend on {ctx.gpu.name} for kv dtype {kv_cache_dtype!r}"
+                + (f" ({why})" if why else ""))
+    caches = further_cache_backends(ctx.arch.architecture, la)
+    return fact + (f"; its further caches run {', '.join(caches)}" if caches else "")
 
 
 @declare(code="KV140", name="backend-selection", kind="decision", scope="layer", family="backend",
@@ -138,9 +266,7 @@ def backend_selection(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterat
     ch = _choice(ctx, la, st.kv_cache_dtype)
     if ch.backend:
         # `backend` is vLLM's enum name exactly; the FlashAttention version is a field of its own.
-        why = model_attention_config(ctx)[2]
-        yield Set("backend", ch.backend, f"first valid backend on {ctx.gpu.name} for kv dtype {st.kv_cache_dtype!r}"
-                  + (f" ({why})" if why else ""))
+        yield Set("backend", ch.backend, _backend_fact(ctx, la, st.kv_cache_dtype, ch.backend))
         if ch.flash_attn_version:
             yield Set("flash_attn_version", ch.flash_attn_version,
                       f"get_flash_attn_version() on {ctx.gpu.name} for head size {la.head_size} and kv dtype "

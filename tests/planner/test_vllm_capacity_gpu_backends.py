@@ -19,6 +19,8 @@ import pytest
 import kvplan.api
 from kvplan.errors import KvplanInputError
 from kvplan.model.plan import Plan
+from kvplan.pipeline import flags_from, model_inputs
+from kvplan.rules.backend import further_cache_backends
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
@@ -86,14 +88,21 @@ KVPLAN_CANNOT_READ = {
 _KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "SlidingWindowMLASpec": "sliding_attention", "CircularBufferSpec": "ring", "MambaSpec": "state"}
 
-MODEL_CLASS_BACKENDS = ("DeepseekV4", "DeepseekV41", "Glm5Next", "Inkling", "MiniMaxM3", "Step5")
-"""Families whose model classes hand their layers (and their further caches) backends of their own, past vLLM's
-selector (DeepSeek-V4's sparse SWA and FlashMLA backends, Step 5's DSA and Step5FlashAttention, Inkling's
-FLASH_ATTN and sconv, MiniMax-M3's sparse backends, GLM-5 Next's KPOOL_TAIL): their caches are compared through
-the layout, not kvplan's per-layer backend column."""
+_MODEL_CACHE_BACKENDS = ("CompressorBackend",)
+"""Backends vLLM lists that kvplan's model does not carry as a layer's cache: DeepSeek-V4's compressor
+(NOT_LAID_OUT)."""
 
-_CACHE_BACKENDS = {"DEEPSEEK_V32_INDEXER"}
-"""Backends of a layer's further caches, not of its attention (kvplan's backend column names the latter)."""
+
+def _backends(case: dict[str, Any], release: str, plan: Plan) -> tuple[set[str | None], set[str]]:
+    """The backends of kvplan's KV layers' attention (the plan's backend column), and of the caches they
+    register next to it (kvplan.rules.backend.further_cache_backends: indexer keys, rings, conv states)."""
+    inputs = model_inputs((DATA / case["config"]).resolve(), flags_from(_argv(case["flags"]), release),
+                          release=release)
+    by_index = {la.index: la for la in inputs.arch.layers}
+    sized = [lp for lp in plan.layers if lp.bytes_per_token]
+    caches = {b for lp in sized if lp.index in by_index
+              for b in further_cache_backends(inputs.arch.architecture, by_index[lp.index])}
+    return {lp.backend for lp in sized}, caches
 
 
 def _arch(case: dict[str, Any]) -> str:
@@ -162,9 +171,11 @@ def test_layout_and_capacity_equal_vllms_on_the_gpu(release: str, case: dict[str
         assert lay is None, f"kvplan now lays {_arch(case)} out: compare it and drop it from NOT_LAID_OUT"
         return
     assert lay is not None, "kvplan computes no layout"
-    if not _arch(case).startswith(MODEL_CLASS_BACKENDS):
-        # the backend kvplan selects is the one vLLM's selector gave the layers (next to the indexer's)
-        assert {lp.backend for lp in plan.layers if lp.bytes_per_token} == set(want["backends"]) - _CACHE_BACKENDS
+    # each layer's attention backend is the one vLLM gave it (its selector's, or its model class's own), and
+    # the caches registered next to it run the backends vLLM lists besides
+    attn, caches = _backends(case, release, plan)
+    assert attn == set(want["backends"]) - caches - set(_MODEL_CACHE_BACKENDS)
+    assert caches <= set(want["backends"]) - attn
     assert lay.block_size == answer["engine"]["block_size"]
     assert _groups(lay) == sorted(
         (_KIND[g["spec"]], len(g["layer_names"]), g["block_size"], g["blocks_per_request"],
