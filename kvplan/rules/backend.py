@@ -158,12 +158,12 @@ layer's indexer keys (DeepSeek-V3.2, GLM-5) are DEEPSEEK_V32_INDEXER
 SPARSE_MLA_INDEXER_BACKEND = "DEEPSEEK_V32_INDEXER"
 
 
-def model_class_backend(arch: str, la: LayerArch) -> ModelClassBackend | None:
+def model_class_backend(arch: str | None, la: LayerArch) -> ModelClassBackend | None:
     """The MODEL_CLASS_BACKENDS row that gives this layer its backend, or None (the selector does)."""
     return next((r for r in MODEL_CLASS_BACKENDS if arch in r.architectures and r.takes(la)), None)
 
 
-def further_cache_backends(arch: str, la: LayerArch) -> tuple[str, ...]:
+def further_cache_backends(arch: str | None, la: LayerArch) -> tuple[str, ...]:
     """The backends of the caches the layer registers next to its attention (FURTHER_CACHE_BACKENDS), in
     the layer's order; a sparse-MLA indexer's too."""
     out = [b for x in la.extra_caches for (archs, name), (b, _) in FURTHER_CACHE_BACKENDS.items()
