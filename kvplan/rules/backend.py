@@ -256,9 +256,11 @@ def _backend_fact(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str, backend:
          severity="info", summary="Each KV layer gets the attention backend vLLM would select on the GPU.",
          why="vLLM selects a backend per layer with that layer's own KV dtype (skipped layers are "
              "re-selected with 'auto'), following the platform priority order and each backend's "
-             "supported dtypes, compute capability, head sizes and features.",
+             "supported dtypes, compute capability, head sizes and features; some model classes hand layers "
+             "a backend of their own past the selector (MODEL_CLASS_BACKENDS: Step 5, Inkling, MiniMax-M3).",
          fix="Pass --attention-backend to force one (validation still applies).",
-         references=("vllm/v1/attention/selector.py::get_attn_backend", "vllm/platforms/cuda.py"))
+         references=("vllm/v1/attention/selector.py::get_attn_backend", "vllm/platforms/cuda.py",
+                     "vllm/model_executor/layers/attention/attention.py::Attention.__init__"))
 @decides_layer("backend", "flash_attn_version", "query_dtype")
 def backend_selection(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     if ctx.gpu is None or ctx.gpu.profile is None or la.kind in NO_KV_KINDS or st.kv_cache_dtype is None:
