@@ -95,19 +95,34 @@ class ModelClassBackend:
     the layer runs the model's own kernels; its refusals are the model's (KV504, planner/model_caches)."""
     source: str
     """vLLM file::function that makes the choice."""
+    platforms: tuple[str, ...] = ("cuda", "rocm", "cpu", "xpu")
+    """Platforms whose model code makes this choice (elsewhere another row, or the selector)."""
+    cc_majors: tuple[int, ...] = ()
+    """CUDA compute-capability majors it is limited to (empty: any)."""
+    forced: tuple[str, ...] = ()
+    """Backend names of `--attention-backend` (attention_config.backend) it is limited to (empty: any)."""
 
     def takes(self, la: LayerArch) -> bool:
         if self.layers == "all":
             return True
+        if self.layers == "dsv4":
+            return la.dsv4_compress_ratio is not None
         want, _, name = self.layers.partition(":")
         has = any(x.name == name for x in la.extra_caches)
         return has if want == "cache" else not has
+
+    def holds(self, platform: str, cc_major: int | None, forced: str | None) -> bool:
+        return (platform in self.platforms and (not self.cc_majors or cc_major in self.cc_majors)
+                and (not self.forced or forced in self.forced))
 
 
 _STEP5 = ("Step5ForCausalLM", "Step5ForConditionalGeneration")
 _INKLING = ("InklingForCausalLM", "InklingForConditionalGeneration")
 _MINIMAX_M3 = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
 _GLM5_NEXT = ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration")
+_DSV4 = ("DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration")
+_DSV4_SOURCE = ("vllm/models/deepseek_v4/nvidia/model.py::_select_dsv4_attn_cls "
+                "(attention.py::DeepseekV4Attention.get_attn_backend)")
 
 MODEL_CLASS_BACKENDS: tuple[ModelClassBackend, ...] = (
     # use_dsa_backend = sparse_config is not None and sliding_window is None: the DSA layers (kvplan.ingest
@@ -129,6 +144,17 @@ MODEL_CLASS_BACKENDS: tuple[ModelClassBackend, ...] = (
     ModelClassBackend(_MINIMAX_M3, "MINIMAX_M3_SPARSE", "cache:index keys", False,
                       "vllm/models/minimax_m3/nvidia/model.py::MiniMaxM3SparseAttention.get_attn_backend "
                       "(common/sparse_attention.py::select_main_backend_and_impl_cls)"),
+    # DeepSeek-V4's attention class is picked on CUDA by _select_dsv4_attn_cls, never by the selector: the
+    # FlashInfer class where --attention-backend names FLASHINFER_MLA_SPARSE_DSV4, the FlashMLA one where it names
+    # FLASHMLA_SPARSE(_DSV4); otherwise FlashInfer on SM12x, FlashMLA elsewhere (the layer's get_attn_backend is
+    # the class's backend_cls)
+    ModelClassBackend(_DSV4, "FLASHINFER_MLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
+                      forced=("FLASHINFER_MLA_SPARSE_DSV4",)),
+    ModelClassBackend(_DSV4, "FLASHMLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
+                      forced=("FLASHMLA_SPARSE", "FLASHMLA_SPARSE_DSV4")),
+    ModelClassBackend(_DSV4, "FLASHINFER_MLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
+                      cc_majors=(12,)),
+    ModelClassBackend(_DSV4, "FLASHMLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",)),
 )
 """Backends model classes give their attention layers past vLLM's selector (vLLM 0.33.0 and 0.34.0, read in
 both wheels). A layer no row takes is selected (rule KV140's walk)."""
@@ -158,9 +184,25 @@ layer's indexer keys (DeepSeek-V3.2, GLM-5) are DEEPSEEK_V32_INDEXER
 SPARSE_MLA_INDEXER_BACKEND = "DEEPSEEK_V32_INDEXER"
 
 
-def model_class_backend(arch: str | None, la: LayerArch) -> ModelClassBackend | None:
-    """The MODEL_CLASS_BACKENDS row that gives this layer its backend, or None (the selector does)."""
-    return next((r for r in MODEL_CLASS_BACKENDS if arch in r.architectures and r.takes(la)), None)
+def _dsv4_cache_backends(ratio: int) -> list[str]:
+    """DeepseekV4Attention.__init__ (vllm/models/deepseek_v4/attention.py): every layer's sliding-window cache
+    (DeepseekV4SWACache: DEEPSEEK_SPARSE_SWA, v1/attention/backends/mla/sparse_swa.py), a compressor's state
+    where compress_ratio > 1 (compressor.py::CompressorBackend), an indexer where it is 4
+    (v1/attention/backends/mla/indexer.py: DEEPSEEK_V4_INDEXER)."""
+    return ["DEEPSEEK_SPARSE_SWA", *(["CompressorBackend"] if ratio > 1 else []),
+            *(["DEEPSEEK_V4_INDEXER"] if ratio == 4 else [])]
+
+
+def model_class_backend(ctx: RuleContext, la: LayerArch) -> ModelClassBackend | None:
+    """The first MODEL_CLASS_BACKENDS row that gives this layer its backend on ctx's GPU, or None (the selector
+    does)."""
+    gpu = ctx.gpu.profile if ctx.gpu is not None else None
+    if gpu is None:
+        return None
+    forced = ctx.flags.attention_backend or ctx.flags.attention_config.get("backend")
+    forced = str(forced).strip().upper() if forced else None
+    return next((r for r in MODEL_CLASS_BACKENDS if ctx.arch.architecture in r.architectures and r.takes(la)
+                 and r.holds(gpu.platform, gpu.cc_major, forced)), None)
 
 
 def further_cache_backends(arch: str | None, la: LayerArch) -> tuple[str, ...]:
@@ -168,6 +210,8 @@ def further_cache_backends(arch: str | None, la: LayerArch) -> tuple[str, ...]:
     the layer's order; a sparse-MLA indexer's too."""
     out = [b for x in la.extra_caches for (archs, name), (b, _) in FURTHER_CACHE_BACKENDS.items()
            if arch in archs and x.name == name]
+    if la.dsv4_compress_ratio is not None and arch in _DSV4:
+        out += _dsv4_cache_backends(la.dsv4_compress_ratio)
     if la.kind == "mla" and la.indexer_bytes_per_token and not la.extra_caches:
         out.append(SPARSE_MLA_INDEXER_BACKEND)
     return tuple(dict.fromkeys(out))
@@ -194,7 +238,7 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
         _LAST = (ctx, _CHOICES.setdefault(ctx_key, {}))
     memo = _LAST[1]
     mla = la.mla
-    row = model_class_backend(ctx.arch.architecture, la)
+    row = model_class_backend(ctx, la)
     key = (la.kind, la.head_size, la.head_size_v, la.num_heads, la.num_kv_heads,
            la.sliding_window is not None, la.has_sinks,
            (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim, mla.index_topk)
@@ -241,7 +285,7 @@ def _backend_fact(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str, backend:
     """Why the layer runs `backend`: the model class's own choice (MODEL_CLASS_BACKENDS), or the selector's
     walk; with the backends of the caches the layer registers next to its attention."""
     assert ctx.gpu is not None
-    row = model_class_backend(ctx.arch.architecture, la)
+    row = model_class_backend(ctx, la)
     if row is not None:
         fact = f"the model class chooses {backend} for this layer, past the selector ({row.source})"
     else:

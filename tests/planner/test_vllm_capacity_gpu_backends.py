@@ -88,11 +88,6 @@ KVPLAN_CANNOT_READ = {
 _KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "SlidingWindowMLASpec": "sliding_attention", "CircularBufferSpec": "ring", "MambaSpec": "state"}
 
-_MODEL_CACHE_BACKENDS = ("CompressorBackend",)
-"""Backends vLLM lists that kvplan's model does not carry as a layer's cache: DeepSeek-V4's compressor
-(NOT_LAID_OUT)."""
-
-
 def _backends(case: dict[str, Any], release: str, plan: Plan) -> tuple[set[str | None], set[str]]:
     """The backends of kvplan's KV layers' attention (the plan's backend column), and of the caches they
     register next to it (kvplan.rules.backend.further_cache_backends: indexer keys, rings, conv states)."""
@@ -167,15 +162,15 @@ def test_layout_and_capacity_equal_vllms_on_the_gpu(release: str, case: dict[str
         assert lay is None, "vLLM refuses to build this model"
         assert all(VLLM_REFUSES[case["name"]] in f.message for f in plan.findings if f.code == "KV504")
         return
+    # each layer's attention backend is the one vLLM gave it (its selector's, or its model class's own), and
+    # the caches registered next to it run the backends vLLM lists besides
+    attn, caches = _backends(case, release, plan)
+    assert attn == set(want["backends"]) - caches
+    assert caches <= set(want["backends"]) - attn
     if (_arch(case) in NOT_LAID_OUT and case["name"] not in LAID_OUT_CASES) or case["name"] in NOT_LAID_OUT_CASES:
         assert lay is None, f"kvplan now lays {_arch(case)} out: compare it and drop it from NOT_LAID_OUT"
         return
     assert lay is not None, "kvplan computes no layout"
-    # each layer's attention backend is the one vLLM gave it (its selector's, or its model class's own), and
-    # the caches registered next to it run the backends vLLM lists besides
-    attn, caches = _backends(case, release, plan)
-    assert attn == set(want["backends"]) - caches - set(_MODEL_CACHE_BACKENDS)
-    assert caches <= set(want["backends"]) - attn
     assert lay.block_size == answer["engine"]["block_size"]
     assert _groups(lay) == sorted(
         (_KIND[g["spec"]], len(g["layer_names"]), g["block_size"], g["blocks_per_request"],
