@@ -158,3 +158,24 @@ def test_flashinfer_sparse_mla_sm90_takes_bf16_models_only() -> None:
     plan = kvplan.api.compile((DATA / case["config"]).resolve(),
                               ["--max-model-len", "8192", "--dtype", "float16"], gpu="h100", engine="vllm==0.33.0")
     assert {lp.backend for lp in plan.layers if lp.kind == "mla"} == {"FLASH_ATTN_MLA_SPARSE"}
+
+
+def _dsv4(gpu: str, *extra: str) -> Plan:
+    case = GPU_CASES["DeepseekV4ForCausalLM__h100__fp8__8192"]
+    return kvplan.api.compile((DATA / case["config"]).resolve(), ["--max-model-len", "8192", *extra], gpu=gpu,
+                              engine="vllm==0.33.0")
+
+
+@pytest.mark.parametrize(("gpu", "extra", "want"), [
+    ("h100", (), "FLASHMLA_SPARSE_DSV4"),
+    ("b200", (), "FLASHMLA_SPARSE_DSV4"),
+    ("rtx-pro-6000", (), "FLASHINFER_MLA_SPARSE_DSV4"),  # SM12x: the FlashInfer SM120 class
+    ("b200", ("--attention-backend", "FLASHINFER_MLA_SPARSE_DSV4"), "FLASHINFER_MLA_SPARSE_DSV4"),
+    ("rtx-pro-6000", ("--attention-backend", "FLASHMLA_SPARSE"), "FLASHMLA_SPARSE_DSV4"),
+])
+def test_deepseek_v4_attention_class_picks_its_backend(gpu: str, extra: tuple[str, ...], want: str) -> None:
+    """_select_dsv4_attn_cls, not the selector: no 'No valid attention backend' error (KV701) for its layers."""
+    plan = _dsv4(gpu, *extra)
+    assert {lp.backend for lp in plan.layers if lp.bytes_per_token} == {want}
+    assert not [f for f in plan.findings if f.code == "KV701"]
+    assert "_select_dsv4_attn_cls" in _fact(plan.layers[0]) and "DEEPSEEK_SPARSE_SWA" in _fact(plan.layers[0])
