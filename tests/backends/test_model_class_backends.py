@@ -7,6 +7,10 @@ tests/data/vllm_oracle_capacity/cases_model_backends.json (answers/ for 0.33.0, 
 on each GPU's CUDA platform (scripts/oracle/capacity_oracle.py patch 18): the layers' backends and the layout
 they give. The multimodal class runs vLLM's multimodal-prefix composite on SM90 (TRITON_FLASH_ATTN: Triton for
 image masks, this FlashAttention selection for causal requests), which kvplan names by its causal backend.
+
+Other model classes hand layers a backend themselves, past the selector (MODEL_CLASS_BACKENDS): Step 5's DSA and
+pinned FlashAttention layers, Inkling's FLASH_ATTN, MiniMax-M3's sparse layers, DeepSeek-V4's attention class; the
+tests below check what the plan says for them on the GPU-platform cases (cases_gpu_backends.json).
 """
 from __future__ import annotations
 

@@ -6,7 +6,10 @@ with vLLM's CUDA platform answering that GPU (its patch 13): each layer built wi
 picks (the sparse FlashMLA / FlashInfer backends of DeepSeek-V3.2 and GLM-5, with the fp8_ds_mla cache the sparse
 FlashMLA backend makes of fp8, and the indexer backend's 64-token kernel block), then vLLM's own layout and
 capacity. A case whose answer kvplan does not lay out yet is listed in NOT_LAID_OUT with the reason, and the test
-checks kvplan still says so (no layout) rather than printing a wrong one.
+checks kvplan still says so (no layout) rather than printing a wrong one. On every case vLLM builds, laid out or
+not, the layers' backends in kvplan's plan (the selector's, or the model class's own: kvplan/rules/backend.py::
+MODEL_CLASS_BACKENDS) and the backends of the caches they register next to their attention (FURTHER_CACHE_BACKENDS)
+together are the backends vLLM built (`answer.backends`).
 """
 from __future__ import annotations
 
