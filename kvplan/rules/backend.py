@@ -222,7 +222,9 @@ def _global_dtype_queries(ctx: RuleContext, backend: str | None) -> bool:
     if backend is None or not ctx.engine_has("flashinfer_skip_layer_query_dtype_crash"):
         return False
     from kvplan.backends.impl import hooks_for
-    return hooks_for(backend).global_dtype_queries_before_39002
+    from kvplan.backends.vllm_rows import BACKENDS
+    # a model's own backend (MODEL_CLASS_BACKENDS: STEP5_DSA, ...) is no registry backend with hooks
+    return backend in BACKENDS and hooks_for(backend).global_dtype_queries_before_39002
 
 
 def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoice:
