@@ -101,6 +101,8 @@ class ModelClassBackend:
     """CUDA compute-capability majors it is limited to (empty: any)."""
     forced: tuple[str, ...] = ()
     """Backend names of `--attention-backend` (attention_config.backend) it is limited to (empty: any)."""
+    error: str = ""
+    """The model class refuses instead (ValueError while building the model; `{forced}` is the named backend)."""
 
     def takes(self, la: LayerArch) -> bool:
         if self.layers == "all":
@@ -148,6 +150,10 @@ MODEL_CLASS_BACKENDS: tuple[ModelClassBackend, ...] = (
     # FlashInfer class where --attention-backend names FLASHINFER_MLA_SPARSE_DSV4, the FlashMLA one where it names
     # FLASHMLA_SPARSE(_DSV4); otherwise FlashInfer on SM12x, FlashMLA elsewhere (the layer's get_attn_backend is
     # the class's backend_cls)
+    ModelClassBackend(_DSV4, "", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
+                      forced=("FLASHINFER_MLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120"),
+                      error="{forced} is not a DeepSeek V4 attention backend. Use FLASHINFER_MLA_SPARSE_DSV4 for "
+                            "DeepSeek V4 FlashInfer sparse MLA."),
     ModelClassBackend(_DSV4, "FLASHINFER_MLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
                       forced=("FLASHINFER_MLA_SPARSE_DSV4",)),
     ModelClassBackend(_DSV4, "FLASHMLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
@@ -199,10 +205,15 @@ def model_class_backend(ctx: RuleContext, la: LayerArch) -> ModelClassBackend | 
     gpu = ctx.gpu.profile if ctx.gpu is not None else None
     if gpu is None:
         return None
-    forced = ctx.flags.attention_backend or ctx.flags.attention_config.get("backend")
-    forced = str(forced).strip().upper() if forced else None
+    forced = _forced_backend(ctx)
     return next((r for r in MODEL_CLASS_BACKENDS if ctx.arch.architecture in r.architectures and r.takes(la)
                  and r.holds(gpu.platform, gpu.cc_major, forced)), None)
+
+
+def _forced_backend(ctx: RuleContext) -> str | None:
+    """The backend `--attention-backend` (attention_config.backend) names, as vLLM's enum spells it."""
+    forced = ctx.flags.attention_backend or ctx.flags.attention_config.get("backend")
+    return str(forced).strip().upper().removeprefix("ATTENTIONBACKENDENUM.") if forced else None
 
 
 def further_cache_backends(arch: str | None, la: LayerArch) -> tuple[str, ...]:
@@ -256,18 +267,22 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
         elif row.impl_checks:
             hit = build_pinned_backend(req, ctx.gpu.profile, row.backend, ctx.engine, ac)
         else:
-            hit = _model_kernel_choice(row.backend, kv_cache_dtype, ctx)
+            hit = _model_kernel_choice(row, kv_cache_dtype, ctx)
         memo[key] = hit
     return hit
 
 
-def _model_kernel_choice(backend: str, kv_cache_dtype: str, ctx: RuleContext) -> BackendChoice:
+def _model_kernel_choice(row: ModelClassBackend, kv_cache_dtype: str, ctx: RuleContext) -> BackendChoice:
     """A backend whose layer runs the model's own kernels: named, with no impl of vLLM's registry to ask
-    about block sizes, query dtypes or construction errors (the model's refusals are KV504's)."""
+    about block sizes, query dtypes or construction errors (the model's refusals are KV504's); or the model
+    class's refusal of the backend named (row.error)."""
     from kvplan.backends.select import BackendChoice
-    return BackendChoice(status="selected", backend=backend, forced=True, candidates=(backend,),
-                         kv_cache_dtype=kv_cache_dtype, effective_kv_cache_dtype=kv_cache_dtype,
-                         engine=str(ctx.engine))
+    base: dict[str, Any] = {"kv_cache_dtype": kv_cache_dtype, "effective_kv_cache_dtype": kv_cache_dtype,
+                            "engine": str(ctx.engine), "forced": True}
+    if row.error:
+        return BackendChoice(**base, status="error", backend=None, error_stage="impl", error_type="ValueError",
+                             error=row.error.format(forced=_forced_backend(ctx)))
+    return BackendChoice(**base, status="selected", backend=row.backend, candidates=(row.backend,))
 
 
 def backend_choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoice:
@@ -389,8 +404,24 @@ def backend_notes(ctx: RuleContext) -> Iterator[Emit]:
                 if pre_39002 and n.startswith("FlashInfer resolved"):
                     continue  # that per-group log line is PR #39002's; before it the global dtype rules
                 notes.setdefault(n, []).append(lp.index)
-    for msg, layers in notes.items():
+    for msg, layers in {**notes, **_unreached_forced_backend(ctx)}.items():
         yield Emit(msg, tuple(layers), severity=Severity.info if msg.startswith("FlashInfer resolved") else None)
+
+
+def _unreached_forced_backend(ctx: RuleContext) -> dict[str, list[int]]:
+    """Layers `--attention-backend` does not reach: their model class gives them a backend of its own whatever
+    the flag names (MODEL_CLASS_BACKENDS rows not limited to named backends)."""
+    forced = _forced_backend(ctx)
+    out: dict[str, list[int]] = {}
+    if forced is None:
+        return out
+    for lp in ctx.layers:
+        la = ctx.arch_layer(lp.index)
+        row = model_class_backend(ctx, la) if la is not None and lp.kind not in NO_KV_KINDS else None
+        if row is not None and not row.forced and row.backend != forced:
+            out.setdefault(f"--attention-backend {forced} does not reach these layers: the model class gives them "
+                           f"{row.backend} ({row.source}).", []).append(lp.index)
+    return out
 
 
 @declare(code="KV703", name="fp8-prefill-query", severity="info", family="backend",

@@ -183,3 +183,24 @@ def test_deepseek_v4_attention_class_picks_its_backend(gpu: str, extra: tuple[st
     assert {lp.backend for lp in plan.layers if lp.bytes_per_token} == {want}
     assert not [f for f in plan.findings if f.code == "KV701"]
     assert "_select_dsv4_attn_cls" in _fact(plan.layers[0]) and "DEEPSEEK_SPARSE_SWA" in _fact(plan.layers[0])
+
+
+def test_deepseek_v4_refuses_the_generic_flashinfer_sparse_backend() -> None:
+    """_select_dsv4_attn_cls raises for FLASHINFER_MLA_SPARSE: KV701 says so, naming the DSV4 backend to use."""
+    plan = _dsv4("b200", "--attention-backend", "FLASHINFER_MLA_SPARSE")
+    msgs = [f.message for f in plan.findings if f.code == "KV701"]
+    assert len(msgs) == 1 and msgs[0].startswith(
+        "FLASHINFER_MLA_SPARSE is not a DeepSeek V4 attention backend. Use FLASHINFER_MLA_SPARSE_DSV4")
+
+
+def test_attention_backend_flag_that_a_model_class_ignores_is_reported() -> None:
+    """Inkling's layers run FLASH_ATTN whatever --attention-backend names: KV702 says the flag does not reach
+    them (and the plan keeps FLASH_ATTN)."""
+    case = GPU_CASES["InklingForCausalLM__b200__auto__8192"]
+    plan = kvplan.api.compile((DATA / case["config"]).resolve(),
+                              ["--max-model-len", "8192", "--attention-backend", "FLASHINFER"], gpu="b200",
+                              engine="vllm==0.33.0")
+    assert {lp.backend for lp in plan.layers if lp.bytes_per_token} == {"FLASH_ATTN"}
+    notes = [f for f in plan.findings if f.code == "KV702" and "does not reach" in f.message]
+    assert len(notes) == 1 and "InklingAttention.get_attn_backend" in notes[0].message
+    assert set(notes[0].layers) == {lp.index for lp in plan.layers if lp.bytes_per_token}
