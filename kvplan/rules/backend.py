@@ -80,15 +80,16 @@ def model_attention_config(ctx: RuleContext) -> tuple[str | None, dict[str, Any]
 @dataclass(frozen=True)
 class ModelClassBackend:
     """One row of MODEL_CLASS_BACKENDS: the backend a model class hands some of its layers itself, past the
-    selector (neither `--attention-backend` nor the priority walk reaches them)."""
+    selector (the priority walk never reaches them; `--attention-backend` only where a row names it)."""
 
     architectures: tuple[str, ...]
     """The vLLM architectures (config.json `architectures`) whose model class does it."""
     backend: str
     """The backend's get_name(), as vLLM logs the layer's backend."""
     layers: str
-    """Which attention layers: 'all', or 'cache:NAME' (the layers that register the further cache NAME, as
-    kvplan.ingest reads the checkpoint: ExtraCache.name), or 'no-cache:NAME' (those that do not)."""
+    """Which attention layers: 'all', 'dsv4' (DeepSeek-V4's attention layers), 'cache:NAME' (the layers that
+    register the further cache NAME, as kvplan.ingest reads the checkpoint: ExtraCache.name), or 'no-cache:NAME'
+    (those that do not)."""
     impl_checks: bool
     """vLLM builds the backend's own impl for the layer (Attention(attn_backend=...) of a registered backend):
     its construction errors, logs and query dtype apply (kvplan.backends.select.build_pinned_backend). False:
@@ -318,7 +319,8 @@ def _backend_fact(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str, backend:
          why="vLLM selects a backend per layer with that layer's own KV dtype (skipped layers are "
              "re-selected with 'auto'), following the platform priority order and each backend's "
              "supported dtypes, compute capability, head sizes and features; some model classes hand layers "
-             "a backend of their own past the selector (MODEL_CLASS_BACKENDS: Step 5, Inkling, MiniMax-M3).",
+             "a backend of their own past the selector (MODEL_CLASS_BACKENDS: Step 5, Inkling, MiniMax-M3, "
+             "DeepSeek-V4).",
          fix="Pass --attention-backend to force one (validation still applies).",
          references=("vllm/v1/attention/selector.py::get_attn_backend", "vllm/platforms/cuda.py",
                      "vllm/model_executor/layers/attention/attention.py::Attention.__init__"))
