@@ -197,8 +197,10 @@ def _fp8_ds_mla_row(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> tup
     from kvplan.backends.impl import hooks_for
     from kvplan.rules.backend import backend_choice  # the backend rules import this module
 
+    from kvplan.backends.vllm_rows import BACKENDS
+
     backend = backend_choice(ctx, la, kv_cache_dtype).backend
-    if backend is None:
+    if backend is None or backend not in BACKENDS:  # none, or a model's own (DeepSeek-V4's: its own row size)
         return MLA_FIXED["fp8_ds_mla"], None
     return hooks_for(backend).fp8_ds_mla_row_bytes(la.mla.kv_lora_rank, la.mla.qk_rope_head_dim, ctx.engine), backend
 

