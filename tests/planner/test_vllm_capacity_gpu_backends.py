@@ -94,7 +94,9 @@ _KIND = {"MLAAttentionSpec": "mla", "FullAttentionSpec": "full_attention", "Slid
 BACKENDS_NOT_MODELLED = {
     "DeepseekV41ForCausalLM": "DeepSeek-V4.1's _select_dsv4_attn_cls (vllm/models/deepseek_v41/nvidia/model.py) "
                               "defaults to FlashMLA mega attention on SM100 where DeepseekV4MegaAttnAttention."
-                              "is_available_for the topology and kernel build, else FlashMLA: not tabled yet",
+                              "is_available_for the topology and the _flashmla_C mega ops, else FlashMLA; the "
+                              "release wheel has those ops but the CPU oracle cannot load them, so its SM100 "
+                              "answers (FLASHMLA_SPARSE_DSV41) may not be a GPU's: not tabled yet",
 }
 """Architectures whose model class picks backends kvplan does not table yet (MODEL_CLASS_BACKENDS)."""
 
