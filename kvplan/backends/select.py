@@ -382,3 +382,21 @@ def _build(walk: _Walk, name: str, forced: bool) -> BackendChoice:
     if req.attn_type in ("encoder", "encoder_only") and req.quant_mode.is_quantized:
         return _fail(out, hooks.encoder_quant_error, "forward", "NotImplementedError")
     return BackendChoice(**out)
+
+
+def build_pinned_backend(req: BackendRequest, gpu: GpuProfile, name: str, engine: EngineVersion | None = None,
+                         attention_config: Mapping[str, Any] | None = None) -> BackendChoice:
+    """A backend the model class hands an `Attention` layer itself (`Attention(attn_backend=...)`): vLLM skips
+    the selector and its validation (`model_executor/layers/attention/attention.py::Attention.__init__`) but
+    still builds the backend's impl, so the config checks, the impl's construction errors, its logs and its
+    query dtype apply as for a selected backend."""
+    engine = engine or EngineVersion()
+    ac: Mapping[str, Any] = attention_config or {}
+    base: dict[str, Any] = {"status": "selected", "backend": None, "kv_cache_dtype": req.kv_cache_dtype,
+                            "effective_kv_cache_dtype": req.kv_cache_dtype, "engine": str(engine)}
+    error = _config_error(req, gpu, engine)
+    if error is not None:
+        return _fail(base, error, "config", "ValueError")
+    walk = _Walk(req, gpu, ac, base, engine)
+    walk.candidates = (name,)
+    return _build(walk, name, forced=True)

@@ -278,10 +278,12 @@ _ROWS: tuple[BackendCapability, ...] = (
                 "_canonicalize_sparse_mla_kv_cache_dtype (reference §6.1)"),
     _row(name="FLASHINFER_MLA_SPARSE_SM90", platforms=("cuda",), use_mla=True, sparse=True,
          file="vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm90.py",
-         kv_cache_dtypes=("auto", "bfloat16", *_FP8), cc_majors=(9,), head_sizes=(512, 576),
+         model_dtypes=("bfloat16",), kv_cache_dtypes=("auto", "bfloat16", *_FP8), cc_majors=(9,),
+         head_sizes=(512, 576),
          block_size_multiple_of=64,
          notes=("kv_lora_rank 512, qk_rope_head_dim 0 or 64. First among SM90 sparse backends when "
-                "head_size is 512.",),
+                "head_size is 512.", "bf16 models only (supported_dtypes; a float16 model gets "
+                "FLASH_ATTN_MLA_SPARSE)."),
          source="backends/mla/flashinfer_mla_sparse_sm90.py (reference §5.1, §6.1)"),
     _row(name="FLASH_ATTN_MLA_SPARSE", platforms=("cuda",), use_mla=True, sparse=True,
          file="vllm/v1/attention/backends/mla/flashattn_mla_sparse.py", kv_cache_dtypes=_BASE_KV,

@@ -6,6 +6,7 @@ layers can land on different backends. Needs --gpu; without it these rules stay 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from kvplan.model.arch import LayerArch
@@ -76,12 +77,166 @@ def model_attention_config(ctx: RuleContext) -> tuple[str | None, dict[str, Any]
     return forced, ac, None
 
 
+@dataclass(frozen=True)
+class ModelClassBackend:
+    """One row of MODEL_CLASS_BACKENDS: the backend a model class hands some of its layers itself, past the
+    selector (the priority walk never reaches them; `--attention-backend` only where a row names it)."""
+
+    architectures: tuple[str, ...]
+    """The vLLM architectures (config.json `architectures`) whose model class does it."""
+    backend: str
+    """The backend's get_name(), as vLLM logs the layer's backend."""
+    layers: str
+    """Which attention layers: 'all', 'dsv4' (DeepSeek-V4's attention layers), 'cache:NAME' (the layers that
+    register the further cache NAME, as kvplan.ingest reads the checkpoint: ExtraCache.name), or 'no-cache:NAME'
+    (those that do not)."""
+    impl_checks: bool
+    """vLLM builds the backend's own impl for the layer (Attention(attn_backend=...) of a registered backend):
+    its construction errors, logs and query dtype apply (kvplan.backends.select.build_pinned_backend). False:
+    the layer runs the model's own kernels; its refusals are the model's (KV504, planner/model_caches)."""
+    source: str
+    """vLLM file::function that makes the choice."""
+    platforms: tuple[str, ...] = ("cuda", "rocm", "cpu", "xpu")
+    """Platforms whose model code makes this choice (elsewhere another row, or the selector)."""
+    cc_majors: tuple[int, ...] = ()
+    """CUDA compute-capability majors it is limited to (empty: any)."""
+    forced: tuple[str, ...] = ()
+    """Backend names of `--attention-backend` (attention_config.backend) it is limited to (empty: any)."""
+    error: str = ""
+    """The model class refuses instead (ValueError while building the model; `{forced}` is the named backend)."""
+
+    def takes(self, la: LayerArch) -> bool:
+        if self.layers == "all":
+            return True
+        if self.layers == "dsv4":
+            return la.dsv4_compress_ratio is not None
+        want, _, name = self.layers.partition(":")
+        has = any(x.name == name for x in la.extra_caches)
+        return has if want == "cache" else not has
+
+    def holds(self, platform: str, cc_major: int | None, forced: str | None) -> bool:
+        return (platform in self.platforms and (not self.cc_majors or cc_major in self.cc_majors)
+                and (not self.forced or forced in self.forced))
+
+
+_STEP5 = ("Step5ForCausalLM", "Step5ForConditionalGeneration")
+_INKLING = ("InklingForCausalLM", "InklingForConditionalGeneration")
+_MINIMAX_M3 = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
+_GLM5_NEXT = ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration")
+_DSV4 = ("DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration")
+_DSV4_SOURCE = ("vllm/models/deepseek_v4/nvidia/model.py::_select_dsv4_attn_cls "
+                "(attention.py::DeepseekV4Attention.get_attn_backend)")
+
+MODEL_CLASS_BACKENDS: tuple[ModelClassBackend, ...] = (
+    # use_dsa_backend = sparse_config is not None and sliding_window is None: the DSA layers (kvplan.ingest
+    # gives exactly them the CSA tail ring) run Step5DSAAttentionBackend
+    ModelClassBackend(_STEP5, "STEP5_DSA", "cache:CSA tail ring", False,
+                      "vllm/models/step5/nvidia/model.py::Step5Attention.__init__ (Step5DSAAttentionBackend)"),
+    # every other layer pins Step5SplitKVFlashAttentionBackend, which keeps FlashAttentionBackend.get_name()
+    # and builds a FlashAttentionImpl subclass
+    ModelClassBackend(_STEP5, "FLASH_ATTN", "no-cache:CSA tail ring", True,
+                      "vllm/models/step5/nvidia/model.py::Step5Attention.__init__ "
+                      "(sparse_attention.py::Step5SplitKVFlashAttentionBackend)"),
+    # InklingAttention is an AttentionLayerBase of its own (FA4 relative-attention kernel): no impl is built
+    ModelClassBackend(_INKLING, "FLASH_ATTN", "all", False,
+                      "vllm/models/inkling/nvidia/attention.py::InklingAttention.get_attn_backend "
+                      "(amd/attention.py the same)"),
+    # the sparse layers (sparse_attention_freq != 0; those with the index-key cache) take the backend of
+    # select_main_backend_and_impl_cls, whose classes all keep MiniMaxM3SparseBackend.get_name(); the dense
+    # layers are plain Attention layers (the selector)
+    ModelClassBackend(_MINIMAX_M3, "MINIMAX_M3_SPARSE", "cache:index keys", False,
+                      "vllm/models/minimax_m3/nvidia/model.py::MiniMaxM3SparseAttention.get_attn_backend "
+                      "(common/sparse_attention.py::select_main_backend_and_impl_cls)"),
+    # DeepSeek-V4's attention class is picked on CUDA by _select_dsv4_attn_cls, never by the selector: the
+    # FlashInfer class where --attention-backend names FLASHINFER_MLA_SPARSE_DSV4, the FlashMLA one where it names
+    # FLASHMLA_SPARSE(_DSV4); otherwise FlashInfer on SM12x, FlashMLA elsewhere (the layer's get_attn_backend is
+    # the class's backend_cls)
+    ModelClassBackend(_DSV4, "", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
+                      forced=("FLASHINFER_MLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120"),
+                      error="{forced} is not a DeepSeek V4 attention backend. Use FLASHINFER_MLA_SPARSE_DSV4 for "
+                            "DeepSeek V4 FlashInfer sparse MLA."),
+    ModelClassBackend(_DSV4, "FLASHINFER_MLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
+                      forced=("FLASHINFER_MLA_SPARSE_DSV4",)),
+    ModelClassBackend(_DSV4, "FLASHMLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
+                      forced=("FLASHMLA_SPARSE", "FLASHMLA_SPARSE_DSV4")),
+    ModelClassBackend(_DSV4, "FLASHINFER_MLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",),
+                      cc_majors=(12,)),
+    ModelClassBackend(_DSV4, "FLASHMLA_SPARSE_DSV4", "dsv4", False, _DSV4_SOURCE, platforms=("cuda",)),
+)
+"""Backends model classes give their attention layers past vLLM's selector (vLLM 0.33.0 and 0.34.0, read in
+both wheels). A layer no row takes is selected (rule KV140's walk)."""
+
+FURTHER_CACHE_BACKENDS: dict[tuple[tuple[str, ...], str], tuple[str, str]] = {
+    (_STEP5, "CSA tail ring"): ("STEP5_CSA_TAIL_RING",
+                                "vllm/models/step5/nvidia/csa_tail_ring.py::Step5CSATailRing.get_attn_backend"),
+    (_STEP5, "sparse region summaries"): (
+        "STEP5_CSA_SUMMARY",
+        "vllm/models/step5/nvidia/sparse_summary_cache.py::Step5SparseSummaryCacheLayer.get_attn_backend"),
+    (_INKLING, "short-conv state"): ("INKLING_SCONV_SWA",
+                                     "vllm/models/inkling/nvidia/sconv_swa_attn.py::InklingConvState.get_attn_backend"),
+    (_MINIMAX_M3, "index keys"): ("MINIMAX_M3_SPARSE_INDEXER",
+                                  "vllm/models/minimax_m3/common/indexer.py::MiniMaxM3IndexerCache.get_attn_backend"),
+    (_GLM5_NEXT, "indexer keys"): (
+        "DEEPSEEK_V32_INDEXER",
+        "vllm/models/glm5next/common/attention.py::Glm5NextIndexerCache.get_attn_backend (Glm5NextIndexerBackend)"),
+    (_GLM5_NEXT, "indexer tail ring"): (
+        "KPOOL_TAIL", "vllm/models/glm5next/common/attention.py::Glm5NextTailCache.get_attn_backend"),
+}
+"""The backends of the caches a layer registers next to its attention (ExtraCache, by architecture and name):
+each is an AttentionLayerBase module of its own with its own get_attn_backend and KV cache spec and no attention
+impl, so vLLM lists them among the model's backends while the layer's attention keeps its own. A sparse-MLA
+layer's indexer keys (DeepSeek-V3.2, GLM-5) are DEEPSEEK_V32_INDEXER
+(vllm/model_executor/models/deepseek_v2.py::DeepseekV32IndexerCache.get_attn_backend)."""
+
+SPARSE_MLA_INDEXER_BACKEND = "DEEPSEEK_V32_INDEXER"
+
+
+def _dsv4_cache_backends(ratio: int) -> list[str]:
+    """DeepseekV4Attention.__init__ (vllm/models/deepseek_v4/attention.py): every layer's sliding-window cache
+    (DeepseekV4SWACache: DEEPSEEK_SPARSE_SWA, v1/attention/backends/mla/sparse_swa.py), a compressor's state
+    where compress_ratio > 1 (compressor.py::CompressorBackend), an indexer where it is 4
+    (v1/attention/backends/mla/indexer.py: DEEPSEEK_V4_INDEXER)."""
+    return ["DEEPSEEK_SPARSE_SWA", *(["CompressorBackend"] if ratio > 1 else []),
+            *(["DEEPSEEK_V4_INDEXER"] if ratio == 4 else [])]
+
+
+def model_class_backend(ctx: RuleContext, la: LayerArch) -> ModelClassBackend | None:
+    """The first MODEL_CLASS_BACKENDS row that gives this layer its backend on ctx's GPU, or None (the selector
+    does)."""
+    gpu = ctx.gpu.profile if ctx.gpu is not None else None
+    if gpu is None:
+        return None
+    forced = _forced_backend(ctx)
+    return next((r for r in MODEL_CLASS_BACKENDS if ctx.arch.architecture in r.architectures and r.takes(la)
+                 and r.holds(gpu.platform, gpu.cc_major, forced)), None)
+
+
+def _forced_backend(ctx: RuleContext) -> str | None:
+    """The backend `--attention-backend` (attention_config.backend) names, as vLLM's enum spells it."""
+    forced = ctx.flags.attention_backend or ctx.flags.attention_config.get("backend")
+    return str(forced).strip().upper().removeprefix("ATTENTIONBACKENDENUM.") if forced else None
+
+
+def further_cache_backends(arch: str | None, la: LayerArch) -> tuple[str, ...]:
+    """The backends of the caches the layer registers next to its attention (FURTHER_CACHE_BACKENDS), in
+    the layer's order; a sparse-MLA indexer's too."""
+    out = [b for x in la.extra_caches for (archs, name), (b, _) in FURTHER_CACHE_BACKENDS.items()
+           if arch in archs and x.name == name]
+    if la.dsv4_compress_ratio is not None and arch in _DSV4:
+        out += _dsv4_cache_backends(la.dsv4_compress_ratio)
+    if la.kind == "mla" and la.indexer_bytes_per_token and not la.extra_caches:
+        out.append(SPARSE_MLA_INDEXER_BACKEND)
+    return tuple(dict.fromkeys(out))
+
+
 def _global_dtype_queries(ctx: RuleContext, backend: str | None) -> bool:
     """The chosen backend takes a skipped layer's query dtype from the global cache dtype (pre-#39002)."""
     if backend is None or not ctx.engine_has("flashinfer_skip_layer_query_dtype_crash"):
         return False
     from kvplan.backends.impl import hooks_for
-    return hooks_for(backend).global_dtype_queries_before_39002
+    from kvplan.backends.vllm_rows import BACKENDS
+    # a model's own backend (MODEL_CLASS_BACKENDS: STEP5_DSA, ...) is no registry backend with hooks
+    return backend in BACKENDS and hooks_for(backend).global_dtype_queries_before_39002
 
 
 def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoice:
@@ -97,18 +252,38 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
         _LAST = (ctx, _CHOICES.setdefault(ctx_key, {}))
     memo = _LAST[1]
     mla = la.mla
+    row = model_class_backend(ctx, la)
     key = (la.kind, la.head_size, la.head_size_v, la.num_heads, la.num_kv_heads,
            la.sliding_window is not None, la.has_sinks,
            (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim, mla.index_topk)
-           if mla else None, kv_cache_dtype)
+           if mla else None, kv_cache_dtype, row)
     hit = memo.get(key)
     if hit is None:
-        from kvplan.backends.select import select_backend
+        from kvplan.backends.select import build_pinned_backend, select_backend
         assert ctx.gpu is not None and ctx.gpu.profile is not None  # callers return early without a GPU profile
         forced, ac, _ = model_attention_config(ctx)
-        hit = memo[key] = select_backend(_request(ctx, la, kv_cache_dtype), ctx.gpu.profile, ctx.engine,
-                                         forced, ac)
+        req = _request(ctx, la, kv_cache_dtype)
+        if row is None:
+            hit = select_backend(req, ctx.gpu.profile, ctx.engine, forced, ac)
+        elif row.impl_checks:
+            hit = build_pinned_backend(req, ctx.gpu.profile, row.backend, ctx.engine, ac)
+        else:
+            hit = _model_kernel_choice(row, kv_cache_dtype, ctx)
+        memo[key] = hit
     return hit
+
+
+def _model_kernel_choice(row: ModelClassBackend, kv_cache_dtype: str, ctx: RuleContext) -> BackendChoice:
+    """A backend whose layer runs the model's own kernels: named, with no impl of vLLM's registry to ask
+    about block sizes, query dtypes or construction errors (the model's refusals are KV504's); or the model
+    class's refusal of the backend named (row.error)."""
+    from kvplan.backends.select import BackendChoice
+    base: dict[str, Any] = {"kv_cache_dtype": kv_cache_dtype, "effective_kv_cache_dtype": kv_cache_dtype,
+                            "engine": str(ctx.engine), "forced": True}
+    if row.error:
+        return BackendChoice(**base, status="error", backend=None, error_stage="impl", error_type="ValueError",
+                             error=row.error.format(forced=_forced_backend(ctx)))
+    return BackendChoice(**base, status="selected", backend=row.backend, candidates=(row.backend,))
 
 
 def backend_choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoice:
@@ -124,13 +299,31 @@ _CONFIG_ERRORS_OF_OTHER_RULES = ("Invalid kv_cache_dtype", 'kv_cache_dtype="',
 _LAST: tuple[RuleContext | None, dict[tuple[Any, ...], BackendChoice]] = (None, {})
 
 
+def _backend_fact(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str, backend: str) -> str:
+    """Why the layer runs `backend`: the model class's own choice (MODEL_CLASS_BACKENDS), or the selector's
+    walk; with the backends of the caches the layer registers next to its attention."""
+    assert ctx.gpu is not None
+    row = model_class_backend(ctx, la)
+    if row is not None:
+        fact = f"the model class chooses {backend} for this layer, past the selector ({row.source})"
+    else:
+        why = model_attention_config(ctx)[2]
+        fact = (f"first valid backend on {ctx.gpu.name} for kv dtype {kv_cache_dtype!r}"
+                + (f" ({why})" if why else ""))
+    caches = further_cache_backends(ctx.arch.architecture, la)
+    return fact + (f"; its further caches run {', '.join(caches)}" if caches else "")
+
+
 @declare(code="KV140", name="backend-selection", kind="decision", scope="layer", family="backend",
          severity="info", summary="Each KV layer gets the attention backend vLLM would select on the GPU.",
          why="vLLM selects a backend per layer with that layer's own KV dtype (skipped layers are "
              "re-selected with 'auto'), following the platform priority order and each backend's "
-             "supported dtypes, compute capability, head sizes and features.",
+             "supported dtypes, compute capability, head sizes and features; some model classes hand layers "
+             "a backend of their own past the selector (MODEL_CLASS_BACKENDS: Step 5, Inkling, MiniMax-M3, "
+             "DeepSeek-V4).",
          fix="Pass --attention-backend to force one (validation still applies).",
-         references=("vllm/v1/attention/selector.py::get_attn_backend", "vllm/platforms/cuda.py"))
+         references=("vllm/v1/attention/selector.py::get_attn_backend", "vllm/platforms/cuda.py",
+                     "vllm/model_executor/layers/attention/attention.py::Attention.__init__"))
 @decides_layer("backend", "flash_attn_version", "query_dtype")
 def backend_selection(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterator[Set]:
     if ctx.gpu is None or ctx.gpu.profile is None or la.kind in NO_KV_KINDS or st.kv_cache_dtype is None:
@@ -138,9 +331,7 @@ def backend_selection(ctx: RuleContext, la: LayerArch, st: LayerState) -> Iterat
     ch = _choice(ctx, la, st.kv_cache_dtype)
     if ch.backend:
         # `backend` is vLLM's enum name exactly; the FlashAttention version is a field of its own.
-        why = model_attention_config(ctx)[2]
-        yield Set("backend", ch.backend, f"first valid backend on {ctx.gpu.name} for kv dtype {st.kv_cache_dtype!r}"
-                  + (f" ({why})" if why else ""))
+        yield Set("backend", ch.backend, _backend_fact(ctx, la, st.kv_cache_dtype, ch.backend))
         if ch.flash_attn_version:
             yield Set("flash_attn_version", ch.flash_attn_version,
                       f"get_flash_attn_version() on {ctx.gpu.name} for head size {la.head_size} and kv dtype "
@@ -215,8 +406,24 @@ def backend_notes(ctx: RuleContext) -> Iterator[Emit]:
                 if pre_39002 and n.startswith("FlashInfer resolved"):
                     continue  # that per-group log line is PR #39002's; before it the global dtype rules
                 notes.setdefault(n, []).append(lp.index)
-    for msg, layers in notes.items():
+    for msg, layers in {**notes, **_unreached_forced_backend(ctx)}.items():
         yield Emit(msg, tuple(layers), severity=Severity.info if msg.startswith("FlashInfer resolved") else None)
+
+
+def _unreached_forced_backend(ctx: RuleContext) -> dict[str, list[int]]:
+    """Layers `--attention-backend` does not reach: their model class gives them a backend of its own whatever
+    the flag names (MODEL_CLASS_BACKENDS rows not limited to named backends)."""
+    forced = _forced_backend(ctx)
+    out: dict[str, list[int]] = {}
+    if forced is None:
+        return out
+    for lp in ctx.layers:
+        la = ctx.arch_layer(lp.index)
+        row = model_class_backend(ctx, la) if la is not None and lp.kind not in NO_KV_KINDS else None
+        if row is not None and not row.forced and row.backend != forced:
+            out.setdefault(f"--attention-backend {forced} does not reach these layers: the model class gives them "
+                           f"{row.backend} ({row.source}).", []).append(lp.index)
+    return out
 
 
 @declare(code="KV703", name="fp8-prefill-query", severity="info", family="backend",

@@ -195,10 +195,11 @@ def _fp8_ds_mla_row(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> tup
     if ctx.gpu is None or ctx.gpu.profile is None or la.mla is None:
         return MLA_FIXED["fp8_ds_mla"], None
     from kvplan.backends.impl import hooks_for
+    from kvplan.backends.vllm_rows import BACKENDS
     from kvplan.rules.backend import backend_choice  # the backend rules import this module
 
     backend = backend_choice(ctx, la, kv_cache_dtype).backend
-    if backend is None:
+    if backend is None or backend not in BACKENDS:  # none, or a model's own (DeepSeek-V4's: its own row size)
         return MLA_FIXED["fp8_ds_mla"], None
     return hooks_for(backend).fp8_ds_mla_row_bytes(la.mla.kv_lora_rank, la.mla.qk_rope_head_dim, ctx.engine), backend
 
