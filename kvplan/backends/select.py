@@ -320,6 +320,12 @@ def select_backend(req: BackendRequest, gpu: GpuProfile, engine: EngineVersion |
         return _fail(base, error, "config", "ValueError")
     forced_name = _forced_name(req, forced, ac, engine)
     walk = _Walk(req, gpu, ac, base, engine)
+    if gpu.platform == "cpu" and forced_name is not None and forced_name not in _priority(req, gpu, ac, engine):
+        # CpuPlatform.get_attn_backend_cls logs "Cannot use <backend> backend on CPU." and keeps its own
+        # (an --attention-backend, or one a model class set: Gemma4Config's TRITON_ATTN)
+        walk.notes.append(f"Cannot use {forced_name} backend on CPU: vLLM keeps the CPU backend "
+                          "(vllm/platforms/cpu.py::get_attn_backend_cls).")
+        forced_name = None
     done: BackendChoice | None = None
     if gpu.platform == "cpu" and forced_name is None:
         done = walk.cpu()

@@ -204,3 +204,15 @@ def test_attention_backend_flag_that_a_model_class_ignores_is_reported() -> None
     notes = [f for f in plan.findings if f.code == "KV702" and "does not reach" in f.message]
     assert len(notes) == 1 and "InklingAttention.get_attn_backend" in notes[0].message
     assert set(notes[0].layers) == {lp.index for lp in plan.layers if lp.bytes_per_token}
+
+
+def test_the_cpu_platform_keeps_its_own_backend_whatever_is_chosen() -> None:
+    """CpuPlatform.get_attn_backend_cls logs "Cannot use TRITON_ATTN backend on CPU." and runs CPU_ATTN: for
+    Gemma4Config's forced Triton as for an --attention-backend."""
+    case = next(c for c in CASES if c["name"] == "Gemma4ForCausalLM__a100__auto__8192")
+    plan = _plan({**case, "gpu": "cpu-x86-amx"}, "0.33.0")
+    assert {lp.backend for lp in plan.layers if lp.bytes_per_token} == {"CPU_ATTN"}
+    llama = kvplan.api.compile(ROOT / "tests/data/corpus/Meta-Llama-3.1-8B/config.json",
+                               ["--attention-backend", "TRITON_ATTN"], gpu="cpu-x86-amx")
+    assert {lp.backend for lp in llama.layers} == {"CPU_ATTN"}
+    assert "KV701" not in [f.code for f in llama.findings]
