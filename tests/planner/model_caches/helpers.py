@@ -11,7 +11,7 @@ import kvplan.planner.compile as compile_mod
 from kvplan.model.arch import ModelArch
 from kvplan.model.flags import ServingFlags
 from kvplan.model.plan import LayerPlan, Plan
-from kvplan.planner.cache_specs import SpecContext
+from kvplan.planner.cache_specs import ModelCaches, SpecContext, blocks_per_request
 
 Inputs = tuple[list[LayerPlan], ModelArch, ServingFlags, SpecContext]
 """A builder's arguments: the layer plans, the model, the flags and the context."""
@@ -37,3 +37,19 @@ def plan_and_inputs(config: Path, argv: list[str], budget: int | None, gpu: str 
         plan = kvplan.api.compile(config, argv, kv_budget_bytes=budget, gpu=gpu, engine=f"vllm=={release}")
     assert seen, "compile computed no layout for the case"
     return plan, seen[0]
+
+
+def assert_caches_equal_vllms(got: ModelCaches, answer: dict[str, Any], case: dict[str, Any]) -> None:
+    """A builder's caches are the answer's `layer_specs`: vLLM's names in vLLM's order, each with its spec class,
+    block, page, block-stride alignment, window and blocks per request; the block size and layout too."""
+    want = answer["answer"]
+    assert got.block_size == answer["engine"]["block_size"]
+    assert got.layout_name == want["kv_cache_layout"]
+    mml = answer["engine"]["max_model_len"]
+    mbt = case["flags"].get("max_num_batched_tokens", 8192)
+    assert [s.name for s in got.specs] == [w["name"] for w in want["layer_specs"]]
+    for s, w in zip(got.specs, want["layer_specs"], strict=True):
+        assert (s.spec, s.block_size, s.page_size_bytes, s.stride_alignment, s.sliding_window,
+                blocks_per_request(s, mml, mbt)) == \
+            (w["spec"], w["block_size"], w["page_size_bytes"], w["stride_alignment"], w.get("sliding_window"),
+             w["blocks_per_request"]), s.name

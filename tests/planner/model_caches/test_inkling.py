@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from kvplan.planner import cache_specs
 from kvplan.planner.cache_specs import ModelCaches
 from kvplan.planner.model_caches import BUILDERS, inkling
 from tests.conftest import ROOT
-from tests.planner.model_caches.helpers import plan_and_inputs
+from tests.planner.model_caches.helpers import assert_caches_equal_vllms, plan_and_inputs
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 CASES = [c for c in json.loads((DATA / "cases_gpu_backends.json").read_text())["cases"]
@@ -55,17 +54,10 @@ def test_inkling_caches_equal_vllms_specs(release: str, case: dict[str, Any]) ->
     want = answer["answer"]
     got = _caches(case, release)
     assert got is not None
-    assert got.block_size == answer["engine"]["block_size"]
-    assert (got.layout_name, got.block_outermost) == (want["kv_cache_layout"], False)
-    mml = answer["engine"]["max_model_len"]
-    mbt = case["flags"].get("max_num_batched_tokens", 8192)
-    assert [s.name for s in got.specs] == [w["name"] for w in want["layer_specs"]]
+    assert not got.block_outermost
+    assert_caches_equal_vllms(got, answer, case)
     for s, w in zip(got.specs, want["layer_specs"], strict=True):
         assert w["tokens_per_state"] == 1  # no pooled cache: CacheSpec has no such field to compare
-        assert (s.spec, s.block_size, s.page_size_bytes, s.stride_alignment, s.sliding_window,
-                cache_specs.blocks_per_request(s, mml, mbt)) == \
-            (w["spec"], w["block_size"], w["page_size_bytes"], w["stride_alignment"], w.get("sliding_window"),
-             w["blocks_per_request"]), s.name
         assert s.layer == int(s.name.split(".")[2]) and not s.draft and s.fixed_blocks is None
 
 
