@@ -9,7 +9,6 @@ startup error when one request does not fit, or the release's refusal of the arc
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import subprocess
@@ -25,7 +24,7 @@ from kvplan.model.plan import Plan
 from tests.conftest import ROOT
 from tests.planner.arch_parity import load_answer, refused_by_vllm
 from tests.planner.test_vllm_capacity_layouts import _argv, _config
-from tests.planner.test_vllm_capacity_parity import refused_by_release
+from tests.planner.test_vllm_capacity_parity import assert_answer_current, refused_by_release
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 DOC = json.loads((DATA / "cases_arch.json").read_text())
@@ -162,9 +161,7 @@ def test_layout_and_capacity_equal_vllms(release: str, case: dict, tmp_path: Pat
 def test_every_case_is_answered_for_its_config(release: str) -> None:
     for case in CASES:
         answer = _answer(case, release)
-        assert answer["vllm_version"] == release
-        digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
-        assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
+        assert_answer_current(case, answer, release)
         assert answer["available_bytes"] == case["available_bytes"], f"{case['name']}: re-run with --force"
         assert answer["flags"] == case["flags"], f"{case['name']}: re-run with --force"
 

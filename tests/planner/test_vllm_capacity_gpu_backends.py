@@ -13,7 +13,6 @@ together are the backends vLLM built (`answer.backends`).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -25,6 +24,7 @@ from kvplan.model.plan import Plan
 from kvplan.pipeline import flags_from, model_inputs
 from kvplan.rules.backend import further_cache_backends
 from tests.conftest import ROOT
+from tests.planner.test_vllm_capacity_parity import assert_answer_current
 
 DATA = ROOT / "tests" / "data" / "vllm_oracle_capacity"
 CASES = json.loads((DATA / "cases_gpu_backends.json").read_text())["cases"]
@@ -146,9 +146,8 @@ def _plan(case: dict[str, Any], release: str) -> Plan:
 def test_every_case_is_answered_for_its_config(release: str) -> None:
     for case in CASES:
         answer = _answer(case, release)
-        assert answer["vllm_version"] == release and answer["gpu"] == case["gpu"]
-        digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
-        assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
+        assert_answer_current(case, answer, release)
+        assert answer["gpu"] == case["gpu"]
         refused = VLLM_REFUSES.get(case["name"])
         assert (answer["error"] is not None) == (_oracle_cannot(case, release) is not None or refused is not None)
         assert refused is None or answer["error"]["message"] == refused, case["name"]

@@ -26,6 +26,7 @@ from kvplan.model.plan import Plan
 from kvplan.planner.layout import UNIFY_REFUSAL_BEFORE_024
 from tests.conftest import ROOT
 from tests.planner.test_vllm_capacity_parity import (
+    assert_answer_current,
     check_layout_refusal,
     crashes_laying_out,
     refused_by_release,
@@ -106,9 +107,7 @@ def _layer_index(name: str, drafts: list[str], num_layers: int) -> int:
 def test_every_case_is_answered_for_its_config(release: str) -> None:
     for case in CASES:
         answer = _answer(case, release)
-        assert answer["vllm_version"] == release
-        digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
-        assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
+        assert_answer_current(case, answer, release)
         assert (answer["error"] is None or refused_by_release(answer) or crashes_laying_out(answer)
                 or _refuses_draft_kv_cache_dtype(answer)), case["name"]
     # the cases cover an EAGLE3 head, MTP on an MLA, a GQA and a hybrid model, and a method with no draft

@@ -46,6 +46,13 @@ ORACLE_LIMITS = {
 """Cases a release's code could not answer on the CPU, and why (the oracle's limit, not the release's)."""
 
 
+def assert_answer_current(case: dict[str, Any], answer: dict[str, Any], release: str) -> None:
+    """The answer is the release's, for the case's config as it is now (else the oracle must run again)."""
+    assert answer["vllm_version"] == release
+    digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
+    assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
+
+
 def refused_by_release(answer: dict[str, Any]) -> bool:
     """The release refuses the model at create_engine_config (an architecture it does not have)."""
     err = answer["error"]
@@ -112,9 +119,7 @@ def _plan(case: dict, release: str) -> Plan:
 def test_every_case_is_answered_for_its_config(release: str) -> None:
     for case in CASES:
         answer = _answer(case, release)
-        assert answer["vllm_version"] == release
-        digest = hashlib.sha256((DATA / case["config"]).resolve().read_bytes()).hexdigest()
-        assert answer["config_sha256"] == digest, f"{case['name']}: re-run scripts/oracle/capacity_oracle.py"
+        assert_answer_current(case, answer, release)
         assert answer["error"] is None or (release, case["name"]) in ORACLE_LIMITS or crashes_laying_out(answer), \
             case["name"]
         assert answer.get("backend") == case.get("backend"), f"{case['name']}: re-run with --force"
