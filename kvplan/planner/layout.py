@@ -80,8 +80,8 @@ class Capacity:
 
 def _plain(lp: LayerPlan, la: LayerArch | None) -> bool:
     """A layer whose caches kvplan lays out (its attention, sparse indexer keys, cross-attention and the
-    block-pooled caches of Voxtral Realtime's causal audio encoder; not the rings, compressor and further
-    caches of DeepSeek-V4 and others)."""
+    block-pooled caches of Voxtral Realtime's causal audio encoder; not a layer with several caches of its own
+    blocks and pages, which only a family's cache builder lays out: planner/model_caches/, cache_layout.py)."""
     if la is None:
         return False
     if lp.kind in ATTENTION_KINDS and lp.bytes_per_token:
@@ -440,8 +440,9 @@ def plan_layout(layers: list[LayerPlan], arch: ModelArch, flags: ServingFlags, m
                 compute_capability: tuple[int, int] | None = None,
                 drafts: list[LayerPlan] | None = None, model_dtype: str | None = None) -> Capacity | None:
     """vLLM's layout and capacity for these layers and the draft's (`drafts`, from `draft_layers`), or None
-    where kvplan does not model it (DeepSeek-V4 and other further caches, vLLM's full-allocation fallback for
-    pages it cannot unify, state layers it cannot size). Raises LayoutRefused where vLLM raises instead. The
+    where kvplan does not model it (layers with several caches of their own blocks, which the families' cache
+    builders lay out instead: cache_layout.plan_capacity; vLLM's full-allocation fallback for pages it cannot
+    unify; state layers it cannot size). Raises LayoutRefused where vLLM raises instead. The
     GPU's compute capability decides kernel choices that change the layout
     (FlashInfer's GDN prefill kernel and its checkpoints)."""
     by_index = {la.index: la for la in arch.layers}
