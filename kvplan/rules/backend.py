@@ -244,12 +244,13 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
     global _LAST
     assert ctx.gpu is not None, "backend rules run only with --gpu"
     if _LAST[0] is not ctx:  # the context part of the key, computed once per rule context
-        forced, ac, _ = model_attention_config(ctx)
+        config = model_attention_config(ctx)
+        forced, ac, _ = config
         ctx_key = (ctx.model_dtype, (ctx.quant.ct_kv_cache_scheme or {}).get("strategy"), ctx.flags.block_size,
                    forced, tuple(sorted((k, str(v)) for k, v in ac.items())), ctx.gpu.profile, ctx.engine)
         if len(_CHOICES) > 512:
             _CHOICES.clear()
-        _LAST = (ctx, _CHOICES.setdefault(ctx_key, {}))
+        _LAST = (ctx, _CHOICES.setdefault(ctx_key, {}), config)
     memo = _LAST[1]
     mla = la.mla
     row = model_class_backend(ctx, la)
@@ -261,7 +262,7 @@ def _choice(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str) -> BackendChoi
     if hit is None:
         from kvplan.backends.select import build_pinned_backend, select_backend
         assert ctx.gpu is not None and ctx.gpu.profile is not None  # callers return early without a GPU profile
-        forced, ac, _ = model_attention_config(ctx)
+        forced, ac, _ = _LAST[2]
         req = _request(ctx, la, kv_cache_dtype)
         if row is None:
             hit = select_backend(req, ctx.gpu.profile, ctx.engine, forced, ac)
@@ -296,7 +297,9 @@ _CHOICES: dict[tuple[Any, ...], dict[tuple[Any, ...], BackendChoice]] = {}
 # a dtype the release lacks (KV005), float16/bfloat16 != model dtype (KV201), nvfp4 with MLA (KV202).
 _CONFIG_ERRORS_OF_OTHER_RULES = ("Invalid kv_cache_dtype", 'kv_cache_dtype="',
                                  "nvfp4 KV cache is not supported with MLA")
-_LAST: tuple[RuleContext | None, dict[tuple[Any, ...], BackendChoice]] = (None, {})
+_LAST: tuple[RuleContext | None, dict[tuple[Any, ...], BackendChoice],
+             tuple[str | None, dict[str, Any], str | None]] = (None, {}, (None, {}, None))
+"""The last rule context, its memo of choices and its model-class attention config (model_attention_config)."""
 
 
 def _backend_fact(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str, backend: str) -> str:
@@ -307,7 +310,7 @@ def _backend_fact(ctx: RuleContext, la: LayerArch, kv_cache_dtype: str, backend:
     if row is not None:
         fact = f"the model class chooses {backend} for this layer, past the selector ({row.source})"
     else:
-        why = model_attention_config(ctx)[2]
+        why = (_LAST[2] if _LAST[0] is ctx else model_attention_config(ctx))[2]
         fact = (f"first valid backend on {ctx.gpu.name} for kv dtype {kv_cache_dtype!r}"
                 + (f" ({why})" if why else ""))
     caches = further_cache_backends(ctx.arch.architecture, la)
